@@ -1,0 +1,62 @@
+#pragma once
+// The effective key: scope, principal and id joined so that no two triples give the same bytes.
+
+#include <array>
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <string_view>
+
+namespace idem::detail {
+
+/// Appends `n` as LEB128 (7 bits a byte, high bit = more follows). Returns bytes written.
+inline std::size_t put_varint(char* out, std::size_t n) noexcept {
+  std::size_t i = 0;
+  do {
+    auto byte = static_cast<unsigned char>(n & 0x7f);
+    n >>= 7;
+    if (n != 0) byte |= 0x80;
+    out[i++] = static_cast<char>(byte);
+  } while (n != 0);
+  return i;
+}
+
+/// varint(|scope|) scope varint(|principal|) principal id. Lengths prefix every part but the
+/// last, which runs to the end, so the join is unambiguous. Short keys live on the stack.
+class EffectiveKey {
+ public:
+  EffectiveKey(std::string_view scope, std::string_view principal, std::string_view id) {
+    constexpr std::size_t kMaxVarint = 10;
+    size_ = kMaxVarint * 2 + scope.size() + principal.size() + id.size();
+    char* out = inline_.data();
+    if (size_ > inline_.size()) {
+      heap_ = std::make_unique<char[]>(size_);
+      out = heap_.get();
+    }
+    data_ = out;
+    std::size_t n = put_varint(out, scope.size());
+    append(out, n, scope);
+    n += put_varint(out + n, principal.size());
+    append(out, n, principal);
+    append(out, n, id);
+    size_ = n;
+  }
+
+  EffectiveKey(const EffectiveKey&) = delete;
+  EffectiveKey& operator=(const EffectiveKey&) = delete;
+
+  std::string_view view() const noexcept { return {data_, size_}; }
+
+ private:
+  static void append(char* out, std::size_t& n, std::string_view part) noexcept {
+    if (!part.empty()) std::memcpy(out + n, part.data(), part.size());
+    n += part.size();
+  }
+
+  std::array<char, 256> inline_;
+  std::unique_ptr<char[]> heap_;
+  const char* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace idem::detail

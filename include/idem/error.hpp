@@ -1,0 +1,128 @@
+#pragma once
+// Error codes of idem: every refusal and failure is a std::error_code in the idem::errc category.
+
+#include <string>
+#include <system_error>
+
+namespace idem {
+
+/// Why a call did not produce a fresh or replayed value. Each code says whether a retry can help.
+enum class errc : int {
+  /// The key is empty, longer than Options::max_key_size, or otherwise unusable.
+  /// Retry: never with the same key; fix the request (HTTP 400).
+  key_invalid = 1,
+  /// The key was first used with another payload: misuse, never a replay.
+  /// Retry: never with this payload (HTTP 422).
+  payload_mismatch,
+  /// Another caller holds the key and has not finished. Retry: yes, later (HTTP 409).
+  in_progress,
+  /// The one-time token is unknown, expired or consumed by another request.
+  /// Retry: with a new token (HTTP 400).
+  token_invalid,
+  /// The event is not allowed from the entity's current state. Retry: no (HTTP 409).
+  invalid_transition,
+  /// The entity's version moved on; re-read and retry the read-modify-write (HTTP 409).
+  version_conflict,
+  /// The caller's lease ran out and another caller took the key over: its commit changed
+  /// nothing. Retry: the key is now the new holder's; a retry replays or waits (HTTP 409).
+  lease_lost,
+  /// The backend could not be reached or failed the call. Retry: yes, with backoff (HTTP 503).
+  store_unavailable,
+  /// The handler's encoded result is larger than Options::max_result_size. The handler ran;
+  /// repeats of the key get this code instead of running it again. Retry: no (HTTP 500).
+  result_too_large,
+  /// The handler threw on an earlier attempt and Options::remember_failures replays that
+  /// failure until the record expires. Retry: not before expiry (HTTP 500).
+  handler_failed,
+  /// The store holds bytes under the key that idem cannot decode (corrupted or written by
+  /// something else). Never mistaken for a result. Retry: no; inspect the store (HTTP 500).
+  record_corrupt,
+};
+
+/// The std::error_category of idem::errc; its name is "idem".
+const std::error_category& error_category() noexcept;
+
+inline std::error_code make_error_code(errc e) noexcept {
+  return {static_cast<int>(e), error_category()};
+}
+
+/// The HTTP status a service should answer with for `ec`: 200 when there is no error, the status
+/// named on each idem::errc above, and 500 for codes of other categories.
+int http_status(std::error_code ec) noexcept;
+
+/// True where retrying the same request later can succeed (in_progress, store_unavailable,
+/// version_conflict after a re-read, lease_lost).
+bool is_retryable(std::error_code ec) noexcept;
+
+/// Thrown by Outcome::value() when the outcome holds an error.
+class Error : public std::system_error {
+ public:
+  explicit Error(std::error_code ec) : std::system_error(ec) {}
+  Error(std::error_code ec, const std::string& what) : std::system_error(ec, what) {}
+};
+
+namespace detail {
+
+class ErrorCategory final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "idem"; }
+
+  std::string message(int value) const override {
+    switch (static_cast<errc>(value)) {
+      case errc::key_invalid: return "key is empty, too long or unusable";
+      case errc::payload_mismatch: return "key was first used with another payload";
+      case errc::in_progress: return "another request with this key is in progress";
+      case errc::token_invalid: return "token is unknown, expired or already used";
+      case errc::invalid_transition: return "event is not allowed from the current state";
+      case errc::version_conflict: return "entity version has moved on";
+      case errc::lease_lost: return "lease expired and the key was taken over";
+      case errc::store_unavailable: return "store is unavailable";
+      case errc::result_too_large: return "result is larger than the configured maximum";
+      case errc::handler_failed: return "handler failed on an earlier attempt";
+      case errc::record_corrupt: return "stored record cannot be decoded";
+    }
+    return "unknown idem error";
+  }
+};
+
+}  // namespace detail
+
+inline const std::error_category& error_category() noexcept {
+  static const detail::ErrorCategory category;
+  return category;
+}
+
+inline int http_status(std::error_code ec) noexcept {
+  if (!ec) return 200;
+  if (ec.category() != error_category()) return 500;
+  switch (static_cast<errc>(ec.value())) {
+    case errc::key_invalid:
+    case errc::token_invalid: return 400;
+    case errc::payload_mismatch: return 422;
+    case errc::in_progress:
+    case errc::invalid_transition:
+    case errc::version_conflict:
+    case errc::lease_lost: return 409;
+    case errc::store_unavailable: return 503;
+    case errc::result_too_large:
+    case errc::handler_failed:
+    case errc::record_corrupt: return 500;
+  }
+  return 500;
+}
+
+inline bool is_retryable(std::error_code ec) noexcept {
+  if (ec.category() != error_category()) return false;
+  switch (static_cast<errc>(ec.value())) {
+    case errc::in_progress:
+    case errc::store_unavailable:
+    case errc::version_conflict:
+    case errc::lease_lost: return true;
+    default: return false;
+  }
+}
+
+}  // namespace idem
+
+template <>
+struct std::is_error_code_enum<idem::errc> : std::true_type {};

@@ -1,0 +1,92 @@
+#pragma once
+// Outcome<T>: what IdempotencyGuard::execute returns.
+
+#include <string>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "idem/error.hpp"
+#include "idem/result.hpp"
+
+namespace idem {
+
+/// The value of an idempotent call, or why there is none.
+///
+/// A value is either fresh (the handler ran in this call; recorded() says whether the store
+/// kept it) or replayed (it came from the store; the handler did not run). An error is one of
+/// idem::errc and comes with a message. Outcome<void> holds no value, only whether it succeeded.
+template <class T>
+class [[nodiscard]] Outcome {
+  using Stored = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
+
+ public:
+  /// A value the handler produced in this call; `commit_error` is set when it was not recorded.
+  static Outcome fresh(Stored value, Failure commit_failure = {}) {
+    Outcome o{std::in_place_index<0>, std::move(value)};
+    o.recorded_ = !commit_failure.code;
+    o.commit_failure_ = std::move(commit_failure);
+    return o;
+  }
+  /// A value decoded from the store.
+  static Outcome replay(Stored value) {
+    Outcome o{std::in_place_index<0>, std::move(value)};
+    o.replayed_ = true;
+    return o;
+  }
+  /// A refusal or failure. `replayed` marks a failure replayed from a failed record.
+  static Outcome failed(Failure failure, bool replayed = false) {
+    Outcome o{std::in_place_index<1>, std::move(failure)};
+    o.replayed_ = replayed;
+    return o;
+  }
+
+  bool has_value() const noexcept { return state_.index() == 0; }
+  explicit operator bool() const noexcept { return has_value(); }
+
+  /// The value; throws idem::Error carrying error() and message() when there is none.
+  decltype(auto) value() & { return checked_value(*this); }
+  decltype(auto) value() const& { return checked_value(*this); }
+  decltype(auto) value() && { return checked_value(std::move(*this)); }
+
+  /// The error; empty when has_value().
+  std::error_code error() const noexcept {
+    return has_value() ? std::error_code{} : std::get<1>(state_).code;
+  }
+  /// What went wrong, in words: the store's or handler's message, else the code's message.
+  std::string message() const {
+    return has_value() ? std::string{} : std::get<1>(state_).describe();
+  }
+
+  /// The value (or the remembered failure) came from the store; the handler did not run.
+  bool replayed() const noexcept { return replayed_; }
+  /// The handler ran in this call and the store kept its result for repeats.
+  bool recorded() const noexcept { return recorded_; }
+  /// The handler ran in this call (whether or not the result was recorded).
+  bool executed() const noexcept { return has_value() && !replayed_; }
+  /// Why a fresh value was not recorded (lease_lost, store_unavailable, result_too_large).
+  std::error_code commit_error() const noexcept { return commit_failure_.code; }
+  const Failure& commit_failure() const noexcept { return commit_failure_; }
+
+ private:
+  template <class... A>
+  explicit Outcome(A&&... a) : state_(std::forward<A>(a)...) {}
+
+  template <class Self>
+  static decltype(auto) checked_value(Self&& self) {
+    if (!self.has_value()) {
+      const Failure& f = std::get<1>(self.state_);
+      if (f.message.empty()) throw Error(f.code);
+      throw Error(f.code, f.message);
+    }
+    if constexpr (!std::is_void_v<T>) return std::get<0>(std::forward<Self>(self).state_);
+  }
+
+  std::variant<Stored, Failure> state_;
+  bool replayed_ = false;
+  bool recorded_ = false;
+  Failure commit_failure_;
+};
+
+}  // namespace idem

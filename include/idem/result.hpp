@@ -1,0 +1,72 @@
+#pragma once
+// Result<T>: a value or an error code with a message. Stores return it from claim(); the guard
+// turns it into an Outcome for the caller.
+
+#include <cassert>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <variant>
+
+#include "idem/error.hpp"
+
+namespace idem {
+
+/// Why a call failed: the code decides what happens next, the message says what went wrong.
+struct Failure {
+  std::error_code code;
+  std::string message;  // empty: code.message() says it all
+
+  /// The message if there is one, else the code's own message.
+  std::string describe() const { return message.empty() ? code.message() : message; }
+};
+
+inline Failure make_failure(errc e, std::string message = {}) {
+  return Failure{make_error_code(e), std::move(message)};
+}
+
+/// A value of type T or a Failure. Cheap to move; no exceptions on the success path.
+template <class T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : state_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit
+  Result(Failure failure) : state_(std::in_place_index<1>, std::move(failure)) {  // NOLINT
+    assert(std::get<1>(state_).code && "a Failure must carry an error code");
+  }
+
+  bool has_value() const noexcept { return state_.index() == 0; }
+  explicit operator bool() const noexcept { return has_value(); }
+
+  T& value() & { return std::get<0>(state_); }
+  const T& value() const& { return std::get<0>(state_); }
+  T&& value() && { return std::get<0>(std::move(state_)); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+
+  const Failure& failure() const& { return std::get<1>(state_); }
+  Failure&& failure() && { return std::get<1>(std::move(state_)); }
+  std::error_code error() const noexcept {
+    return has_value() ? std::error_code{} : std::get<1>(state_).code;
+  }
+
+ private:
+  std::variant<T, Failure> state_;
+};
+
+/// Success or a Failure: what commit, abort and extend return.
+class [[nodiscard]] Status {
+ public:
+  Status() = default;
+  Status(Failure failure) : failure_(std::move(failure)) {}  // NOLINT: implicit
+  Status(errc e, std::string message = {}) : failure_{make_error_code(e), std::move(message)} {}
+
+  bool ok() const noexcept { return !failure_.code; }
+  explicit operator bool() const noexcept { return ok(); }
+  std::error_code error() const noexcept { return failure_.code; }
+  const Failure& failure() const noexcept { return failure_; }
+
+ private:
+  Failure failure_;
+};
+
+}  // namespace idem

@@ -1,0 +1,76 @@
+#pragma once
+// The Store concept: what IdempotencyGuard needs from a strategy on a backend.
+//
+// A store keeps one record per effective key (DESIGN §2): state, fingerprint, fence,
+// lease_until, result, expires_at. Each of claim, commit, abort and extend is one atomic step in
+// the backend; none checks and then writes in two steps.
+
+#include <chrono>
+#include <concepts>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "idem/fingerprint.hpp"
+#include "idem/result.hpp"
+
+namespace idem {
+
+/// Grows by one at every successful claim of a key, takeovers included. A holder presents its
+/// fence at commit and abort; a stale fence changes nothing (errc::lease_lost).
+using Fence = std::uint64_t;
+
+/// What claim() asks for.
+struct ClaimRequest {
+  std::string_view key{};               // effective key: opaque bytes, never empty
+  Fingerprint fingerprint{};            // of the request payload
+  std::chrono::milliseconds lease{};    // how long the new holder may run before takeover
+  std::chrono::milliseconds retention{};  // how long an unfinished record is kept at least
+};
+
+/// What the caller of claim() must do next.
+enum class ClaimStatus : std::uint8_t {
+  acquired,     // the caller holds the key under Claim::fence: run the handler
+  completed,    // a result is stored: replay Claim::result
+  failed,       // a remembered failure is stored: replay it (Claim::result holds it)
+  in_progress,  // another holder's lease is live: refuse or wait
+  mismatch,     // the key is held or stored with another fingerprint
+};
+
+/// The record the caller must act on, returned by the claim itself so that no second read is
+/// needed.
+struct Claim {
+  ClaimStatus status = ClaimStatus::in_progress;
+  Fence fence = 0;           // acquired: the caller's fence; otherwise the record's
+  bool took_over = false;    // acquired by taking over an expired lease
+  std::string result{};      // completed / failed: the stored bytes
+  std::chrono::milliseconds lease_remaining{0};  // in_progress: time left on the holder's lease
+};
+
+/// Identifies a holder: the key and the fence its claim returned.
+struct Ticket {
+  std::string_view key{};
+  Fence fence = 0;
+};
+
+/// The end of a held record: completed with a result, or failed with a remembered failure.
+struct Completion {
+  ClaimStatus status = ClaimStatus::completed;  // completed or failed
+  std::string_view result{};                    // the bytes to replay
+  std::chrono::milliseconds ttl{};              // how long repeats replay them
+};
+
+/// A record store. claim() takes the key or says what holds it; commit() stores the end of a
+/// held record; abort() releases it (a later claim may run again, under a larger fence);
+/// extend() renews the holder's lease. commit, abort and extend return errc::lease_lost when the
+/// ticket's fence is no longer the record's.
+template <class S>
+concept Store = requires(S& store, const ClaimRequest& request, const Ticket& ticket,
+                         const Completion& completion, std::chrono::milliseconds lease) {
+  { store.claim(request) } -> std::same_as<Result<Claim>>;
+  { store.commit(ticket, completion) } -> std::same_as<Status>;
+  { store.abort(ticket) } -> std::same_as<Status>;
+  { store.extend(ticket, lease) } -> std::same_as<Status>;
+};
+
+}  // namespace idem

@@ -1,0 +1,260 @@
+#pragma once
+// MemoryStore: the unique-index record strategy in process memory. Header-only.
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "idem/clock.hpp"
+#include "idem/fingerprint.hpp"
+#include "idem/result.hpp"
+#include "idem/store.hpp"
+
+namespace idem {
+
+struct MemoryStoreOptions {
+  /// Independent shards, each with its own lock; rounded up to a power of two.
+  std::size_t shards = 64;
+  /// Most records kept in all (split evenly over the shards); 0 means unbounded. When a shard is
+  /// full, a claim of a new key evicts its oldest record that is not in progress.
+  std::size_t capacity = 1'000'000;
+  /// Time source for leases and expiry (default: steady clock).
+  std::shared_ptr<Clock> clock = nullptr;
+};
+
+/// Records in a sharded hash table: one lock per shard chosen by key hash, no global lock.
+/// Every claim, commit, abort and extend is one critical section on one shard. Thread-safe;
+/// records live as long as the object (one process).
+class MemoryStore {
+ public:
+  explicit MemoryStore(MemoryStoreOptions options = {})
+      : clock_(options.clock ? std::move(options.clock) : steady_clock()),
+        shards_(std::bit_ceil(std::max<std::size_t>(options.shards, 1))),
+        shard_bits_(static_cast<unsigned>(std::countr_zero(shards_.size()))) {
+    const std::size_t n = shards_.size();
+    const std::size_t per_shard = options.capacity == 0 ? 0 : (options.capacity + n - 1) / n;
+    for (Shard& shard : shards_) shard.capacity = per_shard;
+  }
+
+  MemoryStore(const MemoryStore&) = delete;
+  MemoryStore& operator=(const MemoryStore&) = delete;
+
+  Result<Claim> claim(const ClaimRequest& request) {
+    const auto now = clock_->now();
+    Shard& shard = shard_for(request.key);
+    std::lock_guard lock(shard.mutex);
+
+    auto it = shard.records.find(request.key);
+    if (it == shard.records.end()) {
+      if (shard.capacity != 0 && shard.records.size() >= shard.capacity && !shard.evict_one(now)) {
+        return make_failure(errc::store_unavailable,
+                            "memory store is full: every record in the shard is in progress");
+      }
+      it = shard.records.try_emplace(std::string(request.key)).first;
+      Entry& fresh = it->second;
+      fresh.key = &it->first;
+      shard.push_back(&fresh);
+      return acquire(fresh, request, now, /*took_over=*/false);
+    }
+
+    Entry& e = it->second;
+    if (e.state == State::released || now >= e.expires_at) {
+      shard.move_to_back(&e);  // a new claim: the record is as young as a new one
+      return acquire(e, request, now, /*took_over=*/false);
+    }
+    if (e.fingerprint != request.fingerprint) {
+      return Claim{.status = ClaimStatus::mismatch, .fence = e.fence};
+    }
+    switch (e.state) {
+      case State::completed:
+      case State::failed:
+        return Claim{.status = e.state == State::completed ? ClaimStatus::completed
+                                                           : ClaimStatus::failed,
+                     .fence = e.fence,
+                     .result = e.result};
+      case State::in_progress:
+        if (now < e.lease_until) {
+          return Claim{.status = ClaimStatus::in_progress,
+                       .fence = e.fence,
+                       .lease_remaining = std::chrono::ceil<std::chrono::milliseconds>(
+                           e.lease_until - now)};
+        }
+        return acquire(e, request, now, /*took_over=*/true);
+      case State::released: break;  // handled above
+    }
+    return make_failure(errc::record_corrupt, "memory record in an unknown state");
+  }
+
+  Status commit(const Ticket& ticket, const Completion& completion) {
+    const auto now = clock_->now();
+    return with_holder(ticket, [&](Entry& e) {
+      e.state = completion.status == ClaimStatus::failed ? State::failed : State::completed;
+      e.result.assign(completion.result);
+      e.expires_at = now + completion.ttl;
+    });
+  }
+
+  Status abort(const Ticket& ticket) {
+    // The record stays, released, so that its fence keeps growing: a holder fenced off before
+    // the abort must not match a later claim's fence.
+    return with_holder(ticket, [](Entry& e) {
+      e.state = State::released;
+      e.result.clear();
+      e.result.shrink_to_fit();
+    });
+  }
+
+  Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
+    const auto now = clock_->now();
+    return with_holder(ticket, [&](Entry& e) {
+      e.lease_until = now + lease;
+      e.expires_at = std::max(e.expires_at, e.lease_until);
+    });
+  }
+
+  /// Removes records whose retention has passed; returns how many went.
+  std::size_t purge_expired() {
+    const auto now = clock_->now();
+    std::size_t removed = 0;
+    for (Shard& shard : shards_) {
+      std::lock_guard lock(shard.mutex);
+      for (Entry* e = shard.head; e != nullptr;) {
+        Entry* next = e->next;
+        if (now >= e->expires_at) {
+          shard.erase(e);
+          ++removed;
+        }
+        e = next;
+      }
+    }
+    return removed;
+  }
+
+  /// Records held now, of every state.
+  std::size_t size() const {
+    std::size_t n = 0;
+    for (const Shard& shard : shards_) {
+      std::lock_guard lock(shard.mutex);
+      n += shard.records.size();
+    }
+    return n;
+  }
+
+  /// Records evicted by the capacity bound (expired records removed do not count).
+  std::uint64_t evictions() const noexcept {
+    std::uint64_t n = 0;
+    for (const Shard& shard : shards_) n += shard.evictions.load(std::memory_order_relaxed);
+    return n;
+  }
+
+ private:
+  enum class State : std::uint8_t { in_progress, completed, failed, released };
+
+  struct Entry {
+    State state = State::released;
+    Fingerprint fingerprint;
+    Fence fence = 0;
+    Clock::time_point lease_until{};
+    Clock::time_point expires_at{};
+    std::string result;
+    const std::string* key = nullptr;  // the map node's key, stable for the node's life
+    Entry* prev = nullptr;             // claim order, oldest first, for eviction
+    Entry* next = nullptr;
+  };
+
+  struct KeyHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view key) const noexcept { return detail::hash_bytes(key); }
+  };
+
+  struct alignas(64) Shard {
+    mutable std::mutex mutex;
+    std::unordered_map<std::string, Entry, KeyHash, std::equal_to<>> records;
+    Entry* head = nullptr;
+    Entry* tail = nullptr;
+    std::size_t capacity = 0;
+    std::atomic<std::uint64_t> evictions{0};
+
+    void push_back(Entry* e) noexcept {
+      e->prev = tail;
+      e->next = nullptr;
+      (tail != nullptr ? tail->next : head) = e;
+      tail = e;
+    }
+    void unlink(Entry* e) noexcept {
+      (e->prev != nullptr ? e->prev->next : head) = e->next;
+      (e->next != nullptr ? e->next->prev : tail) = e->prev;
+    }
+    void move_to_back(Entry* e) noexcept {
+      unlink(e);
+      push_back(e);
+    }
+    void erase(Entry* e) {
+      unlink(e);
+      records.erase(records.find(std::string_view(*e->key)));
+    }
+    // Frees one slot: the oldest expired record, else the oldest that is not in progress.
+    bool evict_one(Clock::time_point now) {
+      Entry* victim = nullptr;
+      for (Entry* e = head; e != nullptr; e = e->next) {
+        if (now >= e->expires_at) {
+          erase(e);
+          return true;
+        }
+        if (victim == nullptr && e->state != State::in_progress) victim = e;
+      }
+      if (victim == nullptr) return false;
+      erase(victim);
+      evictions.fetch_add(1, std::memory_order_relaxed);
+      return true;
+    }
+  };
+
+  static Claim acquire(Entry& e, const ClaimRequest& request, Clock::time_point now,
+                       bool took_over) {
+    e.state = State::in_progress;
+    e.fingerprint = request.fingerprint;
+    e.fence += 1;
+    e.lease_until = now + request.lease;
+    e.expires_at = now + std::max(request.retention, request.lease);
+    e.result.clear();
+    return Claim{.status = ClaimStatus::acquired, .fence = e.fence, .took_over = took_over};
+  }
+
+  // Runs `change` on the record only if the ticket still holds it.
+  template <class Change>
+  Status with_holder(const Ticket& ticket, Change&& change) {
+    Shard& shard = shard_for(ticket.key);
+    std::lock_guard lock(shard.mutex);
+    auto it = shard.records.find(ticket.key);
+    if (it == shard.records.end() || it->second.fence != ticket.fence ||
+        it->second.state != State::in_progress) {
+      return Status(errc::lease_lost, "the record is no longer held under this fence");
+    }
+    change(it->second);
+    return {};
+  }
+
+  Shard& shard_for(std::string_view key) noexcept {
+    if (shard_bits_ == 0) return shards_[0];
+    // High bits pick the shard; the table inside uses the hash modulo its bucket count.
+    return shards_[detail::hash_bytes(key) >> (64 - shard_bits_)];
+  }
+
+  std::shared_ptr<Clock> clock_;
+  std::vector<Shard> shards_;
+  unsigned shard_bits_;
+};
+
+static_assert(Store<MemoryStore>);
+
+}  // namespace idem
