@@ -34,7 +34,7 @@ struct CommitRetry {
 
 struct Options {
   /// Names the operation ("payments.charge"); part of every effective key.
-  std::string scope;
+  std::string scope{};
   /// How long a holder may run before another caller may take the key over.
   std::chrono::milliseconds lease{std::chrono::seconds{30}};
   /// How long a completed (or failed) record replays.

@@ -1,0 +1,90 @@
+// idem::errc, its category, HTTP statuses and retry guidance.
+
+#include "idem/error.hpp"
+
+#include <gtest/gtest.h>
+
+#include <iterator>
+#include <set>
+#include <string>
+
+#include "idem/outcome.hpp"
+
+namespace idem {
+namespace {
+
+constexpr errc kAll[] = {errc::key_invalid,      errc::payload_mismatch, errc::in_progress,
+                         errc::token_invalid,    errc::invalid_transition, errc::version_conflict,
+                         errc::lease_lost,       errc::store_unavailable,  errc::result_too_large,
+                         errc::handler_failed,   errc::record_corrupt};
+
+TEST(ErrorTest, EveryCodeHasItsOwnMessageInTheIdemCategory) {
+  std::set<std::string> messages;
+  for (errc e : kAll) {
+    const std::error_code ec = e;  // implicit: errc is an error code enum
+    EXPECT_STREQ(ec.category().name(), "idem");
+    EXPECT_NE(ec.message(), "unknown idem error");
+    messages.insert(ec.message());
+  }
+  EXPECT_EQ(messages.size(), std::size(kAll));
+  EXPECT_EQ(make_error_code(static_cast<errc>(999)).message(), "unknown idem error");
+}
+
+TEST(ErrorTest, HttpStatusOfEachCode) {
+  EXPECT_EQ(http_status({}), 200);
+  EXPECT_EQ(http_status(errc::key_invalid), 400);
+  EXPECT_EQ(http_status(errc::token_invalid), 400);
+  EXPECT_EQ(http_status(errc::payload_mismatch), 422);
+  EXPECT_EQ(http_status(errc::in_progress), 409);
+  EXPECT_EQ(http_status(errc::invalid_transition), 409);
+  EXPECT_EQ(http_status(errc::version_conflict), 409);
+  EXPECT_EQ(http_status(errc::lease_lost), 409);
+  EXPECT_EQ(http_status(errc::store_unavailable), 503);
+  EXPECT_EQ(http_status(errc::result_too_large), 500);
+  EXPECT_EQ(http_status(errc::handler_failed), 500);
+  EXPECT_EQ(http_status(errc::record_corrupt), 500);
+  EXPECT_EQ(http_status(std::make_error_code(std::errc::io_error)), 500);
+}
+
+TEST(ErrorTest, RetryGuidance) {
+  std::set<errc> retryable;
+  for (errc e : kAll) {
+    if (is_retryable(e)) retryable.insert(e);
+  }
+  EXPECT_EQ(retryable, (std::set<errc>{errc::in_progress, errc::store_unavailable,
+                                       errc::version_conflict, errc::lease_lost}));
+  EXPECT_FALSE(is_retryable(std::make_error_code(std::errc::io_error)));
+}
+
+TEST(ErrorTest, ErrorIsASystemErrorWithCodeAndMessage) {
+  const Error e(errc::in_progress, "order 42 is being charged");
+  const std::system_error& base = e;
+  EXPECT_EQ(base.code(), errc::in_progress);
+  EXPECT_NE(std::string(e.what()).find("order 42 is being charged"), std::string::npos);
+}
+
+TEST(OutcomeTest, StatesAndFlags) {
+  auto fresh = Outcome<int>::fresh(1);
+  EXPECT_TRUE(fresh && fresh.executed() && fresh.recorded() && !fresh.replayed());
+  EXPECT_FALSE(fresh.error());
+  EXPECT_TRUE(fresh.message().empty());
+
+  auto unrecorded = Outcome<int>::fresh(1, make_failure(errc::lease_lost));
+  EXPECT_TRUE(unrecorded.executed());
+  EXPECT_FALSE(unrecorded.recorded());
+  EXPECT_EQ(unrecorded.commit_error(), errc::lease_lost);
+
+  auto replay = Outcome<std::string>::replay("r");
+  EXPECT_TRUE(replay.replayed() && !replay.executed() && !replay.recorded());
+  EXPECT_EQ(std::move(replay).value(), "r");
+
+  auto failed = Outcome<void>::failed(make_failure(errc::in_progress, "busy"));
+  EXPECT_FALSE(failed);
+  EXPECT_EQ(failed.error(), errc::in_progress);
+  EXPECT_EQ(failed.message(), "busy");
+  EXPECT_THROW(failed.value(), Error);
+  EXPECT_NO_THROW(Outcome<void>::fresh({}).value());
+}
+
+}  // namespace
+}  // namespace idem

@@ -1,0 +1,420 @@
+// IdempotencyGuard over MemoryStore: every outcome of DESIGN §3, time driven by a ManualClock.
+
+#include "idem/guard.hpp"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "idem/idem.hpp"
+#include "support/flaky_store.hpp"
+
+namespace idem {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using namespace std::string_literals;
+
+class GuardTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
+  MemoryStore store_{MemoryStoreOptions{.clock = clock_}};
+
+  Options options(Options o = {}) {
+    if (o.scope.empty()) o.scope = "orders.create";
+    o.clock = clock_;
+    return o;
+  }
+};
+
+TEST_F(GuardTest, FirstCallExecutesAndRepeatsReplay) {
+  IdempotencyGuard guard{store_, options()};
+  int runs = 0;
+  auto handler = [&] {
+    ++runs;
+    return "order-" + std::to_string(runs);
+  };
+
+  Outcome<std::string> first = guard.execute("k-1", "{\"qty\":1}", handler);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first.value(), "order-1");
+  EXPECT_TRUE(first.executed());
+  EXPECT_TRUE(first.recorded());
+  EXPECT_FALSE(first.replayed());
+
+  for (int i = 0; i < 3; ++i) {
+    Outcome<std::string> again = guard.execute("k-1", "{\"qty\":1}", handler);
+    ASSERT_TRUE(again);
+    EXPECT_EQ(again.value(), "order-1");
+    EXPECT_TRUE(again.replayed());
+    EXPECT_FALSE(again.executed());
+    EXPECT_FALSE(again.recorded());
+  }
+  EXPECT_EQ(runs, 1);
+}
+
+TEST_F(GuardTest, EmptyResultsReplayAsThemselves) {
+  IdempotencyGuard guard{store_, options()};
+  int runs = 0;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(guard.execute("zero", [&] { ++runs; return 0; }).value(), 0);
+    EXPECT_EQ(guard.execute("false", [&] { ++runs; return false; }).value(), false);
+    EXPECT_EQ(guard.execute("empty", [&] { ++runs; return std::string(); }).value(), "");
+    EXPECT_TRUE(guard.execute("bytes", [&] { ++runs; return std::vector<std::byte>{}; })
+                    .value()
+                    .empty());
+    Outcome<void> v = guard.execute("void", [&] { ++runs; });
+    EXPECT_TRUE(v.has_value());
+    EXPECT_EQ(v.replayed(), i == 1);
+  }
+  EXPECT_EQ(runs, 5);
+}
+
+TEST_F(GuardTest, AnotherPayloadUnderTheSameKeyIsAMismatch) {
+  IdempotencyGuard guard{store_, options()};
+  int runs = 0;
+  ASSERT_TRUE(guard.execute("k", "amount=10", [&] { return ++runs; }));
+  Outcome<int> other = guard.execute("k", "amount=99", [&] { return ++runs; });
+  ASSERT_FALSE(other);
+  EXPECT_EQ(other.error(), errc::payload_mismatch);
+  EXPECT_EQ(http_status(other.error()), 422);
+  EXPECT_FALSE(other.message().empty());
+  EXPECT_EQ(runs, 1);
+}
+
+TEST_F(GuardTest, PrincipalsAndScopesAreSeparateIntents) {
+  IdempotencyGuard orders{store_, options()};
+  IdempotencyGuard refunds{store_, options({.scope = "orders.refund"})};
+  auto echo = [](std::string v) { return [v] { return v; }; };
+
+  EXPECT_EQ(orders.execute(Key{"k", "alice"}, echo("alice's")).value(), "alice's");
+  EXPECT_EQ(orders.execute(Key{"k", "bob"}, echo("bob's")).value(), "bob's");
+  EXPECT_EQ(orders.execute(Key{"k"}, echo("nobody's")).value(), "nobody's");
+  EXPECT_EQ(refunds.execute(Key{"k", "alice"}, echo("refund")).value(), "refund");
+
+  EXPECT_EQ(orders.execute(Key{"k", "alice"}, echo("x")).value(), "alice's");
+  EXPECT_EQ(orders.execute(Key{"k", "bob"}, echo("x")).value(), "bob's");
+  // The join is length-prefixed: moving bytes between principal and id makes another key.
+  EXPECT_EQ(orders.execute(Key{"bk", "alice"}, echo("other")).value(), "other");
+  EXPECT_EQ(orders.execute(Key{"ek", "alic"}, echo("another")).value(), "another");
+}
+
+TEST_F(GuardTest, KeysAreOpaqueBytesAndOnlyEmptyOrOversizedAreInvalid) {
+  IdempotencyGuard guard{store_, options()};
+  const std::vector<std::string> keys = {"a\0b"s, "a\0c"s, "\xff\xfe\x80"s, "'; DROP TABLE t; --",
+                                         "%s%n{}\r\n", std::string(256, '\0')};
+  for (const std::string& k : keys) {
+    Outcome<std::string> out = guard.execute(k, [&] { return k; });
+    ASSERT_TRUE(out) << out.message();
+    EXPECT_TRUE(out.executed());
+  }
+  for (const std::string& k : keys) {
+    Outcome<std::string> out = guard.execute(k, [] { return "wrong"s; });
+    ASSERT_TRUE(out.replayed());
+    EXPECT_EQ(out.value(), k);
+  }
+
+  int runs = 0;
+  for (const Key& bad : {Key{""}, Key{std::string_view(keys.back().data(), 0), "p"}}) {
+    Outcome<int> out = guard.execute(bad, [&] { return ++runs; });
+    EXPECT_EQ(out.error(), errc::key_invalid);
+    EXPECT_EQ(http_status(out.error()), 400);
+  }
+  const std::string too_long(257, 'k');
+  EXPECT_EQ(guard.execute(too_long, [&] { return ++runs; }).error(), errc::key_invalid);
+  EXPECT_EQ(guard.execute(Key{"k", too_long}, [&] { return ++runs; }).error(), errc::key_invalid);
+  EXPECT_NE(guard.execute(too_long, [&] { return ++runs; }).message().find("257"),
+            std::string::npos);
+  EXPECT_EQ(runs, 0);
+}
+
+TEST_F(GuardTest, HeldKeyIsInProgressUnderFailFast) {
+  IdempotencyGuard guard{store_, options()};
+  Outcome<int> inner = Outcome<int>::failed(make_failure(errc::store_unavailable));
+  auto outer = guard.execute("k", [&] {
+    inner = guard.execute("k", [] { return 2; });
+    return 1;
+  });
+  EXPECT_EQ(outer.value(), 1);
+  EXPECT_EQ(inner.error(), errc::in_progress);
+  EXPECT_EQ(http_status(inner.error()), 409);
+  EXPECT_TRUE(is_retryable(inner.error()));
+}
+
+TEST_F(GuardTest, WaitTimesOutAsInProgress) {
+  IdempotencyGuard guard{store_, options({.in_progress = Wait{.timeout = seconds{2}}})};
+  const auto before = clock_->now();
+  Outcome<int> inner = Outcome<int>::failed(make_failure(errc::store_unavailable));
+  ASSERT_TRUE(guard.execute("k", [&] {
+    inner = guard.execute("k", [] { return 2; });
+    return 1;
+  }));
+  EXPECT_EQ(inner.error(), errc::in_progress);
+  const auto waited = clock_->now() - before;
+  EXPECT_GE(waited, seconds{2});
+  EXPECT_LT(waited, seconds{3});  // the pauses never overshoot the deadline by a backoff
+}
+
+TEST(GuardWaitTest, WaiterReplaysWhenTheHolderCompletes) {
+  MemoryStore store;  // real steady clock: two threads really wait on each other
+  IdempotencyGuard guard{store, Options{.scope = "s", .in_progress = Wait{.timeout = seconds{10}}}};
+  std::promise<void> holding, release;
+  std::atomic<int> runs{0};
+  std::thread holder([&] {
+    auto out = guard.execute("k", [&] {
+      runs.fetch_add(1);
+      holding.set_value();
+      release.get_future().wait();
+      return "done"s;
+    });
+    EXPECT_TRUE(out.executed());
+  });
+  holding.get_future().wait();
+  auto waiter = std::async(std::launch::async, [&] {
+    return guard.execute("k", [&] {
+      runs.fetch_add(1);
+      return "second"s;
+    });
+  });
+  std::this_thread::sleep_for(milliseconds{50});
+  release.set_value();
+  Outcome<std::string> waited = waiter.get();
+  holder.join();
+  ASSERT_TRUE(waited) << waited.message();
+  EXPECT_TRUE(waited.replayed());
+  EXPECT_EQ(waited.value(), "done");
+  EXPECT_EQ(runs.load(), 1);
+}
+
+TEST_F(GuardTest, WaiterTakesOverAnExpiredLeaseAndTheStaleHolderIsFenced) {
+  auto observer = std::make_shared<Observer>();
+  IdempotencyGuard guard{store_, options({.lease = milliseconds{500},
+                                          .in_progress = Wait{.timeout = seconds{5}},
+                                          .observer = observer})};
+  Fence holder_fence = 0, taker_fence = 0;
+  Outcome<std::string> taker = Outcome<std::string>::failed(make_failure(errc::in_progress));
+  // The first holder stalls past its lease; meanwhile a second caller waits, takes over and
+  // finishes. The first holder's late commit must then change nothing.
+  Outcome<std::string> stale = guard.execute("k", [&](Context& ctx) {
+    holder_fence = ctx.fence();
+    taker = guard.execute("k", [&](Context& inner) {
+      taker_fence = inner.fence();
+      return "from taker"s;
+    });
+    return "from stale holder"s;
+  });
+
+  ASSERT_TRUE(taker);
+  EXPECT_TRUE(taker.recorded());
+  EXPECT_EQ(taker_fence, holder_fence + 1);
+
+  ASSERT_TRUE(stale);  // the value it made is not thrown away ...
+  EXPECT_EQ(stale.value(), "from stale holder");
+  EXPECT_FALSE(stale.recorded());  // ... but it is not recorded over the new holder's
+  EXPECT_EQ(stale.commit_error(), errc::lease_lost);
+
+  EXPECT_EQ(guard.execute("k", [] { return "x"s; }).value(), "from taker");
+  EXPECT_EQ(observer->counters().lease_lost, 1u);
+}
+
+TEST_F(GuardTest, ContextExtendsTheLease) {
+  IdempotencyGuard guard{store_, options({.lease = seconds{1}})};
+  Outcome<int> probe = Outcome<int>::failed(make_failure(errc::store_unavailable));
+  ASSERT_TRUE(guard.execute("k", [&](Context& ctx) {
+    clock_->advance(milliseconds{800});
+    EXPECT_TRUE(ctx.extend_lease(seconds{10}).ok());
+    clock_->advance(milliseconds{800});  // past the first lease, within the extended one
+    probe = guard.execute("k", [] { return 2; });
+    return 1;
+  }));
+  EXPECT_EQ(probe.error(), errc::in_progress);
+}
+
+TEST_F(GuardTest, ExtendAfterTakeoverIsLeaseLost) {
+  IdempotencyGuard guard{store_, options({.lease = seconds{1}})};
+  std::error_code extended;
+  ASSERT_TRUE(guard.execute("k", [&](Context& ctx) {
+    clock_->advance(seconds{2});
+    EXPECT_TRUE(guard.execute("k", [] { return 2; }).executed());  // takes over
+    extended = ctx.extend_lease().error();
+    return 1;
+  }));
+  EXPECT_EQ(extended, errc::lease_lost);
+}
+
+TEST_F(GuardTest, ThrowingHandlerReleasesTheKeyForARetry) {
+  auto observer = std::make_shared<Observer>();
+  IdempotencyGuard guard{store_, options({.observer = observer})};
+  int runs = 0;
+  EXPECT_THROW((void)guard.execute("k",
+                                   [&]() -> int {
+                                     ++runs;
+                                     throw std::runtime_error("card declined");
+                                   }),
+               std::runtime_error);
+  Outcome<int> retry = guard.execute("k", [&] { return ++runs; });
+  EXPECT_TRUE(retry.executed());  // not stuck until the lease runs out
+  EXPECT_EQ(retry.value(), 2);
+  EXPECT_EQ(observer->counters().aborted, 1u);
+}
+
+TEST_F(GuardTest, RememberedFailureReplaysUntilItExpires) {
+  IdempotencyGuard guard{store_, options({.ttl = seconds{60}, .remember_failures = true})};
+  int runs = 0;
+  auto failing = [&]() -> int {
+    ++runs;
+    throw std::runtime_error("card declined");
+  };
+  EXPECT_THROW((void)guard.execute("k", failing), std::runtime_error);
+
+  Outcome<int> replay = guard.execute("k", failing);
+  ASSERT_FALSE(replay);
+  EXPECT_TRUE(replay.replayed());
+  EXPECT_EQ(replay.error(), errc::handler_failed);
+  EXPECT_NE(replay.message().find("card declined"), std::string::npos);
+  EXPECT_THROW((void)replay.value(), Error);
+  EXPECT_EQ(runs, 1);
+
+  clock_->advance(seconds{61});
+  EXPECT_EQ(guard.execute("k", [&] { return ++runs; }).value(), 2);
+}
+
+TEST_F(GuardTest, OversizedResultIsReturnedOnceAndNeverRunAgain) {
+  IdempotencyGuard guard{store_, options({.max_result_size = 8})};
+  int runs = 0;
+  auto big = [&] {
+    ++runs;
+    return std::string(9, 'x');
+  };
+  Outcome<std::string> first = guard.execute("k", big);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first.value(), std::string(9, 'x'));
+  EXPECT_FALSE(first.recorded());
+  EXPECT_EQ(first.commit_error(), errc::result_too_large);
+
+  Outcome<std::string> again = guard.execute("k", big);
+  EXPECT_EQ(again.error(), errc::result_too_large);
+  EXPECT_EQ(runs, 1);
+
+  EXPECT_TRUE(guard.execute("small", [] { return std::string(8, 'x'); }).recorded());
+}
+
+TEST_F(GuardTest, ValueOfAnErrorThrowsIdemError) {
+  IdempotencyGuard guard{store_, options()};
+  Outcome<int> bad = guard.execute("", [] { return 1; });
+  try {
+    (void)bad.value();
+    FAIL() << "value() of an error must throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), errc::key_invalid);
+    EXPECT_NE(std::string(e.what()).find("empty"), std::string::npos);
+  }
+}
+
+TEST_F(GuardTest, UndecodableStoredResultIsRecordCorruptNotAValue) {
+  IdempotencyGuard guard{store_, options()};
+  ASSERT_TRUE(guard.execute("k", [] { return "three"s; }));  // 5 bytes: not an int64
+  int runs = 0;
+  Outcome<std::int64_t> read_as_int = guard.execute("k", [&] { return std::int64_t{++runs}; });
+  EXPECT_EQ(read_as_int.error(), errc::record_corrupt);
+  EXPECT_EQ(runs, 0);
+}
+
+TEST_F(GuardTest, InvalidOptionsAreRefusedAtConstruction) {
+  EXPECT_THROW(IdempotencyGuard(store_, options({.lease = milliseconds{0}})),
+               std::invalid_argument);
+  EXPECT_THROW(IdempotencyGuard(store_, options({.ttl = milliseconds{-1}})),
+               std::invalid_argument);
+  EXPECT_THROW(IdempotencyGuard(store_, options({.commit_retry = {.attempts = 0}})),
+               std::invalid_argument);
+}
+
+struct Receipt {
+  std::string id;
+  std::int64_t cents = 0;
+};
+
+}  // namespace
+
+template <>
+struct codec<Receipt> {
+  static std::string encode(const Receipt& r) { return codec<std::int64_t>::encode(r.cents) + r.id; }
+  static Receipt decode(std::string_view bytes) {
+    if (bytes.size() < 8) throw Error(make_error_code(errc::record_corrupt), "short receipt");
+    return Receipt{std::string(bytes.substr(8)), codec<std::int64_t>::decode(bytes.substr(0, 8))};
+  }
+};
+
+namespace {
+
+TEST_F(GuardTest, UserTypesRoundTripThroughTheirCodec) {
+  IdempotencyGuard guard{store_, options()};
+  auto charge = [] { return Receipt{"rcpt-\0-1"s, -1234}; };
+  ASSERT_TRUE(guard.execute("k", charge).executed());
+  Outcome<Receipt> again = guard.execute("k", charge);
+  ASSERT_TRUE(again.replayed());
+  EXPECT_EQ(again.value().id, "rcpt-\0-1"s);
+  EXPECT_EQ(again.value().cents, -1234);
+}
+
+// The guard's failure paths, driven by a store that fails on demand.
+class GuardStoreFailureTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
+  testing::FlakyStore store_{MemoryStoreOptions{.clock = clock_}};
+  std::shared_ptr<Observer> observer_ = std::make_shared<Observer>();
+  IdempotencyGuard<testing::FlakyStore> guard_{
+      store_, Options{.scope = "s", .clock = clock_, .observer = observer_}};
+};
+
+TEST_F(GuardStoreFailureTest, ClaimFailureIsStoreUnavailableAndTheHandlerDoesNotRun) {
+  store_.failing_claims = 1;
+  int runs = 0;
+  Outcome<int> out = guard_.execute("k", [&] { return ++runs; });
+  EXPECT_EQ(out.error(), errc::store_unavailable);
+  EXPECT_EQ(http_status(out.error()), 503);
+  EXPECT_NE(out.message().find("injected"), std::string::npos);
+  EXPECT_EQ(runs, 0);
+  EXPECT_EQ(observer_->counters().store_errors, 1u);
+}
+
+TEST_F(GuardStoreFailureTest, CommitIsRetriedAndThenRecorded) {
+  store_.failing_commits = 2;  // attempts = 3 by default
+  Outcome<int> out = guard_.execute("k", [] { return 7; });
+  EXPECT_TRUE(out.recorded());
+  EXPECT_EQ(store_.commit_calls.load(), 3);
+  EXPECT_TRUE(guard_.execute("k", [] { return 8; }).replayed());
+}
+
+TEST_F(GuardStoreFailureTest, CommitThatKeepsFailingReturnsTheValueUnrecorded) {
+  store_.failing_commits = 100;
+  int runs = 0;
+  Outcome<int> out = guard_.execute("k", [&] { return ++runs; });
+  ASSERT_TRUE(out);  // a finished result is never thrown away
+  EXPECT_EQ(out.value(), 1);
+  EXPECT_FALSE(out.recorded());
+  EXPECT_EQ(out.commit_error(), errc::store_unavailable);
+  EXPECT_EQ(store_.commit_calls.load(), 3);
+  EXPECT_EQ(observer_->counters().store_errors, 1u);
+}
+
+TEST(GuardConceptTest, HandlersWithAndWithoutContextDeduceTheirResult) {
+  static_assert(std::is_same_v<handler_result_t<int (*)()>, int>);
+  static_assert(std::is_same_v<handler_result_t<std::string (*)(Context&)>, std::string>);
+  static_assert(std::is_same_v<handler_result_t<void (*)(Context&)>, void>);
+  static_assert(std::is_same_v<handler_result_t<const std::string& (*)()>, std::string>);
+  MemoryStore store;
+  IdempotencyGuard guard{store, Options{.scope = "s"}};
+  std::string held = "by reference";
+  const std::string& ref = held;
+  Outcome<std::string> copy = guard.execute("k", [&]() -> const std::string& { return ref; });
+  EXPECT_EQ(copy.value(), "by reference");
+}
+
+}  // namespace
+}  // namespace idem

@@ -1,0 +1,126 @@
+// MemoryStore's own promises: the capacity bound, counted eviction that spares in-progress
+// records, expiry, and sharding.
+
+#include "idem/stores/memory_store.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "idem/idem.hpp"
+
+namespace idem {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+class MemoryStoreTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
+
+  static Result<Claim> claim(MemoryStore& s, std::string_view k) {
+    return s.claim(ClaimRequest{k, {1, 1}, seconds{30}, seconds{3600}});
+  }
+  static void complete(MemoryStore& s, std::string_view k, milliseconds ttl = seconds{3600}) {
+    Result<Claim> c = claim(s, k);
+    ASSERT_TRUE(c && c->status == ClaimStatus::acquired);
+    ASSERT_TRUE(s.commit(Ticket{k, c->fence}, Completion{ClaimStatus::completed, k, ttl}).ok());
+  }
+};
+
+TEST_F(MemoryStoreTest, FullStoreEvictsTheOldestFinishedRecordAndCountsIt) {
+  MemoryStore store{MemoryStoreOptions{.shards = 1, .capacity = 3, .clock = clock_}};
+  complete(store, "a");
+  complete(store, "b");
+  complete(store, "c");
+  EXPECT_EQ(store.evictions(), 0u);
+  complete(store, "d");
+  EXPECT_EQ(store.size(), 3u);
+  EXPECT_EQ(store.evictions(), 1u);
+  EXPECT_EQ(claim(store, "a")->status, ClaimStatus::acquired);  // "a" was the one evicted
+  EXPECT_EQ(claim(store, "c")->status, ClaimStatus::completed);
+}
+
+TEST_F(MemoryStoreTest, InProgressRecordsAreNeverEvicted) {
+  MemoryStore store{MemoryStoreOptions{.shards = 1, .capacity = 2, .clock = clock_}};
+  ASSERT_EQ(claim(store, "held-1")->status, ClaimStatus::acquired);
+  ASSERT_EQ(claim(store, "held-2")->status, ClaimStatus::acquired);
+  Result<Claim> refused = claim(store, "new");
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error(), errc::store_unavailable);
+  EXPECT_EQ(store.evictions(), 0u);
+  EXPECT_EQ(claim(store, "held-1")->status, ClaimStatus::in_progress);
+}
+
+TEST_F(MemoryStoreTest, EvictionSkipsAnOlderInProgressRecord) {
+  MemoryStore store{MemoryStoreOptions{.shards = 1, .capacity = 2, .clock = clock_}};
+  ASSERT_EQ(claim(store, "held")->status, ClaimStatus::acquired);
+  complete(store, "done");
+  complete(store, "next");
+  EXPECT_EQ(store.evictions(), 1u);
+  EXPECT_EQ(claim(store, "held")->status, ClaimStatus::in_progress);
+  EXPECT_EQ(claim(store, "done")->status, ClaimStatus::acquired);
+}
+
+TEST_F(MemoryStoreTest, ExpiredRecordsMakeRoomWithoutCountingAsEvictions) {
+  MemoryStore store{MemoryStoreOptions{.shards = 1, .capacity = 2, .clock = clock_}};
+  complete(store, "short", seconds{1});
+  complete(store, "long");
+  clock_->advance(seconds{2});
+  complete(store, "new");
+  EXPECT_EQ(store.evictions(), 0u);
+  EXPECT_EQ(claim(store, "long")->status, ClaimStatus::completed);
+}
+
+TEST_F(MemoryStoreTest, PurgeExpiredRemovesOnlyExpiredRecords) {
+  MemoryStore store{MemoryStoreOptions{.shards = 4, .clock = clock_}};
+  complete(store, "a", seconds{1});
+  complete(store, "b", seconds{1});
+  complete(store, "c", seconds{10});
+  ASSERT_EQ(claim(store, "held")->status, ClaimStatus::acquired);
+  clock_->advance(seconds{5});
+  EXPECT_EQ(store.purge_expired(), 2u);
+  EXPECT_EQ(store.size(), 2u);
+  EXPECT_EQ(claim(store, "c")->status, ClaimStatus::completed);
+  EXPECT_EQ(claim(store, "held")->status, ClaimStatus::in_progress);
+}
+
+TEST_F(MemoryStoreTest, UnboundedWhenCapacityIsZero) {
+  MemoryStore store{MemoryStoreOptions{.shards = 1, .capacity = 0, .clock = clock_}};
+  for (int i = 0; i < 1000; ++i) complete(store, std::to_string(i));
+  EXPECT_EQ(store.size(), 1000u);
+  EXPECT_EQ(store.evictions(), 0u);
+}
+
+TEST_F(MemoryStoreTest, AnyShardCountWorksAndKeysSpreadOverShards) {
+  for (std::size_t shards : {1u, 3u, 5u, 64u}) {
+    MemoryStore store{MemoryStoreOptions{.shards = shards, .capacity = 0, .clock = clock_}};
+    for (int i = 0; i < 200; ++i) complete(store, "k" + std::to_string(i));
+    for (int i = 0; i < 200; ++i) {
+      EXPECT_EQ(claim(store, "k" + std::to_string(i))->result, "k" + std::to_string(i));
+    }
+  }
+}
+
+TEST_F(MemoryStoreTest, ConcurrentClaimsOfOneKeyAcquireOnce) {
+  MemoryStore store{MemoryStoreOptions{.clock = clock_}};
+  for (int round = 0; round < 50; ++round) {
+    const std::string k = "k" + std::to_string(round);
+    std::atomic<int> acquired{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&] {
+        if (claim(store, k)->status == ClaimStatus::acquired) acquired.fetch_add(1);
+      });
+    }
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(acquired.load(), 1) << k;
+  }
+}
+
+}  // namespace
+}  // namespace idem
