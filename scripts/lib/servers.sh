@@ -1,0 +1,195 @@
+# shellcheck shell=bash
+# Throwaway Redis and PostgreSQL servers for the integration tests.
+#
+#   source scripts/lib/servers.sh
+#   trap stop_servers EXIT
+#   start_redis      # exports IDEM_TEST_REDIS_URI=redis://127.0.0.1:<port>
+#   start_postgres   # exports IDEM_TEST_PG_URI=postgresql://postgres@127.0.0.1:<port>/idem_test
+#
+# Each server listens on 127.0.0.1 only, on a free port, with its files in its own mktemp -d
+# folder, so runs never touch a system server or each other. Durability is switched off: the data
+# is thrown away. On failure a function prints the server's log and returns non-zero.
+# This file is sourced: it leaves the caller's shell options alone.
+
+IDEM_SERVER_TIMEOUT=${IDEM_SERVER_TIMEOUT:-30} # seconds to wait for a server to come up or go down
+_idem_redis_dir=""
+_idem_redis_port=""
+_idem_pg_dir=""
+_idem_pg_bindir=""
+
+_idem_say() { echo "servers: $*" >&2; }
+
+_idem_show_log() {
+  local f
+  for f in "$@"; do
+    [[ -f $f ]] || continue
+    echo "----- $f (last 50 lines) -----" >&2
+    tail -n 50 "$f" >&2 || true
+  done
+}
+
+# Prints a port nobody listens on. Another process could take it before the server binds it;
+# the server then fails to start with a clear log line, which is rare enough to accept.
+_idem_free_port() {
+  if command -v python3 >/dev/null; then
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+    return
+  fi
+  local port _
+  for _ in {1..100}; do
+    port=$((20000 + RANDOM % 40000))
+    # A refused connection means the port is free.
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "$port"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# _idem_wait_for SECONDS CMD...: runs CMD every 0.2 s until it succeeds or time runs out.
+_idem_wait_for() {
+  local deadline=$((SECONDS + $1))
+  shift
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.2
+  done
+}
+
+# Redis writes its pidfile only once it listens, so a live pidfile process that answers PING is
+# our server, not some other process that took the port first.
+_idem_redis_ready() {
+  local pid
+  pid=$(cat "$_idem_redis_dir/redis.pid" 2>/dev/null) && kill -0 "$pid" 2>/dev/null &&
+    [[ $(redis-cli -h 127.0.0.1 -p "$_idem_redis_port" ping 2>/dev/null) == PONG ]]
+}
+_idem_pid_gone() { ! kill -0 "$1" 2>/dev/null; }
+
+start_redis() {
+  if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
+    _idem_say "redis-server/redis-cli not found (scripts/deps installs them)"
+    return 1
+  fi
+  _idem_redis_dir=$(mktemp -d "${TMPDIR:-/tmp}/idem-redis.XXXXXX") || return 1
+  _idem_redis_port=$(_idem_free_port) || { _idem_say "no free port for redis"; return 1; }
+  local log=$_idem_redis_dir/redis.log
+  if ! redis-server --port "$_idem_redis_port" --bind 127.0.0.1 --dir "$_idem_redis_dir" \
+      --save '' --appendonly no --daemonize yes --pidfile "$_idem_redis_dir/redis.pid" \
+      --logfile "$log"; then
+    _idem_say "redis-server failed to start"
+    _idem_show_log "$log"
+    return 1
+  fi
+  if ! _idem_wait_for "$IDEM_SERVER_TIMEOUT" _idem_redis_ready; then
+    _idem_say "redis did not come up on port $_idem_redis_port within ${IDEM_SERVER_TIMEOUT}s"
+    _idem_show_log "$log"
+    return 1
+  fi
+  export IDEM_TEST_REDIS_URI="redis://127.0.0.1:$_idem_redis_port"
+  _idem_say "redis up: $IDEM_TEST_REDIS_URI"
+}
+
+stop_redis() {
+  [[ -n $_idem_redis_dir ]] || return 0
+  local pidfile=$_idem_redis_dir/redis.pid pid
+  if [[ -f $pidfile ]] && pid=$(<"$pidfile") && [[ -n $pid ]]; then
+    kill "$pid" 2>/dev/null || true
+    if ! _idem_wait_for "$IDEM_SERVER_TIMEOUT" _idem_pid_gone "$pid"; then
+      _idem_say "redis (pid $pid) ignored SIGTERM; killing it"
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+  fi
+  rm -rf "$_idem_redis_dir"
+  _idem_redis_dir=""
+  unset IDEM_TEST_REDIS_URI
+}
+
+# PostgreSQL refuses to run as root: when we are root, its commands run as the `postgres` user
+# that Debian's postgresql package creates, and its folder belongs to that user.
+_idem_pg() {
+  if ((EUID == 0)); then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+# Newest /usr/lib/postgresql/<version>/bin (Debian keeps initdb and pg_ctl off PATH),
+# else wherever initdb is on PATH. IDEM_PG_BINDIR overrides both.
+_idem_find_pg_bindir() {
+  if [[ -n ${IDEM_PG_BINDIR:-} ]]; then
+    echo "$IDEM_PG_BINDIR"
+    return
+  fi
+  local d best
+  best=$(for d in /usr/lib/postgresql/*/bin; do [[ -x $d/initdb ]] && echo "$d"; done | sort -V | tail -n 1 || true)
+  if [[ -z $best ]] && command -v initdb >/dev/null; then
+    best=$(dirname "$(command -v initdb)")
+  fi
+  [[ -n $best ]] && echo "$best"
+}
+
+start_postgres() {
+  _idem_pg_bindir=$(_idem_find_pg_bindir) || {
+    _idem_say "initdb not found under /usr/lib/postgresql/*/bin or on PATH (scripts/deps installs postgresql)"
+    return 1
+  }
+  if ((EUID == 0)) && ! id postgres >/dev/null 2>&1; then
+    _idem_say "running as root but there is no 'postgres' user to run the server as"
+    return 1
+  fi
+  # Always under /tmp: the postgres user must reach it, and the socket path must stay short.
+  _idem_pg_dir=$(mktemp -d /tmp/idem-pg.XXXXXX) || return 1
+  ((EUID != 0)) || chown postgres: "$_idem_pg_dir"
+  local port log=$_idem_pg_dir/postgres.log
+  port=$(_idem_free_port) || { _idem_say "no free port for postgres"; return 1; }
+
+  if ! _idem_pg "$_idem_pg_bindir/initdb" -D "$_idem_pg_dir/data" -U postgres -A trust -E UTF8 \
+      --locale=C --no-sync >"$_idem_pg_dir/initdb.log" 2>&1; then
+    _idem_say "initdb failed"
+    _idem_show_log "$_idem_pg_dir/initdb.log"
+    return 1
+  fi
+  local opts="-p $port -k $_idem_pg_dir -c listen_addresses=127.0.0.1 -c fsync=off"
+  opts+=" -c synchronous_commit=off -c full_page_writes=off"
+  if ! _idem_pg "$_idem_pg_bindir/pg_ctl" -D "$_idem_pg_dir/data" -l "$log" -w \
+      -t "$IDEM_SERVER_TIMEOUT" -o "$opts" start >/dev/null; then
+    _idem_say "postgres failed to start on port $port"
+    _idem_show_log "$log"
+    return 1
+  fi
+  if ! _idem_wait_for "$IDEM_SERVER_TIMEOUT" \
+      "$_idem_pg_bindir/pg_isready" -q -h 127.0.0.1 -p "$port" -U postgres; then
+    _idem_say "postgres not ready on port $port within ${IDEM_SERVER_TIMEOUT}s"
+    _idem_show_log "$log"
+    return 1
+  fi
+  if ! "$_idem_pg_bindir/createdb" -h 127.0.0.1 -p "$port" -U postgres idem_test; then
+    _idem_say "createdb idem_test failed"
+    _idem_show_log "$log"
+    return 1
+  fi
+  export IDEM_TEST_PG_URI="postgresql://postgres@127.0.0.1:$port/idem_test"
+  _idem_say "postgres up: $IDEM_TEST_PG_URI"
+}
+
+stop_postgres() {
+  [[ -n $_idem_pg_dir ]] || return 0
+  if [[ -f $_idem_pg_dir/data/postmaster.pid ]]; then
+    if ! _idem_pg "$_idem_pg_bindir/pg_ctl" -D "$_idem_pg_dir/data" -m fast -w \
+        -t "$IDEM_SERVER_TIMEOUT" stop >/dev/null 2>&1; then
+      _idem_say "postgres did not stop in time; stopping it immediately"
+      _idem_pg "$_idem_pg_bindir/pg_ctl" -D "$_idem_pg_dir/data" -m immediate -w stop >/dev/null 2>&1 || true
+    fi
+  fi
+  rm -rf "$_idem_pg_dir"
+  _idem_pg_dir=""
+  unset IDEM_TEST_PG_URI
+}
+
+# Safe to call at any point, any number of times (e.g. from trap EXIT after a failed start).
+stop_servers() {
+  stop_redis || true
+  stop_postgres || true
+}
