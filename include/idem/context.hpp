@@ -21,12 +21,18 @@ class Context {
     return extend_(store_, ticket_, lease.count() > 0 ? lease : default_lease_);
   }
 
+  /// In transactional mode, the backend's open transaction that the record commits with; null
+  /// otherwise. Backends offer typed accessors (for example the SQL stores' transaction_of()).
+  void* native_transaction() const noexcept { return transaction_; }
+
   /// Built by the guard; a store type S is erased behind one function pointer.
   template <class S>
-  Context(S& store, Ticket ticket, std::chrono::milliseconds default_lease)
+  Context(S& store, Ticket ticket, std::chrono::milliseconds default_lease,
+          void* transaction = nullptr)
       : store_(&store),
         ticket_(ticket),
         default_lease_(default_lease),
+        transaction_(transaction),
         extend_([](void* s, const Ticket& t, std::chrono::milliseconds l) {
           return static_cast<S*>(s)->extend(t, l);
         }) {}
@@ -40,6 +46,7 @@ class Context {
   void* store_;
   Ticket ticket_;
   std::chrono::milliseconds default_lease_;
+  void* transaction_;
   ExtendFn extend_;
 };
 

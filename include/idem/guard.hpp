@@ -106,8 +106,10 @@ class IdempotencyGuard {
       return Out::failed(std::move(bad));
     }
     const detail::EffectiveKey effective(options_.scope, key.principal, key.id);
+    const Wait* wait = std::get_if<Wait>(&options_.in_progress);
     const ClaimRequest request{effective.view(), options_.hash(payload), options_.lease,
-                               std::max(options_.ttl, options_.lease)};
+                               std::max(options_.ttl, options_.lease),
+                               wait != nullptr ? wait->timeout : std::chrono::milliseconds{0}};
 
     Result<Claim> claimed = claim_or_wait(request, key);
     if (!claimed) return Out::failed(std::move(claimed).failure());
@@ -122,7 +124,7 @@ class IdempotencyGuard {
 
     const Ticket ticket{effective.view(), claim.fence};
     if (claim.took_over) notify(Event::took_over, key, ticket.fence, {});
-    return run<R>(ticket, key, std::forward<Fn>(fn));
+    return run<R>(ticket, claim.transaction, key, std::forward<Fn>(fn));
   }
 
   const Options& options() const noexcept { return options_; }
@@ -209,12 +211,12 @@ class IdempotencyGuard {
   }
 
   template <class R, class Fn>
-  Outcome<R> run(const Ticket& ticket, const Key& key, Fn&& fn) {
+  Outcome<R> run(const Ticket& ticket, void* transaction, const Key& key, Fn&& fn) {
     using Stored = std::conditional_t<std::is_void_v<R>, std::monostate, R>;
     std::string bytes;
     std::optional<Stored> value;  // results need not be default-constructible
     try {
-      Context context(store_, ticket, options_.lease);
+      Context context(store_, ticket, options_.lease, transaction);
       if constexpr (std::is_void_v<R>) {
         call(fn, context);
         value.emplace();

@@ -26,6 +26,9 @@ struct ClaimRequest {
   Fingerprint fingerprint{};            // of the request payload
   std::chrono::milliseconds lease{};    // how long the new holder may run before takeover
   std::chrono::milliseconds retention{};  // how long an unfinished record is kept at least
+  /// How long a store that blocks on the holder (a row lock in transactional mode) may wait for
+  /// it before answering in_progress; zero: never block. Stores without blocking ignore it.
+  std::chrono::milliseconds block_for{};
 };
 
 /// What the caller of claim() must do next.
@@ -45,6 +48,9 @@ struct Claim {
   bool took_over = false;    // acquired by taking over an expired lease
   std::string result{};      // completed / failed: the stored bytes
   std::chrono::milliseconds lease_remaining{0};  // in_progress: time left on the holder's lease
+  /// acquired in transactional mode: the backend's open transaction, which commit or abort
+  /// ends. Handlers reach it through Context::native_transaction(); null in lease mode.
+  void* transaction = nullptr;
 };
 
 /// Identifies a holder: the key and the fence its claim returned.
