@@ -332,12 +332,20 @@ TEST_F(GuardTest, InvalidOptionsAreRefusedAtConstruction) {
                std::invalid_argument);
   EXPECT_THROW(IdempotencyGuard(store_, options({.commit_retry = {.attempts = 0}})),
                std::invalid_argument);
+  // A zero first pause never grows: it would spin, so it is refused.
+  EXPECT_THROW(IdempotencyGuard(store_, options({.in_progress = Wait{.initial_backoff = milliseconds{0}}})),
+               std::invalid_argument);
+  EXPECT_THROW(IdempotencyGuard(store_, options({.in_progress = Wait{.initial_backoff = milliseconds{50},
+                                                                     .max_backoff = milliseconds{10}}})),
+               std::invalid_argument);
 }
 
 struct Receipt {
   std::string id;
   std::int64_t cents = 0;
 };
+
+struct Unencodable {};
 
 }  // namespace
 
@@ -350,7 +358,27 @@ struct codec<Receipt> {
   }
 };
 
+template <>
+struct codec<Unencodable> {
+  static std::string encode(const Unencodable&) { throw std::runtime_error("cannot encode"); }
+  static Unencodable decode(std::string_view) { return {}; }
+};
+
 namespace {
+
+TEST_F(GuardTest, ResultThatCannotBeEncodedIsNeverRunAgain) {
+  IdempotencyGuard guard{store_, options()};  // remember_failures is off
+  int runs = 0;
+  auto handler = [&] {
+    ++runs;
+    return Unencodable{};
+  };
+  EXPECT_THROW((void)guard.execute("k", handler), std::runtime_error);
+  Outcome<Unencodable> again = guard.execute("k", handler);
+  EXPECT_EQ(again.error(), errc::handler_failed);
+  EXPECT_NE(again.message().find("cannot encode"), std::string::npos);
+  EXPECT_EQ(runs, 1);  // its effect happened once; the retry must not repeat it
+}
 
 TEST_F(GuardTest, UserTypesRoundTripThroughTheirCodec) {
   IdempotencyGuard guard{store_, options()};

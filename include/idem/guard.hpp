@@ -40,6 +40,19 @@ struct HandlerResult<Fn, false> {
   using type = std::remove_cvref_t<std::invoke_result_t<Fn&>>;
 };
 
+// A codec's decode failed: its idem::Error code if it threw one, else record_corrupt.
+inline Failure decode_error(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(std::move(e));
+  } catch (const Error& ex) {
+    return Failure{ex.code(), ex.what()};
+  } catch (const std::exception& ex) {
+    return Failure{make_error_code(errc::record_corrupt), ex.what()};
+  } catch (...) {
+    return Failure{make_error_code(errc::record_corrupt), "codec threw a non-standard exception"};
+  }
+}
+
 inline std::string exception_message(std::exception_ptr e) {
   try {
     std::rethrow_exception(std::move(e));
@@ -77,6 +90,18 @@ class IdempotencyGuard {
     if (options_.hash == nullptr) throw std::invalid_argument("idem: Options::hash must be set");
     if (options_.commit_retry.attempts < 1) {
       throw std::invalid_argument("idem: Options::commit_retry.attempts must be >= 1");
+    }
+    if (options_.commit_retry.backoff.count() < 0 ||
+        options_.commit_retry.max_backoff < options_.commit_retry.backoff) {
+      throw std::invalid_argument("idem: Options::commit_retry needs 0 <= backoff <= max_backoff");
+    }
+    if (const Wait* wait = std::get_if<Wait>(&options_.in_progress)) {
+      // A zero first pause would never grow: the wait would spin instead of backing off.
+      if (wait->timeout.count() < 0 || wait->initial_backoff.count() <= 0 ||
+          wait->max_backoff < wait->initial_backoff) {
+        throw std::invalid_argument(
+            "idem: Wait needs timeout >= 0 and 0 < initial_backoff <= max_backoff");
+      }
     }
     if (!options_.clock) options_.clock = steady_clock();
   }
@@ -116,9 +141,12 @@ class IdempotencyGuard {
     Claim& claim = claimed.value();
     switch (claim.status) {
       case ClaimStatus::completed: return replay<R>(std::move(claim.result), key, claim.fence);
-      case ClaimStatus::failed:
-        notify(Event::replayed, key, claim.fence, {});
-        return Out::failed(detail::decode_failure(claim.result), /*replayed=*/true);
+      case ClaimStatus::failed: {
+        Failure failure = detail::decode_failure(claim.result);
+        const bool corrupt = failure.code == errc::record_corrupt;
+        notify(corrupt ? Event::store_error : Event::replayed, key, claim.fence, failure.code);
+        return Out::failed(std::move(failure), /*replayed=*/!corrupt);
+      }
       default: break;  // acquired: the other statuses were turned into failures above
     }
 
@@ -201,12 +229,10 @@ class IdempotencyGuard {
         notify(Event::replayed, key, fence, {});
         return out;
       }
-    } catch (const std::exception& e) {
-      const auto* idem_error = dynamic_cast<const Error*>(&e);
-      const std::error_code code =
-          idem_error != nullptr ? idem_error->code() : make_error_code(errc::record_corrupt);
-      notify(Event::store_error, key, fence, code);
-      return Outcome<R>::failed(Failure{code, e.what()});
+    } catch (...) {
+      Failure failure = detail::decode_error(std::current_exception());
+      notify(Event::store_error, key, fence, failure.code);
+      return Outcome<R>::failed(std::move(failure));
     }
   }
 
@@ -222,11 +248,20 @@ class IdempotencyGuard {
         value.emplace();
       } else {
         value.emplace(call(fn, context));
-        bytes = codec<R>::encode(*value);
       }
     } catch (...) {
-      settle_failure(ticket, key, std::current_exception());
+      settle_failure(ticket, key, std::current_exception(), options_.remember_failures);
       throw;
+    }
+    if constexpr (!std::is_void_v<R>) {
+      try {
+        bytes = codec<R>::encode(*value);
+      } catch (...) {
+        // The handler's effect happened: remember the failure whatever the options say, so a
+        // retry cannot run it a second time.
+        settle_failure(ticket, key, std::current_exception(), /*remember=*/true);
+        throw;
+      }
     }
     notify(Event::executed, key, ticket.fence, {});
 
@@ -260,9 +295,10 @@ class IdempotencyGuard {
 
   // The handler threw: release the key, or remember the failure, so it is never left stuck
   // until the lease runs out. Failures here are reported, never thrown over the handler's.
-  void settle_failure(const Ticket& ticket, const Key& key, std::exception_ptr error) {
+  void settle_failure(const Ticket& ticket, const Key& key, std::exception_ptr error,
+                      bool remember) {
     Status settled;
-    if (options_.remember_failures) {
+    if (remember) {
       const std::string failure = detail::encode_failure(
           errc::handler_failed, detail::exception_message(std::move(error)));
       settled = store_.commit(ticket, Completion{ClaimStatus::failed, failure, options_.ttl});
@@ -285,7 +321,7 @@ class IdempotencyGuard {
       }
       notify(Event::commit_retried, key, ticket.fence, status.error());
       options_.clock->sleep_for(pause);
-      pause *= 2;
+      pause = std::min(pause * 2, options_.commit_retry.max_backoff);
     }
   }
 

@@ -28,8 +28,9 @@ using InProgressPolicy = std::variant<FailFast, Wait>;
 
 /// Retries of a commit that failed after the handler succeeded.
 struct CommitRetry {
-  int attempts = 3;                         // tries in all, the first included
-  std::chrono::milliseconds backoff{10};  // first pause; doubles each try
+  int attempts = 3;                            // tries in all, the first included
+  std::chrono::milliseconds backoff{10};       // first pause; doubles each try
+  std::chrono::milliseconds max_backoff{200};  // longest pause between tries
 };
 
 struct Options {

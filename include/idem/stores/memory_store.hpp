@@ -62,6 +62,7 @@ class MemoryStore {
       it = shard.records.try_emplace(std::string(request.key)).first;
       Entry& fresh = it->second;
       fresh.key = &it->first;
+      fresh.fence = shard.fence_floor;  // a removed key's holders must never match again
       shard.push_back(&fresh);
       return acquire(fresh, request, now, /*took_over=*/false);
     }
@@ -183,6 +184,9 @@ class MemoryStore {
     Entry* tail = nullptr;
     std::size_t capacity = 0;
     std::atomic<std::uint64_t> evictions{0};
+    // The largest fence of any record removed from this shard. New records start above it, so a
+    // holder of a removed record (stalled past its lease) never matches a later claim's fence.
+    Fence fence_floor = 0;
 
     void push_back(Entry* e) noexcept {
       e->prev = tail;
@@ -199,6 +203,7 @@ class MemoryStore {
       push_back(e);
     }
     void erase(Entry* e) {
+      fence_floor = std::max(fence_floor, e->fence);
       unlink(e);
       records.erase(records.find(std::string_view(*e->key)));
     }
