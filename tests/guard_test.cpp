@@ -62,10 +62,36 @@ TEST_F(GuardTest, EmptyResultsReplayAsThemselves) {
   IdempotencyGuard guard{store_, options()};
   int runs = 0;
   for (int i = 0; i < 2; ++i) {
-    EXPECT_EQ(guard.execute("zero", [&] { ++runs; return 0; }).value(), 0);
-    EXPECT_EQ(guard.execute("false", [&] { ++runs; return false; }).value(), false);
-    EXPECT_EQ(guard.execute("empty", [&] { ++runs; return std::string(); }).value(), "");
-    EXPECT_TRUE(guard.execute("bytes", [&] { ++runs; return std::vector<std::byte>{}; })
+    EXPECT_EQ(guard
+                  .execute("zero",
+                           [&] {
+                             ++runs;
+                             return 0;
+                           })
+                  .value(),
+              0);
+    EXPECT_EQ(guard
+                  .execute("false",
+                           [&] {
+                             ++runs;
+                             return false;
+                           })
+                  .value(),
+              false);
+    EXPECT_EQ(guard
+                  .execute("empty",
+                           [&] {
+                             ++runs;
+                             return std::string();
+                           })
+                  .value(),
+              "");
+    EXPECT_TRUE(guard
+                    .execute("bytes",
+                             [&] {
+                               ++runs;
+                               return std::vector<std::byte>{};
+                             })
                     .value()
                     .empty());
     Outcome<void> v = guard.execute("void", [&] { ++runs; });
@@ -106,8 +132,9 @@ TEST_F(GuardTest, PrincipalsAndScopesAreSeparateIntents) {
 
 TEST_F(GuardTest, KeysAreOpaqueBytesAndOnlyEmptyOrOversizedAreInvalid) {
   IdempotencyGuard guard{store_, options()};
-  const std::vector<std::string> keys = {"a\0b"s, "a\0c"s, "\xff\xfe\x80"s, "'; DROP TABLE t; --",
-                                         "%s%n{}\r\n", std::string(256, '\0')};
+  const std::vector<std::string> keys = {"a\0b"s,         "a\0c"s,
+                                         "\xff\xfe\x80"s, "'; DROP TABLE t; --",
+                                         "%s%n{}\r\n",    std::string(256, '\0')};
   for (const std::string& k : keys) {
     Outcome<std::string> out = guard.execute(k, [&] { return k; });
     ASSERT_TRUE(out) << out.message();
@@ -328,16 +355,17 @@ TEST_F(GuardTest, UndecodableStoredResultIsRecordCorruptNotAValue) {
 TEST_F(GuardTest, InvalidOptionsAreRefusedAtConstruction) {
   EXPECT_THROW(IdempotencyGuard(store_, options({.lease = milliseconds{0}})),
                std::invalid_argument);
-  EXPECT_THROW(IdempotencyGuard(store_, options({.ttl = milliseconds{-1}})),
-               std::invalid_argument);
+  EXPECT_THROW(IdempotencyGuard(store_, options({.ttl = milliseconds{-1}})), std::invalid_argument);
   EXPECT_THROW(IdempotencyGuard(store_, options({.commit_retry = {.attempts = 0}})),
                std::invalid_argument);
   // A zero first pause never grows: it would spin, so it is refused.
-  EXPECT_THROW(IdempotencyGuard(store_, options({.in_progress = Wait{.initial_backoff = milliseconds{0}}})),
-               std::invalid_argument);
-  EXPECT_THROW(IdempotencyGuard(store_, options({.in_progress = Wait{.initial_backoff = milliseconds{50},
-                                                                     .max_backoff = milliseconds{10}}})),
-               std::invalid_argument);
+  EXPECT_THROW(
+      IdempotencyGuard(store_, options({.in_progress = Wait{.initial_backoff = milliseconds{0}}})),
+      std::invalid_argument);
+  EXPECT_THROW(
+      IdempotencyGuard(store_, options({.in_progress = Wait{.initial_backoff = milliseconds{50},
+                                                            .max_backoff = milliseconds{10}}})),
+      std::invalid_argument);
 }
 
 struct Receipt {
@@ -351,7 +379,9 @@ struct Unencodable {};
 
 template <>
 struct codec<Receipt> {
-  static std::string encode(const Receipt& r) { return codec<std::int64_t>::encode(r.cents) + r.id; }
+  static std::string encode(const Receipt& r) {
+    return codec<std::int64_t>::encode(r.cents) + r.id;
+  }
   static Receipt decode(std::string_view bytes) {
     if (bytes.size() < 8) throw Error(make_error_code(errc::record_corrupt), "short receipt");
     return Receipt{std::string(bytes.substr(8)), codec<std::int64_t>::decode(bytes.substr(0, 8))};

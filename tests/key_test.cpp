@@ -1,6 +1,6 @@
 // The effective key: scope, principal and id joined so that no two triples collide.
 
-#include "idem/detail/effective_key.hpp"
+#include "idem/key.hpp"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <tuple>
 #include <vector>
 
-#include "idem/key.hpp"
+#include "idem/detail/effective_key.hpp"
 
 namespace idem {
 namespace {
@@ -22,9 +22,9 @@ std::string join(std::string_view scope, std::string_view principal, std::string
 
 TEST(EffectiveKeyTest, ShiftingBytesBetweenPartsNeverCollides) {
   const std::vector<std::tuple<std::string, std::string, std::string>> triples = {
-      {"ab", "c", "d"}, {"a", "bc", "d"}, {"a", "b", "cd"}, {"abc", "", "d"}, {"", "abc", "d"},
-      {"", "", "abcd"}, {"a\0"s, "b", "c"}, {"a", "\0b"s, "c"}, {"a", "b", "\0c"s},
-      {"\x01"s, "a", "b"}, {"", "\x01"s, "ab"}};
+      {"ab", "c", "d"},   {"a", "bc", "d"},    {"a", "b", "cd"},   {"abc", "", "d"},
+      {"", "abc", "d"},   {"", "", "abcd"},    {"a\0"s, "b", "c"}, {"a", "\0b"s, "c"},
+      {"a", "b", "\0c"s}, {"\x01"s, "a", "b"}, {"", "\x01"s, "ab"}};
   std::set<std::string> joined;
   for (const auto& [scope, principal, id] : triples) joined.insert(join(scope, principal, id));
   EXPECT_EQ(joined.size(), triples.size());
@@ -43,7 +43,8 @@ TEST(EffectiveKeyTest, LengthsAboveOneVarintByteAndKeysAboveTheInlineBuffer) {
 }
 
 TEST(EffectiveKeyTest, SameTripleSameBytes) {
-  EXPECT_EQ(join("payments.charge", "tenant-7", "k-42"), join("payments.charge", "tenant-7", "k-42"));
+  EXPECT_EQ(join("payments.charge", "tenant-7", "k-42"),
+            join("payments.charge", "tenant-7", "k-42"));
   EXPECT_EQ(join("s", "", "k"), "\x01s\x00k"s);
 }
 

@@ -22,19 +22,21 @@ TEST(ObserverTest, CountsEveryPathAndReportsEvents) {
   });
   auto clock = std::make_shared<ManualClock>();
   MemoryStore store{MemoryStoreOptions{.clock = clock}};
-  IdempotencyGuard guard{store, Options{.scope = "obs", .lease = std::chrono::seconds{1},
-                                        .clock = clock, .observer = observer}};
+  IdempotencyGuard guard{
+      store,
+      Options{
+          .scope = "obs", .lease = std::chrono::seconds{1}, .clock = clock, .observer = observer}};
 
-  (void)guard.execute("a", "p", [] { return 1; });                     // executed
-  (void)guard.execute("a", "p", [] { return 1; });                     // replayed
-  (void)guard.execute("a", "q", [] { return 1; });                     // mismatched
-  (void)guard.execute("", [] { return 1; });                           // rejected
-  (void)guard.execute("b", [&] {                                      // in_progress inside
+  (void)guard.execute("a", "p", [] { return 1; });  // executed
+  (void)guard.execute("a", "p", [] { return 1; });  // replayed
+  (void)guard.execute("a", "q", [] { return 1; });  // mismatched
+  (void)guard.execute("", [] { return 1; });        // rejected
+  (void)guard.execute("b", [&] {                    // in_progress inside
     return guard.execute("b", [] { return 2; }).error().value();
   });
   EXPECT_THROW((void)guard.execute("c", []() -> int { throw std::runtime_error("x"); }),
-               std::runtime_error);                                    // aborted
-  (void)guard.execute("d", [&] {                                       // lease_lost, took_over
+               std::runtime_error);  // aborted
+  (void)guard.execute("d", [&] {     // lease_lost, took_over
     clock->advance(std::chrono::seconds{2});
     (void)guard.execute("d", [] { return 3; });
     return 4;
@@ -68,7 +70,8 @@ TEST(ObserverTest, OneObserverServesManyThreads) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
-      for (int i = 0; i < 1000; ++i) (void)guard.execute(std::to_string(t * 1000 + i), [] { return 0; });
+      for (int i = 0; i < 1000; ++i)
+        (void)guard.execute(std::to_string(t * 1000 + i), [] { return 0; });
     });
   }
   for (auto& th : threads) th.join();

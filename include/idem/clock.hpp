@@ -36,7 +36,8 @@ class ManualClock final : public Clock {
 
  private:
   // Starts far from zero so that "now minus a lease" never underflows the epoch.
-  std::atomic<duration::rep> ticks_{std::chrono::duration_cast<duration>(std::chrono::hours(1)).count()};
+  std::atomic<duration::rep> ticks_{
+      std::chrono::duration_cast<duration>(std::chrono::hours(1)).count()};
 };
 
 /// The shared default clock.

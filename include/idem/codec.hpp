@@ -50,8 +50,8 @@ struct codec<std::string> {
 /// Byte vectors: the bytes themselves.
 template <class Byte>
 struct codec<std::vector<Byte>,
-             std::enable_if_t<std::is_same_v<Byte, std::byte> || std::is_same_v<Byte, std::uint8_t> ||
-                              std::is_same_v<Byte, char>>> {
+             std::enable_if_t<std::is_same_v<Byte, std::byte> ||
+                              std::is_same_v<Byte, std::uint8_t> || std::is_same_v<Byte, char>>> {
   static std::string encode(const std::vector<Byte>& v) {
     return std::string(reinterpret_cast<const char*>(v.data()), v.size());
   }

@@ -69,17 +69,28 @@ class ErrorCategory final : public std::error_category {
 
   std::string message(int value) const override {
     switch (static_cast<errc>(value)) {
-      case errc::key_invalid: return "key is empty, too long or unusable";
-      case errc::payload_mismatch: return "key was first used with another payload";
-      case errc::in_progress: return "another request with this key is in progress";
-      case errc::token_invalid: return "token is unknown, expired or already used";
-      case errc::invalid_transition: return "event is not allowed from the current state";
-      case errc::version_conflict: return "entity version has moved on";
-      case errc::lease_lost: return "lease expired and the key was taken over";
-      case errc::store_unavailable: return "store is unavailable";
-      case errc::result_too_large: return "result is larger than the configured maximum";
-      case errc::handler_failed: return "handler failed on an earlier attempt";
-      case errc::record_corrupt: return "stored record cannot be decoded";
+      case errc::key_invalid:
+        return "key is empty, too long or unusable";
+      case errc::payload_mismatch:
+        return "key was first used with another payload";
+      case errc::in_progress:
+        return "another request with this key is in progress";
+      case errc::token_invalid:
+        return "token is unknown, expired or already used";
+      case errc::invalid_transition:
+        return "event is not allowed from the current state";
+      case errc::version_conflict:
+        return "entity version has moved on";
+      case errc::lease_lost:
+        return "lease expired and the key was taken over";
+      case errc::store_unavailable:
+        return "store is unavailable";
+      case errc::result_too_large:
+        return "result is larger than the configured maximum";
+      case errc::handler_failed:
+        return "handler failed on an earlier attempt";
+      case errc::record_corrupt:
+        return "stored record cannot be decoded";
     }
     return "unknown idem error";
   }
@@ -97,16 +108,21 @@ inline int http_status(std::error_code ec) noexcept {
   if (ec.category() != error_category()) return 500;
   switch (static_cast<errc>(ec.value())) {
     case errc::key_invalid:
-    case errc::token_invalid: return 400;
-    case errc::payload_mismatch: return 422;
+    case errc::token_invalid:
+      return 400;
+    case errc::payload_mismatch:
+      return 422;
     case errc::in_progress:
     case errc::invalid_transition:
     case errc::version_conflict:
-    case errc::lease_lost: return 409;
-    case errc::store_unavailable: return 503;
+    case errc::lease_lost:
+      return 409;
+    case errc::store_unavailable:
+      return 503;
     case errc::result_too_large:
     case errc::handler_failed:
-    case errc::record_corrupt: return 500;
+    case errc::record_corrupt:
+      return 500;
   }
   return 500;
 }
@@ -117,8 +133,10 @@ inline bool is_retryable(std::error_code ec) noexcept {
     case errc::in_progress:
     case errc::store_unavailable:
     case errc::version_conflict:
-    case errc::lease_lost: return true;
-    default: return false;
+    case errc::lease_lost:
+      return true;
+    default:
+      return false;
   }
 }
 

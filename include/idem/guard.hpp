@@ -85,7 +85,8 @@ class IdempotencyGuard {
   /// Throws std::invalid_argument when an option is out of range (lease or ttl not positive).
   explicit IdempotencyGuard(S& store, Options options = {})
       : store_(store), options_(std::move(options)) {
-    if (options_.lease.count() <= 0) throw std::invalid_argument("idem: Options::lease must be > 0");
+    if (options_.lease.count() <= 0)
+      throw std::invalid_argument("idem: Options::lease must be > 0");
     if (options_.ttl.count() <= 0) throw std::invalid_argument("idem: Options::ttl must be > 0");
     if (options_.hash == nullptr) throw std::invalid_argument("idem: Options::hash must be set");
     if (options_.commit_retry.attempts < 1) {
@@ -140,14 +141,16 @@ class IdempotencyGuard {
     if (!claimed) return Out::failed(std::move(claimed).failure());
     Claim& claim = claimed.value();
     switch (claim.status) {
-      case ClaimStatus::completed: return replay<R>(std::move(claim.result), key, claim.fence);
+      case ClaimStatus::completed:
+        return replay<R>(std::move(claim.result), key, claim.fence);
       case ClaimStatus::failed: {
         Failure failure = detail::decode_failure(claim.result);
         const bool corrupt = failure.code == errc::record_corrupt;
         notify(corrupt ? Event::store_error : Event::replayed, key, claim.fence, failure.code);
         return Out::failed(std::move(failure), /*replayed=*/!corrupt);
       }
-      default: break;  // acquired: the other statuses were turned into failures above
+      default:
+        break;  // acquired: the other statuses were turned into failures above
     }
 
     const Ticket ticket{effective.view(), claim.fence};
@@ -167,10 +170,9 @@ class IdempotencyGuard {
                                                  std::to_string(options_.max_key_size));
     }
     if (key.principal.size() > options_.max_key_size) {
-      return make_failure(errc::key_invalid, "principal is " +
-                                                 std::to_string(key.principal.size()) +
-                                                 " bytes; the limit is " +
-                                                 std::to_string(options_.max_key_size));
+      return make_failure(errc::key_invalid,
+                          "principal is " + std::to_string(key.principal.size()) +
+                              " bytes; the limit is " + std::to_string(options_.max_key_size));
     }
     return {};
   }
@@ -204,8 +206,8 @@ class IdempotencyGuard {
           auto pause = std::min<Clock::duration>(backoff, deadline - now);
           // The holder's lease ending is the moment a takeover becomes possible: look then.
           if (claim->lease_remaining.count() > 0) {
-            pause = std::min<Clock::duration>(pause,
-                                              claim->lease_remaining + std::chrono::milliseconds{1});
+            pause = std::min<Clock::duration>(
+                pause, claim->lease_remaining + std::chrono::milliseconds{1});
           }
           clock.sleep_for(pause);
           backoff = std::min(backoff * 2, wait->max_backoff);
@@ -268,10 +270,10 @@ class IdempotencyGuard {
     if (bytes.size() > options_.max_result_size) {
       // The handler's effect happened: repeats must not run it again, so its key remembers
       // result_too_large; this caller still gets the value it produced.
-      Failure too_large = make_failure(
-          errc::result_too_large, "result is " + std::to_string(bytes.size()) +
-                                      " bytes; the limit is " +
-                                      std::to_string(options_.max_result_size));
+      Failure too_large =
+          make_failure(errc::result_too_large, "result is " + std::to_string(bytes.size()) +
+                                                   " bytes; the limit is " +
+                                                   std::to_string(options_.max_result_size));
       const std::string failure = detail::encode_failure(errc::result_too_large, too_large.message);
       (void)commit_with_retry(ticket, Completion{ClaimStatus::failed, failure, options_.ttl}, key);
       notify(Event::result_unrecorded, key, ticket.fence, too_large.code);
@@ -299,8 +301,8 @@ class IdempotencyGuard {
                       bool remember) {
     Status settled;
     if (remember) {
-      const std::string failure = detail::encode_failure(
-          errc::handler_failed, detail::exception_message(std::move(error)));
+      const std::string failure =
+          detail::encode_failure(errc::handler_failed, detail::exception_message(std::move(error)));
       settled = store_.commit(ticket, Completion{ClaimStatus::failed, failure, options_.ttl});
     } else {
       settled = store_.abort(ticket);
@@ -331,7 +333,8 @@ class IdempotencyGuard {
   }
 
   void notify(Event event, const Key& key, Fence fence, std::error_code error) {
-    if (options_.observer) options_.observer->notify(EventInfo{event, options_.scope, key.id, fence, error});
+    if (options_.observer)
+      options_.observer->notify(EventInfo{event, options_.scope, key.id, fence, error});
   }
 
   S& store_;

@@ -32,9 +32,9 @@ std::string_view to_string(Event e) noexcept;
 struct EventInfo {
   Event event;
   std::string_view scope;
-  std::string_view key;        // the key's id (bytes as given)
-  std::uint64_t fence = 0;     // the holder's fence, where there is one
-  std::error_code error;       // the error, for refusals and failures
+  std::string_view key;     // the key's id (bytes as given)
+  std::uint64_t fence = 0;  // the holder's fence, where there is one
+  std::error_code error;    // the error, for refusals and failures
 };
 
 /// Snapshot of an Observer's counters.
@@ -67,8 +67,8 @@ class Observer {
 
   Counters counters() const noexcept {
     auto get = [](const Slot& s) { return s.value.load(std::memory_order_relaxed); };
-    return Counters{get(executed_), get(replayed_), get(in_progress_), get(mismatched_),
-                    get(rejected_), get(lease_lost_), get(aborted_), get(store_errors_)};
+    return Counters{get(executed_), get(replayed_),   get(in_progress_), get(mismatched_),
+                    get(rejected_), get(lease_lost_), get(aborted_),     get(store_errors_)};
   }
 
  private:
@@ -78,17 +78,26 @@ class Observer {
 
   std::atomic<std::uint64_t>* counter_for(Event e) noexcept {
     switch (e) {
-      case Event::executed: return &executed_.value;
-      case Event::replayed: return &replayed_.value;
-      case Event::in_progress: return &in_progress_.value;
-      case Event::mismatched: return &mismatched_.value;
-      case Event::rejected: return &rejected_.value;
-      case Event::lease_lost: return &lease_lost_.value;
-      case Event::aborted: return &aborted_.value;
-      case Event::store_error: return &store_errors_.value;
+      case Event::executed:
+        return &executed_.value;
+      case Event::replayed:
+        return &replayed_.value;
+      case Event::in_progress:
+        return &in_progress_.value;
+      case Event::mismatched:
+        return &mismatched_.value;
+      case Event::rejected:
+        return &rejected_.value;
+      case Event::lease_lost:
+        return &lease_lost_.value;
+      case Event::aborted:
+        return &aborted_.value;
+      case Event::store_error:
+        return &store_errors_.value;
       case Event::took_over:
       case Event::commit_retried:
-      case Event::result_unrecorded: return nullptr;  // events only, no counter
+      case Event::result_unrecorded:
+        return nullptr;  // events only, no counter
     }
     return nullptr;
   }
@@ -100,17 +109,28 @@ class Observer {
 
 inline std::string_view to_string(Event e) noexcept {
   switch (e) {
-    case Event::executed: return "executed";
-    case Event::replayed: return "replayed";
-    case Event::in_progress: return "in_progress";
-    case Event::mismatched: return "mismatched";
-    case Event::rejected: return "rejected";
-    case Event::lease_lost: return "lease_lost";
-    case Event::aborted: return "aborted";
-    case Event::store_error: return "store_error";
-    case Event::took_over: return "took_over";
-    case Event::commit_retried: return "commit_retried";
-    case Event::result_unrecorded: return "result_unrecorded";
+    case Event::executed:
+      return "executed";
+    case Event::replayed:
+      return "replayed";
+    case Event::in_progress:
+      return "in_progress";
+    case Event::mismatched:
+      return "mismatched";
+    case Event::rejected:
+      return "rejected";
+    case Event::lease_lost:
+      return "lease_lost";
+    case Event::aborted:
+      return "aborted";
+    case Event::store_error:
+      return "store_error";
+    case Event::took_over:
+      return "took_over";
+    case Event::commit_retried:
+      return "commit_retried";
+    case Event::result_unrecorded:
+      return "result_unrecorded";
   }
   return "unknown";
 }

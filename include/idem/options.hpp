@@ -19,7 +19,7 @@ struct FailFast {};
 /// When another caller holds the key: poll with backoff until it completes (replay), its lease
 /// expires (take over) or the timeout passes (errc::in_progress).
 struct Wait {
-  std::chrono::milliseconds timeout{5000};          // total time to wait
+  std::chrono::milliseconds timeout{5000};       // total time to wait
   std::chrono::milliseconds initial_backoff{2};  // first pause; doubles each poll
   std::chrono::milliseconds max_backoff{100};    // longest pause between polls
 };

@@ -22,9 +22,9 @@ using Fence = std::uint64_t;
 
 /// What claim() asks for.
 struct ClaimRequest {
-  std::string_view key{};               // effective key: opaque bytes, never empty
-  Fingerprint fingerprint{};            // of the request payload
-  std::chrono::milliseconds lease{};    // how long the new holder may run before takeover
+  std::string_view key{};                 // effective key: opaque bytes, never empty
+  Fingerprint fingerprint{};              // of the request payload
+  std::chrono::milliseconds lease{};      // how long the new holder may run before takeover
   std::chrono::milliseconds retention{};  // how long an unfinished record is kept at least
   /// How long a store that blocks on the holder (a row lock in transactional mode) may wait for
   /// it before answering in_progress; zero: never block. Stores without blocking ignore it.
@@ -44,9 +44,9 @@ enum class ClaimStatus : std::uint8_t {
 /// needed.
 struct Claim {
   ClaimStatus status = ClaimStatus::in_progress;
-  Fence fence = 0;           // acquired: the caller's fence; otherwise the record's
-  bool took_over = false;    // acquired by taking over an expired lease
-  std::string result{};      // completed / failed: the stored bytes
+  Fence fence = 0;         // acquired: the caller's fence; otherwise the record's
+  bool took_over = false;  // acquired by taking over an expired lease
+  std::string result{};    // completed / failed: the stored bytes
   std::chrono::milliseconds lease_remaining{0};  // in_progress: time left on the holder's lease
   /// acquired in transactional mode: the backend's open transaction, which commit or abort
   /// ends. Handlers reach it through Context::native_transaction(); null in lease mode.

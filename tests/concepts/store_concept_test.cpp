@@ -1,10 +1,9 @@
 // Which types are idem::Store: the memory store and any type with the four operations of the
 // right shapes; near misses are not.
 
-#include "idem/store.hpp"
-
 #include <gtest/gtest.h>
 
+#include "idem/store.hpp"
 #include "idem/stores/memory_store.hpp"
 #include "support/flaky_store.hpp"
 

@@ -203,9 +203,9 @@ TYPED_TEST_P(RecordStoreConformance, CommitOfAnUnknownKeyIsLeaseLost) {
 
 TYPED_TEST_P(RecordStoreConformance, KeysAreOpaqueBytes) {
   const std::string base = this->key();
-  const std::vector<std::string> keys = {base + "\0a"s, base + "\0b"s, base + "\xff\xfe"s,
-                                         base + "'; DROP TABLE x; --", base + "%_*?[]{}",
-                                         base + " \r\n", base + std::string(200, '\0')};
+  const std::vector<std::string> keys = {
+      base + "\0a"s,     base + "\0b"s,  base + "\xff\xfe"s,           base + "'; DROP TABLE x; --",
+      base + "%_*?[]{}", base + " \r\n", base + std::string(200, '\0')};
   for (const std::string& k : keys) {
     const Claim c = this->acquired(k);
     ASSERT_TRUE(this->commit(k, c.fence, k).ok());
@@ -261,18 +261,15 @@ TYPED_TEST_P(RecordStoreConformance, GuardRunsEachKeyOnceUnderRacingThreads) {
   }
 }
 
-REGISTER_TYPED_TEST_SUITE_P(RecordStoreConformance, FirstClaimAcquiresWithAPositiveFence,
-                            ClaimWhileHeldIsInProgressWithTheLeaseLeft,
-                            CommittedResultReplaysByteForByte, EmptyResultIsAStoredResult,
-                            AnotherFingerprintIsAMismatchWhileHeldAndAfter,
-                            AbortReleasesAndTheNextClaimHasALargerFence,
-                            StaleFenceAfterAbortAndReclaimIsLeaseLost,
-                            ExpiredLeaseIsTakenOverAndTheOldHolderFencedOff,
-                            ExpiredLeaseWithAnotherPayloadIsStillAMismatch,
-                            CommitAfterOwnLeaseRanOutButNoTakeoverSucceeds,
-                            ExtendKeepsTheLeaseAlive, CompletedRecordExpiresAfterItsTtl,
-                            FailedRecordReplaysItsBytes, CommitTwiceIsLeaseLostTheSecondTime,
-                            CommitOfAnUnknownKeyIsLeaseLost, KeysAreOpaqueBytes,
-                            GuardRunsEachKeyOnceUnderRacingThreads);
+REGISTER_TYPED_TEST_SUITE_P(
+    RecordStoreConformance, FirstClaimAcquiresWithAPositiveFence,
+    ClaimWhileHeldIsInProgressWithTheLeaseLeft, CommittedResultReplaysByteForByte,
+    EmptyResultIsAStoredResult, AnotherFingerprintIsAMismatchWhileHeldAndAfter,
+    AbortReleasesAndTheNextClaimHasALargerFence, StaleFenceAfterAbortAndReclaimIsLeaseLost,
+    ExpiredLeaseIsTakenOverAndTheOldHolderFencedOff, ExpiredLeaseWithAnotherPayloadIsStillAMismatch,
+    CommitAfterOwnLeaseRanOutButNoTakeoverSucceeds, ExtendKeepsTheLeaseAlive,
+    CompletedRecordExpiresAfterItsTtl, FailedRecordReplaysItsBytes,
+    CommitTwiceIsLeaseLostTheSecondTime, CommitOfAnUnknownKeyIsLeaseLost, KeysAreOpaqueBytes,
+    GuardRunsEachKeyOnceUnderRacingThreads);
 
 }  // namespace idem::testing

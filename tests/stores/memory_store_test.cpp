@@ -72,12 +72,17 @@ TEST_F(MemoryStoreTest, AStalledHolderStaysFencedOffAfterItsRecordWasEvicted) {
   clock_->advance(seconds{31});
   const Claim taker = claim(store, "k").value();
   ASSERT_TRUE(taker.took_over);
-  ASSERT_TRUE(store.commit(Ticket{"k", taker.fence}, Completion{ClaimStatus::completed, "t", seconds{60}}).ok());
+  ASSERT_TRUE(
+      store.commit(Ticket{"k", taker.fence}, Completion{ClaimStatus::completed, "t", seconds{60}})
+          .ok());
   complete(store, "other");  // evicts "k": its fence must not start again at 1
   const Claim fresh = claim(store, "k").value();
   ASSERT_EQ(fresh.status, ClaimStatus::acquired);
   EXPECT_GT(fresh.fence, taker.fence);
-  EXPECT_EQ(store.commit(Ticket{"k", stalled.fence}, Completion{ClaimStatus::completed, "stale", seconds{60}}).error(),
+  EXPECT_EQ(store
+                .commit(Ticket{"k", stalled.fence},
+                        Completion{ClaimStatus::completed, "stale", seconds{60}})
+                .error(),
             errc::lease_lost);
 }
 

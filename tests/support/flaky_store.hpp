@@ -18,7 +18,8 @@ class FlakyStore {
   std::atomic<int> abort_calls{0};
 
   Result<Claim> claim(const ClaimRequest& request) {
-    if (take(failing_claims)) return make_failure(errc::store_unavailable, "injected claim failure");
+    if (take(failing_claims))
+      return make_failure(errc::store_unavailable, "injected claim failure");
     return inner_.claim(request);
   }
   Status commit(const Ticket& ticket, const Completion& completion) {

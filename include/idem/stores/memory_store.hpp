@@ -78,19 +78,20 @@ class MemoryStore {
     switch (e.state) {
       case State::completed:
       case State::failed:
-        return Claim{.status = e.state == State::completed ? ClaimStatus::completed
-                                                           : ClaimStatus::failed,
-                     .fence = e.fence,
-                     .result = e.result};
+        return Claim{
+            .status = e.state == State::completed ? ClaimStatus::completed : ClaimStatus::failed,
+            .fence = e.fence,
+            .result = e.result};
       case State::in_progress:
         if (now < e.lease_until) {
-          return Claim{.status = ClaimStatus::in_progress,
-                       .fence = e.fence,
-                       .lease_remaining = std::chrono::ceil<std::chrono::milliseconds>(
-                           e.lease_until - now)};
+          return Claim{
+              .status = ClaimStatus::in_progress,
+              .fence = e.fence,
+              .lease_remaining = std::chrono::ceil<std::chrono::milliseconds>(e.lease_until - now)};
         }
         return acquire(e, request, now, /*took_over=*/true);
-      case State::released: break;  // handled above
+      case State::released:
+        break;  // handled above
     }
     return make_failure(errc::record_corrupt, "memory record in an unknown state");
   }
