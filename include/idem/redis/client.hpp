@@ -1,0 +1,115 @@
+#pragma once
+// idem::redis::Client: a thread-safe pool of connections to one Redis server, shared by the Redis
+// stores (RedisStore, RedisTokenStore, RequestIdCache). Part of the compiled adapter idem::redis;
+// no hiredis type appears here.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "idem/result.hpp"
+
+namespace idem::redis {
+
+/// Where and how to connect. Every field has a default; most services set a URI.
+struct ConnectionOptions {
+  /// TCP host name or address (ignored when unix_socket is set).
+  std::string host = "127.0.0.1";
+  /// TCP port.
+  int port = 6379;
+  /// Path of a unix socket; empty (default): connect over TCP.
+  std::string unix_socket{};
+  /// ACL user for AUTH; empty (default): the default user.
+  std::string user{};
+  /// Password for AUTH; empty (default): no AUTH.
+  std::string password{};
+  /// Database selected on every new connection (default 0).
+  int db = 0;
+  /// How long opening a connection may take (default 1 s).
+  std::chrono::milliseconds connect_timeout{1000};
+  /// How long one command may wait for its reply (default 1 s); a connection that times out is
+  /// dropped, since its reply may still arrive later.
+  std::chrono::milliseconds command_timeout{1000};
+  /// Most open connections (default 8); they open on demand and are reused.
+  std::size_t pool_size = 8;
+  /// How long a call waits for a free connection when all are busy (default 1 s); then
+  /// errc::store_unavailable.
+  std::chrono::milliseconds pool_wait{1000};
+  /// TCP keep-alive on every connection (default on).
+  bool keep_alive = true;
+  /// A write to a socket the server closed raises SIGPIPE, which kills the process by default.
+  /// true (default): the Client sets SIGPIPE to SIG_IGN if it is still at SIG_DFL. false: the
+  /// application handles SIGPIPE itself.
+  bool ignore_sigpipe = true;
+
+  /// Parses `redis://[[user]:password@]host[:port][/db]`, `rediss` is refused (no TLS), and
+  /// `unix://[[user]:password@]/path/to/socket[?db=N]`. Other fields keep their defaults.
+  /// errc::store_unavailable with a message when the URI cannot be used.
+  static Result<ConnectionOptions> from_uri(std::string_view uri);
+};
+
+/// Optional durability: after a claim that acquired and after a commit, `WAIT replicas timeout`
+/// on the same connection. One more round trip per write when on.
+struct Durability {
+  /// Replicas that must acknowledge the write; 0 (default): no WAIT.
+  int replicas = 0;
+  /// How long WAIT blocks for them (default 100 ms).
+  std::chrono::milliseconds timeout{100};
+  /// Called when fewer replicas acknowledged in time (the write stands on the primary; the call
+  /// still succeeds). Arguments: the operation ("claim", "commit"), acknowledged, wanted.
+  std::function<void(std::string_view operation, int acknowledged, int wanted)> on_timeout{};
+};
+
+/// A reply to Client::command, converted from the wire.
+struct Reply {
+  enum class Type : std::uint8_t { nil, status, error, integer, string, array };
+  Type type = Type::nil;
+  long long integer = 0;     // Type::integer
+  std::string str{};         // Type::string, status and error: the bytes
+  std::vector<Reply> elements{};  // Type::array
+};
+
+/// A pool of connections to one server. Thread-safe: any number of threads may call it; each
+/// call borrows a connection for its duration. Connections open on demand (up to pool_size); a
+/// connection that fails (I/O error, timeout, closed by the server) is dropped and the next call
+/// opens a fresh one, so a restarted server is reached again without intervention.
+class Client {
+ public:
+  /// Connects lazily: the constructor never blocks and never fails on an unreachable server.
+  explicit Client(ConnectionOptions options = {});
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  /// One command, binary-safe arguments. An error reply is a Reply of Type::error; failures are
+  /// errc::store_unavailable (unreachable, timed out, pool exhausted). One round trip.
+  Result<Reply> command(std::span<const std::string_view> argv);
+  Result<Reply> command(std::initializer_list<std::string_view> argv) {
+    return command(std::span<const std::string_view>(argv.begin(), argv.size()));
+  }
+
+  /// PING: whether the server answers now.
+  Status ping();
+
+  const ConnectionOptions& options() const noexcept;
+  /// Connections open now (idle and borrowed).
+  std::size_t open_connections() const;
+  /// Connections dropped because they failed or were found closed, since construction.
+  std::uint64_t dropped_connections() const noexcept;
+
+  /// The implementation, for idem's Redis stores (declared in src/redis/).
+  class Impl;
+  Impl& impl() noexcept { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace idem::redis

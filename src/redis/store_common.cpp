@@ -1,0 +1,94 @@
+// What the Redis stores share: key names, argument encoding and reply decoding.
+
+#include "store_common.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace idem::redis {
+
+std::string tagged_key(std::string_view prefix, std::string_view key) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::uint64_t h = detail::hash_bytes(key);
+  std::string out;
+  out.reserve(prefix.size() + 18 + key.size());
+  out.append(prefix);
+  out.push_back('{');
+  char digits[16];
+  for (int i = 15; i >= 0; --i, h >>= 4) digits[i] = kHex[h & 0xf];
+  out.append(digits, sizeof digits);
+  out.push_back('}');
+  out.append(key);
+  return out;
+}
+
+std::array<char, 16> fingerprint_bytes(const Fingerprint& fp) noexcept {
+  std::array<char, 16> out{};
+  for (int i = 0; i < 8; ++i) {
+    out[static_cast<std::size_t>(i)] = static_cast<char>(fp.high >> (56 - 8 * i));
+    out[static_cast<std::size_t>(8 + i)] = static_cast<char>(fp.low >> (56 - 8 * i));
+  }
+  return out;
+}
+
+std::string_view ms_text(char (&buf)[24], std::chrono::milliseconds ms) noexcept {
+  return to_chars(buf, std::max<std::int64_t>(ms.count(), 1));
+}
+
+namespace {
+Failure corrupt_reply(std::string_view where, std::string_view why) {
+  return make_failure(errc::record_corrupt,
+                      fmt::format("redis {}: unexpected script reply: {}", where, why));
+}
+}  // namespace
+
+Result<Claim> decode_claim(const redisReply& reply, std::string_view where, int& code) {
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements < 1 ||
+      reply.element[0]->type != REDIS_REPLY_INTEGER) {
+    return corrupt_reply(where, "not {code, ...}");
+  }
+  code = static_cast<int>(reply.element[0]->integer);
+  if (code >= 5 && reply.elements == 1) return Claim{};  // token: no such token
+  if (reply.elements < 2 || reply.element[1]->type != REDIS_REPLY_INTEGER ||
+      reply.element[1]->integer < 0) {
+    return corrupt_reply(where, "no fence");
+  }
+  Claim claim;
+  claim.fence = static_cast<Fence>(reply.element[1]->integer);
+  const redisReply* third = reply.elements > 2 ? reply.element[2] : nullptr;
+  switch (code) {
+    case 0:
+      claim.status = ClaimStatus::acquired;
+      claim.took_over = third != nullptr && third->type == REDIS_REPLY_INTEGER && third->integer != 0;
+      return claim;
+    case 1:
+    case 2:
+      if (third == nullptr || third->type != REDIS_REPLY_STRING) return corrupt_reply(where, "no result");
+      claim.status = code == 1 ? ClaimStatus::completed : ClaimStatus::failed;
+      claim.result.assign(third->str, third->len);
+      return claim;
+    case 3:
+      claim.status = ClaimStatus::in_progress;
+      if (third != nullptr && third->type == REDIS_REPLY_INTEGER) {
+        claim.lease_remaining = std::chrono::milliseconds{std::max<long long>(third->integer, 0)};
+      }
+      return claim;
+    case 4:
+    case 6:
+      claim.status = ClaimStatus::mismatch;
+      return claim;
+    default: return corrupt_reply(where, fmt::format("unknown code {}", code));
+  }
+}
+
+Status decode_fenced(Result<ReplyPtr> reply, std::string_view where, std::string_view doing) {
+  if (!reply) return std::move(reply).failure();
+  const redisReply& r = *reply.value();
+  if (r.type != REDIS_REPLY_INTEGER) return corrupt_reply(where, fmt::format("{}: not 0 or 1", doing));
+  if (r.integer == 1) return {};
+  return Status(errc::lease_lost,
+                fmt::format("{}: the record is no longer held under this fence", doing));
+}
+
+}  // namespace idem::redis
