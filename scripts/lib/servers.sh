@@ -3,7 +3,7 @@
 #
 #   source scripts/lib/servers.sh
 #   trap stop_servers EXIT
-#   start_redis      # exports IDEM_TEST_REDIS_URI=redis://127.0.0.1:<port>
+#   start_redis      # exports IDEM_TEST_REDIS_URI=redis://127.0.0.1:<port>, IDEM_TEST_REDIS_CONF
 #   start_postgres   # exports IDEM_TEST_PG_URI=postgresql://postgres@127.0.0.1:<port>/idem_test
 #
 # Each server listens on 127.0.0.1 only, on a free port, with its files in its own mktemp -d
@@ -73,10 +73,13 @@ start_redis() {
   fi
   _idem_redis_dir=$(mktemp -d "${TMPDIR:-/tmp}/idem-redis.XXXXXX") || return 1
   _idem_redis_port=$(_idem_free_port) || { _idem_say "no free port for redis"; return 1; }
-  local log=$_idem_redis_dir/redis.log
-  if ! redis-server --port "$_idem_redis_port" --bind 127.0.0.1 --dir "$_idem_redis_dir" \
-      --save '' --appendonly no --daemonize yes --pidfile "$_idem_redis_dir/redis.pid" \
-      --logfile "$log"; then
+  local log=$_idem_redis_dir/redis.log conf=$_idem_redis_dir/redis.conf
+  # From a config file, so that a test can restart the same server on the same port: the
+  # server names its file in INFO server (config_file), also exported as IDEM_TEST_REDIS_CONF.
+  printf '%s\n' "port $_idem_redis_port" "bind 127.0.0.1" "dir \"$_idem_redis_dir\"" \
+    "save \"\"" "appendonly no" "daemonize yes" "pidfile \"$_idem_redis_dir/redis.pid\"" \
+    "logfile \"$log\"" >"$conf" || return 1
+  if ! redis-server "$conf"; then
     _idem_say "redis-server failed to start"
     _idem_show_log "$log"
     return 1
@@ -87,6 +90,7 @@ start_redis() {
     return 1
   fi
   export IDEM_TEST_REDIS_URI="redis://127.0.0.1:$_idem_redis_port"
+  export IDEM_TEST_REDIS_CONF="$conf"
   _idem_say "redis up: $IDEM_TEST_REDIS_URI"
 }
 
@@ -102,7 +106,7 @@ stop_redis() {
   fi
   rm -rf "$_idem_redis_dir"
   _idem_redis_dir=""
-  unset IDEM_TEST_REDIS_URI
+  unset IDEM_TEST_REDIS_URI IDEM_TEST_REDIS_CONF
 }
 
 # PostgreSQL refuses to run as root: when we are root, its commands run as the `postgres` user

@@ -37,6 +37,12 @@ if state then
   end
 end
 
+if not state then
+  -- A new record's fences start from the server's clock in microseconds, not from 1: a record
+  -- that expired and is claimed again must never hand out a fence that a holder of the old one,
+  -- stalled past its retention, could still present. (Fences stay below 2^53 until 2255.)
+  redis.call('HSET', key, 'n', string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2])))
+end
 local fence = redis.call('HINCRBY', key, 'n', 1)
 redis.call('HSET', key, 's', 'P', 'f', fingerprint, 'l', string.format('%.0f', now + lease))
 if rec[5] then redis.call('HDEL', key, 'r') end

@@ -1,0 +1,155 @@
+// idem::redis::Client: URIs, the pool under load, broken connections, timeouts, unreachable
+// servers.
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "idem/redis/client.hpp"
+#include "redis/redis_test_support.hpp"
+
+namespace idem::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace std::string_literals;
+using redis::ConnectionOptions;
+
+TEST(RedisUriTest, HostPortPasswordAndDatabase) {
+  Result<ConnectionOptions> o = ConnectionOptions::from_uri("redis://:s%40cret@cache.local:6380/3");
+  ASSERT_TRUE(o) << o.failure().describe();
+  EXPECT_EQ(o->host, "cache.local");
+  EXPECT_EQ(o->port, 6380);
+  EXPECT_EQ(o->user, "");
+  EXPECT_EQ(o->password, "s@cret");
+  EXPECT_EQ(o->db, 3);
+
+  Result<ConnectionOptions> acl = ConnectionOptions::from_uri("redis://app:pw@10.0.0.1");
+  ASSERT_TRUE(acl);
+  EXPECT_EQ(acl->user, "app");
+  EXPECT_EQ(acl->password, "pw");
+  EXPECT_EQ(acl->port, 6379);
+  EXPECT_EQ(acl->db, 0);
+
+  Result<ConnectionOptions> v6 = ConnectionOptions::from_uri("redis://[::1]:7000/0");
+  ASSERT_TRUE(v6);
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->port, 7000);
+}
+
+TEST(RedisUriTest, UnixSocketWithDatabase) {
+  Result<ConnectionOptions> o = ConnectionOptions::from_uri("unix:///run/redis/redis.sock?db=2");
+  ASSERT_TRUE(o) << o.failure().describe();
+  EXPECT_EQ(o->unix_socket, "/run/redis/redis.sock");
+  EXPECT_EQ(o->db, 2);
+}
+
+TEST(RedisUriTest, UnusableUrisAreRefusedWithAReason) {
+  for (const char* uri : {"localhost:6379", "rediss://h:1", "http://h", "redis://h:0",
+                          "redis://h:99999", "redis://h:port", "redis://h/db", "unix://relative"}) {
+    Result<ConnectionOptions> o = ConnectionOptions::from_uri(uri);
+    ASSERT_FALSE(o.has_value()) << uri;
+    EXPECT_EQ(o.error(), errc::store_unavailable);
+    EXPECT_NE(o.failure().message.find(uri), std::string::npos) << o.failure().message;
+  }
+}
+
+TEST(RedisClientTest, UnreachableServerFailsFastWithStoreUnavailable) {
+  // A port nothing listens on (reserved, refused at once on loopback).
+  redis::Client client(ConnectionOptions{.host = "127.0.0.1", .port = 1,
+                                         .connect_timeout = 300ms});
+  const auto start = std::chrono::steady_clock::now();
+  Status s = client.ping();
+  EXPECT_EQ(s.error(), errc::store_unavailable);
+  EXPECT_NE(s.failure().message.find("127.0.0.1:1"), std::string::npos) << s.failure().message;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  EXPECT_EQ(client.open_connections(), 0u);
+}
+
+TEST(RedisClientTest, BinarySafeCommandsRoundTrip) {
+  IDEM_REQUIRE_REDIS(client);
+  const std::string key = unique_prefix("client") + "bin\0\r\n"s;
+  const std::string value = "v\0\r\n$-1\r\n"s;
+  ASSERT_EQ(redis_string(*client, {"SET", key, value, "PX", "10000"}), "OK");
+  EXPECT_EQ(redis_string(*client, {"GET", key}), value);
+  Result<redis::Reply> err = client->command({"NOSUCHCOMMAND"});
+  ASSERT_TRUE(err);  // an error reply is a reply, not a failure
+  EXPECT_EQ(err->type, redis::Reply::Type::error);
+}
+
+TEST(RedisClientTest, KilledConnectionsAreReplacedWithoutFailingCallers) {
+  IDEM_REQUIRE_REDIS(client);
+  ASSERT_TRUE(client->ping().ok());
+  const long long id = redis_integer(*client, {"CLIENT", "ID"});
+  ASSERT_GT(id, 0);
+  // Kill our idle pooled connection from another connection.
+  redis::Client other(redis_options());
+  const std::string id_text = std::to_string(id);
+  ASSERT_EQ(redis_integer(other, {"CLIENT", "KILL", "ID", id_text}), 1);
+  std::this_thread::sleep_for(50ms);
+  // The pool notices the closed socket before using it, and opens a fresh connection.
+  EXPECT_TRUE(client->ping().ok());
+  EXPECT_GE(client->dropped_connections(), 1u);
+  EXPECT_NE(redis_integer(*client, {"CLIENT", "ID"}), id);
+}
+
+TEST(RedisClientTest, CommandTimeoutFailsAndDropsTheConnection) {
+  IDEM_REQUIRE_REDIS(probe);
+  ConnectionOptions o = redis_options();
+  o.command_timeout = 100ms;
+  redis::Client client(o);
+  const std::string list = unique_prefix("client") + "empty-list";
+  const auto start = std::chrono::steady_clock::now();
+  Result<redis::Reply> r = client.command({"BLPOP", list, "2"});  // blocks 2 s server-side
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error(), errc::store_unavailable);
+  EXPECT_NE(r.failure().message.find("timed out"), std::string::npos) << r.failure().message;
+  EXPECT_LT(took, 1s);
+  EXPECT_EQ(client.dropped_connections(), 1u);
+  EXPECT_TRUE(client.ping().ok());  // a fresh connection
+}
+
+TEST(RedisClientTest, PoolBoundsConnectionsAndAnswersUnavailableWhenExhausted) {
+  IDEM_REQUIRE_REDIS(probe);
+  ConnectionOptions o = redis_options();
+  o.pool_size = 2;
+  o.pool_wait = 100ms;
+  o.command_timeout = 3s;
+  redis::Client client(o);
+  const std::string list = unique_prefix("client") + "block";
+  std::vector<std::thread> blockers;
+  for (int i = 0; i < 2; ++i) {
+    blockers.emplace_back([&] { (void)client.command({"BLPOP", list, "1"}); });
+  }
+  std::this_thread::sleep_for(200ms);  // both connections are now blocked in BLPOP
+  const auto start = std::chrono::steady_clock::now();
+  Status s = client.ping();
+  EXPECT_EQ(s.error(), errc::store_unavailable);
+  EXPECT_NE(s.failure().message.find("busy"), std::string::npos) << s.failure().message;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 800ms);
+  for (auto& t : blockers) t.join();
+  EXPECT_EQ(client.open_connections(), 2u);
+  EXPECT_TRUE(client.ping().ok());
+
+  // Many threads share two connections without errors when they may wait for one.
+  o.pool_wait = 5s;
+  redis::Client shared(o);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 200; ++i) {
+        if (!shared.ping().ok()) failures.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_LE(shared.open_connections(), 2u);
+}
+
+}  // namespace
+}  // namespace idem::testing

@@ -1,0 +1,271 @@
+// RedisStore beyond the conformance suite: the record's layout in Redis, bytes that stress the
+// protocol, expiry arithmetic, corrupt records, WAIT, and exactly-once across processes.
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "idem/idem.hpp"
+#include "idem/stores/redis_store.hpp"
+#include "redis/redis_test_support.hpp"
+
+namespace idem::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace std::string_literals;
+
+class RedisStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (redis_uri() == nullptr) {
+      GTEST_SKIP() << "IDEM_TEST_REDIS_URI is not set; scripts/test starts a Redis and sets it";
+    }
+    client_ = connect_redis(redis_options());
+    ASSERT_NE(client_, nullptr);
+    prefix_ = unique_prefix("store");
+    store_ = std::make_unique<RedisStore>(client_, RedisStoreOptions{.prefix = prefix_});
+  }
+
+  Claim acquire(std::string_view key, Fingerprint fp = {1, 2}, std::chrono::milliseconds lease = 30s) {
+    Result<Claim> c = store_->claim(ClaimRequest{key, fp, lease, 1h});
+    EXPECT_TRUE(c.has_value()) << (c ? "" : c.failure().describe());
+    EXPECT_EQ(c->status, ClaimStatus::acquired);
+    return c ? c.value() : Claim{};
+  }
+
+  std::shared_ptr<redis::Client> client_;
+  std::string prefix_;
+  std::unique_ptr<RedisStore> store_;
+};
+
+TEST_F(RedisStoreTest, RecordKeyIsTheHashTagThenTheRawBytes) {
+  const std::string raw = "a{b}c\0\r\n"s;
+  const std::string key = store_->record_key(raw);
+  ASSERT_EQ(key.size(), prefix_.size() + 18 + raw.size());
+  EXPECT_EQ(key.substr(0, prefix_.size()), prefix_);
+  EXPECT_EQ(key[prefix_.size()], '{');
+  EXPECT_EQ(key[prefix_.size() + 17], '}');
+  for (std::size_t i = prefix_.size() + 1; i < prefix_.size() + 17; ++i) {
+    EXPECT_TRUE(std::isxdigit(static_cast<unsigned char>(key[i]))) << key;
+  }
+  EXPECT_EQ(key.substr(prefix_.size() + 18), raw);
+  // Distinct raw keys give distinct names even if their tags were to collide.
+  EXPECT_NE(store_->record_key("x"), store_->record_key("y"));
+}
+
+TEST_F(RedisStoreTest, RecordLivesInOneHashWithTheServersFieldsAndRetention) {
+  const std::string k = "layout";
+  const Claim c = acquire(k);
+  const std::string key = store_->record_key(k);
+  EXPECT_EQ(redis_string(*client_, {"TYPE", key}), "hash");
+  EXPECT_EQ(redis_string(*client_, {"HGET", key, "s"}), "P");
+  EXPECT_EQ(redis_string(*client_, {"HGET", key, "n"}), std::to_string(c.fence));
+  const long long pttl = redis_integer(*client_, {"PTTL", key});
+  EXPECT_GT(pttl, 3'500'000);  // retention 1 h, set by the claim itself
+  EXPECT_LE(pttl, 3'600'000);
+}
+
+TEST_F(RedisStoreTest, AbortNeverDeletesTheRecordAndKeepsItsFence) {
+  const std::string k = "abort";
+  const Claim c = acquire(k);
+  ASSERT_TRUE(store_->abort(Ticket{k, c.fence}).ok());
+  const std::string key = store_->record_key(k);
+  EXPECT_EQ(redis_integer(*client_, {"EXISTS", key}), 1);
+  EXPECT_EQ(redis_string(*client_, {"HGET", key, "s"}), "R");
+  EXPECT_EQ(redis_string(*client_, {"HGET", key, "n"}), std::to_string(c.fence));
+  EXPECT_EQ(acquire(k).fence, c.fence + 1);
+}
+
+TEST_F(RedisStoreTest, ARecordThatExpiredStartsAboveEveryEarlierFence) {
+  const std::string k = "reborn";
+  const Claim first = acquire(k);
+  ASSERT_EQ(redis_integer(*client_, {"DEL", store_->record_key(k)}), 1);  // as if it expired
+  const Claim second = acquire(k);
+  EXPECT_GT(second.fence, first.fence);
+  EXPECT_EQ(store_->commit(Ticket{k, first.fence}, Completion{ClaimStatus::completed, "x", 1h})
+                .error(),
+            errc::lease_lost);
+}
+
+TEST_F(RedisStoreTest, ZeroOrNegativeTtlExpiresAtOnceInsteadOfFailing) {
+  for (const auto ttl : {0ms, -5ms}) {
+    const std::string k = "ttl" + std::to_string(ttl.count());
+    const Claim c = acquire(k);
+    ASSERT_TRUE(store_->commit(Ticket{k, c.fence}, Completion{ClaimStatus::completed, "r", ttl}).ok());
+    std::this_thread::sleep_for(20ms);
+    EXPECT_EQ(redis_integer(*client_, {"EXISTS", store_->record_key(k)}), 0);
+    EXPECT_EQ(acquire(k, {9, 9}).status, ClaimStatus::acquired);
+  }
+}
+
+TEST_F(RedisStoreTest, GuardReplaysKeysAndResultsWithProtocolBytes) {
+  IdempotencyGuard guard{*store_, Options{.scope = "bytes"}};
+  const std::vector<std::string> values = {"with space", "crlf\r\n*3\r\n$3\r\nSET", "nul\0mid"s,
+                                           "{braces}{}", ""};
+  for (const std::string& v : values) {
+    const std::string id = v.empty() ? "empty"s : v;
+    const std::string principal = "tenant\0{x}"s;
+    const Key key{id, principal};
+    int runs = 0;
+    auto first = guard.execute(key, [&] { return ++runs, v; });
+    ASSERT_TRUE(first) << first.message();
+    auto again = guard.execute(key, [&] { return ++runs, "other"s; });
+    ASSERT_TRUE(again) << again.message();
+    EXPECT_TRUE(again.replayed());
+    EXPECT_EQ(again.value(), v);
+    EXPECT_EQ(runs, 1);
+  }
+}
+
+TEST_F(RedisStoreTest, HalfMegabyteBinaryResultReplaysExactly) {
+  std::string big(512 * 1024 + 17, '\0');
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 131) ^ (i >> 9));
+  IdempotencyGuard guard{*store_, Options{.scope = "big"}};
+  auto first = guard.execute("k", [&] { return big; });
+  ASSERT_TRUE(first) << first.message();
+  EXPECT_TRUE(first.recorded());
+  auto again = guard.execute("k", [] { return "not run"s; });
+  ASSERT_TRUE(again) << again.message();
+  EXPECT_TRUE(again.replayed());
+  EXPECT_EQ(again.value(), big);
+}
+
+TEST_F(RedisStoreTest, ForeignValueUnderTheKeyIsRecordCorrupt) {
+  const std::string k = "foreign";
+  ASSERT_EQ(redis_string(*client_, {"SET", store_->record_key(k), "not a record"}), "OK");
+  Result<Claim> c = store_->claim(ClaimRequest{k, {1, 2}, 30s, 1h});
+  ASSERT_FALSE(c.has_value());
+  EXPECT_EQ(c.error(), errc::record_corrupt);
+  EXPECT_NE(c.failure().message.find("WRONGTYPE"), std::string::npos) << c.failure().message;
+
+  const std::string k2 = "bad-state";
+  ASSERT_EQ(redis_integer(*client_, {"HSET", store_->record_key(k2), "s", "Z", "n", "3"}), 2);
+  Result<Claim> c2 = store_->claim(ClaimRequest{k2, {1, 2}, 30s, 1h});
+  ASSERT_FALSE(c2.has_value());
+  EXPECT_EQ(c2.error(), errc::record_corrupt);
+}
+
+TEST_F(RedisStoreTest, LeaseExpiryTakeoverThroughTheGuardFencesTheSlowHolderOff) {
+  RedisStore& store = *store_;
+  IdempotencyGuard guard{store, Options{.scope = "takeover", .lease = 200ms}};
+  std::atomic<bool> slow_started{false};
+  Fence slow_fence = 0;
+  std::thread slow([&] {
+    auto out = guard.execute("k", [&](Context& ctx) {
+      slow_fence = ctx.fence();
+      slow_started = true;
+      std::this_thread::sleep_for(600ms);  // past its lease; someone takes over meanwhile
+      return "slow"s;
+    });
+    ASSERT_TRUE(out);
+    EXPECT_FALSE(out.recorded());
+    EXPECT_EQ(out.commit_error(), errc::lease_lost);
+  });
+  while (!slow_started) std::this_thread::sleep_for(1ms);
+  std::this_thread::sleep_for(300ms);
+  auto fast = guard.execute("k", [&](Context& ctx) {
+    EXPECT_EQ(ctx.fence(), slow_fence + 1);
+    return "fast"s;
+  });
+  ASSERT_TRUE(fast) << fast.message();
+  EXPECT_TRUE(fast.recorded());
+  slow.join();
+  auto replay = guard.execute("k", [] { return "never"s; });
+  ASSERT_TRUE(replay);
+  EXPECT_EQ(replay.value(), "fast");
+}
+
+TEST_F(RedisStoreTest, WaitShortfallIsReportedAndTheWriteStands) {
+  // The test server has no replicas: WAIT 1 returns 0 after its timeout.
+  std::atomic<int> reports{0};
+  std::string last_op;
+  RedisStore durable(client_, RedisStoreOptions{
+                                  .prefix = prefix_,
+                                  .durability = {.replicas = 1,
+                                                 .timeout = 20ms,
+                                                 .on_timeout =
+                                                     [&](std::string_view op, int acked, int wanted) {
+                                                       EXPECT_EQ(acked, 0);
+                                                       EXPECT_EQ(wanted, 1);
+                                                       last_op = op;
+                                                       reports.fetch_add(1);
+                                                     }}});
+  IdempotencyGuard guard{durable, Options{.scope = "wait"}};
+  auto out = guard.execute("k", [] { return 7; });
+  ASSERT_TRUE(out) << out.message();
+  EXPECT_TRUE(out.recorded());
+  EXPECT_EQ(reports.load(), 2);  // after the claim and after the commit
+  EXPECT_EQ(last_op, "commit");
+  EXPECT_EQ(durable.replication_timeouts(), 2u);
+  auto replay = guard.execute("k", [] { return 8; });
+  ASSERT_TRUE(replay);
+  EXPECT_EQ(replay.value(), 7);
+  EXPECT_EQ(durable.replication_timeouts(), 2u);  // a replay writes nothing: no WAIT
+}
+
+TEST_F(RedisStoreTest, EachKeyRunsOnceAcrossFourProcesses) {
+  constexpr int kProcesses = 4;
+  constexpr int kThreads = 2;
+  constexpr int kKeys = 12;
+  const std::string scope = prefix_ + "procs";
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      // The child: its own client and guard; it reports through Redis and its exit code.
+      int bad = 0;
+      {
+        auto client = std::make_shared<redis::Client>(redis_options());
+        RedisStore store(client, RedisStoreOptions{.prefix = prefix_});
+        IdempotencyGuard guard{store, Options{.scope = scope, .in_progress = Wait{.timeout = 20s}}};
+        std::atomic<int> failures{0};
+        std::vector<std::thread> threads;
+        for (int t = 0; t < kThreads; ++t) {
+          threads.emplace_back([&, t] {
+            for (int i = 0; i < kKeys; ++i) {
+              const std::string k = std::to_string((i + p + t) % kKeys);
+              auto out = guard.execute(k, [&] {
+                (void)client->command({"INCR", prefix_ + "runs:" + k});
+                std::this_thread::sleep_for(2ms);
+                return "made by " + std::to_string(p) + "/" + std::to_string(t);
+              });
+              if (!out) {
+                failures.fetch_add(1);
+                continue;
+              }
+              (void)client->command({"RPUSH", prefix_ + "seen:" + k, out.value()});
+            }
+          });
+        }
+        for (auto& th : threads) th.join();
+        bad = failures.load();
+      }
+      ::_exit(bad == 0 ? 0 : 1);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child failed: " << status;
+  }
+  for (int i = 0; i < kKeys; ++i) {
+    const std::string k = std::to_string(i);
+    EXPECT_EQ(redis_integer(*client_, {"GET", prefix_ + "runs:" + k}), -1);  // a string reply
+    EXPECT_EQ(redis_string(*client_, {"GET", prefix_ + "runs:" + k}), "1") << "key " << k;
+    Result<redis::Reply> seen = client_->command({"LRANGE", prefix_ + "seen:" + k, "0", "-1"});
+    ASSERT_TRUE(seen);
+    ASSERT_EQ(seen->elements.size(), static_cast<std::size_t>(kProcesses * kThreads));
+    for (const redis::Reply& v : seen->elements) EXPECT_EQ(v.str, seen->elements.front().str);
+  }
+}
+
+}  // namespace
+}  // namespace idem::testing
