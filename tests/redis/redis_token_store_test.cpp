@@ -1,0 +1,55 @@
+// The token store cases on RedisTokenStore against a real server, plus its layout in Redis.
+
+#include "idem/stores/redis_token_store.hpp"
+
+#include <memory>
+#include <thread>
+
+#include "redis/redis_test_support.hpp"
+#include "stores/token_store_suite.hpp"
+
+namespace idem::testing {
+
+template <>
+struct TokenStoreTraits<RedisTokenStore> {
+  static constexpr std::chrono::milliseconds lease{250};
+
+  static std::unique_ptr<RedisTokenStore> make(Options guard) {
+    if (redis_uri() == nullptr) {
+      skip();
+      return nullptr;
+    }
+    auto client = connect_redis(redis_options());
+    if (!client) {
+      fail();
+      return nullptr;
+    }
+    return std::make_unique<RedisTokenStore>(
+        client, RedisTokenStoreOptions{.prefix = unique_prefix("token"), .guard = std::move(guard)});
+  }
+  static void advance(RedisTokenStore&, std::chrono::milliseconds d) {
+    std::this_thread::sleep_for(d);
+  }
+  static void skip() { GTEST_SKIP() << "IDEM_TEST_REDIS_URI is not set; scripts/test sets it"; }
+  static void fail() { FAIL() << "Redis at IDEM_TEST_REDIS_URI is unreachable"; }
+};
+
+INSTANTIATE_TYPED_TEST_SUITE_P(Redis, TokenStoreSuite, ::testing::Types<RedisTokenStore>);
+
+TEST(RedisTokenStoreTest, PendingIsASetNxStringThenARecordHash) {
+  IDEM_REQUIRE_REDIS(client);
+  RedisTokenStore store(client, RedisTokenStoreOptions{.prefix = unique_prefix("token-layout")});
+  Result<std::string> t = store.issue(std::chrono::seconds{60});
+  ASSERT_TRUE(t) << t.failure().describe();
+  const std::string key = store.token_key(t.value());
+  EXPECT_EQ(redis_string(*client, {"GET", key}), "T");
+  const long long pttl = redis_integer(*client, {"PTTL", key});
+  EXPECT_GT(pttl, 50'000);
+  EXPECT_LE(pttl, 60'000);
+  auto out = store.execute(t.value(), [] { return 1; });
+  ASSERT_TRUE(out) << out.message();
+  EXPECT_EQ(redis_string(*client, {"TYPE", key}), "hash");
+  EXPECT_EQ(redis_string(*client, {"HGET", key, "s"}), "C");
+}
+
+}  // namespace idem::testing
