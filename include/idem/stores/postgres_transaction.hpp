@@ -1,0 +1,26 @@
+#pragma once
+// The open PostgreSQL transaction of a transactional-mode handler. Includes libpqxx: only code
+// that writes inside the claim's transaction needs this header.
+
+#include <pqxx/transaction>
+
+#include "idem/context.hpp"
+#include "idem/error.hpp"
+
+namespace idem {
+
+/// The transaction the record commits with: statements run in it commit or roll back together
+/// with the record. Valid only during the handler call; do not commit() or abort() it. Throws
+/// idem::Error (errc::store_unavailable) when the context has no transaction, i.e. the store is
+/// not a PostgresStore in SqlMode::transactional.
+inline pqxx::work& pg_transaction(const Context& context) {
+  void* tx = context.native_transaction();
+  if (tx == nullptr) {
+    throw Error(make_error_code(errc::store_unavailable),
+                "idem::pg_transaction: no open transaction (is the store a PostgresStore in "
+                "SqlMode::transactional?)");
+  }
+  return *static_cast<pqxx::work*>(tx);
+}
+
+}  // namespace idem

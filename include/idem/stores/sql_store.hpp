@@ -1,0 +1,75 @@
+#pragma once
+// SqlStore: the unique-index record strategy on a SQL database (DESIGN §4), shared by the SQLite
+// and PostgreSQL adapters. This header names no third-party type; the adapters live in the
+// compiled libraries idem::sqlite and idem::postgres.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "idem/result.hpp"
+#include "idem/store.hpp"
+
+namespace idem {
+
+/// How a SQL store runs a claim.
+enum class SqlMode : std::uint8_t {
+  /// claim, commit and abort are one fenced statement each; the handler runs between them, outside
+  /// any transaction. A crashed holder's key is taken over after its lease.
+  lease,
+  /// claim opens a transaction and inserts or locks the record's row; the handler runs inside it
+  /// (Context::native_transaction(), or the typed sqlite_transaction() / pg_transaction()); commit
+  /// writes the result and commits, abort rolls back. The handler's own writes to the same
+  /// database happen exactly once with the record, and a crash leaves no trace.
+  transactional,
+};
+
+namespace sql {
+class Engine;  // src/sql/engine.hpp
+}  // namespace sql
+
+/// A record store over one table with a primary key on the effective key. Thread-safe. Not
+/// copyable; movable.
+///
+/// Cost in round trips (lease mode): claim 1 statement (SQLite: one short write transaction),
+/// commit 1, abort 1, extend 1. Transactional mode adds BEGIN and COMMIT to the claim and commit.
+/// Errors of the database library never escape: they become idem::errc codes
+/// (store_unavailable, record_corrupt, in_progress for a transactional claim that may not wait).
+class SqlStore {
+ public:
+  SqlStore(SqlStore&&) noexcept;
+  SqlStore& operator=(SqlStore&&) noexcept;
+  ~SqlStore();
+
+  /// Takes the key, or says who holds it. One atomic step in the database.
+  Result<Claim> claim(const ClaimRequest& request);
+  /// Stores the result under the ticket's fence; errc::lease_lost when the fence is stale.
+  Status commit(const Ticket& ticket, const Completion& completion);
+  /// Releases the key (lease mode: the row stays, released, keeping its fence; transactional
+  /// mode: rolls the transaction back). errc::lease_lost when the fence is stale.
+  Status abort(const Ticket& ticket);
+  /// Renews the holder's lease from the database's now.
+  Status extend(const Ticket& ticket, std::chrono::milliseconds lease);
+
+  /// Deletes at most `max_rows` records whose retention has passed (by the database clock);
+  /// returns how many went. Records in progress under a live retention are never touched.
+  Result<std::size_t> purge_expired(std::size_t max_rows = 10'000);
+
+  /// Creates the tables if they are absent and checks the schema version. claim() does this on
+  /// first use; call it to fail early at start-up.
+  Status ensure_schema();
+
+  SqlMode mode() const noexcept;
+
+ protected:
+  explicit SqlStore(std::unique_ptr<sql::Engine> engine);
+
+ private:
+  std::unique_ptr<sql::Engine> engine_;
+};
+
+static_assert(Store<SqlStore>);
+
+}  // namespace idem

@@ -1,0 +1,44 @@
+#pragma once
+// SqliteStore: the SQL record store on one SQLite file (compiled library idem::sqlite).
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+#include "idem/stores/sql_store.hpp"
+
+namespace idem {
+
+struct SqliteStoreOptions {
+  /// The database file; created if absent. Several processes may share it.
+  std::string path{};
+  /// lease (default) or transactional; see idem::SqlMode.
+  SqlMode mode = SqlMode::lease;
+  /// Prefixes the table and index names: <prefix>records, <prefix>schema. Letters, digits, '_'.
+  std::string table_prefix = "idem_";
+  /// How long a statement waits for another process's write lock before the call answers
+  /// errc::store_unavailable. In transactional mode a claim may wait longer
+  /// (ClaimRequest::block_for).
+  std::chrono::milliseconds busy_timeout{5000};
+  /// PRAGMA synchronous: false (default) = NORMAL, which in WAL mode may lose the last commits on
+  /// power loss but never corrupts; true = FULL, every commit is synced.
+  bool synchronous_full = false;
+};
+
+/// The unique-index record strategy on SQLite, in WAL mode. Thread-safe: the store owns one
+/// connection and serialises its statements, as SQLite serialises writers anyway; processes
+/// sharing the file wait on each other through busy_timeout.
+///
+/// In transactional mode the claim's transaction holds SQLite's single write lock until commit
+/// or abort, so handlers of this file run one at a time (across processes too); keep them short.
+/// A duplicate claim of a key held in this process fails fast (errc::in_progress) when the
+/// request may not block, else waits for the holder and replays.
+class SqliteStore : public SqlStore {
+ public:
+  /// Opens nothing yet: the file is opened and the schema created on first use, so a bad path
+  /// shows as errc::store_unavailable from the first call. Throws std::invalid_argument for an
+  /// empty path or a table prefix with other characters than letters, digits and '_'.
+  explicit SqliteStore(SqliteStoreOptions options);
+};
+
+}  // namespace idem

@@ -1,0 +1,349 @@
+// PostgresStore: the SQL record strategy on libpqxx 6. A pool of connections, each in one
+// thread's hands at a time; statements prepared per connection; dead connections dropped.
+
+#include "idem/stores/postgres_store.hpp"
+
+#include <fmt/format.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <bit>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <pqxx/pqxx>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sql/engine.hpp"
+#include "sql/statements.hpp"
+
+namespace idem {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+struct PoolError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::int64_t as_i64(std::uint64_t v) { return std::bit_cast<std::int64_t>(v); }
+std::uint64_t as_u64(std::int64_t v) { return std::bit_cast<std::uint64_t>(v); }
+
+pqxx::binarystring bytes(std::string_view b) { return pqxx::binarystring(b.data(), b.size()); }
+
+std::string field_bytes(const pqxx::field& f) {
+  if (f.is_null()) return {};
+  const pqxx::binarystring b(f);
+  return b.str();
+}
+
+// libpq's connect_timeout, unless the connection string has its own.
+std::string with_connect_timeout(const std::string& uri, milliseconds timeout) {
+  if (uri.find("connect_timeout") != std::string::npos) return uri;
+  const auto seconds = std::max<long long>(1, (timeout.count() + 999) / 1000);
+  const bool is_uri = uri.rfind("postgresql://", 0) == 0 || uri.rfind("postgres://", 0) == 0;
+  if (!is_uri) return fmt::format("{} connect_timeout={}", uri, seconds);
+  return fmt::format("{}{}connect_timeout={}", uri, uri.find('?') == std::string::npos ? '?' : '&',
+                     seconds);
+}
+
+constexpr const char* kClaim = "idem_claim";
+constexpr const char* kFinish = "idem_finish";
+constexpr const char* kRelease = "idem_release";
+constexpr const char* kExtend = "idem_extend";
+constexpr const char* kPurge = "idem_purge";
+constexpr const char* kRaiseFloor = "idem_raise_floor";
+
+class PgSession final : public sql::Session {
+ public:
+  PgSession(const std::string& conninfo, const sql::Statements& text,
+            milliseconds statement_timeout)
+      : conn_(conninfo), statement_timeout_(statement_timeout) {
+    conn_.prepare(kClaim, text.claim_in_one);
+    conn_.prepare(kFinish, text.finish);
+    conn_.prepare(kRelease, text.release);
+    conn_.prepare(kExtend, text.extend);
+    conn_.prepare(kPurge, text.purge);
+    conn_.prepare(kRaiseFloor, text.raise_floor);
+    set_timeouts(statement_timeout_, milliseconds{0});
+  }
+
+  ~PgSession() override { rollback(); }
+
+  // An idle connection the server closed (restart, idle timeout) has something to read: the
+  // goodbye message or EOF. Such a connection is dropped before use, so that no statement is
+  // ever sent on it and then retried in doubt.
+  bool looks_alive() const noexcept {
+    if (!conn_.is_open()) return false;
+    const int fd = conn_.sock();
+    if (fd < 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    const int n = ::poll(&p, 1, 0);
+    return n == 0;
+  }
+
+  bool is_open() const noexcept { return conn_.is_open(); }
+
+  void create_schema(const sql::Statements& text) {
+    pqxx::work tx(conn_);
+    // Several processes may start at once: one creates, the others wait and find it done.
+    tx.exec("SELECT pg_advisory_xact_lock(7302585012475906)");
+    tx.exec(text.create_schema_table);
+    tx.exec(text.create_records_table);
+    tx.exec(text.create_expiry_index);
+    tx.exec(text.insert_version);
+    const pqxx::result v = tx.exec(text.select_version);
+    const auto version = v.at(0).at(0).as<long long>();
+    if (version != sql::kSchemaVersion) {
+      throw PoolError(fmt::format("idem: table {} says schema version {}, this library knows {}",
+                                  text.schema, version, sql::kSchemaVersion));
+    }
+    tx.commit();
+  }
+
+  std::optional<sql::ClaimRow> claim(const sql::ClaimArgs& args) override {
+    pqxx::result r;
+    const auto key = bytes(args.key);
+    if (work_) {
+      r = work_->exec_prepared(
+          kClaim, key, as_i64(args.fingerprint.high), as_i64(args.fingerprint.low),
+          static_cast<std::int64_t>(args.min_fence), args.lease_ms, args.keep_ms);
+    } else {
+      pqxx::nontransaction tx(conn_);
+      r = tx.exec_prepared(kClaim, key, as_i64(args.fingerprint.high), as_i64(args.fingerprint.low),
+                           static_cast<std::int64_t>(args.min_fence), args.lease_ms, args.keep_ms);
+    }
+    if (r.empty()) return std::nullopt;
+    const pqxx::row row = r[0];
+    sql::ClaimRow out;
+    out.acquired = row[0].as<int>() == 1;
+    out.fence = static_cast<Fence>(row[1].as<std::int64_t>());
+    out.took_over = row[2].as<int>() != 0;
+    if (!out.acquired) {
+      out.state = static_cast<std::int16_t>(row[3].as<int>());
+      out.fingerprint = {as_u64(row[4].as<std::int64_t>()), as_u64(row[5].as<std::int64_t>())};
+      out.lease_left_ms = row[6].as<std::int64_t>();
+      out.expire_left_ms = row[7].as<std::int64_t>();
+      out.result = field_bytes(row[8]);
+    }
+    return out;
+  }
+
+  bool finish(const Ticket& ticket, sql::State state, std::string_view result,
+              std::int64_t ttl_ms) override {
+    return run(kFinish, bytes(ticket.key), static_cast<std::int64_t>(ticket.fence),
+               static_cast<int>(state), bytes(result), ttl_ms)
+               .affected_rows() == 1;
+  }
+
+  bool release(const Ticket& ticket) override {
+    return run(kRelease, bytes(ticket.key), static_cast<std::int64_t>(ticket.fence))
+               .affected_rows() == 1;
+  }
+
+  bool extend(const Ticket& ticket, std::int64_t lease_ms) override {
+    return run(kExtend, bytes(ticket.key), static_cast<std::int64_t>(ticket.fence), lease_ms)
+               .affected_rows() == 1;
+  }
+
+  std::size_t purge(std::size_t max_rows) override {
+    pqxx::work tx(conn_);
+    const pqxx::result gone = tx.exec_prepared(
+        kPurge, static_cast<std::int64_t>(std::min<std::size_t>(max_rows, INT64_MAX)));
+    std::int64_t top = 0;
+    for (const pqxx::row& row : gone) top = std::max(top, row[0].as<std::int64_t>());
+    if (!gone.empty()) tx.exec_prepared(kRaiseFloor, top);
+    tx.commit();
+    return gone.size();
+  }
+
+  void begin(milliseconds block_for) override {
+    // lock_timeout bounds the wait on the holder's row; zero would mean "forever" to PostgreSQL.
+    const milliseconds lock = std::max(block_for, milliseconds{1});
+    set_timeouts(std::max(statement_timeout_, block_for + milliseconds{1000}), lock);
+    work_ = std::make_unique<pqxx::work>(conn_);
+  }
+
+  void commit() override {
+    std::unique_ptr<pqxx::work> tx = std::move(work_);
+    tx->commit();
+  }
+
+  void rollback() noexcept override {
+    std::unique_ptr<pqxx::work> tx = std::move(work_);
+    if (!tx) return;
+    try {
+      tx->abort();
+    } catch (...) {
+      // A broken connection rolled back on the server already.
+    }
+  }
+
+  void* native() noexcept override { return work_.get(); }
+
+ private:
+  template <class... Args>
+  pqxx::result run(const char* name, Args&&... args) {
+    if (work_) return work_->exec_prepared(name, std::forward<Args>(args)...);
+    pqxx::nontransaction tx(conn_);
+    return tx.exec_prepared(name, std::forward<Args>(args)...);
+  }
+
+  // Session settings, sent only when they change (one round trip).
+  void set_timeouts(milliseconds statement, milliseconds lock) {
+    if (statement == current_statement_ && lock == current_lock_) return;
+    pqxx::nontransaction tx(conn_);
+    tx.exec(fmt::format("SET statement_timeout = {}; SET lock_timeout = {}", statement.count(),
+                        lock.count()));
+    current_statement_ = statement;
+    current_lock_ = lock;
+  }
+
+  pqxx::connection conn_;
+  milliseconds statement_timeout_;
+  milliseconds current_statement_{-1};
+  milliseconds current_lock_{-1};
+  std::unique_ptr<pqxx::work> work_;
+};
+
+class PgBackend final : public sql::Backend {
+ public:
+  explicit PgBackend(PostgresStoreOptions options)
+      : options_(std::move(options)),
+        conninfo_(with_connect_timeout(options_.uri, options_.connect_timeout)),
+        text_(sql::kPostgres, options_.table_prefix) {}
+
+  ~PgBackend() override = default;
+
+  sql::Session* acquire(milliseconds) override {
+    const auto deadline = std::chrono::steady_clock::now() + options_.acquire_timeout;
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      while (!idle_.empty()) {
+        std::unique_ptr<PgSession> s = std::move(idle_.back());
+        idle_.pop_back();
+        if (s->looks_alive()) return s.release();
+        --open_;  // dropped: the server closed it
+      }
+      if (open_ < options_.pool_size) break;
+      if (available_.wait_until(lock, deadline) == std::cv_status::timeout && idle_.empty() &&
+          open_ >= options_.pool_size) {
+        throw PoolError(
+            fmt::format("idem: postgres pool exhausted: all {} connections busy for {} ms",
+                        options_.pool_size, options_.acquire_timeout.count()));
+      }
+    }
+    ++open_;
+    lock.unlock();
+    try {
+      return new PgSession(conninfo_, text_, options_.statement_timeout);
+    } catch (...) {
+      lock.lock();
+      --open_;
+      available_.notify_one();
+      throw;
+    }
+  }
+
+  void release(sql::Session* session, bool broken) noexcept override {
+    std::unique_ptr<PgSession> s(static_cast<PgSession*>(session));
+    s->rollback();
+    std::lock_guard lock(mutex_);
+    if (broken || !s->is_open()) {
+      --open_;
+      s.reset();
+    } else {
+      idle_.push_back(std::move(s));
+    }
+    available_.notify_one();
+  }
+
+  void create_schema() override {
+    sql::Session* s = acquire(milliseconds{0});
+    bool broken = false;
+    try {
+      static_cast<PgSession*>(s)->create_schema(text_);
+    } catch (...) {
+      broken = !static_cast<PgSession*>(s)->is_open();
+      release(s, broken);
+      throw;
+    }
+    release(s, false);
+  }
+
+  Failure failure(std::exception_ptr error, bool& broken,
+                  bool transactional_claim) const noexcept override {
+    try {
+      std::rethrow_exception(std::move(error));
+    } catch (const pqxx::broken_connection& e) {
+      broken = true;
+      return unavailable("connection lost or refused", e.what());
+    } catch (const pqxx::in_doubt_error& e) {
+      broken = true;
+      return unavailable("commit in doubt", e.what());
+    } catch (const pqxx::sql_error& e) {
+      const std::string& state = e.sqlstate();
+      if (state == "55P03") {  // lock_not_available: lock_timeout ran out on the holder's row
+        return make_failure(transactional_claim ? errc::in_progress : errc::store_unavailable,
+                            fmt::format("idem: postgres: the key's row is locked by its holder "
+                                        "({})",
+                                        first_line(e.what())));
+      }
+      if (state.rfind("08", 0) == 0 || state.rfind("57P", 0) == 0) broken = true;
+      if (state == "57014") return unavailable("statement timeout", e.what());
+      return unavailable(fmt::format("SQLSTATE {}", state), e.what());
+    } catch (const PoolError& e) {
+      return make_failure(errc::store_unavailable, e.what());
+    } catch (const std::bad_alloc&) {
+      return make_failure(errc::store_unavailable, "idem: postgres store: out of memory");
+    } catch (const std::exception& e) {
+      broken = true;
+      return unavailable("error", e.what());
+    } catch (...) {
+      broken = true;
+      return make_failure(errc::store_unavailable, "idem: postgres store: unknown error");
+    }
+  }
+
+ private:
+  static std::string first_line(const char* what) {
+    std::string s(what);
+    if (auto nl = s.find('\n'); nl != std::string::npos) s.resize(nl);
+    return s;
+  }
+  static Failure unavailable(std::string_view what, const char* detail) {
+    return make_failure(errc::store_unavailable,
+                        fmt::format("idem: postgres {}: {}", what, first_line(detail)));
+  }
+
+  PostgresStoreOptions options_;
+  std::string conninfo_;
+  sql::Statements text_;
+  std::mutex mutex_;
+  std::condition_variable available_;
+  std::vector<std::unique_ptr<PgSession>> idle_;
+  std::size_t open_ = 0;
+};
+
+PostgresStoreOptions checked(PostgresStoreOptions options) {
+  if (options.uri.empty()) throw std::invalid_argument("idem::PostgresStore: uri is empty");
+  if (options.pool_size == 0) throw std::invalid_argument("idem::PostgresStore: pool_size is 0");
+  if (!sql::valid_prefix(options.table_prefix)) {
+    throw std::invalid_argument("idem::PostgresStore: table_prefix '" + options.table_prefix +
+                                "' must be letters, digits and '_' (not starting with a digit)");
+  }
+  return options;
+}
+
+}  // namespace
+
+PostgresStore::PostgresStore(PostgresStoreOptions options)
+    : SqlStore(std::make_unique<sql::Engine>(std::make_unique<PgBackend>(checked(options)),
+                                             options.mode)) {}
+
+}  // namespace idem

@@ -1,0 +1,334 @@
+#include "sql/engine.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace idem::sql {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+// A record changed between the claim statement and the read of what was in the way (possible on
+// PostgreSQL, where the read sees the statement's snapshot): ask again, a few times.
+constexpr int kClaimAttempts = 4;
+
+// Gives the session back on every path; broken sessions are dropped by the backend.
+class Checkout {
+ public:
+  Checkout(Backend& backend, Session* session) : backend_(backend), session_(session) {}
+  Checkout(const Checkout&) = delete;
+  Checkout& operator=(const Checkout&) = delete;
+  ~Checkout() {
+    if (session_ != nullptr) backend_.release(session_, broken_);
+  }
+  Session* operator->() const noexcept { return session_; }
+  Session* get() const noexcept { return session_; }
+  Session* keep() noexcept { return std::exchange(session_, nullptr); }
+  void mark_broken() noexcept { broken_ = true; }
+  bool& broken() noexcept { return broken_; }
+
+ private:
+  Backend& backend_;
+  Session* session_;
+  bool broken_ = false;
+};
+
+Status lease_lost() {
+  return Status(errc::lease_lost, "the record is no longer held under this fence");
+}
+
+}  // namespace
+
+Engine::Engine(std::unique_ptr<Backend> backend, SqlMode mode)
+    : backend_(std::move(backend)), mode_(mode) {}
+
+Engine::~Engine() {
+  // Holders that never finished: their transactions roll back.
+  for (auto& [key, open] : open_) {
+    open.session->rollback();
+    backend_->release(open.session, false);
+  }
+}
+
+Failure Engine::failure(bool& broken, bool transactional_claim) const noexcept {
+  return backend_->failure(std::current_exception(), broken, transactional_claim);
+}
+
+Status Engine::ensure_schema() {
+  if (schema_ready_.load(std::memory_order_acquire)) return {};
+  std::lock_guard lock(schema_mutex_);
+  if (schema_ready_.load(std::memory_order_relaxed)) return {};
+  try {
+    backend_->create_schema();
+  } catch (...) {
+    bool broken = false;
+    return failure(broken);
+  }
+  schema_ready_.store(true, std::memory_order_release);
+  return {};
+}
+
+Result<Claim> Engine::claim(const ClaimRequest& request) {
+  if (request.key.empty()) return make_failure(errc::key_invalid, "effective key is empty");
+  if (Status schema = ensure_schema(); !schema) return schema.failure();
+  return mode_ == SqlMode::lease ? claim_lease(request) : claim_transactional(request);
+}
+
+std::optional<Result<Claim>> Engine::classify(const ClaimRow& row, const ClaimRequest& request) {
+  if (row.acquired) {
+    return Result<Claim>(
+        Claim{.status = ClaimStatus::acquired, .fence = row.fence, .took_over = row.took_over});
+  }
+  const auto state = static_cast<State>(row.state);
+  if (row.state < 0 || row.state > static_cast<std::int16_t>(State::released)) {
+    return Result<Claim>(make_failure(errc::record_corrupt,
+                                      "SQL record has unknown state " + std::to_string(row.state)));
+  }
+  // Released or expired records are claimable: the statement saw them change. Ask again.
+  if (state == State::released || row.expire_left_ms <= 0) return std::nullopt;
+  if (row.fingerprint != request.fingerprint) {
+    return Result<Claim>(Claim{.status = ClaimStatus::mismatch, .fence = row.fence});
+  }
+  switch (state) {
+    case State::completed:
+    case State::failed:
+      return Result<Claim>(
+          Claim{.status = state == State::completed ? ClaimStatus::completed : ClaimStatus::failed,
+                .fence = row.fence,
+                .result = row.result});
+    case State::in_progress:
+      if (row.lease_left_ms <= 0) return std::nullopt;  // takeable now
+      return Result<Claim>(Claim{.status = ClaimStatus::in_progress,
+                                 .fence = row.fence,
+                                 .lease_remaining = milliseconds{row.lease_left_ms}});
+    case State::released:
+      break;
+  }
+  return std::nullopt;
+}
+
+Result<Claim> Engine::claim_lease(const ClaimRequest& request) {
+  const ClaimArgs args{request.key, request.fingerprint, request.lease.count(),
+                       std::max(request.retention, request.lease).count(), 1};
+  Session* session = nullptr;
+  bool broken = false;
+  try {
+    session = backend_->acquire(milliseconds{0});
+  } catch (...) {
+    return failure(broken);
+  }
+  Checkout s(*backend_, session);
+  try {
+    for (int attempt = 0; attempt < kClaimAttempts; ++attempt) {
+      std::optional<ClaimRow> row = s->claim(args);
+      if (!row) continue;
+      if (auto answer = classify(*row, request)) return std::move(*answer);
+    }
+  } catch (...) {
+    return failure(s.broken());
+  }
+  return make_failure(errc::in_progress, "the record kept changing under the claim; retry");
+}
+
+std::optional<Claim> Engine::held_here(const ClaimRequest& request) {
+  std::lock_guard lock(open_mutex_);
+  auto [first, last] = open_.equal_range(request.key);
+  if (first == last) return std::nullopt;
+  const Open& open = std::prev(last)->second;  // the newest holder
+  if (open.fingerprint != request.fingerprint) {
+    return Claim{.status = ClaimStatus::mismatch, .fence = open.fence};
+  }
+  const auto left =
+      std::chrono::ceil<milliseconds>(open.lease_until - std::chrono::steady_clock::now());
+  return Claim{.status = ClaimStatus::in_progress,
+               .fence = open.fence,
+               .lease_remaining = std::max(left, milliseconds{0})};
+}
+
+Result<Claim> Engine::claim_transactional(const ClaimRequest& request) {
+  // A holder in this process: its transaction is open, so the row is locked. Without leave to
+  // block, answer at once from what we know.
+  if (request.block_for.count() <= 0) {
+    if (std::optional<Claim> held = held_here(request)) return *held;
+  }
+  Fence min_fence = 0;
+  {
+    std::lock_guard lock(open_mutex_);
+    min_fence = next_fence_++;
+  }
+  const ClaimArgs args{request.key, request.fingerprint, request.lease.count(),
+                       std::max(request.retention, request.lease).count(), min_fence};
+  Session* session = nullptr;
+  bool broken = false;
+  try {
+    session = backend_->acquire(request.block_for);
+  } catch (...) {
+    return failure(broken, /*transactional_claim=*/true);
+  }
+  Checkout s(*backend_, session);
+  try {
+    s->begin(request.block_for);
+  } catch (...) {
+    return failure(s.broken(), /*transactional_claim=*/true);
+  }
+  try {
+    for (int attempt = 0; attempt < kClaimAttempts; ++attempt) {
+      std::optional<ClaimRow> row = s->claim(args);
+      if (!row) continue;
+      if (row->acquired) {
+        std::lock_guard lock(open_mutex_);
+        open_.emplace(std::string(request.key),
+                      Open{row->fence, request.fingerprint,
+                           std::chrono::steady_clock::now() + request.lease, s.get()});
+        Claim claim{.status = ClaimStatus::acquired,
+                    .fence = row->fence,
+                    .took_over = row->took_over,
+                    .transaction = s->native()};
+        s.keep();  // the session now belongs to the holder until commit or abort
+        return claim;
+      }
+      if (auto answer = classify(*row, request)) {
+        s->rollback();  // nothing was written: end the transaction, free the lock
+        return std::move(*answer);
+      }
+    }
+    s->rollback();
+  } catch (...) {
+    Failure f = failure(s.broken(), /*transactional_claim=*/true);
+    s->rollback();
+    return f;
+  }
+  return make_failure(errc::in_progress, "the record kept changing under the claim; retry");
+}
+
+std::optional<Engine::Open> Engine::take_open(const Ticket& ticket) {
+  std::lock_guard lock(open_mutex_);
+  auto [first, last] = open_.equal_range(ticket.key);
+  for (auto it = first; it != last; ++it) {
+    if (it->second.fence == ticket.fence) {
+      Open open = it->second;
+      open_.erase(it);
+      return open;
+    }
+  }
+  return std::nullopt;
+}
+
+Status Engine::finish_transactional(const Ticket& ticket, const Completion* completion) {
+  std::optional<Open> open = take_open(ticket);
+  if (!open) return lease_lost();
+  Checkout s(*backend_, open->session);
+  if (completion == nullptr) {
+    s->rollback();
+    return {};
+  }
+  try {
+    const State state =
+        completion->status == ClaimStatus::failed ? State::failed : State::completed;
+    if (!s->finish(ticket, state, completion->result, completion->ttl.count())) {
+      s->rollback();
+      return lease_lost();
+    }
+    s->commit();
+    return {};
+  } catch (...) {
+    Failure f = failure(s.broken());
+    s->rollback();
+    f.message =
+        "transaction did not commit; the handler's writes in it were rolled back: " + f.describe();
+    return f;
+  }
+}
+
+Status Engine::commit(const Ticket& ticket, const Completion& completion) {
+  if (Status schema = ensure_schema(); !schema) return schema;
+  if (mode_ == SqlMode::transactional) return finish_transactional(ticket, &completion);
+  bool broken = false;
+  try {
+    Checkout s(*backend_, backend_->acquire(milliseconds{0}));
+    try {
+      const State state =
+          completion.status == ClaimStatus::failed ? State::failed : State::completed;
+      if (!s->finish(ticket, state, completion.result, completion.ttl.count())) return lease_lost();
+      return {};
+    } catch (...) {
+      return failure(s.broken());
+    }
+  } catch (...) {
+    return failure(broken);
+  }
+}
+
+Status Engine::abort(const Ticket& ticket) {
+  if (Status schema = ensure_schema(); !schema) return schema;
+  if (mode_ == SqlMode::transactional) return finish_transactional(ticket, nullptr);
+  bool broken = false;
+  try {
+    Checkout s(*backend_, backend_->acquire(milliseconds{0}));
+    try {
+      if (!s->release(ticket)) return lease_lost();
+      return {};
+    } catch (...) {
+      return failure(s.broken());
+    }
+  } catch (...) {
+    return failure(broken);
+  }
+}
+
+Status Engine::extend(const Ticket& ticket, std::chrono::milliseconds lease) {
+  if (Status schema = ensure_schema(); !schema) return schema;
+  if (mode_ == SqlMode::transactional) {
+    // The holder's own session, in the holder's thread (Context::extend_lease).
+    Session* session = nullptr;
+    {
+      std::lock_guard lock(open_mutex_);
+      auto [first, last] = open_.equal_range(ticket.key);
+      for (auto it = first; it != last; ++it) {
+        if (it->second.fence == ticket.fence) {
+          it->second.lease_until = std::chrono::steady_clock::now() + lease;
+          session = it->second.session;
+        }
+      }
+    }
+    if (session == nullptr) return lease_lost();
+    try {
+      if (!session->extend(ticket, lease.count())) return lease_lost();
+      return {};
+    } catch (...) {
+      bool broken = false;
+      return failure(broken);
+    }
+  }
+  bool broken = false;
+  try {
+    Checkout s(*backend_, backend_->acquire(milliseconds{0}));
+    try {
+      if (!s->extend(ticket, lease.count())) return lease_lost();
+      return {};
+    } catch (...) {
+      return failure(s.broken());
+    }
+  } catch (...) {
+    return failure(broken);
+  }
+}
+
+Result<std::size_t> Engine::purge_expired(std::size_t max_rows) {
+  if (Status schema = ensure_schema(); !schema) return schema.failure();
+  if (max_rows == 0) return std::size_t{0};
+  bool broken = false;
+  try {
+    Checkout s(*backend_, backend_->acquire(milliseconds{0}));
+    try {
+      return s->purge(max_rows);
+    } catch (...) {
+      return failure(s.broken());
+    }
+  } catch (...) {
+    return failure(broken);
+  }
+}
+
+}  // namespace idem::sql

@@ -1,0 +1,136 @@
+#pragma once
+// The SQL record strategy written once: claim classification, retries, the transactional-mode
+// registry of open transactions and error mapping glue. A dialect supplies a Backend (how to reach
+// the database) and its Sessions (one connection in one thread's hands, running the statements
+// of statements.hpp).
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "idem/result.hpp"
+#include "idem/store.hpp"
+#include "idem/stores/sql_store.hpp"
+
+namespace idem::sql {
+
+/// Record states as stored in the `state` column.
+enum class State : std::int16_t { in_progress = 0, completed = 1, failed = 2, released = 3 };
+
+/// What the claim statement asks.
+struct ClaimArgs {
+  std::string_view key;
+  Fingerprint fingerprint;
+  std::int64_t lease_ms = 0;
+  std::int64_t keep_ms = 0;  // retention: max(request retention, lease)
+  Fence min_fence = 1;       // the fence is max(old fence + 1, min_fence)
+};
+
+/// What the claim statement answers: the acquired fence, or the record that is in the way.
+struct ClaimRow {
+  bool acquired = false;
+  Fence fence = 0;
+  bool took_over = false;
+  std::int16_t state = 0;
+  Fingerprint fingerprint;
+  std::int64_t lease_left_ms = 0;
+  std::int64_t expire_left_ms = 0;
+  std::string result;
+};
+
+/// One database connection, used by one thread at a time. Methods throw the library's
+/// exceptions; the Engine maps them through Backend::failure().
+class Session {
+ public:
+  virtual ~Session() = default;
+
+  /// Lease mode: the claim as one atomic step. Transactional mode: the claim inside the open
+  /// transaction. nullopt: the record changed under the statement; the engine asks again.
+  virtual std::optional<ClaimRow> claim(const ClaimArgs& args) = 0;
+  /// Fenced single statements; true when they changed the held record.
+  virtual bool finish(const Ticket& ticket, State state, std::string_view result,
+                      std::int64_t ttl_ms) = 0;
+  virtual bool release(const Ticket& ticket) = 0;
+  virtual bool extend(const Ticket& ticket, std::int64_t lease_ms) = 0;
+  virtual std::size_t purge(std::size_t max_rows) = 0;
+
+  /// Transactional mode: opens the claim's transaction; `block_for` bounds lock waits in it.
+  virtual void begin(std::chrono::milliseconds block_for) = 0;
+  virtual void commit() = 0;
+  virtual void rollback() noexcept = 0;
+  /// The handle handed to handlers (SQLite::Database* or pqxx::work*).
+  virtual void* native() noexcept = 0;
+};
+
+/// How the engine reaches the database. Thread-safe.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  /// A session for this thread, waiting up to `wait` (zero: the backend's default wait).
+  /// Throws on failure (mapped by failure()).
+  virtual Session* acquire(std::chrono::milliseconds wait) = 0;
+  /// Gives a session back; `broken`: it must not be reused.
+  virtual void release(Session* session, bool broken) noexcept = 0;
+  /// Creates the tables if absent and checks the schema version (throws on failure).
+  virtual void create_schema() = 0;
+
+  /// Maps the exception in flight to a Failure; sets `broken` when the session is unusable.
+  /// `transactional_claim`: the exception came from a transactional claim, where a lock wait
+  /// running out means errc::in_progress.
+  virtual Failure failure(std::exception_ptr error, bool& broken,
+                          bool transactional_claim) const noexcept = 0;
+};
+
+class Engine {
+ public:
+  Engine(std::unique_ptr<Backend> backend, SqlMode mode);
+  ~Engine();
+
+  Result<Claim> claim(const ClaimRequest& request);
+  Status commit(const Ticket& ticket, const Completion& completion);
+  Status abort(const Ticket& ticket);
+  Status extend(const Ticket& ticket, std::chrono::milliseconds lease);
+  Result<std::size_t> purge_expired(std::size_t max_rows);
+  Status ensure_schema();
+  SqlMode mode() const noexcept { return mode_; }
+
+ private:
+  // A transactional-mode holder in this process: its session keeps the transaction open.
+  struct Open {
+    Fence fence = 0;
+    Fingerprint fingerprint;
+    std::chrono::steady_clock::time_point lease_until;
+    Session* session = nullptr;
+  };
+  using Registry = std::multimap<std::string, Open, std::less<>>;
+
+  Result<Claim> claim_lease(const ClaimRequest& request);
+  Result<Claim> claim_transactional(const ClaimRequest& request);
+  std::optional<Claim> held_here(const ClaimRequest& request);
+  // Turns a row that is not acquired into what the caller must do; nullopt: ask again.
+  static std::optional<Result<Claim>> classify(const ClaimRow& row, const ClaimRequest& request);
+  // Removes and returns the open transaction of `ticket`, if this process holds it.
+  std::optional<Open> take_open(const Ticket& ticket);
+  Status finish_transactional(const Ticket& ticket, const Completion* completion);
+
+  Failure failure(bool& broken, bool transactional_claim = false) const noexcept;
+
+  std::unique_ptr<Backend> backend_;
+  SqlMode mode_;
+  std::mutex schema_mutex_;
+  std::atomic<bool> schema_ready_{false};
+  std::mutex open_mutex_;
+  Registry open_;
+  Fence next_fence_ = 1;  // transactional mode: fences unique in this store, under open_mutex_
+};
+
+}  // namespace idem::sql

@@ -1,0 +1,28 @@
+#include "idem/stores/sql_store.hpp"
+
+#include <utility>
+
+#include "sql/engine.hpp"
+
+namespace idem {
+
+SqlStore::SqlStore(std::unique_ptr<sql::Engine> engine) : engine_(std::move(engine)) {}
+SqlStore::SqlStore(SqlStore&&) noexcept = default;
+SqlStore& SqlStore::operator=(SqlStore&&) noexcept = default;
+SqlStore::~SqlStore() = default;
+
+Result<Claim> SqlStore::claim(const ClaimRequest& request) { return engine_->claim(request); }
+Status SqlStore::commit(const Ticket& ticket, const Completion& completion) {
+  return engine_->commit(ticket, completion);
+}
+Status SqlStore::abort(const Ticket& ticket) { return engine_->abort(ticket); }
+Status SqlStore::extend(const Ticket& ticket, std::chrono::milliseconds lease) {
+  return engine_->extend(ticket, lease);
+}
+Result<std::size_t> SqlStore::purge_expired(std::size_t max_rows) {
+  return engine_->purge_expired(max_rows);
+}
+Status SqlStore::ensure_schema() { return engine_->ensure_schema(); }
+SqlMode SqlStore::mode() const noexcept { return engine_->mode(); }
+
+}  // namespace idem

@@ -1,0 +1,116 @@
+#include "sql/statements.hpp"
+
+#include <fmt/format.h>
+
+namespace idem::sql {
+
+const Dialect kSqlite{
+    .name = "sqlite",
+    .param = '?',
+    .blob = "BLOB",
+    .int64 = "INTEGER",
+    .int16 = "INTEGER",
+    // julianday('now') is fixed for the whole statement; ms since the Unix epoch.
+    .now_ms = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
+    .greatest = "max",
+    .table_suffix = " WITHOUT ROWID",
+};
+
+const Dialect kPostgres{
+    .name = "postgres",
+    .param = '$',
+    .blob = "bytea",
+    .int64 = "bigint",
+    .int16 = "smallint",
+    // statement_timestamp() is fixed for the whole statement, unlike clock_timestamp(), and
+    // unlike now() it moves on inside a transaction.
+    .now_ms = "CAST(extract(epoch FROM statement_timestamp()) * 1000 AS bigint)",
+    .greatest = "GREATEST",
+    .table_suffix = "",
+};
+
+bool valid_prefix(const std::string& prefix) noexcept {
+  if (prefix.size() > 40) return false;  // PostgreSQL identifiers stop at 63 bytes
+  for (char c : prefix) {
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    if (!ok) return false;
+  }
+  return prefix.empty() || !(prefix[0] >= '0' && prefix[0] <= '9');
+}
+
+namespace {
+
+// The upsert, shared by both dialects. State codes: 0 in progress, 1 completed, 2 failed,
+// 3 released (see engine.hpp). A takeover is a compare-and-set on the exact row the statement
+// locked: the WHERE is evaluated on the latest committed version of it.
+constexpr const char* kUpsert =
+    "INSERT INTO {rec} AS r (key, state, fp_hi, fp_lo, fence, took_over, lease_until, "
+    "expires_at, result) "
+    "VALUES ({p1}, 0, {p2}, {p3}, {greatest}({p4}, (SELECT max(fence_floor) FROM {sch}) + 1), 0, "
+    "{now} + {p5}, {now} + {p6}, NULL) "
+    "ON CONFLICT (key) DO UPDATE SET state = 0, fp_hi = excluded.fp_hi, fp_lo = excluded.fp_lo, "
+    "fence = {greatest}(r.fence + 1, excluded.fence), "
+    "took_over = CASE WHEN r.state = 0 AND r.expires_at > {now} THEN 1 ELSE 0 END, "
+    "lease_until = excluded.lease_until, expires_at = excluded.expires_at, result = NULL "
+    "WHERE r.state = 3 OR r.expires_at <= {now} OR (r.state = 0 AND r.lease_until <= {now} "
+    "AND r.fp_hi = excluded.fp_hi AND r.fp_lo = excluded.fp_lo) "
+    "RETURNING fence, took_over";
+
+constexpr const char* kReadColumns =
+    "state, fp_hi, fp_lo, fence, lease_until - {now}, expires_at - {now}, result";
+
+}  // namespace
+
+Statements::Statements(const Dialect& d, const std::string& prefix)
+    : records(prefix + "records"), schema(prefix + "schema") {
+  auto p = [&](int i) { return fmt::format("{}{}", d.param, i); };
+  auto fill = [&](const char* text) {
+    return fmt::format(
+        fmt::runtime(text), fmt::arg("rec", records), fmt::arg("sch", schema),
+        fmt::arg("now", d.now_ms), fmt::arg("greatest", d.greatest), fmt::arg("blob", d.blob),
+        fmt::arg("i64", d.int64), fmt::arg("i16", d.int16), fmt::arg("suffix", d.table_suffix),
+        fmt::arg("p1", p(1)), fmt::arg("p2", p(2)), fmt::arg("p3", p(3)), fmt::arg("p4", p(4)),
+        fmt::arg("p5", p(5)), fmt::arg("p6", p(6)), fmt::arg("version", kSchemaVersion));
+  };
+
+  // fence_floor: the largest fence purge removed; new rows start above it, so that a holder
+  // whose record was purged never matches a later claim's fence.
+  create_schema_table = fill(
+      "CREATE TABLE IF NOT EXISTS {sch} (version {i64} NOT NULL, "
+      "fence_floor {i64} NOT NULL DEFAULT 0)");
+  create_records_table = fill(
+      "CREATE TABLE IF NOT EXISTS {rec} ("
+      "key {blob} PRIMARY KEY, state {i16} NOT NULL, fp_hi {i64} NOT NULL, "
+      "fp_lo {i64} NOT NULL, fence {i64} NOT NULL, took_over {i16} NOT NULL DEFAULT 0, "
+      "lease_until {i64} NOT NULL, expires_at {i64} NOT NULL, result {blob}){suffix}");
+  create_expiry_index = fill("CREATE INDEX IF NOT EXISTS {rec}_expires_at ON {rec} (expires_at)");
+  insert_version =
+      fill("INSERT INTO {sch} (version) SELECT {version} WHERE NOT EXISTS (SELECT 1 FROM {sch})");
+  select_version = fill("SELECT max(version) FROM {sch}");
+
+  upsert = fill(kUpsert);
+  read = fill(fmt::format("SELECT {} FROM {{rec}} WHERE key = {{p1}}", kReadColumns).c_str());
+  claim_in_one = fill(
+      fmt::format("WITH claimed AS ({}) "
+                  "SELECT 1, fence, took_over, 0, 0, 0, 0, 0, NULL FROM claimed "
+                  "UNION ALL SELECT 0, fence, took_over, {} FROM {{rec}} "
+                  "WHERE key = {{p1}} AND NOT EXISTS (SELECT 1 FROM claimed)",
+                  kUpsert, "state, fp_hi, fp_lo, lease_until - {now}, expires_at - {now}, result")
+          .c_str());
+  finish = fill(
+      "UPDATE {rec} SET state = {p3}, result = {p4}, expires_at = {now} + {p5} "
+      "WHERE key = {p1} AND fence = {p2} AND state = 0");
+  release = fill(
+      "UPDATE {rec} SET state = 3, result = NULL WHERE key = {p1} AND fence = {p2} AND state = 0");
+  extend = fill(
+      "UPDATE {rec} SET lease_until = {now} + {p3}, "
+      "expires_at = {greatest}(expires_at, {now} + {p3}) "
+      "WHERE key = {p1} AND fence = {p2} AND state = 0");
+  purge = fill(
+      "DELETE FROM {rec} WHERE key IN "
+      "(SELECT key FROM {rec} WHERE expires_at <= {now} LIMIT {p1}) RETURNING fence");
+  raise_floor = fill("UPDATE {sch} SET fence_floor = {greatest}(fence_floor, {p1})");
+}
+
+}  // namespace idem::sql

@@ -1,0 +1,62 @@
+#pragma once
+// The statements of the SQL record strategy, written once. A Dialect fills in what SQLite and
+// PostgreSQL spell differently: parameter markers, column types, the clock, max().
+
+#include <string>
+
+namespace idem::sql {
+
+/// The few things SQLite and PostgreSQL spell differently.
+struct Dialect {
+  const char* name;          // "sqlite" or "postgres", for messages
+  char param;                // parameter marker: '?' gives ?1, '$' gives $1
+  const char* blob;          // binary column type
+  const char* int64;         // 64-bit integer column type
+  const char* int16;         // small integer column type
+  const char* now_ms;        // the database clock in ms since the epoch, fixed within a statement
+  const char* greatest;      // max of two values
+  const char* table_suffix;  // after CREATE TABLE (...)
+};
+
+extern const Dialect kSqlite;
+extern const Dialect kPostgres;
+
+/// The schema version this library writes and reads.
+inline constexpr int kSchemaVersion = 1;
+
+/// Statement texts for one dialect and table prefix. The prefix was checked to be an identifier.
+struct Statements {
+  Statements(const Dialect& dialect, const std::string& prefix);
+
+  std::string records;  // table names
+  std::string schema;
+  std::string create_schema_table;
+  std::string create_records_table;
+  std::string create_expiry_index;
+  std::string insert_version;  // the current version when the table is empty
+  std::string select_version;
+
+  // claim: ?1 key, ?2 fp_hi, ?3 fp_lo, ?4 min fence, ?5 lease ms, ?6 retention ms.
+  // Inserts, or takes over a released/expired record, or an in-progress one whose lease ran out
+  // and whose fingerprint matches; RETURNING fence, took_over. Nothing returned: read.
+  std::string upsert;
+  // read: ?1 key -> state, fp_hi, fp_lo, fence, lease ms left, retention ms left, result.
+  std::string read;
+  // PostgreSQL: upsert and read in one statement; the first column says acquired (1) or not.
+  std::string claim_in_one;
+  // finish: ?1 key, ?2 fence, ?3 state, ?4 result, ?5 ttl ms.
+  std::string finish;
+  // release: ?1 key, ?2 fence.
+  std::string release;
+  // extend: ?1 key, ?2 fence, ?3 lease ms.
+  std::string extend;
+  // purge: ?1 max rows; RETURNING the fences removed. raise_floor: ?1 the largest of them. Both
+  // in one transaction.
+  std::string purge;
+  std::string raise_floor;
+};
+
+/// True when `prefix` is safe to paste into SQL as part of an identifier.
+bool valid_prefix(const std::string& prefix) noexcept;
+
+}  // namespace idem::sql

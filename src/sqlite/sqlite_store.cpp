@@ -1,0 +1,329 @@
+// SqliteStore: the SQL record strategy on SQLiteCpp. One connection per store, serialised by a
+// semaphore (SQLite has one writer per file anyway; every claim takes the write lock). Processes
+// sharing the file wait on each other through SQLite's busy handler.
+
+#include "idem/stores/sqlite_store.hpp"
+
+#include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Exception.h>
+#include <SQLiteCpp/Statement.h>
+#include <fmt/format.h>
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <bit>
+#include <memory>
+#include <optional>
+#include <semaphore>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "sql/engine.hpp"
+#include "sql/statements.hpp"
+
+namespace idem {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr char kEmpty = 0;  // a non-null pointer for empty blobs: a null one binds NULL
+
+void bind_blob(SQLite::Statement& st, int index, std::string_view bytes) {
+  st.bindNoCopy(index, bytes.empty() ? static_cast<const void*>(&kEmpty) : bytes.data(),
+                static_cast<int>(bytes.size()));
+}
+
+std::string column_bytes(const SQLite::Column& column) {
+  const int n = column.getBytes();
+  const void* data = column.getBlob();
+  if (n <= 0 || data == nullptr) return {};
+  return std::string(static_cast<const char*>(data), static_cast<std::size_t>(n));
+}
+
+std::int64_t as_i64(std::uint64_t v) { return std::bit_cast<std::int64_t>(v); }
+std::uint64_t as_u64(std::int64_t v) { return std::bit_cast<std::uint64_t>(v); }
+
+// A statement prepared once per connection; reset after each use.
+class Prepared {
+ public:
+  Prepared(SQLite::Database& db, const std::string& text) : st_(db, text) {}
+  SQLite::Statement& get() {
+    st_.tryReset();
+    st_.clearBindings();
+    return st_;
+  }
+
+ private:
+  SQLite::Statement st_;
+};
+
+struct SqliteError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class SqliteSession final : public sql::Session {
+ public:
+  SqliteSession(const SqliteStoreOptions& options, const sql::Statements& text)
+      : busy_timeout_(options.busy_timeout),
+        db_(options.path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE,
+            static_cast<int>(options.busy_timeout.count())),
+        text_(text) {
+    // WAL lets readers run beside the one writer, and makes commits cheap (NORMAL: no fsync per
+    // commit, only at checkpoints).
+    db_.exec("PRAGMA journal_mode = WAL");
+    db_.exec(options.synchronous_full ? "PRAGMA synchronous = FULL"
+                                      : "PRAGMA synchronous = NORMAL");
+  }
+
+  void create_schema() {
+    // The first writer creates; IMMEDIATE keeps two processes from interleaving.
+    db_.exec("BEGIN IMMEDIATE");
+    try {
+      db_.exec(text_.create_schema_table);
+      db_.exec(text_.create_records_table);
+      db_.exec(text_.create_expiry_index);
+      db_.exec(text_.insert_version);
+      SQLite::Statement version(db_, text_.select_version);
+      version.executeStep();
+      const auto v = version.getColumn(0).getInt64();
+      if (v != sql::kSchemaVersion) {
+        throw SqliteError(
+            fmt::format("idem: table {} says schema version {}, this library knows version {}",
+                        text_.schema, v, sql::kSchemaVersion));
+      }
+      db_.exec("COMMIT");
+    } catch (...) {
+      (void)db_.tryExec("ROLLBACK");
+      throw;
+    }
+    upsert_.emplace(db_, text_.upsert);
+    read_.emplace(db_, text_.read);
+    finish_.emplace(db_, text_.finish);
+    release_.emplace(db_, text_.release);
+    extend_.emplace(db_, text_.extend);
+    purge_.emplace(db_, text_.purge);
+    raise_floor_.emplace(db_, text_.raise_floor);
+  }
+
+  bool prepared() const noexcept { return upsert_.has_value(); }
+
+  std::optional<sql::ClaimRow> claim(const sql::ClaimArgs& args) override {
+    if (in_transaction_) return claim_in_open_transaction(args);
+    // Lease mode: upsert and, if it did not take the key, the read, in one write transaction.
+    db_.exec("BEGIN IMMEDIATE");
+    try {
+      std::optional<sql::ClaimRow> row = claim_in_open_transaction(args);
+      db_.exec("COMMIT");
+      return row;
+    } catch (...) {
+      (void)db_.tryExec("ROLLBACK");
+      throw;
+    }
+  }
+
+  bool finish(const Ticket& ticket, sql::State state, std::string_view result,
+              std::int64_t ttl_ms) override {
+    SQLite::Statement& st = finish_->get();
+    bind_blob(st, 1, ticket.key);
+    st.bind(2, static_cast<std::int64_t>(ticket.fence));
+    st.bind(3, static_cast<int>(state));
+    bind_blob(st, 4, result);
+    st.bind(5, ttl_ms);
+    return st.exec() == 1;
+  }
+
+  bool release(const Ticket& ticket) override {
+    SQLite::Statement& st = release_->get();
+    bind_blob(st, 1, ticket.key);
+    st.bind(2, static_cast<std::int64_t>(ticket.fence));
+    return st.exec() == 1;
+  }
+
+  bool extend(const Ticket& ticket, std::int64_t lease_ms) override {
+    SQLite::Statement& st = extend_->get();
+    bind_blob(st, 1, ticket.key);
+    st.bind(2, static_cast<std::int64_t>(ticket.fence));
+    st.bind(3, lease_ms);
+    return st.exec() == 1;
+  }
+
+  std::size_t purge(std::size_t max_rows) override {
+    db_.exec("BEGIN IMMEDIATE");
+    try {
+      SQLite::Statement& st = purge_->get();
+      st.bind(1, static_cast<std::int64_t>(std::min<std::size_t>(max_rows, INT64_MAX)));
+      std::size_t removed = 0;
+      std::int64_t top = 0;
+      while (st.executeStep()) {
+        ++removed;
+        top = std::max(top, st.getColumn(0).getInt64());
+      }
+      if (removed > 0) {
+        SQLite::Statement& floor = raise_floor_->get();
+        floor.bind(1, top);
+        floor.exec();
+      }
+      db_.exec("COMMIT");
+      return removed;
+    } catch (...) {
+      (void)db_.tryExec("ROLLBACK");
+      throw;
+    }
+  }
+
+  void begin(milliseconds block_for) override {
+    // Other processes may hold the write lock: wait for them as long as the claim may block,
+    // and at least the usual busy timeout.
+    const auto wait = std::max(block_for, busy_timeout_);
+    db_.setBusyTimeout(static_cast<int>(std::min<milliseconds::rep>(wait.count(), INT32_MAX)));
+    try {
+      db_.exec("BEGIN IMMEDIATE");
+    } catch (...) {
+      db_.setBusyTimeout(static_cast<int>(busy_timeout_.count()));
+      throw;
+    }
+    db_.setBusyTimeout(static_cast<int>(busy_timeout_.count()));
+    in_transaction_ = true;
+  }
+
+  void commit() override {
+    db_.exec("COMMIT");
+    in_transaction_ = false;
+  }
+
+  void rollback() noexcept override {
+    if (!in_transaction_) return;
+    in_transaction_ = false;
+    if (sqlite3_get_autocommit(db_.getHandle()) == 0) (void)db_.tryExec("ROLLBACK");
+  }
+
+  void* native() noexcept override { return &db_; }
+
+ private:
+  std::optional<sql::ClaimRow> claim_in_open_transaction(const sql::ClaimArgs& args) {
+    SQLite::Statement& up = upsert_->get();
+    bind_blob(up, 1, args.key);
+    up.bind(2, as_i64(args.fingerprint.high));
+    up.bind(3, as_i64(args.fingerprint.low));
+    up.bind(4, static_cast<std::int64_t>(args.min_fence));
+    up.bind(5, args.lease_ms);
+    up.bind(6, args.keep_ms);
+    if (up.executeStep()) {
+      sql::ClaimRow row;
+      row.acquired = true;
+      row.fence = static_cast<Fence>(up.getColumn(0).getInt64());
+      row.took_over = up.getColumn(1).getInt() != 0;
+      up.tryReset();
+      return row;
+    }
+    SQLite::Statement& rd = read_->get();
+    bind_blob(rd, 1, args.key);
+    if (!rd.executeStep()) return std::nullopt;
+    sql::ClaimRow row;
+    row.state = static_cast<std::int16_t>(rd.getColumn(0).getInt());
+    row.fingerprint = {as_u64(rd.getColumn(1).getInt64()), as_u64(rd.getColumn(2).getInt64())};
+    row.fence = static_cast<Fence>(rd.getColumn(3).getInt64());
+    row.lease_left_ms = rd.getColumn(4).getInt64();
+    row.expire_left_ms = rd.getColumn(5).getInt64();
+    row.result = column_bytes(rd.getColumn(6));
+    rd.tryReset();
+    return row;
+  }
+
+  milliseconds busy_timeout_;
+  SQLite::Database db_;
+  const sql::Statements& text_;
+  bool in_transaction_ = false;
+  std::optional<Prepared> upsert_, read_, finish_, release_, extend_, purge_, raise_floor_;
+};
+
+class SqliteBackend final : public sql::Backend {
+ public:
+  explicit SqliteBackend(SqliteStoreOptions options)
+      : options_(std::move(options)), text_(sql::kSqlite, options_.table_prefix) {}
+
+  sql::Session* acquire(milliseconds wait) override {
+    const auto limit = std::max(wait, options_.busy_timeout);
+    if (!turn_.try_acquire_for(limit)) {
+      throw SqliteError(fmt::format(
+          "idem: sqlite store busy: no turn on {} within {} ms (a transactional handler holds it)",
+          options_.path, limit.count()));
+    }
+    try {
+      if (!session_) session_ = std::make_unique<SqliteSession>(options_, text_);
+      if (!session_->prepared()) session_->create_schema();
+    } catch (...) {
+      session_.reset();
+      turn_.release();
+      throw;
+    }
+    return session_.get();
+  }
+
+  void release(sql::Session* session, bool broken) noexcept override {
+    if (broken && session == session_.get()) session_.reset();
+    turn_.release();
+  }
+
+  void create_schema() override {
+    sql::Session* s = acquire(milliseconds{0});  // opens and creates
+    release(s, false);
+  }
+
+  Failure failure(std::exception_ptr error, bool& broken,
+                  bool transactional_claim) const noexcept override {
+    try {
+      std::rethrow_exception(std::move(error));
+    } catch (const SQLite::Exception& e) {
+      const int code = e.getErrorCode();
+      if (code == SQLITE_BUSY || code == SQLITE_LOCKED) {
+        return make_failure(transactional_claim ? errc::in_progress : errc::store_unavailable,
+                            fmt::format("idem: sqlite {} is locked by another writer: {}",
+                                        options_.path, e.what()));
+      }
+      if (code == SQLITE_CORRUPT || code == SQLITE_NOTADB || code == SQLITE_CANTOPEN ||
+          code == SQLITE_IOERR) {
+        broken = true;  // reopen on next use
+      }
+      return make_failure(errc::store_unavailable,
+                          fmt::format("idem: sqlite {}: {} (code {})", options_.path, e.what(),
+                                      e.getExtendedErrorCode()));
+    } catch (const SqliteError& e) {
+      return make_failure(errc::store_unavailable, e.what());
+    } catch (const std::bad_alloc&) {
+      return make_failure(errc::store_unavailable, "idem: sqlite store: out of memory");
+    } catch (const std::exception& e) {
+      broken = true;
+      return make_failure(errc::store_unavailable, fmt::format("idem: sqlite store: {}", e.what()));
+    } catch (...) {
+      broken = true;
+      return make_failure(errc::store_unavailable, "idem: sqlite store: unknown error");
+    }
+  }
+
+ private:
+  SqliteStoreOptions options_;
+  sql::Statements text_;
+  std::binary_semaphore turn_{1};
+  std::unique_ptr<SqliteSession> session_;
+};
+
+SqliteStoreOptions checked(SqliteStoreOptions options) {
+  if (options.path.empty()) throw std::invalid_argument("idem::SqliteStore: path is empty");
+  if (!sql::valid_prefix(options.table_prefix)) {
+    throw std::invalid_argument("idem::SqliteStore: table_prefix '" + options.table_prefix +
+                                "' must be letters, digits and '_' (not starting with a digit)");
+  }
+  if (options.busy_timeout.count() < 0) options.busy_timeout = milliseconds{0};
+  return options;
+}
+
+}  // namespace
+
+SqliteStore::SqliteStore(SqliteStoreOptions options)
+    : SqlStore(std::make_unique<sql::Engine>(std::make_unique<SqliteBackend>(checked(options)),
+                                             options.mode)) {}
+
+}  // namespace idem

@@ -1,0 +1,57 @@
+// The record-store conformance suite on PostgresStore, lease and transactional mode. Each test
+// binary run uses tables of its own (a unique prefix). Time is the server's clock: advance()
+// sleeps.
+
+#include <memory>
+#include <thread>
+
+#include "conformance/record_store_suite.hpp"
+#include "sql/sql_test_support.hpp"
+
+namespace idem::testing {
+
+namespace {
+template <SqlMode Mode>
+struct PgModeStore : public PostgresStore {
+  explicit PgModeStore(const std::string& uri)
+      : PostgresStore(PostgresStoreOptions{.uri = uri, .mode = Mode, .table_prefix = prefix()}) {}
+  static const std::string& prefix() {
+    static const std::string p = unique_name(Mode == SqlMode::lease ? "cl" : "ct") + "_";
+    return p;
+  }
+};
+}  // namespace
+
+using PgLeaseStore = PgModeStore<SqlMode::lease>;
+using PgTransactionalStore = PgModeStore<SqlMode::transactional>;
+
+template <SqlMode Mode>
+struct PgTraits {
+  static constexpr std::chrono::milliseconds lease{400};
+  static constexpr bool holds_until_finished = Mode == SqlMode::transactional;
+  static std::unique_ptr<PgModeStore<Mode>> make() {
+    const auto uri = pg_uri();
+    if (!uri) {
+      [] { GTEST_SKIP() << kNoPgMessage; }();
+      return nullptr;
+    }
+    auto store = std::make_unique<PgModeStore<Mode>>(*uri);
+    const Status ready = store->ensure_schema();
+    EXPECT_TRUE(ready.ok()) << "PostgreSQL at IDEM_TEST_PG_URI is unreachable: "
+                            << ready.failure().describe();
+    return store;
+  }
+  static void advance(PgModeStore<Mode>&, std::chrono::milliseconds d) {
+    std::this_thread::sleep_for(d);
+  }
+};
+
+template <>
+struct StoreTraits<PgLeaseStore> : PgTraits<SqlMode::lease> {};
+template <>
+struct StoreTraits<PgTransactionalStore> : PgTraits<SqlMode::transactional> {};
+
+using PgStores = ::testing::Types<PgLeaseStore, PgTransactionalStore>;
+INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, RecordStoreConformance, PgStores);
+
+}  // namespace idem::testing

@@ -1,0 +1,554 @@
+#pragma once
+// Test cases shared by the SQLite and PostgreSQL store tests (sqlite_store_test.cpp and
+// postgres_store_test.cpp instantiate them for their backend): bad input, sizes, purge,
+// transactional mode, and races between real processes.
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <barrier>
+#include <future>
+#include <map>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "sql/sql_test_support.hpp"
+
+namespace idem::testing {
+
+using std::chrono::milliseconds;
+using namespace std::string_literals;
+
+struct Config {
+  Backend backend;
+  SqlMode mode;
+};
+
+inline std::string config_name(const ::testing::TestParamInfo<Config>& info) {
+  return std::string(name_of(info.param.backend)) + "_" + name_of(info.param.mode);
+}
+
+class SqlStoreTest : public ::testing::TestWithParam<Config> {
+ protected:
+  void SetUp() override {
+    target_.backend = GetParam().backend;
+    target_.prefix = unique_name("t") + "_";
+    if (target_.backend == Backend::sqlite) {
+      target_.location = db_.path();
+    } else {
+      const auto uri = pg_uri();
+      if (!uri) GTEST_SKIP() << kNoPgMessage;
+      target_.location = *uri;
+    }
+    store_ = make_store(target_, GetParam().mode);
+    const Status ready = store_->ensure_schema();
+    ASSERT_TRUE(ready.ok()) << "database unreachable: " << ready.failure().describe();
+  }
+
+  SqlStore& store() { return *store_; }
+  SqlMode mode() const { return GetParam().mode; }
+  const Target& target() const { return target_; }
+
+  TempDb db_;
+  Target target_;
+  std::unique_ptr<SqlStore> store_;
+};
+
+// ---- bad input and sizes ------------------------------------------------------------------------
+
+TEST_P(SqlStoreTest, KeysWithQuotesSemicolonsPercentNulAndBinaryAreDistinctAndExact) {
+  std::string binary(256, '\0');
+  for (int i = 0; i < 256; ++i) binary[static_cast<std::size_t>(i)] = static_cast<char>(255 - i);
+  const std::vector<std::string> keys = {
+      "it's", "\"quoted\"", "a;b; DROP TABLE x;--", "100%", "_%", "a\0b"s, "a\0c"s, "\0"s,
+      binary, "\\x00"};
+  IdempotencyGuard guard{store(), Options{.scope = "bad.input"}};
+  int runs = 0;
+  for (const std::string& k : keys) {
+    auto out = guard.execute(k, [&] {
+      ++runs;
+      return "result of " + k;
+    });
+    ASSERT_TRUE(out.has_value()) << out.error().message();
+    EXPECT_FALSE(out.replayed());
+  }
+  for (const std::string& k : keys) {
+    auto out = guard.execute(k, [&] {
+      ++runs;
+      return "again"s;
+    });
+    ASSERT_TRUE(out.has_value()) << out.error().message();
+    EXPECT_TRUE(out.replayed());
+    EXPECT_EQ(out.value(), "result of " + k);
+  }
+  EXPECT_EQ(runs, static_cast<int>(keys.size()));
+}
+
+TEST_P(SqlStoreTest, EmptyAndOneMebibyteResultsReplayExactly) {
+  IdempotencyGuard guard{store(), Options{.scope = "sizes"}};
+  std::string big(std::size_t{1} << 20, '\0');
+  std::mt19937 rng(42);
+  for (char& c : big) c = static_cast<char>(rng());
+  for (const std::string& value : {std::string(), big}) {
+    const std::string key = "size-" + std::to_string(value.size());
+    auto first = guard.execute(key, [&] { return value; });
+    ASSERT_TRUE(first.has_value()) << first.error().message();
+    EXPECT_TRUE(first.recorded());
+    auto replay = guard.execute(key, [&] { return "ran again"s; });
+    ASSERT_TRUE(replay.has_value()) << replay.error().message();
+    EXPECT_TRUE(replay.replayed());
+    EXPECT_EQ(replay.value().size(), value.size());
+    EXPECT_TRUE(replay.value() == value);
+  }
+}
+
+TEST_P(SqlStoreTest, PurgeExpiredRemovesOnlyExpiredRecords) {
+  auto claim = [&](const std::string& k, milliseconds retention) {
+    Result<Claim> c = store().claim(ClaimRequest{k, {1, 1}, milliseconds{200}, retention});
+    EXPECT_TRUE(c.has_value() && c->status == ClaimStatus::acquired);
+    return c.has_value() ? c->fence : Fence{0};
+  };
+  auto commit = [&](const std::string& k, Fence f, milliseconds ttl) {
+    EXPECT_TRUE(store().commit(Ticket{k, f}, Completion{ClaimStatus::completed, "r", ttl}).ok());
+  };
+  for (int i = 0; i < 3; ++i)
+    commit("short-" + std::to_string(i), claim("short-" + std::to_string(i), milliseconds{200}),
+           milliseconds{200});
+  for (int i = 0; i < 2; ++i)
+    commit("long-" + std::to_string(i), claim("long-" + std::to_string(i), milliseconds{200}),
+           std::chrono::hours{1});
+  // In progress under a live retention. (In transactional mode a held key keeps its transaction
+  // open, which on SQLite blocks every other writer, purge included: lease mode only.)
+  const bool lease = mode() == SqlMode::lease;
+  const Fence held = lease ? claim("held", std::chrono::hours{1}) : 0;
+  std::this_thread::sleep_for(milliseconds{500});
+
+  Result<std::size_t> one = store().purge_expired(1);
+  ASSERT_TRUE(one.has_value()) << one.failure().describe();
+  EXPECT_EQ(one.value(), 1u);
+  Result<std::size_t> rest = store().purge_expired(100);
+  ASSERT_TRUE(rest.has_value());
+  EXPECT_EQ(rest.value(), 2u);
+  EXPECT_EQ(store().purge_expired(100).value(), 0u);
+
+  for (int i = 0; i < 2; ++i) {
+    Result<Claim> c = store().claim(ClaimRequest{
+        "long-" + std::to_string(i), {1, 1}, milliseconds{200}, std::chrono::hours{1}});
+    ASSERT_TRUE(c.has_value());
+    EXPECT_EQ(c->status, ClaimStatus::completed);
+  }
+  if (lease) {
+    // The held record survived, fence and all: its holder can still commit.
+    commit("held", held, std::chrono::hours{1});
+    EXPECT_EQ(count_records(target()), 3);
+  } else {
+    EXPECT_EQ(count_records(target()), 2);
+  }
+}
+
+TEST_P(SqlStoreTest, FencesKeepGrowingAfterPurge) {
+  const milliseconds short_ttl{200};
+  auto claim = [&](const std::string& k, milliseconds retention) {
+    Result<Claim> c = store().claim(ClaimRequest{k, {1, 1}, milliseconds{100}, retention});
+    EXPECT_TRUE(c.has_value() && c->status == ClaimStatus::acquired);
+    return c.has_value() ? c->fence : Fence{0};
+  };
+  Fence done = 0;
+  for (int i = 0; i < 3; ++i) {  // a few claims, so that the fence is well above 1
+    done = claim("done", short_ttl);
+    ASSERT_TRUE(store().abort(Ticket{"done", done}).ok());
+  }
+  done = claim("done", short_ttl);
+  ASSERT_TRUE(store()
+                  .commit(Ticket{"done", done}, Completion{ClaimStatus::completed, "r", short_ttl})
+                  .ok());
+  const bool lease = mode() == SqlMode::lease;
+  // Lease mode: a holder that stalls past its lease and retention; its record gets purged.
+  const Fence stalled = lease ? claim("stalled", short_ttl) : 0;
+  std::this_thread::sleep_for(milliseconds{450});
+  Result<std::size_t> purged = store().purge_expired(100);
+  ASSERT_TRUE(purged.has_value()) << purged.failure().describe();
+  EXPECT_EQ(purged.value(), lease ? 2u : 1u);
+
+  const Fence again = claim("done", short_ttl);
+  EXPECT_GT(again, done);
+  ASSERT_TRUE(store().abort(Ticket{"done", again}).ok());
+  if (lease) {
+    const Fence fresh = claim("stalled", std::chrono::hours{1});
+    EXPECT_GT(fresh, stalled);
+    EXPECT_EQ(store()
+                  .commit(Ticket{"stalled", stalled},
+                          Completion{ClaimStatus::completed, "late", std::chrono::hours{1}})
+                  .error(),
+              errc::lease_lost);
+  }
+}
+
+TEST_P(SqlStoreTest, SchemaIsVersionedAndSharedByStoresWithThePrefix) {
+  auto again = make_store(target(), mode());
+  ASSERT_TRUE(again->ensure_schema().ok());
+  const std::string sql = "SELECT max(version) FROM " + target().prefix + "schema";
+  long long version = 0;
+  if (target().backend == Backend::sqlite) {
+    SQLite::Database db(target().location, SQLite::OPEN_READONLY);
+    version = db.execAndGet(sql).getInt64();
+  } else {
+    pqxx::connection c(target().location);
+    pqxx::nontransaction n(c);
+    version = n.exec(sql)[0][0].as<long long>();
+  }
+  EXPECT_EQ(version, 1);
+  EXPECT_THROW(make_store(Target{target().backend, target().location, "bad;prefix"}, mode()),
+               std::invalid_argument);
+}
+
+TEST_P(SqlStoreTest, UnreachableDatabaseIsStoreUnavailableNotAnException) {
+  Target nowhere = target();
+  if (nowhere.backend == Backend::sqlite) {
+    nowhere.location = "/nonexistent-dir-for-idem/sub/idem.db";
+  } else {
+    nowhere.location = "postgresql://postgres@127.0.0.1:1/idem_test";  // port 1: refused
+  }
+  auto store = make_store(nowhere, mode());
+  IdempotencyGuard guard{*store, Options{.scope = "down"}};
+  int runs = 0;
+  const auto start = std::chrono::steady_clock::now();
+  auto out = guard.execute("k", [&] { return ++runs; });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds{10});
+  ASSERT_FALSE(out.has_value());
+  EXPECT_EQ(out.error(), errc::store_unavailable);
+  EXPECT_EQ(runs, 0);
+  EXPECT_EQ(store->purge_expired().error(), errc::store_unavailable);
+}
+
+TEST_P(SqlStoreTest, TwentyThreadsOnEightConnectionsRunEachKeyOnce) {
+  // More threads than the PostgreSQL pool has connections: they queue for one.
+  IdempotencyGuard guard{
+      store(), Options{.scope = "many", .in_progress = Wait{.timeout = std::chrono::seconds{20}}}};
+  std::map<int, std::atomic<int>> runs;
+  for (int k = 0; k < 6; ++k) runs[k] = 0;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 20; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 6; ++i) {
+        const int k = (i + t) % 6;
+        auto out = guard.execute("k" + std::to_string(k), [&] { return ++runs[k]; });
+        if (!out || out.value() != 1) failures.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  for (auto& [k, n] : runs) EXPECT_EQ(n.load(), 1) << "key " << k;
+}
+
+// ---- transactional mode -------------------------------------------------------------------------
+
+class SqlTransactionalTest : public SqlStoreTest {
+ protected:
+  void SetUp() override {
+    SqlStoreTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    create_business_table(target());
+  }
+};
+
+TEST_P(SqlTransactionalTest, HandlerWritesCommitWithTheRecordExactlyOnce) {
+  IdempotencyGuard guard{store(), Options{.scope = "orders"}};
+  int runs = 0;
+  for (int i = 0; i < 3; ++i) {
+    auto out = guard.execute("order-1", [&](Context& ctx) {
+      ++runs;
+      insert_business_row(target(), ctx, "order-1", "placed");
+      return std::string("receipt-1");
+    });
+    ASSERT_TRUE(out.has_value()) << out.error().message();
+    EXPECT_EQ(out.value(), "receipt-1");
+    EXPECT_EQ(out.replayed(), i > 0);
+  }
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(count_business_rows(target(), "order-1"), 1);
+}
+
+TEST_P(SqlTransactionalTest, ExceptionLeavesNeitherTheBusinessRowNorTheRecord) {
+  IdempotencyGuard guard{store(), Options{.scope = "orders"}};
+  EXPECT_THROW((void)guard.execute("order-2",
+                                   [&](Context& ctx) -> std::string {
+                                     insert_business_row(target(), ctx, "order-2", "doomed");
+                                     throw std::runtime_error("payment declined");
+                                   }),
+               std::runtime_error);
+  EXPECT_EQ(count_business_rows(target(), "order-2"), 0);
+  EXPECT_EQ(count_records(target()), 0);
+
+  int runs = 0;
+  auto retry = guard.execute("order-2", [&](Context& ctx) {
+    ++runs;
+    insert_business_row(target(), ctx, "order-2", "placed");
+    return std::string("receipt-2");
+  });
+  ASSERT_TRUE(retry.has_value()) << retry.error().message();
+  EXPECT_FALSE(retry.replayed());
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(count_business_rows(target(), "order-2"), 1);
+  EXPECT_EQ(count_records(target()), 1);
+}
+
+TEST_P(SqlTransactionalTest, DuplicateFailsFastOrWaitsOnTheHolderAndReplays) {
+  IdempotencyGuard holder_guard{store(), Options{.scope = "orders"}};
+  IdempotencyGuard fail_fast{store(), Options{.scope = "orders"}};
+  IdempotencyGuard waiter{
+      store(),
+      Options{.scope = "orders", .in_progress = Wait{.timeout = std::chrono::seconds{10}}}};
+  std::promise<void> inside;
+  std::promise<void> finish;
+  std::shared_future<void> finish_future = finish.get_future().share();
+  std::atomic<int> runs{0};
+  auto holder = std::async(std::launch::async, [&] {
+    return holder_guard.execute("order-3", [&](Context& ctx) {
+      ++runs;
+      insert_business_row(target(), ctx, "order-3", "placed");
+      inside.set_value();
+      finish_future.wait();
+      return std::string("receipt-3");
+    });
+  });
+  inside.get_future().wait();
+
+  const auto start = std::chrono::steady_clock::now();
+  auto refused = fail_fast.execute("order-3", [&] {
+    ++runs;
+    return std::string("second");
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds{2});
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error(), errc::in_progress);
+
+  auto waiting = std::async(std::launch::async, [&] {
+    return waiter.execute("order-3", [&] {
+      ++runs;
+      return std::string("third");
+    });
+  });
+  std::this_thread::sleep_for(milliseconds{300});  // the waiter blocks on the holder meanwhile
+  finish.set_value();
+  auto held = holder.get();
+  auto waited = waiting.get();
+  ASSERT_TRUE(held.has_value()) << held.error().message();
+  ASSERT_TRUE(waited.has_value()) << waited.error().message();
+  EXPECT_TRUE(waited.replayed());
+  EXPECT_EQ(waited.value(), "receipt-3");
+  EXPECT_EQ(runs.load(), 1);
+  EXPECT_EQ(count_business_rows(target(), "order-3"), 1);
+}
+
+// ---- processes ----------------------------------------------------------------------------------
+
+#ifndef IDEM_SQL_WORKER
+#error "IDEM_SQL_WORKER must name the idem_sql_worker binary"
+#endif
+
+/// A worker process with its stdout on a pipe.
+class Worker {
+ public:
+  explicit Worker(std::vector<std::string> args) {
+    int fds[2];
+    if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(fds[1], 1);
+      ::close(fds[0]);
+      ::close(fds[1]);
+      std::vector<char*> argv;
+      static std::string exe = IDEM_SQL_WORKER;
+      argv.push_back(exe.data());
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(exe.c_str(), argv.data());
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    fd_ = fds[0];
+  }
+  ~Worker() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      (void)wait();
+    }
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  /// Reads until a line starting with `prefix` arrives (returns it) or `timeout` passes ("").
+  std::string read_until(const std::string& prefix, milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      for (std::size_t nl; (nl = buffer_.find('\n')) != std::string::npos;) {
+        std::string line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        lines_.push_back(line);
+        if (line.rfind(prefix, 0) == 0) return line;
+      }
+      const auto left =
+          std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || !fill(left)) return "";
+    }
+  }
+  /// Reads everything up to EOF, waits for the exit; returns all lines.
+  std::vector<std::string> finish(milliseconds timeout) {
+    (void)read_until("\x01never", timeout);
+    for (std::size_t nl; (nl = buffer_.find('\n')) != std::string::npos;) {
+      lines_.push_back(buffer_.substr(0, nl));
+      buffer_.erase(0, nl + 1);
+    }
+    exit_status_ = wait();
+    return lines_;
+  }
+  void kill9() {
+    ::kill(pid_, SIGKILL);
+    exit_status_ = wait();
+  }
+  int exit_status() const { return exit_status_; }
+
+ private:
+  bool fill(milliseconds timeout) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
+    char chunk[4096];
+    const ssize_t n = ::read(fd_, chunk, sizeof chunk);
+    if (n <= 0) return false;
+    buffer_.append(chunk, static_cast<std::size_t>(n));
+    return true;
+  }
+  int wait() {
+    if (pid_ <= 0) return exit_status_;
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  int exit_status_ = -1;
+  std::string buffer_;
+  std::vector<std::string> lines_;
+};
+
+class SqlProcessTest : public SqlStoreTest {
+ protected:
+  std::vector<std::string> base_args() const {
+    return {name_of(target().backend), target().location, target().prefix, name_of(mode())};
+  }
+};
+
+TEST_P(SqlProcessTest, FourProcessesRacingRunEachKeyExactlyOnce) {
+  if (mode() == SqlMode::transactional) create_business_table(target());
+  constexpr int kProcesses = 4, kKeys = 12, kRounds = 2, kThreads = 2;
+  const std::string scope = "race";
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (int p = 0; p < kProcesses; ++p) {
+    auto args = base_args();
+    for (const std::string& a : {"race"s, scope, std::to_string(kKeys), std::to_string(kRounds),
+                                 std::to_string(kThreads)}) {
+      args.push_back(a);
+    }
+    workers.push_back(std::make_unique<Worker>(args));
+  }
+  std::map<std::string, int> ran;
+  std::map<std::string, std::vector<std::string>> got;
+  int errors = 0;
+  for (auto& w : workers) {
+    for (const std::string& line : w->finish(std::chrono::seconds{60})) {
+      std::istringstream in(line);
+      std::string what, key, value;
+      in >> what >> key >> value;
+      if (what == "ran") ++ran[key];
+      if (what == "got") got[key].push_back(value);
+      if (what == "err") {
+        ++errors;
+        ADD_FAILURE() << line;
+      }
+    }
+    EXPECT_TRUE(WIFEXITED(w->exit_status()) && WEXITSTATUS(w->exit_status()) == 0);
+  }
+  EXPECT_EQ(errors, 0);
+  ASSERT_EQ(ran.size(), static_cast<std::size_t>(kKeys));
+  for (const auto& [key, n] : ran) {
+    EXPECT_EQ(n, 1) << key;
+    ASSERT_EQ(got[key].size(), static_cast<std::size_t>(kProcesses * kRounds * kThreads)) << key;
+    for (const std::string& v : got[key]) EXPECT_EQ(v, got[key].front()) << key;
+    if (mode() == SqlMode::transactional) {
+      EXPECT_EQ(count_business_rows(target(), scope + "/" + key), 1) << key;
+    }
+  }
+}
+
+TEST_P(SqlProcessTest, KilledHolderIsTakenOverAfterItsLeaseOrRolledBack) {
+  if (mode() == SqlMode::lease) {
+    // A holder SIGKILLed mid-lease: after the lease another process takes over, and the dead
+    // holder's late commit (its fence, presented by us) changes nothing.
+    auto args = base_args();
+    for (const std::string& a : {"hold"s, "victim"s, "800"s}) args.push_back(a);
+    Worker w(args);
+    const std::string line = w.read_until("fence ", std::chrono::seconds{20});
+    ASSERT_FALSE(line.empty()) << "worker did not claim";
+    const Fence dead = std::stoull(line.substr(6));
+    w.kill9();
+    Result<Claim> early =
+        store().claim(ClaimRequest{"victim", {1, 2}, milliseconds{800}, std::chrono::hours{1}});
+    ASSERT_TRUE(early.has_value());
+    EXPECT_EQ(early->status, ClaimStatus::in_progress);
+    std::this_thread::sleep_for(milliseconds{900});
+    Result<Claim> takeover =
+        store().claim(ClaimRequest{"victim", {1, 2}, milliseconds{800}, std::chrono::hours{1}});
+    ASSERT_TRUE(takeover.has_value()) << takeover.failure().describe();
+    ASSERT_EQ(takeover->status, ClaimStatus::acquired);
+    EXPECT_TRUE(takeover->took_over);
+    EXPECT_EQ(takeover->fence, dead + 1);
+    EXPECT_EQ(store()
+                  .commit(Ticket{"victim", dead},
+                          Completion{ClaimStatus::completed, "late", std::chrono::hours{1}})
+                  .error(),
+              errc::lease_lost);
+    ASSERT_TRUE(store()
+                    .commit(Ticket{"victim", takeover->fence},
+                            Completion{ClaimStatus::completed, "new", std::chrono::hours{1}})
+                    .ok());
+    EXPECT_EQ(store()
+                  .claim(ClaimRequest{"victim", {1, 2}, milliseconds{800}, std::chrono::hours{1}})
+                  ->result,
+              "new");
+    return;
+  }
+  // Transactional: a holder SIGKILLed mid-handler leaves neither its business row nor the record;
+  // a retry runs once.
+  create_business_table(target());
+  auto args = base_args();
+  for (const std::string& a : {"hold-tx"s, "orders"s, "order-9"s}) args.push_back(a);
+  Worker w(args);
+  ASSERT_FALSE(w.read_until("inside", std::chrono::seconds{20}).empty()) << "worker never ran";
+  w.kill9();
+  EXPECT_EQ(count_business_rows(target(), "order-9"), 0);
+  EXPECT_EQ(count_records(target()), 0);
+  IdempotencyGuard guard{
+      store(),
+      Options{.scope = "orders", .in_progress = Wait{.timeout = std::chrono::seconds{10}}}};
+  int runs = 0;
+  auto out = guard.execute("order-9", [&](Context& ctx) {
+    ++runs;
+    insert_business_row(target(), ctx, "order-9", "placed");
+    return std::string("receipt-9");
+  });
+  ASSERT_TRUE(out.has_value()) << out.error().message();
+  EXPECT_FALSE(out.replayed());
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(count_business_rows(target(), "order-9"), 1);
+}
+
+}  // namespace idem::testing

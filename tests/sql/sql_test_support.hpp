@@ -1,0 +1,145 @@
+#pragma once
+// Shared helpers of the SQL store tests: where the databases are, fresh stores on them, and a
+// business table that transactional handlers write to.
+//
+// PostgreSQL tests read IDEM_TEST_PG_URI (scripts/test starts a throwaway server and sets it).
+// Unset: they skip with a message. Set but unreachable: they fail.
+
+#include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Statement.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <pqxx/pqxx>
+#include <string>
+
+#include "idem/idem.hpp"
+#include "idem/stores/postgres_store.hpp"
+#include "idem/stores/postgres_transaction.hpp"
+#include "idem/stores/sqlite_store.hpp"
+#include "idem/stores/sqlite_transaction.hpp"
+
+namespace idem::testing {
+
+enum class Backend { sqlite, postgres };
+
+inline const char* name_of(Backend b) { return b == Backend::sqlite ? "sqlite" : "postgres"; }
+inline const char* name_of(SqlMode m) { return m == SqlMode::lease ? "lease" : "transactional"; }
+
+/// IDEM_TEST_PG_URI, or nullopt when unset or empty.
+inline std::optional<std::string> pg_uri() {
+  const char* uri = std::getenv("IDEM_TEST_PG_URI");
+  if (uri == nullptr || *uri == '\0') return std::nullopt;
+  return std::string(uri);
+}
+
+inline constexpr const char* kNoPgMessage =
+    "IDEM_TEST_PG_URI is not set: PostgreSQL tests need a server (scripts/test starts one)";
+
+/// A name no other test run uses: tables of concurrent runs never meet.
+inline std::string unique_name(const std::string& stem) {
+  static std::atomic<int> counter{0};
+  return stem + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter.fetch_add(1)) +
+         "_" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 100000);
+}
+
+/// A fresh SQLite file in a temp folder, removed with the object.
+class TempDb {
+ public:
+  TempDb() {
+    dir_ = std::filesystem::temp_directory_path() / unique_name("idem_sql_test");
+    std::filesystem::create_directories(dir_);
+  }
+  ~TempDb() {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+  std::string path() const { return (dir_ / "idem.db").string(); }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+/// Where one test's records live: a SQLite file or a PostgreSQL prefix.
+struct Target {
+  Backend backend = Backend::sqlite;
+  std::string location;  // file path or URI
+  std::string prefix;    // table prefix
+};
+
+inline std::unique_ptr<SqlStore> make_store(const Target& t, SqlMode mode,
+                                            std::size_t pool_size = 8) {
+  if (t.backend == Backend::sqlite) {
+    return std::make_unique<SqliteStore>(
+        SqliteStoreOptions{.path = t.location, .mode = mode, .table_prefix = t.prefix});
+  }
+  return std::make_unique<PostgresStore>(PostgresStoreOptions{
+      .uri = t.location, .mode = mode, .table_prefix = t.prefix, .pool_size = pool_size});
+}
+
+/// The business table a transactional handler writes to: (key text, note text).
+inline std::string business_table(const Target& t) { return t.prefix + "orders"; }
+
+inline void create_business_table(const Target& t) {
+  const std::string sql =
+      "CREATE TABLE IF NOT EXISTS " + business_table(t) + " (key TEXT NOT NULL, note TEXT)";
+  if (t.backend == Backend::sqlite) {
+    SQLite::Database db(t.location, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE, 5000);
+    db.exec(sql);
+  } else {
+    pqxx::connection c(t.location);
+    pqxx::work w(c);
+    w.exec(sql);
+    w.commit();
+  }
+}
+
+/// Inserts a business row inside the handler's transaction.
+inline void insert_business_row(const Target& t, Context& ctx, const std::string& key,
+                                const std::string& note) {
+  const std::string sql = "INSERT INTO " + business_table(t) + " (key, note) VALUES ";
+  if (t.backend == Backend::sqlite) {
+    SQLite::Statement st(sqlite_transaction(ctx), sql + "(?1, ?2)");
+    st.bind(1, key);
+    st.bind(2, note);
+    st.exec();
+  } else {
+    pqxx::work& w = pg_transaction(ctx);
+    w.exec_params(sql + "($1, $2)", key, note);
+  }
+}
+
+/// Business rows for `key`, read on a connection of its own.
+inline long long count_business_rows(const Target& t, const std::string& key) {
+  const std::string sql = "SELECT count(*) FROM " + business_table(t) + " WHERE key = ";
+  if (t.backend == Backend::sqlite) {
+    SQLite::Database db(t.location, SQLite::OPEN_READONLY, 5000);
+    SQLite::Statement st(db, sql + "?1");
+    st.bind(1, key);
+    st.executeStep();
+    return st.getColumn(0).getInt64();
+  }
+  pqxx::connection c(t.location);
+  pqxx::nontransaction n(c);
+  return n.exec_params(sql + "$1", key)[0][0].as<long long>();
+}
+
+/// Records stored in the target's table (any state), read on a connection of its own.
+inline long long count_records(const Target& t) {
+  const std::string sql = "SELECT count(*) FROM " + t.prefix + "records";
+  if (t.backend == Backend::sqlite) {
+    SQLite::Database db(t.location, SQLite::OPEN_READONLY, 5000);
+    return db.execAndGet(sql).getInt64();
+  }
+  pqxx::connection c(t.location);
+  pqxx::nontransaction n(c);
+  return n.exec(sql)[0][0].as<long long>();
+}
+
+}  // namespace idem::testing
