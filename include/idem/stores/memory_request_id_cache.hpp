@@ -1,0 +1,86 @@
+#pragma once
+// MemoryRequestIdCache: the gateway's request-ID response cache in process memory, bounded, with
+// counted eviction. Header-only; the Redis twin is RequestIdCache.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <utility>
+
+#include "idem/clock.hpp"
+#include "idem/detail/owned_guard.hpp"
+#include "idem/guard.hpp"
+#include "idem/key.hpp"
+#include "idem/options.hpp"
+#include "idem/result.hpp"
+#include "idem/store.hpp"
+#include "idem/stores/memory_store.hpp"
+
+namespace idem {
+
+struct MemoryRequestIdCacheOptions {
+  /// The guard behind execute(): scope (default "request-id"), lease, ttl (how long a response
+  /// is replayed; default 10 min), in-progress policy and observer.
+  Options guard{.scope = "request-id", .ttl = std::chrono::minutes{10}};
+  /// Most entries kept (default 100 000). When full, a new request id evicts the oldest entry
+  /// that is not in progress (counted in evictions()); expired entries go first, uncounted.
+  std::size_t capacity = 100'000;
+  /// Independent shards, each with its own lock (default 16).
+  std::size_t shards = 16;
+  /// Time source for leases and expiry (default: steady clock).
+  std::shared_ptr<Clock> clock = nullptr;
+};
+
+/// Per (principal, request id), the first request runs fn and its response is replayed to
+/// repeats for ttl; a concurrent duplicate gets errc::in_progress (or waits). Same behaviour as
+/// RequestIdCache, in one process, on a bounded MemoryStore. Thread-safe.
+class MemoryRequestIdCache {
+ public:
+  explicit MemoryRequestIdCache(MemoryRequestIdCacheOptions options = {})
+      : entries_(MemoryStoreOptions{.shards = options.shards,
+                                    .capacity = options.capacity,
+                                    .clock = std::move(options.clock)}) {
+    guard_.bind(*this, std::move(options.guard));
+  }
+  MemoryRequestIdCache(const MemoryRequestIdCache&) = delete;
+  MemoryRequestIdCache& operator=(const MemoryRequestIdCache&) = delete;
+
+  /// Runs fn once per request id (idem::Key{request_id, principal}); repeats replay.
+  template <class Fn>
+  [[nodiscard]] Outcome<handler_result_t<Fn>> execute(const Key& request, Fn&& fn) {
+    return guard_.get().execute(request, std::forward<Fn>(fn));
+  }
+  template <class Fn>
+  [[nodiscard]] Outcome<handler_result_t<Fn>> execute(const Key& request,
+                                                      std::string_view payload, Fn&& fn) {
+    return guard_.get().execute(request, payload, std::forward<Fn>(fn));
+  }
+
+  const Options& options() const noexcept { return guard_.get().options(); }
+  /// Entries held now, of every state.
+  std::size_t size() const { return entries_.size(); }
+  /// Entries evicted by the capacity bound.
+  std::uint64_t evictions() const noexcept { return entries_.evictions(); }
+  /// Removes expired entries; returns how many went.
+  std::size_t purge_expired() { return entries_.purge_expired(); }
+
+  // --- idem::Store, over the guard's effective keys --------------------------------------------
+  Result<Claim> claim(const ClaimRequest& request) { return entries_.claim(request); }
+  Status commit(const Ticket& ticket, const Completion& completion) {
+    return entries_.commit(ticket, completion);
+  }
+  Status abort(const Ticket& ticket) { return entries_.abort(ticket); }
+  Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
+    return entries_.extend(ticket, lease);
+  }
+
+ private:
+  MemoryStore entries_;
+  detail::OwnedGuard<MemoryRequestIdCache> guard_;
+};
+
+static_assert(Store<MemoryRequestIdCache>);
+
+}  // namespace idem

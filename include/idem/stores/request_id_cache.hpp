@@ -1,0 +1,91 @@
+#pragma once
+// RequestIdCache: the gateway's request-ID response cache on Redis (DESIGN §4), in the compiled
+// adapter idem::redis. The memory twin is MemoryRequestIdCache (memory_request_id_cache.hpp).
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "idem/detail/owned_guard.hpp"
+#include "idem/guard.hpp"
+#include "idem/key.hpp"
+#include "idem/options.hpp"
+#include "idem/redis/client.hpp"
+#include "idem/result.hpp"
+#include "idem/store.hpp"
+
+namespace idem {
+
+struct RequestIdCacheOptions {
+  /// Prepended to every entry's Redis key (default "idem:req:").
+  std::string prefix = "idem:req:";
+  /// The guard behind execute(): scope (default "request-id"), lease (how long an in-progress
+  /// marker holds the request id), ttl (how long the response is replayed; default 10 min),
+  /// in-progress policy and observer.
+  Options guard{.scope = "request-id", .ttl = std::chrono::minutes{10}};
+};
+
+/// The first line of a gateway: per (principal, request id) the first request is forwarded and
+/// its response kept for ttl; repeats get that response without reaching the service.
+///
+/// One Redis string per entry, `<prefix>{<16 hex digits>}<effective key>`. The claim is a SET NX
+/// PX of an in-progress marker inside one script, so of two concurrent duplicates exactly one is
+/// forwarded; the other gets errc::in_progress (or waits for the response under
+/// Options::in_progress = Wait{...}). The marker expires with the lease, so a crashed holder's
+/// request id frees itself; commit replaces the holder's own marker by the response with PX ttl.
+/// A repeat with another payload is errc::payload_mismatch.
+///
+/// Holder ids (the fences) are random 64-bit values, unique per claim, not counters. Size is
+/// bounded by the server: give Redis a maxmemory and a volatile-* eviction policy (entries always
+/// carry a TTL); the server counts evictions (INFO stats, evicted_keys).
+///
+/// Cost: a fresh request is one claim and one commit script; a repeat one claim. Thread-safe.
+/// Also an idem::Store over the guard's effective keys.
+class RequestIdCache {
+ public:
+  /// Throws std::invalid_argument when the guard options are out of range.
+  explicit RequestIdCache(std::shared_ptr<redis::Client> client,
+                          RequestIdCacheOptions options = {});
+  ~RequestIdCache();
+  RequestIdCache(const RequestIdCache&) = delete;
+  RequestIdCache& operator=(const RequestIdCache&) = delete;
+
+  /// Forwards once per request id: `request` is the id and its principal,
+  /// idem::Key{request_id, principal}; fn produces the response (bytes or any codable type).
+  template <class Fn>
+  [[nodiscard]] Outcome<handler_result_t<Fn>> execute(const Key& request, Fn&& fn) {
+    return guard_.get().execute(request, std::forward<Fn>(fn));
+  }
+  /// As above; a repeat whose payload differs is errc::payload_mismatch.
+  template <class Fn>
+  [[nodiscard]] Outcome<handler_result_t<Fn>> execute(const Key& request,
+                                                      std::string_view payload, Fn&& fn) {
+    return guard_.get().execute(request, payload, std::forward<Fn>(fn));
+  }
+
+  const Options& options() const noexcept { return guard_.get().options(); }
+  /// The Redis key of a request id.
+  std::string entry_key(const Key& request) const;
+
+  // --- idem::Store, over the guard's effective keys --------------------------------------------
+  Result<Claim> claim(const ClaimRequest& request);
+  Status commit(const Ticket& ticket, const Completion& completion);
+  Status abort(const Ticket& ticket);
+  Status extend(const Ticket& ticket, std::chrono::milliseconds lease);
+
+ private:
+  std::shared_ptr<redis::Client> client_;
+  std::string prefix_;
+  std::string scope_;
+  std::uint64_t holder_base_ = 0;
+  std::atomic<std::uint64_t> holder_next_{0};
+  detail::OwnedGuard<RequestIdCache> guard_;
+};
+
+static_assert(Store<RequestIdCache>);
+
+}  // namespace idem

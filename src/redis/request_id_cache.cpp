@@ -1,0 +1,152 @@
+// RequestIdCache: one Redis string per request id; the cache_*.lua scripts behind the Store calls.
+
+#include "idem/stores/request_id_cache.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "idem/detail/effective_key.hpp"
+#include "idem/detail/token.hpp"
+#include "lua_scripts.hpp"
+#include "store_common.hpp"
+
+namespace idem {
+
+using redis::Connection;
+using redis::ReplyPtr;
+
+namespace {
+
+constexpr std::size_t kHeader = 1 + 8 + 16;  // state, holder id, fingerprint
+
+void put_u64(char* out, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(v >> (56 - 8 * i));
+}
+std::uint64_t get_u64(const char* in) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(in[i]);
+  return v;
+}
+
+// "P" .. holder id: what commit, abort and extend compare against.
+std::array<char, 9> holder_prefix(Fence fence) {
+  std::array<char, 9> out{};
+  out[0] = 'P';
+  put_u64(out.data() + 1, fence);
+  return out;
+}
+
+}  // namespace
+
+RequestIdCache::RequestIdCache(std::shared_ptr<redis::Client> client, RequestIdCacheOptions options)
+    : client_(client ? std::move(client) : std::make_shared<redis::Client>()),
+      prefix_(std::move(options.prefix)),
+      scope_(options.guard.scope) {
+  // Holder ids start at a random point so that processes sharing the server never meet.
+  unsigned char seed[8];
+  if (!detail::os_random(seed, sizeof seed).ok()) {
+    throw std::runtime_error("idem: no OS random source for RequestIdCache holder ids");
+  }
+  holder_base_ = get_u64(reinterpret_cast<const char*>(seed));
+  guard_.bind(*this, std::move(options.guard));
+}
+
+RequestIdCache::~RequestIdCache() = default;
+
+std::string RequestIdCache::entry_key(const Key& request) const {
+  const detail::EffectiveKey key(scope_, request.principal, request.id);
+  return redis::tagged_key(prefix_, key.view());
+}
+
+Result<Claim> RequestIdCache::claim(const ClaimRequest& request) {
+  const std::string key = redis::tagged_key(prefix_, request.key);
+  Fence fence = holder_base_ + holder_next_.fetch_add(1, std::memory_order_relaxed);
+  if (fence == 0) fence = 1;  // 0 means "no fence" to the guard's observer
+  std::array<char, kHeader> marker{};
+  marker[0] = 'P';
+  put_u64(marker.data() + 1, fence);
+  const auto fp = redis::fingerprint_bytes(request.fingerprint);
+  std::memcpy(marker.data() + 9, fp.data(), fp.size());
+  char lease[24];
+  const std::array<std::string_view, 1> keys{key};
+  const std::array<std::string_view, 2> args{std::string_view(marker.data(), marker.size()),
+                                             redis::ms_text(lease, request.lease)};
+  Result<Connection> conn = client_->impl().acquire();
+  if (!conn) return std::move(conn).failure();
+  Result<ReplyPtr> reply = conn->eval(redis::script_cache_claim, keys, args);
+  if (!reply) return std::move(reply).failure();
+
+  const redisReply& r = *reply.value();
+  auto corrupt = [&](std::string_view why) {
+    return make_failure(errc::record_corrupt,
+                        fmt::format("redis {}: request-id entry is not idem's: {}",
+                                    client_->impl().where(), why));
+  };
+  if (r.type != REDIS_REPLY_ARRAY) return corrupt("unexpected script reply");
+  if (r.elements == 0) return Claim{.status = ClaimStatus::acquired, .fence = fence};
+  if (r.elements != 2 || r.element[0]->type != REDIS_REPLY_STRING) return corrupt("no entry");
+  const std::string_view entry(r.element[0]->str, r.element[0]->len);
+  if (entry.size() < kHeader) return corrupt("too short");
+  Claim claim;
+  claim.fence = get_u64(entry.data() + 1);
+  if (std::memcmp(entry.data() + 9, fp.data(), fp.size()) != 0) {
+    claim.status = ClaimStatus::mismatch;
+    return claim;
+  }
+  switch (entry[0]) {
+    case 'P':
+      claim.status = ClaimStatus::in_progress;
+      if (r.element[1]->type == REDIS_REPLY_INTEGER && r.element[1]->integer > 0) {
+        claim.lease_remaining = std::chrono::milliseconds{r.element[1]->integer};
+      }
+      return claim;
+    case 'C':
+    case 'F':
+      claim.status = entry[0] == 'C' ? ClaimStatus::completed : ClaimStatus::failed;
+      claim.result.assign(entry.substr(kHeader));
+      return claim;
+    default: return corrupt("unknown state");
+  }
+}
+
+Status RequestIdCache::commit(const Ticket& ticket, const Completion& completion) {
+  const std::string key = redis::tagged_key(prefix_, ticket.key);
+  const auto holder = holder_prefix(ticket.fence);
+  char ttl[24];
+  const std::array<std::string_view, 1> keys{key};
+  const std::array<std::string_view, 4> args{
+      std::string_view(holder.data(), holder.size()),
+      completion.status == ClaimStatus::failed ? "F" : "C", completion.result,
+      redis::ms_text(ttl, completion.ttl)};
+  Result<Connection> conn = client_->impl().acquire();
+  if (!conn) return std::move(conn).failure();
+  return redis::decode_fenced(conn->eval(redis::script_cache_commit, keys, args),
+                              client_->impl().where(), "commit");
+}
+
+Status RequestIdCache::abort(const Ticket& ticket) {
+  const std::string key = redis::tagged_key(prefix_, ticket.key);
+  const auto holder = holder_prefix(ticket.fence);
+  const std::array<std::string_view, 1> keys{key};
+  const std::array<std::string_view, 1> args{std::string_view(holder.data(), holder.size())};
+  Result<Connection> conn = client_->impl().acquire();
+  if (!conn) return std::move(conn).failure();
+  return redis::decode_fenced(conn->eval(redis::script_cache_abort, keys, args),
+                              client_->impl().where(), "abort");
+}
+
+Status RequestIdCache::extend(const Ticket& ticket, std::chrono::milliseconds lease) {
+  const std::string key = redis::tagged_key(prefix_, ticket.key);
+  const auto holder = holder_prefix(ticket.fence);
+  char ms[24];
+  const std::array<std::string_view, 1> keys{key};
+  const std::array<std::string_view, 2> args{std::string_view(holder.data(), holder.size()),
+                                             redis::ms_text(ms, lease)};
+  Result<Connection> conn = client_->impl().acquire();
+  if (!conn) return std::move(conn).failure();
+  return redis::decode_fenced(conn->eval(redis::script_cache_extend, keys, args),
+                              client_->impl().where(), "extend");
+}
+
+}  // namespace idem

@@ -1,0 +1,73 @@
+// The request-ID cache cases on RequestIdCache against a real server, plus its layout.
+
+#include "idem/stores/request_id_cache.hpp"
+
+#include <memory>
+#include <thread>
+
+#include "redis/redis_test_support.hpp"
+#include "stores/request_id_cache_suite.hpp"
+
+namespace idem::testing {
+
+template <>
+struct RequestIdCacheTraits<RequestIdCache> {
+  static constexpr std::chrono::milliseconds lease{250};
+
+  static std::unique_ptr<RequestIdCache> make(Options guard) {
+    if (redis_uri() == nullptr) {
+      skip();
+      return nullptr;
+    }
+    auto client = connect_redis(redis_options());
+    if (!client) {
+      fail();
+      return nullptr;
+    }
+    return std::make_unique<RequestIdCache>(
+        client, RequestIdCacheOptions{.prefix = unique_prefix("req"), .guard = std::move(guard)});
+  }
+  static void advance(RequestIdCache&, std::chrono::milliseconds d) {
+    std::this_thread::sleep_for(d);
+  }
+  static void skip() { GTEST_SKIP() << "IDEM_TEST_REDIS_URI is not set; scripts/test sets it"; }
+  static void fail() { FAIL() << "Redis at IDEM_TEST_REDIS_URI is unreachable"; }
+};
+
+INSTANTIATE_TYPED_TEST_SUITE_P(Redis, RequestIdCacheSuite, ::testing::Types<RequestIdCache>);
+
+TEST(RequestIdCacheTest, EntryIsOneStringWithTheLeaseThenTheTtl) {
+  IDEM_REQUIRE_REDIS(client);
+  RequestIdCache cache(client, RequestIdCacheOptions{
+                                   .prefix = unique_prefix("req-layout"),
+                                   .guard = Options{.scope = "gw",
+                                                    .lease = std::chrono::seconds{20},
+                                                    .ttl = std::chrono::seconds{60}}});
+  const Key request{"req-1", "tenant"};
+  const std::string key = cache.entry_key(request);
+  auto out = cache.execute(request, [&] {
+    EXPECT_EQ(redis_string(*client, {"TYPE", key}), "string");
+    const long long pttl = redis_integer(*client, {"PTTL", key});
+    EXPECT_GT(pttl, 15'000);  // the marker expires with the lease
+    EXPECT_LE(pttl, 20'000);
+    return std::string("resp");
+  });
+  ASSERT_TRUE(out) << out.message();
+  const long long pttl = redis_integer(*client, {"PTTL", key});
+  EXPECT_GT(pttl, 55'000);
+  EXPECT_LE(pttl, 60'000);
+  const std::string entry = redis_string(*client, {"GET", key});
+  ASSERT_EQ(entry.size(), 25u + 4u);
+  EXPECT_EQ(entry[0], 'C');
+  EXPECT_EQ(entry.substr(25), "resp");
+}
+
+TEST(RequestIdCacheTest, ForeignValueIsRecordCorrupt) {
+  IDEM_REQUIRE_REDIS(client);
+  RequestIdCache cache(client, RequestIdCacheOptions{.prefix = unique_prefix("req-corrupt")});
+  ASSERT_EQ(redis_string(*client, {"SET", cache.entry_key(Key{"r"}), "junk"}), "OK");
+  auto out = cache.execute(Key{"r"}, [] { return 1; });
+  EXPECT_EQ(out.error(), errc::record_corrupt) << out.message();
+}
+
+}  // namespace idem::testing
