@@ -5,6 +5,9 @@
 #   trap stop_servers EXIT
 #   start_redis      # exports IDEM_TEST_REDIS_URI=redis://127.0.0.1:<port>, IDEM_TEST_REDIS_CONF
 #   start_postgres   # exports IDEM_TEST_PG_URI=postgresql://postgres@127.0.0.1:<port>/idem_test
+#                    # and, so a test can stop and start it: IDEM_TEST_PG_BIN (pg_ctl's folder),
+#                    # IDEM_TEST_PG_DATA, IDEM_TEST_PG_LOG, IDEM_TEST_PG_OPTS (postgres options),
+#                    # IDEM_TEST_PG_USER (run pg_ctl as this user; empty: as the caller)
 #
 # Each server listens on 127.0.0.1 only, on a free port, with its files in its own mktemp -d
 # folder, so runs never touch a system server or each other. Durability is switched off: the data
@@ -175,6 +178,11 @@ start_postgres() {
     return 1
   fi
   export IDEM_TEST_PG_URI="postgresql://postgres@127.0.0.1:$port/idem_test"
+  # A restart test runs: [runuser -u "$IDEM_TEST_PG_USER" --] "$IDEM_TEST_PG_BIN/pg_ctl"
+  #   -D "$IDEM_TEST_PG_DATA" -m fast -w stop, then ... -l "$IDEM_TEST_PG_LOG" -o "$IDEM_TEST_PG_OPTS" -w start
+  export IDEM_TEST_PG_BIN="$_idem_pg_bindir" IDEM_TEST_PG_DATA="$_idem_pg_dir/data"
+  export IDEM_TEST_PG_LOG="$log" IDEM_TEST_PG_OPTS="$opts" IDEM_TEST_PG_USER=""
+  ((EUID != 0)) || IDEM_TEST_PG_USER=postgres
   _idem_say "postgres up: $IDEM_TEST_PG_URI"
 }
 
@@ -189,7 +197,8 @@ stop_postgres() {
   fi
   rm -rf "$_idem_pg_dir"
   _idem_pg_dir=""
-  unset IDEM_TEST_PG_URI
+  unset IDEM_TEST_PG_URI IDEM_TEST_PG_BIN IDEM_TEST_PG_DATA IDEM_TEST_PG_LOG IDEM_TEST_PG_OPTS
+  unset IDEM_TEST_PG_USER
 }
 
 # Safe to call at any point, any number of times (e.g. from trap EXIT after a failed start).

@@ -217,7 +217,13 @@ std::optional<Engine::Open> Engine::take_open(const Ticket& ticket) {
 
 Status Engine::finish_transactional(const Ticket& ticket, const Completion* completion) {
   std::optional<Open> open = take_open(ticket);
-  if (!open) return lease_lost();
+  if (!open) {
+    std::lock_guard lock(open_mutex_);
+    for (const Ended& e : ended_) {
+      if (e.fence == ticket.fence && e.key == ticket.key) return e.failure;
+    }
+    return lease_lost();
+  }
   Checkout s(*backend_, open->session);
   if (completion == nullptr) {
     s->rollback();
@@ -237,6 +243,9 @@ Status Engine::finish_transactional(const Ticket& ticket, const Completion* comp
     s->rollback();
     f.message =
         "transaction did not commit; the handler's writes in it were rolled back: " + f.describe();
+    std::lock_guard lock(open_mutex_);
+    ended_.push_back(Ended{std::string(ticket.key), ticket.fence, f});
+    if (ended_.size() > kEndedKept) ended_.pop_front();
     return f;
   }
 }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <map>
 #include <memory>
@@ -112,6 +113,14 @@ class Engine {
     Session* session = nullptr;
   };
   using Registry = std::multimap<std::string, Open, std::less<>>;
+  // Transactions that failed to commit: a retried commit of the same ticket gets the same answer
+  // (the transaction is gone, with the handler's writes), not a misleading lease_lost.
+  struct Ended {
+    std::string key;
+    Fence fence = 0;
+    Failure failure;
+  };
+  static constexpr std::size_t kEndedKept = 64;
 
   Result<Claim> claim_lease(const ClaimRequest& request);
   Result<Claim> claim_transactional(const ClaimRequest& request);
@@ -130,6 +139,7 @@ class Engine {
   std::atomic<bool> schema_ready_{false};
   std::mutex open_mutex_;
   Registry open_;
+  std::deque<Ended> ended_;  // under open_mutex_, newest last
   Fence next_fence_ = 1;  // transactional mode: fences unique in this store, under open_mutex_
 };
 
