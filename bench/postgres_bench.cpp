@@ -1,0 +1,176 @@
+// IdempotencyGuard over PostgresStore beside bare twins: the same prepared statements on libpqxx
+// without the library (the claim's one-statement upsert-or-read, the commit's fenced update), in
+// the same binary and run, with 1 and 8 client threads (the guard shares one store and its pool;
+// each bare thread has its own connection). The ratio is the library's overhead (DESIGN §6).
+//
+//   IDEM_BENCH_PG_URI=postgresql://user@host/db build/bench/idem_bench_postgres
+//
+// Without IDEM_BENCH_PG_URI it prints a line and exits 0. Tables are created with a prefix of
+// their own and dropped at the end. Figures: docs/performance.md ("SQL stores").
+
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <pqxx/pqxx>
+#include <string>
+#include <string_view>
+
+#include "idem/guard.hpp"
+#include "idem/stores/postgres_store.hpp"
+#include "sql/statements.hpp"
+
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr std::string_view kScope = "payments.charge";
+constexpr std::string_view kPayload = "card=4242424242424242&amount=1999&currency=EUR";
+constexpr std::string_view kResult = "receipt:ch_0000000042:EUR";
+constexpr milliseconds kLease{30'000};
+constexpr milliseconds kTtl{24 * 3600 * 1000};
+constexpr int kReplayKeys = 1000;
+
+std::string g_uri;
+std::string g_prefix;
+std::atomic<long long> g_counter{0};
+
+std::string handler() { return std::string(kResult); }
+
+std::string key(std::string_view kind, long long i) {
+  return std::string(kind) + "-" + std::to_string(1'000'000'000'000LL + i);
+}
+
+// One store for all threads of all guarded benchmarks; its pool holds 8 connections.
+idem::PostgresStore& store() {
+  static idem::PostgresStore s{
+      idem::PostgresStoreOptions{.uri = g_uri, .table_prefix = g_prefix, .pool_size = 8}};
+  return s;
+}
+
+idem::IdempotencyGuard<idem::PostgresStore>& guard() {
+  static idem::IdempotencyGuard<idem::PostgresStore> g{store(),
+                                                       idem::Options{.scope = std::string(kScope)}};
+  return g;
+}
+
+void prepare_replays() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (int k = 0; k < kReplayKeys; ++k)
+      (void)guard().execute(key("replay", k), kPayload, handler);
+  });
+}
+
+void BM_Guard_Fresh(benchmark::State& state) {
+  for (auto _ : state) {
+    auto out = guard().execute(key("fresh", g_counter.fetch_add(1)), kPayload, handler);
+    if (!out.recorded()) state.SkipWithError("not recorded");
+    benchmark::DoNotOptimize(out);
+  }
+}
+
+void BM_Guard_Replay(benchmark::State& state) {
+  prepare_replays();
+  long long i = state.thread_index() * 97;
+  for (auto _ : state) {
+    auto out = guard().execute(key("replay", i++ % kReplayKeys), kPayload, handler);
+    if (!out.replayed()) state.SkipWithError("not replayed");
+    benchmark::DoNotOptimize(out);
+  }
+}
+
+// ---- bare twins -------------------------------------------------------------------------------
+
+class Bare {
+ public:
+  Bare() : text_(idem::sql::kPostgres, g_prefix), conn_(g_uri) {
+    conn_.prepare("claim", text_.claim_in_one);
+    conn_.prepare("finish", text_.finish);
+  }
+  long long claim(const std::string& k) {
+    pqxx::nontransaction tx(conn_);
+    const pqxx::result r = tx.exec_prepared(
+        "claim", pqxx::binarystring(k.data(), k.size()), static_cast<std::int64_t>(11),
+        static_cast<std::int64_t>(22), static_cast<std::int64_t>(1),
+        static_cast<std::int64_t>(kLease.count()), static_cast<std::int64_t>(kTtl.count()));
+    if (r.empty()) return 0;
+    if (r[0][0].as<int>() == 1) return r[0][1].as<long long>();
+    benchmark::DoNotOptimize(pqxx::binarystring(r[0][8]).size());
+    return 0;
+  }
+  void commit(const std::string& k, long long fence, const std::string& result) {
+    pqxx::nontransaction tx(conn_);
+    tx.exec_prepared(
+        "finish", pqxx::binarystring(k.data(), k.size()), static_cast<std::int64_t>(fence), 1,
+        pqxx::binarystring(result.data(), result.size()), static_cast<std::int64_t>(kTtl.count()));
+  }
+
+ private:
+  idem::sql::Statements text_;
+  pqxx::connection conn_;
+};
+
+void BM_Bare_Fresh(benchmark::State& state) {
+  Bare bare;
+  for (auto _ : state) {
+    const std::string k = key("bare-fresh", g_counter.fetch_add(1));
+    bare.commit(k, bare.claim(k), handler());
+  }
+}
+
+void BM_Bare_Replay(benchmark::State& state) {
+  Bare bare;  // replays the records bare_replay_setup() stored under its own keys
+  long long i = state.thread_index() * 97;
+  for (auto _ : state) benchmark::DoNotOptimize(bare.claim(key("bare-replay", i++ % kReplayKeys)));
+}
+
+void bare_replay_setup() {
+  Bare bare;
+  for (int k = 0; k < kReplayKeys; ++k) {
+    const std::string kk = key("bare-replay", k);
+    bare.commit(kk, bare.claim(kk), handler());
+  }
+}
+
+BENCHMARK(BM_Bare_Fresh)->Threads(1)->Threads(8)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Guard_Fresh)->Threads(1)->Threads(8)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Bare_Replay)->Threads(1)->Threads(8)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Guard_Replay)->Threads(1)->Threads(8)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* uri = std::getenv("IDEM_BENCH_PG_URI");
+  if (uri == nullptr || *uri == '\0') {
+    std::printf(
+        "idem_bench_postgres: IDEM_BENCH_PG_URI is not set; skipping the PostgreSQL "
+        "benchmarks\n");
+    return 0;
+  }
+  g_uri = uri;
+  g_prefix = "bench_" + std::to_string(::getpid()) + "_";
+  if (idem::Status ready = store().ensure_schema(); !ready) {
+    std::fprintf(stderr, "idem_bench_postgres: %s\n", ready.failure().describe().c_str());
+    return 1;
+  }
+  bare_replay_setup();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  try {
+    pqxx::connection c(g_uri);
+    pqxx::work w(c);
+    w.exec("DROP TABLE IF EXISTS " + g_prefix + "records");
+    w.exec("DROP TABLE IF EXISTS " + g_prefix + "schema");
+    w.commit();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "idem_bench_postgres: could not drop the bench tables: %s\n", e.what());
+  }
+  return 0;
+}

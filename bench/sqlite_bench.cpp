@@ -1,0 +1,220 @@
+// IdempotencyGuard over SqliteStore beside bare twins: the same statements on SQLiteCpp without
+// the library (the claim's upsert, the read of a replay, the commit's fenced update), in the same
+// binary and run, so the overhead reads as a ratio (DESIGN §6). Both sides use one connection on
+// a WAL file; the argument selects PRAGMA synchronous: 0 = NORMAL, 1 = FULL.
+//
+//   build/bench/idem_bench_sqlite --benchmark_min_time=0.5
+//
+// Figures and how to read them: docs/performance.md ("SQL stores").
+
+#include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Statement.h>
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "idem/guard.hpp"
+#include "idem/stores/sqlite_store.hpp"
+#include "sql/statements.hpp"
+
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr std::string_view kScope = "payments.charge";
+constexpr std::string_view kPayload = "card=4242424242424242&amount=1999&currency=EUR";
+constexpr std::string_view kResult = "receipt:ch_0000000042:EUR";
+constexpr milliseconds kLease{30'000};
+constexpr milliseconds kTtl{24 * 3600 * 1000};
+constexpr int kReplayKeys = 1000;
+
+std::string handler() { return std::string(kResult); }
+
+// A fresh database file per benchmark run, removed afterwards.
+class TempFile {
+ public:
+  TempFile() {
+    static int n = 0;
+    path_ = std::filesystem::temp_directory_path() /
+            ("idem_bench_" + std::to_string(::getpid()) + "_" + std::to_string(n++) + ".db");
+  }
+  ~TempFile() {
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+      std::error_code ignored;
+      std::filesystem::remove(path_.string() + suffix, ignored);
+    }
+  }
+  std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+std::string key(std::string_view kind, long long i) {
+  return std::string(kind) + "-" + std::to_string(1'000'000'000'000LL + i);
+}
+
+// ---- guarded ----------------------------------------------------------------------------------
+
+idem::SqliteStoreOptions store_options(const TempFile& file, benchmark::State& state,
+                                       idem::SqlMode mode = idem::SqlMode::lease) {
+  return idem::SqliteStoreOptions{
+      .path = file.path(), .mode = mode, .synchronous_full = state.range(0) != 0};
+}
+
+void BM_Guard_Fresh(benchmark::State& state) {
+  TempFile file;
+  idem::SqliteStore store{store_options(file, state)};
+  idem::IdempotencyGuard guard{store, idem::Options{.scope = std::string(kScope)}};
+  long long i = 0;
+  for (auto _ : state) {
+    auto out = guard.execute(key("fresh", i++), kPayload, handler);
+    if (!out.recorded()) state.SkipWithError("not recorded");
+    benchmark::DoNotOptimize(out);
+  }
+}
+
+void BM_Guard_Replay(benchmark::State& state) {
+  TempFile file;
+  idem::SqliteStore store{store_options(file, state)};
+  idem::IdempotencyGuard guard{store, idem::Options{.scope = std::string(kScope)}};
+  for (int k = 0; k < kReplayKeys; ++k) (void)guard.execute(key("replay", k), kPayload, handler);
+  long long i = 0;
+  for (auto _ : state) {
+    auto out = guard.execute(key("replay", i++ % kReplayKeys), kPayload, handler);
+    if (!out.replayed()) state.SkipWithError("not replayed");
+    benchmark::DoNotOptimize(out);
+  }
+}
+
+void BM_GuardTransactional_Fresh(benchmark::State& state) {
+  TempFile file;
+  idem::SqliteStore store{store_options(file, state, idem::SqlMode::transactional)};
+  idem::IdempotencyGuard guard{store, idem::Options{.scope = std::string(kScope)}};
+  long long i = 0;
+  for (auto _ : state) {
+    auto out = guard.execute(key("fresh", i++), kPayload, handler);
+    if (!out.recorded()) state.SkipWithError("not recorded");
+    benchmark::DoNotOptimize(out);
+  }
+}
+
+// ---- bare twins: the same statements straight on SQLiteCpp -------------------------------------
+
+class Bare {
+ public:
+  Bare(const TempFile& file, bool full)
+      : text_(idem::sql::kSqlite, "idem_"),
+        db_(file.path(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE, 5000) {
+    db_.exec("PRAGMA journal_mode = WAL");
+    db_.exec(full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
+    db_.exec(text_.create_schema_table);
+    db_.exec(text_.create_records_table);
+    db_.exec(text_.create_expiry_index);
+    db_.exec(text_.insert_version);
+    upsert_ = std::make_unique<SQLite::Statement>(db_, text_.upsert);
+    read_ = std::make_unique<SQLite::Statement>(db_, text_.read);
+    finish_ = std::make_unique<SQLite::Statement>(db_, text_.finish);
+  }
+
+  // claim: BEGIN IMMEDIATE, upsert, (read if not acquired), COMMIT. Returns the fence or 0.
+  long long claim(const std::string& k, bool in_transaction = false) {
+    if (!in_transaction) db_.exec("BEGIN IMMEDIATE");
+    upsert_->reset();
+    upsert_->bindNoCopy(1, k.data(), static_cast<int>(k.size()));
+    upsert_->bind(2, static_cast<std::int64_t>(11));
+    upsert_->bind(3, static_cast<std::int64_t>(22));
+    upsert_->bind(4, static_cast<std::int64_t>(1));
+    upsert_->bind(5, static_cast<std::int64_t>(kLease.count()));
+    upsert_->bind(6, static_cast<std::int64_t>(kTtl.count()));
+    long long fence = 0;
+    if (upsert_->executeStep()) {
+      fence = upsert_->getColumn(0).getInt64();
+    } else {
+      read_->reset();
+      read_->bindNoCopy(1, k.data(), static_cast<int>(k.size()));
+      if (read_->executeStep()) benchmark::DoNotOptimize(read_->getColumn(6).getString());
+    }
+    upsert_->reset();
+    read_->reset();
+    if (!in_transaction) db_.exec("COMMIT");
+    return fence;
+  }
+
+  void commit(const std::string& k, long long fence, const std::string& result) {
+    finish_->reset();
+    finish_->bindNoCopy(1, k.data(), static_cast<int>(k.size()));
+    finish_->bind(2, static_cast<std::int64_t>(fence));
+    finish_->bind(3, 1);
+    finish_->bindNoCopy(4, result.data(), static_cast<int>(result.size()));
+    finish_->bind(5, static_cast<std::int64_t>(kTtl.count()));
+    finish_->exec();
+  }
+
+  SQLite::Database& db() { return db_; }
+
+ private:
+  idem::sql::Statements text_;
+  SQLite::Database db_;
+  std::unique_ptr<SQLite::Statement> upsert_, read_, finish_;
+};
+
+void BM_Bare_Fresh(benchmark::State& state) {
+  TempFile file;
+  Bare bare(file, state.range(0) != 0);
+  long long i = 0;
+  for (auto _ : state) {
+    const std::string k = key("fresh", i++);
+    const long long fence = bare.claim(k);
+    bare.commit(k, fence, handler());
+  }
+}
+
+void BM_Bare_Replay(benchmark::State& state) {
+  TempFile file;
+  Bare bare(file, state.range(0) != 0);
+  for (int k = 0; k < kReplayKeys; ++k) {
+    const std::string kk = key("replay", k);
+    bare.commit(kk, bare.claim(kk), handler());
+  }
+  long long i = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(bare.claim(key("replay", i++ % kReplayKeys)));
+}
+
+void BM_BareTransactional_Fresh(benchmark::State& state) {
+  TempFile file;
+  Bare bare(file, state.range(0) != 0);
+  long long i = 0;
+  for (auto _ : state) {
+    const std::string k = key("fresh", i++);
+    bare.db().exec("BEGIN IMMEDIATE");
+    const long long fence = bare.claim(k, /*in_transaction=*/true);
+    bare.commit(k, fence, handler());
+    bare.db().exec("COMMIT");
+  }
+}
+
+// Arg: 0 = synchronous NORMAL, 1 = FULL.
+BENCHMARK(BM_Bare_Fresh)->ArgName("full")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Guard_Fresh)->ArgName("full")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Bare_Replay)->ArgName("full")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Guard_Replay)->ArgName("full")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_BareTransactional_Fresh)
+    ->ArgName("full")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_GuardTransactional_Fresh)
+    ->ArgName("full")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
