@@ -1,0 +1,402 @@
+// The Redis stores through their guards, each beside a bare hiredis twin that sends the same
+// commands (the same EVALSHA scripts with the same keys and arguments, or the same SET) on a
+// connection of its own per thread, in the same binary and run. Guarded ops/s divided by bare
+// ops/s is what idem costs on top of the round trips (DESIGN §6). Figures: docs/performance.md.
+//
+//   IDEM_BENCH_REDIS_URI=redis://127.0.0.1:6379 build/bench/idem_bench_redis
+//
+// Without IDEM_BENCH_REDIS_URI it prints one line and exits 0.
+
+#include <benchmark/benchmark.h>
+#include <hiredis/hiredis.h>
+
+#include <array>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "idem/detail/effective_key.hpp"
+#include "idem/guard.hpp"
+#include "idem/stores/redis_store.hpp"
+#include "idem/stores/redis_token_store.hpp"
+#include "idem/stores/request_id_cache.hpp"
+#include "lua_scripts.hpp"   // the embedded scripts, so the bare twin sends the same bytes
+#include "store_common.hpp"  // tagged_key, fingerprint_bytes: the same key names and arguments
+
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr std::string_view kPayload = "card=4242424242424242&amount=1999&currency=EUR";
+constexpr std::string_view kResult = "receipt:ch_0000000042:EUR";
+constexpr std::chrono::milliseconds kLease = 30s;
+constexpr std::chrono::milliseconds kTtl = 10min;  // short enough not to leave much behind
+constexpr int kReplayKeys = 256;
+
+std::string handler() { return std::string(kResult); }
+
+idem::redis::ConnectionOptions g_options;
+std::string g_run;  // a prefix unique to this run
+
+// ---- Guarded side: one client pool shared by the stores, large enough for 32 threads --------
+
+struct Guarded {
+  std::shared_ptr<idem::redis::Client> client;
+  idem::RedisStore store;
+  idem::IdempotencyGuard<idem::RedisStore> guard;
+  idem::RedisTokenStore tokens;
+  idem::RequestIdCache cache;
+
+  Guarded()
+      : client(std::make_shared<idem::redis::Client>(g_options)),
+        store(client, idem::RedisStoreOptions{.prefix = g_run + "g:rec:"}),
+        guard(store, idem::Options{.scope = "bench", .lease = kLease, .ttl = kTtl}),
+        tokens(client, idem::RedisTokenStoreOptions{
+                           .prefix = g_run + "g:tok:",
+                           .guard = idem::Options{.scope = "bench", .lease = kLease, .ttl = kTtl}}),
+        cache(client, idem::RequestIdCacheOptions{
+                          .prefix = g_run + "g:req:",
+                          .guard = idem::Options{.scope = "bench", .lease = kLease, .ttl = kTtl}}) {}
+};
+Guarded& guarded() {
+  static Guarded g;
+  return g;
+}
+
+// ---- Bare side: a hiredis connection per thread, the same commands ---------------------------
+
+struct ReplyFree {
+  void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
+};
+using Reply = std::unique_ptr<redisReply, ReplyFree>;
+
+redisContext* bare_connection() {
+  thread_local std::unique_ptr<redisContext, void (*)(redisContext*)> c{nullptr, redisFree};
+  if (!c) {
+    c.reset(redisConnect(g_options.host.c_str(), g_options.port));
+    if (c == nullptr || c->err != 0) {
+      std::fprintf(stderr, "bare twin: cannot connect\n");
+      std::abort();
+    }
+  }
+  return c.get();
+}
+
+Reply bare_command(std::initializer_list<std::string_view> argv) {
+  std::array<const char*, 12> args{};
+  std::array<std::size_t, 12> lens{};
+  std::size_t n = 0;
+  for (std::string_view a : argv) {
+    args[n] = a.data();
+    lens[n++] = a.size();
+  }
+  Reply r(static_cast<redisReply*>(
+      redisCommandArgv(bare_connection(), static_cast<int>(n), args.data(), lens.data())));
+  if (!r || r->type == REDIS_REPLY_ERROR) {
+    std::fprintf(stderr, "bare twin: %s\n", r ? r->str : "connection failed");
+    std::abort();
+  }
+  return r;
+}
+
+// The scripts are in the server's cache once the guarded side or load_scripts() ran.
+void load_scripts() {
+  for (const idem::redis::Script* s :
+       {&idem::redis::script_record_claim, &idem::redis::script_record_commit,
+        &idem::redis::script_token_claim, &idem::redis::script_cache_claim,
+        &idem::redis::script_cache_commit}) {
+    (void)bare_command({"SCRIPT", "LOAD", s->source});
+  }
+}
+
+long long integer_at(const redisReply& r, std::size_t i) {
+  return r.type == REDIS_REPLY_ARRAY && r.elements > i ? r.element[i]->integer : -1;
+}
+
+// ---- Keys -------------------------------------------------------------------------------------
+
+// Never-seen ids "<side>-<counter>", cheap on both sides. The counter is global because the
+// benchmark library calls each function several times (and on new threads) per run.
+std::atomic<std::uint64_t> g_next_id{0};
+
+class Ids {
+ public:
+  Ids(std::string_view side, int /*thread*/) : prefix_(std::string(side) + "-") {}
+  std::string_view next() {
+    buf_ = prefix_;
+    char digits[24];
+    const auto end = std::to_chars(digits, digits + sizeof digits,
+                                   g_next_id.fetch_add(1, std::memory_order_relaxed))
+                         .ptr;
+    buf_.append(digits, end);
+    return buf_;
+  }
+
+ private:
+  std::string prefix_, buf_;
+};
+
+std::string effective(std::string_view id, std::string_view principal = {}) {
+  const idem::detail::EffectiveKey k("bench", principal, id);
+  return std::string(k.view());
+}
+
+char g_lease[24], g_ttl[24];
+std::string_view lease_text() { return idem::redis::ms_text(g_lease, kLease); }
+std::string_view ttl_text() { return idem::redis::ms_text(g_ttl, kTtl); }
+
+// Bare record claim + commit: what RedisStore sends for a fresh key.
+void bare_record(std::string_view prefix, std::string_view id, bool commit) {
+  const std::string key = idem::redis::tagged_key(prefix, effective(id));
+  const auto fp = idem::redis::fingerprint_bytes(idem::xxh3_128(kPayload));
+  Reply claim = bare_command({"EVALSHA", idem::redis::script_record_claim.sha, "1", key,
+                              std::string_view(fp.data(), fp.size()), lease_text(), ttl_text()});
+  if (!commit || integer_at(*claim, 0) != 0) return;  // set-up runs again: already there
+  char fence[24];
+  const std::string result = handler();
+  (void)bare_command({"EVALSHA", idem::redis::script_record_commit.sha, "1", key,
+                      idem::redis::to_chars(fence, integer_at(*claim, 1)), "C", result,
+                      ttl_text()});
+}
+
+// ---- Record store -----------------------------------------------------------------------------
+
+void BM_Redis_Record_Fresh(benchmark::State& state) {
+  Ids ids("rf", state.thread_index());
+  for (auto _ : state) {
+    auto out = guarded().guard.execute(ids.next(), kPayload, handler);
+    if (!out.recorded()) {
+      state.SkipWithError((out.message() + out.commit_failure().describe()).c_str());
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+void BM_Redis_Record_Fresh_bare(benchmark::State& state) {
+  Ids ids("rf", state.thread_index());
+  const std::string prefix = g_run + "b:rec:";
+  for (auto _ : state) bare_record(prefix, ids.next(), true);
+  state.SetItemsProcessed(state.iterations());
+}
+
+std::string replay_id(int i) { return "replay-" + std::to_string(i); }
+
+void BM_Redis_Record_Replay(benchmark::State& state) {
+  if (state.thread_index() == 0) {
+    for (int i = 0; i < kReplayKeys; ++i) {
+      (void)guarded().guard.execute(replay_id(i), kPayload, handler);
+    }
+  }
+  std::vector<std::string> keys;
+  for (int i = 0; i < kReplayKeys; ++i) keys.push_back(replay_id(i));
+  std::size_t i = static_cast<std::size_t>(state.thread_index());
+  for (auto _ : state) {
+    auto out = guarded().guard.execute(keys[i++ % keys.size()], kPayload, handler);
+    if (!out.replayed()) state.SkipWithError("not a replay");
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+void BM_Redis_Record_Replay_bare(benchmark::State& state) {
+  const std::string prefix = g_run + "b:rec:";
+  if (state.thread_index() == 0) {
+    for (int i = 0; i < kReplayKeys; ++i) bare_record(prefix, replay_id(i), true);
+  }
+  std::vector<std::string> keys;
+  for (int i = 0; i < kReplayKeys; ++i) keys.push_back(replay_id(i));
+  std::size_t i = static_cast<std::size_t>(state.thread_index());
+  for (auto _ : state) bare_record(prefix, keys[i++ % keys.size()], false);
+  state.SetItemsProcessed(state.iterations());
+}
+
+// ---- Token store: issue + consume, and a repeat of a consumed token ---------------------------
+
+void BM_Redis_Token_IssueConsume(benchmark::State& state) {
+  for (auto _ : state) {
+    auto token = guarded().tokens.issue(kTtl);
+    auto out = guarded().tokens.execute(token.value(), kPayload, handler);
+    if (!out.recorded()) {
+      state.SkipWithError((out.message() + out.commit_failure().describe()).c_str());
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+void BM_Redis_Token_IssueConsume_bare(benchmark::State& state) {
+  const std::string prefix = g_run + "b:tok:";
+  const auto fp = idem::redis::fingerprint_bytes(idem::xxh3_128(kPayload));
+  for (auto _ : state) {
+    auto token = idem::detail::random_token();  // the same CSPRNG draw
+    const std::string key = idem::redis::tagged_key(prefix, effective(token.value()));
+    (void)bare_command({"SET", key, "T", "NX", "PX", ttl_text()});
+    Reply claim = bare_command({"EVALSHA", idem::redis::script_token_claim.sha, "1", key,
+                                std::string_view(fp.data(), fp.size()), lease_text(), ttl_text()});
+    if (integer_at(*claim, 0) != 0) std::abort();
+    char fence[24];
+    const std::string result = handler();
+    (void)bare_command({"EVALSHA", idem::redis::script_record_commit.sha, "1", key,
+                        idem::redis::to_chars(fence, integer_at(*claim, 1)), "C", result,
+                        ttl_text()});
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+std::vector<std::string> g_tokens;  // consumed tokens for the replay pair
+std::mutex g_tokens_mutex;
+
+void BM_Redis_Token_Replay(benchmark::State& state) {
+  {
+    std::lock_guard lock(g_tokens_mutex);
+    if (g_tokens.empty()) {
+      for (int i = 0; i < kReplayKeys; ++i) {
+        g_tokens.push_back(guarded().tokens.issue(kTtl).value());
+        (void)guarded().tokens.execute(g_tokens.back(), kPayload, handler);
+      }
+    }
+  }
+  std::size_t i = static_cast<std::size_t>(state.thread_index());
+  for (auto _ : state) {
+    auto out = guarded().tokens.execute(g_tokens[i++ % g_tokens.size()], kPayload, handler);
+    if (!out.replayed()) state.SkipWithError("not a replay");
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+void BM_Redis_Token_Replay_bare(benchmark::State& state) {
+  std::vector<std::string> keys;
+  {
+    std::lock_guard lock(g_tokens_mutex);
+    for (const std::string& t : g_tokens) {
+      keys.push_back(guarded().tokens.token_key(t));  // the tokens the guarded side consumed
+    }
+  }
+  const auto fp = idem::redis::fingerprint_bytes(idem::xxh3_128(kPayload));
+  std::size_t i = static_cast<std::size_t>(state.thread_index());
+  for (auto _ : state) {
+    Reply claim = bare_command({"EVALSHA", idem::redis::script_token_claim.sha, "1",
+                                keys[i++ % keys.size()], std::string_view(fp.data(), fp.size()),
+                                lease_text(), ttl_text()});
+    if (integer_at(*claim, 0) != 1) std::abort();
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+// ---- Request-ID cache -------------------------------------------------------------------------
+
+// Bare cache claim (+ commit): the marker and arguments RequestIdCache sends.
+void bare_cache(std::string_view prefix, std::string_view id, std::uint64_t holder, bool commit) {
+  const std::string key = idem::redis::tagged_key(prefix, effective(id, "tenant"));
+  const auto fp = idem::redis::fingerprint_bytes(idem::xxh3_128(kPayload));
+  std::array<char, 25> marker{};
+  marker[0] = 'P';
+  for (int b = 0; b < 8; ++b) marker[1 + b] = static_cast<char>(holder >> (56 - 8 * b));
+  std::memcpy(marker.data() + 9, fp.data(), fp.size());
+  Reply claim = bare_command({"EVALSHA", idem::redis::script_cache_claim.sha, "1", key,
+                              std::string_view(marker.data(), marker.size()), lease_text()});
+  if (!commit) return;
+  const std::string result = handler();
+  (void)bare_command({"EVALSHA", idem::redis::script_cache_commit.sha, "1", key,
+                      std::string_view(marker.data(), 9), "C", result, ttl_text()});
+}
+
+void BM_Redis_RequestId_Fresh(benchmark::State& state) {
+  Ids ids("qf", state.thread_index());
+  for (auto _ : state) {
+    auto out = guarded().cache.execute(idem::Key{ids.next(), "tenant"}, kPayload, handler);
+    if (!out.recorded()) {
+      state.SkipWithError((out.message() + out.commit_failure().describe()).c_str());
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+void BM_Redis_RequestId_Fresh_bare(benchmark::State& state) {
+  Ids ids("qf", state.thread_index());
+  const std::string prefix = g_run + "b:req:";
+  std::uint64_t holder = static_cast<std::uint64_t>(state.thread_index()) << 40;
+  for (auto _ : state) bare_cache(prefix, ids.next(), ++holder, true);
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_Redis_RequestId_Replay(benchmark::State& state) {
+  if (state.thread_index() == 0) {
+    for (int i = 0; i < kReplayKeys; ++i) {
+      (void)guarded().cache.execute(idem::Key{replay_id(i), "tenant"}, kPayload, handler);
+    }
+  }
+  std::vector<std::string> ids;
+  for (int i = 0; i < kReplayKeys; ++i) ids.push_back(replay_id(i));
+  std::size_t i = static_cast<std::size_t>(state.thread_index());
+  for (auto _ : state) {
+    auto out = guarded().cache.execute(idem::Key{ids[i++ % ids.size()], "tenant"}, kPayload,
+                                       handler);
+    if (!out.replayed()) state.SkipWithError("not a replay");
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+void BM_Redis_RequestId_Replay_bare(benchmark::State& state) {
+  const std::string prefix = g_run + "b:req:";
+  if (state.thread_index() == 0) {
+    for (int i = 0; i < kReplayKeys; ++i) bare_cache(prefix, replay_id(i), 1000 + i, true);
+  }
+  std::vector<std::string> ids;
+  for (int i = 0; i < kReplayKeys; ++i) ids.push_back(replay_id(i));
+  std::size_t i = static_cast<std::size_t>(state.thread_index());
+  for (auto _ : state) bare_cache(prefix, ids[i++ % ids.size()], 1, false);
+  state.SetItemsProcessed(state.iterations());
+}
+
+#define IDEM_REDIS_BENCH(fn) BENCHMARK(fn)->Threads(1)->Threads(8)->Threads(32)->UseRealTime()
+IDEM_REDIS_BENCH(BM_Redis_Record_Fresh);
+IDEM_REDIS_BENCH(BM_Redis_Record_Fresh_bare);
+IDEM_REDIS_BENCH(BM_Redis_Record_Replay);
+IDEM_REDIS_BENCH(BM_Redis_Record_Replay_bare);
+IDEM_REDIS_BENCH(BM_Redis_Token_IssueConsume);
+IDEM_REDIS_BENCH(BM_Redis_Token_IssueConsume_bare);
+IDEM_REDIS_BENCH(BM_Redis_Token_Replay);
+IDEM_REDIS_BENCH(BM_Redis_Token_Replay_bare);
+IDEM_REDIS_BENCH(BM_Redis_RequestId_Fresh);
+IDEM_REDIS_BENCH(BM_Redis_RequestId_Fresh_bare);
+IDEM_REDIS_BENCH(BM_Redis_RequestId_Replay);
+IDEM_REDIS_BENCH(BM_Redis_RequestId_Replay_bare);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* uri = std::getenv("IDEM_BENCH_REDIS_URI");
+  if (uri == nullptr || *uri == '\0') {
+    std::puts("idem_bench_redis: IDEM_BENCH_REDIS_URI is not set; skipping the Redis benchmarks");
+    return 0;
+  }
+  auto options = idem::redis::ConnectionOptions::from_uri(uri);
+  if (!options) {
+    std::fprintf(stderr, "idem_bench_redis: %s\n", options.failure().describe().c_str());
+    return 1;
+  }
+  g_options = options.value();
+  if (!g_options.unix_socket.empty() || !g_options.password.empty() || g_options.db != 0) {
+    std::fprintf(stderr, "idem_bench_redis: the bare twin supports plain redis://host:port only\n");
+    return 1;
+  }
+  g_options.pool_size = 64;  // the guarded side may hold as many connections as the bare one
+  g_options.pool_wait = 10s;
+  std::random_device rd;
+  g_run = "idembench:" + std::to_string(rd()) + ":";
+  load_scripts();
+  if (!guarded().client->ping().ok()) {
+    std::fprintf(stderr, "idem_bench_redis: Redis at %s does not answer\n", uri);
+    return 1;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
