@@ -60,12 +60,14 @@ struct Guarded {
       : client(std::make_shared<idem::redis::Client>(g_options)),
         store(client, idem::RedisStoreOptions{.prefix = g_run + "g:rec:"}),
         guard(store, idem::Options{.scope = "bench", .lease = kLease, .ttl = kTtl}),
-        tokens(client, idem::RedisTokenStoreOptions{
-                           .prefix = g_run + "g:tok:",
-                           .guard = idem::Options{.scope = "bench", .lease = kLease, .ttl = kTtl}}),
-        cache(client, idem::RequestIdCacheOptions{
-                          .prefix = g_run + "g:req:",
-                          .guard = idem::Options{.scope = "bench", .lease = kLease, .ttl = kTtl}}) {}
+        tokens(client,
+               idem::RedisTokenStoreOptions{
+                   .prefix = g_run + "g:tok:",
+                   .guard = idem::Options{.scope = "bench", .lease = kLease, .ttl = kTtl}}),
+        cache(client,
+              idem::RequestIdCacheOptions{
+                  .prefix = g_run + "g:req:",
+                  .guard = idem::Options{.scope = "bench", .lease = kLease, .ttl = kTtl}}) {}
 };
 Guarded& guarded() {
   static Guarded g;
@@ -280,9 +282,9 @@ void BM_Redis_Token_Replay_bare(benchmark::State& state) {
   const auto fp = idem::redis::fingerprint_bytes(idem::xxh3_128(kPayload));
   std::size_t i = static_cast<std::size_t>(state.thread_index());
   for (auto _ : state) {
-    Reply claim = bare_command({"EVALSHA", idem::redis::script_token_claim.sha, "1",
-                                keys[i++ % keys.size()], std::string_view(fp.data(), fp.size()),
-                                lease_text(), ttl_text()});
+    Reply claim =
+        bare_command({"EVALSHA", idem::redis::script_token_claim.sha, "1", keys[i++ % keys.size()],
+                      std::string_view(fp.data(), fp.size()), lease_text(), ttl_text()});
     if (integer_at(*claim, 0) != 1) std::abort();
   }
   state.SetItemsProcessed(state.iterations());
@@ -335,8 +337,8 @@ void BM_Redis_RequestId_Replay(benchmark::State& state) {
   for (int i = 0; i < kReplayKeys; ++i) ids.push_back(replay_id(i));
   std::size_t i = static_cast<std::size_t>(state.thread_index());
   for (auto _ : state) {
-    auto out = guarded().cache.execute(idem::Key{ids[i++ % ids.size()], "tenant"}, kPayload,
-                                       handler);
+    auto out =
+        guarded().cache.execute(idem::Key{ids[i++ % ids.size()], "tenant"}, kPayload, handler);
     if (!out.replayed()) state.SkipWithError("not a replay");
   }
   state.SetItemsProcessed(state.iterations());

@@ -58,15 +58,26 @@ std::string percent_decode(std::string_view in) {
 Reply convert(const redisReply& r) {
   Reply out;
   switch (r.type) {
-    case REDIS_REPLY_STRING: out.type = Reply::Type::string; break;
-    case REDIS_REPLY_STATUS: out.type = Reply::Type::status; break;
-    case REDIS_REPLY_ERROR: out.type = Reply::Type::error; break;
-    case REDIS_REPLY_INTEGER: out.type = Reply::Type::integer; break;
-    case REDIS_REPLY_ARRAY: out.type = Reply::Type::array; break;
-    default: out.type = Reply::Type::nil; break;
+    case REDIS_REPLY_STRING:
+      out.type = Reply::Type::string;
+      break;
+    case REDIS_REPLY_STATUS:
+      out.type = Reply::Type::status;
+      break;
+    case REDIS_REPLY_ERROR:
+      out.type = Reply::Type::error;
+      break;
+    case REDIS_REPLY_INTEGER:
+      out.type = Reply::Type::integer;
+      break;
+    case REDIS_REPLY_ARRAY:
+      out.type = Reply::Type::array;
+      break;
+    default:
+      out.type = Reply::Type::nil;
+      break;
   }
-  if (r.type == REDIS_REPLY_STRING || r.type == REDIS_REPLY_STATUS ||
-      r.type == REDIS_REPLY_ERROR) {
+  if (r.type == REDIS_REPLY_STRING || r.type == REDIS_REPLY_STATUS || r.type == REDIS_REPLY_ERROR) {
     out.str.assign(r.str, r.len);
   }
   if (r.type == REDIS_REPLY_INTEGER) out.integer = r.integer;
@@ -92,7 +103,8 @@ Result<ConnectionOptions> ConnectionOptions::from_uri(std::string_view uri) {
     return unavailable(fmt::format("redis URI '{}': {}", uri, why));
   };
   const auto scheme_end = uri.find("://");
-  if (scheme_end == std::string_view::npos) return bad("expected redis://host:port or unix:///path");
+  if (scheme_end == std::string_view::npos)
+    return bad("expected redis://host:port or unix:///path");
   const std::string_view scheme = uri.substr(0, scheme_end);
   std::string_view rest = uri.substr(scheme_end + 3);
   if (scheme != "redis" && scheme != "unix") {
@@ -115,7 +127,8 @@ Result<ConnectionOptions> ConnectionOptions::from_uri(std::string_view uri) {
   if (scheme == "unix") {
     const auto query = rest.find('?');
     o.unix_socket = std::string(rest.substr(0, query));
-    if (o.unix_socket.empty() || o.unix_socket.front() != '/') return bad("unix:// needs an absolute socket path");
+    if (o.unix_socket.empty() || o.unix_socket.front() != '/')
+      return bad("unix:// needs an absolute socket path");
     if (query != std::string_view::npos) {
       const std::string_view q = rest.substr(query + 1);
       if (q.substr(0, 3) != "db=" || !parse_int(q.substr(3), o.db) || o.db < 0) {
@@ -128,7 +141,8 @@ Result<ConnectionOptions> ConnectionOptions::from_uri(std::string_view uri) {
   std::string_view hostport = rest.substr(0, slash);
   if (slash != std::string_view::npos) {
     const std::string_view db = rest.substr(slash + 1);
-    if (!db.empty() && (!parse_int(db, o.db) || o.db < 0)) return bad("the path must be a database number");
+    if (!db.empty() && (!parse_int(db, o.db) || o.db < 0))
+      return bad("the path must be a database number");
   }
   std::string_view host = hostport;
   if (!hostport.empty() && hostport.front() == '[') {  // [::1]:6379
@@ -198,7 +212,8 @@ Result<redisContext*> Client::Impl::connect() {
     ReplyPtr r(static_cast<redisReply*>(
         redisCommandArgv(c, static_cast<int>(argv.size()), args.data(), lens.data())));
     if (!r) return fmt::format("{} failed: {}", what, c->errstr);
-    if (r->type == REDIS_REPLY_ERROR) return fmt::format("{} refused: {}", what, std::string_view(r->str, r->len));
+    if (r->type == REDIS_REPLY_ERROR)
+      return fmt::format("{} refused: {}", what, std::string_view(r->str, r->len));
     return {};
   };
   if (!options_.password.empty()) {
@@ -286,9 +301,9 @@ Failure Connection::io_failure(std::string_view doing) const {
     return unavailable(fmt::format("redis {}: {} timed out after {} ms", pool_->where(), doing,
                                    pool_->options().command_timeout.count()));
   }
-  return unavailable(fmt::format("redis {}: {} failed: {}", pool_->where(), doing,
-                                 c_->err == REDIS_ERR_EOF ? "connection closed by the server"
-                                                          : std::string_view(c_->errstr)));
+  return unavailable(fmt::format(
+      "redis {}: {} failed: {}", pool_->where(), doing,
+      c_->err == REDIS_ERR_EOF ? "connection closed by the server" : std::string_view(c_->errstr)));
 }
 
 Result<ReplyPtr> Connection::command(std::span<const std::string_view> argv) {

@@ -37,8 +37,8 @@ Result<std::string> RedisTokenStore::issue(std::chrono::milliseconds ttl) {
     if (!token) return token;
     const std::string key = token_key(token.value());
     char ms[24];
-    const std::array<std::string_view, 6> argv{"SET", key, "T", "NX", "PX",
-                                               redis::ms_text(ms, ttl)};
+    const std::array<std::string_view, 6> argv{"SET", key,  "T",
+                                               "NX",  "PX", redis::ms_text(ms, ttl)};
     Result<Connection> conn = client_->impl().acquire();
     if (!conn) return std::move(conn).failure();
     Result<ReplyPtr> reply = conn->command(argv);

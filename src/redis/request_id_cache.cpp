@@ -79,9 +79,9 @@ Result<Claim> RequestIdCache::claim(const ClaimRequest& request) {
 
   const redisReply& r = *reply.value();
   auto corrupt = [&](std::string_view why) {
-    return make_failure(errc::record_corrupt,
-                        fmt::format("redis {}: request-id entry is not idem's: {}",
-                                    client_->impl().where(), why));
+    return make_failure(
+        errc::record_corrupt,
+        fmt::format("redis {}: request-id entry is not idem's: {}", client_->impl().where(), why));
   };
   if (r.type != REDIS_REPLY_ARRAY) return corrupt("unexpected script reply");
   if (r.elements == 0) return Claim{.status = ClaimStatus::acquired, .fence = fence};
@@ -106,7 +106,8 @@ Result<Claim> RequestIdCache::claim(const ClaimRequest& request) {
       claim.status = entry[0] == 'C' ? ClaimStatus::completed : ClaimStatus::failed;
       claim.result.assign(entry.substr(kHeader));
       return claim;
-    default: return corrupt("unknown state");
+    default:
+      return corrupt("unknown state");
   }
 }
 
@@ -115,10 +116,10 @@ Status RequestIdCache::commit(const Ticket& ticket, const Completion& completion
   const auto holder = holder_prefix(ticket.fence);
   char ttl[24];
   const std::array<std::string_view, 1> keys{key};
-  const std::array<std::string_view, 4> args{
-      std::string_view(holder.data(), holder.size()),
-      completion.status == ClaimStatus::failed ? "F" : "C", completion.result,
-      redis::ms_text(ttl, completion.ttl)};
+  const std::array<std::string_view, 4> args{std::string_view(holder.data(), holder.size()),
+                                             completion.status == ClaimStatus::failed ? "F" : "C",
+                                             completion.result,
+                                             redis::ms_text(ttl, completion.ttl)};
   Result<Connection> conn = client_->impl().acquire();
   if (!conn) return std::move(conn).failure();
   return redis::decode_fenced(conn->eval(redis::script_cache_commit, keys, args),

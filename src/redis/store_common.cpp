@@ -60,11 +60,13 @@ Result<Claim> decode_claim(const redisReply& reply, std::string_view where, int&
   switch (code) {
     case 0:
       claim.status = ClaimStatus::acquired;
-      claim.took_over = third != nullptr && third->type == REDIS_REPLY_INTEGER && third->integer != 0;
+      claim.took_over =
+          third != nullptr && third->type == REDIS_REPLY_INTEGER && third->integer != 0;
       return claim;
     case 1:
     case 2:
-      if (third == nullptr || third->type != REDIS_REPLY_STRING) return corrupt_reply(where, "no result");
+      if (third == nullptr || third->type != REDIS_REPLY_STRING)
+        return corrupt_reply(where, "no result");
       claim.status = code == 1 ? ClaimStatus::completed : ClaimStatus::failed;
       claim.result.assign(third->str, third->len);
       return claim;
@@ -78,14 +80,16 @@ Result<Claim> decode_claim(const redisReply& reply, std::string_view where, int&
     case 6:
       claim.status = ClaimStatus::mismatch;
       return claim;
-    default: return corrupt_reply(where, fmt::format("unknown code {}", code));
+    default:
+      return corrupt_reply(where, fmt::format("unknown code {}", code));
   }
 }
 
 Status decode_fenced(Result<ReplyPtr> reply, std::string_view where, std::string_view doing) {
   if (!reply) return std::move(reply).failure();
   const redisReply& r = *reply.value();
-  if (r.type != REDIS_REPLY_INTEGER) return corrupt_reply(where, fmt::format("{}: not 0 or 1", doing));
+  if (r.type != REDIS_REPLY_INTEGER)
+    return corrupt_reply(where, fmt::format("{}: not 0 or 1", doing));
   if (r.integer == 1) return {};
   return Status(errc::lease_lost,
                 fmt::format("{}: the record is no longer held under this fence", doing));

@@ -58,8 +58,7 @@ TEST(RedisUriTest, UnusableUrisAreRefusedWithAReason) {
 
 TEST(RedisClientTest, UnreachableServerFailsFastWithStoreUnavailable) {
   // A port nothing listens on (reserved, refused at once on loopback).
-  redis::Client client(ConnectionOptions{.host = "127.0.0.1", .port = 1,
-                                         .connect_timeout = 300ms});
+  redis::Client client(ConnectionOptions{.host = "127.0.0.1", .port = 1, .connect_timeout = 300ms});
   const auto start = std::chrono::steady_clock::now();
   Status s = client.ping();
   EXPECT_EQ(s.error(), errc::store_unavailable);

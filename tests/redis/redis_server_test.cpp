@@ -161,8 +161,8 @@ TEST_F(RedisServerTest, RestartMidRunIsUnavailableThenRecoversWithoutHanging) {
   o.command_timeout = 500ms;
   auto client = std::make_shared<redis::Client>(o);
   RedisStore store(client, RedisStoreOptions{.prefix = prefix_});
-  IdempotencyGuard guard{store, Options{.scope = "restart",
-                                        .commit_retry = {.attempts = 2, .backoff = 10ms}}};
+  IdempotencyGuard guard{
+      store, Options{.scope = "restart", .commit_retry = {.attempts = 2, .backoff = 10ms}}};
   ASSERT_TRUE(guard.execute("before", [] { return 1; }));
 
   // The server goes away while a handler runs: its result comes back, unrecorded.

@@ -1,6 +1,8 @@
 // RedisStore beyond the conformance suite: the record's layout in Redis, bytes that stress the
 // protocol, expiry arithmetic, corrupt records, WAIT, and exactly-once across processes.
 
+#include "idem/stores/redis_store.hpp"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,7 +13,6 @@
 #include <vector>
 
 #include "idem/idem.hpp"
-#include "idem/stores/redis_store.hpp"
 #include "redis/redis_test_support.hpp"
 
 namespace idem::testing {
@@ -32,7 +33,8 @@ class RedisStoreTest : public ::testing::Test {
     store_ = std::make_unique<RedisStore>(client_, RedisStoreOptions{.prefix = prefix_});
   }
 
-  Claim acquire(std::string_view key, Fingerprint fp = {1, 2}, std::chrono::milliseconds lease = 30s) {
+  Claim acquire(std::string_view key, Fingerprint fp = {1, 2},
+                std::chrono::milliseconds lease = 30s) {
     Result<Claim> c = store_->claim(ClaimRequest{key, fp, lease, 1h});
     EXPECT_TRUE(c.has_value()) << (c ? "" : c.failure().describe());
     EXPECT_EQ(c->status, ClaimStatus::acquired);
@@ -88,16 +90,17 @@ TEST_F(RedisStoreTest, ARecordThatExpiredStartsAboveEveryEarlierFence) {
   ASSERT_EQ(redis_integer(*client_, {"DEL", store_->record_key(k)}), 1);  // as if it expired
   const Claim second = acquire(k);
   EXPECT_GT(second.fence, first.fence);
-  EXPECT_EQ(store_->commit(Ticket{k, first.fence}, Completion{ClaimStatus::completed, "x", 1h})
-                .error(),
-            errc::lease_lost);
+  EXPECT_EQ(
+      store_->commit(Ticket{k, first.fence}, Completion{ClaimStatus::completed, "x", 1h}).error(),
+      errc::lease_lost);
 }
 
 TEST_F(RedisStoreTest, ZeroOrNegativeTtlExpiresAtOnceInsteadOfFailing) {
   for (const auto ttl : {0ms, -5ms}) {
     const std::string k = "ttl" + std::to_string(ttl.count());
     const Claim c = acquire(k);
-    ASSERT_TRUE(store_->commit(Ticket{k, c.fence}, Completion{ClaimStatus::completed, "r", ttl}).ok());
+    ASSERT_TRUE(
+        store_->commit(Ticket{k, c.fence}, Completion{ClaimStatus::completed, "r", ttl}).ok());
     std::this_thread::sleep_for(20ms);
     EXPECT_EQ(redis_integer(*client_, {"EXISTS", store_->record_key(k)}), 0);
     EXPECT_EQ(acquire(k, {9, 9}).status, ClaimStatus::acquired);
@@ -185,17 +188,17 @@ TEST_F(RedisStoreTest, WaitShortfallIsReportedAndTheWriteStands) {
   // The test server has no replicas: WAIT 1 returns 0 after its timeout.
   std::atomic<int> reports{0};
   std::string last_op;
-  RedisStore durable(client_, RedisStoreOptions{
-                                  .prefix = prefix_,
-                                  .durability = {.replicas = 1,
-                                                 .timeout = 20ms,
-                                                 .on_timeout =
-                                                     [&](std::string_view op, int acked, int wanted) {
-                                                       EXPECT_EQ(acked, 0);
-                                                       EXPECT_EQ(wanted, 1);
-                                                       last_op = op;
-                                                       reports.fetch_add(1);
-                                                     }}});
+  RedisStore durable(
+      client_, RedisStoreOptions{
+                   .prefix = prefix_,
+                   .durability = {.replicas = 1,
+                                  .timeout = 20ms,
+                                  .on_timeout = [&](std::string_view op, int acked, int wanted) {
+                                    EXPECT_EQ(acked, 0);
+                                    EXPECT_EQ(wanted, 1);
+                                    last_op = op;
+                                    reports.fetch_add(1);
+                                  }}});
   IdempotencyGuard guard{durable, Options{.scope = "wait"}};
   auto out = guard.execute("k", [] { return 7; });
   ASSERT_TRUE(out) << out.message();

@@ -46,11 +46,11 @@ inline std::shared_ptr<redis::Client> connect_redis(redis::ConnectionOptions opt
 }
 
 /// Skips the test when IDEM_TEST_REDIS_URI is unset; fails it when Redis is unreachable.
-#define IDEM_REQUIRE_REDIS(client_var)                                                       \
-  if (::idem::testing::redis_uri() == nullptr) {                                            \
+#define IDEM_REQUIRE_REDIS(client_var)                                                         \
+  if (::idem::testing::redis_uri() == nullptr) {                                               \
     GTEST_SKIP() << "IDEM_TEST_REDIS_URI is not set; scripts/test starts a Redis and sets it"; \
-  }                                                                                         \
-  auto client_var = ::idem::testing::connect_redis(::idem::testing::redis_options());       \
+  }                                                                                            \
+  auto client_var = ::idem::testing::connect_redis(::idem::testing::redis_options());          \
   ASSERT_NE(client_var, nullptr)
 
 /// A key prefix no other process uses, so test runs sharing a server never meet.

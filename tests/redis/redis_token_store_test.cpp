@@ -25,7 +25,8 @@ struct TokenStoreTraits<RedisTokenStore> {
       return nullptr;
     }
     return std::make_unique<RedisTokenStore>(
-        client, RedisTokenStoreOptions{.prefix = unique_prefix("token"), .guard = std::move(guard)});
+        client,
+        RedisTokenStoreOptions{.prefix = unique_prefix("token"), .guard = std::move(guard)});
   }
   static void advance(RedisTokenStore&, std::chrono::milliseconds d) {
     std::this_thread::sleep_for(d);

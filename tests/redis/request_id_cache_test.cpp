@@ -38,11 +38,11 @@ INSTANTIATE_TYPED_TEST_SUITE_P(Redis, RequestIdCacheSuite, ::testing::Types<Requ
 
 TEST(RequestIdCacheTest, EntryIsOneStringWithTheLeaseThenTheTtl) {
   IDEM_REQUIRE_REDIS(client);
-  RequestIdCache cache(client, RequestIdCacheOptions{
-                                   .prefix = unique_prefix("req-layout"),
-                                   .guard = Options{.scope = "gw",
-                                                    .lease = std::chrono::seconds{20},
-                                                    .ttl = std::chrono::seconds{60}}});
+  RequestIdCache cache(client,
+                       RequestIdCacheOptions{.prefix = unique_prefix("req-layout"),
+                                             .guard = Options{.scope = "gw",
+                                                              .lease = std::chrono::seconds{20},
+                                                              .ttl = std::chrono::seconds{60}}});
   const Key request{"req-1", "tenant"};
   const std::string key = cache.entry_key(request);
   auto out = cache.execute(request, [&] {

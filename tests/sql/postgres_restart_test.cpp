@@ -56,8 +56,8 @@ class PostgresRestartTest : public ::testing::Test {
     if (action == "stop") {
       cmd += "-m fast stop";
     } else {
-      cmd += "-l " + shell_quote(env("IDEM_TEST_PG_LOG")) + " -o " + shell_quote(env("IDEM_TEST_PG_OPTS")) +
-             " start";
+      cmd += "-l " + shell_quote(env("IDEM_TEST_PG_LOG")) + " -o " +
+             shell_quote(env("IDEM_TEST_PG_OPTS")) + " start";
     }
     const int rc = std::system((cmd + " >/dev/null 2>&1").c_str());
     if (rc == 0) stopped_ = action == "stop";

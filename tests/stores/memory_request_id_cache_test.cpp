@@ -25,8 +25,7 @@ struct RequestIdCacheTraits<MemoryRequestIdCache> {
   }
 };
 
-INSTANTIATE_TYPED_TEST_SUITE_P(Memory, RequestIdCacheSuite,
-                               ::testing::Types<MemoryRequestIdCache>);
+INSTANTIATE_TYPED_TEST_SUITE_P(Memory, RequestIdCacheSuite, ::testing::Types<MemoryRequestIdCache>);
 
 TEST(MemoryRequestIdCacheTest, BoundedWithCountedEviction) {
   MemoryRequestIdCache cache{MemoryRequestIdCacheOptions{.capacity = 8, .shards = 1}};

@@ -46,9 +46,8 @@ TYPED_TEST_P(RequestIdCacheSuite, FirstRequestIsForwardedRepeatsGetItsResponse) 
   ASSERT_TRUE(first) << first.message();
   EXPECT_TRUE(first.executed());
   for (int i = 0; i < 3; ++i) {
-    auto again = this->cache().execute(Key{"req-1", "tenant-a"}, [&] {
-      return ++forwarded, std::string("other");
-    });
+    auto again = this->cache().execute(Key{"req-1", "tenant-a"},
+                                       [&] { return ++forwarded, std::string("other"); });
     ASSERT_TRUE(again) << again.message();
     EXPECT_TRUE(again.replayed());
     EXPECT_EQ(again.value(), "HTTP/1.1 201 Created\r\n\r\n{\"id\":7}");
@@ -117,9 +116,8 @@ TYPED_TEST_P(RequestIdCacheSuite, ConcurrentDuplicatesForwardOnce) {
 }
 
 TYPED_TEST_P(RequestIdCacheSuite, AFailedForwardFreesTheIdForARetry) {
-  EXPECT_THROW((void)this->cache().execute(Key{"req"}, [&]() -> int {
-    throw std::runtime_error("upstream down");
-  }),
+  EXPECT_THROW((void)this->cache().execute(
+                   Key{"req"}, [&]() -> int { throw std::runtime_error("upstream down"); }),
                std::runtime_error);
   auto retry = this->cache().execute(Key{"req"}, [] { return 2; });
   ASSERT_TRUE(retry) << retry.message();

@@ -52,9 +52,9 @@ TYPED_TEST_P(TokenStoreSuite, IssuedTokensAre128RandomBitsInBase64Url) {
     const std::string t = this->issue();
     ASSERT_EQ(t.size(), 22u) << t;
     EXPECT_TRUE(detail::token_shaped(t)) << t;
-    EXPECT_EQ(t.find_first_not_of(
-                  "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"),
-              std::string::npos);
+    EXPECT_EQ(
+        t.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"),
+        std::string::npos);
     seen.insert(t);
   }
   EXPECT_EQ(seen.size(), 200u);
@@ -129,10 +129,11 @@ TYPED_TEST_P(TokenStoreSuite, HandlerThatThrowsReturnsTheTokenToPending) {
 
 TYPED_TEST_P(TokenStoreSuite, AbortAfterTheTokensExpiryLeavesItInvalid) {
   const std::string t = this->issue(this->kLease);
-  EXPECT_THROW((void)this->store().execute(t, [&]() -> int {
-    this->advance(this->kLease * 2);
-    throw std::runtime_error("late");
-  }),
+  EXPECT_THROW((void)this->store().execute(t,
+                                           [&]() -> int {
+                                             this->advance(this->kLease * 2);
+                                             throw std::runtime_error("late");
+                                           }),
                std::runtime_error);
   auto out = this->store().execute(t, [] { return 1; });
   EXPECT_EQ(out.error(), errc::token_invalid) << out.message();
@@ -207,14 +208,11 @@ TYPED_TEST_P(TokenStoreSuite, DoubleSubmitFromEightThreadsRunsOnce) {
   }
 }
 
-REGISTER_TYPED_TEST_SUITE_P(TokenStoreSuite, IssuedTokensAre128RandomBitsInBase64Url,
-                            FirstUseRunsAndARepeatReplays,
-                            UnknownForgedAndMalformedTokensAreInvalid, ExpiredTokenIsInvalid,
-                            ATokenUsedWithAnotherPayloadIsInvalid,
-                            HandlerThatThrowsReturnsTheTokenToPending,
-                            AbortAfterTheTokensExpiryLeavesItInvalid,
-                            ConsumedTokenReplaysUntilTtlThenIsInvalid,
-                            ExpiredLeaseIsTakenOverAndTheOldHolderFencedOff,
-                            DoubleSubmitFromEightThreadsRunsOnce);
+REGISTER_TYPED_TEST_SUITE_P(
+    TokenStoreSuite, IssuedTokensAre128RandomBitsInBase64Url, FirstUseRunsAndARepeatReplays,
+    UnknownForgedAndMalformedTokensAreInvalid, ExpiredTokenIsInvalid,
+    ATokenUsedWithAnotherPayloadIsInvalid, HandlerThatThrowsReturnsTheTokenToPending,
+    AbortAfterTheTokensExpiryLeavesItInvalid, ConsumedTokenReplaysUntilTtlThenIsInvalid,
+    ExpiredLeaseIsTakenOverAndTheOldHolderFencedOff, DoubleSubmitFromEightThreadsRunsOnce);
 
 }  // namespace idem::testing

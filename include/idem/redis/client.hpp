@@ -71,8 +71,8 @@ struct Durability {
 struct Reply {
   enum class Type : std::uint8_t { nil, status, error, integer, string, array };
   Type type = Type::nil;
-  long long integer = 0;     // Type::integer
-  std::string str{};         // Type::string, status and error: the bytes
+  long long integer = 0;          // Type::integer
+  std::string str{};              // Type::string, status and error: the bytes
   std::vector<Reply> elements{};  // Type::array
 };
 

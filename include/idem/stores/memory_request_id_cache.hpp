@@ -53,8 +53,8 @@ class MemoryRequestIdCache {
     return guard_.get().execute(request, std::forward<Fn>(fn));
   }
   template <class Fn>
-  [[nodiscard]] Outcome<handler_result_t<Fn>> execute(const Key& request,
-                                                      std::string_view payload, Fn&& fn) {
+  [[nodiscard]] Outcome<handler_result_t<Fn>> execute(const Key& request, std::string_view payload,
+                                                      Fn&& fn) {
     return guard_.get().execute(request, payload, std::forward<Fn>(fn));
   }
 

@@ -101,16 +101,16 @@ class MemoryTokenStore {
     if (e.state == State::pending) return acquire(e, request, now, false);
     if (e.fingerprint != request.fingerprint) return used_by_another();
     if (e.state != State::in_progress) {
-      return Claim{.status = e.state == State::completed ? ClaimStatus::completed
-                                                         : ClaimStatus::failed,
-                   .fence = e.fence,
-                   .result = e.result};
+      return Claim{
+          .status = e.state == State::completed ? ClaimStatus::completed : ClaimStatus::failed,
+          .fence = e.fence,
+          .result = e.result};
     }
     if (now < e.lease_until) {
-      return Claim{.status = ClaimStatus::in_progress,
-                   .fence = e.fence,
-                   .lease_remaining =
-                       std::chrono::ceil<std::chrono::milliseconds>(e.lease_until - now)};
+      return Claim{
+          .status = ClaimStatus::in_progress,
+          .fence = e.fence,
+          .lease_remaining = std::chrono::ceil<std::chrono::milliseconds>(e.lease_until - now)};
     }
     return acquire(e, request, now, true);
   }

@@ -62,8 +62,8 @@ class RequestIdCache {
   }
   /// As above; a repeat whose payload differs is errc::payload_mismatch.
   template <class Fn>
-  [[nodiscard]] Outcome<handler_result_t<Fn>> execute(const Key& request,
-                                                      std::string_view payload, Fn&& fn) {
+  [[nodiscard]] Outcome<handler_result_t<Fn>> execute(const Key& request, std::string_view payload,
+                                                      Fn&& fn) {
     return guard_.get().execute(request, payload, std::forward<Fn>(fn));
   }
 
