@@ -27,7 +27,7 @@ using PgTransactionalStore = PgModeStore<SqlMode::transactional>;
 
 template <SqlMode Mode>
 struct PgTraits {
-  static constexpr std::chrono::milliseconds lease{400};
+  static constexpr std::chrono::milliseconds lease{600};
   static constexpr bool holds_until_finished = Mode == SqlMode::transactional;
   static std::unique_ptr<PgModeStore<Mode>> make() {
     const auto uri = pg_uri();

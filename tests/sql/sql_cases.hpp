@@ -207,6 +207,42 @@ TEST_P(SqlStoreTest, SchemaIsVersionedAndSharedByStoresWithThePrefix) {
                std::invalid_argument);
 }
 
+// Runs one statement on a connection of its own (outside the store).
+inline void exec_directly(const Target& t, const std::string& sql) {
+  if (t.backend == Backend::sqlite) {
+    SQLite::Database db(t.location, SQLite::OPEN_READWRITE, 5000);
+    db.exec(sql);
+  } else {
+    pqxx::connection c(t.location);
+    pqxx::work w(c);
+    w.exec(sql);
+    w.commit();
+  }
+}
+
+TEST_P(SqlStoreTest, ForeignRowsAndSchemaVersionsAreRefusedNotMisread) {
+  const Claim held =
+      store().claim(ClaimRequest{"odd", {1, 1}, milliseconds{500}, std::chrono::hours{1}}).value();
+  ASSERT_EQ(held.status, ClaimStatus::acquired);
+  ASSERT_TRUE(store()
+                  .commit(Ticket{"odd", held.fence},
+                          Completion{ClaimStatus::completed, "r", std::chrono::hours{1}})
+                  .ok());
+  exec_directly(target(), "UPDATE " + target().prefix + "records SET state = 9");
+  Result<Claim> odd =
+      store().claim(ClaimRequest{"odd", {1, 1}, milliseconds{500}, std::chrono::hours{1}});
+  ASSERT_FALSE(odd.has_value());
+  EXPECT_EQ(odd.error(), errc::record_corrupt);
+
+  exec_directly(target(), "UPDATE " + target().prefix + "schema SET version = 2");
+  auto newer = make_store(target(), mode());
+  const Status refused = newer->ensure_schema();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error(), errc::store_unavailable);
+  EXPECT_NE(refused.failure().message.find("version 2"), std::string::npos)
+      << refused.failure().message;
+}
+
 TEST_P(SqlStoreTest, UnreachableDatabaseIsStoreUnavailableNotAnException) {
   Target nowhere = target();
   if (nowhere.backend == Backend::sqlite) {
@@ -494,19 +530,19 @@ TEST_P(SqlProcessTest, KilledHolderIsTakenOverAfterItsLeaseOrRolledBack) {
     // A holder SIGKILLed mid-lease: after the lease another process takes over, and the dead
     // holder's late commit (its fence, presented by us) changes nothing.
     auto args = base_args();
-    for (const std::string& a : {"hold"s, "victim"s, "800"s}) args.push_back(a);
+    for (const std::string& a : {"hold"s, "victim"s, "1500"s}) args.push_back(a);
     Worker w(args);
     const std::string line = w.read_until("fence ", std::chrono::seconds{20});
     ASSERT_FALSE(line.empty()) << "worker did not claim";
     const Fence dead = std::stoull(line.substr(6));
     w.kill9();
     Result<Claim> early =
-        store().claim(ClaimRequest{"victim", {1, 2}, milliseconds{800}, std::chrono::hours{1}});
+        store().claim(ClaimRequest{"victim", {1, 2}, milliseconds{1500}, std::chrono::hours{1}});
     ASSERT_TRUE(early.has_value());
     EXPECT_EQ(early->status, ClaimStatus::in_progress);
-    std::this_thread::sleep_for(milliseconds{900});
+    std::this_thread::sleep_for(milliseconds{1600});
     Result<Claim> takeover =
-        store().claim(ClaimRequest{"victim", {1, 2}, milliseconds{800}, std::chrono::hours{1}});
+        store().claim(ClaimRequest{"victim", {1, 2}, milliseconds{1500}, std::chrono::hours{1}});
     ASSERT_TRUE(takeover.has_value()) << takeover.failure().describe();
     ASSERT_EQ(takeover->status, ClaimStatus::acquired);
     EXPECT_TRUE(takeover->took_over);
@@ -521,7 +557,7 @@ TEST_P(SqlProcessTest, KilledHolderIsTakenOverAfterItsLeaseOrRolledBack) {
                             Completion{ClaimStatus::completed, "new", std::chrono::hours{1}})
                     .ok());
     EXPECT_EQ(store()
-                  .claim(ClaimRequest{"victim", {1, 2}, milliseconds{800}, std::chrono::hours{1}})
+                  .claim(ClaimRequest{"victim", {1, 2}, milliseconds{1500}, std::chrono::hours{1}})
                   ->result,
               "new");
     return;

@@ -27,7 +27,7 @@ using SqliteTransactionalStore = SqliteModeStore<SqlMode::transactional>;
 
 template <SqlMode Mode>
 struct SqliteTraits {
-  static constexpr std::chrono::milliseconds lease{400};
+  static constexpr std::chrono::milliseconds lease{600};
   static constexpr bool holds_until_finished = Mode == SqlMode::transactional;
   static std::unique_ptr<SqliteModeStore<Mode>> make() {
     return std::make_unique<SqliteModeStore<Mode>>();
