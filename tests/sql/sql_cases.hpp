@@ -12,6 +12,7 @@
 #include <barrier>
 #include <future>
 #include <map>
+#include <ostream>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -28,6 +29,11 @@ struct Config {
   Backend backend;
   SqlMode mode;
 };
+
+// How ctest lists the parameter ("# GetParam() = sqlite/lease"), instead of its raw bytes.
+inline void PrintTo(const Config& c, std::ostream* os) {
+  *os << name_of(c.backend) << "/" << name_of(c.mode);
+}
 
 inline std::string config_name(const ::testing::TestParamInfo<Config>& info) {
   return std::string(name_of(info.param.backend)) + "_" + name_of(info.param.mode);
