@@ -186,7 +186,11 @@ class IdempotencyGuard {
     for (bool first = true;; first = false) {
       Result<Claim> claim = store_.claim(request);
       if (!claim) {
-        notify(Event::store_error, key, 0, claim.error());
+        // A store's own refusal (token, transition, version) is not a failing store.
+        const std::error_code e = claim.error();
+        const bool refused = e == errc::token_invalid || e == errc::invalid_transition ||
+                             e == errc::version_conflict;
+        notify(refused ? Event::rejected : Event::store_error, key, 0, e);
         return claim;
       }
       if (claim->status == ClaimStatus::mismatch) {

@@ -97,6 +97,21 @@ TYPED_TEST_P(TokenStoreSuite, UnknownForgedAndMalformedTokensAreInvalid) {
   EXPECT_EQ(runs, 1);
 }
 
+TYPED_TEST_P(TokenStoreSuite, RefusedTokensAreRejectionsNotStoreErrors) {
+  auto observer = std::make_shared<Observer>();
+  this->make(Options{.scope = "tokens-observed", .lease = this->kLease, .observer = observer});
+  const std::string t = this->issue();
+  std::string unknown = t;
+  unknown[0] = unknown[0] == 'A' ? 'B' : 'A';
+  EXPECT_EQ(this->store().execute(unknown, [] { return 1; }).error(), errc::token_invalid);
+  EXPECT_EQ(this->store().execute("malformed", [] { return 1; }).error(), errc::token_invalid);
+  ASSERT_TRUE(this->store().execute(t, [] { return 1; }));
+  const Counters c = observer->counters();
+  EXPECT_EQ(c.rejected, 2u);
+  EXPECT_EQ(c.store_errors, 0u);
+  EXPECT_EQ(c.executed, 1u);
+}
+
 TYPED_TEST_P(TokenStoreSuite, ExpiredTokenIsInvalid) {
   const std::string t = this->issue(this->kLease);
   this->advance(this->kLease * 2);
@@ -210,9 +225,10 @@ TYPED_TEST_P(TokenStoreSuite, DoubleSubmitFromEightThreadsRunsOnce) {
 
 REGISTER_TYPED_TEST_SUITE_P(
     TokenStoreSuite, IssuedTokensAre128RandomBitsInBase64Url, FirstUseRunsAndARepeatReplays,
-    UnknownForgedAndMalformedTokensAreInvalid, ExpiredTokenIsInvalid,
-    ATokenUsedWithAnotherPayloadIsInvalid, HandlerThatThrowsReturnsTheTokenToPending,
-    AbortAfterTheTokensExpiryLeavesItInvalid, ConsumedTokenReplaysUntilTtlThenIsInvalid,
-    ExpiredLeaseIsTakenOverAndTheOldHolderFencedOff, DoubleSubmitFromEightThreadsRunsOnce);
+    UnknownForgedAndMalformedTokensAreInvalid, RefusedTokensAreRejectionsNotStoreErrors,
+    ExpiredTokenIsInvalid, ATokenUsedWithAnotherPayloadIsInvalid,
+    HandlerThatThrowsReturnsTheTokenToPending, AbortAfterTheTokensExpiryLeavesItInvalid,
+    ConsumedTokenReplaysUntilTtlThenIsInvalid, ExpiredLeaseIsTakenOverAndTheOldHolderFencedOff,
+    DoubleSubmitFromEightThreadsRunsOnce);
 
 }  // namespace idem::testing

@@ -15,6 +15,8 @@
 #define IDEM_HAVE_GETRANDOM 1
 #endif
 
+#include "idem/observer.hpp"
+#include "idem/options.hpp"
 #include "idem/result.hpp"
 
 namespace idem::detail {
@@ -81,8 +83,14 @@ inline bool token_shaped(std::string_view token) noexcept {
   return last == 'A' || last == 'Q' || last == 'g' || last == 'w';
 }
 
-inline Failure malformed_token() {
-  return make_failure(errc::token_invalid, "token is not one this service issued (malformed)");
+/// The refusal of a malformed token, told to the observer as the guard tells its refusals.
+inline Failure malformed_token(const Options& options, std::string_view token) {
+  Failure failure =
+      make_failure(errc::token_invalid, "token is not one this service issued (malformed)");
+  if (options.observer) {
+    options.observer->notify(EventInfo{Event::rejected, options.scope, token, 0, failure.code});
+  }
+  return failure;
 }
 
 }  // namespace idem::detail

@@ -79,7 +79,7 @@ class MemoryTokenStore {
   [[nodiscard]] Outcome<handler_result_t<Fn>> execute(std::string_view token,
                                                       std::string_view payload, Fn&& fn) {
     if (!detail::token_shaped(token)) {
-      return Outcome<handler_result_t<Fn>>::failed(detail::malformed_token());
+      return Outcome<handler_result_t<Fn>>::failed(detail::malformed_token(options(), token));
     }
     return guard_.get().execute(Key{token}, payload, std::forward<Fn>(fn));
   }
