@@ -62,6 +62,10 @@ class Prepared {
 struct SqliteError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// No turn on the store's connection in time: the file stays locked by a transactional handler.
+struct SqliteBusy : SqliteError {
+  using SqliteError::SqliteError;
+};
 
 class SqliteSession final : public sql::Session {
  public:
@@ -247,8 +251,9 @@ class SqliteBackend final : public sql::Backend {
   sql::Session* acquire(milliseconds wait) override {
     const auto limit = std::max(wait, options_.busy_timeout);
     if (!turn_.try_acquire_for(limit)) {
-      throw SqliteError(fmt::format(
-          "idem: sqlite store busy: no turn on {} within {} ms (a transactional handler holds it)",
+      throw SqliteBusy(fmt::format(
+          "idem: sqlite store busy: no turn on {} within {} ms (another call holds its connection; "
+          "in transactional mode, a handler)",
           options_.path, limit.count()));
     }
     try {
@@ -290,6 +295,9 @@ class SqliteBackend final : public sql::Backend {
       return make_failure(errc::store_unavailable,
                           fmt::format("idem: sqlite {}: {} (code {})", options_.path, e.what(),
                                       e.getExtendedErrorCode()));
+    } catch (const SqliteBusy& e) {
+      return make_failure(transactional_claim ? errc::in_progress : errc::store_unavailable,
+                          e.what());
     } catch (const SqliteError& e) {
       return make_failure(errc::store_unavailable, e.what());
     } catch (const std::bad_alloc&) {
