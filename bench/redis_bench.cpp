@@ -192,12 +192,16 @@ void BM_Redis_Record_Fresh_bare(benchmark::State& state) {
 
 std::string replay_id(int i) { return "replay-" + std::to_string(i); }
 
+// Replay keys are written once, by whichever thread gets there first, before any thread times.
+std::once_flag g_record_replay_guarded, g_record_replay_bare, g_cache_replay_guarded,
+    g_cache_replay_bare;
+
 void BM_Redis_Record_Replay(benchmark::State& state) {
-  if (state.thread_index() == 0) {
+  std::call_once(g_record_replay_guarded, [] {
     for (int i = 0; i < kReplayKeys; ++i) {
       (void)guarded().guard.execute(replay_id(i), kPayload, handler);
     }
-  }
+  });
   std::vector<std::string> keys;
   for (int i = 0; i < kReplayKeys; ++i) keys.push_back(replay_id(i));
   std::size_t i = static_cast<std::size_t>(state.thread_index());
@@ -209,9 +213,9 @@ void BM_Redis_Record_Replay(benchmark::State& state) {
 }
 void BM_Redis_Record_Replay_bare(benchmark::State& state) {
   const std::string prefix = g_run + "b:rec:";
-  if (state.thread_index() == 0) {
+  std::call_once(g_record_replay_bare, [&] {
     for (int i = 0; i < kReplayKeys; ++i) bare_record(prefix, replay_id(i), true);
-  }
+  });
   std::vector<std::string> keys;
   for (int i = 0; i < kReplayKeys; ++i) keys.push_back(replay_id(i));
   std::size_t i = static_cast<std::size_t>(state.thread_index());
@@ -254,31 +258,30 @@ void BM_Redis_Token_IssueConsume_bare(benchmark::State& state) {
 std::vector<std::string> g_tokens;  // consumed tokens for the replay pair
 std::mutex g_tokens_mutex;
 
-void BM_Redis_Token_Replay(benchmark::State& state) {
-  {
-    std::lock_guard lock(g_tokens_mutex);
-    if (g_tokens.empty()) {
-      for (int i = 0; i < kReplayKeys; ++i) {
-        g_tokens.push_back(guarded().tokens.issue(kTtl).value());
-        (void)guarded().tokens.execute(g_tokens.back(), kPayload, handler);
-      }
+// Issued and consumed once, before either twin of the replay pair runs (in any order).
+const std::vector<std::string>& replay_tokens() {
+  std::lock_guard lock(g_tokens_mutex);
+  if (g_tokens.empty()) {
+    for (int i = 0; i < kReplayKeys; ++i) {
+      g_tokens.push_back(guarded().tokens.issue(kTtl).value());
+      (void)guarded().tokens.execute(g_tokens.back(), kPayload, handler);
     }
   }
+  return g_tokens;
+}
+
+void BM_Redis_Token_Replay(benchmark::State& state) {
+  const std::vector<std::string>& tokens = replay_tokens();
   std::size_t i = static_cast<std::size_t>(state.thread_index());
   for (auto _ : state) {
-    auto out = guarded().tokens.execute(g_tokens[i++ % g_tokens.size()], kPayload, handler);
+    auto out = guarded().tokens.execute(tokens[i++ % tokens.size()], kPayload, handler);
     if (!out.replayed()) state.SkipWithError("not a replay");
   }
   state.SetItemsProcessed(state.iterations());
 }
 void BM_Redis_Token_Replay_bare(benchmark::State& state) {
   std::vector<std::string> keys;
-  {
-    std::lock_guard lock(g_tokens_mutex);
-    for (const std::string& t : g_tokens) {
-      keys.push_back(guarded().tokens.token_key(t));  // the tokens the guarded side consumed
-    }
-  }
+  for (const std::string& t : replay_tokens()) keys.push_back(guarded().tokens.token_key(t));
   const auto fp = idem::redis::fingerprint_bytes(idem::xxh3_128(kPayload));
   std::size_t i = static_cast<std::size_t>(state.thread_index());
   for (auto _ : state) {
@@ -328,11 +331,11 @@ void BM_Redis_RequestId_Fresh_bare(benchmark::State& state) {
 }
 
 void BM_Redis_RequestId_Replay(benchmark::State& state) {
-  if (state.thread_index() == 0) {
+  std::call_once(g_cache_replay_guarded, [] {
     for (int i = 0; i < kReplayKeys; ++i) {
       (void)guarded().cache.execute(idem::Key{replay_id(i), "tenant"}, kPayload, handler);
     }
-  }
+  });
   std::vector<std::string> ids;
   for (int i = 0; i < kReplayKeys; ++i) ids.push_back(replay_id(i));
   std::size_t i = static_cast<std::size_t>(state.thread_index());
@@ -345,9 +348,9 @@ void BM_Redis_RequestId_Replay(benchmark::State& state) {
 }
 void BM_Redis_RequestId_Replay_bare(benchmark::State& state) {
   const std::string prefix = g_run + "b:req:";
-  if (state.thread_index() == 0) {
+  std::call_once(g_cache_replay_bare, [&] {
     for (int i = 0; i < kReplayKeys; ++i) bare_cache(prefix, replay_id(i), 1000 + i, true);
-  }
+  });
   std::vector<std::string> ids;
   for (int i = 0; i < kReplayKeys; ++i) ids.push_back(replay_id(i));
   std::size_t i = static_cast<std::size_t>(state.thread_index());
@@ -368,6 +371,71 @@ IDEM_REDIS_BENCH(BM_Redis_RequestId_Fresh);
 IDEM_REDIS_BENCH(BM_Redis_RequestId_Fresh_bare);
 IDEM_REDIS_BENCH(BM_Redis_RequestId_Replay);
 IDEM_REDIS_BENCH(BM_Redis_RequestId_Replay_bare);
+
+// ---- Paired: guarded and bare calls alternate in one loop, one thread ------------------------
+// On a shared machine the load drifts between two separate benchmarks; alternating the twins
+// call by call exposes both to the same load. Counters: guard_us and bare_us (mean wall time
+// per call) and ratio = guard_us / bare_us (>= 1: what idem adds per call).
+
+template <class Guarded, class Bare>
+void paired(benchmark::State& state, Guarded&& guarded_call, Bare&& bare_call) {
+  using Steady = std::chrono::steady_clock;
+  Steady::duration guard_time{}, bare_time{};
+  for (auto _ : state) {
+    const auto t0 = Steady::now();
+    guarded_call();
+    const auto t1 = Steady::now();
+    bare_call();
+    guard_time += t1 - t0;
+    bare_time += Steady::now() - t1;
+  }
+  const double n = static_cast<double>(state.iterations());
+  const double g = std::chrono::duration<double, std::micro>(guard_time).count() / n;
+  const double b = std::chrono::duration<double, std::micro>(bare_time).count() / n;
+  state.counters["guard_us"] = g;
+  state.counters["bare_us"] = b;
+  state.counters["ratio"] = g / b;
+}
+
+void BM_Redis_Paired_Record_Fresh(benchmark::State& state) {
+  Ids guarded_ids("pf", 0), bare_ids("pf", 0);
+  const std::string prefix = g_run + "b:rec:";
+  paired(
+      state, [&] { (void)guarded().guard.execute(guarded_ids.next(), kPayload, handler); },
+      [&] { bare_record(prefix, bare_ids.next(), true); });
+}
+void BM_Redis_Paired_Record_Replay(benchmark::State& state) {
+  std::call_once(g_record_replay_guarded, [] {
+    for (int i = 0; i < kReplayKeys; ++i) {
+      (void)guarded().guard.execute(replay_id(i), kPayload, handler);
+    }
+  });
+  const std::string prefix = g_run + "b:rec:";
+  std::call_once(g_record_replay_bare, [&] {
+    for (int i = 0; i < kReplayKeys; ++i) bare_record(prefix, replay_id(i), true);
+  });
+  std::vector<std::string> keys;
+  for (int i = 0; i < kReplayKeys; ++i) keys.push_back(replay_id(i));
+  std::size_t i = 0, j = 0;
+  paired(
+      state, [&] { (void)guarded().guard.execute(keys[i++ % keys.size()], kPayload, handler); },
+      [&] { bare_record(prefix, keys[j++ % keys.size()], false); });
+}
+void BM_Redis_Paired_RequestId_Fresh(benchmark::State& state) {
+  Ids guarded_ids("pq", 0), bare_ids("pq", 0);
+  const std::string prefix = g_run + "b:req:";
+  std::uint64_t holder = std::uint64_t{1} << 50;
+  paired(
+      state,
+      [&] {
+        (void)guarded().cache.execute(idem::Key{guarded_ids.next(), "tenant"}, kPayload, handler);
+      },
+      [&] { bare_cache(prefix, bare_ids.next(), ++holder, true); });
+}
+
+BENCHMARK(BM_Redis_Paired_Record_Fresh)->UseRealTime();
+BENCHMARK(BM_Redis_Paired_Record_Replay)->UseRealTime();
+BENCHMARK(BM_Redis_Paired_RequestId_Fresh)->UseRealTime();
 
 }  // namespace
 
