@@ -30,6 +30,15 @@ TEST(ErrorTest, EveryCodeHasItsOwnMessageInTheIdemCategory) {
   EXPECT_EQ(make_error_code(static_cast<errc>(999)).message(), "unknown idem error");
 }
 
+TEST(ErrorTest, ToStringNamesTheEnumerator) {
+  EXPECT_EQ(to_string(errc::payload_mismatch), "payload_mismatch");
+  EXPECT_EQ(to_string(errc::record_corrupt), "record_corrupt");
+  std::set<std::string_view> names;
+  for (errc e : kAll) names.insert(to_string(e));
+  EXPECT_EQ(names.size(), std::size(kAll));
+  EXPECT_EQ(names.count("unknown"), 0u);
+}
+
 TEST(ErrorTest, HttpStatusOfEachCode) {
   EXPECT_EQ(http_status({}), 200);
   EXPECT_EQ(http_status(errc::key_invalid), 400);

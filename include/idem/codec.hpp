@@ -8,6 +8,9 @@
 //     static std::string encode(const Receipt& r);
 //     static Receipt decode(std::string_view bytes);  // throw idem::Error(errc::record_corrupt)
 //   };                                                 // on bytes it cannot read
+//
+// A codec may also offer `static std::string_view view(const T&)` when a value already is its
+// own bytes; the guard then stores them without the copy encode() makes.
 
 #include <bit>
 #include <concepts>
@@ -42,6 +45,8 @@ namespace detail {
 template <>
 struct codec<std::string> {
   static std::string encode(const std::string& s) { return s; }
+  // Types that are already bytes hand the guard a view, saving a copy per fresh call.
+  static std::string_view view(const std::string& s) noexcept { return s; }
   static std::string decode(std::string_view bytes) { return std::string(bytes); }
   // Replays hand over the store's buffer instead of copying it.
   static std::string decode(std::string&& bytes) noexcept { return std::move(bytes); }
@@ -52,8 +57,9 @@ template <class Byte>
 struct codec<std::vector<Byte>,
              std::enable_if_t<std::is_same_v<Byte, std::byte> ||
                               std::is_same_v<Byte, std::uint8_t> || std::is_same_v<Byte, char>>> {
-  static std::string encode(const std::vector<Byte>& v) {
-    return std::string(reinterpret_cast<const char*>(v.data()), v.size());
+  static std::string encode(const std::vector<Byte>& v) { return std::string(view(v)); }
+  static std::string_view view(const std::vector<Byte>& v) noexcept {
+    return {reinterpret_cast<const char*>(v.data()), v.size()};
   }
   static std::vector<Byte> decode(std::string_view bytes) {
     std::vector<Byte> v(bytes.size());

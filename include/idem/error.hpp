@@ -2,6 +2,7 @@
 // Error codes of idem: every refusal and failure is a std::error_code in the idem::errc category.
 
 #include <string>
+#include <string_view>
 #include <system_error>
 
 namespace idem {
@@ -38,6 +39,9 @@ enum class errc : int {
   /// something else). Never mistaken for a result. Retry: no; inspect the store (HTTP 500).
   record_corrupt,
 };
+
+/// The enumerator's name ("payload_mismatch"), for logs and metrics labels.
+std::string_view to_string(errc e) noexcept;
 
 /// The std::error_category of idem::errc; its name is "idem".
 const std::error_category& error_category() noexcept;
@@ -97,6 +101,23 @@ class ErrorCategory final : public std::error_category {
 };
 
 }  // namespace detail
+
+inline std::string_view to_string(errc e) noexcept {
+  switch (e) {
+    case errc::key_invalid: return "key_invalid";
+    case errc::payload_mismatch: return "payload_mismatch";
+    case errc::in_progress: return "in_progress";
+    case errc::token_invalid: return "token_invalid";
+    case errc::invalid_transition: return "invalid_transition";
+    case errc::version_conflict: return "version_conflict";
+    case errc::lease_lost: return "lease_lost";
+    case errc::store_unavailable: return "store_unavailable";
+    case errc::result_too_large: return "result_too_large";
+    case errc::handler_failed: return "handler_failed";
+    case errc::record_corrupt: return "record_corrupt";
+  }
+  return "unknown";
+}
 
 inline const std::error_category& error_category() noexcept {
   static const detail::ErrorCategory category;

@@ -245,7 +245,8 @@ class IdempotencyGuard {
   template <class R, class Fn>
   Outcome<R> run(const Ticket& ticket, void* transaction, const Key& key, Fn&& fn) {
     using Stored = std::conditional_t<std::is_void_v<R>, std::monostate, R>;
-    std::string bytes;
+    std::string encoded;
+    std::string_view bytes;       // the result as stored: a view of `encoded` or of the value
     std::optional<Stored> value;  // results need not be default-constructible
     try {
       Context context(store_, ticket, options_.lease, transaction);
@@ -261,7 +262,12 @@ class IdempotencyGuard {
     }
     if constexpr (!std::is_void_v<R>) {
       try {
-        bytes = codec<R>::encode(*value);
+        if constexpr (requires { codec<R>::view(*value); }) {
+          bytes = codec<R>::view(*value);
+        } else {
+          encoded = codec<R>::encode(*value);
+          bytes = encoded;
+        }
       } catch (...) {
         // The handler's effect happened: remember the failure whatever the options say, so a
         // retry cannot run it a second time.

@@ -50,10 +50,11 @@ class MemoryStore {
 
   Result<Claim> claim(const ClaimRequest& request) {
     const auto now = clock_->now();
-    Shard& shard = shard_for(request.key);
+    const HashedKey key = hashed(request.key);
+    Shard& shard = shard_for(key);
     std::lock_guard lock(shard.mutex);
 
-    auto it = shard.records.find(request.key);
+    auto it = shard.records.find(key);
     if (it == shard.records.end()) {
       if (shard.capacity != 0 && shard.records.size() >= shard.capacity && !shard.evict_one(now)) {
         return make_failure(errc::store_unavailable,
@@ -173,14 +174,30 @@ class MemoryStore {
     Entry* next = nullptr;
   };
 
+  // A key and its hash, computed once per call for both the shard and the table.
+  struct HashedKey {
+    std::string_view bytes;
+    std::size_t hash;
+  };
+
   struct KeyHash {
     using is_transparent = void;
-    std::size_t operator()(std::string_view key) const noexcept { return detail::hash_bytes(key); }
+    // Deliberately not noexcept: libstdc++ then caches each node's hash, so rehashing and bucket
+    // walks never hash a stored key again.
+    std::size_t operator()(std::string_view key) const { return detail::hash_bytes(key); }
+    std::size_t operator()(const HashedKey& key) const noexcept { return key.hash; }
+  };
+
+  struct KeyEqual {
+    using is_transparent = void;
+    bool operator()(std::string_view a, std::string_view b) const noexcept { return a == b; }
+    bool operator()(const HashedKey& a, std::string_view b) const noexcept { return a.bytes == b; }
+    bool operator()(std::string_view a, const HashedKey& b) const noexcept { return a == b.bytes; }
   };
 
   struct alignas(64) Shard {
     mutable std::mutex mutex;
-    std::unordered_map<std::string, Entry, KeyHash, std::equal_to<>> records;
+    std::unordered_map<std::string, Entry, KeyHash, KeyEqual> records;
     Entry* head = nullptr;
     Entry* tail = nullptr;
     std::size_t capacity = 0;
@@ -208,20 +225,20 @@ class MemoryStore {
       unlink(e);
       records.erase(records.find(std::string_view(*e->key)));
     }
-    // Frees one slot: the oldest expired record, else the oldest that is not in progress.
+    // Frees one slot: the oldest record that is not in progress (or is past its retention).
+    // In-progress records met on the way move to the back, so the next eviction does not walk
+    // them again; the walk is O(1) unless nearly every record is in progress.
     bool evict_one(Clock::time_point now) {
-      Entry* victim = nullptr;
-      for (Entry* e = head; e != nullptr; e = e->next) {
-        if (now >= e->expires_at) {
+      for (std::size_t seen = 0, n = records.size(); seen < n; ++seen) {
+        Entry* e = head;
+        if (e->state != State::in_progress || now >= e->expires_at) {
+          if (now < e->expires_at) evictions.fetch_add(1, std::memory_order_relaxed);
           erase(e);
           return true;
         }
-        if (victim == nullptr && e->state != State::in_progress) victim = e;
+        move_to_back(e);
       }
-      if (victim == nullptr) return false;
-      erase(victim);
-      evictions.fetch_add(1, std::memory_order_relaxed);
-      return true;
+      return false;
     }
   };
 
@@ -239,9 +256,10 @@ class MemoryStore {
   // Runs `change` on the record only if the ticket still holds it.
   template <class Change>
   Status with_holder(const Ticket& ticket, Change&& change) {
-    Shard& shard = shard_for(ticket.key);
+    const HashedKey key = hashed(ticket.key);
+    Shard& shard = shard_for(key);
     std::lock_guard lock(shard.mutex);
-    auto it = shard.records.find(ticket.key);
+    auto it = shard.records.find(key);
     if (it == shard.records.end() || it->second.fence != ticket.fence ||
         it->second.state != State::in_progress) {
       return Status(errc::lease_lost, "the record is no longer held under this fence");
@@ -250,10 +268,14 @@ class MemoryStore {
     return {};
   }
 
-  Shard& shard_for(std::string_view key) noexcept {
+  static HashedKey hashed(std::string_view key) noexcept {
+    return HashedKey{key, static_cast<std::size_t>(detail::hash_bytes(key))};
+  }
+
+  Shard& shard_for(const HashedKey& key) noexcept {
     if (shard_bits_ == 0) return shards_[0];
     // High bits pick the shard; the table inside uses the hash modulo its bucket count.
-    return shards_[detail::hash_bytes(key) >> (64 - shard_bits_)];
+    return shards_[static_cast<std::uint64_t>(key.hash) >> (64 - shard_bits_)];
   }
 
   std::shared_ptr<Clock> clock_;
