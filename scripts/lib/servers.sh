@@ -81,7 +81,8 @@ start_redis() {
   # server names its file in INFO server (config_file), also exported as IDEM_TEST_REDIS_CONF.
   printf '%s\n' "port $_idem_redis_port" "bind 127.0.0.1" "dir \"$_idem_redis_dir\"" \
     "save \"\"" "appendonly no" "daemonize yes" "pidfile \"$_idem_redis_dir/redis.pid\"" \
-    "logfile \"$log\"" >"$conf" || return 1
+    "logfile \"$log\"" "unixsocket \"$_idem_redis_dir/redis.sock\"" "unixsocketperm 700" \
+    >"$conf" || return 1
   if ! redis-server "$conf"; then
     _idem_say "redis-server failed to start"
     _idem_show_log "$log"

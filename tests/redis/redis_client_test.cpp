@@ -1,6 +1,8 @@
 // idem::redis::Client: URIs, the pool under load, broken connections, timeouts, unreachable
 // servers.
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -148,6 +150,46 @@ TEST(RedisClientTest, PoolBoundsConnectionsAndAnswersUnavailableWhenExhausted) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(failures.load(), 0);
   EXPECT_LE(shared.open_connections(), 2u);
+}
+
+TEST(RedisClientTest, UnixSocketAndDatabaseFromTheUri) {
+  IDEM_REQUIRE_REDIS(tcp);
+  Result<redis::Reply> socket = tcp->command({"CONFIG", "GET", "unixsocket"});
+  ASSERT_TRUE(socket);
+  ASSERT_EQ(socket->elements.size(), 2u);
+  const std::string path = socket->elements[1].str;
+  ASSERT_FALSE(path.empty()) << "the test server listens on no unix socket; start it with "
+                                "scripts/lib/servers.sh, which sets one";
+  Result<ConnectionOptions> o = ConnectionOptions::from_uri("unix://" + path + "?db=3");
+  ASSERT_TRUE(o) << o.failure().describe();
+  redis::Client unix_client(o.value());
+  ASSERT_TRUE(unix_client.ping().ok());
+  const std::string key = unique_prefix("client") + "db3";
+  ASSERT_EQ(redis_string(unix_client, {"SET", key, "in db 3", "PX", "10000"}), "OK");
+  EXPECT_EQ(redis_string(*tcp, {"GET", key}), "<nil>");  // the TCP client is on db 0
+  ASSERT_EQ(redis_string(*tcp, {"SELECT", "3"}), "OK");  // a pooled connection, now on db 3
+  EXPECT_EQ(redis_string(*tcp, {"GET", key}), "in db 3");
+}
+
+TEST(RedisClientTest, AclUserAndPasswordFromTheUriAuthenticate) {
+  IDEM_REQUIRE_REDIS(admin);
+  // A user of our own: the default user, which other tests use, stays as it is.
+  const std::string user = "idemtest" + std::to_string(::getpid());
+  ASSERT_EQ(redis_string(*admin, {"ACL", "SETUSER", user, "on", ">s3cret", "~*", "+@all"}), "OK");
+  const ConnectionOptions base = redis_options();
+  const std::string at = "@" + base.host + ":" + std::to_string(base.port);
+
+  redis::Client good(ConnectionOptions::from_uri("redis://" + user + ":s3cret" + at).value());
+  EXPECT_TRUE(good.ping().ok());
+  EXPECT_EQ(redis_string(good, {"ACL", "WHOAMI"}), user);
+
+  redis::Client bad(ConnectionOptions::from_uri("redis://" + user + ":wrong" + at).value());
+  Status refused = bad.ping();
+  EXPECT_EQ(refused.error(), errc::store_unavailable);
+  EXPECT_NE(refused.failure().message.find("AUTH"), std::string::npos) << refused.failure().message;
+  EXPECT_EQ(bad.open_connections(), 0u);
+
+  EXPECT_EQ(redis_integer(*admin, {"ACL", "DELUSER", user}), 1);
 }
 
 }  // namespace

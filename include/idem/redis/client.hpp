@@ -89,7 +89,9 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   /// One command, binary-safe arguments. An error reply is a Reply of Type::error; failures are
-  /// errc::store_unavailable (unreachable, timed out, pool exhausted). One round trip.
+  /// errc::store_unavailable (unreachable, timed out, pool exhausted). One round trip. Each call
+  /// may run on another pooled connection: commands that change a connection's state (SELECT,
+  /// MULTI, SUBSCRIBE, CLIENT SETNAME) leave it on whichever connection ran them; avoid them.
   Result<Reply> command(std::span<const std::string_view> argv);
   Result<Reply> command(std::initializer_list<std::string_view> argv) {
     return command(std::span<const std::string_view>(argv.begin(), argv.size()));
