@@ -125,7 +125,10 @@ TEST(RedisClientTest, PoolBoundsConnectionsAndAnswersUnavailableWhenExhausted) {
   for (int i = 0; i < 2; ++i) {
     blockers.emplace_back([&] { (void)client.command({"BLPOP", list, "1"}); });
   }
-  std::this_thread::sleep_for(200ms);  // both connections are now blocked in BLPOP
+  // Both connections are borrowed by the blockers (nobody else uses this client) until BLPOP
+  // returns after 1 s.
+  for (int i = 0; i < 500 && client.open_connections() < 2; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(client.open_connections(), 2u);
   const auto start = std::chrono::steady_clock::now();
   Status s = client.ping();
   EXPECT_EQ(s.error(), errc::store_unavailable);
