@@ -36,7 +36,8 @@ struct RequestIdCacheOptions {
 /// PX of an in-progress marker inside one script, so of two concurrent duplicates exactly one is
 /// forwarded; the other gets errc::in_progress (or waits for the response under
 /// Options::in_progress = Wait{...}). The marker expires with the lease, so a crashed holder's
-/// request id frees itself; commit replaces the holder's own marker by the response with PX ttl.
+/// request id frees itself (and a holder that outlives its lease, taken over or not, commits
+/// nothing: lease_lost); commit replaces the holder's own marker by the response with PX ttl.
 /// A repeat with another payload is errc::payload_mismatch.
 ///
 /// Holder ids (the fences) are random 64-bit values, unique per claim, not counters. Size is
