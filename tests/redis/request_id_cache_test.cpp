@@ -71,3 +71,22 @@ TEST(RequestIdCacheTest, ForeignValueIsRecordCorrupt) {
 }
 
 }  // namespace idem::testing
+
+namespace idem::testing {
+
+TEST(RequestIdCacheTest, AHolderPastItsLeaseCommitsNothingEvenWithoutATakeover) {
+  IDEM_REQUIRE_REDIS(client);
+  RequestIdCache cache(client, RequestIdCacheOptions{.prefix = unique_prefix("req-late")});
+  const detail::EffectiveKey key(cache.options().scope, "t", "slow");
+  Result<Claim> held = cache.claim(ClaimRequest{
+      key.view(), {1, 1}, std::chrono::milliseconds{100}, std::chrono::milliseconds{100}});
+  ASSERT_TRUE(held);
+  ASSERT_EQ(held->status, ClaimStatus::acquired);
+  EXPECT_EQ(redis_integer(*client, {"EXISTS", cache.entry_key(Key{"slow", "t"})}), 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds{200});  // the marker expired
+  const Completion done{ClaimStatus::completed, "late", std::chrono::minutes{1}};
+  EXPECT_EQ(cache.commit(Ticket{key.view(), held->fence}, done).error(), errc::lease_lost);
+  EXPECT_EQ(redis_integer(*client, {"EXISTS", cache.entry_key(Key{"slow", "t"})}), 0);
+}
+
+}  // namespace idem::testing
