@@ -15,6 +15,7 @@
 #include <pqxx/pqxx>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -186,7 +187,67 @@ class PgSession final : public sql::Session {
 
   void* native() noexcept override { return work_.get(); }
 
+  std::int64_t run(const std::string& sql, std::span<const sql::Param> params) override {
+    return static_cast<std::int64_t>(generic(sql, params).affected_rows());
+  }
+
+  bool first_row(const std::string& sql, std::span<const sql::Param> params, sql::Row& row,
+                 unsigned blob_columns) override {
+    const pqxx::result r = generic(sql, params);
+    row.clear();
+    if (r.empty()) return false;
+    const pqxx::row first = r[0];
+    for (pqxx::row::size_type i = 0; i < first.size(); ++i) {
+      const pqxx::field f = first[i];
+      if (f.is_null()) {
+        row.emplace_back(std::nullopt);
+      } else if (i < 32 && (blob_columns >> i & 1u) != 0) {
+        row.emplace_back(field_bytes(f));
+      } else {
+        row.emplace_back(std::string(f.c_str(), f.size()));
+      }
+    }
+    return true;
+  }
+
  private:
+  // A generic statement, prepared on first use under a name of its own. Parameters go as text
+  // (bytes in bytea's hex form), so that one dynamic list carries every kind.
+  pqxx::result generic(const std::string& sql, std::span<const sql::Param> params) {
+    auto it = generic_.find(sql);
+    if (it == generic_.end()) {
+      std::string name = "idem_g" + std::to_string(generic_.size());
+      conn_.prepare(name, sql);
+      it = generic_.emplace(sql, std::move(name)).first;
+    }
+    std::vector<std::string> values;
+    values.reserve(params.size());
+    for (const sql::Param& p : params) {
+      switch (p.kind) {
+        case sql::Param::integer:
+          values.push_back(std::to_string(p.number));
+          break;
+        case sql::Param::text:
+          values.emplace_back(p.string);
+          break;
+        case sql::Param::bytes: {
+          static constexpr char kHex[] = "0123456789abcdef";
+          std::string hex = "\\x";
+          hex.reserve(2 + p.string.size() * 2);
+          for (unsigned char c : p.string) {
+            hex.push_back(kHex[c >> 4]);
+            hex.push_back(kHex[c & 15]);
+          }
+          values.push_back(std::move(hex));
+          break;
+        }
+      }
+    }
+    if (work_) return work_->exec_prepared(it->second, pqxx::prepare::make_dynamic_params(values));
+    pqxx::nontransaction tx(conn_);
+    return tx.exec_prepared(it->second, pqxx::prepare::make_dynamic_params(values));
+  }
+
   template <class... Args>
   pqxx::result run(const char* name, Args&&... args) {
     if (work_) return work_->exec_prepared(name, std::forward<Args>(args)...);
@@ -209,6 +270,7 @@ class PgSession final : public sql::Session {
   milliseconds current_statement_{-1};
   milliseconds current_lock_{-1};
   std::unique_ptr<pqxx::work> work_;
+  std::unordered_map<std::string, std::string> generic_;  // statement text -> prepared name
 };
 
 class PgBackend final : public sql::Backend {
@@ -341,6 +403,10 @@ PostgresStoreOptions checked(PostgresStoreOptions options) {
 }
 
 }  // namespace
+
+std::unique_ptr<sql::Backend> sql::make_postgres_backend(const PostgresStoreOptions& options) {
+  return std::make_unique<PgBackend>(checked(options));
+}
 
 PostgresStore::PostgresStore(PostgresStoreOptions options)
     : SqlStore(std::make_unique<sql::Engine>(std::make_unique<PgBackend>(checked(options)),

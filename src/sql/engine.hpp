@@ -14,12 +14,20 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "idem/result.hpp"
 #include "idem/store.hpp"
 #include "idem/stores/sql_store.hpp"
+
+namespace idem {
+struct SqliteStoreOptions;
+struct PostgresStoreOptions;
+}  // namespace idem
 
 namespace idem::sql {
 
@@ -47,6 +55,17 @@ struct ClaimRow {
   std::string result;
 };
 
+/// A parameter of a generic statement (the entity stores' statements, src/sql/entity_engine.cpp).
+struct Param {
+  enum Kind : std::uint8_t { integer, text, bytes } kind = integer;
+  std::int64_t number = 0;    // integer
+  std::string_view string{};  // text or bytes
+};
+
+/// The first row of a generic query, one cell per column; nullopt for NULL. Integers come as
+/// decimal text, binary columns (bit i of `blob_columns` set) as their raw bytes.
+using Row = std::vector<std::optional<std::string>>;
+
 /// One database connection, used by one thread at a time. Methods throw the library's
 /// exceptions; the Engine maps them through Backend::failure().
 class Session {
@@ -69,6 +88,19 @@ class Session {
   virtual void rollback() noexcept = 0;
   /// The handle handed to handlers (SQLite::Database* or pqxx::work*).
   virtual void* native() noexcept = 0;
+
+  /// Generic statements for stores whose SQL is built at configuration (the entity stores):
+  /// `sql` is prepared once per session and cached by its text; parameters are ?1/$1...
+  /// run() returns the rows changed; first_row() says whether a row came back and fills `row`.
+  virtual std::int64_t run(const std::string& sql, std::span<const Param> params) {
+    (void)sql, (void)params;
+    throw std::logic_error("idem: this SQL session has no generic statements");
+  }
+  virtual bool first_row(const std::string& sql, std::span<const Param> params, Row& row,
+                         unsigned blob_columns) {
+    (void)sql, (void)params, (void)row, (void)blob_columns;
+    throw std::logic_error("idem: this SQL session has no generic statements");
+  }
 };
 
 /// How the engine reaches the database. Thread-safe.
@@ -142,5 +174,10 @@ class Engine {
   std::deque<Ended> ended_;  // under open_mutex_, newest last
   Fence next_fence_ = 1;  // transactional mode: fences unique in this store, under open_mutex_
 };
+
+/// Backends of the two dialects, for stores other than SqlStore (src/sqlite, src/postgres).
+/// The options were not checked yet: these throw std::invalid_argument as the stores do.
+std::unique_ptr<Backend> make_sqlite_backend(const SqliteStoreOptions& options);
+std::unique_ptr<Backend> make_postgres_backend(const PostgresStoreOptions& options);
 
 }  // namespace idem::sql

@@ -17,6 +17,7 @@
 #include <semaphore>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "sql/engine.hpp"
@@ -205,7 +206,56 @@ class SqliteSession final : public sql::Session {
 
   void* native() noexcept override { return &db_; }
 
+  std::int64_t run(const std::string& sql, std::span<const sql::Param> params) override {
+    SQLite::Statement& st = generic(sql, params);
+    const int changed = st.exec();
+    st.tryReset();
+    return changed;
+  }
+
+  bool first_row(const std::string& sql, std::span<const sql::Param> params, sql::Row& row,
+                 unsigned /*blob_columns: SQLite hands back bytes either way*/) override {
+    SQLite::Statement& st = generic(sql, params);
+    row.clear();
+    if (!st.executeStep()) return false;
+    for (int i = 0; i < st.getColumnCount(); ++i) {
+      const SQLite::Column c = st.getColumn(i);
+      if (c.isNull()) {
+        row.emplace_back(std::nullopt);
+      } else if (c.isInteger()) {
+        row.emplace_back(std::to_string(c.getInt64()));
+      } else {
+        row.emplace_back(column_bytes(c));
+      }
+    }
+    st.tryReset();
+    return true;
+  }
+
  private:
+  // A generic statement, prepared on first use and kept by its text.
+  SQLite::Statement& generic(const std::string& sql, std::span<const sql::Param> params) {
+    auto it = generic_.find(sql);
+    if (it == generic_.end()) it = generic_.emplace(sql, std::make_unique<Prepared>(db_, sql)).first;
+    SQLite::Statement& st = it->second->get();
+    int index = 1;
+    for (const sql::Param& p : params) {
+      switch (p.kind) {
+        case sql::Param::integer:
+          st.bind(index, p.number);
+          break;
+        case sql::Param::text:
+          st.bind(index, std::string(p.string));
+          break;
+        case sql::Param::bytes:
+          bind_blob(st, index, p.string);
+          break;
+      }
+      ++index;
+    }
+    return st;
+  }
+
   std::optional<sql::ClaimRow> claim_in_open_transaction(const sql::ClaimArgs& args) {
     SQLite::Statement& up = upsert_->get();
     bind_blob(up, 1, args.key);
@@ -241,6 +291,7 @@ class SqliteSession final : public sql::Session {
   const sql::Statements& text_;
   bool in_transaction_ = false;
   std::optional<Prepared> upsert_, read_, finish_, release_, extend_, purge_, raise_floor_;
+  std::unordered_map<std::string, std::unique_ptr<Prepared>> generic_;
 };
 
 class SqliteBackend final : public sql::Backend {
@@ -329,6 +380,10 @@ SqliteStoreOptions checked(SqliteStoreOptions options) {
 }
 
 }  // namespace
+
+std::unique_ptr<sql::Backend> sql::make_sqlite_backend(const SqliteStoreOptions& options) {
+  return std::make_unique<SqliteBackend>(checked(options));
+}
 
 SqliteStore::SqliteStore(SqliteStoreOptions options)
     : SqlStore(std::make_unique<sql::Engine>(std::make_unique<SqliteBackend>(checked(options)),
