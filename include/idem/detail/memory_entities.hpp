@@ -1,0 +1,153 @@
+#pragma once
+// The entity stores' memory backend: entities with a version and a state, an op log, and a lock
+// per entity held from claim to commit or abort (the memory twin of the SQL transaction).
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+
+#include "idem/detail/entity.hpp"
+#include "idem/result.hpp"
+#include "idem/store.hpp"
+
+namespace idem::detail {
+
+class MemoryEntities {
+ public:
+  explicit MemoryEntities(EntityKind kind) : kind_(kind) {}
+  MemoryEntities(const MemoryEntities&) = delete;
+  MemoryEntities& operator=(const MemoryEntities&) = delete;
+
+  /// Creates or overwrites an entity: `value` is its version (decimal) or state.
+  void put(std::string_view entity, std::string value) {
+    std::unique_lock lock(mutex_);
+    Entity& e = entities_[std::string(entity)];
+    free_.wait(lock, [&] { return !e.busy; });
+    e.value = std::move(value);
+  }
+
+  Result<std::string> current(std::string_view entity) {
+    std::lock_guard lock(mutex_);
+    auto it = entities_.find(std::string(entity));
+    if (it == entities_.end()) return missing(entity);
+    return it->second.value;
+  }
+
+  Result<CasAnswer> claim(const CasRequest& r) {
+    std::unique_lock lock(mutex_);
+    auto it = entities_.find(std::string(r.entity));
+    // The entity is locked while another holder runs: wait for it as long as the claim may.
+    if (it != entities_.end() && it->second.busy) {
+      const bool freed = free_.wait_for(lock, r.block_for, [&] { return !it->second.busy; });
+      if (!freed) {
+        return CasAnswer{.claim = Claim{.status = ClaimStatus::in_progress,
+                                        .lease_remaining = std::chrono::milliseconds{1}}};
+      }
+    }
+    if (auto op = ops_.find(std::string(r.op_key)); op != ops_.end()) {
+      if (op->second.fingerprint != r.fingerprint) {
+        return CasAnswer{.claim =
+                             Claim{.status = ClaimStatus::mismatch, .fence = op->second.fence}};
+      }
+      return CasAnswer{.claim = Claim{.status = op->second.status,
+                                      .fence = op->second.fence,
+                                      .result = op->second.result}};
+    }
+    if (it == entities_.end()) return CasAnswer{.refusal = CasAnswer::Refusal::missing};
+    Entity& e = it->second;
+    std::string next;
+    if (kind_ == EntityKind::version) {
+      if (e.value != std::to_string(r.expected_version)) {
+        return CasAnswer{.refusal = CasAnswer::Refusal::conflict, .current = e.value};
+      }
+      next = std::to_string(r.expected_version + 1);
+    } else {
+      bool allowed = false;
+      for (const std::string& f : r.from) allowed = allowed || f == e.value;
+      if (!allowed) return CasAnswer{.refusal = CasAnswer::Refusal::conflict, .current = e.value};
+      next = std::string(r.to);
+    }
+    e.busy = true;
+    const Fence fence = ++fences_;
+    open_.emplace(std::pair{std::string(r.op_key.data(), r.op_key.size()), fence},
+                  Open{&e, std::move(next), r.fingerprint});
+    return CasAnswer{.claim = Claim{.status = ClaimStatus::acquired, .fence = fence}};
+  }
+
+  Status commit(const Ticket& ticket, const Completion& completion) {
+    return finish(ticket, [&](const std::string& op_key, Open& open) {
+      open.entity->value = std::move(open.next);
+      ops_[op_key] =
+          Op{open.fingerprint, ticket.fence, completion.status, std::string(completion.result)};
+    });
+  }
+
+  Status abort(const Ticket& ticket) {
+    return finish(ticket, [](const std::string&, Open&) {});
+  }
+
+  Status extend(const Ticket& ticket, std::chrono::milliseconds) {
+    const auto parts = parse_entity_key(ticket.key);
+    std::lock_guard lock(mutex_);
+    if (!parts || open_.count(std::pair{std::string(parts->op_key), ticket.fence}) == 0) {
+      return lost();
+    }
+    return {};  // the holder keeps the entity until it finishes: there is no lease to run out
+  }
+
+ private:
+  struct Entity {
+    std::string value;
+    bool busy = false;
+  };
+  struct Op {
+    Fingerprint fingerprint;
+    Fence fence = 0;
+    ClaimStatus status = ClaimStatus::completed;
+    std::string result;
+  };
+  struct Open {
+    Entity* entity = nullptr;
+    std::string next;
+    Fingerprint fingerprint;
+  };
+
+  static Failure missing(std::string_view entity) {
+    return make_failure(errc::key_invalid, "no entity '" + std::string(entity) + "'");
+  }
+  static Status lost() {
+    return Status(errc::lease_lost, "the entity is no longer held under this fence");
+  }
+
+  template <class Change>
+  Status finish(const Ticket& ticket, Change&& change) {
+    const auto parts = parse_entity_key(ticket.key);
+    if (!parts) return lost();
+    std::unique_lock lock(mutex_);
+    auto it = open_.find(std::pair{std::string(parts->op_key), ticket.fence});
+    if (it == open_.end()) return lost();
+    change(it->first.first, it->second);
+    it->second.entity->busy = false;
+    open_.erase(it);
+    lock.unlock();
+    free_.notify_all();
+    return {};
+  }
+
+  EntityKind kind_;
+  std::mutex mutex_;
+  std::condition_variable free_;
+  std::unordered_map<std::string, Entity> entities_;  // node-based: Entity* stay valid
+  std::unordered_map<std::string, Op> ops_;
+  std::map<std::pair<std::string, Fence>, Open> open_;
+  Fence fences_ = 0;
+};
+
+}  // namespace idem::detail

@@ -1,0 +1,56 @@
+#pragma once
+// The entity stores' SQL backend, written once over the SQL layer (src/sql/entity_engine.cpp);
+// SQLite and PostgreSQL differ only in the session and dialect they hand it. Names no
+// third-party type.
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "idem/detail/entity.hpp"
+#include "idem/result.hpp"
+#include "idem/store.hpp"
+
+namespace idem {
+struct SqliteStoreOptions;
+struct PostgresStoreOptions;
+}  // namespace idem
+
+namespace idem::detail {
+
+/// Runs the claim as a conditional UPDATE of the user's table plus an op-log insert, in a
+/// transaction that stays open for the handler; commit writes the result into the op log and
+/// commits, abort rolls back. Thread-safe; movable.
+class SqlEntities {
+ public:
+  struct Impl;
+  explicit SqlEntities(std::unique_ptr<Impl> impl);
+  SqlEntities(SqlEntities&&) noexcept;
+  SqlEntities& operator=(SqlEntities&&) noexcept;
+  ~SqlEntities();
+
+  Result<CasAnswer> claim(const CasRequest& request);
+  Status commit(const Ticket& ticket, const Completion& completion);
+  Status abort(const Ticket& ticket);
+  Status extend(const Ticket& ticket, std::chrono::milliseconds lease);
+  /// The entity's version (decimal) or state, read outside any transaction.
+  Result<std::string> current(std::string_view entity);
+  /// Creates the op-log table if absent (claim does it on first use).
+  Status ensure_schema();
+  /// The op log's table name (<table_prefix>entity_ops).
+  const std::string& op_log_table() const noexcept;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Defined in the compiled adapters (idem::sqlite, idem::postgres). The op log is
+// <connection.table_prefix>entity_ops; connection.mode is not used. Throw std::invalid_argument
+// for a bad identifier or option.
+SqlEntities open_sqlite_entities(const SqliteStoreOptions& connection, EntityKind kind,
+                                 const EntityTable& table);
+SqlEntities open_postgres_entities(const PostgresStoreOptions& connection, EntityKind kind,
+                                   const EntityTable& table);
+
+}  // namespace idem::detail

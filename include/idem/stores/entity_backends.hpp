@@ -1,0 +1,58 @@
+#pragma once
+// Backends of the entity stores (VersionStore, StateMachineStore): a tag chooses one.
+//
+//   idem::MemoryBackend    header-only: entities in process memory, a lock per entity
+//   idem::SqliteBackend    link idem::sqlite: the user's table in a SQLite file
+//   idem::PostgresBackend  link idem::postgres: the user's table in PostgreSQL
+
+#include "idem/detail/entity.hpp"
+#include "idem/detail/memory_entities.hpp"
+#include "idem/detail/sql_entities.hpp"
+#include "idem/stores/postgres_store.hpp"
+#include "idem/stores/sqlite_store.hpp"
+
+namespace idem {
+
+/// Entities in process memory, created with the store's put(). The claim takes the entity's lock
+/// (waiting up to the guard's Wait::timeout) and holds it while the handler runs; commit applies
+/// the new version or state and records the result, abort leaves the entity as it was.
+struct MemoryBackend {
+  struct Options {};
+  using Impl = detail::MemoryEntities;
+  static Impl open(const Options&, detail::EntityKind kind, const EntityTable&) {
+    return Impl(kind);
+  }
+};
+
+/// The user's table in a SQLite file (SqliteStoreOptions: path, table_prefix of the op log,
+/// busy_timeout, synchronous_full; its mode is not used). The handler runs inside the claim's
+/// transaction: idem::sqlite_transaction(ctx).
+struct SqliteBackend {
+  using Options = SqliteStoreOptions;
+  using Impl = detail::SqlEntities;
+  static Impl open(const Options& options, detail::EntityKind kind, const EntityTable& table) {
+    return detail::open_sqlite_entities(options, kind, table);
+  }
+};
+
+/// The user's table in PostgreSQL (PostgresStoreOptions: uri, table_prefix of the op log, pool
+/// and timeouts; its mode is not used). The handler runs inside the claim's transaction:
+/// idem::pg_transaction(ctx).
+struct PostgresBackend {
+  using Options = PostgresStoreOptions;
+  using Impl = detail::SqlEntities;
+  static Impl open(const Options& options, detail::EntityKind kind, const EntityTable& table) {
+    return detail::open_postgres_entities(options, kind, table);
+  }
+};
+
+namespace detail {
+// A refused claim's current version or state, for the execute() on the same thread that called
+// the guard (the guard calls claim() synchronously on its caller's thread).
+inline std::optional<std::string>& refusal_slot() noexcept {
+  thread_local std::optional<std::string> slot;
+  return slot;
+}
+}  // namespace detail
+
+}  // namespace idem

@@ -1,0 +1,181 @@
+#pragma once
+// StateMachineStore: the state-machine strategy (DESIGN §4) on memory, SQLite or PostgreSQL,
+// chosen by a backend tag (idem/stores/entity_backends.hpp).
+
+#include <concepts>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "idem/detail/owned_guard.hpp"
+#include "idem/guard.hpp"
+#include "idem/options.hpp"
+#include "idem/outcome.hpp"
+#include "idem/stores/entity_backends.hpp"
+#include "idem/transition_table.hpp"
+
+namespace idem {
+
+/// A state machine: anything with a table() that gives its idem::TransitionTable (the table
+/// itself is one).
+template <class M>
+concept StateMachine = requires(const M& m) {
+  { m.table() } -> std::convertible_to<const TransitionTable&>;
+};
+
+/// The key of a transition: the entity, the event, and optionally an operation id. Without an id
+/// the operation is the event itself: a repeat of an applied event replays its result. With an
+/// id the same event may apply again under another id (machines with cycles).
+struct EventKey {
+  std::string_view entity;
+  std::string_view event;
+  std::string_view operation{};
+};
+
+/// An Outcome with what a transition refusal knows: the entity's state on
+/// errc::invalid_transition (empty otherwise, and for an event the table does not declare).
+template <class T>
+class [[nodiscard]] TransitionOutcome : public Outcome<T> {
+ public:
+  TransitionOutcome(Outcome<T>&& outcome, std::string current)
+      : Outcome<T>(std::move(outcome)), current_(std::move(current)) {}
+  const std::string& current_state() const noexcept { return current_; }
+
+ private:
+  std::string current_;
+};
+
+template <class Backend>
+struct StateMachineStoreOptions {
+  /// How to reach the database (MemoryBackend: nothing).
+  typename Backend::Options backend{};
+  /// The user's table: name, id column (default "id"), state column (default "state"), holding
+  /// state names as text. Not used by MemoryBackend.
+  EntityTable table{.table = {}, .id_column = "id", .column = "state"};
+  /// The guard behind execute(): scope (default "state"), in-progress policy (default Wait: a
+  /// claim waits for the entity's current holder), observer, result limits.
+  Options guard{.scope = "state", .in_progress = Wait{}};
+};
+
+/// Transitions of an entity's state, each applied once.
+///
+/// execute({entity, event}, fn): the claim is the conditional transition `SET state = <to> WHERE
+/// id = ? AND state IN (<allowed from>)`, and fn runs while it holds the entity: on SQL inside the
+/// claim's transaction (sqlite_transaction(ctx) / pg_transaction(ctx)), which commits the new
+/// state, the handler's writes and the op-log row together, or rolls all of them back if fn
+/// throws or the process dies; in memory under the entity's lock.
+///
+/// | the entity...                          | execute({entity, event, op}, fn)                   |
+/// |----------------------------------------|----------------------------------------------------|
+/// | is in one of the event's from-states   | runs fn; the entity moves to the event's to-state  |
+/// | had this operation applied             | replays its stored result                          |
+/// | is in another state                    | errc::invalid_transition naming the event, the     |
+/// |                                        | current state and the allowed from-states          |
+/// | event not in the table                 | errc::invalid_transition                           |
+/// | held by another caller                 | waits (Options::in_progress) or errc::in_progress  |
+/// | does not exist                         | errc::key_invalid                                  |
+///
+/// Cost as VersionStore's. Thread-safe. Also an idem::Store over the guard's effective keys.
+template <StateMachine Machine, class Backend>
+class StateMachineStore {
+ public:
+  /// Throws std::invalid_argument for a table or column name that is not an identifier, a bad
+  /// table prefix, or guard options out of range. (The table was validated when it was built.)
+  explicit StateMachineStore(Machine machine, StateMachineStoreOptions<Backend> options = {})
+      : machine_(std::move(machine)),
+        impl_(Backend::open(options.backend, detail::EntityKind::state,
+                            detail::with_default_column(options.table, "state"))) {
+    guard_.bind(*this, std::move(options.guard));
+  }
+  StateMachineStore(const StateMachineStore&) = delete;
+  StateMachineStore& operator=(const StateMachineStore&) = delete;
+
+  template <class Fn>
+  [[nodiscard]] TransitionOutcome<handler_result_t<Fn>> execute(const EventKey& key, Fn&& fn) {
+    return execute(key, std::string_view{}, std::forward<Fn>(fn));
+  }
+
+  /// Applies the event once and runs fn with it (see the class comment).
+  template <class Fn>
+  [[nodiscard]] TransitionOutcome<handler_result_t<Fn>> execute(const EventKey& key,
+                                                                std::string_view payload, Fn&& fn) {
+    using R = handler_result_t<Fn>;
+    if (table().find(key.event) == nullptr) {
+      return TransitionOutcome<R>(
+          Outcome<R>::failed(make_failure(
+              errc::invalid_transition,
+              "event '" + std::string(key.event) + "' is not in the transition table")),
+          {});
+    }
+    const std::string op =
+        key.operation.empty() ? "e" + std::string(key.event) : "o" + std::string(key.operation);
+    const std::string id = detail::encode_entity_id(key.entity, op, key.event);
+    auto& slot = detail::refusal_slot();
+    slot.reset();
+    Outcome<R> out = guard_.get().execute(Key{id}, payload, std::forward<Fn>(fn));
+    std::string current;
+    if (out.error() == errc::invalid_transition && slot) current = std::move(*slot);
+    slot.reset();
+    return TransitionOutcome<R>(std::move(out), std::move(current));
+  }
+
+  /// The entity's current state, read outside any claim. errc::key_invalid: no such entity.
+  Result<std::string> state(std::string_view entity) { return impl_.current(entity); }
+
+  /// MemoryBackend: creates the entity in `state` (or moves it there).
+  void put(std::string_view entity,
+           std::string state) requires std::same_as<Backend, MemoryBackend> {
+    impl_.put(entity, std::move(state));
+  }
+
+  const TransitionTable& table() const { return machine_.table(); }
+  const Options& options() const noexcept { return guard_.get().options(); }
+
+  // --- idem::Store, over the guard's effective keys --------------------------------------------
+
+  Result<Claim> claim(const ClaimRequest& request) {
+    const auto parts = detail::parse_entity_key(request.key);
+    const Transition* t = parts ? table().find(parts->tail) : nullptr;
+    if (t == nullptr) return make_failure(errc::key_invalid, "not a state machine store key");
+    Result<detail::CasAnswer> answer =
+        impl_.claim(detail::CasRequest{.op_key = parts->op_key,
+                                       .entity = parts->entity,
+                                       .fingerprint = request.fingerprint,
+                                       .lease = request.lease,
+                                       .block_for = request.block_for,
+                                       .from = t->from,
+                                       .to = t->to});
+    if (!answer) return std::move(answer).failure();
+    detail::CasAnswer& a = answer.value();
+    switch (a.refusal) {
+      case detail::CasAnswer::Refusal::none:
+        return std::move(a.claim);
+      case detail::CasAnswer::Refusal::missing:
+        return make_failure(errc::key_invalid,
+                            "no entity '" + std::string(parts->entity) + "' to move");
+      case detail::CasAnswer::Refusal::conflict:
+        break;
+    }
+    std::string allowed;
+    for (const std::string& f : t->from) allowed += (allowed.empty() ? "" : ", ") + f;
+    detail::refusal_slot() = a.current;
+    return make_failure(errc::invalid_transition,
+                        "event " + t->event + " is not allowed from state " + a.current +
+                            " (allowed from: " + allowed + ") on entity '" +
+                            std::string(parts->entity) + "'");
+  }
+  Status commit(const Ticket& ticket, const Completion& completion) {
+    return impl_.commit(ticket, completion);
+  }
+  Status abort(const Ticket& ticket) { return impl_.abort(ticket); }
+  Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
+    return impl_.extend(ticket, lease);
+  }
+
+ private:
+  Machine machine_;
+  typename Backend::Impl impl_;
+  detail::OwnedGuard<StateMachineStore> guard_;
+};
+
+}  // namespace idem

@@ -1,0 +1,15 @@
+// The entity stores (VersionStore, StateMachineStore) on PostgreSQL: the shared SQL engine over
+// the PostgreSQL backend (its connection pool) and dialect.
+
+#include "idem/stores/postgres_store.hpp"
+#include "sql/entity_engine.hpp"
+
+namespace idem::detail {
+
+SqlEntities open_postgres_entities(const PostgresStoreOptions& connection, EntityKind kind,
+                                   const EntityTable& table) {
+  return sql::make_entities(sql::make_postgres_backend(connection), sql::kPostgres, kind, table,
+                            connection.table_prefix);
+}
+
+}  // namespace idem::detail

@@ -1,0 +1,365 @@
+// The entity stores on SQL, written once for both dialects. A claim opens a transaction and, in
+// it: looks the operation up in the op log (a repeat replays), runs the conditional UPDATE of the
+// user's table (version bump or state transition), and inserts the operation's op-log row. The
+// transaction stays open while the handler runs; commit writes the result into the op-log row
+// and commits, abort rolls back. A refused UPDATE looks the operation up again (on PostgreSQL it
+// may have committed while the UPDATE waited on the row) and otherwise reads the current value.
+
+#include "sql/entity_engine.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <map>
+#include <mutex>
+#include <utility>
+
+namespace idem::detail {
+
+using std::chrono::milliseconds;
+
+struct SqlEntities::Impl {
+  std::unique_ptr<sql::Backend> backend;
+  const sql::Dialect* dialect = nullptr;
+  EntityKind kind = EntityKind::version;
+  EntityTable table;
+  std::string ops;  // op-log table name
+
+  // Statement text, built once from checked identifiers.
+  std::string create_ops, lookup, insert_op, finish_op, bump, read;
+  std::string transition_head;  // "UPDATE t SET c = ?2 WHERE id = ?1 AND c IN (" + markers
+
+  std::mutex mutex;
+  bool schema_ready = false;
+  struct Open {
+    sql::Session* session = nullptr;
+    std::string op_key;
+  };
+  std::map<std::pair<std::string, Fence>, Open, std::less<>> open;
+  Fence next_fence = 0;
+
+  std::string p(int i) const { return fmt::format("{}{}", dialect->param, i); }
+
+  void build() {
+    const sql::Dialect& d = *dialect;
+    create_ops = fmt::format(
+        "CREATE TABLE IF NOT EXISTS {0} (key {1} PRIMARY KEY, entity TEXT NOT NULL, "
+        "fence {2} NOT NULL, state {3} NOT NULL, fp_hi {2} NOT NULL, fp_lo {2} NOT NULL, "
+        "produced TEXT NOT NULL, result {1}, created_ms {2} NOT NULL){4}",
+        ops, d.blob, d.int64, d.int16, d.table_suffix);
+    lookup =
+        fmt::format("SELECT state, fp_hi, fp_lo, fence, result FROM {} WHERE key = {}", ops, p(1));
+    insert_op = fmt::format(
+        "INSERT INTO {} (key, entity, fence, state, fp_hi, fp_lo, produced, result, created_ms) "
+        "VALUES ({}, {}, {}, 0, {}, {}, {}, NULL, {}) ON CONFLICT (key) DO NOTHING",
+        ops, p(1), p(2), p(3), p(4), p(5), p(6), d.now_ms);
+    finish_op = fmt::format(
+        "UPDATE {} SET state = {}, result = {} WHERE key = {} AND fence = {} AND state = 0", ops,
+        p(3), p(4), p(1), p(2));
+    bump = fmt::format("UPDATE {0} SET {2} = {2} + 1 WHERE {1} = {3} AND {2} = {4}", table.table,
+                       table.id_column, table.column, p(1), p(2));
+    transition_head = fmt::format("UPDATE {0} SET {2} = {3} WHERE {1} = {4} AND {2} IN (",
+                                  table.table, table.id_column, table.column, p(2), p(1));
+    read = fmt::format("SELECT {} FROM {} WHERE {} = {}", table.column, table.table,
+                       table.id_column, p(1));
+  }
+
+  std::string transition(std::size_t from_count) const {
+    std::string sql = transition_head;
+    for (std::size_t i = 0; i < from_count; ++i) {
+      if (i > 0) sql += ", ";
+      sql += p(static_cast<int>(i) + 3);
+    }
+    return sql + ")";
+  }
+
+  Failure failure(bool& broken, bool claim) const noexcept {
+    return backend->failure(std::current_exception(), broken, claim);
+  }
+};
+
+namespace {
+
+sql::Param text(std::string_view s) { return {sql::Param::text, 0, s}; }
+sql::Param bytes(std::string_view s) { return {sql::Param::bytes, 0, s}; }
+sql::Param integer(std::int64_t n) { return {sql::Param::integer, n, {}}; }
+
+// Gives the session back on every path unless the holder keeps it.
+class Checkout {
+ public:
+  Checkout(sql::Backend& backend, sql::Session* s) : backend_(backend), session_(s) {}
+  Checkout(const Checkout&) = delete;
+  Checkout& operator=(const Checkout&) = delete;
+  ~Checkout() {
+    if (session_ != nullptr) {
+      session_->rollback();
+      backend_.release(session_, broken);
+    }
+  }
+  sql::Session* operator->() const noexcept { return session_; }
+  sql::Session* keep() noexcept { return std::exchange(session_, nullptr); }
+  bool broken = false;
+
+ private:
+  sql::Backend& backend_;
+  sql::Session* session_;
+};
+
+constexpr int kClaimAttempts = 4;
+
+Status lease_lost() {
+  return Status(errc::lease_lost, "the entity operation is no longer held under this fence");
+}
+
+std::int64_t as_i64(std::uint64_t v) { return std::bit_cast<std::int64_t>(v); }
+std::uint64_t as_u64(std::int64_t v) { return std::bit_cast<std::uint64_t>(v); }
+
+// A stored operation, as the op-log lookup found it.
+std::optional<CasAnswer> stored(const sql::Row& row, const CasRequest& r) {
+  if (row.size() < 5 || !row[0] || !row[1] || !row[2] || !row[3]) return std::nullopt;
+  const int state = std::stoi(*row[0]);
+  const Fingerprint fp{as_u64(std::stoll(*row[1])), as_u64(std::stoll(*row[2]))};
+  const Fence fence = static_cast<Fence>(std::stoll(*row[3]));
+  if (fp != r.fingerprint)
+    return CasAnswer{.claim = Claim{.status = ClaimStatus::mismatch, .fence = fence}};
+  if (state == 1 || state == 2) {
+    return CasAnswer{.claim =
+                         Claim{.status = state == 1 ? ClaimStatus::completed : ClaimStatus::failed,
+                               .fence = fence,
+                               .result = row[4].value_or(std::string())}};
+  }
+  // Committed rows are finished; anything else is not ours to read.
+  return CasAnswer{.claim = Claim{.status = ClaimStatus::in_progress, .fence = fence}};
+}
+
+}  // namespace
+
+SqlEntities::SqlEntities(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SqlEntities::SqlEntities(SqlEntities&&) noexcept = default;
+SqlEntities& SqlEntities::operator=(SqlEntities&&) noexcept = default;
+SqlEntities::~SqlEntities() {
+  if (!impl_) return;
+  for (auto& [key, open] : impl_->open) {
+    open.session->rollback();
+    impl_->backend->release(open.session, false);
+  }
+}
+
+const std::string& SqlEntities::op_log_table() const noexcept { return impl_->ops; }
+
+Status SqlEntities::ensure_schema() {
+  Impl& m = *impl_;
+  {
+    std::lock_guard lock(m.mutex);
+    if (m.schema_ready) return {};
+  }
+  bool broken = false;
+  sql::Session* session = nullptr;
+  try {
+    session = m.backend->acquire(milliseconds{0});
+  } catch (...) {
+    return m.failure(broken, false);
+  }
+  Checkout s(*m.backend, session);
+  try {
+    s->begin(milliseconds{10'000});
+    // Several processes may start at once: PostgreSQL's CREATE IF NOT EXISTS can still collide.
+    if (std::string_view(m.dialect->name) == "postgres") {
+      sql::Row ignored;
+      (void)s->first_row("SELECT pg_advisory_xact_lock(7302585012475907)", {}, ignored, 0);
+    }
+    s->run(m.create_ops, {});
+    s->commit();
+  } catch (...) {
+    return m.failure(s.broken, false);
+  }
+  std::lock_guard lock(m.mutex);
+  m.schema_ready = true;
+  return {};
+}
+
+Result<CasAnswer> SqlEntities::claim(const CasRequest& r) {
+  Impl& m = *impl_;
+  if (Status schema = ensure_schema(); !schema) return schema.failure();
+  bool broken = false;
+  sql::Session* session = nullptr;
+  try {
+    session = m.backend->acquire(r.block_for);
+  } catch (...) {
+    return m.failure(broken, true);
+  }
+  Checkout s(*m.backend, session);
+  std::string update;
+  std::array<sql::Param, 2> bump_params{text(r.entity), integer(as_i64(r.expected_version))};
+  std::vector<sql::Param> move_params;
+  if (m.kind == EntityKind::version) {
+    update = m.bump;
+  } else {
+    update = m.transition(r.from.size());
+    move_params.reserve(2 + r.from.size());
+    move_params.push_back(text(r.entity));
+    move_params.push_back(text(r.to));
+    for (const std::string& f : r.from) move_params.push_back(text(f));
+  }
+  const std::span<const sql::Param> update_params = m.kind == EntityKind::version
+                                                        ? std::span<const sql::Param>(bump_params)
+                                                        : std::span<const sql::Param>(move_params);
+  const std::string produced =
+      m.kind == EntityKind::version ? std::to_string(r.expected_version + 1) : std::string(r.to);
+  const std::array<sql::Param, 1> key_param{bytes(r.op_key)};
+  try {
+    sql::Row row;
+    for (int attempt = 0; attempt < kClaimAttempts; ++attempt) {
+      s->begin(r.block_for);
+      if (s->first_row(m.lookup, key_param, row, 1u << 4)) {
+        if (auto answer = stored(row, r)) return std::move(*answer);
+      }
+      if (s->run(update, update_params) == 1) {
+        Fence fence = 0;
+        {
+          std::lock_guard lock(m.mutex);
+          fence = ++m.next_fence;
+        }
+        const std::array<sql::Param, 6> insert{bytes(r.op_key),
+                                               text(r.entity),
+                                               integer(static_cast<std::int64_t>(fence)),
+                                               integer(as_i64(r.fingerprint.high)),
+                                               integer(as_i64(r.fingerprint.low)),
+                                               text(produced)};
+        if (s->run(m.insert_op, insert) != 1) {
+          s->rollback();  // the same operation committed meanwhile: look again
+          continue;
+        }
+        void* native = s->native();
+        {
+          std::lock_guard lock(m.mutex);
+          m.open.emplace(std::pair{std::string(r.op_key), fence},
+                         Impl::Open{s.keep(), std::string(r.op_key)});
+        }
+        return CasAnswer{
+            .claim = Claim{.status = ClaimStatus::acquired, .fence = fence, .transaction = native}};
+      }
+      // Refused. The same operation may have committed while the UPDATE waited on the row.
+      if (s->first_row(m.lookup, key_param, row, 1u << 4)) {
+        if (auto answer = stored(row, r)) return std::move(*answer);
+      }
+      const std::array<sql::Param, 1> entity_param{text(r.entity)};
+      if (!s->first_row(m.read, entity_param, row, 0)) {
+        return CasAnswer{.refusal = CasAnswer::Refusal::missing};
+      }
+      return CasAnswer{.refusal = CasAnswer::Refusal::conflict,
+                       .current = row.empty() ? std::string() : row[0].value_or("NULL")};
+    }
+  } catch (...) {
+    return m.failure(s.broken, true);
+  }
+  return make_failure(errc::in_progress, "the operation kept changing under the claim; retry");
+}
+
+namespace {
+
+template <class Done>
+Status finish(SqlEntities::Impl& m, const Ticket& ticket, Done&& done) {
+  std::optional<SqlEntities::Impl::Open> open;
+  {
+    std::lock_guard lock(m.mutex);
+    const auto parts = parse_entity_key(ticket.key);
+    if (!parts) return lease_lost();
+    auto it = m.open.find(std::pair{std::string(parts->op_key), ticket.fence});
+    if (it == m.open.end()) return lease_lost();
+    open = std::move(it->second);
+    m.open.erase(it);
+  }
+  Checkout s(*m.backend, open->session);
+  try {
+    return done(s, open->op_key);
+  } catch (...) {
+    Failure f = m.failure(s.broken, false);
+    f.message =
+        "transaction did not commit; the entity change and the handler's writes in it "
+        "were rolled back: " +
+        f.describe();
+    return f;
+  }
+}
+
+}  // namespace
+
+Status SqlEntities::commit(const Ticket& ticket, const Completion& completion) {
+  Impl& m = *impl_;
+  return finish(m, ticket, [&](Checkout& s, const std::string& op_key) -> Status {
+    const int state = completion.status == ClaimStatus::failed ? 2 : 1;
+    const std::array<sql::Param, 4> args{bytes(op_key),
+                                         integer(static_cast<std::int64_t>(ticket.fence)),
+                                         integer(state), bytes(completion.result)};
+    if (s->run(m.finish_op, args) != 1) return lease_lost();
+    s->commit();
+    return {};
+  });
+}
+
+Status SqlEntities::abort(const Ticket& ticket) {
+  return finish(*impl_, ticket, [](Checkout& s, const std::string&) -> Status {
+    s->rollback();
+    return {};
+  });
+}
+
+Status SqlEntities::extend(const Ticket& ticket, std::chrono::milliseconds) {
+  // The holder's transaction keeps the row locked until it ends: there is no lease to renew.
+  const auto parts = parse_entity_key(ticket.key);
+  std::lock_guard lock(impl_->mutex);
+  if (!parts || impl_->open.count(std::pair{std::string(parts->op_key), ticket.fence}) == 0) {
+    return lease_lost();
+  }
+  return {};
+}
+
+Result<std::string> SqlEntities::current(std::string_view entity) {
+  Impl& m = *impl_;
+  bool broken = false;
+  sql::Session* session = nullptr;
+  try {
+    session = m.backend->acquire(milliseconds{0});
+  } catch (...) {
+    return m.failure(broken, false);
+  }
+  Checkout s(*m.backend, session);
+  try {
+    sql::Row row;
+    const std::array<sql::Param, 1> args{text(entity)};
+    if (!s->first_row(m.read, args, row, 0)) {
+      return make_failure(errc::key_invalid,
+                          "no entity '" + std::string(entity) + "' in " + m.table.table);
+    }
+    return row.empty() ? std::string() : row[0].value_or("NULL");
+  } catch (...) {
+    return m.failure(s.broken, false);
+  }
+}
+
+}  // namespace idem::detail
+
+namespace idem::sql {
+
+detail::SqlEntities make_entities(std::unique_ptr<Backend> backend, const Dialect& dialect,
+                                  detail::EntityKind kind, const EntityTable& table,
+                                  const std::string& op_log_prefix) {
+  detail::check_table(table);
+  if (!valid_prefix(op_log_prefix)) {
+    throw std::invalid_argument("idem: table_prefix '" + op_log_prefix +
+                                "' must be letters, digits and '_' (not starting with a digit)");
+  }
+  auto impl = std::make_unique<detail::SqlEntities::Impl>();
+  impl->backend = std::move(backend);
+  impl->dialect = &dialect;
+  impl->kind = kind;
+  impl->table = table;
+  impl->ops = op_log_prefix + "entity_ops";
+  impl->build();
+  return detail::SqlEntities(std::move(impl));
+}
+
+}  // namespace idem::sql

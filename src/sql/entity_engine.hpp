@@ -1,0 +1,19 @@
+#pragma once
+// The entity stores' SQL engine (include/idem/detail/sql_entities.hpp), built by the adapters
+// from their backend and dialect.
+
+#include <memory>
+#include <string>
+
+#include "idem/detail/sql_entities.hpp"
+#include "sql/engine.hpp"
+#include "sql/statements.hpp"
+
+namespace idem::sql {
+
+/// Checks every identifier (std::invalid_argument) and builds the statement text once.
+detail::SqlEntities make_entities(std::unique_ptr<Backend> backend, const Dialect& dialect,
+                                  detail::EntityKind kind, const EntityTable& table,
+                                  const std::string& op_log_prefix);
+
+}  // namespace idem::sql

@@ -1,0 +1,15 @@
+// The entity stores (VersionStore, StateMachineStore) on SQLite: the shared SQL engine over the
+// SQLite backend and dialect.
+
+#include "idem/stores/sqlite_store.hpp"
+#include "sql/entity_engine.hpp"
+
+namespace idem::detail {
+
+SqlEntities open_sqlite_entities(const SqliteStoreOptions& connection, EntityKind kind,
+                                 const EntityTable& table) {
+  return sql::make_entities(sql::make_sqlite_backend(connection), sql::kSqlite, kind, table,
+                            connection.table_prefix);
+}
+
+}  // namespace idem::detail

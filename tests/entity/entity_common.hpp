@@ -1,0 +1,97 @@
+#pragma once
+// Targets of the entity store tests (VersionStore, StateMachineStore): one per backend, each
+// with the entities (orders, accounts), the handler effects, and the few reads and writes the
+// handlers do. This file: what all share, and the memory target; sql_targets.hpp: SQLite and
+// PostgreSQL, whose handlers write inside the claim's transaction.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "idem/idem.hpp"
+#include "idem/stores/state_machine_store.hpp"
+#include "idem/stores/version_store.hpp"
+
+namespace idem::testing {
+
+inline std::optional<std::string> pg_uri() {
+  const char* uri = std::getenv("IDEM_TEST_PG_URI");
+  if (uri == nullptr || *uri == '\0') return std::nullopt;
+  return std::string(uri);
+}
+
+inline constexpr const char* kNoPgMessage =
+    "IDEM_TEST_PG_URI is not set: PostgreSQL tests need a server (scripts/test starts one)";
+
+inline std::string unique_name(const std::string& stem) {
+  static std::atomic<int> counter{0};
+  return stem + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter.fetch_add(1)) +
+         "_" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 100000);
+}
+
+/// The order lifecycle of the tests and examples.
+inline TransitionTable order_machine() {
+  return TransitionTable{"CREATED",
+                         {"CREATED", "PAID", "SHIPPED", "COMPLETED", "REFUNDING", "REFUNDED"},
+                         {{"PAY", {"CREATED"}, "PAID"},
+                          {"SHIP", {"PAID"}, "SHIPPED"},
+                          {"COMPLETE", {"SHIPPED"}, "COMPLETED"},
+                          {"REFUND", {"PAID"}, "REFUNDING"},
+                          {"REFUNDED", {"REFUNDING"}, "REFUNDED"}}};
+}
+
+// ---- memory target: effects and balances in maps; the entity lock protects them -----------------
+
+class MemoryTarget {
+ public:
+  using Backend = MemoryBackend;
+  static constexpr const char* kName = "memory";
+  static constexpr bool kSql = false;
+
+  bool set_up(std::string&) { return true; }
+  Backend::Options connection() const { return {}; }
+
+  // Entities are created through the store (put); the target keeps balances and effects.
+  template <class Store>
+  void create_order(Store& store, const std::string& id) {
+    store.put(id, "CREATED");
+  }
+  template <class Store>
+  void create_account(Store& store, const std::string& id, long long balance) {
+    store.put(id, 0);
+    std::lock_guard lock(mutex_);
+    balances_[id] = balance;
+  }
+  long long balance(const std::string& id) {
+    std::lock_guard lock(mutex_);
+    return balances_[id];
+  }
+  long long effects(const std::string& what) {
+    std::lock_guard lock(mutex_);
+    return effects_[what];
+  }
+  void add_effect(Context&, const std::string& what) {
+    std::lock_guard lock(mutex_);
+    ++effects_[what];
+  }
+  long long read_balance(Context&, const std::string& id) { return balance(id); }
+  void write_balance(Context&, const std::string& id, long long value) {
+    std::lock_guard lock(mutex_);
+    balances_[id] = value;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, long long> balances_;
+  std::map<std::string, long long> effects_;
+};
+
+}  // namespace idem::testing
