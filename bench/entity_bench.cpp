@@ -1,0 +1,345 @@
+// VersionStore and StateMachineStore on memory, SQLite and PostgreSQL beside bare twins: the
+// same conditional UPDATE and op-log statements written straight on SQLiteCpp / libpqxx (and a
+// mutex and two maps for memory), in the same binary and run, so the overhead reads as a ratio
+// (DESIGN §6). A second bare twin runs the conditional UPDATE alone in its transaction: the gap
+// to it is what the op log (replays of repeated operations) costs.
+//
+//   IDEM_BENCH_PG_URI=postgresql://user@host/db build/bench/idem_bench_entity
+//
+// Without IDEM_BENCH_PG_URI the PostgreSQL benchmarks are left out with a line. Figures:
+// docs/performance.md ("Entity stores").
+
+#include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Statement.h>
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <pqxx/pqxx>
+#include <string>
+#include <unordered_map>
+
+#include "idem/stores/state_machine_store.hpp"
+#include "idem/stores/version_store.hpp"
+
+namespace {
+
+std::string g_pg_uri;
+int g_run = 0;
+
+// Toggles between two states, so that a transition is always possible.
+const idem::TransitionTable& toggle() {
+  static const idem::TransitionTable t{
+      "OPEN", {"OPEN", "HELD"}, {{"HOLD", {"OPEN"}, "HELD"}, {"RELEASE", {"HELD"}, "OPEN"}}};
+  return t;
+}
+
+std::string op(long long i) { return "op-" + std::to_string(1'000'000'000LL + i); }
+
+// ---- the user's tables, one set per benchmark run ----------------------------------------------
+
+class TempFile {
+ public:
+  TempFile()
+      : path_(std::filesystem::temp_directory_path() /
+              ("idem_entity_bench_" + std::to_string(::getpid()) + "_" + std::to_string(g_run++) +
+               ".db")) {}
+  ~TempFile() {
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+      std::error_code ignored;
+      std::filesystem::remove(path_.string() + suffix, ignored);
+    }
+  }
+  std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+constexpr const char* kTables =
+    "CREATE TABLE {p}items (id TEXT PRIMARY KEY, version BIGINT NOT NULL, state TEXT NOT NULL);"
+    "INSERT INTO {p}items VALUES ('item', 0, 'OPEN');"
+    "CREATE TABLE {p}bare_ops (key TEXT PRIMARY KEY, state SMALLINT NOT NULL, result TEXT)";
+
+std::string tables(const std::string& prefix) {
+  std::string s = kTables;
+  for (std::size_t at; (at = s.find("{p}")) != std::string::npos;) s.replace(at, 3, prefix);
+  return s;
+}
+
+// ---- guarded ------------------------------------------------------------------------------------
+
+template <class B>
+void run_version(benchmark::State& state, typename B::Options backend, idem::EntityTable table,
+                 const std::string& item) {
+  idem::VersionStore<B> store{idem::VersionStoreOptions<B>{
+      .backend = std::move(backend), .table = std::move(table), .guard = {.scope = "bench"}}};
+  std::uint64_t v = store.version(item).value();
+  for (auto _ : state) {
+    auto out = store.execute(idem::VersionKey{item, v++}, [] { return 1; });
+    if (!out.recorded()) state.SkipWithError(out.message().c_str());
+  }
+}
+
+template <class B>
+void run_version_replay(benchmark::State& state, typename B::Options backend,
+                        idem::EntityTable table, const std::string& item) {
+  idem::VersionStore<B> store{idem::VersionStoreOptions<B>{
+      .backend = std::move(backend), .table = std::move(table), .guard = {.scope = "bench"}}};
+  const std::uint64_t v = store.version(item).value();
+  (void)store.execute(idem::VersionKey{item, v}, [] { return 1; });
+  for (auto _ : state) {
+    auto out = store.execute(idem::VersionKey{item, v}, [] { return 2; });
+    if (!out.replayed()) state.SkipWithError(out.message().c_str());
+  }
+}
+
+template <class B>
+void run_transition(benchmark::State& state, typename B::Options backend, idem::EntityTable table,
+                    const std::string& item) {
+  idem::StateMachineStore<idem::TransitionTable, B> store{
+      toggle(),
+      idem::StateMachineStoreOptions<B>{
+          .backend = std::move(backend), .table = std::move(table), .guard = {.scope = "bench"}}};
+  long long i = 0;
+  bool open = store.state(item).value() == "OPEN";
+  for (auto _ : state) {
+    const std::string id = op(i++);
+    auto out = store.execute(idem::EventKey{item, open ? "HOLD" : "RELEASE", id}, [] { return 1; });
+    if (!out.recorded()) state.SkipWithError(out.message().c_str());
+    open = !open;
+  }
+}
+
+// ---- memory -------------------------------------------------------------------------------------
+
+void BM_Memory_Version(benchmark::State& state) {
+  idem::VersionStore<idem::MemoryBackend> store{{}};
+  store.put("item", 0);
+  std::uint64_t v = 0;
+  for (auto _ : state) {
+    auto out = store.execute(idem::VersionKey{"item", v++}, [] { return 1; });
+    if (!out.recorded()) state.SkipWithError(out.message().c_str());
+  }
+}
+
+void BM_Memory_Transition(benchmark::State& state) {
+  idem::StateMachineStore<idem::TransitionTable, idem::MemoryBackend> store{toggle()};
+  store.put("item", "OPEN");
+  long long i = 0;
+  bool open = true;
+  for (auto _ : state) {
+    auto out =
+        store.execute(idem::EventKey{"item", open ? "HOLD" : "RELEASE", op(i++)}, [] { return 1; });
+    if (!out.recorded()) state.SkipWithError(out.message().c_str());
+    open = !open;
+  }
+}
+
+// The same work by hand: a lock, the version check and bump, the op log entry.
+void BM_Memory_BareVersion(benchmark::State& state) {
+  std::mutex mutex;
+  std::unordered_map<std::string, std::uint64_t> versions{{"item", 0}};
+  std::unordered_map<std::string, std::string> ops;
+  std::uint64_t v = 0;
+  for (auto _ : state) {
+    std::lock_guard lock(mutex);
+    const std::string key = "item/v" + std::to_string(v);
+    if (ops.count(key) != 0) state.SkipWithError("replayed");
+    auto& current = versions["item"];
+    if (current != v) state.SkipWithError("conflict");
+    current = ++v;
+    ops.emplace(key, "1");
+  }
+}
+
+// ---- SQLite -------------------------------------------------------------------------------------
+
+struct SqliteFixture {
+  TempFile file;
+  SqliteFixture() {
+    SQLite::Database db(file.path(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+    db.exec("PRAGMA journal_mode = WAL");
+    db.exec(tables(""));
+  }
+  idem::SqliteStoreOptions options() const { return {.path = file.path()}; }
+};
+
+void BM_Sqlite_Version(benchmark::State& state) {
+  SqliteFixture f;
+  run_version<idem::SqliteBackend>(state, f.options(), {"items", "id", "version"}, "item");
+}
+void BM_Sqlite_VersionReplay(benchmark::State& state) {
+  SqliteFixture f;
+  run_version_replay<idem::SqliteBackend>(state, f.options(), {"items", "id", "version"}, "item");
+}
+void BM_Sqlite_Transition(benchmark::State& state) {
+  SqliteFixture f;
+  run_transition<idem::SqliteBackend>(state, f.options(), {"items", "id", "state"}, "item");
+}
+
+// Bare: the store's statements on one connection (synchronous NORMAL, as the store).
+// op_log 1: with the op log (lookup, UPDATE, INSERT, UPDATE); 0: the conditional UPDATE alone.
+// transition 1: the UPDATE is the state transition; 0: the version bump.
+void BM_Sqlite_Bare(benchmark::State& state) {
+  SqliteFixture f;
+  SQLite::Database db(f.file.path(), SQLite::OPEN_READWRITE);
+  db.exec("PRAGMA synchronous = NORMAL");
+  const bool transition = state.range(1) != 0;
+  SQLite::Statement lookup(db, "SELECT state, result FROM bare_ops WHERE key = ?1");
+  SQLite::Statement bump(db, transition
+                                 ? "UPDATE items SET state = ?2 WHERE id = ?1 AND state IN (?3)"
+                                 : "UPDATE items SET version = version + 1 WHERE id = ?1 AND "
+                                   "version = ?2");
+  SQLite::Statement insert(
+      db, "INSERT INTO bare_ops (key, state, result) VALUES (?1, 0, NULL) ON CONFLICT DO NOTHING");
+  SQLite::Statement finish(db, "UPDATE bare_ops SET state = 1, result = ?2 WHERE key = ?1");
+  const bool op_log = state.range(0) != 0;
+  long long v = 0;
+  for (auto _ : state) {
+    const std::string key = "item/v" + std::to_string(v);
+    db.exec("BEGIN IMMEDIATE");
+    if (op_log) {
+      lookup.reset();
+      lookup.bind(1, key);
+      if (lookup.executeStep()) state.SkipWithError("replayed");
+      lookup.reset();
+    }
+    bump.reset();
+    bump.bind(1, "item");
+    if (transition) {
+      const bool open = v++ % 2 == 0;
+      bump.bind(2, open ? "HELD" : "OPEN");
+      bump.bind(3, open ? "OPEN" : "HELD");
+    } else {
+      bump.bind(2, static_cast<std::int64_t>(v++));
+    }
+    if (bump.exec() != 1) state.SkipWithError("conflict");
+    if (op_log) {
+      insert.reset();
+      insert.bind(1, key);
+      insert.exec();
+      finish.reset();
+      finish.bind(1, key);
+      finish.bind(2, "1");
+      finish.exec();
+    }
+    db.exec("COMMIT");
+  }
+}
+
+// ---- PostgreSQL
+// -----------------------------------------------------------------------------------
+
+struct PgFixture {
+  std::string prefix = "ebench_" + std::to_string(::getpid()) + "_" + std::to_string(g_run++) + "_";
+  PgFixture() {
+    pqxx::connection c(g_pg_uri);
+    pqxx::work w(c);
+    w.exec(tables(prefix));
+    w.commit();
+  }
+  ~PgFixture() {
+    try {
+      pqxx::connection c(g_pg_uri);
+      pqxx::work w(c);
+      w.exec("DROP TABLE IF EXISTS " + prefix + "items, " + prefix + "bare_ops, " + prefix +
+             "entity_ops");
+      w.commit();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "idem_bench_entity: could not drop tables: %s\n", e.what());
+    }
+  }
+  idem::PostgresStoreOptions options() const {
+    return {.uri = g_pg_uri, .table_prefix = prefix, .pool_size = 2};
+  }
+  idem::EntityTable table(const char* column) const { return {prefix + "items", "id", column}; }
+};
+
+void BM_Postgres_Version(benchmark::State& state) {
+  PgFixture f;
+  run_version<idem::PostgresBackend>(state, f.options(), f.table("version"), "item");
+}
+void BM_Postgres_VersionReplay(benchmark::State& state) {
+  PgFixture f;
+  run_version_replay<idem::PostgresBackend>(state, f.options(), f.table("version"), "item");
+}
+void BM_Postgres_Transition(benchmark::State& state) {
+  PgFixture f;
+  run_transition<idem::PostgresBackend>(state, f.options(), f.table("state"), "item");
+}
+
+void BM_Postgres_Bare(benchmark::State& state) {
+  PgFixture f;
+  pqxx::connection c(g_pg_uri);
+  const std::string& p = f.prefix;
+  const bool transition = state.range(1) != 0;
+  c.prepare("lookup", "SELECT state, result FROM " + p + "bare_ops WHERE key = $1");
+  c.prepare("bump",
+            "UPDATE " + p + "items SET version = version + 1 WHERE id = $1 AND version = $2");
+  c.prepare("move", "UPDATE " + p + "items SET state = $2 WHERE id = $1 AND state IN ($3)");
+  c.prepare("insert",
+            "INSERT INTO " + p +
+                "bare_ops (key, state, result) VALUES ($1, 0, NULL) ON CONFLICT DO NOTHING");
+  c.prepare("finish", "UPDATE " + p + "bare_ops SET state = 1, result = $2 WHERE key = $1");
+  const bool op_log = state.range(0) != 0;
+  long long v = 0;
+  for (auto _ : state) {
+    const std::string key = "item/v" + std::to_string(v);
+    pqxx::work w(c);
+    if (op_log && !w.exec_prepared("lookup", key).empty()) state.SkipWithError("replayed");
+    const bool open = v % 2 == 0;
+    const pqxx::result r =
+        transition ? w.exec_prepared("move", "item", open ? "HELD" : "OPEN", open ? "OPEN" : "HELD")
+                   : w.exec_prepared("bump", "item", v);
+    ++v;
+    if (r.affected_rows() != 1) state.SkipWithError("conflict");
+    if (op_log) {
+      w.exec_prepared("insert", key);
+      w.exec_prepared("finish", key, "1");
+    }
+    w.commit();
+  }
+}
+
+}  // namespace
+
+BENCHMARK(BM_Memory_BareVersion);
+BENCHMARK(BM_Memory_Version);
+BENCHMARK(BM_Memory_Transition);
+BENCHMARK(BM_Sqlite_Bare)
+    ->ArgNames({"op_log", "transition"})
+    ->ArgsProduct({{0, 1}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Sqlite_Version)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Sqlite_VersionReplay)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Sqlite_Transition)->Unit(benchmark::kMicrosecond);
+
+int main(int argc, char** argv) {
+  if (const char* uri = std::getenv("IDEM_BENCH_PG_URI"); uri != nullptr && *uri != '\0') {
+    g_pg_uri = uri;
+    benchmark::RegisterBenchmark("BM_Postgres_Bare", BM_Postgres_Bare)
+        ->ArgNames({"op_log", "transition"})
+        ->ArgsProduct({{0, 1}, {0, 1}})
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark("BM_Postgres_Version", BM_Postgres_Version)
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark("BM_Postgres_VersionReplay", BM_Postgres_VersionReplay)
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark("BM_Postgres_Transition", BM_Postgres_Transition)
+        ->Unit(benchmark::kMicrosecond);
+  } else {
+    std::printf(
+        "idem_bench_entity: IDEM_BENCH_PG_URI is not set; skipping the PostgreSQL "
+        "benchmarks\n");
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
