@@ -177,7 +177,7 @@ Client::Impl::Impl(ConnectionOptions options) : options_(std::move(options)) {
 
 Client::Impl::~Impl() {
   std::lock_guard lock(mutex_);
-  for (redisContext* c : idle_) redisFree(c);
+  for (const Idle& idle : idle_) redisFree(idle.c);
   idle_.clear();
 }
 
@@ -235,22 +235,34 @@ Result<redisContext*> Client::Impl::connect() {
   return c;
 }
 
+// An idle connection must have nothing to read: readable means the server closed it (restart,
+// idle timeout, CLIENT KILL). One that was idle for a while is checked before it is lent, so the
+// caller's command does not fail on it; one returned moments ago is not worth the syscall.
+constexpr auto kCheckIdleAfter = std::chrono::milliseconds{100};
+
+namespace {
+bool closed_by_server(const redisContext* c) {
+  pollfd p{c->fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) != 0;
+}
+}  // namespace
+
 Result<Connection> Client::Impl::acquire() {
-  std::unique_lock lock(mutex_);
   const auto deadline = std::chrono::steady_clock::now() + options_.pool_wait;
+  std::unique_lock lock(mutex_);
   for (;;) {
     while (!idle_.empty()) {
-      redisContext* c = idle_.back();
+      const Idle idle = idle_.back();
       idle_.pop_back();
-      // An idle connection must have nothing to read: readable means the server closed it
-      // (restart, timeout, CLIENT KILL). Drop it rather than fail the caller's command on it.
-      pollfd p{c->fd, POLLIN, 0};
-      if (::poll(&p, 1, 0) == 0) return Connection(this, c);
-      --open_;
+      lock.unlock();  // no syscall under the pool's lock
+      if (std::chrono::steady_clock::now() - idle.since < kCheckIdleAfter ||
+          !closed_by_server(idle.c)) {
+        return Connection(this, idle.c);
+      }
+      redisFree(idle.c);
       dropped_.fetch_add(1, std::memory_order_relaxed);
-      lock.unlock();
-      redisFree(c);
       lock.lock();
+      --open_;
     }
     if (open_ < options_.pool_size) {
       ++open_;
@@ -280,7 +292,7 @@ void Client::Impl::give_back(redisContext* c, bool healthy) {
   {
     std::lock_guard lock(mutex_);
     if (healthy) {
-      idle_.push_back(c);
+      idle_.push_back(Idle{c, std::chrono::steady_clock::now()});
     } else {
       --open_;
     }

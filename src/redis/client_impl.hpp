@@ -58,7 +58,11 @@ class Client::Impl {
   std::string where_;
   mutable std::mutex mutex_;
   std::condition_variable returned_;
-  std::vector<redisContext*> idle_;
+  struct Idle {
+    redisContext* c;
+    std::chrono::steady_clock::time_point since;  // when it was returned
+  };
+  std::vector<Idle> idle_;
   std::size_t open_ = 0;  // idle + borrowed + being opened
   std::atomic<std::uint64_t> dropped_{0};
 };

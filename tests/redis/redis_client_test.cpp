@@ -89,7 +89,7 @@ TEST(RedisClientTest, KilledConnectionsAreReplacedWithoutFailingCallers) {
   redis::Client other(redis_options());
   const std::string id_text = std::to_string(id);
   ASSERT_EQ(redis_integer(other, {"CLIENT", "KILL", "ID", id_text}), 1);
-  std::this_thread::sleep_for(50ms);
+  std::this_thread::sleep_for(150ms);  // idle long enough to be checked before reuse
   // The pool notices the closed socket before using it, and opens a fresh connection.
   EXPECT_TRUE(client->ping().ok());
   EXPECT_GE(client->dropped_connections(), 1u);
