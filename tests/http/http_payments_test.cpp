@@ -1,0 +1,378 @@
+// End-to-end tests of examples/http_payments over real HTTP on 127.0.0.1: the server runs as a
+// child process (so it can be SIGKILLed), clients are real threads with their own connections.
+//
+// Built twice: with SQLite and in-memory gateway and tokens (label http, sqlite), and with
+// IDEM_HTTP_TEST_PG defined: PostgreSQL and Redis from IDEM_TEST_PG_URI / IDEM_TEST_REDIS_URI
+// (labels http, postgres, redis; unset: skip; set but unreachable: fail).
+
+#include <SQLiteCpp/Database.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#ifndef IDEM_HTTP_PAYMENTS_SERVER
+#error "IDEM_HTTP_PAYMENTS_SERVER must name the http_payments binary"
+#endif
+
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+#ifdef IDEM_HTTP_TEST_PG
+constexpr bool kPg = true;
+#else
+constexpr bool kPg = false;
+#endif
+
+// Where one test's data lives: a SQLite file, or table and key prefixes on the shared servers.
+struct Backing {
+  std::filesystem::path dir;
+  std::string prefix;
+
+  Backing() {
+    std::random_device rd;
+    prefix = "t" + std::to_string(::getpid()) + "_" + std::to_string(rd() % 1000000) + "_";
+    dir = std::filesystem::temp_directory_path() / ("idem_http_" + prefix);
+    std::filesystem::create_directories(dir);
+  }
+  ~Backing() {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  }
+  std::vector<std::string> args() const {
+    std::vector<std::string> a{"--prefix", prefix};
+    if (kPg) {
+      a.insert(a.end(), {"--pg", env("IDEM_TEST_PG_URI"), "--redis", env("IDEM_TEST_REDIS_URI")});
+    } else {
+      a.insert(a.end(), {"--db", (dir / "payments.db").string()});
+    }
+    return a;
+  }
+  // One number from the payments database, read on a connection of its own.
+  long long scalar(const std::string& sql_with_table) const {
+    if (kPg) {
+      pqxx::connection c(env("IDEM_TEST_PG_URI"));
+      pqxx::nontransaction n(c);
+      return n.exec(sql_with_table)[0][0].as<long long>();
+    }
+    SQLite::Database db((dir / "payments.db").string(), SQLite::OPEN_READONLY, 5000);
+    return db.execAndGet(sql_with_table).getInt64();
+  }
+  long long payments() const { return scalar("SELECT count(*) FROM " + prefix + "payments"); }
+  long long distinct_keys() const {
+    return scalar("SELECT count(DISTINCT principal || ':' || idempotency_key) FROM " + prefix +
+                  "payments");
+  }
+  long long outbox() const { return scalar("SELECT count(*) FROM " + prefix + "payments_outbox"); }
+};
+
+// The server as a child process; the first stdout line names its port.
+class Server {
+ public:
+  Server(const Backing& backing, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{IDEM_HTTP_PAYMENTS_SERVER, "--port", "0"};
+    for (auto& a : backing.args()) args.push_back(a);
+    for (auto& a : extra) args.push_back(a);
+    int out[2];
+    if (::pipe(out) != 0) throw std::runtime_error("pipe");
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], STDOUT_FILENO);
+      ::close(out[0]);
+      ::close(out[1]);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      std::_Exit(127);
+    }
+    ::close(out[1]);
+    FILE* f = ::fdopen(out[0], "r");
+    char line[256] = {};
+    if (std::fgets(line, sizeof line, f) == nullptr) {
+      std::fclose(f);
+      throw std::runtime_error("http_payments did not start");
+    }
+    std::fclose(f);
+    const std::string s(line);
+    port_ = std::stoi(s.substr(s.rfind(':') + 1));
+  }
+  ~Server() { stop(SIGTERM); }
+  Server(const Server&) = delete;
+
+  int port() const { return port_; }
+  void stop(int sig) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, sig);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+httplib::Headers headers(const std::string& principal, const std::string& key) {
+  httplib::Headers h{{"Authorization", "Bearer " + principal}};
+  if (!key.empty()) h.emplace("Idempotency-Key", key);
+  return h;
+}
+
+std::string body_of(int i) { return json{{"amount", 100 + i}, {"currency", "EUR"}}.dump(); }
+
+class HttpPayments : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (kPg && (env("IDEM_TEST_PG_URI") == nullptr || env("IDEM_TEST_REDIS_URI") == nullptr)) {
+      GTEST_SKIP()
+          << "IDEM_TEST_PG_URI and IDEM_TEST_REDIS_URI are not set (scripts/test sets them)";
+    }
+  }
+  Backing backing;
+};
+
+TEST_F(HttpPayments, StatusCodesHeadersAndPrincipals) {
+  Server server(backing, {"--delay-ms", "300"});
+  httplib::Client c("127.0.0.1", server.port());
+  c.set_read_timeout(10, 0);
+
+  auto health = c.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+
+  auto no_auth = c.Post("/payments", httplib::Headers{{"Idempotency-Key", "k"}}, body_of(1),
+                        "application/json");
+  ASSERT_TRUE(no_auth);
+  EXPECT_EQ(no_auth->status, 401);
+
+  auto no_key = c.Post("/payments", headers("alice", ""), body_of(1), "application/json");
+  ASSERT_TRUE(no_key);
+  EXPECT_EQ(no_key->status, 400);
+  EXPECT_EQ(no_key->get_header_value("Content-Type"), "application/problem+json");
+  EXPECT_EQ(json::parse(no_key->body)["status"], 400);
+
+  auto bad_body = c.Post("/payments", headers("alice", "k-bad"), "{", "application/json");
+  ASSERT_TRUE(bad_body);
+  EXPECT_EQ(bad_body->status, 400);
+
+  // In flight: the first request holds k-1 for 300 ms; a duplicate meanwhile is 409.
+  std::optional<httplib::Response> first;
+  std::thread holder([&] {
+    httplib::Client c2("127.0.0.1", server.port());
+    c2.set_read_timeout(10, 0);
+    auto r = c2.Post("/payments", headers("alice", "k-1"), body_of(1), "application/json");
+    if (r) first = *r;
+  });
+  std::this_thread::sleep_for(100ms);
+  auto busy = c.Post("/payments", headers("alice", "k-1"), body_of(1), "application/json");
+  holder.join();
+  ASSERT_TRUE(busy);
+  EXPECT_EQ(busy->status, 409);
+  EXPECT_EQ(busy->get_header_value("Content-Type"), "application/problem+json");
+  EXPECT_EQ(busy->get_header_value("Retry-After"), "1");
+  ASSERT_TRUE(first);
+  ASSERT_EQ(first->status, 201) << first->body;
+  EXPECT_FALSE(first->has_header("Idempotent-Replayed"));
+  const json paid = json::parse(first->body);
+  ASSERT_TRUE(paid.contains("id"));
+  EXPECT_EQ(paid["amount"], 101);
+
+  // A repeat: the original status and body, marked replayed; the payload with other whitespace
+  // and key order is the same payment.
+  auto repeat = c.Post("/payments", headers("alice", "k-1"),
+                       R"({ "currency":"EUR",   "amount": 101 })", "application/json");
+  ASSERT_TRUE(repeat);
+  EXPECT_EQ(repeat->status, 201);
+  EXPECT_EQ(repeat->body, first->body);
+  EXPECT_EQ(repeat->get_header_value("Idempotent-Replayed"), "true");
+
+  auto mismatch = c.Post("/payments", headers("alice", "k-1"), body_of(2), "application/json");
+  ASSERT_TRUE(mismatch);
+  EXPECT_EQ(mismatch->status, 422);
+  EXPECT_EQ(mismatch->get_header_value("Content-Type"), "application/problem+json");
+
+  // Bob's k-1 is his own payment.
+  auto bobs = c.Post("/payments", headers("bob", "k-1"), body_of(1), "application/json");
+  ASSERT_TRUE(bobs);
+  EXPECT_EQ(bobs->status, 201);
+  EXPECT_FALSE(bobs->has_header("Idempotent-Replayed"));
+  EXPECT_NE(json::parse(bobs->body)["id"], paid["id"]);
+
+  auto mine = c.Get("/payments/" + paid["id"].get<std::string>(), headers("alice", ""));
+  ASSERT_TRUE(mine);
+  EXPECT_EQ(mine->status, 200);
+  EXPECT_EQ(json::parse(mine->body)["id"], paid["id"]);
+  auto not_bobs = c.Get("/payments/" + paid["id"].get<std::string>(), headers("bob", ""));
+  ASSERT_TRUE(not_bobs);
+  EXPECT_EQ(not_bobs->status, 404);
+
+  // One-time tokens: a forged one is 400; an issued one pays once; reused for another key it
+  // replays the payment it paid for.
+  auto forged = c.Post("/payments",
+                       httplib::Headers{{"Authorization", "Bearer alice"},
+                                        {"Idempotency-Key", "k-2"},
+                                        {"Payment-Token", "AAAAAAAAAAAAAAAAAAAAAA"}},
+                       body_of(3), "application/json");
+  ASSERT_TRUE(forged);
+  EXPECT_EQ(forged->status, 400);
+  auto issued = c.Get("/tokens");
+  ASSERT_TRUE(issued);
+  ASSERT_EQ(issued->status, 201);
+  const std::string token = json::parse(issued->body)["token"];
+  auto with_token = [&](const std::string& key) {
+    return c.Post(
+        "/payments",
+        httplib::Headers{
+            {"Authorization", "Bearer alice"}, {"Idempotency-Key", key}, {"Payment-Token", token}},
+        body_of(3), "application/json");
+  };
+  auto by_token = with_token("k-2");
+  ASSERT_TRUE(by_token);
+  EXPECT_EQ(by_token->status, 201);
+  auto token_again = with_token("k-3");
+  ASSERT_TRUE(token_again);
+  EXPECT_EQ(token_again->status, 201);
+  EXPECT_EQ(token_again->body, by_token->body);
+  EXPECT_EQ(token_again->get_header_value("Idempotent-Replayed"), "true");
+
+  EXPECT_EQ(backing.payments(), 3);  // alice k-1, bob k-1, alice k-2
+  EXPECT_EQ(backing.outbox(), 3);
+}
+
+// Clients that resend payments until each has a 201, over a server that may move (restart).
+struct Fleet {
+  static constexpr int kPayments = 200;
+  std::atomic<int> port{0};
+  std::mutex mutex;
+  std::map<int, std::vector<std::string>> answers;  // payment -> every 201 body seen
+  std::atomic<int> requests{0};
+  std::atomic<int> completed{0};
+
+  // Each payment is sent 1 to 4 times, by random clients in random order, with jitter; each
+  // send repeats on 409, 503 or a broken connection until it gets a 201.
+  void run(int clients) {
+    std::vector<int> work;
+    std::mt19937 rng(42);
+    for (int i = 0; i < kPayments; ++i) {
+      const int copies = 1 + static_cast<int>(rng() % 4);
+      for (int k = 0; k < copies; ++k) work.push_back(i);
+    }
+    std::shuffle(work.begin(), work.end(), rng);
+    std::atomic<std::size_t> next{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < clients; ++t) {
+      threads.emplace_back([&, t] {
+        std::mt19937 jitter(static_cast<unsigned>(t));
+        for (std::size_t j; (j = next.fetch_add(1)) < work.size();) {
+          std::this_thread::sleep_for(std::chrono::microseconds(jitter() % 2000));
+          send(work[j], jitter);
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+  }
+
+  void send(int i, std::mt19937& jitter) {
+    for (int attempt = 0; attempt < 3000; ++attempt) {
+      httplib::Client c("127.0.0.1", port.load());
+      c.set_connection_timeout(1, 0);
+      c.set_read_timeout(10, 0);
+      requests.fetch_add(1);
+      auto r = c.Post("/payments", headers("client", "pay-" + std::to_string(i)), body_of(i),
+                      "application/json");
+      if (r && r->status == 201) {
+        std::lock_guard lock(mutex);
+        answers[i].push_back(r->body);
+        completed.fetch_add(1);
+        return;
+      }
+      if (r && r->status != 409 && r->status != 503) {
+        ADD_FAILURE() << "payment " << i << ": HTTP " << r->status << " " << r->body;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1 + jitter() % 10));
+    }
+    ADD_FAILURE() << "payment " << i << " never got a 201";
+  }
+
+  void expect_each_paid_once_with_identical_answers() {
+    ASSERT_EQ(answers.size(), static_cast<std::size_t>(kPayments));
+    for (const auto& [i, bodies] : answers) {
+      for (const auto& b : bodies) EXPECT_EQ(b, bodies.front()) << "payment " << i;
+      EXPECT_EQ(json::parse(bodies.front())["amount"], 100 + i);
+    }
+  }
+};
+
+TEST_F(HttpPayments, ThirtyTwoClientsResendingTwoHundredPaymentsPayEachOnce) {
+  Server server(backing);
+  Fleet fleet;
+  fleet.port = server.port();
+  fleet.run(32);
+  fleet.expect_each_paid_once_with_identical_answers();
+  EXPECT_GT(fleet.completed.load(), Fleet::kPayments) << "some payments were resent";
+  EXPECT_EQ(backing.payments(), Fleet::kPayments);
+  EXPECT_EQ(backing.distinct_keys(), Fleet::kPayments);
+  EXPECT_EQ(backing.outbox(), Fleet::kPayments);
+}
+
+TEST_F(HttpPayments, ServerKilledMidRunLosesNothingAndRepeatsNothing) {
+  auto server = std::make_unique<Server>(
+      backing, std::vector<std::string>{"--delay-ms", "3", "--lease-ms", "1000"});
+  Fleet fleet;
+  fleet.port = server->port();
+  std::thread clients([&] { fleet.run(16); });
+  // Kill the server once some payments are done and others are in flight; restart it on the
+  // same database. The clients follow it to its new port.
+  while (fleet.completed.load() < Fleet::kPayments / 3) std::this_thread::sleep_for(2ms);
+  server->stop(SIGKILL);
+  const int done_before_kill = fleet.completed.load();
+  std::map<int, std::string> seen_before;
+  {
+    std::lock_guard lock(fleet.mutex);
+    for (const auto& [i, bodies] : fleet.answers) seen_before[i] = bodies.front();
+  }
+  std::this_thread::sleep_for(100ms);
+  server = std::make_unique<Server>(
+      backing, std::vector<std::string>{"--delay-ms", "3", "--lease-ms", "1000"});
+  fleet.port = server->port();
+  clients.join();
+
+  EXPECT_GT(done_before_kill, 0);
+  EXPECT_LT(done_before_kill, fleet.completed.load());
+  fleet.expect_each_paid_once_with_identical_answers();
+  for (const auto& [i, body] : seen_before) {
+    EXPECT_EQ(fleet.answers[i].back(), body) << "payment " << i << " changed across the restart";
+  }
+  EXPECT_EQ(backing.payments(), Fleet::kPayments);
+  EXPECT_EQ(backing.distinct_keys(), Fleet::kPayments);
+  EXPECT_EQ(backing.outbox(), Fleet::kPayments);
+}
+
+}  // namespace
