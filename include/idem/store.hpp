@@ -51,6 +51,9 @@ struct Claim {
   /// acquired in transactional mode: the backend's open transaction, which commit or abort
   /// ends. Handlers reach it through Context::native_transaction(); null in lease mode.
   void* transaction = nullptr;
+  /// completed / failed: time left before the record expires, rounded down; zero when the store
+  /// does not say. CachedStore caches a replayed record only when this is known.
+  std::chrono::milliseconds expires_in{0};
 };
 
 /// Identifies a holder: the key and the fence its claim returned.

@@ -82,7 +82,8 @@ class MemoryStore {
         return Claim{
             .status = e.state == State::completed ? ClaimStatus::completed : ClaimStatus::failed,
             .fence = e.fence,
-            .result = e.result};
+            .result = e.result,
+            .expires_in = std::chrono::floor<std::chrono::milliseconds>(e.expires_at - now)};
       case State::in_progress:
         if (now < e.lease_until) {
           return Claim{

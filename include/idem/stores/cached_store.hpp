@@ -1,0 +1,348 @@
+#pragma once
+// CachedStore<S>: a local replay cache in front of any idem::Store (DESIGN §4). Header-only.
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "idem/clock.hpp"
+#include "idem/fingerprint.hpp"
+#include "idem/result.hpp"
+#include "idem/store.hpp"
+#include "idem/stores/memory_store.hpp"  // for the static_assert at the end
+
+namespace idem {
+
+struct CachedStoreOptions {
+  /// Independent shards, each with its own lock; rounded up to a power of two.
+  std::size_t shards = 16;
+  /// Most cached records in all (split evenly over the shards). A full shard evicts its least
+  /// recently used record, counted in evictions().
+  std::size_t max_entries = 100'000;
+  /// Most bytes in all: key and result bytes plus a fixed per-record overhead (an estimate of
+  /// the map node). A record larger than a shard's share is not cached.
+  std::size_t max_bytes = std::size_t{64} << 20;  // 64 MiB
+  /// The longest a cached record lives; never longer than the record in the backend either.
+  std::chrono::milliseconds max_ttl = std::chrono::minutes{5};
+  /// Also cache failed records (remember_failures): they replay until expiry like completed ones.
+  bool cache_failures = true;
+  /// Time source for cache expiry (default: steady clock). Share the backend's in tests.
+  std::shared_ptr<Clock> clock = nullptr;
+};
+
+/// Keeps recently completed records of the store S in process memory, so that a hot replay costs
+/// no round trip: a claim of a cached key answers completed (or failed, or mismatch for another
+/// fingerprint) exactly as the backend would, without calling it.
+///
+/// It caches only what the backend confirmed: a completed (or failed) record after a successful
+/// commit through this object, or a claim that returned one together with its time left
+/// (Claim::expires_in). It never caches an in-progress record. A cached record expires no later
+/// than the backend's: at commit, at the time taken before the backend's commit plus
+/// min(completion.ttl, max_ttl); from a claim, at the time taken before the claim plus
+/// min(expires_in, max_ttl).
+///
+/// S is the store type (CachedStore owns it, constructed from the trailing constructor
+/// arguments) or a reference type (CachedStore<SqliteStore&> wraps a store that lives
+/// elsewhere). Thread-safe when S is; sharded, one lock per shard, never held across a call to S.
+///
+/// Cost: a hit is one lookup under a shard lock and a copy of the result; a miss adds the same
+/// lookup to the backend's claim; a fresh key adds two short critical sections (remembering the
+/// holder's fingerprint at claim, filling at commit).
+template <class S>
+class CachedStore {
+ public:
+  using Inner = std::remove_reference_t<S>;
+  static_assert(Store<Inner>, "idem::CachedStore<S>: S is not an idem::Store");
+
+  template <class... Args>
+  explicit CachedStore(CachedStoreOptions options, Args&&... inner_args)
+      : inner_(std::forward<Args>(inner_args)...),
+        clock_(options.clock ? std::move(options.clock) : steady_clock()),
+        max_ttl_(options.max_ttl),
+        cache_failures_(options.cache_failures),
+        shards_(std::bit_ceil(std::max<std::size_t>(options.shards, 1))),
+        shard_bits_(static_cast<unsigned>(std::countr_zero(shards_.size()))) {
+    const std::size_t n = shards_.size();
+    for (Shard& shard : shards_) {
+      shard.max_entries = std::max<std::size_t>((options.max_entries + n - 1) / n, 1);
+      shard.max_bytes = options.max_bytes / n;
+    }
+  }
+
+  CachedStore(const CachedStore&) = delete;
+  CachedStore& operator=(const CachedStore&) = delete;
+
+  /// A live cached record answers without calling S; otherwise S's claim, whose completed or
+  /// failed answer fills the cache when S says how long the record has left.
+  Result<Claim> claim(const ClaimRequest& request) {
+    const auto now = clock_->now();
+    const HashedKey key = hashed(request.key);
+    Shard& shard = shard_for(key);
+    {
+      std::lock_guard lock(shard.mutex);
+      auto it = shard.entries.find(key);
+      if (it != shard.entries.end()) {
+        Entry& e = it->second;
+        if (now < e.expires_at) {
+          shard.hits.fetch_add(1, std::memory_order_relaxed);
+          shard.move_to_back(&e);
+          if (e.fingerprint != request.fingerprint) {
+            return Claim{.status = ClaimStatus::mismatch, .fence = e.fence};
+          }
+          return Claim{.status = e.status, .fence = e.fence, .result = e.result};
+        }
+        shard.erase(&e);  // expired: not an eviction
+      }
+      shard.misses.fetch_add(1, std::memory_order_relaxed);
+    }
+
+    Result<Claim> claimed = inner_.claim(request);
+    if (!claimed) return claimed;
+    const Claim& c = claimed.value();
+    if (c.status == ClaimStatus::acquired) {
+      remember_holder(shard, request, c.fence, now);
+    } else if (cacheable(c.status) && c.expires_in.count() > 0) {
+      fill(shard, key, request.fingerprint, c.fence, c.status, c.result,
+           now + std::min(c.expires_in, max_ttl_));
+    }
+    return claimed;
+  }
+
+  /// S's commit; on success the completed (or failed) record is cached under the fingerprint
+  /// its holder claimed with.
+  Status commit(const Ticket& ticket, const Completion& completion) {
+    const auto before = clock_->now();  // the backend's expiry is later than before + ttl
+    Status status = inner_.commit(ticket, completion);
+    const HashedKey key = hashed(ticket.key);
+    Shard& shard = shard_for(key);
+    std::lock_guard lock(shard.mutex);
+    auto it = shard.holders.find(key);
+    if (it == shard.holders.end() || it->second.fence != ticket.fence) return status;
+    const Fingerprint fingerprint = it->second.fingerprint;
+    // Keep the holder through a retryable failure: the guard commits again with the same ticket.
+    if (status.ok() || status.error() == errc::lease_lost) shard.holders.erase(it);
+    if (status.ok() && cacheable(completion.status) && completion.ttl.count() > 0) {
+      fill_locked(shard, key, fingerprint, ticket.fence, completion.status, completion.result,
+                  before + std::min(completion.ttl, max_ttl_));
+    }
+    return status;
+  }
+
+  /// S's abort; the cache holds nothing for a held key, so there is nothing to drop but the
+  /// holder's fingerprint.
+  Status abort(const Ticket& ticket) {
+    Status status = inner_.abort(ticket);
+    if (status.ok() || status.error() == errc::lease_lost) forget_holder(ticket);
+    return status;
+  }
+
+  /// S's extend, unchanged.
+  Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
+    return inner_.extend(ticket, lease);
+  }
+
+  /// The wrapped store.
+  Inner& inner() noexcept { return inner_; }
+
+  /// Claims answered from the cache (completed, failed or mismatch) without calling S.
+  std::uint64_t hits() const noexcept { return sum(&Shard::hits); }
+  /// Claims passed on to S.
+  std::uint64_t misses() const noexcept { return sum(&Shard::misses); }
+  /// Cached records dropped by the entry or byte bound before they expired.
+  std::uint64_t evictions() const noexcept { return sum(&Shard::evictions); }
+
+  /// Cached records now, expired ones not yet dropped included.
+  std::size_t size() const {
+    std::size_t n = 0;
+    for (const Shard& shard : shards_) {
+      std::lock_guard lock(shard.mutex);
+      n += shard.entries.size();
+    }
+    return n;
+  }
+
+  /// Drops every cached record (for instance after records were deleted from the backend by
+  /// hand). Holders in flight keep their fingerprints.
+  void clear() {
+    for (Shard& shard : shards_) {
+      std::lock_guard lock(shard.mutex);
+      while (shard.head != nullptr) shard.erase(shard.head);
+    }
+  }
+
+ private:
+  // A rough size of a map node with its Entry, for the byte bound.
+  static constexpr std::size_t kEntryOverhead = 128;
+
+  struct Entry {
+    ClaimStatus status = ClaimStatus::completed;
+    Fingerprint fingerprint;
+    Fence fence = 0;
+    Clock::time_point expires_at{};
+    std::string result;
+    const std::string* key = nullptr;  // the map node's key, stable for the node's life
+    Entry* prev = nullptr;             // least recently used first
+    Entry* next = nullptr;
+    std::size_t bytes = 0;
+  };
+
+  // A claim acquired through this object: what its commit needs to cache the record.
+  struct Holder {
+    Fence fence = 0;
+    Fingerprint fingerprint;
+    Clock::time_point stale_at{};  // past this, a holder that never finished may be dropped
+  };
+
+  struct HashedKey {
+    std::string_view bytes;
+    std::size_t hash;
+  };
+
+  struct KeyHash {
+    using is_transparent = void;
+    // Not noexcept, so libstdc++ caches each node's hash (see MemoryStore).
+    std::size_t operator()(std::string_view key) const { return detail::hash_bytes(key); }
+    std::size_t operator()(const HashedKey& key) const noexcept { return key.hash; }
+  };
+
+  struct KeyEqual {
+    using is_transparent = void;
+    bool operator()(std::string_view a, std::string_view b) const noexcept { return a == b; }
+    bool operator()(const HashedKey& a, std::string_view b) const noexcept { return a.bytes == b; }
+    bool operator()(std::string_view a, const HashedKey& b) const noexcept { return a == b.bytes; }
+  };
+
+  struct alignas(64) Shard {
+    mutable std::mutex mutex;
+    std::unordered_map<std::string, Entry, KeyHash, KeyEqual> entries;
+    std::unordered_map<std::string, Holder, KeyHash, KeyEqual> holders;
+    Entry* head = nullptr;
+    Entry* tail = nullptr;
+    std::size_t bytes = 0;
+    std::size_t max_entries = 0;
+    std::size_t max_bytes = 0;
+    std::atomic<std::uint64_t> hits{0};
+    std::atomic<std::uint64_t> misses{0};
+    std::atomic<std::uint64_t> evictions{0};
+
+    void push_back(Entry* e) noexcept {
+      e->prev = tail;
+      e->next = nullptr;
+      (tail != nullptr ? tail->next : head) = e;
+      tail = e;
+    }
+    void unlink(Entry* e) noexcept {
+      (e->prev != nullptr ? e->prev->next : head) = e->next;
+      (e->next != nullptr ? e->next->prev : tail) = e->prev;
+    }
+    void move_to_back(Entry* e) noexcept {
+      if (e == tail) return;
+      unlink(e);
+      push_back(e);
+    }
+    void erase(Entry* e) {
+      unlink(e);
+      bytes -= e->bytes;
+      entries.erase(entries.find(std::string_view(*e->key)));
+    }
+  };
+
+  bool cacheable(ClaimStatus status) const noexcept {
+    return status == ClaimStatus::completed || (cache_failures_ && status == ClaimStatus::failed);
+  }
+
+  void remember_holder(Shard& shard, const ClaimRequest& request, Fence fence,
+                       Clock::time_point now) {
+    const HashedKey key = hashed(request.key);
+    std::lock_guard lock(shard.mutex);
+    if (shard.holders.size() >= shard.max_entries && !shard.holders.contains(key)) {
+      // Holders that never committed nor aborted (their caller went away) go first; if every
+      // one is live, this holder's commit simply does not fill the cache.
+      std::erase_if(shard.holders, [now](const auto& h) { return now >= h.second.stale_at; });
+      if (shard.holders.size() >= shard.max_entries) return;
+    }
+    auto it = shard.holders.find(key);
+    if (it == shard.holders.end()) it = shard.holders.try_emplace(std::string(request.key)).first;
+    it->second = Holder{fence, request.fingerprint,
+                        now + request.lease + std::max(request.retention, request.lease)};
+  }
+
+  void forget_holder(const Ticket& ticket) {
+    const HashedKey key = hashed(ticket.key);
+    Shard& shard = shard_for(key);
+    std::lock_guard lock(shard.mutex);
+    auto it = shard.holders.find(key);
+    if (it != shard.holders.end() && it->second.fence == ticket.fence) shard.holders.erase(it);
+  }
+
+  void fill(Shard& shard, const HashedKey& key, const Fingerprint& fingerprint, Fence fence,
+            ClaimStatus status, std::string_view result, Clock::time_point expires_at) {
+    std::lock_guard lock(shard.mutex);
+    fill_locked(shard, key, fingerprint, fence, status, result, expires_at);
+  }
+
+  void fill_locked(Shard& shard, const HashedKey& key, const Fingerprint& fingerprint, Fence fence,
+                   ClaimStatus status, std::string_view result, Clock::time_point expires_at) {
+    const auto now = clock_->now();
+    if (expires_at <= now) return;  // the backend's record may be gone already
+    const std::size_t bytes = key.bytes.size() + result.size() + kEntryOverhead;
+    if (bytes > shard.max_bytes) return;
+
+    auto it = shard.entries.find(key);
+    if (it != shard.entries.end()) shard.erase(&it->second);  // replaced below, not evicted
+    while (shard.head != nullptr &&
+           (shard.entries.size() >= shard.max_entries || shard.bytes + bytes > shard.max_bytes)) {
+      Entry* oldest = shard.head;
+      if (now < oldest->expires_at) shard.evictions.fetch_add(1, std::memory_order_relaxed);
+      shard.erase(oldest);
+    }
+    it = shard.entries.try_emplace(std::string(key.bytes)).first;
+    Entry& e = it->second;
+    e.status = status;
+    e.fingerprint = fingerprint;
+    e.fence = fence;
+    e.expires_at = expires_at;
+    e.result.assign(result);
+    e.key = &it->first;
+    e.bytes = bytes;
+    shard.bytes += bytes;
+    shard.push_back(&e);
+  }
+
+  std::uint64_t sum(std::atomic<std::uint64_t> Shard::*counter) const noexcept {
+    std::uint64_t n = 0;
+    for (const Shard& shard : shards_) n += (shard.*counter).load(std::memory_order_relaxed);
+    return n;
+  }
+
+  static HashedKey hashed(std::string_view key) noexcept {
+    return HashedKey{key, static_cast<std::size_t>(detail::hash_bytes(key))};
+  }
+
+  Shard& shard_for(const HashedKey& key) noexcept {
+    if (shard_bits_ == 0) return shards_[0];
+    return shards_[static_cast<std::uint64_t>(key.hash) >> (64 - shard_bits_)];
+  }
+
+  S inner_;
+  std::shared_ptr<Clock> clock_;
+  std::chrono::milliseconds max_ttl_;
+  bool cache_failures_;
+  std::vector<Shard> shards_;
+  unsigned shard_bits_;
+};
+
+static_assert(Store<CachedStore<MemoryStore&>>);
+
+}  // namespace idem

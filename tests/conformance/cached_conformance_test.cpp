@@ -1,0 +1,33 @@
+// The record-store conformance suite on CachedStore<MemoryStore>: the cache in front must answer
+// every case exactly as the store alone does. Both read one ManualClock.
+
+#include <memory>
+
+#include "conformance/record_store_suite.hpp"
+#include "idem/stores/cached_store.hpp"
+
+namespace idem::testing {
+
+using CachedMemory = CachedStore<MemoryStore>;
+
+template <>
+struct StoreTraits<CachedMemory> {
+  static constexpr std::chrono::milliseconds lease{std::chrono::seconds{30}};
+
+  static std::unique_ptr<CachedMemory> make() {
+    clock() = std::make_shared<ManualClock>();
+    return std::make_unique<CachedMemory>(CachedStoreOptions{.shards = 4, .clock = clock()},
+                                          MemoryStoreOptions{.shards = 8, .clock = clock()});
+  }
+  static void advance(CachedMemory&, std::chrono::milliseconds d) { clock()->advance(d); }
+
+  static std::shared_ptr<ManualClock>& clock() {
+    static std::shared_ptr<ManualClock> c;
+    return c;
+  }
+};
+
+INSTANTIATE_TYPED_TEST_SUITE_P(CachedMemory, RecordStoreConformance,
+                               ::testing::Types<CachedMemory>);
+
+}  // namespace idem::testing
