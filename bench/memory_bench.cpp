@@ -4,6 +4,10 @@
 // time is the library's overhead (DESIGN §6). What each pair measures: docs/performance.md.
 //
 //   build/bench/idem_bench_memory --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+//
+// Built a second time as idem_bench_alloc (IDEM_BENCH_COUNT_ALLOCS): a replacement global
+// operator new counts the heap allocations of the benchmark thread, and only the BM_Alloc_*
+// pairs run, each reporting allocs_per_call.
 
 #include <benchmark/benchmark.h>
 
@@ -22,8 +26,29 @@
 #include <unordered_map>
 #include <vector>
 
+#include "idem/detail/effective_key.hpp"
 #include "idem/guard.hpp"
+#include "idem/stores/cached_store.hpp"
 #include "idem/stores/memory_store.hpp"
+
+#ifdef IDEM_BENCH_COUNT_ALLOCS
+#include <cstdlib>
+#include <new>
+
+// Heap allocations made by this thread. Only the benchmark thread's count is read.
+thread_local std::uint64_t t_allocations = 0;
+
+void* operator new(std::size_t size) {
+  ++t_allocations;
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t size) { return operator new(size); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+#endif
 
 namespace {
 
@@ -68,9 +93,14 @@ class KeyMaker {
 
 // ---- The bare twin: what a hand-written sharded idempotency map does per call -----------------
 
+constexpr std::uint64_t kPayloadTag = 1;       // the bare twins' stand-in for kPayload
+constexpr std::uint64_t kOtherPayloadTag = 2;  // ... and for kOtherPayload
+constexpr std::string_view kOtherPayload = "card=4242424242424242&amount=2999&currency=EUR";
+
 // The record a bare map needs to be one: whether it is done, a fence, an expiry and the result.
 struct BareRecord {
   bool completed = false;
+  std::uint64_t payload_tag = 0;  // stands in for the fingerprint: compared, never computed
   std::uint64_t fence = 0;
   Clock::time_point expires_at{};
   std::string result;
@@ -79,12 +109,13 @@ struct BareRecord {
 class BareShardedMap {
  public:
   // Inserts the key as in progress; false if it is already there.
-  bool claim(std::string_view key) {
+  bool claim(std::string_view key, std::uint64_t payload_tag = kPayloadTag) {
     const auto now = Clock::now();
     Shard& shard = shard_for(key);
     std::lock_guard lock(shard.mutex);
     auto [it, inserted] = shard.records.try_emplace(std::string(key));
     if (!inserted) return false;
+    it->second.payload_tag = payload_tag;
     it->second.fence += 1;
     it->second.expires_at = now + kLease;
     return true;
@@ -101,6 +132,21 @@ class BareShardedMap {
     it->second.result.assign(result);
     it->second.expires_at = now + kTtl;
     return true;
+  }
+
+  // What a claim of a stored key answers: the result (replay), or a refusal because the key is
+  // in progress or was stored with another payload tag.
+  enum class Answer { replay, in_progress, mismatch, absent };
+  Answer check(std::string_view key, std::uint64_t payload_tag, std::string* result) {
+    const auto now = Clock::now();
+    Shard& shard = shard_for(key);
+    std::lock_guard lock(shard.mutex);
+    auto it = shard.records.find(key);
+    if (it == shard.records.end() || now >= it->second.expires_at) return Answer::absent;
+    if (it->second.payload_tag != payload_tag) return Answer::mismatch;
+    if (!it->second.completed) return Answer::in_progress;
+    *result = it->second.result;
+    return Answer::replay;
   }
 
   // Copies out the stored result of a completed, unexpired key.
@@ -312,6 +358,136 @@ void BM_Memory_Replay_bare(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// ---- Refusals: a key in progress elsewhere, a key stored with another payload ------------------
+
+// The replay keys claimed and never committed, straight on the store under the guard's
+// effective key, so that every execute finds them held (FailFast: refused at once).
+void setup_guarded_in_progress(const benchmark::State& state) {
+  setup_guarded(state);
+  for (const std::string& key : replay_keys()) {
+    const idem::detail::EffectiveKey effective(kScope, "", key);
+    (void)g_guarded->store.claim(idem::ClaimRequest{
+        effective.view(), idem::xxh3_128(kPayload), kLease, kTtl});
+  }
+}
+
+void setup_bare_in_progress(const benchmark::State& state) {
+  setup_bare(state);
+  for (const std::string& key : replay_keys()) g_bare->claim(key);
+}
+
+void BM_Memory_InProgress(benchmark::State& state) {
+  Guard& guard = g_guarded->guard;
+  const std::vector<std::string>& keys = replay_keys();
+  std::size_t i = replay_start(state);
+  for (auto _ : state) {
+    idem::Outcome<std::string> out =
+        guard.execute(keys[i++ & (kReplayKeys - 1)], kPayload, handler);
+    if (out.error() != idem::errc::in_progress) {
+      state.SkipWithError("a held key was not refused as in progress");
+      break;
+    }
+    benchmark::DoNotOptimize(out);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_Memory_InProgress_bare(benchmark::State& state) {
+  BareShardedMap& map = *g_bare;
+  const std::vector<std::string>& keys = replay_keys();
+  std::size_t i = replay_start(state);
+  std::string result;
+  for (auto _ : state) {
+    if (map.check(keys[i++ & (kReplayKeys - 1)], kPayloadTag, &result) !=
+        BareShardedMap::Answer::in_progress) {
+      state.SkipWithError("a held key was not refused as in progress");
+      break;
+    }
+    benchmark::DoNotOptimize(result);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+// Stored keys asked with another payload: refused as a mismatch.
+void BM_Memory_Mismatch(benchmark::State& state) {
+  Guard& guard = g_guarded->guard;
+  const std::vector<std::string>& keys = replay_keys();
+  std::size_t i = replay_start(state);
+  for (auto _ : state) {
+    idem::Outcome<std::string> out =
+        guard.execute(keys[i++ & (kReplayKeys - 1)], kOtherPayload, handler);
+    if (out.error() != idem::errc::payload_mismatch) {
+      state.SkipWithError("another payload was not refused as a mismatch");
+      break;
+    }
+    benchmark::DoNotOptimize(out);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_Memory_Mismatch_bare(benchmark::State& state) {
+  BareShardedMap& map = *g_bare;
+  const std::vector<std::string>& keys = replay_keys();
+  std::size_t i = replay_start(state);
+  std::string result;
+  for (auto _ : state) {
+    if (map.check(keys[i++ & (kReplayKeys - 1)], kOtherPayloadTag, &result) !=
+        BareShardedMap::Answer::mismatch) {
+      state.SkipWithError("another payload was not refused as a mismatch");
+      break;
+    }
+    benchmark::DoNotOptimize(result);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+// ---- CachedStore over MemoryStore: a replay answered by the cache ----------------------------
+
+using CachedGuard = idem::IdempotencyGuard<idem::CachedStore<idem::MemoryStore>>;
+
+struct CachedState {
+  idem::CachedStore<idem::MemoryStore> store{
+      idem::CachedStoreOptions{.shards = kShards},
+      idem::MemoryStoreOptions{.shards = kShards, .capacity = 0}};
+  CachedGuard guard{store,
+                    idem::Options{.scope = std::string(kScope), .lease = kLease, .ttl = kTtl}};
+};
+
+std::unique_ptr<CachedState> g_cached;
+
+// Committed through the cache, so every replay below is a hit.
+void setup_cached_replay(const benchmark::State&) {
+  g_cached = std::make_unique<CachedState>();
+  for (const std::string& key : replay_keys()) {
+    (void)g_cached->guard.execute(key, kPayload, handler);
+  }
+}
+void teardown_cached(const benchmark::State&) { g_cached.reset(); }
+
+// Compare with BM_Memory_Replay: the same keys and payload, answered by the cache in front.
+void BM_Cached_Replay(benchmark::State& state) {
+  CachedGuard& guard = g_cached->guard;
+  const std::vector<std::string>& keys = replay_keys();
+  std::size_t i = replay_start(state);
+  const std::uint64_t hits_before = g_cached->store.hits();
+  for (auto _ : state) {
+    idem::Outcome<std::string> out =
+        guard.execute(keys[i++ & (kReplayKeys - 1)], kPayload, handler);
+    if (!out.replayed()) {
+      state.SkipWithError("a stored key did not replay");
+      break;
+    }
+    benchmark::DoNotOptimize(out);
+  }
+  state.SetItemsProcessed(state.iterations());
+  if (state.thread_index() == 0) {
+    state.counters["hits"] = static_cast<double>(g_cached->store.hits() - hits_before);
+  }
+}
+
+// A cache hit's backend work is what the bare map's replay does: one lookup, one copy.
+void BM_Cached_Replay_bare(benchmark::State& state) { BM_Memory_Replay_bare(state); }
+
 // ---- Null store: the guard's own CPU, with a store that does nothing ---------------------------
 
 // Satisfies idem::Store and does no work: every claim is acquired, everything else succeeds.
@@ -355,8 +531,103 @@ void BM_Guard_NullStore_bare(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+#ifdef IDEM_BENCH_COUNT_ALLOCS
+// ---- Allocations per call (idem_bench_alloc) ----------------------------------------------------
+
+// Runs `call` once per iteration and reports the heap allocations of this thread per call.
+// The tables grow during a fresh run, so their rehashes count too (equally on both sides).
+template <class Call>
+void count_allocations(benchmark::State& state, Call&& call) {
+  const std::uint64_t before = t_allocations;
+  for (auto _ : state) {
+    if (!call()) {
+      state.SkipWithError("the call did not do what the benchmark measures");
+      break;
+    }
+  }
+  state.counters["allocs_per_call"] =
+      benchmark::Counter(static_cast<double>(t_allocations - before), benchmark::Counter::kAvgIterations);
+}
+
+void BM_Alloc_Fresh(benchmark::State& state) {
+  KeyMaker keys(0);
+  count_allocations(state, [&] {
+    idem::Outcome<std::string> out = g_guarded->guard.execute(keys.next(), kPayload, handler);
+    benchmark::DoNotOptimize(out);
+    return out.recorded();
+  });
+}
+
+void BM_Alloc_Fresh_bare(benchmark::State& state) {
+  KeyMaker keys(0);
+  count_allocations(state, [&] {
+    const std::string_view key = keys.next();
+    if (!g_bare->claim(key)) return false;
+    std::string result = handler();
+    benchmark::DoNotOptimize(result);
+    return g_bare->commit(key, result);
+  });
+}
+
+void BM_Alloc_Replay(benchmark::State& state) {
+  const std::vector<std::string>& keys = replay_keys();
+  std::size_t i = 0;
+  count_allocations(state, [&] {
+    idem::Outcome<std::string> out =
+        g_guarded->guard.execute(keys[i++ & (kReplayKeys - 1)], kPayload, handler);
+    benchmark::DoNotOptimize(out);
+    return out.replayed();
+  });
+}
+
+void BM_Alloc_Replay_bare(benchmark::State& state) {
+  const std::vector<std::string>& keys = replay_keys();
+  std::size_t i = 0;
+  count_allocations(state, [&] {
+    std::optional<std::string> out = g_bare->replay(keys[i++ & (kReplayKeys - 1)]);
+    benchmark::DoNotOptimize(out);
+    return out.has_value();
+  });
+}
+
+void BM_Alloc_CachedReplay(benchmark::State& state) {
+  const std::vector<std::string>& keys = replay_keys();
+  std::size_t i = 0;
+  count_allocations(state, [&] {
+    idem::Outcome<std::string> out =
+        g_cached->guard.execute(keys[i++ & (kReplayKeys - 1)], kPayload, handler);
+    benchmark::DoNotOptimize(out);
+    return out.replayed();
+  });
+}
+
+void BM_Alloc_CachedReplay_bare(benchmark::State& state) { BM_Alloc_Replay_bare(state); }
+#endif
+
 }  // namespace
 
+#ifdef IDEM_BENCH_COUNT_ALLOCS
+// A fixed number of calls, one thread: the counts are exact, not sampled.
+constexpr benchmark::IterationCount kAllocCalls = 20'000;
+BENCHMARK(BM_Alloc_Fresh)->Setup(setup_guarded)->Teardown(teardown_guarded)->Iterations(kAllocCalls);
+BENCHMARK(BM_Alloc_Fresh_bare)->Setup(setup_bare)->Teardown(teardown_bare)->Iterations(kAllocCalls);
+BENCHMARK(BM_Alloc_Replay)
+    ->Setup(setup_guarded_replay)
+    ->Teardown(teardown_guarded)
+    ->Iterations(kAllocCalls);
+BENCHMARK(BM_Alloc_Replay_bare)
+    ->Setup(setup_bare_replay)
+    ->Teardown(teardown_bare)
+    ->Iterations(kAllocCalls);
+BENCHMARK(BM_Alloc_CachedReplay)
+    ->Setup(setup_cached_replay)
+    ->Teardown(teardown_cached)
+    ->Iterations(kAllocCalls);
+BENCHMARK(BM_Alloc_CachedReplay_bare)
+    ->Setup(setup_bare_replay)
+    ->Teardown(teardown_bare)
+    ->Iterations(kAllocCalls);
+#else
 BENCHMARK(BM_Memory_Fresh)
     ->Setup(setup_guarded_fresh)
     ->Teardown(teardown_guarded_fresh)
@@ -381,7 +652,44 @@ BENCHMARK(BM_Memory_Replay_bare)
     ->Threads(1)
     ->Threads(2)
     ->UseRealTime();
+BENCHMARK(BM_Memory_InProgress)
+    ->Setup(setup_guarded_in_progress)
+    ->Teardown(teardown_guarded)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
+BENCHMARK(BM_Memory_InProgress_bare)
+    ->Setup(setup_bare_in_progress)
+    ->Teardown(teardown_bare)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
+BENCHMARK(BM_Memory_Mismatch)
+    ->Setup(setup_guarded_replay)
+    ->Teardown(teardown_guarded)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
+BENCHMARK(BM_Memory_Mismatch_bare)
+    ->Setup(setup_bare_replay)
+    ->Teardown(teardown_bare)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
+BENCHMARK(BM_Cached_Replay)
+    ->Setup(setup_cached_replay)
+    ->Teardown(teardown_cached)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
+BENCHMARK(BM_Cached_Replay_bare)
+    ->Setup(setup_bare_replay)
+    ->Teardown(teardown_bare)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
 BENCHMARK(BM_Guard_NullStore)->Threads(1)->UseRealTime();
 BENCHMARK(BM_Guard_NullStore_bare)->Threads(1)->UseRealTime();
+#endif
 
 BENCHMARK_MAIN();
