@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Merges Google Benchmark JSON files, prints the guard/bare table and draws the plots.
+
+    scripts/bench_report.py --out all.json [--plots docs/perf] a.json b.json ...
+
+Pairs every guarded benchmark with its bare twin from the same binary and run: BM_X with
+BM_X_bare, and the SQL benchmarks' BM_Guard_X with BM_Bare_X. Reads the median aggregate when
+the run had repetitions, else the single run. Used by scripts/bench.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+NS_PER_UNIT = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def load(paths):
+    """All benchmark entries of the files, each tagged with its binary's name."""
+    context, entries = None, []
+    for path in paths:
+        with open(path) as f:
+            data = json.load(f)
+        context = context or data.get("context", {})
+        binary = os.path.basename(path).removesuffix(".json")
+        for b in data.get("benchmarks", []):
+            b["binary"] = binary
+            entries.append(b)
+    return context, entries
+
+
+def summaries(entries):
+    """One entry per (binary, run_name): the median aggregate if any, else the only run."""
+    by_name = {}
+    for b in entries:
+        if b.get("error_occurred"):
+            continue
+        key = (b["binary"], b.get("run_name", b["name"]))
+        if b.get("run_type") == "aggregate":
+            if b.get("aggregate_name") == "median":
+                by_name[key] = b
+        elif key not in by_name or by_name[key].get("run_type") != "aggregate":
+            by_name[key] = b
+    return by_name
+
+
+def guarded_name(run_name):
+    """The guarded benchmark a bare twin belongs to, or None if run_name is not a twin."""
+    base, sep, rest = run_name.partition("/")
+    if base.endswith("_bare"):
+        return base[: -len("_bare")] + sep + rest
+    if base.startswith("BM_Bare"):
+        return "BM_Guard" + base[len("BM_Bare"):] + sep + rest
+    return None
+
+
+def figure_name(run_name):
+    base, _, rest = run_name.partition("/")
+    base = base.removeprefix("BM_").removeprefix("Guard").lstrip("_").replace("_", " ")
+    parts = [p for p in rest.split("/") if p and p != "real_time" and not p.startswith("iterations:")]
+    return " ".join([base] + [p.replace("threads:", "t") for p in parts])
+
+
+def ns_per_op(b):
+    return b["real_time"] * NS_PER_UNIT.get(b.get("time_unit", "ns"), 1.0)
+
+
+def ops_per_s(b):
+    return b.get("items_per_second") or 1e9 / ns_per_op(b)
+
+
+def threads(b):
+    return int(b.get("threads", 1))
+
+
+def pairs(by_name):
+    out = []
+    for (binary, name), bare in by_name.items():
+        g = guarded_name(name)
+        if g is None or (binary, g) not in by_name:
+            continue
+        out.append((binary, figure_name(g), by_name[(binary, g)], bare))
+    out.sort(key=lambda p: (p[0], p[1]))
+    return out
+
+
+def fmt_time(ns):
+    if ns >= 1e6:
+        return f"{ns / 1e6:.2f} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.1f} µs"
+    return f"{ns:.0f} ns"
+
+
+def print_table(rows):
+    print("| binary | figure | guard | bare | ratio |")
+    print("|---|---|---:|---:|---:|")
+    for binary, fig, g, b in rows:
+        if "allocs_per_call" in g:
+            gv, bv = g["allocs_per_call"], b["allocs_per_call"]
+            ratio = f"{gv / bv:.2f}" if bv else "–"
+            print(f"| {binary} | {fig} | {gv:.2f} allocs | {bv:.2f} allocs | {ratio} |")
+            continue
+        gt, bt = ns_per_op(g), ns_per_op(b)
+        print(f"| {binary} | {fig} | {fmt_time(gt)} | {fmt_time(bt)} | {gt / bt:.2f} |")
+
+
+def plot(rows, directory, context):
+    if shutil.which("gnuplot") is None:
+        print("bench: gnuplot not found, no plots drawn (Debian: gnuplot-nox)", file=sys.stderr)
+        return
+    os.makedirs(directory, exist_ok=True)
+    timed = [r for r in rows if "allocs_per_call" not in r[2]]
+    load_avg = os.getloadavg()[0]
+    subtitle = f"{context.get('num_cpus', '?')} CPUs, load average {load_avg:.1f}, {context.get('date', '')[:16]}"
+    with tempfile.TemporaryDirectory() as tmp:
+        # ops/s of every pair, grouped by binary and thread count.
+        through = os.path.join(tmp, "throughput.dat")
+        with open(through, "w") as f:
+            for binary, fig, g, b in timed:
+                label = binary.removeprefix("idem_bench_") + ": " + fig
+                f.write(f'"{label}" {ops_per_s(g):.6g} {ops_per_s(b):.6g}\n')
+        # Time per call of the memory paths on one thread.
+        paths = os.path.join(tmp, "paths.dat")
+        with open(paths, "w") as f:
+            for binary, fig, g, b in timed:
+                if binary == "idem_bench_memory" and threads(g) == 1:
+                    f.write(f'"{fig.removesuffix(" t1")}" {ns_per_op(g):.6g} {ns_per_op(b):.6g}\n')
+        script = f"""
+set terminal pngcairo size 1200,{max(500, 22 * len(timed) + 160)} font 'sans,10'
+set output '{os.path.join(directory, "throughput.png")}'
+set title "idem: operations per second, guard and bare twin, by backend, path and threads\\n{{/*0.8 {subtitle}}}"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set logscale y
+set ylabel 'operations per second (log)'
+set xtics rotate by -40 left noenhanced
+set grid ytics
+set key top right
+set bmargin 12
+plot '{through}' using 2:xtic(1) title 'guard' lc rgb '#1f77b4', '' using 3 title 'bare twin' lc rgb '#aaaaaa'
+set output '{os.path.join(directory, "memory_paths.png")}'
+set terminal pngcairo size 900,520 font 'sans,10'
+set title "idem over MemoryStore: time per call by path (one thread)\\n{{/*0.8 {subtitle}}}"
+unset logscale y
+set ylabel 'ns per call'
+set bmargin 7
+set yrange [0:*]
+plot '{paths}' using 2:xtic(1) title 'guard' lc rgb '#1f77b4', '' using 3 title 'bare twin' lc rgb '#aaaaaa'
+"""
+        subprocess.run(["gnuplot"], input=script, text=True, check=True)
+    print(f"bench: plots in {directory}/throughput.png and {directory}/memory_paths.png",
+          file=sys.stderr)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="merged Google Benchmark JSON")
+    parser.add_argument("--plots", help="directory for the PNG plots")
+    parser.add_argument("inputs", nargs="+")
+    args = parser.parse_args()
+
+    context, entries = load(args.inputs)
+    with open(args.out, "w") as f:
+        json.dump({"context": context, "benchmarks": entries}, f, indent=1)
+    rows = pairs(summaries(entries))
+    print_table(rows)
+    if args.plots:
+        plot(rows, args.plots, context)
+
+
+if __name__ == "__main__":
+    main()
