@@ -17,6 +17,7 @@
 #include "idem/context.hpp"
 #include "idem/detail/effective_key.hpp"
 #include "idem/detail/failure_record.hpp"
+#include "idem/detail/protocol.hpp"
 #include "idem/error.hpp"
 #include "idem/key.hpp"
 #include "idem/observer.hpp"
@@ -39,19 +40,6 @@ template <class Fn>
 struct HandlerResult<Fn, false> {
   using type = std::remove_cvref_t<std::invoke_result_t<Fn&>>;
 };
-
-// A codec's decode failed: its idem::Error code if it threw one, else record_corrupt.
-inline Failure decode_error(std::exception_ptr e) {
-  try {
-    std::rethrow_exception(std::move(e));
-  } catch (const Error& ex) {
-    return Failure{ex.code(), ex.what()};
-  } catch (const std::exception& ex) {
-    return Failure{make_error_code(errc::record_corrupt), ex.what()};
-  } catch (...) {
-    return Failure{make_error_code(errc::record_corrupt), "codec threw a non-standard exception"};
-  }
-}
 
 inline std::string exception_message(std::exception_ptr e) {
   try {
@@ -89,13 +77,7 @@ class IdempotencyGuard {
       throw std::invalid_argument("idem: Options::lease must be > 0");
     if (options_.ttl.count() <= 0) throw std::invalid_argument("idem: Options::ttl must be > 0");
     if (options_.hash == nullptr) throw std::invalid_argument("idem: Options::hash must be set");
-    if (options_.commit_retry.attempts < 1) {
-      throw std::invalid_argument("idem: Options::commit_retry.attempts must be >= 1");
-    }
-    if (options_.commit_retry.backoff.count() < 0 ||
-        options_.commit_retry.max_backoff < options_.commit_retry.backoff) {
-      throw std::invalid_argument("idem: Options::commit_retry needs 0 <= backoff <= max_backoff");
-    }
+    detail::check_commit_retry(options_.commit_retry, "Options");
     if (const Wait* wait = std::get_if<Wait>(&options_.in_progress)) {
       // A zero first pause would never grow: the wait would spin instead of backing off.
       if (wait->timeout.count() < 0 || wait->initial_backoff.count() <= 0 ||
@@ -225,21 +207,9 @@ class IdempotencyGuard {
 
   template <class R>
   Outcome<R> replay(std::string&& bytes, const Key& key, Fence fence) {
-    try {
-      if constexpr (std::is_void_v<R>) {
-        if (!bytes.empty()) detail::corrupt("stored result of a void handler is not empty");
-        notify(Event::replayed, key, fence, {});
-        return Outcome<R>::replay({});
-      } else {
-        Outcome<R> out = Outcome<R>::replay(codec<R>::decode(std::move(bytes)));
-        notify(Event::replayed, key, fence, {});
-        return out;
-      }
-    } catch (...) {
-      Failure failure = detail::decode_error(std::current_exception());
-      notify(Event::store_error, key, fence, failure.code);
-      return Outcome<R>::failed(std::move(failure));
-    }
+    Outcome<R> out = detail::decode_replay<R>(std::move(bytes));
+    notify(out ? Event::replayed : Event::store_error, key, fence, out.error());
+    return out;
   }
 
   template <class R, class Fn>
@@ -323,18 +293,13 @@ class IdempotencyGuard {
 
   // Commits, retrying failures other than lease_lost with doubling pauses.
   Status commit_with_retry(const Ticket& ticket, const Completion& completion, const Key& key) {
-    auto pause = options_.commit_retry.backoff;
-    for (int attempt = 1;; ++attempt) {
-      Status status = store_.commit(ticket, completion);
-      if (status.ok()) return status;
-      if (status.error() == errc::lease_lost || attempt >= options_.commit_retry.attempts) {
-        report(status, key, ticket.fence);
-        return status;
-      }
-      notify(Event::commit_retried, key, ticket.fence, status.error());
-      options_.clock->sleep_for(pause);
-      pause = std::min(pause * 2, options_.commit_retry.max_backoff);
-    }
+    Status status = detail::commit_with_retry(
+        options_.commit_retry, *options_.clock, [&] { return store_.commit(ticket, completion); },
+        [&](const Status& failed) {
+          notify(Event::commit_retried, key, ticket.fence, failed.error());
+        });
+    if (!status) report(status, key, ticket.fence);
+    return status;
   }
 
   void report(const Status& status, const Key& key, Fence fence) {

@@ -25,6 +25,7 @@
 #include "idem/context.hpp"
 #include "idem/detail/effective_key.hpp"
 #include "idem/detail/failure_record.hpp"
+#include "idem/detail/protocol.hpp"
 #include "idem/detail/token.hpp"
 #include "idem/error.hpp"
 #include "idem/guard.hpp"
@@ -248,10 +249,7 @@ class LayeredGuard {
       : layers_(std::move(layers)...), options_(std::move(options)) {
     std::apply([](const auto&... l) { (check(l.settings()), ...); }, layers_);
     if (options_.hash == nullptr) throw std::invalid_argument("idem: LayeredOptions::hash");
-    if (options_.commit_retry.attempts < 1 || options_.commit_retry.backoff.count() < 0 ||
-        options_.commit_retry.max_backoff < options_.commit_retry.backoff) {
-      throw std::invalid_argument("idem: LayeredOptions::commit_retry out of range");
-    }
+    detail::check_commit_retry(options_.commit_retry, "LayeredOptions");
     if (!options_.clock) options_.clock = steady_clock();
   }
 
@@ -402,21 +400,9 @@ class LayeredGuard {
 
   template <class R>
   Outcome<R> replay(std::string&& bytes, const LayerSettings& s, const Key& key, Fence fence) {
-    try {
-      if constexpr (std::is_void_v<R>) {
-        if (!bytes.empty()) detail::corrupt("stored result of a void handler is not empty");
-        notify(Event::replayed, s, key, fence, {});
-        return Outcome<R>::replay({});
-      } else {
-        Outcome<R> out = Outcome<R>::replay(codec<R>::decode(std::move(bytes)));
-        notify(Event::replayed, s, key, fence, {});
-        return out;
-      }
-    } catch (...) {
-      Failure failure = detail::decode_error(std::current_exception());
-      notify(Event::store_error, s, key, fence, failure.code);
-      return Outcome<R>::failed(std::move(failure));
-    }
+    Outcome<R> out = detail::decode_replay<R>(std::move(bytes));
+    notify(out ? Event::replayed : Event::store_error, s, key, fence, out.error());
+    return out;
   }
 
   // Aborts every claimed layer, innermost first, outermost last. Failures are reported only.
@@ -513,18 +499,16 @@ class LayeredGuard {
   template <class L>
   Status commit_record(L& record, const Held& h, Call& call, const Completion& completion) {
     const Key key = L::key_of(call.request);
-    auto pause = options_.commit_retry.backoff;
-    for (int attempt = 1;; ++attempt) {
-      Status status = record.store().commit(Ticket{h.key, h.fence}, completion);
-      if (status.ok()) return status;
-      if (status.error() == errc::lease_lost || attempt >= options_.commit_retry.attempts) {
-        report(status, record.settings(), key, h.fence);
-        return status;
-      }
-      notify(Event::commit_retried, record.settings(), key, h.fence, status.error());
-      options_.clock->sleep_for(pause);
-      pause = std::min(pause * 2, options_.commit_retry.max_backoff);
-    }
+    Status status = detail::commit_with_retry(
+        options_.commit_retry, *options_.clock,
+        [&] {
+          return record.store().commit(Ticket{h.key, h.fence}, completion);
+        },
+        [&](const Status& failed) {
+          notify(Event::commit_retried, record.settings(), key, h.fence, failed.error());
+        });
+    if (!status) report(status, record.settings(), key, h.fence);
+    return status;
   }
 
   template <std::size_t I>

@@ -1,0 +1,76 @@
+#pragma once
+// Pieces of the claim -> run -> commit protocol that IdempotencyGuard and LayeredGuard share.
+
+#include <algorithm>
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "idem/clock.hpp"
+#include "idem/codec.hpp"
+#include "idem/error.hpp"
+#include "idem/options.hpp"
+#include "idem/outcome.hpp"
+#include "idem/result.hpp"
+
+namespace idem::detail {
+
+// A codec's decode failed: its idem::Error code if it threw one, else record_corrupt.
+inline Failure decode_error(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(std::move(e));
+  } catch (const Error& ex) {
+    return Failure{ex.code(), ex.what()};
+  } catch (const std::exception& ex) {
+    return Failure{make_error_code(errc::record_corrupt), ex.what()};
+  } catch (...) {
+    return Failure{make_error_code(errc::record_corrupt), "codec threw a non-standard exception"};
+  }
+}
+
+/// A stored result as a replayed Outcome. Bytes the codec cannot read become a failure (usually
+/// record_corrupt), never a value.
+template <class R>
+Outcome<R> decode_replay(std::string&& bytes) {
+  try {
+    if constexpr (std::is_void_v<R>) {
+      if (!bytes.empty()) corrupt("stored result of a void handler is not empty");
+      return Outcome<R>::replay({});
+    } else {
+      return Outcome<R>::replay(codec<R>::decode(std::move(bytes)));
+    }
+  } catch (...) {
+    return Outcome<R>::failed(decode_error(std::current_exception()));
+  }
+}
+
+/// Calls `commit()` until it succeeds, answers lease_lost (retrying cannot help), or
+/// `policy.attempts` tries are spent, pausing with doubling backoff between tries.
+/// `on_retry(status)` hears of each failure that will be retried.
+template <class Commit, class OnRetry>
+Status commit_with_retry(const CommitRetry& policy, Clock& clock, Commit&& commit,
+                         OnRetry&& on_retry) {
+  auto pause = policy.backoff;
+  for (int attempt = 1;; ++attempt) {
+    Status status = commit();
+    if (status.ok() || status.error() == errc::lease_lost || attempt >= policy.attempts) {
+      return status;
+    }
+    on_retry(status);
+    clock.sleep_for(pause);
+    pause = std::min(pause * 2, policy.max_backoff);
+  }
+}
+
+/// Throws std::invalid_argument when a retry policy is out of range.
+inline void check_commit_retry(const CommitRetry& policy, const char* owner) {
+  if (policy.attempts < 1 || policy.backoff.count() < 0 || policy.max_backoff < policy.backoff) {
+    throw std::invalid_argument(std::string("idem: ") + owner +
+                                "::commit_retry needs attempts >= 1 and 0 <= backoff <= "
+                                "max_backoff");
+  }
+}
+
+}  // namespace idem::detail
