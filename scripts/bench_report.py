@@ -28,7 +28,7 @@ def load(paths):
         context = context or data.get("context", {})
         binary = os.path.basename(path).removesuffix(".json")
         for b in data.get("benchmarks", []):
-            b["binary"] = binary
+            b.setdefault("binary", binary)  # a merged file keeps each entry's binary
             entries.append(b)
     return context, entries
 
@@ -115,8 +115,9 @@ def plot(rows, directory, context):
         return
     os.makedirs(directory, exist_ok=True)
     timed = [r for r in rows if "allocs_per_call" not in r[2]]
-    load_avg = os.getloadavg()[0]
-    subtitle = f"{context.get('num_cpus', '?')} CPUs, load average {load_avg:.1f}, {context.get('date', '')[:16]}"
+    load_avg = context.get("load_avg") or [os.getloadavg()[0]]
+    subtitle = (f"{context.get('num_cpus', '?')} CPUs, load average at start {load_avg[0]:.1f}, "
+                f"{context.get('date', '')[:16]}")
     with tempfile.TemporaryDirectory() as tmp:
         # ops/s of every pair, grouped by binary and thread count.
         through = os.path.join(tmp, "throughput.dat")
@@ -131,7 +132,7 @@ def plot(rows, directory, context):
                 if binary == "idem_bench_memory" and threads(g) == 1:
                     f.write(f'"{fig.removesuffix(" t1")}" {ns_per_op(g):.6g} {ns_per_op(b):.6g}\n')
         script = f"""
-set terminal pngcairo size 1200,{max(500, 22 * len(timed) + 160)} font 'sans,10'
+set terminal pngcairo size {max(1000, 34 * len(timed) + 200)},720 font 'sans,10'
 set output '{os.path.join(directory, "throughput.png")}'
 set title "idem: operations per second, guard and bare twin, by backend, path and threads\\n{{/*0.8 {subtitle}}}"
 set style data histograms
@@ -143,6 +144,7 @@ set xtics rotate by -40 left noenhanced
 set grid ytics
 set key top right
 set bmargin 12
+set rmargin 16
 plot '{through}' using 2:xtic(1) title 'guard' lc rgb '#1f77b4', '' using 3 title 'bare twin' lc rgb '#aaaaaa'
 set output '{os.path.join(directory, "memory_paths.png")}'
 set terminal pngcairo size 900,520 font 'sans,10'
