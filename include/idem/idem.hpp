@@ -15,6 +15,7 @@
 #include "idem/outcome.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
+#include "idem/stores/cached_store.hpp"
 #include "idem/stores/memory_request_id_cache.hpp"
 #include "idem/stores/memory_store.hpp"
 #include "idem/stores/memory_token_store.hpp"
