@@ -52,71 +52,38 @@ Result<std::string> RedisTokenStore::issue(std::chrono::milliseconds ttl) {
   return make_failure(errc::store_unavailable, "could not store a fresh token (key taken twice)");
 }
 
-Result<Claim> RedisTokenStore::claim(const ClaimRequest& request) {
-  const std::string key = redis::tagged_key(prefix_, request.key);
-  const auto fp = redis::fingerprint_bytes(request.fingerprint);
-  char lease[24], retention[24];
-  const std::array<std::string_view, 1> keys{key};
-  const std::array<std::string_view, 3> args{std::string_view(fp.data(), fp.size()),
-                                             redis::ms_text(lease, request.lease),
-                                             redis::ms_text(retention, request.retention)};
-  Result<Connection> conn = client_->impl().acquire();
-  if (!conn) return std::move(conn).failure();
-  Result<ReplyPtr> reply = conn->eval(redis::script_token_claim, keys, args);
-  if (!reply) return std::move(reply).failure();
-  int code = -1;
-  Result<Claim> claim = redis::decode_claim(*reply.value(), client_->impl().where(), code);
+namespace {
+// token_claim.lua's own codes: 5 is an unknown token, 6 a token consumed with another payload.
+Result<Claim> token_codes(Result<Claim> claim, int code) {
   if (!claim) return claim;
   if (code == 5) return make_failure(errc::token_invalid, "token is unknown or expired");
   if (code == 6 || claim->status == ClaimStatus::mismatch) {
     return make_failure(errc::token_invalid, "token was used by a request with another payload");
   }
-  if (claim->status == ClaimStatus::acquired && !conn->wait_for_replicas(durability_, "claim")) {
-    replication_timeouts_.fetch_add(1, std::memory_order_relaxed);
-  }
   return claim;
+}
+}  // namespace
+
+Result<Claim> RedisTokenStore::claim(const ClaimRequest& request) {
+  return redis::eval_claim(client_->impl(), redis::script_token_claim,
+                           redis::tagged_key(prefix_, request.key), request, token_codes,
+                           {durability_, replication_timeouts_});
 }
 
 Status RedisTokenStore::commit(const Ticket& ticket, const Completion& completion) {
-  const std::string key = redis::tagged_key(prefix_, ticket.key);
-  char fence[24], ttl[24];
-  const std::array<std::string_view, 1> keys{key};
-  const std::array<std::string_view, 4> args{
-      redis::to_chars(fence, static_cast<std::int64_t>(ticket.fence)),
-      completion.status == ClaimStatus::failed ? "F" : "C", completion.result,
-      redis::ms_text(ttl, completion.ttl)};
-  Result<Connection> conn = client_->impl().acquire();
-  if (!conn) return std::move(conn).failure();
-  Status status = redis::decode_fenced(conn->eval(redis::script_record_commit, keys, args),
-                                       client_->impl().where(), "commit");
-  if (status.ok() && !conn->wait_for_replicas(durability_, "commit")) {
-    replication_timeouts_.fetch_add(1, std::memory_order_relaxed);
-  }
-  return status;
+  return redis::eval_record_commit(client_->impl(), redis::script_record_commit,
+                                   redis::tagged_key(prefix_, ticket.key), ticket.fence, completion,
+                                   {durability_, replication_timeouts_});
 }
 
 Status RedisTokenStore::abort(const Ticket& ticket) {
-  const std::string key = redis::tagged_key(prefix_, ticket.key);
-  char fence[24];
-  const std::array<std::string_view, 1> keys{key};
-  const std::array<std::string_view, 1> args{
-      redis::to_chars(fence, static_cast<std::int64_t>(ticket.fence))};
-  Result<Connection> conn = client_->impl().acquire();
-  if (!conn) return std::move(conn).failure();
-  return redis::decode_fenced(conn->eval(redis::script_token_abort, keys, args),
-                              client_->impl().where(), "abort");
+  return redis::eval_record_abort(client_->impl(), redis::script_token_abort,
+                                  redis::tagged_key(prefix_, ticket.key), ticket.fence);
 }
 
 Status RedisTokenStore::extend(const Ticket& ticket, std::chrono::milliseconds lease) {
-  const std::string key = redis::tagged_key(prefix_, ticket.key);
-  char fence[24], ms[24];
-  const std::array<std::string_view, 1> keys{key};
-  const std::array<std::string_view, 2> args{
-      redis::to_chars(fence, static_cast<std::int64_t>(ticket.fence)), redis::ms_text(ms, lease)};
-  Result<Connection> conn = client_->impl().acquire();
-  if (!conn) return std::move(conn).failure();
-  return redis::decode_fenced(conn->eval(redis::script_record_extend, keys, args),
-                              client_->impl().where(), "extend");
+  return redis::eval_record_extend(client_->impl(), redis::script_record_extend,
+                                   redis::tagged_key(prefix_, ticket.key), ticket.fence, lease);
 }
 
 }  // namespace idem

@@ -112,42 +112,30 @@ Result<Claim> RequestIdCache::claim(const ClaimRequest& request) {
 }
 
 Status RequestIdCache::commit(const Ticket& ticket, const Completion& completion) {
-  const std::string key = redis::tagged_key(prefix_, ticket.key);
   const auto holder = holder_prefix(ticket.fence);
   char ttl[24];
-  const std::array<std::string_view, 1> keys{key};
   const std::array<std::string_view, 4> args{std::string_view(holder.data(), holder.size()),
                                              completion.status == ClaimStatus::failed ? "F" : "C",
                                              completion.result,
                                              redis::ms_text(ttl, completion.ttl)};
-  Result<Connection> conn = client_->impl().acquire();
-  if (!conn) return std::move(conn).failure();
-  return redis::decode_fenced(conn->eval(redis::script_cache_commit, keys, args),
-                              client_->impl().where(), "commit");
+  return redis::eval_fenced(client_->impl(), redis::script_cache_commit,
+                            redis::tagged_key(prefix_, ticket.key), args, "commit");
 }
 
 Status RequestIdCache::abort(const Ticket& ticket) {
-  const std::string key = redis::tagged_key(prefix_, ticket.key);
   const auto holder = holder_prefix(ticket.fence);
-  const std::array<std::string_view, 1> keys{key};
   const std::array<std::string_view, 1> args{std::string_view(holder.data(), holder.size())};
-  Result<Connection> conn = client_->impl().acquire();
-  if (!conn) return std::move(conn).failure();
-  return redis::decode_fenced(conn->eval(redis::script_cache_abort, keys, args),
-                              client_->impl().where(), "abort");
+  return redis::eval_fenced(client_->impl(), redis::script_cache_abort,
+                            redis::tagged_key(prefix_, ticket.key), args, "abort");
 }
 
 Status RequestIdCache::extend(const Ticket& ticket, std::chrono::milliseconds lease) {
-  const std::string key = redis::tagged_key(prefix_, ticket.key);
   const auto holder = holder_prefix(ticket.fence);
   char ms[24];
-  const std::array<std::string_view, 1> keys{key};
   const std::array<std::string_view, 2> args{std::string_view(holder.data(), holder.size()),
                                              redis::ms_text(ms, lease)};
-  Result<Connection> conn = client_->impl().acquire();
-  if (!conn) return std::move(conn).failure();
-  return redis::decode_fenced(conn->eval(redis::script_cache_extend, keys, args),
-                              client_->impl().where(), "extend");
+  return redis::eval_fenced(client_->impl(), redis::script_cache_extend,
+                            redis::tagged_key(prefix_, ticket.key), args, "extend");
 }
 
 }  // namespace idem

@@ -95,4 +95,64 @@ Status decode_fenced(Result<ReplyPtr> reply, std::string_view where, std::string
                 fmt::format("{}: the record is no longer held under this fence", doing));
 }
 
+Result<Claim> eval_claim(Client::Impl& client, const Script& script, std::string_view key,
+                         const ClaimRequest& request, ClaimCodeMap map, ReplicaWait wait) {
+  const auto fp = fingerprint_bytes(request.fingerprint);
+  char lease[24], retention[24];
+  const std::array<std::string_view, 1> keys{key};
+  const std::array<std::string_view, 3> args{std::string_view(fp.data(), fp.size()),
+                                             ms_text(lease, request.lease),
+                                             ms_text(retention, request.retention)};
+  Result<Connection> conn = client.acquire();
+  if (!conn) return std::move(conn).failure();
+  Result<ReplyPtr> reply = conn->eval(script, keys, args);
+  if (!reply) return std::move(reply).failure();
+  int code = -1;
+  Result<Claim> decoded = decode_claim(*reply.value(), client.where(), code);
+  Result<Claim> claim = map(std::move(decoded), code);
+  if (claim && claim->status == ClaimStatus::acquired &&
+      !conn->wait_for_replicas(wait.durability, "claim")) {
+    wait.timeouts.fetch_add(1, std::memory_order_relaxed);
+  }
+  return claim;
+}
+
+Status eval_fenced(Client::Impl& client, const Script& script, std::string_view key,
+                   std::span<const std::string_view> args, std::string_view doing,
+                   const ReplicaWait* wait) {
+  const std::array<std::string_view, 1> keys{key};
+  Result<Connection> conn = client.acquire();
+  if (!conn) return std::move(conn).failure();
+  Status status = decode_fenced(conn->eval(script, keys, args), client.where(), doing);
+  if (wait != nullptr && status.ok() && !conn->wait_for_replicas(wait->durability, doing)) {
+    wait->timeouts.fetch_add(1, std::memory_order_relaxed);
+  }
+  return status;
+}
+
+Status eval_record_commit(Client::Impl& client, const Script& script, std::string_view key,
+                          Fence fence, const Completion& completion, ReplicaWait wait) {
+  char fence_text[24], ttl[24];
+  const std::array<std::string_view, 4> args{to_chars(fence_text, static_cast<std::int64_t>(fence)),
+                                             completion.status == ClaimStatus::failed ? "F" : "C",
+                                             completion.result, ms_text(ttl, completion.ttl)};
+  return eval_fenced(client, script, key, args, "commit", &wait);
+}
+
+Status eval_record_abort(Client::Impl& client, const Script& script, std::string_view key,
+                         Fence fence) {
+  char fence_text[24];
+  const std::array<std::string_view, 1> args{
+      to_chars(fence_text, static_cast<std::int64_t>(fence))};
+  return eval_fenced(client, script, key, args, "abort");
+}
+
+Status eval_record_extend(Client::Impl& client, const Script& script, std::string_view key,
+                          Fence fence, std::chrono::milliseconds lease) {
+  char fence_text[24], ms[24];
+  const std::array<std::string_view, 2> args{to_chars(fence_text, static_cast<std::int64_t>(fence)),
+                                             ms_text(ms, lease)};
+  return eval_fenced(client, script, key, args, "extend");
+}
+
 }  // namespace idem::redis

@@ -2,8 +2,10 @@
 // What the Redis stores share: key names, argument encoding and reply decoding.
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -29,5 +31,33 @@ Result<Claim> decode_claim(const redisReply& reply, std::string_view where, int&
 
 /// Decodes a fenced script's reply: 1 is success, 0 is errc::lease_lost.
 Status decode_fenced(Result<ReplyPtr> reply, std::string_view where, std::string_view doing);
+
+/// A store's durability and the counter of the replica waits that fell short.
+struct ReplicaWait {
+  const Durability& durability;
+  std::atomic<std::uint64_t>& timeouts;
+};
+
+/// Maps a decoded claim and its script code to what the store answers (store-specific codes).
+using ClaimCodeMap = Result<Claim> (*)(Result<Claim> claim, int code);
+
+/// Runs a record-shaped claim script (KEYS: key; ARGV: fingerprint, lease, retention), decodes
+/// it, applies `map`, then waits for replicas when the answer is an acquired claim.
+Result<Claim> eval_claim(Client::Impl& client, const Script& script, std::string_view key,
+                         const ClaimRequest& request, ClaimCodeMap map, ReplicaWait wait);
+
+/// Runs a fenced script on `key` and decodes its 0/1 answer (see decode_fenced); with `wait`,
+/// a success then waits for replicas.
+Status eval_fenced(Client::Impl& client, const Script& script, std::string_view key,
+                   std::span<const std::string_view> args, std::string_view doing,
+                   const ReplicaWait* wait = nullptr);
+
+/// The record scripts' fenced calls (ARGV: fence, then commit: state, result, ttl; extend: lease).
+Status eval_record_commit(Client::Impl& client, const Script& script, std::string_view key,
+                          Fence fence, const Completion& completion, ReplicaWait wait);
+Status eval_record_abort(Client::Impl& client, const Script& script, std::string_view key,
+                         Fence fence);
+Status eval_record_extend(Client::Impl& client, const Script& script, std::string_view key,
+                          Fence fence, std::chrono::milliseconds lease);
 
 }  // namespace idem::redis
