@@ -1,6 +1,7 @@
 #pragma once
 // What the version and state-machine stores share: the entity key carried through the guard's
-// key, the conditional-update request their backends answer, and identifier checks.
+// key, the conditional-update request their backends answer, identifier checks, and the claim
+// and execute() wrapping around both.
 
 #include <chrono>
 #include <cstddef>
@@ -10,9 +11,12 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "idem/detail/effective_key.hpp"
+#include "idem/error.hpp"
 #include "idem/fingerprint.hpp"
+#include "idem/key.hpp"
 #include "idem/store.hpp"
 
 namespace idem {
@@ -130,6 +134,57 @@ inline std::optional<EntityKeyParts> parse_entity_key(std::string_view key) noex
   if (!entity) return std::nullopt;
   if (!skip()) return std::nullopt;  // op
   return EntityKeyParts{key.substr(0, at), *entity, key.substr(at)};
+}
+
+// A refused claim's current version or state, for the execute() on the same thread that called
+// the guard (the guard calls claim() synchronously on its caller's thread).
+inline std::optional<std::string>& refusal_slot() noexcept {
+  thread_local std::optional<std::string> slot;
+  return slot;
+}
+
+/// Runs `guard` on an entity operation's key id. When the outcome is the `refusal` error,
+/// `refused` receives the current version or state that the refused claim reported.
+template <class Guard, class Fn>
+auto execute_entity_op(Guard& guard, const std::string& id, std::string_view payload, Fn&& fn,
+                       errc refusal, std::optional<std::string>& refused) {
+  auto& slot = refusal_slot();
+  slot.reset();
+  auto out = guard.execute(Key{id}, payload, std::forward<Fn>(fn));
+  if (out.error() == refusal && slot) refused = std::move(*slot);
+  slot.reset();
+  return out;
+}
+
+/// The CasRequest of a parsed entity key, without the version or transition it asks for.
+inline CasRequest cas_request(const EntityKeyParts& parts, const ClaimRequest& request) noexcept {
+  return CasRequest{.op_key = parts.op_key,
+                    .entity = parts.entity,
+                    .fingerprint = request.fingerprint,
+                    .lease = request.lease,
+                    .block_for = request.block_for};
+}
+
+/// An entity store's claim: the backend's conditional update. A missing entity is
+/// errc::key_invalid ("no entity '<entity>' to <verb>"); on a conflict the current version or
+/// state goes to refusal_slot() and `conflict(current)` gives the failure.
+template <class Impl, class Conflict>
+Result<Claim> claim_entity(Impl& impl, const CasRequest& cas, std::string_view verb,
+                           Conflict&& conflict) {
+  Result<CasAnswer> answer = impl.claim(cas);
+  if (!answer) return std::move(answer).failure();
+  CasAnswer& a = answer.value();
+  switch (a.refusal) {
+    case CasAnswer::Refusal::none:
+      return std::move(a.claim);
+    case CasAnswer::Refusal::missing:
+      return make_failure(errc::key_invalid,
+                          "no entity '" + std::string(cas.entity) + "' to " + std::string(verb));
+    case CasAnswer::Refusal::conflict:
+      break;
+  }
+  refusal_slot() = a.current;
+  return conflict(a.current);
 }
 
 }  // namespace detail

@@ -46,13 +46,4 @@ struct PostgresBackend {
   }
 };
 
-namespace detail {
-// A refused claim's current version or state, for the execute() on the same thread that called
-// the guard (the guard calls claim() synchronously on its caller's thread).
-inline std::optional<std::string>& refusal_slot() noexcept {
-  thread_local std::optional<std::string> slot;
-  return slot;
-}
-}  // namespace detail
-
 }  // namespace idem

@@ -3,6 +3,7 @@
 // chosen by a backend tag (idem/stores/entity_backends.hpp).
 
 #include <concepts>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -110,12 +111,11 @@ class StateMachineStore {
     const std::string op =
         key.operation.empty() ? "e" + std::string(key.event) : "o" + std::string(key.operation);
     const std::string id = detail::encode_entity_id(key.entity, op, key.event);
-    auto& slot = detail::refusal_slot();
-    slot.reset();
-    Outcome<R> out = guard_.get().execute(Key{id}, payload, std::forward<Fn>(fn));
+    std::optional<std::string> refused;
+    Outcome<R> out = detail::execute_entity_op(guard_.get(), id, payload, std::forward<Fn>(fn),
+                                               errc::invalid_transition, refused);
     std::string current;
-    if (out.error() == errc::invalid_transition && slot) current = std::move(*slot);
-    slot.reset();
+    if (refused) current = std::move(*refused);
     return TransitionOutcome<R>(std::move(out), std::move(current));
   }
 
@@ -137,32 +137,17 @@ class StateMachineStore {
     const auto parts = detail::parse_entity_key(request.key);
     const Transition* t = parts ? table().find(parts->tail) : nullptr;
     if (t == nullptr) return make_failure(errc::key_invalid, "not a state machine store key");
-    Result<detail::CasAnswer> answer =
-        impl_.claim(detail::CasRequest{.op_key = parts->op_key,
-                                       .entity = parts->entity,
-                                       .fingerprint = request.fingerprint,
-                                       .lease = request.lease,
-                                       .block_for = request.block_for,
-                                       .from = t->from,
-                                       .to = t->to});
-    if (!answer) return std::move(answer).failure();
-    detail::CasAnswer& a = answer.value();
-    switch (a.refusal) {
-      case detail::CasAnswer::Refusal::none:
-        return std::move(a.claim);
-      case detail::CasAnswer::Refusal::missing:
-        return make_failure(errc::key_invalid,
-                            "no entity '" + std::string(parts->entity) + "' to move");
-      case detail::CasAnswer::Refusal::conflict:
-        break;
-    }
-    std::string allowed;
-    for (const std::string& f : t->from) allowed += (allowed.empty() ? "" : ", ") + f;
-    detail::refusal_slot() = a.current;
-    return make_failure(errc::invalid_transition,
-                        "event " + t->event + " is not allowed from state " + a.current +
-                            " (allowed from: " + allowed + ") on entity '" +
-                            std::string(parts->entity) + "'");
+    detail::CasRequest cas = detail::cas_request(*parts, request);
+    cas.from = t->from;
+    cas.to = t->to;
+    return detail::claim_entity(impl_, cas, "move", [&](const std::string& current) {
+      std::string allowed;
+      for (const std::string& f : t->from) allowed += (allowed.empty() ? "" : ", ") + f;
+      return make_failure(errc::invalid_transition,
+                          "event " + t->event + " is not allowed from state " + current +
+                              " (allowed from: " + allowed + ") on entity '" +
+                              std::string(parts->entity) + "'");
+    });
   }
   Status commit(const Ticket& ticket, const Completion& completion) {
     return impl_.commit(ticket, completion);

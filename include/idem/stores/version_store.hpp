@@ -114,13 +114,11 @@ class VersionStore {
     const std::string version = std::to_string(key.expected_version);
     const std::string op = key.operation.empty() ? "v" + version : "o" + std::string(key.operation);
     const std::string id = detail::encode_entity_id(key.entity, op, version);
-    auto& slot = detail::refusal_slot();
-    slot.reset();
-    Outcome<handler_result_t<Fn>> out =
-        guard_.get().execute(Key{id}, payload, std::forward<Fn>(fn));
+    std::optional<std::string> refused;
+    Outcome<handler_result_t<Fn>> out = detail::execute_entity_op(
+        guard_.get(), id, payload, std::forward<Fn>(fn), errc::version_conflict, refused);
     std::optional<std::uint64_t> current;
-    if (out.error() == errc::version_conflict && slot) current = parse(*slot);
-    slot.reset();
+    if (refused) current = parse(*refused);
     return VersionOutcome<handler_result_t<Fn>>(std::move(out), current);
   }
 
@@ -182,28 +180,13 @@ class VersionStore {
     const auto parts = detail::parse_entity_key(request.key);
     const auto expected = parts ? parse(parts->tail) : std::nullopt;
     if (!expected) return make_failure(errc::key_invalid, "not a version store key");
-    Result<detail::CasAnswer> answer =
-        impl_.claim(detail::CasRequest{.op_key = parts->op_key,
-                                       .entity = parts->entity,
-                                       .fingerprint = request.fingerprint,
-                                       .lease = request.lease,
-                                       .block_for = request.block_for,
-                                       .expected_version = *expected});
-    if (!answer) return std::move(answer).failure();
-    detail::CasAnswer& a = answer.value();
-    switch (a.refusal) {
-      case detail::CasAnswer::Refusal::none:
-        return std::move(a.claim);
-      case detail::CasAnswer::Refusal::missing:
-        return make_failure(errc::key_invalid,
-                            "no entity '" + std::string(parts->entity) + "' to version");
-      case detail::CasAnswer::Refusal::conflict:
-        break;
-    }
-    detail::refusal_slot() = a.current;
-    return make_failure(errc::version_conflict, "entity '" + std::string(parts->entity) +
-                                                    "' is at version " + a.current + ", not " +
-                                                    std::string(parts->tail));
+    detail::CasRequest cas = detail::cas_request(*parts, request);
+    cas.expected_version = *expected;
+    return detail::claim_entity(impl_, cas, "version", [&](const std::string& current) {
+      return make_failure(errc::version_conflict, "entity '" + std::string(parts->entity) +
+                                                      "' is at version " + current + ", not " +
+                                                      std::string(parts->tail));
+    });
   }
   Status commit(const Ticket& ticket, const Completion& completion) {
     return impl_.commit(ticket, completion);
