@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "idem/clock.hpp"
+#include "idem/detail/memory_record.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
@@ -65,13 +66,13 @@ class MemoryStore {
       fresh.key = &it->first;
       fresh.fence = shard.fence_floor;  // a removed key's holders must never match again
       shard.push_back(&fresh);
-      return acquire(fresh, request, now, /*took_over=*/false);
+      return detail::acquire_record(fresh, request, now, /*took_over=*/false);
     }
 
     Entry& e = it->second;
     if (e.state == State::released || now >= e.expires_at) {
       shard.move_to_back(&e);  // a new claim: the record is as young as a new one
-      return acquire(e, request, now, /*took_over=*/false);
+      return detail::acquire_record(e, request, now, /*took_over=*/false);
     }
     if (e.fingerprint != request.fingerprint) {
       return Claim{.status = ClaimStatus::mismatch, .fence = e.fence};
@@ -91,7 +92,7 @@ class MemoryStore {
               .fence = e.fence,
               .lease_remaining = std::chrono::ceil<std::chrono::milliseconds>(e.lease_until - now)};
         }
-        return acquire(e, request, now, /*took_over=*/true);
+        return detail::acquire_record(e, request, now, /*took_over=*/true);
       case State::released:
         break;  // handled above
     }
@@ -243,17 +244,6 @@ class MemoryStore {
     }
   };
 
-  static Claim acquire(Entry& e, const ClaimRequest& request, Clock::time_point now,
-                       bool took_over) {
-    e.state = State::in_progress;
-    e.fingerprint = request.fingerprint;
-    e.fence += 1;
-    e.lease_until = now + request.lease;
-    e.expires_at = now + std::max(request.retention, request.lease);
-    e.result.clear();
-    return Claim{.status = ClaimStatus::acquired, .fence = e.fence, .took_over = took_over};
-  }
-
   // Runs `change` on the record only if the ticket still holds it.
   template <class Change>
   Status with_holder(const Ticket& ticket, Change&& change) {
@@ -261,8 +251,7 @@ class MemoryStore {
     Shard& shard = shard_for(key);
     std::lock_guard lock(shard.mutex);
     auto it = shard.records.find(key);
-    if (it == shard.records.end() || it->second.fence != ticket.fence ||
-        it->second.state != State::in_progress) {
+    if (it == shard.records.end() || !detail::held_under(it->second, ticket.fence)) {
       return Status(errc::lease_lost, "the record is no longer held under this fence");
     }
     change(it->second);

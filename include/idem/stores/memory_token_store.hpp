@@ -14,6 +14,7 @@
 
 #include "idem/clock.hpp"
 #include "idem/detail/effective_key.hpp"
+#include "idem/detail/memory_record.hpp"
 #include "idem/detail/owned_guard.hpp"
 #include "idem/detail/token.hpp"
 #include "idem/fingerprint.hpp"
@@ -98,7 +99,7 @@ class MemoryTokenStore {
       tokens_.erase(it);
       return unknown();
     }
-    if (e.state == State::pending) return acquire(e, request, now, false);
+    if (e.state == State::pending) return detail::acquire_record(e, request, now, false);
     if (e.fingerprint != request.fingerprint) return used_by_another();
     if (e.state != State::in_progress) {
       return Claim{
@@ -112,7 +113,7 @@ class MemoryTokenStore {
           .fence = e.fence,
           .lease_remaining = std::chrono::ceil<std::chrono::milliseconds>(e.lease_until - now)};
     }
-    return acquire(e, request, now, true);
+    return detail::acquire_record(e, request, now, true);
   }
 
   Status commit(const Ticket& ticket, const Completion& completion) {
@@ -187,23 +188,11 @@ class MemoryTokenStore {
     return make_failure(errc::token_invalid, "token was used by a request with another payload");
   }
 
-  static Claim acquire(Entry& e, const ClaimRequest& request, Clock::time_point now,
-                       bool took_over) {
-    e.state = State::in_progress;
-    e.fingerprint = request.fingerprint;
-    e.fence += 1;
-    e.lease_until = now + request.lease;
-    e.expires_at = now + std::max(request.retention, request.lease);
-    e.result.clear();
-    return Claim{.status = ClaimStatus::acquired, .fence = e.fence, .took_over = took_over};
-  }
-
   template <class Change>
   Status with_holder(const Ticket& ticket, Change&& change) {
     std::lock_guard lock(mutex_);
     auto it = tokens_.find(ticket.key);
-    if (it == tokens_.end() || it->second.fence != ticket.fence ||
-        it->second.state != State::in_progress) {
+    if (it == tokens_.end() || !detail::held_under(it->second, ticket.fence)) {
       return Status(errc::lease_lost, "the token is no longer held under this fence");
     }
     change(it);
