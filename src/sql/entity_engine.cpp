@@ -123,15 +123,14 @@ std::optional<CasAnswer> stored(const sql::Row& row, const CasRequest& r) {
   const Fingerprint fp{as_u64(std::stoll(*row[1])), as_u64(std::stoll(*row[2]))};
   const Fence fence = static_cast<Fence>(std::stoll(*row[3]));
   if (fp != r.fingerprint)
-    return CasAnswer{.claim = Claim{.status = ClaimStatus::mismatch, .fence = fence}};
+    return CasAnswer::of(Claim{.status = ClaimStatus::mismatch, .fence = fence});
   if (state == 1 || state == 2) {
-    return CasAnswer{.claim =
-                         Claim{.status = state == 1 ? ClaimStatus::completed : ClaimStatus::failed,
+    return CasAnswer::of(Claim{.status = state == 1 ? ClaimStatus::completed : ClaimStatus::failed,
                                .fence = fence,
-                               .result = row[4].value_or(std::string())}};
+                               .result = row[4].value_or(std::string())});
   }
   // Committed rows are finished; anything else is not ours to read.
-  return CasAnswer{.claim = Claim{.status = ClaimStatus::in_progress, .fence = fence}};
+  return CasAnswer::of(Claim{.status = ClaimStatus::in_progress, .fence = fence});
 }
 
 }  // namespace
@@ -238,8 +237,8 @@ Result<CasAnswer> SqlEntities::claim(const CasRequest& r) {
           m.open.emplace(std::pair{std::string(r.op_key), fence},
                          Impl::Open{s.keep(), std::string(r.op_key)});
         }
-        return CasAnswer{
-            .claim = Claim{.status = ClaimStatus::acquired, .fence = fence, .transaction = native}};
+        return CasAnswer::of(
+            Claim{.status = ClaimStatus::acquired, .fence = fence, .transaction = native});
       }
       // Refused. The same operation may have committed while the UPDATE waited on the row.
       if (s->first_row(m.lookup, key_param, row, 1u << 4)) {
@@ -247,10 +246,10 @@ Result<CasAnswer> SqlEntities::claim(const CasRequest& r) {
       }
       const std::array<sql::Param, 1> entity_param{text(r.entity)};
       if (!s->first_row(m.read, entity_param, row, 0)) {
-        return CasAnswer{.refusal = CasAnswer::Refusal::missing};
+        return CasAnswer::refused(CasAnswer::Refusal::missing);
       }
-      return CasAnswer{.refusal = CasAnswer::Refusal::conflict,
-                       .current = row.empty() ? std::string() : row[0].value_or("NULL")};
+      return CasAnswer::refused(CasAnswer::Refusal::conflict,
+                                row.empty() ? std::string() : row[0].value_or("NULL"));
     }
   } catch (...) {
     return m.failure(s.broken, true);

@@ -84,6 +84,20 @@ struct CasAnswer {
   enum class Refusal : std::uint8_t { none, conflict, missing } refusal = Refusal::none;
   Claim claim{};
   std::string current{};
+
+  // Built through named objects: GCC 12 at -O3 warns falsely (-Wmaybe-uninitialized) on nested
+  // designated-initializer temporaries that hold strings.
+  static CasAnswer of(Claim claim) {
+    CasAnswer a;
+    a.claim = std::move(claim);
+    return a;
+  }
+  static CasAnswer refused(Refusal why, std::string current = {}) {
+    CasAnswer a;
+    a.refusal = why;
+    a.current = std::move(current);
+    return a;
+  }
 };
 
 // The guard's key id of an entity operation: varint(|entity|) entity varint(|op|) op tail. The

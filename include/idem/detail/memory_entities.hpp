@@ -47,38 +47,36 @@ class MemoryEntities {
     if (it != entities_.end() && it->second.busy) {
       const bool freed = free_.wait_for(lock, r.block_for, [&] { return !it->second.busy; });
       if (!freed) {
-        return CasAnswer{.claim = Claim{.status = ClaimStatus::in_progress,
-                                        .lease_remaining = std::chrono::milliseconds{1}}};
+        return CasAnswer::of(Claim{.status = ClaimStatus::in_progress,
+                                   .lease_remaining = std::chrono::milliseconds{1}});
       }
     }
     if (auto op = ops_.find(std::string(r.op_key)); op != ops_.end()) {
       if (op->second.fingerprint != r.fingerprint) {
-        return CasAnswer{.claim =
-                             Claim{.status = ClaimStatus::mismatch, .fence = op->second.fence}};
+        return CasAnswer::of(Claim{.status = ClaimStatus::mismatch, .fence = op->second.fence});
       }
-      return CasAnswer{.claim = Claim{.status = op->second.status,
-                                      .fence = op->second.fence,
-                                      .result = op->second.result}};
+      return CasAnswer::of(Claim{
+          .status = op->second.status, .fence = op->second.fence, .result = op->second.result});
     }
-    if (it == entities_.end()) return CasAnswer{.refusal = CasAnswer::Refusal::missing};
+    if (it == entities_.end()) return CasAnswer::refused(CasAnswer::Refusal::missing);
     Entity& e = it->second;
     std::string next;
     if (kind_ == EntityKind::version) {
       if (e.value != std::to_string(r.expected_version)) {
-        return CasAnswer{.refusal = CasAnswer::Refusal::conflict, .current = e.value};
+        return CasAnswer::refused(CasAnswer::Refusal::conflict, e.value);
       }
       next = std::to_string(r.expected_version + 1);
     } else {
       bool allowed = false;
       for (const std::string& f : r.from) allowed = allowed || f == e.value;
-      if (!allowed) return CasAnswer{.refusal = CasAnswer::Refusal::conflict, .current = e.value};
+      if (!allowed) return CasAnswer::refused(CasAnswer::Refusal::conflict, e.value);
       next = std::string(r.to);
     }
     e.busy = true;
     const Fence fence = ++fences_;
     open_.emplace(std::pair{std::string(r.op_key.data(), r.op_key.size()), fence},
                   Open{&e, std::move(next), r.fingerprint});
-    return CasAnswer{.claim = Claim{.status = ClaimStatus::acquired, .fence = fence}};
+    return CasAnswer::of(Claim{.status = ClaimStatus::acquired, .fence = fence});
   }
 
   Status commit(const Ticket& ticket, const Completion& completion) {

@@ -108,8 +108,9 @@ class StateMachineStore {
               "event '" + std::string(key.event) + "' is not in the transition table")),
           {});
     }
-    const std::string op =
-        key.operation.empty() ? "e" + std::string(key.event) : "o" + std::string(key.operation);
+    // Built by append: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string.
+    std::string op(1, key.operation.empty() ? 'e' : 'o');
+    op.append(key.operation.empty() ? key.event : key.operation);
     const std::string id = detail::encode_entity_id(key.entity, op, key.event);
     std::optional<std::string> refused;
     Outcome<R> out = detail::execute_entity_op(guard_.get(), id, payload, std::forward<Fn>(fn),

@@ -112,7 +112,9 @@ class VersionStore {
   [[nodiscard]] VersionOutcome<handler_result_t<Fn>> execute(const VersionKey& key,
                                                              std::string_view payload, Fn&& fn) {
     const std::string version = std::to_string(key.expected_version);
-    const std::string op = key.operation.empty() ? "v" + version : "o" + std::string(key.operation);
+    // Built by append: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string.
+    std::string op(1, key.operation.empty() ? 'v' : 'o');
+    op.append(key.operation.empty() ? std::string_view(version) : key.operation);
     const std::string id = detail::encode_entity_id(key.entity, op, version);
     std::optional<std::string> refused;
     Outcome<handler_result_t<Fn>> out = detail::execute_entity_op(
