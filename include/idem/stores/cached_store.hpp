@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "idem/clock.hpp"
+#include "idem/detail/hashed_key.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
@@ -204,29 +205,12 @@ class CachedStore {
     Clock::time_point stale_at{};  // past this, a holder that never finished may be dropped
   };
 
-  struct HashedKey {
-    std::string_view bytes;
-    std::size_t hash;
-  };
-
-  struct KeyHash {
-    using is_transparent = void;
-    // Not noexcept, so libstdc++ caches each node's hash (see MemoryStore).
-    std::size_t operator()(std::string_view key) const { return detail::hash_bytes(key); }
-    std::size_t operator()(const HashedKey& key) const noexcept { return key.hash; }
-  };
-
-  struct KeyEqual {
-    using is_transparent = void;
-    bool operator()(std::string_view a, std::string_view b) const noexcept { return a == b; }
-    bool operator()(const HashedKey& a, std::string_view b) const noexcept { return a.bytes == b; }
-    bool operator()(std::string_view a, const HashedKey& b) const noexcept { return a == b.bytes; }
-  };
+  using HashedKey = detail::HashedKey;
 
   struct alignas(64) Shard {
     mutable std::mutex mutex;
-    std::unordered_map<std::string, Entry, KeyHash, KeyEqual> entries;
-    std::unordered_map<std::string, Holder, KeyHash, KeyEqual> holders;
+    detail::HashedKeyMap<Entry> entries;
+    detail::HashedKeyMap<Holder> holders;
     Entry* head = nullptr;
     Entry* tail = nullptr;
     std::size_t bytes = 0;
@@ -326,13 +310,10 @@ class CachedStore {
     return n;
   }
 
-  static HashedKey hashed(std::string_view key) noexcept {
-    return HashedKey{key, static_cast<std::size_t>(detail::hash_bytes(key))};
-  }
+  static HashedKey hashed(std::string_view key) noexcept { return detail::hashed(key); }
 
   Shard& shard_for(const HashedKey& key) noexcept {
-    if (shard_bits_ == 0) return shards_[0];
-    return shards_[static_cast<std::uint64_t>(key.hash) >> (64 - shard_bits_)];
+    return shards_[detail::shard_index(key, shard_bits_)];
   }
 
   S inner_;

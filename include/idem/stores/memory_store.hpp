@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "idem/clock.hpp"
+#include "idem/detail/hashed_key.hpp"
 #include "idem/detail/memory_record.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/result.hpp"
@@ -176,30 +177,11 @@ class MemoryStore {
     Entry* next = nullptr;
   };
 
-  // A key and its hash, computed once per call for both the shard and the table.
-  struct HashedKey {
-    std::string_view bytes;
-    std::size_t hash;
-  };
-
-  struct KeyHash {
-    using is_transparent = void;
-    // Deliberately not noexcept: libstdc++ then caches each node's hash, so rehashing and bucket
-    // walks never hash a stored key again.
-    std::size_t operator()(std::string_view key) const { return detail::hash_bytes(key); }
-    std::size_t operator()(const HashedKey& key) const noexcept { return key.hash; }
-  };
-
-  struct KeyEqual {
-    using is_transparent = void;
-    bool operator()(std::string_view a, std::string_view b) const noexcept { return a == b; }
-    bool operator()(const HashedKey& a, std::string_view b) const noexcept { return a.bytes == b; }
-    bool operator()(std::string_view a, const HashedKey& b) const noexcept { return a == b.bytes; }
-  };
+  using HashedKey = detail::HashedKey;
 
   struct alignas(64) Shard {
     mutable std::mutex mutex;
-    std::unordered_map<std::string, Entry, KeyHash, KeyEqual> records;
+    detail::HashedKeyMap<Entry> records;
     Entry* head = nullptr;
     Entry* tail = nullptr;
     std::size_t capacity = 0;
@@ -258,14 +240,10 @@ class MemoryStore {
     return {};
   }
 
-  static HashedKey hashed(std::string_view key) noexcept {
-    return HashedKey{key, static_cast<std::size_t>(detail::hash_bytes(key))};
-  }
+  static HashedKey hashed(std::string_view key) noexcept { return detail::hashed(key); }
 
   Shard& shard_for(const HashedKey& key) noexcept {
-    if (shard_bits_ == 0) return shards_[0];
-    // High bits pick the shard; the table inside uses the hash modulo its bucket count.
-    return shards_[static_cast<std::uint64_t>(key.hash) >> (64 - shard_bits_)];
+    return shards_[detail::shard_index(key, shard_bits_)];
   }
 
   std::shared_ptr<Clock> clock_;

@@ -14,6 +14,7 @@
 
 #include "idem/clock.hpp"
 #include "idem/detail/effective_key.hpp"
+#include "idem/detail/hashed_key.hpp"
 #include "idem/detail/memory_record.hpp"
 #include "idem/detail/owned_guard.hpp"
 #include "idem/detail/token.hpp"
@@ -176,11 +177,6 @@ class MemoryTokenStore {
     std::string result;
   };
 
-  struct KeyHash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view key) const noexcept { return detail::hash_bytes(key); }
-  };
-
   static Failure unknown() {
     return make_failure(errc::token_invalid, "token is unknown or expired");
   }
@@ -202,7 +198,7 @@ class MemoryTokenStore {
   std::shared_ptr<Clock> clock_;
   std::string scope_;
   mutable std::mutex mutex_;
-  std::unordered_map<std::string, Entry, KeyHash, std::equal_to<>> tokens_;
+  detail::HashedKeyMap<Entry> tokens_;
   detail::OwnedGuard<MemoryTokenStore> guard_;
 };
 

@@ -1,0 +1,51 @@
+#pragma once
+// Hash tables keyed by effective keys, hashing each key once per call. Shared by the in-memory
+// stores.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "idem/fingerprint.hpp"
+
+namespace idem::detail {
+
+/// A key and its hash, computed once per call for both the shard choice and the table.
+struct HashedKey {
+  std::string_view bytes;
+  std::size_t hash;
+};
+
+inline HashedKey hashed(std::string_view key) noexcept {
+  return HashedKey{key, static_cast<std::size_t>(hash_bytes(key))};
+}
+
+/// The shard of `key` among 2^bits shards: the high bits of the hash, since the table inside a
+/// shard uses the hash modulo its bucket count.
+inline std::size_t shard_index(const HashedKey& key, unsigned bits) noexcept {
+  return bits == 0 ? 0
+                   : static_cast<std::size_t>(static_cast<std::uint64_t>(key.hash) >> (64 - bits));
+}
+
+struct HashedKeyHash {
+  using is_transparent = void;
+  // Deliberately not noexcept: libstdc++ then caches each node's hash, so rehashing and bucket
+  // walks never hash a stored key again.
+  std::size_t operator()(std::string_view key) const { return hash_bytes(key); }
+  std::size_t operator()(const HashedKey& key) const noexcept { return key.hash; }
+};
+
+struct HashedKeyEqual {
+  using is_transparent = void;
+  bool operator()(std::string_view a, std::string_view b) const noexcept { return a == b; }
+  bool operator()(const HashedKey& a, std::string_view b) const noexcept { return a.bytes == b; }
+  bool operator()(std::string_view a, const HashedKey& b) const noexcept { return a == b.bytes; }
+};
+
+/// std::unordered_map from key bytes to V, looked up by HashedKey or std::string_view.
+template <class V>
+using HashedKeyMap = std::unordered_map<std::string, V, HashedKeyHash, HashedKeyEqual>;
+
+}  // namespace idem::detail
