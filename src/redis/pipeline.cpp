@@ -1,0 +1,358 @@
+// Automatic pipelining over a few shared connections; see pipeline.hpp for the protocol.
+
+#include "pipeline.hpp"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <utility>
+
+namespace idem::redis {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A connection idle this long is checked for a close by the server before it carries a command
+// (as the pool does), so a restart does not cost the next caller its call.
+constexpr auto kCheckIdleAfter = std::chrono::milliseconds{100};
+
+// RESP, as redisFormatCommandArgv writes it: *<argc>, then $<len> and the bytes per argument.
+void append_command(std::string& out, std::span<const std::string_view> argv) {
+  auto header = [&out](char tag, std::size_t n) {
+    char digits[24];
+    out.push_back(tag);
+    out.append(digits, std::to_chars(digits, digits + sizeof digits, n).ptr);
+    out.append("\r\n", 2);
+  };
+  header('*', argv.size());
+  for (std::string_view arg : argv) {
+    header('$', arg.size());
+    out.append(arg);
+    out.append("\r\n", 2);
+  }
+}
+
+int millis_until(Clock::time_point deadline) {
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return static_cast<int>(std::clamp<long long>(left, 0, INT_MAX));
+}
+
+// 0 when all of `bytes` went out, else the errno (EAGAIN: the send timeout expired).
+int send_all(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno == 0 ? EIO : errno;
+    }
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return 0;
+}
+
+bool closed_by_server(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) != 0;
+}
+
+}  // namespace
+
+namespace {
+
+// A caller awaiting its replies. It lives on the caller's stack and is reachable from a link's
+// FIFO (once per command it sent) only while it waits; guarded by the lane's mutex.
+struct Waiter {
+  enum class State : std::uint8_t { waiting, read_turn, done };
+  State state = State::waiting;
+  Clock::time_point deadline;
+  std::condition_variable wake;
+  std::size_t expected = 0;
+  std::size_t received = 0;
+  Pipeline::Replies replies;
+  std::optional<Failure> failure;
+};
+
+// One connection and what is in flight on it. Guarded by the lane's mutex, except the hiredis
+// reader inside `context`, which only the holder of the read turn uses. Kept alive by every
+// thread working on it, so a broken link's socket stays valid until its last user leaves.
+struct Link {
+  explicit Link(redisContext* c) : context(c), fd(c->fd) {}
+  ~Link() { redisFree(context); }
+  Link(const Link&) = delete;
+  Link& operator=(const Link&) = delete;
+
+  redisContext* context;
+  int fd;
+  std::string out;          // commands queued but not yet sent, in FIFO order
+  std::deque<Waiter*> calls;  // one entry per command awaiting its reply, in queued order
+  bool writing = false;     // a caller is sending `out`
+  bool reading = false;     // a caller holds the read turn
+  bool broken = false;      // shut down; its calls have failed
+  Clock::time_point last_used;
+};
+
+}  // namespace
+
+class Pipeline::Lane {
+ public:
+  Lane(Pipeline& owner, std::chrono::milliseconds timeout, const std::string& where,
+       const Connector& connect)
+      : owner_(owner), timeout_(timeout), where_(where), connect_(connect) {}
+
+  ~Lane() {
+    std::lock_guard lock(mutex_);
+    link_.reset();
+  }
+
+  Result<Replies> run(std::span<const std::span<const std::string_view>> commands,
+                      Clock::time_point deadline) {
+    Waiter call;
+    std::unique_lock lock(mutex_);
+    Result<std::shared_ptr<Link>> usable = link(lock);
+    if (!usable) return std::move(usable).failure();
+    const std::shared_ptr<Link> link = std::move(usable).value();
+    const auto now = Clock::now();
+    call.deadline = std::min(deadline, now + timeout_);
+    call.expected = commands.size();
+    link->last_used = now;
+    for (std::span<const std::string_view> argv : commands) {
+      append_command(link->out, argv);
+      link->calls.push_back(&call);
+    }
+
+    if (!link->writing) write(lock, *link);
+    while (call.state != Waiter::State::done) {
+      if (call.state == Waiter::State::read_turn || !link->reading) {
+        read(lock, *link, call);
+      } else if (call.wake.wait_until(lock, call.deadline) == std::cv_status::timeout &&
+                 call.state == Waiter::State::waiting) {
+        fail(*link, timed_out());
+      }
+    }
+    if (call.failure) return std::move(*call.failure);
+    return std::move(call.replies);
+  }
+
+  bool open() const {
+    std::lock_guard lock(mutex_);
+    return link_ != nullptr;
+  }
+
+ private:
+  // The lane's connection, opened or replaced when needed. One caller connects at a time; the
+  // others wait for its outcome instead of each trying in turn.
+  Result<std::shared_ptr<Link>> link(std::unique_lock<std::mutex>& lock) {
+    if (link_ && link_->calls.empty() && !link_->writing &&
+        Clock::now() - link_->last_used > kCheckIdleAfter && closed_by_server(link_->fd)) {
+      fail(*link_, unavailable("connection closed by the server"));
+    }
+    if (link_) return link_;
+    if (connecting_) {
+      const std::uint64_t attempt = connect_attempts_;
+      connected_.wait(lock, [&] { return !connecting_; });
+      if (link_) return link_;
+      if (connect_attempts_ != attempt && connect_failure_) return *connect_failure_;
+    }
+    connecting_ = true;
+    lock.unlock();
+    Result<redisContext*> opened = connect_();
+    lock.lock();
+    connecting_ = false;
+    ++connect_attempts_;
+    connected_.notify_all();
+    if (!opened) {
+      connect_failure_ = opened.failure();
+      return std::move(opened).failure();
+    }
+    connect_failure_.reset();
+    link_ = std::make_shared<Link>(opened.value());
+    return link_;
+  }
+
+  // Sends what is queued, and what others queue meanwhile, until nothing is left.
+  void write(std::unique_lock<std::mutex>& lock, Link& link) {
+    thread_local std::string batch;
+    link.writing = true;
+    while (!link.out.empty() && !link.broken) {
+      batch.clear();
+      std::swap(batch, link.out);
+      lock.unlock();
+      const int error = send_all(link.fd, batch);
+      lock.lock();
+      if (error != 0) {
+        fail(link, error == EAGAIN || error == EWOULDBLOCK ? timed_out()
+                                                             : io_error("send", error));
+      }
+    }
+    link.writing = false;
+  }
+
+  // Holds the read turn: hands replies to the calls at the head of the FIFO until `mine` has
+  // its own, then passes the turn to the oldest call still waiting.
+  void read(std::unique_lock<std::mutex>& lock, Link& link, Waiter& mine) {
+    link.reading = true;
+    mine.state = Waiter::State::waiting;
+    char buf[16 * 1024];
+    thread_local std::vector<redisReply*> replies;
+    while (mine.state != Waiter::State::done) {
+      // The oldest call's deadline bounds the wait: its reply is the next one due.
+      const Clock::time_point deadline = link.calls.front()->deadline;
+      lock.unlock();
+      pollfd p{link.fd, POLLIN, 0};
+      int ready = ::poll(&p, 1, millis_until(deadline));
+      ssize_t got = 0;
+      int error = 0;
+      if (ready > 0) {
+        got = ::recv(link.fd, buf, sizeof buf, 0);
+        if (got < 0) error = errno == EAGAIN ? EIO : errno;
+      } else if (ready < 0 && errno != EINTR) {
+        error = errno;
+      }
+      bool protocol_error = false;
+      if (got > 0 && redisReaderFeed(link.context->reader, buf, static_cast<size_t>(got)) ==
+                         REDIS_OK) {
+        for (;;) {
+          void* reply = nullptr;
+          if (redisReaderGetReply(link.context->reader, &reply) != REDIS_OK) {
+            protocol_error = true;
+            break;
+          }
+          if (reply == nullptr) break;
+          replies.push_back(static_cast<redisReply*>(reply));
+        }
+      } else if (got > 0) {
+        protocol_error = true;
+      }
+      lock.lock();
+      hand_out(link, replies);
+      if (link.broken) break;  // mine failed with the others
+      if (protocol_error) {
+        fail(link, unavailable("unreadable reply stream"));
+      } else if (ready > 0 && got == 0) {
+        fail(link, unavailable("connection closed by the server"));
+      } else if (error != 0) {
+        fail(link, io_error("read", error));
+      } else if (ready == 0 && Clock::now() >= deadline) {
+        fail(link, timed_out());
+      }
+    }
+    link.reading = false;
+    if (!link.broken && !link.calls.empty()) {
+      Waiter* next = link.calls.front();
+      next->state = Waiter::State::read_turn;
+      link.reading = true;
+      next->wake.notify_one();
+    }
+  }
+
+  // Gives each reply to the oldest waiting call. A reply nobody waits for means the stream is
+  // out of step: the link breaks rather than give anyone a reply that is not theirs.
+  void hand_out(Link& link, std::vector<redisReply*>& replies) {
+    for (redisReply* r : replies) {
+      ReplyPtr reply(r);
+      if (link.broken) continue;
+      if (link.calls.empty()) {
+        fail(link, unavailable("a reply nobody asked for"));
+        continue;
+      }
+      Waiter* call = link.calls.front();
+      link.calls.pop_front();
+      call->replies[call->received++] = std::move(reply);
+      if (call->received == call->expected) {
+        call->state = Waiter::State::done;
+        call->wake.notify_one();
+      }
+    }
+    replies.clear();
+  }
+
+  // Breaks the link: every call on it fails with `why`, the socket is shut down (a reader or
+  // writer blocked on it returns at once), and the lane will open a new one.
+  void fail(Link& link, const Failure& why) {
+    if (link.broken) return;
+    link.broken = true;
+    ::shutdown(link.fd, SHUT_RDWR);
+    for (Waiter* call : link.calls) {  // a batch's waiter appears once per command
+      if (call->state == Waiter::State::done) continue;
+      call->failure = why;
+      call->state = Waiter::State::done;
+      call->wake.notify_one();
+    }
+    link.calls.clear();
+    link.out.clear();
+    if (link_.get() == &link) link_.reset();
+    owner_.dropped_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  Failure unavailable(std::string_view why) const {
+    return make_failure(errc::store_unavailable, fmt::format("redis {}: {}", where_, why));
+  }
+  Failure timed_out() const {
+    return unavailable(fmt::format("no reply within {} ms; the connection was dropped",
+                                   timeout_.count()));
+  }
+  Failure io_error(std::string_view doing, int error) const {
+    return unavailable(fmt::format("{} failed: {}", doing, std::strerror(error)));
+  }
+
+  Pipeline& owner_;
+  const std::chrono::milliseconds timeout_;
+  const std::string& where_;
+  const Connector& connect_;
+
+  mutable std::mutex mutex_;
+  std::shared_ptr<Link> link_;
+  bool connecting_ = false;
+  std::uint64_t connect_attempts_ = 0;
+  std::optional<Failure> connect_failure_;
+  std::condition_variable connected_;
+};
+
+Pipeline::Pipeline(std::size_t lanes, std::chrono::milliseconds command_timeout, std::string where,
+                   Connector connect)
+    : where_(std::move(where)), connect_(std::move(connect)) {
+  lanes = std::max<std::size_t>(lanes, 1);
+  command_timeout = std::max(command_timeout, std::chrono::milliseconds{1});
+  lanes_.reserve(lanes);
+  for (std::size_t i = 0; i < lanes; ++i) {
+    lanes_.push_back(std::make_unique<Lane>(*this, command_timeout, where_, connect_));
+  }
+}
+
+Pipeline::~Pipeline() = default;
+
+Result<Pipeline::Replies> Pipeline::run(std::span<const std::span<const std::string_view>> commands,
+                                        Clock::time_point deadline) {
+  if (commands.empty() || commands.size() > kMaxBatch) {
+    return make_failure(errc::store_unavailable,
+                        fmt::format("redis {}: a batch holds 1 to {} commands", where_, kMaxBatch));
+  }
+  const std::size_t lane = next_lane_.fetch_add(1, std::memory_order_relaxed) % lanes_.size();
+  return lanes_[lane]->run(commands, deadline);
+}
+
+Result<ReplyPtr> Pipeline::command(std::span<const std::string_view> argv,
+                                   Clock::time_point deadline) {
+  const std::array<std::span<const std::string_view>, 1> one{argv};
+  Result<Replies> replies = run(one, deadline);
+  if (!replies) return std::move(replies).failure();
+  return std::move(replies.value()[0]);
+}
+
+std::size_t Pipeline::open_connections() const {
+  return static_cast<std::size_t>(
+      std::count_if(lanes_.begin(), lanes_.end(), [](const auto& lane) { return lane->open(); }));
+}
+
+}  // namespace idem::redis
