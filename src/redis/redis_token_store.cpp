@@ -11,9 +11,6 @@
 
 namespace idem {
 
-using redis::Connection;
-using redis::ReplyPtr;
-
 RedisTokenStore::RedisTokenStore(std::shared_ptr<redis::Client> client,
                                  RedisTokenStoreOptions options)
     : client_(client ? std::move(client) : std::make_shared<redis::Client>()),
@@ -39,14 +36,10 @@ Result<std::string> RedisTokenStore::issue(std::chrono::milliseconds ttl) {
     char ms[24];
     const std::array<std::string_view, 6> argv{"SET", key,  "T",
                                                "NX",  "PX", redis::ms_text(ms, ttl)};
-    Result<Connection> conn = client_->impl().acquire();
-    if (!conn) return std::move(conn).failure();
-    Result<ReplyPtr> reply = conn->command(argv);
-    if (!reply) return std::move(reply).failure();
-    const redisReply& r = *reply.value();
-    if (r.type == REDIS_REPLY_ERROR) {
-      return redis::error_reply_failure(r, "issuing a token", client_->impl().where());
-    }
+    Result<redis::Answer> answer = client_->impl().command(key, argv);
+    if (!answer) return std::move(answer).failure();
+    const redisReply& r = *answer->reply;
+    if (r.type == REDIS_REPLY_ERROR) return redis::error_reply_failure(r, "issuing a token", answer->where);
     if (r.type == REDIS_REPLY_STATUS) return token;  // OK; nil means the key was taken
   }
   return make_failure(errc::store_unavailable, "could not store a fresh token (key taken twice)");

@@ -13,9 +13,6 @@
 
 namespace idem {
 
-using redis::Connection;
-using redis::ReplyPtr;
-
 namespace {
 
 constexpr std::size_t kHeader = 1 + 8 + 16;  // state, holder id, fingerprint
@@ -69,19 +66,16 @@ Result<Claim> RequestIdCache::claim(const ClaimRequest& request) {
   const auto fp = redis::fingerprint_bytes(request.fingerprint);
   std::memcpy(marker.data() + 9, fp.data(), fp.size());
   char lease[24];
-  const std::array<std::string_view, 1> keys{key};
   const std::array<std::string_view, 2> args{std::string_view(marker.data(), marker.size()),
                                              redis::ms_text(lease, request.lease)};
-  Result<Connection> conn = client_->impl().acquire();
-  if (!conn) return std::move(conn).failure();
-  Result<ReplyPtr> reply = conn->eval(redis::script_cache_claim, keys, args);
-  if (!reply) return std::move(reply).failure();
+  Result<redis::Answer> answer = client_->impl().eval(redis::script_cache_claim, key, args);
+  if (!answer) return std::move(answer).failure();
 
-  const redisReply& r = *reply.value();
+  const redisReply& r = *answer->reply;
   auto corrupt = [&](std::string_view why) {
     return make_failure(
         errc::record_corrupt,
-        fmt::format("redis {}: request-id entry is not idem's: {}", client_->impl().where(), why));
+        fmt::format("redis {}: request-id entry is not idem's: {}", answer->where, why));
   };
   if (r.type != REDIS_REPLY_ARRAY) return corrupt("unexpected script reply");
   if (r.elements == 0) return Claim{.status = ClaimStatus::acquired, .fence = fence};

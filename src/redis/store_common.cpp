@@ -95,38 +95,45 @@ Status decode_fenced(Result<ReplyPtr> reply, std::string_view where, std::string
                 fmt::format("{}: the record is no longer held under this fence", doing));
 }
 
+namespace {
+// Which replies wrote something worth a WAIT: an acquired claim (code 0), a fenced success (1).
+bool claim_acquired(const redisReply& r) {
+  return r.type == REDIS_REPLY_ARRAY && r.elements > 0 &&
+         r.element[0]->type == REDIS_REPLY_INTEGER && r.element[0]->integer == 0;
+}
+bool fenced_ok(const redisReply& r) { return r.type == REDIS_REPLY_INTEGER && r.integer == 1; }
+}  // namespace
+
+void ReplicaWait::check(const Answer& answer, std::string_view operation) const {
+  if (answer.acknowledged < 0 || answer.acknowledged >= durability.replicas) return;
+  timeouts.fetch_add(1, std::memory_order_relaxed);
+  if (durability.on_timeout) durability.on_timeout(operation, answer.acknowledged, durability.replicas);
+}
+
 Result<Claim> eval_claim(Client::Impl& client, const Script& script, std::string_view key,
                          const ClaimRequest& request, ClaimCodeMap map, ReplicaWait wait) {
   const auto fp = fingerprint_bytes(request.fingerprint);
   char lease[24], retention[24];
-  const std::array<std::string_view, 1> keys{key};
   const std::array<std::string_view, 3> args{std::string_view(fp.data(), fp.size()),
                                              ms_text(lease, request.lease),
                                              ms_text(retention, request.retention)};
-  Result<Connection> conn = client.acquire();
-  if (!conn) return std::move(conn).failure();
-  Result<ReplyPtr> reply = conn->eval(script, keys, args);
-  if (!reply) return std::move(reply).failure();
+  Result<Answer> answer = client.eval(script, key, args, &wait.durability, claim_acquired);
+  if (!answer) return std::move(answer).failure();
   int code = -1;
-  Result<Claim> decoded = decode_claim(*reply.value(), client.where(), code);
+  Result<Claim> decoded = decode_claim(*answer->reply, answer->where, code);
   Result<Claim> claim = map(std::move(decoded), code);
-  if (claim && claim->status == ClaimStatus::acquired &&
-      !conn->wait_for_replicas(wait.durability, "claim")) {
-    wait.timeouts.fetch_add(1, std::memory_order_relaxed);
-  }
+  if (claim && claim->status == ClaimStatus::acquired) wait.check(answer.value(), "claim");
   return claim;
 }
 
 Status eval_fenced(Client::Impl& client, const Script& script, std::string_view key,
                    std::span<const std::string_view> args, std::string_view doing,
                    const ReplicaWait* wait) {
-  const std::array<std::string_view, 1> keys{key};
-  Result<Connection> conn = client.acquire();
-  if (!conn) return std::move(conn).failure();
-  Status status = decode_fenced(conn->eval(script, keys, args), client.where(), doing);
-  if (wait != nullptr && status.ok() && !conn->wait_for_replicas(wait->durability, doing)) {
-    wait->timeouts.fetch_add(1, std::memory_order_relaxed);
-  }
+  Result<Answer> answer = client.eval(script, key, args,
+                                      wait != nullptr ? &wait->durability : nullptr, fenced_ok);
+  if (!answer) return std::move(answer).failure();
+  Status status = decode_fenced(std::move(answer->reply), answer->where, doing);
+  if (wait != nullptr && status.ok()) wait->check(answer.value(), doing);
   return status;
 }
 

@@ -36,6 +36,9 @@ Status decode_fenced(Result<ReplyPtr> reply, std::string_view where, std::string
 struct ReplicaWait {
   const Durability& durability;
   std::atomic<std::uint64_t>& timeouts;
+
+  /// Counts and reports (Durability::on_timeout) a WAIT that fewer replicas acknowledged.
+  void check(const Answer& answer, std::string_view operation) const;
 };
 
 /// Maps a decoded claim and its script code to what the store answers (store-specific codes).

@@ -1,0 +1,295 @@
+// Node: one server's connection pool over hiredis, and Node::execute, the call that every
+// command and script takes to reach a server.
+
+#include "node.hpp"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/time.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <csignal>
+#include <cstring>
+
+namespace idem::redis {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+timeval to_timeval(std::chrono::milliseconds ms) {
+  const auto count = std::max<std::int64_t>(ms.count(), 1);
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(count / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((count % 1000) * 1000);
+  return tv;
+}
+
+Failure unavailable(std::string message) {
+  return make_failure(errc::store_unavailable, std::move(message));
+}
+
+// `wanted`, cut to what is left before `deadline` (at least 1 ms: 0 would mean "no timeout").
+std::chrono::milliseconds cut(std::chrono::milliseconds wanted, Deadline deadline) {
+  if (deadline == Deadline::max()) return wanted;
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+  return std::max(std::min(wanted, left), std::chrono::milliseconds{1});
+}
+
+// An idle connection must have nothing to read: readable means the server closed it (restart,
+// idle timeout, CLIENT KILL). One that was idle for a while is checked before it is lent, so the
+// caller's command does not fail on it; one returned moments ago is not worth the syscall.
+constexpr auto kCheckIdleAfter = std::chrono::milliseconds{100};
+
+bool closed_by_server(const redisContext* c) {
+  pollfd p{c->fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) != 0;
+}
+
+}  // namespace
+
+Node::Node(ConnectionOptions options) : options_(std::move(options)) {
+  if (options_.pool_size == 0) options_.pool_size = 1;
+  where_ = options_.unix_socket.empty() ? fmt::format("{}:{}", options_.host, options_.port)
+                                        : options_.unix_socket;
+  if (options_.ignore_sigpipe) {
+    struct sigaction current {};
+    if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+      std::signal(SIGPIPE, SIG_IGN);
+    }
+  }
+}
+
+Node::~Node() {
+  std::lock_guard lock(mutex_);
+  for (const Idle& idle : idle_) redisFree(idle.c);
+  idle_.clear();
+}
+
+std::size_t Node::open_connections() const {
+  std::lock_guard lock(mutex_);
+  return open_;
+}
+
+Result<redisContext*> Node::connect(Deadline deadline) {
+  const timeval connect_tv = to_timeval(cut(options_.connect_timeout, deadline));
+  redisContext* c = options_.unix_socket.empty()
+                        ? redisConnectWithTimeout(options_.host.c_str(), options_.port, connect_tv)
+                        : redisConnectUnixWithTimeout(options_.unix_socket.c_str(), connect_tv);
+  if (c == nullptr) return unavailable(fmt::format("redis {}: out of memory connecting", where_));
+  auto fail = [&](std::string why) {
+    redisFree(c);
+    return unavailable(fmt::format("redis {}: {}", where_, why));
+  };
+  if (c->err != 0) return fail(fmt::format("cannot connect: {}", c->errstr));
+  if (redisSetTimeout(c, to_timeval(options_.command_timeout)) != REDIS_OK) {
+    return fail("cannot set the command timeout");
+  }
+  if (options_.keep_alive && options_.unix_socket.empty()) (void)redisEnableKeepAlive(c);
+
+  auto run = [&](std::span<const std::string_view> argv, std::string_view what) -> std::string {
+    std::array<const char*, 3> args{};
+    std::array<std::size_t, 3> lens{};
+    for (std::size_t i = 0; i < argv.size(); ++i) {
+      args[i] = argv[i].data();
+      lens[i] = argv[i].size();
+    }
+    ReplyPtr r(static_cast<redisReply*>(
+        redisCommandArgv(c, static_cast<int>(argv.size()), args.data(), lens.data())));
+    if (!r) return fmt::format("{} failed: {}", what, c->errstr);
+    if (r->type == REDIS_REPLY_ERROR)
+      return fmt::format("{} refused: {}", what, std::string_view(r->str, r->len));
+    return {};
+  };
+  if (!options_.password.empty()) {
+    std::string error;
+    if (options_.user.empty()) {
+      const std::array<std::string_view, 2> argv{"AUTH", options_.password};
+      error = run(argv, "AUTH");
+    } else {
+      const std::array<std::string_view, 3> argv{"AUTH", options_.user, options_.password};
+      error = run(argv, "AUTH");
+    }
+    if (!error.empty()) return fail(error);
+  }
+  if (options_.db != 0) {
+    char buf[24];
+    const std::array<std::string_view, 2> argv{"SELECT", to_chars(buf, options_.db)};
+    if (std::string error = run(argv, "SELECT"); !error.empty()) return fail(error);
+  }
+  return c;
+}
+
+Result<Connection> Node::acquire(Deadline deadline) {
+  const auto wait_until = std::min<Deadline>(Clock::now() + options_.pool_wait, deadline);
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    while (!idle_.empty()) {
+      const Idle idle = idle_.back();
+      idle_.pop_back();
+      lock.unlock();  // no syscall under the pool's lock
+      if (Clock::now() - idle.since < kCheckIdleAfter || !closed_by_server(idle.c)) {
+        return Connection(this, idle.c);
+      }
+      redisFree(idle.c);
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      lock.lock();
+      --open_;
+    }
+    if (open_ < options_.pool_size) {
+      ++open_;
+      lock.unlock();
+      Result<redisContext*> c = connect(deadline);
+      if (!c) {
+        lock.lock();
+        --open_;
+        returned_.notify_one();
+        return std::move(c).failure();
+      }
+      return Connection(this, c.value());
+    }
+    if (returned_.wait_until(lock, wait_until) == std::cv_status::timeout && idle_.empty() &&
+        open_ >= options_.pool_size) {
+      return unavailable(fmt::format("redis {}: all {} connections busy for {} ms", where_,
+                                     options_.pool_size, options_.pool_wait.count()));
+    }
+  }
+}
+
+void Node::give_back(redisContext* c, bool healthy) {
+  if (!healthy) {
+    redisFree(c);
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (healthy) {
+      idle_.push_back(Idle{c, Clock::now()});
+    } else {
+      --open_;
+    }
+  }
+  returned_.notify_one();
+}
+
+Result<Answer> Node::execute(const Call& call, Deadline deadline) {
+  Result<Connection> conn = acquire(deadline);
+  if (!conn) return std::move(conn).failure();
+  if (deadline != Deadline::max()) conn->limit(deadline);
+  const auto send = [&]() -> Result<ReplyPtr> {
+    if (call.asking) {
+      static constexpr std::array<std::string_view, 1> kAsking{"ASKING"};
+      Result<ReplyPtr> admitted = conn->command(kAsking);
+      if (!admitted) return admitted;
+    }
+    return conn->command(call.argv);
+  };
+  Result<ReplyPtr> reply = send();
+  if (reply && call.script != nullptr && is_error(*reply.value(), "NOSCRIPT")) {
+    // The server lost its script cache (SCRIPT FLUSH, restart, failover): load and retry once.
+    const std::array<std::string_view, 3> load{"SCRIPT", "LOAD", call.script->source};
+    Result<ReplyPtr> loaded = conn->command(load);
+    if (!loaded) return std::move(loaded).failure();
+    if (loaded.value()->type == REDIS_REPLY_ERROR) {
+      return error_reply_failure(*loaded.value(),
+                                 fmt::format("loading script {}", call.script->name), where_);
+    }
+    reply = send();
+  }
+  if (!reply) return std::move(reply).failure();
+  Answer answer{std::move(reply).value(), -1, where_};
+  if (call.wait_replicas > 0 && call.wrote != nullptr && call.wrote(*answer.reply)) {
+    char replicas[24], timeout[24];
+    const std::array<std::string_view, 3> argv{
+        "WAIT", to_chars(replicas, call.wait_replicas),
+        to_chars(timeout, std::max<std::int64_t>(call.wait_timeout.count(), 0))};
+    Result<ReplyPtr> acked = conn->command(argv);
+    answer.acknowledged = acked && acked.value()->type == REDIS_REPLY_INTEGER
+                              ? static_cast<int>(acked.value()->integer)
+                              : 0;
+  }
+  return answer;
+}
+
+// --- A borrowed connection ---------------------------------------------------------------------
+
+Connection::~Connection() {
+  if (c_ == nullptr) return;
+  if (shortened_ && c_->err == 0 &&
+      redisSetTimeout(c_, to_timeval(pool_->options().command_timeout)) != REDIS_OK) {
+    c_->err = REDIS_ERR_OTHER;  // cannot restore its timeout: drop it
+  }
+  pool_->give_back(c_, c_->err == 0);
+}
+
+void Connection::limit(Deadline deadline) {
+  const auto left = cut(pool_->options().command_timeout, deadline);
+  if (left >= pool_->options().command_timeout) return;
+  if (redisSetTimeout(c_, to_timeval(left)) == REDIS_OK) shortened_ = true;
+}
+
+Failure Connection::io_failure(std::string_view doing) const {
+  // hiredis reports a read timeout as an I/O error with EAGAIN's text.
+  const bool timed_out = c_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+  if (timed_out) {
+    return unavailable(fmt::format("redis {}: {} timed out after {} ms", pool_->where(), doing,
+                                   pool_->options().command_timeout.count()));
+  }
+  return unavailable(fmt::format(
+      "redis {}: {} failed: {}", pool_->where(), doing,
+      c_->err == REDIS_ERR_EOF ? "connection closed by the server" : std::string_view(c_->errstr)));
+}
+
+Result<ReplyPtr> Connection::command(std::span<const std::string_view> argv) {
+  constexpr std::size_t kInline = 16;
+  std::array<const char*, kInline> inline_args{};
+  std::array<std::size_t, kInline> inline_lens{};
+  std::vector<const char*> heap_args;
+  std::vector<std::size_t> heap_lens;
+  const char** args = inline_args.data();
+  std::size_t* lens = inline_lens.data();
+  if (argv.size() > kInline) {
+    heap_args.resize(argv.size());
+    heap_lens.resize(argv.size());
+    args = heap_args.data();
+    lens = heap_lens.data();
+  }
+  for (std::size_t i = 0; i < argv.size(); ++i) {
+    args[i] = argv[i].data();
+    lens[i] = argv[i].size();
+  }
+  ReplyPtr reply(
+      static_cast<redisReply*>(redisCommandArgv(c_, static_cast<int>(argv.size()), args, lens)));
+  if (!reply) return io_failure(argv.empty() ? std::string_view("command") : argv[0]);
+  return reply;
+}
+
+// --- Helpers -----------------------------------------------------------------------------------
+
+bool is_error(const redisReply& reply, std::string_view prefix) noexcept {
+  return reply.type == REDIS_REPLY_ERROR && reply.len >= prefix.size() &&
+         std::memcmp(reply.str, prefix.data(), prefix.size()) == 0;
+}
+
+Failure error_reply_failure(const redisReply& reply, std::string_view doing,
+                            std::string_view where) {
+  const std::string_view text(reply.str, reply.len);
+  if (is_error(reply, "WRONGTYPE") || text.find("IDEM_CORRUPT") != std::string_view::npos) {
+    return make_failure(errc::record_corrupt,
+                        fmt::format("redis {}: {}: the key holds something that is not an idem "
+                                    "record ({})",
+                                    where, doing, text));
+  }
+  return unavailable(fmt::format("redis {}: {}: {}", where, doing, text));
+}
+
+std::string_view to_chars(char (&buf)[24], std::int64_t n) noexcept {
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, n);
+  (void)ec;  // 24 bytes hold any int64
+  return {buf, static_cast<std::size_t>(end - buf)};
+}
+
+}  // namespace idem::redis

@@ -1,0 +1,149 @@
+#pragma once
+// One Redis server: its connection pool, and Node::execute, the single entry point that runs one
+// call (a command or a script, with what must share its connection) on that server. Everything
+// above it (Client::Impl's routing, the stores) reaches a server only through Node::execute.
+// Internal to idem_redis.
+
+#include <hiredis/hiredis.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "idem/redis/client.hpp"
+#include "idem/result.hpp"
+
+namespace idem::redis {
+
+struct ReplyDeleter {
+  void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
+};
+using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+/// A Lua script embedded at build time (lua_scripts.hpp, generated from src/redis/*.lua).
+struct Script {
+  std::string_view name;    // file name without .lua
+  std::string_view source;  // the exact bytes
+  std::string_view sha;     // SHA1 of source, lower-case hex, as EVALSHA wants it
+};
+
+/// When a call must be over. A cluster call spends one budget across redirections and retries;
+/// Deadline::max() leaves each wait to its own option (pool_wait, connect and command timeouts).
+using Deadline = std::chrono::steady_clock::time_point;
+
+/// What one call sends to one server. Its commands run back to back on one connection: ASKING
+/// must directly precede the command it admits, and WAIT counts the writes of its connection.
+struct Call {
+  /// The command. For a script: EVALSHA <sha> <numkeys> keys... args... with `script` set.
+  std::span<const std::string_view> argv;
+  /// The script argv runs; on NOSCRIPT it is loaded (SCRIPT LOAD) and argv sent once more.
+  const Script* script = nullptr;
+  /// Send ASKING first: the server is importing the key's slot (an ASK redirection).
+  bool asking = false;
+  /// After a reply that `wrote` accepts, `WAIT wait_replicas wait_timeout`; 0: no WAIT.
+  int wait_replicas = 0;
+  std::chrono::milliseconds wait_timeout{0};
+  bool (*wrote)(const redisReply&) = nullptr;
+};
+
+/// A server's answer to a Call.
+struct Answer {
+  /// The reply; error replies (MOVED, ASK, WRONGTYPE...) are replies, not failures.
+  ReplyPtr reply;
+  /// Replicas that acknowledged the WAIT, 0 when WAIT failed; -1 when no WAIT ran.
+  int acknowledged = -1;
+  /// The server that answered ("host:port"), for messages; lives as long as the Client.
+  std::string_view where;
+};
+
+class Connection;
+
+/// One server: a pool of blocking hiredis connections. Thread-safe.
+class Node {
+ public:
+  explicit Node(ConnectionOptions options);
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  /// THE entry point to a server: runs `call` on one connection (borrowed from the pool, or, with
+  /// automatic pipelining, shared) and returns its reply. I/O failures and timeouts are
+  /// errc::store_unavailable; the waits end by `deadline` at the latest.
+  Result<Answer> execute(const Call& call, Deadline deadline = Deadline::max());
+
+  /// Opens one connection, authenticated and on its database, in blocking mode, within
+  /// connect_timeout (cut to `deadline`).
+  Result<redisContext*> connect(Deadline deadline = Deadline::max());
+
+  const ConnectionOptions& options() const noexcept { return options_; }
+  std::size_t open_connections() const;
+  std::uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
+  /// "host:port" or the socket path, for messages.
+  const std::string& where() const noexcept { return where_; }
+
+ private:
+  friend class Connection;
+  Result<Connection> acquire(Deadline deadline);
+  void give_back(redisContext* c, bool healthy);
+
+  ConnectionOptions options_;
+  std::string where_;
+  mutable std::mutex mutex_;
+  std::condition_variable returned_;
+  struct Idle {
+    redisContext* c;
+    std::chrono::steady_clock::time_point since;  // when it was returned
+  };
+  std::vector<Idle> idle_;
+  std::size_t open_ = 0;  // idle + borrowed + being opened
+  std::atomic<std::uint64_t> dropped_{0};
+};
+
+/// A borrowed connection; returns to the pool when destroyed, or is dropped when it failed.
+class Connection {
+ public:
+  Connection(Node* pool, redisContext* c) noexcept : pool_(pool), c_(c) {}
+  Connection(Connection&& other) noexcept
+      : pool_(other.pool_),
+        c_(std::exchange(other.c_, nullptr)),
+        shortened_(std::exchange(other.shortened_, false)) {}
+  Connection& operator=(Connection&&) = delete;
+  ~Connection();
+
+  /// Cuts the reply timeout to what is left before `deadline` (restored when given back).
+  void limit(Deadline deadline);
+
+  /// One command. Error replies come back as replies; I/O failures and timeouts are
+  /// errc::store_unavailable and break the connection.
+  Result<ReplyPtr> command(std::span<const std::string_view> argv);
+
+  bool broken() const noexcept { return c_ == nullptr || c_->err != 0; }
+
+ private:
+  Failure io_failure(std::string_view doing) const;
+
+  Node* pool_;
+  redisContext* c_;
+  bool shortened_ = false;  // the reply timeout was cut by limit()
+};
+
+/// Turns an error reply into a Failure: WRONGTYPE and IDEM_CORRUPT are errc::record_corrupt,
+/// the rest errc::store_unavailable.
+Failure error_reply_failure(const redisReply& reply, std::string_view doing,
+                            std::string_view where);
+
+/// Whether `reply` is an error reply that starts with `prefix`.
+bool is_error(const redisReply& reply, std::string_view prefix) noexcept;
+
+/// Decimal text of n, for arguments.
+std::string_view to_chars(char (&buf)[24], std::int64_t n) noexcept;
+
+}  // namespace idem::redis
