@@ -177,8 +177,8 @@ class IdempotencyGuard {
       }
       if (claim->status == ClaimStatus::mismatch) {
         notify(Event::mismatched, key, claim->fence, make_error_code(errc::payload_mismatch));
-        return make_failure(errc::payload_mismatch,
-                            "idempotency key was first used with another payload");
+        // The code's own message says it all; an empty one costs no allocation on this path.
+        return make_failure(errc::payload_mismatch);
       }
       if (claim->status != ClaimStatus::in_progress) return claim;
 
@@ -201,7 +201,7 @@ class IdempotencyGuard {
         }
       }
       notify(Event::in_progress, key, claim->fence, make_error_code(errc::in_progress));
-      return make_failure(errc::in_progress, "another request with this key is in progress");
+      return make_failure(errc::in_progress);
     }
   }
 

@@ -11,12 +11,12 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "idem/clock.hpp"
 #include "idem/detail/hashed_key.hpp"
 #include "idem/detail/memory_record.hpp"
+#include "idem/detail/record_table.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
@@ -56,21 +56,19 @@ class MemoryStore {
     Shard& shard = shard_for(key);
     std::lock_guard lock(shard.mutex);
 
-    auto it = shard.records.find(key);
-    if (it == shard.records.end()) {
+    Entry* found = shard.records.find(key);
+    if (found == nullptr) {
       if (shard.capacity != 0 && shard.records.size() >= shard.capacity && !shard.evict_one(now)) {
         return make_failure(errc::store_unavailable,
                             "memory store is full: every record in the shard is in progress");
       }
-      it = shard.records.try_emplace(std::string(request.key)).first;
-      Entry& fresh = it->second;
-      fresh.key = &it->first;
+      Entry& fresh = shard.records.insert(key);
       fresh.fence = shard.fence_floor;  // a removed key's holders must never match again
       shard.push_back(&fresh);
       return detail::acquire_record(fresh, request, now, /*took_over=*/false);
     }
 
-    Entry& e = it->second;
+    Entry& e = *found;
     if (e.state == State::released || now >= e.expires_at) {
       shard.move_to_back(&e);  // a new claim: the record is as young as a new one
       return detail::acquire_record(e, request, now, /*took_over=*/false);
@@ -172,8 +170,7 @@ class MemoryStore {
     Clock::time_point lease_until{};
     Clock::time_point expires_at{};
     std::string result;
-    const std::string* key = nullptr;  // the map node's key, stable for the node's life
-    Entry* prev = nullptr;             // claim order, oldest first, for eviction
+    Entry* prev = nullptr;  // claim order, oldest first, for eviction
     Entry* next = nullptr;
   };
 
@@ -181,7 +178,7 @@ class MemoryStore {
 
   struct alignas(64) Shard {
     mutable std::mutex mutex;
-    detail::HashedKeyMap<Entry> records;
+    detail::RecordTable<Entry> records;
     Entry* head = nullptr;
     Entry* tail = nullptr;
     std::size_t capacity = 0;
@@ -207,7 +204,7 @@ class MemoryStore {
     void erase(Entry* e) {
       fence_floor = std::max(fence_floor, e->fence);
       unlink(e);
-      records.erase(records.find(std::string_view(*e->key)));
+      records.erase(*e);
     }
     // Frees one slot: the oldest record that is not in progress (or is past its retention).
     // In-progress records met on the way move to the back, so the next eviction does not walk
@@ -232,11 +229,11 @@ class MemoryStore {
     const HashedKey key = hashed(ticket.key);
     Shard& shard = shard_for(key);
     std::lock_guard lock(shard.mutex);
-    auto it = shard.records.find(key);
-    if (it == shard.records.end() || !detail::held_under(it->second, ticket.fence)) {
+    Entry* e = shard.records.find(key);
+    if (e == nullptr || !detail::held_under(*e, ticket.fence)) {
       return Status(errc::lease_lost, "the record is no longer held under this fence");
     }
-    change(it->second);
+    change(*e);
     return {};
   }
 

@@ -1,0 +1,131 @@
+#pragma once
+// RecordTable: an open-addressing hash table whose records carry their key bytes in the same
+// allocation. Used by MemoryStore, where a new key then costs one allocation instead of three
+// (std::unordered_map's node, the std::string key's buffer, the value) and a lookup compares
+// cached hashes in one flat array before it touches a record.
+
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string_view>
+#include <utility>
+
+#include "idem/detail/hashed_key.hpp"
+
+namespace idem::detail {
+
+/// Maps key bytes to records of type V, looked up by a HashedKey (hashed once by the caller).
+/// Records never move while they are in the table, so pointers to them stay valid until erase().
+/// Not thread-safe: the caller locks. Linear probing, at most 3/4 full, backward-shift erase (no
+/// tombstones), so a lookup's walk stays short however many keys came and went.
+template <class V>
+class RecordTable {
+  // The record, then its key bytes in the same allocation.
+  struct Node final : V {
+    std::size_t hash = 0;
+    std::size_t key_size = 0;
+    const char* key_bytes() const noexcept { return reinterpret_cast<const char*>(this + 1); }
+    char* key_bytes() noexcept { return reinterpret_cast<char*>(this + 1); }
+  };
+
+  struct Slot {
+    std::size_t hash = 0;
+    Node* node = nullptr;  // null: empty
+  };
+
+ public:
+  RecordTable() = default;
+  RecordTable(const RecordTable&) = delete;
+  RecordTable& operator=(const RecordTable&) = delete;
+  ~RecordTable() {
+    for (std::size_t i = 0; i < capacity_; ++i) {
+      if (slots_[i].node != nullptr) destroy(slots_[i].node);
+    }
+  }
+
+  std::size_t size() const noexcept { return size_; }
+
+  /// The key a record was inserted under.
+  static std::string_view key_of(const V& record) noexcept {
+    const Node& node = static_cast<const Node&>(record);
+    return {node.key_bytes(), node.key_size};
+  }
+
+  /// The record of `key`, or null.
+  V* find(const HashedKey& key) const noexcept {
+    if (size_ == 0) return nullptr;
+    for (std::size_t i = key.hash & mask();; i = (i + 1) & mask()) {
+      const Slot& slot = slots_[i];
+      if (slot.node == nullptr) return nullptr;
+      if (slot.hash == key.hash && slot.node->key_size == key.bytes.size() &&
+          std::memcmp(slot.node->key_bytes(), key.bytes.data(), key.bytes.size()) == 0) {
+        return slot.node;
+      }
+    }
+  }
+
+  /// Adds a value-initialised record for `key`, which must not be in the table.
+  V& insert(const HashedKey& key) {
+    if ((size_ + 1) * 4 > capacity_ * 3) grow();
+    void* memory = ::operator new(sizeof(Node) + key.bytes.size());
+    Node* node = ::new (memory) Node();
+    node->hash = key.hash;
+    node->key_size = key.bytes.size();
+    if (!key.bytes.empty()) std::memcpy(node->key_bytes(), key.bytes.data(), key.bytes.size());
+    place(Slot{key.hash, node});
+    ++size_;
+    return *node;
+  }
+
+  /// Removes and destroys `record`, which must be in the table.
+  void erase(V& record) noexcept {
+    Node* node = &static_cast<Node&>(record);
+    std::size_t hole = node->hash & mask();
+    while (slots_[hole].node != node) hole = (hole + 1) & mask();
+    // Backward shift: move later records of the same run into the hole when their home slot
+    // does not lie cyclically in (hole, i], so every record stays reachable from its home.
+    for (std::size_t i = (hole + 1) & mask(); slots_[i].node != nullptr; i = (i + 1) & mask()) {
+      const std::size_t home = slots_[i].hash & mask();
+      const bool stays = hole <= i ? (hole < home && home <= i) : (hole < home || home <= i);
+      if (!stays) {
+        slots_[hole] = slots_[i];
+        hole = i;
+      }
+    }
+    slots_[hole] = Slot{};
+    --size_;
+    destroy(node);
+  }
+
+ private:
+  std::size_t mask() const noexcept { return capacity_ - 1; }
+
+  void place(Slot slot) noexcept {
+    std::size_t i = slot.hash & mask();
+    while (slots_[i].node != nullptr) i = (i + 1) & mask();
+    slots_[i] = slot;
+  }
+
+  void grow() {
+    const std::size_t old_capacity = capacity_;
+    std::unique_ptr<Slot[]> bigger =
+        std::make_unique<Slot[]>(old_capacity == 0 ? 16 : old_capacity * 2);
+    std::unique_ptr<Slot[]> old = std::exchange(slots_, std::move(bigger));
+    capacity_ = old_capacity == 0 ? 16 : old_capacity * 2;
+    for (std::size_t i = 0; i < old_capacity; ++i) {
+      if (old[i].node != nullptr) place(old[i]);
+    }
+  }
+
+  static void destroy(Node* node) noexcept {
+    node->~Node();
+    ::operator delete(node);
+  }
+
+  std::unique_ptr<Slot[]> slots_;
+  std::size_t capacity_ = 0;
+  std::size_t size_ = 0;
+};
+
+}  // namespace idem::detail
