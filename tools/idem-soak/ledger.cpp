@@ -1,0 +1,111 @@
+#include "ledger.hpp"
+
+#include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Statement.h>
+
+namespace idem::soak {
+namespace {
+// Writers are a handful of processes; a long busy timeout rides out their bursts.
+constexpr int kBusyTimeoutMs = 60'000;
+}  // namespace
+
+void Ledger::create(const std::string& path) {
+  SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE, kBusyTimeoutMs);
+  db.exec("PRAGMA journal_mode = WAL");
+  db.exec(R"(CREATE TABLE IF NOT EXISTS executions (
+               id INTEGER PRIMARY KEY, call TEXT NOT NULL, key TEXT NOT NULL,
+               fence INTEGER NOT NULL, pid INTEGER NOT NULL, slot INTEGER NOT NULL,
+               t_call INTEGER NOT NULL, t_start INTEGER NOT NULL, t_end INTEGER,
+               result TEXT NOT NULL DEFAULT '', threw INTEGER NOT NULL DEFAULT 0))");
+  db.exec(R"(CREATE TABLE IF NOT EXISTS outcomes (
+               slot INTEGER NOT NULL, op INTEGER NOT NULL, pid INTEGER NOT NULL,
+               key TEXT NOT NULL, kind TEXT NOT NULL, code TEXT NOT NULL, result TEXT NOT NULL))");
+}
+
+Ledger::Ledger(const std::string& path)
+    : db_(std::make_unique<SQLite::Database>(path, SQLite::OPEN_READWRITE, kBusyTimeoutMs)) {
+  // NORMAL in WAL mode: a commit survives the writer's SIGKILL (not a power loss, which the
+  // soak does not simulate).
+  db_->exec("PRAGMA synchronous = NORMAL");
+}
+
+Ledger::~Ledger() = default;
+
+std::int64_t Ledger::begin_execution(const Execution& e) {
+  SQLite::Statement st(*db_,
+                       "INSERT INTO executions (call, key, fence, pid, slot, t_call, t_start) "
+                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  st.bind(1, e.call);
+  st.bind(2, e.key);
+  st.bind(3, static_cast<std::int64_t>(e.fence));
+  st.bind(4, e.pid);
+  st.bind(5, e.slot);
+  st.bind(6, static_cast<std::int64_t>(e.t_call));
+  st.bind(7, static_cast<std::int64_t>(e.t_start));
+  st.exec();
+  return db_->getLastInsertRowid();
+}
+
+void Ledger::end_execution(std::int64_t id, std::int64_t t_end, std::string_view result,
+                           bool threw) {
+  SQLite::Statement st(*db_, "UPDATE executions SET t_end = ?2, result = ?3, threw = ?4 "
+                             "WHERE id = ?1");
+  st.bind(1, static_cast<std::int64_t>(id));
+  st.bind(2, static_cast<std::int64_t>(t_end));
+  st.bind(3, std::string(result));
+  st.bind(4, threw ? 1 : 0);
+  st.exec();
+}
+
+void Ledger::record_outcome(const OutcomeRow& o) {
+  SQLite::Statement st(*db_, "INSERT INTO outcomes (slot, op, pid, key, kind, code, result) "
+                             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  st.bind(1, o.slot);
+  st.bind(2, static_cast<std::int64_t>(o.op));
+  st.bind(3, o.pid);
+  st.bind(4, o.key);
+  st.bind(5, o.kind);
+  st.bind(6, o.code);
+  st.bind(7, o.result);
+  st.exec();
+}
+
+std::vector<Execution> Ledger::executions() const {
+  std::vector<Execution> out;
+  SQLite::Statement st(*db_, "SELECT call, key, fence, pid, slot, t_call, t_start, t_end, "
+                             "result, threw FROM executions ORDER BY id");
+  while (st.executeStep()) {
+    Execution e;
+    e.call = st.getColumn(0).getString();
+    e.key = st.getColumn(1).getString();
+    e.fence = st.getColumn(2).getInt64();
+    e.pid = st.getColumn(3).getInt();
+    e.slot = st.getColumn(4).getInt();
+    e.t_call = st.getColumn(5).getInt64();
+    e.t_start = st.getColumn(6).getInt64();
+    if (!st.getColumn(7).isNull()) e.t_end = st.getColumn(7).getInt64();
+    e.result = st.getColumn(8).getString();
+    e.threw = st.getColumn(9).getInt() != 0;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+std::vector<OutcomeRow> Ledger::outcomes() const {
+  std::vector<OutcomeRow> out;
+  SQLite::Statement st(*db_, "SELECT slot, op, pid, key, kind, code, result FROM outcomes");
+  while (st.executeStep()) {
+    OutcomeRow o;
+    o.slot = st.getColumn(0).getInt();
+    o.op = st.getColumn(1).getInt64();
+    o.pid = st.getColumn(2).getInt();
+    o.key = st.getColumn(3).getString();
+    o.kind = st.getColumn(4).getString();
+    o.code = st.getColumn(5).getString();
+    o.result = st.getColumn(6).getString();
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+}  // namespace idem::soak

@@ -1,0 +1,145 @@
+#include "options.hpp"
+
+#include <charconv>
+#include <cstdio>
+#include <string_view>
+
+namespace idem::soak {
+namespace {
+
+constexpr const char* kUsage = R"(usage: idem-soak --backend sqlite|postgres|redis [options]
+
+  --mode lease|transactional   lease (default); transactional: SQLite and PostgreSQL only
+  --target URI                 PostgreSQL or Redis URI (required for them); SQLite: a file path
+                               (default <dir>/store.db)
+  --dir PATH                   work folder for the ledger and shared state (required)
+  --workers N                  worker processes at once (default 4, at most 64)
+  --ops M                      operations in all (default 4000)
+  --keys K                     distinct keys (default 300)
+  --seconds S                  stop issuing operations after S seconds (default 60)
+  --lease-ms MS                the guard's lease (default 400)
+  --kill-every-ms MS           mean pause between SIGKILLs of a worker; 0: none (default 400)
+  --restart-every-ms MS        mean pause between server restarts; 0: none (default 6000)
+  --restart-cmd CMD            shell command that restarts the server and waits until it answers
+  --seed N                     seed of every random choice (default 1)
+  --inject-double-execution    debug: run one handler per worker twice; the checks must fail
+
+Exit status: 0 no violation, 1 violations (listed), 2 usage or setup error.
+)";
+
+template <class T>
+bool parse_number(std::string_view text, T& out) {
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc{} && end == text.data() + text.size();
+}
+
+std::optional<SoakOptions> usage_error(const std::string& why) {
+  std::fprintf(stderr, "idem-soak: %s\n\n%s", why.c_str(), kUsage);
+  return std::nullopt;
+}
+
+}  // namespace
+
+const char* to_string(Backend b) {
+  switch (b) {
+    case Backend::sqlite: return "sqlite";
+    case Backend::postgres: return "postgres";
+    case Backend::redis: return "redis";
+  }
+  return "?";
+}
+
+const char* to_string(Mode m) { return m == Mode::lease ? "lease" : "transactional"; }
+
+std::string SoakOptions::store_prefix() const { return "soak_" + run_id + "_"; }
+
+std::optional<SoakOptions> parse_options(int argc, char** argv) {
+  SoakOptions o;
+  bool have_backend = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view name = argv[i];
+    if (name == "--help" || name == "-h") {
+      std::fputs(kUsage, stdout);
+      return std::nullopt;
+    }
+    if (name == "--inject-double-execution") {
+      o.inject_double_execution = true;
+      continue;
+    }
+    if (i + 1 >= argc) return usage_error("missing value after " + std::string(name));
+    const std::string_view value = argv[++i];
+    long long n = 0;
+    const bool numeric = parse_number(value, n) && n >= 0;
+    auto need_number = [&]() -> bool { return numeric; };
+    if (name == "--backend") {
+      if (value == "sqlite") o.backend = Backend::sqlite;
+      else if (value == "postgres") o.backend = Backend::postgres;
+      else if (value == "redis") o.backend = Backend::redis;
+      else return usage_error("unknown backend '" + std::string(value) + "'");
+      have_backend = true;
+    } else if (name == "--mode") {
+      if (value == "lease") o.mode = Mode::lease;
+      else if (value == "transactional") o.mode = Mode::transactional;
+      else return usage_error("unknown mode '" + std::string(value) + "'");
+    } else if (name == "--target") {
+      o.target = value;
+    } else if (name == "--dir") {
+      o.dir = value;
+    } else if (name == "--restart-cmd") {
+      o.restart_cmd = value;
+    } else if (name == "--run-id") {
+      o.run_id = value;
+    } else if (!need_number()) {
+      return usage_error(std::string(name) + " needs a non-negative integer, not '" +
+                         std::string(value) + "'");
+    } else if (name == "--workers") {
+      o.workers = static_cast<int>(n);
+    } else if (name == "--ops") {
+      o.ops = static_cast<long>(n);
+    } else if (name == "--keys") {
+      o.keys = static_cast<int>(n);
+    } else if (name == "--seconds") {
+      o.duration = std::chrono::seconds{n};
+    } else if (name == "--lease-ms") {
+      o.lease = std::chrono::milliseconds{n};
+    } else if (name == "--kill-every-ms") {
+      o.kill_every = std::chrono::milliseconds{n};
+    } else if (name == "--restart-every-ms") {
+      o.restart_every = std::chrono::milliseconds{n};
+    } else if (name == "--seed") {
+      o.seed = static_cast<std::uint64_t>(n);
+    } else if (name == "--worker-slot") {
+      o.worker_slot = static_cast<int>(n);
+    } else {
+      return usage_error("unknown option " + std::string(name));
+    }
+  }
+  if (!have_backend) return usage_error("--backend is required");
+  if (o.dir.empty()) return usage_error("--dir is required");
+  if (o.backend == Backend::redis && o.mode == Mode::transactional) {
+    return usage_error("the Redis store has no transactional mode");
+  }
+  if (o.backend != Backend::sqlite && o.target.empty()) {
+    return usage_error(std::string("--target is required for ") + to_string(o.backend));
+  }
+  if (o.target.empty()) o.target = o.dir + "/store.db";
+  if (o.workers < 1 || o.workers > 64) return usage_error("--workers must be 1..64");
+  if (o.keys < 1) return usage_error("--keys must be at least 1");
+  if (o.ops < 1) return usage_error("--ops must be at least 1");
+  if (o.lease.count() < 50) return usage_error("--lease-ms must be at least 50");
+  return o;
+}
+
+std::vector<std::string> worker_arguments(const SoakOptions& o, int slot) {
+  std::vector<std::string> a = {
+      "idem-soak",  "--backend", to_string(o.backend), "--mode", to_string(o.mode),
+      "--target",   o.target,    "--dir",              o.dir,    "--workers",
+      std::to_string(o.workers), "--ops", std::to_string(o.ops), "--keys", std::to_string(o.keys),
+      "--seconds",  std::to_string(o.duration.count()), "--lease-ms",
+      std::to_string(o.lease.count()), "--seed", std::to_string(o.seed), "--run-id", o.run_id,
+      "--worker-slot", std::to_string(slot)};
+  if (o.inject_double_execution) a.emplace_back("--inject-double-execution");
+  return a;
+}
+
+}  // namespace idem::soak
