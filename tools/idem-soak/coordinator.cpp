@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -24,12 +25,8 @@ namespace {
 using namespace std::chrono_literals;
 using std::chrono::nanoseconds;
 
-std::string self_exe() {
-  std::error_code ec;
-  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) throw std::runtime_error("cannot find idem-soak's own executable: " + ec.message());
-  return p.string();
-}
+// Workers are this same program. /proc/self/exe still runs it if the file is rebuilt meanwhile.
+constexpr const char* kSelf = "/proc/self/exe";
 
 void prepare_store(const SoakOptions& o) {
   with_store(o, [&](auto& store) {
@@ -48,7 +45,7 @@ void prepare_store(const SoakOptions& o) {
 class Coordinator {
  public:
   Coordinator(const SoakOptions& o, SharedState& shared)
-      : o_(o), shared_(shared), exe_(self_exe()), procs_(static_cast<std::size_t>(o.workers)),
+      : o_(o), shared_(shared), procs_(static_cast<std::size_t>(o.workers)),
         rng_(o.seed ^ 0x5eedc4a05ULL) {}
 
   ChaosLog run() {
@@ -83,7 +80,7 @@ class Coordinator {
     const pid_t pid = ::fork();
     if (pid < 0) throw std::runtime_error("fork failed");
     if (pid == 0) {
-      ::execv(exe_.c_str(), argv.data());
+      ::execv(kSelf, argv.data());
       ::_exit(127);
     }
     procs_[static_cast<std::size_t>(slot)] = Proc{pid, false};
@@ -218,11 +215,14 @@ class Coordinator {
     if (live.empty()) return;
     const int slot = live[std::uniform_int_distribution<std::size_t>(0, live.size() - 1)(rng_)];
     const double aim = std::uniform_real_distribution<double>(0, 1)(rng_);
-    const Phase wanted = aim < 0.4 ? Phase::in_handler : aim < 0.75 ? Phase::before_commit : Phase::idle;
+    // 40 % mid-handler, 35 % between handler and commit, 25 % wherever the worker is.
+    std::optional<Phase> wanted;
+    if (aim < 0.4) wanted = Phase::in_handler;
+    else if (aim < 0.75) wanted = Phase::before_commit;
     std::atomic<int>& phase = shared_.table().slots[slot].phase;
-    if (wanted != Phase::idle) {
+    if (wanted) {
       const std::int64_t give_up = now_ns() + nanoseconds(300ms).count();
-      while (phase.load() != static_cast<int>(wanted) && now_ns() < give_up) {
+      while (phase.load() != static_cast<int>(*wanted) && now_ns() < give_up) {
         std::this_thread::sleep_for(100us);
       }
     }
@@ -238,7 +238,6 @@ class Coordinator {
 
   const SoakOptions& o_;
   SharedState& shared_;
-  std::string exe_;
   std::mutex mu_;  // procs_, killed_, log_, stop_
   std::condition_variable wake_;
   std::vector<Proc> procs_;

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <string_view>
 
 namespace idem::soak {
@@ -60,7 +61,7 @@ std::optional<SoakOptions> parse_options(int argc, char** argv) {
     const std::string_view name = argv[i];
     if (name == "--help" || name == "-h") {
       std::fputs(kUsage, stdout);
-      return std::nullopt;
+      std::exit(0);
     }
     if (name == "--inject-double-execution") {
       o.inject_double_execution = true;
