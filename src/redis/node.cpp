@@ -14,6 +14,8 @@
 #include <csignal>
 #include <cstring>
 
+#include "pipeline.hpp"
+
 namespace idem::redis {
 
 namespace {
@@ -61,6 +63,11 @@ Node::Node(ConnectionOptions options) : options_(std::move(options)) {
       std::signal(SIGPIPE, SIG_IGN);
     }
   }
+  if (options_.pipeline_connections > 0) {
+    pipeline_ = std::make_unique<Pipeline>(options_.pipeline_connections,
+                                           options_.command_timeout, where_,
+                                           [this] { return connect(); });
+  }
 }
 
 Node::~Node() {
@@ -70,8 +77,14 @@ Node::~Node() {
 }
 
 std::size_t Node::open_connections() const {
+  const std::size_t shared = pipeline_ ? pipeline_->open_connections() : 0;
   std::lock_guard lock(mutex_);
-  return open_;
+  return open_ + shared;
+}
+
+std::uint64_t Node::dropped() const noexcept {
+  return dropped_.load(std::memory_order_relaxed) +
+         (pipeline_ ? pipeline_->dropped_connections() : 0);
 }
 
 Result<redisContext*> Node::connect(Deadline deadline) {
@@ -175,7 +188,39 @@ void Node::give_back(redisContext* c, bool healthy) {
   returned_.notify_one();
 }
 
+// A script call without WAIT, on the pipeline: [ASKING,] the call; on NOSCRIPT, SCRIPT LOAD,
+// [ASKING,] the call again, in one batch. The rest uses the pool: WAIT would block the shared
+// connection on the server for every call behind it, and a command may change its state.
+Result<Answer> Node::execute_pipelined(const Call& call, Deadline deadline) {
+  static constexpr std::array<std::string_view, 1> kAsking{"ASKING"};
+  const std::array<std::string_view, 3> load{"SCRIPT", "LOAD", call.script->source};
+  const auto send = [&](bool reload) {
+    std::array<std::span<const std::string_view>, 3> batch{};
+    std::size_t n = 0;
+    if (reload) batch[n++] = load;
+    if (call.asking) batch[n++] = kAsking;
+    batch[n++] = call.argv;
+    return pipeline_->run({batch.data(), n}, deadline);
+  };
+  Result<Pipeline::Replies> replies = send(false);
+  std::size_t last = call.asking ? 1 : 0;
+  if (replies && is_error(*replies.value()[last], "NOSCRIPT")) {
+    // The server lost its script cache (SCRIPT FLUSH, restart, failover): load and retry once.
+    replies = send(true);
+    if (replies && replies.value()[0]->type == REDIS_REPLY_ERROR) {
+      return error_reply_failure(*replies.value()[0],
+                                 fmt::format("loading script {}", call.script->name), where_);
+    }
+    ++last;
+  }
+  if (!replies) return std::move(replies).failure();
+  return Answer{std::move(replies.value()[last]), -1, where_};
+}
+
 Result<Answer> Node::execute(const Call& call, Deadline deadline) {
+  if (pipeline_ && call.script != nullptr && call.wait_replicas <= 0) {
+    return execute_pipelined(call, deadline);
+  }
   Result<Connection> conn = acquire(deadline);
   if (!conn) return std::move(conn).failure();
   if (deadline != Deadline::max()) conn->limit(deadline);

@@ -65,8 +65,10 @@ struct Answer {
 };
 
 class Connection;
+class Pipeline;
 
-/// One server: a pool of blocking hiredis connections. Thread-safe.
+/// One server: a pool of blocking hiredis connections and, unless pipeline_connections is 0, a
+/// pipeline over a few shared ones (pipeline.hpp) for script calls. Thread-safe.
 class Node {
  public:
   explicit Node(ConnectionOptions options);
@@ -85,13 +87,14 @@ class Node {
 
   const ConnectionOptions& options() const noexcept { return options_; }
   std::size_t open_connections() const;
-  std::uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
+  std::uint64_t dropped() const noexcept;
   /// "host:port" or the socket path, for messages.
   const std::string& where() const noexcept { return where_; }
 
  private:
   friend class Connection;
   Result<Connection> acquire(Deadline deadline);
+  Result<Answer> execute_pipelined(const Call& call, Deadline deadline);
   void give_back(redisContext* c, bool healthy);
 
   ConnectionOptions options_;
@@ -105,6 +108,7 @@ class Node {
   std::vector<Idle> idle_;
   std::size_t open_ = 0;  // idle + borrowed + being opened
   std::atomic<std::uint64_t> dropped_{0};
+  std::unique_ptr<Pipeline> pipeline_;  // null when pipeline_connections is 0
 };
 
 /// A borrowed connection; returns to the pool when destroyed, or is dropped when it failed.

@@ -71,16 +71,37 @@ bool closed_by_server(int fd) {
 namespace {
 
 // A caller awaiting its replies. It lives on the caller's stack and is reachable from a link's
-// FIFO (once per command it sent) only while it waits; guarded by the lane's mutex.
+// FIFO (once per command it sent) only while it waits. Guarded by the lane's mutex; `state`
+// changes under its own mutex too, so that the caller sleeps on that one and, once done, leaves
+// without touching the lane's mutex again (which the threads it would wake contend for).
 struct Waiter {
-  enum class State : std::uint8_t { waiting, read_turn, done };
+  // delivering: its replies are in, and the reader that took it off the FIFO will set done as
+  // soon as it has let go of the lane's mutex.
+  enum class State : std::uint8_t { waiting, read_turn, delivering, done };
   State state = State::waiting;
   Clock::time_point deadline;
-  std::condition_variable wake;
   std::size_t expected = 0;
   std::size_t received = 0;
   Pipeline::Replies replies;
   std::optional<Failure> failure;
+  std::mutex mutex;
+  std::condition_variable wake;
+
+  // Notifies under `mutex`: the caller cannot leave (and destroy this) before that returns.
+  void set(State s) {
+    std::lock_guard lock(mutex);
+    state = s;
+    wake.notify_one();
+  }
+  // Without the lane's mutex: sleeps until the read turn or the replies come, or the deadline
+  // passes (then returns `waiting`). Replies already on their way are waited for.
+  State await() {
+    std::unique_lock lock(mutex);
+    wake.wait_until(lock, deadline,
+                    [this] { return state == State::done || state == State::read_turn; });
+    if (state == State::delivering) wake.wait(lock, [this] { return state == State::done; });
+    return state;
+  }
 };
 
 // One connection and what is in flight on it. Guarded by the lane's mutex, except the hiredis
@@ -132,12 +153,19 @@ class Pipeline::Lane {
     }
 
     if (!link->writing) write(lock, *link);
+    // The lane's mutex is held at the top of each round.
     while (call.state != Waiter::State::done) {
-      if (call.state == Waiter::State::read_turn || !link->reading) {
-        read(lock, *link, call);
-      } else if (call.wake.wait_until(lock, call.deadline) == std::cv_status::timeout &&
-                 call.state == Waiter::State::waiting) {
-        fail(*link, timed_out());
+      if (call.state == Waiter::State::read_turn ||
+          (call.state == Waiter::State::waiting && !link->reading)) {
+        read(lock, *link, call);  // returns with `call` done
+        break;
+      }
+      lock.unlock();
+      const Waiter::State seen = call.await();
+      if (seen == Waiter::State::done) break;  // final: the lane is not needed any more
+      lock.lock();
+      if (seen == Waiter::State::waiting && call.state == Waiter::State::waiting) {
+        fail(*link, timed_out());  // the deadline passed with the reply still due
       }
     }
     if (call.failure) return std::move(*call.failure);
@@ -199,16 +227,24 @@ class Pipeline::Lane {
   }
 
   // Holds the read turn: hands replies to the calls at the head of the FIFO until `mine` has
-  // its own, then passes the turn to the oldest call still waiting.
+  // its own, then passes the turn to the oldest call still waiting. Returns with the lane's
+  // mutex released and `mine` done. The callers it served are woken outside the lane's mutex,
+  // so that they do not queue up on it while the reader holds it.
   void read(std::unique_lock<std::mutex>& lock, Link& link, Waiter& mine) {
     link.reading = true;
     mine.state = Waiter::State::waiting;
     char buf[16 * 1024];
     thread_local std::vector<redisReply*> replies;
-    while (mine.state != Waiter::State::done) {
+    thread_local std::vector<Waiter*> served;
+    auto wake_served = [] {
+      for (Waiter* w : served) w->set(Waiter::State::done);
+      served.clear();
+    };
+    while (mine.state == Waiter::State::waiting) {
       // The oldest call's deadline bounds the wait: its reply is the next one due.
       const Clock::time_point deadline = link.calls.front()->deadline;
       lock.unlock();
+      wake_served();
       pollfd p{link.fd, POLLIN, 0};
       int ready = ::poll(&p, 1, millis_until(deadline));
       ssize_t got = 0;
@@ -235,7 +271,7 @@ class Pipeline::Lane {
         protocol_error = true;
       }
       lock.lock();
-      hand_out(link, replies);
+      hand_out(link, replies, mine, served);
       if (link.broken) break;  // mine failed with the others
       if (protocol_error) {
         fail(link, unavailable("unreadable reply stream"));
@@ -250,15 +286,17 @@ class Pipeline::Lane {
     link.reading = false;
     if (!link.broken && !link.calls.empty()) {
       Waiter* next = link.calls.front();
-      next->state = Waiter::State::read_turn;
       link.reading = true;
-      next->wake.notify_one();
+      next->set(Waiter::State::read_turn);
     }
+    lock.unlock();
+    wake_served();
   }
 
   // Gives each reply to the oldest waiting call. A reply nobody waits for means the stream is
   // out of step: the link breaks rather than give anyone a reply that is not theirs.
-  void hand_out(Link& link, std::vector<redisReply*>& replies) {
+  void hand_out(Link& link, std::vector<redisReply*>& replies, Waiter& mine,
+                std::vector<Waiter*>& served) {
     for (redisReply* r : replies) {
       ReplyPtr reply(r);
       if (link.broken) continue;
@@ -269,9 +307,13 @@ class Pipeline::Lane {
       Waiter* call = link.calls.front();
       link.calls.pop_front();
       call->replies[call->received++] = std::move(reply);
-      if (call->received == call->expected) {
-        call->state = Waiter::State::done;
-        call->wake.notify_one();
+      if (call->received != call->expected) continue;
+      if (call == &mine) {
+        mine.state = Waiter::State::done;
+      } else {
+        std::lock_guard delivering(call->mutex);
+        call->state = Waiter::State::delivering;
+        served.push_back(call);
       }
     }
     replies.clear();
@@ -286,8 +328,7 @@ class Pipeline::Lane {
     for (Waiter* call : link.calls) {  // a batch's waiter appears once per command
       if (call->state == Waiter::State::done) continue;
       call->failure = why;
-      call->state = Waiter::State::done;
-      call->wake.notify_one();
+      call->set(Waiter::State::done);
     }
     link.calls.clear();
     link.out.clear();

@@ -29,7 +29,7 @@
 #include <string_view>
 #include <vector>
 
-#include "client_impl.hpp"
+#include "node.hpp"
 #include "idem/result.hpp"
 
 namespace idem::redis {

@@ -42,6 +42,11 @@ struct ConnectionOptions {
   /// How long a call waits for a free connection when all are busy (default 1 s); then
   /// errc::store_unavailable.
   std::chrono::milliseconds pool_wait{1000};
+  /// Shared connections for automatic pipelining (default 2): the stores' script calls from all
+  /// threads travel over these few connections together, so one write and one read serve many
+  /// callers. 0: every call borrows a pooled connection of its own. Calls followed by WAIT
+  /// (Durability) and Client::command always use the pool.
+  std::size_t pipeline_connections = 2;
   /// TCP keep-alive on every connection (default on).
   bool keep_alive = true;
   /// A write to a socket the server closed raises SIGPIPE, which kills the process by default.
