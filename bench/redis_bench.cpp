@@ -5,6 +5,10 @@
 //
 //   IDEM_BENCH_REDIS_URI=redis://127.0.0.1:6379 build/bench/idem_bench_redis
 //
+// The guarded side's client pipelines concurrent calls over a few shared connections (the
+// default); IDEM_BENCH_REDIS_PIPELINE=N sets ConnectionOptions::pipeline_connections, and 0
+// makes each call borrow a pooled connection of its own instead.
+//
 // Without IDEM_BENCH_REDIS_URI it prints one line and exits 0.
 
 #include <benchmark/benchmark.h>
@@ -47,7 +51,7 @@ std::string handler() { return std::string(kResult); }
 idem::redis::ConnectionOptions g_options;
 std::string g_run;  // a prefix unique to this run
 
-// ---- Guarded side: one client pool shared by the stores, large enough for 32 threads --------
+// ---- Guarded side: one client shared by the stores, its pool large enough for 32 threads ----
 
 struct Guarded {
   std::shared_ptr<idem::redis::Client> client;
@@ -358,7 +362,8 @@ void BM_Redis_RequestId_Replay_bare(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
-#define IDEM_REDIS_BENCH(fn) BENCHMARK(fn)->Threads(1)->Threads(8)->Threads(32)->UseRealTime()
+#define IDEM_REDIS_BENCH(fn) \
+  BENCHMARK(fn)->Threads(1)->Threads(2)->Threads(8)->Threads(32)->UseRealTime()
 IDEM_REDIS_BENCH(BM_Redis_Record_Fresh);
 IDEM_REDIS_BENCH(BM_Redis_Record_Fresh_bare);
 IDEM_REDIS_BENCH(BM_Redis_Record_Replay);
@@ -457,6 +462,9 @@ int main(int argc, char** argv) {
   }
   g_options.pool_size = 64;  // the guarded side may hold as many connections as the bare one
   g_options.pool_wait = 10s;
+  if (const char* lanes = std::getenv("IDEM_BENCH_REDIS_PIPELINE"); lanes != nullptr && *lanes) {
+    g_options.pipeline_connections = std::strtoul(lanes, nullptr, 10);
+  }
   std::random_device rd;
   g_run = "idembench:" + std::to_string(rd()) + ":";
   load_scripts();
