@@ -144,14 +144,52 @@ Result<ConnectionOptions> ConnectionOptions::from_uri(std::string_view uri) {
   return o;
 }
 
+Result<ClusterOptions> ClusterOptions::from_uri(std::string_view uri) {
+  constexpr std::string_view kScheme = "redis+cluster://";
+  auto bad = [&](std::string_view why) {
+    return unavailable(fmt::format("redis cluster URI '{}': {}", uri, why));
+  };
+  if (uri.substr(0, kScheme.size()) != kScheme) {
+    return bad("expected redis+cluster://[[user]:password@]host:port[,host:port...]");
+  }
+  std::string_view rest = uri.substr(kScheme.size());
+  std::string_view info;
+  if (const auto at = rest.find('@'); at != std::string_view::npos) {
+    info = rest.substr(0, at + 1);  // with the '@'
+    rest = rest.substr(at + 1);
+  }
+  if (rest.find_first_of("/?") != std::string_view::npos) {
+    return bad("a cluster has only database 0 and takes no options");
+  }
+  ClusterOptions o;
+  while (!rest.empty() || o.seeds.empty()) {
+    const auto comma = rest.find(',');
+    const std::string_view seed = rest.substr(0, comma);
+    if (seed.empty()) return bad("empty seed");
+    // Each seed parses as a redis:// URI, which also yields the user and password.
+    Result<ConnectionOptions> node =
+        ConnectionOptions::from_uri(fmt::format("redis://{}{}", info, seed));
+    if (!node) return bad(node.failure().message);
+    o.node = std::move(node).value();
+    o.seeds.emplace_back(seed);
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    if (comma != std::string_view::npos && rest.empty()) return bad("empty seed");
+  }
+  o.node.host = ConnectionOptions{}.host;  // each node's address comes from the slot map
+  o.node.port = ConnectionOptions{}.port;
+  return o;
+}
+
 // --- The router ------------------------------------------------------------------------------
 
 Client::Impl::Impl(ConnectionOptions options)
     : node_(std::make_unique<Node>(std::move(options))) {}
+Client::Impl::Impl(ClusterOptions options)
+    : cluster_(std::make_unique<Cluster>(std::move(options))) {}
 Client::Impl::~Impl() = default;
 
-Result<Answer> Client::Impl::route(std::string_view /*key*/, const Call& call) {
-  return node_->execute(call);
+Result<Answer> Client::Impl::route(std::string_view key, const Call& call) {
+  return cluster_ ? cluster_->execute(key, call) : node_->execute(call);
 }
 
 Result<Answer> Client::Impl::eval(const Script& script, std::string_view key,
@@ -187,6 +225,7 @@ Result<Answer> Client::Impl::command(std::string_view key,
 }
 
 Status Client::Impl::ping() {
+  if (cluster_) return cluster_->ping();
   static constexpr std::array<std::string_view, 1> kPing{"PING"};
   Result<Answer> answer = node_->execute(Call{.argv = kPing});
   if (!answer) return std::move(answer).failure();
@@ -197,13 +236,20 @@ Status Client::Impl::ping() {
   return {};
 }
 
-const ConnectionOptions& Client::Impl::options() const noexcept { return node_->options(); }
-std::size_t Client::Impl::open_connections() const { return node_->open_connections(); }
-std::uint64_t Client::Impl::dropped() const noexcept { return node_->dropped(); }
+const ConnectionOptions& Client::Impl::options() const noexcept {
+  return cluster_ ? cluster_->options() : node_->options();
+}
+std::size_t Client::Impl::open_connections() const {
+  return cluster_ ? cluster_->open_connections() : node_->open_connections();
+}
+std::uint64_t Client::Impl::dropped() const noexcept {
+  return cluster_ ? cluster_->dropped() : node_->dropped();
+}
 
 // --- Client ------------------------------------------------------------------------------------
 
 Client::Client(ConnectionOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Client::Client(ClusterOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 Client::~Client() = default;
 
 Result<Reply> Client::command(std::span<const std::string_view> argv) {
@@ -215,6 +261,7 @@ Result<Reply> Client::command(std::span<const std::string_view> argv) {
 
 Status Client::ping() { return impl_->ping(); }
 
+bool Client::is_cluster() const noexcept { return impl_->is_cluster(); }
 const ConnectionOptions& Client::options() const noexcept { return impl_->options(); }
 std::size_t Client::open_connections() const { return impl_->open_connections(); }
 std::uint64_t Client::dropped_connections() const noexcept { return impl_->dropped(); }

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "idem/redis/client.hpp"
+#include "cluster.hpp"
 #include "idem/result.hpp"
 #include "node.hpp"
 
@@ -16,6 +17,7 @@ namespace idem::redis {
 class Client::Impl {
  public:
   explicit Impl(ConnectionOptions options);
+  explicit Impl(ClusterOptions options);
   ~Impl();
 
   /// The stores' single call path: `EVALSHA script 1 key args...` on the server that holds
@@ -31,6 +33,7 @@ class Client::Impl {
   Result<Answer> command(std::string_view key, std::span<const std::string_view> argv);
 
   Status ping();
+  bool is_cluster() const noexcept { return cluster_ != nullptr; }
   const ConnectionOptions& options() const noexcept;
   std::size_t open_connections() const;
   std::uint64_t dropped() const noexcept;
@@ -39,7 +42,8 @@ class Client::Impl {
   // Sends `call` to the server that holds `key`.
   Result<Answer> route(std::string_view key, const Call& call);
 
-  std::unique_ptr<Node> node_;
+  std::unique_ptr<Node> node_;        // one server
+  std::unique_ptr<Cluster> cluster_;  // or a cluster's nodes
 };
 
 }  // namespace idem::redis

@@ -104,10 +104,21 @@ bool claim_acquired(const redisReply& r) {
 bool fenced_ok(const redisReply& r) { return r.type == REDIS_REPLY_INTEGER && r.integer == 1; }
 }  // namespace
 
-void ReplicaWait::check(const Answer& answer, std::string_view operation) const {
-  if (answer.acknowledged < 0 || answer.acknowledged >= durability.replicas) return;
+bool ReplicaWait::check(const Answer& answer, std::string_view operation) const {
+  if (answer.acknowledged < 0 || answer.acknowledged >= durability.replicas) return true;
   timeouts.fetch_add(1, std::memory_order_relaxed);
   if (durability.on_timeout) durability.on_timeout(operation, answer.acknowledged, durability.replicas);
+  return false;
+}
+
+Failure ReplicaWait::unconfirmed(std::string_view where, std::string_view operation,
+                                 int acknowledged) const {
+  return make_failure(
+      errc::store_unavailable,
+      fmt::format("redis {}: {} not confirmed: {} of {} replicas acknowledged it within {} ms; it "
+                  "stands on the primary, and a failover before it replicates would lose it",
+                  where, operation, std::max(acknowledged, 0), durability.replicas,
+                  durability.timeout.count()));
 }
 
 Result<Claim> eval_claim(Client::Impl& client, const Script& script, std::string_view key,
@@ -133,9 +144,33 @@ Status eval_fenced(Client::Impl& client, const Script& script, std::string_view 
                                       wait != nullptr ? &wait->durability : nullptr, fenced_ok);
   if (!answer) return std::move(answer).failure();
   Status status = decode_fenced(std::move(answer->reply), answer->where, doing);
-  if (wait != nullptr && status.ok()) wait->check(answer.value(), doing);
+  if (wait != nullptr && status.ok() && !wait->check(answer.value(), doing)) {
+    return Status(wait->unconfirmed(answer->where, doing, answer->acknowledged));
+  }
   return status;
 }
+
+namespace {
+// Whether the record holds this fence's completion: a commit that answered lease_lost was then
+// the repeat of one that landed (the guard retries a commit that WAIT did not confirm).
+bool holds_completion(Client::Impl& client, std::string_view key, Fence fence,
+                      const Completion& completion, std::string& where) {
+  const std::array<std::string_view, 5> argv{"HMGET", key, "n", "s", "r"};
+  Result<Answer> answer = client.command(key, argv);
+  if (!answer) return false;
+  where = answer->where;
+  const redisReply& r = *answer->reply;
+  if (r.type != REDIS_REPLY_ARRAY || r.elements != 3) return false;
+  for (std::size_t i = 0; i < 3; ++i) {
+    if (r.element[i]->type != REDIS_REPLY_STRING) return false;
+  }
+  char fence_text[24];
+  const auto field = [&](std::size_t i) { return std::string_view(r.element[i]->str, r.element[i]->len); };
+  return field(0) == to_chars(fence_text, static_cast<std::int64_t>(fence)) &&
+         field(1) == (completion.status == ClaimStatus::failed ? "F" : "C") &&
+         field(2) == completion.result;
+}
+}  // namespace
 
 Status eval_record_commit(Client::Impl& client, const Script& script, std::string_view key,
                           Fence fence, const Completion& completion, ReplicaWait wait) {
@@ -143,7 +178,14 @@ Status eval_record_commit(Client::Impl& client, const Script& script, std::strin
   const std::array<std::string_view, 4> args{to_chars(fence_text, static_cast<std::int64_t>(fence)),
                                              completion.status == ClaimStatus::failed ? "F" : "C",
                                              completion.result, ms_text(ttl, completion.ttl)};
-  return eval_fenced(client, script, key, args, "commit", &wait);
+  Status status = eval_fenced(client, script, key, args, "commit", &wait);
+  std::string where;
+  if (status.error() == errc::lease_lost && wait.durability.replicas > 0 &&
+      holds_completion(client, key, fence, completion, where)) {
+    // Not lease_lost: this very commit landed earlier and its WAIT fell short.
+    return Status(wait.unconfirmed(where, "commit", 0));
+  }
+  return status;
 }
 
 Status eval_record_abort(Client::Impl& client, const Script& script, std::string_view key,

@@ -37,8 +37,11 @@ struct ReplicaWait {
   const Durability& durability;
   std::atomic<std::uint64_t>& timeouts;
 
-  /// Counts and reports (Durability::on_timeout) a WAIT that fewer replicas acknowledged.
-  void check(const Answer& answer, std::string_view operation) const;
+  /// Counts and reports (Durability::on_timeout) a WAIT that fewer replicas acknowledged;
+  /// false then. True when enough acknowledged or no WAIT ran.
+  bool check(const Answer& answer, std::string_view operation) const;
+  /// errc::store_unavailable: the write stands on `where` but replicas did not confirm it.
+  Failure unconfirmed(std::string_view where, std::string_view operation, int acknowledged) const;
 };
 
 /// Maps a decoded claim and its script code to what the store answers (store-specific codes).

@@ -184,7 +184,7 @@ TEST_F(RedisStoreTest, LeaseExpiryTakeoverThroughTheGuardFencesTheSlowHolderOff)
   EXPECT_EQ(replay.value(), "fast");
 }
 
-TEST_F(RedisStoreTest, WaitShortfallIsReportedAndTheWriteStands) {
+TEST_F(RedisStoreTest, WaitShortfallIsReportedAndAnUnconfirmedCommitIsNotRecorded) {
   // The test server has no replicas: WAIT 1 returns 0 after its timeout.
   std::atomic<int> reports{0};
   std::string last_op;
@@ -202,13 +202,23 @@ TEST_F(RedisStoreTest, WaitShortfallIsReportedAndTheWriteStands) {
   IdempotencyGuard guard{durable, Options{.scope = "wait"}};
   auto out = guard.execute("k", [] { return 7; });
   ASSERT_TRUE(out) << out.message();
-  EXPECT_TRUE(out.recorded());
+  EXPECT_EQ(out.value(), 7);
+  // The claim's shortfall is only reported; the commit's reaches the caller: the value is not
+  // known to be recorded, and why says so. The guard's commit retries find the same commit on
+  // the primary and answer the same, not lease_lost.
+  EXPECT_FALSE(out.recorded());
+  EXPECT_EQ(out.commit_error(), errc::store_unavailable);
+  EXPECT_NE(out.commit_failure().message.find("commit not confirmed: 0 of 1 replicas"),
+            std::string::npos)
+      << out.commit_failure().message;
   EXPECT_EQ(reports.load(), 2);  // after the claim and after the commit
   EXPECT_EQ(last_op, "commit");
   EXPECT_EQ(durable.replication_timeouts(), 2u);
+  // The write stands on the primary: a repeat replays it.
   auto replay = guard.execute("k", [] { return 8; });
   ASSERT_TRUE(replay);
   EXPECT_EQ(replay.value(), 7);
+  EXPECT_TRUE(replay.replayed());
   EXPECT_EQ(durable.replication_timeouts(), 2u);  // a replay writes nothing: no WAIT
 }
 

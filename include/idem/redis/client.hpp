@@ -60,15 +60,47 @@ struct ConnectionOptions {
   static Result<ConnectionOptions> from_uri(std::string_view uri);
 };
 
+/// A Redis Cluster: where to read the slot map from, and how to connect to each node.
+struct ClusterOptions {
+  /// "host:port" of one or more nodes ("[::1]:7000" for IPv6). The client reads the slot map
+  /// (CLUSTER SLOTS) from the first that answers and finds the other nodes there.
+  std::vector<std::string> seeds{};
+  /// The options of every node's pool (pool_size, timeouts, user, password...) except the
+  /// address, which comes from the seeds and the slot map. A cluster has only database 0 and
+  /// speaks TCP only: `db` and `unix_socket` must stay at their defaults.
+  ConnectionOptions node{};
+  /// Most redirections (MOVED, ASK) and retries after a failed node that one call follows
+  /// (default 16). Whatever this allows, a call ends within node.connect_timeout +
+  /// node.command_timeout of its start.
+  int max_attempts = 16;
+
+  /// Parses `redis+cluster://[[user]:password@]host:port[,host:port...]`: the seeds, and the
+  /// user and password of every node. Other fields keep their defaults. errc::store_unavailable
+  /// with a message when the URI cannot be used.
+  static Result<ClusterOptions> from_uri(std::string_view uri);
+};
+
+/// The hash slot (0-16383) Redis Cluster puts `key` in: CRC16 (XMODEM) of the key's hash tag
+/// (the bytes between the first '{' and the next '}', when not empty), else of the whole key,
+/// modulo 16384.
+std::uint16_t key_slot(std::string_view key) noexcept;
+
 /// Optional durability: after a claim that acquired and after a commit, `WAIT replicas timeout`
-/// on the same connection. One more round trip per write when on.
+/// on the same connection, so on the primary that took the write (in cluster mode: the primary
+/// of the key's slot). One more round trip per write when on.
+///
+/// A commit that fewer replicas acknowledged in time fails with errc::store_unavailable ("commit
+/// not confirmed"): the guard hands the value back with recorded() == false and that failure, so
+/// the caller knows a failover could still lose the record. The record stands on the primary and
+/// replays while it lives there. A claim's shortfall is only reported (on_timeout, the store's
+/// replication_timeouts()): the handler runs, and its confirmed commit confirms the claim too.
 struct Durability {
   /// Replicas that must acknowledge the write; 0 (default): no WAIT.
   int replicas = 0;
   /// How long WAIT blocks for them (default 100 ms).
   std::chrono::milliseconds timeout{100};
-  /// Called when fewer replicas acknowledged in time (the write stands on the primary; the call
-  /// still succeeds). Arguments: the operation ("claim", "commit"), acknowledged, wanted.
+  /// Called when fewer replicas acknowledged in time, from the calling thread. Arguments: the
+  /// operation ("claim", "commit"), acknowledged, wanted.
   std::function<void(std::string_view operation, int acknowledged, int wanted)> on_timeout{};
 };
 
@@ -81,14 +113,22 @@ struct Reply {
   std::vector<Reply> elements{};  // Type::array
 };
 
-/// A pool of connections to one server. Thread-safe: any number of threads may call it; each
-/// call borrows a connection for its duration. Connections open on demand (up to pool_size); a
-/// connection that fails (I/O error, timeout, closed by the server) is dropped and the next call
-/// opens a fresh one, so a restarted server is reached again without intervention.
+/// A pool of connections to one server, or one pool per node of a Redis Cluster. Thread-safe:
+/// any number of threads may call it; each call borrows a connection for its duration.
+/// Connections open on demand (up to pool_size per server); a connection that fails (I/O error,
+/// timeout, closed by the server) is dropped and the next call opens a fresh one, so a restarted
+/// server is reached again without intervention.
+///
+/// In cluster mode each call goes to the primary that serves its key's slot (see key_slot). A
+/// MOVED reply updates the slot map and the call is sent again; an ASK reply sends it once to
+/// the importing node after ASKING; a node that cannot be reached makes the client re-read the
+/// slot map (CLUSTER SLOTS) and try again, within the call's deadline.
 class Client {
  public:
   /// Connects lazily: the constructor never blocks and never fails on an unreachable server.
   explicit Client(ConnectionOptions options = {});
+  /// Cluster mode. Also lazy: the slot map is read by the first call.
+  explicit Client(ClusterOptions options);
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -97,16 +137,21 @@ class Client {
   /// errc::store_unavailable (unreachable, timed out, pool exhausted). One round trip. Each call
   /// may run on another pooled connection: commands that change a connection's state (SELECT,
   /// MULTI, SUBSCRIBE, CLIENT SETNAME) leave it on whichever connection ran them; avoid them.
+  /// In cluster mode the command goes to the node that serves its first argument's slot (the
+  /// key of every single-key command), redirections followed.
   Result<Reply> command(std::span<const std::string_view> argv);
   Result<Reply> command(std::initializer_list<std::string_view> argv) {
     return command(std::span<const std::string_view>(argv.begin(), argv.size()));
   }
 
-  /// PING: whether the server answers now.
+  /// PING: whether the server answers now (in cluster mode: every primary of the slot map).
   Status ping();
 
+  /// Whether this client was built from ClusterOptions.
+  bool is_cluster() const noexcept;
+  /// The connection options (in cluster mode: those of every node).
   const ConnectionOptions& options() const noexcept;
-  /// Connections open now (idle and borrowed).
+  /// Connections open now (idle and borrowed), all servers together.
   std::size_t open_connections() const;
   /// Connections dropped because they failed or were found closed, since construction.
   std::uint64_t dropped_connections() const noexcept;

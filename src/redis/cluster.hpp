@@ -1,0 +1,78 @@
+#pragma once
+// Redis Cluster routing: the slot map (which primary serves each of the 16384 hash slots), and
+// the loop that sends a call to its slot's primary and follows MOVED, ASK and failed nodes.
+// Each server is a Node (node.hpp); this file never talks to a connection directly.
+// Internal to idem_redis.
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "idem/redis/client.hpp"
+#include "idem/result.hpp"
+#include "node.hpp"
+
+namespace idem::redis {
+
+inline constexpr std::size_t kSlots = 16384;
+
+/// A redirection reply: `MOVED <slot> <host>:<port>` or `ASK <slot> <host>:<port>`.
+struct Redirect {
+  bool ask = false;
+  std::uint16_t slot = 0;
+  std::string host;
+  int port = 0;
+};
+/// Parses a MOVED or ASK error reply; nullopt for any other reply.
+std::optional<Redirect> parse_redirect(const redisReply& reply);
+
+class Cluster {
+ public:
+  explicit Cluster(ClusterOptions options);
+  ~Cluster();
+  Cluster(const Cluster&) = delete;
+  Cluster& operator=(const Cluster&) = delete;
+
+  /// Runs `call` on the primary that serves `key`'s slot. MOVED updates the map and resends;
+  /// ASK resends once to the named node after ASKING; TRYAGAIN and CLUSTERDOWN pause and
+  /// resend; a node that fails (refused, timed out, closed) makes the map be re-read before
+  /// the next try. At most max_attempts tries, all within connect_timeout + command_timeout.
+  Result<Answer> execute(std::string_view key, Call call);
+
+  /// PING on every primary of the slot map (read first if need be).
+  Status ping();
+
+  const ConnectionOptions& options() const noexcept { return options_.node; }
+  std::size_t open_connections() const;
+  std::uint64_t dropped() const;
+
+ private:
+  // The node at host:port, created on first use; nodes live as long as the Cluster.
+  Node& node(const std::string& host, int port);
+  // Re-reads the slot map unless another call did since `seen` (the generation it routed
+  // with). Asks every known node, `failed` last.
+  Status refresh(std::uint64_t seen, Deadline deadline, const Node* failed = nullptr);
+  // Reads CLUSTER SLOTS from `from` and installs it.
+  Status load_slots(Node& from, Deadline deadline);
+
+  ClusterOptions options_;
+  std::optional<Failure> unusable_;  // a configuration no call can succeed with
+
+  mutable std::mutex nodes_mutex_;
+  std::map<std::string, std::unique_ptr<Node>> nodes_;  // by "host:port"
+  std::vector<Node*> seeds_;
+  std::vector<Node*> primaries_;  // of the last map read; under nodes_mutex_
+
+  std::array<std::atomic<Node*>, kSlots> slots_{};  // null: not known (yet)
+  std::atomic<std::uint64_t> generation_{0};        // maps installed so far
+  std::timed_mutex refresh_mutex_;                  // one re-read at a time
+};
+
+}  // namespace idem::redis

@@ -1,0 +1,76 @@
+// The record-store conformance suite (its racing-threads case included), the token suite and the
+// request-id suite on the Redis stores through a cluster client: the stores are the same code,
+// only the client routes by slot.
+
+#include <memory>
+#include <thread>
+
+#include "conformance/record_store_suite.hpp"
+#include "idem/stores/redis_store.hpp"
+#include "idem/stores/redis_token_store.hpp"
+#include "idem/stores/request_id_cache.hpp"
+#include "redis/redis_cluster_support.hpp"
+#include "redis/redis_test_support.hpp"
+#include "stores/request_id_cache_suite.hpp"
+#include "stores/token_store_suite.hpp"
+
+namespace idem::testing {
+
+// The client every suite case starts from, or null after a skip (unset) or failure.
+struct ClusterSuiteBase {
+  static constexpr std::chrono::milliseconds lease{250};
+
+  static std::shared_ptr<redis::Client> client() {
+    if (cluster_seeds() == nullptr) {
+      skip();
+      return nullptr;
+    }
+    auto c = connect_cluster(cluster_options());
+    if (!c) fail();
+    return c;
+  }
+  template <class S>
+  static void advance(S&, std::chrono::milliseconds d) {
+    std::this_thread::sleep_for(d);
+  }
+  static void skip() {
+    GTEST_SKIP() << "IDEM_TEST_REDIS_CLUSTER_SEEDS is not set; scripts/test sets it";
+  }
+  static void fail() { FAIL() << "the Redis Cluster at IDEM_TEST_REDIS_CLUSTER_SEEDS is unreachable"; }
+};
+
+template <>
+struct StoreTraits<RedisStore> : ClusterSuiteBase {
+  static std::unique_ptr<RedisStore> make() {
+    auto c = client();
+    if (!c) return nullptr;
+    return std::make_unique<RedisStore>(c, RedisStoreOptions{.prefix = unique_prefix("cconf")});
+  }
+};
+
+template <>
+struct TokenStoreTraits<RedisTokenStore> : ClusterSuiteBase {
+  static std::unique_ptr<RedisTokenStore> make(Options guard) {
+    auto c = client();
+    if (!c) return nullptr;
+    return std::make_unique<RedisTokenStore>(
+        c, RedisTokenStoreOptions{.prefix = unique_prefix("ctoken"), .guard = std::move(guard)});
+  }
+};
+
+template <>
+struct RequestIdCacheTraits<RequestIdCache> : ClusterSuiteBase {
+  static std::unique_ptr<RequestIdCache> make(Options guard) {
+    auto c = client();
+    if (!c) return nullptr;
+    return std::make_unique<RequestIdCache>(
+        c, RequestIdCacheOptions{.prefix = unique_prefix("creq"), .guard = std::move(guard)});
+  }
+};
+
+INSTANTIATE_TYPED_TEST_SUITE_P(RedisCluster, RecordStoreConformance, ::testing::Types<RedisStore>);
+INSTANTIATE_TYPED_TEST_SUITE_P(RedisCluster, TokenStoreSuite, ::testing::Types<RedisTokenStore>);
+INSTANTIATE_TYPED_TEST_SUITE_P(RedisCluster, RequestIdCacheSuite,
+                               ::testing::Types<RequestIdCache>);
+
+}  // namespace idem::testing

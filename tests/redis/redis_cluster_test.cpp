@@ -1,0 +1,213 @@
+// Redis Cluster mode of idem::redis::Client: key slots (CRC16 against known values and against
+// the server), the cluster URI, routing to the slot's primary, refusals of unusable settings, and
+// a guard race across processes on a cluster.
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "idem/detail/effective_key.hpp"
+#include "idem/guard.hpp"
+#include "idem/stores/redis_store.hpp"
+#include "redis/redis_cluster_support.hpp"
+#include "redis/redis_test_support.hpp"
+
+namespace idem::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using redis::key_slot;
+
+TEST(RedisClusterSlotTest, Crc16MatchesRedisClusterKnownValues) {
+  // The CRC16 (XMODEM) check value: CRC of "123456789" is 0x31C3.
+  EXPECT_EQ(key_slot("123456789"), 0x31C3);
+  // Values from the Redis Cluster specification and CLUSTER KEYSLOT.
+  EXPECT_EQ(key_slot("foo"), 12182);
+  EXPECT_EQ(key_slot("bar"), 5061);
+  EXPECT_EQ(key_slot("hello"), 866);
+  EXPECT_EQ(key_slot("somekey"), 11058);
+  EXPECT_EQ(key_slot(""), 0);
+}
+
+TEST(RedisClusterSlotTest, HashTagRules) {
+  // The bytes between the first '{' and the next '}' when not empty, else the whole key.
+  EXPECT_EQ(key_slot("{user1000}.following"), key_slot("user1000"));
+  EXPECT_EQ(key_slot("{user1000}.followers"), key_slot("user1000"));
+  // Slots as CLUSTER KEYSLOT gives them (Redis 7.0).
+  EXPECT_EQ(key_slot("foo{}{bar}"), 8363);  // empty tag: the whole key
+  EXPECT_EQ(key_slot("foo{{bar}}zap"), 4015);
+  EXPECT_EQ(key_slot("{bar"), 4015);
+  EXPECT_EQ(key_slot("foo{bar}{zap}"), 5061);  // "bar"
+  EXPECT_EQ(key_slot("{unclosed"), 470);
+  const std::string with_nul("a{b\0c}d", 7);
+  EXPECT_EQ(key_slot(with_nul), key_slot(std::string_view("b\0c", 3)));
+}
+
+TEST(RedisClusterSlotTest, SlotsAgreeWithClusterKeyslotForBinaryKeys) {
+  IDEM_REQUIRE_REDIS_CLUSTER(client);
+  std::mt19937 rng(42);
+  for (int i = 0; i < 300; ++i) {
+    std::string key(static_cast<std::size_t>(rng() % 24), '\0');
+    for (char& c : key) c = static_cast<char>(rng() % 8 == 0 ? '{' : rng() % 8 == 0 ? '}' : rng());
+    Result<redis::Reply> r = client->command({"CLUSTER", "KEYSLOT", key});
+    ASSERT_TRUE(r) << r.failure().describe();
+    ASSERT_EQ(r->type, redis::Reply::Type::integer);
+    EXPECT_EQ(r->integer, key_slot(key)) << "key of " << key.size() << " bytes";
+  }
+}
+
+TEST(RedisClusterUriTest, SeedsUserAndPassword) {
+  auto o = redis::ClusterOptions::from_uri("redis+cluster://app:s%40cret@10.0.0.1:7000,h2:7001,[::1]:7002");
+  ASSERT_TRUE(o) << o.failure().describe();
+  EXPECT_EQ(o->seeds, (std::vector<std::string>{"10.0.0.1:7000", "h2:7001", "[::1]:7002"}));
+  EXPECT_EQ(o->node.user, "app");
+  EXPECT_EQ(o->node.password, "s@cret");
+  EXPECT_EQ(o->node.db, 0);
+}
+
+TEST(RedisClusterUriTest, UnusableUrisAreRefusedWithAReason) {
+  for (const char* uri : {"redis://h:1", "redis+cluster://", "redis+cluster://h:1,,h:2",
+                          "redis+cluster://h:1,", "redis+cluster://h:1/2", "redis+cluster://h:x",
+                          "redis+cluster://h:1?db=2"}) {
+    auto o = redis::ClusterOptions::from_uri(uri);
+    ASSERT_FALSE(o) << uri;
+    EXPECT_EQ(o.failure().code, errc::store_unavailable);
+    EXPECT_NE(o.failure().message.find(uri), std::string::npos) << o.failure().message;
+  }
+}
+
+TEST(RedisClusterClientTest, UnusableSettingsFailEveryCallWithAReason) {
+  redis::ClusterOptions no_seeds;
+  EXPECT_NE(redis::Client(no_seeds).ping().failure().message.find("no seed"), std::string::npos);
+  redis::ClusterOptions db{.seeds = {"127.0.0.1:1"}};
+  db.node.db = 3;
+  redis::Client with_db(db);
+  EXPECT_NE(with_db.command({"GET", "k"}).failure().message.find("database 0"),
+            std::string::npos);
+  EXPECT_TRUE(with_db.is_cluster());
+}
+
+TEST(RedisClusterClientTest, UnreachableSeedsFailWithinTheCallDeadline) {
+  redis::ClusterOptions o{.seeds = {"127.0.0.1:1", "127.0.0.1:2"}};
+  o.node.connect_timeout = 200ms;
+  o.node.command_timeout = 300ms;
+  redis::Client client(o);
+  const auto start = std::chrono::steady_clock::now();
+  Result<redis::Reply> r = client.command({"GET", "k"});
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.failure().code, errc::store_unavailable);
+  EXPECT_NE(r.failure().message.find("127.0.0.1:"), std::string::npos) << r.failure().message;
+  EXPECT_LT(took, 500ms + 200ms);  // connect + command timeouts, and scheduling slack
+}
+
+TEST(RedisClusterClientTest, EachKeyLandsOnThePrimaryOfItsSlot) {
+  IDEM_REQUIRE_REDIS_CLUSTER(client);
+  const std::string prefix = unique_prefix("route");
+  RedisStore store(client, RedisStoreOptions{.prefix = prefix});
+  IdempotencyGuard guard{store, Options{.scope = "route"}};
+  std::set<std::string> owners;
+  for (int i = 0; i < 30; ++i) {
+    const std::string id = "k" + std::to_string(i);
+    auto out = guard.execute(id, [&] { return id; });
+    ASSERT_TRUE(out && out.recorded()) << out.message();
+    const std::string name = store.record_key(detail::EffectiveKey("route", {}, id).view());
+    const ClusterNode owner = owner_of(key_slot(name));
+    owners.insert(owner.address);
+    // Behind the router's back: the record is on the owner, as a hash; the other primaries
+    // send a plain client there.
+    auto direct = node_client(owner.address);
+    EXPECT_EQ(redis_string(*direct, {"TYPE", name}), "hash") << owner.address;
+    const std::string moved =
+        "<error MOVED " + std::to_string(key_slot(name)) + " " + owner.address + ">";
+    for (const ClusterNode& n : cluster_nodes()) {
+      if (n.primary && n.address != owner.address) {
+        EXPECT_EQ(redis_string(*node_client(n.address), {"TYPE", name}), moved) << n.address;
+      }
+    }
+  }
+  EXPECT_EQ(owners.size(), 3u);  // 30 keys reach every primary
+  EXPECT_GE(client->open_connections(), 3u);
+}
+
+TEST(RedisClusterClientTest, PlainCommandsRouteByTheirFirstArgument) {
+  IDEM_REQUIRE_REDIS_CLUSTER(client);
+  const std::string prefix = unique_prefix("cmd");
+  for (int i = 0; i < 20; ++i) {
+    const std::string key = prefix + std::to_string(i);
+    ASSERT_EQ(redis_integer(*client, {"INCR", key}), 1);
+    ASSERT_EQ(redis_integer(*client, {"INCR", key}), 2);
+    EXPECT_EQ(redis_string(*node_client(owner_of(key_slot(key)).address), {"GET", key}), "2");
+  }
+}
+
+TEST(RedisClusterRaceTest, EachKeyRunsOnceAcrossFourProcesses) {
+  IDEM_REQUIRE_REDIS_CLUSTER(client);
+  constexpr int kProcesses = 4;
+  constexpr int kThreads = 3;
+  constexpr int kKeys = 24;
+  const std::string prefix = unique_prefix("crace");
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      // The child: its own cluster client and guard; it reports through Redis and its exit code.
+      int bad = 0;
+      {
+        auto own = std::make_shared<redis::Client>(cluster_options());
+        RedisStore store(own, RedisStoreOptions{.prefix = prefix});
+        IdempotencyGuard guard{store, Options{.scope = "race", .in_progress = Wait{.timeout = 20s}}};
+        std::atomic<int> failures{0};
+        std::vector<std::thread> threads;
+        for (int t = 0; t < kThreads; ++t) {
+          threads.emplace_back([&, t] {
+            for (int i = 0; i < kKeys; ++i) {
+              const std::string k = std::to_string((i + p + t) % kKeys);
+              auto out = guard.execute(k, [&] {
+                (void)own->command({"INCR", prefix + "runs:" + k});
+                std::this_thread::sleep_for(2ms);
+                return "made by " + std::to_string(p) + "/" + std::to_string(t);
+              });
+              if (!out) {
+                failures.fetch_add(1);
+                continue;
+              }
+              (void)own->command({"RPUSH", prefix + "seen:" + k, out.value()});
+            }
+          });
+        }
+        for (auto& th : threads) th.join();
+        bad = failures.load();
+      }
+      ::_exit(bad == 0 ? 0 : 1);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child failed: " << status;
+  }
+  std::set<std::string> owners;
+  for (int i = 0; i < kKeys; ++i) {
+    const std::string k = std::to_string(i);
+    EXPECT_EQ(redis_string(*client, {"GET", prefix + "runs:" + k}), "1") << "key " << k;
+    Result<redis::Reply> seen = client->command({"LRANGE", prefix + "seen:" + k, "0", "-1"});
+    ASSERT_TRUE(seen);
+    ASSERT_EQ(seen->elements.size(), static_cast<std::size_t>(kProcesses * kThreads));
+    for (const redis::Reply& v : seen->elements) EXPECT_EQ(v.str, seen->elements.front().str);
+    const std::string name =
+        RedisStore(client, RedisStoreOptions{.prefix = prefix})
+            .record_key(detail::EffectiveKey("race", {}, k).view());
+    owners.insert(owner_of(key_slot(name)).address);
+  }
+  EXPECT_EQ(owners.size(), 3u);  // the race ran on every shard
+}
+
+}  // namespace
+}  // namespace idem::testing
