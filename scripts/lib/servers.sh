@@ -8,6 +8,8 @@
 #                    # and, so a test can stop and start it: IDEM_TEST_PG_BIN (pg_ctl's folder),
 #                    # IDEM_TEST_PG_DATA, IDEM_TEST_PG_LOG, IDEM_TEST_PG_OPTS (postgres options),
 #                    # IDEM_TEST_PG_USER (run pg_ctl as this user; empty: as the caller)
+#   start_postgres_replica  # after start_postgres: a hot standby of it (streaming replication),
+#                    # exports IDEM_TEST_PG_REPLICA_URI=postgresql://postgres@127.0.0.1:<port>/idem_test
 #
 # Each server listens on 127.0.0.1 only, on a free port, with its files in its own mktemp -d
 # folder, so runs never touch a system server or each other. Durability is switched off: the data
@@ -19,6 +21,8 @@ _idem_redis_dir=""
 _idem_redis_port=""
 _idem_pg_dir=""
 _idem_pg_bindir=""
+_idem_pg_port=""
+_idem_pg_replica_dir=""
 
 _idem_say() { echo "servers: $*" >&2; }
 
@@ -178,6 +182,7 @@ start_postgres() {
     _idem_show_log "$log"
     return 1
   fi
+  _idem_pg_port=$port
   export IDEM_TEST_PG_URI="postgresql://postgres@127.0.0.1:$port/idem_test"
   # A restart test runs: [runuser -u "$IDEM_TEST_PG_USER" --] "$IDEM_TEST_PG_BIN/pg_ctl"
   #   -D "$IDEM_TEST_PG_DATA" -m fast -w stop, then ... -l "$IDEM_TEST_PG_LOG" -o "$IDEM_TEST_PG_OPTS" -w start
@@ -187,7 +192,60 @@ start_postgres() {
   _idem_say "postgres up: $IDEM_TEST_PG_URI"
 }
 
+# A hot standby of start_postgres's server: pg_basebackup -R copies the primary and writes the
+# standby settings (initdb's default pg_hba.conf already trusts replication connections from
+# 127.0.0.1, and wal_level=replica is the default). Ready once it accepts read-only connections.
+start_postgres_replica() {
+  if [[ -z $_idem_pg_dir || -z $_idem_pg_port ]]; then
+    _idem_say "start_postgres_replica: start_postgres first"
+    return 1
+  fi
+  _idem_pg_replica_dir=$(mktemp -d /tmp/idem-pg-replica.XXXXXX) || return 1
+  ((EUID != 0)) || chown postgres: "$_idem_pg_replica_dir"
+  local port log=$_idem_pg_replica_dir/postgres.log data=$_idem_pg_replica_dir/data
+  port=$(_idem_free_port) || { _idem_say "no free port for the postgres replica"; return 1; }
+  if ! _idem_pg "$_idem_pg_bindir/pg_basebackup" -h 127.0.0.1 -p "$_idem_pg_port" -U postgres \
+      -D "$data" -R -X stream -c fast --no-sync >"$_idem_pg_replica_dir/basebackup.log" 2>&1; then
+    _idem_say "pg_basebackup from port $_idem_pg_port failed"
+    _idem_show_log "$_idem_pg_replica_dir/basebackup.log" "$IDEM_TEST_PG_LOG"
+    return 1
+  fi
+  local opts="-p $port -k $_idem_pg_replica_dir -c listen_addresses=127.0.0.1 -c fsync=off"
+  opts+=" -c hot_standby=on"
+  if ! _idem_pg "$_idem_pg_bindir/pg_ctl" -D "$data" -l "$log" -w -t "$IDEM_SERVER_TIMEOUT" \
+      -o "$opts" start >/dev/null; then
+    _idem_say "postgres replica failed to start on port $port"
+    _idem_show_log "$log"
+    return 1
+  fi
+  if ! _idem_wait_for "$IDEM_SERVER_TIMEOUT" _idem_pg_in_recovery "$port"; then
+    _idem_say "postgres replica on port $port does not accept read-only connections"
+    _idem_show_log "$log"
+    return 1
+  fi
+  export IDEM_TEST_PG_REPLICA_URI="postgresql://postgres@127.0.0.1:$port/idem_test"
+  _idem_say "postgres replica up: $IDEM_TEST_PG_REPLICA_URI"
+}
+
+# A standby that answers queries (hot standby) and still replays (in recovery).
+_idem_pg_in_recovery() {
+  [[ $("$_idem_pg_bindir/psql" -h 127.0.0.1 -p "$1" -U postgres -d idem_test -XAtqc \
+    "SELECT pg_is_in_recovery()" 2>/dev/null) == t ]]
+}
+
+stop_postgres_replica() {
+  [[ -n $_idem_pg_replica_dir ]] || return 0
+  if [[ -f $_idem_pg_replica_dir/data/postmaster.pid ]]; then
+    _idem_pg "$_idem_pg_bindir/pg_ctl" -D "$_idem_pg_replica_dir/data" -m immediate -w \
+      -t "$IDEM_SERVER_TIMEOUT" stop >/dev/null 2>&1 || true
+  fi
+  rm -rf "$_idem_pg_replica_dir"
+  _idem_pg_replica_dir=""
+  unset IDEM_TEST_PG_REPLICA_URI
+}
+
 stop_postgres() {
+  stop_postgres_replica || true
   [[ -n $_idem_pg_dir ]] || return 0
   if [[ -f $_idem_pg_dir/data/postmaster.pid ]]; then
     if ! _idem_pg "$_idem_pg_bindir/pg_ctl" -D "$_idem_pg_dir/data" -m fast -w \
@@ -198,6 +256,7 @@ stop_postgres() {
   fi
   rm -rf "$_idem_pg_dir"
   _idem_pg_dir=""
+  _idem_pg_port=""
   unset IDEM_TEST_PG_URI IDEM_TEST_PG_BIN IDEM_TEST_PG_DATA IDEM_TEST_PG_LOG IDEM_TEST_PG_OPTS
   unset IDEM_TEST_PG_USER
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "sql/engine.hpp"
+#include "sql/replica_reads.hpp"
 #include "sql/statements.hpp"
 
 namespace idem {
@@ -59,19 +60,40 @@ constexpr const char* kRelease = "idem_release";
 constexpr const char* kExtend = "idem_extend";
 constexpr const char* kPurge = "idem_purge";
 constexpr const char* kRaiseFloor = "idem_raise_floor";
+constexpr const char* kRead = "idem_read";
+
+constexpr const char* kReadOnly =
+    "idem: postgres server is read-only (a hot standby, or default_transaction_read_only is on): "
+    "claims and commits need the primary";
+
+// The primary takes every statement; a replica session only reads records.
+enum class Role : std::uint8_t { primary, replica };
 
 class PgSession final : public sql::Session {
  public:
   PgSession(const std::string& conninfo, const sql::Statements& text,
-            milliseconds statement_timeout)
+            milliseconds statement_timeout, Role role)
       : conn_(conninfo), statement_timeout_(statement_timeout) {
+    set_timeouts(statement_timeout_, milliseconds{0});
+    if (role == Role::replica) {
+      // The replica never creates the schema: it must have replicated the one this library
+      // reads (a missing table is an error here, hence a fall-through to the primary).
+      pqxx::nontransaction tx(conn_);
+      const auto version = tx.exec(text.select_version).at(0).at(0).as<long long>(-1);
+      if (version != sql::kSchemaVersion) {
+        throw PoolError(fmt::format("idem: replica table {} says schema version {}, this "
+                                    "library knows {}",
+                                    text.schema, version, sql::kSchemaVersion));
+      }
+      conn_.prepare(kRead, text.read);
+      return;
+    }
     conn_.prepare(kClaim, text.claim_in_one);
     conn_.prepare(kFinish, text.finish);
     conn_.prepare(kRelease, text.release);
     conn_.prepare(kExtend, text.extend);
     conn_.prepare(kPurge, text.purge);
     conn_.prepare(kRaiseFloor, text.raise_floor);
-    set_timeouts(statement_timeout_, milliseconds{0});
   }
 
   ~PgSession() override { rollback(); }
@@ -92,12 +114,22 @@ class PgSession final : public sql::Session {
 
   void create_schema(const sql::Statements& text) {
     pqxx::work tx(conn_);
-    // Several processes may start at once: one creates, the others wait and find it done.
-    tx.exec("SELECT pg_advisory_xact_lock(7302585012475906)");
-    tx.exec(text.create_schema_table);
-    tx.exec(text.create_records_table);
-    tx.exec(text.create_expiry_index);
-    tx.exec(text.insert_version);
+    // Tables already there: no DDL, because CREATE INDEX IF NOT EXISTS takes a share lock on
+    // the table first, and would wait for every open transactional claim on it.
+    const pqxx::row found = tx.exec(fmt::format(
+        "SELECT to_regclass('{0}') IS NOT NULL AND to_regclass('{1}') IS NOT NULL AND "
+        "to_regclass('{1}_expires_at') IS NOT NULL, current_setting('transaction_read_only')",
+        text.schema, text.records)).at(0);
+    // A hot standby given as the primary: say so now rather than fail every claim.
+    if (found.at(1).as<std::string>() == "on") throw PoolError(kReadOnly);
+    if (!found.at(0).as<bool>()) {
+      // Several processes may start at once: one creates, the others wait and find it done.
+      tx.exec("SELECT pg_advisory_xact_lock(7302585012475906)");
+      tx.exec(text.create_schema_table);
+      tx.exec(text.create_records_table);
+      tx.exec(text.create_expiry_index);
+      tx.exec(text.insert_version);
+    }
     const pqxx::result v = tx.exec(text.select_version);
     const auto version = v.at(0).at(0).as<long long>();
     if (version != sql::kSchemaVersion) {
@@ -132,6 +164,21 @@ class PgSession final : public sql::Session {
       out.expire_left_ms = row[7].as<std::int64_t>();
       out.result = field_bytes(row[8]);
     }
+    return out;
+  }
+
+  std::optional<sql::ClaimRow> read(std::string_view key) override {
+    pqxx::nontransaction tx(conn_);
+    const pqxx::result r = tx.exec_prepared(kRead, bytes(key));
+    if (r.empty()) return std::nullopt;
+    const pqxx::row row = r[0];
+    sql::ClaimRow out;
+    out.state = static_cast<std::int16_t>(row[0].as<int>());
+    out.fingerprint = {as_u64(row[1].as<std::int64_t>()), as_u64(row[2].as<std::int64_t>())};
+    out.fence = static_cast<Fence>(row[3].as<std::int64_t>());
+    out.lease_left_ms = row[4].as<std::int64_t>();
+    out.expire_left_ms = row[5].as<std::int64_t>();
+    out.result = field_bytes(row[6]);
     return out;
   }
 
@@ -275,8 +322,9 @@ class PgSession final : public sql::Session {
 
 class PgBackend final : public sql::Backend {
  public:
-  explicit PgBackend(PostgresStoreOptions options)
+  PgBackend(PostgresStoreOptions options, Role role)
       : options_(std::move(options)),
+        role_(role),
         conninfo_(with_connect_timeout(options_.uri, options_.connect_timeout)),
         text_(sql::kPostgres, options_.table_prefix) {}
 
@@ -295,7 +343,7 @@ class PgBackend final : public sql::Backend {
       if (open_ < options_.pool_size) break;
       if (available_.wait_until(lock, deadline) == std::cv_status::timeout && idle_.empty() &&
           open_ >= options_.pool_size) {
-        throw PoolError(
+        throw sql::PoolBusy(
             fmt::format("idem: postgres pool exhausted: all {} connections busy for {} ms",
                         options_.pool_size, options_.acquire_timeout.count()));
       }
@@ -303,7 +351,7 @@ class PgBackend final : public sql::Backend {
     ++open_;
     lock.unlock();
     try {
-      return new PgSession(conninfo_, text_, options_.statement_timeout);
+      return new PgSession(conninfo_, text_, options_.statement_timeout, role_);
     } catch (...) {
       lock.lock();
       --open_;
@@ -358,8 +406,14 @@ class PgBackend final : public sql::Backend {
       }
       if (state.rfind("08", 0) == 0 || state.rfind("57P", 0) == 0) broken = true;
       if (state == "57014") return unavailable("statement timeout", e.what());
+      if (state == "25006") {  // read_only_sql_transaction
+        return make_failure(errc::store_unavailable,
+                            fmt::format("{} ({})", kReadOnly, first_line(e.what())));
+      }
       return unavailable(fmt::format("SQLSTATE {}", state), e.what());
     } catch (const PoolError& e) {
+      return make_failure(errc::store_unavailable, e.what());
+    } catch (const sql::PoolBusy& e) {
       return make_failure(errc::store_unavailable, e.what());
     } catch (const std::bad_alloc&) {
       return make_failure(errc::store_unavailable, "idem: postgres store: out of memory");
@@ -384,6 +438,7 @@ class PgBackend final : public sql::Backend {
   }
 
   PostgresStoreOptions options_;
+  Role role_;
   std::string conninfo_;
   sql::Statements text_;
   std::mutex mutex_;
@@ -399,17 +454,47 @@ PostgresStoreOptions checked(PostgresStoreOptions options) {
     throw std::invalid_argument("idem::PostgresStore: table_prefix '" + options.table_prefix +
                                 "' must be letters, digits and '_' (not starting with a digit)");
   }
+  if (!options.replica.uri.empty() && options.replica.pool_size == 0) {
+    throw std::invalid_argument("idem::PostgresStore: replica.pool_size is 0");
+  }
   return options;
+}
+
+// The checked options and, when they name a replica, its read path: a pool of its own on the
+// same tables, with its own connection limits and timeouts.
+std::pair<PostgresStoreOptions, std::shared_ptr<sql::ReplicaReads>> with_replica(
+    PostgresStoreOptions options) {
+  if (options.replica.uri.empty()) return {std::move(options), nullptr};
+  const PostgresReplicaOptions& r = options.replica;
+  PostgresStoreOptions pool{.uri = r.uri,
+                            .mode = options.mode,
+                            .table_prefix = options.table_prefix,
+                            .pool_size = r.pool_size,
+                            .acquire_timeout = r.acquire_timeout,
+                            .connect_timeout = r.connect_timeout,
+                            .statement_timeout = r.statement_timeout};
+  auto reads = std::make_shared<sql::ReplicaReads>(
+      std::make_unique<PgBackend>(std::move(pool), Role::replica), r.retry_after);
+  return {std::move(options), std::move(reads)};
 }
 
 }  // namespace
 
 std::unique_ptr<sql::Backend> sql::make_postgres_backend(const PostgresStoreOptions& options) {
-  return std::make_unique<PgBackend>(checked(options));
+  return std::make_unique<PgBackend>(checked(options), Role::primary);
 }
 
 PostgresStore::PostgresStore(PostgresStoreOptions options)
-    : SqlStore(std::make_unique<sql::Engine>(std::make_unique<PgBackend>(checked(options)),
-                                             options.mode)) {}
+    : PostgresStore(with_replica(checked(std::move(options)))) {}
+
+PostgresStore::PostgresStore(
+    std::pair<PostgresStoreOptions, std::shared_ptr<sql::ReplicaReads>> parts)
+    : SqlStore(std::make_unique<sql::Engine>(
+          std::make_unique<PgBackend>(parts.first, Role::primary), parts.first.mode, parts.second)),
+      replica_(std::move(parts.second)) {}
+
+ReplicaCounters PostgresStore::replica_counters() const noexcept {
+  return replica_ ? replica_->counters() : ReplicaCounters{};
+}
 
 }  // namespace idem

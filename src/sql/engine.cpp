@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "sql/replica_reads.hpp"
+
 namespace idem::sql {
 
 namespace {
@@ -40,8 +42,9 @@ Status lease_lost() {
 
 }  // namespace
 
-Engine::Engine(std::unique_ptr<Backend> backend, SqlMode mode)
-    : backend_(std::move(backend)), mode_(mode) {}
+Engine::Engine(std::unique_ptr<Backend> backend, SqlMode mode,
+               std::shared_ptr<ReplicaReads> replica)
+    : backend_(std::move(backend)), mode_(mode), replica_(std::move(replica)) {}
 
 Engine::~Engine() {
   // Holders that never finished: their transactions roll back.
@@ -71,6 +74,12 @@ Status Engine::ensure_schema() {
 
 Result<Claim> Engine::claim(const ClaimRequest& request) {
   if (request.key.empty()) return make_failure(errc::key_invalid, "effective key is empty");
+  if (replica_) {
+    // A settled, live record on the replica answers as the primary would, without it.
+    if (std::optional<ClaimRow> row = replica_->settled(request.key)) {
+      if (auto answer = classify(*row, request)) return std::move(*answer);
+    }
+  }
   if (Status schema = ensure_schema(); !schema) return schema.failure();
   return mode_ == SqlMode::lease ? claim_lease(request) : claim_transactional(request);
 }

@@ -81,6 +81,12 @@ class Session {
   virtual bool release(const Ticket& ticket) = 0;
   virtual bool extend(const Ticket& ticket, std::int64_t lease_ms) = 0;
   virtual std::size_t purge(std::size_t max_rows) = 0;
+  /// The record under `key` as it stands, without writing; nullopt when there is none. Sessions
+  /// on a read-only replica (src/sql/replica_reads.hpp).
+  virtual std::optional<ClaimRow> read(std::string_view key) {
+    (void)key;
+    throw std::logic_error("idem: this SQL session cannot read records on their own");
+  }
 
   /// Transactional mode: opens the claim's transaction; `block_for` bounds lock waits in it.
   virtual void begin(std::chrono::milliseconds block_for) = 0;
@@ -103,6 +109,11 @@ class Session {
   }
 };
 
+/// Thrown by Backend::acquire when every connection stayed busy past the wait.
+struct PoolBusy : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 /// How the engine reaches the database. Thread-safe.
 class Backend {
  public:
@@ -123,9 +134,13 @@ class Backend {
                           bool transactional_claim) const noexcept = 0;
 };
 
+class ReplicaReads;  // src/sql/replica_reads.hpp
+
 class Engine {
  public:
-  Engine(std::unique_ptr<Backend> backend, SqlMode mode);
+  /// `replica`: when set, claims first look for a settled record there (replica_reads.hpp).
+  Engine(std::unique_ptr<Backend> backend, SqlMode mode,
+         std::shared_ptr<ReplicaReads> replica = nullptr);
   ~Engine();
 
   Result<Claim> claim(const ClaimRequest& request);
@@ -167,6 +182,7 @@ class Engine {
 
   std::unique_ptr<Backend> backend_;
   SqlMode mode_;
+  std::shared_ptr<ReplicaReads> replica_;
   std::mutex schema_mutex_;
   std::atomic<bool> schema_ready_{false};
   std::mutex open_mutex_;

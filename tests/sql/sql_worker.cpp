@@ -2,8 +2,9 @@
 // claims a key and waits to be SIGKILLed.
 //
 //   idem_sql_worker <sqlite|postgres> <path-or-uri> <prefix> <lease|transactional> race <scope>
-//   <keys> <rounds> <threads>
-//       prints "ran <k>" per handler run and "got <k> <value>" / "err <k> <message>" per call
+//   <keys> <rounds> <threads> [replica-uri]
+//       prints "ran <k>" per handler run and "got <k> <value>" / "err <k> <message>" per call;
+//       with a replica (postgres only), claims read it first and "replica hits <n>" ends the run
 //   idem_sql_worker ... lease hold <key> <lease-ms>
 //       claims <key> through the store, prints "fence <n>", then sleeps
 //   idem_sql_worker ... transactional hold-tx <scope> <key>
@@ -73,13 +74,31 @@ int main(int argc, char** argv) {
                  argv[3]};
   const SqlMode mode = std::string(argv[4]) == "lease" ? SqlMode::lease : SqlMode::transactional;
   const std::string cmd = argv[5];
-  auto store = make_store(t, mode);
+  const bool with_replica = cmd == "race" && argc == 11;
+  std::unique_ptr<SqlStore> store;
+  PostgresStore* replicated = nullptr;
+  if (with_replica) {
+    auto pg = std::make_unique<PostgresStore>(
+        PostgresStoreOptions{.uri = t.location,
+                             .mode = mode,
+                             .table_prefix = t.prefix,
+                             .replica = PostgresReplicaOptions{.uri = argv[10]}});
+    replicated = pg.get();
+    store = std::move(pg);
+  } else {
+    store = make_store(t, mode);
+  }
   if (Status s = store->ensure_schema(); !s) {
     std::fprintf(stderr, "worker: %s\n", s.failure().describe().c_str());
     return 3;
   }
-  if (cmd == "race" && argc == 10) {
-    return race(t, *store, argv[6], std::atoi(argv[7]), std::atoi(argv[8]), std::atoi(argv[9]));
+  if (cmd == "race" && (argc == 10 || with_replica)) {
+    const int status =
+        race(t, *store, argv[6], std::atoi(argv[7]), std::atoi(argv[8]), std::atoi(argv[9]));
+    if (replicated != nullptr) {
+      say("replica hits " + std::to_string(replicated->replica_counters().hits));
+    }
+    return status;
   }
   if (cmd == "hold" && argc == 8) {
     const std::string key = argv[6];

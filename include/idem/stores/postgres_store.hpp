@@ -3,14 +3,52 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "idem/stores/sql_store.hpp"
 
 namespace idem {
 
+/// Where replays may be read from instead of the primary (docs/sql.md, "Replicas"). Claims,
+/// commits, aborts and extends always go to the primary.
+struct PostgresReplicaOptions {
+  /// libpq connection string of a read-only replica (a hot standby of the primary); empty (the
+  /// default): every call goes to the primary.
+  std::string uri{};
+  /// Most replica connections open at once (a pool of its own).
+  std::size_t pool_size = 8;
+  /// Longest wait for a free replica connection; past it the claim goes to the primary. Zero
+  /// (default): never wait, since the primary can answer at once.
+  std::chrono::milliseconds acquire_timeout{0};
+  /// libpq connect_timeout for new replica connections (whole seconds; libpq waits at least 2).
+  std::chrono::milliseconds connect_timeout{2000};
+  /// statement_timeout on replica connections.
+  std::chrono::milliseconds statement_timeout{1000};
+  /// After a failed replica read, claims skip the replica for this long (zero: never skip).
+  std::chrono::milliseconds retry_after{1000};
+};
+
+/// What the replica read path did, since the store was made. Every claim of a store with a
+/// replica counts once, as a hit or a fall-through.
+struct ReplicaCounters {
+  /// Claims answered from the replica (a replay, a remembered failure, or a payload mismatch)
+  /// without a statement on the primary.
+  std::uint64_t hits = 0;
+  /// Claims passed on to the primary: no settled live record on the replica (absent, not yet
+  /// replicated, in progress, expired), the replica failing or resting after a failure
+  /// (retry_after), or every replica connection busy.
+  std::uint64_t fall_throughs = 0;
+  /// Replica reads that failed (unreachable, lost connection, statement error or timeout); each
+  /// is also a fall-through.
+  std::uint64_t errors = 0;
+};
+
 struct PostgresStoreOptions {
-  /// libpq connection string, URI ("postgresql://user@host:5432/db") or key=value form.
+  /// libpq connection string, URI ("postgresql://user@host:5432/db") or key=value form. The
+  /// primary: a read-only server (hot standby) fails every call with store_unavailable.
   std::string uri{};
   /// lease (default) or transactional; see idem::SqlMode.
   SqlMode mode = SqlMode::lease;
@@ -25,7 +63,13 @@ struct PostgresStoreOptions {
   std::chrono::milliseconds connect_timeout{5000};
   /// statement_timeout on every connection: no call hangs on the server longer than this.
   std::chrono::milliseconds statement_timeout{5000};
+  /// Opt-in replay reads from a replica (default: none).
+  PostgresReplicaOptions replica{};
 };
+
+namespace sql {
+class ReplicaReads;  // src/sql/replica_reads.hpp
+}  // namespace sql
 
 /// The unique-index record strategy on PostgreSQL. Thread-safe: a pool of connections, each used
 /// by one thread at a time; a broken connection is dropped and a new one opened on demand, so the
@@ -34,12 +78,28 @@ struct PostgresStoreOptions {
 /// In transactional mode a duplicate claim blocks on the holder's row lock for at most
 /// ClaimRequest::block_for (lock_timeout), then replays; with block_for zero it answers
 /// errc::in_progress at once.
+///
+/// With a replica (PostgresStoreOptions::replica), a claim first reads the key on the replica
+/// (1 statement there): a completed or failed record still live by the replica's clock answers
+/// (replay or mismatch) without the primary; anything else goes on to the primary's claim as
+/// without a replica. The replica can delay a replay to the primary, never run a handler twice
+/// or answer another result than the primary would.
 class PostgresStore : public SqlStore {
  public:
   /// Connects lazily: an unreachable server shows as errc::store_unavailable from the calls,
   /// never as an exception here. Throws std::invalid_argument for an empty uri, a zero pool_size
-  /// or a table prefix with other characters than letters, digits and '_'.
+  /// (also the replica's, when it has a uri) or a table prefix with other characters than
+  /// letters, digits and '_'.
   explicit PostgresStore(PostgresStoreOptions options);
+
+  /// The replica read path's counters; all zero without a replica.
+  ReplicaCounters replica_counters() const noexcept;
+
+ private:
+  explicit PostgresStore(
+      std::pair<PostgresStoreOptions, std::shared_ptr<sql::ReplicaReads>> parts);
+
+  std::shared_ptr<sql::ReplicaReads> replica_;
 };
 
 }  // namespace idem

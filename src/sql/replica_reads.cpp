@@ -1,0 +1,67 @@
+#include "sql/replica_reads.hpp"
+
+#include <exception>
+#include <utility>
+
+namespace idem::sql {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool is_settled(std::int16_t state) noexcept {
+  return state == static_cast<std::int16_t>(State::completed) ||
+         state == static_cast<std::int16_t>(State::failed);
+}
+
+}  // namespace
+
+ReplicaReads::ReplicaReads(std::unique_ptr<Backend> backend, std::chrono::milliseconds retry_after)
+    : backend_(std::move(backend)), retry_after_(retry_after) {}
+
+std::optional<ClaimRow> ReplicaReads::fall_through() noexcept {
+  bump(fall_throughs_);
+  return std::nullopt;
+}
+
+std::optional<ClaimRow> ReplicaReads::failed() noexcept {
+  bump(errors_);
+  const auto until = Clock::now() + retry_after_;
+  resting_until_.store(until.time_since_epoch().count(), std::memory_order_relaxed);
+  return fall_through();
+}
+
+std::optional<ClaimRow> ReplicaReads::settled(std::string_view key) noexcept {
+  if (Clock::now().time_since_epoch().count() < resting_until_.load(std::memory_order_relaxed)) {
+    return fall_through();
+  }
+  Session* session = nullptr;
+  try {
+    session = backend_->acquire(std::chrono::milliseconds{0});
+  } catch (const PoolBusy&) {
+    return fall_through();  // a busy replica is no fault of the replica's
+  } catch (...) {
+    return failed();
+  }
+  std::optional<ClaimRow> row;
+  try {
+    row = session->read(key);
+  } catch (...) {
+    bool broken = false;
+    (void)backend_->failure(std::current_exception(), broken, false);
+    backend_->release(session, broken);
+    return failed();
+  }
+  backend_->release(session, false);
+  if (!row || !is_settled(row->state) || row->expire_left_ms <= 0) return fall_through();
+  bump(hits_);
+  return row;
+}
+
+ReplicaCounters ReplicaReads::counters() const noexcept {
+  auto get = [](const Slot& s) { return s.value.load(std::memory_order_relaxed); };
+  return ReplicaCounters{
+      .hits = get(hits_), .fall_throughs = get(fall_throughs_), .errors = get(errors_)};
+}
+
+}  // namespace idem::sql

@@ -1,0 +1,47 @@
+#pragma once
+// The opt-in replay path of a SQL store over a read-only replica: before the claim goes to the
+// primary, the replica is asked whether the key holds a settled (completed or failed) record
+// that is still live by the replica's own clock. Only such a record can answer without the
+// primary: it never changes until it expires (commit, abort and extend touch in-progress rows
+// only; a claim takes a settled row over only once it expired), so a replica that has it agrees
+// with the primary. Anything else (no row, in progress, released, expired, a replica that is
+// unreachable, erroring or has every connection busy) is left to the primary.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+
+#include "idem/stores/postgres_store.hpp"
+#include "sql/engine.hpp"
+
+namespace idem::sql {
+
+class ReplicaReads {
+ public:
+  /// `retry_after`: after a failed read, claims go straight to the primary for this long, so a
+  /// dead replica costs one connect timeout per period rather than one per claim.
+  ReplicaReads(std::unique_ptr<Backend> backend, std::chrono::milliseconds retry_after);
+
+  /// The key's settled, live record on the replica; nullopt: ask the primary. Never throws.
+  std::optional<ClaimRow> settled(std::string_view key) noexcept;
+
+  ReplicaCounters counters() const noexcept;
+
+ private:
+  struct alignas(64) Slot {
+    std::atomic<std::uint64_t> value{0};
+  };
+  static void bump(Slot& slot) noexcept { slot.value.fetch_add(1, std::memory_order_relaxed); }
+  std::optional<ClaimRow> fall_through() noexcept;
+  std::optional<ClaimRow> failed() noexcept;
+
+  std::unique_ptr<Backend> backend_;
+  std::chrono::milliseconds retry_after_;
+  std::atomic<std::int64_t> resting_until_{0};  // steady_clock ticks
+  Slot hits_, fall_throughs_, errors_;
+};
+
+}  // namespace idem::sql
