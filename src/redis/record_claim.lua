@@ -3,8 +3,8 @@
 --          r (result bytes, completed or failed records only)
 -- ARGV[1]  fingerprint (16 bytes)   ARGV[2] lease, ms   ARGV[3] retention, ms
 -- Returns  {0, fence, took_over}      acquired
---          {1, fence, result}         completed: replay
---          {2, fence, result}         failed: replay the failure
+--          {1, fence, result, pttl}   completed: replay (pttl: ms before the record expires)
+--          {2, fence, result, pttl}   failed: replay the failure
 --          {3, fence, lease_left_ms}  in progress under a live lease
 --          {4, fence}                 another fingerprint holds the key
 -- Time is the server's (TIME), so client clocks cannot shorten a lease.
@@ -27,7 +27,7 @@ if state then
     if rec[2] ~= fingerprint then return {4, fence} end
     if state ~= 'P' then
       if not rec[5] then return redis.error_reply('IDEM_CORRUPT finished record without a result') end
-      return {state == 'C' and 1 or 2, fence, rec[5]}
+      return {state == 'C' and 1 or 2, fence, rec[5], redis.call('PTTL', key)}
     end
     local left = (tonumber(rec[4]) or 0) - now
     if left > 0 then return {3, fence, left} end

@@ -69,6 +69,11 @@ Result<Claim> decode_claim(const redisReply& reply, std::string_view where, int&
         return corrupt_reply(where, "no result");
       claim.status = code == 1 ? ClaimStatus::completed : ClaimStatus::failed;
       claim.result.assign(third->str, third->len);
+      // The record's PTTL, so a cache in front keeps the replay no longer than the record lives.
+      if (reply.elements > 3 && reply.element[3]->type == REDIS_REPLY_INTEGER &&
+          reply.element[3]->integer > 0) {
+        claim.expires_in = std::chrono::milliseconds{reply.element[3]->integer};
+      }
       return claim;
     case 3:
       claim.status = ClaimStatus::in_progress;

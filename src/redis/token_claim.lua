@@ -45,7 +45,7 @@ end
 if rec[2] ~= fingerprint then return {6, fence} end
 if state ~= 'P' then
   if not rec[5] then return redis.error_reply('IDEM_CORRUPT finished token without a result') end
-  return {state == 'C' and 1 or 2, fence, rec[5]}
+  return {state == 'C' and 1 or 2, fence, rec[5], redis.call('PTTL', key)}
 end
 local left = (tonumber(rec[4]) or 0) - now
 if left > 0 then return {3, fence, left} end

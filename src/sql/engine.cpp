@@ -105,7 +105,8 @@ std::optional<Result<Claim>> Engine::classify(const ClaimRow& row, const ClaimRe
       return Result<Claim>(
           Claim{.status = state == State::completed ? ClaimStatus::completed : ClaimStatus::failed,
                 .fence = row.fence,
-                .result = row.result});
+                .result = row.result,
+                .expires_in = milliseconds{row.expire_left_ms}});
     case State::in_progress:
       if (row.lease_left_ms <= 0) return std::nullopt;  // takeable now
       return Result<Claim>(Claim{.status = ClaimStatus::in_progress,

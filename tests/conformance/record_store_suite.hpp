@@ -207,6 +207,21 @@ TYPED_TEST_P(RecordStoreConformance, FailedRecordReplaysItsBytes) {
   EXPECT_EQ(replay->result, "why");
 }
 
+// A cache in front (CachedStore) keeps a replay only as long as the store says the record lives.
+TYPED_TEST_P(RecordStoreConformance, ReplaysSayHowLongTheRecordStillLives) {
+  const auto done = this->key("completed");
+  ASSERT_TRUE(this->commit(done, this->acquired(done).fence, "r").ok());
+  const auto failed = this->key("failed");
+  ASSERT_TRUE(this->commit(failed, this->acquired(failed).fence, "why", ClaimStatus::failed).ok());
+  for (const auto& k : {done, failed}) {
+    Result<Claim> replay = this->claim(k);
+    ASSERT_TRUE(replay.has_value());
+    EXPECT_NE(replay->status, ClaimStatus::acquired) << k;
+    EXPECT_GT(replay->expires_in.count(), 0) << k;
+    EXPECT_LE(replay->expires_in, this->kTtl) << k;
+  }
+}
+
 TYPED_TEST_P(RecordStoreConformance, CommitTwiceIsLeaseLostTheSecondTime) {
   const auto k = this->key();
   const Claim held = this->acquired(k);
@@ -287,7 +302,7 @@ REGISTER_TYPED_TEST_SUITE_P(
     ExpiredLeaseIsTakenOverAndTheOldHolderFencedOff, ExpiredLeaseWithAnotherPayloadIsStillAMismatch,
     CommitAfterOwnLeaseRanOutButNoTakeoverSucceeds, ExtendKeepsTheLeaseAlive,
     CompletedRecordExpiresAfterItsTtl, FailedRecordReplaysItsBytes,
-    CommitTwiceIsLeaseLostTheSecondTime, CommitOfAnUnknownKeyIsLeaseLost, KeysAreOpaqueBytes,
-    GuardRunsEachKeyOnceUnderRacingThreads);
+    ReplaysSayHowLongTheRecordStillLives, CommitTwiceIsLeaseLostTheSecondTime,
+    CommitOfAnUnknownKeyIsLeaseLost, KeysAreOpaqueBytes, GuardRunsEachKeyOnceUnderRacingThreads);
 
 }  // namespace idem::testing

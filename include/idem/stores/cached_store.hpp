@@ -101,7 +101,11 @@ class CachedStore {
           if (e.fingerprint != request.fingerprint) {
             return Claim{.status = ClaimStatus::mismatch, .fence = e.fence};
           }
-          return Claim{.status = e.status, .fence = e.fence, .result = e.result};
+          return Claim{
+              .status = e.status,
+              .fence = e.fence,
+              .result = e.result,
+              .expires_in = std::chrono::floor<std::chrono::milliseconds>(e.expires_at - now)};
         }
         shard.erase(&e);  // expired: not an eviction
       }
