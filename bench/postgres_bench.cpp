@@ -5,6 +5,10 @@
 //
 //   IDEM_BENCH_PG_URI=postgresql://user@host/db build/bench/idem_bench_postgres
 //
+// With IDEM_BENCH_PG_REPLICA_URI (a hot standby of that server) it also replays through
+// PostgresReplicaOptions::replica beside a bare twin running the replica's read statement there
+// (docs/sql.md, "Replicas").
+//
 // Without IDEM_BENCH_PG_URI it prints a line and exits 0. Tables are created with a prefix of
 // their own and dropped at the end. Figures: docs/performance.md ("SQL stores").
 
@@ -20,6 +24,7 @@
 #include <pqxx/pqxx>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "idem/guard.hpp"
 #include "idem/stores/postgres_store.hpp"
@@ -145,6 +150,90 @@ BENCHMARK(BM_Guard_Replay)->Threads(1)->Threads(8)->UseRealTime()->Unit(benchmar
 
 }  // namespace
 
+// ---- replay reads on a replica ----------------------------------------------------------------
+
+namespace {
+
+std::string g_replica_uri;
+
+// store()'s tables and pool, and a replica pool of 8 connections read first.
+idem::PostgresStore& replica_store() {
+  static idem::PostgresStore s{idem::PostgresStoreOptions{
+      .uri = g_uri,
+      .table_prefix = g_prefix,
+      .pool_size = 8,
+      .replica = idem::PostgresReplicaOptions{.uri = g_replica_uri, .pool_size = 8}}};
+  return s;
+}
+
+void BM_GuardReplica_Replay(benchmark::State& state) {
+  static idem::IdempotencyGuard<idem::PostgresStore> g{replica_store(),
+                                                       idem::Options{.scope = std::string(kScope)}};
+  const std::uint64_t hits_before = replica_store().replica_counters().hits;
+  long long i = state.thread_index() * 97;
+  for (auto _ : state) {
+    auto out = g.execute(key("replay", i++ % kReplayKeys), kPayload, handler);
+    if (!out.replayed()) state.SkipWithError("not replayed");
+    benchmark::DoNotOptimize(out);
+  }
+  if (state.thread_index() == 0) {  // share of the replays the replica answered
+    state.counters["replica_hits"] = benchmark::Counter(
+        static_cast<double>(replica_store().replica_counters().hits - hits_before),
+        benchmark::Counter::kAvgIterations);
+  }
+}
+
+// The replica's read statement on a connection of its own, for the records of bare_replay_setup().
+void BM_BareReplica_Replay(benchmark::State& state) {
+  const idem::sql::Statements text(idem::sql::kPostgres, g_prefix);
+  pqxx::connection conn(g_replica_uri);
+  conn.prepare("read", text.read);
+  long long i = state.thread_index() * 97;
+  for (auto _ : state) {
+    const std::string k = key("bare-replay", i++ % kReplayKeys);
+    pqxx::nontransaction tx(conn);
+    const pqxx::result r = tx.exec_prepared("read", pqxx::binarystring(k.data(), k.size()));
+    if (r.empty()) state.SkipWithError("not on the replica");
+    benchmark::DoNotOptimize(pqxx::binarystring(r[0][6]).size());
+  }
+}
+
+std::string one_value(const std::string& uri, const std::string& sql) {
+  pqxx::connection c(uri);
+  pqxx::nontransaction tx(c);
+  return tx.exec(sql)[0][0].c_str();
+}
+
+// Registers the replica benchmarks once the replica holds every replay record. False: no replica
+// was named, or it did not catch up.
+bool register_replica_benchmarks() {
+  const char* uri = std::getenv("IDEM_BENCH_PG_REPLICA_URI");
+  if (uri == nullptr || *uri == '\0') return false;
+  g_replica_uri = uri;
+  prepare_replays();
+  try {
+    const std::string lsn = one_value(g_uri, "SELECT pg_current_wal_insert_lsn()");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{30};
+    while (one_value(g_replica_uri, "SELECT pg_last_wal_replay_lsn() >= '" + lsn + "'") != "t") {
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::fprintf(stderr, "idem_bench_postgres: the replica did not catch up in 30 s\n");
+        return false;
+      }
+      std::this_thread::sleep_for(milliseconds{10});
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "idem_bench_postgres: replica: %s\n", e.what());
+    return false;
+  }
+  for (auto* b : {benchmark::RegisterBenchmark("BM_BareReplica_Replay", BM_BareReplica_Replay),
+                  benchmark::RegisterBenchmark("BM_GuardReplica_Replay", BM_GuardReplica_Replay)}) {
+    b->Threads(1)->Threads(8)->UseRealTime()->Unit(benchmark::kMicrosecond);
+  }
+  return true;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   const char* uri = std::getenv("IDEM_BENCH_PG_URI");
   if (uri == nullptr || *uri == '\0') {
@@ -160,6 +249,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   bare_replay_setup();
+  (void)register_replica_benchmarks();
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
