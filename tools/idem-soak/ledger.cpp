@@ -2,6 +2,7 @@
 
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Statement.h>
+#include <SQLiteCpp/VariadicBind.h>
 
 namespace idem::soak {
 namespace {
@@ -35,13 +36,7 @@ std::int64_t Ledger::begin_execution(const Execution& e) {
   SQLite::Statement st(*db_,
                        "INSERT INTO executions (call, key, fence, pid, slot, t_call, t_start) "
                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
-  st.bind(1, e.call);
-  st.bind(2, e.key);
-  st.bind(3, static_cast<std::int64_t>(e.fence));
-  st.bind(4, e.pid);
-  st.bind(5, e.slot);
-  st.bind(6, static_cast<std::int64_t>(e.t_call));
-  st.bind(7, static_cast<std::int64_t>(e.t_start));
+  SQLite::bind(st, e.call, e.key, e.fence, e.pid, e.slot, e.t_call, e.t_start);
   st.exec();
   return db_->getLastInsertRowid();
 }
@@ -50,23 +45,14 @@ void Ledger::end_execution(std::int64_t id, std::int64_t t_end, std::string_view
                            bool threw) {
   SQLite::Statement st(*db_, "UPDATE executions SET t_end = ?2, result = ?3, threw = ?4 "
                              "WHERE id = ?1");
-  st.bind(1, static_cast<std::int64_t>(id));
-  st.bind(2, static_cast<std::int64_t>(t_end));
-  st.bind(3, std::string(result));
-  st.bind(4, threw ? 1 : 0);
+  SQLite::bind(st, id, t_end, std::string(result), threw ? 1 : 0);
   st.exec();
 }
 
 void Ledger::record_outcome(const OutcomeRow& o) {
   SQLite::Statement st(*db_, "INSERT INTO outcomes (slot, op, pid, key, kind, code, result) "
                              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
-  st.bind(1, o.slot);
-  st.bind(2, static_cast<std::int64_t>(o.op));
-  st.bind(3, o.pid);
-  st.bind(4, o.key);
-  st.bind(5, o.kind);
-  st.bind(6, o.code);
-  st.bind(7, o.result);
+  SQLite::bind(st, o.slot, o.op, o.pid, o.key, o.kind, o.code, o.result);
   st.exec();
 }
 
