@@ -5,7 +5,10 @@
 
 Pairs every guarded benchmark with its bare twin from the same binary and run: BM_X with
 BM_X_bare, and the SQL benchmarks' BM_Guard_X with BM_Bare_X. Reads the median aggregate when
-the run had repetitions, else the single run. Used by scripts/bench.
+the run had repetitions, else the single run. Then two comparisons within one binary:
+CachedStore replays against the uncached replay of the same store, and, for the SQL stores,
+a fresh key in lease mode (two commits) against transactional mode (one commit). Used by
+scripts/bench.
 """
 
 import argparse
@@ -109,6 +112,46 @@ def print_table(rows):
         print(f"| {binary} | {fig} | {fmt_time(gt)} | {fmt_time(bt)} | {gt / bt:.2f} |")
 
 
+# A CachedStore replay benchmark and the uncached replay it replaces, in the same binary.
+CACHED_BASELINES = {
+    "BM_Cached_Replay": "BM_Memory_Replay",
+    "BM_GuardCached_Replay": "BM_Guard_Replay",
+    "BM_Redis_Cached_Replay": "BM_Redis_Record_Replay",
+}
+
+
+def comparisons(by_name):
+    """(title, binary, figure, slower, faster) rows: cached against uncached, lease against
+    transactional mode. The factor printed is slower time / faster time."""
+    out = []
+    for (binary, name), b in sorted(by_name.items()):
+        base, sep, rest = name.partition("/")
+        if base in CACHED_BASELINES:
+            uncached = by_name.get((binary, CACHED_BASELINES[base] + sep + rest))
+            if uncached:
+                out.append(("cached replay vs uncached", binary, figure_name(name), uncached, b))
+        for side in ("Guard", "Bare"):
+            if base == f"BM_{side}Transactional_Fresh":
+                lease = by_name.get((binary, f"BM_{side}_Fresh" + sep + rest))
+                if lease:
+                    out.append((f"transactional vs lease mode ({side.lower()})", binary,
+                                figure_name(name), lease, b))
+    return out
+
+
+def print_comparisons(rows):
+    if not rows:
+        return
+    print()
+    print("| comparison | binary | figure | baseline | this | factor |")
+    print("|---|---|---|---:|---:|---:|")
+    for title, binary, fig, slow, fast in rows:
+        st, ft = ns_per_op(slow), ns_per_op(fast)
+        extra = f" (hit rate {fast['hit_rate']:.3f})" if "hit_rate" in fast else ""
+        print(f"| {title} | {binary} | {fig}{extra} | {fmt_time(st)} | {fmt_time(ft)} | "
+              f"{st / ft:.2f}x |")
+
+
 def plot(rows, directory, context):
     if shutil.which("gnuplot") is None:
         print("bench: gnuplot not found, no plots drawn (Debian: gnuplot-nox)", file=sys.stderr)
@@ -170,8 +213,10 @@ def main():
     context, entries = load(args.inputs)
     with open(args.out, "w") as f:
         json.dump({"context": context, "benchmarks": entries}, f, indent=1)
-    rows = pairs(summaries(entries))
+    by_name = summaries(entries)
+    rows = pairs(by_name)
     print_table(rows)
+    print_comparisons(comparisons(by_name))
     if args.plots:
         plot(rows, args.plots, context)
 

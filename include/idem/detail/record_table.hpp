@@ -29,6 +29,9 @@ class RecordTable {
     char* key_bytes() noexcept { return reinterpret_cast<char*>(this + 1); }
   };
 
+  static_assert(alignof(Node) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__,
+                "RecordTable allocates nodes with plain operator new");
+
   struct Slot {
     std::size_t hash = 0;
     Node* node = nullptr;  // null: empty
