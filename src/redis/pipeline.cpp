@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <climits>
@@ -78,7 +79,9 @@ struct Waiter {
   // delivering: its replies are in, and the reader that took it off the FIFO will set done as
   // soon as it has let go of the lane's mutex.
   enum class State : std::uint8_t { waiting, read_turn, delivering, done };
-  State state = State::waiting;
+  // Atomic: the caller reads it under the lane's mutex, and a reader sets `done` under `mutex`
+  // alone.
+  std::atomic<State> state{State::waiting};
   Clock::time_point deadline;
   std::size_t expected = 0;
   std::size_t received = 0;
@@ -168,6 +171,9 @@ class Pipeline::Lane {
         fail(*link, timed_out());  // the deadline passed with the reply still due
       }
     }
+    // A reader may still be inside call.set(done), which holds call.mutex until it has notified:
+    // `call` must outlive that.
+    { std::lock_guard settled(call.mutex); }
     if (call.failure) return std::move(*call.failure);
     return std::move(call.replies);
   }
