@@ -13,7 +13,7 @@ namespace idem::soak {
 struct Kill {
   int pid = 0;
   int slot = 0;
-  std::int64_t at_ns = 0;  // steady clock
+  std::int64_t at_ns = 0;     // steady clock
   Phase phase = Phase::idle;  // where the worker was when the signal left
 };
 

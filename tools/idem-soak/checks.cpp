@@ -131,8 +131,8 @@ class Checker {
         violate("result kept", "key " + r.key + " was completed (" + r.result +
                                    ") but has no completed record at the end: lost");
       } else if (*now != r.result) {
-        violate("result kept", "key " + r.key + " was completed as " + r.result +
-                                   " but replays " + *now + " at the end: changed");
+        violate("result kept", "key " + r.key + " was completed as " + r.result + " but replays " +
+                                   *now + " at the end: changed");
       }
     }
   }
@@ -144,9 +144,9 @@ class Checker {
       if (!result) continue;
       const auto id = parse_result(*result);
       const bool found = id && std::any_of(executions_.begin(), executions_.end(), [&](auto& e) {
-        return e.call == id->call && e.key == key && e.fence == id->fence && e.t_end &&
-               !e.threw && e.result == *result;
-      });
+                           return e.call == id->call && e.key == key && e.fence == id->fence &&
+                                  e.t_end && !e.threw && e.result == *result;
+                         });
       if (!found) {
         violate("result provenance",
                 "key " + key + " replays " + *result + ", which no ledger run produced");
@@ -160,10 +160,10 @@ class Checker {
     for (const Execution& e : executions_) runs[{e.key, e.call}].push_back(&e);
     for (const auto& [id, list] : runs) {
       if (list.size() < 2) continue;
-      violate("at most once per claim",
-              "key " + id.first + " fence " + std::to_string(list[0]->fence) + " (worker " +
-                  std::to_string(list[0]->pid) + "): handler executed " +
-                  std::to_string(list.size()) + " times under one claim");
+      violate("at most once per claim", "key " + id.first + " fence " +
+                                            std::to_string(list[0]->fence) + " (worker " +
+                                            std::to_string(list[0]->pid) + "): handler executed " +
+                                            std::to_string(list.size()) + " times under one claim");
     }
   }
 
@@ -173,9 +173,9 @@ class Checker {
     for (const Execution& e : executions_) calls[{e.key, e.fence}].insert(e.call);
     for (const auto& [id, set] : calls) {
       if (set.size() < 2) continue;
-      violate("at most once per fence", "key " + id.first + " fence " +
-                                            std::to_string(id.second) + " was given to " +
-                                            std::to_string(set.size()) + " holders");
+      violate("at most once per fence", "key " + id.first + " fence " + std::to_string(id.second) +
+                                            " was given to " + std::to_string(set.size()) +
+                                            " holders");
     }
   }
 
@@ -205,8 +205,8 @@ class Checker {
           if (b.t_start < live_until) {
             violate("one live holder",
                     "key " + key + ": fence " + std::to_string(b.fence) + " started " +
-                        std::to_string((b.t_start - a.t_call) / 1'000'000) +
-                        " ms after fence " + std::to_string(a.fence) +
+                        std::to_string((b.t_start - a.t_call) / 1'000'000) + " ms after fence " +
+                        std::to_string(a.fence) +
                         " was claimed, while it still ran under a live lease of " +
                         std::to_string(o_.lease.count()) + " ms");
           }
@@ -257,17 +257,22 @@ class Checker {
         ++replayed;
       } else if (r.kind == "executed") {
         ++executed;
-        if (r.code.empty()) ++recorded;
-        else ++unrecorded[r.code];
+        if (r.code.empty())
+          ++recorded;
+        else
+          ++unrecorded[r.code];
       } else {
         ++errors[(r.kind == "error" ? "" : r.kind + " ") + r.code];
       }
     }
     long finished = 0, cut = 0, threw = 0;
     for (const Execution& e : executions_) {
-      if (!e.t_end) ++cut;
-      else if (e.threw) ++threw;
-      else ++finished;
+      if (!e.t_end)
+        ++cut;
+      else if (e.threw)
+        ++threw;
+      else
+        ++finished;
     }
     long completed_keys = 0, rolled_back = 0;
     std::set<std::string> committed_calls;
@@ -296,16 +301,17 @@ class Checker {
     std::printf("idem-soak %s/%s: %d workers, %d keys, %.1f s, seed %llu\n", to_string(o_.backend),
                 to_string(o_.mode), o_.workers, o_.keys, seconds,
                 static_cast<unsigned long long>(o_.seed));
-    std::printf("  operations   %zu finished + %ld cut by a kill (bound %ld)\n",
-                outcomes_.size(), in_call_kills, o_.ops);
+    std::printf("  operations   %zu finished + %ld cut by a kill (bound %ld)\n", outcomes_.size(),
+                in_call_kills, o_.ops);
     std::printf("  executed     %ld (recorded %ld; unrecorded: %s)\n", executed, recorded,
                 list(unrecorded).c_str());
     std::printf("  replayed     %ld\n", replayed);
     std::printf("  errors       %s\n", list(errors).c_str());
-    std::printf("  handler runs %ld finished, %ld threw, %ld cut by a kill; %ld not the "
-                "committed one%s\n",
-                finished, threw, cut, rolled_back,
-                o_.mode == Mode::transactional ? " (rolled back)" : " (taken over or unrecorded)");
+    std::printf(
+        "  handler runs %ld finished, %ld threw, %ld cut by a kill; %ld not the "
+        "committed one%s\n",
+        finished, threw, cut, rolled_back,
+        o_.mode == Mode::transactional ? " (rolled back)" : " (taken over or unrecorded)");
     std::printf("  keys         %ld of %d completed\n", completed_keys, o_.keys);
     std::printf("  kills        %zu (%s); %d processes started\n", log_.kills.size(),
                 list(kills_at).c_str(), log_.spawned);

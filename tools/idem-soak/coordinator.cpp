@@ -45,7 +45,9 @@ void prepare_store(const SoakOptions& o) {
 class Coordinator {
  public:
   Coordinator(const SoakOptions& o, SharedState& shared)
-      : o_(o), shared_(shared), procs_(static_cast<std::size_t>(o.workers)),
+      : o_(o),
+        shared_(shared),
+        procs_(static_cast<std::size_t>(o.workers)),
         rng_(o.seed ^ 0x5eedc4a05ULL) {}
 
   ChaosLog run() {
@@ -95,8 +97,8 @@ class Coordinator {
   // Waits for each worker by its own pid (never waitpid(-1): the restart command's shell is a
   // child too) and starts a new process in the slot of each one the chaos thread killed.
   void reap_until_done() {
-    const std::int64_t give_up = shared_.table().deadline_ns.load() +
-                                 nanoseconds(60s + 4 * o_.lease).count();
+    const std::int64_t give_up =
+        shared_.table().deadline_ns.load() + nanoseconds(60s + 4 * o_.lease).count();
     for (;;) {
       bool all_done = true;
       {
@@ -120,7 +122,8 @@ class Coordinator {
           ::waitpid(p.pid, nullptr, 0);
           p.done = true;
           log_.violations.push_back("worker " + std::to_string(p.pid) + " (slot " +
-                                    std::to_string(s) + ") hung: still running 60 s after the "
+                                    std::to_string(s) +
+                                    ") hung: still running 60 s after the "
                                     "deadline");
         }
         return;
@@ -137,7 +140,8 @@ class Coordinator {
       p.done = true;
       return;
     }
-    const std::string who = "worker " + std::to_string(p.pid) + " (slot " + std::to_string(slot) + ")";
+    const std::string who =
+        "worker " + std::to_string(p.pid) + " (slot " + std::to_string(slot) + ")";
     if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && ours) {
       // killed by the chaos thread: expected
     } else if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
@@ -217,8 +221,10 @@ class Coordinator {
     const double aim = std::uniform_real_distribution<double>(0, 1)(rng_);
     // 40 % mid-handler, 35 % between handler and commit, 25 % wherever the worker is.
     std::optional<Phase> wanted;
-    if (aim < 0.4) wanted = Phase::in_handler;
-    else if (aim < 0.75) wanted = Phase::before_commit;
+    if (aim < 0.4)
+      wanted = Phase::in_handler;
+    else if (aim < 0.75)
+      wanted = Phase::before_commit;
     std::atomic<int>& phase = shared_.table().slots[slot].phase;
     if (wanted) {
       const std::int64_t give_up = now_ns() + nanoseconds(300ms).count();

@@ -21,9 +21,9 @@ std::string table(const SoakOptions& o) { return o.store_prefix() + "effects"; }
 }  // namespace
 
 void Effects::create(const SoakOptions& o) {
-  const std::string sql =
-      "CREATE TABLE IF NOT EXISTS " + table(o) + " (key TEXT NOT NULL, call TEXT NOT NULL, "
-      "fence BIGINT NOT NULL)";
+  const std::string sql = "CREATE TABLE IF NOT EXISTS " + table(o) +
+                          " (key TEXT NOT NULL, call TEXT NOT NULL, "
+                          "fence BIGINT NOT NULL)";
   if (o.backend == Backend::sqlite) {
     SQLite::Database db(o.target, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE, 10'000);
     db.exec(sql);
@@ -74,8 +74,8 @@ std::vector<Effect> Effects::read_all(const SoakOptions& o) {
     SQLite::Database db(o.target, SQLite::OPEN_READONLY, 10'000);
     SQLite::Statement st(db, sql);
     while (st.executeStep()) {
-      out.push_back({st.getColumn(0).getString(), st.getColumn(1).getString(),
-                     st.getColumn(2).getInt64()});
+      out.push_back(
+          {st.getColumn(0).getString(), st.getColumn(1).getString(), st.getColumn(2).getInt64()});
     }
     return out;
   }
@@ -84,8 +84,8 @@ std::vector<Effect> Effects::read_all(const SoakOptions& o) {
     pqxx::connection c(o.target);
     pqxx::read_transaction r(c);
     for (const auto& row : r.exec(sql)) {
-      out.push_back({row[0].as<std::string>(), row[1].as<std::string>(),
-                     row[2].as<std::int64_t>()});
+      out.push_back(
+          {row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<std::int64_t>()});
     }
     return out;
   }

@@ -43,23 +43,26 @@ std::int64_t Ledger::begin_execution(const Execution& e) {
 
 void Ledger::end_execution(std::int64_t id, std::int64_t t_end, std::string_view result,
                            bool threw) {
-  SQLite::Statement st(*db_, "UPDATE executions SET t_end = ?2, result = ?3, threw = ?4 "
-                             "WHERE id = ?1");
+  SQLite::Statement st(*db_,
+                       "UPDATE executions SET t_end = ?2, result = ?3, threw = ?4 "
+                       "WHERE id = ?1");
   SQLite::bind(st, id, t_end, std::string(result), threw ? 1 : 0);
   st.exec();
 }
 
 void Ledger::record_outcome(const OutcomeRow& o) {
-  SQLite::Statement st(*db_, "INSERT INTO outcomes (slot, op, pid, key, kind, code, result) "
-                             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  SQLite::Statement st(*db_,
+                       "INSERT INTO outcomes (slot, op, pid, key, kind, code, result) "
+                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
   SQLite::bind(st, o.slot, o.op, o.pid, o.key, o.kind, o.code, o.result);
   st.exec();
 }
 
 std::vector<Execution> Ledger::executions() const {
   std::vector<Execution> out;
-  SQLite::Statement st(*db_, "SELECT call, key, fence, pid, slot, t_call, t_start, t_end, "
-                             "result, threw FROM executions ORDER BY id");
+  SQLite::Statement st(*db_,
+                       "SELECT call, key, fence, pid, slot, t_call, t_start, t_end, "
+                       "result, threw FROM executions ORDER BY id");
   while (st.executeStep()) {
     Execution e;
     e.call = st.getColumn(0).getString();

@@ -24,11 +24,11 @@ struct Execution {
   std::int64_t fence = 0;
   int pid = 0;
   int slot = 0;
-  std::int64_t t_call = 0;   // steady ns: before guard.execute (so before the claim)
-  std::int64_t t_start = 0;  // steady ns: the handler began
+  std::int64_t t_call = 0;              // steady ns: before guard.execute (so before the claim)
+  std::int64_t t_start = 0;             // steady ns: the handler began
   std::optional<std::int64_t> t_end{};  // steady ns: the handler finished (absent: killed)
-  std::string result{};      // what the handler returned ("" while running or if it threw)
-  bool threw = false;        // the handler threw (its transaction, if any, rolled back)
+  std::string result{};  // what the handler returned ("" while running or if it threw)
+  bool threw = false;    // the handler threw (its transaction, if any, rolled back)
 };
 
 /// How one guard.execute call ended, as the worker saw it.
@@ -37,9 +37,9 @@ struct OutcomeRow {
   std::int64_t op = 0;
   int pid = 0;
   std::string key;
-  std::string kind;     // executed | replayed | error | handler_error | unexpected
-  std::string code{};   // errc name of an error, or of the commit error of an executed value
-  std::string result{}; // the value, for executed and replayed
+  std::string kind;      // executed | replayed | error | handler_error | unexpected
+  std::string code{};    // errc name of an error, or of the commit error of an executed value
+  std::string result{};  // the value, for executed and replayed
 };
 
 class Ledger {

@@ -3,7 +3,9 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <string_view>
+#include <utility>
 
 namespace idem::soak {
 namespace {
@@ -39,13 +41,25 @@ std::optional<SoakOptions> usage_error(const std::string& why) {
   return std::nullopt;
 }
 
+// The enumerator whose to_string is `text`.
+template <class E>
+std::optional<E> named(std::string_view text, std::initializer_list<E> all) {
+  for (E e : all) {
+    if (text == to_string(e)) return e;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 const char* to_string(Backend b) {
   switch (b) {
-    case Backend::sqlite: return "sqlite";
-    case Backend::postgres: return "postgres";
-    case Backend::redis: return "redis";
+    case Backend::sqlite:
+      return "sqlite";
+    case Backend::postgres:
+      return "postgres";
+    case Backend::redis:
+      return "redis";
   }
   return "?";
 }
@@ -71,17 +85,15 @@ std::optional<SoakOptions> parse_options(int argc, char** argv) {
     const std::string_view value = argv[++i];
     long long n = 0;
     const bool numeric = parse_number(value, n) && n >= 0;
-    auto need_number = [&]() -> bool { return numeric; };
     if (name == "--backend") {
-      if (value == "sqlite") o.backend = Backend::sqlite;
-      else if (value == "postgres") o.backend = Backend::postgres;
-      else if (value == "redis") o.backend = Backend::redis;
-      else return usage_error("unknown backend '" + std::string(value) + "'");
+      const auto b = named<Backend>(value, {Backend::sqlite, Backend::postgres, Backend::redis});
+      if (!b) return usage_error("unknown backend '" + std::string(value) + "'");
+      o.backend = *b;
       have_backend = true;
     } else if (name == "--mode") {
-      if (value == "lease") o.mode = Mode::lease;
-      else if (value == "transactional") o.mode = Mode::transactional;
-      else return usage_error("unknown mode '" + std::string(value) + "'");
+      const auto m = named<Mode>(value, {Mode::lease, Mode::transactional});
+      if (!m) return usage_error("unknown mode '" + std::string(value) + "'");
+      o.mode = *m;
     } else if (name == "--target") {
       o.target = value;
     } else if (name == "--dir") {
@@ -90,7 +102,7 @@ std::optional<SoakOptions> parse_options(int argc, char** argv) {
       o.restart_cmd = value;
     } else if (name == "--run-id") {
       o.run_id = value;
-    } else if (!need_number()) {
+    } else if (!numeric) {
       return usage_error(std::string(name) + " needs a non-negative integer, not '" +
                          std::string(value) + "'");
     } else if (name == "--workers") {
@@ -132,15 +144,25 @@ std::optional<SoakOptions> parse_options(int argc, char** argv) {
 }
 
 std::vector<std::string> worker_arguments(const SoakOptions& o, int slot) {
-  std::vector<std::string> a = {
-      "idem-soak",  "--backend", to_string(o.backend), "--mode", to_string(o.mode),
-      "--target",   o.target,    "--dir",              o.dir,    "--workers",
-      std::to_string(o.workers), "--ops", std::to_string(o.ops), "--keys", std::to_string(o.keys),
-      "--seconds",  std::to_string(o.duration.count()), "--lease-ms",
-      std::to_string(o.lease.count()), "--seed", std::to_string(o.seed), "--run-id", o.run_id,
-      "--worker-slot", std::to_string(slot)};
-  if (o.inject_double_execution) a.emplace_back("--inject-double-execution");
-  return a;
+  // Only what a worker reads: the store, the run's shape and its identity.
+  std::vector<std::pair<std::string, std::string>> named = {
+      {"--backend", to_string(o.backend)},
+      {"--mode", to_string(o.mode)},
+      {"--target", o.target},
+      {"--dir", o.dir},
+      {"--keys", std::to_string(o.keys)},
+      {"--lease-ms", std::to_string(o.lease.count())},
+      {"--seed", std::to_string(o.seed)},
+      {"--run-id", o.run_id},
+      {"--worker-slot", std::to_string(slot)},
+  };
+  std::vector<std::string> argv = {"idem-soak"};
+  for (auto& [name, value] : named) {
+    argv.push_back(name);
+    argv.push_back(value);
+  }
+  if (o.inject_double_execution) argv.emplace_back("--inject-double-execution");
+  return argv;
 }
 
 }  // namespace idem::soak

@@ -13,11 +13,16 @@ namespace idem::soak {
 
 const char* to_string(Phase p) {
   switch (p) {
-    case Phase::idle: return "between operations";
-    case Phase::claiming: return "claiming";
-    case Phase::in_handler: return "mid-handler";
-    case Phase::before_commit: return "between handler and commit";
-    case Phase::after_call: return "after the call";
+    case Phase::idle:
+      return "between operations";
+    case Phase::claiming:
+      return "claiming";
+    case Phase::in_handler:
+      return "mid-handler";
+    case Phase::before_commit:
+      return "between handler and commit";
+    case Phase::after_call:
+      return "after the call";
   }
   return "?";
 }

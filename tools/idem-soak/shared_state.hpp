@@ -13,10 +13,10 @@ namespace idem::soak {
 /// Where a worker is; the chaos thread aims its kills by it.
 enum class Phase : int {
   idle = 0,
-  claiming = 1,     // in guard.execute, before the handler (claim, or waiting on a holder)
-  in_handler = 2,   // the handler runs; its effect is not complete
+  claiming = 1,       // in guard.execute, before the handler (claim, or waiting on a holder)
+  in_handler = 2,     // the handler runs; its effect is not complete
   before_commit = 3,  // the handler's effect and ledger row are written; the record is not
-  after_call = 4,   // execute returned; the outcome is being logged
+  after_call = 4,     // execute returned; the outcome is being logged
 };
 inline constexpr int kPhases = 5;
 const char* to_string(Phase p);
@@ -33,7 +33,8 @@ struct SharedTable {
   std::atomic<std::int64_t> deadline_ns{0};  // steady clock; no operation starts after it
   SlotState slots[kMaxWorkers];
 };
-static_assert(std::atomic<std::int64_t>::is_always_lock_free && std::atomic<int>::is_always_lock_free,
+static_assert(std::atomic<std::int64_t>::is_always_lock_free &&
+                  std::atomic<int>::is_always_lock_free,
               "the table is shared between processes: its atomics must be lock-free");
 
 /// Maps <path> (creating it when `create`); throws std::runtime_error on failure.

@@ -1,8 +1,7 @@
 #include "worker.hpp"
 
-#include <unistd.h>
-
 #include <SQLiteCpp/Exception.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <random>
@@ -50,8 +49,8 @@ class Worker {
     for (std::int64_t op = slot_.next_op.load(); op < slot_.end_op.load(); ++op) {
       if (now_ns() >= deadline_ns) break;
       const std::string key = key_of_operation(o_, op);
-      OutcomeRow row = std::bernoulli_distribution(0.3)(rng_) ? call(wait, key)
-                                                               : call(fail_fast, key);
+      OutcomeRow row =
+          std::bernoulli_distribution(0.3)(rng_) ? call(wait, key) : call(fail_fast, key);
       set_phase(Phase::after_call);
       row.slot = *o_.worker_slot;
       row.op = op;
@@ -62,8 +61,8 @@ class Worker {
       set_phase(Phase::idle);
       if (row.code == "store_unavailable" && row.kind != "executed") {
         // Back off like a client would while the server restarts, instead of spinning.
-        std::this_thread::sleep_for(std::chrono::milliseconds(
-            std::uniform_int_distribution<int>(10, 50)(rng_)));
+        std::this_thread::sleep_for(
+            std::chrono::milliseconds(std::uniform_int_distribution<int>(10, 50)(rng_)));
       }
     }
   }
@@ -109,7 +108,8 @@ class Worker {
   }
 
   static std::string name_of(std::error_code ec) {
-    if (ec.category() == error_category()) return std::string(to_string(static_cast<errc>(ec.value())));
+    if (ec.category() == error_category())
+      return std::string(to_string(static_cast<errc>(ec.value())));
     return std::string(ec.category().name()) + ":" + ec.message();
   }
 
@@ -118,8 +118,13 @@ class Worker {
   std::string run_handler(Context& ctx, const std::string& key, const std::string& call_id,
                           std::int64_t t_call) {
     set_phase(Phase::in_handler);
-    Execution e{.call = call_id, .key = key, .fence = static_cast<std::int64_t>(ctx.fence()),
-                .pid = pid_, .slot = *o_.worker_slot, .t_call = t_call, .t_start = now_ns()};
+    Execution e{.call = call_id,
+                .key = key,
+                .fence = static_cast<std::int64_t>(ctx.fence()),
+                .pid = pid_,
+                .slot = *o_.worker_slot,
+                .t_call = t_call,
+                .t_start = now_ns()};
     const std::int64_t id = ledger_.begin_execution(e);
     try {
       std::this_thread::sleep_for(work_time());
@@ -133,8 +138,8 @@ class Worker {
     set_phase(Phase::before_commit);
     // A short pause with the effect done and the record not committed: the chaos thread aims
     // some of its kills here.
-    std::this_thread::sleep_for(std::chrono::microseconds(
-        std::uniform_int_distribution<int>(500, 3000)(rng_)));
+    std::this_thread::sleep_for(
+        std::chrono::microseconds(std::uniform_int_distribution<int>(500, 3000)(rng_)));
     return result;
   }
 
