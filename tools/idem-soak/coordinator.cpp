@@ -1,5 +1,6 @@
 #include "coordinator.hpp"
 
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -79,9 +80,13 @@ class Coordinator {
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     shared_.table().slots[slot].phase.store(static_cast<int>(Phase::idle));
+    const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid < 0) throw std::runtime_error("fork failed");
     if (pid == 0) {
+      // A worker never outlives the coordinator (killed by a test's timeout, say).
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(1);
       ::execv(kSelf, argv.data());
       ::_exit(127);
     }
