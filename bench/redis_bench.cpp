@@ -416,10 +416,12 @@ IDEM_REDIS_BENCH(BM_Redis_RequestId_Fresh_bare);
 IDEM_REDIS_BENCH(BM_Redis_RequestId_Replay);
 IDEM_REDIS_BENCH(BM_Redis_RequestId_Replay_bare);
 
-// ---- Paired: guarded and bare calls alternate in one loop, one thread ------------------------
+// ---- Paired: guarded and bare calls alternate in one loop ------------------------------------
 // On a shared machine the load drifts between two separate benchmarks; alternating the twins
 // call by call exposes both to the same load. Counters: guard_us and bare_us (mean wall time
-// per call) and ratio = guard_us / bare_us (>= 1: what idem adds per call).
+// per call) and ratio = guard_us / bare_us (>= 1: what idem adds per call), averaged over the
+// threads. With several threads the guarded calls of all threads share the client (pipelined by
+// default) while each thread's bare calls have a connection of their own.
 
 template <class Guarded, class Bare>
 void paired(benchmark::State& state, Guarded&& guarded_call, Bare&& bare_call) {
@@ -436,9 +438,9 @@ void paired(benchmark::State& state, Guarded&& guarded_call, Bare&& bare_call) {
   const double n = static_cast<double>(state.iterations());
   const double g = std::chrono::duration<double, std::micro>(guard_time).count() / n;
   const double b = std::chrono::duration<double, std::micro>(bare_time).count() / n;
-  state.counters["guard_us"] = g;
-  state.counters["bare_us"] = b;
-  state.counters["ratio"] = g / b;
+  state.counters["guard_us"] = benchmark::Counter(g, benchmark::Counter::kAvgThreads);
+  state.counters["bare_us"] = benchmark::Counter(b, benchmark::Counter::kAvgThreads);
+  state.counters["ratio"] = benchmark::Counter(g / b, benchmark::Counter::kAvgThreads);
 }
 
 void BM_Redis_Paired_Record_Fresh(benchmark::State& state) {
@@ -477,8 +479,8 @@ void BM_Redis_Paired_RequestId_Fresh(benchmark::State& state) {
       [&] { bare_cache(prefix, bare_ids.next(), ++holder, true); });
 }
 
-BENCHMARK(BM_Redis_Paired_Record_Fresh)->UseRealTime();
-BENCHMARK(BM_Redis_Paired_Record_Replay)->UseRealTime();
+IDEM_REDIS_BENCH(BM_Redis_Paired_Record_Fresh);
+IDEM_REDIS_BENCH(BM_Redis_Paired_Record_Replay);
 BENCHMARK(BM_Redis_Paired_RequestId_Fresh)->UseRealTime();
 
 }  // namespace
