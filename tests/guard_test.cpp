@@ -474,5 +474,28 @@ TEST(GuardConceptTest, HandlersWithAndWithoutContextDeduceTheirResult) {
   EXPECT_EQ(copy.value(), "by reference");
 }
 
+// A failed record's bytes are the failure it replays (tag, errc, message). Bytes that are not one
+// (no tag, no code, a code idem does not have) are record_corrupt: never a success, never a
+// fresh run, never another error code.
+TEST_F(GuardTest, FailedRecordThatHoldsNoFailureIsRecordCorruptNotASuccess) {
+  const Options o = options();
+  const detail::EffectiveKey key(o.scope, "", "k");
+  const ClaimRequest request{key.view(), o.hash(""), seconds{30}, seconds{60}};
+  for (const std::string& bytes : {""s, "X"s, "F"s, "F\x00oops"s, "F\x7fnope"s, "C\x01"s}) {
+    SCOPED_TRACE(::testing::PrintToString(bytes));
+    const Claim held = store_.claim(request).value();
+    ASSERT_EQ(held.status, ClaimStatus::acquired);
+    ASSERT_TRUE(store_.commit(Ticket{key.view(), held.fence},
+                              Completion{ClaimStatus::failed, bytes, seconds{60}})
+                    .ok());
+    IdempotencyGuard guard{store_, o};
+    int runs = 0;
+    Outcome<int> out = guard.execute("k", [&] { return ++runs; });
+    EXPECT_EQ(out.error(), errc::record_corrupt) << out.message();
+    EXPECT_EQ(runs, 0);
+    clock_->advance(seconds{61});  // the record expires: the next bytes get a fresh one
+  }
+}
+
 }  // namespace
 }  // namespace idem

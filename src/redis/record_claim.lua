@@ -21,8 +21,12 @@ local rec = redis.call('HMGET', key, 's', 'f', 'n', 'l', 'r')
 local state = rec[1]
 local took_over = 0
 if state then
-  local fence = tonumber(rec[3])
-  if not fence then return redis.error_reply('IDEM_CORRUPT record without a fence') end
+  -- Digits below 2^53 only: HINCRBY refuses other text ('1.5', '1e3') and Lua numbers lose
+  -- larger integers, so a fence handed out from it could never match a commit.
+  local fence = rec[3] and string.match(rec[3], '^%d+$') and tonumber(rec[3])
+  if not fence or fence >= 2^53 then
+    return redis.error_reply('IDEM_CORRUPT record without a usable fence')
+  end
   if state == 'P' or state == 'C' or state == 'F' then
     if rec[2] ~= fingerprint then return {4, fence} end
     if state ~= 'P' then

@@ -15,7 +15,7 @@ namespace idem {
 
 namespace {
 
-constexpr std::size_t kHeader = 1 + 8 + 16;  // state, holder id, fingerprint
+constexpr std::size_t kHeader = redis::kCacheEntryHeader;
 
 void put_u64(char* out, std::uint64_t v) {
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(v >> (56 - 8 * i));
@@ -70,39 +70,7 @@ Result<Claim> RequestIdCache::claim(const ClaimRequest& request) {
                                              redis::ms_text(lease, request.lease)};
   Result<redis::Answer> answer = client_->impl().eval(redis::script_cache_claim, key, args);
   if (!answer) return std::move(answer).failure();
-
-  const redisReply& r = *answer->reply;
-  auto corrupt = [&](std::string_view why) {
-    return make_failure(
-        errc::record_corrupt,
-        fmt::format("redis {}: request-id entry is not idem's: {}", answer->where, why));
-  };
-  if (r.type != REDIS_REPLY_ARRAY) return corrupt("unexpected script reply");
-  if (r.elements == 0) return Claim{.status = ClaimStatus::acquired, .fence = fence};
-  if (r.elements != 2 || r.element[0]->type != REDIS_REPLY_STRING) return corrupt("no entry");
-  const std::string_view entry(r.element[0]->str, r.element[0]->len);
-  if (entry.size() < kHeader) return corrupt("too short");
-  Claim claim;
-  claim.fence = get_u64(entry.data() + 1);
-  if (std::memcmp(entry.data() + 9, fp.data(), fp.size()) != 0) {
-    claim.status = ClaimStatus::mismatch;
-    return claim;
-  }
-  switch (entry[0]) {
-    case 'P':
-      claim.status = ClaimStatus::in_progress;
-      if (r.element[1]->type == REDIS_REPLY_INTEGER && r.element[1]->integer > 0) {
-        claim.lease_remaining = std::chrono::milliseconds{r.element[1]->integer};
-      }
-      return claim;
-    case 'C':
-    case 'F':
-      claim.status = entry[0] == 'C' ? ClaimStatus::completed : ClaimStatus::failed;
-      claim.result.assign(entry.substr(kHeader));
-      return claim;
-    default:
-      return corrupt("unknown state");
-  }
+  return redis::decode_cache_claim(*answer->reply, fence, fp, answer->where);
 }
 
 Status RequestIdCache::commit(const Ticket& ticket, const Completion& completion) {

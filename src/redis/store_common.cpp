@@ -48,7 +48,11 @@ Result<Claim> decode_claim(const redisReply& reply, std::string_view where, int&
       reply.element[0]->type != REDIS_REPLY_INTEGER) {
     return corrupt_reply(where, "not {code, ...}");
   }
-  code = static_cast<int>(reply.element[0]->integer);
+  const long long raw_code = reply.element[0]->integer;
+  if (raw_code < 0 || raw_code > 6) {
+    return corrupt_reply(where, fmt::format("unknown code {}", raw_code));
+  }
+  code = static_cast<int>(raw_code);
   if (code >= 5 && reply.elements == 1) return Claim{};  // token: no such token
   if (reply.elements < 2 || reply.element[1]->type != REDIS_REPLY_INTEGER ||
       reply.element[1]->integer < 0) {
@@ -96,8 +100,46 @@ Status decode_fenced(Result<ReplyPtr> reply, std::string_view where, std::string
   if (r.type != REDIS_REPLY_INTEGER)
     return corrupt_reply(where, fmt::format("{}: not 0 or 1", doing));
   if (r.integer == 1) return {};
+  if (r.integer != 0) {
+    return corrupt_reply(where, fmt::format("{}: {} is not 0 or 1", doing, r.integer));
+  }
   return Status(errc::lease_lost,
                 fmt::format("{}: the record is no longer held under this fence", doing));
+}
+
+Result<Claim> decode_cache_claim(const redisReply& r, Fence fence,
+                                 const std::array<char, 16>& fingerprint, std::string_view where) {
+  auto corrupt = [&](std::string_view why) {
+    return make_failure(errc::record_corrupt,
+                        fmt::format("redis {}: request-id entry is not idem's: {}", where, why));
+  };
+  if (r.type != REDIS_REPLY_ARRAY) return corrupt("unexpected script reply");
+  if (r.elements == 0) return Claim{.status = ClaimStatus::acquired, .fence = fence};
+  if (r.elements != 2 || r.element[0]->type != REDIS_REPLY_STRING) return corrupt("no entry");
+  const std::string_view entry(r.element[0]->str, r.element[0]->len);
+  if (entry.size() < kCacheEntryHeader) return corrupt("too short");
+  const char state = entry[0];
+  if (state != 'P' && state != 'C' && state != 'F') return corrupt("unknown state");
+  Claim claim;
+  for (std::size_t i = 1; i < 9; ++i) {
+    claim.fence = (claim.fence << 8) | static_cast<unsigned char>(entry[i]);
+  }
+  if (entry.substr(9, fingerprint.size()) !=
+      std::string_view(fingerprint.data(), fingerprint.size())) {
+    claim.status = ClaimStatus::mismatch;
+    return claim;
+  }
+  if (state == 'P') {
+    claim.status = ClaimStatus::in_progress;
+    const redisReply& pttl = *r.element[1];
+    if (pttl.type == REDIS_REPLY_INTEGER && pttl.integer > 0) {
+      claim.lease_remaining = std::chrono::milliseconds{pttl.integer};
+    }
+    return claim;
+  }
+  claim.status = state == 'C' ? ClaimStatus::completed : ClaimStatus::failed;
+  claim.result.assign(entry.substr(kCacheEntryHeader));
+  return claim;
 }
 
 namespace {

@@ -29,8 +29,18 @@ std::string_view ms_text(char (&buf)[24], std::chrono::milliseconds ms) noexcept
 /// a Claim; `code` tells the caller which one came back (5 and 6 are the token script's own).
 Result<Claim> decode_claim(const redisReply& reply, std::string_view where, int& code);
 
-/// Decodes a fenced script's reply: 1 is success, 0 is errc::lease_lost.
+/// Decodes a fenced script's reply: 1 is success, 0 is errc::lease_lost, anything else is
+/// errc::record_corrupt.
 Status decode_fenced(Result<ReplyPtr> reply, std::string_view where, std::string_view doing);
+
+/// A request-id cache entry: state ('P', 'C' or 'F'), holder id (8 bytes, big-endian),
+/// fingerprint (16 bytes), then the result.
+inline constexpr std::size_t kCacheEntryHeader = 1 + 8 + 16;
+
+/// Decodes cache_claim.lua's reply: {} is acquired under `fence`; {entry, pttl} is the entry in
+/// the way. Bytes that are not an entry are errc::record_corrupt, never a result.
+Result<Claim> decode_cache_claim(const redisReply& reply, Fence fence,
+                                 const std::array<char, 16>& fingerprint, std::string_view where);
 
 /// A store's durability and the counter of the replica waits that fell short.
 struct ReplicaWait {

@@ -36,7 +36,9 @@ end
 if kind ~= 'hash' then return redis.error_reply('IDEM_CORRUPT token of type ' .. kind) end
 
 local rec = redis.call('HMGET', key, 's', 'f', 'n', 'l', 'r', 'd')
-local state, fence = rec[1], tonumber(rec[3])
+local state = rec[1]
+local fence = rec[3] and string.match(rec[3], '^%d+$') and tonumber(rec[3])  -- as record_claim
+if fence and fence >= 2^53 then fence = nil end
 if not fence or not rec[6] then return redis.error_reply('IDEM_CORRUPT token record without fence or expiry') end
 if state == 'T' then return acquire(rec[6], 0) end
 if state ~= 'P' and state ~= 'C' and state ~= 'F' then

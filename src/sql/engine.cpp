@@ -91,8 +91,11 @@ std::optional<Result<Claim>> Engine::classify(const ClaimRow& row, const ClaimRe
   }
   const auto state = static_cast<State>(row.state);
   if (row.state < 0 || row.state > static_cast<std::int16_t>(State::released)) {
-    return Result<Claim>(make_failure(errc::record_corrupt,
-                                      "SQL record has unknown state " + std::to_string(row.state)));
+    return Result<Claim>(make_failure(
+        errc::record_corrupt,
+        row.state == kMalformedState
+            ? std::string("SQL record has columns of other types than idem writes")
+            : "SQL record has unknown state " + std::to_string(row.state)));
   }
   // Released or expired records are claimable: the statement saw them change. Ask again.
   if (state == State::released || row.expire_left_ms <= 0) return std::nullopt;

@@ -34,6 +34,10 @@ namespace idem::sql {
 /// Record states as stored in the `state` column.
 enum class State : std::int16_t { in_progress = 0, completed = 1, failed = 2, released = 3 };
 
+/// ClaimRow::state of a row whose columns do not have the types idem writes (a foreign or
+/// damaged row): the engine answers errc::record_corrupt instead of coercing it to a state.
+inline constexpr std::int16_t kMalformedState = -1;
+
 /// What the claim statement asks.
 struct ClaimArgs {
   std::string_view key;

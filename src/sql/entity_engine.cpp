@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <charconv>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -116,24 +117,43 @@ Status lease_lost() {
 std::int64_t as_i64(std::uint64_t v) { return std::bit_cast<std::int64_t>(v); }
 std::uint64_t as_u64(std::int64_t v) { return std::bit_cast<std::uint64_t>(v); }
 
-// A stored operation, as the op-log lookup found it.
-std::optional<CasAnswer> stored(const sql::Row& row, const CasRequest& r) {
-  if (row.size() < 5 || !row[0] || !row[1] || !row[2] || !row[3]) return std::nullopt;
-  const int state = std::stoi(*row[0]);
-  const Fingerprint fp{as_u64(std::stoll(*row[1])), as_u64(std::stoll(*row[2]))};
-  const Fence fence = static_cast<Fence>(std::stoll(*row[3]));
-  if (fp != r.fingerprint)
-    return CasAnswer::of(Claim{.status = ClaimStatus::mismatch, .fence = fence});
-  if (state == 1 || state == 2) {
-    return CasAnswer::of(Claim{.status = state == 1 ? ClaimStatus::completed : ClaimStatus::failed,
-                               .fence = fence,
-                               .result = row[4].value_or(std::string())});
-  }
-  // Committed rows are finished; anything else is not ours to read.
-  return CasAnswer::of(Claim{.status = ClaimStatus::in_progress, .fence = fence});
+// A whole decimal integer column; nullopt for NULL, text, a real or trailing bytes.
+std::optional<std::int64_t> integer_column(const std::optional<std::string>& cell) {
+  if (!cell) return std::nullopt;
+  std::int64_t v = 0;
+  const char* end = cell->data() + cell->size();
+  const auto [at, ec] = std::from_chars(cell->data(), end, v);
+  if (ec != std::errc{} || at != end || cell->empty()) return std::nullopt;
+  return v;
 }
-
 }  // namespace
+
+Result<CasAnswer> stored_operation(const sql::Row& row, const Fingerprint& fingerprint) {
+  auto corrupt = [](const char* why) {
+    return make_failure(errc::record_corrupt, std::string("entity op-log row: ") + why);
+  };
+  if (row.size() != 5) return corrupt("unexpected column count");
+  const auto state = integer_column(row[0]);
+  const auto fp_hi = integer_column(row[1]);
+  const auto fp_lo = integer_column(row[2]);
+  const auto fence = integer_column(row[3]);
+  if (!state || !fp_hi || !fp_lo || !fence) {
+    return corrupt("a state, fingerprint or fence is not an integer");
+  }
+  if (*state < 0 || *state > 2) return corrupt("unknown state");
+  if (*fence <= 0) return corrupt("no fence");
+  const Fence f = static_cast<Fence>(*fence);
+  if (Fingerprint{as_u64(*fp_hi), as_u64(*fp_lo)} != fingerprint) {
+    return CasAnswer::of(Claim{.status = ClaimStatus::mismatch, .fence = f});
+  }
+  if (*state == 0) {
+    // Not committed yet: the holder's transaction is still open (or this row is its own).
+    return CasAnswer::of(Claim{.status = ClaimStatus::in_progress, .fence = f});
+  }
+  return CasAnswer::of(Claim{.status = *state == 1 ? ClaimStatus::completed : ClaimStatus::failed,
+                             .fence = f,
+                             .result = row[4].value_or(std::string())});
+}
 
 SqlEntities::SqlEntities(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 SqlEntities::SqlEntities(SqlEntities&&) noexcept = default;
@@ -213,7 +233,7 @@ Result<CasAnswer> SqlEntities::claim(const CasRequest& r) {
     for (int attempt = 0; attempt < kClaimAttempts; ++attempt) {
       s->begin(r.block_for);
       if (s->first_row(m.lookup, key_param, row, 1u << 4)) {
-        if (auto answer = stored(row, r)) return std::move(*answer);
+        return stored_operation(row, r.fingerprint);
       }
       if (s->run(update, update_params) == 1) {
         Fence fence = 0;
@@ -242,7 +262,7 @@ Result<CasAnswer> SqlEntities::claim(const CasRequest& r) {
       }
       // Refused. The same operation may have committed while the UPDATE waited on the row.
       if (s->first_row(m.lookup, key_param, row, 1u << 4)) {
-        if (auto answer = stored(row, r)) return std::move(*answer);
+        return stored_operation(row, r.fingerprint);
       }
       const std::array<sql::Param, 1> entity_param{text(r.entity)};
       if (!s->first_row(m.read, entity_param, row, 0)) {

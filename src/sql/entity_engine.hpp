@@ -17,3 +17,12 @@ detail::SqlEntities make_entities(std::unique_ptr<Backend> backend, const Dialec
                                   const std::string& op_log_prefix);
 
 }  // namespace idem::sql
+
+namespace idem::detail {
+
+/// An op-log row (state, fp_hi, fp_lo, fence, result; integers as decimal text) as the claim's
+/// answer: a replay, a mismatch, or in_progress while its transaction is open. A row that is not
+/// one idem wrote is errc::record_corrupt, never a result.
+Result<CasAnswer> stored_operation(const sql::Row& row, const Fingerprint& fingerprint);
+
+}  // namespace idem::detail

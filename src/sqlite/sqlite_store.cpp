@@ -43,6 +43,22 @@ std::string column_bytes(const SQLite::Column& column) {
   return std::string(static_cast<const char*>(data), static_cast<std::size_t>(n));
 }
 
+// The state of a read record (state, fp_hi, fp_lo, fence, lease left, expiry left, result).
+// SQLite keeps whatever type was written and would coerce text such as '1abc' or a real such as
+// 1.5 (or truncate 65537) into a state idem knows: a row whose columns do not have the types idem
+// writes (integers, and a blob or NULL result), or whose state is out of range, is malformed.
+std::int16_t state_of(SQLite::Statement& read) {
+  for (int i : {0, 1, 2, 3, 5}) {
+    if (!read.getColumn(i).isInteger()) return sql::kMalformedState;
+  }
+  const SQLite::Column result = read.getColumn(6);
+  if (!result.isBlob() && !result.isNull()) return sql::kMalformedState;
+  const std::int64_t state = read.getColumn(0).getInt64();
+  if (state == 0 && !read.getColumn(4).isInteger()) return sql::kMalformedState;  // the lease
+  return state >= 0 && state <= INT16_MAX ? static_cast<std::int16_t>(state)
+                                          : sql::kMalformedState;
+}
+
 std::int64_t as_i64(std::uint64_t v) { return std::bit_cast<std::int64_t>(v); }
 std::uint64_t as_u64(std::int64_t v) { return std::bit_cast<std::uint64_t>(v); }
 
@@ -266,7 +282,10 @@ class SqliteSession final : public sql::Session {
     up.bind(6, args.keep_ms);
     if (up.executeStep()) {
       sql::ClaimRow row;
-      row.acquired = true;
+      // A fence that no longer grows as an integer (a damaged row at INT64_MAX: SQLite turns
+      // the sum into a real) cannot fence anything: the record is malformed, not acquired.
+      row.acquired = up.getColumn(0).isInteger();
+      if (!row.acquired) row.state = sql::kMalformedState;
       row.fence = static_cast<Fence>(up.getColumn(0).getInt64());
       row.took_over = up.getColumn(1).getInt() != 0;
       up.tryReset();
@@ -276,7 +295,7 @@ class SqliteSession final : public sql::Session {
     bind_blob(rd, 1, args.key);
     if (!rd.executeStep()) return std::nullopt;
     sql::ClaimRow row;
-    row.state = static_cast<std::int16_t>(rd.getColumn(0).getInt());
+    row.state = state_of(rd);
     row.fingerprint = {as_u64(rd.getColumn(1).getInt64()), as_u64(rd.getColumn(2).getInt64())};
     row.fence = static_cast<Fence>(rd.getColumn(3).getInt64());
     row.lease_left_ms = rd.getColumn(4).getInt64();

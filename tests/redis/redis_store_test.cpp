@@ -154,6 +154,32 @@ TEST_F(RedisStoreTest, ForeignValueUnderTheKeyIsRecordCorrupt) {
   EXPECT_EQ(c2.error(), errc::record_corrupt);
 }
 
+// Record hashes that idem did not write: no fence, a fence HINCRBY cannot take or Lua cannot
+// hold exactly, a finished record without a result. Each is record_corrupt, never an outage
+// (store_unavailable would invite retries) and never an acquired claim.
+TEST_F(RedisStoreTest, RecordHashesWithoutAUsableFenceOrResultAreRecordCorrupt) {
+  std::string fp(16, '\0');  // the fingerprint {1, 2} as the scripts store it
+  fp[7] = '\1';
+  fp[15] = '\2';
+  auto hset = [&](const std::string& k, std::initializer_list<std::string_view> fields) {
+    const std::string key = store_->record_key(k);
+    std::vector<std::string_view> argv{"HSET", key};
+    argv.insert(argv.end(), fields);
+    Result<redis::Reply> r = client_->command(argv);
+    ASSERT_TRUE(r.has_value()) << k;
+  };
+  hset("no-fence", {"s", "C", "f", fp, "r", "x"});
+  hset("text-fence", {"s", "C", "n", "abc", "f", fp, "r", "x"});
+  hset("real-fence", {"s", "R", "n", "1.5"});
+  hset("huge-fence", {"s", "R", "n", "9007199254740993"});
+  hset("no-result", {"s", "C", "n", "3", "f", fp});
+  for (const char* k : {"no-fence", "text-fence", "real-fence", "huge-fence", "no-result"}) {
+    Result<Claim> c = store_->claim(ClaimRequest{k, {1, 2}, 30s, 1h});
+    ASSERT_FALSE(c.has_value()) << k << ": " << static_cast<int>(c->status);
+    EXPECT_EQ(c.error(), errc::record_corrupt) << k << ": " << c.failure().message;
+  }
+}
+
 TEST_F(RedisStoreTest, LeaseExpiryTakeoverThroughTheGuardFencesTheSlowHolderOff) {
   RedisStore& store = *store_;
   IdempotencyGuard guard{store, Options{.scope = "takeover", .lease = 200ms}};

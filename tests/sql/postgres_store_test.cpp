@@ -60,5 +60,66 @@ TEST(PostgresStoreOptionsTest, KeyValueConnectionStringsWorkAndBadOptionsThrow) 
   EXPECT_EQ(runs, 1);
 }
 
+// Every connection busy (here: the one connection holds a transactional handler that calls the
+// store again) is store_unavailable after acquire_timeout, naming the pool; nothing runs, and the
+// key is free once a connection is.
+TEST(PostgresPoolTest, ExhaustedPoolIsStoreUnavailableAfterTheAcquireTimeout) {
+  const char* uri = std::getenv("IDEM_TEST_PG_URI");
+  if (uri == nullptr) GTEST_SKIP() << kNoPgMessage;
+  PostgresStore store{PostgresStoreOptions{.uri = uri,
+                                           .mode = SqlMode::transactional,
+                                           .table_prefix = unique_name("pool") + "_",
+                                           .pool_size = 1,
+                                           .acquire_timeout = milliseconds{300}}};
+  IdempotencyGuard guard{store, Options{.scope = "pool"}};
+  int inner_runs = 0;
+  Outcome<int> inner = Outcome<int>::failed(make_failure(errc::in_progress));
+  std::chrono::steady_clock::duration waited{};
+  auto outer = guard.execute("a", [&] {
+    const auto start = std::chrono::steady_clock::now();
+    inner = guard.execute("b", [&] { return ++inner_runs; });
+    waited = std::chrono::steady_clock::now() - start;
+    return 1;
+  });
+  ASSERT_TRUE(outer.has_value()) << outer.message();
+  EXPECT_EQ(inner.error(), errc::store_unavailable) << inner.message();
+  EXPECT_NE(inner.message().find("pool"), std::string::npos) << inner.message();
+  EXPECT_GE(waited, milliseconds{250});
+  EXPECT_LT(waited, std::chrono::seconds{5});
+  EXPECT_EQ(inner_runs, 0);
+  auto later = guard.execute("b", [&] { return ++inner_runs; });
+  ASSERT_TRUE(later.has_value()) << later.message();
+  EXPECT_TRUE(later.executed());
+}
+
+// A claim that waits on a row another session keeps locked gives up at statement_timeout with
+// store_unavailable: no call hangs on the server, nothing runs, and the record is intact.
+TEST(PostgresTimeoutTest, AClaimBlockedOnALockedRowIsStoreUnavailableAtTheStatementTimeout) {
+  const char* uri = std::getenv("IDEM_TEST_PG_URI");
+  if (uri == nullptr) GTEST_SKIP() << kNoPgMessage;
+  const std::string prefix = unique_name("stmt") + "_";
+  PostgresStore store{PostgresStoreOptions{
+      .uri = uri, .table_prefix = prefix, .statement_timeout = milliseconds{300}}};
+  IdempotencyGuard guard{store, Options{.scope = "stmt"}};
+  int runs = 0;
+  ASSERT_TRUE(guard.execute("k", [&] { return ++runs; }).executed());
+  pqxx::connection locker(uri);
+  pqxx::work lock(locker);
+  lock.exec("SELECT 1 FROM " + prefix + "records FOR UPDATE");
+  const auto start = std::chrono::steady_clock::now();
+  auto out = guard.execute("k", [&] { return ++runs; });
+  const auto waited = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(out.has_value());
+  EXPECT_EQ(out.error(), errc::store_unavailable) << out.message();
+  EXPECT_NE(out.message().find("timeout"), std::string::npos) << out.message();
+  EXPECT_GE(waited, milliseconds{250});
+  EXPECT_LT(waited, std::chrono::seconds{5});
+  lock.abort();
+  auto after = guard.execute("k", [&] { return ++runs; });
+  ASSERT_TRUE(after.has_value()) << after.message();
+  EXPECT_TRUE(after.replayed());
+  EXPECT_EQ(runs, 1);
+}
+
 }  // namespace
 }  // namespace idem::testing

@@ -77,3 +77,85 @@ TEST(SqliteTransactionalTest, AnOpenHandlerHoldsTheFileForOtherKeysUpToBusyTimeo
 
 }  // namespace
 }  // namespace idem::testing
+
+namespace idem::testing {
+namespace {
+
+// SQLite keeps the type a value was written with, and its conversions would read text '1abc', a
+// real 1.5 or an integer 65537 (truncated to 16 bits) as state 1, completed. A record whose
+// columns do not hold what idem writes is record_corrupt, and its handler never runs.
+TEST(SqliteForeignRecordTest, ColumnsOfOtherTypesOrRangesAreRecordCorruptNotAReplay) {
+  TempDb db;
+  SqliteStore store{SqliteStoreOptions{.path = db.path()}};
+  IdempotencyGuard guard{store, Options{.scope = "foreign"}};
+  int runs = 0;
+  auto run = [&] {
+    return guard.execute("k", [&] { return "mine-" + std::to_string(++runs); });
+  };
+  ASSERT_TRUE(run().executed());
+  SQLite::Database raw(db.path(), SQLite::OPEN_READWRITE, 5000);
+  // Each damage on top of a row that is otherwise idem's: completed, fence 3, result "ok".
+  const std::string fp_hi = raw.execAndGet("SELECT fp_hi FROM idem_records").getString();
+  const std::string ours =
+      "UPDATE idem_records SET state = 1, fence = 3, result = x'6f6b', fp_hi = " + fp_hi;
+  for (const char* damage : {"state = 65537", "state = '1abc'", "state = 1.5", "state = -1",
+                             "fence = 'x'", "fp_hi = 1.25", "result = 'text, not a blob'"}) {
+    SCOPED_TRACE(damage);
+    raw.exec(ours + ", " + damage);
+    auto out = run();
+    ASSERT_FALSE(out.has_value()) << "read as " << out.value();
+    EXPECT_EQ(out.error(), errc::record_corrupt) << out.message();
+  }
+  EXPECT_EQ(runs, 1);
+  // The same row with the types idem writes replays.
+  raw.exec(ours);
+  auto ok = run();
+  ASSERT_TRUE(ok.has_value()) << ok.message();
+  EXPECT_TRUE(ok.replayed());
+  EXPECT_EQ(ok.value(), "ok");
+}
+
+// A fence at INT64_MAX cannot grow: SQLite turns the takeover's fence + 1 into a real, which no
+// commit could match. The claim is record_corrupt instead of a holder whose commit always fails
+// (and whose handler would run again after every lease).
+TEST(SqliteForeignRecordTest, AFenceThatCannotGrowIsRecordCorruptNotAnEndlessTakeover) {
+  TempDb db;
+  SqliteStore store{SqliteStoreOptions{.path = db.path()}};
+  IdempotencyGuard guard{store, Options{.scope = "fence"}};
+  int runs = 0;
+  ASSERT_TRUE(guard.execute("k", [&] { return ++runs; }).executed());
+  SQLite::Database raw(db.path(), SQLite::OPEN_READWRITE, 5000);
+  raw.exec("UPDATE idem_records SET state = 3, fence = 9223372036854775807");  // released
+  auto out = guard.execute("k", [&] { return ++runs; });
+  ASSERT_FALSE(out.has_value());
+  EXPECT_EQ(out.error(), errc::record_corrupt) << out.message();
+  auto again = guard.execute("k", [&] { return ++runs; });
+  EXPECT_EQ(again.error(), errc::record_corrupt) << again.message();
+  EXPECT_EQ(runs, 1);
+}
+
+// A file that is not a SQLite database (overwritten, or the wrong path) is store_unavailable on
+// every call, with SQLite's reason; the handler never runs.
+TEST(SqliteForeignRecordTest, AFileThatIsNotADatabaseIsStoreUnavailable) {
+  TempDb db;
+  {
+    std::FILE* f = std::fopen(db.path().c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    const std::string junk(8192, 'x');
+    std::fwrite(junk.data(), 1, junk.size(), f);
+    std::fclose(f);
+  }
+  SqliteStore store{SqliteStoreOptions{.path = db.path()}};
+  IdempotencyGuard guard{store, Options{.scope = "junk"}};
+  int runs = 0;
+  for (int i = 0; i < 2; ++i) {
+    auto out = guard.execute("k", [&] { return ++runs; });
+    ASSERT_FALSE(out.has_value());
+    EXPECT_EQ(out.error(), errc::store_unavailable) << out.message();
+    EXPECT_NE(out.message().find("not a database"), std::string::npos) << out.message();
+  }
+  EXPECT_EQ(runs, 0);
+}
+
+}  // namespace
+}  // namespace idem::testing
