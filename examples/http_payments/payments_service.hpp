@@ -29,6 +29,7 @@
 #include "idem/stores/request_id_cache.hpp"
 #include "idem/stores/sqlite_store.hpp"
 #include "idem/stores/sqlite_transaction.hpp"
+#include "request_headers.hpp"
 
 namespace payments {
 
@@ -158,14 +159,8 @@ inline std::string random_id() {
   return std::string("pay_") + buf;
 }
 
-// Authorization: Bearer <name> is the demo's whole authentication: the name is the principal.
 inline std::optional<std::string> principal_of(const httplib::Request& req) {
-  const std::string auth = req.get_header_value("Authorization");
-  constexpr std::string_view kBearer = "Bearer ";
-  if (auth.size() <= kBearer.size() || auth.compare(0, kBearer.size(), kBearer) != 0) {
-    return std::nullopt;
-  }
-  return auth.substr(kBearer.size());
+  return bearer_principal(req.get_header_value("Authorization"));
 }
 
 /// What the service mounts on an httplib::Server.
@@ -229,11 +224,13 @@ class PaymentsService final : public Service {
   void post_payment(const httplib::Request& req, httplib::Response& res) {
     const auto principal = principal_of(req);
     if (!principal) return unauthorized(res);
-    const std::string key = req.get_header_value("Idempotency-Key");
-    if (key.empty()) {
-      return problem(res, 400, "key_invalid", "Idempotency-Key is missing",
-                     "POST /payments needs an Idempotency-Key header");
+    const IdempotencyKey parsed = parse_idempotency_key(req.get_header_value("Idempotency-Key"));
+    if (!parsed.ok()) {
+      return problem(res, 400, "key_invalid", std::string(parsed.error),
+                     "POST /payments needs an Idempotency-Key header: a quoted string or "
+                     "printable ASCII, at most 255 bytes");
     }
+    const std::string& key = parsed.key;
     json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
     if (!body.is_object() || !body.contains("amount") || !body["amount"].is_number_integer() ||
         body["amount"].get<long long>() <= 0 || !body.contains("currency") ||
@@ -254,7 +251,7 @@ class PaymentsService final : public Service {
                          {"currency", body["currency"]},
                          {"status", "succeeded"}};
       db_.insert(ctx, payment, *principal, key);
-      return "201\n" + payment.dump();  // the status and body that every repeat replays
+      return format_stored_answer(201, payment.dump());  // what every repeat replays
     };
     try {
       if (token.empty()) {
@@ -278,10 +275,13 @@ class PaymentsService final : public Service {
       if (idem::is_retryable(e)) res.set_header("Retry-After", "1");
       return;
     }
-    const std::string& stored = out.value();
-    const auto newline = stored.find('\n');
-    res.status = std::stoi(stored.substr(0, newline));
-    res.set_content(stored.substr(newline + 1), "application/json");
+    const std::optional<StoredAnswer> stored = parse_stored_answer(out.value());
+    if (!stored) {
+      return problem(res, 500, "record_corrupt", "Stored answer cannot be read",
+                     "the record under this key does not hold an answer of this service");
+    }
+    res.status = stored->status;
+    res.set_content(std::string(stored->body), "application/json");
     if (out.replayed()) res.set_header("Idempotent-Replayed", "true");
   }
 

@@ -177,6 +177,24 @@ TEST_F(HttpPayments, StatusCodesHeadersAndPrincipals) {
   EXPECT_EQ(no_key->get_header_value("Content-Type"), "application/problem+json");
   EXPECT_EQ(json::parse(no_key->body)["status"], 400);
 
+  // A key the service cannot take (a broken quoted string, more than 255 bytes) is 400
+  // key_invalid before any store sees it; a quoted key is the key inside the quotes.
+  for (const std::string& bad : {std::string("\"unterminated"), std::string(300, 'k')}) {
+    auto refused = c.Post("/payments", headers("alice", bad), body_of(1), "application/json");
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status, 400) << bad;
+    EXPECT_EQ(json::parse(refused->body)["type"], "urn:idem:problem:key_invalid") << bad;
+  }
+  auto quoted = c.Post("/payments", headers("alice", "\"k-quoted\""), body_of(1),
+                       "application/json");
+  ASSERT_TRUE(quoted);
+  EXPECT_EQ(quoted->status, 201);
+  auto bare = c.Post("/payments", headers("alice", "k-quoted"), body_of(1), "application/json");
+  ASSERT_TRUE(bare);
+  EXPECT_EQ(bare->status, 201);
+  EXPECT_EQ(bare->get_header_value("Idempotent-Replayed"), "true");
+  EXPECT_EQ(bare->body, quoted->body);
+
   auto bad_body = c.Post("/payments", headers("alice", "k-bad"), "{", "application/json");
   ASSERT_TRUE(bad_body);
   EXPECT_EQ(bad_body->status, 400);
@@ -266,8 +284,8 @@ TEST_F(HttpPayments, StatusCodesHeadersAndPrincipals) {
   EXPECT_EQ(token_again->body, by_token->body);
   EXPECT_EQ(token_again->get_header_value("Idempotent-Replayed"), "true");
 
-  EXPECT_EQ(backing.payments(), 3);  // alice k-1, bob k-1, alice k-2
-  EXPECT_EQ(backing.outbox(), 3);
+  EXPECT_EQ(backing.payments(), 4);  // alice k-1, alice k-quoted, bob k-1, alice k-2
+  EXPECT_EQ(backing.outbox(), 4);
 }
 
 // Clients that resend payments until each has a 201, over a server that may move (restart).
