@@ -4,16 +4,22 @@
 // ops/s is what idem costs on top of the round trips (DESIGN §6). Figures: docs/performance.md.
 //
 //   IDEM_BENCH_REDIS_URI=redis://127.0.0.1:6379 build/bench/idem_bench_redis
+//   IDEM_BENCH_REDIS_CLUSTER_SEEDS=127.0.0.1:7000,127.0.0.1:7001 build/bench/idem_bench_redis
+//
+// With IDEM_BENCH_REDIS_CLUSTER_SEEDS (Redis Cluster mode) the guarded side uses a cluster
+// client, and the bare twin sends each command to the primary of its key's slot (the slot map is
+// read once; nothing moves during a run).
 //
 // The guarded side's client pipelines concurrent calls over a few shared connections (the
 // default); IDEM_BENCH_REDIS_PIPELINE=N sets ConnectionOptions::pipeline_connections, and 0
 // makes each call borrow a pooled connection of its own instead.
 //
-// Without IDEM_BENCH_REDIS_URI it prints one line and exits 0.
+// Without either variable it prints one line and exits 0.
 
 #include <benchmark/benchmark.h>
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <charconv>
@@ -52,6 +58,11 @@ std::string handler() { return std::string(kResult); }
 idem::redis::ConnectionOptions g_options;
 std::string g_run;  // a prefix unique to this run
 
+// Cluster mode: the seeds, the primaries (host, port), and each slot's primary (an index).
+std::vector<std::string> g_cluster_seeds;
+std::vector<std::pair<std::string, int>> g_primaries;
+std::vector<std::size_t> g_slot_owner;
+
 // ---- Guarded side: one client shared by the stores, its pool large enough for 32 threads ----
 
 struct Guarded {
@@ -62,7 +73,10 @@ struct Guarded {
   idem::RequestIdCache cache;
 
   Guarded()
-      : client(std::make_shared<idem::redis::Client>(g_options)),
+      : client(g_cluster_seeds.empty()
+                   ? std::make_shared<idem::redis::Client>(g_options)
+                   : std::make_shared<idem::redis::Client>(
+                         idem::redis::ClusterOptions{.seeds = g_cluster_seeds, .node = g_options})),
         store(client, idem::RedisStoreOptions{.prefix = g_run + "g:rec:"}),
         guard(store, idem::Options{.scope = "bench", .lease = kLease, .ttl = kTtl}),
         tokens(client,
@@ -86,10 +100,16 @@ struct ReplyFree {
 };
 using Reply = std::unique_ptr<redisReply, ReplyFree>;
 
-redisContext* bare_connection() {
-  thread_local std::unique_ptr<redisContext, void (*)(redisContext*)> c{nullptr, redisFree};
+// One connection per thread and server: the server, or in cluster mode the primary `node`.
+redisContext* bare_connection(std::size_t node) {
+  using Owned = std::unique_ptr<redisContext, void (*)(redisContext*)>;
+  thread_local std::vector<Owned> connections;
+  while (connections.size() <= node) connections.emplace_back(nullptr, redisFree);
+  Owned& c = connections[node];
   if (!c) {
-    c.reset(redisConnect(g_options.host.c_str(), g_options.port));
+    const bool cluster = !g_primaries.empty();
+    c.reset(redisConnect(cluster ? g_primaries[node].first.c_str() : g_options.host.c_str(),
+                         cluster ? g_primaries[node].second : g_options.port));
     if (c == nullptr || c->err != 0) {
       std::fprintf(stderr, "bare twin: cannot connect\n");
       std::abort();
@@ -98,7 +118,15 @@ redisContext* bare_connection() {
   return c.get();
 }
 
-Reply bare_command(std::initializer_list<std::string_view> argv) {
+// In cluster mode, the primary that serves the command's key (EVALSHA's first key, SET's key).
+std::size_t bare_node(std::initializer_list<std::string_view> argv) {
+  if (g_primaries.empty() || argv.size() < 2) return 0;
+  const std::string_view* a = argv.begin();
+  const std::string_view key = a[0] == "EVALSHA" && argv.size() > 3 ? a[3] : a[1];
+  return g_slot_owner[idem::redis::key_slot(key)];
+}
+
+Reply bare_command(std::initializer_list<std::string_view> argv, std::size_t node) {
   std::array<const char*, 12> args{};
   std::array<std::size_t, 12> lens{};
   std::size_t n = 0;
@@ -107,12 +135,15 @@ Reply bare_command(std::initializer_list<std::string_view> argv) {
     lens[n++] = a.size();
   }
   Reply r(static_cast<redisReply*>(
-      redisCommandArgv(bare_connection(), static_cast<int>(n), args.data(), lens.data())));
+      redisCommandArgv(bare_connection(node), static_cast<int>(n), args.data(), lens.data())));
   if (!r || r->type == REDIS_REPLY_ERROR) {
     std::fprintf(stderr, "bare twin: %s\n", r ? r->str : "connection failed");
     std::abort();
   }
   return r;
+}
+Reply bare_command(std::initializer_list<std::string_view> argv) {
+  return bare_command(argv, bare_node(argv));
 }
 
 // The scripts are in the server's cache once the guarded side or load_scripts() ran.
@@ -121,8 +152,34 @@ void load_scripts() {
        {&idem::redis::script_record_claim, &idem::redis::script_record_commit,
         &idem::redis::script_token_claim, &idem::redis::script_cache_claim,
         &idem::redis::script_cache_commit}) {
-    (void)bare_command({"SCRIPT", "LOAD", s->source});
+    for (std::size_t node = 0; node < std::max<std::size_t>(g_primaries.size(), 1); ++node) {
+      (void)bare_command({"SCRIPT", "LOAD", s->source}, node);
+    }
   }
+}
+
+// Cluster mode: reads the slot map once, from the first seed.
+bool read_slot_map() {
+  g_slot_owner.assign(16384, 0);
+  const auto seed = idem::redis::ConnectionOptions::from_uri("redis://" + g_cluster_seeds[0]);
+  if (!seed) return false;
+  idem::redis::Client client(seed.value());
+  auto slots = client.command({"CLUSTER", "SLOTS"});
+  if (!slots || slots->type != idem::redis::Reply::Type::array) return false;
+  for (const idem::redis::Reply& range : slots->elements) {
+    const idem::redis::Reply& primary = range.elements.at(2);
+    std::pair<std::string, int> address{primary.elements.at(0).str,
+                                        static_cast<int>(primary.elements.at(1).integer)};
+    if (address.first.empty()) address.first = seed->host;
+    auto it = std::find(g_primaries.begin(), g_primaries.end(), address);
+    if (it == g_primaries.end()) it = g_primaries.insert(g_primaries.end(), address);
+    const auto owner = static_cast<std::size_t>(it - g_primaries.begin());
+    for (long long slot = range.elements.at(0).integer; slot <= range.elements.at(1).integer;
+         ++slot) {
+      g_slot_owner[static_cast<std::size_t>(slot)] = owner;
+    }
+  }
+  return !g_primaries.empty();
 }
 
 long long integer_at(const redisReply& r, std::size_t i) {
@@ -487,6 +544,19 @@ BENCHMARK(BM_Redis_Paired_RequestId_Fresh)->UseRealTime();
 
 int main(int argc, char** argv) {
   const char* uri = std::getenv("IDEM_BENCH_REDIS_URI");
+  if (const char* seeds = std::getenv("IDEM_BENCH_REDIS_CLUSTER_SEEDS"); seeds && *seeds) {
+    const std::string list = seeds;
+    for (std::size_t at = 0; at <= list.size();) {
+      const std::size_t comma = std::min(list.find(',', at), list.size());
+      g_cluster_seeds.push_back(list.substr(at, comma - at));
+      at = comma + 1;
+    }
+    if (!read_slot_map()) {
+      std::fprintf(stderr, "idem_bench_redis: cannot read the slot map from %s\n", seeds);
+      return 1;
+    }
+    uri = "redis://127.0.0.1";  // the options of every node; the addresses come from the map
+  }
   if (uri == nullptr || *uri == '\0') {
     std::puts("idem_bench_redis: IDEM_BENCH_REDIS_URI is not set; skipping the Redis benchmarks");
     return 0;

@@ -65,6 +65,7 @@ inline std::shared_ptr<redis::Client> node_client(std::string_view address) {
   redis::ConnectionOptions options = o ? o.value() : redis::ConnectionOptions{};
   options.connect_timeout = std::chrono::milliseconds{500};
   options.command_timeout = std::chrono::milliseconds{5000};
+  options.pool_size = 1;  // one connection: ASKING and the command after it share it
   return std::make_shared<redis::Client>(std::move(options));
 }
 
