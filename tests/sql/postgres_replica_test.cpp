@@ -94,6 +94,14 @@ class PostgresReplicaTest : public ::testing::TestWithParam<Config> {
 
   SqlMode mode() const { return GetParam().mode; }
 
+  // Completes `key` with payload "p" and result `value` on the primary; waits for the replica.
+  void completed(const std::string& key, int value) {
+    IdempotencyGuard writer{*writer_, Options{.scope = "pay"}};
+    auto out = writer.execute(key, "p", [&] { return value; });
+    ASSERT_TRUE(out.has_value()) << out.message();
+    caught_up();
+  }
+
   void resume_replay() { (void)one_value(replica_, "SELECT pg_wal_replay_resume()"); }
 
   std::string primary_, replica_, prefix_;
@@ -138,15 +146,13 @@ TEST_P(PostgresReplicaTest, SettledRecordsReplayFromTheReplicaWithThePrimaryUnre
 }
 
 TEST_P(PostgresReplicaTest, MismatchOnTheReplicaAnswersAsThePrimaryDoes) {
+  completed("k", 1);
   IdempotencyGuard writer{*writer_, Options{.scope = "pay"}};
-  ASSERT_TRUE(writer.execute("k", "amount=10", [] { return 1; }).has_value());
-  caught_up();
-
-  auto on_primary = writer.execute("k", "amount=99", [] { return 2; });
+  auto on_primary = writer.execute("k", "other payload", [] { return 2; });
   auto reader_store = store(kUnreachable, replica_);
   IdempotencyGuard reader{*reader_store, Options{.scope = "pay"}};
   int runs = 0;
-  auto on_replica = reader.execute("k", "amount=99", [&] { return ++runs; });
+  auto on_replica = reader.execute("k", "other payload", [&] { return ++runs; });
   ASSERT_FALSE(on_primary.has_value());
   ASSERT_FALSE(on_replica.has_value());
   EXPECT_EQ(reader_store->replica_counters().errors, 0u) << on_replica.message();
@@ -228,8 +234,7 @@ TEST_P(PostgresReplicaTest, InProgressAndExpiredRecordsAreLeftToThePrimary) {
 }
 
 TEST_P(PostgresReplicaTest, UnreachableReplicaFallsThroughAndCountsErrors) {
-  IdempotencyGuard writer{*writer_, Options{.scope = "pay"}};
-  ASSERT_TRUE(writer.execute("k", "p", [] { return 1; }).has_value());
+  completed("k", 1);
 
   // Every call tries the replica (retry_after zero): every call is an error and a fall-through.
   auto eager = store(primary_, kUnreachable, milliseconds{0});
@@ -261,9 +266,7 @@ TEST_P(PostgresReplicaTest, UnreachableReplicaFallsThroughAndCountsErrors) {
 }
 
 TEST_P(PostgresReplicaTest, ErroringReplicaFallsThrough) {
-  IdempotencyGuard writer{*writer_, Options{.scope = "pay"}};
-  ASSERT_TRUE(writer.execute("k", "p", [] { return 1; }).has_value());
-  caught_up();
+  completed("k", 1);
   // The replica's `postgres` database has none of the tables: every read fails there.
   std::string wrong_db = replica_.substr(0, replica_.rfind('/')) + "/postgres";
   auto s = store(primary_, wrong_db, milliseconds{0});
@@ -282,9 +285,7 @@ TEST_P(PostgresReplicaTest, ErroringReplicaFallsThrough) {
 }
 
 TEST_P(PostgresReplicaTest, LostReplicaConnectionsAreReplacedAndNeverRunAHandlerTwice) {
-  IdempotencyGuard writer{*writer_, Options{.scope = "pay"}};
-  ASSERT_TRUE(writer.execute("k", "p", [] { return 1; }).has_value());
-  caught_up();
+  completed("k", 1);
   auto s = store(primary_, replica_, milliseconds{0});
   IdempotencyGuard guard{*s, Options{.scope = "pay"}};
   int runs = 0;
@@ -331,8 +332,7 @@ TEST_P(PostgresReplicaTest, ProcessesAndThreadsRacingWithReplicaReadsRunEachKeyO
   const std::string scope = "race";
   // Two waves: the first races on fresh keys (the replica mostly lags behind it), the second,
   // once the replica caught up, replays.
-  std::map<std::string, int> ran;
-  std::map<std::string, std::vector<std::string>> got;
+  RaceTally tally;
   unsigned long long second_wave_hits = 0;
   for (int wave = 0; wave < 2; ++wave) {
     if (wave == 1) caught_up();
@@ -342,19 +342,13 @@ TEST_P(PostgresReplicaTest, ProcessesAndThreadsRacingWithReplicaReadsRunEachKeyO
           "postgres", primary_, prefix_, name_of(mode()), "race", scope,
           std::to_string(kKeys), std::to_string(kRounds), std::to_string(kThreads), replica_}));
     }
-    for (auto& w : workers) {
-      for (const std::string& line : w->finish(std::chrono::seconds{60})) {
-        std::istringstream in(line);
-        std::string what, key, value;
-        in >> what >> key >> value;
-        if (what == "ran") ++ran[key];
-        if (what == "got") got[key].push_back(value);
-        if (what == "err") ADD_FAILURE() << line;
-        if (what == "replica" && wave == 1) second_wave_hits += std::stoull(value);
-      }
-      EXPECT_TRUE(WIFEXITED(w->exit_status()) && WEXITSTATUS(w->exit_status()) == 0);
-    }
+    const unsigned long long hits_before = tally.replica_hits;
+    for (auto& w : workers) tally.add(*w);
+    if (wave == 1) second_wave_hits = tally.replica_hits - hits_before;
   }
+  EXPECT_EQ(tally.errors, 0);
+  auto& ran = tally.ran;
+  auto& got = tally.got;
   ASSERT_EQ(ran.size(), static_cast<std::size_t>(kKeys));
   for (const auto& [key, n] : ran) {
     EXPECT_EQ(n, 1) << key;

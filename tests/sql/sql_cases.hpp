@@ -482,6 +482,32 @@ class Worker {
   std::vector<std::string> lines_;
 };
 
+/// What racing workers printed: the handler runs and the answers per key, and the replica hits.
+/// An "err" line fails the test.
+struct RaceTally {
+  std::map<std::string, int> ran;
+  std::map<std::string, std::vector<std::string>> got;
+  int errors = 0;
+  unsigned long long replica_hits = 0;
+
+  /// Reads the worker to its end and expects a clean exit.
+  void add(Worker& worker) {
+    for (const std::string& line : worker.finish(std::chrono::seconds{60})) {
+      std::istringstream in(line);
+      std::string what, key, value;
+      in >> what >> key >> value;
+      if (what == "ran") ++ran[key];
+      if (what == "got") got[key].push_back(value);
+      if (what == "replica") replica_hits += std::stoull(value);
+      if (what == "err") {
+        ++errors;
+        ADD_FAILURE() << line;
+      }
+    }
+    EXPECT_TRUE(WIFEXITED(worker.exit_status()) && WEXITSTATUS(worker.exit_status()) == 0);
+  }
+};
+
 class SqlProcessTest : public SqlStoreTest {
  protected:
   std::vector<std::string> base_args() const {
@@ -502,24 +528,11 @@ TEST_P(SqlProcessTest, FourProcessesRacingRunEachKeyExactlyOnce) {
     }
     workers.push_back(std::make_unique<Worker>(args));
   }
-  std::map<std::string, int> ran;
-  std::map<std::string, std::vector<std::string>> got;
-  int errors = 0;
-  for (auto& w : workers) {
-    for (const std::string& line : w->finish(std::chrono::seconds{60})) {
-      std::istringstream in(line);
-      std::string what, key, value;
-      in >> what >> key >> value;
-      if (what == "ran") ++ran[key];
-      if (what == "got") got[key].push_back(value);
-      if (what == "err") {
-        ++errors;
-        ADD_FAILURE() << line;
-      }
-    }
-    EXPECT_TRUE(WIFEXITED(w->exit_status()) && WEXITSTATUS(w->exit_status()) == 0);
-  }
-  EXPECT_EQ(errors, 0);
+  RaceTally tally;
+  for (auto& w : workers) tally.add(*w);
+  EXPECT_EQ(tally.errors, 0);
+  auto& ran = tally.ran;
+  auto& got = tally.got;
   ASSERT_EQ(ran.size(), static_cast<std::size_t>(kKeys));
   for (const auto& [key, n] : ran) {
     EXPECT_EQ(n, 1) << key;
