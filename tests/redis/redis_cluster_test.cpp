@@ -2,10 +2,6 @@
 // the server), the cluster URI, routing to the slot's primary, refusals of unusable settings, and
 // a guard race across processes on a cluster.
 
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <atomic>
 #include <random>
 #include <set>
 #include <thread>
@@ -13,6 +9,7 @@
 #include "idem/detail/effective_key.hpp"
 #include "idem/guard.hpp"
 #include "idem/stores/redis_store.hpp"
+#include "redis/process_race.hpp"
 #include "redis/redis_cluster_support.hpp"
 #include "redis/redis_test_support.hpp"
 
@@ -147,66 +144,18 @@ TEST(RedisClusterClientTest, PlainCommandsRouteByTheirFirstArgument) {
 
 TEST(RedisClusterRaceTest, EachKeyRunsOnceAcrossFourProcesses) {
   IDEM_REQUIRE_REDIS_CLUSTER(client);
-  constexpr int kProcesses = 4;
-  constexpr int kThreads = 3;
-  constexpr int kKeys = 24;
-  const std::string prefix = unique_prefix("crace");
-  std::vector<pid_t> children;
-  for (int p = 0; p < kProcesses; ++p) {
-    const pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      // The child: its own cluster client and guard; it reports through Redis and its exit code.
-      int bad = 0;
-      {
-        auto own = std::make_shared<redis::Client>(cluster_options());
-        RedisStore store(own, RedisStoreOptions{.prefix = prefix});
-        IdempotencyGuard guard{store, Options{.scope = "race", .in_progress = Wait{.timeout = 20s}}};
-        std::atomic<int> failures{0};
-        std::vector<std::thread> threads;
-        for (int t = 0; t < kThreads; ++t) {
-          threads.emplace_back([&, t] {
-            for (int i = 0; i < kKeys; ++i) {
-              const std::string k = std::to_string((i + p + t) % kKeys);
-              auto out = guard.execute(k, [&] {
-                (void)own->command({"INCR", prefix + "runs:" + k});
-                std::this_thread::sleep_for(2ms);
-                return "made by " + std::to_string(p) + "/" + std::to_string(t);
-              });
-              if (!out) {
-                failures.fetch_add(1);
-                continue;
-              }
-              (void)own->command({"RPUSH", prefix + "seen:" + k, out.value()});
-            }
-          });
-        }
-        for (auto& th : threads) th.join();
-        bad = failures.load();
-      }
-      ::_exit(bad == 0 ? 0 : 1);
-    }
-    children.push_back(pid);
-  }
-  for (pid_t pid : children) {
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child failed: " << status;
-  }
+  const ProcessRace race{.threads = 3, .keys = 24, .prefix = unique_prefix("crace"), .scope = "race"};
+  expect_each_key_runs_once(
+      race, [] { return std::make_shared<redis::Client>(cluster_options()); }, *client);
+  // The race ran on every shard.
+  RedisStore names(client, RedisStoreOptions{.prefix = race.prefix});
   std::set<std::string> owners;
-  for (int i = 0; i < kKeys; ++i) {
-    const std::string k = std::to_string(i);
-    EXPECT_EQ(redis_string(*client, {"GET", prefix + "runs:" + k}), "1") << "key " << k;
-    Result<redis::Reply> seen = client->command({"LRANGE", prefix + "seen:" + k, "0", "-1"});
-    ASSERT_TRUE(seen);
-    ASSERT_EQ(seen->elements.size(), static_cast<std::size_t>(kProcesses * kThreads));
-    for (const redis::Reply& v : seen->elements) EXPECT_EQ(v.str, seen->elements.front().str);
+  for (int i = 0; i < race.keys; ++i) {
     const std::string name =
-        RedisStore(client, RedisStoreOptions{.prefix = prefix})
-            .record_key(detail::EffectiveKey("race", {}, k).view());
+        names.record_key(detail::EffectiveKey(race.scope, {}, std::to_string(i)).view());
     owners.insert(owner_of(key_slot(name)).address);
   }
-  EXPECT_EQ(owners.size(), 3u);  // the race ran on every shard
+  EXPECT_EQ(owners.size(), 3u);
 }
 
 }  // namespace

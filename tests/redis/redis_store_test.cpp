@@ -3,8 +3,6 @@
 
 #include "idem/stores/redis_store.hpp"
 
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -13,6 +11,7 @@
 #include <vector>
 
 #include "idem/idem.hpp"
+#include "redis/process_race.hpp"
 #include "redis/redis_test_support.hpp"
 
 namespace idem::testing {
@@ -249,61 +248,9 @@ TEST_F(RedisStoreTest, WaitShortfallIsReportedAndAnUnconfirmedCommitIsNotRecorde
 }
 
 TEST_F(RedisStoreTest, EachKeyRunsOnceAcrossFourProcesses) {
-  constexpr int kProcesses = 4;
-  constexpr int kThreads = 2;
-  constexpr int kKeys = 12;
-  const std::string scope = prefix_ + "procs";
-  std::vector<pid_t> children;
-  for (int p = 0; p < kProcesses; ++p) {
-    const pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      // The child: its own client and guard; it reports through Redis and its exit code.
-      int bad = 0;
-      {
-        auto client = std::make_shared<redis::Client>(redis_options());
-        RedisStore store(client, RedisStoreOptions{.prefix = prefix_});
-        IdempotencyGuard guard{store, Options{.scope = scope, .in_progress = Wait{.timeout = 20s}}};
-        std::atomic<int> failures{0};
-        std::vector<std::thread> threads;
-        for (int t = 0; t < kThreads; ++t) {
-          threads.emplace_back([&, t] {
-            for (int i = 0; i < kKeys; ++i) {
-              const std::string k = std::to_string((i + p + t) % kKeys);
-              auto out = guard.execute(k, [&] {
-                (void)client->command({"INCR", prefix_ + "runs:" + k});
-                std::this_thread::sleep_for(2ms);
-                return "made by " + std::to_string(p) + "/" + std::to_string(t);
-              });
-              if (!out) {
-                failures.fetch_add(1);
-                continue;
-              }
-              (void)client->command({"RPUSH", prefix_ + "seen:" + k, out.value()});
-            }
-          });
-        }
-        for (auto& th : threads) th.join();
-        bad = failures.load();
-      }
-      ::_exit(bad == 0 ? 0 : 1);
-    }
-    children.push_back(pid);
-  }
-  for (pid_t pid : children) {
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child failed: " << status;
-  }
-  for (int i = 0; i < kKeys; ++i) {
-    const std::string k = std::to_string(i);
-    EXPECT_EQ(redis_integer(*client_, {"GET", prefix_ + "runs:" + k}), -1);  // a string reply
-    EXPECT_EQ(redis_string(*client_, {"GET", prefix_ + "runs:" + k}), "1") << "key " << k;
-    Result<redis::Reply> seen = client_->command({"LRANGE", prefix_ + "seen:" + k, "0", "-1"});
-    ASSERT_TRUE(seen);
-    ASSERT_EQ(seen->elements.size(), static_cast<std::size_t>(kProcesses * kThreads));
-    for (const redis::Reply& v : seen->elements) EXPECT_EQ(v.str, seen->elements.front().str);
-  }
+  expect_each_key_runs_once(ProcessRace{.prefix = prefix_, .scope = prefix_ + "procs"},
+                            [] { return std::make_shared<redis::Client>(redis_options()); },
+                            *client_);
 }
 
 }  // namespace
