@@ -190,6 +190,11 @@ Status Cluster::load_slots(Node& from, Deadline deadline) {
   return {};
 }
 
+bool Cluster::is_primary(const Node* n) const {
+  std::lock_guard lock(nodes_mutex_);
+  return std::find(primaries_.begin(), primaries_.end(), n) != primaries_.end();
+}
+
 Status Cluster::refresh(std::uint64_t seen, Deadline deadline, const Node* failed) {
   std::unique_lock lock(refresh_mutex_, deadline);
   if (!lock.owns_lock()) {
@@ -262,9 +267,12 @@ Result<Answer> Cluster::execute(std::string_view key, Call call) {
       target = &node(to->host, to->port);
       if (to->ask) {
         asking = true;  // this call only; the slot is still the source node's
-      } else {
-        slots_[to->slot].store(target, std::memory_order_release);
+        continue;
       }
+      slots_[to->slot].store(target, std::memory_order_release);
+      // A node the map does not know as a primary (a promoted replica, a new node) likely took
+      // many slots at once: re-read the whole map rather than learn them one MOVED at a time.
+      if (!is_primary(target)) (void)refresh(seen, deadline);
       continue;
     }
     if (is_error(reply, "TRYAGAIN") || is_error(reply, "CLUSTERDOWN")) {

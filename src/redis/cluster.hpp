@@ -59,6 +59,8 @@ class Cluster {
   // Re-reads the slot map unless another call did since `seen` (the generation it routed
   // with). Asks every known node, `failed` last.
   Status refresh(std::uint64_t seen, Deadline deadline, const Node* failed = nullptr);
+  // Whether the last map read names `n` as a primary.
+  bool is_primary(const Node* n) const;
   // Reads CLUSTER SLOTS from `from` and installs it.
   Status load_slots(Node& from, Deadline deadline);
 
