@@ -72,7 +72,13 @@ class RecordTable {
   V& insert(const HashedKey& key) {
     if ((size_ + 1) * 4 > capacity_ * 3) grow();
     void* memory = ::operator new(sizeof(Node) + key.bytes.size());
-    Node* node = ::new (memory) Node();
+    Node* node = nullptr;
+    try {
+      node = ::new (memory) Node();
+    } catch (...) {
+      ::operator delete(memory);
+      throw;
+    }
     node->hash = key.hash;
     node->key_size = key.bytes.size();
     if (!key.bytes.empty()) std::memcpy(node->key_bytes(), key.bytes.data(), key.bytes.size());
