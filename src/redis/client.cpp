@@ -182,8 +182,7 @@ Result<ClusterOptions> ClusterOptions::from_uri(std::string_view uri) {
 
 // --- The router ------------------------------------------------------------------------------
 
-Client::Impl::Impl(ConnectionOptions options)
-    : node_(std::make_unique<Node>(std::move(options))) {}
+Client::Impl::Impl(ConnectionOptions options) : node_(std::make_unique<Node>(std::move(options))) {}
 Client::Impl::Impl(ClusterOptions options)
     : cluster_(std::make_unique<Cluster>(std::move(options))) {}
 Client::Impl::~Impl() = default;
@@ -194,8 +193,7 @@ Result<Answer> Client::Impl::route(std::string_view key, const Call& call) {
 
 Result<Answer> Client::Impl::eval(const Script& script, std::string_view key,
                                   std::span<const std::string_view> args,
-                                  const Durability* durability,
-                                  bool (*wrote)(const redisReply&)) {
+                                  const Durability* durability, bool (*wrote)(const redisReply&)) {
   constexpr std::size_t kMax = 16;
   std::array<std::string_view, kMax> argv{};
   const std::size_t n = 4 + args.size();
@@ -219,8 +217,7 @@ Result<Answer> Client::Impl::eval(const Script& script, std::string_view key,
   return answer;
 }
 
-Result<Answer> Client::Impl::command(std::string_view key,
-                                     std::span<const std::string_view> argv) {
+Result<Answer> Client::Impl::command(std::string_view key, std::span<const std::string_view> argv) {
   return route(key, Call{.argv = argv});
 }
 

@@ -7,8 +7,8 @@
 #include <span>
 #include <string_view>
 
-#include "idem/redis/client.hpp"
 #include "cluster.hpp"
+#include "idem/redis/client.hpp"
 #include "idem/result.hpp"
 #include "node.hpp"
 

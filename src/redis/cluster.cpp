@@ -34,8 +34,8 @@ constexpr std::array<std::uint16_t, 256> kCrc16 = [] {
 std::uint16_t crc16(std::string_view bytes) noexcept {
   std::uint16_t crc = 0;
   for (const char c : bytes) {
-    crc = static_cast<std::uint16_t>(
-        (crc << 8) ^ kCrc16[((crc >> 8) ^ static_cast<unsigned char>(c)) & 0xff]);
+    crc = static_cast<std::uint16_t>((crc << 8) ^
+                                     kCrc16[((crc >> 8) ^ static_cast<unsigned char>(c)) & 0xff]);
   }
   return crc;
 }
@@ -286,10 +286,10 @@ Result<Answer> Cluster::execute(std::string_view key, Call call) {
     }
     return answer;  // any other error reply is the caller's to read
   }
-  return unavailable(fmt::format(
-      "redis cluster: slot {}: gave up after {} tries in {} ms: {}", slot, attempt,
-      (options_.node.connect_timeout + options_.node.command_timeout).count(),
-      last ? last->describe() : std::string("out of time")));
+  return unavailable(
+      fmt::format("redis cluster: slot {}: gave up after {} tries in {} ms: {}", slot, attempt,
+                  (options_.node.connect_timeout + options_.node.command_timeout).count(),
+                  last ? last->describe() : std::string("out of time")));
 }
 
 Status Cluster::ping() {

@@ -39,7 +39,8 @@ Result<std::string> RedisTokenStore::issue(std::chrono::milliseconds ttl) {
     Result<redis::Answer> answer = client_->impl().command(key, argv);
     if (!answer) return std::move(answer).failure();
     const redisReply& r = *answer->reply;
-    if (r.type == REDIS_REPLY_ERROR) return redis::error_reply_failure(r, "issuing a token", answer->where);
+    if (r.type == REDIS_REPLY_ERROR)
+      return redis::error_reply_failure(r, "issuing a token", answer->where);
     if (r.type == REDIS_REPLY_STATUS) return token;  // OK; nil means the key was taken
   }
   return make_failure(errc::store_unavailable, "could not store a fresh token (key taken twice)");

@@ -154,7 +154,8 @@ bool fenced_ok(const redisReply& r) { return r.type == REDIS_REPLY_INTEGER && r.
 bool ReplicaWait::check(const Answer& answer, std::string_view operation) const {
   if (answer.acknowledged < 0 || answer.acknowledged >= durability.replicas) return true;
   timeouts.fetch_add(1, std::memory_order_relaxed);
-  if (durability.on_timeout) durability.on_timeout(operation, answer.acknowledged, durability.replicas);
+  if (durability.on_timeout)
+    durability.on_timeout(operation, answer.acknowledged, durability.replicas);
   return false;
 }
 
@@ -187,8 +188,8 @@ Result<Claim> eval_claim(Client::Impl& client, const Script& script, std::string
 Status eval_fenced(Client::Impl& client, const Script& script, std::string_view key,
                    std::span<const std::string_view> args, std::string_view doing,
                    const ReplicaWait* wait) {
-  Result<Answer> answer = client.eval(script, key, args,
-                                      wait != nullptr ? &wait->durability : nullptr, fenced_ok);
+  Result<Answer> answer =
+      client.eval(script, key, args, wait != nullptr ? &wait->durability : nullptr, fenced_ok);
   if (!answer) return std::move(answer).failure();
   Status status = decode_fenced(std::move(answer->reply), answer->where, doing);
   if (wait != nullptr && status.ok() && !wait->check(answer.value(), doing)) {
@@ -212,7 +213,9 @@ bool holds_completion(Client::Impl& client, std::string_view key, Fence fence,
     if (r.element[i]->type != REDIS_REPLY_STRING) return false;
   }
   char fence_text[24];
-  const auto field = [&](std::size_t i) { return std::string_view(r.element[i]->str, r.element[i]->len); };
+  const auto field = [&](std::size_t i) {
+    return std::string_view(r.element[i]->str, r.element[i]->len);
+  };
   return field(0) == to_chars(fence_text, static_cast<std::int64_t>(fence)) &&
          field(1) == (completion.status == ClaimStatus::failed ? "F" : "C") &&
          field(2) == completion.result;

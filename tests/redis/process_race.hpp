@@ -32,9 +32,9 @@ struct ProcessRace {
 
 /// Runs the race; `make_client` builds each child's client, `check` reads the counters after.
 /// Every key's handler ran once, and every caller got that run's value.
-inline void expect_each_key_runs_once(const ProcessRace& race,
-                                      const std::function<std::shared_ptr<redis::Client>()>& make_client,
-                                      redis::Client& check) {
+inline void expect_each_key_runs_once(
+    const ProcessRace& race, const std::function<std::shared_ptr<redis::Client>()>& make_client,
+    redis::Client& check) {
   using namespace std::chrono_literals;
   std::vector<pid_t> children;
   for (int p = 0; p < race.processes; ++p) {
@@ -46,7 +46,8 @@ inline void expect_each_key_runs_once(const ProcessRace& race,
       {
         auto client = make_client();
         RedisStore store(client, RedisStoreOptions{.prefix = race.prefix});
-        IdempotencyGuard guard{store, Options{.scope = race.scope, .in_progress = Wait{.timeout = 20s}}};
+        IdempotencyGuard guard{store,
+                               Options{.scope = race.scope, .in_progress = Wait{.timeout = 20s}}};
         std::atomic<int> failures{0};
         std::vector<std::thread> threads;
         for (int t = 0; t < race.threads; ++t) {

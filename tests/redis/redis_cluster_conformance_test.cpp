@@ -36,7 +36,9 @@ struct ClusterSuiteBase {
   static void skip() {
     GTEST_SKIP() << "IDEM_TEST_REDIS_CLUSTER_SEEDS is not set; scripts/test sets it";
   }
-  static void fail() { FAIL() << "the Redis Cluster at IDEM_TEST_REDIS_CLUSTER_SEEDS is unreachable"; }
+  static void fail() {
+    FAIL() << "the Redis Cluster at IDEM_TEST_REDIS_CLUSTER_SEEDS is unreachable";
+  }
 };
 
 template <>
@@ -70,7 +72,6 @@ struct RequestIdCacheTraits<RequestIdCache> : ClusterSuiteBase {
 
 INSTANTIATE_TYPED_TEST_SUITE_P(RedisCluster, RecordStoreConformance, ::testing::Types<RedisStore>);
 INSTANTIATE_TYPED_TEST_SUITE_P(RedisCluster, TokenStoreSuite, ::testing::Types<RedisTokenStore>);
-INSTANTIATE_TYPED_TEST_SUITE_P(RedisCluster, RequestIdCacheSuite,
-                               ::testing::Types<RequestIdCache>);
+INSTANTIATE_TYPED_TEST_SUITE_P(RedisCluster, RequestIdCacheSuite, ::testing::Types<RequestIdCache>);
 
 }  // namespace idem::testing

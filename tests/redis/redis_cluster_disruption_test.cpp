@@ -231,9 +231,9 @@ TEST_F(RedisClusterDisruptionTest, AskDuringAMigrationIsFollowedWithoutUpdatingT
 
   // The migration ends: the slot is the target's; the next call meets MOVED and still replays.
   for (const ClusterNode& n : {target, source}) {
-    EXPECT_EQ(redis_string(*node_client(n.address),
-                           {"CLUSTER", "SETSLOT", slot_text, "NODE", target.id}),
-              "OK");
+    EXPECT_EQ(
+        redis_string(*node_client(n.address), {"CLUSTER", "SETSLOT", slot_text, "NODE", target.id}),
+        "OK");
   }
   for (const ClusterNode& n : cluster_nodes()) {
     if (n.primary && !n.failed) {
@@ -274,9 +274,9 @@ TEST_F(RedisClusterDisruptionTest, ReshardOfLiveKeysRunsNoCompletedKeyTwice) {
   std::atomic<bool> stop{false};
   auto workers = start_workers(guard, ids, ledger, stop, 4);
   std::this_thread::sleep_for(200ms);  // every key completed at least once before the move
-  const std::string command = "redis-cli --cluster reshard " + source.address +
-                              " --cluster-from " + source.id + " --cluster-to " + target.id +
-                              " --cluster-slots " + std::to_string(kMoved) +
+  const std::string command = "redis-cli --cluster reshard " + source.address + " --cluster-from " +
+                              source.id + " --cluster-to " + target.id + " --cluster-slots " +
+                              std::to_string(kMoved) +
                               " --cluster-yes --cluster-pipeline 4 >/dev/null 2>&1";
   const int status = std::system(command.c_str());
   std::this_thread::sleep_for(300ms);
@@ -296,9 +296,8 @@ TEST_F(RedisClusterDisruptionTest, ReshardOfLiveKeysRunsNoCompletedKeyTwice) {
 }
 
 TEST_F(RedisClusterDisruptionTest, FailoverAndKilledPrimaryLoseNoConfirmedCommit) {
-  RedisStore inner(client_, RedisStoreOptions{
-                                .prefix = prefix_,
-                                .durability = {.replicas = 1, .timeout = 100ms}});
+  RedisStore inner(client_, RedisStoreOptions{.prefix = prefix_,
+                                              .durability = {.replicas = 1, .timeout = 100ms}});
   TimedStore store(inner);
   IdempotencyGuard guard{store, Options{.scope = "failover"}};
   // Keys on every shard.
@@ -349,9 +348,9 @@ TEST_F(RedisClusterDisruptionTest, FailoverAndKilledPrimaryLoseNoConfirmedCommit
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
   ASSERT_TRUE(wait_primary(heir.id, 15s)) << heir.address << " was not promoted";
   // Fresh keys on the heir's slots: their commits cannot be confirmed.
-  RedisStore probe_store(client_, RedisStoreOptions{
-                                      .prefix = prefix_ + "probe:",
-                                      .durability = {.replicas = 1, .timeout = 100ms}});
+  RedisStore probe_store(client_,
+                         RedisStoreOptions{.prefix = prefix_ + "probe:",
+                                           .durability = {.replicas = 1, .timeout = 100ms}});
   IdempotencyGuard probe{probe_store, Options{.scope = "probe"}};
   int probes_unconfirmed = 0;
   for (int i = 0; i < 40 && probes_unconfirmed < 3; ++i) {

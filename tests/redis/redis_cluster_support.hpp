@@ -49,11 +49,11 @@ inline std::shared_ptr<redis::Client> connect_cluster(redis::ClusterOptions opti
 }
 
 /// Skips the test when IDEM_TEST_REDIS_CLUSTER_SEEDS is unset; fails it when unreachable.
-#define IDEM_REQUIRE_REDIS_CLUSTER(client_var)                                             \
-  if (::idem::testing::cluster_seeds() == nullptr) {                                       \
-    GTEST_SKIP() << "IDEM_TEST_REDIS_CLUSTER_SEEDS is not set; scripts/test starts a "     \
-                    "cluster (scripts/lib/cluster.sh) and sets it";                        \
-  }                                                                                        \
+#define IDEM_REQUIRE_REDIS_CLUSTER(client_var)                                            \
+  if (::idem::testing::cluster_seeds() == nullptr) {                                      \
+    GTEST_SKIP() << "IDEM_TEST_REDIS_CLUSTER_SEEDS is not set; scripts/test starts a "    \
+                    "cluster (scripts/lib/cluster.sh) and sets it";                       \
+  }                                                                                       \
   auto client_var = ::idem::testing::connect_cluster(::idem::testing::cluster_options()); \
   ASSERT_NE(client_var, nullptr)
 

@@ -58,7 +58,8 @@ TEST(RedisClusterSlotTest, SlotsAgreeWithClusterKeyslotForBinaryKeys) {
 }
 
 TEST(RedisClusterUriTest, SeedsUserAndPassword) {
-  auto o = redis::ClusterOptions::from_uri("redis+cluster://app:s%40cret@10.0.0.1:7000,h2:7001,[::1]:7002");
+  auto o = redis::ClusterOptions::from_uri(
+      "redis+cluster://app:s%40cret@10.0.0.1:7000,h2:7001,[::1]:7002");
   ASSERT_TRUE(o) << o.failure().describe();
   EXPECT_EQ(o->seeds, (std::vector<std::string>{"10.0.0.1:7000", "h2:7001", "[::1]:7002"}));
   EXPECT_EQ(o->node.user, "app");
@@ -67,9 +68,9 @@ TEST(RedisClusterUriTest, SeedsUserAndPassword) {
 }
 
 TEST(RedisClusterUriTest, UnusableUrisAreRefusedWithAReason) {
-  for (const char* uri : {"redis://h:1", "redis+cluster://", "redis+cluster://h:1,,h:2",
-                          "redis+cluster://h:1,", "redis+cluster://h:1/2", "redis+cluster://h:x",
-                          "redis+cluster://h:1?db=2"}) {
+  for (const char* uri :
+       {"redis://h:1", "redis+cluster://", "redis+cluster://h:1,,h:2", "redis+cluster://h:1,",
+        "redis+cluster://h:1/2", "redis+cluster://h:x", "redis+cluster://h:1?db=2"}) {
     auto o = redis::ClusterOptions::from_uri(uri);
     ASSERT_FALSE(o) << uri;
     EXPECT_EQ(o.failure().code, errc::store_unavailable);
@@ -83,8 +84,7 @@ TEST(RedisClusterClientTest, UnusableSettingsFailEveryCallWithAReason) {
   redis::ClusterOptions db{.seeds = {"127.0.0.1:1"}};
   db.node.db = 3;
   redis::Client with_db(db);
-  EXPECT_NE(with_db.command({"GET", "k"}).failure().message.find("database 0"),
-            std::string::npos);
+  EXPECT_NE(with_db.command({"GET", "k"}).failure().message.find("database 0"), std::string::npos);
   EXPECT_TRUE(with_db.is_cluster());
 }
 
@@ -144,7 +144,8 @@ TEST(RedisClusterClientTest, PlainCommandsRouteByTheirFirstArgument) {
 
 TEST(RedisClusterRaceTest, EachKeyRunsOnceAcrossFourProcesses) {
   IDEM_REQUIRE_REDIS_CLUSTER(client);
-  const ProcessRace race{.threads = 3, .keys = 24, .prefix = unique_prefix("crace"), .scope = "race"};
+  const ProcessRace race{
+      .threads = 3, .keys = 24, .prefix = unique_prefix("crace"), .scope = "race"};
   expect_each_key_runs_once(
       race, [] { return std::make_shared<redis::Client>(cluster_options()); }, *client);
   // The race ran on every shard.
