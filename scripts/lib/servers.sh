@@ -10,6 +10,8 @@
 #                    # IDEM_TEST_PG_USER (run pg_ctl as this user; empty: as the caller)
 #   start_postgres_replica  # after start_postgres: a hot standby of it (streaming replication),
 #                    # exports IDEM_TEST_PG_REPLICA_URI=postgresql://postgres@127.0.0.1:<port>/idem_test
+#                    # and, to stop and start it as above: IDEM_TEST_PG_REPLICA_DATA,
+#                    # IDEM_TEST_PG_REPLICA_LOG, IDEM_TEST_PG_REPLICA_OPTS
 #
 # Each server listens on 127.0.0.1 only, on a free port, with its files in its own mktemp -d
 # folder, so runs never touch a system server or each other. Durability is switched off: the data
@@ -224,6 +226,8 @@ start_postgres_replica() {
     return 1
   fi
   export IDEM_TEST_PG_REPLICA_URI="postgresql://postgres@127.0.0.1:$port/idem_test"
+  export IDEM_TEST_PG_REPLICA_DATA="$data" IDEM_TEST_PG_REPLICA_LOG="$log"
+  export IDEM_TEST_PG_REPLICA_OPTS="$opts"
   _idem_say "postgres replica up: $IDEM_TEST_PG_REPLICA_URI"
 }
 
@@ -241,7 +245,8 @@ stop_postgres_replica() {
   fi
   rm -rf "$_idem_pg_replica_dir"
   _idem_pg_replica_dir=""
-  unset IDEM_TEST_PG_REPLICA_URI
+  unset IDEM_TEST_PG_REPLICA_URI IDEM_TEST_PG_REPLICA_DATA IDEM_TEST_PG_REPLICA_LOG
+  unset IDEM_TEST_PG_REPLICA_OPTS
 }
 
 stop_postgres() {

@@ -74,8 +74,17 @@ class PostgresReplicaTest : public ::testing::TestWithParam<Config> {
 
   // Waits until the replica replayed everything the primary wrote so far.
   void caught_up() {
-    // The insert position: with synchronous_commit off, the last commit may not be written yet.
-    const std::string lsn = one_value(primary_, "SELECT pg_current_wal_insert_lsn()");
+    // The server runs with synchronous_commit off, so the last commits (and an open
+    // transaction's records) may sit unflushed, out of the walsender's reach: a synchronous
+    // commit of our own that writes WAL (a transactional message) flushes everything before it.
+    std::string lsn;
+    {
+      pqxx::connection c(primary_);
+      pqxx::nontransaction n(c);
+      n.exec("SET synchronous_commit = on");
+      n.exec("SELECT pg_logical_emit_message(true, 'idem_test', 'flush')");
+      lsn = n.exec("SELECT pg_current_wal_flush_lsn()")[0][0].c_str();
+    }
     const auto deadline = Clock::now() + seconds{20};
     while (one_value(replica_, "SELECT pg_last_wal_replay_lsn() >= '" + lsn + "'") != "t") {
       ASSERT_LT(Clock::now(), deadline) << "the replica did not reach " << lsn;
@@ -304,6 +313,49 @@ TEST_P(PostgresReplicaTest, LostReplicaConnectionsAreReplacedAndNeverRunAHandler
   const ReplicaCounters c = s->replica_counters();
   EXPECT_EQ(c.hits, 3u);
   EXPECT_EQ(c.errors, 0u);
+}
+
+TEST_P(PostgresReplicaTest, StoppedReplicaFallsThroughAndServesAgainOnceBack) {
+  const std::string data = env_or_empty("IDEM_TEST_PG_REPLICA_DATA");
+  ASSERT_FALSE(data.empty() || env_or_empty("IDEM_TEST_PG_BIN").empty())
+      << "this test stops and starts the standby: it needs IDEM_TEST_PG_BIN and "
+         "IDEM_TEST_PG_REPLICA_DATA/LOG/OPTS (scripts/lib/servers.sh exports them)";
+  completed("k", 1);
+  auto s = store(primary_, replica_, milliseconds{0});
+  IdempotencyGuard guard{*s, Options{.scope = "pay"}};
+  int runs = 0;
+  auto replay = [&] {
+    auto out = guard.execute("k", "p", [&] { return ++runs; });
+    EXPECT_TRUE(out.has_value()) << out.message();
+    EXPECT_TRUE(out.replayed());
+  };
+  replay();  // from the replica, on a pooled connection
+  EXPECT_EQ(s->replica_counters().hits, 1u);
+
+  ASSERT_EQ(pg_ctl(data, /*stop=*/true), 0);
+  struct Restart {  // the standby comes back whatever happens below
+    const std::string& data;
+    ~Restart() {
+      (void)pg_ctl(data, false, env_or_empty("IDEM_TEST_PG_REPLICA_LOG"),
+                   env_or_empty("IDEM_TEST_PG_REPLICA_OPTS"));
+    }
+  } restart{data};
+  const auto start = Clock::now();
+  replay();  // the pooled connection is gone, a new one is refused: the primary replays
+  replay();
+  EXPECT_LT(Clock::now() - start, seconds{5});
+  ReplicaCounters c = s->replica_counters();
+  EXPECT_EQ(c.hits, 1u);
+  EXPECT_EQ(c.errors, 2u);
+  EXPECT_EQ(c.fall_throughs, 2u);
+
+  ASSERT_EQ(pg_ctl(data, false, env_or_empty("IDEM_TEST_PG_REPLICA_LOG"),
+                   env_or_empty("IDEM_TEST_PG_REPLICA_OPTS")),
+            0);
+  caught_up();
+  replay();
+  EXPECT_EQ(s->replica_counters().hits, 2u);
+  EXPECT_EQ(runs, 0);
 }
 
 TEST_P(PostgresReplicaTest, StandbyGivenAsThePrimaryIsAReadOnlyErrorNotAHang) {

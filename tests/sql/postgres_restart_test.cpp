@@ -19,16 +19,7 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? std::string() : std::string(v);
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
+std::string env(const char* name) { return env_or_empty(name); }
 
 class PostgresRestartTest : public ::testing::Test {
  protected:
@@ -48,19 +39,9 @@ class PostgresRestartTest : public ::testing::Test {
 
   // Runs pg_ctl as the server's user; returns its exit status.
   int pg_ctl(const std::string& action) {
-    std::string cmd;
-    if (const std::string user = env("IDEM_TEST_PG_USER"); !user.empty()) {
-      cmd = "runuser -u " + shell_quote(user) + " -- ";
-    }
-    cmd += shell_quote(bin_ + "/pg_ctl") + " -D " + shell_quote(data_) + " -w -t 30 ";
-    if (action == "stop") {
-      cmd += "-m fast stop";
-    } else {
-      cmd += "-l " + shell_quote(env("IDEM_TEST_PG_LOG")) + " -o " +
-             shell_quote(env("IDEM_TEST_PG_OPTS")) + " start";
-    }
-    const int rc = std::system((cmd + " >/dev/null 2>&1").c_str());
-    if (rc == 0) stopped_ = action == "stop";
+    const bool stop = action == "stop";
+    const int rc = testing::pg_ctl(data_, stop, env("IDEM_TEST_PG_LOG"), env("IDEM_TEST_PG_OPTS"));
+    if (rc == 0) stopped_ = stop;
     return rc;
   }
 

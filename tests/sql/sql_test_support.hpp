@@ -42,6 +42,32 @@ inline std::optional<std::string> pg_uri() {
 inline constexpr const char* kNoPgMessage =
     "IDEM_TEST_PG_URI is not set: PostgreSQL tests need a server (scripts/test starts one)";
 
+/// The environment variable `name`, or "" when unset.
+inline std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+inline std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+/// Stops (fast) or starts a throwaway server of scripts/lib/servers.sh with pg_ctl from
+/// IDEM_TEST_PG_BIN, as IDEM_TEST_PG_USER when set; returns pg_ctl's exit status.
+inline int pg_ctl(const std::string& data, bool stop, const std::string& log = "",
+                  const std::string& opts = "") {
+  std::string cmd;
+  if (const std::string user = env_or_empty("IDEM_TEST_PG_USER"); !user.empty()) {
+    cmd = "runuser -u " + shell_quote(user) + " -- ";
+  }
+  cmd += shell_quote(env_or_empty("IDEM_TEST_PG_BIN") + "/pg_ctl") + " -D " + shell_quote(data) +
+         " -w -t 30 ";
+  cmd += stop ? "-m fast stop" : "-l " + shell_quote(log) + " -o " + shell_quote(opts) + " start";
+  return std::system((cmd + " >/dev/null 2>&1").c_str());
+}
+
 /// A name no other test run uses: tables of concurrent runs never meet.
 inline std::string unique_name(const std::string& stem) {
   static std::atomic<int> counter{0};
