@@ -145,14 +145,15 @@ class PipelineTest : public ::testing::Test {
 TEST_F(PipelineTest, RepliesAndErrorRepliesReachTheirCaller) {
   Pipeline p = make_pipeline(2, 2000ms);
   const std::string key = prefix_ + "k";
-  const std::array<std::string_view, 3> set{"SET", key, std::string("v\0\r\nw", 5)};
+  const std::string value("v\0\r\nw", 5);  // outlives the views below
+  const std::array<std::string_view, 3> set{"SET", key, value};
   Result<redis::ReplyPtr> r = p.command(set);
   ASSERT_TRUE(r) << r.failure().describe();
   EXPECT_EQ(r.value()->type, REDIS_REPLY_STATUS);
   const std::array<std::string_view, 2> get{"GET", key};
   r = p.command(get);
   ASSERT_TRUE(r) << r.failure().describe();
-  EXPECT_EQ(std::string(r.value()->str, r.value()->len), std::string("v\0\r\nw", 5));
+  EXPECT_EQ(std::string(r.value()->str, r.value()->len), value);
   // An error reply is a reply, and the link stays up.
   const std::array<std::string_view, 2> bad{"INCR", key};
   r = p.command(bad);
