@@ -141,6 +141,11 @@ class Pipeline::Lane {
 
   Result<Replies> run(std::span<const std::span<const std::string_view>> commands,
                       Clock::time_point deadline) {
+    callers_.fetch_add(1, std::memory_order_relaxed);
+    struct Leave {
+      std::atomic<std::size_t>& callers;
+      ~Leave() { callers.fetch_sub(1, std::memory_order_relaxed); }
+    } leave{callers_};
     Waiter call;
     std::unique_lock lock(mutex_);
     Result<std::shared_ptr<Link>> usable = link(lock);
@@ -177,6 +182,9 @@ class Pipeline::Lane {
     if (call.failure) return std::move(*call.failure);
     return std::move(call.replies);
   }
+
+  /// Calls on this lane now (a hint for picking a lane).
+  std::size_t callers() const noexcept { return callers_.load(std::memory_order_relaxed); }
 
   bool open() const {
     std::lock_guard lock(mutex_);
@@ -358,6 +366,7 @@ class Pipeline::Lane {
   const std::string& where_;
   const Connector& connect_;
 
+  std::atomic<std::size_t> callers_{0};
   mutable std::mutex mutex_;
   std::shared_ptr<Link> link_;
   bool connecting_ = false;
@@ -385,7 +394,14 @@ Result<Pipeline::Replies> Pipeline::run(std::span<const std::span<const std::str
     return make_failure(errc::store_unavailable,
                         fmt::format("redis {}: a batch holds 1 to {} commands", where_, kMaxBatch));
   }
-  const std::size_t lane = next_lane_.fetch_add(1, std::memory_order_relaxed) % lanes_.size();
+  // The lane with the fewest calls on it, round robin among equals: as many callers as there
+  // are lanes each get one of their own, like a blocking client with a connection per thread.
+  const std::size_t start = next_lane_.fetch_add(1, std::memory_order_relaxed);
+  std::size_t lane = start % lanes_.size();
+  for (std::size_t i = 1; i < lanes_.size(); ++i) {
+    const std::size_t other = (start + i) % lanes_.size();
+    if (lanes_[other]->callers() < lanes_[lane]->callers()) lane = other;
+  }
   return lanes_[lane]->run(commands, deadline);
 }
 
