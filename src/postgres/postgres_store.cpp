@@ -81,9 +81,10 @@ class PgSession final : public sql::Session {
       pqxx::nontransaction tx(conn_);
       const auto version = tx.exec(text.select_version).at(0).at(0).as<long long>(-1);
       if (version != sql::kSchemaVersion) {
-        throw PoolError(fmt::format("idem: replica table {} says schema version {}, this "
-                                    "library knows {}",
-                                    text.schema, version, sql::kSchemaVersion));
+        throw PoolError(
+            fmt::format("idem: replica table {} says schema version {}, this "
+                        "library knows {}",
+                        text.schema, version, sql::kSchemaVersion));
       }
       conn_.prepare(kRead, text.read);
       return;
@@ -116,10 +117,13 @@ class PgSession final : public sql::Session {
     pqxx::work tx(conn_);
     // Tables already there: no DDL, because CREATE INDEX IF NOT EXISTS takes a share lock on
     // the table first, and would wait for every open transactional claim on it.
-    const pqxx::row found = tx.exec(fmt::format(
-        "SELECT to_regclass('{0}') IS NOT NULL AND to_regclass('{1}') IS NOT NULL AND "
-        "to_regclass('{1}_expires_at') IS NOT NULL, current_setting('transaction_read_only')",
-        text.schema, text.records)).at(0);
+    const pqxx::row found =
+        tx.exec(fmt::format(
+                    "SELECT to_regclass('{0}') IS NOT NULL AND to_regclass('{1}') IS NOT NULL AND "
+                    "to_regclass('{1}_expires_at') IS NOT NULL, "
+                    "current_setting('transaction_read_only')",
+                    text.schema, text.records))
+            .at(0);
     // A hot standby given as the primary: say so now rather than fail every claim.
     if (found.at(1).as<std::string>() == "on") throw PoolError(kReadOnly);
     if (!found.at(0).as<bool>()) {

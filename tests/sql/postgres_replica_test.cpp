@@ -391,8 +391,8 @@ TEST_P(PostgresReplicaTest, ProcessesAndThreadsRacingWithReplicaReadsRunEachKeyO
     std::vector<std::unique_ptr<Worker>> workers;
     for (int p = 0; p < kProcesses; ++p) {
       workers.push_back(std::make_unique<Worker>(std::vector<std::string>{
-          "postgres", primary_, prefix_, name_of(mode()), "race", scope,
-          std::to_string(kKeys), std::to_string(kRounds), std::to_string(kThreads), replica_}));
+          "postgres", primary_, prefix_, name_of(mode()), "race", scope, std::to_string(kKeys),
+          std::to_string(kRounds), std::to_string(kThreads), replica_}));
     }
     const unsigned long long hits_before = tally.replica_hits;
     for (auto& w : workers) tally.add(*w);
@@ -408,9 +408,8 @@ TEST_P(PostgresReplicaTest, ProcessesAndThreadsRacingWithReplicaReadsRunEachKeyO
         << key;
     for (const std::string& v : got[key]) EXPECT_EQ(v, got[key].front()) << key;
     if (mode() == SqlMode::transactional) {
-      EXPECT_EQ(count_business_rows(Target{Backend::postgres, primary_, prefix_},
-                                    scope + "/" + key),
-                1)
+      EXPECT_EQ(
+          count_business_rows(Target{Backend::postgres, primary_, prefix_}, scope + "/" + key), 1)
           << key;
     }
   }

@@ -96,8 +96,7 @@ class PostgresStore : public SqlStore {
   ReplicaCounters replica_counters() const noexcept;
 
  private:
-  explicit PostgresStore(
-      std::pair<PostgresStoreOptions, std::shared_ptr<sql::ReplicaReads>> parts);
+  explicit PostgresStore(std::pair<PostgresStoreOptions, std::shared_ptr<sql::ReplicaReads>> parts);
 
   std::shared_ptr<sql::ReplicaReads> replica_;
 };
