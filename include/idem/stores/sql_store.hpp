@@ -31,7 +31,9 @@ class Engine;  // src/sql/engine.hpp
 }  // namespace sql
 
 /// A record store over one table with a primary key on the effective key. Thread-safe. Not
-/// copyable; movable.
+/// copyable; movable. Holding an adapter (SqliteStore, PostgresStore) through a SqlStore pointer
+/// is fine: the destructor is virtual, so deleting through the base releases the adapter's own
+/// members too.
 ///
 /// Cost in round trips (lease mode): claim 1 statement (SQLite: one short write transaction),
 /// commit 1, abort 1, extend 1. Transactional mode adds BEGIN and COMMIT to the claim and commit.
@@ -41,7 +43,7 @@ class SqlStore {
  public:
   SqlStore(SqlStore&&) noexcept;
   SqlStore& operator=(SqlStore&&) noexcept;
-  ~SqlStore();
+  virtual ~SqlStore();
 
   /// Takes the key, or says who holds it. One atomic step in the database.
   Result<Claim> claim(const ClaimRequest& request);
