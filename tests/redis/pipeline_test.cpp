@@ -128,18 +128,9 @@ class PausedServer {
   bool paused_ = false;
 };
 
-class PipelineTest : public ::testing::Test {
+class PipelineTest : public RedisTest {
  protected:
-  void SetUp() override {
-    if (redis_uri() == nullptr) {
-      GTEST_SKIP() << "IDEM_TEST_REDIS_URI is not set; scripts/test starts a Redis and sets it";
-    }
-    client_ = connect_redis(redis_options());
-    ASSERT_NE(client_, nullptr);
-    prefix_ = unique_prefix("pipeline");
-  }
-  std::shared_ptr<redis::Client> client_;
-  std::string prefix_;
+  PipelineTest() : RedisTest("pipeline") {}
 };
 
 TEST_F(PipelineTest, RepliesAndErrorRepliesReachTheirCaller) {

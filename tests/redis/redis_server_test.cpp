@@ -42,18 +42,9 @@ long long delta(const std::map<std::string, long long>& before,
   return (a == after.end() ? 0 : a->second) - (b == before.end() ? 0 : b->second);
 }
 
-class RedisServerTest : public ::testing::Test {
+class RedisServerTest : public RedisTest {
  protected:
-  void SetUp() override {
-    if (redis_uri() == nullptr) {
-      GTEST_SKIP() << "IDEM_TEST_REDIS_URI is not set; scripts/test starts a Redis and sets it";
-    }
-    client_ = connect_redis(redis_options());
-    ASSERT_NE(client_, nullptr);
-    prefix_ = unique_prefix("server");
-  }
-  std::shared_ptr<redis::Client> client_;
-  std::string prefix_;
+  RedisServerTest() : RedisTest("server") {}
 };
 
 TEST_F(RedisServerTest, FreshKeyIsOneClaimAndOneCommitAReplayOneClaim) {

@@ -20,15 +20,12 @@ namespace {
 using namespace std::chrono_literals;
 using namespace std::string_literals;
 
-class RedisStoreTest : public ::testing::Test {
+class RedisStoreTest : public RedisTest {
  protected:
+  RedisStoreTest() : RedisTest("store") {}
   void SetUp() override {
-    if (redis_uri() == nullptr) {
-      GTEST_SKIP() << "IDEM_TEST_REDIS_URI is not set; scripts/test starts a Redis and sets it";
-    }
-    client_ = connect_redis(redis_options());
-    ASSERT_NE(client_, nullptr);
-    prefix_ = unique_prefix("store");
+    RedisTest::SetUp();
+    if (!ready()) return;
     store_ = std::make_unique<RedisStore>(client_, RedisStoreOptions{.prefix = prefix_});
   }
 
@@ -40,8 +37,6 @@ class RedisStoreTest : public ::testing::Test {
     return c ? c.value() : Claim{};
   }
 
-  std::shared_ptr<redis::Client> client_;
-  std::string prefix_;
   std::unique_ptr<RedisStore> store_;
 };
 

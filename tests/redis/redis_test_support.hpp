@@ -60,6 +60,26 @@ inline std::string unique_prefix(std::string_view what) {
          std::to_string(rd()) + ":";
 }
 
+/// A fixture on the test server: `client_` and a key prefix of its own, `prefix_`. Skips or
+/// fails in SetUp as IDEM_REQUIRE_REDIS does; a derived SetUp returns early when
+/// `!ready()`.
+class RedisTest : public ::testing::Test {
+ protected:
+  explicit RedisTest(std::string_view what) : what_(what) {}
+  void SetUp() override {
+    IDEM_REQUIRE_REDIS(client);
+    client_ = std::move(client);
+    prefix_ = unique_prefix(what_);
+  }
+  bool ready() const { return client_ != nullptr; }
+
+  std::shared_ptr<redis::Client> client_;
+  std::string prefix_;
+
+ private:
+  std::string what_;
+};
+
 /// Integer reply of a raw command, or -1.
 inline long long redis_integer(redis::Client& c, std::initializer_list<std::string_view> argv) {
   Result<redis::Reply> r = c.command(argv);
