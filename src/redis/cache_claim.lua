@@ -5,7 +5,8 @@
 -- ARGV[1]  this holder's marker: "P" .. holder id (8 bytes) .. fingerprint (16 bytes)
 -- ARGV[2]  lease, ms
 -- Returns  {}               the marker was set: the caller holds the request id
---          {entry, pttl_ms} the entry already there
+--          {entry, pttl_ms} the entry already there, and its time left: the lease on a marker,
+--                           how long a response is still replayed
 local key = KEYS[1]
 if redis.call('SET', key, ARGV[1], 'NX', 'PX', math.max(tonumber(ARGV[2]), 1)) then return {} end
 return {redis.call('GET', key), redis.call('PTTL', key)}

@@ -129,16 +129,19 @@ Result<Claim> decode_cache_claim(const redisReply& r, Fence fence,
     claim.status = ClaimStatus::mismatch;
     return claim;
   }
+  // The entry's PTTL: the lease left on a marker; on a response, how long it is still replayed
+  // (so a cache in front keeps it no longer).
+  const redisReply& pttl = *r.element[1];
+  const std::chrono::milliseconds left{
+      pttl.type == REDIS_REPLY_INTEGER && pttl.integer > 0 ? pttl.integer : 0};
   if (state == 'P') {
     claim.status = ClaimStatus::in_progress;
-    const redisReply& pttl = *r.element[1];
-    if (pttl.type == REDIS_REPLY_INTEGER && pttl.integer > 0) {
-      claim.lease_remaining = std::chrono::milliseconds{pttl.integer};
-    }
+    claim.lease_remaining = left;
     return claim;
   }
   claim.status = state == 'C' ? ClaimStatus::completed : ClaimStatus::failed;
   claim.result.assign(entry.substr(kCacheEntryHeader));
+  claim.expires_in = left;
   return claim;
 }
 

@@ -61,6 +61,7 @@ TEST(RedisReplyDecodeTest, CacheEntriesOfAnUnknownStateAreCorruptEvenUnderAnothe
   ASSERT_TRUE(mine.has_value());
   EXPECT_EQ(mine->status, ClaimStatus::completed);
   EXPECT_EQ(mine->result, "ok");
+  EXPECT_EQ(mine->expires_in, std::chrono::milliseconds{500});  // the entry's PTTL
   const Result<Claim> other =
       decode_cache_claim(*entry('C', std::string(16, 'g'), "ok"), 9, fp, "t");
   ASSERT_TRUE(other.has_value());

@@ -5,6 +5,7 @@
 #include <memory>
 #include <thread>
 
+#include "idem/stores/cached_store.hpp"
 #include "redis/redis_test_support.hpp"
 #include "stores/request_id_cache_suite.hpp"
 
@@ -73,6 +74,37 @@ TEST(RequestIdCacheTest, ForeignValueIsRecordCorrupt) {
 }  // namespace idem::testing
 
 namespace idem::testing {
+
+// Another gateway process committed the response: the first repeat here reads it from Redis and
+// fills the process cache for no longer than the entry's PTTL; the next is served from memory.
+TEST(RequestIdCacheTest, ACachedStoreInFrontKeepsARepeatNoLongerThanTheEntry) {
+  IDEM_REQUIRE_REDIS(client);
+  const RequestIdCacheOptions options{.prefix = unique_prefix("req-cached")};
+  RequestIdCache writer(client, options);
+  const detail::EffectiveKey key(writer.options().scope, "t", "req");
+  const ClaimRequest request{key.view(), {1, 1}, std::chrono::seconds{5}, std::chrono::seconds{5}};
+  Result<Claim> held = writer.claim(request);
+  ASSERT_TRUE(held);
+  ASSERT_EQ(held->status, ClaimStatus::acquired);
+  const Completion done{ClaimStatus::completed, "resp", std::chrono::seconds{40}};
+  ASSERT_TRUE(writer.commit(Ticket{key.view(), held->fence}, done).ok());
+
+  RequestIdCache reader(client, options);
+  CachedStore<RequestIdCache&> cached(CachedStoreOptions{.max_ttl = std::chrono::hours{1}},
+                                      reader);
+  Result<Claim> first = cached.claim(request);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, ClaimStatus::completed);
+  EXPECT_GT(first->expires_in, std::chrono::seconds{30});
+  EXPECT_LE(first->expires_in, std::chrono::seconds{40});
+  Result<Claim> second = cached.claim(request);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->status, ClaimStatus::completed);
+  EXPECT_EQ(second->result, "resp");
+  EXPECT_LE(second->expires_in, first->expires_in);
+  EXPECT_EQ(cached.misses(), 1u);
+  EXPECT_EQ(cached.hits(), 1u);
+}
 
 TEST(RequestIdCacheTest, AHolderPastItsLeaseCommitsNothingEvenWithoutATakeover) {
   IDEM_REQUIRE_REDIS(client);

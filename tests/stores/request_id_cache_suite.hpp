@@ -161,12 +161,33 @@ TYPED_TEST_P(RequestIdCacheSuite, ACrashedHoldersMarkerExpiresAndItsLateCommitIs
   EXPECT_EQ(replay->result, "late");
 }
 
+// A cache in front (CachedStore) keeps a replay only as long as the entry is still replayed.
+TYPED_TEST_P(RequestIdCacheSuite, ReplaysSayHowLongTheResponseIsStillKept) {
+  const std::chrono::milliseconds ttl = std::chrono::minutes{5};
+  for (const ClaimStatus outcome : {ClaimStatus::completed, ClaimStatus::failed}) {
+    const detail::EffectiveKey key(this->cache().options().scope, "t",
+                                   outcome == ClaimStatus::completed ? "done" : "failed");
+    const ClaimRequest request{key.view(), {1, 1}, this->kLease, this->kLease};
+    Result<Claim> held = this->cache().claim(request);
+    ASSERT_TRUE(held);
+    ASSERT_EQ(held->status, ClaimStatus::acquired);
+    ASSERT_TRUE(
+        this->cache().commit(Ticket{key.view(), held->fence}, Completion{outcome, "r", ttl}).ok());
+    Result<Claim> replay = this->cache().claim(request);
+    ASSERT_TRUE(replay);
+    EXPECT_EQ(replay->status, outcome);
+    EXPECT_GT(replay->expires_in, ttl - std::chrono::seconds{30});
+    EXPECT_LE(replay->expires_in, ttl);
+  }
+}
+
 REGISTER_TYPED_TEST_SUITE_P(RequestIdCacheSuite, FirstRequestIsForwardedRepeatsGetItsResponse,
                             TheSameIdFromAnotherPrincipalIsAnotherRequest,
                             EmptyAndBinaryResponsesReplayExactly,
                             AnotherPayloadUnderTheSameIdIsAMismatch,
                             ConcurrentDuplicatesForwardOnce, AFailedForwardFreesTheIdForARetry,
                             ResponsesExpireAfterTheirTtl,
-                            ACrashedHoldersMarkerExpiresAndItsLateCommitIsRefused);
+                            ACrashedHoldersMarkerExpiresAndItsLateCommitIsRefused,
+                            ReplaysSayHowLongTheResponseIsStillKept);
 
 }  // namespace idem::testing
