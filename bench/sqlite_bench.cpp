@@ -21,6 +21,7 @@
 #include "idem/guard.hpp"
 #include "idem/stores/cached_store.hpp"
 #include "idem/stores/sqlite_store.hpp"
+#include "latency.hpp"
 #include "sql/statements.hpp"
 
 namespace {
@@ -73,11 +74,14 @@ void BM_Guard_Fresh(benchmark::State& state) {
   idem::SqliteStore store{store_options(file, state)};
   idem::IdempotencyGuard guard{store, idem::Options{.scope = std::string(kScope)}};
   long long i = 0;
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     auto out = guard.execute(key("fresh", i++), kPayload, handler);
     if (!out.recorded()) state.SkipWithError("not recorded");
     benchmark::DoNotOptimize(out);
   }
+  latency.report(state);
 }
 
 void BM_Guard_Replay(benchmark::State& state) {
@@ -86,11 +90,14 @@ void BM_Guard_Replay(benchmark::State& state) {
   idem::IdempotencyGuard guard{store, idem::Options{.scope = std::string(kScope)}};
   for (int k = 0; k < kReplayKeys; ++k) (void)guard.execute(key("replay", k), kPayload, handler);
   long long i = 0;
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     auto out = guard.execute(key("replay", i++ % kReplayKeys), kPayload, handler);
     if (!out.replayed()) state.SkipWithError("not replayed");
     benchmark::DoNotOptimize(out);
   }
+  latency.report(state);
 }
 
 // The replay of BM_Guard_Replay through CachedStore. The records are written without the cache
@@ -108,11 +115,14 @@ void BM_GuardCached_Replay(benchmark::State& state) {
   for (int k = 0; k < kReplayKeys; ++k) (void)guard.execute(key("replay", k), kPayload, handler);
   const std::uint64_t hits_before = cached.hits();
   long long i = 0;
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     auto out = guard.execute(key("replay", i++ % kReplayKeys), kPayload, handler);
     if (!out.replayed()) state.SkipWithError("not replayed");
     benchmark::DoNotOptimize(out);
   }
+  latency.report(state);
   state.counters["hit_rate"] = benchmark::Counter(static_cast<double>(cached.hits() - hits_before),
                                                   benchmark::Counter::kAvgIterations);
 }
@@ -122,11 +132,14 @@ void BM_GuardTransactional_Fresh(benchmark::State& state) {
   idem::SqliteStore store{store_options(file, state, idem::SqlMode::transactional)};
   idem::IdempotencyGuard guard{store, idem::Options{.scope = std::string(kScope)}};
   long long i = 0;
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     auto out = guard.execute(key("fresh", i++), kPayload, handler);
     if (!out.recorded()) state.SkipWithError("not recorded");
     benchmark::DoNotOptimize(out);
   }
+  latency.report(state);
 }
 
 // ---- bare twins: the same statements straight on SQLiteCpp -------------------------------------
@@ -193,11 +206,14 @@ void BM_Bare_Fresh(benchmark::State& state) {
   TempFile file;
   Bare bare(file, state.range(0) != 0);
   long long i = 0;
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     const std::string k = key("fresh", i++);
     const long long fence = bare.claim(k);
     bare.commit(k, fence, handler());
   }
+  latency.report(state);
 }
 
 void BM_Bare_Replay(benchmark::State& state) {
@@ -208,20 +224,28 @@ void BM_Bare_Replay(benchmark::State& state) {
     bare.commit(kk, bare.claim(kk), handler());
   }
   long long i = 0;
-  for (auto _ : state) benchmark::DoNotOptimize(bare.claim(key("replay", i++ % kReplayKeys)));
+  idem_bench::Latency latency;
+  for (auto _ : state) {
+    const auto timer = latency.time();
+    benchmark::DoNotOptimize(bare.claim(key("replay", i++ % kReplayKeys)));
+  }
+  latency.report(state);
 }
 
 void BM_BareTransactional_Fresh(benchmark::State& state) {
   TempFile file;
   Bare bare(file, state.range(0) != 0);
   long long i = 0;
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     const std::string k = key("fresh", i++);
     bare.db().exec("BEGIN IMMEDIATE");
     const long long fence = bare.claim(k, /*in_transaction=*/true);
     bare.commit(k, fence, handler());
     bare.db().exec("COMMIT");
   }
+  latency.report(state);
 }
 
 // Arg: 0 = synchronous NORMAL, 1 = FULL.

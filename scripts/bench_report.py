@@ -7,7 +7,8 @@ Pairs every guarded benchmark with its bare twin from the same binary and run: B
 BM_X_bare, and the SQL benchmarks' BM_Guard_X with BM_Bare_X. Reads the median aggregate when
 the run had repetitions, else the single run. Then two comparisons within one binary:
 CachedStore replays against the uncached replay of the same store, and, for the SQL stores,
-a fresh key in lease mode (two commits) against transactional mode (one commit). Used by
+a fresh key in lease mode (two commits) against transactional mode (one commit). Last, the
+per-call latency percentiles of the pairs that sample them (bench/latency.hpp). Used by
 scripts/bench.
 """
 
@@ -152,6 +153,26 @@ def print_comparisons(rows):
               f"{st / ft:.2f}x |")
 
 
+PERCENTILES = ("p50_ns", "p90_ns", "p99_ns")
+
+
+def latency_rows(rows):
+    """The pairs whose two sides both sampled per-call latency (bench/latency.hpp)."""
+    return [r for r in rows if all(p in r[2] and p in r[3] for p in PERCENTILES)]
+
+
+def print_latency(rows):
+    if not rows:
+        return
+    print()
+    print("| binary | figure | guard p50 / p90 / p99 | bare p50 / p90 / p99 | p99 ratio |")
+    print("|---|---|---:|---:|---:|")
+    for binary, fig, g, b in rows:
+        gs = " / ".join(fmt_time(g[p]) for p in PERCENTILES)
+        bs = " / ".join(fmt_time(b[p]) for p in PERCENTILES)
+        print(f"| {binary} | {fig} | {gs} | {bs} | {g['p99_ns'] / b['p99_ns']:.2f} |")
+
+
 def plot(rows, directory, context):
     if shutil.which("gnuplot") is None:
         print("bench: gnuplot not found, no plots drawn (Debian: gnuplot-nox)", file=sys.stderr)
@@ -161,46 +182,60 @@ def plot(rows, directory, context):
     load_avg = context.get("load_avg") or [os.getloadavg()[0]]
     subtitle = (f"{context.get('num_cpus', '?')} CPUs, load average at start {load_avg[0]:.1f}, "
                 f"{context.get('date', '')[:16]}")
+    label = lambda binary, fig: binary.removeprefix("idem_bench_") + ": " + fig
+    # Each plot: file name, data lines, width, y axis, gnuplot plot clause ({data} is the file).
+    plots = [
+        ("throughput.png",
+         [f'"{label(bn, fig)}" {ops_per_s(g):.6g} {ops_per_s(b):.6g}' for bn, fig, g, b in timed],
+         34 * len(timed) + 200, 720,
+         "operations per second, guard and bare twin, by backend, path and threads",
+         "set logscale y; set ylabel 'operations per second (log)'; set bmargin 12",
+         "'{data}' using 2:xtic(1) title 'guard' lc rgb '#1f77b4', "
+         "'' using 3 title 'bare twin' lc rgb '#aaaaaa'"),
+        ("memory_paths.png",
+         [f'"{fig.removesuffix(" t1")}" {ns_per_op(g):.6g} {ns_per_op(b):.6g}'
+          for bn, fig, g, b in timed if bn == "idem_bench_memory" and threads(g) == 1],
+         900, 520, "MemoryStore: time per call by path (one thread)",
+         "unset logscale y; set yrange [0:*]; set ylabel 'ns per call'; set bmargin 7",
+         "'{data}' using 2:xtic(1) title 'guard' lc rgb '#1f77b4', "
+         "'' using 3 title 'bare twin' lc rgb '#aaaaaa'"),
+        ("latency.png",
+         [f'"{label(bn, fig)}" {g["p50_ns"]:.6g} {g["p99_ns"]:.6g} {b["p50_ns"]:.6g} '
+          f'{b["p99_ns"]:.6g}' for bn, fig, g, b in latency_rows(timed)],
+         44 * len(latency_rows(timed)) + 200, 720,
+         "latency of one call (p50 and p99), guard and bare twin",
+         "set logscale y; set yrange [*:*]; set ylabel 'ns per call (log)'; set bmargin 12",
+         "'{data}' using 2:xtic(1) title 'guard p50' lc rgb '#1f77b4', "
+         "'' using 3 title 'guard p99' lc rgb '#0b3c61', "
+         "'' using 4 title 'bare p50' lc rgb '#cccccc', '' using 5 title 'bare p99' lc rgb '#777777'"),
+    ]
+    drawn = []
     with tempfile.TemporaryDirectory() as tmp:
-        # ops/s of every pair, grouped by binary and thread count.
-        through = os.path.join(tmp, "throughput.dat")
-        with open(through, "w") as f:
-            for binary, fig, g, b in timed:
-                label = binary.removeprefix("idem_bench_") + ": " + fig
-                f.write(f'"{label}" {ops_per_s(g):.6g} {ops_per_s(b):.6g}\n')
-        # Time per call of the memory paths on one thread.
-        paths = os.path.join(tmp, "paths.dat")
-        with open(paths, "w") as f:
-            for binary, fig, g, b in timed:
-                if binary == "idem_bench_memory" and threads(g) == 1:
-                    f.write(f'"{fig.removesuffix(" t1")}" {ns_per_op(g):.6g} {ns_per_op(b):.6g}\n')
-        script = f"""
-set terminal pngcairo size {max(1000, 34 * len(timed) + 200)},720 font 'sans,10'
-set output '{os.path.join(directory, "throughput.png")}'
-set title "idem: operations per second, guard and bare twin, by backend, path and threads\\n{{/*0.8 {subtitle}}}"
+        script = """
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
-set logscale y
-set ylabel 'operations per second (log)'
 set xtics rotate by -40 left noenhanced
 set grid ytics
 set key top right
-set bmargin 12
 set rmargin 16
-plot '{through}' using 2:xtic(1) title 'guard' lc rgb '#1f77b4', '' using 3 title 'bare twin' lc rgb '#aaaaaa'
-set output '{os.path.join(directory, "memory_paths.png")}'
-set terminal pngcairo size 900,520 font 'sans,10'
-set title "idem over MemoryStore: time per call by path (one thread)\\n{{/*0.8 {subtitle}}}"
-unset logscale y
-set ylabel 'ns per call'
-set bmargin 7
-set yrange [0:*]
-plot '{paths}' using 2:xtic(1) title 'guard' lc rgb '#1f77b4', '' using 3 title 'bare twin' lc rgb '#aaaaaa'
 """
+        for name, lines, width, height, title, axis, clause in plots:
+            if not lines:
+                continue  # that binary did not run
+            data = os.path.join(tmp, name + ".dat")
+            with open(data, "w") as f:
+                f.write("\n".join(lines) + "\n")
+            script += f"""
+set terminal pngcairo size {max(900, width)},{height} font 'sans,10'
+set output '{os.path.join(directory, name)}'
+set title "idem: {title}\\n{{/*0.8 {subtitle}}}"
+{axis}
+plot {clause.format(data=data)}
+"""
+            drawn.append(name)
         subprocess.run(["gnuplot"], input=script, text=True, check=True)
-    print(f"bench: plots in {directory}/throughput.png and {directory}/memory_paths.png",
-          file=sys.stderr)
+    print("bench: plots in " + ", ".join(f"{directory}/{name}" for name in drawn), file=sys.stderr)
 
 
 def main():
@@ -217,6 +252,7 @@ def main():
     rows = pairs(by_name)
     print_table(rows)
     print_comparisons(comparisons(by_name))
+    print_latency(latency_rows(rows))
     if args.plots:
         plot(rows, args.plots, context)
 
