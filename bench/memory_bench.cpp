@@ -30,6 +30,7 @@
 #include "idem/guard.hpp"
 #include "idem/stores/cached_store.hpp"
 #include "idem/stores/memory_store.hpp"
+#include "latency.hpp"
 
 #ifdef IDEM_BENCH_COUNT_ALLOCS
 #include <cstdlib>
@@ -289,7 +290,9 @@ std::size_t replay_start(const benchmark::State& state) {
 void BM_Memory_Fresh(benchmark::State& state) {
   KeyMaker keys(state.thread_index());
   std::int64_t done = 0;
+  idem_bench::Latency latency{16};
   for (auto _ : state) {
+    const auto timer = latency.time();
     idem::Outcome<std::string> out = g_guarded->guard.execute(keys.next(), kPayload, handler);
     if (!out.recorded()) {
       state.SkipWithError("a fresh key was not executed and recorded");
@@ -299,13 +302,16 @@ void BM_Memory_Fresh(benchmark::State& state) {
     benchmark::DoNotOptimize(out);
     g_batches->step(state, done, [] { g_guarded = std::make_unique<GuardedState>(); });
   }
+  latency.report(state);
   state.SetItemsProcessed(state.iterations());
 }
 
 void BM_Memory_Fresh_bare(benchmark::State& state) {
   KeyMaker keys(state.thread_index());
   std::int64_t done = 0;
+  idem_bench::Latency latency{16};
   for (auto _ : state) {
+    const auto timer = latency.time();
     BareShardedMap& map = *g_bare;
     const std::string_view key = keys.next();
     if (!map.claim(key)) {
@@ -322,6 +328,7 @@ void BM_Memory_Fresh_bare(benchmark::State& state) {
     benchmark::DoNotOptimize(result);
     g_batches->step(state, done, [] { g_bare = std::make_unique<BareShardedMap>(); });
   }
+  latency.report(state);
   state.SetItemsProcessed(state.iterations());
 }
 
@@ -331,7 +338,9 @@ void BM_Memory_Replay(benchmark::State& state) {
   Guard& guard = g_guarded->guard;
   const std::vector<std::string>& keys = replay_keys();
   std::size_t i = replay_start(state);
+  idem_bench::Latency latency{16};
   for (auto _ : state) {
+    const auto timer = latency.time();
     idem::Outcome<std::string> out =
         guard.execute(keys[i++ & (kReplayKeys - 1)], kPayload, handler);
     if (!out.replayed()) {
@@ -340,6 +349,7 @@ void BM_Memory_Replay(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(out);
   }
+  latency.report(state);
   state.SetItemsProcessed(state.iterations());
 }
 
@@ -347,7 +357,9 @@ void BM_Memory_Replay_bare(benchmark::State& state) {
   BareShardedMap& map = *g_bare;
   const std::vector<std::string>& keys = replay_keys();
   std::size_t i = replay_start(state);
+  idem_bench::Latency latency{16};
   for (auto _ : state) {
+    const auto timer = latency.time();
     std::optional<std::string> out = map.replay(keys[i++ & (kReplayKeys - 1)]);
     if (!out) {
       state.SkipWithError("a stored key did not replay");
@@ -355,6 +367,7 @@ void BM_Memory_Replay_bare(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(out);
   }
+  latency.report(state);
   state.SetItemsProcessed(state.iterations());
 }
 
@@ -380,7 +393,9 @@ void BM_Memory_InProgress(benchmark::State& state) {
   Guard& guard = g_guarded->guard;
   const std::vector<std::string>& keys = replay_keys();
   std::size_t i = replay_start(state);
+  idem_bench::Latency latency{16};
   for (auto _ : state) {
+    const auto timer = latency.time();
     idem::Outcome<std::string> out =
         guard.execute(keys[i++ & (kReplayKeys - 1)], kPayload, handler);
     if (out.error() != idem::errc::in_progress) {
@@ -389,6 +404,7 @@ void BM_Memory_InProgress(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(out);
   }
+  latency.report(state);
   state.SetItemsProcessed(state.iterations());
 }
 
@@ -397,7 +413,9 @@ void BM_Memory_InProgress_bare(benchmark::State& state) {
   const std::vector<std::string>& keys = replay_keys();
   std::size_t i = replay_start(state);
   std::string result;
+  idem_bench::Latency latency{16};
   for (auto _ : state) {
+    const auto timer = latency.time();
     if (map.check(keys[i++ & (kReplayKeys - 1)], kPayloadTag, &result) !=
         BareShardedMap::Answer::in_progress) {
       state.SkipWithError("a held key was not refused as in progress");
@@ -405,6 +423,7 @@ void BM_Memory_InProgress_bare(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(result);
   }
+  latency.report(state);
   state.SetItemsProcessed(state.iterations());
 }
 
@@ -413,7 +432,9 @@ void BM_Memory_Mismatch(benchmark::State& state) {
   Guard& guard = g_guarded->guard;
   const std::vector<std::string>& keys = replay_keys();
   std::size_t i = replay_start(state);
+  idem_bench::Latency latency{16};
   for (auto _ : state) {
+    const auto timer = latency.time();
     idem::Outcome<std::string> out =
         guard.execute(keys[i++ & (kReplayKeys - 1)], kOtherPayload, handler);
     if (out.error() != idem::errc::payload_mismatch) {
@@ -422,6 +443,7 @@ void BM_Memory_Mismatch(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(out);
   }
+  latency.report(state);
   state.SetItemsProcessed(state.iterations());
 }
 
@@ -430,7 +452,9 @@ void BM_Memory_Mismatch_bare(benchmark::State& state) {
   const std::vector<std::string>& keys = replay_keys();
   std::size_t i = replay_start(state);
   std::string result;
+  idem_bench::Latency latency{16};
   for (auto _ : state) {
+    const auto timer = latency.time();
     if (map.check(keys[i++ & (kReplayKeys - 1)], kOtherPayloadTag, &result) !=
         BareShardedMap::Answer::mismatch) {
       state.SkipWithError("another payload was not refused as a mismatch");
@@ -438,6 +462,7 @@ void BM_Memory_Mismatch_bare(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(result);
   }
+  latency.report(state);
   state.SetItemsProcessed(state.iterations());
 }
 
@@ -470,7 +495,9 @@ void BM_Cached_Replay(benchmark::State& state) {
   const std::vector<std::string>& keys = replay_keys();
   std::size_t i = replay_start(state);
   const std::uint64_t hits_before = g_cached->store.hits();
+  idem_bench::Latency latency{16};
   for (auto _ : state) {
+    const auto timer = latency.time();
     idem::Outcome<std::string> out =
         guard.execute(keys[i++ & (kReplayKeys - 1)], kPayload, handler);
     if (!out.replayed()) {
@@ -479,6 +506,7 @@ void BM_Cached_Replay(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(out);
   }
+  latency.report(state);
   state.SetItemsProcessed(state.iterations());
   if (state.thread_index() == 0) {
     state.counters["hits"] = static_cast<double>(g_cached->store.hits() - hits_before);

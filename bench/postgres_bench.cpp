@@ -30,6 +30,7 @@
 #include "idem/stores/cached_store.hpp"
 #include "idem/stores/postgres_store.hpp"
 #include "sql/statements.hpp"
+#include "latency.hpp"
 
 namespace {
 
@@ -98,30 +99,39 @@ void prepare_replays() {
 }
 
 void BM_Guard_Fresh(benchmark::State& state) {
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     auto out = guard().execute(key("fresh", g_counter.fetch_add(1)), kPayload, handler);
     if (!out.recorded()) state.SkipWithError("not recorded");
     benchmark::DoNotOptimize(out);
   }
+  latency.report(state);
 }
 
 void BM_Guard_Replay(benchmark::State& state) {
   prepare_replays();
   long long i = state.thread_index() * 97;
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     auto out = guard().execute(key("replay", i++ % kReplayKeys), kPayload, handler);
     if (!out.replayed()) state.SkipWithError("not replayed");
     benchmark::DoNotOptimize(out);
   }
+  latency.report(state);
 }
 
 void BM_GuardTransactional_Fresh(benchmark::State& state) {
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     auto out =
         transactional_guard().execute(key("fresh", g_counter.fetch_add(1)), kPayload, handler);
     if (!out.recorded()) state.SkipWithError("not recorded");
     benchmark::DoNotOptimize(out);
   }
+  latency.report(state);
 }
 
 // Compare with BM_Guard_Replay: the same keys, answered from process memory. An untimed pass
@@ -135,11 +145,14 @@ void BM_GuardCached_Replay(benchmark::State& state) {
   });
   const std::uint64_t hits_before = cached_store().hits();
   long long i = state.thread_index() * 97;
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     auto out = cached_guard().execute(key("replay", i++ % kReplayKeys), kPayload, handler);
     if (!out.replayed()) state.SkipWithError("not replayed");
     benchmark::DoNotOptimize(out);
   }
+  latency.report(state);
   if (state.thread_index() == 0) {
     state.counters["hit_rate"] =
         benchmark::Counter(static_cast<double>(cached_store().hits() - hits_before),
@@ -193,23 +206,34 @@ class Bare {
 
 void BM_Bare_Fresh(benchmark::State& state) {
   Bare bare;
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     const std::string k = key("bare-fresh", g_counter.fetch_add(1));
     bare.commit(k, bare.claim(k), handler());
   }
+  latency.report(state);
 }
 
 void BM_BareTransactional_Fresh(benchmark::State& state) {
   Bare bare;
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     bare.claim_and_commit_in_one(key("bare-fresh", g_counter.fetch_add(1)), handler());
   }
+  latency.report(state);
 }
 
 void BM_Bare_Replay(benchmark::State& state) {
   Bare bare;  // replays the records bare_replay_setup() stored under its own keys
   long long i = state.thread_index() * 97;
-  for (auto _ : state) benchmark::DoNotOptimize(bare.claim(key("bare-replay", i++ % kReplayKeys)));
+  idem_bench::Latency latency;
+  for (auto _ : state) {
+    const auto timer = latency.time();
+    benchmark::DoNotOptimize(bare.claim(key("bare-replay", i++ % kReplayKeys)));
+  }
+  latency.report(state);
 }
 
 void bare_replay_setup() {
@@ -256,11 +280,14 @@ void BM_GuardReplica_Replay(benchmark::State& state) {
                                                        idem::Options{.scope = std::string(kScope)}};
   const std::uint64_t hits_before = replica_store().replica_counters().hits;
   long long i = state.thread_index() * 97;
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     auto out = g.execute(key("replay", i++ % kReplayKeys), kPayload, handler);
     if (!out.replayed()) state.SkipWithError("not replayed");
     benchmark::DoNotOptimize(out);
   }
+  latency.report(state);
   if (state.thread_index() == 0) {  // share of the replays the replica answered
     state.counters["replica_hits"] = benchmark::Counter(
         static_cast<double>(replica_store().replica_counters().hits - hits_before),
@@ -274,13 +301,16 @@ void BM_BareReplica_Replay(benchmark::State& state) {
   pqxx::connection conn(g_replica_uri);
   conn.prepare("read", text.read);
   long long i = state.thread_index() * 97;
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     const std::string k = key("bare-replay", i++ % kReplayKeys);
     pqxx::nontransaction tx(conn);
     const pqxx::result r = tx.exec_prepared("read", pqxx::binarystring(k.data(), k.size()));
     if (r.empty()) state.SkipWithError("not on the replica");
     benchmark::DoNotOptimize(pqxx::binarystring(r[0][6]).size());
   }
+  latency.report(state);
 }
 
 std::string one_value(const std::string& uri, const std::string& sql) {

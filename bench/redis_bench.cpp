@@ -40,6 +40,7 @@
 #include "idem/stores/redis_store.hpp"
 #include "idem/stores/redis_token_store.hpp"
 #include "idem/stores/request_id_cache.hpp"
+#include "latency.hpp"
 #include "lua_scripts.hpp"   // the embedded scripts, so the bare twin sends the same bytes
 #include "store_common.hpp"  // tagged_key, fingerprint_bytes: the same key names and arguments
 
@@ -236,19 +237,27 @@ void bare_record(std::string_view prefix, std::string_view id, bool commit) {
 
 void BM_Redis_Record_Fresh(benchmark::State& state) {
   Ids ids("rf", state.thread_index());
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     auto out = guarded().guard.execute(ids.next(), kPayload, handler);
     if (!out.recorded()) {
       state.SkipWithError((out.message() + out.commit_failure().describe()).c_str());
       break;
     }
   }
+  latency.report(state);
   state.SetItemsProcessed(state.iterations());
 }
 void BM_Redis_Record_Fresh_bare(benchmark::State& state) {
   Ids ids("rf", state.thread_index());
   const std::string prefix = g_run + "b:rec:";
-  for (auto _ : state) bare_record(prefix, ids.next(), true);
+  idem_bench::Latency latency;
+  for (auto _ : state) {
+    const auto timer = latency.time();
+    bare_record(prefix, ids.next(), true);
+  }
+  latency.report(state);
   state.SetItemsProcessed(state.iterations());
 }
 
@@ -271,10 +280,13 @@ void BM_Redis_Record_Replay(benchmark::State& state) {
   std::vector<std::string> keys;
   for (int i = 0; i < kReplayKeys; ++i) keys.push_back(replay_id(i));
   std::size_t i = static_cast<std::size_t>(state.thread_index());
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     auto out = guarded().guard.execute(keys[i++ % keys.size()], kPayload, handler);
     if (!out.replayed()) state.SkipWithError("not a replay");
   }
+  latency.report(state);
   state.SetItemsProcessed(state.iterations());
 }
 void BM_Redis_Record_Replay_bare(benchmark::State& state) {
@@ -285,7 +297,12 @@ void BM_Redis_Record_Replay_bare(benchmark::State& state) {
   std::vector<std::string> keys;
   for (int i = 0; i < kReplayKeys; ++i) keys.push_back(replay_id(i));
   std::size_t i = static_cast<std::size_t>(state.thread_index());
-  for (auto _ : state) bare_record(prefix, keys[i++ % keys.size()], false);
+  idem_bench::Latency latency;
+  for (auto _ : state) {
+    const auto timer = latency.time();
+    bare_record(prefix, keys[i++ % keys.size()], false);
+  }
+  latency.report(state);
   state.SetItemsProcessed(state.iterations());
 }
 
@@ -310,10 +327,13 @@ void BM_Redis_Cached_Replay(benchmark::State& state) {
   });
   const std::uint64_t hits_before = cached_store().hits();
   std::size_t i = static_cast<std::size_t>(state.thread_index());
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     auto out = guard.execute(keys[i++ % keys.size()], kPayload, handler);
     if (!out.replayed()) state.SkipWithError("not a replay");
   }
+  latency.report(state);
   state.SetItemsProcessed(state.iterations());
   if (state.thread_index() == 0) {
     state.counters["hit_rate"] =
@@ -325,7 +345,9 @@ void BM_Redis_Cached_Replay(benchmark::State& state) {
 // ---- Token store: issue + consume, and a repeat of a consumed token ---------------------------
 
 void BM_Redis_Token_IssueConsume(benchmark::State& state) {
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     auto token = guarded().tokens.issue(kTtl);
     auto out = guarded().tokens.execute(token.value(), kPayload, handler);
     if (!out.recorded()) {
@@ -333,12 +355,15 @@ void BM_Redis_Token_IssueConsume(benchmark::State& state) {
       break;
     }
   }
+  latency.report(state);
   state.SetItemsProcessed(state.iterations());
 }
 void BM_Redis_Token_IssueConsume_bare(benchmark::State& state) {
   const std::string prefix = g_run + "b:tok:";
   const auto fp = idem::redis::fingerprint_bytes(idem::xxh3_128(kPayload));
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     auto token = idem::detail::random_token();  // the same CSPRNG draw
     const std::string key = idem::redis::tagged_key(prefix, effective(token.value()));
     (void)bare_command({"SET", key, "T", "NX", "PX", ttl_text()});
@@ -351,6 +376,7 @@ void BM_Redis_Token_IssueConsume_bare(benchmark::State& state) {
                         idem::redis::to_chars(fence, integer_at(*claim, 1)), "C", result,
                         ttl_text()});
   }
+  latency.report(state);
   state.SetItemsProcessed(state.iterations());
 }
 
@@ -372,10 +398,13 @@ const std::vector<std::string>& replay_tokens() {
 void BM_Redis_Token_Replay(benchmark::State& state) {
   const std::vector<std::string>& tokens = replay_tokens();
   std::size_t i = static_cast<std::size_t>(state.thread_index());
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     auto out = guarded().tokens.execute(tokens[i++ % tokens.size()], kPayload, handler);
     if (!out.replayed()) state.SkipWithError("not a replay");
   }
+  latency.report(state);
   state.SetItemsProcessed(state.iterations());
 }
 void BM_Redis_Token_Replay_bare(benchmark::State& state) {
@@ -383,12 +412,15 @@ void BM_Redis_Token_Replay_bare(benchmark::State& state) {
   for (const std::string& t : replay_tokens()) keys.push_back(guarded().tokens.token_key(t));
   const auto fp = idem::redis::fingerprint_bytes(idem::xxh3_128(kPayload));
   std::size_t i = static_cast<std::size_t>(state.thread_index());
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     Reply claim =
         bare_command({"EVALSHA", idem::redis::script_token_claim.sha, "1", keys[i++ % keys.size()],
                       std::string_view(fp.data(), fp.size()), lease_text(), ttl_text()});
     if (integer_at(*claim, 0) != 1) std::abort();
   }
+  latency.report(state);
   state.SetItemsProcessed(state.iterations());
 }
 
@@ -412,20 +444,28 @@ void bare_cache(std::string_view prefix, std::string_view id, std::uint64_t hold
 
 void BM_Redis_RequestId_Fresh(benchmark::State& state) {
   Ids ids("qf", state.thread_index());
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     auto out = guarded().cache.execute(idem::Key{ids.next(), "tenant"}, kPayload, handler);
     if (!out.recorded()) {
       state.SkipWithError((out.message() + out.commit_failure().describe()).c_str());
       break;
     }
   }
+  latency.report(state);
   state.SetItemsProcessed(state.iterations());
 }
 void BM_Redis_RequestId_Fresh_bare(benchmark::State& state) {
   Ids ids("qf", state.thread_index());
   const std::string prefix = g_run + "b:req:";
   std::uint64_t holder = static_cast<std::uint64_t>(state.thread_index()) << 40;
-  for (auto _ : state) bare_cache(prefix, ids.next(), ++holder, true);
+  idem_bench::Latency latency;
+  for (auto _ : state) {
+    const auto timer = latency.time();
+    bare_cache(prefix, ids.next(), ++holder, true);
+  }
+  latency.report(state);
   state.SetItemsProcessed(state.iterations());
 }
 
@@ -438,11 +478,14 @@ void BM_Redis_RequestId_Replay(benchmark::State& state) {
   std::vector<std::string> ids;
   for (int i = 0; i < kReplayKeys; ++i) ids.push_back(replay_id(i));
   std::size_t i = static_cast<std::size_t>(state.thread_index());
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     auto out =
         guarded().cache.execute(idem::Key{ids[i++ % ids.size()], "tenant"}, kPayload, handler);
     if (!out.replayed()) state.SkipWithError("not a replay");
   }
+  latency.report(state);
   state.SetItemsProcessed(state.iterations());
 }
 void BM_Redis_RequestId_Replay_bare(benchmark::State& state) {
@@ -453,7 +496,12 @@ void BM_Redis_RequestId_Replay_bare(benchmark::State& state) {
   std::vector<std::string> ids;
   for (int i = 0; i < kReplayKeys; ++i) ids.push_back(replay_id(i));
   std::size_t i = static_cast<std::size_t>(state.thread_index());
-  for (auto _ : state) bare_cache(prefix, ids[i++ % ids.size()], 1, false);
+  idem_bench::Latency latency;
+  for (auto _ : state) {
+    const auto timer = latency.time();
+    bare_cache(prefix, ids[i++ % ids.size()], 1, false);
+  }
+  latency.report(state);
   state.SetItemsProcessed(state.iterations());
 }
 
