@@ -26,6 +26,7 @@
 
 #include "idem/stores/state_machine_store.hpp"
 #include "idem/stores/version_store.hpp"
+#include "latency.hpp"
 
 namespace {
 
@@ -80,10 +81,13 @@ void run_version(benchmark::State& state, typename B::Options backend, idem::Ent
   idem::VersionStore<B> store{idem::VersionStoreOptions<B>{
       .backend = std::move(backend), .table = std::move(table), .guard = {.scope = "bench"}}};
   std::uint64_t v = store.version(item).value();
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     auto out = store.execute(idem::VersionKey{item, v++}, [] { return 1; });
     if (!out.recorded()) state.SkipWithError(out.message().c_str());
   }
+  latency.report(state);
 }
 
 template <class B>
@@ -93,10 +97,13 @@ void run_version_replay(benchmark::State& state, typename B::Options backend,
       .backend = std::move(backend), .table = std::move(table), .guard = {.scope = "bench"}}};
   const std::uint64_t v = store.version(item).value();
   (void)store.execute(idem::VersionKey{item, v}, [] { return 1; });
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     auto out = store.execute(idem::VersionKey{item, v}, [] { return 2; });
     if (!out.replayed()) state.SkipWithError(out.message().c_str());
   }
+  latency.report(state);
 }
 
 template <class B>
@@ -108,12 +115,15 @@ void run_transition(benchmark::State& state, typename B::Options backend, idem::
           .backend = std::move(backend), .table = std::move(table), .guard = {.scope = "bench"}}};
   long long i = 0;
   bool open = store.state(item).value() == "OPEN";
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     const std::string id = op(i++);
     auto out = store.execute(idem::EventKey{item, open ? "HOLD" : "RELEASE", id}, [] { return 1; });
     if (!out.recorded()) state.SkipWithError(out.message().c_str());
     open = !open;
   }
+  latency.report(state);
 }
 
 // ---- memory -------------------------------------------------------------------------------------
@@ -122,10 +132,13 @@ void BM_Memory_Version(benchmark::State& state) {
   idem::VersionStore<idem::MemoryBackend> store{{}};
   store.put("item", 0);
   std::uint64_t v = 0;
+  idem_bench::Latency latency{4};
   for (auto _ : state) {
+    const auto timer = latency.time();
     auto out = store.execute(idem::VersionKey{"item", v++}, [] { return 1; });
     if (!out.recorded()) state.SkipWithError(out.message().c_str());
   }
+  latency.report(state);
 }
 
 void BM_Memory_Transition(benchmark::State& state) {
@@ -133,21 +146,26 @@ void BM_Memory_Transition(benchmark::State& state) {
   store.put("item", "OPEN");
   long long i = 0;
   bool open = true;
+  idem_bench::Latency latency{4};
   for (auto _ : state) {
+    const auto timer = latency.time();
     auto out =
         store.execute(idem::EventKey{"item", open ? "HOLD" : "RELEASE", op(i++)}, [] { return 1; });
     if (!out.recorded()) state.SkipWithError(out.message().c_str());
     open = !open;
   }
+  latency.report(state);
 }
 
 // The same work by hand: a lock, the version check and bump, the op log entry.
-void BM_Memory_BareVersion(benchmark::State& state) {
+void BM_Memory_Version_bare(benchmark::State& state) {
   std::mutex mutex;
   std::unordered_map<std::string, std::uint64_t> versions{{"item", 0}};
   std::unordered_map<std::string, std::string> ops;
   std::uint64_t v = 0;
+  idem_bench::Latency latency{4};
   for (auto _ : state) {
+    const auto timer = latency.time();
     std::lock_guard lock(mutex);
     const std::string key = "item/v" + std::to_string(v);
     if (ops.count(key) != 0) state.SkipWithError("replayed");
@@ -156,6 +174,28 @@ void BM_Memory_BareVersion(benchmark::State& state) {
     current = ++v;
     ops.emplace(key, "1");
   }
+  latency.report(state);
+}
+
+// A lock, the op log lookup, the transition checked against the current state, the op log entry.
+void BM_Memory_Transition_bare(benchmark::State& state) {
+  std::mutex mutex;
+  std::unordered_map<std::string, std::string> states{{"item", "OPEN"}};
+  std::unordered_map<std::string, std::string> ops;
+  long long i = 0;
+  idem_bench::Latency latency{4};
+  for (auto _ : state) {
+    const auto timer = latency.time();
+    std::lock_guard lock(mutex);
+    const std::string id = op(i++);
+    if (ops.count(id) != 0) state.SkipWithError("replayed");
+    std::string& current = states["item"];
+    const bool open = current == "OPEN";
+    if (!open && current != "HELD") state.SkipWithError("no such transition");
+    current = open ? "HELD" : "OPEN";
+    ops.emplace(id, "1");
+  }
+  latency.report(state);
 }
 
 // ---- SQLite -------------------------------------------------------------------------------------
@@ -184,13 +224,12 @@ void BM_Sqlite_Transition(benchmark::State& state) {
 }
 
 // Bare: the store's statements on one connection (synchronous NORMAL, as the store).
-// op_log 1: with the op log (lookup, UPDATE, INSERT, UPDATE); 0: the conditional UPDATE alone.
-// transition 1: the UPDATE is the state transition; 0: the version bump.
-void BM_Sqlite_Bare(benchmark::State& state) {
+// op_log: with the op log (lookup, UPDATE, INSERT, UPDATE), else the conditional UPDATE alone.
+// transition: the UPDATE is the state transition, else the version bump.
+void sqlite_bare(benchmark::State& state, bool op_log, bool transition) {
   SqliteFixture f;
   SQLite::Database db(f.file.path(), SQLite::OPEN_READWRITE);
   db.exec("PRAGMA synchronous = NORMAL");
-  const bool transition = state.range(1) != 0;
   SQLite::Statement lookup(db, "SELECT state, result FROM bare_ops WHERE key = ?1");
   SQLite::Statement bump(db, transition
                                  ? "UPDATE items SET state = ?2 WHERE id = ?1 AND state IN (?3)"
@@ -199,9 +238,10 @@ void BM_Sqlite_Bare(benchmark::State& state) {
   SQLite::Statement insert(
       db, "INSERT INTO bare_ops (key, state, result) VALUES (?1, 0, NULL) ON CONFLICT DO NOTHING");
   SQLite::Statement finish(db, "UPDATE bare_ops SET state = 1, result = ?2 WHERE key = ?1");
-  const bool op_log = state.range(0) != 0;
   long long v = 0;
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     const std::string key = "item/v" + std::to_string(v);
     db.exec("BEGIN IMMEDIATE");
     if (op_log) {
@@ -231,6 +271,13 @@ void BM_Sqlite_Bare(benchmark::State& state) {
     }
     db.exec("COMMIT");
   }
+  latency.report(state);
+}
+void BM_Sqlite_Version_bare(benchmark::State& state) { sqlite_bare(state, true, false); }
+void BM_Sqlite_Transition_bare(benchmark::State& state) { sqlite_bare(state, true, true); }
+// Arg: 0 = the version bump's UPDATE alone, 1 = the transition's.
+void BM_Sqlite_UpdateAlone(benchmark::State& state) {
+  sqlite_bare(state, false, state.range(0) != 0);
 }
 
 // ---- PostgreSQL
@@ -274,11 +321,11 @@ void BM_Postgres_Transition(benchmark::State& state) {
   run_transition<idem::PostgresBackend>(state, f.options(), f.table("state"), "item");
 }
 
-void BM_Postgres_Bare(benchmark::State& state) {
+// Bare: as sqlite_bare, on one libpqxx connection.
+void postgres_bare(benchmark::State& state, bool op_log, bool transition) {
   PgFixture f;
   pqxx::connection c(g_pg_uri);
   const std::string& p = f.prefix;
-  const bool transition = state.range(1) != 0;
   c.prepare("lookup", "SELECT state, result FROM " + p + "bare_ops WHERE key = $1");
   c.prepare("bump",
             "UPDATE " + p + "items SET version = version + 1 WHERE id = $1 AND version = $2");
@@ -287,9 +334,10 @@ void BM_Postgres_Bare(benchmark::State& state) {
             "INSERT INTO " + p +
                 "bare_ops (key, state, result) VALUES ($1, 0, NULL) ON CONFLICT DO NOTHING");
   c.prepare("finish", "UPDATE " + p + "bare_ops SET state = 1, result = $2 WHERE key = $1");
-  const bool op_log = state.range(0) != 0;
   long long v = 0;
+  idem_bench::Latency latency;
   for (auto _ : state) {
+    const auto timer = latency.time();
     const std::string key = "item/v" + std::to_string(v);
     pqxx::work w(c);
     if (op_log && !w.exec_prepared("lookup", key).empty()) state.SkipWithError("replayed");
@@ -305,17 +353,25 @@ void BM_Postgres_Bare(benchmark::State& state) {
     }
     w.commit();
   }
+  latency.report(state);
+}
+void BM_Postgres_Version_bare(benchmark::State& state) { postgres_bare(state, true, false); }
+void BM_Postgres_Transition_bare(benchmark::State& state) { postgres_bare(state, true, true); }
+void BM_Postgres_UpdateAlone(benchmark::State& state) {
+  postgres_bare(state, false, state.range(0) != 0);
 }
 
 }  // namespace
 
-BENCHMARK(BM_Memory_BareVersion);
+// Every guarded benchmark BM_X has its bare twin BM_X_bare; BM_*_UpdateAlone is the store's
+// conditional UPDATE without the op log, to read the op log's own cost against.
+BENCHMARK(BM_Memory_Version_bare);
 BENCHMARK(BM_Memory_Version);
+BENCHMARK(BM_Memory_Transition_bare);
 BENCHMARK(BM_Memory_Transition);
-BENCHMARK(BM_Sqlite_Bare)
-    ->ArgNames({"op_log", "transition"})
-    ->ArgsProduct({{0, 1}, {0, 1}})
-    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Sqlite_Version_bare)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Sqlite_Transition_bare)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Sqlite_UpdateAlone)->ArgName("transition")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Sqlite_Version)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Sqlite_VersionReplay)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Sqlite_Transition)->Unit(benchmark::kMicrosecond);
@@ -323,9 +379,14 @@ BENCHMARK(BM_Sqlite_Transition)->Unit(benchmark::kMicrosecond);
 int main(int argc, char** argv) {
   if (const char* uri = std::getenv("IDEM_BENCH_PG_URI"); uri != nullptr && *uri != '\0') {
     g_pg_uri = uri;
-    benchmark::RegisterBenchmark("BM_Postgres_Bare", BM_Postgres_Bare)
-        ->ArgNames({"op_log", "transition"})
-        ->ArgsProduct({{0, 1}, {0, 1}})
+    benchmark::RegisterBenchmark("BM_Postgres_Version_bare", BM_Postgres_Version_bare)
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark("BM_Postgres_Transition_bare", BM_Postgres_Transition_bare)
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark("BM_Postgres_UpdateAlone", BM_Postgres_UpdateAlone)
+        ->ArgName("transition")
+        ->Arg(0)
+        ->Arg(1)
         ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark("BM_Postgres_Version", BM_Postgres_Version)
         ->Unit(benchmark::kMicrosecond);
