@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
     const std::string payload = fmt::format("{}|{}|{}", order.customer, order.item, order.quantity);
     return guard.execute(request_id, payload, [&](idem::Context& ctx) {
       if (order.quantity <= 0) throw std::invalid_argument("quantity must be positive");
-      pqxx::work& tx = idem::pg_transaction(ctx);  // the claim's open transaction
+      pqxx::dbtransaction& tx = idem::pg_transaction(ctx);  // the claim's open transaction
       const auto id =
           tx.exec_params1(
                 "INSERT INTO idem_example_orders (request_id, customer, item, quantity) "

@@ -86,7 +86,7 @@ class Database {
     const std::string id = payment["id"];
     const std::string event = json{{"type", "payment.succeeded"}, {"payment", payment}}.dump();
     if (pg_) {
-      pqxx::work& w = idem::pg_transaction(ctx);
+      pqxx::dbtransaction& w = idem::pg_transaction(ctx);
       w.exec_params("INSERT INTO " + payments_ + " VALUES ($1, $2, $3, $4, $5)", id, principal, key,
                     payment["amount"].get<long long>(), payment["currency"].get<std::string>());
       w.exec_params("INSERT INTO " + outbox_ + " VALUES ($1, $2)", id, event);

@@ -1,5 +1,7 @@
 // PostgresStore: the SQL record strategy on libpqxx 6. A pool of connections, each in one
 // thread's hands at a time; statements prepared per connection; dead connections dropped.
+// A transactional claim costs two round trips: BEGIN travels with the claim, COMMIT with the
+// finish (PgTransaction).
 
 #include "idem/stores/postgres_store.hpp"
 
@@ -38,6 +40,18 @@ std::uint64_t as_u64(std::int64_t v) { return std::bit_cast<std::uint64_t>(v); }
 
 pqxx::binarystring bytes(std::string_view b) { return pqxx::binarystring(b.data(), b.size()); }
 
+// bytea's text form: \x and two hex digits a byte.
+std::string hex_bytea(std::string_view b) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex = "\\x";
+  hex.reserve(2 + b.size() * 2);
+  for (const unsigned char c : b) {
+    hex.push_back(kHex[c >> 4]);
+    hex.push_back(kHex[c & 15]);
+  }
+  return hex;
+}
+
 std::string field_bytes(const pqxx::field& f) {
   if (f.is_null()) return {};
   const pqxx::binarystring b(f);
@@ -61,10 +75,97 @@ constexpr const char* kExtend = "idem_extend";
 constexpr const char* kPurge = "idem_purge";
 constexpr const char* kRaiseFloor = "idem_raise_floor";
 constexpr const char* kRead = "idem_read";
+constexpr const char* kFinishHeld = "idem_finish_held";
+
+// The error text of a transactional finish that matched no row (see finish_held below).
+constexpr const char* kNotHeld = "idem: lease lost: the finish matched ";
 
 constexpr const char* kReadOnly =
     "idem: postgres server is read-only (a hot standby, or default_transaction_read_only is on): "
     "claims and commits need the primary";
+
+// The claim's transaction, the one handlers see through pg_transaction(). BEGIN does not travel
+// on its own: it goes in front of the transaction's first statement (open_with), and COMMIT goes
+// behind its last one (commit_with), so that a claim and a finish are one round trip each.
+// libpqxx's own transactions send BEGIN from their constructor.
+class PgTransaction final : public pqxx::dbtransaction {
+ public:
+  // `preamble`: statements to run first in the same message (settings; they roll back with the
+  // transaction).
+  PgTransaction(pqxx::connection_base& conn, std::string preamble)
+      : namedclass{"idem::PgTransaction"},
+        dbtransaction(conn, pqxx::isolation_traits<pqxx::read_committed>::name(), pqxx::read_write),
+        begin_(std::move(preamble) + "BEGIN") {
+    Begin();  // only changes libpqxx's state: do_begin() sends nothing
+  }
+  PgTransaction(const PgTransaction&) = delete;
+  PgTransaction& operator=(const PgTransaction&) = delete;
+  ~PgTransaction() noexcept override { End(); }
+
+  bool begun() const noexcept { return begun_; }
+
+  // Sends BEGIN and `statement` (may be empty) in one message; the statement's result.
+  pqxx::result open_with(const std::string& statement) {
+    begun_ = true;  // from here on, ending the transaction sends ROLLBACK
+    return exec(statement.empty() ? begin_ : begin_ + "; " + statement);
+  }
+
+  // Sends `statement` and COMMIT in one message. On failure the transaction is rolled back and
+  // the error rethrown; a connection lost meanwhile is pqxx::in_doubt_error.
+  void commit_with(std::string statement) {
+    last_ = std::move(statement);
+    committed_ = false;
+    commit();
+    if (!committed_) {
+      // libpqxx saw the transaction committed already: the handler committed it itself.
+      throw pqxx::usage_error(
+          "idem: the claim's transaction was committed by the handler; "
+          "the record was not finished in it");
+    }
+  }
+
+ private:
+  void do_begin() override {}
+
+  void do_commit() override {
+    if (!begun_) {
+      committed_ = true;  // nothing was sent, nothing to end
+      return;
+    }
+    const std::string message = last_.empty() ? std::string("COMMIT") : last_ + "; COMMIT";
+    try {
+      direct_exec(message.c_str());
+    } catch (const pqxx::sql_error&) {
+      if (!conn().is_open()) throw in_doubt();
+      // A failed last statement skipped the COMMIT and left the transaction open and aborted;
+      // a failed COMMIT ended it (then this ROLLBACK only draws a warning).
+      try {
+        direct_exec("ROLLBACK");
+      } catch (...) {
+        // The connection went: the server rolls back on its own.
+      }
+      throw;
+    } catch (const std::exception&) {
+      if (!conn().is_open()) throw in_doubt();
+      throw;
+    }
+    committed_ = true;
+  }
+
+  void do_abort() override {
+    if (begun_) dbtransaction::do_abort();
+  }
+
+  static pqxx::in_doubt_error in_doubt() {
+    return pqxx::in_doubt_error(
+        "idem: connection lost while committing; the transaction may or may not have committed");
+  }
+
+  std::string begin_;
+  std::string last_;
+  bool begun_ = false;
+  bool committed_ = false;
+};
 
 // The primary takes every statement; a replica session only reads records.
 enum class Role : std::uint8_t { primary, replica };
@@ -91,6 +192,14 @@ class PgSession final : public sql::Session {
     }
     conn_.prepare(kClaim, text.claim_in_one);
     conn_.prepare(kFinish, text.finish);
+    // The finish of a transactional claim, sent with COMMIT: an error when it matches no row,
+    // so that the COMMIT behind it does not run. (The text depends on count(*), so it is not
+    // evaluated at planning time.)
+    conn_.prepare(kFinishHeld,
+                  fmt::format("WITH finished AS ({} RETURNING 1) SELECT CASE WHEN count(*) = 1 "
+                              "THEN 1 ELSE CAST('{}' || count(*) || ' rows' AS int) END "
+                              "FROM finished",
+                              text.finish, kNotHeld));
     conn_.prepare(kRelease, text.release);
     conn_.prepare(kExtend, text.extend);
     conn_.prepare(kPurge, text.purge);
@@ -146,7 +255,12 @@ class PgSession final : public sql::Session {
   std::optional<sql::ClaimRow> claim(const sql::ClaimArgs& args) override {
     pqxx::result r;
     const auto key = bytes(args.key);
-    if (work_) {
+    if (work_ && !work_->begun()) {
+      r = work_->open_with(execute(
+          kClaim, {hex_bytea(args.key), std::to_string(as_i64(args.fingerprint.high)),
+                   std::to_string(as_i64(args.fingerprint.low)), std::to_string(args.min_fence),
+                   std::to_string(args.lease_ms), std::to_string(args.keep_ms)}));
+    } else if (work_) {
       r = work_->exec_prepared(
           kClaim, key, as_i64(args.fingerprint.high), as_i64(args.fingerprint.low),
           static_cast<std::int64_t>(args.min_fence), args.lease_ms, args.keep_ms);
@@ -214,21 +328,56 @@ class PgSession final : public sql::Session {
     return gone.size();
   }
 
+  // Sends nothing: the settings and BEGIN go with the transaction's first statement.
   void begin(milliseconds block_for) override {
     // lock_timeout bounds the wait on the holder's row; zero would mean "forever" to PostgreSQL.
     const milliseconds lock = std::max(block_for, milliseconds{1});
-    set_timeouts(std::max(statement_timeout_, block_for + milliseconds{1000}), lock);
-    work_ = std::make_unique<pqxx::work>(conn_);
+    const milliseconds statement = std::max(statement_timeout_, block_for + milliseconds{1000});
+    std::string preamble;
+    if (statement != current_statement_ || lock != current_lock_) {
+      preamble = timeouts_text(statement, lock) + "; ";
+      current_statement_ = statement;  // forgotten if the transaction rolls back
+      current_lock_ = lock;
+    }
+    work_ = std::make_unique<PgTransaction>(conn_, std::move(preamble));
   }
 
   void commit() override {
-    std::unique_ptr<pqxx::work> tx = std::move(work_);
-    tx->commit();
+    std::unique_ptr<PgTransaction> tx = std::move(work_);
+    try {
+      tx->commit_with({});
+    } catch (...) {
+      forget_timeouts();
+      throw;
+    }
+  }
+
+  // One round trip: the fenced finish, then COMMIT.
+  bool finish_and_commit(const Ticket& ticket, sql::State state, std::string_view result,
+                         std::int64_t ttl_ms) override {
+    std::unique_ptr<PgTransaction> tx = std::move(work_);
+    try {
+      tx->commit_with(execute(
+          kFinishHeld,
+          {hex_bytea(ticket.key), std::to_string(static_cast<std::int64_t>(ticket.fence)),
+           std::to_string(static_cast<int>(state)), hex_bytea(result), std::to_string(ttl_ms)}));
+    } catch (const pqxx::sql_error& e) {
+      forget_timeouts();
+      if (e.sqlstate() == "22P02" && std::string_view(e.what()).find(kNotHeld) != npos) {
+        return false;  // rolled back
+      }
+      throw;
+    } catch (...) {
+      forget_timeouts();
+      throw;
+    }
+    return true;
   }
 
   void rollback() noexcept override {
-    std::unique_ptr<pqxx::work> tx = std::move(work_);
+    std::unique_ptr<PgTransaction> tx = std::move(work_);
     if (!tx) return;
+    forget_timeouts();  // settings sent in the transaction roll back with it
     try {
       tx->abort();
     } catch (...) {
@@ -236,7 +385,7 @@ class PgSession final : public sql::Session {
     }
   }
 
-  void* native() noexcept override { return work_.get(); }
+  void* native() noexcept override { return static_cast<pqxx::dbtransaction*>(work_.get()); }
 
   std::int64_t run(const std::string& sql, std::span<const sql::Param> params) override {
     return static_cast<std::int64_t>(generic(sql, params).affected_rows());
@@ -281,19 +430,12 @@ class PgSession final : public sql::Session {
         case sql::Param::text:
           values.emplace_back(p.string);
           break;
-        case sql::Param::bytes: {
-          static constexpr char kHex[] = "0123456789abcdef";
-          std::string hex = "\\x";
-          hex.reserve(2 + p.string.size() * 2);
-          for (unsigned char c : p.string) {
-            hex.push_back(kHex[c >> 4]);
-            hex.push_back(kHex[c & 15]);
-          }
-          values.push_back(std::move(hex));
+        case sql::Param::bytes:
+          values.push_back(hex_bytea(p.string));
           break;
-        }
       }
     }
+    if (work_ && !work_->begun()) return work_->open_with(execute(it->second, values));
     if (work_) return work_->exec_prepared(it->second, pqxx::prepare::make_dynamic_params(values));
     pqxx::nontransaction tx(conn_);
     return tx.exec_prepared(it->second, pqxx::prepare::make_dynamic_params(values));
@@ -301,26 +443,55 @@ class PgSession final : public sql::Session {
 
   template <class... Args>
   pqxx::result run(const char* name, Args&&... args) {
-    if (work_) return work_->exec_prepared(name, std::forward<Args>(args)...);
+    if (work_) {
+      if (!work_->begun()) work_->open_with({});  // not after a claim: BEGIN on its own
+      return work_->exec_prepared(name, std::forward<Args>(args)...);
+    }
     pqxx::nontransaction tx(conn_);
     return tx.exec_prepared(name, std::forward<Args>(args)...);
+  }
+
+  // EXECUTE of a prepared statement as SQL text, for a message that carries other statements
+  // too. The parameters are in their text forms, quoted as literals of unknown type: the
+  // server reads them as it reads text parameters.
+  std::string execute(const std::string& name, const std::vector<std::string>& values) {
+    conn_.prepare_now(name);  // SQL's EXECUTE needs it on the server; a no-op once it is
+    std::string sql = "EXECUTE " + name;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      sql += i == 0 ? "(" : ", ";
+      sql += conn_.quote(values[i]);
+    }
+    if (!values.empty()) sql += ')';
+    return sql;
+  }
+
+  static std::string timeouts_text(milliseconds statement, milliseconds lock) {
+    return fmt::format("SET statement_timeout = {}; SET lock_timeout = {}", statement.count(),
+                       lock.count());
   }
 
   // Session settings, sent only when they change (one round trip).
   void set_timeouts(milliseconds statement, milliseconds lock) {
     if (statement == current_statement_ && lock == current_lock_) return;
     pqxx::nontransaction tx(conn_);
-    tx.exec(fmt::format("SET statement_timeout = {}; SET lock_timeout = {}", statement.count(),
-                        lock.count()));
+    tx.exec(timeouts_text(statement, lock));
     current_statement_ = statement;
     current_lock_ = lock;
   }
+
+  // The settings in force are unknown: the next transaction sends them again.
+  void forget_timeouts() noexcept {
+    current_statement_ = milliseconds{-1};
+    current_lock_ = milliseconds{-1};
+  }
+
+  static constexpr auto npos = std::string_view::npos;
 
   pqxx::connection conn_;
   milliseconds statement_timeout_;
   milliseconds current_statement_{-1};
   milliseconds current_lock_{-1};
-  std::unique_ptr<pqxx::work> work_;
+  std::unique_ptr<PgTransaction> work_;
   std::unordered_map<std::string, std::string> generic_;  // statement text -> prepared name
 };
 

@@ -245,11 +245,9 @@ Status Engine::finish_transactional(const Ticket& ticket, const Completion* comp
   try {
     const State state =
         completion->status == ClaimStatus::failed ? State::failed : State::completed;
-    if (!s->finish(ticket, state, completion->result, completion->ttl.count())) {
-      s->rollback();
+    if (!s->finish_and_commit(ticket, state, completion->result, completion->ttl.count())) {
       return lease_lost();
     }
-    s->commit();
     return {};
   } catch (...) {
     Failure f = failure(s.broken());

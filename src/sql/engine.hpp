@@ -96,7 +96,18 @@ class Session {
   virtual void begin(std::chrono::milliseconds block_for) = 0;
   virtual void commit() = 0;
   virtual void rollback() noexcept = 0;
-  /// The handle handed to handlers (SQLite::Database* or pqxx::work*).
+  /// Transactional mode: finish() then commit(), in one round trip where the database allows.
+  /// False: the record is not held under the ticket's fence, and the transaction rolled back.
+  virtual bool finish_and_commit(const Ticket& ticket, State state, std::string_view result,
+                                 std::int64_t ttl_ms) {
+    if (!finish(ticket, state, result, ttl_ms)) {
+      rollback();
+      return false;
+    }
+    commit();
+    return true;
+  }
+  /// The handle handed to handlers (SQLite::Database* or pqxx::dbtransaction*).
   virtual void* native() noexcept = 0;
 
   /// Generic statements for stores whose SQL is built at configuration (the entity stores):

@@ -136,7 +136,7 @@ inline void insert_business_row(const Target& t, Context& ctx, const std::string
     st.bind(2, note);
     st.exec();
   } else {
-    pqxx::work& w = pg_transaction(ctx);
+    pqxx::dbtransaction& w = pg_transaction(ctx);
     w.exec_params(sql + "($1, $2)", key, note);
   }
 }

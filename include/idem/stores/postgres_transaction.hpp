@@ -10,17 +10,19 @@
 namespace idem {
 
 /// The transaction the record commits with: statements run in it commit or roll back together
-/// with the record. Valid only during the handler call; do not commit() or abort() it. Throws
-/// idem::Error (errc::store_unavailable) when the context has no transaction, i.e. the store is
-/// not a PostgresStore in SqlMode::transactional.
-inline pqxx::work& pg_transaction(const Context& context) {
+/// with the record. Its BEGIN went to the server with the claim and its COMMIT goes with the
+/// record's finish, hence a pqxx::dbtransaction of the store's own rather than a pqxx::work
+/// (a pqxx::subtransaction on it is a savepoint). Valid only during the handler call; do not
+/// commit() or abort() it. Throws idem::Error (errc::store_unavailable) when the context has no
+/// transaction, i.e. the store is not a PostgresStore in SqlMode::transactional.
+inline pqxx::dbtransaction& pg_transaction(const Context& context) {
   void* tx = context.native_transaction();
   if (tx == nullptr) {
     throw Error(make_error_code(errc::store_unavailable),
                 "idem::pg_transaction: no open transaction (is the store a PostgresStore in "
                 "SqlMode::transactional?)");
   }
-  return *static_cast<pqxx::work*>(tx);
+  return *static_cast<pqxx::dbtransaction*>(tx);
 }
 
 }  // namespace idem

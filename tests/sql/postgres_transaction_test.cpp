@@ -1,0 +1,354 @@
+// PostgresStore in transactional mode, seen from the server: the claim's transaction is open
+// during the handler (other sessions neither see nor take its rows), settings and BEGIN travel
+// with the claim and COMMIT with the finish (counted round trips), and a finish or COMMIT the
+// server refuses rolls the handler's writes back and leaves the connection usable.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "sql/sql_test_support.hpp"
+
+namespace idem::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+// A TCP relay in front of the test server that counts ReadyForQuery messages. The server sends
+// exactly one at the end of every round trip (a simple query message, however many statements
+// it holds, or an extended-protocol Sync), so their number is the number of round trips made.
+class RoundTripCounter {
+ public:
+  RoundTripCounter(std::string host, int port) : host_(std::move(host)), port_(port) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (listener_ < 0 || ::bind(listener_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+        ::listen(listener_, 8) != 0 ||
+        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      throw std::runtime_error("relay: cannot listen");
+    }
+    listen_port_ = ntohs(addr.sin_port);
+    threads_.emplace_back([this] { accept_loop(); });
+  }
+  RoundTripCounter(const RoundTripCounter&) = delete;
+  RoundTripCounter& operator=(const RoundTripCounter&) = delete;
+  ~RoundTripCounter() {
+    stop_ = true;
+    for (auto& t : threads_) t.join();
+    ::close(listener_);
+  }
+
+  int port() const { return listen_port_; }
+  long long round_trips() const { return ready_.load(); }
+
+ private:
+  void accept_loop() {
+    while (!stop_) {
+      pollfd p{listener_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      const int client = ::accept(listener_, nullptr, nullptr);
+      if (client < 0) continue;
+      const int server = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(static_cast<std::uint16_t>(port_));
+      ::inet_pton(AF_INET, host_.c_str(), &addr.sin_addr);
+      if (::connect(server, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+        ::close(client);
+        ::close(server);
+        continue;
+      }
+      std::lock_guard lock(mutex_);
+      threads_.emplace_back([this, client, server] { relay(client, server); });
+    }
+  }
+
+  void relay(int client, int server) {
+    std::string from_server;  // bytes of a message not complete yet
+    char chunk[65536];
+    while (!stop_) {
+      pollfd p[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
+      if (::poll(p, 2, 50) <= 0) continue;
+      if (p[0].revents != 0) {
+        const ssize_t n = ::read(client, chunk, sizeof chunk);
+        if (n <= 0 || !write_all(server, chunk, n)) break;
+      }
+      if (p[1].revents != 0) {
+        // Counted before the client has the bytes: a count read after a call includes it.
+        const ssize_t n = ::read(server, chunk, sizeof chunk);
+        if (n <= 0) break;
+        from_server.append(chunk, static_cast<std::size_t>(n));
+        count_ready(from_server);
+        if (!write_all(client, chunk, n)) break;
+      }
+    }
+    ::close(client);
+    ::close(server);
+  }
+
+  // Backend messages: a type byte, then a 4-byte big-endian length that counts itself.
+  void count_ready(std::string& buffer) {
+    std::size_t at = 0;
+    while (buffer.size() - at >= 5) {
+      std::uint32_t len = 0;
+      std::memcpy(&len, buffer.data() + at + 1, 4);
+      len = ntohl(len);
+      if (buffer.size() - at < 1 + static_cast<std::size_t>(len)) break;
+      if (buffer[at] == 'Z') ++ready_;
+      at += 1 + len;
+    }
+    buffer.erase(0, at);
+  }
+
+  static bool write_all(int fd, const char* data, ssize_t n) {
+    while (n > 0) {
+      const ssize_t w = ::write(fd, data, static_cast<std::size_t>(n));
+      if (w <= 0) return false;
+      data += w;
+      n -= w;
+    }
+    return true;
+  }
+
+  std::string host_;
+  int port_;
+  int listener_ = -1;
+  int listen_port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<long long> ready_{0};
+  std::mutex mutex_;
+  std::vector<std::thread> threads_;  // the accept loop first; it alone adds more
+};
+
+class PostgresTransactionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto uri = pg_uri();
+    if (!uri) GTEST_SKIP() << kNoPgMessage;
+    target_ = Target{Backend::postgres, *uri, unique_name("ptx") + "_"};
+    create_business_table(target_);
+  }
+
+  // A store of one connection, so that every call below shares its session.
+  std::unique_ptr<PostgresStore> make(SqlMode mode, const std::string& uri) {
+    auto store = std::make_unique<PostgresStore>(PostgresStoreOptions{
+        .uri = uri, .mode = mode, .table_prefix = target_.prefix, .pool_size = 1});
+    const Status ready = store->ensure_schema();
+    EXPECT_TRUE(ready.ok()) << ready.failure().describe();
+    return store;
+  }
+  std::unique_ptr<PostgresStore> make(SqlMode mode) { return make(mode, target_.location); }
+
+  std::string records() const { return target_.prefix + "records"; }
+
+  Target target_;
+};
+
+// Round trips per call, counted on the wire after a warm-up (statements prepared, settings
+// sent). Transactional: BEGIN goes with the claim and COMMIT with the finish.
+TEST_F(PostgresTransactionTest, AFreshTransactionalCallIsTwoRoundTripsLikeALeaseCall) {
+  // Where the server is, as it says; the relay passes the same user and database on.
+  pqxx::connection probe(target_.location);
+  const pqxx::row where = pqxx::nontransaction(probe).exec1(
+      "SELECT host(inet_server_addr()), inet_server_port(), current_user, current_database()");
+  if (where[0].is_null() || where[0].as<std::string>().find(':') != std::string::npos) {
+    GTEST_SKIP() << "the relay speaks IPv4; the test server is not on it";
+  }
+  RoundTripCounter relay(where[0].as<std::string>(), where[1].as<int>());
+  auto quoted = [](const std::string& v) {  // a connection-string value
+    std::string out = "'";
+    for (char c : v) out += c == '\\' || c == '\'' ? std::string{'\\', c} : std::string(1, c);
+    return out + "'";
+  };
+  const std::string uri =
+      "host=127.0.0.1 port=" + std::to_string(relay.port()) +
+      " sslmode=disable gssencmode=disable user=" + quoted(where[2].as<std::string>()) +
+      " dbname=" + quoted(where[3].as<std::string>());
+
+  struct Count {
+    long long fresh, replay, fresh_with_insert;
+  };
+  auto count = [&](SqlMode mode) {
+    auto store = make(mode, uri);
+    IdempotencyGuard guard{*store, Options{.scope = std::string(name_of(mode))}};
+    const bool tx = mode == SqlMode::transactional;
+    auto call = [&](const std::string& key, bool insert) {
+      const long long before = relay.round_trips();
+      auto out = guard.execute(key, [&](Context& ctx) {
+        if (insert) insert_business_row(target_, ctx, key, "placed");
+        return 1;
+      });
+      EXPECT_TRUE(out.has_value()) << out.message();
+      return relay.round_trips() - before;
+    };
+    (void)call("warm", false);
+    (void)call("warm", false);
+    (void)call("warm-2", false);
+    Count c{};
+    c.fresh = call("a", false);
+    c.replay = call("a", false);
+    c.fresh_with_insert = tx ? call("b", true) : -1;
+    return c;
+  };
+  const Count lease = count(SqlMode::lease);
+  EXPECT_EQ(lease.fresh, 2);   // claim, finish
+  EXPECT_EQ(lease.replay, 1);  // claim
+  const Count tx = count(SqlMode::transactional);
+  EXPECT_EQ(tx.fresh, 2);              // BEGIN + claim, finish + COMMIT
+  EXPECT_EQ(tx.replay, 2);             // BEGIN + claim, ROLLBACK
+  EXPECT_EQ(tx.fresh_with_insert, 3);  // and the handler's INSERT in between
+}
+
+// While the handler runs, the claim's transaction is open on the server: another session sees
+// neither the record nor the handler's row, and another store on the same tables (its claim
+// waits on the uncommitted row) answers in_progress; the timeouts set for the claim are in force.
+TEST_F(PostgresTransactionTest, TheClaimsTransactionIsOpenOnTheServerDuringTheHandler) {
+  auto store = make(SqlMode::transactional);
+  auto other = make(SqlMode::transactional);
+  IdempotencyGuard guard{*store, Options{.scope = "open"}};
+  IdempotencyGuard other_guard{*other, Options{.scope = "open"}};
+  std::string lock_timeout;
+  long long records_seen = -1;
+  long long rows_seen = -1;
+  Outcome<int> refused = Outcome<int>::failed(make_failure(errc::store_unavailable));
+  int other_runs = 0;
+  auto out = guard.execute("k", [&](Context& ctx) {
+    insert_business_row(target_, ctx, "k", "placed");
+    lock_timeout = pg_transaction(ctx).exec("SHOW lock_timeout")[0][0].as<std::string>();
+    records_seen = count_records(target_);
+    rows_seen = count_business_rows(target_, "k");
+    refused = other_guard.execute("k", [&] { return ++other_runs; });
+    return 7;
+  });
+  ASSERT_TRUE(out.has_value()) << out.message();
+  EXPECT_EQ(lock_timeout, "1ms");  // fail fast: the claim waits on a locked row for 1 ms at most
+  EXPECT_EQ(records_seen, 0);
+  EXPECT_EQ(rows_seen, 0);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error(), errc::in_progress) << refused.message();
+  EXPECT_EQ(other_runs, 0);
+  EXPECT_EQ(count_records(target_), 1);
+  EXPECT_EQ(count_business_rows(target_, "k"), 1);
+  auto replay = other_guard.execute("k", [&] { return ++other_runs; });
+  ASSERT_TRUE(replay.has_value()) << replay.message();
+  EXPECT_TRUE(replay.replayed());
+  EXPECT_EQ(replay.value(), 7);
+}
+
+// The settings travel in the transaction and roll back with it: after a handler that threw, the
+// next claim on the same connection sends them again.
+TEST_F(PostgresTransactionTest, TimeoutsRolledBackWithAFailedHandlerAreSentAgain) {
+  auto store = make(SqlMode::transactional);
+  IdempotencyGuard guard{*store, Options{.scope = "settings"}};
+  EXPECT_THROW((void)guard.execute("a", [&](Context&) -> int { throw std::runtime_error("no"); }),
+               std::runtime_error);
+  std::string lock_timeout;
+  auto out = guard.execute("b", [&](Context& ctx) {
+    lock_timeout = pg_transaction(ctx).exec("SHOW lock_timeout")[0][0].as<std::string>();
+    return 1;
+  });
+  ASSERT_TRUE(out.has_value()) << out.message();
+  EXPECT_EQ(lock_timeout, "1ms");
+}
+
+// A COMMIT the server refuses (a deferred constraint the handler's writes break) rolls back the
+// handler's rows and the record: the call fails, nothing is left, and the key runs again on the
+// same connection.
+TEST_F(PostgresTransactionTest, ARefusedCommitRollsBackTheHandlersWritesAndTheRecord) {
+  {
+    pqxx::connection c(target_.location);
+    pqxx::work w(c);
+    w.exec("ALTER TABLE " + business_table(target_) + " ADD CONSTRAINT " + target_.prefix +
+           "one_note UNIQUE (key, note) DEFERRABLE INITIALLY DEFERRED");
+    w.commit();
+  }
+  auto store = make(SqlMode::transactional);
+  IdempotencyGuard guard{*store, Options{.scope = "deferred"}};
+  int runs = 0;
+  auto out = guard.execute("k", [&](Context& ctx) {
+    ++runs;
+    insert_business_row(target_, ctx, "k", "twice");
+    insert_business_row(target_, ctx, "k", "twice");  // legal until COMMIT
+    return 1;
+  });
+  ASSERT_TRUE(out.has_value());  // the value, unrecorded: its transaction is gone
+  EXPECT_FALSE(out.recorded());
+  EXPECT_EQ(out.commit_error(), errc::store_unavailable);
+  EXPECT_NE(out.commit_failure().message.find("23505"), std::string::npos)
+      << out.commit_failure().message;
+  EXPECT_EQ(count_business_rows(target_, "k"), 0);
+  EXPECT_EQ(count_records(target_), 0);
+  auto again = guard.execute("k", [&](Context& ctx) {
+    ++runs;
+    insert_business_row(target_, ctx, "k", "once");
+    return 2;
+  });
+  ASSERT_TRUE(again.has_value()) << again.message();
+  EXPECT_FALSE(again.replayed());
+  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(count_business_rows(target_, "k"), 1);
+}
+
+// A finish that matches no row (here the handler moved the record's fence in its own
+// transaction) is lease_lost, and the COMMIT sent with it does not happen: the handler's row
+// and the record roll back, and the connection serves the next call.
+TEST_F(PostgresTransactionTest, AFinishThatMatchesNoRowIsLeaseLostAndCommitsNothing) {
+  auto store = make(SqlMode::transactional);
+  IdempotencyGuard guard{*store, Options{.scope = "fence"}};
+  int runs = 0;
+  auto out = guard.execute("k", [&](Context& ctx) {
+    ++runs;
+    insert_business_row(target_, ctx, "k", "placed");
+    pg_transaction(ctx).exec("UPDATE " + records() + " SET fence = fence + 1000");
+    return 1;
+  });
+  ASSERT_TRUE(out.has_value());
+  EXPECT_FALSE(out.recorded());
+  EXPECT_EQ(out.commit_error(), errc::lease_lost) << out.commit_failure().message;
+  EXPECT_EQ(count_business_rows(target_, "k"), 0);
+  EXPECT_EQ(count_records(target_), 0);
+  auto again = guard.execute("k", [&](Context& ctx) {
+    ++runs;
+    insert_business_row(target_, ctx, "k", "placed");
+    return 2;
+  });
+  ASSERT_TRUE(again.has_value()) << again.message();
+  EXPECT_EQ(again.value(), 2);
+  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(count_business_rows(target_, "k"), 1);
+}
+
+// Savepoints work on the handle: a subtransaction's failed statement leaves the rest standing.
+TEST_F(PostgresTransactionTest, ASubtransactionOnTheHandleIsASavepoint) {
+  auto store = make(SqlMode::transactional);
+  IdempotencyGuard guard{*store, Options{.scope = "savepoint"}};
+  auto out = guard.execute("k", [&](Context& ctx) {
+    pqxx::dbtransaction& tx = pg_transaction(ctx);
+    insert_business_row(target_, ctx, "k", "kept");
+    try {
+      pqxx::subtransaction sub(tx, "attempt");
+      sub.exec("INSERT INTO " + business_table(target_) + " (key, note) VALUES ('k', 'gone')");
+      sub.exec("SELECT 1 / 0");
+      sub.commit();
+    } catch (const pqxx::sql_error&) {
+      // the savepoint rolled back; the transaction goes on
+    }
+    return 1;
+  });
+  ASSERT_TRUE(out.has_value()) << out.message();
+  EXPECT_EQ(count_business_rows(target_, "k"), 1);
+}
+
+}  // namespace
+}  // namespace idem::testing
