@@ -153,5 +153,82 @@ TEST_F(MemoryStoreTest, ConcurrentClaimsOfOneKeyAcquireOnce) {
   }
 }
 
+
+TEST_F(MemoryStoreTest, AReclaimedRecordReplaysOnlyItsLatestResult) {
+  MemoryStore store{MemoryStoreOptions{.shards = 1, .clock = clock_}};
+  const std::string first(200, 'a');  // a heap buffer the record keeps until it is replaced
+  Result<Claim> c = claim(store, "k");
+  ASSERT_TRUE(store.commit(Ticket{"k", c->fence}, Completion{ClaimStatus::completed, first,
+                                                            seconds{1}}).ok());
+  EXPECT_EQ(claim(store, "k")->result, first);
+
+  clock_->advance(seconds{2});  // retention over: the next claim takes the record again
+  c = claim(store, "k");
+  ASSERT_EQ(c->status, ClaimStatus::acquired);
+  EXPECT_TRUE(c->result.empty());
+  ASSERT_TRUE(store.abort(Ticket{"k", c->fence}).ok());
+
+  c = claim(store, "k");
+  ASSERT_EQ(c->status, ClaimStatus::acquired);
+  ASSERT_TRUE(store.commit(Ticket{"k", c->fence}, Completion{ClaimStatus::failed, "second",
+                                                            seconds{60}}).ok());
+  Result<Claim> replay = claim(store, "k");
+  EXPECT_EQ(replay->status, ClaimStatus::failed);
+  EXPECT_EQ(replay->result, "second");
+  // A commit under a lost fence changes nothing.
+  EXPECT_EQ(store.commit(Ticket{"k", c->fence - 1}, Completion{ClaimStatus::completed, "late",
+                                                               seconds{60}}).error(),
+            errc::lease_lost);
+  EXPECT_EQ(claim(store, "k")->result, "second");
+}
+
+// Threads share one shard, so every claim and commit contends for its lock, and the losers of
+// each key's race ask again until the winner's result is there: each key runs once, and every
+// thread sees the winner's bytes.
+TEST_F(MemoryStoreTest, ContendedClaimsAndCommitsOnOneShardKeepEveryResult) {
+  MemoryStore store{MemoryStoreOptions{.shards = 1, .capacity = 0, .clock = clock_}};
+  constexpr int kThreads = 6;
+  constexpr int kKeys = 2000;
+  std::atomic<int> acquired{0};
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kKeys; ++i) {
+        const std::string k = "key-" + std::to_string(i);
+        const std::string mine = "result-of-" + k + "-by-thread-" + std::to_string(t);
+        for (;;) {
+          Result<Claim> c = claim(store, k);
+          if (!c) {
+            wrong.fetch_add(1);
+            break;
+          }
+          if (c->status == ClaimStatus::acquired) {
+            acquired.fetch_add(1);
+            if (!store.commit(Ticket{k, c->fence}, Completion{ClaimStatus::completed, mine,
+                                                              seconds{3600}}).ok()) {
+              wrong.fetch_add(1);
+            }
+            break;
+          }
+          if (c->status == ClaimStatus::completed) {
+            if (c->result.rfind("result-of-" + k + "-by-thread-", 0) != 0) wrong.fetch_add(1);
+            break;
+          }
+          if (c->status != ClaimStatus::in_progress) {
+            wrong.fetch_add(1);
+            break;
+          }
+          std::this_thread::yield();  // the winner has not committed yet
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(acquired.load(), kKeys);
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(store.size(), static_cast<std::size_t>(kKeys));
+}
+
 }  // namespace
 }  // namespace idem

@@ -17,6 +17,7 @@
 #include "idem/detail/hashed_key.hpp"
 #include "idem/detail/memory_record.hpp"
 #include "idem/detail/record_table.hpp"
+#include "idem/detail/spin_mutex.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
@@ -100,9 +101,12 @@ class MemoryStore {
 
   Status commit(const Ticket& ticket, const Completion& completion) {
     const auto now = clock_->now();
+    // The copy is made before the lock and the record's old buffer freed after it, so the
+    // critical section never calls the allocator.
+    std::string result(completion.result);
     return with_holder(ticket, [&](Entry& e) {
       e.state = completion.status == ClaimStatus::failed ? State::failed : State::completed;
-      e.result.assign(completion.result);
+      e.result.swap(result);
       e.expires_at = now + completion.ttl;
     });
   }
@@ -110,10 +114,10 @@ class MemoryStore {
   Status abort(const Ticket& ticket) {
     // The record stays, released, so that its fence keeps growing: a holder fenced off before
     // the abort must not match a later claim's fence.
-    return with_holder(ticket, [](Entry& e) {
+    std::string released;  // takes the record's buffer, freed after the lock
+    return with_holder(ticket, [&](Entry& e) {
       e.state = State::released;
-      e.result.clear();
-      e.result.shrink_to_fit();
+      e.result.swap(released);
     });
   }
 
@@ -177,7 +181,7 @@ class MemoryStore {
   using HashedKey = detail::HashedKey;
 
   struct alignas(64) Shard {
-    mutable std::mutex mutex;
+    mutable detail::SpinMutex mutex;
     detail::RecordTable<Entry> records;
     Entry* head = nullptr;
     Entry* tail = nullptr;
