@@ -18,6 +18,7 @@
 
 #include <benchmark/benchmark.h>
 #include <hiredis/hiredis.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <array>
@@ -526,26 +527,56 @@ IDEM_REDIS_BENCH(BM_Redis_RequestId_Replay_bare);
 // call by call exposes both to the same load. Counters: guard_us and bare_us (mean wall time
 // per call) and ratio = guard_us / bare_us (>= 1: what idem adds per call), averaged over the
 // threads. With several threads the guarded calls of all threads share the client (pipelined by
-// default) while each thread's bare calls have a connection of their own.
+// default) while each thread's bare calls have a connection of their own. guard_sleeps and
+// bare_sleeps count the thread's voluntary context switches per call (getrusage, outside the
+// timed calls): a blocking call sleeps once per round trip; a pipelined call that sleeps more
+// often waited for another thread as well as for the server.
+
+// Context switches of the calling thread so far: voluntary (it slept: a blocking read, a futex
+// wait) and involuntary (preempted).
+struct Switches {
+  long slept = 0, preempted = 0;
+  static Switches now() {
+    rusage r{};
+    getrusage(RUSAGE_THREAD, &r);
+    return {r.ru_nvcsw, r.ru_nivcsw};
+  }
+};
 
 template <class Guarded, class Bare>
 void paired(benchmark::State& state, Guarded&& guarded_call, Bare&& bare_call) {
   using Steady = std::chrono::steady_clock;
   Steady::duration guard_time{}, bare_time{};
+  long guard_slept = 0, guard_preempted = 0, bare_slept = 0, bare_preempted = 0;
   for (auto _ : state) {
+    const Switches s0 = Switches::now();
     const auto t0 = Steady::now();
     guarded_call();
     const auto t1 = Steady::now();
+    const Switches s1 = Switches::now();
+    const auto t2 = Steady::now();
     bare_call();
+    const auto t3 = Steady::now();
+    const Switches s2 = Switches::now();
     guard_time += t1 - t0;
-    bare_time += Steady::now() - t1;
+    bare_time += t3 - t2;
+    guard_slept += s1.slept - s0.slept;
+    guard_preempted += s1.preempted - s0.preempted;
+    bare_slept += s2.slept - s1.slept;
+    bare_preempted += s2.preempted - s1.preempted;
   }
   const double n = static_cast<double>(state.iterations());
   const double g = std::chrono::duration<double, std::micro>(guard_time).count() / n;
   const double b = std::chrono::duration<double, std::micro>(bare_time).count() / n;
-  state.counters["guard_us"] = benchmark::Counter(g, benchmark::Counter::kAvgThreads);
-  state.counters["bare_us"] = benchmark::Counter(b, benchmark::Counter::kAvgThreads);
-  state.counters["ratio"] = benchmark::Counter(g / b, benchmark::Counter::kAvgThreads);
+  const auto avg = [](double v) { return benchmark::Counter(v, benchmark::Counter::kAvgThreads); };
+  state.counters["guard_us"] = avg(g);
+  state.counters["bare_us"] = avg(b);
+  state.counters["ratio"] = avg(g / b);
+  // Per call: how often the thread slept and was preempted, guarded and bare.
+  state.counters["guard_sleeps"] = avg(static_cast<double>(guard_slept) / n);
+  state.counters["guard_preempts"] = avg(static_cast<double>(guard_preempted) / n);
+  state.counters["bare_sleeps"] = avg(static_cast<double>(bare_slept) / n);
+  state.counters["bare_preempts"] = avg(static_cast<double>(bare_preempted) / n);
 }
 
 void BM_Redis_Paired_Record_Fresh(benchmark::State& state) {
