@@ -456,10 +456,12 @@ class PgSession final : public sql::Session {
   // server reads them as it reads text parameters.
   std::string execute(const std::string& name, const std::vector<std::string>& values) {
     conn_.prepare_now(name);  // SQL's EXECUTE needs it on the server; a no-op once it is
-    std::string sql = "EXECUTE " + name;
+    std::string sql = "EXECUTE ";
+    sql += name;
     for (std::size_t i = 0; i < values.size(); ++i) {
-      sql += i == 0 ? "(" : ", ";
-      sql += conn_.quote(values[i]);
+      sql += i == 0 ? "('" : ", '";
+      sql += conn_.esc(values[i]);
+      sql += '\'';
     }
     if (!values.empty()) sql += ')';
     return sql;
