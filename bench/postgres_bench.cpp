@@ -13,6 +13,7 @@
 // their own and dropped at the end. Figures: docs/performance.md ("SQL stores").
 
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -162,11 +163,24 @@ void BM_GuardCached_Replay(benchmark::State& state) {
 
 // ---- bare twins -------------------------------------------------------------------------------
 
+// bytea's text form.
+std::string hex(std::string_view bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "\\x";
+  for (const unsigned char c : bytes) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 15]);
+  }
+  return out;
+}
+
 class Bare {
  public:
   Bare() : text_(idem::sql::kPostgres, g_prefix), conn_(g_uri) {
     conn_.prepare("claim", text_.claim_in_one);
     conn_.prepare("finish", text_.finish);
+    conn_.prepare_now("claim");  // SQL's EXECUTE (transactional twin) needs them on the server
+    conn_.prepare_now("finish");
   }
   long long claim(const std::string& k) {
     pqxx::nontransaction tx(conn_);
@@ -185,18 +199,16 @@ class Bare {
         "finish", pqxx::binarystring(k.data(), k.size()), static_cast<std::int64_t>(fence), 1,
         pqxx::binarystring(result.data(), result.size()), static_cast<std::int64_t>(kTtl.count()));
   }
-  // Transactional mode: BEGIN, the claim, the fenced update, COMMIT.
+  // Transactional mode as the store sends it: two messages, BEGIN with the claim, then the
+  // fenced update with COMMIT (the prepared statements run by SQL's EXECUTE).
   void claim_and_commit_in_one(const std::string& k, const std::string& result) {
-    pqxx::work tx(conn_);
-    const pqxx::result r = tx.exec_prepared(
-        "claim", pqxx::binarystring(k.data(), k.size()), static_cast<std::int64_t>(11),
-        static_cast<std::int64_t>(22), static_cast<std::int64_t>(1),
-        static_cast<std::int64_t>(kLease.count()), static_cast<std::int64_t>(kTtl.count()));
+    pqxx::nontransaction tx(conn_);
+    const std::string key = conn_.quote(hex(k));
+    const pqxx::result r = tx.exec(fmt::format("BEGIN; EXECUTE claim({}, 11, 22, 1, {}, {})", key,
+                                               kLease.count(), kTtl.count()));
     const long long fence = !r.empty() && r[0][0].as<int>() == 1 ? r[0][1].as<long long>() : 0;
-    tx.exec_prepared(
-        "finish", pqxx::binarystring(k.data(), k.size()), static_cast<std::int64_t>(fence), 1,
-        pqxx::binarystring(result.data(), result.size()), static_cast<std::int64_t>(kTtl.count()));
-    tx.commit();
+    tx.exec(fmt::format("EXECUTE finish({}, {}, 1, {}, {}); COMMIT", key, fence,
+                        conn_.quote(hex(result)), kTtl.count()));
   }
 
  private:
