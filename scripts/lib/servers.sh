@@ -5,6 +5,8 @@
 #   trap stop_servers EXIT
 #   start_redis      # exports IDEM_TEST_REDIS_URI=redis://127.0.0.1:<port>, IDEM_TEST_REDIS_CONF
 #   start_postgres   # exports IDEM_TEST_PG_URI=postgresql://postgres@127.0.0.1:<port>/idem_test
+#                    # (IDEM_PG_DURABLE=1 start_postgres: fsync, synchronous_commit and
+#                    # full_page_writes on, so that commits cost what they cost in production)
 #                    # and, so a test can stop and start it: IDEM_TEST_PG_BIN (pg_ctl's folder),
 #                    # IDEM_TEST_PG_DATA, IDEM_TEST_PG_LOG, IDEM_TEST_PG_OPTS (postgres options),
 #                    # IDEM_TEST_PG_USER (run pg_ctl as this user; empty: as the caller)
@@ -14,8 +16,8 @@
 #                    # IDEM_TEST_PG_REPLICA_LOG, IDEM_TEST_PG_REPLICA_OPTS
 #
 # Each server listens on 127.0.0.1 only, on a free port, with its files in its own mktemp -d
-# folder, so runs never touch a system server or each other. Durability is switched off: the data
-# is thrown away. On failure a function prints the server's log and returns non-zero.
+# folder, so runs never touch a system server or each other. Durability is switched off unless
+# IDEM_PG_DURABLE=1: the data is thrown away. On failure a function prints the server's log and returns non-zero.
 # This file is sourced: it leaves the caller's shell options alone.
 
 IDEM_SERVER_TIMEOUT=${IDEM_SERVER_TIMEOUT:-30} # seconds to wait for a server to come up or go down
@@ -165,8 +167,12 @@ start_postgres() {
     _idem_show_log "$_idem_pg_dir/initdb.log"
     return 1
   fi
-  local opts="-p $port -k $_idem_pg_dir -c listen_addresses=127.0.0.1 -c fsync=off"
-  opts+=" -c synchronous_commit=off -c full_page_writes=off"
+  local opts="-p $port -k $_idem_pg_dir -c listen_addresses=127.0.0.1"
+  if [[ ${IDEM_PG_DURABLE:-0} == 1 ]]; then
+    opts+=" -c fsync=on -c synchronous_commit=on -c full_page_writes=on"
+  else
+    opts+=" -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+  fi
   if ! _idem_pg "$_idem_pg_bindir/pg_ctl" -D "$_idem_pg_dir/data" -l "$log" -w \
       -t "$IDEM_SERVER_TIMEOUT" -o "$opts" start >/dev/null; then
     _idem_say "postgres failed to start on port $port"
