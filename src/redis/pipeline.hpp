@@ -9,6 +9,9 @@
 // - Reading: one caller at a time holds the read turn. It reads replies and hands each to the
 //   call at the head of the FIFO (Redis answers one connection's commands in order), until its
 //   own reply has come; then it passes the turn to the oldest call still waiting.
+// - Waiting: a caller whose reply another reads first yields the CPU a few times (sched_yield)
+//   before it sleeps, so that on busy cores it finds its reply in its turn instead of waiting
+//   for the scheduler once more after the reader's wakeup.
 // A single caller therefore writes and reads its own command like a plain blocking client, and
 // under load one send() and one read() serve many callers.
 //
