@@ -77,7 +77,7 @@ constexpr const char* kRaiseFloor = "idem_raise_floor";
 constexpr const char* kRead = "idem_read";
 constexpr const char* kFinishHeld = "idem_finish_held";
 
-// The error text of a transactional finish that matched no row (see finish_held below).
+// The error text of a transactional finish that matched no row (the kFinishHeld statement).
 constexpr const char* kNotHeld = "idem: lease lost: the finish matched ";
 
 constexpr const char* kReadOnly =

@@ -152,6 +152,24 @@ class PostgresTransactionTest : public ::testing::Test {
 
   std::string records() const { return target_.prefix + "records"; }
 
+  // After a call on "k" whose transaction failed (its handler ran once): neither its row nor the
+  // record is left, and a retry runs on the same connection (the store has one) and commits.
+  void expect_nothing_left_and_a_retry_runs(IdempotencyGuard<PostgresStore>& guard, int& runs) {
+    EXPECT_EQ(runs, 1);
+    EXPECT_EQ(count_business_rows(target_, "k"), 0);
+    EXPECT_EQ(count_records(target_), 0);
+    auto again = guard.execute("k", [&](Context& ctx) {
+      ++runs;
+      insert_business_row(target_, ctx, "k", "once");
+      return 2;
+    });
+    ASSERT_TRUE(again.has_value()) << again.message();
+    EXPECT_FALSE(again.replayed());
+    EXPECT_EQ(again.value(), 2);
+    EXPECT_EQ(runs, 2);
+    EXPECT_EQ(count_business_rows(target_, "k"), 1);
+  }
+
   Target target_;
 };
 
@@ -287,17 +305,7 @@ TEST_F(PostgresTransactionTest, ARefusedCommitRollsBackTheHandlersWritesAndTheRe
   EXPECT_EQ(out.commit_error(), errc::store_unavailable);
   EXPECT_NE(out.commit_failure().message.find("23505"), std::string::npos)
       << out.commit_failure().message;
-  EXPECT_EQ(count_business_rows(target_, "k"), 0);
-  EXPECT_EQ(count_records(target_), 0);
-  auto again = guard.execute("k", [&](Context& ctx) {
-    ++runs;
-    insert_business_row(target_, ctx, "k", "once");
-    return 2;
-  });
-  ASSERT_TRUE(again.has_value()) << again.message();
-  EXPECT_FALSE(again.replayed());
-  EXPECT_EQ(runs, 2);
-  EXPECT_EQ(count_business_rows(target_, "k"), 1);
+  expect_nothing_left_and_a_retry_runs(guard, runs);
 }
 
 // A finish that matches no row (here the handler moved the record's fence in its own
@@ -316,17 +324,7 @@ TEST_F(PostgresTransactionTest, AFinishThatMatchesNoRowIsLeaseLostAndCommitsNoth
   ASSERT_TRUE(out.has_value());
   EXPECT_FALSE(out.recorded());
   EXPECT_EQ(out.commit_error(), errc::lease_lost) << out.commit_failure().message;
-  EXPECT_EQ(count_business_rows(target_, "k"), 0);
-  EXPECT_EQ(count_records(target_), 0);
-  auto again = guard.execute("k", [&](Context& ctx) {
-    ++runs;
-    insert_business_row(target_, ctx, "k", "placed");
-    return 2;
-  });
-  ASSERT_TRUE(again.has_value()) << again.message();
-  EXPECT_EQ(again.value(), 2);
-  EXPECT_EQ(runs, 2);
-  EXPECT_EQ(count_business_rows(target_, "k"), 1);
+  expect_nothing_left_and_a_retry_runs(guard, runs);
 }
 
 // Savepoints work on the handle: a subtransaction's failed statement leaves the rest standing.
