@@ -153,13 +153,13 @@ TEST_F(MemoryStoreTest, ConcurrentClaimsOfOneKeyAcquireOnce) {
   }
 }
 
-
 TEST_F(MemoryStoreTest, AReclaimedRecordReplaysOnlyItsLatestResult) {
   MemoryStore store{MemoryStoreOptions{.shards = 1, .clock = clock_}};
   const std::string first(200, 'a');  // a heap buffer the record keeps until it is replaced
   Result<Claim> c = claim(store, "k");
-  ASSERT_TRUE(store.commit(Ticket{"k", c->fence}, Completion{ClaimStatus::completed, first,
-                                                            seconds{1}}).ok());
+  ASSERT_TRUE(
+      store.commit(Ticket{"k", c->fence}, Completion{ClaimStatus::completed, first, seconds{1}})
+          .ok());
   EXPECT_EQ(claim(store, "k")->result, first);
 
   clock_->advance(seconds{2});  // retention over: the next claim takes the record again
@@ -170,14 +170,17 @@ TEST_F(MemoryStoreTest, AReclaimedRecordReplaysOnlyItsLatestResult) {
 
   c = claim(store, "k");
   ASSERT_EQ(c->status, ClaimStatus::acquired);
-  ASSERT_TRUE(store.commit(Ticket{"k", c->fence}, Completion{ClaimStatus::failed, "second",
-                                                            seconds{60}}).ok());
+  ASSERT_TRUE(
+      store.commit(Ticket{"k", c->fence}, Completion{ClaimStatus::failed, "second", seconds{60}})
+          .ok());
   Result<Claim> replay = claim(store, "k");
   EXPECT_EQ(replay->status, ClaimStatus::failed);
   EXPECT_EQ(replay->result, "second");
   // A commit under a lost fence changes nothing.
-  EXPECT_EQ(store.commit(Ticket{"k", c->fence - 1}, Completion{ClaimStatus::completed, "late",
-                                                               seconds{60}}).error(),
+  EXPECT_EQ(store
+                .commit(Ticket{"k", c->fence - 1},
+                        Completion{ClaimStatus::completed, "late", seconds{60}})
+                .error(),
             errc::lease_lost);
   EXPECT_EQ(claim(store, "k")->result, "second");
 }
@@ -205,8 +208,10 @@ TEST_F(MemoryStoreTest, ContendedClaimsAndCommitsOnOneShardKeepEveryResult) {
           }
           if (c->status == ClaimStatus::acquired) {
             acquired.fetch_add(1);
-            if (!store.commit(Ticket{k, c->fence}, Completion{ClaimStatus::completed, mine,
-                                                              seconds{3600}}).ok()) {
+            if (!store
+                     .commit(Ticket{k, c->fence},
+                             Completion{ClaimStatus::completed, mine, seconds{3600}})
+                     .ok()) {
               wrong.fetch_add(1);
             }
             break;
