@@ -251,9 +251,17 @@ Status Engine::finish_transactional(const Ticket& ticket, const Completion* comp
     return {};
   } catch (...) {
     Failure f = failure(s.broken());
+    const bool broken = s.broken();
     s->rollback();
-    f.message =
-        "transaction did not commit; the handler's writes in it were rolled back: " + f.describe();
+    // A connection lost while the COMMIT was on its way leaves the outcome unknown to this
+    // process; the record and the handler's writes share it, so a retry either replays or runs.
+    f.message = broken ? "connection lost while committing; the transaction and the handler's "
+                         "writes in it may or may not have committed (a retry replays the result "
+                         "if they did): " +
+                             f.describe()
+                       : "transaction did not commit; the handler's writes in it were rolled "
+                         "back: " +
+                             f.describe();
     std::lock_guard lock(open_mutex_);
     ended_.push_back(Ended{std::string(ticket.key), ticket.fence, f});
     if (ended_.size() > kEndedKept) ended_.pop_front();

@@ -296,10 +296,14 @@ Status finish(SqlEntities::Impl& m, const Ticket& ticket, Done&& done) {
     return done(s, open->op_key);
   } catch (...) {
     Failure f = m.failure(s.broken, false);
-    f.message =
-        "transaction did not commit; the entity change and the handler's writes in it "
-        "were rolled back: " +
-        f.describe();
+    // A connection lost while the COMMIT was on its way leaves the outcome unknown here.
+    f.message = s.broken ? "connection lost while committing; the entity change and the "
+                           "handler's writes in it may or may not have committed (a retry "
+                           "replays the result if they did): " +
+                               f.describe()
+                         : "transaction did not commit; the entity change and the handler's "
+                           "writes in it were rolled back: " +
+                               f.describe();
     return f;
   }
 }

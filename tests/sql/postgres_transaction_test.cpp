@@ -25,8 +25,12 @@ using std::chrono::milliseconds;
 // A TCP relay in front of the test server that counts ReadyForQuery messages. The server sends
 // exactly one at the end of every round trip (a simple query message, however many statements
 // it holds, or an extended-protocol Sync), so their number is the number of round trips made.
+// It can also cut the connection at the message that carries COMMIT: before the server has it,
+// or after the server has answered it (the client never sees the answer).
 class RoundTripCounter {
  public:
+  enum class Cut { none, before_commit, after_commit };
+
   RoundTripCounter(std::string host, int port) : host_(std::move(host)), port_(port) {
     listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
@@ -51,6 +55,7 @@ class RoundTripCounter {
 
   int port() const { return listen_port_; }
   long long round_trips() const { return ready_.load(); }
+  void cut(Cut where) { cut_ = where; }
 
  private:
   void accept_loop() {
@@ -77,17 +82,24 @@ class RoundTripCounter {
   void relay(int client, int server) {
     std::string from_server;  // bytes of a message not complete yet
     char chunk[65536];
+    bool commit_sent = false;
     while (!stop_) {
       pollfd p[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
       if (::poll(p, 2, 50) <= 0) continue;
       if (p[0].revents != 0) {
         const ssize_t n = ::read(client, chunk, sizeof chunk);
-        if (n <= 0 || !write_all(server, chunk, n)) break;
+        if (n <= 0) break;
+        const bool commit = cut_ != Cut::none && chunk[0] == 'Q' &&
+                            std::string_view(chunk, static_cast<std::size_t>(n)).find("COMMIT") !=
+                                std::string_view::npos;
+        if (commit && cut_ == Cut::before_commit) break;
+        if (!write_all(server, chunk, n)) break;
+        commit_sent = commit_sent || commit;
       }
       if (p[1].revents != 0) {
         // Counted before the client has the bytes: a count read after a call includes it.
         const ssize_t n = ::read(server, chunk, sizeof chunk);
-        if (n <= 0) break;
+        if (n <= 0 || commit_sent) break;  // the server has answered the COMMIT: drop the answer
         from_server.append(chunk, static_cast<std::size_t>(n));
         count_ready(from_server);
         if (!write_all(client, chunk, n)) break;
@@ -127,6 +139,7 @@ class RoundTripCounter {
   int listen_port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<long long> ready_{0};
+  std::atomic<Cut> cut_{Cut::none};
   std::mutex mutex_;
   std::vector<std::thread> threads_;  // the accept loop first; it alone adds more
 };
@@ -152,6 +165,28 @@ class PostgresTransactionTest : public ::testing::Test {
 
   std::string records() const { return target_.prefix + "records"; }
 
+  // A relay in front of the test server, and in `uri` a connection string through it; null when
+  // the server is not on IPv4.
+  std::unique_ptr<RoundTripCounter> relay_to_server(std::string& uri) {
+    // Where the server is, as it says; the relay passes the same user and database on.
+    pqxx::connection probe(target_.location);
+    const pqxx::row where = pqxx::nontransaction(probe).exec1(
+        "SELECT host(inet_server_addr()), inet_server_port(), current_user, current_database()");
+    if (where[0].is_null() || where[0].as<std::string>().find(':') != std::string::npos) {
+      return nullptr;
+    }
+    auto relay = std::make_unique<RoundTripCounter>(where[0].as<std::string>(), where[1].as<int>());
+    auto quoted = [](const std::string& v) {  // a connection-string value
+      std::string out = "'";
+      for (char c : v) out += c == '\\' || c == '\'' ? std::string{'\\', c} : std::string(1, c);
+      return out + "'";
+    };
+    uri = "host=127.0.0.1 port=" + std::to_string(relay->port()) +
+          " sslmode=disable gssencmode=disable user=" + quoted(where[2].as<std::string>()) +
+          " dbname=" + quoted(where[3].as<std::string>());
+    return relay;
+  }
+
   // After a call on "k" whose transaction failed (its handler ran once): neither its row nor the
   // record is left, and a retry runs on the same connection (the store has one) and commits.
   void expect_nothing_left_and_a_retry_runs(IdempotencyGuard<PostgresStore>& guard, int& runs) {
@@ -176,23 +211,9 @@ class PostgresTransactionTest : public ::testing::Test {
 // Round trips per call, counted on the wire after a warm-up (statements prepared, settings
 // sent). Transactional: BEGIN goes with the claim and COMMIT with the finish.
 TEST_F(PostgresTransactionTest, AFreshTransactionalCallIsTwoRoundTripsLikeALeaseCall) {
-  // Where the server is, as it says; the relay passes the same user and database on.
-  pqxx::connection probe(target_.location);
-  const pqxx::row where = pqxx::nontransaction(probe).exec1(
-      "SELECT host(inet_server_addr()), inet_server_port(), current_user, current_database()");
-  if (where[0].is_null() || where[0].as<std::string>().find(':') != std::string::npos) {
-    GTEST_SKIP() << "the relay speaks IPv4; the test server is not on it";
-  }
-  RoundTripCounter relay(where[0].as<std::string>(), where[1].as<int>());
-  auto quoted = [](const std::string& v) {  // a connection-string value
-    std::string out = "'";
-    for (char c : v) out += c == '\\' || c == '\'' ? std::string{'\\', c} : std::string(1, c);
-    return out + "'";
-  };
-  const std::string uri =
-      "host=127.0.0.1 port=" + std::to_string(relay.port()) +
-      " sslmode=disable gssencmode=disable user=" + quoted(where[2].as<std::string>()) +
-      " dbname=" + quoted(where[3].as<std::string>());
+  std::string uri;
+  const auto relay = relay_to_server(uri);
+  if (!relay) GTEST_SKIP() << "the relay speaks IPv4; the test server is not on it";
 
   struct Count {
     long long fresh, replay, fresh_with_insert;
@@ -202,13 +223,13 @@ TEST_F(PostgresTransactionTest, AFreshTransactionalCallIsTwoRoundTripsLikeALease
     IdempotencyGuard guard{*store, Options{.scope = std::string(name_of(mode))}};
     const bool tx = mode == SqlMode::transactional;
     auto call = [&](const std::string& key, bool insert) {
-      const long long before = relay.round_trips();
+      const long long before = relay->round_trips();
       auto out = guard.execute(key, [&](Context& ctx) {
         if (insert) insert_business_row(target_, ctx, key, "placed");
         return 1;
       });
       EXPECT_TRUE(out.has_value()) << out.message();
-      return relay.round_trips() - before;
+      return relay->round_trips() - before;
     };
     (void)call("warm", false);
     (void)call("warm", false);
@@ -346,6 +367,59 @@ TEST_F(PostgresTransactionTest, ASubtransactionOnTheHandleIsASavepoint) {
   });
   ASSERT_TRUE(out.has_value()) << out.message();
   EXPECT_EQ(count_business_rows(target_, "k"), 1);
+}
+
+// The connection drops while the message with COMMIT is under way. Whether the server got it
+// (committed) or not (rolled back), the caller hears store_unavailable saying the outcome is
+// unknown, and a retry settles it: a replay of the committed result, or one run.
+TEST_F(PostgresTransactionTest, AConnectionLostAtCommitSaysTheOutcomeIsUnknownAndARetrySettlesIt) {
+  for (const auto cut :
+       {RoundTripCounter::Cut::before_commit, RoundTripCounter::Cut::after_commit}) {
+    const bool reached = cut == RoundTripCounter::Cut::after_commit;
+    SCOPED_TRACE(reached ? "the server committed" : "the server never had the COMMIT");
+    const std::string key = reached ? "after" : "before";
+    std::string uri;
+    const auto relay = relay_to_server(uri);
+    if (!relay) GTEST_SKIP() << "the relay speaks IPv4; the test server is not on it";
+    auto store = make(SqlMode::transactional, uri);
+    IdempotencyGuard guard{*store, Options{.scope = "cut"}};
+    int runs = 0;
+    relay->cut(cut);
+    auto out = guard.execute(key, [&](Context& ctx) {
+      ++runs;
+      insert_business_row(target_, ctx, key, "placed");
+      return 5;
+    });
+    relay->cut(RoundTripCounter::Cut::none);
+    // The handler's value reaches its caller; the commit's fate is the commit error.
+    ASSERT_TRUE(out.has_value()) << out.message();
+    EXPECT_FALSE(out.recorded());
+    EXPECT_EQ(out.commit_error(), errc::store_unavailable);
+    EXPECT_NE(out.commit_failure().describe().find("may or may not have committed"),
+              std::string::npos)
+        << out.commit_failure().describe();
+    EXPECT_EQ(count_business_rows(target_, key), reached ? 1 : 0);
+
+    // The server ends the cut session's transaction when it sees the connection gone; until
+    // then its row is locked and a retry hears in_progress.
+    auto retry = [&] {
+      return guard.execute(key, [&](Context& ctx) {
+        ++runs;
+        insert_business_row(target_, ctx, key, "placed");
+        return 6;
+      });
+    };
+    auto again = retry();
+    for (int i = 0; i < 100 && !again.has_value() && again.error() == errc::in_progress; ++i) {
+      std::this_thread::sleep_for(milliseconds{50});
+      again = retry();
+    }
+    ASSERT_TRUE(again.has_value()) << again.message();
+    EXPECT_EQ(again.replayed(), reached);
+    EXPECT_EQ(again.value(), reached ? 5 : 6);
+    EXPECT_EQ(runs, reached ? 1 : 2);
+    EXPECT_EQ(count_business_rows(target_, key), 1);
+  }
 }
 
 }  // namespace
