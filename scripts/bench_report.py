@@ -182,7 +182,9 @@ def plot(rows, directory, context):
     load_avg = context.get("load_avg") or [os.getloadavg()[0]]
     subtitle = (f"{context.get('num_cpus', '?')} CPUs, load average at start {load_avg[0]:.1f}, "
                 f"{context.get('date', '')[:16]}")
-    label = lambda binary, fig: binary.removeprefix("idem_bench_") + ": " + fig
+    def label(binary, fig):  # "redis: Record Fresh t8", not "redis: Redis Record Fresh t8"
+        short = binary.removeprefix("idem_bench_")
+        return short + ": " + fig.removeprefix(short.capitalize() + " ")
     # Each plot: file name, data lines, width, y axis, gnuplot plot clause ({data} is the file).
     plots = [
         ("throughput.png",
