@@ -253,22 +253,17 @@ class PgSession final : public sql::Session {
   }
 
   std::optional<sql::ClaimRow> claim(const sql::ClaimArgs& args) override {
-    pqxx::result r;
-    const auto key = bytes(args.key);
-    if (work_ && !work_->begun()) {
-      r = work_->open_with(execute(
-          kClaim, {hex_bytea(args.key), std::to_string(as_i64(args.fingerprint.high)),
+    // A transactional claim opens its transaction: BEGIN and the claim in one message.
+    const pqxx::result r =
+        work_ && !work_->begun()
+            ? work_->open_with(execute(
+                  kClaim,
+                  {hex_bytea(args.key), std::to_string(as_i64(args.fingerprint.high)),
                    std::to_string(as_i64(args.fingerprint.low)), std::to_string(args.min_fence),
-                   std::to_string(args.lease_ms), std::to_string(args.keep_ms)}));
-    } else if (work_) {
-      r = work_->exec_prepared(
-          kClaim, key, as_i64(args.fingerprint.high), as_i64(args.fingerprint.low),
-          static_cast<std::int64_t>(args.min_fence), args.lease_ms, args.keep_ms);
-    } else {
-      pqxx::nontransaction tx(conn_);
-      r = tx.exec_prepared(kClaim, key, as_i64(args.fingerprint.high), as_i64(args.fingerprint.low),
-                           static_cast<std::int64_t>(args.min_fence), args.lease_ms, args.keep_ms);
-    }
+                   std::to_string(args.lease_ms), std::to_string(args.keep_ms)}))
+            : run(kClaim, bytes(args.key), as_i64(args.fingerprint.high),
+                  as_i64(args.fingerprint.low), static_cast<std::int64_t>(args.min_fence),
+                  args.lease_ms, args.keep_ms);
     if (r.empty()) return std::nullopt;
     const pqxx::row row = r[0];
     sql::ClaimRow out;
