@@ -139,7 +139,7 @@ Node& Cluster::node(const std::string& host, int port) {
   return *it->second;
 }
 
-Status Cluster::load_slots(Node& from, Deadline deadline) {
+Result<Cluster::SlotMap> Cluster::read_slots(Node& from, Deadline deadline) {
   static constexpr std::array<std::string_view, 2> kSlotsCommand{"CLUSTER", "SLOTS"};
   Result<Answer> answer = from.execute(Call{.argv = kSlotsCommand}, deadline);
   if (!answer) return std::move(answer).failure();
@@ -151,8 +151,8 @@ Status Cluster::load_slots(Node& from, Deadline deadline) {
     return unavailable(fmt::format("redis {}: CLUSTER SLOTS: unexpected reply", from.where()));
   };
   if (r.type != REDIS_REPLY_ARRAY) return malformed();
-  std::vector<Node*> table(kSlots, nullptr);
-  std::vector<Node*> primaries;
+  SlotMap map;
+  map.owners.assign(kSlots, nullptr);
   for (std::size_t i = 0; i < r.elements; ++i) {
     const redisReply& range = *r.element[i];
     if (range.type != REDIS_REPLY_ARRAY || range.elements < 3 ||
@@ -174,20 +174,25 @@ Status Cluster::load_slots(Node& from, Deadline deadline) {
                            : std::string{};
     if (host.empty() || host == "?") host = from.options().host;
     Node* owner = &node(host, static_cast<int>(primary.element[1]->integer));
-    std::fill(table.begin() + first, table.begin() + last + 1, owner);
-    if (std::find(primaries.begin(), primaries.end(), owner) == primaries.end()) {
-      primaries.push_back(owner);
+    std::fill(map.owners.begin() + first, map.owners.begin() + last + 1, owner);
+    if (std::find(map.primaries.begin(), map.primaries.end(), owner) == map.primaries.end()) {
+      map.primaries.push_back(owner);
     }
   }
+  map.served = static_cast<std::size_t>(
+      std::count_if(map.owners.begin(), map.owners.end(), [](Node* n) { return n != nullptr; }));
+  return map;
+}
+
+void Cluster::install(SlotMap map) {
   for (std::size_t slot = 0; slot < kSlots; ++slot) {
-    slots_[slot].store(table[slot], std::memory_order_release);
+    slots_[slot].store(map.owners[slot], std::memory_order_release);
   }
   {
     std::lock_guard lock(nodes_mutex_);
-    primaries_ = std::move(primaries);
+    primaries_ = std::move(map.primaries);
   }
   generation_.fetch_add(1, std::memory_order_acq_rel);
-  return {};
 }
 
 bool Cluster::is_primary(const Node* n) const {
@@ -214,14 +219,27 @@ Status Cluster::refresh(std::uint64_t seen, Deadline deadline, const Node* faile
     if (n != failed && std::find(order.begin(), order.end(), n) == order.end()) order.push_back(n);
   }
   if (failed != nullptr) order.push_back(const_cast<Node*>(failed));
+  // The first map that serves every slot wins. A node that has not caught up with the cluster
+  // (one restarted from its config file, say) can answer with an old map that leaves slots
+  // unserved: such a map is used only when no node has a complete one.
   Failure last = unavailable("redis cluster: no node to read the slot map from");
+  std::optional<SlotMap> partial;
   for (Node* n : order) {
     if (Clock::now() >= deadline) break;
-    Status loaded = load_slots(*n, deadline);
-    if (loaded.ok()) return loaded;
-    last = loaded.failure();
+    Result<SlotMap> read = read_slots(*n, deadline);
+    if (!read) {
+      last = std::move(read).failure();
+      continue;
+    }
+    if (read->served == kSlots) {
+      install(std::move(read).value());
+      return {};
+    }
+    if (!partial || read->served > partial->served) partial = std::move(read).value();
   }
-  return Status(std::move(last));
+  if (!partial) return Status(std::move(last));
+  install(std::move(*partial));
+  return {};
 }
 
 Result<Answer> Cluster::execute(std::string_view key, Call call) {
@@ -278,8 +296,10 @@ Result<Answer> Cluster::execute(std::string_view key, Call call) {
     if (is_error(reply, "TRYAGAIN") || is_error(reply, "CLUSTERDOWN")) {
       last = unavailable(fmt::format("redis {}: {}", answer->where, text(reply)));
       if (is_error(reply, "CLUSTERDOWN")) {
-        target = nullptr;
-        (void)refresh(seen, deadline);
+        // Either the cluster is down, or this node has not caught up with it (a primary
+        // restarted from its config file claims its old slots and refuses every command until it
+        // hears from the others): read the map from the other nodes first.
+        (void)refresh(seen, deadline, std::exchange(target, nullptr));
       }
       if (!pause_before_retry(attempt, deadline)) break;
       continue;

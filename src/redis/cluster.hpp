@@ -42,8 +42,9 @@ class Cluster {
 
   /// Runs `call` on the primary that serves `key`'s slot. MOVED updates the map and resends;
   /// ASK resends once to the named node after ASKING; TRYAGAIN and CLUSTERDOWN pause and
-  /// resend; a node that fails (refused, timed out, closed) makes the map be re-read before
-  /// the next try. At most max_attempts tries, all within connect_timeout + command_timeout.
+  /// resend (after CLUSTERDOWN, from a map read from the other nodes first); a node that fails
+  /// (refused, timed out, closed) makes the map be re-read before the next try. At most
+  /// max_attempts tries, all within connect_timeout + command_timeout.
   Result<Answer> execute(std::string_view key, Call call);
 
   /// PING on every primary of the slot map (read first if need be).
@@ -56,13 +57,23 @@ class Cluster {
  private:
   // The node at host:port, created on first use; nodes live as long as the Cluster.
   Node& node(const std::string& host, int port);
+  // One node's CLUSTER SLOTS.
+  struct SlotMap {
+    std::vector<Node*> owners;     // by slot; null: served by nobody in this map
+    std::vector<Node*> primaries;  // in the order the reply names them
+    std::size_t served = 0;        // slots with an owner
+  };
+
   // Re-reads the slot map unless another call did since `seen` (the generation it routed
-  // with). Asks every known node, `failed` last.
+  // with). Asks the known nodes in turn, `failed` last, until one gives a map that serves every
+  // slot; the most complete map otherwise.
   Status refresh(std::uint64_t seen, Deadline deadline, const Node* failed = nullptr);
   // Whether the last map read names `n` as a primary.
   bool is_primary(const Node* n) const;
-  // Reads CLUSTER SLOTS from `from` and installs it.
-  Status load_slots(Node& from, Deadline deadline);
+  // Reads CLUSTER SLOTS from `from`.
+  Result<SlotMap> read_slots(Node& from, Deadline deadline);
+  // Makes `map` the one calls route by.
+  void install(SlotMap map);
 
   ClusterOptions options_;
   std::optional<Failure> unusable_;  // a configuration no call can succeed with
