@@ -3,9 +3,6 @@
 // the PostgreSQL cases); unset: skips; set but unreachable: fails.
 
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <memory>
@@ -18,25 +15,12 @@
 #include "idem/stores/request_id_cache.hpp"
 #include "redis/redis_test_support.hpp"
 #include "sql/sql_test_support.hpp"
+#include "support/free_port.hpp"
 
 namespace idem::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-// A port nothing listens on (bound, then closed): a Redis client there is "down".
-int closed_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 class LayeredBackends : public ::testing::TestWithParam<Backend> {
  protected:
@@ -164,7 +148,7 @@ TEST_P(LayeredBackends, EightRacingThreadsRunFnOnce) {
 
 TEST_P(LayeredBackends, RedisDownFailsClosedOrSkipsOnlyTheGateway) {
   redis::ConnectionOptions down;
-  down.port = closed_port();
+  down.port = free_port();  // nothing listens there: Redis is down
   down.connect_timeout = 200ms;
   down.command_timeout = 200ms;
   auto dead = std::make_shared<redis::Client>(down);

@@ -7,10 +7,6 @@
 // and lists the other primaries as failed, at a cluster bus port nobody listens on: it cannot
 // reach the cluster and the cluster never learns of it, so it stays stale for the whole test.
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -25,28 +21,13 @@
 #include "idem/stores/redis_store.hpp"
 #include "redis/redis_cluster_support.hpp"
 #include "redis/redis_test_support.hpp"
+#include "support/free_port.hpp"
 
 namespace idem::testing {
 namespace {
 
 using namespace std::chrono_literals;
 using redis::key_slot;
-
-// A TCP port on 127.0.0.1 nothing listens on right now.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
 
 std::string fake_id(char c) { return std::string(40, c); }
 
