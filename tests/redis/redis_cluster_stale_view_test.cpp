@@ -31,7 +31,7 @@ using redis::key_slot;
 
 std::string fake_id(char c) { return std::string(40, c); }
 
-// One slot range of a nodes.conf line ("0-5460").
+// The slot ranges of a nodes.conf line (" 0-5460 6000"), each after a space.
 std::string ranges(const std::vector<std::pair<int, int>>& slots) {
   std::string out;
   for (auto [first, last] : slots) {
