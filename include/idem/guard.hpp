@@ -117,7 +117,8 @@ class IdempotencyGuard {
     const Wait* wait = std::get_if<Wait>(&options_.in_progress);
     const ClaimRequest request{effective.view(), options_.hash(payload), options_.lease,
                                std::max(options_.ttl, options_.lease),
-                               wait != nullptr ? wait->timeout : std::chrono::milliseconds{0}};
+                               wait != nullptr ? wait->timeout : std::chrono::milliseconds{0},
+                               /*rewindable=*/options_.remember_failures};
 
     Result<Claim> claimed = claim_or_wait(request, key);
     if (!claimed) return Out::failed(std::move(claimed).failure());
@@ -227,7 +228,8 @@ class IdempotencyGuard {
         value.emplace(call(fn, context));
       }
     } catch (...) {
-      settle_failure(ticket, key, std::current_exception(), options_.remember_failures);
+      settle_failure(ticket, key, std::current_exception(), options_.remember_failures,
+                     /*undo_effects=*/true);
       throw;
     }
     if constexpr (!std::is_void_v<R>) {
@@ -241,7 +243,8 @@ class IdempotencyGuard {
       } catch (...) {
         // The handler's effect happened: remember the failure whatever the options say, so a
         // retry cannot run it a second time.
-        settle_failure(ticket, key, std::current_exception(), /*remember=*/true);
+        settle_failure(ticket, key, std::current_exception(), /*remember=*/true,
+                       /*undo_effects=*/false);
         throw;
       }
     }
@@ -276,9 +279,20 @@ class IdempotencyGuard {
   }
 
   // The handler threw: release the key, or remember the failure, so it is never left stuck
-  // until the lease runs out. Failures here are reported, never thrown over the handler's.
+  // until the lease runs out. `undo_effects`: the handler failed, so what it wrote through the
+  // store's transaction (and an entity's move) must not commit with the remembered failure; a
+  // store that cannot rewind them gets its key released instead. Failures here are reported,
+  // never thrown over the handler's.
   void settle_failure(const Ticket& ticket, const Key& key, std::exception_ptr error,
-                      bool remember) {
+                      bool remember, bool undo_effects) {
+    if constexpr (RewindableStore<S>) {
+      if (remember && undo_effects) {
+        if (Status rewound = store_.rewind(ticket); !rewound) {
+          report(rewound, key, ticket.fence);
+          remember = false;
+        }
+      }
+    }
     Status settled;
     if (remember) {
       const std::string failure =

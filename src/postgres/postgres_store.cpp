@@ -127,6 +127,11 @@ class PgTransaction final : public pqxx::dbtransaction {
  private:
   void do_begin() override {}
 
+  // libpqxx rolls the whole transaction back when a statement fails; PostgreSQL only marks it
+  // aborted. Leave it to the server, so that a failed handler statement can still be undone to
+  // the savepoint after the claim (a remembered failure then commits) or rolled back by abort.
+  pqxx::result do_exec(const char query[]) override { return direct_exec(query); }
+
   void do_commit() override {
     if (!begun_) {
       committed_ = true;  // nothing was sent, nothing to end
@@ -379,6 +384,9 @@ class PgSession final : public sql::Session {
       // A broken connection rolled back on the server already.
     }
   }
+
+  void mark() override { work_->exec("SAVEPOINT idem_handler"); }
+  void rollback_to_mark() override { work_->exec("ROLLBACK TO SAVEPOINT idem_handler"); }
 
   void* native() noexcept override { return static_cast<pqxx::dbtransaction*>(work_.get()); }
 

@@ -190,10 +190,13 @@ Result<Claim> Engine::claim_transactional(const ClaimRequest& request) {
       std::optional<ClaimRow> row = s->claim(args);
       if (!row) continue;
       if (row->acquired) {
+        // A remembered failure must commit without the handler's writes: mark where they begin.
+        if (request.rewindable) s->mark();
         std::lock_guard lock(open_mutex_);
         open_.emplace(std::string(request.key),
                       Open{row->fence, request.fingerprint,
-                           std::chrono::steady_clock::now() + request.lease, s.get()});
+                           std::chrono::steady_clock::now() + request.lease, s.get(),
+                           request.rewindable});
         Claim claim{.status = ClaimStatus::acquired,
                     .fence = row->fence,
                     .took_over = row->took_over,
@@ -238,6 +241,7 @@ Status Engine::finish_transactional(const Ticket& ticket, const Completion* comp
     return lease_lost();
   }
   Checkout s(*backend_, open->session);
+  if (open->broken) s.mark_broken();
   if (completion == nullptr) {
     s->rollback();
     return {};
@@ -340,6 +344,37 @@ Status Engine::extend(const Ticket& ticket, std::chrono::milliseconds lease) {
     }
   } catch (...) {
     return failure(broken);
+  }
+}
+
+Status Engine::rewind(const Ticket& ticket) {
+  // Lease mode: the handler wrote nothing through the store, so there is nothing to undo.
+  if (mode_ == SqlMode::lease) return {};
+  Session* session = nullptr;
+  Open* held = nullptr;
+  {
+    std::lock_guard lock(open_mutex_);
+    auto [first, last] = open_.equal_range(ticket.key);
+    for (auto it = first; it != last; ++it) {
+      if (it->second.fence == ticket.fence) held = &it->second;
+    }
+    if (held == nullptr) return lease_lost();
+    if (!held->marked) {
+      throw std::logic_error(
+          "idem: SqlStore::rewind needs a claim made with ClaimRequest::rewindable");
+    }
+    session = held->session;
+  }
+  // The holder's own session, in the holder's thread: nobody else touches it meanwhile.
+  try {
+    session->rollback_to_mark();
+    return {};
+  } catch (...) {
+    bool broken = false;
+    Failure f = failure(broken);
+    std::lock_guard lock(open_mutex_);
+    held->broken = held->broken || broken;
+    return f;
   }
 }
 

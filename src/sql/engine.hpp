@@ -107,6 +107,11 @@ class Session {
     commit();
     return true;
   }
+  /// Transactional mode: marks the point rollback_to_mark() goes back to (a savepoint).
+  virtual void mark() = 0;
+  /// Transactional mode: undoes every write since mark(); the transaction and the locks taken
+  /// before the mark stay. Works in a transaction a failed statement left aborted.
+  virtual void rollback_to_mark() = 0;
   /// The handle handed to handlers (SQLite::Database* or pqxx::dbtransaction*).
   virtual void* native() noexcept = 0;
 
@@ -162,6 +167,7 @@ class Engine {
   Status commit(const Ticket& ticket, const Completion& completion);
   Status abort(const Ticket& ticket);
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease);
+  Status rewind(const Ticket& ticket);
   Result<std::size_t> purge_expired(std::size_t max_rows);
   Status ensure_schema();
   SqlMode mode() const noexcept { return mode_; }
@@ -173,6 +179,8 @@ class Engine {
     Fingerprint fingerprint;
     std::chrono::steady_clock::time_point lease_until;
     Session* session = nullptr;
+    bool marked = false;  // the claim was rewindable: mark() was taken right after it
+    bool broken = false;  // a rewind failed on the connection: drop it when the holder ends
   };
   using Registry = std::multimap<std::string, Open, std::less<>>;
   // Transactions that failed to commit: a retried commit of the same ticket gets the same answer

@@ -220,6 +220,9 @@ class SqliteSession final : public sql::Session {
     if (sqlite3_get_autocommit(db_.getHandle()) == 0) (void)db_.tryExec("ROLLBACK");
   }
 
+  void mark() override { db_.exec("SAVEPOINT idem_handler"); }
+  void rollback_to_mark() override { db_.exec("ROLLBACK TO SAVEPOINT idem_handler"); }
+
   void* native() noexcept override { return &db_; }
 
   std::int64_t run(const std::string& sql, std::span<const sql::Param> params) override {

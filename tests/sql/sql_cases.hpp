@@ -342,6 +342,40 @@ TEST_P(SqlTransactionalTest, ExceptionLeavesNeitherTheBusinessRowNorTheRecord) {
   EXPECT_EQ(count_records(target()), 1);
 }
 
+TEST_P(SqlTransactionalTest, ARememberedFailureCommitsWithoutTheHandlersWrites) {
+  IdempotencyGuard guard{store(), Options{.scope = "orders", .remember_failures = true}};
+  int runs = 0;
+  auto doomed = [&](Context& ctx) -> std::string {
+    ++runs;
+    insert_business_row(target(), ctx, "order-3", "doomed");
+    throw std::runtime_error("payment declined");
+  };
+  EXPECT_THROW((void)guard.execute("order-3", doomed), std::runtime_error);
+  EXPECT_EQ(count_business_rows(target(), "order-3"), 0);  // rolled back to the savepoint
+  EXPECT_EQ(count_records(target()), 1);                   // the failure, committed alone
+
+  auto repeat = guard.execute("order-3", doomed);
+  ASSERT_FALSE(repeat.has_value());
+  EXPECT_EQ(repeat.error(), errc::handler_failed);
+  EXPECT_TRUE(repeat.replayed());
+  EXPECT_NE(repeat.message().find("payment declined"), std::string::npos) << repeat.message();
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(count_business_rows(target(), "order-3"), 0);
+
+  // A handler whose own statement failed leaves the transaction aborted (PostgreSQL); the
+  // rewind still undoes it and the failure still commits.
+  EXPECT_THROW((void)guard.execute("order-4",
+                                   [&](Context& ctx) -> std::string {
+                                     insert_business_row(target(), ctx, "order-4", "first");
+                                     run_failing_statement(target(), ctx);
+                                     return std::string("unreachable");
+                                   }),
+               std::exception);
+  EXPECT_EQ(count_business_rows(target(), "order-4"), 0);
+  EXPECT_EQ(guard.execute("order-4", [] { return std::string("again"); }).error(),
+            errc::handler_failed);
+}
+
 TEST_P(SqlTransactionalTest, DuplicateFailsFastOrWaitsOnTheHolderAndReplays) {
   IdempotencyGuard holder_guard{store(), Options{.scope = "orders"}};
   IdempotencyGuard fail_fast{store(), Options{.scope = "orders"}};

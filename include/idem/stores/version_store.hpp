@@ -194,6 +194,9 @@ class VersionStore {
     return impl_.commit(ticket, completion);
   }
   Status abort(const Ticket& ticket) { return impl_.abort(ticket); }
+  /// Undoes the entity's move and the handler's writes of a rewindable claim, keeping the
+  /// operation held, so that a remembered failure commits alone (idem::RewindableStore).
+  Status rewind(const Ticket& ticket) { return impl_.rewind(ticket); }
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
     return impl_.extend(ticket, lease);
   }
