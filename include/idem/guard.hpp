@@ -70,15 +70,16 @@ class IdempotencyGuard {
                 "std::chrono::milliseconds) -> Status (see idem/store.hpp).");
 
  public:
-  /// Throws std::invalid_argument when an option is out of range (lease or ttl not positive).
+  /// Throws std::invalid_argument when an option is out of range (lease not positive, ttl
+  /// negative). Unset options take their defaults (see idem::Options).
   explicit IdempotencyGuard(S& store, Options options = {})
-      : store_(store), options_(std::move(options)) {
+      : store_(store), options_(with_defaults(std::move(options), OptionDefaults{})) {
     if (options_.lease.count() <= 0)
       throw std::invalid_argument("idem: Options::lease must be > 0");
-    if (options_.ttl.count() <= 0) throw std::invalid_argument("idem: Options::ttl must be > 0");
+    if (options_.ttl.count() < 0) throw std::invalid_argument("idem: Options::ttl must be >= 0");
     if (options_.hash == nullptr) throw std::invalid_argument("idem: Options::hash must be set");
     detail::check_commit_retry(options_.commit_retry, "Options");
-    if (const Wait* wait = std::get_if<Wait>(&options_.in_progress)) {
+    if (const Wait* wait = std::get_if<Wait>(&*options_.in_progress)) {
       // A zero first pause would never grow: the wait would spin instead of backing off.
       if (wait->timeout.count() < 0 || wait->initial_backoff.count() <= 0 ||
           wait->max_backoff < wait->initial_backoff) {
@@ -114,7 +115,7 @@ class IdempotencyGuard {
       return Out::failed(std::move(bad));
     }
     const detail::EffectiveKey effective(options_.scope, key.principal, key.id);
-    const Wait* wait = std::get_if<Wait>(&options_.in_progress);
+    const Wait* wait = std::get_if<Wait>(&*options_.in_progress);
     const ClaimRequest request{effective.view(), options_.hash(payload), options_.lease,
                                std::max(options_.ttl, options_.lease),
                                wait != nullptr ? wait->timeout : std::chrono::milliseconds{0},
@@ -162,7 +163,7 @@ class IdempotencyGuard {
 
   // Claims the key; refusals become failures. Under Wait, polls while another holds the key.
   Result<Claim> claim_or_wait(const ClaimRequest& request, const Key& key) {
-    const Wait* wait = std::get_if<Wait>(&options_.in_progress);
+    const Wait* wait = std::get_if<Wait>(&*options_.in_progress);
     Clock& clock = *options_.clock;
     Clock::time_point deadline{};
     std::chrono::milliseconds backoff{};

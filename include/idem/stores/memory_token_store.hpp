@@ -27,9 +27,10 @@
 namespace idem {
 
 struct MemoryTokenStoreOptions {
-  /// The guard behind execute(): its scope names the token namespace (default "token"), and its
+  /// The guard behind execute(): its scope names the token namespace (unset: "token"), and its
   /// lease, ttl (how long a consumed token replays), in-progress policy and observer apply.
-  Options guard{.scope = "token"};
+  /// Fields left unset keep these defaults (idem::Options).
+  Options guard{};
   /// Time source for token expiry and leases (default: steady clock).
   std::shared_ptr<Clock> clock = nullptr;
 };
@@ -50,10 +51,13 @@ struct MemoryTokenStoreOptions {
 /// Also an idem::Store over the guard's effective keys. Thread-safe (one mutex).
 class MemoryTokenStore {
  public:
+  /// What the guard options' unset fields become (idem::Options).
+  static constexpr OptionDefaults kDefaults{.scope = "token"};
+
   explicit MemoryTokenStore(MemoryTokenStoreOptions options = {})
       : clock_(options.clock ? std::move(options.clock) : steady_clock()),
-        scope_(options.guard.scope) {
-    guard_.bind(*this, std::move(options.guard));
+        scope_(options.guard.scope.empty() ? std::string(kDefaults.scope) : options.guard.scope) {
+    guard_.bind(*this, with_defaults(std::move(options.guard), kDefaults));
   }
   MemoryTokenStore(const MemoryTokenStore&) = delete;
   MemoryTokenStore& operator=(const MemoryTokenStore&) = delete;
