@@ -222,12 +222,37 @@ TYPED_TEST_P(RecordStoreConformance, ReplaysSayHowLongTheRecordStillLives) {
   }
 }
 
+// A second commit with another result under the same fence is not a repeat: lease_lost.
 TYPED_TEST_P(RecordStoreConformance, CommitTwiceIsLeaseLostTheSecondTime) {
   const auto k = this->key();
   const Claim held = this->acquired(k);
   ASSERT_TRUE(this->commit(k, held.fence, "one").ok());
   EXPECT_EQ(this->commit(k, held.fence, "two").error(), errc::lease_lost);
   EXPECT_EQ(this->claim(k)->result, "one");
+}
+
+// A commit retried under its fence after it landed (its answer was lost on the way) finds its own
+// completion and succeeds, changing nothing; another state, other bytes or another fence do not.
+TYPED_TEST_P(RecordStoreConformance, CommitRepeatedUnderItsFenceAfterItLandedSucceeds) {
+  const auto k = this->key();
+  const Claim held = this->acquired(k);
+  ASSERT_TRUE(this->commit(k, held.fence, "one").ok());
+  const Status repeated = this->commit(k, held.fence, "one");
+  EXPECT_TRUE(repeated.ok()) << repeated.failure().describe();
+  EXPECT_EQ(this->commit(k, held.fence, "one", ClaimStatus::failed).error(), errc::lease_lost);
+  EXPECT_EQ(this->commit(k, held.fence + 1, "one").error(), errc::lease_lost);
+  Result<Claim> replay = this->claim(k);
+  ASSERT_TRUE(replay.has_value());
+  EXPECT_EQ(replay->status, ClaimStatus::completed);
+  EXPECT_EQ(replay->result, "one");
+
+  const auto failed = this->key("failed");
+  const Claim failing = this->acquired(failed);
+  ASSERT_TRUE(this->commit(failed, failing.fence, "why", ClaimStatus::failed).ok());
+  const Status again = this->commit(failed, failing.fence, "why", ClaimStatus::failed);
+  EXPECT_TRUE(again.ok()) << again.failure().describe();
+  EXPECT_EQ(this->commit(failed, failing.fence, "why").error(), errc::lease_lost);
+  EXPECT_EQ(this->claim(failed)->status, ClaimStatus::failed);
 }
 
 TYPED_TEST_P(RecordStoreConformance, CommitOfAnUnknownKeyIsLeaseLost) {
@@ -303,6 +328,6 @@ REGISTER_TYPED_TEST_SUITE_P(
     CommitAfterOwnLeaseRanOutButNoTakeoverSucceeds, ExtendKeepsTheLeaseAlive,
     CompletedRecordExpiresAfterItsTtl, FailedRecordReplaysItsBytes,
     ReplaysSayHowLongTheRecordStillLives, CommitTwiceIsLeaseLostTheSecondTime,
-    CommitOfAnUnknownKeyIsLeaseLost, KeysAreOpaqueBytes, GuardRunsEachKeyOnceUnderRacingThreads);
+    CommitRepeatedUnderItsFenceAfterItLandedSucceeds, CommitOfAnUnknownKeyIsLeaseLost, KeysAreOpaqueBytes, GuardRunsEachKeyOnceUnderRacingThreads);
 
 }  // namespace idem::testing
