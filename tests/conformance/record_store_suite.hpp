@@ -233,12 +233,20 @@ TYPED_TEST_P(RecordStoreConformance, CommitTwiceIsLeaseLostTheSecondTime) {
 
 // A commit retried under its fence after it landed (its answer was lost on the way) finds its own
 // completion and succeeds, changing nothing; another state, other bytes or another fence do not.
+// A store whose holder keeps the key until it finishes (a transaction) knows a commit's answer was
+// lost only from the failure it met: it looks the record up for those (the SQL tests cut the
+// connection at COMMIT), and a repeat after an answered commit is lease_lost.
 TYPED_TEST_P(RecordStoreConformance, CommitRepeatedUnderItsFenceAfterItLandedSucceeds) {
+  constexpr bool kAnsweredRepeatSucceeds = !HoldsUntilFinished<TypeParam>;
   const auto k = this->key();
   const Claim held = this->acquired(k);
   ASSERT_TRUE(this->commit(k, held.fence, "one").ok());
   const Status repeated = this->commit(k, held.fence, "one");
-  EXPECT_TRUE(repeated.ok()) << repeated.failure().describe();
+  if (kAnsweredRepeatSucceeds) {
+    EXPECT_TRUE(repeated.ok()) << repeated.failure().describe();
+  } else {
+    EXPECT_EQ(repeated.error(), errc::lease_lost);
+  }
   EXPECT_EQ(this->commit(k, held.fence, "one", ClaimStatus::failed).error(), errc::lease_lost);
   EXPECT_EQ(this->commit(k, held.fence + 1, "one").error(), errc::lease_lost);
   Result<Claim> replay = this->claim(k);
@@ -250,7 +258,7 @@ TYPED_TEST_P(RecordStoreConformance, CommitRepeatedUnderItsFenceAfterItLandedSuc
   const Claim failing = this->acquired(failed);
   ASSERT_TRUE(this->commit(failed, failing.fence, "why", ClaimStatus::failed).ok());
   const Status again = this->commit(failed, failing.fence, "why", ClaimStatus::failed);
-  EXPECT_TRUE(again.ok()) << again.failure().describe();
+  if (kAnsweredRepeatSucceeds) EXPECT_TRUE(again.ok()) << again.failure().describe();
   EXPECT_EQ(this->commit(failed, failing.fence, "why").error(), errc::lease_lost);
   EXPECT_EQ(this->claim(failed)->status, ClaimStatus::failed);
 }
