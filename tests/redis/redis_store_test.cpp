@@ -13,6 +13,7 @@
 #include "idem/idem.hpp"
 #include "redis/process_race.hpp"
 #include "redis/redis_test_support.hpp"
+#include "support/fault_relay.hpp"
 
 namespace idem::testing {
 namespace {
@@ -241,6 +242,51 @@ TEST_F(RedisStoreTest, WaitShortfallIsReportedAndAnUnconfirmedCommitIsNotRecorde
   EXPECT_EQ(replay.value(), 7);
   EXPECT_TRUE(replay.replayed());
   EXPECT_EQ(durable.replication_timeouts(), 1u + commits);  // a replay writes nothing: no WAIT
+}
+
+// The commit's EVALSHA reaches Redis, which runs it; the connection is cut before its reply
+// reaches the client. The guard's commit retry under the same fence finds the record committed
+// under it: the value is recorded (not a takeover), the next call replays it, the handler ran
+// once.
+TEST_F(RedisStoreTest, ACommitWhoseReplyIsLostIsRecordedNotATakeover) {
+  redis::ConnectionOptions direct = redis_options();
+  if (!direct.unix_socket.empty()) GTEST_SKIP() << "the relay speaks TCP";
+  FaultRelay relay(direct.host, direct.port);
+  redis::ConnectionOptions relayed = direct;
+  relayed.host = "127.0.0.1";
+  relayed.port = relay.port();
+  auto client = std::make_shared<redis::Client>(relayed);
+  RedisStore store(client, RedisStoreOptions{.prefix = prefix_});
+  auto observer = std::make_shared<Observer>();
+  IdempotencyGuard guard{store, Options{.scope = "lost",
+                                        .observer = observer,
+                                        .commit_retry = {.backoff = 50ms}}};
+  ASSERT_TRUE(guard.execute("warm", [] { return "scripts loaded"s; }).recorded());
+  // The commit's script call carries the result; the claim's does not.
+  const std::string value = "receipt-of-the-lost-reply";
+  relay.lose_reply_after([&](std::string_view chunk) {
+    return chunk.find("EVAL") != std::string_view::npos &&
+           chunk.find(value) != std::string_view::npos;
+  });
+  int runs = 0;
+  auto out = guard.execute("k", [&] {
+    ++runs;
+    return value;
+  });
+  ASSERT_TRUE(relay.one_shot_fired());
+  ASSERT_TRUE(out) << out.message();
+  EXPECT_EQ(out.value(), value);
+  EXPECT_TRUE(out.recorded()) << out.commit_failure().describe();
+  EXPECT_FALSE(out.commit_error());
+  EXPECT_EQ(observer->counters().lease_lost, 0u);
+  auto again = guard.execute("k", [&] {
+    ++runs;
+    return "ran again"s;
+  });
+  ASSERT_TRUE(again) << again.message();
+  EXPECT_TRUE(again.replayed());
+  EXPECT_EQ(again.value(), value);
+  EXPECT_EQ(runs, 1);
 }
 
 TEST_F(RedisStoreTest, EachKeyRunsOnceAcrossFourProcesses) {
