@@ -258,7 +258,9 @@ TYPED_TEST_P(RecordStoreConformance, CommitRepeatedUnderItsFenceAfterItLandedSuc
   const Claim failing = this->acquired(failed);
   ASSERT_TRUE(this->commit(failed, failing.fence, "why", ClaimStatus::failed).ok());
   const Status again = this->commit(failed, failing.fence, "why", ClaimStatus::failed);
-  if (kAnsweredRepeatSucceeds) EXPECT_TRUE(again.ok()) << again.failure().describe();
+  if (kAnsweredRepeatSucceeds) {
+    EXPECT_TRUE(again.ok()) << again.failure().describe();
+  }
   EXPECT_EQ(this->commit(failed, failing.fence, "why").error(), errc::lease_lost);
   EXPECT_EQ(this->claim(failed)->status, ClaimStatus::failed);
 }
