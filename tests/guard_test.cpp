@@ -469,6 +469,25 @@ TEST_F(GuardStoreFailureTest, CommitThatKeepsFailingReturnsTheValueUnrecorded) {
   EXPECT_EQ(observer_->counters().store_errors, 1u);
 }
 
+// The commit lands and its answer is lost: the retry under the same fence finds its own commit
+// and succeeds. Nobody took the key over, so this is no lease_lost.
+TEST_F(GuardStoreFailureTest, CommitWhoseReplyIsLostIsRecordedNotATakeover) {
+  store_.lost_commit_replies = 1;
+  int runs = 0;
+  Outcome<int> out = guard_.execute("k", [&] { return 40 + ++runs; });
+  ASSERT_TRUE(out) << out.message();
+  EXPECT_EQ(out.value(), 41);
+  EXPECT_TRUE(out.recorded()) << out.commit_failure().describe();
+  EXPECT_FALSE(out.commit_error());
+  EXPECT_EQ(store_.commit_calls.load(), 2);
+  EXPECT_EQ(observer_->counters().lease_lost, 0u);
+  Outcome<int> again = guard_.execute("k", [&] { return 40 + ++runs; });
+  ASSERT_TRUE(again) << again.message();
+  EXPECT_TRUE(again.replayed());
+  EXPECT_EQ(again.value(), 41);
+  EXPECT_EQ(runs, 1);
+}
+
 TEST(GuardConceptTest, HandlersWithAndWithoutContextDeduceTheirResult) {
   static_assert(std::is_same_v<handler_result_t<int (*)()>, int>);
   static_assert(std::is_same_v<handler_result_t<std::string (*)(Context&)>, std::string>);

@@ -76,7 +76,9 @@ struct Completion {
 /// A record store. claim() takes the key or says what holds it; commit() stores the end of a
 /// held record; abort() releases it (a later claim may run again, under a larger fence);
 /// extend() renews the holder's lease. commit, abort and extend return errc::lease_lost when the
-/// ticket's fence is no longer the record's.
+/// ticket's fence is no longer the record's. A commit repeated under its fence after it landed
+/// (its answer was lost on the way) succeeds when the record holds that very completion: the
+/// same fence, state and result bytes; it changes nothing then.
 ///
 /// A store whose handler runs inside the store's own transaction (SQL transactional mode, the
 /// entity stores) also has `Status rewind(const Ticket&)`: it undoes what the handler wrote in

@@ -209,6 +209,7 @@ class PgSession final : public sql::Session {
     conn_.prepare(kExtend, text.extend);
     conn_.prepare(kPurge, text.purge);
     conn_.prepare(kRaiseFloor, text.raise_floor);
+    conn_.prepare(kRead, text.read);  // prepared on the server at its first use, if ever
   }
 
   ~PgSession() override { rollback(); }

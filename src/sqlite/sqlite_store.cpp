@@ -144,6 +144,22 @@ class SqliteSession final : public sql::Session {
     }
   }
 
+  // The record as it stands (the upsert left it, or a commit looks for its own landed commit).
+  std::optional<sql::ClaimRow> read(std::string_view key) override {
+    SQLite::Statement& rd = read_->get();
+    bind_blob(rd, 1, key);
+    if (!rd.executeStep()) return std::nullopt;
+    sql::ClaimRow row;
+    row.state = state_of(rd);
+    row.fingerprint = {as_u64(rd.getColumn(1).getInt64()), as_u64(rd.getColumn(2).getInt64())};
+    row.fence = static_cast<Fence>(rd.getColumn(3).getInt64());
+    row.lease_left_ms = rd.getColumn(4).getInt64();
+    row.expire_left_ms = rd.getColumn(5).getInt64();
+    row.result = column_bytes(rd.getColumn(6));
+    rd.tryReset();
+    return row;
+  }
+
   bool finish(const Ticket& ticket, sql::State state, std::string_view result,
               std::int64_t ttl_ms) override {
     SQLite::Statement& st = finish_->get();
@@ -294,18 +310,7 @@ class SqliteSession final : public sql::Session {
       up.tryReset();
       return row;
     }
-    SQLite::Statement& rd = read_->get();
-    bind_blob(rd, 1, args.key);
-    if (!rd.executeStep()) return std::nullopt;
-    sql::ClaimRow row;
-    row.state = state_of(rd);
-    row.fingerprint = {as_u64(rd.getColumn(1).getInt64()), as_u64(rd.getColumn(2).getInt64())};
-    row.fence = static_cast<Fence>(rd.getColumn(3).getInt64());
-    row.lease_left_ms = rd.getColumn(4).getInt64();
-    row.expire_left_ms = rd.getColumn(5).getInt64();
-    row.result = column_bytes(rd.getColumn(6));
-    rd.tryReset();
-    return row;
+    return read(args.key);
   }
 
   milliseconds busy_timeout_;

@@ -123,12 +123,15 @@ class MemoryTokenStore {
 
   Status commit(const Ticket& ticket, const Completion& completion) {
     const auto now = clock_->now();
-    return with_holder(ticket, [&](auto it) {
-      Entry& e = it->second;
-      e.state = completion.status == ClaimStatus::failed ? State::failed : State::completed;
-      e.result.assign(completion.result);
-      e.expires_at = now + std::max(completion.ttl, std::chrono::milliseconds{1});
-    });
+    return with_holder(
+        ticket,
+        [&](auto it) {
+          Entry& e = it->second;
+          e.state = completion.status == ClaimStatus::failed ? State::failed : State::completed;
+          e.result.assign(completion.result);
+          e.expires_at = now + std::max(completion.ttl, std::chrono::milliseconds{1});
+        },
+        &completion);
   }
 
   /// Returns the token to pending until its own expiry (gone if that has passed).
@@ -188,15 +191,21 @@ class MemoryTokenStore {
     return make_failure(errc::token_invalid, "token was used by a request with another payload");
   }
 
+  // Runs `change` on the token only if the ticket still holds it. `repeat`: a commit's
+  // completion, which succeeds without a change when it already stands under the ticket's fence.
   template <class Change>
-  Status with_holder(const Ticket& ticket, Change&& change) {
+  Status with_holder(const Ticket& ticket, Change&& change, const Completion* repeat = nullptr) {
     std::lock_guard lock(mutex_);
     auto it = tokens_.find(ticket.key);
-    if (it == tokens_.end() || !detail::held_under(it->second, ticket.fence)) {
-      return Status(errc::lease_lost, "the token is no longer held under this fence");
+    if (it != tokens_.end() && detail::held_under(it->second, ticket.fence)) {
+      change(it);
+      return {};
     }
-    change(it);
-    return {};
+    if (it != tokens_.end() && repeat != nullptr &&
+        detail::committed_under(it->second, ticket.fence, *repeat)) {
+      return {};
+    }
+    return Status(errc::lease_lost, "the token is no longer held under this fence");
   }
 
   std::shared_ptr<Clock> clock_;
