@@ -56,8 +56,10 @@ void ReplyWatchdog::run() {
       continue;
     }
     const auto first = armed_.begin();
-    if (first->first > Clock::now()) {
-      changed_.wait_until(lock, first->first);
+    // A copy: the entry may be gone (disarmed) while this thread waits.
+    const Clock::time_point earliest = first->first;
+    if (earliest > Clock::now()) {
+      changed_.wait_until(lock, earliest);
       continue;
     }
     Watch& overdue = *first->second;
