@@ -1,6 +1,7 @@
 // SqliteStore: the SQL record strategy on SQLiteCpp. One connection per store, serialised by a
 // semaphore (SQLite has one writer per file anyway; every claim takes the write lock). Processes
-// sharing the file wait on each other through SQLite's busy handler.
+// sharing the file wait on each other through SQLite's busy handler, and while opening it also
+// through a retry of their own (see retry_while_locked).
 
 #include "idem/stores/sqlite_store.hpp"
 
@@ -17,6 +18,7 @@
 #include <semaphore>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 
@@ -76,6 +78,42 @@ class Prepared {
   SQLite::Statement st_;
 };
 
+using Clock = std::chrono::steady_clock;
+
+int busy_ms(milliseconds wait) {
+  return static_cast<int>(std::clamp<milliseconds::rep>(wait.count(), 0, INT32_MAX));
+}
+
+// Runs `step` again while SQLite answers "database is locked" (SQLITE_BUSY or SQLITE_LOCKED),
+// with short growing pauses, until `deadline`; SQLite's busy handler is bounded by the same
+// deadline meanwhile. For the steps of opening a file: some of them fail at once without calling
+// the busy handler, above all `PRAGMA journal_mode = WAL` on a file not yet in WAL mode while
+// another process opens or creates it. `step` must be safe to run again after it failed.
+template <class Step>
+void retry_while_locked(SQLite::Database& db, milliseconds busy_timeout, Clock::time_point deadline,
+                        Step&& step) {
+  struct Restore {
+    SQLite::Database& db;
+    milliseconds busy_timeout;
+    ~Restore() { (void)sqlite3_busy_timeout(db.getHandle(), busy_ms(busy_timeout)); }
+  } restore{db, busy_timeout};
+  milliseconds pause{1};
+  for (;;) {
+    db.setBusyTimeout(busy_ms(std::chrono::ceil<milliseconds>(deadline - Clock::now())));
+    try {
+      step();
+      return;
+    } catch (const SQLite::Exception& e) {
+      const int code = e.getErrorCode() & 0xff;
+      if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) || Clock::now() + pause >= deadline) {
+        throw;
+      }
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, milliseconds{16});
+  }
+}
+
 struct SqliteError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -88,44 +126,20 @@ class SqliteSession final : public sql::Session {
  public:
   SqliteSession(const SqliteStoreOptions& options, const sql::Statements& text)
       : busy_timeout_(options.busy_timeout),
-        db_(options.path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE,
-            static_cast<int>(options.busy_timeout.count())),
-        text_(text) {
-    // WAL lets readers run beside the one writer, and makes commits cheap (NORMAL: no fsync per
-    // commit, only at checkpoints).
-    db_.exec("PRAGMA journal_mode = WAL");
-    db_.exec(options.synchronous_full ? "PRAGMA synchronous = FULL"
-                                      : "PRAGMA synchronous = NORMAL");
-  }
+        synchronous_full_(options.synchronous_full),
+        db_(options.path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE, busy_ms(busy_timeout_)),
+        text_(text) {}
 
-  void create_schema() {
-    // The first writer creates; IMMEDIATE keeps two processes from interleaving.
-    db_.exec("BEGIN IMMEDIATE");
-    try {
-      db_.exec(text_.create_schema_table);
-      db_.exec(text_.create_records_table);
-      db_.exec(text_.create_expiry_index);
-      db_.exec(text_.insert_version);
-      SQLite::Statement version(db_, text_.select_version);
-      version.executeStep();
-      const auto v = version.getColumn(0).getInt64();
-      if (v != sql::kSchemaVersion) {
-        throw SqliteError(
-            fmt::format("idem: table {} says schema version {}, this library knows version {}",
-                        text_.schema, v, sql::kSchemaVersion));
-      }
-      db_.exec("COMMIT");
-    } catch (...) {
-      (void)db_.tryExec("ROLLBACK");
-      throw;
-    }
-    upsert_.emplace(db_, text_.upsert);
-    read_.emplace(db_, text_.read);
-    finish_.emplace(db_, text_.finish);
-    release_.emplace(db_, text_.release);
-    extend_.emplace(db_, text_.extend);
-    purge_.emplace(db_, text_.purge);
-    raise_floor_.emplace(db_, text_.raise_floor);
+  // Sets the connection up, creates the schema if absent and prepares the statements, waiting
+  // for other processes that open the file at the same time up to busy_timeout in all.
+  void open() {
+    retry_while_locked(db_, busy_timeout_, Clock::now() + busy_timeout_, [&] {
+      // WAL lets readers run beside the one writer, and makes commits cheap (NORMAL: no fsync
+      // per commit, only at checkpoints).
+      db_.exec("PRAGMA journal_mode = WAL");
+      db_.exec(synchronous_full_ ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
+      create_schema();
+    });
   }
 
   bool prepared() const noexcept { return upsert_.has_value(); }
@@ -305,7 +319,38 @@ class SqliteSession final : public sql::Session {
     return row;
   }
 
+  void create_schema() {
+    // The first writer creates; IMMEDIATE keeps two processes from interleaving.
+    db_.exec("BEGIN IMMEDIATE");
+    try {
+      db_.exec(text_.create_schema_table);
+      db_.exec(text_.create_records_table);
+      db_.exec(text_.create_expiry_index);
+      db_.exec(text_.insert_version);
+      SQLite::Statement version(db_, text_.select_version);
+      version.executeStep();
+      const auto v = version.getColumn(0).getInt64();
+      if (v != sql::kSchemaVersion) {
+        throw SqliteError(
+            fmt::format("idem: table {} says schema version {}, this library knows version {}",
+                        text_.schema, v, sql::kSchemaVersion));
+      }
+      db_.exec("COMMIT");
+    } catch (...) {
+      (void)db_.tryExec("ROLLBACK");
+      throw;
+    }
+    upsert_.emplace(db_, text_.upsert);
+    read_.emplace(db_, text_.read);
+    finish_.emplace(db_, text_.finish);
+    release_.emplace(db_, text_.release);
+    extend_.emplace(db_, text_.extend);
+    purge_.emplace(db_, text_.purge);
+    raise_floor_.emplace(db_, text_.raise_floor);
+  }
+
   milliseconds busy_timeout_;
+  bool synchronous_full_;
   SQLite::Database db_;
   const sql::Statements& text_;
   bool in_transaction_ = false;
@@ -328,7 +373,7 @@ class SqliteBackend final : public sql::Backend {
     }
     try {
       if (!session_) session_ = std::make_unique<SqliteSession>(options_, text_);
-      if (!session_->prepared()) session_->create_schema();
+      if (!session_->prepared()) session_->open();
     } catch (...) {
       session_.reset();
       turn_.release();

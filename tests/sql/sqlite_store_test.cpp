@@ -159,3 +159,41 @@ TEST(SqliteForeignRecordTest, AFileThatIsNotADatabaseIsStoreUnavailable) {
 
 }  // namespace
 }  // namespace idem::testing
+
+namespace idem::testing {
+namespace {
+
+// Processes that open a file that does not exist yet, together: one creates it and turns it to
+// WAL while the others open it. SQLite answers some of these first steps "database is locked"
+// without calling its busy handler; the store must wait for the others within busy_timeout, not
+// answer store_unavailable. Fresh file each round, the processes released at one instant.
+TEST(SqliteFirstUseTest, ProcessesOpeningANewFileTogetherWaitForEachOther) {
+  constexpr int kRounds = 60, kProcesses = 4, kKeys = 3;
+  int failed_rounds = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    TempDb db;
+    const SqlMode mode = round % 2 == 0 ? SqlMode::lease : SqlMode::transactional;
+    const auto start = std::chrono::steady_clock::now() + milliseconds{100};
+    const std::string start_ns = std::to_string(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch()).count());
+    std::vector<std::unique_ptr<Worker>> workers;
+    for (int p = 0; p < kProcesses; ++p) {
+      workers.push_back(std::make_unique<Worker>(
+          std::vector<std::string>{"sqlite", db.path(), "idem_", name_of(mode), "first-use",
+                                   "first", std::to_string(kKeys), start_ns}));
+    }
+    RaceTally tally;
+    for (auto& w : workers) tally.add(*w);
+    if (tally.errors > 0) ++failed_rounds;
+    EXPECT_EQ(tally.ran.size(), static_cast<std::size_t>(kKeys));
+    for (const auto& [key, n] : tally.ran) EXPECT_EQ(n, 1) << key;
+    for (const auto& [key, values] : tally.got) {
+      EXPECT_EQ(values.size(), static_cast<std::size_t>(kProcesses)) << key;
+    }
+  }
+  EXPECT_EQ(failed_rounds, 0) << "rounds with an error, of " << kRounds;
+}
+
+}  // namespace
+}  // namespace idem::testing
