@@ -138,7 +138,8 @@ class SqliteSession final : public sql::Session {
       // per commit, only at checkpoints).
       db_.exec("PRAGMA journal_mode = WAL");
       db_.exec(synchronous_full_ ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
-      create_schema();
+      if (!schema_present()) create_schema();
+      prepare();
     });
   }
 
@@ -319,27 +320,50 @@ class SqliteSession final : public sql::Session {
     return row;
   }
 
+  // Whether the tables and the index exist and the schema table holds a version (throws
+  // SqliteError when it is not this library's). Reads only: in WAL mode they wait for no writer,
+  // so a store opened while another connection holds the write lock (a transactional handler,
+  // perhaps in another process) does not wait for it.
+  bool schema_present() {
+    SQLite::Statement objects(db_, "SELECT count(*) FROM sqlite_master WHERE name IN (?1, ?2, ?3)");
+    objects.bind(1, text_.schema);
+    objects.bind(2, text_.records);
+    objects.bind(3, text_.records + "_expires_at");
+    if (!objects.executeStep() || objects.getColumn(0).getInt64() != 3) return false;
+    return check_version();
+  }
+
+  // Creates what is missing and the version row, under the write lock; IMMEDIATE keeps two
+  // processes from interleaving, and the statements check again what the other may have created.
   void create_schema() {
-    // The first writer creates; IMMEDIATE keeps two processes from interleaving.
     db_.exec("BEGIN IMMEDIATE");
     try {
       db_.exec(text_.create_schema_table);
       db_.exec(text_.create_records_table);
       db_.exec(text_.create_expiry_index);
       db_.exec(text_.insert_version);
-      SQLite::Statement version(db_, text_.select_version);
-      version.executeStep();
-      const auto v = version.getColumn(0).getInt64();
-      if (v != sql::kSchemaVersion) {
-        throw SqliteError(
-            fmt::format("idem: table {} says schema version {}, this library knows version {}",
-                        text_.schema, v, sql::kSchemaVersion));
-      }
+      (void)check_version();
       db_.exec("COMMIT");
     } catch (...) {
       (void)db_.tryExec("ROLLBACK");
       throw;
     }
+  }
+
+  // False when the schema table holds no version yet.
+  bool check_version() {
+    SQLite::Statement version(db_, text_.select_version);
+    if (!version.executeStep() || version.getColumn(0).isNull()) return false;
+    const auto v = version.getColumn(0).getInt64();
+    if (v != sql::kSchemaVersion) {
+      throw SqliteError(
+          fmt::format("idem: table {} says schema version {}, this library knows version {}",
+                      text_.schema, v, sql::kSchemaVersion));
+    }
+    return true;
+  }
+
+  void prepare() {
     upsert_.emplace(db_, text_.upsert);
     read_.emplace(db_, text_.read);
     finish_.emplace(db_, text_.finish);

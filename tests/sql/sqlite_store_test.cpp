@@ -197,3 +197,52 @@ TEST(SqliteFirstUseTest, ProcessesOpeningANewFileTogetherWaitForEachOther) {
 
 }  // namespace
 }  // namespace idem::testing
+
+namespace idem::testing {
+namespace {
+
+// A store built while another process runs a transactional handler (a worker started by a
+// deploy): its first call checks the schema without the write lock the handler holds, so a
+// duplicate answers in_progress as the docs say, and ensure_schema() answers at once.
+TEST(SqliteNewStoreTest, BuiltWhileAnotherProcessRunsAHandlerItAnswersInProgress) {
+  TempDb db;
+  const Target t{Backend::sqlite, db.path(), "idem_"};
+  create_business_table(t);
+  Worker holder({"sqlite", db.path(), "idem_", "transactional", "hold-tx", "orders", "order-1"});
+  ASSERT_FALSE(holder.read_until("inside", std::chrono::seconds{20}).empty()) << "never ran";
+  const SqliteStoreOptions options{
+      .path = db.path(), .mode = SqlMode::transactional, .busy_timeout = std::chrono::seconds{1}};
+  {
+    SqliteStore store{options};
+    IdempotencyGuard guard{store, Options{.scope = "orders"}};
+    int runs = 0;
+    auto same = guard.execute("order-1", [&] { return ++runs; });
+    ASSERT_FALSE(same.has_value());
+    EXPECT_EQ(same.error(), errc::in_progress) << same.message();
+    EXPECT_EQ(runs, 0);
+  }
+  {
+    SqliteStore store{options};
+    const auto start = std::chrono::steady_clock::now();
+    const Status schema = store.ensure_schema();
+    EXPECT_TRUE(schema.ok()) << schema.failure().describe();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, options.busy_timeout);
+  }
+  {
+    // Another key: the file's one write lock is the handler's, so it is in_progress too.
+    SqliteStore store{options};
+    IdempotencyGuard guard{store, Options{.scope = "orders"}};
+    auto other = guard.execute("order-2", [] { return 2; });
+    ASSERT_FALSE(other.has_value());
+    EXPECT_EQ(other.error(), errc::in_progress) << other.message();
+  }
+  holder.kill9();
+  SqliteStore store{options};
+  IdempotencyGuard guard{store, Options{.scope = "orders"}};
+  auto after = guard.execute("order-1", [] { return 1; });
+  ASSERT_TRUE(after.has_value()) << after.message();
+  EXPECT_TRUE(after.executed());
+}
+
+}  // namespace
+}  // namespace idem::testing
