@@ -246,3 +246,127 @@ TEST(SqliteNewStoreTest, BuiltWhileAnotherProcessRunsAHandlerItAnswersInProgress
 
 }  // namespace
 }  // namespace idem::testing
+
+namespace idem::testing {
+namespace {
+
+// Eight threads of one process write one file, each through a store of its own (four in lease
+// mode, four transactional; the four of a mode race on the same keys). They wait for each other
+// in the process, in arrival order, rather than in SQLite's sleeping busy handler: no call fails
+// (no store_unavailable), every key runs once, and the run ends in bounded time.
+TEST(SqliteWritersTest, EightThreadsOnOneFileNeverSeeStoreUnavailable) {
+  TempDb db;
+  constexpr int kThreads = 8, kKeys = 1000;
+  const auto busy = milliseconds{250};
+  std::vector<std::unique_ptr<SqliteStore>> stores;
+  for (int t = 0; t < kThreads; ++t) {
+    stores.push_back(std::make_unique<SqliteStore>(SqliteStoreOptions{
+        .path = db.path(),
+        .mode = t % 2 == 0 ? SqlMode::lease : SqlMode::transactional,
+        .busy_timeout = busy}));
+    ASSERT_TRUE(stores.back()->ensure_schema().ok());
+  }
+  std::mutex mutex;
+  std::map<std::string, int> ran;
+  std::vector<std::string> errors;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const std::string scope = t % 2 == 0 ? "lease" : "tx";
+      IdempotencyGuard guard{*stores[static_cast<std::size_t>(t)],
+                             Options{.scope = scope, .in_progress = Wait{.timeout = busy * 10}}};
+      for (int i = 0; i < kKeys; ++i) {
+        const std::string k = "k-" + std::to_string((i + t * 7) % kKeys);
+        auto out = guard.execute(k, [&] {
+          {
+            std::lock_guard lock(mutex);
+            ++ran[scope + "/" + k];
+          }
+          // A transactional handler holds the file meanwhile.
+          std::this_thread::sleep_for(std::chrono::microseconds{300});
+          return k;
+        });
+        if (!out) {
+          std::lock_guard lock(mutex);
+          errors.push_back(scope + "/" + k + ": " + out.message());
+        } else {
+          EXPECT_EQ(out.value(), k);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_TRUE(errors.empty()) << errors.size() << " calls failed, the first: " << errors.front();
+  EXPECT_EQ(ran.size(), static_cast<std::size_t>(2 * kKeys));
+  for (const auto& [key, n] : ran) EXPECT_EQ(n, 1) << key;
+  EXPECT_LT(took, std::chrono::seconds{60});
+}
+
+}  // namespace
+}  // namespace idem::testing
+
+namespace idem::testing {
+namespace {
+
+// Two stores of one process on one file: a transactional handler of the first holds the file's
+// writers' lock of the process until it commits. A claim of the second waits for it in the
+// process up to max(block_for, busy_timeout): without leave to block it answers in_progress (the
+// same key, or any other: the file's one write lock is the handler's), a lease-mode write answers
+// store_unavailable, and a claim that may block replays once the handler has committed.
+TEST(SqliteWritersTest, AHandlerOfOneStoreHoldsTheFileForTheProcessesOtherStores) {
+  TempDb db;
+  const auto busy = milliseconds{300};
+  SqliteStore holder_store{
+      SqliteStoreOptions{.path = db.path(), .mode = SqlMode::transactional, .busy_timeout = busy}};
+  SqliteStore other_store{
+      SqliteStoreOptions{.path = db.path(), .mode = SqlMode::transactional, .busy_timeout = busy}};
+  SqliteStore lease_store{
+      SqliteStoreOptions{.path = db.path(), .mode = SqlMode::lease, .busy_timeout = busy}};
+  ASSERT_TRUE(other_store.ensure_schema().ok());
+  ASSERT_TRUE(lease_store.ensure_schema().ok());
+  IdempotencyGuard holder{holder_store, Options{.scope = "s"}};
+  std::promise<void> inside, finish;
+  std::shared_future<void> finish_future = finish.get_future().share();
+  auto held = std::async(std::launch::async, [&] {
+    return holder.execute("a", [&] {
+      inside.set_value();
+      finish_future.wait();
+      return std::string("first");
+    });
+  });
+  inside.get_future().wait();
+
+  IdempotencyGuard fail_fast{other_store, Options{.scope = "s"}};
+  for (const char* key : {"a", "b"}) {
+    auto out = fail_fast.execute(key, [] { return std::string("second"); });
+    ASSERT_FALSE(out.has_value()) << key;
+    EXPECT_EQ(out.error(), errc::in_progress) << key << ": " << out.message();
+  }
+  IdempotencyGuard lease{lease_store, Options{.scope = "s"}};
+  auto lease_out = lease.execute("c", [] { return std::string("third"); });
+  ASSERT_FALSE(lease_out.has_value());
+  EXPECT_EQ(lease_out.error(), errc::store_unavailable) << lease_out.message();
+
+  IdempotencyGuard waiting{
+      other_store, Options{.scope = "s", .in_progress = Wait{.timeout = std::chrono::seconds{30}}}};
+  int runs = 0;
+  auto replay = std::async(std::launch::async, [&] {
+    return waiting.execute("a", [&] {
+      ++runs;
+      return std::string("second");
+    });
+  });
+  std::this_thread::sleep_for(milliseconds{100});  // the waiter queues behind the handler
+  finish.set_value();
+  ASSERT_TRUE(held.get().has_value());
+  auto replayed = replay.get();
+  ASSERT_TRUE(replayed.has_value()) << replayed.message();
+  EXPECT_TRUE(replayed.replayed());
+  EXPECT_EQ(replayed.value(), "first");
+  EXPECT_EQ(runs, 0);
+}
+
+}  // namespace
+}  // namespace idem::testing
