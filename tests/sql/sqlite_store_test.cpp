@@ -250,32 +250,38 @@ TEST(SqliteNewStoreTest, BuiltWhileAnotherProcessRunsAHandlerItAnswersInProgress
 namespace idem::testing {
 namespace {
 
-// Eight threads of one process write one file, each through a store of its own (four in lease
-// mode, four transactional; the four of a mode race on the same keys). They wait for each other
-// in the process, in arrival order, rather than in SQLite's sleeping busy handler: no call fails
-// (no store_unavailable), every key runs once, and the run ends in bounded time.
+// Eight threads of one process write one file, each through a store of its own, all starting
+// together: four transactional ones whose handlers hold the file for a millisecond each and race
+// on the same keys, and four in lease mode. The transactional writers keep the file busy for
+// seconds; the others must get their turns within busy_timeout (1 s). They wait for each other
+// in the process, in arrival order. (In SQLite's sleeping busy handler, the lease writers' first
+// calls waited past a second while the transactional ones took the file back after each commit:
+// store_unavailable in every run.) No call fails, every key runs once, and the run ends in
+// bounded time.
 TEST(SqliteWritersTest, EightThreadsOnOneFileNeverSeeStoreUnavailable) {
   TempDb db;
-  constexpr int kThreads = 8, kKeys = 1000;
-  const auto busy = milliseconds{250};
+  constexpr int kThreads = 8, kKeys = 1500;
+  const auto busy = milliseconds{1000};
   std::vector<std::unique_ptr<SqliteStore>> stores;
   for (int t = 0; t < kThreads; ++t) {
-    stores.push_back(std::make_unique<SqliteStore>(SqliteStoreOptions{
-        .path = db.path(),
-        .mode = t % 2 == 0 ? SqlMode::lease : SqlMode::transactional,
-        .busy_timeout = busy}));
+    stores.push_back(std::make_unique<SqliteStore>(
+        SqliteStoreOptions{.path = db.path(),
+                           .mode = t % 2 == 0 ? SqlMode::lease : SqlMode::transactional,
+                           .busy_timeout = busy}));
     ASSERT_TRUE(stores.back()->ensure_schema().ok());
   }
   std::mutex mutex;
   std::map<std::string, int> ran;
   std::vector<std::string> errors;
+  std::barrier start_together(kThreads);
   const auto start = std::chrono::steady_clock::now();
-  std::vector<std::thread> threads;
+  std::vector<std::thread> pool;
   for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
+    pool.emplace_back([&, t] {
       const std::string scope = t % 2 == 0 ? "lease" : "tx";
       IdempotencyGuard guard{*stores[static_cast<std::size_t>(t)],
                              Options{.scope = scope, .in_progress = Wait{.timeout = busy * 10}}};
+      start_together.arrive_and_wait();
       for (int i = 0; i < kKeys; ++i) {
         const std::string k = "k-" + std::to_string((i + t * 7) % kKeys);
         auto out = guard.execute(k, [&] {
@@ -283,12 +289,11 @@ TEST(SqliteWritersTest, EightThreadsOnOneFileNeverSeeStoreUnavailable) {
             std::lock_guard lock(mutex);
             ++ran[scope + "/" + k];
           }
-          // A transactional handler holds the file meanwhile.
-          std::this_thread::sleep_for(std::chrono::microseconds{300});
+          std::this_thread::sleep_for(milliseconds{1});  // a transactional handler holds the file
           return k;
         });
+        std::lock_guard lock(mutex);
         if (!out) {
-          std::lock_guard lock(mutex);
           errors.push_back(scope + "/" + k + ": " + out.message());
         } else {
           EXPECT_EQ(out.value(), k);
@@ -296,7 +301,7 @@ TEST(SqliteWritersTest, EightThreadsOnOneFileNeverSeeStoreUnavailable) {
       }
     });
   }
-  for (auto& th : threads) th.join();
+  for (auto& th : pool) th.join();
   const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_TRUE(errors.empty()) << errors.size() << " calls failed, the first: " << errors.front();
   EXPECT_EQ(ran.size(), static_cast<std::size_t>(2 * kKeys));
