@@ -5,10 +5,10 @@
 // compiled once there, not in every file that includes this header, and no xxhash configuration
 // macro (XXH_INLINE_ALL and the like) is defined here, so none reaches the including file.
 
+#include <xxhash.h>
+
 #include <cstdint>
 #include <string_view>
-
-#include <xxhash.h>
 
 namespace idem {
 

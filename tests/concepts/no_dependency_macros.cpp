@@ -2,9 +2,8 @@
 // macros, so its own #include <xxhash.h> (or any other library's) behaves as it would without
 // idem. XXH_INLINE_ALL would also rename the XXH3 entry points to XXH_INLINE_* macros.
 
-#include <idem/idem.hpp>
-
 #include <idem/core.hpp>
+#include <idem/idem.hpp>
 
 #if defined(XXH_INLINE_ALL) || defined(XXH_PRIVATE_API) || defined(XXH_IMPLEMENTATION)
 #error "an idem header defines XXH_INLINE_ALL, XXH_PRIVATE_API or XXH_IMPLEMENTATION"

@@ -1,9 +1,8 @@
 // The core alone: one guarded call over the in-memory store, with a payload (so the XXH3
 // fingerprint from libxxhash is linked and run), and a replay. Proves the package is usable, not
 // just findable.
-#include <idem/idem.hpp>
-
 #include <cstdio>
+#include <idem/idem.hpp>
 #include <string>
 
 #ifdef XXH_INLINE_ALL

@@ -1,10 +1,9 @@
 // The PostgreSQL adapter, linked and run without a server: an unreachable PostgreSQL must answer
 // store_unavailable.
+#include <cstdio>
 #include <idem/idem.hpp>
 #include <idem/stores/postgres_store.hpp>
 #include <idem/stores/postgres_transaction.hpp>
-
-#include <cstdio>
 
 int main() {
   idem::PostgresStore store{

@@ -1,13 +1,12 @@
 // The SQLite adapter: a store on a temp file, run for real in transactional mode, and a replay.
-#include <idem/idem.hpp>
-#include <idem/stores/sqlite_store.hpp>
-#include <idem/stores/sqlite_transaction.hpp>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <idem/idem.hpp>
+#include <idem/stores/sqlite_store.hpp>
+#include <idem/stores/sqlite_transaction.hpp>
 #include <string>
-
-#include <unistd.h>
 
 int main() {
   const auto path = std::filesystem::temp_directory_path() /
@@ -18,8 +17,8 @@ int main() {
   remove_files();
   bool ok = false;
   {
-    idem::SqliteStore store{idem::SqliteStoreOptions{.path = path.string(),
-                                                     .mode = idem::SqlMode::transactional}};
+    idem::SqliteStore store{
+        idem::SqliteStoreOptions{.path = path.string(), .mode = idem::SqlMode::transactional}};
     idem::IdempotencyGuard guard{store, idem::Options{.scope = "consumer"}};
     auto first = guard.execute("k", [](idem::Context& ctx) {
       idem::sqlite_transaction(ctx).exec("CREATE TABLE IF NOT EXISTS t (x INTEGER)");
