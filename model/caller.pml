@@ -42,6 +42,7 @@
     :: else -> skip \
     fi; \
     ended++; \
+    printf("caller %d: crashes\n", _pid); \
     goto dead \
   }
 
@@ -67,6 +68,8 @@
   :: o == O_LEASE_LOST && max_acq <= myf -> bad_lost = true \
   :: else -> skip \
   fi; \
+  printf("caller %d: returns outcome %d (1 recorded, 2 lease_lost, 3 unrecorded, 4 replay, \
+5 failure replay, 6 in_progress, 7 unavailable, 8 threw)\n", _pid, o); \
   if \
   :: attempt < ATTEMPTS && (o == O_UNAVAILABLE || o == O_INPROG || o == O_THREW) -> goto call \
   :: else -> ended++; goto dead \
@@ -102,7 +105,9 @@ call:
     :: f == 0 && cs == INPROG -> o = O_INPROG; ANSWER
     :: f == 0 && cs == REPLAY -> o = O_REPLAY; ANSWER
     :: f == 0 && cs == RFAILED -> o = O_RFAILED; ANSWER
-    :: f == 0 && cs == ACQUIRED -> runs++; rid = runs; running++
+    :: f == 0 && cs == ACQUIRED ->
+       runs++; rid = runs; running++;
+       printf("caller %d: acquires fence %d, runs the handler (run %d)\n", _pid, myf, rid)
     fi
   };
 
@@ -111,6 +116,7 @@ call:
   :: CRASH(true)
   :: atomic {
        ledger_write(myf, rid, accepted);
+       printf("caller %d: ledger write under fence %d accepted: %d\n", _pid, myf, accepted);
        if
        :: !accepted -> goto threw
        :: else -> skip
@@ -150,6 +156,8 @@ commit:
   :: atomic {
        tries++;
        COMMIT_CALL(DONE);
+       printf("caller %d: commit under fence %d: answer %d, fault %d (5 ok, 6 lease_lost, \
+7 unavailable; fault 1 failed, 2 reply lost)\n", _pid, myf, cr, f);
        if
        :: f == 0 -> heard = true
        :: else -> skip
@@ -171,6 +179,7 @@ threw:
   :: CRASH(true)
   :: atomic {
        running--;
+       printf("caller %d: the handler threw; remember_failures %d\n", _pid, remember);
        settle_by_abort = !remember;
        if
        :: remember ->

@@ -39,7 +39,12 @@
 active proctype Drops() {
 end:
   do
-  :: atomic { drops < DROPS && txh != 0 -> drops++; tx_rollback() }
+  :: atomic {
+       drops < DROPS && txh != 0 ->
+       drops++;
+       printf("the database ends the session of the holder of fence %d\n", txh);
+       tx_rollback()
+     }
   od
 }
 #else
@@ -47,7 +52,11 @@ end:
 active proctype Leases() {
 end:
   do
-  :: atomic { rstate == HELD && lease_live -> lease_live = false }
+  :: atomic {
+       rstate == HELD && lease_live ->
+       lease_live = false;
+       printf("the lease of fence %d passes\n", rfence)
+     }
   od
 }
 #endif
