@@ -1,4 +1,4 @@
-/* One property per promise of docs/design.md, and the known limits (docs/design.md §15) as
+/* One property per promise of docs/design.md, and the known limits (docs/design.md §16) as
  * properties expected to fail. scripts/model checks each: `./pan -N <name>`. */
 
 /* At most one commit per key: a record ends (completed or failed) once. */
