@@ -183,7 +183,11 @@ threw:
        settle_by_abort = !remember;
        if
        :: remember ->
+#ifdef TX
           CALL(store_rewind(myf, cr));
+#else
+          cr = OK;  /* lease-mode stores are not rewindable: the guard commits the failure */
+#endif
           if
           :: cr != OK -> settle_by_abort = true
           :: else -> COMMIT_CALL(FAILED)

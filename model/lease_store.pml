@@ -60,11 +60,6 @@ inline store_extend(f, cr) {
   fi
 }
 
-/* Lease-mode stores have no transaction of the handler's to rewind (not RewindableStore). */
-inline store_rewind(f, cr) {
-  cr = OK
-}
-
 /* After a fault the store has nothing more to undo in lease mode: the record is as the call
  * left it (a lost claim reply leaves a record in progress that nobody runs: its lease passes). */
 inline after_fault(myf) {
