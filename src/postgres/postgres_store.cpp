@@ -84,6 +84,8 @@ constexpr const char* kRead = "idem_read";
 constexpr const char* kFinishHeld = "idem_finish_held";
 
 // The error text of a transactional finish that matched no row (the kFinishHeld statement).
+// Sent in front of a transaction's last statements: SET LOCAL lasts until its COMMIT.
+constexpr std::string_view kNoLockTimeout = "SET LOCAL lock_timeout = 0; ";
 constexpr const char* kNotHeld = "idem: lease lost: the finish matched ";
 
 constexpr const char* kReadOnly =
@@ -382,20 +384,22 @@ class PgSession final : public sql::Session {
   void commit() override {
     std::unique_ptr<PgTransaction> tx = std::move(work_);
     try {
-      watched([&] { tx->commit_with({}); });
+      watched([&] { tx->commit_with(std::string(kNoLockTimeout) + "SELECT 1"); });
     } catch (...) {
       forget_timeouts();
       throw;
     }
   }
 
-  // One round trip: the fenced finish, then COMMIT.
+  // One round trip: the fenced finish, then COMMIT. The claim's lock_timeout (1 ms for a claim
+  // that may not wait) bounded the wait on another holder; the finish must not fail on it, so it
+  // runs without one (statement_timeout and the reply deadline still bound it).
   bool finish_and_commit(const Ticket& ticket, sql::State state, std::string_view result,
                          std::int64_t ttl_ms) override {
     std::unique_ptr<PgTransaction> tx = std::move(work_);
     try {
       watched([&] {
-        tx->commit_with(execute(
+        tx->commit_with(std::string(kNoLockTimeout) + execute(
             kFinishHeld,
             {hex_bytea(ticket.key), std::to_string(static_cast<std::int64_t>(ticket.fence)),
              std::to_string(static_cast<int>(state)), hex_bytea(result), std::to_string(ttl_ms)}));
