@@ -68,7 +68,10 @@ bool BoundedServer::process_and_close_socket(socket_t sock) {
 }
 
 void BoundedServer::serve(std::shared_ptr<Connection> c) {
-  RequestStream stream(*c, c->request_start + settings_.request_timeout, settings_.write_timeout);
+  // A body with a length over the limit is refused unread (body_limit.hpp); one without a length
+  // is cut a little past it (chunk framing counts too).
+  RequestStream stream(*c, c->request_start + settings_.request_timeout, settings_.write_timeout,
+                       settings_.body_limit + 64 * 1024);
   if (!stream.take_head()) return park_.close(c);
   const bool last = c->answered + 1 >= settings_.keep_alive_requests;
   bool client_closes = false;

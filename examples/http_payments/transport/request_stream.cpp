@@ -16,8 +16,8 @@ constexpr std::size_t kGatherAtMost = 64 * 1024;
 }  // namespace
 
 RequestStream::RequestStream(Connection& c, Clock::time_point read_deadline,
-                             std::chrono::milliseconds write_timeout)
-    : c_(c), read_deadline_(read_deadline), write_timeout_(write_timeout) {}
+                             std::chrono::milliseconds write_timeout, std::size_t body_cap)
+    : c_(c), read_deadline_(read_deadline), write_timeout_(write_timeout), body_cap_(body_cap) {}
 
 bool RequestStream::wait_for(short events, Clock::time_point deadline) const {
   for (;;) {
@@ -79,6 +79,8 @@ ssize_t RequestStream::read(char* ptr, size_t size) {
     head_read_ += n;
     return static_cast<ssize_t>(n);
   }
+  if (body_read_ >= body_cap_) return -1;  // the request fails: the body is too long
+  size = std::min(size, body_cap_ - body_read_);
   for (;;) {
     const ssize_t n = ::recv(c_.fd, ptr, size, 0);
     if (n >= 0) {

@@ -17,8 +17,10 @@ namespace transport {
 
 class RequestStream final : public httplib::Stream {
  public:
+  /// At most `body_cap` bytes are read after the head: a body without a length (chunked, or
+  /// up to the end of the connection) cannot grow past it.
   RequestStream(Connection& c, Clock::time_point read_deadline,
-                std::chrono::milliseconds write_timeout);
+                std::chrono::milliseconds write_timeout, std::size_t body_cap);
 
   /// Reads the head the park saw complete. False if the socket failed.
   bool take_head();
@@ -44,6 +46,7 @@ class RequestStream final : public httplib::Stream {
   Connection& c_;
   Clock::time_point read_deadline_;
   std::chrono::milliseconds write_timeout_;
+  std::size_t body_cap_;
   std::string head_;
   std::size_t head_read_ = 0;
   std::size_t body_read_ = 0;
