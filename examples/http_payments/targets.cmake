@@ -26,7 +26,8 @@ if(CPPHTTPLIB_FOUND AND nlohmann_json_FOUND AND IDEM_WITH_SQLITE AND IDEM_WITH_P
     ${CMAKE_CURRENT_LIST_DIR}/transport/body_limit.cpp
     ${CMAKE_CURRENT_LIST_DIR}/transport/bounded_server.cpp
     ${CMAKE_CURRENT_LIST_DIR}/transport/canned_answer.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/transport/connection_park.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/transport/connection_loop.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/transport/request_head.cpp
     ${CMAKE_CURRENT_LIST_DIR}/transport/request_stream.cpp)
   target_include_directories(idem_http_payments_service PUBLIC ${CMAKE_CURRENT_LIST_DIR})
   target_link_libraries(idem_http_payments_service PUBLIC idem::sqlite idem::postgres

@@ -3,17 +3,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <utility>
+#include <chrono>
+#include <functional>
 
 #include "transport/body_limit.hpp"
 #include "transport/canned_answer.hpp"
+#include "transport/request_head.hpp"
 #include "transport/request_stream.hpp"
 
 namespace transport {
 
 namespace {
 
-// httplib runs each accepted socket through a task queue; the park takes it at once, so the
+// httplib runs each accepted socket through a task queue; the loop takes it at once, so the
 // accept thread does it itself instead of waking a thread for it.
 class OnAcceptThread final : public httplib::TaskQueue {
  public:
@@ -24,14 +26,10 @@ class OnAcceptThread final : public httplib::TaskQueue {
 }  // namespace
 
 BoundedServer::BoundedServer(const TransportSettings& settings)
-    : settings_(settings),
-      workers_(settings.threads),
-      park_(settings, [this](std::shared_ptr<Connection> c) {
-        workers_.enqueue([this, c = std::move(c)]() mutable { serve(std::move(c)); });
-      }) {
+    : settings_(settings), loop_(settings, [this](Connection& c) { return answer(c); }) {
   new_task_queue = [] { return new OnAcceptThread; };
   set_tcp_nodelay(true);
-  // Only what httplib writes in its Keep-Alive header: the park applies these.
+  // Only what httplib writes in its Keep-Alive header: the loop applies these.
   set_keep_alive_timeout(
       std::chrono::duration_cast<std::chrono::seconds>(settings.keep_alive_timeout).count());
   set_keep_alive_max_count(settings.keep_alive_requests);
@@ -39,13 +37,6 @@ BoundedServer::BoundedServer(const TransportSettings& settings)
 }
 
 BoundedServer::~BoundedServer() { shut_down(); }
-
-void BoundedServer::shut_down() {
-  if (shut_down_) return;
-  shut_down_ = true;
-  park_.stop();         // no more requests handed on; waiting connections closed
-  workers_.shutdown();  // requests in hand finish; their connections close (the park is stopped)
-}
 
 int BoundedServer::bind(const std::string& host, int port) {
   if (port == 0) {
@@ -59,7 +50,7 @@ int BoundedServer::bind(const std::string& host, int port) {
 }
 
 bool BoundedServer::process_and_close_socket(socket_t sock) {
-  if (park_.admit(sock)) return true;
+  if (loop_.admit(sock)) return true;
   send_canned_answer(sock, 503, "Service Unavailable", "too_many_connections",
                      "the server has " + std::to_string(settings_.max_connections) +
                          " connections open; retry later");
@@ -67,22 +58,21 @@ bool BoundedServer::process_and_close_socket(socket_t sock) {
   return false;
 }
 
-void BoundedServer::serve(std::shared_ptr<Connection> c) {
+ConnectionLoop::After BoundedServer::answer(Connection& c) {
   // A body with a length over the limit is refused unread (body_limit.hpp); one without a length
   // is cut a little past it (chunk framing counts too).
-  RequestStream stream(*c, c->request_start + settings_.request_timeout, settings_.write_timeout,
-                       settings_.body_limit + 64 * 1024);
-  if (!stream.take_head()) return park_.close(c);
-  const bool last = c->answered + 1 >= settings_.keep_alive_requests;
+  RequestStream stream(c, head_end(c.in), c.request_start + settings_.request_timeout,
+                       settings_.write_timeout, settings_.body_limit + 64 * 1024);
+  const bool last = c.answered + 1 >= settings_.keep_alive_requests;
   bool client_closes = false;
   const bool processed = process_request(
       stream, last, client_closes, [&stream](httplib::Request& req) { stream.expect_body(req); });
   const bool sent = stream.flush();  // whatever was answered, even on a failed request
-  ++c->answered;
-  if (!processed || !sent || !is_running()) return park_.close(c);
-  if (stream.body_left()) return park_.linger(std::move(c));
-  if (last || client_closes) return park_.close(c);
-  park_.park(std::move(c));
+  ++c.answered;
+  if (!processed || !sent || !is_running()) return ConnectionLoop::After::close;
+  if (stream.body_left()) return ConnectionLoop::After::linger;
+  if (last || client_closes) return ConnectionLoop::After::close;
+  return ConnectionLoop::After::keep;
 }
 
 }  // namespace transport

@@ -1,7 +1,7 @@
 #pragma once
 // An httplib::Server whose connections cost bounded resources whatever clients do (see
 // docs/http_payments.md, "Transport settings"):
-//  - connections wait for a request in a ConnectionPark, not in a request thread: idle
+//  - connections wait for a request in a ConnectionLoop, not in a request thread: idle
 //    keep-alive connections and slow senders hold no thread;
 //  - a request must arrive whole, head and body, within request_timeout of its first byte;
 //  - a body announced over body_limit is answered 413 unread; at most max_connections are open;
@@ -11,10 +11,9 @@
 #include <httplib.h>
 
 #include <cstddef>
-#include <memory>
 #include <string>
 
-#include "transport/connection_park.hpp"
+#include "transport/connection_loop.hpp"
 #include "transport/transport_settings.hpp"
 
 namespace transport {
@@ -28,21 +27,19 @@ class BoundedServer : public httplib::Server {
   int bind(const std::string& host, int port);
   /// Closes every connection and stops the request threads (after stop() and the end of
   /// listen_after_bind(); the destructor calls it too).
-  void shut_down();
+  void shut_down() { loop_.stop(); }
 
-  std::size_t open_connections() const { return park_.open_connections(); }
+  std::size_t open_connections() const { return loop_.open_connections(); }
 
  private:
   // Called by httplib's accept loop for each new socket (on the accept thread: see the
-  // constructor): hands it to the park, or answers 503 when max_connections are open.
+  // constructor): hands it to the loop, or answers 503 when max_connections are open.
   bool process_and_close_socket(socket_t sock) override;
-  // On a request thread, once the connection's request head is complete: one request.
-  void serve(std::shared_ptr<Connection> c);
+  // On a request thread, once the connection's request is in hand: one request.
+  ConnectionLoop::After answer(Connection& c);
 
   const TransportSettings settings_;
-  httplib::ThreadPool workers_;
-  ConnectionPark park_;
-  bool shut_down_ = false;
+  ConnectionLoop loop_;
 };
 
 }  // namespace transport

@@ -1,5 +1,6 @@
 #pragma once
-// One client connection of the transport: its socket and where it stands between requests.
+// One client connection of the transport: its socket, the bytes read from it and not used yet,
+// and where it stands between requests.
 
 #include <chrono>
 #include <cstddef>
@@ -16,10 +17,11 @@ struct Connection {
   std::string local_ip;
   int local_port = 0;
 
-  std::size_t answered = 0;          // requests answered on this connection
-  Clock::time_point parked_at{};     // when it last started waiting for a request
-  Clock::time_point request_start{};  // first byte of the request being received; {} when idle
-  std::size_t head_size = 0;          // bytes of the complete head waiting in the socket
+  bool in_hand = false;  // a request thread holds it (else it waits in the loop)
+  std::string in;        // read from the socket, not used yet: a request coming in
+  std::size_t answered = 0;           // requests answered on this connection
+  Clock::time_point waiting_since{};  // when it last started waiting for a request
+  Clock::time_point request_start{};  // first byte of the request coming in; {} while idle
 
   // Closing: the answer is sent; unread bytes are dropped until the client stops or a bound.
   bool lingering = false;

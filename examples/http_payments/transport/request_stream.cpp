@@ -15,9 +15,16 @@ namespace {
 constexpr std::size_t kGatherAtMost = 64 * 1024;
 }  // namespace
 
-RequestStream::RequestStream(Connection& c, Clock::time_point read_deadline,
+RequestStream::RequestStream(Connection& c, std::size_t head_size,
+                             Clock::time_point read_deadline,
                              std::chrono::milliseconds write_timeout, std::size_t body_cap)
-    : c_(c), read_deadline_(read_deadline), write_timeout_(write_timeout), body_cap_(body_cap) {}
+    : c_(c),
+      head_size_(head_size),
+      read_deadline_(read_deadline),
+      write_timeout_(write_timeout),
+      body_cap_(body_cap) {}
+
+RequestStream::~RequestStream() { c_.in.erase(0, used_); }
 
 bool RequestStream::wait_for(short events, Clock::time_point deadline) const {
   for (;;) {
@@ -29,24 +36,6 @@ bool RequestStream::wait_for(short events, Clock::time_point deadline) const {
     if (n > 0) return true;
     if (n < 0 && errno != EINTR) return false;
   }
-}
-
-bool RequestStream::take_head() {
-  head_.resize(c_.head_size);
-  std::size_t got = 0;
-  while (got < head_.size()) {
-    const ssize_t n = ::recv(c_.fd, head_.data() + got, head_.size() - got, 0);
-    if (n > 0) {
-      got += static_cast<std::size_t>(n);
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else if (n < 0 && errno == EAGAIN) {
-      if (!wait_for(POLLIN, read_deadline_)) return false;
-    } else {
-      return false;
-    }
-  }
-  return true;
 }
 
 void RequestStream::expect_body(const httplib::Request& req) {
@@ -65,7 +54,7 @@ bool RequestStream::body_left() const {
 }
 
 bool RequestStream::is_readable() const {
-  if (head_read_ < head_.size()) return true;
+  if (used_ < c_.in.size()) return true;
   pollfd p{c_.fd, POLLIN, 0};
   return ::poll(&p, 1, 0) > 0;
 }
@@ -73,23 +62,28 @@ bool RequestStream::is_readable() const {
 bool RequestStream::is_writable() const { return true; }
 
 ssize_t RequestStream::read(char* ptr, size_t size) {
-  if (head_read_ < head_.size()) {
-    const std::size_t n = std::min(size, head_.size() - head_read_);
-    std::memcpy(ptr, head_.data() + head_read_, n);
-    head_read_ += n;
-    return static_cast<ssize_t>(n);
+  const bool in_body = used_ >= head_size_;  // the whole head is in c_.in
+  if (in_body) {
+    if (body_read_ >= body_cap_) return -1;  // the request fails: its body is too long
+    size = std::min(size, body_cap_ - body_read_);
+  } else {
+    size = std::min(size, head_size_ - used_);
   }
-  if (body_read_ >= body_cap_) return -1;  // the request fails: the body is too long
-  size = std::min(size, body_cap_ - body_read_);
-  for (;;) {
-    const ssize_t n = ::recv(c_.fd, ptr, size, 0);
-    if (n >= 0) {
-      body_read_ += static_cast<std::size_t>(n);
-      return n;
+  ssize_t n = 0;
+  if (used_ < c_.in.size()) {
+    n = static_cast<ssize_t>(std::min(size, c_.in.size() - used_));
+    std::memcpy(ptr, c_.in.data() + used_, static_cast<std::size_t>(n));
+    used_ += static_cast<std::size_t>(n);
+  } else {
+    for (;;) {
+      n = ::recv(c_.fd, ptr, size, 0);
+      if (n >= 0) break;
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN || !wait_for(POLLIN, read_deadline_)) return -1;
     }
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN || !wait_for(POLLIN, read_deadline_)) return -1;
   }
+  if (in_body) body_read_ += static_cast<std::size_t>(n);
+  return n;
 }
 
 ssize_t RequestStream::write(const char* ptr, size_t size) {

@@ -1,6 +1,6 @@
 #pragma once
-// The httplib::Stream one request is read from and answered on. The head, complete in the socket
-// when the park hands the connection over, is taken in one read; the body is read under the
+// The httplib::Stream one request is read from and answered on. It reads first what the loop
+// already took from the socket (the head, perhaps the body), then the socket under the
 // request's deadline, which bounds the whole request however the client paces its bytes (a
 // per-read timeout would not). What the answer writes is gathered and sent in one write.
 
@@ -17,13 +17,14 @@ namespace transport {
 
 class RequestStream final : public httplib::Stream {
  public:
-  /// At most `body_cap` bytes are read after the head: a body without a length (chunked, or
-  /// up to the end of the connection) cannot grow past it.
-  RequestStream(Connection& c, Clock::time_point read_deadline,
+  /// The request's head is the first `head_size` bytes of `c.in`. At most `body_cap` bytes are
+  /// read after it: a body without a length (chunked, or up to the end of the connection)
+  /// cannot grow past that.
+  RequestStream(Connection& c, std::size_t head_size, Clock::time_point read_deadline,
                 std::chrono::milliseconds write_timeout, std::size_t body_cap);
+  /// Leaves in `c.in` only what this request did not read (the next request, if any).
+  ~RequestStream() override;
 
-  /// Reads the head the park saw complete. False if the socket failed.
-  bool take_head();
   /// Once the head is parsed: how much body the request announced (none known for chunked).
   void expect_body(const httplib::Request& req);
   /// Sends what the answer wrote. False if the client did not take it in time.
@@ -44,12 +45,12 @@ class RequestStream final : public httplib::Stream {
   bool wait_for(short events, Clock::time_point deadline) const;
 
   Connection& c_;
+  std::size_t head_size_;
   Clock::time_point read_deadline_;
   std::chrono::milliseconds write_timeout_;
   std::size_t body_cap_;
-  std::string head_;
-  std::size_t head_read_ = 0;
-  std::size_t body_read_ = 0;
+  std::size_t used_ = 0;       // bytes of c_.in read
+  std::size_t body_read_ = 0;  // bytes read after the head, from c_.in or the socket
   std::optional<std::size_t> body_expected_;  // unknown until the head is parsed
   std::string out_;
 };

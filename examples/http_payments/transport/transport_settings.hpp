@@ -8,10 +8,10 @@
 namespace transport {
 
 struct TransportSettings {
-  /// Threads that run requests. A connection holds one only while a complete request head is
-  /// in hand: idle keep-alive connections and clients still sending their head wait in one
-  /// epoll thread, so slow clients never hold a worker. Requests block on the database, so
-  /// more threads than cores pay off until the database is the queue.
+  /// Threads that answer requests. A connection holds one only while its request is in hand
+  /// (its head, and its body when small): idle keep-alive connections and clients still
+  /// sending wait in the epoll set, so slow clients never hold a thread. Requests block on the
+  /// database, so more threads than cores pay off until the database is the queue.
   std::size_t threads = 16;
   /// Open connections at most (idle, sending or being answered). One more is answered 503 and
   /// closed at once.
