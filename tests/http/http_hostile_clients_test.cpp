@@ -200,8 +200,9 @@ TEST_F(HostileClients, AnOversizedBodyIsRefusedUnreadWhileOthersAreServed) {
   EXPECT_LT(peak_rss_kib(server.pid()) - rss_before, 64 * 1024) << "KiB more at the peak";
 }
 
-// With Expect: 100-continue the refusal comes before the client sends any body.
-TEST_F(HostileClients, AnOversizedBodyAnnouncedWithExpectContinueIsRefusedBeforeItIsSent) {
+// With Expect: 100-continue the refusal comes before the client sends any body; within the
+// limit the client is told to go on.
+TEST_F(HostileClients, ExpectContinueIsRefusedOverTheLimitAndAnsweredWithin) {
   Server server(backing, {"--body-limit", "1000"});
   RawSocket s(server.port());
   ASSERT_TRUE(s.send("POST /payments HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer alice\r\n"
@@ -211,6 +212,17 @@ TEST_F(HostileClients, AnOversizedBodyAnnouncedWithExpectContinueIsRefusedBefore
   EXPECT_EQ(answer.rfind("HTTP/1.1 413", 0), 0u) << answer.substr(0, 200);
   EXPECT_NE(answer.find("body_too_large"), std::string::npos);
   EXPECT_TRUE(s.closes_within(10s));
+
+  // Within the limit, the client is told to go on, sends its body, and is answered.
+  RawSocket polite(server.port());
+  ASSERT_TRUE(polite.send("POST /payments HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer alice\r\n"
+                          "Idempotency-Key: k-continue\r\nExpect: 100-continue\r\n"
+                          "Content-Length: " + std::to_string(kPayment.size()) + "\r\n\r\n"));
+  const std::string go_on = polite.receive(10s, "\r\n\r\n");
+  EXPECT_EQ(go_on.rfind("HTTP/1.1 100 Continue", 0), 0u) << go_on;
+  ASSERT_TRUE(polite.send(kPayment));
+  const std::string paid = polite.receive(10s, "}");
+  EXPECT_EQ(paid.rfind("HTTP/1.1 201", 0), 0u) << paid.substr(0, 200);
 
   // At the limit, the body is read and the payment made.
   auto ok = client(server.port())->Post("/payments", headers("alice", "k-at-limit"),

@@ -75,6 +75,9 @@ ssize_t RequestStream::read(char* ptr, size_t size) {
     std::memcpy(ptr, c_.in.data() + used_, static_cast<std::size_t>(n));
     used_ += static_cast<std::size_t>(n);
   } else {
+    // What was written goes out before waiting on the client: "100 Continue" is what it waits
+    // for before it sends the body.
+    if (!out_.empty() && !flush()) return -1;
     for (;;) {
       n = ::recv(c_.fd, ptr, size, 0);
       if (n >= 0) break;
