@@ -1,7 +1,8 @@
 #pragma once
 // Owns the stores and the service for one Config; mount() it on a server. SQLite by default,
-// PostgreSQL with pg_uri; the gateway cache and tokens in memory, or in Redis with redis_uri;
-// with `bare`, the bare twin on the same database and no idempotency store at all.
+// PostgreSQL with pg_uri; the gateway cache and tokens in memory, or in Redis with redis_uri (with
+// a CachedStore in front, so that a hot replay is answered from this process's memory instead of
+// a round trip); with `bare`, the bare twin on the same database and no idempotency store at all.
 
 #include <httplib.h>
 
@@ -10,6 +11,7 @@
 #include <utility>
 
 #include "bare_payments_service.hpp"
+#include "idem/stores/cached_store.hpp"
 #include "idem/stores/memory_request_id_cache.hpp"
 #include "idem/stores/memory_token_store.hpp"
 #include "idem/stores/postgres_store.hpp"
@@ -38,7 +40,8 @@ class App {
       memory_tokens_ = std::make_unique<idem::MemoryTokenStore>();
       service_ =
           std::make_unique<PaymentsService<idem::MemoryRequestIdCache, idem::MemoryTokenStore>>(
-              *memory_cache_, *memory_tokens_, *records_, db_, config_.handler_delay);
+              *memory_cache_, gateway_settings(memory_cache_->options()), *memory_tokens_,
+              *records_, db_, config_.handler_delay);
     } else {
       idem::Result<idem::redis::ConnectionOptions> o =
           idem::redis::ConnectionOptions::from_uri(config_.redis_uri);
@@ -50,14 +53,25 @@ class App {
       redis_cache_ = std::make_unique<idem::RequestIdCache>(redis_, std::move(cache_options));
       redis_tokens_ = std::make_unique<idem::RedisTokenStore>(
           redis_, idem::RedisTokenStoreOptions{.prefix = config_.prefix + "payments:token:"});
-      service_ = std::make_unique<PaymentsService<idem::RequestIdCache, idem::RedisTokenStore>>(
-          *redis_cache_, *redis_tokens_, *records_, db_, config_.handler_delay);
+      // Completed answers stay in memory for a minute at most (never longer than in Redis).
+      hot_replays_ = std::make_unique<HotReplays>(
+          idem::CachedStoreOptions{.max_ttl = std::chrono::minutes{1}}, *redis_cache_);
+      service_ = std::make_unique<PaymentsService<HotReplays, idem::RedisTokenStore>>(
+          *hot_replays_, gateway_settings(redis_cache_->options()), *redis_tokens_, *records_,
+          db_, config_.handler_delay);
     }
   }
 
   void mount(httplib::Server& server) { service_->mount(server); }
 
  private:
+  using HotReplays = idem::CachedStore<idem::RequestIdCache&>;
+
+  static idem::LayerSettings gateway_settings(const idem::Options& o) {
+    return idem::LayerSettings{.name = "request_id", .scope = o.scope, .lease = o.lease,
+                               .ttl = o.ttl};
+  }
+
   void open_records() {
     if (config_.pg_uri.empty()) {
       records_ = std::make_unique<idem::SqliteStore>(
@@ -83,6 +97,7 @@ class App {
   std::unique_ptr<idem::MemoryTokenStore> memory_tokens_;
   std::shared_ptr<idem::redis::Client> redis_;
   std::unique_ptr<idem::RequestIdCache> redis_cache_;
+  std::unique_ptr<HotReplays> hot_replays_;
   std::unique_ptr<idem::RedisTokenStore> redis_tokens_;
   std::unique_ptr<Service> service_;
 };

@@ -33,13 +33,16 @@ class Service {
 template <class Cache, class Tokens>
 class PaymentsService final : public Service {
  public:
-  PaymentsService(Cache& cache, Tokens& tokens, idem::SqlStore& records, Database& db,
-                  std::chrono::milliseconds delay)
+  /// `gateway` are the request-ID cache's own scope, lease and ttl (Cache may be a CachedStore
+  /// in front of it, which has no options of its own).
+  PaymentsService(Cache& cache, const idem::LayerSettings& gateway, Tokens& tokens,
+                  idem::SqlStore& records, Database& db, std::chrono::milliseconds delay)
       : tokens_(tokens),
         db_(db),
         delay_(delay),
-        with_token_(idem::RequestIdLayer{cache}, idem::TokenLayer{tokens}, record_layer(records)),
-        without_token_(idem::RequestIdLayer{cache}, record_layer(records)) {}
+        with_token_(idem::RequestIdLayer<Cache>{cache, gateway}, idem::TokenLayer{tokens},
+                    record_layer(records)),
+        without_token_(idem::RequestIdLayer<Cache>{cache, gateway}, record_layer(records)) {}
 
   void mount(httplib::Server& server) override {
     mount_common_routes(server, db_);
