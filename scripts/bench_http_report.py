@@ -19,27 +19,36 @@ BACKEND_NAMES = {"sqlite": "SQLite", "pg_redis": "PostgreSQL + Redis"}
 
 
 def load(path):
-    runs = []
+    """The runs of scripts/lib/bench_http.sh (one JSON line each), or those of a report this script
+    wrote before (to print or draw it again), with that report's context."""
     with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            r = json.loads(line)
-            w = r.pop("wrk")
-            if w.get("failed"):
-                print(f"bench --http: run failed: {r}", file=sys.stderr)
-                continue
-            lat = w["latency_us"]
-            r.update({
-                "rps": w["rps"], "requests": w["requests"], "seconds": w["seconds"],
-                "p50_ms": lat["p50"] / 1000, "p90_ms": lat["p90"] / 1000,
-                "p99_ms": lat["p99"] / 1000, "max_ms": lat["max"] / 1000,
-                "socket_errors": w["socket_errors"], "non_2xx": w["non_2xx"],
-                "statuses": w.get("statuses", {}),
-            })
-            runs.append(r)
-    return runs
+        text = f.read()
+    try:
+        earlier = json.loads(text)
+        if isinstance(earlier, dict) and "runs" in earlier:
+            return earlier["runs"], earlier.get("context", {})
+    except json.JSONDecodeError:
+        pass
+    runs = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        r = json.loads(line)
+        w = r.pop("wrk")
+        if w.get("failed"):
+            print(f"bench --http: run failed: {r}", file=sys.stderr)
+            continue
+        lat = w["latency_us"]
+        r.update({
+            "rps": w["rps"], "requests": w["requests"], "seconds": w["seconds"],
+            "p50_ms": lat["p50"] / 1000, "p90_ms": lat["p90"] / 1000,
+            "p99_ms": lat["p99"] / 1000, "max_ms": lat["max"] / 1000,
+            "socket_errors": w["socket_errors"], "non_2xx": w["non_2xx"],
+            "statuses": w.get("statuses", {}),
+        })
+        runs.append(r)
+    return runs, {}
 
 
 def find(runs, backend, mode, scenario, connections, note=""):
@@ -166,14 +175,15 @@ def plot(runs, backends, directory, context):
                 return ", ".join(f"'{d}' using 1:{column} with linespoints lw 2 {dt} "
                                  f"title '{t}'" for d, t, dt in files)
             script = f"""
-set terminal pngcairo size 1300,560 font 'sans,10'
+set terminal pngcairo size 1500,560 font 'sans,10'
 set output '{out}'
-set multiplot layout 1,2 title "idem http_payments on {BACKEND_NAMES.get(b, b)}: wrk against connections\\n{{/*0.8 {subtitle}}}"
+set multiplot layout 1,2 title "idem, the HTTP payments example on {BACKEND_NAMES.get(b, b)}: wrk against connections\\n{{/*0.8 {subtitle}}}"
 set logscale x 2
+set xrange [0.8:180]
 set xtics (1, 8, 32, 128)
 set xlabel 'connections'
 set grid
-set key left top noenhanced
+set key outside right top vertical noenhanced
 set logscale y
 set ylabel 'requests per second (log)'
 set title 'throughput'
@@ -196,13 +206,13 @@ def main():
     parser.add_argument("--load-start", default="")
     parser.add_argument("--load-end", default="")
     parser.add_argument("--duration", default="")
-    parser.add_argument("runs")
+    parser.add_argument("runs", help="the runs (JSON lines), or an earlier OUT.json to redo")
     args = parser.parse_args()
 
-    runs = load(args.runs)
+    runs, context = load(args.runs)
     backends = [b for b in BACKEND_NAMES if any(r["backend"] == b for r in runs)]
     connections = sorted({r["connections"] for r in runs if not r["note"]})
-    context = {
+    context = context or {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "cpus": os.cpu_count(),
         "load_start": args.load_start or "?",
