@@ -78,6 +78,8 @@ if ((servers)); then
   fi
 fi
 
+port_guard=
+port_bare=
 # start NAME ARGS...: the service in the background; sets port_NAME.
 start() {
   local name=$1
