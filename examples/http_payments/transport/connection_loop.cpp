@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
+#include <string>
 #include <string_view>
 #include <system_error>
 #include <utility>
