@@ -1,8 +1,8 @@
 #pragma once
 // Per-call latency percentiles beside Google Benchmark's mean time. A benchmark loop opens one
 // timer per iteration; one call in `every` is timed with the steady clock, and at the end the
-// thread's p50, p90 and p99 go out as counters (p50_ns, p90_ns, p99_ns), averaged over the
-// benchmark's threads. Guarded benchmarks and their bare twins sample the same way, so the
+// thread's p50, p90, p99, p99.9 and largest go out as counters (p50_ns, p90_ns, p99_ns, p999_ns,
+// max_ns), averaged over the benchmark's threads. Guarded benchmarks and their bare twins sample the same way, so the
 // percentiles compare like the means do.
 //
 //   idem_bench::Latency latency;
@@ -62,6 +62,8 @@ class Latency {
     state.counters["p50_ns"] = at(0.50);
     state.counters["p90_ns"] = at(0.90);
     state.counters["p99_ns"] = at(0.99);
+    state.counters["p999_ns"] = at(0.999);
+    state.counters["max_ns"] = at(1.0);
   }
 
  private:

@@ -3,6 +3,10 @@
 // binary and run, so the overhead reads as a ratio (DESIGN §6). Both sides use one connection on
 // a WAL file; the argument selects PRAGMA synchronous: 0 = NORMAL, 1 = FULL.
 //
+// The *Threads and *Stores benchmarks run 8 threads of one process on one file: *Threads share
+// one store (bare: one connection under a std::mutex), *Stores give each thread a store of its
+// own (bare: a connection of its own, which waits for the others in SQLite's busy handler).
+//
 //   build/bench/idem_bench_sqlite --benchmark_min_time=0.5
 //
 // Figures and how to read them: docs/performance.md ("SQL stores").
@@ -15,8 +19,10 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "idem/guard.hpp"
 #include "idem/stores/cached_store.hpp"
@@ -142,6 +148,77 @@ void BM_GuardTransactional_Fresh(benchmark::State& state) {
   latency.report(state);
 }
 
+// ---- 8 threads on one file
+// ------------------------------------------------------------------------
+
+constexpr int kThreads = 8;
+
+std::string thread_key(const benchmark::State& state, long long i) {
+  return key("fresh-t" + std::to_string(state.thread_index()), i);
+}
+
+// What the threads of one benchmark run share: thread 0 makes it before the timed loop and drops
+// it after; the others take it inside the loop, which all threads enter and leave together.
+template <class T>
+class Shared {
+ public:
+  template <class Make>
+  void make(const benchmark::State& state, Make&& make) {
+    if (state.thread_index() == 0) value_ = make();
+  }
+  T& get() { return *value_; }
+  void drop(const benchmark::State& state) {
+    if (state.thread_index() == 0) value_.reset();
+  }
+
+ private:
+  std::unique_ptr<T> value_;
+};
+
+struct GuardedFile {
+  GuardedFile(benchmark::State& state, idem::SqlMode mode, int stores) {
+    for (int i = 0; i < stores; ++i) {
+      this->stores.push_back(std::make_unique<idem::SqliteStore>(store_options(file, state, mode)));
+      guards.push_back(std::make_unique<idem::IdempotencyGuard<idem::SqliteStore>>(
+          *this->stores.back(), idem::Options{.scope = std::string(kScope)}));
+    }
+  }
+  idem::IdempotencyGuard<idem::SqliteStore>& guard(const benchmark::State& state) {
+    return *guards[static_cast<std::size_t>(state.thread_index()) % guards.size()];
+  }
+
+  TempFile file;
+  std::vector<std::unique_ptr<idem::SqliteStore>> stores;
+  std::vector<std::unique_ptr<idem::IdempotencyGuard<idem::SqliteStore>>> guards;
+};
+
+void guarded_threads(benchmark::State& state, idem::SqlMode mode, int stores) {
+  static Shared<GuardedFile> shared;
+  shared.make(state, [&] { return std::make_unique<GuardedFile>(state, mode, stores); });
+  idem::IdempotencyGuard<idem::SqliteStore>* guard = nullptr;
+  long long i = 0;
+  idem_bench::Latency latency;
+  for (auto _ : state) {
+    if (guard == nullptr) guard = &shared.get().guard(state);
+    const auto timer = latency.time();
+    auto out = guard->execute(thread_key(state, i++), kPayload, handler);
+    if (!out.recorded()) state.SkipWithError(out.has_value() ? "not recorded" : "failed");
+    benchmark::DoNotOptimize(out);
+  }
+  latency.report(state);
+  shared.drop(state);
+}
+
+void BM_Guard_FreshThreads(benchmark::State& state) {
+  guarded_threads(state, idem::SqlMode::lease, 1);
+}
+void BM_GuardTransactional_FreshThreads(benchmark::State& state) {
+  guarded_threads(state, idem::SqlMode::transactional, 1);
+}
+void BM_Guard_FreshStores(benchmark::State& state) {
+  guarded_threads(state, idem::SqlMode::lease, kThreads);
+}
+
 // ---- bare twins: the same statements straight on SQLiteCpp -------------------------------------
 
 class Bare {
@@ -248,6 +325,60 @@ void BM_BareTransactional_Fresh(benchmark::State& state) {
   latency.report(state);
 }
 
+// One connection for all threads, taken in turn under a std::mutex.
+struct BareShared {
+  explicit BareShared(const benchmark::State& state) : bare(file, state.range(0) != 0) {}
+  TempFile file;
+  Bare bare;
+  std::mutex mutex;
+};
+
+void bare_threads(benchmark::State& state, bool transactional) {
+  static Shared<BareShared> shared;
+  shared.make(state, [&] { return std::make_unique<BareShared>(state); });
+  BareShared* one = nullptr;
+  long long i = 0;
+  idem_bench::Latency latency;
+  for (auto _ : state) {
+    if (one == nullptr) one = &shared.get();
+    const auto timer = latency.time();
+    const std::string k = thread_key(state, i++);
+    std::lock_guard lock(one->mutex);
+    if (transactional) one->bare.db().exec("BEGIN IMMEDIATE");
+    const long long fence = one->bare.claim(k, transactional);
+    one->bare.commit(k, fence, handler());
+    if (transactional) one->bare.db().exec("COMMIT");
+  }
+  latency.report(state);
+  shared.drop(state);
+}
+
+void BM_Bare_FreshThreads(benchmark::State& state) { bare_threads(state, false); }
+void BM_BareTransactional_FreshThreads(benchmark::State& state) { bare_threads(state, true); }
+
+// A connection per thread on one file: writers wait for each other in SQLite's busy handler.
+void BM_Bare_FreshStores(benchmark::State& state) {
+  static Shared<TempFile> shared;
+  shared.make(state, [] { return std::make_unique<TempFile>(); });
+  std::unique_ptr<Bare> bare;
+  long long i = 0;
+  idem_bench::Latency latency;
+  for (auto _ : state) {
+    if (!bare) {
+      static std::mutex opening;  // one connection at a time creates the schema
+      std::lock_guard lock(opening);
+      bare = std::make_unique<Bare>(shared.get(), state.range(0) != 0);
+    }
+    const auto timer = latency.time();
+    const std::string k = thread_key(state, i++);
+    const long long fence = bare->claim(k);
+    bare->commit(k, fence, handler());
+  }
+  latency.report(state);
+  bare.reset();
+  shared.drop(state);
+}
+
 // Arg: 0 = synchronous NORMAL, 1 = FULL.
 BENCHMARK(BM_Bare_Fresh)->ArgName("full")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Guard_Fresh)->ArgName("full")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
@@ -264,6 +395,17 @@ BENCHMARK(BM_GuardTransactional_Fresh)
     ->Arg(0)
     ->Arg(1)
     ->Unit(benchmark::kMicrosecond);
+
+// 8 threads on one file, synchronous NORMAL; wall time per call reads as throughput.
+#define IDEM_SQLITE_THREADS(name)                                                   \
+  BENCHMARK(name)->ArgName("full")->Arg(0)->Threads(kThreads)->UseRealTime()->Unit( \
+      benchmark::kMicrosecond)
+IDEM_SQLITE_THREADS(BM_Bare_FreshThreads);
+IDEM_SQLITE_THREADS(BM_Guard_FreshThreads);
+IDEM_SQLITE_THREADS(BM_BareTransactional_FreshThreads);
+IDEM_SQLITE_THREADS(BM_GuardTransactional_FreshThreads);
+IDEM_SQLITE_THREADS(BM_Bare_FreshStores);
+IDEM_SQLITE_THREADS(BM_Guard_FreshStores);
 
 }  // namespace
 

@@ -1,15 +1,13 @@
-# Detects hiredis (via pkg-config, which every distribution ships; its CMake config is not
-# universal) and fmt (the adapter's messages), and sets IDEM_HAVE_REDIS. The adapter itself is
-# src/redis/ (target idem_redis, idem::redis).
-find_package(PkgConfig QUIET)
-if(PkgConfig_FOUND)
-  pkg_check_modules(IDEM_HIREDIS QUIET IMPORTED_TARGET hiredis)
+# Detects the dependencies of the Redis adapter idem_redis (idem::redis, src/redis/) and sets
+# IDEM_HAVE_REDIS, and IDEM_REDIS_MISSING to what to install when something is missing. What the
+# adapter links (hiredis) is looked up in cmake/package/idem-redis-dependencies.cmake, which an
+# installed idem's config reads too; fmt is needed only to build the adapter (cmake/IdemFmt.cmake).
+include("${CMAKE_CURRENT_LIST_DIR}/package/idem-redis-dependencies.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/IdemFmt.cmake")
+if(IDEM_REDIS_MISSING STREQUAL "")
+  set(IDEM_REDIS_MISSING "${IDEM_FMT_MISSING}")
 endif()
-if(NOT TARGET fmt::fmt-header-only)
-  find_package(fmt QUIET)
-endif()
-
-if(TARGET PkgConfig::IDEM_HIREDIS AND TARGET fmt::fmt-header-only)
+if(IDEM_REDIS_MISSING STREQUAL "")
   set(IDEM_HAVE_REDIS ON)
 else()
   set(IDEM_HAVE_REDIS OFF)

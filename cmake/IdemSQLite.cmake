@@ -1,13 +1,14 @@
-# Detects the SQLite backend's dependencies and sets IDEM_HAVE_SQLITE. The adapter idem_sqlite
-# (src/sql/CMakeLists.txt) also formats its messages with fmt.
-# Debian's SQLiteCpp config exports a static imported target `SQLiteCpp` and itself
-# needs SQLite3 and Threads, so look those up first to give a clearer answer.
-find_package(SQLite3 QUIET)
-find_package(Threads QUIET)
-find_package(SQLiteCpp CONFIG QUIET)
-find_package(fmt QUIET)
-
-if(SQLite3_FOUND AND Threads_FOUND AND TARGET SQLiteCpp AND fmt_FOUND)
+# Detects the dependencies of the SQLite adapter idem_sqlite (idem::sqlite, src/sql/) and sets
+# IDEM_HAVE_SQLITE, and IDEM_SQLITE_MISSING to what to install when something is missing. What the
+# adapter links (SQLiteCpp, SQLite3) is looked up in cmake/package/idem-sqlite-dependencies.cmake,
+# which an installed idem's config reads too; fmt is needed only to build the adapter
+# (cmake/IdemFmt.cmake).
+include("${CMAKE_CURRENT_LIST_DIR}/package/idem-sqlite-dependencies.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/IdemFmt.cmake")
+if(IDEM_SQLITE_MISSING STREQUAL "")
+  set(IDEM_SQLITE_MISSING "${IDEM_FMT_MISSING}")
+endif()
+if(IDEM_SQLITE_MISSING STREQUAL "")
   set(IDEM_HAVE_SQLITE ON)
 else()
   set(IDEM_HAVE_SQLITE OFF)

@@ -82,6 +82,15 @@ TEST(OutcomeTest, StatesAndFlags) {
   EXPECT_TRUE(unrecorded.executed());
   EXPECT_FALSE(unrecorded.recorded());
   EXPECT_EQ(unrecorded.commit_error(), errc::lease_lost);
+  EXPECT_FALSE(unrecorded);  // superseded by the holder that took over: not the key's answer
+  EXPECT_EQ(unrecorded.error(), errc::lease_lost);
+  EXPECT_EQ(unrecorded.value(), 1);  // still there for the caller that wants it
+
+  // A commit whose fate is unknown keeps the value as the answer: a retry replays it or runs.
+  auto unknown = Outcome<int>::fresh(1, make_failure(errc::store_unavailable, "no reply"));
+  EXPECT_TRUE(unknown);
+  EXPECT_FALSE(unknown.error());
+  EXPECT_EQ(unknown.commit_error(), errc::store_unavailable);
 
   auto replay = Outcome<std::string>::replay("r");
   EXPECT_TRUE(replay.replayed() && !replay.executed() && !replay.recorded());

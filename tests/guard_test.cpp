@@ -240,10 +240,16 @@ TEST_F(GuardTest, WaiterTakesOverAnExpiredLeaseAndTheStaleHolderIsFenced) {
   EXPECT_TRUE(taker.recorded());
   EXPECT_EQ(taker_fence, holder_fence + 1);
 
-  ASSERT_TRUE(stale);  // the value it made is not thrown away ...
+  // The value it made is not thrown away, but it is not the key's answer: the taker's is. So
+  // `if (stale)` is false and error() says lease_lost (HTTP 409: the client's retry replays).
+  ASSERT_TRUE(stale.has_value());
+  EXPECT_FALSE(stale);
   EXPECT_EQ(stale.value(), "from stale holder");
-  EXPECT_FALSE(stale.recorded());  // ... but it is not recorded over the new holder's
+  EXPECT_FALSE(stale.recorded());
   EXPECT_EQ(stale.commit_error(), errc::lease_lost);
+  EXPECT_EQ(stale.error(), errc::lease_lost);
+  EXPECT_EQ(http_status(stale.error()), 409);
+  EXPECT_FALSE(stale.message().empty());
 
   EXPECT_EQ(guard.execute("k", [] { return "x"s; }).value(), "from taker");
   EXPECT_EQ(observer->counters().lease_lost, 1u);
@@ -265,12 +271,14 @@ TEST_F(GuardTest, ContextExtendsTheLease) {
 TEST_F(GuardTest, ExtendAfterTakeoverIsLeaseLost) {
   IdempotencyGuard guard{store_, options({.lease = seconds{1}})};
   std::error_code extended;
-  ASSERT_TRUE(guard.execute("k", [&](Context& ctx) {
+  auto stale = guard.execute("k", [&](Context& ctx) {
     clock_->advance(seconds{2});
     EXPECT_TRUE(guard.execute("k", [] { return 2; }).executed());  // takes over
     extended = ctx.extend_lease().error();
     return 1;
-  }));
+  });
+  EXPECT_TRUE(stale.executed());
+  EXPECT_EQ(stale.error(), errc::lease_lost);  // superseded by the taker's result
   EXPECT_EQ(extended, errc::lease_lost);
 }
 
@@ -459,6 +467,25 @@ TEST_F(GuardStoreFailureTest, CommitThatKeepsFailingReturnsTheValueUnrecorded) {
   EXPECT_EQ(out.commit_error(), errc::store_unavailable);
   EXPECT_EQ(store_.commit_calls.load(), 3);
   EXPECT_EQ(observer_->counters().store_errors, 1u);
+}
+
+// The commit lands and its answer is lost: the retry under the same fence finds its own commit
+// and succeeds. Nobody took the key over, so this is no lease_lost.
+TEST_F(GuardStoreFailureTest, CommitWhoseReplyIsLostIsRecordedNotATakeover) {
+  store_.lost_commit_replies = 1;
+  int runs = 0;
+  Outcome<int> out = guard_.execute("k", [&] { return 40 + ++runs; });
+  ASSERT_TRUE(out) << out.message();
+  EXPECT_EQ(out.value(), 41);
+  EXPECT_TRUE(out.recorded()) << out.commit_failure().describe();
+  EXPECT_FALSE(out.commit_error());
+  EXPECT_EQ(store_.commit_calls.load(), 2);
+  EXPECT_EQ(observer_->counters().lease_lost, 0u);
+  Outcome<int> again = guard_.execute("k", [&] { return 40 + ++runs; });
+  ASSERT_TRUE(again) << again.message();
+  EXPECT_TRUE(again.replayed());
+  EXPECT_EQ(again.value(), 41);
+  EXPECT_EQ(runs, 1);
 }
 
 TEST(GuardConceptTest, HandlersWithAndWithoutContextDeduceTheirResult) {

@@ -15,6 +15,7 @@
 #include "idem/idem.hpp"
 #include "idem/stores/memory_request_id_cache.hpp"
 #include "idem/stores/memory_token_store.hpp"
+#include "support/flaky_store.hpp"
 
 namespace idem {
 namespace {
@@ -273,6 +274,27 @@ TEST_F(Fixture, RecordCommitFailureLeavesNoCacheAnswering) {
   auto again = guard.execute({"req-1", "", "order-1", "alice", "p"}, [&] { return ++runs; });
   EXPECT_EQ(again.error(), errc::in_progress);
   EXPECT_EQ(again.layer_name(), "record");
+  EXPECT_EQ(runs, 1);
+}
+
+// The record's commit lands and its answer is lost: the retry finds its own commit, so the
+// value is recorded, the outer layers are committed too, and the repeat replays.
+TEST_F(Fixture, RecordCommitWhoseReplyIsLostIsRecordedAndFillsTheGateway) {
+  testing::FlakyStore flaky;
+  flaky.lost_commit_replies = 1;
+  LayeredGuard guard(LayeredOptions{.commit_retry = {.attempts = 3, .backoff = 0ms}},
+                     RequestIdLayer(cache), RecordLayer(flaky, LayerSettings{.scope = "pay"}));
+  int runs = 0;
+  auto out = guard.execute({"req-1", "", "order-1", "alice", "p"}, [&] { return ++runs; });
+  ASSERT_TRUE(out.has_value()) << out.message();
+  EXPECT_TRUE(out.recorded()) << out.commit_failure().describe();
+  EXPECT_FALSE(out.commit_error());
+  EXPECT_EQ(flaky.commit_calls.load(), 2);
+  auto again = guard.execute({"req-1", "", "order-1", "alice", "p"}, [&] { return ++runs; });
+  ASSERT_TRUE(again.has_value()) << again.message();
+  EXPECT_TRUE(again.replayed());
+  EXPECT_EQ(again.layer_name(), "request_id");
+  EXPECT_EQ(again.value(), 1);
   EXPECT_EQ(runs, 1);
 }
 

@@ -40,8 +40,20 @@ enum class errc : int {
   record_corrupt,
 };
 
+}  // namespace idem
+
+// Before anything below converts an errc: the trait must be known at the first conversion.
+template <>
+struct std::is_error_code_enum<idem::errc> : std::true_type {};
+
+namespace idem {
+
 /// The enumerator's name ("payload_mismatch"), for logs and metrics labels.
 std::string_view to_string(errc e) noexcept;
+
+/// For logs and metrics labels: "ok" for no error, the enumerator's name for an idem code
+/// (commit_error(), error()), else "<category>:<value>" ("system:111").
+std::string to_string(std::error_code ec);
 
 /// The std::error_category of idem::errc; its name is "idem".
 const std::error_category& error_category() noexcept;
@@ -119,6 +131,12 @@ inline std::string_view to_string(errc e) noexcept {
   return "unknown";
 }
 
+inline std::string to_string(std::error_code ec) {
+  if (!ec) return "ok";
+  if (ec.category() == error_category()) return std::string(to_string(static_cast<errc>(ec.value())));
+  return std::string(ec.category().name()) + ":" + std::to_string(ec.value());
+}
+
 inline const std::error_category& error_category() noexcept {
   static const detail::ErrorCategory category;
   return category;
@@ -163,5 +181,3 @@ inline bool is_retryable(std::error_code ec) noexcept {
 
 }  // namespace idem
 
-template <>
-struct std::is_error_code_enum<idem::errc> : std::true_type {};

@@ -1,13 +1,14 @@
 #pragma once
 // Fingerprint: a 128-bit hash of a request payload, stored at claim to tell replays from misuse.
+//
+// XXH3 comes from the xxhash library, through its stable API (idem::idem links it): the hash is
+// compiled once there, not in every file that includes this header, and no xxhash configuration
+// macro (XXH_INLINE_ALL and the like) is defined here, so none reaches the including file.
+
+#include <xxhash.h>
 
 #include <cstdint>
 #include <string_view>
-
-#ifndef XXH_INLINE_ALL
-#define XXH_INLINE_ALL
-#endif
-#include <xxhash.h>
 
 namespace idem {
 

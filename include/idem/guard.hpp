@@ -70,15 +70,16 @@ class IdempotencyGuard {
                 "std::chrono::milliseconds) -> Status (see idem/store.hpp).");
 
  public:
-  /// Throws std::invalid_argument when an option is out of range (lease or ttl not positive).
+  /// Throws std::invalid_argument when an option is out of range (lease not positive, ttl
+  /// negative). Unset options take their defaults (see idem::Options).
   explicit IdempotencyGuard(S& store, Options options = {})
-      : store_(store), options_(std::move(options)) {
+      : store_(store), options_(with_defaults(std::move(options), OptionDefaults{})) {
     if (options_.lease.count() <= 0)
       throw std::invalid_argument("idem: Options::lease must be > 0");
-    if (options_.ttl.count() <= 0) throw std::invalid_argument("idem: Options::ttl must be > 0");
+    if (options_.ttl.count() < 0) throw std::invalid_argument("idem: Options::ttl must be >= 0");
     if (options_.hash == nullptr) throw std::invalid_argument("idem: Options::hash must be set");
     detail::check_commit_retry(options_.commit_retry, "Options");
-    if (const Wait* wait = std::get_if<Wait>(&options_.in_progress)) {
+    if (const Wait* wait = std::get_if<Wait>(&*options_.in_progress)) {
       // A zero first pause would never grow: the wait would spin instead of backing off.
       if (wait->timeout.count() < 0 || wait->initial_backoff.count() <= 0 ||
           wait->max_backoff < wait->initial_backoff) {
@@ -114,10 +115,11 @@ class IdempotencyGuard {
       return Out::failed(std::move(bad));
     }
     const detail::EffectiveKey effective(options_.scope, key.principal, key.id);
-    const Wait* wait = std::get_if<Wait>(&options_.in_progress);
+    const Wait* wait = std::get_if<Wait>(&*options_.in_progress);
     const ClaimRequest request{effective.view(), options_.hash(payload), options_.lease,
                                std::max(options_.ttl, options_.lease),
-                               wait != nullptr ? wait->timeout : std::chrono::milliseconds{0}};
+                               wait != nullptr ? wait->timeout : std::chrono::milliseconds{0},
+                               /*rewindable=*/options_.remember_failures};
 
     Result<Claim> claimed = claim_or_wait(request, key);
     if (!claimed) return Out::failed(std::move(claimed).failure());
@@ -161,7 +163,7 @@ class IdempotencyGuard {
 
   // Claims the key; refusals become failures. Under Wait, polls while another holds the key.
   Result<Claim> claim_or_wait(const ClaimRequest& request, const Key& key) {
-    const Wait* wait = std::get_if<Wait>(&options_.in_progress);
+    const Wait* wait = std::get_if<Wait>(&*options_.in_progress);
     Clock& clock = *options_.clock;
     Clock::time_point deadline{};
     std::chrono::milliseconds backoff{};
@@ -227,7 +229,8 @@ class IdempotencyGuard {
         value.emplace(call(fn, context));
       }
     } catch (...) {
-      settle_failure(ticket, key, std::current_exception(), options_.remember_failures);
+      settle_failure(ticket, key, std::current_exception(), options_.remember_failures,
+                     /*undo_effects=*/true);
       throw;
     }
     if constexpr (!std::is_void_v<R>) {
@@ -241,7 +244,8 @@ class IdempotencyGuard {
       } catch (...) {
         // The handler's effect happened: remember the failure whatever the options say, so a
         // retry cannot run it a second time.
-        settle_failure(ticket, key, std::current_exception(), /*remember=*/true);
+        settle_failure(ticket, key, std::current_exception(), /*remember=*/true,
+                       /*undo_effects=*/false);
         throw;
       }
     }
@@ -276,9 +280,20 @@ class IdempotencyGuard {
   }
 
   // The handler threw: release the key, or remember the failure, so it is never left stuck
-  // until the lease runs out. Failures here are reported, never thrown over the handler's.
+  // until the lease runs out. `undo_effects`: the handler failed, so what it wrote through the
+  // store's transaction (and an entity's move) must not commit with the remembered failure; a
+  // store that cannot rewind them gets its key released instead. Failures here are reported,
+  // never thrown over the handler's.
   void settle_failure(const Ticket& ticket, const Key& key, std::exception_ptr error,
-                      bool remember) {
+                      bool remember, bool undo_effects) {
+    if constexpr (RewindableStore<S>) {
+      if (remember && undo_effects) {
+        if (Status rewound = store_.rewind(ticket); !rewound) {
+          report(rewound, key, ticket.fence);
+          remember = false;
+        }
+      }
+    }
     Status settled;
     if (remember) {
       const std::string failure =

@@ -38,15 +38,34 @@
 
 namespace idem {
 
+/// Bytes a LayeredRequest owns: made from a std::string (moved in), a std::string_view or a
+/// literal, so that no field can outlive what it was built from (`req.token =
+/// tokens.issue(...).value()` keeps the token).
+class RequestText {
+ public:
+  RequestText() = default;
+  RequestText(std::string text) : text_(std::move(text)) {}  // NOLINT: implicit
+  RequestText(std::string_view text) : text_(text) {}        // NOLINT: implicit
+  RequestText(const char* text) : text_(text) {}             // NOLINT: implicit
+
+  std::string_view view() const noexcept { return text_; }
+  operator std::string_view() const noexcept { return text_; }  // NOLINT: implicit
+  bool empty() const noexcept { return text_.empty(); }
+  std::size_t size() const noexcept { return text_.size(); }
+
+ private:
+  std::string text_;
+};
+
 /// One request as a LayeredGuard sees it. Each layer derives its key from it: the gateway from
 /// (principal, request_id), the token layer from token, the record layer from (principal,
-/// business_key). Every layer fingerprints the same payload. Views: valid during execute().
+/// business_key). Every layer fingerprints the same payload. It owns copies of its bytes.
 struct LayeredRequest {
-  std::string_view request_id{};    // the gateway's request id (an Idempotency-Key header, ...)
-  std::string_view token{};         // a one-time token from a token store's issue()
-  std::string_view business_key{};  // the durable intent's key (order number, ...)
-  std::string_view principal{};     // the caller or tenant: never replays to another principal
-  std::string_view payload{};       // the request body, fingerprinted by every layer
+  RequestText request_id{};    // the gateway's request id (an Idempotency-Key header, ...)
+  RequestText token{};         // a one-time token from a token store's issue()
+  RequestText business_key{};  // the durable intent's key (order number, ...)
+  RequestText principal{};     // the caller or tenant: never replays to another principal
+  RequestText payload{};       // the request body, fingerprinted by every layer
 };
 
 /// What a layer is; decides its key and whether the skip_cache policy may pass it by.
@@ -128,7 +147,7 @@ class TokenLayer {
   }
   S& store() const noexcept { return *store_; }
   const LayerSettings& settings() const noexcept { return settings_; }
-  static Key key_of(const LayeredRequest& r) noexcept { return Key{r.token}; }
+  static Key key_of(const LayeredRequest& r) noexcept { return Key{r.token.view()}; }
 
  private:
   S* store_;

@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 
 #include "idem/clock.hpp"
@@ -33,15 +35,23 @@ struct CommitRetry {
   std::chrono::milliseconds max_backoff{200};  // longest pause between tries
 };
 
+/// Every field has a default, and setting some fields keeps the defaults of the others. Three
+/// fields may be left unset, so that a store that owns a guard (VersionStore,
+/// StateMachineStore, the request-ID caches, the token stores) can put its own default there:
+/// `scope` (empty), `ttl` (zero) and `in_progress` (no value). A plain IdempotencyGuard reads them
+/// as no scope, 24 hours and FailFast.
 struct Options {
-  /// Names the operation ("payments.charge"); part of every effective key.
+  /// Names the operation ("payments.charge"); part of every effective key. Empty: the owner's
+  /// scope ("version", "state", "request-id", "token"), or none for a plain guard.
   std::string scope{};
   /// How long a holder may run before another caller may take the key over.
   std::chrono::milliseconds lease{std::chrono::seconds{30}};
-  /// How long a completed (or failed) record replays.
-  std::chrono::milliseconds ttl{std::chrono::hours{24}};
-  /// What a caller does when the key is held by another: FailFast (default) or Wait{...}.
-  InProgressPolicy in_progress = FailFast{};
+  /// How long a completed (or failed) record replays. Zero: the owner's default (24 hours; 10
+  /// minutes for the request-ID caches).
+  std::chrono::milliseconds ttl{0};
+  /// What a caller does when the key is held by another: FailFast or Wait{...}. Unset: FailFast,
+  /// or Wait{} for the version and state-machine stores (their holders are short transactions).
+  std::optional<InProgressPolicy> in_progress{};
   /// false (default): a handler that throws releases the key, so a retry runs it again.
   /// true: the failure is recorded and replayed as errc::handler_failed until ttl.
   bool remember_failures = false;
@@ -58,5 +68,20 @@ struct Options {
   /// Retries of a failed commit before a fresh result is returned unrecorded.
   CommitRetry commit_retry{};
 };
+
+/// The defaults an owner of a guard gives the fields its user left unset (see Options).
+struct OptionDefaults {
+  std::string_view scope{};
+  std::chrono::milliseconds ttl{std::chrono::hours{24}};
+  InProgressPolicy in_progress = FailFast{};
+};
+
+/// `options` with its unset fields filled from `defaults`; fields the user set are kept.
+inline Options with_defaults(Options options, const OptionDefaults& defaults) {
+  if (options.scope.empty()) options.scope = defaults.scope;
+  if (options.ttl.count() == 0) options.ttl = defaults.ttl;
+  if (!options.in_progress) options.in_progress = defaults.in_progress;
+  return options;
+}
 
 }  // namespace idem

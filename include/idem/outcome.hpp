@@ -43,20 +43,27 @@ class [[nodiscard]] Outcome {
   }
 
   bool has_value() const noexcept { return state_.index() == 0; }
-  explicit operator bool() const noexcept { return has_value(); }
+  /// True when the outcome is the key's answer: a replayed value, or a fresh value that repeats
+  /// will get too (or whose fate is unknown). False for errors, and for a fresh value whose
+  /// commit answered lease_lost: another holder took the key over and its result, not this
+  /// one, replays; error() then says lease_lost. `if (r) reply(200, r.value())` is right.
+  explicit operator bool() const noexcept { return has_value() && !superseded(); }
 
   /// The value; throws idem::Error carrying error() and message() when there is none.
   decltype(auto) value() & { return checked_value(*this); }
   decltype(auto) value() const& { return checked_value(*this); }
   decltype(auto) value() && { return checked_value(std::move(*this)); }
 
-  /// The error; empty when has_value().
+  /// The error; empty when the outcome is a value, except lease_lost for a fresh value another
+  /// holder's result superseded (see operator bool).
   std::error_code error() const noexcept {
-    return has_value() ? std::error_code{} : std::get<1>(state_).code;
+    if (has_value()) return superseded() ? commit_failure_.code : std::error_code{};
+    return std::get<1>(state_).code;
   }
   /// What went wrong, in words: the store's or handler's message, else the code's message.
   std::string message() const {
-    return has_value() ? std::string{} : std::get<1>(state_).describe();
+    if (has_value()) return superseded() ? commit_failure_.describe() : std::string{};
+    return std::get<1>(state_).describe();
   }
 
   /// The value (or the remembered failure) came from the store; the handler did not run.
@@ -72,6 +79,8 @@ class [[nodiscard]] Outcome {
  private:
   template <class... A>
   explicit Outcome(A&&... a) : state_(std::forward<A>(a)...) {}
+
+  bool superseded() const noexcept { return commit_failure_.code == errc::lease_lost; }
 
   template <class Self>
   static decltype(auto) checked_value(Self&& self) {

@@ -25,7 +25,8 @@ inline Failure make_failure(errc e, std::string message = {}) {
   return Failure{make_error_code(e), std::move(message)};
 }
 
-/// A value of type T or a Failure. Cheap to move; no exceptions on the success path.
+/// A value of type T or a Failure. Cheap to move; no exceptions on the success path; value() on a
+/// failure throws idem::Error (never std::bad_variant_access).
 template <class T>
 class [[nodiscard]] Result {
  public:
@@ -37,9 +38,19 @@ class [[nodiscard]] Result {
   bool has_value() const noexcept { return state_.index() == 0; }
   explicit operator bool() const noexcept { return has_value(); }
 
-  T& value() & { return std::get<0>(state_); }
-  const T& value() const& { return std::get<0>(state_); }
-  T&& value() && { return std::get<0>(std::move(state_)); }
+  /// The value; throws idem::Error carrying the failure's code and message when there is none.
+  T& value() & {
+    check();
+    return std::get<0>(state_);
+  }
+  const T& value() const& {
+    check();
+    return std::get<0>(state_);
+  }
+  T&& value() && {
+    check();
+    return std::get<0>(std::move(state_));
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
@@ -50,6 +61,13 @@ class [[nodiscard]] Result {
   }
 
  private:
+  void check() const {
+    if (has_value()) return;
+    const Failure& f = std::get<1>(state_);
+    if (f.message.empty()) throw Error(f.code);
+    throw Error(f.code, f.message);
+  }
+
   std::variant<T, Failure> state_;
 };
 

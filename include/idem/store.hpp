@@ -29,6 +29,10 @@ struct ClaimRequest {
   /// How long a store that blocks on the holder (a row lock in transactional mode) may wait for
   /// it before answering in_progress; zero: never block. Stores without blocking ignore it.
   std::chrono::milliseconds block_for{};
+  /// The guard may record a handler's failure (Options::remember_failures) and will then call
+  /// rewind() first. A store that runs the handler inside its own transaction marks, right after
+  /// the claim, the point rewind() goes back to; others ignore it.
+  bool rewindable = false;
 };
 
 /// What the caller of claim() must do next.
@@ -72,7 +76,15 @@ struct Completion {
 /// A record store. claim() takes the key or says what holds it; commit() stores the end of a
 /// held record; abort() releases it (a later claim may run again, under a larger fence);
 /// extend() renews the holder's lease. commit, abort and extend return errc::lease_lost when the
-/// ticket's fence is no longer the record's.
+/// ticket's fence is no longer the record's. A commit repeated under its fence after it landed
+/// (its answer was lost on the way) succeeds when the record holds that very completion: the
+/// same fence, state and result bytes; it changes nothing then.
+///
+/// A store whose handler runs inside the store's own transaction (SQL transactional mode, the
+/// entity stores) also has `Status rewind(const Ticket&)`: it undoes what the handler wrote in
+/// that transaction and what the claim changed beyond the record (an entity's version or state),
+/// keeping the key held, so that a failure can be committed without the failed handler's
+/// effects. It needs a claim made with ClaimRequest::rewindable. See RewindableStore.
 template <class S>
 concept Store = requires(S& store, const ClaimRequest& request, const Ticket& ticket,
                          const Completion& completion, std::chrono::milliseconds lease) {
@@ -80,6 +92,12 @@ concept Store = requires(S& store, const ClaimRequest& request, const Ticket& ti
   { store.commit(ticket, completion) } -> std::same_as<Status>;
   { store.abort(ticket) } -> std::same_as<Status>;
   { store.extend(ticket, lease) } -> std::same_as<Status>;
+};
+
+/// A Store that can undo a held claim's side effects before a failure is committed (above).
+template <class S>
+concept RewindableStore = Store<S> && requires(S& store, const Ticket& ticket) {
+  { store.rewind(ticket) } -> std::same_as<Status>;
 };
 
 }  // namespace idem

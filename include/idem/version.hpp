@@ -1,4 +1,6 @@
 #pragma once
+// The library's version, and its only source: CMake reads these lines (cmake/IdemVersion.cmake)
+// for project(), the package version file and the pkg-config files.
 
 #define IDEM_VERSION_MAJOR 0
 #define IDEM_VERSION_MINOR 1

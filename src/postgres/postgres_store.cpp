@@ -17,10 +17,13 @@
 #include <pqxx/pqxx>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "postgres/pg_connection.hpp"
+#include "postgres/reply_watchdog.hpp"
 #include "sql/engine.hpp"
 #include "sql/replica_reads.hpp"
 #include "sql/statements.hpp"
@@ -34,6 +37,19 @@ using std::chrono::milliseconds;
 struct PoolError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// The reply watchdog gave up on a round trip and shut the connection down.
+struct NoReply : std::runtime_error {
+  explicit NoReply(milliseconds budget)
+      : std::runtime_error(fmt::format(
+            "idem: no reply from PostgreSQL within {} ms; connection dropped (a statement on its "
+            "way may or may not have run)",
+            budget.count())) {}
+};
+
+// How long past the statement timeout in force a reply may take before the connection is given
+// up: the server answers a statement it cancelled at once, so this is network time.
+constexpr milliseconds kReplyMargin{1000};
 
 std::int64_t as_i64(std::uint64_t v) { return std::bit_cast<std::int64_t>(v); }
 std::uint64_t as_u64(std::int64_t v) { return std::bit_cast<std::uint64_t>(v); }
@@ -58,16 +74,6 @@ std::string field_bytes(const pqxx::field& f) {
   return b.str();
 }
 
-// libpq's connect_timeout, unless the connection string has its own.
-std::string with_connect_timeout(const std::string& uri, milliseconds timeout) {
-  if (uri.find("connect_timeout") != std::string::npos) return uri;
-  const auto seconds = std::max<long long>(1, (timeout.count() + 999) / 1000);
-  const bool is_uri = uri.rfind("postgresql://", 0) == 0 || uri.rfind("postgres://", 0) == 0;
-  if (!is_uri) return fmt::format("{} connect_timeout={}", uri, seconds);
-  return fmt::format("{}{}connect_timeout={}", uri, uri.find('?') == std::string::npos ? '?' : '&',
-                     seconds);
-}
-
 constexpr const char* kClaim = "idem_claim";
 constexpr const char* kFinish = "idem_finish";
 constexpr const char* kRelease = "idem_release";
@@ -78,6 +84,8 @@ constexpr const char* kRead = "idem_read";
 constexpr const char* kFinishHeld = "idem_finish_held";
 
 // The error text of a transactional finish that matched no row (the kFinishHeld statement).
+// Sent in front of a transaction's last statements: SET LOCAL lasts until its COMMIT.
+constexpr std::string_view kNoLockTimeout = "SET LOCAL lock_timeout = 0; ";
 constexpr const char* kNotHeld = "idem: lease lost: the finish matched ";
 
 constexpr const char* kReadOnly =
@@ -127,6 +135,11 @@ class PgTransaction final : public pqxx::dbtransaction {
  private:
   void do_begin() override {}
 
+  // libpqxx rolls the whole transaction back when a statement fails; PostgreSQL only marks it
+  // aborted. Leave it to the server, so that a failed handler statement can still be undone to
+  // the savepoint after the claim (a remembered failure then commits) or rolled back by abort.
+  pqxx::result do_exec(const char query[]) override { return direct_exec(query); }
+
   void do_commit() override {
     if (!begun_) {
       committed_ = true;  // nothing was sent, nothing to end
@@ -170,17 +183,25 @@ class PgTransaction final : public pqxx::dbtransaction {
 // The primary takes every statement; a replica session only reads records.
 enum class Role : std::uint8_t { primary, replica };
 
+// Every round trip a session makes for the store runs under a reply deadline (watched()): the
+// statement timeout in force plus kReplyMargin. Statements a transactional handler runs itself
+// on the claim's transaction are bounded by the server's statement_timeout and by TCP
+// (tcp_user_timeout, keepalives: pg_connection.hpp).
 class PgSession final : public sql::Session {
  public:
-  PgSession(const std::string& conninfo, const sql::Statements& text,
-            milliseconds statement_timeout, Role role)
-      : conn_(conninfo), statement_timeout_(statement_timeout) {
+  PgSession(const std::string& conninfo, milliseconds connect_budget, const sql::Statements& text,
+            milliseconds statement_timeout, Role role, pg::ReplyWatchdog& watchdog)
+      : conn_(conninfo, connect_budget),
+        watch_(watchdog, conn_.sock()),
+        statement_timeout_(statement_timeout) {
     set_timeouts(statement_timeout_, milliseconds{0});
     if (role == Role::replica) {
       // The replica never creates the schema: it must have replicated the one this library
       // reads (a missing table is an error here, hence a fall-through to the primary).
-      pqxx::nontransaction tx(conn_);
-      const auto version = tx.exec(text.select_version).at(0).at(0).as<long long>(-1);
+      const auto version = watched([&] {
+        pqxx::nontransaction tx(conn_);
+        return tx.exec(text.select_version).at(0).at(0).as<long long>(-1);
+      });
       if (version != sql::kSchemaVersion) {
         throw PoolError(
             fmt::format("idem: replica table {} says schema version {}, this "
@@ -204,6 +225,7 @@ class PgSession final : public sql::Session {
     conn_.prepare(kExtend, text.extend);
     conn_.prepare(kPurge, text.purge);
     conn_.prepare(kRaiseFloor, text.raise_floor);
+    conn_.prepare(kRead, text.read);  // prepared on the server at its first use, if ever
   }
 
   ~PgSession() override { rollback(); }
@@ -212,7 +234,7 @@ class PgSession final : public sql::Session {
   // goodbye message or EOF. Such a connection is dropped before use, so that no statement is
   // ever sent on it and then retried in doubt.
   bool looks_alive() const noexcept {
-    if (!conn_.is_open()) return false;
+    if (!is_open()) return false;
     const int fd = conn_.sock();
     if (fd < 0) return false;
     pollfd p{fd, POLLIN, 0};
@@ -220,50 +242,64 @@ class PgSession final : public sql::Session {
     return n == 0;
   }
 
-  bool is_open() const noexcept { return conn_.is_open(); }
+  bool is_open() const noexcept { return conn_.is_open() && !watch_.fired(); }
 
+  // Each round trip under its own reply deadline (the advisory lock's wait is bounded by the
+  // statement timeout too).
   void create_schema(const sql::Statements& text) {
-    pqxx::work tx(conn_);
-    // Tables already there: no DDL, because CREATE INDEX IF NOT EXISTS takes a share lock on
-    // the table first, and would wait for every open transactional claim on it.
-    const pqxx::row found =
-        tx.exec(fmt::format(
-                    "SELECT to_regclass('{0}') IS NOT NULL AND to_regclass('{1}') IS NOT NULL AND "
-                    "to_regclass('{1}_expires_at') IS NOT NULL, "
-                    "current_setting('transaction_read_only')",
-                    text.schema, text.records))
-            .at(0);
-    // A hot standby given as the primary: say so now rather than fail every claim.
-    if (found.at(1).as<std::string>() == "on") throw PoolError(kReadOnly);
-    if (!found.at(0).as<bool>()) {
-      // Several processes may start at once: one creates, the others wait and find it done.
-      tx.exec("SELECT pg_advisory_xact_lock(7302585012475906)");
-      tx.exec(text.create_schema_table);
-      tx.exec(text.create_records_table);
-      tx.exec(text.create_expiry_index);
-      tx.exec(text.insert_version);
+    std::optional<pqxx::work> tx;
+    watched([&] { tx.emplace(conn_); });  // BEGIN
+    auto exec = [&](const std::string& sql) { return watched([&] { return tx->exec(sql); }); };
+    try {
+      // Tables already there: no DDL, because CREATE INDEX IF NOT EXISTS takes a share lock on
+      // the table first, and would wait for every open transactional claim on it.
+      const pqxx::row found =
+          exec(fmt::format(
+                   "SELECT to_regclass('{0}') IS NOT NULL AND to_regclass('{1}') IS NOT NULL AND "
+                   "to_regclass('{1}_expires_at') IS NOT NULL, "
+                   "current_setting('transaction_read_only')",
+                   text.schema, text.records))
+              .at(0);
+      // A hot standby given as the primary: say so now rather than fail every claim.
+      if (found.at(1).as<std::string>() == "on") throw PoolError(kReadOnly);
+      if (!found.at(0).as<bool>()) {
+        // Several processes may start at once: one creates, the others wait and find it done.
+        exec("SELECT pg_advisory_xact_lock(7302585012475906)");
+        exec(text.create_schema_table);
+        exec(text.create_records_table);
+        exec(text.create_expiry_index);
+        exec(text.insert_version);
+      }
+      const pqxx::result v = exec(text.select_version);
+      const auto version = v.at(0).at(0).as<long long>();
+      if (version != sql::kSchemaVersion) {
+        throw PoolError(fmt::format("idem: table {} says schema version {}, this library knows {}",
+                                    text.schema, version, sql::kSchemaVersion));
+      }
+      watched([&] { tx->commit(); });
+    } catch (...) {
+      try {
+        watched([&] { tx->abort(); });  // ROLLBACK, under a deadline too
+      } catch (...) {
+        // The connection is gone: the server rolls back by itself.
+      }
+      throw;
     }
-    const pqxx::result v = tx.exec(text.select_version);
-    const auto version = v.at(0).at(0).as<long long>();
-    if (version != sql::kSchemaVersion) {
-      throw PoolError(fmt::format("idem: table {} says schema version {}, this library knows {}",
-                                  text.schema, version, sql::kSchemaVersion));
-    }
-    tx.commit();
   }
 
   std::optional<sql::ClaimRow> claim(const sql::ClaimArgs& args) override {
     // A transactional claim opens its transaction: BEGIN and the claim in one message.
-    const pqxx::result r =
-        work_ && !work_->begun()
-            ? work_->open_with(execute(
-                  kClaim,
-                  {hex_bytea(args.key), std::to_string(as_i64(args.fingerprint.high)),
-                   std::to_string(as_i64(args.fingerprint.low)), std::to_string(args.min_fence),
-                   std::to_string(args.lease_ms), std::to_string(args.keep_ms)}))
-            : run(kClaim, bytes(args.key), as_i64(args.fingerprint.high),
-                  as_i64(args.fingerprint.low), static_cast<std::int64_t>(args.min_fence),
-                  args.lease_ms, args.keep_ms);
+    const pqxx::result r = watched([&] {
+      return work_ && !work_->begun()
+                 ? work_->open_with(execute(
+                       kClaim, {hex_bytea(args.key), std::to_string(as_i64(args.fingerprint.high)),
+                                std::to_string(as_i64(args.fingerprint.low)),
+                                std::to_string(args.min_fence), std::to_string(args.lease_ms),
+                                std::to_string(args.keep_ms)}))
+                 : run(kClaim, bytes(args.key), as_i64(args.fingerprint.high),
+                       as_i64(args.fingerprint.low), static_cast<std::int64_t>(args.min_fence),
+                       args.lease_ms, args.keep_ms);
+    });
     if (r.empty()) return std::nullopt;
     const pqxx::row row = r[0];
     sql::ClaimRow out;
@@ -281,8 +317,10 @@ class PgSession final : public sql::Session {
   }
 
   std::optional<sql::ClaimRow> read(std::string_view key) override {
-    pqxx::nontransaction tx(conn_);
-    const pqxx::result r = tx.exec_prepared(kRead, bytes(key));
+    const pqxx::result r = watched([&] {
+      pqxx::nontransaction tx(conn_);
+      return tx.exec_prepared(kRead, bytes(key));
+    });
     if (r.empty()) return std::nullopt;
     const pqxx::row row = r[0];
     sql::ClaimRow out;
@@ -312,15 +350,20 @@ class PgSession final : public sql::Session {
                .affected_rows() == 1;
   }
 
+  // Two statements: a deadline of two statement timeouts.
   std::size_t purge(std::size_t max_rows) override {
-    pqxx::work tx(conn_);
-    const pqxx::result gone = tx.exec_prepared(
-        kPurge, static_cast<std::int64_t>(std::min<std::size_t>(max_rows, INT64_MAX)));
-    std::int64_t top = 0;
-    for (const pqxx::row& row : gone) top = std::max(top, row[0].as<std::int64_t>());
-    if (!gone.empty()) tx.exec_prepared(kRaiseFloor, top);
-    tx.commit();
-    return gone.size();
+    return watched(
+        [&] {
+          pqxx::work tx(conn_);
+          const pqxx::result gone = tx.exec_prepared(
+              kPurge, static_cast<std::int64_t>(std::min<std::size_t>(max_rows, INT64_MAX)));
+          std::int64_t top = 0;
+          for (const pqxx::row& row : gone) top = std::max(top, row[0].as<std::int64_t>());
+          if (!gone.empty()) tx.exec_prepared(kRaiseFloor, top);
+          tx.commit();
+          return gone.size();
+        },
+        2);
   }
 
   // Sends nothing: the settings and BEGIN go with the transaction's first statement.
@@ -329,6 +372,7 @@ class PgSession final : public sql::Session {
     const milliseconds lock = std::max(block_for, milliseconds{1});
     const milliseconds statement = std::max(statement_timeout_, block_for + milliseconds{1000});
     std::string preamble;
+    limit_sent_ = std::max(limit_sent_, statement);
     if (statement != current_statement_ || lock != current_lock_) {
       preamble = timeouts_text(statement, lock) + "; ";
       current_statement_ = statement;  // forgotten if the transaction rolls back
@@ -340,22 +384,26 @@ class PgSession final : public sql::Session {
   void commit() override {
     std::unique_ptr<PgTransaction> tx = std::move(work_);
     try {
-      tx->commit_with({});
+      watched([&] { tx->commit_with(std::string(kNoLockTimeout) + "SELECT 1"); });
     } catch (...) {
       forget_timeouts();
       throw;
     }
   }
 
-  // One round trip: the fenced finish, then COMMIT.
+  // One round trip: the fenced finish, then COMMIT. The claim's lock_timeout (1 ms for a claim
+  // that may not wait) bounded the wait on another holder; the finish must not fail on it, so it
+  // runs without one (statement_timeout and the reply deadline still bound it).
   bool finish_and_commit(const Ticket& ticket, sql::State state, std::string_view result,
                          std::int64_t ttl_ms) override {
     std::unique_ptr<PgTransaction> tx = std::move(work_);
     try {
-      tx->commit_with(execute(
-          kFinishHeld,
-          {hex_bytea(ticket.key), std::to_string(static_cast<std::int64_t>(ticket.fence)),
-           std::to_string(static_cast<int>(state)), hex_bytea(result), std::to_string(ttl_ms)}));
+      watched([&] {
+        tx->commit_with(std::string(kNoLockTimeout) + execute(
+            kFinishHeld,
+            {hex_bytea(ticket.key), std::to_string(static_cast<std::int64_t>(ticket.fence)),
+             std::to_string(static_cast<int>(state)), hex_bytea(result), std::to_string(ttl_ms)}));
+      });
     } catch (const pqxx::sql_error& e) {
       forget_timeouts();
       if (e.sqlstate() == "22P02" && std::string_view(e.what()).find(kNotHeld) != npos) {
@@ -374,10 +422,17 @@ class PgSession final : public sql::Session {
     if (!tx) return;
     forget_timeouts();  // settings sent in the transaction roll back with it
     try {
-      tx->abort();
+      watched([&] { tx->abort(); });
     } catch (...) {
       // A broken connection rolled back on the server already.
     }
+  }
+
+  void mark() override {
+    watched([&] { work_->exec("SAVEPOINT idem_handler"); });
+  }
+  void rollback_to_mark() override {
+    watched([&] { work_->exec("ROLLBACK TO SAVEPOINT idem_handler"); });
   }
 
   void* native() noexcept override { return static_cast<pqxx::dbtransaction*>(work_.get()); }
@@ -409,6 +464,10 @@ class PgSession final : public sql::Session {
   // A generic statement, prepared on first use under a name of its own. Parameters go as text
   // (bytes in bytea's hex form), so that one dynamic list carries every kind.
   pqxx::result generic(const std::string& sql, std::span<const sql::Param> params) {
+    return watched([&] { return generic_unwatched(sql, params); });
+  }
+
+  pqxx::result generic_unwatched(const std::string& sql, std::span<const sql::Param> params) {
     auto it = generic_.find(sql);
     if (it == generic_.end()) {
       std::string name = "idem_g" + std::to_string(generic_.size());
@@ -438,12 +497,50 @@ class PgSession final : public sql::Session {
 
   template <class... Args>
   pqxx::result run(const char* name, Args&&... args) {
-    if (work_) {
-      if (!work_->begun()) work_->open_with({});  // not after a claim: BEGIN on its own
-      return work_->exec_prepared(name, std::forward<Args>(args)...);
+    return watched([&] {
+      if (work_) {
+        if (!work_->begun()) work_->open_with({});  // not after a claim: BEGIN on its own
+        return work_->exec_prepared(name, std::forward<Args>(args)...);
+      }
+      pqxx::nontransaction tx(conn_);
+      return tx.exec_prepared(name, std::forward<Args>(args)...);
+    });
+  }
+
+  // The longest statement timeout this session ever sent: the server enforces it (or a shorter
+  // one) on every statement.
+  milliseconds statement_limit() const noexcept {
+    return std::max(statement_timeout_, limit_sent_);
+  }
+
+  // Runs `f`, round trips for the store, under a reply deadline: `statements` statement limits
+  // plus kReplyMargin. When the watchdog had to shut the connection down, the failure is
+  // NoReply (and a result that made it anyway is kept, but the connection is not reused).
+  // Nested calls run under the outermost deadline.
+  template <class F>
+  auto watched(F&& f, int statements = 1) -> decltype(f()) {
+    if (watching_) return f();
+    const milliseconds budget = statement_limit() * statements + kReplyMargin;
+    watching_ = true;
+    watch_.arm(budget);
+    try {
+      if constexpr (std::is_void_v<decltype(f())>) {
+        f();
+        end_watch();
+      } else {
+        auto result = f();
+        end_watch();
+        return result;
+      }
+    } catch (...) {
+      if (end_watch()) throw NoReply(budget);
+      throw;
     }
-    pqxx::nontransaction tx(conn_);
-    return tx.exec_prepared(name, std::forward<Args>(args)...);
+  }
+
+  bool end_watch() noexcept {
+    watching_ = false;
+    return watch_.disarm();
   }
 
   // EXECUTE of a prepared statement as SQL text, for a message that carries other statements
@@ -470,8 +567,11 @@ class PgSession final : public sql::Session {
   // Session settings, sent only when they change (one round trip).
   void set_timeouts(milliseconds statement, milliseconds lock) {
     if (statement == current_statement_ && lock == current_lock_) return;
-    pqxx::nontransaction tx(conn_);
-    tx.exec(timeouts_text(statement, lock));
+    limit_sent_ = std::max(limit_sent_, statement);
+    watched([&] {
+      pqxx::nontransaction tx(conn_);
+      tx.exec(timeouts_text(statement, lock));
+    });
     current_statement_ = statement;
     current_lock_ = lock;
   }
@@ -484,8 +584,11 @@ class PgSession final : public sql::Session {
 
   static constexpr auto npos = std::string_view::npos;
 
-  pqxx::connection conn_;
+  pg::PgConnection conn_;
+  pg::ReplyWatchdog::Watch watch_;  // after conn_: its duplicate socket closes first
+  bool watching_ = false;           // a round trip is under a deadline (watched())
   milliseconds statement_timeout_;
+  milliseconds limit_sent_{0};
   milliseconds current_statement_{-1};
   milliseconds current_lock_{-1};
   std::unique_ptr<PgTransaction> work_;
@@ -497,13 +600,17 @@ class PgBackend final : public sql::Backend {
   PgBackend(PostgresStoreOptions options, Role role)
       : options_(std::move(options)),
         role_(role),
-        conninfo_(with_connect_timeout(options_.uri, options_.connect_timeout)),
+        conninfo_(pg::with_network_defaults(options_.uri)),
+        connect_budget_(pg::connect_budget(options_.uri, options_.connect_timeout)),
         text_(sql::kPostgres, options_.table_prefix) {}
 
   ~PgBackend() override = default;
 
-  sql::Session* acquire(milliseconds) override {
-    const auto deadline = std::chrono::steady_clock::now() + options_.acquire_timeout;
+  // Waits for a free connection up to `wait` or acquire_timeout, whichever is longer (a
+  // transactional claim may wait its block_for).
+  sql::Session* acquire(milliseconds wait) override {
+    const milliseconds limit = std::max(wait, options_.acquire_timeout);
+    const auto deadline = std::chrono::steady_clock::now() + limit;
     std::unique_lock lock(mutex_);
     for (;;) {
       while (!idle_.empty()) {
@@ -517,13 +624,14 @@ class PgBackend final : public sql::Backend {
           open_ >= options_.pool_size) {
         throw sql::PoolBusy(
             fmt::format("idem: postgres pool exhausted: all {} connections busy for {} ms",
-                        options_.pool_size, options_.acquire_timeout.count()));
+                        options_.pool_size, limit.count()));
       }
     }
     ++open_;
     lock.unlock();
     try {
-      return new PgSession(conninfo_, text_, options_.statement_timeout, role_);
+      return new PgSession(conninfo_, connect_budget_, text_, options_.statement_timeout, role_,
+                           watchdog_);
     } catch (...) {
       lock.lock();
       --open_;
@@ -562,6 +670,9 @@ class PgBackend final : public sql::Backend {
                   bool transactional_claim) const noexcept override {
     try {
       std::rethrow_exception(std::move(error));
+    } catch (const NoReply& e) {
+      broken = true;
+      return make_failure(errc::store_unavailable, e.what());
     } catch (const pqxx::broken_connection& e) {
       broken = true;
       return unavailable("connection lost or refused", e.what());
@@ -612,7 +723,9 @@ class PgBackend final : public sql::Backend {
   PostgresStoreOptions options_;
   Role role_;
   std::string conninfo_;
+  milliseconds connect_budget_;
   sql::Statements text_;
+  pg::ReplyWatchdog watchdog_;  // before the sessions: they hold watches on it
   std::mutex mutex_;
   std::condition_variable available_;
   std::vector<std::unique_ptr<PgSession>> idle_;

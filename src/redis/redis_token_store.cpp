@@ -15,9 +15,9 @@ RedisTokenStore::RedisTokenStore(std::shared_ptr<redis::Client> client,
                                  RedisTokenStoreOptions options)
     : client_(client ? std::move(client) : std::make_shared<redis::Client>()),
       prefix_(std::move(options.prefix)),
-      scope_(options.guard.scope),
+      scope_(options.guard.scope.empty() ? std::string(kDefaults.scope) : options.guard.scope),
       durability_(std::move(options.durability)) {
-  guard_.bind(*this, std::move(options.guard));
+  guard_.bind(*this, with_defaults(std::move(options.guard), kDefaults));
 }
 
 RedisTokenStore::~RedisTokenStore() = default;

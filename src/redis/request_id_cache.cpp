@@ -39,14 +39,14 @@ std::array<char, 9> holder_prefix(Fence fence) {
 RequestIdCache::RequestIdCache(std::shared_ptr<redis::Client> client, RequestIdCacheOptions options)
     : client_(client ? std::move(client) : std::make_shared<redis::Client>()),
       prefix_(std::move(options.prefix)),
-      scope_(options.guard.scope) {
+      scope_(options.guard.scope.empty() ? std::string(kDefaults.scope) : options.guard.scope) {
   // Holder ids start at a random point so that processes sharing the server never meet.
   unsigned char seed[8];
   if (!detail::os_random(seed, sizeof seed).ok()) {
     throw std::runtime_error("idem: no OS random source for RequestIdCache holder ids");
   }
   holder_base_ = get_u64(reinterpret_cast<const char*>(seed));
-  guard_.bind(*this, std::move(options.guard));
+  guard_.bind(*this, with_defaults(std::move(options.guard), kDefaults));
 }
 
 RequestIdCache::~RequestIdCache() = default;

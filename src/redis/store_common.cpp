@@ -201,44 +201,15 @@ Status eval_fenced(Client::Impl& client, const Script& script, std::string_view 
   return status;
 }
 
-namespace {
-// Whether the record holds this fence's completion: a commit that answered lease_lost was then
-// the repeat of one that landed (the guard retries a commit that WAIT did not confirm).
-bool holds_completion(Client::Impl& client, std::string_view key, Fence fence,
-                      const Completion& completion, std::string& where) {
-  const std::array<std::string_view, 5> argv{"HMGET", key, "n", "s", "r"};
-  Result<Answer> answer = client.command(key, argv);
-  if (!answer) return false;
-  where = answer->where;
-  const redisReply& r = *answer->reply;
-  if (r.type != REDIS_REPLY_ARRAY || r.elements != 3) return false;
-  for (std::size_t i = 0; i < 3; ++i) {
-    if (r.element[i]->type != REDIS_REPLY_STRING) return false;
-  }
-  char fence_text[24];
-  const auto field = [&](std::size_t i) {
-    return std::string_view(r.element[i]->str, r.element[i]->len);
-  };
-  return field(0) == to_chars(fence_text, static_cast<std::int64_t>(fence)) &&
-         field(1) == (completion.status == ClaimStatus::failed ? "F" : "C") &&
-         field(2) == completion.result;
-}
-}  // namespace
-
 Status eval_record_commit(Client::Impl& client, const Script& script, std::string_view key,
                           Fence fence, const Completion& completion, ReplicaWait wait) {
   char fence_text[24], ttl[24];
   const std::array<std::string_view, 4> args{to_chars(fence_text, static_cast<std::int64_t>(fence)),
                                              completion.status == ClaimStatus::failed ? "F" : "C",
                                              completion.result, ms_text(ttl, completion.ttl)};
-  Status status = eval_fenced(client, script, key, args, "commit", &wait);
-  std::string where;
-  if (status.error() == errc::lease_lost && wait.durability.replicas > 0 &&
-      holds_completion(client, key, fence, completion, where)) {
-    // Not lease_lost: this very commit landed earlier and its WAIT fell short.
-    return Status(wait.unconfirmed(where, "commit", 0));
-  }
-  return status;
+  // A retry of a commit that landed (its reply lost, or its WAIT short) succeeds in the script,
+  // which writes again so that this call's WAIT covers the landed commit.
+  return eval_fenced(client, script, key, args, "commit", &wait);
 }
 
 Status eval_record_abort(Client::Impl& client, const Script& script, std::string_view key,

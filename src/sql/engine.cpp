@@ -40,6 +40,20 @@ Status lease_lost() {
   return Status(errc::lease_lost, "the record is no longer held under this fence");
 }
 
+State finished_state(const Completion& completion) {
+  return completion.status == ClaimStatus::failed ? State::failed : State::completed;
+}
+
+// Whether the record holds `completion` as committed under the ticket's fence: a commit retried
+// after its answer was lost finds its own commit landed. Asked only when the fenced finish
+// matched nothing, so that a commit's usual path costs nothing more.
+bool landed(Session& session, const Ticket& ticket, const Completion& completion) {
+  const std::optional<ClaimRow> row = session.read(ticket.key);
+  return row && row->fence == ticket.fence &&
+         row->state == static_cast<std::int16_t>(finished_state(completion)) &&
+         row->result == completion.result;
+}
+
 }  // namespace
 
 Engine::Engine(std::unique_ptr<Backend> backend, SqlMode mode,
@@ -190,10 +204,13 @@ Result<Claim> Engine::claim_transactional(const ClaimRequest& request) {
       std::optional<ClaimRow> row = s->claim(args);
       if (!row) continue;
       if (row->acquired) {
+        // A remembered failure must commit without the handler's writes: mark where they begin.
+        if (request.rewindable) s->mark();
         std::lock_guard lock(open_mutex_);
         open_.emplace(std::string(request.key),
                       Open{row->fence, request.fingerprint,
-                           std::chrono::steady_clock::now() + request.lease, s.get()});
+                           std::chrono::steady_clock::now() + request.lease, s.get(),
+                           request.rewindable});
         Claim claim{.status = ClaimStatus::acquired,
                     .fence = row->fence,
                     .took_over = row->took_over,
@@ -228,16 +245,46 @@ std::optional<Engine::Open> Engine::take_open(const Ticket& ticket) {
   return std::nullopt;
 }
 
+void Engine::forget_ended_before(std::chrono::steady_clock::time_point t) {
+  while (!ended_.empty() && ended_.front().at < t) ended_.pop_front();
+}
+
+Status Engine::finish_ended(const Ticket& ticket, const Completion* completion) {
+  std::optional<Ended> ended;
+  {
+    std::lock_guard lock(open_mutex_);
+    const auto now = std::chrono::steady_clock::now();
+    forget_ended_before(now - kEndedKeptFor);
+    for (const Ended& e : ended_) {
+      if (e.fence == ticket.fence && e.key == ticket.key) {
+        ended.emplace(e);
+        break;
+      }
+    }
+  }
+  if (!ended) return lease_lost();
+  if (ended->in_doubt && completion != nullptr) {
+    // The COMMIT may have landed before the connection went: the table says whether it did.
+    bool broken = false;
+    try {
+      Checkout s(*backend_, backend_->acquire(milliseconds{0}));
+      try {
+        if (landed(*s.get(), ticket, *completion)) return {};
+      } catch (...) {
+        (void)failure(s.broken());  // still unknown: the remembered answer says so
+      }
+    } catch (...) {
+      (void)failure(broken);
+    }
+  }
+  return ended->failure;
+}
+
 Status Engine::finish_transactional(const Ticket& ticket, const Completion* completion) {
   std::optional<Open> open = take_open(ticket);
-  if (!open) {
-    std::lock_guard lock(open_mutex_);
-    for (const Ended& e : ended_) {
-      if (e.fence == ticket.fence && e.key == ticket.key) return e.failure;
-    }
-    return lease_lost();
-  }
+  if (!open) return finish_ended(ticket, completion);
   Checkout s(*backend_, open->session);
+  if (open->broken) s.mark_broken();
   if (completion == nullptr) {
     s->rollback();
     return {};
@@ -263,8 +310,9 @@ Status Engine::finish_transactional(const Ticket& ticket, const Completion* comp
                          "back: " +
                              f.describe();
     std::lock_guard lock(open_mutex_);
-    ended_.push_back(Ended{std::string(ticket.key), ticket.fence, f});
-    if (ended_.size() > kEndedKept) ended_.pop_front();
+    const auto now = std::chrono::steady_clock::now();
+    forget_ended_before(now - kEndedKeptFor);
+    ended_.push_back(Ended{std::string(ticket.key), ticket.fence, f, broken, now});
     return f;
   }
 }
@@ -276,9 +324,10 @@ Status Engine::commit(const Ticket& ticket, const Completion& completion) {
   try {
     Checkout s(*backend_, backend_->acquire(milliseconds{0}));
     try {
-      const State state =
-          completion.status == ClaimStatus::failed ? State::failed : State::completed;
-      if (!s->finish(ticket, state, completion.result, completion.ttl.count())) return lease_lost();
+      if (!s->finish(ticket, finished_state(completion), completion.result,
+                     completion.ttl.count())) {
+        return landed(*s.get(), ticket, completion) ? Status{} : lease_lost();
+      }
       return {};
     } catch (...) {
       return failure(s.broken());
@@ -340,6 +389,37 @@ Status Engine::extend(const Ticket& ticket, std::chrono::milliseconds lease) {
     }
   } catch (...) {
     return failure(broken);
+  }
+}
+
+Status Engine::rewind(const Ticket& ticket) {
+  // Lease mode: the handler wrote nothing through the store, so there is nothing to undo.
+  if (mode_ == SqlMode::lease) return {};
+  Session* session = nullptr;
+  Open* held = nullptr;
+  {
+    std::lock_guard lock(open_mutex_);
+    auto [first, last] = open_.equal_range(ticket.key);
+    for (auto it = first; it != last; ++it) {
+      if (it->second.fence == ticket.fence) held = &it->second;
+    }
+    if (held == nullptr) return lease_lost();
+    if (!held->marked) {
+      throw std::logic_error(
+          "idem: SqlStore::rewind needs a claim made with ClaimRequest::rewindable");
+    }
+    session = held->session;
+  }
+  // The holder's own session, in the holder's thread: nobody else touches it meanwhile.
+  try {
+    session->rollback_to_mark();
+    return {};
+  } catch (...) {
+    bool broken = false;
+    Failure f = failure(broken);
+    std::lock_guard lock(open_mutex_);
+    held->broken = held->broken || broken;
+    return f;
   }
 }
 

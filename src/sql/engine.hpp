@@ -86,7 +86,8 @@ class Session {
   virtual bool extend(const Ticket& ticket, std::int64_t lease_ms) = 0;
   virtual std::size_t purge(std::size_t max_rows) = 0;
   /// The record under `key` as it stands, without writing; nullopt when there is none. Sessions
-  /// on a read-only replica (src/sql/replica_reads.hpp).
+  /// on a read-only replica (src/sql/replica_reads.hpp), and a commit on the primary that looks
+  /// for its own landed commit.
   virtual std::optional<ClaimRow> read(std::string_view key) {
     (void)key;
     throw std::logic_error("idem: this SQL session cannot read records on their own");
@@ -107,6 +108,11 @@ class Session {
     commit();
     return true;
   }
+  /// Transactional mode: marks the point rollback_to_mark() goes back to (a savepoint).
+  virtual void mark() = 0;
+  /// Transactional mode: undoes every write since mark(); the transaction and the locks taken
+  /// before the mark stay. Works in a transaction a failed statement left aborted.
+  virtual void rollback_to_mark() = 0;
   /// The handle handed to handlers (SQLite::Database* or pqxx::dbtransaction*).
   virtual void* native() noexcept = 0;
 
@@ -162,6 +168,7 @@ class Engine {
   Status commit(const Ticket& ticket, const Completion& completion);
   Status abort(const Ticket& ticket);
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease);
+  Status rewind(const Ticket& ticket);
   Result<std::size_t> purge_expired(std::size_t max_rows);
   Status ensure_schema();
   SqlMode mode() const noexcept { return mode_; }
@@ -173,16 +180,23 @@ class Engine {
     Fingerprint fingerprint;
     std::chrono::steady_clock::time_point lease_until;
     Session* session = nullptr;
+    bool marked = false;  // the claim was rewindable: mark() was taken right after it
+    bool broken = false;  // a rewind failed on the connection: drop it when the holder ends
   };
   using Registry = std::multimap<std::string, Open, std::less<>>;
   // Transactions that failed to commit: a retried commit of the same ticket gets the same answer
-  // (the transaction is gone, with the handler's writes), not a misleading lease_lost.
+  // (the transaction is gone, with the handler's writes), not a misleading lease_lost. One whose
+  // COMMIT was in doubt (the connection went while it was under way) is looked up in the table
+  // first: a retry finds it landed and succeeds. Kept by age, not count, so that however many
+  // commits fail in an outage, each one's retries find it.
   struct Ended {
     std::string key;
     Fence fence = 0;
     Failure failure;
+    bool in_doubt = false;
+    std::chrono::steady_clock::time_point at;
   };
-  static constexpr std::size_t kEndedKept = 64;
+  static constexpr std::chrono::minutes kEndedKeptFor{5};
 
   Result<Claim> claim_lease(const ClaimRequest& request);
   Result<Claim> claim_transactional(const ClaimRequest& request);
@@ -192,6 +206,10 @@ class Engine {
   // Removes and returns the open transaction of `ticket`, if this process holds it.
   std::optional<Open> take_open(const Ticket& ticket);
   Status finish_transactional(const Ticket& ticket, const Completion* completion);
+  // A ticket no open transaction holds: its remembered end, or lease_lost.
+  Status finish_ended(const Ticket& ticket, const Completion* completion);
+  // Drops ended transactions older than `t` (under open_mutex_).
+  void forget_ended_before(std::chrono::steady_clock::time_point t);
 
   Failure failure(bool& broken, bool transactional_claim = false) const noexcept;
 
@@ -202,7 +220,7 @@ class Engine {
   std::atomic<bool> schema_ready_{false};
   std::mutex open_mutex_;
   Registry open_;
-  std::deque<Ended> ended_;  // under open_mutex_, newest last
+  std::deque<Ended> ended_;  // under open_mutex_, oldest first
   Fence next_fence_ = 1;  // transactional mode: fences unique in this store, under open_mutex_
 };
 

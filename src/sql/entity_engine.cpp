@@ -1,9 +1,10 @@
 // The entity stores on SQL, written once for both dialects. A claim opens a transaction and, in
-// it: looks the operation up in the op log (a repeat replays), runs the conditional UPDATE of the
-// user's table (version bump or state transition), and inserts the operation's op-log row. The
+// it: looks the operation up in the op log (a repeat replays), inserts the operation's op-log
+// row, and runs the conditional UPDATE of the user's table (version bump or state transition). The
 // transaction stays open while the handler runs; commit writes the result into the op-log row
-// and commits, abort rolls back. A refused UPDATE looks the operation up again (on PostgreSQL it
-// may have committed while the UPDATE waited on the row) and otherwise reads the current value.
+// and commits, abort rolls back. A refused UPDATE reads the current value. A remembered failure
+// first rolls back to a savepoint taken after the op-log insert (rewind), so the failure commits
+// without the entity's move or the handler's writes.
 
 #include "sql/entity_engine.hpp"
 
@@ -14,6 +15,7 @@
 #include <bit>
 #include <charconv>
 #include <map>
+#include <stdexcept>
 #include <mutex>
 #include <utility>
 
@@ -37,6 +39,7 @@ struct SqlEntities::Impl {
   struct Open {
     sql::Session* session = nullptr;
     std::string op_key;
+    bool marked = false;  // a rewindable claim: rewind() goes back to the mark after the op row
   };
   std::map<std::pair<std::string, Fence>, Open, std::less<>> open;
   Fence next_fence = 0;
@@ -235,35 +238,36 @@ Result<CasAnswer> SqlEntities::claim(const CasRequest& r) {
       if (s->first_row(m.lookup, key_param, row, 1u << 4)) {
         return stored_operation(row, r.fingerprint);
       }
+      // The op-log row first: it locks the operation (a second claimer of the same operation
+      // waits on it), and a rewind to the mark below keeps it while undoing the entity's move.
+      Fence fence = 0;
+      {
+        std::lock_guard lock(m.mutex);
+        fence = ++m.next_fence;
+      }
+      const std::array<sql::Param, 6> insert{bytes(r.op_key),
+                                             text(r.entity),
+                                             integer(static_cast<std::int64_t>(fence)),
+                                             integer(as_i64(r.fingerprint.high)),
+                                             integer(as_i64(r.fingerprint.low)),
+                                             text(produced)};
+      if (s->run(m.insert_op, insert) != 1) {
+        s->rollback();  // the same operation committed meanwhile: look again
+        continue;
+      }
+      if (r.rewindable) s->mark();
       if (s->run(update, update_params) == 1) {
-        Fence fence = 0;
-        {
-          std::lock_guard lock(m.mutex);
-          fence = ++m.next_fence;
-        }
-        const std::array<sql::Param, 6> insert{bytes(r.op_key),
-                                               text(r.entity),
-                                               integer(static_cast<std::int64_t>(fence)),
-                                               integer(as_i64(r.fingerprint.high)),
-                                               integer(as_i64(r.fingerprint.low)),
-                                               text(produced)};
-        if (s->run(m.insert_op, insert) != 1) {
-          s->rollback();  // the same operation committed meanwhile: look again
-          continue;
-        }
         void* native = s->native();
         {
           std::lock_guard lock(m.mutex);
           m.open.emplace(std::pair{std::string(r.op_key), fence},
-                         Impl::Open{s.keep(), std::string(r.op_key)});
+                         Impl::Open{s.keep(), std::string(r.op_key), r.rewindable});
         }
         return CasAnswer::of(
             Claim{.status = ClaimStatus::acquired, .fence = fence, .transaction = native});
       }
-      // Refused. The same operation may have committed while the UPDATE waited on the row.
-      if (s->first_row(m.lookup, key_param, row, 1u << 4)) {
-        return stored_operation(row, r.fingerprint);
-      }
+      // Refused; the Checkout rolls the op-log row back. This transaction inserted the
+      // operation's row, so nobody else committed the operation meanwhile.
       const std::array<sql::Param, 1> entity_param{text(r.entity)};
       if (!s->first_row(m.read, entity_param, row, 0)) {
         return CasAnswer::refused(CasAnswer::Refusal::missing);
@@ -328,6 +332,32 @@ Status SqlEntities::abort(const Ticket& ticket) {
     s->rollback();
     return {};
   });
+}
+
+Status SqlEntities::rewind(const Ticket& ticket) {
+  Impl& m = *impl_;
+  sql::Session* session = nullptr;
+  {
+    std::lock_guard lock(m.mutex);
+    const auto parts = parse_entity_key(ticket.key);
+    if (!parts) return lease_lost();
+    auto it = m.open.find(std::pair{std::string(parts->op_key), ticket.fence});
+    if (it == m.open.end()) return lease_lost();
+    if (!it->second.marked) {
+      throw std::logic_error(
+          "idem: an entity store's rewind needs a claim made with ClaimRequest::rewindable");
+    }
+    session = it->second.session;
+  }
+  // The holder's own session, in the holder's thread. Undoes the entity's move and the
+  // handler's writes; the op-log row stays, held, for the failure to be recorded in.
+  try {
+    session->rollback_to_mark();
+    return {};
+  } catch (...) {
+    bool broken = false;
+    return m.failure(broken, false);
+  }
 }
 
 Status SqlEntities::extend(const Ticket& ticket, std::chrono::milliseconds) {

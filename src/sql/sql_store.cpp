@@ -19,6 +19,7 @@ Status SqlStore::abort(const Ticket& ticket) { return engine_->abort(ticket); }
 Status SqlStore::extend(const Ticket& ticket, std::chrono::milliseconds lease) {
   return engine_->extend(ticket, lease);
 }
+Status SqlStore::rewind(const Ticket& ticket) { return engine_->rewind(ticket); }
 Result<std::size_t> SqlStore::purge_expired(std::size_t max_rows) {
   return engine_->purge_expired(max_rows);
 }

@@ -1,6 +1,9 @@
-// SqliteStore: the SQL record strategy on SQLiteCpp. One connection per store, serialised by a
-// semaphore (SQLite has one writer per file anyway; every claim takes the write lock). Processes
-// sharing the file wait on each other through SQLite's busy handler.
+// SqliteStore: the SQL record strategy on SQLiteCpp. One connection per store, taken in turn by
+// its callers (SQLite has one writer per file anyway; every claim takes the write lock). Every
+// write transaction first takes the file's writers' lock of this process (file_writers.hpp), so
+// the stores of one process on one file wait for each other in arrival order; processes sharing
+// the file wait on each other through SQLite's busy handler, and while opening it also through a
+// retry of their own (see retry_while_locked).
 
 #include "idem/stores/sqlite_store.hpp"
 
@@ -14,14 +17,16 @@
 #include <bit>
 #include <memory>
 #include <optional>
-#include <semaphore>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 
 #include "sql/engine.hpp"
 #include "sql/statements.hpp"
+#include "sqlite/fifo_lock.hpp"
+#include "sqlite/file_writers.hpp"
 
 namespace idem {
 
@@ -76,56 +81,77 @@ class Prepared {
   SQLite::Statement st_;
 };
 
+using Clock = std::chrono::steady_clock;
+
+int busy_ms(milliseconds wait) {
+  return static_cast<int>(std::clamp<milliseconds::rep>(wait.count(), 0, INT32_MAX));
+}
+
+// Runs `step` again while SQLite answers "database is locked" (SQLITE_BUSY or SQLITE_LOCKED),
+// with short growing pauses, until `deadline`; SQLite's busy handler is bounded by the same
+// deadline meanwhile. For the steps of opening a file: some of them fail at once without calling
+// the busy handler, above all `PRAGMA journal_mode = WAL` on a file not yet in WAL mode while
+// another process opens or creates it. `step` must be safe to run again after it failed.
+template <class Step>
+void retry_while_locked(SQLite::Database& db, milliseconds busy_timeout, Clock::time_point deadline,
+                        Step&& step) {
+  struct Restore {
+    SQLite::Database& db;
+    milliseconds busy_timeout;
+    ~Restore() { (void)sqlite3_busy_timeout(db.getHandle(), busy_ms(busy_timeout)); }
+  } restore{db, busy_timeout};
+  milliseconds pause{1};
+  for (;;) {
+    db.setBusyTimeout(busy_ms(std::chrono::ceil<milliseconds>(deadline - Clock::now())));
+    try {
+      step();
+      return;
+    } catch (const SQLite::Exception& e) {
+      const int code = e.getErrorCode() & 0xff;
+      if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) || Clock::now() + pause >= deadline) {
+        throw;
+      }
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, milliseconds{16});
+  }
+}
+
 struct SqliteError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-// No turn on the store's connection in time: the file stays locked by a transactional handler.
+// No turn on the store's connection, or on the file among this process's writers, in time: the
+// file stays locked (in transactional mode, by a handler).
 struct SqliteBusy : SqliteError {
   using SqliteError::SqliteError;
 };
 
 class SqliteSession final : public sql::Session {
  public:
-  SqliteSession(const SqliteStoreOptions& options, const sql::Statements& text)
-      : busy_timeout_(options.busy_timeout),
-        db_(options.path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE,
-            static_cast<int>(options.busy_timeout.count())),
-        text_(text) {
-    // WAL lets readers run beside the one writer, and makes commits cheap (NORMAL: no fsync per
-    // commit, only at checkpoints).
-    db_.exec("PRAGMA journal_mode = WAL");
-    db_.exec(options.synchronous_full ? "PRAGMA synchronous = FULL"
-                                      : "PRAGMA synchronous = NORMAL");
-  }
+  SqliteSession(const SqliteStoreOptions& options, const sql::Statements& text,
+                std::shared_ptr<sql::FifoLock> writers)
+      : path_(options.path),
+        busy_timeout_(options.busy_timeout),
+        synchronous_full_(options.synchronous_full),
+        writers_(std::move(writers)),
+        db_(options.path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE, busy_ms(busy_timeout_)),
+        text_(text) {}
+  SqliteSession(const SqliteSession&) = delete;
+  SqliteSession& operator=(const SqliteSession&) = delete;
+  ~SqliteSession() override { rollback(); }
 
-  void create_schema() {
-    // The first writer creates; IMMEDIATE keeps two processes from interleaving.
-    db_.exec("BEGIN IMMEDIATE");
-    try {
-      db_.exec(text_.create_schema_table);
-      db_.exec(text_.create_records_table);
-      db_.exec(text_.create_expiry_index);
-      db_.exec(text_.insert_version);
-      SQLite::Statement version(db_, text_.select_version);
-      version.executeStep();
-      const auto v = version.getColumn(0).getInt64();
-      if (v != sql::kSchemaVersion) {
-        throw SqliteError(
-            fmt::format("idem: table {} says schema version {}, this library knows version {}",
-                        text_.schema, v, sql::kSchemaVersion));
-      }
-      db_.exec("COMMIT");
-    } catch (...) {
-      (void)db_.tryExec("ROLLBACK");
-      throw;
-    }
-    upsert_.emplace(db_, text_.upsert);
-    read_.emplace(db_, text_.read);
-    finish_.emplace(db_, text_.finish);
-    release_.emplace(db_, text_.release);
-    extend_.emplace(db_, text_.extend);
-    purge_.emplace(db_, text_.purge);
-    raise_floor_.emplace(db_, text_.raise_floor);
+  // Sets the connection up, creates the schema if absent and prepares the statements, waiting
+  // for other processes that open the file at the same time up to busy_timeout in all.
+  void open() {
+    const auto deadline = Clock::now() + busy_timeout_;
+    retry_while_locked(db_, busy_timeout_, deadline, [&] {
+      // WAL lets readers run beside the one writer, and makes commits cheap (NORMAL: no fsync
+      // per commit, only at checkpoints).
+      db_.exec("PRAGMA journal_mode = WAL");
+      db_.exec(synchronous_full_ ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
+      if (!schema_present()) create_schema(deadline);
+      prepare();
+    });
   }
 
   bool prepared() const noexcept { return upsert_.has_value(); }
@@ -133,6 +159,7 @@ class SqliteSession final : public sql::Session {
   std::optional<sql::ClaimRow> claim(const sql::ClaimArgs& args) override {
     if (in_transaction_) return claim_in_open_transaction(args);
     // Lease mode: upsert and, if it did not take the key, the read, in one write transaction.
+    const Writing writing(*this, write_deadline());
     db_.exec("BEGIN IMMEDIATE");
     try {
       std::optional<sql::ClaimRow> row = claim_in_open_transaction(args);
@@ -144,8 +171,25 @@ class SqliteSession final : public sql::Session {
     }
   }
 
+  // The record as it stands (the upsert left it, or a commit looks for its own landed commit).
+  std::optional<sql::ClaimRow> read(std::string_view key) override {
+    SQLite::Statement& rd = read_->get();
+    bind_blob(rd, 1, key);
+    if (!rd.executeStep()) return std::nullopt;
+    sql::ClaimRow row;
+    row.state = state_of(rd);
+    row.fingerprint = {as_u64(rd.getColumn(1).getInt64()), as_u64(rd.getColumn(2).getInt64())};
+    row.fence = static_cast<Fence>(rd.getColumn(3).getInt64());
+    row.lease_left_ms = rd.getColumn(4).getInt64();
+    row.expire_left_ms = rd.getColumn(5).getInt64();
+    row.result = column_bytes(rd.getColumn(6));
+    rd.tryReset();
+    return row;
+  }
+
   bool finish(const Ticket& ticket, sql::State state, std::string_view result,
               std::int64_t ttl_ms) override {
+    const Writing writing(*this, write_deadline(), !in_transaction_);
     SQLite::Statement& st = finish_->get();
     bind_blob(st, 1, ticket.key);
     st.bind(2, static_cast<std::int64_t>(ticket.fence));
@@ -156,6 +200,7 @@ class SqliteSession final : public sql::Session {
   }
 
   bool release(const Ticket& ticket) override {
+    const Writing writing(*this, write_deadline(), !in_transaction_);
     SQLite::Statement& st = release_->get();
     bind_blob(st, 1, ticket.key);
     st.bind(2, static_cast<std::int64_t>(ticket.fence));
@@ -163,6 +208,7 @@ class SqliteSession final : public sql::Session {
   }
 
   bool extend(const Ticket& ticket, std::int64_t lease_ms) override {
+    const Writing writing(*this, write_deadline(), !in_transaction_);
     SQLite::Statement& st = extend_->get();
     bind_blob(st, 1, ticket.key);
     st.bind(2, static_cast<std::int64_t>(ticket.fence));
@@ -171,6 +217,7 @@ class SqliteSession final : public sql::Session {
   }
 
   std::size_t purge(std::size_t max_rows) override {
+    const Writing writing(*this, write_deadline());
     db_.exec("BEGIN IMMEDIATE");
     try {
       SQLite::Statement& st = purge_->get();
@@ -195,34 +242,40 @@ class SqliteSession final : public sql::Session {
   }
 
   void begin(milliseconds block_for) override {
-    // Other processes may hold the write lock: wait for them as long as the claim may block,
-    // and at least the usual busy timeout.
-    const auto wait = std::max(block_for, busy_timeout_);
-    db_.setBusyTimeout(static_cast<int>(std::min<milliseconds::rep>(wait.count(), INT32_MAX)));
+    // The writers of this process, then other processes, may hold the file: wait for them as
+    // long as the claim may block, and at least the usual busy timeout. The writers' lock stays
+    // taken until commit or rollback.
+    take_writers(Clock::now() + std::max(block_for, busy_timeout_));
     try {
       db_.exec("BEGIN IMMEDIATE");
     } catch (...) {
-      db_.setBusyTimeout(static_cast<int>(busy_timeout_.count()));
+      drop_writers();
       throw;
     }
-    db_.setBusyTimeout(static_cast<int>(busy_timeout_.count()));
     in_transaction_ = true;
   }
 
   void commit() override {
-    db_.exec("COMMIT");
+    db_.exec("COMMIT");  // on failure the transaction stays open: the caller rolls back
     in_transaction_ = false;
+    drop_writers();
   }
 
   void rollback() noexcept override {
-    if (!in_transaction_) return;
-    in_transaction_ = false;
-    if (sqlite3_get_autocommit(db_.getHandle()) == 0) (void)db_.tryExec("ROLLBACK");
+    if (in_transaction_) {
+      in_transaction_ = false;
+      if (sqlite3_get_autocommit(db_.getHandle()) == 0) (void)db_.tryExec("ROLLBACK");
+    }
+    drop_writers();
   }
+
+  void mark() override { db_.exec("SAVEPOINT idem_handler"); }
+  void rollback_to_mark() override { db_.exec("ROLLBACK TO SAVEPOINT idem_handler"); }
 
   void* native() noexcept override { return &db_; }
 
   std::int64_t run(const std::string& sql, std::span<const sql::Param> params) override {
+    const Writing writing(*this, write_deadline(), !in_transaction_);
     SQLite::Statement& st = generic(sql, params);
     const int changed = st.exec();
     st.tryReset();
@@ -249,6 +302,49 @@ class SqliteSession final : public sql::Session {
   }
 
  private:
+  // This process's turn to write the file for one write transaction, or one statement in
+  // autocommit, outside the claim's transaction (`needed` false: inside it, where the turn is
+  // already the session's). Waits until `deadline`.
+  class Writing {
+   public:
+    Writing(SqliteSession& session, Clock::time_point deadline, bool needed = true)
+        : session_(needed ? &session : nullptr) {
+      if (session_ != nullptr) session_->take_writers(deadline);
+    }
+    Writing(const Writing&) = delete;
+    Writing& operator=(const Writing&) = delete;
+    ~Writing() {
+      if (session_ != nullptr) session_->drop_writers();
+    }
+
+   private:
+    SqliteSession* session_;
+  };
+
+  // A write outside the claim's transaction waits up to busy_timeout from its start.
+  Clock::time_point write_deadline() const { return Clock::now() + busy_timeout_; }
+
+  // Waits for this process's other writers of the file, in arrival order, until `deadline`, and
+  // lets SQLite's busy handler wait for other processes until the same deadline.
+  void take_writers(Clock::time_point deadline) {
+    const auto start = Clock::now();
+    if (!writers_->lock_until(deadline)) {
+      throw SqliteBusy(
+          fmt::format("idem: sqlite {} busy: other writers of this process kept it for {} ms (in "
+                      "transactional mode, a handler)",
+                      path_, std::chrono::ceil<milliseconds>(deadline - start).count()));
+    }
+    holds_writers_ = true;
+    db_.setBusyTimeout(busy_ms(std::chrono::ceil<milliseconds>(deadline - Clock::now())));
+  }
+
+  void drop_writers() noexcept {
+    if (!holds_writers_) return;
+    holds_writers_ = false;
+    writers_->unlock();
+    (void)sqlite3_busy_timeout(db_.getHandle(), busy_ms(busy_timeout_));
+  }
+
   // A generic statement, prepared on first use and kept by its text.
   SQLite::Statement& generic(const std::string& sql, std::span<const sql::Param> params) {
     auto it = generic_.find(sql);
@@ -291,21 +387,68 @@ class SqliteSession final : public sql::Session {
       up.tryReset();
       return row;
     }
-    SQLite::Statement& rd = read_->get();
-    bind_blob(rd, 1, args.key);
-    if (!rd.executeStep()) return std::nullopt;
-    sql::ClaimRow row;
-    row.state = state_of(rd);
-    row.fingerprint = {as_u64(rd.getColumn(1).getInt64()), as_u64(rd.getColumn(2).getInt64())};
-    row.fence = static_cast<Fence>(rd.getColumn(3).getInt64());
-    row.lease_left_ms = rd.getColumn(4).getInt64();
-    row.expire_left_ms = rd.getColumn(5).getInt64();
-    row.result = column_bytes(rd.getColumn(6));
-    rd.tryReset();
-    return row;
+    return read(args.key);
   }
 
+  // Whether the tables and the index exist and the schema table holds a version (throws
+  // SqliteError when it is not this library's). Reads only: in WAL mode they wait for no writer,
+  // so a store opened while another connection holds the write lock (a transactional handler,
+  // perhaps in another process) does not wait for it.
+  bool schema_present() {
+    SQLite::Statement objects(db_, "SELECT count(*) FROM sqlite_master WHERE name IN (?1, ?2, ?3)");
+    objects.bind(1, text_.schema);
+    objects.bind(2, text_.records);
+    objects.bind(3, text_.records + "_expires_at");
+    if (!objects.executeStep() || objects.getColumn(0).getInt64() != 3) return false;
+    return check_version();
+  }
+
+  // Creates what is missing and the version row, under the write lock; IMMEDIATE keeps two
+  // processes from interleaving, and the statements check again what the other may have created.
+  void create_schema(Clock::time_point deadline) {
+    const Writing writing(*this, deadline);
+    db_.exec("BEGIN IMMEDIATE");
+    try {
+      db_.exec(text_.create_schema_table);
+      db_.exec(text_.create_records_table);
+      db_.exec(text_.create_expiry_index);
+      db_.exec(text_.insert_version);
+      (void)check_version();
+      db_.exec("COMMIT");
+    } catch (...) {
+      (void)db_.tryExec("ROLLBACK");
+      throw;
+    }
+  }
+
+  // False when the schema table holds no version yet.
+  bool check_version() {
+    SQLite::Statement version(db_, text_.select_version);
+    if (!version.executeStep() || version.getColumn(0).isNull()) return false;
+    const auto v = version.getColumn(0).getInt64();
+    if (v != sql::kSchemaVersion) {
+      throw SqliteError(
+          fmt::format("idem: table {} says schema version {}, this library knows version {}",
+                      text_.schema, v, sql::kSchemaVersion));
+    }
+    return true;
+  }
+
+  void prepare() {
+    upsert_.emplace(db_, text_.upsert);
+    read_.emplace(db_, text_.read);
+    finish_.emplace(db_, text_.finish);
+    release_.emplace(db_, text_.release);
+    extend_.emplace(db_, text_.extend);
+    purge_.emplace(db_, text_.purge);
+    raise_floor_.emplace(db_, text_.raise_floor);
+  }
+
+  std::string path_;
   milliseconds busy_timeout_;
+  bool synchronous_full_;
+  std::shared_ptr<sql::FifoLock> writers_;  // this process's writers of the file
+  bool holds_writers_ = false;
   SQLite::Database db_;
   const sql::Statements& text_;
   bool in_transaction_ = false;
@@ -316,22 +459,24 @@ class SqliteSession final : public sql::Session {
 class SqliteBackend final : public sql::Backend {
  public:
   explicit SqliteBackend(SqliteStoreOptions options)
-      : options_(std::move(options)), text_(sql::kSqlite, options_.table_prefix) {}
+      : options_(std::move(options)),
+        text_(sql::kSqlite, options_.table_prefix),
+        writers_(sql::file_writers(options_.path)) {}
 
   sql::Session* acquire(milliseconds wait) override {
     const auto limit = std::max(wait, options_.busy_timeout);
-    if (!turn_.try_acquire_for(limit)) {
+    if (!turn_.lock_until(Clock::now() + limit)) {
       throw SqliteBusy(fmt::format(
           "idem: sqlite store busy: no turn on {} within {} ms (another call holds its connection; "
           "in transactional mode, a handler)",
           options_.path, limit.count()));
     }
     try {
-      if (!session_) session_ = std::make_unique<SqliteSession>(options_, text_);
-      if (!session_->prepared()) session_->create_schema();
+      if (!session_) session_ = std::make_unique<SqliteSession>(options_, text_, writers_);
+      if (!session_->prepared()) session_->open();
     } catch (...) {
       session_.reset();
-      turn_.release();
+      turn_.unlock();
       throw;
     }
     return session_.get();
@@ -339,7 +484,7 @@ class SqliteBackend final : public sql::Backend {
 
   void release(sql::Session* session, bool broken) noexcept override {
     if (broken && session == session_.get()) session_.reset();
-    turn_.release();
+    turn_.unlock();
   }
 
   void create_schema() override {
@@ -384,7 +529,8 @@ class SqliteBackend final : public sql::Backend {
  private:
   SqliteStoreOptions options_;
   sql::Statements text_;
-  std::binary_semaphore turn_{1};
+  std::shared_ptr<sql::FifoLock> writers_;  // the file's, shared with the process's other stores
+  sql::FifoLock turn_;                      // the connection's, in arrival order
   std::unique_ptr<SqliteSession> session_;
 };
 

@@ -222,12 +222,47 @@ TYPED_TEST_P(RecordStoreConformance, ReplaysSayHowLongTheRecordStillLives) {
   }
 }
 
+// A second commit with another result under the same fence is not a repeat: lease_lost.
 TYPED_TEST_P(RecordStoreConformance, CommitTwiceIsLeaseLostTheSecondTime) {
   const auto k = this->key();
   const Claim held = this->acquired(k);
   ASSERT_TRUE(this->commit(k, held.fence, "one").ok());
   EXPECT_EQ(this->commit(k, held.fence, "two").error(), errc::lease_lost);
   EXPECT_EQ(this->claim(k)->result, "one");
+}
+
+// A commit retried under its fence after it landed (its answer was lost on the way) finds its own
+// completion and succeeds, changing nothing; another state, other bytes or another fence do not.
+// A store whose holder keeps the key until it finishes (a transaction) knows a commit's answer was
+// lost only from the failure it met: it looks the record up for those (the SQL tests cut the
+// connection at COMMIT), and a repeat after an answered commit is lease_lost.
+TYPED_TEST_P(RecordStoreConformance, CommitRepeatedUnderItsFenceAfterItLandedSucceeds) {
+  constexpr bool kAnsweredRepeatSucceeds = !HoldsUntilFinished<TypeParam>;
+  const auto k = this->key();
+  const Claim held = this->acquired(k);
+  ASSERT_TRUE(this->commit(k, held.fence, "one").ok());
+  const Status repeated = this->commit(k, held.fence, "one");
+  if (kAnsweredRepeatSucceeds) {
+    EXPECT_TRUE(repeated.ok()) << repeated.failure().describe();
+  } else {
+    EXPECT_EQ(repeated.error(), errc::lease_lost);
+  }
+  EXPECT_EQ(this->commit(k, held.fence, "one", ClaimStatus::failed).error(), errc::lease_lost);
+  EXPECT_EQ(this->commit(k, held.fence + 1, "one").error(), errc::lease_lost);
+  Result<Claim> replay = this->claim(k);
+  ASSERT_TRUE(replay.has_value());
+  EXPECT_EQ(replay->status, ClaimStatus::completed);
+  EXPECT_EQ(replay->result, "one");
+
+  const auto failed = this->key("failed");
+  const Claim failing = this->acquired(failed);
+  ASSERT_TRUE(this->commit(failed, failing.fence, "why", ClaimStatus::failed).ok());
+  const Status again = this->commit(failed, failing.fence, "why", ClaimStatus::failed);
+  if (kAnsweredRepeatSucceeds) {
+    EXPECT_TRUE(again.ok()) << again.failure().describe();
+  }
+  EXPECT_EQ(this->commit(failed, failing.fence, "why").error(), errc::lease_lost);
+  EXPECT_EQ(this->claim(failed)->status, ClaimStatus::failed);
 }
 
 TYPED_TEST_P(RecordStoreConformance, CommitOfAnUnknownKeyIsLeaseLost) {
@@ -303,6 +338,6 @@ REGISTER_TYPED_TEST_SUITE_P(
     CommitAfterOwnLeaseRanOutButNoTakeoverSucceeds, ExtendKeepsTheLeaseAlive,
     CompletedRecordExpiresAfterItsTtl, FailedRecordReplaysItsBytes,
     ReplaysSayHowLongTheRecordStillLives, CommitTwiceIsLeaseLostTheSecondTime,
-    CommitOfAnUnknownKeyIsLeaseLost, KeysAreOpaqueBytes, GuardRunsEachKeyOnceUnderRacingThreads);
+    CommitRepeatedUnderItsFenceAfterItLandedSucceeds, CommitOfAnUnknownKeyIsLeaseLost, KeysAreOpaqueBytes, GuardRunsEachKeyOnceUnderRacingThreads);
 
 }  // namespace idem::testing

@@ -189,6 +189,54 @@ TYPED_TEST_P(EntityStoreTest, AHandlerThatThrowsLeavesTheStateAndItsWritesUnchan
   }
 }
 
+TYPED_TEST_P(EntityStoreTest, ARememberedFailureLeavesTheStateAndItsWritesUnchangedAndReplays) {
+  auto& t = this->target_;
+  auto store = this->orders(Options{.scope = "orders",
+                                    .in_progress = Wait{.timeout = std::chrono::seconds{20}},
+                                    .remember_failures = true});
+  t.create_order(*store, "o-5");
+  int runs = 0;
+  auto pay = [&](Context& ctx) -> int {
+    ++runs;
+    t.add_effect(ctx, "payment o-5");
+    throw std::runtime_error("card declined");
+  };
+  EXPECT_THROW((void)store->execute(EventKey{"o-5", "PAY"}, pay), std::runtime_error);
+  EXPECT_EQ(store->state("o-5").value(), "CREATED");
+  if constexpr (TypeParam::kSql) {
+    EXPECT_EQ(t.effects("payment o-5"), 0);  // the handler's write rolled back
+  }
+  auto repeat = store->execute(EventKey{"o-5", "PAY"}, pay);  // remembered: replays the failure
+  ASSERT_FALSE(repeat.has_value());
+  EXPECT_EQ(repeat.error(), errc::handler_failed);
+  EXPECT_TRUE(repeat.replayed());
+  EXPECT_NE(repeat.message().find("card declined"), std::string::npos) << repeat.message();
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(store->state("o-5").value(), "CREATED");
+  // Another operation of the same event is free to run and moves the entity.
+  auto other = store->execute(EventKey{"o-5", "PAY", "second-card"}, [] { return 2; });
+  ASSERT_TRUE(other.has_value()) << other.message();
+  EXPECT_EQ(store->state("o-5").value(), "PAID");
+
+  auto accounts = this->accounts(Options{.scope = "accounts",
+                                         .in_progress = Wait{.timeout = std::chrono::seconds{20}},
+                                         .remember_failures = true});
+  t.create_account(*accounts, "a-5", 100);
+  EXPECT_THROW((void)accounts->execute(VersionKey{"a-5", 0, "debit-1"},
+                                       [&](Context& ctx) -> int {
+                                         t.write_balance(ctx, "a-5", 0);
+                                         throw std::runtime_error("boom");
+                                       }),
+               std::runtime_error);
+  EXPECT_EQ(accounts->version("a-5").value(), 0u);
+  if constexpr (TypeParam::kSql) {
+    EXPECT_EQ(t.balance("a-5"), 100);
+  }
+  auto again = accounts->execute(VersionKey{"a-5", 0, "debit-1"}, [] { return 1; });
+  EXPECT_EQ(again.error(), errc::handler_failed);
+  EXPECT_EQ(accounts->version("a-5").value(), 0u);
+}
+
 // ---- optimistic version
 // ---------------------------------------------------------------------------
 
@@ -293,6 +341,7 @@ REGISTER_TYPED_TEST_SUITE_P(EntityStoreTest, OrderLifecycleAppliesEachEventOnceA
                             EventsNotAllowedFromTheCurrentStateAreRejectedNamingBoth,
                             EightThreadsPayingOneOrderRunTheHandlerOnceAndTheRestReplay,
                             AHandlerThatThrowsLeavesTheStateAndItsWritesUnchanged,
+                            ARememberedFailureLeavesTheStateAndItsWritesUnchangedAndReplays,
                             VersionBumpReplaysItsOperationAndRefusesOtherStaleVersions,
                             EightConcurrentDebitsWithRetriesLoseNoUpdateAndApplyOnce);
 

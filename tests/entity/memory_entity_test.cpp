@@ -10,7 +10,7 @@ INSTANTIATE_TYPED_TEST_SUITE_P(Memory, EntityStoreTest, MemoryTarget);
 
 TEST(MemoryEntityStoreTest, AClaimThatMayNotWaitForTheHolderAnswersInProgress) {
   StateMachineStore<TransitionTable, MemoryBackend> store{
-      order_machine(), {.guard = Options{.scope = "orders"}}};  // FailFast
+      order_machine(), {.guard = Options{.scope = "orders", .in_progress = FailFast{}}}};
   store.put("o", "CREATED");
   std::promise<void> inside, finish;
   std::shared_future<void> finished = finish.get_future().share();

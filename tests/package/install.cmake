@@ -1,6 +1,7 @@
 # cmake -DBUILD_DIR=... -DPREFIX=... [-DCONFIG=...] -P install.cmake
 # Installs a fresh copy of the build tree: the prefix is wiped first so a header deleted from the
 # source tree cannot linger there and hide a broken install.
+cmake_policy(VERSION 3.25)
 file(REMOVE_RECURSE "${PREFIX}")
 set(config_args "")
 if(CONFIG)

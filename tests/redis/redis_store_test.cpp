@@ -13,6 +13,7 @@
 #include "idem/idem.hpp"
 #include "redis/process_race.hpp"
 #include "redis/redis_test_support.hpp"
+#include "support/fault_relay.hpp"
 
 namespace idem::testing {
 namespace {
@@ -186,7 +187,8 @@ TEST_F(RedisStoreTest, LeaseExpiryTakeoverThroughTheGuardFencesTheSlowHolderOff)
       std::this_thread::sleep_for(600ms);  // past its lease; someone takes over meanwhile
       return "slow"s;
     });
-    ASSERT_TRUE(out);
+    ASSERT_TRUE(out.has_value());
+    EXPECT_FALSE(out);  // superseded: the taker's result is the key's answer
     EXPECT_FALSE(out.recorded());
     EXPECT_EQ(out.commit_error(), errc::lease_lost);
   });
@@ -224,22 +226,68 @@ TEST_F(RedisStoreTest, WaitShortfallIsReportedAndAnUnconfirmedCommitIsNotRecorde
   ASSERT_TRUE(out) << out.message();
   EXPECT_EQ(out.value(), 7);
   // The claim's shortfall is only reported; the commit's reaches the caller: the value is not
-  // known to be recorded, and why says so. The guard's commit retries find the same commit on
-  // the primary and answer the same, not lease_lost.
+  // known to be recorded, and why says so. Each of the guard's commit retries finds the same
+  // commit on the primary and waits for it again: never lease_lost.
   EXPECT_FALSE(out.recorded());
   EXPECT_EQ(out.commit_error(), errc::store_unavailable);
   EXPECT_NE(out.commit_failure().message.find("commit not confirmed: 0 of 1 replicas"),
             std::string::npos)
       << out.commit_failure().message;
-  EXPECT_EQ(reports.load(), 2);  // after the claim and after the commit
+  const int commits = Options{}.commit_retry.attempts;
+  EXPECT_EQ(reports.load(), 1 + commits);  // after the claim and after every commit attempt
   EXPECT_EQ(last_op, "commit");
-  EXPECT_EQ(durable.replication_timeouts(), 2u);
+  EXPECT_EQ(durable.replication_timeouts(), 1u + commits);
   // The write stands on the primary: a repeat replays it.
   auto replay = guard.execute("k", [] { return 8; });
   ASSERT_TRUE(replay);
   EXPECT_EQ(replay.value(), 7);
   EXPECT_TRUE(replay.replayed());
-  EXPECT_EQ(durable.replication_timeouts(), 2u);  // a replay writes nothing: no WAIT
+  EXPECT_EQ(durable.replication_timeouts(), 1u + commits);  // a replay writes nothing: no WAIT
+}
+
+// The commit's EVALSHA reaches Redis, which runs it; the connection is cut before its reply
+// reaches the client. The guard's commit retry under the same fence finds the record committed
+// under it: the value is recorded (not a takeover), the next call replays it, the handler ran
+// once.
+TEST_F(RedisStoreTest, ACommitWhoseReplyIsLostIsRecordedNotATakeover) {
+  redis::ConnectionOptions direct = redis_options();
+  if (!direct.unix_socket.empty()) GTEST_SKIP() << "the relay speaks TCP";
+  FaultRelay relay(direct.host, direct.port);
+  redis::ConnectionOptions relayed = direct;
+  relayed.host = "127.0.0.1";
+  relayed.port = relay.port();
+  auto client = std::make_shared<redis::Client>(relayed);
+  RedisStore store(client, RedisStoreOptions{.prefix = prefix_});
+  auto observer = std::make_shared<Observer>();
+  IdempotencyGuard guard{store, Options{.scope = "lost",
+                                        .observer = observer,
+                                        .commit_retry = {.backoff = 50ms}}};
+  ASSERT_TRUE(guard.execute("warm", [] { return "scripts loaded"s; }).recorded());
+  // The commit's script call carries the result; the claim's does not.
+  const std::string value = "receipt-of-the-lost-reply";
+  relay.lose_reply_after([&](std::string_view chunk) {
+    return chunk.find("EVAL") != std::string_view::npos &&
+           chunk.find(value) != std::string_view::npos;
+  });
+  int runs = 0;
+  auto out = guard.execute("k", [&] {
+    ++runs;
+    return value;
+  });
+  ASSERT_TRUE(relay.one_shot_fired());
+  ASSERT_TRUE(out) << out.message();
+  EXPECT_EQ(out.value(), value);
+  EXPECT_TRUE(out.recorded()) << out.commit_failure().describe();
+  EXPECT_FALSE(out.commit_error());
+  EXPECT_EQ(observer->counters().lease_lost, 0u);
+  auto again = guard.execute("k", [&] {
+    ++runs;
+    return "ran again"s;
+  });
+  ASSERT_TRUE(again) << again.message();
+  EXPECT_TRUE(again.replayed());
+  EXPECT_EQ(again.value(), value);
+  EXPECT_EQ(runs, 1);
 }
 
 TEST_F(RedisStoreTest, EachKeyRunsOnceAcrossFourProcesses) {

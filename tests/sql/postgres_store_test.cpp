@@ -1,6 +1,7 @@
 // PostgresStore: bad input, sizes, purge, transactional mode, and processes racing on one database.
 
 #include "sql/sql_cases.hpp"
+#include "support/fault_relay.hpp"
 
 namespace idem::testing {
 
@@ -118,6 +119,52 @@ TEST(PostgresTimeoutTest, AClaimBlockedOnALockedRowIsStoreUnavailableAtTheStatem
   auto after = guard.execute("k", [&] { return ++runs; });
   ASSERT_TRUE(after.has_value()) << after.message();
   EXPECT_TRUE(after.replayed());
+  EXPECT_EQ(runs, 1);
+}
+
+// The fenced UPDATE of a lease-mode commit reaches the server, which runs it; the connection is
+// cut before its reply reaches the client. The guard's commit retry under the same fence finds
+// the record committed under it: the value is recorded (not a takeover), the next call replays
+// it, and the handler ran once.
+TEST(PostgresLostReplyTest, ACommitWhoseReplyIsLostIsRecordedNotATakeover) {
+  const auto uri = pg_uri();
+  if (!uri) GTEST_SKIP() << kNoPgMessage;
+  // Where the server is, as it says; the relay passes the same user and database on.
+  pqxx::connection probe(*uri);
+  const pqxx::row where = pqxx::nontransaction(probe).exec1(
+      "SELECT host(inet_server_addr()), inet_server_port(), current_user, current_database()");
+  if (where[0].is_null() || where[0].as<std::string>().find(':') != std::string::npos) {
+    GTEST_SKIP() << "the relay speaks IPv4; the test server is not on it";
+  }
+  FaultRelay relay(where[0].as<std::string>(), where[1].as<int>());
+  const std::string through_relay =
+      "host=127.0.0.1 port=" + std::to_string(relay.port()) +
+      " sslmode=disable gssencmode=disable user=" + where[2].as<std::string>() +
+      " dbname=" + where[3].as<std::string>();
+  PostgresStore store{PostgresStoreOptions{.uri = through_relay,
+                                           .mode = SqlMode::lease,
+                                           .table_prefix = unique_name("lost") + "_",
+                                           .pool_size = 1}};
+  auto observer = std::make_shared<Observer>();
+  IdempotencyGuard guard{store, Options{.scope = "lost",
+                                        .observer = observer,
+                                        .commit_retry = {.backoff = milliseconds{50}}}};
+  // The finish's Bind message (the prepared statement's name; its Parse goes on its own).
+  relay.lose_reply_after([](std::string_view chunk) {
+    return !chunk.empty() && chunk[0] == 'B' && chunk.find("idem_finish") != std::string::npos;
+  });
+  int runs = 0;
+  auto out = guard.execute("k", [&] { return 40 + ++runs; });
+  ASSERT_TRUE(relay.one_shot_fired());
+  ASSERT_TRUE(out.has_value()) << out.message();
+  EXPECT_EQ(out.value(), 41);
+  EXPECT_TRUE(out.recorded()) << out.commit_failure().describe();
+  EXPECT_FALSE(out.commit_error());
+  EXPECT_EQ(observer->counters().lease_lost, 0u);
+  auto again = guard.execute("k", [&] { return 40 + ++runs; });
+  ASSERT_TRUE(again.has_value()) << again.message();
+  EXPECT_TRUE(again.replayed());
+  EXPECT_EQ(again.value(), 41);
   EXPECT_EQ(runs, 1);
 }
 

@@ -342,6 +342,40 @@ TEST_P(SqlTransactionalTest, ExceptionLeavesNeitherTheBusinessRowNorTheRecord) {
   EXPECT_EQ(count_records(target()), 1);
 }
 
+TEST_P(SqlTransactionalTest, ARememberedFailureCommitsWithoutTheHandlersWrites) {
+  IdempotencyGuard guard{store(), Options{.scope = "orders", .remember_failures = true}};
+  int runs = 0;
+  auto doomed = [&](Context& ctx) -> std::string {
+    ++runs;
+    insert_business_row(target(), ctx, "order-3", "doomed");
+    throw std::runtime_error("payment declined");
+  };
+  EXPECT_THROW((void)guard.execute("order-3", doomed), std::runtime_error);
+  EXPECT_EQ(count_business_rows(target(), "order-3"), 0);  // rolled back to the savepoint
+  EXPECT_EQ(count_records(target()), 1);                   // the failure, committed alone
+
+  auto repeat = guard.execute("order-3", doomed);
+  ASSERT_FALSE(repeat.has_value());
+  EXPECT_EQ(repeat.error(), errc::handler_failed);
+  EXPECT_TRUE(repeat.replayed());
+  EXPECT_NE(repeat.message().find("payment declined"), std::string::npos) << repeat.message();
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(count_business_rows(target(), "order-3"), 0);
+
+  // A handler whose own statement failed leaves the transaction aborted (PostgreSQL); the
+  // rewind still undoes it and the failure still commits.
+  EXPECT_THROW((void)guard.execute("order-4",
+                                   [&](Context& ctx) -> std::string {
+                                     insert_business_row(target(), ctx, "order-4", "first");
+                                     run_failing_statement(target(), ctx);
+                                     return std::string("unreachable");
+                                   }),
+               std::exception);
+  EXPECT_EQ(count_business_rows(target(), "order-4"), 0);
+  EXPECT_EQ(guard.execute("order-4", [] { return std::string("again"); }).error(),
+            errc::handler_failed);
+}
+
 TEST_P(SqlTransactionalTest, DuplicateFailsFastOrWaitsOnTheHolderAndReplays) {
   IdempotencyGuard holder_guard{store(), Options{.scope = "orders"}};
   IdempotencyGuard fail_fast{store(), Options{.scope = "orders"}};
@@ -388,6 +422,49 @@ TEST_P(SqlTransactionalTest, DuplicateFailsFastOrWaitsOnTheHolderAndReplays) {
   EXPECT_EQ(waited.value(), "receipt-3");
   EXPECT_EQ(runs.load(), 1);
   EXPECT_EQ(count_business_rows(target(), "order-3"), 1);
+}
+
+// Many commits fail (more than any fixed list of them would hold), then each is retried: every
+// retry hears how its own commit failed, never lease_lost, and nothing was recorded. A trigger
+// the claim's transaction creates makes its finish fail; it rolls back with the transaction.
+TEST_P(SqlTransactionalTest, RetriesAfterManyFailedCommitsAreNotLeaseLost) {
+  constexpr int kFailures = 100;
+  const std::string records = target().prefix + "records";
+  auto break_the_finish = [&](void* transaction) {
+    if (target().backend == Backend::sqlite) {
+      static_cast<SQLite::Database*>(transaction)
+          ->exec("CREATE TEMP TRIGGER " + target().prefix + "outage BEFORE UPDATE ON " + records +
+                 " BEGIN SELECT RAISE(ABORT, 'injected outage'); END");
+    } else {
+      pqxx::dbtransaction& tx = *static_cast<pqxx::dbtransaction*>(transaction);
+      tx.exec("CREATE FUNCTION " + target().prefix +
+              "outage() RETURNS trigger LANGUAGE plpgsql AS "
+              "$$BEGIN RAISE EXCEPTION 'injected outage'; END$$");
+      tx.exec("CREATE TRIGGER " + target().prefix + "outage BEFORE UPDATE ON " + records +
+              " FOR EACH ROW EXECUTE FUNCTION " + target().prefix + "outage()");
+    }
+  };
+  const Completion done{ClaimStatus::completed, "r", std::chrono::hours{1}};
+  std::vector<std::pair<std::string, Fence>> failed;
+  for (int i = 0; i < kFailures; ++i) {
+    const std::string key = "outage-" + std::to_string(i);
+    Result<Claim> held = store().claim(ClaimRequest{key, {1, 2}, std::chrono::seconds{30},
+                                                    std::chrono::hours{1}});
+    ASSERT_TRUE(held.has_value()) << held.failure().describe();
+    ASSERT_EQ(held->status, ClaimStatus::acquired);
+    ASSERT_NE(held->transaction, nullptr);
+    break_the_finish(held->transaction);
+    const Status commit = store().commit(Ticket{key, held->fence}, done);
+    ASSERT_EQ(commit.error(), errc::store_unavailable) << key;
+    failed.emplace_back(key, held->fence);
+  }
+  for (const auto& [key, fence] : failed) {
+    const Status retry = store().commit(Ticket{key, fence}, done);
+    EXPECT_EQ(retry.error(), errc::store_unavailable) << key << ": " << retry.failure().describe();
+    EXPECT_NE(retry.failure().message.find("did not commit"), std::string::npos)
+        << retry.failure().message;
+  }
+  EXPECT_EQ(count_records(target()), 0);
 }
 
 // ---- processes ----------------------------------------------------------------------------------

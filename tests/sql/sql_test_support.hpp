@@ -127,6 +127,16 @@ inline void create_business_table(const Target& t) {
 }
 
 /// Inserts a business row inside the handler's transaction.
+// Runs a statement that fails inside the claim's transaction (PostgreSQL: leaves it aborted).
+inline void run_failing_statement(const Target& t, Context& ctx) {
+  const std::string sql = "INSERT INTO idem_no_such_table (x) VALUES (1)";
+  if (t.backend == Backend::sqlite) {
+    sqlite_transaction(ctx).exec(sql);
+  } else {
+    pg_transaction(ctx).exec(sql);
+  }
+}
+
 inline void insert_business_row(const Target& t, Context& ctx, const std::string& key,
                                 const std::string& note) {
   const std::string sql = "INSERT INTO " + business_table(t) + " (key, note) VALUES ";

@@ -9,6 +9,10 @@
 //       claims <key> through the store, prints "fence <n>", then sleeps
 //   idem_sql_worker ... transactional hold-tx <scope> <key>
 //       runs a handler that inserts a business row, prints "inside", then sleeps
+//   idem_sql_worker ... first-use <scope> <keys> <start-ns>
+//       waits until the steady clock reads <start-ns> (shared by the processes of one machine),
+//       then runs each key once through a store that had not been used yet (no ensure_schema
+//       first), printing as race does
 
 #include <cstdio>
 #include <cstdlib>
@@ -62,6 +66,25 @@ int race(const Target& t, SqlStore& store, const std::string& scope, int keys, i
   return 0;
 }
 
+// The first calls of a new store, all processes starting at one instant: each opens the file
+// (perhaps creating it) on its first execute.
+int first_use(SqlStore& store, const std::string& scope, int keys, long long start_ns) {
+  std::this_thread::sleep_until(std::chrono::steady_clock::time_point(
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::nanoseconds{start_ns})));
+  IdempotencyGuard guard{
+      store, Options{.scope = scope, .in_progress = Wait{.timeout = std::chrono::seconds{30}}}};
+  for (int i = 0; i < keys; ++i) {
+    const std::string k = "key-" + std::to_string((i + ::getpid()) % keys);
+    auto out = guard.execute(k, [&] {
+      say("ran " + k);
+      return "v-" + std::to_string(::getpid());
+    });
+    say(out ? "got " + k + " " + out.value() : "err " + k + " " + out.message());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -87,6 +110,9 @@ int main(int argc, char** argv) {
     store = std::move(pg);
   } else {
     store = make_store(t, mode);
+  }
+  if (cmd == "first-use" && argc == 9) {
+    return first_use(*store, argv[6], std::atoi(argv[7]), std::atoll(argv[8]));
   }
   if (Status s = store->ensure_schema(); !s) {
     std::fprintf(stderr, "worker: %s\n", s.failure().describe().c_str());

@@ -161,6 +161,29 @@ TYPED_TEST_P(RequestIdCacheSuite, ACrashedHoldersMarkerExpiresAndItsLateCommitIs
   EXPECT_EQ(replay->result, "late");
 }
 
+// A commit retried by its holder after it landed (its answer lost) succeeds; another response
+// under that holder is lease_lost.
+TYPED_TEST_P(RequestIdCacheSuite, ACommitRepeatedByItsHolderAfterItLandedSucceeds) {
+  const detail::EffectiveKey key(this->cache().options().scope, "t", "req");
+  const ClaimRequest request{key.view(), {1, 1}, this->kLease, this->kLease};
+  Result<Claim> held = this->cache().claim(request);
+  ASSERT_TRUE(held);
+  ASSERT_EQ(held->status, ClaimStatus::acquired);
+  const Ticket ticket{key.view(), held->fence};
+  const Completion done{ClaimStatus::completed, "response", std::chrono::hours{1}};
+  ASSERT_TRUE(this->cache().commit(ticket, done).ok());
+  const Status repeated = this->cache().commit(ticket, done);
+  EXPECT_TRUE(repeated.ok()) << repeated.failure().describe();
+  const Completion failed{ClaimStatus::failed, "response", std::chrono::hours{1}};
+  EXPECT_EQ(this->cache().commit(ticket, failed).error(), errc::lease_lost);
+  const Completion other{ClaimStatus::completed, "other", std::chrono::hours{1}};
+  EXPECT_EQ(this->cache().commit(ticket, other).error(), errc::lease_lost);
+  Result<Claim> replay = this->cache().claim(request);
+  ASSERT_TRUE(replay);
+  EXPECT_EQ(replay->status, ClaimStatus::completed);
+  EXPECT_EQ(replay->result, "response");
+}
+
 // A cache in front (CachedStore) keeps a replay only as long as the entry is still replayed.
 TYPED_TEST_P(RequestIdCacheSuite, ReplaysSayHowLongTheResponseIsStillKept) {
   const std::chrono::milliseconds ttl = std::chrono::minutes{5};
@@ -188,6 +211,7 @@ REGISTER_TYPED_TEST_SUITE_P(RequestIdCacheSuite, FirstRequestIsForwardedRepeatsG
                             ConcurrentDuplicatesForwardOnce, AFailedForwardFreesTheIdForARetry,
                             ResponsesExpireAfterTheirTtl,
                             ACrashedHoldersMarkerExpiresAndItsLateCommitIsRefused,
+                            ACommitRepeatedByItsHolderAfterItLandedSucceeds,
                             ReplaysSayHowLongTheResponseIsStillKept);
 
 }  // namespace idem::testing

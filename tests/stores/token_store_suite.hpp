@@ -188,6 +188,28 @@ TYPED_TEST_P(TokenStoreSuite, ExpiredLeaseIsTakenOverAndTheOldHolderFencedOff) {
   EXPECT_TRUE(this->store().commit(Ticket{key.view(), second->fence}, done).ok());
 }
 
+// A commit retried under its fence after it landed (its answer lost) succeeds; other bytes under
+// that fence are lease_lost.
+TYPED_TEST_P(TokenStoreSuite, CommitRepeatedUnderItsFenceAfterItLandedSucceeds) {
+  const std::string t = this->issue();
+  const detail::EffectiveKey key(this->store().options().scope, {}, t);
+  const ClaimRequest request{key.view(), {1, 1}, this->kLease, std::chrono::hours{1}};
+  Result<Claim> held = this->store().claim(request);
+  ASSERT_TRUE(held) << held.failure().describe();
+  ASSERT_EQ(held->status, ClaimStatus::acquired);
+  const Ticket ticket{key.view(), held->fence};
+  const Completion done{ClaimStatus::completed, "r", std::chrono::hours{1}};
+  ASSERT_TRUE(this->store().commit(ticket, done).ok());
+  const Status repeated = this->store().commit(ticket, done);
+  EXPECT_TRUE(repeated.ok()) << repeated.failure().describe();
+  const Completion other{ClaimStatus::completed, "other", std::chrono::hours{1}};
+  EXPECT_EQ(this->store().commit(ticket, other).error(), errc::lease_lost);
+  Result<Claim> replay = this->store().claim(request);
+  ASSERT_TRUE(replay);
+  EXPECT_EQ(replay->status, ClaimStatus::completed);
+  EXPECT_EQ(replay->result, "r");
+}
+
 TYPED_TEST_P(TokenStoreSuite, DoubleSubmitFromEightThreadsRunsOnce) {
   constexpr int kThreads = 8;
   for (int round = 0; round < 5; ++round) {
@@ -229,6 +251,6 @@ REGISTER_TYPED_TEST_SUITE_P(
     ExpiredTokenIsInvalid, ATokenUsedWithAnotherPayloadIsInvalid,
     HandlerThatThrowsReturnsTheTokenToPending, AbortAfterTheTokensExpiryLeavesItInvalid,
     ConsumedTokenReplaysUntilTtlThenIsInvalid, ExpiredLeaseIsTakenOverAndTheOldHolderFencedOff,
-    DoubleSubmitFromEightThreadsRunsOnce);
+    CommitRepeatedUnderItsFenceAfterItLandedSucceeds, DoubleSubmitFromEightThreadsRunsOnce);
 
 }  // namespace idem::testing

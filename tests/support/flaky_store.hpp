@@ -1,6 +1,8 @@
 #pragma once
-// FlakyStore: a MemoryStore whose next claims or commits fail with store_unavailable, to drive
-// the guard's failure paths deterministically. Everything else is the real store.
+// FlakyStore: a MemoryStore whose next claims or commits fail with store_unavailable, or whose
+// next commits land and then lose their answer (reported as store_unavailable, as a connection
+// cut after the server ran the call would be), to drive the guard's failure paths
+// deterministically. Everything else is the real store.
 
 #include <atomic>
 
@@ -14,6 +16,7 @@ class FlakyStore {
 
   std::atomic<int> failing_claims{0};
   std::atomic<int> failing_commits{0};
+  std::atomic<int> lost_commit_replies{0};  // applied by the store, then answered as a failure
   std::atomic<int> commit_calls{0};
   std::atomic<int> abort_calls{0};
 
@@ -25,7 +28,11 @@ class FlakyStore {
   Status commit(const Ticket& ticket, const Completion& completion) {
     commit_calls.fetch_add(1);
     if (take(failing_commits)) return Status(errc::store_unavailable, "injected commit failure");
-    return inner_.commit(ticket, completion);
+    Status status = inner_.commit(ticket, completion);
+    if (status.ok() && take(lost_commit_replies)) {
+      return Status(errc::store_unavailable, "injected loss of the commit's reply");
+    }
+    return status;
   }
   Status abort(const Ticket& ticket) {
     abort_calls.fetch_add(1);

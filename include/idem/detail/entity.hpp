@@ -76,6 +76,7 @@ struct CasRequest {
   std::uint64_t expected_version = 0;   // version: bump from this version
   std::span<const std::string> from{};  // state: move from one of these ...
   std::string_view to{};                // ... to this state
+  bool rewindable = false;              // ClaimRequest::rewindable
 };
 
 /// The backend's answer: a claim (acquired, completed, failed, mismatch, in_progress), or a
@@ -176,7 +177,8 @@ inline CasRequest cas_request(const EntityKeyParts& parts, const ClaimRequest& r
                     .entity = parts.entity,
                     .fingerprint = request.fingerprint,
                     .lease = request.lease,
-                    .block_for = request.block_for};
+                    .block_for = request.block_for,
+                    .rewindable = request.rewindable};
 }
 
 /// An entity store's claim: the backend's conditional update. A missing entity is

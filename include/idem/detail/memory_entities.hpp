@@ -91,6 +91,18 @@ class MemoryEntities {
     return finish(ticket, [](const std::string&, Open&) {});
   }
 
+  /// Keeps the entity where it was when the holder commits (a remembered failure); the holder
+  /// keeps the entity.
+  Status rewind(const Ticket& ticket) {
+    const auto parts = parse_entity_key(ticket.key);
+    std::lock_guard lock(mutex_);
+    if (!parts) return lost();
+    auto it = open_.find(std::pair{std::string(parts->op_key), ticket.fence});
+    if (it == open_.end()) return lost();
+    it->second.next = it->second.entity->value;
+    return {};
+  }
+
   Status extend(const Ticket& ticket, std::chrono::milliseconds) {
     const auto parts = parse_entity_key(ticket.key);
     std::lock_guard lock(mutex_);

@@ -29,4 +29,13 @@ bool held_under(const Entry& e, Fence fence) noexcept {
   return e.fence == fence && e.state == decltype(e.state)::in_progress;
 }
 
+/// Whether `e` holds `completion` as committed under `fence`: the same fence, state and result
+/// bytes. A commit retried after its answer was lost finds its own commit so, and succeeds.
+template <class Entry>
+bool committed_under(const Entry& e, Fence fence, const Completion& completion) noexcept {
+  using State = decltype(e.state);
+  const State done = completion.status == ClaimStatus::failed ? State::failed : State::completed;
+  return e.fence == fence && e.state == done && e.result == completion.result;
+}
+
 }  // namespace idem::detail

@@ -34,6 +34,9 @@ class SqlEntities {
   Status commit(const Ticket& ticket, const Completion& completion);
   Status abort(const Ticket& ticket);
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease);
+  /// Rolls a rewindable claim back to just after its op-log row: the entity's move and the
+  /// handler's writes are undone, the operation stays held (see idem::RewindableStore).
+  Status rewind(const Ticket& ticket);
   /// The entity's version (decimal) or state, read outside any transaction.
   Result<std::string> current(std::string_view entity);
   /// Creates the op-log table if absent (claim does it on first use).

@@ -157,6 +157,9 @@ class CachedStore {
     return inner_.extend(ticket, lease);
   }
 
+  /// S's rewind, where S has one (idem::RewindableStore); the cache holds nothing for a held key.
+  Status rewind(const Ticket& ticket) requires RewindableStore<S> { return inner_.rewind(ticket); }
+
   /// The wrapped store.
   Inner& inner() noexcept { return inner_; }
 

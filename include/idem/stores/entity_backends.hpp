@@ -7,9 +7,17 @@
 
 #include "idem/detail/entity.hpp"
 #include "idem/detail/memory_entities.hpp"
+
+// An installed idem has an adapter's headers only if it was built with that adapter, so each SQL
+// backend is declared where its adapter's header is present.
+#if __has_include("idem/stores/sqlite_store.hpp")
+#include "idem/detail/sql_entities.hpp"
+#include "idem/stores/sqlite_store.hpp"
+#endif
+#if __has_include("idem/stores/postgres_store.hpp")
 #include "idem/detail/sql_entities.hpp"
 #include "idem/stores/postgres_store.hpp"
-#include "idem/stores/sqlite_store.hpp"
+#endif
 
 namespace idem {
 
@@ -24,6 +32,7 @@ struct MemoryBackend {
   }
 };
 
+#if __has_include("idem/stores/sqlite_store.hpp")
 /// The user's table in a SQLite file (SqliteStoreOptions: path, table_prefix of the op log,
 /// busy_timeout, synchronous_full; its mode is not used). The handler runs inside the claim's
 /// transaction: idem::sqlite_transaction(ctx).
@@ -34,7 +43,9 @@ struct SqliteBackend {
     return detail::open_sqlite_entities(options, kind, table);
   }
 };
+#endif
 
+#if __has_include("idem/stores/postgres_store.hpp")
 /// The user's table in PostgreSQL (PostgresStoreOptions: uri, table_prefix of the op log, pool
 /// and timeouts; its mode is not used). The handler runs inside the claim's transaction:
 /// idem::pg_transaction(ctx).
@@ -45,5 +56,6 @@ struct PostgresBackend {
     return detail::open_postgres_entities(options, kind, table);
   }
 };
+#endif
 
 }  // namespace idem

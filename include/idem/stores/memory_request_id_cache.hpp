@@ -21,9 +21,10 @@
 namespace idem {
 
 struct MemoryRequestIdCacheOptions {
-  /// The guard behind execute(): scope (default "request-id"), lease, ttl (how long a response
-  /// is replayed; default 10 min), in-progress policy and observer.
-  Options guard{.scope = "request-id", .ttl = std::chrono::minutes{10}};
+  /// The guard behind execute(): scope (unset: "request-id"), lease, ttl (how long a response
+  /// is replayed; unset: 10 min), in-progress policy and observer. Fields left unset keep these
+  /// defaults (idem::Options).
+  Options guard{};
   /// Most entries kept (default 100 000). When full, a new request id evicts the oldest entry
   /// that is not in progress (counted in evictions()); expired entries go first, uncounted.
   std::size_t capacity = 100'000;
@@ -38,11 +39,14 @@ struct MemoryRequestIdCacheOptions {
 /// RequestIdCache, in one process, on a bounded MemoryStore. Thread-safe.
 class MemoryRequestIdCache {
  public:
+  /// What the guard options' unset fields become (idem::Options).
+  static constexpr OptionDefaults kDefaults{.scope = "request-id", .ttl = std::chrono::minutes{10}};
+
   explicit MemoryRequestIdCache(MemoryRequestIdCacheOptions options = {})
       : entries_(MemoryStoreOptions{.shards = options.shards,
                                     .capacity = options.capacity,
                                     .clock = std::move(options.clock)}) {
-    guard_.bind(*this, std::move(options.guard));
+    guard_.bind(*this, with_defaults(std::move(options.guard), kDefaults));
   }
   MemoryRequestIdCache(const MemoryRequestIdCache&) = delete;
   MemoryRequestIdCache& operator=(const MemoryRequestIdCache&) = delete;

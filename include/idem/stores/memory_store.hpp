@@ -104,11 +104,14 @@ class MemoryStore {
     // The copy is made before the lock and the record's old buffer freed after it, so the
     // critical section never calls the allocator.
     std::string result(completion.result);
-    return with_holder(ticket, [&](Entry& e) {
-      e.state = completion.status == ClaimStatus::failed ? State::failed : State::completed;
-      e.result.swap(result);
-      e.expires_at = now + completion.ttl;
-    });
+    return with_holder(
+        ticket,
+        [&](Entry& e) {
+          e.state = completion.status == ClaimStatus::failed ? State::failed : State::completed;
+          e.result.swap(result);
+          e.expires_at = now + completion.ttl;
+        },
+        &completion);
   }
 
   Status abort(const Ticket& ticket) {
@@ -227,18 +230,22 @@ class MemoryStore {
     }
   };
 
-  // Runs `change` on the record only if the ticket still holds it.
+  // Runs `change` on the record only if the ticket still holds it. `repeat`: a commit's
+  // completion, which succeeds without a change when it already stands under the ticket's fence.
   template <class Change>
-  Status with_holder(const Ticket& ticket, Change&& change) {
+  Status with_holder(const Ticket& ticket, Change&& change, const Completion* repeat = nullptr) {
     const HashedKey key = hashed(ticket.key);
     Shard& shard = shard_for(key);
     std::lock_guard lock(shard.mutex);
     Entry* e = shard.records.find(key);
-    if (e == nullptr || !detail::held_under(*e, ticket.fence)) {
-      return Status(errc::lease_lost, "the record is no longer held under this fence");
+    if (e != nullptr && detail::held_under(*e, ticket.fence)) {
+      change(*e);
+      return {};
     }
-    change(*e);
-    return {};
+    if (e != nullptr && repeat != nullptr && detail::committed_under(*e, ticket.fence, *repeat)) {
+      return {};
+    }
+    return Status(errc::lease_lost, "the record is no longer held under this fence");
   }
 
   static HashedKey hashed(std::string_view key) noexcept { return detail::hashed(key); }

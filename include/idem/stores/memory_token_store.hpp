@@ -27,9 +27,10 @@
 namespace idem {
 
 struct MemoryTokenStoreOptions {
-  /// The guard behind execute(): its scope names the token namespace (default "token"), and its
+  /// The guard behind execute(): its scope names the token namespace (unset: "token"), and its
   /// lease, ttl (how long a consumed token replays), in-progress policy and observer apply.
-  Options guard{.scope = "token"};
+  /// Fields left unset keep these defaults (idem::Options).
+  Options guard{};
   /// Time source for token expiry and leases (default: steady clock).
   std::shared_ptr<Clock> clock = nullptr;
 };
@@ -50,10 +51,13 @@ struct MemoryTokenStoreOptions {
 /// Also an idem::Store over the guard's effective keys. Thread-safe (one mutex).
 class MemoryTokenStore {
  public:
+  /// What the guard options' unset fields become (idem::Options).
+  static constexpr OptionDefaults kDefaults{.scope = "token"};
+
   explicit MemoryTokenStore(MemoryTokenStoreOptions options = {})
       : clock_(options.clock ? std::move(options.clock) : steady_clock()),
-        scope_(options.guard.scope) {
-    guard_.bind(*this, std::move(options.guard));
+        scope_(options.guard.scope.empty() ? std::string(kDefaults.scope) : options.guard.scope) {
+    guard_.bind(*this, with_defaults(std::move(options.guard), kDefaults));
   }
   MemoryTokenStore(const MemoryTokenStore&) = delete;
   MemoryTokenStore& operator=(const MemoryTokenStore&) = delete;
@@ -119,12 +123,15 @@ class MemoryTokenStore {
 
   Status commit(const Ticket& ticket, const Completion& completion) {
     const auto now = clock_->now();
-    return with_holder(ticket, [&](auto it) {
-      Entry& e = it->second;
-      e.state = completion.status == ClaimStatus::failed ? State::failed : State::completed;
-      e.result.assign(completion.result);
-      e.expires_at = now + std::max(completion.ttl, std::chrono::milliseconds{1});
-    });
+    return with_holder(
+        ticket,
+        [&](auto it) {
+          Entry& e = it->second;
+          e.state = completion.status == ClaimStatus::failed ? State::failed : State::completed;
+          e.result.assign(completion.result);
+          e.expires_at = now + std::max(completion.ttl, std::chrono::milliseconds{1});
+        },
+        &completion);
   }
 
   /// Returns the token to pending until its own expiry (gone if that has passed).
@@ -184,15 +191,21 @@ class MemoryTokenStore {
     return make_failure(errc::token_invalid, "token was used by a request with another payload");
   }
 
+  // Runs `change` on the token only if the ticket still holds it. `repeat`: a commit's
+  // completion, which succeeds without a change when it already stands under the ticket's fence.
   template <class Change>
-  Status with_holder(const Ticket& ticket, Change&& change) {
+  Status with_holder(const Ticket& ticket, Change&& change, const Completion* repeat = nullptr) {
     std::lock_guard lock(mutex_);
     auto it = tokens_.find(ticket.key);
-    if (it == tokens_.end() || !detail::held_under(it->second, ticket.fence)) {
-      return Status(errc::lease_lost, "the token is no longer held under this fence");
+    if (it != tokens_.end() && detail::held_under(it->second, ticket.fence)) {
+      change(it);
+      return {};
     }
-    change(it);
-    return {};
+    if (it != tokens_.end() && repeat != nullptr &&
+        detail::committed_under(it->second, ticket.fence, *repeat)) {
+      return {};
+    }
+    return Status(errc::lease_lost, "the token is no longer held under this fence");
   }
 
   std::shared_ptr<Clock> clock_;

@@ -23,7 +23,8 @@ struct PostgresReplicaOptions {
   /// Longest wait for a free replica connection; past it the claim goes to the primary. Zero
   /// (default): never wait, since the primary can answer at once.
   std::chrono::milliseconds acquire_timeout{0};
-  /// libpq connect_timeout for new replica connections (whole seconds; libpq waits at least 2).
+  /// Longest connect (TCP, TLS, authentication) of a new replica connection, in milliseconds,
+  /// unless the connection string sets connect_timeout (libpq's whole seconds, at least 2).
   std::chrono::milliseconds connect_timeout{2000};
   /// statement_timeout on replica connections.
   std::chrono::milliseconds statement_timeout{1000};
@@ -56,12 +57,16 @@ struct PostgresStoreOptions {
   std::string table_prefix = "idem_";
   /// Most connections open at once; a call waits for a free one up to acquire_timeout.
   std::size_t pool_size = 8;
-  /// Longest wait for a free pooled connection before errc::store_unavailable.
+  /// Longest wait for a free pooled connection before errc::store_unavailable (a transactional
+  /// claim that may block waits up to its ClaimRequest::block_for if that is longer).
   std::chrono::milliseconds acquire_timeout{5000};
-  /// libpq connect_timeout for each new connection (whole seconds, at least 1), unless the
-  /// connection string sets its own.
+  /// Longest connect (TCP, TLS, authentication) of a new connection, in milliseconds, unless the
+  /// connection string sets connect_timeout (libpq's whole seconds, at least 2).
   std::chrono::milliseconds connect_timeout{5000};
-  /// statement_timeout on every connection: no call hangs on the server longer than this.
+  /// statement_timeout on every connection: no call hangs on the server longer than this. The
+  /// client gives a reply up to this plus 1 s (a transactional claim: its lock wait too), then
+  /// drops the connection: a silent network fails calls with errc::store_unavailable instead
+  /// of hanging them (docs/sql.md, "Network faults").
   std::chrono::milliseconds statement_timeout{5000};
   /// Opt-in replay reads from a replica (default: none).
   PostgresReplicaOptions replica{};

@@ -4,6 +4,8 @@
 
 #include <pqxx/transaction>
 
+#include <stdexcept>
+
 #include "idem/context.hpp"
 #include "idem/error.hpp"
 
@@ -13,14 +15,15 @@ namespace idem {
 /// with the record. Its BEGIN went to the server with the claim and its COMMIT goes with the
 /// record's finish, hence a pqxx::dbtransaction of the store's own rather than a pqxx::work
 /// (a pqxx::subtransaction on it is a savepoint). Valid only during the handler call; do not
-/// commit() or abort() it. Throws idem::Error (errc::store_unavailable) when the context has no
+/// commit() or abort() it. Throws std::logic_error when the context has no
 /// transaction, i.e. the store is not a PostgresStore in SqlMode::transactional.
 inline pqxx::dbtransaction& pg_transaction(const Context& context) {
   void* tx = context.native_transaction();
   if (tx == nullptr) {
-    throw Error(make_error_code(errc::store_unavailable),
-                "idem::pg_transaction: no open transaction (is the store a PostgresStore in "
-                "SqlMode::transactional?)");
+    // A programming error (the store or its mode is wrong), not an outage to retry.
+    throw std::logic_error(
+        "idem::pg_transaction: the claim has no open transaction; only a PostgresStore in "
+        "SqlMode::transactional (or an entity store on it) runs the handler inside one");
   }
   return *static_cast<pqxx::dbtransaction*>(tx);
 }

@@ -23,9 +23,10 @@ namespace idem {
 struct RedisTokenStoreOptions {
   /// Prepended to every token's Redis key (default "idem:token:").
   std::string prefix = "idem:token:";
-  /// The guard behind execute(): its scope names the token namespace (default "token"), and its
+  /// The guard behind execute(): its scope names the token namespace (unset: "token"), and its
   /// lease, ttl (how long a consumed token replays), in-progress policy and observer apply.
-  Options guard{.scope = "token"};
+  /// Fields left unset keep these defaults (idem::Options).
+  Options guard{};
   /// Optional WAIT for replicas after a consuming claim and after a commit (default off).
   redis::Durability durability{};
 };
@@ -43,6 +44,9 @@ struct RedisTokenStoreOptions {
 /// Also an idem::Store over the guard's effective keys. Thread-safe.
 class RedisTokenStore {
  public:
+  /// What the guard options' unset fields become (idem::Options).
+  static constexpr OptionDefaults kDefaults{.scope = "token"};
+
   /// Throws std::invalid_argument when the guard options are out of range.
   explicit RedisTokenStore(std::shared_ptr<redis::Client> client,
                            RedisTokenStoreOptions options = {});

@@ -23,10 +23,10 @@ namespace idem {
 struct RequestIdCacheOptions {
   /// Prepended to every entry's Redis key (default "idem:req:").
   std::string prefix = "idem:req:";
-  /// The guard behind execute(): scope (default "request-id"), lease (how long an in-progress
-  /// marker holds the request id), ttl (how long the response is replayed; default 10 min),
-  /// in-progress policy and observer.
-  Options guard{.scope = "request-id", .ttl = std::chrono::minutes{10}};
+  /// The guard behind execute(): scope (unset: "request-id"), lease (how long an in-progress
+  /// marker holds the request id), ttl (how long the response is replayed; unset: 10 min),
+  /// in-progress policy and observer. Fields left unset keep these defaults (idem::Options).
+  Options guard{};
 };
 
 /// The first line of a gateway: per (principal, request id) the first request is forwarded and
@@ -48,6 +48,9 @@ struct RequestIdCacheOptions {
 /// Also an idem::Store over the guard's effective keys.
 class RequestIdCache {
  public:
+  /// What the guard options' unset fields become (idem::Options).
+  static constexpr OptionDefaults kDefaults{.scope = "request-id", .ttl = std::chrono::minutes{10}};
+
   /// Throws std::invalid_argument when the guard options are out of range.
   explicit RequestIdCache(std::shared_ptr<redis::Client> client,
                           RequestIdCacheOptions options = {});

@@ -54,6 +54,11 @@ class SqlStore {
   Status abort(const Ticket& ticket);
   /// Renews the holder's lease from the database's now.
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease);
+  /// Transactional mode: rolls the handler's writes back to the savepoint taken right after a
+  /// rewindable claim (ClaimRequest::rewindable), keeping the record held, so that a failure
+  /// commits without them. Lease mode: nothing to undo, success. Throws std::logic_error for a
+  /// claim that was not rewindable.
+  Status rewind(const Ticket& ticket);
 
   /// Deletes at most `max_rows` records whose retention has passed (by the database clock);
   /// returns how many went. Records in progress under a live retention are never touched.
@@ -72,6 +77,6 @@ class SqlStore {
   std::unique_ptr<sql::Engine> engine_;
 };
 
-static_assert(Store<SqlStore>);
+static_assert(RewindableStore<SqlStore>);
 
 }  // namespace idem

@@ -16,9 +16,10 @@ struct SqliteStoreOptions {
   SqlMode mode = SqlMode::lease;
   /// Prefixes the table and index names: <prefix>records, <prefix>schema. Letters, digits, '_'.
   std::string table_prefix = "idem_";
-  /// How long a statement waits for another process's write lock before the call answers
-  /// errc::store_unavailable. In transactional mode a claim may wait longer
-  /// (ClaimRequest::block_for).
+  /// How long a write waits for the file's other writers (this process's other stores, in
+  /// arrival order, then other processes through SQLite's busy handler) before the call answers
+  /// errc::store_unavailable; also bounds opening the file. In transactional mode a claim may
+  /// wait longer (ClaimRequest::block_for).
   std::chrono::milliseconds busy_timeout{5000};
   /// PRAGMA synchronous: false (default) = NORMAL, which in WAL mode may lose the last commits on
   /// power loss but never corrupts; true = FULL, every commit is synced.
@@ -26,8 +27,9 @@ struct SqliteStoreOptions {
 };
 
 /// The unique-index record strategy on SQLite, in WAL mode. Thread-safe: the store owns one
-/// connection and serialises its statements, as SQLite serialises writers anyway; processes
-/// sharing the file wait on each other through busy_timeout.
+/// connection and serialises its statements, as SQLite serialises writers anyway. The stores of
+/// one process on one file wait for each other in the process, in arrival order; processes
+/// sharing the file wait on each other through SQLite's busy handler. Both within busy_timeout.
 ///
 /// In transactional mode the claim's transaction holds SQLite's single write lock until commit
 /// or abort, so handlers of this file run one at a time (across processes too); keep them short.

@@ -4,6 +4,8 @@
 
 #include <SQLiteCpp/Database.h>
 
+#include <stdexcept>
+
 #include "idem/context.hpp"
 #include "idem/error.hpp"
 
@@ -11,14 +13,15 @@ namespace idem {
 
 /// The connection whose transaction the record commits with: statements run on it commit or roll
 /// back together with the record. Valid only during the handler call; do not BEGIN, COMMIT or
-/// ROLLBACK on it. Throws idem::Error (errc::store_unavailable) when the context has no
+/// ROLLBACK on it. Throws std::logic_error when the context has no
 /// transaction, i.e. the store is not a SqliteStore in transactional mode.
 inline SQLite::Database& sqlite_transaction(const Context& context) {
   void* tx = context.native_transaction();
   if (tx == nullptr) {
-    throw Error(make_error_code(errc::store_unavailable),
-                "idem::sqlite_transaction: no open transaction (is the store a SqliteStore in "
-                "SqlMode::transactional?)");
+    // A programming error (the store or its mode is wrong), not an outage to retry.
+    throw std::logic_error(
+        "idem::sqlite_transaction: the claim has no open transaction; only a SqliteStore in "
+        "SqlMode::transactional (or an entity store on it) runs the handler inside one");
   }
   return *static_cast<SQLite::Database*>(tx);
 }

@@ -53,9 +53,10 @@ struct StateMachineStoreOptions {
   /// The user's table: name, id column (default "id"), state column (default "state"), holding
   /// state names as text. Not used by MemoryBackend.
   EntityTable table{.table = {}, .id_column = "id", .column = "state"};
-  /// The guard behind execute(): scope (default "state"), in-progress policy (default Wait: a
-  /// claim waits for the entity's current holder), observer, result limits.
-  Options guard{.scope = "state", .in_progress = Wait{}};
+  /// The guard behind execute(): scope (unset: "state"), in-progress policy (unset: Wait{}, a
+  /// claim waits for the entity's current holder), observer, result limits. Fields left unset
+  /// keep these defaults (idem::Options).
+  Options guard{};
 };
 
 /// Transitions of an entity's state, each applied once.
@@ -80,13 +81,16 @@ struct StateMachineStoreOptions {
 template <StateMachine Machine, class Backend>
 class StateMachineStore {
  public:
+  /// What the guard options' unset fields become (idem::Options).
+  static constexpr OptionDefaults kDefaults{.scope = "state", .in_progress = Wait{}};
+
   /// Throws std::invalid_argument for a table or column name that is not an identifier, a bad
   /// table prefix, or guard options out of range. (The table was validated when it was built.)
   explicit StateMachineStore(Machine machine, StateMachineStoreOptions<Backend> options = {})
       : machine_(std::move(machine)),
         impl_(Backend::open(options.backend, detail::EntityKind::state,
                             detail::with_default_column(options.table, "state"))) {
-    guard_.bind(*this, std::move(options.guard));
+    guard_.bind(*this, with_defaults(std::move(options.guard), kDefaults));
   }
   StateMachineStore(const StateMachineStore&) = delete;
   StateMachineStore& operator=(const StateMachineStore&) = delete;
@@ -154,6 +158,9 @@ class StateMachineStore {
     return impl_.commit(ticket, completion);
   }
   Status abort(const Ticket& ticket) { return impl_.abort(ticket); }
+  /// Undoes the entity's move and the handler's writes of a rewindable claim, keeping the
+  /// operation held, so that a remembered failure commits alone (idem::RewindableStore).
+  Status rewind(const Ticket& ticket) { return impl_.rewind(ticket); }
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
     return impl_.extend(ticket, lease);
   }

@@ -63,9 +63,10 @@ struct VersionStoreOptions {
   /// The user's table: name, id column (default "id"), version column (default "version").
   /// Not used by MemoryBackend.
   EntityTable table{.table = {}, .id_column = "id", .column = "version"};
-  /// The guard behind execute(): scope (default "version"), in-progress policy (default Wait:
-  /// a claim waits for the entity's current holder), observer, result limits.
-  Options guard{.scope = "version", .in_progress = Wait{}};
+  /// The guard behind execute(): scope (unset: "version"), in-progress policy (unset: Wait{}, a
+  /// claim waits for the entity's current holder), observer, result limits. Fields left unset
+  /// keep these defaults (idem::Options).
+  Options guard{};
 };
 
 /// Optimistic concurrency on a versioned entity, idempotent per operation.
@@ -91,12 +92,15 @@ struct VersionStoreOptions {
 template <class Backend>
 class VersionStore {
  public:
+  /// What the guard options' unset fields become (idem::Options).
+  static constexpr OptionDefaults kDefaults{.scope = "version", .in_progress = Wait{}};
+
   /// Throws std::invalid_argument for a table or column name that is not an identifier, a bad
   /// table prefix, or guard options out of range.
   explicit VersionStore(VersionStoreOptions<Backend> options)
       : impl_(Backend::open(options.backend, detail::EntityKind::version,
                             detail::with_default_column(options.table, "version"))) {
-    guard_.bind(*this, std::move(options.guard));
+    guard_.bind(*this, with_defaults(std::move(options.guard), kDefaults));
   }
   VersionStore(const VersionStore&) = delete;
   VersionStore& operator=(const VersionStore&) = delete;
@@ -129,7 +133,8 @@ class VersionStore {
   /// the version the refusal reported, pausing with doubling backoff, at most retry.attempts
   /// calls. fn must read what it modifies inside the claim (the SQL transaction, or under the
   /// memory entity's lock). The operation id makes a retry of an operation that already applied
-  /// replay it instead of applying it twice. attempts() says how many calls it took.
+  /// replay it instead of applying it twice. attempts() says how many calls it took. Pauses go
+  /// through the guard's Options::clock.
   template <class Fn>
   [[nodiscard]] VersionOutcome<handler_result_t<Fn>> retry(std::string_view entity,
                                                            std::string_view operation,
@@ -154,7 +159,7 @@ class VersionStore {
         return VersionOutcome<R>(std::move(out), current, attempt);
       }
       known = current;
-      std::this_thread::sleep_for(pause);
+      options().clock->sleep_for(pause);  // Options::clock: a ManualClock in tests
       pause = std::min(pause * 2, policy.max_backoff);
     }
   }
@@ -194,6 +199,9 @@ class VersionStore {
     return impl_.commit(ticket, completion);
   }
   Status abort(const Ticket& ticket) { return impl_.abort(ticket); }
+  /// Undoes the entity's move and the handler's writes of a rewindable claim, keeping the
+  /// operation held, so that a remembered failure commits alone (idem::RewindableStore).
+  Status rewind(const Ticket& ticket) { return impl_.rewind(ticket); }
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
     return impl_.extend(ticket, lease);
   }

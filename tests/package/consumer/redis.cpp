@@ -1,5 +1,5 @@
-// Links every Redis store of the installed idem::redis; needs no server: an unreachable Redis
-// must answer store_unavailable, promptly.
+// The Redis adapter: links every Redis store of idem::redis and needs no server: an unreachable
+// Redis must answer store_unavailable, promptly.
 #include <chrono>
 #include <cstdio>
 #include <idem/idem.hpp>

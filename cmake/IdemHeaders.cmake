@@ -1,0 +1,40 @@
+# Which public header ships with which library. An adapter's headers are installed with that
+# adapter only, so an idem built without it installs none of them; every other header under
+# include/idem is the header-only core's (IDEM_CORE_HEADERS). Absolute paths, for FILE_SETs.
+set(_idem_include "${PROJECT_SOURCE_DIR}/include")
+
+set(IDEM_SQL_HEADERS # the SQL layer both SQL adapters share
+  idem/detail/sql_entities.hpp
+  idem/stores/sql_store.hpp)
+set(IDEM_SQLITE_HEADERS
+  idem/stores/sqlite_store.hpp
+  idem/stores/sqlite_transaction.hpp)
+set(IDEM_POSTGRES_HEADERS
+  idem/stores/postgres_store.hpp
+  idem/stores/postgres_transaction.hpp)
+set(IDEM_REDIS_HEADERS
+  idem/redis/client.hpp
+  idem/stores/redis_store.hpp
+  idem/stores/redis_token_store.hpp
+  idem/stores/request_id_cache.hpp)
+
+file(GLOB_RECURSE IDEM_CORE_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_include}"
+     "${_idem_include}/idem/*.hpp")
+foreach(_idem_list SQL SQLITE POSTGRES REDIS)
+  foreach(_idem_header IN LISTS IDEM_${_idem_list}_HEADERS)
+    if(NOT _idem_header IN_LIST IDEM_CORE_HEADERS)
+      message(FATAL_ERROR "cmake/IdemHeaders.cmake: IDEM_${_idem_list}_HEADERS names "
+                          "${_idem_header}, which is not under include/")
+    endif()
+  endforeach()
+  list(REMOVE_ITEM IDEM_CORE_HEADERS ${IDEM_${_idem_list}_HEADERS})
+  list(TRANSFORM IDEM_${_idem_list}_HEADERS PREPEND "${_idem_include}/")
+endforeach()
+list(TRANSFORM IDEM_CORE_HEADERS PREPEND "${_idem_include}/")
+unset(_idem_list)
+unset(_idem_header)
+
+# idem_target_headers(<target> <INTERFACE|PUBLIC> <header>...): the headers <target> installs.
+function(idem_target_headers target scope)
+  target_sources(${target} ${scope} FILE_SET HEADERS BASE_DIRS "${_idem_include}" FILES ${ARGN})
+endfunction()

@@ -1,0 +1,20 @@
+#pragma once
+// idem's light header: the guard and what it is written against (key, options, outcome, errors,
+// codecs, context, observer, clock and the Store concept), without any concrete store. For files
+// that take a store from elsewhere, or define one; the umbrella idem/idem.hpp adds the in-memory
+// stores, CachedStore, LayeredGuard and TransitionTable, and costs about twice as much to compile
+// (docs/building.md).
+
+#include "idem/clock.hpp"
+#include "idem/codec.hpp"
+#include "idem/context.hpp"
+#include "idem/error.hpp"
+#include "idem/fingerprint.hpp"
+#include "idem/guard.hpp"
+#include "idem/key.hpp"
+#include "idem/observer.hpp"
+#include "idem/options.hpp"
+#include "idem/outcome.hpp"
+#include "idem/result.hpp"
+#include "idem/store.hpp"
+#include "idem/version.hpp"

@@ -1,0 +1,43 @@
+#include "sqlite/file_writers.hpp"
+
+#include <filesystem>
+#include <mutex>
+#include <unordered_map>
+
+namespace idem::sql {
+
+namespace {
+
+// Two spellings of one file ("orders.db", "./orders.db", a symlink) give one key. The file may
+// not exist yet: weakly_canonical resolves what does.
+std::string key_of(const std::string& path) {
+  if (path.rfind("file:", 0) == 0) return path;
+  std::error_code error;
+  std::filesystem::path canonical = std::filesystem::weakly_canonical(path, error);
+  if (error) canonical = std::filesystem::absolute(path, error);
+  return error ? path : canonical.string();
+}
+
+bool private_database(const std::string& path) {
+  return path.empty() || path == ":memory:" || path.rfind("file::memory:", 0) == 0;
+}
+
+}  // namespace
+
+std::shared_ptr<FifoLock> file_writers(const std::string& path) {
+  if (private_database(path)) return std::make_shared<FifoLock>();
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::weak_ptr<FifoLock>> locks;
+  const std::string key = key_of(path);
+  std::lock_guard lock(mutex);
+  std::erase_if(locks, [](const auto& entry) { return entry.second.expired(); });
+  std::weak_ptr<FifoLock>& slot = locks[key];
+  std::shared_ptr<FifoLock> writers = slot.lock();
+  if (!writers) {
+    writers = std::make_shared<FifoLock>();
+    slot = writers;
+  }
+  return writers;
+}
+
+}  // namespace idem::sql

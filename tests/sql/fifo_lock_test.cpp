@@ -1,0 +1,82 @@
+// The writers' lock of a SQLite file within a process (src/sqlite/fifo_lock.hpp): arrival order,
+// deadlines, release from another thread.
+
+#include "sqlite/fifo_lock.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace idem::sql {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = FifoLock::Clock;
+
+Clock::time_point in(milliseconds d) { return Clock::now() + d; }
+
+void wait_for_waiters(FifoLock& lock, std::size_t n) {
+  while (lock.waiting() < n) std::this_thread::sleep_for(milliseconds{1});
+}
+
+TEST(FifoLockTest, WaitersGetTheLockInArrivalOrder) {
+  FifoLock lock;
+  ASSERT_TRUE(lock.lock_until(in(milliseconds{0})));
+  std::mutex mutex;
+  std::vector<int> order;
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < 5; ++i) {
+    waiters.emplace_back([&, i] {
+      ASSERT_TRUE(lock.lock_until(in(std::chrono::seconds{60})));
+      {
+        std::lock_guard guard(mutex);
+        order.push_back(i);
+      }
+      lock.unlock();
+    });
+    wait_for_waiters(lock, static_cast<std::size_t>(i) + 1);  // queued before the next starts
+  }
+  lock.unlock();
+  for (auto& t : waiters) t.join();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_TRUE(lock.lock_until(in(milliseconds{0})));  // free again
+  lock.unlock();
+}
+
+TEST(FifoLockTest, AWaiterPastItsDeadlineLeavesTheQueueAndPassesItsTurnOn) {
+  FifoLock lock;
+  ASSERT_TRUE(lock.lock_until(in(milliseconds{0})));
+  EXPECT_FALSE(lock.lock_until(in(milliseconds{0})));  // held: no wait at all
+  auto impatient =
+      std::async(std::launch::async, [&] { return lock.lock_until(in(milliseconds{100})); });
+  wait_for_waiters(lock, 1);
+  auto patient =
+      std::async(std::launch::async, [&] { return lock.lock_until(in(std::chrono::seconds{60})); });
+  wait_for_waiters(lock, 2);
+  EXPECT_FALSE(impatient.get());  // the oldest gave up
+  EXPECT_EQ(lock.waiting(), 1u);
+  lock.unlock();
+  EXPECT_TRUE(patient.get());  // ... and the next one got the lock
+  EXPECT_EQ(lock.waiting(), 0u);
+  lock.unlock();
+}
+
+TEST(FifoLockTest, AnotherThreadMayReleaseTheLock) {
+  FifoLock lock;
+  std::thread([&] { ASSERT_TRUE(lock.lock_until(in(milliseconds{0}))); }).join();
+  auto waiter =
+      std::async(std::launch::async, [&] { return lock.lock_until(in(std::chrono::seconds{60})); });
+  wait_for_waiters(lock, 1);
+  lock.unlock();  // not the thread that took it
+  EXPECT_TRUE(waiter.get());
+  lock.unlock();
+  EXPECT_TRUE(lock.lock_until(in(milliseconds{0})));
+  lock.unlock();
+}
+
+}  // namespace
+}  // namespace idem::sql
