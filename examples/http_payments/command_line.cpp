@@ -34,8 +34,7 @@ namespace {
 std::optional<std::int64_t> number(std::string_view text, std::int64_t min, std::int64_t max) {
   std::int64_t n = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || n < min ||
-      n > max) {
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || n < min || n > max) {
     return std::nullopt;
   }
   return n;
@@ -64,15 +63,17 @@ CommandLine parse_command_line(const std::vector<std::string>& args) {
        {1, 1'000'000, [&](std::int64_t n) { t.max_connections = static_cast<std::size_t>(n); }}},
       {"--keep-alive-ms", {1, kDay, [&](std::int64_t n) { t.keep_alive_timeout = ms{n}; }}},
       {"--keep-alive-requests",
-       {1, INT32_MAX, [&](std::int64_t n) { t.keep_alive_requests = static_cast<std::size_t>(n); }}},
+       {1, INT32_MAX,
+        [&](std::int64_t n) { t.keep_alive_requests = static_cast<std::size_t>(n); }}},
       {"--request-timeout-ms", {1, kDay, [&](std::int64_t n) { t.request_timeout = ms{n}; }}},
       {"--write-timeout-ms", {1, kDay, [&](std::int64_t n) { t.write_timeout = ms{n}; }}},
       {"--body-limit",
        {1, 1LL << 40, [&](std::int64_t n) { t.body_limit = static_cast<std::size_t>(n); }}},
   };
-  const std::map<std::string_view, std::string*> text{
-      {"--db", &s.sqlite_path}, {"--pg", &s.pg_uri}, {"--redis", &s.redis_uri},
-      {"--prefix", &s.prefix}};
+  const std::map<std::string_view, std::string*> text{{"--db", &s.sqlite_path},
+                                                      {"--pg", &s.pg_uri},
+                                                      {"--redis", &s.redis_uri},
+                                                      {"--prefix", &s.prefix}};
 
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];

@@ -32,9 +32,10 @@ void fit_file_limit(transport::TransportSettings& t) {
   }
   if (limit.rlim_cur < wanted) {
     const rlim_t fits = limit.rlim_cur > 2 * kReserve ? limit.rlim_cur - kReserve : kReserve;
-    std::fprintf(stderr, "http_payments: %zu connections need more file descriptors than the "
-                 "limit of %llu; serving at most %llu\n", t.max_connections,
-                 static_cast<unsigned long long>(limit.rlim_cur),
+    std::fprintf(stderr,
+                 "http_payments: %zu connections need more file descriptors than the "
+                 "limit of %llu; serving at most %llu\n",
+                 t.max_connections, static_cast<unsigned long long>(limit.rlim_cur),
                  static_cast<unsigned long long>(fits));
     t.max_connections = fits;
   }

@@ -57,8 +57,8 @@ class App {
       hot_replays_ = std::make_unique<HotReplays>(
           idem::CachedStoreOptions{.max_ttl = std::chrono::minutes{1}}, *redis_cache_);
       service_ = std::make_unique<PaymentsService<HotReplays, idem::RedisTokenStore>>(
-          *hot_replays_, gateway_settings(redis_cache_->options()), *redis_tokens_, *records_,
-          db_, config_.handler_delay);
+          *hot_replays_, gateway_settings(redis_cache_->options()), *redis_tokens_, *records_, db_,
+          config_.handler_delay);
     }
   }
 
@@ -68,8 +68,8 @@ class App {
   using HotReplays = idem::CachedStore<idem::RequestIdCache&>;
 
   static idem::LayerSettings gateway_settings(const idem::Options& o) {
-    return idem::LayerSettings{.name = "request_id", .scope = o.scope, .lease = o.lease,
-                               .ttl = o.ttl};
+    return idem::LayerSettings{
+        .name = "request_id", .scope = o.scope, .lease = o.lease, .ttl = o.ttl};
   }
 
   void open_records() {

@@ -11,11 +11,21 @@ using payments::parse_command_line;
 using namespace std::chrono_literals;
 
 TEST(HttpPaymentsOptions, EveryOptionIsRead) {
-  const payments::CommandLine cl = parse_command_line(
-      {"--port", "0", "--db", "x.db", "--pg", "postgresql://p", "--redis", "redis://r",
-       "--prefix", "p_", "--lease-ms", "1000", "--delay-ms", "3", "--bare", "--threads", "4",
-       "--max-connections", "100", "--keep-alive-ms", "2000", "--keep-alive-requests", "50",
-       "--request-timeout-ms", "3000", "--write-timeout-ms", "4000", "--body-limit", "2048"});
+  const payments::CommandLine cl = parse_command_line({"--port",     "0",
+                                                       "--db",       "x.db",
+                                                       "--pg",       "postgresql://p",
+                                                       "--redis",    "redis://r",
+                                                       "--prefix",   "p_",
+                                                       "--lease-ms", "1000",
+                                                       "--delay-ms", "3",
+                                                       "--bare",     "--threads",
+                                                       "4",          "--max-connections",
+                                                       "100",        "--keep-alive-ms",
+                                                       "2000",       "--keep-alive-requests",
+                                                       "50",         "--request-timeout-ms",
+                                                       "3000",       "--write-timeout-ms",
+                                                       "4000",       "--body-limit",
+                                                       "2048"});
   ASSERT_EQ(cl.error, "");
   EXPECT_EQ(cl.port, 0);
   EXPECT_EQ(cl.service.sqlite_path, "x.db");

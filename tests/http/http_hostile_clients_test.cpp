@@ -89,8 +89,8 @@ class HostileClients : public ::testing::Test {
     auto health = client(port)->Get("/health");
     ASSERT_TRUE(health) << "GET /health: " << httplib::to_string(health.error());
     EXPECT_EQ(health->status, 200);
-    auto replay = client(port)->Post("/payments", headers("alice", key), kPayment,
-                                     "application/json");
+    auto replay =
+        client(port)->Post("/payments", headers("alice", key), kPayment, "application/json");
     ASSERT_TRUE(replay) << "replay: " << httplib::to_string(replay.error());
     EXPECT_EQ(replay->status, 201);
     EXPECT_EQ(replay->get_header_value("Idempotent-Replayed"), "true");
@@ -98,8 +98,8 @@ class HostileClients : public ::testing::Test {
   }
 
   std::string pay_once(int port, const std::string& key) {
-    auto first = client(port)->Post("/payments", headers("alice", key), kPayment,
-                                    "application/json");
+    auto first =
+        client(port)->Post("/payments", headers("alice", key), kPayment, "application/json");
     if (!first || first->status != 201) return {};
     return first->body;
   }
@@ -140,9 +140,7 @@ class HostileClients : public ::testing::Test {
 
 TEST_F(HostileClients, SixteenSlowClientsDoNotStopOthers) { slow_clients_do_not_stop_others(16); }
 
-TEST_F(HostileClients, SixtyFourSlowClientsDoNotStopOthers) {
-  slow_clients_do_not_stop_others(64);
-}
+TEST_F(HostileClients, SixtyFourSlowClientsDoNotStopOthers) { slow_clients_do_not_stop_others(64); }
 
 // The deadline covers the whole request: a body that trickles in a byte every 100 ms, each read
 // well within any per-read timeout, is cut when the request's time is up.
@@ -150,8 +148,9 @@ TEST_F(HostileClients, ABodyThatTricklesInIsCutAtTheRequestDeadline) {
   Server server(backing, {"--request-timeout-ms", "1500"});
   RawSocket s(server.port());
   ASSERT_TRUE(s.connected());
-  ASSERT_TRUE(s.send("POST /payments HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer alice\r\n"
-                     "Idempotency-Key: k-trickle\r\nContent-Length: 100\r\n\r\n"));
+  ASSERT_TRUE(
+      s.send("POST /payments HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer alice\r\n"
+             "Idempotency-Key: k-trickle\r\nContent-Length: 100\r\n\r\n"));
   int sent = 0;
   for (; sent < 100; ++sent) {
     if (!s.receive(100ms).empty() || s.closed_by_peer() || !s.send("x")) break;
@@ -171,9 +170,10 @@ TEST_F(HostileClients, AnOversizedBodyIsRefusedUnreadWhileOthersAreServed) {
 
   RawSocket big(server.port());
   ASSERT_TRUE(big.connected());
-  ASSERT_TRUE(big.send("POST /payments HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer alice\r\n"
-                       "Idempotency-Key: k-huge\r\nContent-Type: application/json\r\n"
-                       "Content-Length: 314572800\r\n\r\n"));
+  ASSERT_TRUE(
+      big.send("POST /payments HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer alice\r\n"
+               "Idempotency-Key: k-huge\r\nContent-Type: application/json\r\n"
+               "Content-Length: 314572800\r\n\r\n"));
   std::atomic<bool> stop{false};
   std::atomic<long long> body_sent{0};
   std::thread sender([&] {
@@ -205,9 +205,10 @@ TEST_F(HostileClients, AnOversizedBodyIsRefusedUnreadWhileOthersAreServed) {
 TEST_F(HostileClients, ExpectContinueIsRefusedOverTheLimitAndAnsweredWithin) {
   Server server(backing, {"--body-limit", "1000"});
   RawSocket s(server.port());
-  ASSERT_TRUE(s.send("POST /payments HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer alice\r\n"
-                     "Idempotency-Key: k-expect\r\nExpect: 100-continue\r\n"
-                     "Content-Length: 1001\r\n\r\n"));
+  ASSERT_TRUE(
+      s.send("POST /payments HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer alice\r\n"
+             "Idempotency-Key: k-expect\r\nExpect: 100-continue\r\n"
+             "Content-Length: 1001\r\n\r\n"));
   const std::string answer = s.receive(10s, "}");
   EXPECT_EQ(answer.rfind("HTTP/1.1 413", 0), 0u) << answer.substr(0, 200);
   EXPECT_NE(answer.find("body_too_large"), std::string::npos);
@@ -215,9 +216,11 @@ TEST_F(HostileClients, ExpectContinueIsRefusedOverTheLimitAndAnsweredWithin) {
 
   // Within the limit, the client is told to go on, sends its body, and is answered.
   RawSocket polite(server.port());
-  ASSERT_TRUE(polite.send("POST /payments HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer alice\r\n"
-                          "Idempotency-Key: k-continue\r\nExpect: 100-continue\r\n"
-                          "Content-Length: " + std::to_string(kPayment.size()) + "\r\n\r\n"));
+  ASSERT_TRUE(
+      polite.send("POST /payments HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer alice\r\n"
+                  "Idempotency-Key: k-continue\r\nExpect: 100-continue\r\n"
+                  "Content-Length: " +
+                  std::to_string(kPayment.size()) + "\r\n\r\n"));
   const std::string go_on = polite.receive(10s, "\r\n\r\n");
   EXPECT_EQ(go_on.rfind("HTTP/1.1 100 Continue", 0), 0u) << go_on;
   ASSERT_TRUE(polite.send(kPayment));
@@ -225,9 +228,9 @@ TEST_F(HostileClients, ExpectContinueIsRefusedOverTheLimitAndAnsweredWithin) {
   EXPECT_EQ(paid.rfind("HTTP/1.1 201", 0), 0u) << paid.substr(0, 200);
 
   // At the limit, the body is read and the payment made.
-  auto ok = client(server.port())->Post("/payments", headers("alice", "k-at-limit"),
-                                         kPayment + std::string(1000 - kPayment.size(), ' '),
-                                         "application/json");
+  auto ok = client(server.port())
+                ->Post("/payments", headers("alice", "k-at-limit"),
+                       kPayment + std::string(1000 - kPayment.size(), ' '), "application/json");
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 201);
 }
@@ -236,8 +239,9 @@ TEST_F(HostileClients, ExpectContinueIsRefusedOverTheLimitAndAnsweredWithin) {
 TEST_F(HostileClients, AChunkedBodyIsCutPastTheLimit) {
   Server server(backing, {"--body-limit", "1000"});
   RawSocket s(server.port());
-  ASSERT_TRUE(s.send("POST /payments HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer alice\r\n"
-                     "Idempotency-Key: k-chunked\r\nTransfer-Encoding: chunked\r\n\r\n"));
+  ASSERT_TRUE(
+      s.send("POST /payments HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer alice\r\n"
+             "Idempotency-Key: k-chunked\r\nTransfer-Encoding: chunked\r\n\r\n"));
   const std::string chunk = "10000\r\n" + std::string(0x10000, ' ') + "\r\n";
   long long sent = 0;
   while (sent < (64LL << 20) && s.send(chunk, 500ms)) sent += static_cast<long long>(chunk.size());
@@ -276,12 +280,18 @@ TEST_F(HostileClients, ConnectionsOverTheBoundAreAnswered503AndOthersServedOnceS
 
 // A wrong argument is a usage error (exit 2, naming the option), never an abort.
 TEST(HttpPaymentsCommandLine, BadArgumentsAreUsageErrors) {
-  const std::vector<std::vector<std::string>> cases{
-      {"--port", "abc"},       {"--port", "70000"},         {"--port", ""},
-      {"--port", "-1"},        {"--threads", "0"},          {"--threads", "lots"},
-      {"--body-limit", "-1"},  {"--keep-alive-ms", "soon"}, {"--request-timeout-ms", "1e3"},
-      {"--max-connections", "99999999999999999999"},        {"--port"},
-      {"--no-such-option"}};
+  const std::vector<std::vector<std::string>> cases{{"--port", "abc"},
+                                                    {"--port", "70000"},
+                                                    {"--port", ""},
+                                                    {"--port", "-1"},
+                                                    {"--threads", "0"},
+                                                    {"--threads", "lots"},
+                                                    {"--body-limit", "-1"},
+                                                    {"--keep-alive-ms", "soon"},
+                                                    {"--request-timeout-ms", "1e3"},
+                                                    {"--max-connections", "99999999999999999999"},
+                                                    {"--port"},
+                                                    {"--no-such-option"}};
   for (const auto& args : cases) {
     int err[2];
     ASSERT_EQ(::pipe(err), 0);

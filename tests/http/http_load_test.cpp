@@ -75,8 +75,8 @@ class HttpLoad : public ::testing::Test {
     };
     for (int round = 0; round < kRounds; ++round) {
       for (int i = 0; i < kFreshPerRound; ++i) {
-        const std::string key = "c" + std::to_string(client) + "-r" + std::to_string(round) +
-                                "-" + std::to_string(i);
+        const std::string key =
+            "c" + std::to_string(client) + "-r" + std::to_string(round) + "-" + std::to_string(i);
         if (post(key).status == 201) paid.push_back(key);
       }
       for (int i = 0; i < kRepeatsPerRound && !paid.empty(); ++i) {

@@ -63,8 +63,8 @@ TEST_F(HttpPayments, StatusCodesHeadersAndPrincipals) {
     EXPECT_EQ(problem["status"], 400) << bad;
     EXPECT_EQ(problem["type"], "urn:idem:problem:key_invalid") << bad;
   }
-  auto quoted = c.Post("/payments", headers("alice", "\"k-quoted\""), body_of(1),
-                       "application/json");
+  auto quoted =
+      c.Post("/payments", headers("alice", "\"k-quoted\""), body_of(1), "application/json");
   ASSERT_TRUE(quoted);
   EXPECT_EQ(quoted->status, 201);
   auto bare = c.Post("/payments", headers("alice", "k-quoted"), body_of(1), "application/json");

@@ -17,8 +17,8 @@ struct Connection {
   std::string local_ip;
   int local_port = 0;
 
-  bool in_hand = false;  // a request thread holds it (else it waits in the loop)
-  std::string in;        // read from the socket, not used yet: a request coming in
+  bool in_hand = false;               // a request thread holds it (else it waits in the loop)
+  std::string in;                     // read from the socket, not used yet: a request coming in
   std::size_t answered = 0;           // requests answered on this connection
   Clock::time_point waiting_since{};  // when it last started waiting for a request
   Clock::time_point request_start{};  // first byte of the request coming in; {} while idle

@@ -15,8 +15,7 @@ namespace {
 constexpr std::size_t kGatherAtMost = 64 * 1024;
 }  // namespace
 
-RequestStream::RequestStream(Connection& c, std::size_t head_size,
-                             Clock::time_point read_deadline,
+RequestStream::RequestStream(Connection& c, std::size_t head_size, Clock::time_point read_deadline,
                              std::chrono::milliseconds write_timeout, std::size_t body_cap)
     : c_(c),
       head_size_(head_size),
@@ -49,9 +48,7 @@ void RequestStream::expect_body(const httplib::Request& req) {
   body_expected_ = n;
 }
 
-bool RequestStream::body_left() const {
-  return !body_expected_ || body_read_ < *body_expected_;
-}
+bool RequestStream::body_left() const { return !body_expected_ || body_read_ < *body_expected_; }
 
 bool RequestStream::is_readable() const {
   if (used_ < c_.in.size()) return true;

@@ -49,8 +49,8 @@ class RequestStream final : public httplib::Stream {
   Clock::time_point read_deadline_;
   std::chrono::milliseconds write_timeout_;
   std::size_t body_cap_;
-  std::size_t used_ = 0;       // bytes of c_.in read
-  std::size_t body_read_ = 0;  // bytes read after the head, from c_.in or the socket
+  std::size_t used_ = 0;                      // bytes of c_.in read
+  std::size_t body_read_ = 0;                 // bytes read after the head, from c_.in or the socket
   std::optional<std::size_t> body_expected_;  // unknown until the head is parsed
   std::string out_;
 };
