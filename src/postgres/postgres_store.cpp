@@ -323,19 +323,19 @@ class PgSession final : public sql::Session {
 
   bool finish(const Ticket& ticket, sql::State state, std::string_view result,
               std::int64_t ttl_ms) override {
-    return run(kFinish, bytes_param(ticket.key), static_cast<std::int64_t>(ticket.fence),
-               static_cast<int>(state), bytes_param(result), ttl_ms)
-               .affected_rows() == 1;
+    return pg::affected_rows(run(kFinish, bytes_param(ticket.key),
+                                 static_cast<std::int64_t>(ticket.fence), static_cast<int>(state),
+                                 bytes_param(result), ttl_ms)) == 1;
   }
 
   bool release(const Ticket& ticket) override {
-    return run(kRelease, bytes_param(ticket.key), static_cast<std::int64_t>(ticket.fence))
-               .affected_rows() == 1;
+    return pg::affected_rows(
+               run(kRelease, bytes_param(ticket.key), static_cast<std::int64_t>(ticket.fence))) == 1;
   }
 
   bool extend(const Ticket& ticket, std::int64_t lease_ms) override {
-    return run(kExtend, bytes_param(ticket.key), static_cast<std::int64_t>(ticket.fence), lease_ms)
-               .affected_rows() == 1;
+    return pg::affected_rows(run(kExtend, bytes_param(ticket.key),
+                                 static_cast<std::int64_t>(ticket.fence), lease_ms)) == 1;
   }
 
   // Two statements: a deadline of two statement timeouts.
@@ -427,7 +427,7 @@ class PgSession final : public sql::Session {
   }
 
   std::int64_t run(const std::string& sql, std::span<const sql::Param> params) override {
-    return static_cast<std::int64_t>(generic(sql, params).affected_rows());
+    return static_cast<std::int64_t>(pg::affected_rows(generic(sql, params)));
   }
 
   bool first_row(const std::string& sql, std::span<const sql::Param> params, sql::Row& row,

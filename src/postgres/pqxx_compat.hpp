@@ -66,6 +66,16 @@ std::string field_bytes(const Field& f) {
 #endif
 }
 
+/// Rows the statement of `r` inserted, updated, deleted or returned; 0 for a statement that
+/// reports no count (CREATE TABLE...), whose empty count libpqxx 7 fails to read as a number.
+inline long long affected_rows(const pqxx::result& r) {
+  try {
+    return static_cast<long long>(r.affected_rows());
+  } catch (const pqxx::conversion_error&) {
+    return 0;
+  }
+}
+
 // --- Statements -----------------------------------------------------------------------------------
 
 #if PQXX_VERSION_MAJOR != 6
