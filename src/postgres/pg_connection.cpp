@@ -71,8 +71,9 @@ class ConnectDeadline {
       const int ready = ::poll(&p, 1, timeout_ms);
       if (ready > 0) return;
       if (ready == 0) {
-        throw pqxx::broken_connection(fmt::format(
-            "idem: no answer from PostgreSQL within the connect timeout of {} ms", budget_.count()));
+        throw pqxx::broken_connection(
+            fmt::format("idem: no answer from PostgreSQL within the connect timeout of {} ms",
+                        budget_.count()));
       }
       if (errno != EINTR) throw pqxx::broken_connection("idem: poll() failed while connecting");
     }

@@ -207,8 +207,8 @@ class PgSession final : public sql::Session {
     // evaluated at planning time.)
     declare(kFinishHeld,
             fmt::format("WITH finished AS ({} RETURNING 1) SELECT CASE WHEN count(*) = 1 "
-                              "THEN 1 ELSE CAST('{}' || count(*) || ' rows' AS int) END "
-                              "FROM finished",
+                        "THEN 1 ELSE CAST('{}' || count(*) || ' rows' AS int) END "
+                        "FROM finished",
                         text.finish, kNotHeld));
     declare(kRelease, text.release);
     declare(kExtend, text.extend);
@@ -242,12 +242,11 @@ class PgSession final : public sql::Session {
     try {
       // Tables already there: no DDL, because CREATE INDEX IF NOT EXISTS takes a share lock on
       // the table first, and would wait for every open transactional claim on it.
-      const pqxx::result found =
-          exec(fmt::format(
-                   "SELECT to_regclass('{0}') IS NOT NULL AND to_regclass('{1}') IS NOT NULL AND "
-                   "to_regclass('{1}_expires_at') IS NOT NULL, "
-                   "current_setting('transaction_read_only')",
-                   text.schema, text.records));
+      const pqxx::result found = exec(fmt::format(
+          "SELECT to_regclass('{0}') IS NOT NULL AND to_regclass('{1}') IS NOT NULL AND "
+          "to_regclass('{1}_expires_at') IS NOT NULL, "
+          "current_setting('transaction_read_only')",
+          text.schema, text.records));
       // A hot standby given as the primary: say so now rather than fail every claim.
       if (found.at(0).at(1).as<std::string>() == "on") throw PoolError(kReadOnly);
       if (!found.at(0).at(0).as<bool>()) {
@@ -329,8 +328,8 @@ class PgSession final : public sql::Session {
   }
 
   bool release(const Ticket& ticket) override {
-    return pg::affected_rows(
-               run(kRelease, bytes_param(ticket.key), static_cast<std::int64_t>(ticket.fence))) == 1;
+    return pg::affected_rows(run(kRelease, bytes_param(ticket.key),
+                                 static_cast<std::int64_t>(ticket.fence))) == 1;
   }
 
   bool extend(const Ticket& ticket, std::int64_t lease_ms) override {

@@ -17,7 +17,8 @@
 
 #if PQXX_VERSION_MAJOR < 6 || (PQXX_VERSION_MAJOR == 6 && PQXX_VERSION_MINOR < 4) || \
     (PQXX_VERSION_MAJOR == 7 && PQXX_VERSION_MINOR < 7) || PQXX_VERSION_MAJOR > 8
-#error "idem's PostgreSQL adapter needs libpqxx 6.4, or 7.7 or later (tested: 6.4, 7.10; 8.x untested)"
+#error \
+    "idem's PostgreSQL adapter needs libpqxx 6.4, or 7.7 or later (tested: 6.4, 7.10; 8.x untested)"
 #endif
 
 #if PQXX_VERSION_MAJOR == 6
@@ -28,7 +29,8 @@
 #endif
 
 // 7.10 and 8 run a prepared statement through exec(pqxx::prepped, pqxx::params).
-#define IDEM_PQXX_PREPPED (PQXX_VERSION_MAJOR > 7 || (PQXX_VERSION_MAJOR == 7 && PQXX_VERSION_MINOR >= 10))
+#define IDEM_PQXX_PREPPED \
+  (PQXX_VERSION_MAJOR > 7 || (PQXX_VERSION_MAJOR == 7 && PQXX_VERSION_MINOR >= 10))
 
 namespace idem::pg {
 
@@ -39,7 +41,7 @@ using Connection = pqxx::connection_base;
 using Connection = pqxx::connection;
 #endif
 
-// --- Values ---------------------------------------------------------------------------------------
+// --- Values --------------------------------------------------------------------------------------
 
 /// `b` as a bytea parameter (binary format), viewing `b`: use it before `b` goes.
 inline auto bytes_param(std::string_view b) {
@@ -58,7 +60,8 @@ std::string field_bytes(const Field& f) {
   return pqxx::binarystring(f).str();
 #else
 #if PQXX_VERSION_MAJOR == 7 && PQXX_VERSION_MINOR < 9
-  const auto b = f.template as<std::basic_string<std::byte>>();
+  using Bytes = std::basic_string<std::byte>;  // pqxx::bytes from 7.9
+  const auto b = f.template as<Bytes>();
 #else
   const auto b = f.template as<pqxx::bytes>();
 #endif
@@ -76,7 +79,7 @@ inline long long affected_rows(const pqxx::result& r) {
   }
 }
 
-// --- Statements -----------------------------------------------------------------------------------
+// --- Statements ----------------------------------------------------------------------------------
 
 #if PQXX_VERSION_MAJOR != 6
 // Integers go as their decimal text, as pqxx::params would send them: its own template append
@@ -151,7 +154,7 @@ pqxx::result exec_params(pqxx::transaction_base& tx, const std::string& sql, Arg
 #endif
 }
 
-// --- Connecting -----------------------------------------------------------------------------------
+// --- Connecting ----------------------------------------------------------------------------------
 
 /// One wait of a non-blocking connect: until socket `fd` can be read (`read`) or written;
 /// throws pqxx::broken_connection when the connect's time is up.
@@ -234,7 +237,7 @@ class ConnectionBase : public pqxx::connection {
 
 #endif
 
-// --- A transaction driven by hand -----------------------------------------------------------------
+// --- A transaction driven by hand ----------------------------------------------------------------
 
 /// A pqxx::dbtransaction that sends nothing by itself: its owner sends BEGIN in front of the
 /// transaction's first statement (send() or exec()), then calls begun(); commit() sends what
