@@ -9,7 +9,9 @@
 # was compiled against one libpqxx major version and needs that one.
 set(IDEM_POSTGRES_MISSING "")
 set(IDEM_PQXX_VERSION "")
-set(_idem_pqxx_needed "libpqxx 6.4, or 7.7 or later (Debian/Ubuntu: libpqxx-dev; tested: 6.4, 7.10; 8.x untested)")
+# No semicolon in these texts: idemConfig.cmake passes them on as lists.
+set(_idem_pqxx_needed
+    "libpqxx 6.4, or 7.7 or later (Debian/Ubuntu: libpqxx-dev, tested: 6.4 and 7.10, 8.x untested)")
 find_package(PkgConfig QUIET)
 if(NOT PkgConfig_FOUND)
   set(IDEM_POSTGRES_MISSING "pkg-config, which finds libpqxx and libpq (Debian/Ubuntu: pkg-config)")
@@ -27,15 +29,14 @@ else()
     if(IDEM_PQXX_VERSION VERSION_LESS 6.4
        OR (IDEM_PQXX_VERSION VERSION_GREATER_EQUAL 7 AND IDEM_PQXX_VERSION VERSION_LESS 7.7)
        OR IDEM_PQXX_VERSION VERSION_GREATER_EQUAL 9)
-      set(IDEM_POSTGRES_MISSING "${_idem_pqxx_needed}; found libpqxx ${IDEM_PQXX_VERSION}")
+      set(IDEM_POSTGRES_MISSING "${_idem_pqxx_needed}, not libpqxx ${IDEM_PQXX_VERSION}")
     elseif(_idem_pqxx_built_major AND NOT _idem_pqxx_major STREQUAL _idem_pqxx_built_major)
-      set(IDEM_POSTGRES_MISSING
-          "libpqxx ${_idem_pqxx_built_major}.x, the major version this idem::postgres was built "
-          "against (${_idem_pqxx_built}); found libpqxx ${IDEM_PQXX_VERSION}")
-      string(JOIN "" IDEM_POSTGRES_MISSING ${IDEM_POSTGRES_MISSING})
+      string(CONCAT IDEM_POSTGRES_MISSING
+             "libpqxx ${_idem_pqxx_built_major}.x, the major version this idem::postgres was "
+             "built against (${_idem_pqxx_built}), not libpqxx ${IDEM_PQXX_VERSION}")
     elseif(_idem_pqxx_major EQUAL 8)
       message(WARNING "idem: libpqxx ${IDEM_PQXX_VERSION} found; the PostgreSQL adapter is written "
-                      "to libpqxx 8's API but untested on it (tested: 6.4, 7.10; docs/sql.md)")
+                      "to libpqxx 8's API but untested on it (tested: 6.4 and 7.10, docs/sql.md)")
     endif()
   endif()
 endif()

@@ -82,14 +82,16 @@ inline long long affected_rows(const pqxx::result& r) {
 // --- Statements ----------------------------------------------------------------------------------
 
 #if PQXX_VERSION_MAJOR != 6
-// Integers go as their decimal text, as pqxx::params would send them: its own template append
-// inlines a std::variant that g++ 12 takes for maybe uninitialised (-Wmaybe-uninitialized, a
-// false positive that no pragma here reaches).
+// Integers go as their decimal text, as pqxx::params would send them, and C strings as views:
+// params' own template append inlines a std::variant that g++ 12 takes for maybe uninitialised
+// (-Wmaybe-uninitialized, a false positive that no pragma here reaches).
 template <class T>
 void append_param(pqxx::params& p, T&& value) {
   using U = std::remove_cvref_t<T>;
   if constexpr (std::is_integral_v<U> && !std::is_same_v<U, bool>) {
     p.append(std::to_string(value));
+  } else if constexpr (std::is_convertible_v<T, const char*>) {
+    p.append(pqxx::zview(value));  // a C string, alive for the call
   } else {
     p.append(std::forward<T>(value));
   }
