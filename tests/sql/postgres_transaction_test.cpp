@@ -170,8 +170,9 @@ class PostgresTransactionTest : public ::testing::Test {
   std::unique_ptr<RoundTripCounter> relay_to_server(std::string& uri) {
     // Where the server is, as it says; the relay passes the same user and database on.
     pqxx::connection probe(target_.location);
-    const pqxx::row where = pqxx::nontransaction(probe).exec1(
+    const pqxx::result found = pqxx::nontransaction(probe).exec(
         "SELECT host(inet_server_addr()), inet_server_port(), current_user, current_database()");
+    const auto where = found.at(0);
     if (where[0].is_null() || where[0].as<std::string>().find(':') != std::string::npos) {
       return nullptr;
     }
