@@ -1,8 +1,8 @@
 // VersionStore and StateMachineStore on memory, SQLite and PostgreSQL beside bare twins: the
 // same conditional UPDATE and op-log statements written straight on SQLiteCpp / libpqxx (and a
 // mutex and two maps for memory), in the same binary and run, so the overhead reads as a ratio
-// (DESIGN §6). A second bare twin runs the conditional UPDATE alone in its transaction: the gap
-// to it is what the op log (replays of repeated operations) costs.
+// (docs/design.md §14). A second bare twin runs the conditional UPDATE alone in its transaction:
+// the gap to it is what the op log (replays of repeated operations) costs.
 //
 //   IDEM_BENCH_PG_URI=postgresql://user@host/db build/bench/idem_bench_entity
 //

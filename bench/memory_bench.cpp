@@ -1,7 +1,8 @@
 // IdempotencyGuard over MemoryStore, each benchmark beside a bare twin that does the same backend
 // work without the library: a sharded hash map with the same number of shards, one mutex per
 // shard, std::unordered_map<std::string, record> inside. The guarded time divided by the bare
-// time is the library's overhead (DESIGN §6). What each pair measures: docs/performance.md.
+// time is the library's overhead (docs/design.md §14). What each pair measures:
+// docs/performance.md.
 //
 //   build/bench/idem_bench_memory --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 //

@@ -1,7 +1,8 @@
 // IdempotencyGuard over PostgresStore beside bare twins: the same prepared statements on libpqxx
 // without the library (the claim's one-statement upsert-or-read, the commit's fenced update), in
 // the same binary and run, with 1 and 8 client threads (the guard shares one store and its pool;
-// each bare thread has its own connection). The ratio is the library's overhead (DESIGN §6).
+// each bare thread has its own connection). The ratio is the library's overhead
+// (docs/design.md §14).
 //
 //   IDEM_BENCH_PG_URI=postgresql://user@host/db build/bench/idem_bench_postgres
 //

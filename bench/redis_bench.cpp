@@ -1,7 +1,8 @@
 // The Redis stores through their guards, each beside a bare hiredis twin that sends the same
 // commands (the same EVALSHA scripts with the same keys and arguments, or the same SET) on a
 // connection of its own per thread, in the same binary and run. Guarded ops/s divided by bare
-// ops/s is what idem costs on top of the round trips (DESIGN §6). Figures: docs/performance.md.
+// ops/s is what idem costs on top of the round trips (docs/design.md §14). Figures:
+// docs/performance.md.
 //
 //   IDEM_BENCH_REDIS_URI=redis://127.0.0.1:6379 build/bench/idem_bench_redis
 //   IDEM_BENCH_REDIS_CLUSTER_SEEDS=127.0.0.1:7000,127.0.0.1:7001 build/bench/idem_bench_redis

@@ -1,7 +1,7 @@
 // IdempotencyGuard over SqliteStore beside bare twins: the same statements on SQLiteCpp without
 // the library (the claim's upsert, the read of a replay, the commit's fenced update), in the same
-// binary and run, so the overhead reads as a ratio (DESIGN §6). Both sides use one connection on
-// a WAL file; the argument selects PRAGMA synchronous: 0 = NORMAL, 1 = FULL.
+// binary and run, so the overhead reads as a ratio (docs/design.md §14). Both sides use one
+// connection on a WAL file; the argument selects PRAGMA synchronous: 0 = NORMAL, 1 = FULL.
 //
 // The *Threads and *Stores benchmarks run 8 threads of one process on one file: *Threads share
 // one store (bare: one connection under a std::mutex), *Stores give each thread a store of its

@@ -1,4 +1,5 @@
-// IdempotencyGuard over MemoryStore: every outcome of DESIGN §3, time driven by a ManualClock.
+// IdempotencyGuard over MemoryStore: every outcome of docs/design.md §5-§8, time driven by a
+// ManualClock.
 
 #include "idem/guard.hpp"
 

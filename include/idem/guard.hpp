@@ -57,7 +57,8 @@ template <class Fn>
 using handler_result_t = typename detail::HandlerResult<Fn>::type;
 
 /// Makes a handler idempotent: for each key the handler runs once, and repeats of the key get
-/// the stored result (DESIGN §3). Thread-safe when the store is; holds a reference to the store.
+/// the stored result (docs/design.md §5). Thread-safe when the store is; holds a reference to
+/// the store.
 ///
 /// Cost in store round trips: a fresh key is one claim and one commit; a replay is one claim;
 /// a refusal is one claim (or one per poll under the Wait policy).

@@ -1,6 +1,7 @@
 #pragma once
-// LayeredGuard: the three-tier defence (DESIGN §5): gateway request-ID cache -> one-time token ->
-// unique-index record, each layer an idem::Store, driven as one claim -> fn -> commit | abort.
+// LayeredGuard: the three-tier defence (docs/design.md §13): gateway request-ID cache ->
+// one-time token -> unique-index record, each layer an idem::Store, driven as one
+// claim -> fn -> commit | abort.
 
 #include <algorithm>
 #include <array>

@@ -1,7 +1,7 @@
 #pragma once
 // The Store concept: what IdempotencyGuard needs from a strategy on a backend.
 //
-// A store keeps one record per effective key (DESIGN §2): state, fingerprint, fence,
+// A store keeps one record per effective key (docs/design.md §2, §3): state, fingerprint, fence,
 // lease_until, result, expires_at. Each of claim, commit, abort and extend is one atomic step in
 // the backend; none checks and then writes in two steps.
 

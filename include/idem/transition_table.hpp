@@ -1,6 +1,6 @@
 #pragma once
 // TransitionTable: the events of a state machine, the states each is allowed from, and the state
-// it leads to (DESIGN §4). Validated when built; printable as a Mermaid diagram.
+// it leads to (docs/design.md §12). Validated when built; printable as a Mermaid diagram.
 
 #include <algorithm>
 #include <cstddef>

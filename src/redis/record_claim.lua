@@ -1,4 +1,4 @@
--- RedisStore claim (DESIGN §2): one atomic step on the record's hash.
+-- RedisStore claim (docs/design.md §3): one atomic step on the record's hash.
 -- KEYS[1]  the record: fields s (state P/C/F/R), f (fingerprint), n (fence), l (lease end, ms),
 --          r (result bytes, completed or failed records only)
 -- ARGV[1]  fingerprint (16 bytes)   ARGV[2] lease, ms   ARGV[3] retention, ms

@@ -1,6 +1,7 @@
 #pragma once
-// The conformance suite every record store passes: DESIGN §2 transition by transition, then the
-// guard on top of it with real threads. Instantiate with
+// The conformance suite every record store passes: docs/design.md §2-§4 transition by
+// transition, then the guard on top of it with real threads (docs/model.md ties each case to the
+// model's transitions). Instantiate with
 //   INSTANTIATE_TYPED_TEST_SUITE_P(Memory, RecordStoreConformance, ::testing::Types<MemoryStore>);
 
 #include <gtest/gtest.h>

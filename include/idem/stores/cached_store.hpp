@@ -1,5 +1,6 @@
 #pragma once
-// CachedStore<S>: a local replay cache in front of any idem::Store (DESIGN §4). Header-only.
+// CachedStore<S>: a local replay cache in front of any idem::Store (docs/design.md §12).
+// Header-only.
 
 #include <algorithm>
 #include <atomic>

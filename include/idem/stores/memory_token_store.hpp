@@ -1,5 +1,6 @@
 #pragma once
-// MemoryTokenStore: the one-time token strategy in process memory (DESIGN §4). Header-only.
+// MemoryTokenStore: the one-time token strategy in process memory (docs/design.md §12).
+// Header-only.
 
 #include <algorithm>
 #include <chrono>

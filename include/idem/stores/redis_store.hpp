@@ -1,6 +1,7 @@
 #pragma once
-// RedisStore: the unique-index record strategy on Redis (DESIGN §4), in the compiled adapter
-// idem::redis. Claim, commit, abort and extend are each one Lua script called with EVALSHA.
+// RedisStore: the unique-index record strategy on Redis (docs/design.md §12), in the compiled
+// adapter idem::redis. Claim, commit, abort and extend are each one Lua script called with
+// EVALSHA.
 
 #include <atomic>
 #include <chrono>

@@ -1,6 +1,6 @@
 #pragma once
-// RedisTokenStore: the one-time token strategy on Redis (DESIGN §4), in the compiled adapter
-// idem::redis.
+// RedisTokenStore: the one-time token strategy on Redis (docs/design.md §12), in the compiled
+// adapter idem::redis.
 
 #include <atomic>
 #include <chrono>

@@ -1,6 +1,7 @@
 #pragma once
-// RequestIdCache: the gateway's request-ID response cache on Redis (DESIGN §4), in the compiled
-// adapter idem::redis. The memory twin is MemoryRequestIdCache (memory_request_id_cache.hpp).
+// RequestIdCache: the gateway's request-ID response cache on Redis (docs/design.md §12), in the
+// compiled adapter idem::redis. The memory twin is MemoryRequestIdCache
+// (memory_request_id_cache.hpp).
 
 #include <atomic>
 #include <chrono>

@@ -1,7 +1,7 @@
 #pragma once
-// SqlStore: the unique-index record strategy on a SQL database (DESIGN §4), shared by the SQLite
-// and PostgreSQL adapters. This header names no third-party type; the adapters live in the
-// compiled libraries idem::sqlite and idem::postgres.
+// SqlStore: the unique-index record strategy on a SQL database (docs/design.md §12), shared by
+// the SQLite and PostgreSQL adapters. This header names no third-party type; the adapters live in
+// the compiled libraries idem::sqlite and idem::postgres.
 
 #include <chrono>
 #include <cstddef>

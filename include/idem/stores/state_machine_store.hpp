@@ -1,6 +1,6 @@
 #pragma once
-// StateMachineStore: the state-machine strategy (DESIGN §4) on memory, SQLite or PostgreSQL,
-// chosen by a backend tag (idem/stores/entity_backends.hpp).
+// StateMachineStore: the state-machine strategy (docs/design.md §12) on memory, SQLite or
+// PostgreSQL, chosen by a backend tag (idem/stores/entity_backends.hpp).
 
 #include <concepts>
 #include <optional>

@@ -1,5 +1,5 @@
 #pragma once
-// VersionStore: the optimistic-version (CAS) strategy (DESIGN §4) on memory, SQLite or
+// VersionStore: the optimistic-version (CAS) strategy (docs/design.md §12) on memory, SQLite or
 // PostgreSQL, chosen by a backend tag (idem/stores/entity_backends.hpp).
 
 #include <algorithm>
