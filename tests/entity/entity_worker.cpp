@@ -95,8 +95,7 @@ int fences(Target& t, Orders& orders, const std::string& cmd, const std::string&
 }
 
 template <class Target>
-int run(Target& t, const std::string& cmd, const std::string& entity, int threads,
-        char** extra) {
+int run(Target& t, const std::string& cmd, const std::string& entity, int threads, char** extra) {
   using B = typename Target::Backend;
   const Options guard{.scope = "orders", .in_progress = Wait{.timeout = std::chrono::seconds{30}}};
   if (cmd == "hold-debit") {

@@ -95,7 +95,8 @@ int first_use(SqlStore& store, const std::string& scope, int keys, long long sta
 
 // A guard that waits for the key's holder (in lease mode, past a dead holder's lease).
 Options fence_options(const std::string& scope, std::chrono::milliseconds lease) {
-  return Options{.scope = scope, .lease = lease, .in_progress = Wait{.timeout = std::chrono::seconds{30}}};
+  return Options{
+      .scope = scope, .lease = lease, .in_progress = Wait{.timeout = std::chrono::seconds{30}}};
 }
 
 // A handler of the fence commands: a write in the claim's transaction (transactional mode), then
