@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 #include <poll.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <bit>
@@ -71,6 +72,7 @@ std::string hex_bytea(std::string_view b) {
 }
 
 constexpr const char* kClaim = "idem_claim";
+constexpr const char* kClaimDrawn = "idem_claim_drawn";
 constexpr const char* kFinish = "idem_finish";
 constexpr const char* kRelease = "idem_release";
 constexpr const char* kExtend = "idem_extend";
@@ -106,6 +108,16 @@ class PgTransaction final {
   pqxx::dbtransaction& handle() noexcept { return tx_; }
 
   bool begun() const noexcept { return begun_; }
+
+  // Sends `statement` right after BEGIN, in the same message as the transaction's first
+  // statement (at once if the transaction has begun).
+  void send_first(const std::string& statement) {
+    if (begun_) {
+      exec(statement);
+    } else {
+      begin_ += "; " + statement;
+    }
+  }
 
   // Sends BEGIN and `statement` (may be empty) in one message; the statement's result.
   pqxx::result open_with(const std::string& statement) {
@@ -183,6 +195,7 @@ class PgSession final : public sql::Session {
             milliseconds statement_timeout, Role role, pg::ReplyWatchdog& watchdog)
       : conn_(conninfo, connect_budget),
         watch_(watchdog, conn_.sock()),
+        records_(text.records),
         statement_timeout_(statement_timeout) {
     set_timeouts(statement_timeout_, milliseconds{0});
     if (role == Role::replica) {
@@ -203,6 +216,7 @@ class PgSession final : public sql::Session {
       return;
     }
     declare(kClaim, text.claim_in_one);
+    declare(kClaimDrawn, text.claim_in_one_drawn);
     declare(kFinish, text.finish);
     // The finish of a transactional claim, sent with COMMIT: an error when it matches no row,
     // so that the COMMIT behind it does not run. (The text depends on count(*), so it is not
@@ -246,9 +260,9 @@ class PgSession final : public sql::Session {
       // the table first, and would wait for every open transactional claim on it.
       const pqxx::result found = exec(fmt::format(
           "SELECT to_regclass('{0}') IS NOT NULL AND to_regclass('{1}') IS NOT NULL AND "
-          "to_regclass('{1}_expires_at') IS NOT NULL, "
+          "to_regclass('{1}_expires_at') IS NOT NULL AND to_regclass('{2}') IS NOT NULL, "
           "current_setting('transaction_read_only')",
-          text.schema, text.records));
+          text.schema, text.records, text.fences));
       // A hot standby given as the primary: say so now rather than fail every claim.
       if (found.at(0).at(1).as<std::string>() == "on") throw PoolError(kReadOnly);
       if (!found.at(0).at(0).as<bool>()) {
@@ -257,6 +271,8 @@ class PgSession final : public sql::Session {
         exec(text.create_schema_table);
         exec(text.create_records_table);
         exec(text.create_expiry_index);
+        // Transactional fences; CACHE 1 (the default): nextval() hands values out in call order.
+        exec("CREATE SEQUENCE IF NOT EXISTS " + text.fences + " AS bigint CACHE 1");
         exec(text.insert_version);
       }
       const pqxx::result v = exec(text.select_version);
@@ -277,15 +293,21 @@ class PgSession final : public sql::Session {
   }
 
   std::optional<sql::ClaimRow> claim(const sql::ClaimArgs& args) override {
-    // A transactional claim opens its transaction: BEGIN and the claim in one message.
+    // A transactional claim opens its transaction: BEGIN, the lock that holds the key, and the
+    // claim, which draws its fence from the sequence, in one message. The lock comes first:
+    // an INSERT evaluates its VALUES (nextval()) before it waits for another transaction's
+    // insert of the key, so without it a claim could draw before an earlier holder's.
+    const bool transactional = work_ != nullptr;
+    if (transactional && !work_->begun()) hold(records_, args.key);
+    const char* name = transactional ? kClaimDrawn : kClaim;
     const pqxx::result r = watched([&] {
       return work_ && !work_->begun()
                  ? work_->open_with(execute(
-                       kClaim, {hex_bytea(args.key), std::to_string(as_i64(args.fingerprint.high)),
-                                std::to_string(as_i64(args.fingerprint.low)),
-                                std::to_string(args.min_fence), std::to_string(args.lease_ms),
-                                std::to_string(args.keep_ms)}))
-                 : run(kClaim, bytes_param(args.key), as_i64(args.fingerprint.high),
+                       name, {hex_bytea(args.key), std::to_string(as_i64(args.fingerprint.high)),
+                              std::to_string(as_i64(args.fingerprint.low)),
+                              std::to_string(args.min_fence), std::to_string(args.lease_ms),
+                              std::to_string(args.keep_ms)}))
+                 : run(name, bytes_param(args.key), as_i64(args.fingerprint.high),
                        as_i64(args.fingerprint.low), static_cast<std::int64_t>(args.min_fence),
                        args.lease_ms, args.keep_ms);
     });
@@ -369,6 +391,14 @@ class PgSession final : public sql::Session {
       current_lock_ = lock;
     }
     work_ = std::make_unique<PgTransaction>(conn_, std::move(preamble));
+  }
+
+  // The advisory lock of (table, key): a 64-bit hash, so unrelated keys share a lock (and wait
+  // for each other) with a chance of about one in 2^64 per pair.
+  void hold(std::string_view table, std::string_view key) override {
+    const std::uint64_t h =
+        XXH3_64bits_withSeed(key.data(), key.size(), XXH3_64bits(table.data(), table.size()));
+    work_->send_first(fmt::format("SELECT pg_advisory_xact_lock({})", as_i64(h)));
   }
 
   void commit() override {
@@ -595,6 +625,7 @@ class PgSession final : public sql::Session {
   pg::PgConnection conn_;
   pg::ReplyWatchdog::Watch watch_;  // after conn_: its duplicate socket closes first
   bool watching_ = false;           // a round trip is under a deadline (watched())
+  std::string records_;             // the records table: the space of hold()'s key in a claim
   milliseconds statement_timeout_;
   milliseconds limit_sent_{0};
   milliseconds current_statement_{-1};

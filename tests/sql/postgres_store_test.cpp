@@ -16,6 +16,10 @@ INSTANTIATE_TEST_SUITE_P(Postgres, SqlProcessTest,
                          ::testing::Values(Config{Backend::postgres, SqlMode::lease},
                                            Config{Backend::postgres, SqlMode::transactional}),
                          config_name);
+INSTANTIATE_TEST_SUITE_P(Postgres, SqlFenceTest,
+                         ::testing::Values(Config{Backend::postgres, SqlMode::lease},
+                                           Config{Backend::postgres, SqlMode::transactional}),
+                         config_name);
 
 }  // namespace idem::testing
 
