@@ -113,7 +113,7 @@ class PgTransaction final {
   // statement (at once if the transaction has begun).
   void send_first(const std::string& statement) {
     if (begun_) {
-      exec(statement);
+      tx_.exec(statement);
     } else {
       begin_ += "; " + statement;
     }
