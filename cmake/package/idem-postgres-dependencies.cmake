@@ -1,6 +1,7 @@
 # What idem::postgres links: libpqxx and libpq (its bounded connect calls libpq), through
-# pkg-config (the imported target PkgConfig::IDEM_PQXX; Debian ships no CMake config for libpqxx). Read by idem's own build (cmake/IdemPostgres.cmake)
-# and, installed, by idemConfig.cmake when a consumer asks for the postgres component. Sets
+# pkg-config (the imported target PkgConfig::IDEM_PQXX; Debian ships no CMake config for libpqxx).
+# Read by idem's own build (cmake/IdemPostgres.cmake) and, installed, by idemConfig.cmake when a
+# consumer asks for the postgres component. Sets
 # IDEM_POSTGRES_MISSING to what to install, or to "" when everything was found, and
 # IDEM_PQXX_VERSION to the libpqxx version found ("" when none).
 #
