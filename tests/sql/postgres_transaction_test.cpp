@@ -389,6 +389,39 @@ TEST_F(PostgresTransactionTest, AFinishThatMatchesNoRowIsLeaseLostAndCommitsNoth
   expect_nothing_left_and_a_retry_runs(guard, runs);
 }
 
+// A statement that fails on the handle leaves the transaction to the server, open and aborted
+// (on every libpqxx version: a library rollback would have ended it, and the next statement
+// would fail in libpqxx instead). Nothing of the call commits, and the key runs again.
+TEST_F(PostgresTransactionTest, AFailedStatementLeavesTheTransactionOpenAndAbortedOnTheServer) {
+  auto store = make(SqlMode::transactional);
+  IdempotencyGuard guard{*store, Options{.scope = "failed"}};
+  int runs = 0;
+  std::string first_state;
+  std::string next_state;
+  auto out = guard.execute("k", [&](Context& ctx) {
+    ++runs;
+    pqxx::dbtransaction& tx = pg_transaction(ctx);
+    insert_business_row(target_, ctx, "k", "placed");
+    try {
+      tx.exec("SELECT 1 / 0");
+    } catch (const pqxx::sql_error& e) {
+      first_state = e.sqlstate();
+    }
+    try {
+      tx.exec("SELECT 1");
+    } catch (const pqxx::sql_error& e) {
+      next_state = e.sqlstate();  // the server refuses: its transaction is still open, aborted
+    }
+    return 1;
+  });
+  EXPECT_EQ(first_state, "22012");  // division_by_zero
+  EXPECT_EQ(next_state, "25P02");   // in_failed_sql_transaction
+  ASSERT_TRUE(out.has_value());
+  EXPECT_FALSE(out.recorded());
+  EXPECT_EQ(out.commit_error(), errc::store_unavailable) << out.commit_failure().message;
+  expect_nothing_left_and_a_retry_runs(guard, runs);
+}
+
 // Savepoints work on the handle: a subtransaction's failed statement leaves the rest standing.
 TEST_F(PostgresTransactionTest, ASubtransactionOnTheHandleIsASavepoint) {
   auto store = make(SqlMode::transactional);
