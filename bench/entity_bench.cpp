@@ -27,6 +27,7 @@
 #include "idem/stores/state_machine_store.hpp"
 #include "idem/stores/version_store.hpp"
 #include "latency.hpp"
+#include "postgres/pqxx_compat.hpp"  // the bare twins' calls, the same on libpqxx 6 and 7
 
 namespace {
 
@@ -340,16 +341,19 @@ void postgres_bare(benchmark::State& state, bool op_log, bool transition) {
     const auto timer = latency.time();
     const std::string key = "item/v" + std::to_string(v);
     pqxx::work w(c);
-    if (op_log && !w.exec_prepared("lookup", key).empty()) state.SkipWithError("replayed");
+    if (op_log && !idem::pg::exec_prepared(w, "lookup", key).empty()) {
+      state.SkipWithError("replayed");
+    }
     const bool open = v % 2 == 0;
-    const pqxx::result r =
-        transition ? w.exec_prepared("move", "item", open ? "HELD" : "OPEN", open ? "OPEN" : "HELD")
-                   : w.exec_prepared("bump", "item", v);
+    const pqxx::result r = transition
+                               ? idem::pg::exec_prepared(w, "move", "item", open ? "HELD" : "OPEN",
+                                                         open ? "OPEN" : "HELD")
+                               : idem::pg::exec_prepared(w, "bump", "item", v);
     ++v;
     if (r.affected_rows() != 1) state.SkipWithError("conflict");
     if (op_log) {
-      w.exec_prepared("insert", key);
-      w.exec_prepared("finish", key, "1");
+      idem::pg::exec_prepared(w, "insert", key);
+      idem::pg::exec_prepared(w, "finish", key, "1");
     }
     w.commit();
   }

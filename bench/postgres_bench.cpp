@@ -31,8 +31,9 @@
 #include "idem/guard.hpp"
 #include "idem/stores/cached_store.hpp"
 #include "idem/stores/postgres_store.hpp"
-#include "sql/statements.hpp"
 #include "latency.hpp"
+#include "postgres/pqxx_compat.hpp"  // the bare twins' calls, the same on libpqxx 6 and 7
+#include "sql/statements.hpp"
 
 namespace {
 
@@ -178,27 +179,26 @@ std::string hex(std::string_view bytes) {
 class Bare {
  public:
   Bare() : text_(idem::sql::kPostgres, g_prefix), conn_(g_uri) {
-    conn_.prepare("claim", text_.claim_in_one);
-    conn_.prepare("finish", text_.finish);
-    conn_.prepare_now("claim");  // SQL's EXECUTE (transactional twin) needs them on the server
-    conn_.prepare_now("finish");
+    // Prepared at once: SQL's EXECUTE (transactional twin) needs them on the server.
+    idem::pg::prepare(conn_, "claim", text_.claim_in_one);
+    idem::pg::prepare(conn_, "finish", text_.finish);
   }
   long long claim(const std::string& k) {
     pqxx::nontransaction tx(conn_);
-    const pqxx::result r = tx.exec_prepared(
-        "claim", pqxx::binarystring(k.data(), k.size()), static_cast<std::int64_t>(11),
+    const pqxx::result r = idem::pg::exec_prepared(
+        tx, "claim", idem::pg::bytes_param(k), static_cast<std::int64_t>(11),
         static_cast<std::int64_t>(22), static_cast<std::int64_t>(1),
         static_cast<std::int64_t>(kLease.count()), static_cast<std::int64_t>(kTtl.count()));
     if (r.empty()) return 0;
     if (r[0][0].as<int>() == 1) return r[0][1].as<long long>();
-    benchmark::DoNotOptimize(pqxx::binarystring(r[0][8]).size());
+    benchmark::DoNotOptimize(idem::pg::field_bytes(r[0][8]).size());
     return 0;
   }
   void commit(const std::string& k, long long fence, const std::string& result) {
     pqxx::nontransaction tx(conn_);
-    tx.exec_prepared(
-        "finish", pqxx::binarystring(k.data(), k.size()), static_cast<std::int64_t>(fence), 1,
-        pqxx::binarystring(result.data(), result.size()), static_cast<std::int64_t>(kTtl.count()));
+    idem::pg::exec_prepared(tx, "finish", idem::pg::bytes_param(k),
+                            static_cast<std::int64_t>(fence), 1, idem::pg::bytes_param(result),
+                            static_cast<std::int64_t>(kTtl.count()));
   }
   // Transactional mode as the store sends it: two messages, BEGIN with the claim, then the
   // fenced update with COMMIT (the prepared statements run by SQL's EXECUTE).
@@ -312,16 +312,16 @@ void BM_GuardReplica_Replay(benchmark::State& state) {
 void BM_BareReplica_Replay(benchmark::State& state) {
   const idem::sql::Statements text(idem::sql::kPostgres, g_prefix);
   pqxx::connection conn(g_replica_uri);
-  conn.prepare("read", text.read);
+  idem::pg::prepare(conn, "read", text.read);
   long long i = state.thread_index() * 97;
   idem_bench::Latency latency;
   for (auto _ : state) {
     const auto timer = latency.time();
     const std::string k = key("bare-replay", i++ % kReplayKeys);
     pqxx::nontransaction tx(conn);
-    const pqxx::result r = tx.exec_prepared("read", pqxx::binarystring(k.data(), k.size()));
+    const pqxx::result r = idem::pg::exec_prepared(tx, "read", idem::pg::bytes_param(k));
     if (r.empty()) state.SkipWithError("not on the replica");
-    benchmark::DoNotOptimize(pqxx::binarystring(r[0][6]).size());
+    benchmark::DoNotOptimize(idem::pg::field_bytes(r[0][6]).size());
   }
   latency.report(state);
 }

@@ -103,7 +103,10 @@ function(idem_package_component name)
     FILE_SET HEADERS)
   install(EXPORT idem-${name}-targets NAMESPACE idem:: DESTINATION "${IDEM_CONFIG_DIR}")
   if(EXISTS "${_idem_package_in}/idem-${name}-dependencies.cmake")
-    install(FILES "${_idem_package_in}/idem-${name}-dependencies.cmake"
+    # Configured: an @VARIABLE@ there records what this build found (libpqxx's version).
+    configure_file("${_idem_package_in}/idem-${name}-dependencies.cmake"
+                   "${PROJECT_BINARY_DIR}/package/idem-${name}-dependencies.cmake" @ONLY)
+    install(FILES "${PROJECT_BINARY_DIR}/package/idem-${name}-dependencies.cmake"
             DESTINATION "${IDEM_CONFIG_DIR}")
   endif()
 

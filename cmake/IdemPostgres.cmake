@@ -13,3 +13,19 @@ if(IDEM_POSTGRES_MISSING STREQUAL "")
 else()
   set(IDEM_HAVE_POSTGRES OFF)
 endif()
+# What was found and what is needed, in every configure's output; the version stays in the cache
+# for scripts (scripts/pqxx7 checks which libpqxx a build found).
+if(NOT IDEM_PQXX_VERSION STREQUAL "")
+  string(CONCAT _idem_pqxx_found "idem: libpqxx ${IDEM_PQXX_VERSION} found (pkg-config, headers "
+                "in ${IDEM_PQXX_libpqxx_INCLUDEDIR})")
+  set(_idem_pqxx_needs
+      "the PostgreSQL adapter needs 6.4, or 7.7 or later (tested: 6.4 and 7.10, 8.x untested)")
+  if(IDEM_HAVE_POSTGRES)
+    message(STATUS "${_idem_pqxx_found}; ${_idem_pqxx_needs}")
+  else()
+    message(STATUS "${_idem_pqxx_found}, but ${_idem_pqxx_needs}: no PostgreSQL adapter")
+  endif()
+  set(IDEM_PQXX_VERSION "${IDEM_PQXX_VERSION}" CACHE INTERNAL "libpqxx version found")
+elseif(NOT IDEM_POSTGRES_MISSING STREQUAL "")
+  message(STATUS "idem: no PostgreSQL adapter without ${IDEM_POSTGRES_MISSING}")
+endif()

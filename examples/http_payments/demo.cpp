@@ -6,7 +6,8 @@
 #include <string>
 #include <thread>
 
-#include "payments_service.hpp"
+#include "payments_app.hpp"
+#include "transport/bounded_server.hpp"
 
 namespace {
 int failures = 0;
@@ -22,9 +23,9 @@ int main() {
   std::filesystem::create_directories(dir);
   {
     payments::App app(payments::Config{.sqlite_path = (dir / "payments.db").string()});
-    httplib::Server server;
+    transport::BoundedServer server(transport::TransportSettings{});
     app.mount(server);
-    const int port = server.bind_to_any_port("127.0.0.1");
+    const int port = server.bind("127.0.0.1", 0);
     std::thread listener([&] { server.listen_after_bind(); });
     while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 

@@ -1,62 +1,66 @@
 // http_payments: the payments service over HTTP on 127.0.0.1 (see docs/http_payments.md).
 //
-//   http_payments [--port N] [--db FILE] [--pg URI] [--redis URI] [--prefix P] [--lease-ms N]
-//                 [--delay-ms N]
+//   http_payments [--port N] [--db FILE] [--pg URI] [--redis URI] [--bare] [--threads N] ...
 //
-// --port 0 picks a free port. The first line on stdout is "listening on http://127.0.0.1:<port>".
+// `http_payments --help` lists every option. --port 0 picks a free port. The first line on
+// stdout is "listening on http://127.0.0.1:<port>".
+
+#include <sys/resource.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
 #include <string>
-#include <string_view>
+#include <vector>
 
-#include "payments_service.hpp"
+#include "command_line.hpp"
+#include "payments_app.hpp"
+#include "transport/bounded_server.hpp"
+
+namespace {
+
+// Each connection is a file descriptor: raise the soft limit towards max_connections, and
+// lower max_connections to what the hard limit leaves (with room for the database's files).
+void fit_file_limit(transport::TransportSettings& t) {
+  constexpr rlim_t kReserve = 64;
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t wanted = t.max_connections + kReserve;
+  if (limit.rlim_cur < wanted) {
+    limit.rlim_cur = limit.rlim_max == RLIM_INFINITY ? wanted : std::min(wanted, limit.rlim_max);
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+    ::getrlimit(RLIMIT_NOFILE, &limit);
+  }
+  if (limit.rlim_cur < wanted) {
+    const rlim_t fits = limit.rlim_cur > 2 * kReserve ? limit.rlim_cur - kReserve : kReserve;
+    std::fprintf(stderr,
+                 "http_payments: %zu connections need more file descriptors than the "
+                 "limit of %llu; serving at most %llu\n",
+                 t.max_connections, static_cast<unsigned long long>(limit.rlim_cur),
+                 static_cast<unsigned long long>(fits));
+    t.max_connections = fits;
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  payments::Config config;
-  int port = 8080;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "http_payments: %s needs a value\n", argv[i]);
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (arg == "--port") {
-      port = std::stoi(value());
-    } else if (arg == "--db") {
-      config.sqlite_path = value();
-    } else if (arg == "--pg") {
-      config.pg_uri = value();
-    } else if (arg == "--redis") {
-      config.redis_uri = value();
-    } else if (arg == "--prefix") {
-      config.prefix = value();
-    } else if (arg == "--lease-ms") {
-      config.gateway_lease = std::chrono::milliseconds{std::stoi(value())};
-    } else if (arg == "--delay-ms") {
-      config.handler_delay = std::chrono::milliseconds{std::stoi(value())};
-    } else {
-      std::fprintf(stderr,
-                   "usage: http_payments [--port N] [--db FILE] [--pg URI] [--redis URI] "
-                   "[--prefix P] [--lease-ms N] [--delay-ms N]\n");
-      return 2;
-    }
+  payments::CommandLine cl = payments::parse_command_line({argv + 1, argv + argc});
+  if (cl.help) {
+    std::fputs(payments::kUsage, stdout);
+    return 0;
   }
+  if (!cl.error.empty()) {
+    std::fprintf(stderr, "http_payments: %s\n%s", cl.error.c_str(), payments::kUsage);
+    return 2;
+  }
+  fit_file_limit(cl.transport);
   try {
-    payments::App app(config);
-    httplib::Server server;
+    payments::App app(cl.service);
+    transport::BoundedServer server(cl.transport);
     app.mount(server);
-    if (port == 0) {
-      port = server.bind_to_any_port("127.0.0.1");
-    } else if (!server.bind_to_port("127.0.0.1", port)) {
-      port = -1;
-    }
+    const int port = server.bind("127.0.0.1", cl.port);
     if (port < 0) {
-      std::fprintf(stderr, "http_payments: cannot listen on 127.0.0.1\n");
+      std::fprintf(stderr, "http_payments: cannot listen on 127.0.0.1:%d\n", cl.port);
       return 1;
     }
     std::printf("listening on http://127.0.0.1:%d\n", port);

@@ -19,10 +19,20 @@ endif()
 if(CPPHTTPLIB_FOUND AND nlohmann_json_FOUND AND IDEM_WITH_SQLITE AND IDEM_WITH_POSTGRES
    AND IDEM_WITH_REDIS)
   set(IDEM_HTTP_PAYMENTS ON)
-  add_library(idem_http_payments_service INTERFACE)
-  target_include_directories(idem_http_payments_service INTERFACE ${CMAKE_CURRENT_LIST_DIR})
-  target_link_libraries(idem_http_payments_service INTERFACE idem::sqlite idem::postgres
-                        idem::redis PkgConfig::CPPHTTPLIB nlohmann_json::nlohmann_json)
+  # The service, its command line and its HTTP transport (transport/: connections that wait
+  # without a thread, whole-request deadlines, body and connection limits).
+  add_library(idem_http_payments_service STATIC
+    ${CMAKE_CURRENT_LIST_DIR}/command_line.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/transport/body_limit.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/transport/bounded_server.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/transport/canned_answer.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/transport/connection_loop.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/transport/request_head.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/transport/request_stream.cpp)
+  target_include_directories(idem_http_payments_service PUBLIC ${CMAKE_CURRENT_LIST_DIR})
+  target_link_libraries(idem_http_payments_service PUBLIC idem::sqlite idem::postgres
+                        idem::redis PkgConfig::CPPHTTPLIB nlohmann_json::nlohmann_json
+                        PRIVATE idem_warnings)
   add_executable(http_payments ${CMAKE_CURRENT_LIST_DIR}/main.cpp)
   target_link_libraries(http_payments PRIVATE idem_http_payments_service idem_warnings)
   set_target_properties(http_payments PROPERTIES RUNTIME_OUTPUT_DIRECTORY

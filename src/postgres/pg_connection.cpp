@@ -7,10 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
-#include <memory>
-#include <new>
 #include <optional>
-#include <pqxx/except>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -55,16 +52,37 @@ const std::string* find(const Parsed& parsed, std::string_view keyword) {
   return nullptr;
 }
 
-[[noreturn]] void fail(PGconn* conn, const std::string& what) {
-  PQfinish(conn);
-  throw pqxx::broken_connection(what);
-}
+// The wait of each step of a connect, against one deadline for the whole connect (none when the
+// budget is zero).
+class ConnectDeadline {
+ public:
+  explicit ConnectDeadline(milliseconds budget)
+      : budget_(budget), deadline_(Clock::now() + budget) {}
 
-std::string libpq_error(PGconn* conn) {
-  std::string message = PQerrorMessage(conn);
-  while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
-  return message.empty() ? std::string("connection failed") : message;
-}
+  void operator()(int fd, bool read) const {
+    if (fd < 0) return;  // no socket yet: libpq moves on by itself
+    pollfd p{fd, static_cast<short>(read ? POLLIN : POLLOUT), 0};
+    for (;;) {
+      int timeout_ms = -1;
+      if (budget_.count() > 0) {
+        const auto left = std::chrono::ceil<milliseconds>(deadline_ - Clock::now());
+        timeout_ms = static_cast<int>(std::max<long long>(0, left.count()));
+      }
+      const int ready = ::poll(&p, 1, timeout_ms);
+      if (ready > 0) return;
+      if (ready == 0) {
+        throw pqxx::broken_connection(
+            fmt::format("idem: no answer from PostgreSQL within the connect timeout of {} ms",
+                        budget_.count()));
+      }
+      if (errno != EINTR) throw pqxx::broken_connection("idem: poll() failed while connecting");
+    }
+  }
+
+ private:
+  milliseconds budget_;
+  Clock::time_point deadline_;
+};
 
 }  // namespace
 
@@ -97,48 +115,7 @@ milliseconds connect_budget(const std::string& conninfo, milliseconds fallback) 
   return milliseconds{std::max(seconds, 2L) * 1000};
 }
 
-BoundedConnect::handle BoundedConnect::do_startconnect(handle orig) {
-  if (orig != nullptr) return orig;
-  PGconn* conn = PQconnectStart(options().c_str());
-  if (conn == nullptr) throw std::bad_alloc();
-  const bool bounded = budget_.count() > 0;
-  const auto deadline = Clock::now() + budget_;
-  // Before the first PQconnectPoll, wait as for PGRES_POLLING_WRITING (libpq's protocol).
-  PostgresPollingStatusType state = PGRES_POLLING_WRITING;
-  for (;;) {
-    if (PQstatus(conn) == CONNECTION_BAD || state == PGRES_POLLING_FAILED) {
-      fail(conn, libpq_error(conn));
-    }
-    if (state == PGRES_POLLING_OK) return conn;
-    pollfd p{PQsocket(conn), static_cast<short>(state == PGRES_POLLING_READING ? POLLIN : POLLOUT),
-             0};
-    int timeout_ms = -1;
-    if (bounded) {
-      const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now());
-      timeout_ms = static_cast<int>(std::max<long long>(0, left.count()));
-    }
-    const int ready = p.fd < 0 ? 1 : ::poll(&p, 1, timeout_ms);
-    if (ready == 0) {
-      fail(conn, fmt::format("idem: no answer from PostgreSQL within the connect timeout of {} ms",
-                             budget_.count()));
-    }
-    if (ready < 0 && errno != EINTR) fail(conn, "idem: poll() failed while connecting");
-    state = PQconnectPoll(conn);
-  }
-}
-
 PgConnection::PgConnection(const std::string& conninfo, milliseconds connect_budget)
-    : pqxx::connection_base(policy_), conninfo_(conninfo), policy_(conninfo_, connect_budget) {
-  init();
-  // A connection that broke stays broken: reopening it silently would lose its settings and
-  // could send a statement again on a new connection. (Set once open: libpqxx's own first
-  // activation counts as a reactivation.)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-  inhibit_reactivation(true);
-#pragma GCC diagnostic pop
-}
-
-PgConnection::~PgConnection() noexcept { close(); }
+    : ConnectionBase(conninfo, ConnectDeadline(connect_budget)) {}
 
 }  // namespace idem::pg

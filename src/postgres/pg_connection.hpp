@@ -3,14 +3,14 @@
 // store adds to a connection string where the user did not set them.
 //
 // libpq's own connect_timeout counts whole seconds, and at least 2; this connection drives
-// libpq's non-blocking connect (PQconnectStart / PQconnectPoll) against a deadline of its own.
-// It never reconnects by itself (libpqxx would otherwise reopen a broken connection, or PQreset
-// it, on its next use): a connection that broke stays broken, and the pool drops it.
+// libpq's non-blocking connect (PQconnectStart / PQconnectPoll, through pqxx_compat.hpp) against
+// a deadline of its own. It never reconnects by itself: a connection that broke stays broken,
+// and the pool drops it.
 
 #include <chrono>
-#include <pqxx/connection_base>
-#include <pqxx/connectionpolicy>
 #include <string>
+
+#include "postgres/pqxx_compat.hpp"
 
 namespace idem::pg {
 
@@ -25,29 +25,14 @@ std::string with_network_defaults(const std::string& conninfo);
 std::chrono::milliseconds connect_budget(const std::string& conninfo,
                                          std::chrono::milliseconds fallback);
 
-/// Connects within a time budget; throws pqxx::broken_connection when the server refuses,
-/// fails, or does not finish the handshake in time.
-class BoundedConnect final : public pqxx::connectionpolicy {
- public:
-  BoundedConnect(const std::string& conninfo, std::chrono::milliseconds budget)
-      : pqxx::connectionpolicy(conninfo), budget_(budget) {}
-  handle do_startconnect(handle orig) override;
-
- private:
-  std::chrono::milliseconds budget_;
-};
-
-/// A pqxx connection opened through BoundedConnect, with reactivation off.
-class PgConnection final : public pqxx::connection_base {
+/// A libpqxx connection (pg::Connection) whose connect, libpq's non-blocking one, is bounded by
+/// `connect_budget` (zero: no bound); throws pqxx::broken_connection when the server refuses,
+/// fails, or does not finish the handshake in time. Never reopened by libpqxx.
+class PgConnection final : public ConnectionBase {
  public:
   PgConnection(const std::string& conninfo, std::chrono::milliseconds connect_budget);
   PgConnection(const PgConnection&) = delete;
   PgConnection& operator=(const PgConnection&) = delete;
-  ~PgConnection() noexcept;
-
- private:
-  std::string conninfo_;  // before policy_: it is built from this string
-  BoundedConnect policy_;
 };
 
 }  // namespace idem::pg

@@ -1,5 +1,6 @@
-// PostgresStore: the SQL record strategy on libpqxx 6. A pool of connections, each in one
-// thread's hands at a time; statements prepared per connection; dead connections dropped.
+// PostgresStore: the SQL record strategy on libpqxx (6.4 or 7; the differences are in
+// pqxx_compat.hpp). A pool of connections, each in one thread's hands at a time; statements
+// prepared per connection at their first use; dead connections dropped.
 // A transactional claim costs two round trips: BEGIN travels with the claim, COMMIT with the
 // finish (PgTransaction).
 
@@ -7,6 +8,7 @@
 
 #include <fmt/format.h>
 #include <poll.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <bit>
@@ -14,7 +16,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <pqxx/pqxx>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "postgres/pg_connection.hpp"
+#include "postgres/pqxx_compat.hpp"
 #include "postgres/reply_watchdog.hpp"
 #include "sql/engine.hpp"
 #include "sql/replica_reads.hpp"
@@ -54,7 +56,8 @@ constexpr milliseconds kReplyMargin{1000};
 std::int64_t as_i64(std::uint64_t v) { return std::bit_cast<std::int64_t>(v); }
 std::uint64_t as_u64(std::int64_t v) { return std::bit_cast<std::uint64_t>(v); }
 
-pqxx::binarystring bytes(std::string_view b) { return pqxx::binarystring(b.data(), b.size()); }
+using pg::bytes_param;
+using pg::field_bytes;
 
 // bytea's text form: \x and two hex digits a byte.
 std::string hex_bytea(std::string_view b) {
@@ -68,13 +71,8 @@ std::string hex_bytea(std::string_view b) {
   return hex;
 }
 
-std::string field_bytes(const pqxx::field& f) {
-  if (f.is_null()) return {};
-  const pqxx::binarystring b(f);
-  return b.str();
-}
-
 constexpr const char* kClaim = "idem_claim";
+constexpr const char* kClaimDrawn = "idem_claim_drawn";
 constexpr const char* kFinish = "idem_finish";
 constexpr const char* kRelease = "idem_release";
 constexpr const char* kExtend = "idem_extend";
@@ -84,36 +82,48 @@ constexpr const char* kRead = "idem_read";
 constexpr const char* kFinishHeld = "idem_finish_held";
 
 // The error text of a transactional finish that matched no row (the kFinishHeld statement).
+// Sent in front of a transaction's last statements: SET LOCAL lasts until its COMMIT.
+constexpr std::string_view kNoLockTimeout = "SET LOCAL lock_timeout = 0; ";
 constexpr const char* kNotHeld = "idem: lease lost: the finish matched ";
 
 constexpr const char* kReadOnly =
     "idem: postgres server is read-only (a hot standby, or default_transaction_read_only is on): "
     "claims and commits need the primary";
 
-// The claim's transaction, the one handlers see through pg_transaction(). BEGIN does not travel
-// on its own: it goes in front of the transaction's first statement (open_with), and COMMIT goes
-// behind its last one (commit_with), so that a claim and a finish are one round trip each.
-// libpqxx's own transactions send BEGIN from their constructor.
-class PgTransaction final : public pqxx::dbtransaction {
+// The claim's transaction; handlers see its handle() through pg_transaction(). BEGIN does not
+// travel on its own: it goes in front of the transaction's first statement (open_with), and
+// COMMIT goes behind its last one (commit_with), so that a claim and a finish are one round trip
+// each. libpqxx's own transactions send BEGIN from their constructor, hence a
+// pg::ManualTransaction, whose failed statements also leave the transaction to the server.
+class PgTransaction final {
  public:
   // `preamble`: statements to run first in the same message (settings; they roll back with the
   // transaction).
-  PgTransaction(pqxx::connection_base& conn, std::string preamble)
-      : namedclass{"idem::PgTransaction"},
-        dbtransaction(conn, pqxx::isolation_traits<pqxx::read_committed>::name(), pqxx::read_write),
-        begin_(std::move(preamble) + "BEGIN") {
-    Begin();  // only changes libpqxx's state: do_begin() sends nothing
-  }
+  PgTransaction(pg::Connection& conn, std::string preamble)
+      : begin_(std::move(preamble) + "BEGIN"), tx_(conn, [this] { send_commit(); }) {}
   PgTransaction(const PgTransaction&) = delete;
   PgTransaction& operator=(const PgTransaction&) = delete;
-  ~PgTransaction() noexcept override { End(); }
+
+  // What handlers and the session's statements run on.
+  pqxx::dbtransaction& handle() noexcept { return tx_; }
 
   bool begun() const noexcept { return begun_; }
 
+  // Sends `statement` right after BEGIN, in the same message as the transaction's first
+  // statement (at once if the transaction has begun).
+  void send_first(const std::string& statement) {
+    if (begun_) {
+      tx_.exec(statement);
+    } else {
+      begin_ += "; " + statement;
+    }
+  }
+
   // Sends BEGIN and `statement` (may be empty) in one message; the statement's result.
   pqxx::result open_with(const std::string& statement) {
-    begun_ = true;  // from here on, ending the transaction sends ROLLBACK
-    return exec(statement.empty() ? begin_ : begin_ + "; " + statement);
+    begun_ = true;
+    tx_.begun();  // from here on, ending the transaction sends ROLLBACK
+    return tx_.exec(statement.empty() ? begin_ : begin_ + "; " + statement);
   }
 
   // Sends `statement` and COMMIT in one message. On failure the transaction is rolled back and
@@ -121,7 +131,7 @@ class PgTransaction final : public pqxx::dbtransaction {
   void commit_with(std::string statement) {
     last_ = std::move(statement);
     committed_ = false;
-    commit();
+    tx_.commit();
     if (!committed_) {
       // libpqxx saw the transaction committed already: the handler committed it itself.
       throw pqxx::usage_error(
@@ -130,41 +140,34 @@ class PgTransaction final : public pqxx::dbtransaction {
     }
   }
 
+  // Ends the transaction: ROLLBACK if anything was sent.
+  void abort() { tx_.abort(); }
+
  private:
-  void do_begin() override {}
-
-  // libpqxx rolls the whole transaction back when a statement fails; PostgreSQL only marks it
-  // aborted. Leave it to the server, so that a failed handler statement can still be undone to
-  // the savepoint after the claim (a remembered failure then commits) or rolled back by abort.
-  pqxx::result do_exec(const char query[]) override { return direct_exec(query); }
-
-  void do_commit() override {
+  // What the transaction's commit() sends.
+  void send_commit() {
     if (!begun_) {
       committed_ = true;  // nothing was sent, nothing to end
       return;
     }
     const std::string message = last_.empty() ? std::string("COMMIT") : last_ + "; COMMIT";
     try {
-      direct_exec(message.c_str());
+      tx_.send(message);
     } catch (const pqxx::sql_error&) {
-      if (!conn().is_open()) throw in_doubt();
+      if (!tx_.conn().is_open()) throw in_doubt();
       // A failed last statement skipped the COMMIT and left the transaction open and aborted;
       // a failed COMMIT ended it (then this ROLLBACK only draws a warning).
       try {
-        direct_exec("ROLLBACK");
+        tx_.send("ROLLBACK");
       } catch (...) {
         // The connection went: the server rolls back on its own.
       }
       throw;
     } catch (const std::exception&) {
-      if (!conn().is_open()) throw in_doubt();
+      if (!tx_.conn().is_open()) throw in_doubt();
       throw;
     }
     committed_ = true;
-  }
-
-  void do_abort() override {
-    if (begun_) dbtransaction::do_abort();
   }
 
   static pqxx::in_doubt_error in_doubt() {
@@ -176,6 +179,7 @@ class PgTransaction final : public pqxx::dbtransaction {
   std::string last_;
   bool begun_ = false;
   bool committed_ = false;
+  pg::ManualTransaction tx_;  // last: it ends (ROLLBACK) while the rest is still there
 };
 
 // The primary takes every statement; a replica session only reads records.
@@ -191,6 +195,7 @@ class PgSession final : public sql::Session {
             milliseconds statement_timeout, Role role, pg::ReplyWatchdog& watchdog)
       : conn_(conninfo, connect_budget),
         watch_(watchdog, conn_.sock()),
+        records_(text.records),
         statement_timeout_(statement_timeout) {
     set_timeouts(statement_timeout_, milliseconds{0});
     if (role == Role::replica) {
@@ -198,7 +203,8 @@ class PgSession final : public sql::Session {
       // reads (a missing table is an error here, hence a fall-through to the primary).
       const auto version = watched([&] {
         pqxx::nontransaction tx(conn_);
-        return tx.exec(text.select_version).at(0).at(0).as<long long>(-1);
+        const pqxx::result r = tx.exec(text.select_version);
+        return r.at(0).at(0).as<long long>(-1);
       });
       if (version != sql::kSchemaVersion) {
         throw PoolError(
@@ -206,24 +212,25 @@ class PgSession final : public sql::Session {
                         "library knows {}",
                         text.schema, version, sql::kSchemaVersion));
       }
-      conn_.prepare(kRead, text.read);
+      declare(kRead, text.read);
       return;
     }
-    conn_.prepare(kClaim, text.claim_in_one);
-    conn_.prepare(kFinish, text.finish);
+    declare(kClaim, text.claim_in_one);
+    declare(kClaimDrawn, text.claim_in_one_drawn);
+    declare(kFinish, text.finish);
     // The finish of a transactional claim, sent with COMMIT: an error when it matches no row,
     // so that the COMMIT behind it does not run. (The text depends on count(*), so it is not
     // evaluated at planning time.)
-    conn_.prepare(kFinishHeld,
-                  fmt::format("WITH finished AS ({} RETURNING 1) SELECT CASE WHEN count(*) = 1 "
-                              "THEN 1 ELSE CAST('{}' || count(*) || ' rows' AS int) END "
-                              "FROM finished",
-                              text.finish, kNotHeld));
-    conn_.prepare(kRelease, text.release);
-    conn_.prepare(kExtend, text.extend);
-    conn_.prepare(kPurge, text.purge);
-    conn_.prepare(kRaiseFloor, text.raise_floor);
-    conn_.prepare(kRead, text.read);  // prepared on the server at its first use, if ever
+    declare(kFinishHeld,
+            fmt::format("WITH finished AS ({} RETURNING 1) SELECT CASE WHEN count(*) = 1 "
+                        "THEN 1 ELSE CAST('{}' || count(*) || ' rows' AS int) END "
+                        "FROM finished",
+                        text.finish, kNotHeld));
+    declare(kRelease, text.release);
+    declare(kExtend, text.extend);
+    declare(kPurge, text.purge);
+    declare(kRaiseFloor, text.raise_floor);
+    declare(kRead, text.read);
   }
 
   ~PgSession() override { rollback(); }
@@ -251,21 +258,21 @@ class PgSession final : public sql::Session {
     try {
       // Tables already there: no DDL, because CREATE INDEX IF NOT EXISTS takes a share lock on
       // the table first, and would wait for every open transactional claim on it.
-      const pqxx::row found =
-          exec(fmt::format(
-                   "SELECT to_regclass('{0}') IS NOT NULL AND to_regclass('{1}') IS NOT NULL AND "
-                   "to_regclass('{1}_expires_at') IS NOT NULL, "
-                   "current_setting('transaction_read_only')",
-                   text.schema, text.records))
-              .at(0);
+      const pqxx::result found = exec(fmt::format(
+          "SELECT to_regclass('{0}') IS NOT NULL AND to_regclass('{1}') IS NOT NULL AND "
+          "to_regclass('{1}_expires_at') IS NOT NULL AND to_regclass('{2}') IS NOT NULL, "
+          "current_setting('transaction_read_only')",
+          text.schema, text.records, text.fences));
       // A hot standby given as the primary: say so now rather than fail every claim.
-      if (found.at(1).as<std::string>() == "on") throw PoolError(kReadOnly);
-      if (!found.at(0).as<bool>()) {
+      if (found.at(0).at(1).as<std::string>() == "on") throw PoolError(kReadOnly);
+      if (!found.at(0).at(0).as<bool>()) {
         // Several processes may start at once: one creates, the others wait and find it done.
         exec("SELECT pg_advisory_xact_lock(7302585012475906)");
         exec(text.create_schema_table);
         exec(text.create_records_table);
         exec(text.create_expiry_index);
+        // Transactional fences; CACHE 1 (the default): nextval() hands values out in call order.
+        exec("CREATE SEQUENCE IF NOT EXISTS " + text.fences + " AS bigint CACHE 1");
         exec(text.insert_version);
       }
       const pqxx::result v = exec(text.select_version);
@@ -286,20 +293,26 @@ class PgSession final : public sql::Session {
   }
 
   std::optional<sql::ClaimRow> claim(const sql::ClaimArgs& args) override {
-    // A transactional claim opens its transaction: BEGIN and the claim in one message.
+    // A transactional claim opens its transaction: BEGIN, the lock that holds the key, and the
+    // claim, which draws its fence from the sequence, in one message. The lock comes first:
+    // an INSERT evaluates its VALUES (nextval()) before it waits for another transaction's
+    // insert of the key, so without it a claim could draw before an earlier holder's.
+    const bool transactional = work_ != nullptr;
+    if (transactional && !work_->begun()) hold(records_, args.key);
+    const char* name = transactional ? kClaimDrawn : kClaim;
     const pqxx::result r = watched([&] {
       return work_ && !work_->begun()
                  ? work_->open_with(execute(
-                       kClaim, {hex_bytea(args.key), std::to_string(as_i64(args.fingerprint.high)),
-                                std::to_string(as_i64(args.fingerprint.low)),
-                                std::to_string(args.min_fence), std::to_string(args.lease_ms),
-                                std::to_string(args.keep_ms)}))
-                 : run(kClaim, bytes(args.key), as_i64(args.fingerprint.high),
+                       name, {hex_bytea(args.key), std::to_string(as_i64(args.fingerprint.high)),
+                              std::to_string(as_i64(args.fingerprint.low)),
+                              std::to_string(args.min_fence), std::to_string(args.lease_ms),
+                              std::to_string(args.keep_ms)}))
+                 : run(name, bytes_param(args.key), as_i64(args.fingerprint.high),
                        as_i64(args.fingerprint.low), static_cast<std::int64_t>(args.min_fence),
                        args.lease_ms, args.keep_ms);
     });
     if (r.empty()) return std::nullopt;
-    const pqxx::row row = r[0];
+    const auto row = r[0];
     sql::ClaimRow out;
     out.acquired = row[0].as<int>() == 1;
     out.fence = static_cast<Fence>(row[1].as<std::int64_t>());
@@ -317,10 +330,10 @@ class PgSession final : public sql::Session {
   std::optional<sql::ClaimRow> read(std::string_view key) override {
     const pqxx::result r = watched([&] {
       pqxx::nontransaction tx(conn_);
-      return tx.exec_prepared(kRead, bytes(key));
+      return pg::exec_prepared(tx, prepared(kRead), bytes_param(key));
     });
     if (r.empty()) return std::nullopt;
-    const pqxx::row row = r[0];
+    const auto row = r[0];
     sql::ClaimRow out;
     out.state = static_cast<std::int16_t>(row[0].as<int>());
     out.fingerprint = {as_u64(row[1].as<std::int64_t>()), as_u64(row[2].as<std::int64_t>())};
@@ -333,19 +346,19 @@ class PgSession final : public sql::Session {
 
   bool finish(const Ticket& ticket, sql::State state, std::string_view result,
               std::int64_t ttl_ms) override {
-    return run(kFinish, bytes(ticket.key), static_cast<std::int64_t>(ticket.fence),
-               static_cast<int>(state), bytes(result), ttl_ms)
-               .affected_rows() == 1;
+    return pg::affected_rows(run(kFinish, bytes_param(ticket.key),
+                                 static_cast<std::int64_t>(ticket.fence), static_cast<int>(state),
+                                 bytes_param(result), ttl_ms)) == 1;
   }
 
   bool release(const Ticket& ticket) override {
-    return run(kRelease, bytes(ticket.key), static_cast<std::int64_t>(ticket.fence))
-               .affected_rows() == 1;
+    return pg::affected_rows(run(kRelease, bytes_param(ticket.key),
+                                 static_cast<std::int64_t>(ticket.fence))) == 1;
   }
 
   bool extend(const Ticket& ticket, std::int64_t lease_ms) override {
-    return run(kExtend, bytes(ticket.key), static_cast<std::int64_t>(ticket.fence), lease_ms)
-               .affected_rows() == 1;
+    return pg::affected_rows(run(kExtend, bytes_param(ticket.key),
+                                 static_cast<std::int64_t>(ticket.fence), lease_ms)) == 1;
   }
 
   // Two statements: a deadline of two statement timeouts.
@@ -353,11 +366,12 @@ class PgSession final : public sql::Session {
     return watched(
         [&] {
           pqxx::work tx(conn_);
-          const pqxx::result gone = tx.exec_prepared(
-              kPurge, static_cast<std::int64_t>(std::min<std::size_t>(max_rows, INT64_MAX)));
+          const pqxx::result gone = pg::exec_prepared(
+              tx, prepared(kPurge),
+              static_cast<std::int64_t>(std::min<std::size_t>(max_rows, INT64_MAX)));
           std::int64_t top = 0;
-          for (const pqxx::row& row : gone) top = std::max(top, row[0].as<std::int64_t>());
-          if (!gone.empty()) tx.exec_prepared(kRaiseFloor, top);
+          for (const auto& row : gone) top = std::max(top, row[0].as<std::int64_t>());
+          if (!gone.empty()) pg::exec_prepared(tx, prepared(kRaiseFloor), top);
           tx.commit();
           return gone.size();
         },
@@ -379,23 +393,33 @@ class PgSession final : public sql::Session {
     work_ = std::make_unique<PgTransaction>(conn_, std::move(preamble));
   }
 
+  // The advisory lock of (table, key): a 64-bit hash, so unrelated keys share a lock (and wait
+  // for each other) with a chance of about one in 2^64 per pair.
+  void hold(std::string_view table, std::string_view key) override {
+    const std::uint64_t h =
+        XXH3_64bits_withSeed(key.data(), key.size(), XXH3_64bits(table.data(), table.size()));
+    work_->send_first(fmt::format("SELECT pg_advisory_xact_lock({})", as_i64(h)));
+  }
+
   void commit() override {
     std::unique_ptr<PgTransaction> tx = std::move(work_);
     try {
-      watched([&] { tx->commit_with({}); });
+      watched([&] { tx->commit_with(std::string(kNoLockTimeout) + "SELECT 1"); });
     } catch (...) {
       forget_timeouts();
       throw;
     }
   }
 
-  // One round trip: the fenced finish, then COMMIT.
+  // One round trip: the fenced finish, then COMMIT. The claim's lock_timeout (1 ms for a claim
+  // that may not wait) bounded the wait on another holder; the finish must not fail on it, so it
+  // runs without one (statement_timeout and the reply deadline still bound it).
   bool finish_and_commit(const Ticket& ticket, sql::State state, std::string_view result,
                          std::int64_t ttl_ms) override {
     std::unique_ptr<PgTransaction> tx = std::move(work_);
     try {
       watched([&] {
-        tx->commit_with(execute(
+        tx->commit_with(std::string(kNoLockTimeout) + execute(
             kFinishHeld,
             {hex_bytea(ticket.key), std::to_string(static_cast<std::int64_t>(ticket.fence)),
              std::to_string(static_cast<int>(state)), hex_bytea(result), std::to_string(ttl_ms)}));
@@ -425,16 +449,18 @@ class PgSession final : public sql::Session {
   }
 
   void mark() override {
-    watched([&] { work_->exec("SAVEPOINT idem_handler"); });
+    watched([&] { work_->handle().exec("SAVEPOINT idem_handler"); });
   }
   void rollback_to_mark() override {
-    watched([&] { work_->exec("ROLLBACK TO SAVEPOINT idem_handler"); });
+    watched([&] { work_->handle().exec("ROLLBACK TO SAVEPOINT idem_handler"); });
   }
 
-  void* native() noexcept override { return static_cast<pqxx::dbtransaction*>(work_.get()); }
+  void* native() noexcept override {
+    return work_ ? static_cast<void*>(&work_->handle()) : nullptr;
+  }
 
   std::int64_t run(const std::string& sql, std::span<const sql::Param> params) override {
-    return static_cast<std::int64_t>(generic(sql, params).affected_rows());
+    return static_cast<std::int64_t>(pg::affected_rows(generic(sql, params)));
   }
 
   bool first_row(const std::string& sql, std::span<const sql::Param> params, sql::Row& row,
@@ -442,9 +468,9 @@ class PgSession final : public sql::Session {
     const pqxx::result r = generic(sql, params);
     row.clear();
     if (r.empty()) return false;
-    const pqxx::row first = r[0];
-    for (pqxx::row::size_type i = 0; i < first.size(); ++i) {
-      const pqxx::field f = first[i];
+    const auto first = r[0];
+    for (int i = 0; i < static_cast<int>(first.size()); ++i) {
+      const auto f = first[i];
       if (f.is_null()) {
         row.emplace_back(std::nullopt);
       } else if (i < 32 && (blob_columns >> i & 1u) != 0) {
@@ -467,7 +493,7 @@ class PgSession final : public sql::Session {
     auto it = generic_.find(sql);
     if (it == generic_.end()) {
       std::string name = "idem_g" + std::to_string(generic_.size());
-      conn_.prepare(name, sql);
+      declare(name, sql);
       it = generic_.emplace(sql, std::move(name)).first;
     }
     std::vector<std::string> values;
@@ -486,9 +512,9 @@ class PgSession final : public sql::Session {
       }
     }
     if (work_ && !work_->begun()) return work_->open_with(execute(it->second, values));
-    if (work_) return work_->exec_prepared(it->second, pqxx::prepare::make_dynamic_params(values));
+    if (work_) return pg::exec_prepared_texts(work_->handle(), prepared(it->second), values);
     pqxx::nontransaction tx(conn_);
-    return tx.exec_prepared(it->second, pqxx::prepare::make_dynamic_params(values));
+    return pg::exec_prepared_texts(tx, prepared(it->second), values);
   }
 
   template <class... Args>
@@ -496,11 +522,27 @@ class PgSession final : public sql::Session {
     return watched([&] {
       if (work_) {
         if (!work_->begun()) work_->open_with({});  // not after a claim: BEGIN on its own
-        return work_->exec_prepared(name, std::forward<Args>(args)...);
+        return pg::exec_prepared(work_->handle(), prepared(name), std::forward<Args>(args)...);
       }
       pqxx::nontransaction tx(conn_);
-      return tx.exec_prepared(name, std::forward<Args>(args)...);
+      return pg::exec_prepared(tx, prepared(name), std::forward<Args>(args)...);
     });
+  }
+
+  // A statement this session may run, prepared on the server at its first use (prepared()).
+  void declare(const std::string& name, std::string text) {
+    statements_.insert_or_assign(name, Statement{std::move(text), false});
+  }
+
+  // `name`, prepared on the server first if it is not yet (one round trip, the first time).
+  const std::string& prepared(const std::string& name) {
+    const auto it = statements_.find(name);
+    if (it == statements_.end()) throw std::logic_error("idem: statement " + name + " unknown");
+    if (!it->second.prepared) {
+      pg::prepare(conn_, it->first, it->second.text);
+      it->second.prepared = true;
+    }
+    return it->first;
   }
 
   // The longest statement timeout this session ever sent: the server enforces it (or a shorter
@@ -543,7 +585,7 @@ class PgSession final : public sql::Session {
   // too. The parameters are in their text forms, quoted as literals of unknown type: the
   // server reads them as it reads text parameters.
   std::string execute(const std::string& name, const std::vector<std::string>& values) {
-    conn_.prepare_now(name);  // SQL's EXECUTE needs it on the server; a no-op once it is
+    prepared(name);  // SQL's EXECUTE needs it on the server
     std::string sql = "EXECUTE ";
     sql += name;
     for (std::size_t i = 0; i < values.size(); ++i) {
@@ -583,12 +625,18 @@ class PgSession final : public sql::Session {
   pg::PgConnection conn_;
   pg::ReplyWatchdog::Watch watch_;  // after conn_: its duplicate socket closes first
   bool watching_ = false;           // a round trip is under a deadline (watched())
+  std::string records_;             // the records table: the space of hold()'s key in a claim
   milliseconds statement_timeout_;
   milliseconds limit_sent_{0};
   milliseconds current_statement_{-1};
   milliseconds current_lock_{-1};
   std::unique_ptr<PgTransaction> work_;
-  std::unordered_map<std::string, std::string> generic_;  // statement text -> prepared name
+  struct Statement {
+    std::string text;
+    bool prepared = false;  // on the server
+  };
+  std::unordered_map<std::string, Statement> statements_;  // by name
+  std::unordered_map<std::string, std::string> generic_;   // statement text -> name
 };
 
 class PgBackend final : public sql::Backend {

@@ -179,13 +179,9 @@ Result<Claim> Engine::claim_transactional(const ClaimRequest& request) {
   if (request.block_for.count() <= 0) {
     if (std::optional<Claim> held = held_here(request)) return *held;
   }
-  Fence min_fence = 0;
-  {
-    std::lock_guard lock(open_mutex_);
-    min_fence = next_fence_++;
-  }
+  // The session draws the fence once the claim holds the key (Session::claim).
   const ClaimArgs args{request.key, request.fingerprint, request.lease.count(),
-                       std::max(request.retention, request.lease).count(), min_fence};
+                       std::max(request.retention, request.lease).count(), 1};
   Session* session = nullptr;
   bool broken = false;
   try {

@@ -44,7 +44,7 @@ struct ClaimArgs {
   Fingerprint fingerprint;
   std::int64_t lease_ms = 0;
   std::int64_t keep_ms = 0;  // retention: max(request retention, lease)
-  Fence min_fence = 1;       // the fence is max(old fence + 1, min_fence)
+  Fence min_fence = 1;       // the fence is max(old fence + 1, min_fence[, drawn fence])
 };
 
 /// What the claim statement answers: the acquired fence, or the record that is in the way.
@@ -77,7 +77,10 @@ class Session {
   virtual ~Session() = default;
 
   /// Lease mode: the claim as one atomic step. Transactional mode: the claim inside the open
-  /// transaction. nullopt: the record changed under the statement; the engine asks again.
+  /// transaction, which first holds the key (hold()) and only then draws a new fence from a
+  /// source that no rollback undoes (Dialect::next_fence), so that the fences of a key's
+  /// holders grow in the order they held it, across processes, rollbacks and crashes. nullopt:
+  /// the record changed under the statement; the engine asks again.
   virtual std::optional<ClaimRow> claim(const ClaimArgs& args) = 0;
   /// Fenced single statements; true when they changed the held record.
   virtual bool finish(const Ticket& ticket, State state, std::string_view result,
@@ -95,6 +98,12 @@ class Session {
 
   /// Transactional mode: opens the claim's transaction; `block_for` bounds lock waits in it.
   virtual void begin(std::chrono::milliseconds block_for) = 0;
+  /// Transactional mode, right after begin(): until the transaction ends, another transaction
+  /// that holds the same `key` of `table` waits (up to its `block_for`). A claim holds its key
+  /// before it draws a fence. SQLite: nothing to do, BEGIN IMMEDIATE took the write lock of
+  /// the whole file. PostgreSQL: an advisory transaction lock on a hash of both, sent with the
+  /// transaction's first statement.
+  virtual void hold(std::string_view table, std::string_view key) = 0;
   virtual void commit() = 0;
   virtual void rollback() noexcept = 0;
   /// Transactional mode: finish() then commit(), in one round trip where the database allows.
@@ -221,7 +230,6 @@ class Engine {
   std::mutex open_mutex_;
   Registry open_;
   std::deque<Ended> ended_;  // under open_mutex_, oldest first
-  Fence next_fence_ = 1;  // transactional mode: fences unique in this store, under open_mutex_
 };
 
 /// Backends of the two dialects, for stores other than SqlStore (src/sqlite, src/postgres).

@@ -1,10 +1,12 @@
 // The entity stores on SQL, written once for both dialects. A claim opens a transaction and, in
-// it: looks the operation up in the op log (a repeat replays), inserts the operation's op-log
-// row, and runs the conditional UPDATE of the user's table (version bump or state transition). The
-// transaction stays open while the handler runs; commit writes the result into the op-log row
-// and commits, abort rolls back. A refused UPDATE reads the current value. A remembered failure
-// first rolls back to a savepoint taken after the op-log insert (rewind), so the failure commits
-// without the entity's move or the handler's writes.
+// it: holds the operation's key (Session::hold), looks the operation up in the op log (a repeat
+// replays), inserts the operation's op-log row under a fence drawn there from a source no
+// rollback undoes (Dialect::next_fence: a fence file beside the SQLite file, a PostgreSQL
+// sequence), and runs the conditional UPDATE of the user's table (version bump or state
+// transition). The transaction stays open while the handler runs; commit writes the result into
+// the op-log row and commits, abort rolls back. A refused UPDATE reads the current value. A
+// remembered failure first rolls back to a savepoint taken after the op-log insert (rewind), so
+// the failure commits without the entity's move or the handler's writes.
 
 #include "sql/entity_engine.hpp"
 
@@ -28,7 +30,8 @@ struct SqlEntities::Impl {
   const sql::Dialect* dialect = nullptr;
   EntityKind kind = EntityKind::version;
   EntityTable table;
-  std::string ops;  // op-log table name
+  std::string ops;     // op-log table name
+  std::string fences;  // PostgreSQL: the sequence op-log fences are drawn from
 
   // Statement text, built once from checked identifiers.
   std::string create_ops, lookup, insert_op, finish_op, bump, read;
@@ -42,7 +45,6 @@ struct SqlEntities::Impl {
     bool marked = false;  // a rewindable claim: rewind() goes back to the mark after the op row
   };
   std::map<std::pair<std::string, Fence>, Open, std::less<>> open;
-  Fence next_fence = 0;
 
   std::string p(int i) const { return fmt::format("{}{}", dialect->param, i); }
 
@@ -55,10 +57,13 @@ struct SqlEntities::Impl {
         ops, d.blob, d.int64, d.int16, d.table_suffix);
     lookup =
         fmt::format("SELECT state, fp_hi, fp_lo, fence, result FROM {} WHERE key = {}", ops, p(1));
+    // The fence is drawn only when the claim holds the operation's key (hold() comes first).
     insert_op = fmt::format(
         "INSERT INTO {} (key, entity, fence, state, fp_hi, fp_lo, produced, result, created_ms) "
-        "VALUES ({}, {}, {}, 0, {}, {}, {}, NULL, {}) ON CONFLICT (key) DO NOTHING",
-        ops, p(1), p(2), p(3), p(4), p(5), p(6), d.now_ms);
+        "VALUES ({}, {}, {}, 0, {}, {}, {}, NULL, {}) ON CONFLICT (key) DO NOTHING "
+        "RETURNING fence",
+        ops, p(1), p(2), fmt::format(fmt::runtime(d.next_fence), fences), p(3), p(4), p(5),
+        d.now_ms);
     finish_op = fmt::format(
         "UPDATE {} SET state = {}, result = {} WHERE key = {} AND fence = {} AND state = 0", ops,
         p(3), p(4), p(1), p(2));
@@ -191,6 +196,8 @@ Status SqlEntities::ensure_schema() {
     if (std::string_view(m.dialect->name) == "postgres") {
       sql::Row ignored;
       (void)s->first_row("SELECT pg_advisory_xact_lock(7302585012475907)", {}, ignored, 0);
+      // CACHE 1 (the default): nextval() hands values out in call order.
+      s->run("CREATE SEQUENCE IF NOT EXISTS " + m.fences + " AS bigint CACHE 1", {});
     }
     s->run(m.create_ops, {});
     s->commit();
@@ -235,26 +242,26 @@ Result<CasAnswer> SqlEntities::claim(const CasRequest& r) {
     sql::Row row;
     for (int attempt = 0; attempt < kClaimAttempts; ++attempt) {
       s->begin(r.block_for);
+      // A second claimer of the same operation waits here until this transaction ends.
+      s->hold(m.ops, r.op_key);
       if (s->first_row(m.lookup, key_param, row, 1u << 4)) {
         return stored_operation(row, r.fingerprint);
       }
-      // The op-log row first: it locks the operation (a second claimer of the same operation
-      // waits on it), and a rewind to the mark below keeps it while undoing the entity's move.
-      Fence fence = 0;
-      {
-        std::lock_guard lock(m.mutex);
-        fence = ++m.next_fence;
-      }
-      const std::array<sql::Param, 6> insert{bytes(r.op_key),
-                                             text(r.entity),
-                                             integer(static_cast<std::int64_t>(fence)),
+      // The op-log row first, with the fence drawn now that the operation is held; a rewind to
+      // the mark below keeps it while undoing the entity's move.
+      const std::array<sql::Param, 5> insert{bytes(r.op_key), text(r.entity),
                                              integer(as_i64(r.fingerprint.high)),
-                                             integer(as_i64(r.fingerprint.low)),
-                                             text(produced)};
-      if (s->run(m.insert_op, insert) != 1) {
+                                             integer(as_i64(r.fingerprint.low)), text(produced)};
+      if (!s->first_row(m.insert_op, insert, row, 0)) {
         s->rollback();  // the same operation committed meanwhile: look again
         continue;
       }
+      const std::optional<std::int64_t> drawn = row.empty() ? std::nullopt : integer_column(row[0]);
+      if (!drawn || *drawn <= 0) {
+        return make_failure(errc::store_unavailable,
+                            "idem: the op log's fence source gave no fence");
+      }
+      const auto fence = static_cast<Fence>(*drawn);
       if (r.rewindable) s->mark();
       if (s->run(update, update_params) == 1) {
         void* native = s->native();
@@ -411,6 +418,7 @@ detail::SqlEntities make_entities(std::unique_ptr<Backend> backend, const Dialec
   impl->kind = kind;
   impl->table = table;
   impl->ops = op_log_prefix + "entity_ops";
+  impl->fences = op_log_prefix + "entity_fences";
   impl->build();
   return detail::SqlEntities(std::move(impl));
 }

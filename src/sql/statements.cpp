@@ -14,6 +14,7 @@ const Dialect kSqlite{
     .now_ms = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
     .greatest = "max",
     .table_suffix = " WITHOUT ROWID",
+    .next_fence = "idem_next_fence()",
 };
 
 const Dialect kPostgres{
@@ -27,6 +28,7 @@ const Dialect kPostgres{
     .now_ms = "CAST(extract(epoch FROM statement_timestamp()) * 1000 AS bigint)",
     .greatest = "GREATEST",
     .table_suffix = "",
+    .next_fence = "nextval('{}')",
 };
 
 bool valid_prefix(const std::string& prefix) noexcept {
@@ -47,7 +49,8 @@ namespace {
 constexpr const char* kUpsert =
     "INSERT INTO {rec} AS r (key, state, fp_hi, fp_lo, fence, took_over, lease_until, "
     "expires_at, result) "
-    "VALUES ({p1}, 0, {p2}, {p3}, {greatest}({p4}, (SELECT max(fence_floor) FROM {sch}) + 1), 0, "
+    "VALUES ({p1}, 0, {p2}, {p3}, "
+    "{greatest}({p4}, {drawn}(SELECT max(fence_floor) FROM {sch}) + 1), 0, "
     "{now} + {p5}, {now} + {p6}, NULL) "
     "ON CONFLICT (key) DO UPDATE SET state = 0, fp_hi = excluded.fp_hi, fp_lo = excluded.fp_lo, "
     "fence = {greatest}(r.fence + 1, excluded.fence), "
@@ -63,15 +66,17 @@ constexpr const char* kReadColumns =
 }  // namespace
 
 Statements::Statements(const Dialect& d, const std::string& prefix)
-    : records(prefix + "records"), schema(prefix + "schema") {
+    : records(prefix + "records"), schema(prefix + "schema"), fences(prefix + "fences") {
   auto p = [&](int i) { return fmt::format("{}{}", d.param, i); };
-  auto fill = [&](const char* text) {
+  // `drawn`: "" or, in transactional mode, the fence drawn, a term of the new row's max().
+  auto fill = [&](const char* text, const std::string& drawn = "") {
     return fmt::format(
         fmt::runtime(text), fmt::arg("rec", records), fmt::arg("sch", schema),
-        fmt::arg("now", d.now_ms), fmt::arg("greatest", d.greatest), fmt::arg("blob", d.blob),
-        fmt::arg("i64", d.int64), fmt::arg("i16", d.int16), fmt::arg("suffix", d.table_suffix),
-        fmt::arg("p1", p(1)), fmt::arg("p2", p(2)), fmt::arg("p3", p(3)), fmt::arg("p4", p(4)),
-        fmt::arg("p5", p(5)), fmt::arg("p6", p(6)), fmt::arg("version", kSchemaVersion));
+        fmt::arg("drawn", drawn), fmt::arg("now", d.now_ms), fmt::arg("greatest", d.greatest),
+        fmt::arg("blob", d.blob), fmt::arg("i64", d.int64), fmt::arg("i16", d.int16),
+        fmt::arg("suffix", d.table_suffix), fmt::arg("p1", p(1)), fmt::arg("p2", p(2)),
+        fmt::arg("p3", p(3)), fmt::arg("p4", p(4)), fmt::arg("p5", p(5)), fmt::arg("p6", p(6)),
+        fmt::arg("version", kSchemaVersion));
   };
 
   // fence_floor: the largest fence purge removed; new rows start above it, so that a holder
@@ -89,15 +94,18 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
       fill("INSERT INTO {sch} (version) SELECT {version} WHERE NOT EXISTS (SELECT 1 FROM {sch})");
   select_version = fill("SELECT max(version) FROM {sch}");
 
+  const std::string drawn = fmt::format(fmt::runtime(d.next_fence), fences) + ", ";
+  const std::string in_one = fmt::format(
+      "WITH claimed AS ({}) "
+      "SELECT 1, fence, took_over, 0, 0, 0, 0, 0, NULL FROM claimed "
+      "UNION ALL SELECT 0, fence, took_over, {} FROM {{rec}} "
+      "WHERE key = {{p1}} AND NOT EXISTS (SELECT 1 FROM claimed)",
+      kUpsert, "state, fp_hi, fp_lo, lease_until - {now}, expires_at - {now}, result");
   upsert = fill(kUpsert);
+  upsert_drawn = fill(kUpsert, drawn);
   read = fill(fmt::format("SELECT {} FROM {{rec}} WHERE key = {{p1}}", kReadColumns).c_str());
-  claim_in_one = fill(
-      fmt::format("WITH claimed AS ({}) "
-                  "SELECT 1, fence, took_over, 0, 0, 0, 0, 0, NULL FROM claimed "
-                  "UNION ALL SELECT 0, fence, took_over, {} FROM {{rec}} "
-                  "WHERE key = {{p1}} AND NOT EXISTS (SELECT 1 FROM claimed)",
-                  kUpsert, "state, fp_hi, fp_lo, lease_until - {now}, expires_at - {now}, result")
-          .c_str());
+  claim_in_one = fill(in_one.c_str());
+  claim_in_one_drawn = fill(in_one.c_str(), drawn);
   finish = fill(
       "UPDATE {rec} SET state = {p3}, result = {p4}, expires_at = {now} + {p5} "
       "WHERE key = {p1} AND fence = {p2} AND state = 0");

@@ -16,6 +16,10 @@ struct Dialect {
   const char* now_ms;        // the database clock in ms since the epoch, fixed within a statement
   const char* greatest;      // max of two values
   const char* table_suffix;  // after CREATE TABLE (...)
+  // A transactional fence, drawn from a source no rollback undoes: "{}" is the sequence name.
+  // SQLite: a function of the store's connection (src/sqlite/fence_file.hpp); PostgreSQL: a
+  // sequence.
+  const char* next_fence;
 };
 
 extern const Dialect kSqlite;
@@ -30,6 +34,7 @@ struct Statements {
 
   std::string records;  // table names
   std::string schema;
+  std::string fences;  // PostgreSQL: the sequence transactional claims draw fences from
   std::string create_schema_table;
   std::string create_records_table;
   std::string create_expiry_index;
@@ -44,6 +49,10 @@ struct Statements {
   std::string read;
   // PostgreSQL: upsert and read in one statement; the first column says acquired (1) or not.
   std::string claim_in_one;
+  // Transactional mode: the same, with a new fence drawn (Dialect::next_fence) as a third term
+  // of the new row's max(). Run only once the claim holds the key (Session::claim).
+  std::string upsert_drawn;
+  std::string claim_in_one_drawn;
   // finish: ?1 key, ?2 fence, ?3 state, ?4 result, ?5 ttl ms.
   std::string finish;
   // release: ?1 key, ?2 fence.

@@ -25,6 +25,7 @@
 
 #include "sql/engine.hpp"
 #include "sql/statements.hpp"
+#include "sqlite/fence_file.hpp"
 #include "sqlite/fifo_lock.hpp"
 #include "sqlite/file_writers.hpp"
 
@@ -117,6 +118,22 @@ void retry_while_locked(SQLite::Database& db, milliseconds busy_timeout, Clock::
   }
 }
 
+// The main database's file name; "" for an in-memory or temporary one.
+std::string main_file(SQLite::Database& db) {
+  const char* name = sqlite3_db_filename(db.getHandle(), "main");
+  return name == nullptr ? std::string() : std::string(name);
+}
+
+// idem_next_fence(): Dialect::next_fence on SQLite, a draw from the connection's fence file.
+void next_fence(sqlite3_context* context, int /*argc*/, sqlite3_value** /*argv*/) {
+  try {
+    const std::uint64_t fence = static_cast<sql::FenceFile*>(sqlite3_user_data(context))->draw();
+    sqlite3_result_int64(context, static_cast<sqlite3_int64>(fence));
+  } catch (const std::exception& e) {
+    sqlite3_result_error(context, e.what(), -1);
+  }
+}
+
 struct SqliteError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -135,7 +152,14 @@ class SqliteSession final : public sql::Session {
         synchronous_full_(options.synchronous_full),
         writers_(std::move(writers)),
         db_(options.path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE, busy_ms(busy_timeout_)),
-        text_(text) {}
+        fences_(main_file(db_)),
+        text_(text) {
+    // Not deterministic: each call draws. Direct only: no trigger or view of the file calls it.
+    const int rc = sqlite3_create_function_v2(db_.getHandle(), "idem_next_fence", 0,
+                                              SQLITE_UTF8 | SQLITE_DIRECTONLY, &fences_,
+                                              &next_fence, nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) throw SQLite::Exception(db_.getHandle(), rc);
+  }
   SqliteSession(const SqliteSession&) = delete;
   SqliteSession& operator=(const SqliteSession&) = delete;
   ~SqliteSession() override { rollback(); }
@@ -157,12 +181,13 @@ class SqliteSession final : public sql::Session {
   bool prepared() const noexcept { return upsert_.has_value(); }
 
   std::optional<sql::ClaimRow> claim(const sql::ClaimArgs& args) override {
-    if (in_transaction_) return claim_in_open_transaction(args);
+    // Transactional: the write lock taken by begin() holds the key; the upsert draws the fence.
+    if (in_transaction_) return claim_in_open_transaction(args, *upsert_drawn_);
     // Lease mode: upsert and, if it did not take the key, the read, in one write transaction.
     const Writing writing(*this, write_deadline());
     db_.exec("BEGIN IMMEDIATE");
     try {
-      std::optional<sql::ClaimRow> row = claim_in_open_transaction(args);
+      std::optional<sql::ClaimRow> row = claim_in_open_transaction(args, *upsert_);
       db_.exec("COMMIT");
       return row;
     } catch (...) {
@@ -254,6 +279,9 @@ class SqliteSession final : public sql::Session {
     }
     in_transaction_ = true;
   }
+
+  // BEGIN IMMEDIATE took the write lock of the whole file: every key is held.
+  void hold(std::string_view /*table*/, std::string_view /*key*/) override {}
 
   void commit() override {
     db_.exec("COMMIT");  // on failure the transaction stays open: the caller rolls back
@@ -368,8 +396,9 @@ class SqliteSession final : public sql::Session {
     return st;
   }
 
-  std::optional<sql::ClaimRow> claim_in_open_transaction(const sql::ClaimArgs& args) {
-    SQLite::Statement& up = upsert_->get();
+  std::optional<sql::ClaimRow> claim_in_open_transaction(const sql::ClaimArgs& args,
+                                                         Prepared& upsert) {
+    SQLite::Statement& up = upsert.get();
     bind_blob(up, 1, args.key);
     up.bind(2, as_i64(args.fingerprint.high));
     up.bind(3, as_i64(args.fingerprint.low));
@@ -436,6 +465,7 @@ class SqliteSession final : public sql::Session {
 
   void prepare() {
     upsert_.emplace(db_, text_.upsert);
+    upsert_drawn_.emplace(db_, text_.upsert_drawn);
     read_.emplace(db_, text_.read);
     finish_.emplace(db_, text_.finish);
     release_.emplace(db_, text_.release);
@@ -450,9 +480,11 @@ class SqliteSession final : public sql::Session {
   std::shared_ptr<sql::FifoLock> writers_;  // this process's writers of the file
   bool holds_writers_ = false;
   SQLite::Database db_;
+  sql::FenceFile fences_;  // transactional fences: idem_next_fence() draws from it
   const sql::Statements& text_;
   bool in_transaction_ = false;
-  std::optional<Prepared> upsert_, read_, finish_, release_, extend_, purge_, raise_floor_;
+  std::optional<Prepared> upsert_, upsert_drawn_, read_, finish_, release_, extend_, purge_,
+      raise_floor_;
   std::unordered_map<std::string, std::unique_ptr<Prepared>> generic_;
 };
 

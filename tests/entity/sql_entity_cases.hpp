@@ -13,6 +13,7 @@
 
 #include "entity/entity_store_suite.hpp"
 #include "entity/sql_targets.hpp"
+#include "support/fence_ledger.hpp"
 
 #ifndef IDEM_ENTITY_WORKER
 #error "IDEM_ENTITY_WORKER must name the idem_entity_worker binary"
@@ -164,8 +165,107 @@ TYPED_TEST_P(EntityProcessTest, AHolderKilledInsideItsHandlerLeavesNoTrace) {
   EXPECT_EQ(runs, 2);
 }
 
+// Fences across processes: PAY handlers append their fence to a ledger file outside the store
+// after an effect in the claim's transaction, which rolls back when they throw. The fences an
+// operation's holders see must grow in the order they held it, whatever process they ran in and
+// however the earlier ones ended.
+
+/// The ledger of one test, beside its files (removed with them on SQLite).
+inline std::string fence_ledger_path(const std::string& stem) {
+  return (std::filesystem::temp_directory_path() / (unique_name(stem) + ".ledger")).string();
+}
+
+struct LedgerFile {
+  std::string path = fence_ledger_path("idem_entity_fences");
+  ~LedgerFile() {
+    std::error_code ignored;
+    std::filesystem::remove(path, ignored);
+  }
+};
+
+TYPED_TEST_P(EntityProcessTest, ProcessesTakingTurnsWhoseHandlersThrowSeeGrowingFences) {
+  auto store = this->orders();
+  auto& t = this->target_;
+  t.create_order(*store, "o-turns");
+  LedgerFile ledger;
+  std::vector<std::uint64_t> seen;
+  for (int turn = 0; turn < 4; ++turn) {
+    const bool last = turn == 3;
+    auto args = this->args("fence-turn", "o-turns");
+    args.back() = ledger.path;  // in place of the thread count
+    args.push_back(last ? "commit" : "throw");
+    EntityWorker w(args);
+    const std::vector<std::string> lines = w.lines(std::chrono::seconds{60});
+    EXPECT_TRUE(w.exited_cleanly());
+    ASSERT_EQ(lines.size(), 2u) << ::testing::PrintToString(lines);
+    ASSERT_EQ(lines[0].rfind("fence ", 0), 0u) << lines[0];
+    seen.push_back(std::stoull(lines[0].substr(6)));
+    EXPECT_EQ(lines[1], last ? "done" : "threw");
+  }
+  EXPECT_TRUE(strictly_growing(seen)) << ::testing::PrintToString(seen);
+  EXPECT_EQ(ledger_entries(ledger.path), seen);
+  EXPECT_EQ(t.effects("fenced o-turns"), 1);  // the thrown runs' effects rolled back
+  EXPECT_EQ(store->state("o-turns").value(), "PAID");
+}
+
+TYPED_TEST_P(EntityProcessTest, ProcessesRacingOnOneOperationNeverShareAFence) {
+  auto store = this->orders();
+  auto& t = this->target_;
+  t.create_order(*store, "o-race");
+  ASSERT_TRUE(store->state("o-race").has_value());  // creates the op log before the race
+  LedgerFile ledger;
+  constexpr int kProcesses = 4, kRounds = 6;
+  std::vector<std::unique_ptr<EntityWorker>> workers;
+  for (int p = 0; p < kProcesses; ++p) {
+    auto args = this->args("fence-race", "o-race");
+    args.back() = std::to_string(kRounds);
+    args.push_back(ledger.path);
+    workers.push_back(std::make_unique<EntityWorker>(args));
+  }
+  for (auto& w : workers) {
+    for (const std::string& line : w->lines(std::chrono::seconds{120})) ADD_FAILURE() << line;
+    EXPECT_TRUE(w->exited_cleanly());
+  }
+  const std::vector<std::uint64_t> fences = ledger_entries(ledger.path);
+  EXPECT_EQ(fences.size(), static_cast<std::size_t>(kProcesses * kRounds));
+  EXPECT_TRUE(strictly_growing(fences)) << ::testing::PrintToString(fences);
+  EXPECT_EQ(store->state("o-race").value(), "CREATED");
+}
+
+TYPED_TEST_P(EntityProcessTest, AHolderKilledMidHandlerIsFollowedByALargerFence) {
+  auto store = this->orders();
+  auto& t = this->target_;
+  t.create_order(*store, "o-fkill");
+  LedgerFile ledger;
+  std::uint64_t dead = 0;
+  {
+    auto args = this->args("hold-fence", "o-fkill");
+    args.back() = ledger.path;
+    EntityWorker w(args);
+    const auto lines = w.lines(std::chrono::seconds{20}, "inside");
+    ASSERT_EQ(lines.size(), 2u) << "worker never ran its handler";
+    ASSERT_EQ(lines[0].rfind("fence ", 0), 0u) << lines[0];
+    dead = std::stoull(lines[0].substr(6));
+    w.kill9();
+  }
+  auto args = this->args("fence-turn", "o-fkill");
+  args.back() = ledger.path;
+  args.push_back("commit");
+  EntityWorker next(args);
+  const std::vector<std::string> lines = next.lines(std::chrono::seconds{60});
+  EXPECT_TRUE(next.exited_cleanly());
+  ASSERT_EQ(lines.size(), 2u) << ::testing::PrintToString(lines);
+  ASSERT_EQ(lines[0].rfind("fence ", 0), 0u) << lines[0];
+  EXPECT_GT(std::stoull(lines[0].substr(6)), dead);
+  EXPECT_EQ(lines[1], "done");
+  EXPECT_TRUE(strictly_growing(ledger_entries(ledger.path)));
+}
+
 REGISTER_TYPED_TEST_SUITE_P(EntityProcessTest, FourProcessesPayingOneOrderRunTheHandlerOnce,
-                            AHolderKilledInsideItsHandlerLeavesNoTrace);
+                            AHolderKilledInsideItsHandlerLeavesNoTrace,
+                            ProcessesTakingTurnsWhoseHandlersThrowSeeGrowingFences,
+                            ProcessesRacingOnOneOperationNeverShareAFence,
+                            AHolderKilledMidHandlerIsFollowedByALargerFence);
 
 /// Table and column names that are not identifiers, each refused when the store is built. (An
 /// empty version or state column stands for the default, "version" or "state".)

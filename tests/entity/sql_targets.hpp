@@ -183,18 +183,20 @@ class PostgresTarget {
     return query("SELECT count(*) FROM " + names_.effects() + " WHERE what = '" + what + "'");
   }
 
+  // Values quoted into the text: the same calls on libpqxx 6 and 7.
   void add_effect(Context& ctx, const std::string& what) {
-    pg_transaction(ctx).exec_params("INSERT INTO " + names_.effects() + " (what) VALUES ($1)",
-                                    what);
+    pqxx::dbtransaction& tx = pg_transaction(ctx);
+    tx.exec("INSERT INTO " + names_.effects() + " (what) VALUES (" + tx.quote(what) + ")");
   }
   long long read_balance(Context& ctx, const std::string& id) {
-    return pg_transaction(ctx)
-        .exec_params("SELECT balance FROM " + names_.accounts() + " WHERE id = $1", id)[0][0]
+    pqxx::dbtransaction& tx = pg_transaction(ctx);
+    return tx.exec("SELECT balance FROM " + names_.accounts() + " WHERE id = " + tx.quote(id))[0][0]
         .as<long long>();
   }
   void write_balance(Context& ctx, const std::string& id, long long value) {
-    pg_transaction(ctx).exec_params(
-        "UPDATE " + names_.accounts() + " SET balance = $2 WHERE id = $1", id, value);
+    pqxx::dbtransaction& tx = pg_transaction(ctx);
+    tx.exec("UPDATE " + names_.accounts() + " SET balance = " + std::to_string(value) +
+            " WHERE id = " + tx.quote(id));
   }
 
  private:

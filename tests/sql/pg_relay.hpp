@@ -19,8 +19,9 @@ struct PgRelay {
 /// user and database on); nullopt when the server is not on IPv4.
 inline std::optional<PgRelay> pg_relay(const std::string& uri) {
   pqxx::connection probe(uri);
-  const pqxx::row where = pqxx::nontransaction(probe).exec1(
+  const pqxx::result found = pqxx::nontransaction(probe).exec(
       "SELECT host(inet_server_addr()), inet_server_port(), current_user, current_database()");
+  const auto where = found.at(0);
   if (where[0].is_null() || where[0].as<std::string>().find(':') != std::string::npos) {
     return std::nullopt;
   }

@@ -16,6 +16,10 @@ INSTANTIATE_TEST_SUITE_P(Postgres, SqlProcessTest,
                          ::testing::Values(Config{Backend::postgres, SqlMode::lease},
                                            Config{Backend::postgres, SqlMode::transactional}),
                          config_name);
+INSTANTIATE_TEST_SUITE_P(Postgres, SqlFenceTest,
+                         ::testing::Values(Config{Backend::postgres, SqlMode::lease},
+                                           Config{Backend::postgres, SqlMode::transactional}),
+                         config_name);
 
 }  // namespace idem::testing
 
@@ -131,8 +135,9 @@ TEST(PostgresLostReplyTest, ACommitWhoseReplyIsLostIsRecordedNotATakeover) {
   if (!uri) GTEST_SKIP() << kNoPgMessage;
   // Where the server is, as it says; the relay passes the same user and database on.
   pqxx::connection probe(*uri);
-  const pqxx::row where = pqxx::nontransaction(probe).exec1(
+  const pqxx::result found = pqxx::nontransaction(probe).exec(
       "SELECT host(inet_server_addr()), inet_server_port(), current_user, current_database()");
+  const auto where = found.at(0);
   if (where[0].is_null() || where[0].as<std::string>().find(':') != std::string::npos) {
     GTEST_SKIP() << "the relay speaks IPv4; the test server is not on it";
   }

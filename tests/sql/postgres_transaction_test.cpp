@@ -170,8 +170,9 @@ class PostgresTransactionTest : public ::testing::Test {
   std::unique_ptr<RoundTripCounter> relay_to_server(std::string& uri) {
     // Where the server is, as it says; the relay passes the same user and database on.
     pqxx::connection probe(target_.location);
-    const pqxx::row where = pqxx::nontransaction(probe).exec1(
+    const pqxx::result found = pqxx::nontransaction(probe).exec(
         "SELECT host(inet_server_addr()), inet_server_port(), current_user, current_database()");
+    const auto where = found.at(0);
     if (where[0].is_null() || where[0].as<std::string>().find(':') != std::string::npos) {
       return nullptr;
     }
@@ -301,6 +302,46 @@ TEST_F(PostgresTransactionTest, TimeoutsRolledBackWithAFailedHandlerAreSentAgain
   EXPECT_EQ(lock_timeout, "1ms");
 }
 
+// A FailFast claim sets lock_timeout to 1 ms so that it never waits on a holder; that limit must
+// not reach the finish. Here the finish has to wait (a trigger on the record's UPDATE takes an
+// advisory lock another session holds for a while): the commit waits and lands, where the claim's
+// 1 ms used to cancel it and roll the handler's writes back.
+TEST_F(PostgresTransactionTest, TheClaimsLockTimeoutDoesNotCancelTheFinish) {
+  auto store = make(SqlMode::transactional);
+  ASSERT_TRUE(store->ensure_schema());
+  pqxx::connection admin(target_.location);
+  {
+    pqxx::work w(admin);
+    w.exec("CREATE FUNCTION " + target_.prefix +
+           "wait_gate() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+           "PERFORM pg_advisory_xact_lock(7302585012475999); RETURN NEW; END $$");
+    w.exec("CREATE TRIGGER " + target_.prefix + "gate BEFORE UPDATE ON " + records() +
+           " FOR EACH ROW EXECUTE FUNCTION " + target_.prefix + "wait_gate()");
+    w.commit();
+  }
+  IdempotencyGuard guard{*store, Options{.scope = "gate"}};  // FailFast: lock_timeout 1 ms
+  int runs = 0;
+  pqxx::work holder(admin);
+  std::thread release;
+  auto out = guard.execute("k", [&](Context& ctx) {
+    ++runs;
+    insert_business_row(target_, ctx, "k", "placed");
+    holder.exec("SELECT pg_advisory_xact_lock(7302585012475999)");  // the finish must wait
+    release = std::thread([&holder] {
+      std::this_thread::sleep_for(std::chrono::milliseconds{200});
+      holder.commit();  // frees the gate
+    });
+    return 1;
+  });
+  release.join();
+  ASSERT_TRUE(out) << out.message() << " / " << out.commit_failure().message;
+  EXPECT_TRUE(out.recorded()) << out.commit_failure().message;
+  EXPECT_EQ(count_business_rows(target_, "k"), 1);
+  auto again = guard.execute("k", [&] { return ++runs; });
+  EXPECT_TRUE(again.replayed());
+  EXPECT_EQ(runs, 1);
+}
+
 // A COMMIT the server refuses (a deferred constraint the handler's writes break) rolls back the
 // handler's rows and the record: the call fails, nothing is left, and the key runs again on the
 // same connection.
@@ -345,6 +386,39 @@ TEST_F(PostgresTransactionTest, AFinishThatMatchesNoRowIsLeaseLostAndCommitsNoth
   ASSERT_TRUE(out.has_value());
   EXPECT_FALSE(out.recorded());
   EXPECT_EQ(out.commit_error(), errc::lease_lost) << out.commit_failure().message;
+  expect_nothing_left_and_a_retry_runs(guard, runs);
+}
+
+// A statement that fails on the handle leaves the transaction to the server, open and aborted
+// (on every libpqxx version: a library rollback would have ended it, and the next statement
+// would fail in libpqxx instead). Nothing of the call commits, and the key runs again.
+TEST_F(PostgresTransactionTest, AFailedStatementLeavesTheTransactionOpenAndAbortedOnTheServer) {
+  auto store = make(SqlMode::transactional);
+  IdempotencyGuard guard{*store, Options{.scope = "failed"}};
+  int runs = 0;
+  std::string first_state;
+  std::string next_state;
+  auto out = guard.execute("k", [&](Context& ctx) {
+    ++runs;
+    pqxx::dbtransaction& tx = pg_transaction(ctx);
+    insert_business_row(target_, ctx, "k", "placed");
+    try {
+      tx.exec("SELECT 1 / 0");
+    } catch (const pqxx::sql_error& e) {
+      first_state = e.sqlstate();
+    }
+    try {
+      tx.exec("SELECT 1");
+    } catch (const pqxx::sql_error& e) {
+      next_state = e.sqlstate();  // the server refuses: its transaction is still open, aborted
+    }
+    return 1;
+  });
+  EXPECT_EQ(first_state, "22012");  // division_by_zero
+  EXPECT_EQ(next_state, "25P02");   // in_failed_sql_transaction
+  ASSERT_TRUE(out.has_value());
+  EXPECT_FALSE(out.recorded());
+  EXPECT_EQ(out.commit_error(), errc::store_unavailable) << out.commit_failure().message;
   expect_nothing_left_and_a_retry_runs(guard, runs);
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "sql/sql_test_support.hpp"
+#include "support/fence_ledger.hpp"
 
 namespace idem::testing {
 
@@ -681,6 +682,78 @@ TEST_P(SqlProcessTest, KilledHolderIsTakenOverAfterItsLeaseOrRolledBack) {
   EXPECT_FALSE(out.replayed());
   EXPECT_EQ(runs, 1);
   EXPECT_EQ(count_business_rows(target(), "order-9"), 1);
+}
+
+// ---- fences across processes --------------------------------------------------------------------
+// Each handler appends its fence to a ledger file outside the store (a downstream system), after
+// a write in the claim's transaction that rolls back when it throws: the fences a key's holders
+// see must grow in the order they held it, whatever process they ran in and however the earlier
+// ones ended.
+
+class SqlFenceTest : public SqlProcessTest {
+ protected:
+  void SetUp() override {
+    SqlProcessTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    if (mode() == SqlMode::transactional) create_business_table(target());
+  }
+  std::string ledger() const { return db_.path() + ".ledger"; }
+  std::vector<std::string> command(std::initializer_list<std::string> rest) const {
+    auto args = base_args();
+    args.insert(args.end(), rest);
+    return args;
+  }
+};
+
+TEST_P(SqlFenceTest, ProcessesTakingTurnsWhoseHandlersThrowSeeGrowingFences) {
+  std::vector<Fence> seen;
+  for (int turn = 0; turn < 4; ++turn) {
+    const bool last = turn == 3;
+    Worker w(command({"fence-turn", "fences", "k-turns", ledger(), last ? "commit" : "throw"}));
+    const std::vector<std::string> lines = w.finish(std::chrono::seconds{60});
+    ASSERT_TRUE(WIFEXITED(w.exit_status()) && WEXITSTATUS(w.exit_status()) == 0);
+    ASSERT_EQ(lines.size(), 2u) << ::testing::PrintToString(lines);
+    ASSERT_EQ(lines[0].rfind("fence ", 0), 0u) << lines[0];
+    seen.push_back(std::stoull(lines[0].substr(6)));
+    EXPECT_EQ(lines[1], last ? "done" : "threw");
+  }
+  EXPECT_TRUE(strictly_growing(seen)) << ::testing::PrintToString(seen);
+  EXPECT_EQ(ledger_entries(ledger()), seen);
+  if (mode() == SqlMode::transactional) {
+    EXPECT_EQ(count_business_rows(target(), "fenced"), 1);  // the thrown runs' rows rolled back
+  }
+}
+
+TEST_P(SqlFenceTest, ProcessesRacingOnOneKeyNeverShareAFenceAndLaterHoldersGetLargerOnes) {
+  constexpr int kProcesses = 4, kRounds = 6;
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (int p = 0; p < kProcesses; ++p) {
+    workers.push_back(std::make_unique<Worker>(
+        command({"fence-race", "fences", "k-race", std::to_string(kRounds), ledger()})));
+  }
+  for (auto& w : workers) {
+    for (const std::string& line : w->finish(std::chrono::seconds{120})) ADD_FAILURE() << line;
+    EXPECT_TRUE(WIFEXITED(w->exit_status()) && WEXITSTATUS(w->exit_status()) == 0);
+  }
+  const std::vector<std::uint64_t> fences = ledger_entries(ledger());
+  EXPECT_EQ(fences.size(), static_cast<std::size_t>(kProcesses * kRounds));
+  EXPECT_TRUE(strictly_growing(fences)) << ::testing::PrintToString(fences);
+}
+
+TEST_P(SqlFenceTest, AHolderKilledMidHandlerIsFollowedByALargerFence) {
+  Worker holder(command({"hold-fence", "fences", "k-kill", "1000", ledger()}));
+  const std::string line = holder.read_until("inside ", std::chrono::seconds{20});
+  ASSERT_FALSE(line.empty()) << "worker never ran its handler";
+  const Fence dead = std::stoull(line.substr(7));
+  holder.kill9();
+  // The next holder, in another process: after the rollback (transactional mode) or the lease.
+  Worker next(command({"fence-turn", "fences", "k-kill", ledger(), "commit"}));
+  const std::vector<std::string> lines = next.finish(std::chrono::seconds{60});
+  ASSERT_EQ(lines.size(), 2u) << ::testing::PrintToString(lines);
+  ASSERT_EQ(lines[0].rfind("fence ", 0), 0u) << lines[0];
+  EXPECT_GT(std::stoull(lines[0].substr(6)), dead);
+  EXPECT_EQ(lines[1], "done");
+  EXPECT_TRUE(strictly_growing(ledger_entries(ledger())));
 }
 
 }  // namespace idem::testing

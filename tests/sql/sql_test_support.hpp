@@ -147,7 +147,7 @@ inline void insert_business_row(const Target& t, Context& ctx, const std::string
     st.exec();
   } else {
     pqxx::dbtransaction& w = pg_transaction(ctx);
-    w.exec_params(sql + "($1, $2)", key, note);
+    w.exec(sql + "(" + w.quote(key) + ", " + w.quote(note) + ")");
   }
 }
 
@@ -163,7 +163,7 @@ inline long long count_business_rows(const Target& t, const std::string& key) {
   }
   pqxx::connection c(t.location);
   pqxx::nontransaction n(c);
-  return n.exec_params(sql + "$1", key)[0][0].as<long long>();
+  return n.exec(sql + n.quote(key))[0][0].as<long long>();
 }
 
 /// Records stored in the target's table (any state), read on a connection of its own.

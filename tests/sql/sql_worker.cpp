@@ -13,6 +13,13 @@
 //       waits until the steady clock reads <start-ns> (shared by the processes of one machine),
 //       then runs each key once through a store that had not been used yet (no ensure_schema
 //       first), printing as race does
+//   idem_sql_worker ... fence-turn <scope> <key> <ledger> <throw|commit>
+//       runs <key> once: the handler writes a business row (transactional mode), appends its
+//       fence to <ledger>, prints "fence <n>", then throws or returns
+//   idem_sql_worker ... fence-race <scope> <key> <rounds> <ledger>
+//       runs <key> <rounds> times, each handler appending its fence to <ledger> and throwing
+//   idem_sql_worker ... hold-fence <scope> <key> <lease-ms> <ledger>
+//       the handler appends its fence to <ledger>, prints "inside <n>", then sleeps
 
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +29,7 @@
 #include <vector>
 
 #include "sql/sql_test_support.hpp"
+#include "support/fence_ledger.hpp"
 
 using namespace idem;
 using namespace idem::testing;
@@ -85,6 +93,66 @@ int first_use(SqlStore& store, const std::string& scope, int keys, long long sta
   return 0;
 }
 
+// A guard that waits for the key's holder (in lease mode, past a dead holder's lease).
+Options fence_options(const std::string& scope, std::chrono::milliseconds lease) {
+  return Options{
+      .scope = scope, .lease = lease, .in_progress = Wait{.timeout = std::chrono::seconds{30}}};
+}
+
+// A handler of the fence commands: a write in the claim's transaction (transactional mode), then
+// the fence in the ledger, outside it.
+Fence record_fence(const Target& t, Context& ctx, const std::string& ledger) {
+  if (ctx.native_transaction() != nullptr) insert_business_row(t, ctx, "fenced", "run");
+  ledger_append(ledger, ctx.fence());
+  return ctx.fence();
+}
+
+int fence_turn(const Target& t, SqlStore& store, const std::string& scope, const std::string& key,
+               const std::string& ledger, bool fail) {
+  IdempotencyGuard guard{store, fence_options(scope, std::chrono::seconds{1})};
+  try {
+    auto out = guard.execute(key, [&](Context& ctx) {
+      say("fence " + std::to_string(record_fence(t, ctx, ledger)));
+      if (fail) throw std::runtime_error("downstream write done, then failed");
+      return std::string("done");
+    });
+    say(out ? "done" : "err " + out.message());
+  } catch (const std::runtime_error&) {
+    say("threw");
+  }
+  return 0;
+}
+
+int fence_race(const Target& t, SqlStore& store, const std::string& scope, const std::string& key,
+               int rounds, const std::string& ledger) {
+  IdempotencyGuard guard{store, fence_options(scope, std::chrono::seconds{10})};
+  for (int r = 0; r < rounds; ++r) {
+    try {
+      auto out = guard.execute(key, [&](Context& ctx) {
+        (void)record_fence(t, ctx, ledger);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        throw std::runtime_error("failed after the downstream write");
+        return std::string("never");
+      });
+      say("err " + out.message());  // every run throws: an outcome is an error
+    } catch (const std::runtime_error&) {
+    }
+  }
+  return 0;
+}
+
+int hold_fence(const Target& t, SqlStore& store, const std::string& scope, const std::string& key,
+               int lease_ms, const std::string& ledger) {
+  IdempotencyGuard guard{store, fence_options(scope, std::chrono::milliseconds{lease_ms})};
+  auto out = guard.execute(key, [&](Context& ctx) {
+    say("inside " + std::to_string(record_fence(t, ctx, ledger)));
+    std::this_thread::sleep_for(std::chrono::seconds{60});
+    return std::string("never");
+  });
+  say(out ? "done" : "error " + out.message());
+  return 5;  // the test kills us long before
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -125,6 +193,15 @@ int main(int argc, char** argv) {
       say("replica hits " + std::to_string(replicated->replica_counters().hits));
     }
     return status;
+  }
+  if (cmd == "fence-turn" && argc == 10) {
+    return fence_turn(t, *store, argv[6], argv[7], argv[8], std::string(argv[9]) == "throw");
+  }
+  if (cmd == "fence-race" && argc == 10) {
+    return fence_race(t, *store, argv[6], argv[7], std::atoi(argv[8]), argv[9]);
+  }
+  if (cmd == "hold-fence" && argc == 10) {
+    return hold_fence(t, *store, argv[6], argv[7], std::atoi(argv[8]), argv[9]);
   }
   if (cmd == "hold" && argc == 8) {
     const std::string key = argv[6];

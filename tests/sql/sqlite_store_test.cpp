@@ -15,6 +15,10 @@ INSTANTIATE_TEST_SUITE_P(Sqlite, SqlProcessTest,
                          ::testing::Values(Config{Backend::sqlite, SqlMode::lease},
                                            Config{Backend::sqlite, SqlMode::transactional}),
                          config_name);
+INSTANTIATE_TEST_SUITE_P(Sqlite, SqlFenceTest,
+                         ::testing::Values(Config{Backend::sqlite, SqlMode::lease},
+                                           Config{Backend::sqlite, SqlMode::transactional}),
+                         config_name);
 
 }  // namespace idem::testing
 

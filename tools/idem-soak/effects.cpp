@@ -54,7 +54,10 @@ void Effects::insert(const SoakOptions& o, const Context& ctx, const Effect& e) 
     }
 #ifdef IDEM_SOAK_POSTGRES
     if (o.backend == Backend::postgres) {
-      pg_transaction(ctx).exec_params(sql + "($1, $2, $3)", e.key, e.call, e.fence);
+      // Values quoted into the text: the same call on libpqxx 6 and 7.
+      pqxx::dbtransaction& tx = pg_transaction(ctx);
+      tx.exec(sql + "(" + tx.quote(e.key) + ", " + tx.quote(e.call) + ", " +
+              std::to_string(e.fence) + ")");
       return;
     }
 #endif

@@ -14,9 +14,10 @@ namespace idem {
 /// The transaction the record commits with: statements run in it commit or roll back together
 /// with the record. Its BEGIN went to the server with the claim and its COMMIT goes with the
 /// record's finish, hence a pqxx::dbtransaction of the store's own rather than a pqxx::work
-/// (a pqxx::subtransaction on it is a savepoint). Valid only during the handler call; do not
-/// commit() or abort() it. Throws std::logic_error when the context has no
-/// transaction, i.e. the store is not a PostgresStore in SqlMode::transactional.
+/// (a pqxx::subtransaction on it is a savepoint); the same type on libpqxx 6 and 7, on which a
+/// failed statement leaves the transaction aborted until the store ends it. Valid only during
+/// the handler call; do not commit() or abort() it. Throws std::logic_error when the context has
+/// no transaction, i.e. the store is not a PostgresStore in SqlMode::transactional.
 inline pqxx::dbtransaction& pg_transaction(const Context& context) {
   void* tx = context.native_transaction();
   if (tx == nullptr) {
