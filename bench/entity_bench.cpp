@@ -52,7 +52,7 @@ class TempFile {
               ("idem_entity_bench_" + std::to_string(::getpid()) + "_" + std::to_string(g_run++) +
                ".db")) {}
   ~TempFile() {
-    for (const char* suffix : {"", "-wal", "-shm"}) {
+    for (const char* suffix : {"", "-wal", "-shm", "-fences"}) {
       std::error_code ignored;
       std::filesystem::remove(path_.string() + suffix, ignored);
     }

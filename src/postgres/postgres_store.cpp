@@ -258,22 +258,28 @@ class PgSession final : public sql::Session {
     try {
       // Tables already there: no DDL, because CREATE INDEX IF NOT EXISTS takes a share lock on
       // the table first, and would wait for every open transactional claim on it.
-      const pqxx::result found = exec(fmt::format(
-          "SELECT to_regclass('{0}') IS NOT NULL AND to_regclass('{1}') IS NOT NULL AND "
-          "to_regclass('{1}_expires_at') IS NOT NULL AND to_regclass('{2}') IS NOT NULL, "
-          "current_setting('transaction_read_only')",
-          text.schema, text.records, text.fences));
+      const pqxx::row found =
+          exec(fmt::format(
+                   "SELECT to_regclass('{0}') IS NOT NULL AND to_regclass('{1}') IS NOT NULL AND "
+                   "to_regclass('{1}_expires_at') IS NOT NULL, "
+                   "current_setting('transaction_read_only'), to_regclass('{2}') IS NOT NULL",
+                   text.schema, text.records, text.fences))
+              .at(0);
       // A hot standby given as the primary: say so now rather than fail every claim.
-      if (found.at(0).at(1).as<std::string>() == "on") throw PoolError(kReadOnly);
-      if (!found.at(0).at(0).as<bool>()) {
+      if (found.at(1).as<std::string>() == "on") throw PoolError(kReadOnly);
+      const bool tables = found.at(0).as<bool>();
+      if (!tables || !found.at(2).as<bool>()) {
         // Several processes may start at once: one creates, the others wait and find it done.
         exec("SELECT pg_advisory_xact_lock(7302585012475906)");
-        exec(text.create_schema_table);
-        exec(text.create_records_table);
-        exec(text.create_expiry_index);
-        // Transactional fences; CACHE 1 (the default): nextval() hands values out in call order.
+        if (!tables) {
+          exec(text.create_schema_table);
+          exec(text.create_records_table);
+          exec(text.create_expiry_index);
+        }
+        // Transactional fences (tables of an earlier release lack it); CACHE 1, the default:
+        // nextval() hands values out in call order.
         exec("CREATE SEQUENCE IF NOT EXISTS " + text.fences + " AS bigint CACHE 1");
-        exec(text.insert_version);
+        if (!tables) exec(text.insert_version);
       }
       const pqxx::result v = exec(text.select_version);
       const auto version = v.at(0).at(0).as<long long>();

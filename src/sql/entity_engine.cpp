@@ -1,12 +1,13 @@
 // The entity stores on SQL, written once for both dialects. A claim opens a transaction and, in
 // it: holds the operation's key (Session::hold), looks the operation up in the op log (a repeat
-// replays), inserts the operation's op-log row under a fence drawn there from a source no
+// replays) and, in the same statement, when there is none, draws a fence from a source no
 // rollback undoes (Dialect::next_fence: a fence file beside the SQLite file, a PostgreSQL
-// sequence), and runs the conditional UPDATE of the user's table (version bump or state
-// transition). The transaction stays open while the handler runs; commit writes the result into
-// the op-log row and commits, abort rolls back. A refused UPDATE reads the current value. A
-// remembered failure first rolls back to a savepoint taken after the op-log insert (rewind), so
-// the failure commits without the entity's move or the handler's writes.
+// sequence), inserts the operation's op-log row under that fence, and runs the conditional
+// UPDATE of the user's table (version bump or state transition). The transaction stays open
+// while the handler runs; commit writes the result into the op-log row and commits, abort rolls
+// back. A refused UPDATE reads the current value. A remembered failure first rolls back to a
+// savepoint taken after the op-log insert (rewind), so the failure commits without the entity's
+// move or the handler's writes.
 
 #include "sql/entity_engine.hpp"
 
@@ -55,15 +56,17 @@ struct SqlEntities::Impl {
         "fence {2} NOT NULL, state {3} NOT NULL, fp_hi {2} NOT NULL, fp_lo {2} NOT NULL, "
         "produced TEXT NOT NULL, result {1}, created_ms {2} NOT NULL){4}",
         ops, d.blob, d.int64, d.int16, d.table_suffix);
-    lookup =
-        fmt::format("SELECT state, fp_hi, fp_lo, fence, result FROM {} WHERE key = {}", ops, p(1));
-    // The fence is drawn only when the claim holds the operation's key (hold() comes first).
+    // One row: 0 and the operation's op-log row (the stored_operation columns), or, when it has
+    // none, a new fence (CASE draws only then). Run only once the claim holds the operation's
+    // key (hold() comes first).
+    lookup = fmt::format(
+        "SELECT CASE WHEN o.key IS NULL THEN {} ELSE 0 END, o.state, o.fp_hi, o.fp_lo, o.fence, "
+        "o.result FROM (SELECT 1) AS one LEFT JOIN {} AS o ON o.key = {}",
+        fmt::format(fmt::runtime(d.next_fence), fences), ops, p(1));
     insert_op = fmt::format(
         "INSERT INTO {} (key, entity, fence, state, fp_hi, fp_lo, produced, result, created_ms) "
-        "VALUES ({}, {}, {}, 0, {}, {}, {}, NULL, {}) ON CONFLICT (key) DO NOTHING "
-        "RETURNING fence",
-        ops, p(1), p(2), fmt::format(fmt::runtime(d.next_fence), fences), p(3), p(4), p(5),
-        d.now_ms);
+        "VALUES ({}, {}, {}, 0, {}, {}, {}, NULL, {}) ON CONFLICT (key) DO NOTHING",
+        ops, p(1), p(2), p(3), p(4), p(5), p(6), d.now_ms);
     finish_op = fmt::format(
         "UPDATE {} SET state = {}, result = {} WHERE key = {} AND fence = {} AND state = 0", ops,
         p(3), p(4), p(1), p(2));
@@ -244,24 +247,27 @@ Result<CasAnswer> SqlEntities::claim(const CasRequest& r) {
       s->begin(r.block_for);
       // A second claimer of the same operation waits here until this transaction ends.
       s->hold(m.ops, r.op_key);
-      if (s->first_row(m.lookup, key_param, row, 1u << 4)) {
-        return stored_operation(row, r.fingerprint);
+      if (!s->first_row(m.lookup, key_param, row, 1u << 5) || row.size() != 6) {
+        return make_failure(errc::store_unavailable, "idem: the op-log lookup returned no row");
       }
-      // The op-log row first, with the fence drawn now that the operation is held; a rewind to
-      // the mark below keeps it while undoing the entity's move.
-      const std::array<sql::Param, 5> insert{bytes(r.op_key), text(r.entity),
+      const std::optional<std::int64_t> drawn = integer_column(row[0]);
+      if (drawn == 0) return stored_operation(sql::Row(row.begin() + 1, row.end()), r.fingerprint);
+      if (!drawn || *drawn < 0) {
+        return make_failure(errc::store_unavailable, "idem: the fence source gave no fence");
+      }
+      const auto fence = static_cast<Fence>(*drawn);
+      // The op-log row first; a rewind to the mark below keeps it while undoing the entity's
+      // move.
+      const std::array<sql::Param, 6> insert{bytes(r.op_key),
+                                             text(r.entity),
+                                             integer(*drawn),
                                              integer(as_i64(r.fingerprint.high)),
-                                             integer(as_i64(r.fingerprint.low)), text(produced)};
-      if (!s->first_row(m.insert_op, insert, row, 0)) {
+                                             integer(as_i64(r.fingerprint.low)),
+                                             text(produced)};
+      if (s->run(m.insert_op, insert) != 1) {
         s->rollback();  // the same operation committed meanwhile: look again
         continue;
       }
-      const std::optional<std::int64_t> drawn = row.empty() ? std::nullopt : integer_column(row[0]);
-      if (!drawn || *drawn <= 0) {
-        return make_failure(errc::store_unavailable,
-                            "idem: the op log's fence source gave no fence");
-      }
-      const auto fence = static_cast<Fence>(*drawn);
       if (r.rewindable) s->mark();
       if (s->run(update, update_params) == 1) {
         void* native = s->native();

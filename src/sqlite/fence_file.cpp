@@ -65,7 +65,8 @@ std::uint64_t FenceFile::draw() {
   }
   if (last >= kLimit) {
     throw std::runtime_error("idem: fence file " + path_ + " holds " + std::to_string(last) +
-                             ", not a fence idem wrote (removed, fences continue from the clock)");
+                             ", not a fence idem wrote (once it is removed, fences continue from "
+                             "the clock)");
   }
   const std::uint64_t next = std::max(last + 1, now);
   for (int i = 0; i < 8; ++i) bytes[i] = static_cast<unsigned char>(next >> (8 * i));

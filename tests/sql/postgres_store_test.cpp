@@ -175,3 +175,40 @@ TEST(PostgresLostReplyTest, ACommitWhoseReplyIsLostIsRecordedNotATakeover) {
 
 }  // namespace
 }  // namespace idem::testing
+
+namespace idem::testing {
+namespace {
+
+// Tables made by an earlier release have no fence sequence: the first store that starts creates
+// it (without touching the tables), and transactional claims draw their fences from it.
+TEST(PostgresFenceSequenceTest, TablesWithoutTheSequenceGetItOnFirstUse) {
+  const auto uri = pg_uri();
+  if (!uri) GTEST_SKIP() << kNoPgMessage;
+  const std::string prefix = unique_name("seq") + "_";
+  {
+    PostgresStore first{PostgresStoreOptions{.uri = *uri, .table_prefix = prefix}};
+    ASSERT_TRUE(first.ensure_schema().ok());
+  }
+  {
+    pqxx::connection c(*uri);
+    pqxx::work w(c);
+    w.exec("DROP SEQUENCE " + prefix + "fences");
+    w.commit();
+  }
+  PostgresStore store{
+      PostgresStoreOptions{.uri = *uri, .mode = SqlMode::transactional, .table_prefix = prefix}};
+  IdempotencyGuard guard{store, Options{.scope = "seq"}};
+  Fence seen = 0;
+  auto out = guard.execute("k", [&](Context& ctx) {
+    seen = ctx.fence();
+    return 1;
+  });
+  ASSERT_TRUE(out) << out.message();
+  pqxx::connection c(*uri);
+  pqxx::nontransaction n(c);
+  EXPECT_EQ(n.exec("SELECT last_value FROM " + prefix + "fences")[0][0].as<long long>(),
+            static_cast<long long>(seen));
+}
+
+}  // namespace
+}  // namespace idem::testing

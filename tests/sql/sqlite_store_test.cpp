@@ -380,3 +380,62 @@ TEST(SqliteWritersTest, AHandlerOfOneStoreHoldsTheFileForTheProcessesOtherStores
 
 }  // namespace
 }  // namespace idem::testing
+
+namespace idem::testing {
+namespace {
+
+// Transactional fences live in "<database>-fences" (src/sqlite/fence_file.hpp). Losing the file
+// does not make fences repeat: a draw is never below the clock in microseconds.
+TEST(SqliteFenceFileTest, ADeletedFenceFileStillGivesLargerFences) {
+  TempDb db;
+  const std::string fences = db.path() + "-fences";
+  Fence last = 0;
+  for (int round = 0; round < 3; ++round) {
+    SqliteStore store{SqliteStoreOptions{.path = db.path(), .mode = SqlMode::transactional}};
+    Result<Claim> c =
+        store.claim(ClaimRequest{"k", {1, 2}, milliseconds{1000}, milliseconds{1000}});
+    ASSERT_TRUE(c.has_value()) << c.failure().describe();
+    ASSERT_EQ(c->status, ClaimStatus::acquired);
+    EXPECT_GT(c->fence, last);
+    last = c->fence;
+    ASSERT_TRUE(store.abort(Ticket{"k", c->fence}).ok());  // rolls back: no row keeps the fence
+    ASSERT_TRUE(std::filesystem::exists(fences));
+    std::filesystem::remove(fences);
+  }
+}
+
+// A fence file the store cannot use fails the claim with a message naming it; the handler does
+// not run.
+TEST(SqliteFenceFileTest, AFenceFileThatCannotBeUsedIsStoreUnavailable) {
+  TempDb db;
+  const std::string fences = db.path() + "-fences";
+  SqliteStore store{SqliteStoreOptions{.path = db.path(), .mode = SqlMode::transactional}};
+  IdempotencyGuard guard{store, Options{.scope = "fences"}};
+  int runs = 0;
+  {
+    std::FILE* f = std::fopen(fences.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    const std::string junk(8, '\xff');
+    std::fwrite(junk.data(), 1, junk.size(), f);
+    std::fclose(f);
+  }
+  auto junk = guard.execute("k", [&] { return ++runs; });
+  EXPECT_EQ(junk.error(), errc::store_unavailable) << junk.message();
+  EXPECT_NE(junk.message().find(fences), std::string::npos) << junk.message();
+  EXPECT_NE(junk.message().find("not a fence idem wrote"), std::string::npos) << junk.message();
+  std::filesystem::remove(fences);
+  std::filesystem::create_directory(fences);  // cannot be opened for writing
+  SqliteStore fresh{SqliteStoreOptions{.path = db.path(), .mode = SqlMode::transactional}};
+  IdempotencyGuard fresh_guard{fresh, Options{.scope = "fences"}};
+  auto blocked = fresh_guard.execute("k", [&] { return ++runs; });
+  EXPECT_EQ(blocked.error(), errc::store_unavailable) << blocked.message();
+  EXPECT_NE(blocked.message().find(fences), std::string::npos) << blocked.message();
+  EXPECT_EQ(runs, 0);
+  std::filesystem::remove(fences);
+  auto ok = fresh_guard.execute("k", [&] { return ++runs; });
+  ASSERT_TRUE(ok) << ok.message();
+  EXPECT_EQ(runs, 1);
+}
+
+}  // namespace
+}  // namespace idem::testing

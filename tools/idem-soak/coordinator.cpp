@@ -268,7 +268,7 @@ ChaosLog run_workers(SoakOptions& o) {
     std::snprintf(id, sizeof id, "%08x", entropy());
     o.run_id = id;
   }
-  for (const char* suffix : {"", "-wal", "-shm"}) {
+  for (const char* suffix : {"", "-wal", "-shm", "-fences"}) {
     std::filesystem::remove(o.ledger_path() + suffix);
     // The default SQLite store lives in the work folder: start it afresh too.
     if (o.backend == Backend::sqlite && o.target == o.dir + "/store.db") {
