@@ -22,11 +22,12 @@
 #include <utility>
 #include <variant>
 
+#include "idem/attempt.hpp"
 #include "idem/codec.hpp"
 #include "idem/context.hpp"
 #include "idem/detail/effective_key.hpp"
 #include "idem/detail/failure_record.hpp"
-#include "idem/detail/protocol.hpp"
+#include "idem/detail/engine.hpp"
 #include "idem/detail/token.hpp"
 #include "idem/error.hpp"
 #include "idem/guard.hpp"
@@ -206,8 +207,15 @@ struct LayeredOptions {
   std::shared_ptr<Observer> observer = nullptr;
   /// Retries of the record layer's commit (the outer layers' commits are tried once).
   CommitRetry commit_retry{};
-  /// Time source for commit backoff (default: steady clock).
+  /// Time source for commit backoff and waiting (default: steady clock).
   std::shared_ptr<Clock> clock = nullptr;
+  /// When a layer's key is held by another caller: FailFast (default) or Wait{...}. Waiting
+  /// releases the layers claimed so far and claims the chain again at each poll.
+  InProgressPolicy in_progress = FailFast{};
+  /// false (default): fn throwing releases every layer. true: the failure is recorded at every
+  /// layer (the record first, after undoing fn's writes in its transaction) and replayed as
+  /// errc::handler_failed until each layer's ttl.
+  bool remember_failures = false;
 };
 
 /// Index of "no layer": the handler ran (LayeredOutcome::layer()).
@@ -235,6 +243,223 @@ class [[nodiscard]] LayeredOutcome : public Outcome<T> {
   std::uint32_t skipped_;
 };
 
+namespace detail {
+
+/// What the engine claims for a LayeredGuard: one key per layer, claimed outermost first. Its
+/// claim() stops at the first layer that answers and releases the layers claimed before it; a
+/// hold is a hold on every layer; commit() records the result in the durable (record) layer
+/// first, then outward; the record layer's fence, lease and transaction are the holder's.
+template <class... Layers>
+class LayerChain {
+  static constexpr std::size_t N = sizeof...(Layers);
+  static constexpr std::size_t kRecord = N - 1;
+  using RecordStore = typename std::tuple_element_t<kRecord, std::tuple<Layers...>>::store_type;
+
+ public:
+  static constexpr bool kRewindable = RewindableStore<RecordStore>;
+
+  LayerChain(const std::tuple<Layers...>& layers, const Policy& policy,
+             LayerDownPolicy on_layer_down, const LayeredRequest& request, Fingerprint fingerprint)
+      : layers_(&layers),
+        policy_(&policy),
+        on_layer_down_(on_layer_down),
+        request_(&request),
+        fingerprint_(fingerprint) {}
+
+  /// Claims every layer in order; see the class comment.
+  Result<Claim> claim() {
+    skipped_ = 0;
+    std::optional<Result<Claim>> stopped;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      // Stops at the first layer that answers: && short-circuits the fold.
+      (void)((claim_layer<I>(stopped), !stopped.has_value()) && ...);
+    }(std::make_index_sequence<N>{});
+    if (stopped) {
+      abort_claimed();
+      return std::move(*stopped);
+    }
+    at_ = kRecord;
+    return std::move(record_claim_);
+  }
+
+  Status commit(Fence fence, ClaimStatus status, std::string_view bytes) {
+    Held& record = held_[kRecord];
+    if (record.claimed) {
+      Status s = std::get<kRecord>(*layers_).store().commit(
+          Ticket{record.key, fence}, Completion{status, bytes, settings(kRecord).ttl});
+      if (!s) return s;
+      record.claimed = false;
+    }
+    // The durable layer holds the result: now the caches may answer for it.
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (commit_outer<kRecord - 1 - I>(status, bytes), ...);
+    }(std::make_index_sequence<kRecord>{});
+    return {};
+  }
+  Status abort(Fence) {
+    const Status record = abort_layer<kRecord>();
+    abort_claimed();
+    return record;
+  }
+  Status extend(Fence fence, std::chrono::milliseconds lease) {
+    return std::get<kRecord>(*layers_).store().extend(ticket(fence), lease);
+  }
+  Status rewind(Fence fence) requires kRewindable {
+    return std::get<kRecord>(*layers_).store().rewind(ticket(fence));
+  }
+  /// The record's commit failed for good: no cache may answer for a result the durable layer
+  /// does not hold, so the outer layers are released (the record is left to its lease).
+  void abandon() {
+    held_[kRecord].claimed = false;
+    abort_claimed();
+  }
+
+  std::string_view scope() const noexcept { return settings(at_).scope; }
+  std::string_view key_id() const noexcept { return held_[at_].id; }
+  std::string refusal_message(errc e) const {
+    const std::string& name = settings(at_).name;
+    if (e == errc::in_progress) {
+      return "layer '" + name + "': another request with this key is in progress";
+    }
+    return "layer '" + name + "': key was first used with another payload";
+  }
+  std::chrono::milliseconds lease() const noexcept { return settings(kRecord).lease; }
+  RecordStore& context_store() const noexcept { return std::get<kRecord>(*layers_).store(); }
+  Ticket ticket(Fence fence) const noexcept { return Ticket{held_[kRecord].key, fence}; }
+
+  /// The layer that answered (the record layer once every layer is held).
+  std::size_t answered() const noexcept { return at_; }
+  /// Bit i: layer i was down and passed by (LayerDownPolicy::skip_cache).
+  std::uint32_t skipped() const noexcept { return skipped_; }
+
+ private:
+  struct Held {
+    bool claimed = false;
+    Fence fence = 0;
+    std::string key;  // the effective key, owned: tickets view it
+    std::string id;   // the key's id, for observers (kept only when there is one)
+  };
+
+  const LayerSettings& settings(std::size_t i) const noexcept {
+    const LayerSettings* out = nullptr;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((I == i ? (out = &std::get<I>(*layers_).settings(), 0) : 0), ...);
+    }(std::make_index_sequence<N>{});
+    return *out;
+  }
+
+  void notify_layer(std::size_t i, Event event, Fence fence, std::error_code error) const {
+    if (policy_->observer) {
+      policy_->observer->notify(EventInfo{event, settings(i).scope, held_[i].id, fence, error});
+    }
+  }
+
+  template <std::size_t I>
+  void claim_layer(std::optional<Result<Claim>>& stopped) {
+    using L = std::tuple_element_t<I, std::tuple<Layers...>>;
+    const L& layer = std::get<I>(*layers_);
+    const LayerSettings& s = layer.settings();
+    const Key key = L::key_of(*request_);
+    Held& h = held_[I];
+    at_ = I;
+    if (policy_->observer) h.id.assign(key.id);
+
+    if (key.id.empty() || key.id.size() > policy_->max_key_size ||
+        key.principal.size() > policy_->max_key_size) {
+      const errc code = L::kind == LayerKind::token ? errc::token_invalid : errc::key_invalid;
+      stopped.emplace(make_failure(code, "layer '" + s.name + "': key is empty or longer than " +
+                                             std::to_string(policy_->max_key_size) + " bytes"));
+      return;
+    }
+    if constexpr (L::kind == LayerKind::token) {
+      if (!token_shaped(key.id)) {
+        stopped.emplace(
+            make_failure(errc::token_invalid, "token is not one this service issued (malformed)"));
+        return;
+      }
+    }
+
+    const EffectiveKey effective(s.scope, key.principal, key.id);
+    Result<Claim> claimed = layer.store().claim(
+        ClaimRequest{effective.view(), fingerprint_, s.lease, std::max(s.ttl, s.lease),
+                     std::max(s.block_for, policy_->block_for()),
+                     /*rewindable=*/L::kind == LayerKind::record && policy_->remember_failures});
+    if (!claimed) {
+      const std::error_code e = claimed.error();
+      if (e == errc::store_unavailable && L::kind == LayerKind::request_id &&
+          on_layer_down_ == LayerDownPolicy::skip_cache) {
+        notify_layer(I, Event::store_error, 0, e);
+        skipped_ |= std::uint32_t{1} << I;
+        return;
+      }
+      Failure f = std::move(claimed).failure();
+      f.message = "layer '" + s.name + "': " + f.describe();
+      stopped.emplace(std::move(f));
+      return;
+    }
+    Claim& c = claimed.value();
+    if (c.status != ClaimStatus::acquired) {
+      stopped.emplace(std::move(claimed));
+      return;
+    }
+    h.claimed = true;
+    h.fence = c.fence;
+    h.key.assign(effective.view());
+    if constexpr (I == kRecord) {
+      record_claim_ = std::move(claimed);
+    } else if (c.took_over) {
+      notify_layer(I, Event::took_over, c.fence, {});
+    }
+  }
+
+  // Aborts every claimed layer, innermost first, outermost last. Failures are reported only.
+  void abort_claimed() {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((void)abort_layer<N - 1 - I>(), ...);
+    }(std::make_index_sequence<N>{});
+  }
+
+  template <std::size_t I>
+  Status abort_layer() {
+    Held& h = held_[I];
+    if (!h.claimed) return {};
+    h.claimed = false;
+    Status s = std::get<I>(*layers_).store().abort(Ticket{h.key, h.fence});
+    if (I != kRecord) {  // the engine reports the record layer's own abort
+      notify_layer(I, Event::aborted, h.fence, {});
+      if (!s) report_layer(I, s, h.fence);
+    }
+    return s;
+  }
+
+  template <std::size_t I>
+  void commit_outer(ClaimStatus status, std::string_view bytes) {
+    Held& h = held_[I];
+    if (!h.claimed) return;
+    h.claimed = false;
+    Status s = std::get<I>(*layers_).store().commit(Ticket{h.key, h.fence},
+                                                    Completion{status, bytes, settings(I).ttl});
+    if (!s) report_layer(I, s, h.fence);
+  }
+
+  void report_layer(std::size_t i, const Status& s, Fence fence) const {
+    notify_layer(i, s.error() == errc::lease_lost ? Event::lease_lost : Event::store_error, fence,
+                 s.error());
+  }
+
+  const std::tuple<Layers...>* layers_;
+  const Policy* policy_;
+  LayerDownPolicy on_layer_down_;
+  const LayeredRequest* request_;  // read by claim() only, while begin() runs
+  Fingerprint fingerprint_;
+  std::array<Held, N> held_{};
+  Result<Claim> record_claim_{Claim{}};
+  std::size_t at_ = 0;
+  std::uint32_t skipped_ = 0;
+};
+
+}  // namespace detail
+
 /// Runs fn once per business intent behind several layers, outermost first. For each layer in
 /// order: claim its key; a replay answers from that layer, a refusal (in_progress,
 /// payload_mismatch, token_invalid, ...) stops the chain, a layer that is down fails the call
@@ -242,10 +467,13 @@ class [[nodiscard]] LayeredOutcome : public Outcome<T> {
 /// once (in the record layer's transaction in transactional mode); its result is committed
 /// innermost first (the durable record before the caches), then outward. Whenever the chain stops
 /// or fn throws, the layers already claimed are aborted innermost first, outermost last, so a
-/// retry finds every layer free again (a token returns to pending).
+/// retry finds every layer free again (a token returns to pending). Under remember_failures, a
+/// throwing fn's failure is recorded at every layer instead. Under Wait, a held layer is polled.
 ///
-/// Cost: a fresh call is one claim and one commit per layer; a replay at layer i is i + 1 claims
-/// and i aborts. Thread-safe when the stores are. Holds references to the stores.
+/// It runs the same protocol engine as IdempotencyGuard (idem::Attempt): begin<T>(request) is
+/// the two-phase form. Cost: a fresh call is one claim and one commit per layer; a replay at
+/// layer i is i + 1 claims and i aborts. Thread-safe when the stores are. Holds references to
+/// the stores.
 template <class... Layers>
 class LayeredGuard {
   static_assert(sizeof...(Layers) >= 1, "idem::LayeredGuard needs at least one layer");
@@ -260,36 +488,66 @@ class LayeredGuard {
                 "durable record is what the chain commits first");
   static_assert(((Layers::kind == LayerKind::record ? 1 : 0) + ...) == 1,
                 "idem::LayeredGuard: exactly one RecordLayer, the last one");
+  using Chain = detail::LayerChain<Layers...>;
 
  public:
+  /// The two-phase handle of this guard (see idem::Attempt).
+  template <class T>
+  using Attempt = idem::Attempt<T, Chain>;
+
   /// Throws std::invalid_argument when a layer's lease or ttl is not positive or the commit retry
-  /// is out of range.
+  /// or wait policy is out of range.
   explicit LayeredGuard(Layers... layers) : LayeredGuard(LayeredOptions{}, std::move(layers)...) {}
   LayeredGuard(LayeredOptions options, Layers... layers)
       : layers_(std::move(layers)...), options_(std::move(options)) {
     std::apply([](const auto&... l) { (check(l.settings()), ...); }, layers_);
-    if (options_.hash == nullptr) throw std::invalid_argument("idem: LayeredOptions::hash");
-    detail::check_commit_retry(options_.commit_retry, "LayeredOptions");
     if (!options_.clock) options_.clock = steady_clock();
+    policy_ = detail::Policy{options_.max_key_size, options_.max_result_size, options_.hash,
+                             options_.in_progress,   options_.remember_failures,
+                             options_.commit_retry,  options_.clock,
+                             options_.observer};
+    detail::check_policy(policy_, "LayeredOptions");
   }
+  // Every Attempt refers to the guard's layers and policy: the guard stays where it is.
+  LayeredGuard(const LayeredGuard&) = delete;
+  LayeredGuard& operator=(const LayeredGuard&) = delete;
 
   /// Runs fn once for the request's intent; see the class comment. fn may take an
   /// idem::Context& (the record layer's fence, lease and transaction). If fn throws, every
-  /// claimed layer is aborted and the exception propagates.
+  /// claimed layer is aborted (or records the failure under remember_failures) and the
+  /// exception propagates.
   template <class Fn>
   [[nodiscard]] LayeredOutcome<handler_result_t<Fn>> execute(const LayeredRequest& request,
                                                              Fn&& fn) {
     using R = handler_result_t<Fn>;
     static_assert(std::is_void_v<R> || Codable<R>,
                   "idem: the handler's result type has no idem::codec<T> (see idem/codec.hpp)");
-    Call call(request, options_.hash(request.payload));
-    std::optional<LayeredOutcome<R>> stopped;
-    claim_all<R>(call, stopped, std::make_index_sequence<N>{});
-    if (stopped) {
-      abort_claimed(call);
-      return std::move(*stopped);
+    Attempt<R> attempt = begin<R>(request);
+    const std::uint32_t skipped = attempt.target().skipped();
+    if (!attempt.acquired()) {
+      const std::size_t at = attempt.target().answered();
+      return LayeredOutcome<R>(std::move(attempt).outcome(), at, layer_name(at), skipped);
     }
-    return run<R>(call, std::forward<Fn>(fn));
+    Outcome<R> out = [&] {
+      if constexpr (std::is_void_v<R>) {
+        run(attempt, fn);
+        return attempt.commit();
+      } else {
+        return attempt.commit(run(attempt, fn));
+      }
+    }();
+    return LayeredOutcome<R>(std::move(out), kHandlerLayer, "handler", skipped);
+  }
+
+  /// The two-phase form: claims every layer and returns an Attempt that answers (outcome(): a
+  /// replay or refusal from the first layer that answered, named in the message) or holds every
+  /// layer until commit(value) or fail(message). The guard and its stores must outlive it.
+  template <class T>
+  [[nodiscard]] Attempt<T> begin(const LayeredRequest& request) {
+    static_assert(std::is_void_v<T> || Codable<T>,
+                  "idem: the result type has no idem::codec<T> (see idem/codec.hpp)");
+    return Attempt<T>(policy_, Chain(layers_, policy_, options_.on_layer_down, request,
+                                     options_.hash(request.payload)));
   }
 
   /// Layer i's name.
@@ -303,21 +561,6 @@ class LayeredGuard {
   const LayeredOptions& options() const noexcept { return options_; }
 
  private:
-  struct Held {
-    bool claimed = false;
-    bool skipped = false;
-    Fence fence = 0;
-    std::string key;  // the effective key, owned: tickets view it
-  };
-  struct Call {
-    Call(const LayeredRequest& r, Fingerprint f) : request(r), fingerprint(f) {}
-    const LayeredRequest& request;
-    Fingerprint fingerprint;
-    std::array<Held, N> held{};
-    void* transaction = nullptr;
-    std::uint32_t skipped = 0;
-  };
-
   static void check(const LayerSettings& s) {
     if (s.lease.count() <= 0 || s.ttl.count() <= 0 || s.block_for.count() < 0) {
       throw std::invalid_argument("idem: layer '" + s.name +
@@ -331,239 +574,20 @@ class LayeredGuard {
     (std::make_index_sequence<N>{});
   }
 
-  template <class R, std::size_t... I>
-  void claim_all(Call& call, std::optional<LayeredOutcome<R>>& stopped, std::index_sequence<I...>) {
-    // Stops at the first layer that answers: && short-circuits the fold.
-    (void)((claim_one<R, I>(call, stopped), !stopped.has_value()) && ...);
-  }
-
-  template <class R>
-  LayeredOutcome<R> answer(Outcome<R> out, std::size_t i, const Call& call) const {
-    return LayeredOutcome<R>(std::move(out), i, layer_name(i), call.skipped);
-  }
-
-  template <class R, std::size_t I>
-  void claim_one(Call& call, std::optional<LayeredOutcome<R>>& stopped) {
-    using L = std::tuple_element_t<I, std::tuple<Layers...>>;
-    const L& layer = std::get<I>(layers_);
-    const LayerSettings& s = layer.settings();
-    const Key key = L::key_of(call.request);
-    auto refuse = [&](Failure f, bool replayed = false) {
-      stopped.emplace(answer<R>(Outcome<R>::failed(std::move(f), replayed), I, call));
-    };
-
-    if (key.id.empty() || key.id.size() > options_.max_key_size ||
-        key.principal.size() > options_.max_key_size) {
-      const errc code = L::kind == LayerKind::token ? errc::token_invalid : errc::key_invalid;
-      notify(Event::rejected, s, key, 0, make_error_code(code));
-      return refuse(make_failure(code, "layer '" + s.name + "': key is empty or longer than " +
-                                           std::to_string(options_.max_key_size) + " bytes"));
-    }
-    if constexpr (L::kind == LayerKind::token) {
-      if (!detail::token_shaped(key.id)) {
-        notify(Event::rejected, s, key, 0, make_error_code(errc::token_invalid));
-        return refuse(
-            make_failure(errc::token_invalid, "token is not one this service issued (malformed)"));
-      }
-    }
-
-    const detail::EffectiveKey effective(s.scope, key.principal, key.id);
-    const ClaimRequest claim_request{effective.view(), call.fingerprint, s.lease,
-                                     std::max(s.ttl, s.lease), s.block_for};
-    Result<Claim> claimed = layer.store().claim(claim_request);
-    if (!claimed) {
-      const std::error_code e = claimed.error();
-      if (e == errc::store_unavailable && L::kind == LayerKind::request_id &&
-          options_.on_layer_down == LayerDownPolicy::skip_cache) {
-        notify(Event::store_error, s, key, 0, e);
-        call.held[I].skipped = true;
-        call.skipped |= std::uint32_t{1} << I;
-        return;
-      }
-      const bool refused =
-          e == errc::token_invalid || e == errc::invalid_transition || e == errc::version_conflict;
-      notify(refused ? Event::rejected : Event::store_error, s, key, 0, e);
-      Failure f = std::move(claimed).failure();
-      f.message = "layer '" + s.name + "': " + f.describe();
-      return refuse(std::move(f));
-    }
-    Claim& c = claimed.value();
-    switch (c.status) {
-      case ClaimStatus::acquired:
-        call.held[I].claimed = true;
-        call.held[I].fence = c.fence;
-        call.held[I].key.assign(effective.view());
-        if (c.took_over) notify(Event::took_over, s, key, c.fence, {});
-        if constexpr (L::kind == LayerKind::record) call.transaction = c.transaction;
-        return;
-      case ClaimStatus::completed:
-        stopped.emplace(answer<R>(replay<R>(std::move(c.result), s, key, c.fence), I, call));
-        return;
-      case ClaimStatus::failed: {
-        Failure failure = detail::decode_failure(c.result);
-        const bool corrupt = failure.code == errc::record_corrupt;
-        notify(corrupt ? Event::store_error : Event::replayed, s, key, c.fence, failure.code);
-        return refuse(std::move(failure), !corrupt);
-      }
-      case ClaimStatus::mismatch:
-        notify(Event::mismatched, s, key, c.fence, make_error_code(errc::payload_mismatch));
-        return refuse(make_failure(errc::payload_mismatch, "layer '" + s.name +
-                                                               "': key was first used with another "
-                                                               "payload"));
-      case ClaimStatus::in_progress:
-        notify(Event::in_progress, s, key, c.fence, make_error_code(errc::in_progress));
-        return refuse(make_failure(errc::in_progress, "layer '" + s.name +
-                                                          "': another request with this key is "
-                                                          "in progress"));
-    }
-  }
-
-  template <class R>
-  Outcome<R> replay(std::string&& bytes, const LayerSettings& s, const Key& key, Fence fence) {
-    Outcome<R> out = detail::decode_replay<R>(std::move(bytes));
-    notify(out ? Event::replayed : Event::store_error, s, key, fence, out.error());
-    return out;
-  }
-
-  // Aborts every claimed layer, innermost first, outermost last. Failures are reported only.
-  void abort_claimed(Call& call) {
-    [&]<std::size_t... I>(std::index_sequence<I...>) { (abort_one<N - 1 - I>(call), ...); }
-    (std::make_index_sequence<N>{});
-  }
-
-  template <std::size_t I>
-  void abort_one(Call& call) {
-    Held& h = call.held[I];
-    if (!h.claimed) return;
-    h.claimed = false;
-    const auto& layer = std::get<I>(layers_);
-    const Key key = layer.key_of(call.request);
-    Status s = layer.store().abort(Ticket{h.key, h.fence});
-    notify(Event::aborted, layer.settings(), key, h.fence, {});
-    if (!s) report(s, layer.settings(), key, h.fence);
-  }
-
-  template <class R, class Fn>
-  LayeredOutcome<R> run(Call& call, Fn&& fn) {
-    using Stored = std::conditional_t<std::is_void_v<R>, std::monostate, R>;
-    constexpr std::size_t kRecord = N - 1;
-    auto& record = std::get<kRecord>(layers_);
-    const Held& rh = call.held[kRecord];
-    std::optional<Stored> value;
-    std::string encoded;
+  template <class T, class Fn>
+  decltype(auto) run(Attempt<T>& attempt, Fn& fn) {
     try {
-      Context context(record.store(), Ticket{rh.key, rh.fence}, record.settings().lease,
-                      call.transaction);
-      if constexpr (std::is_void_v<R>) {
-        invoke(fn, context);
-        value.emplace();
-      } else {
-        value.emplace(invoke(fn, context));
-      }
+      return detail::call_handler(fn, attempt.context());
     } catch (...) {
-      abort_claimed(call);
+      attempt.fail(options_.remember_failures ? detail::exception_message(std::current_exception())
+                                              : std::string{});
       throw;
     }
-    if constexpr (!std::is_void_v<R>) {
-      try {
-        encoded = codec<R>::encode(*value);
-      } catch (...) {
-        // fn's effect happened: remember the failure so a retry cannot run it a second time.
-        const std::string failure = detail::encode_failure(
-            errc::handler_failed, detail::exception_message(std::current_exception()));
-        (void)commit_all(call, Completion{ClaimStatus::failed, failure, {}});
-        throw;
-      }
-    }
-    notify(Event::executed, record.settings(), record.key_of(call.request), rh.fence, {});
-
-    if (encoded.size() > options_.max_result_size) {
-      // fn's effect happened: every layer remembers result_too_large so no repeat runs it again.
-      Failure too_large =
-          make_failure(errc::result_too_large, "result is " + std::to_string(encoded.size()) +
-                                                   " bytes; the limit is " +
-                                                   std::to_string(options_.max_result_size));
-      const std::string failure = detail::encode_failure(errc::result_too_large, too_large.message);
-      (void)commit_all(call, Completion{ClaimStatus::failed, failure, {}});
-      return LayeredOutcome<R>(Outcome<R>::fresh(std::move(*value), std::move(too_large)),
-                               kHandlerLayer, "handler", call.skipped);
-    }
-    Status committed = commit_all(call, Completion{ClaimStatus::completed, encoded, {}});
-    return LayeredOutcome<R>(Outcome<R>::fresh(std::move(*value), committed.failure()),
-                             kHandlerLayer, "handler", call.skipped);
-  }
-
-  // Commits the record first (with retries), then the outer layers from the inside out. If the
-  // record's commit fails, the outer layers are aborted instead: no cache may answer for a
-  // result the durable layer does not hold. Returns the record's commit status.
-  Status commit_all(Call& call, Completion completion) {
-    constexpr std::size_t kRecord = N - 1;
-    auto& record = std::get<kRecord>(layers_);
-    Held& rh = call.held[kRecord];
-    completion.ttl = record.settings().ttl;
-    Status status = commit_record(record, rh, call, completion);
-    rh.claimed = false;
-    if (!status) {
-      notify(Event::result_unrecorded, record.settings(), record.key_of(call.request), rh.fence,
-             status.error());
-      abort_claimed(call);
-      return status;
-    }
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (commit_outer<kRecord - 1 - I>(call, completion), ...);
-    }
-    (std::make_index_sequence<kRecord>{});
-    return status;
-  }
-
-  template <class L>
-  Status commit_record(L& record, const Held& h, Call& call, const Completion& completion) {
-    const Key key = L::key_of(call.request);
-    Status status = detail::commit_with_retry(
-        options_.commit_retry, *options_.clock,
-        [&] {
-          return record.store().commit(Ticket{h.key, h.fence}, completion);
-        },
-        [&](const Status& failed) {
-          notify(Event::commit_retried, record.settings(), key, h.fence, failed.error());
-        });
-    if (!status) report(status, record.settings(), key, h.fence);
-    return status;
-  }
-
-  template <std::size_t I>
-  void commit_outer(Call& call, Completion completion) {
-    Held& h = call.held[I];
-    if (!h.claimed) return;
-    h.claimed = false;
-    const auto& layer = std::get<I>(layers_);
-    completion.ttl = layer.settings().ttl;
-    Status s = layer.store().commit(Ticket{h.key, h.fence}, completion);
-    if (!s) report(s, layer.settings(), layer.key_of(call.request), h.fence);
-  }
-
-  template <class Fn>
-  static decltype(auto) invoke(Fn& fn, Context& context) {
-    if constexpr (detail::kTakesContext<Fn>) {
-      return std::invoke(fn, context);
-    } else {
-      return std::invoke(fn);
-    }
-  }
-
-  void report(const Status& status, const LayerSettings& s, const Key& key, Fence fence) {
-    notify(status.error() == errc::lease_lost ? Event::lease_lost : Event::store_error, s, key,
-           fence, status.error());
-  }
-
-  void notify(Event event, const LayerSettings& s, const Key& key, Fence fence,
-              std::error_code error) {
-    if (options_.observer)
-      options_.observer->notify(EventInfo{event, s.scope, key.id, fence, error});
   }
 
   std::tuple<Layers...> layers_;
   LayeredOptions options_;
+  detail::Policy policy_;
 };
 
 /// The classic chain: gateway request-ID cache -> one-time token -> durable record.

@@ -1,6 +1,7 @@
 #pragma once
 // Outcome<T>: what IdempotencyGuard::execute returns.
 
+#include <chrono>
 #include <string>
 #include <system_error>
 #include <type_traits>
@@ -64,6 +65,20 @@ class [[nodiscard]] Outcome {
   std::string message() const {
     if (has_value()) return superseded() ? commit_failure_.describe() : std::string{};
     return std::get<1>(state_).describe();
+  }
+
+  /// What the refusal knows beyond its code (HolderLease, CurrentVersion, CurrentState); empty
+  /// (std::monostate) for values and other failures.
+  const Refusal& refusal() const noexcept {
+    static const Refusal none{};
+    return has_value() ? none : std::get<1>(state_).refusal;
+  }
+  /// errc::in_progress: how long the key's holder has left on its lease, the earliest moment a
+  /// retry can take over (an HTTP layer's Retry-After); zero otherwise, or when the store cannot
+  /// tell.
+  std::chrono::milliseconds retry_after() const noexcept {
+    const auto* lease = std::get_if<HolderLease>(&refusal());
+    return lease != nullptr ? lease->remaining : std::chrono::milliseconds{0};
   }
 
   /// The value (or the remembered failure) came from the store; the handler did not run.

@@ -3,6 +3,8 @@
 // turns it into an Outcome for the caller.
 
 #include <cassert>
+#include <chrono>
+#include <cstdint>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -12,10 +14,28 @@
 
 namespace idem {
 
+/// errc::in_progress: how long the holder's lease had left when the key was refused (zero: the
+/// store cannot tell, as when a transactional claim gave up waiting on a row lock).
+struct HolderLease {
+  std::chrono::milliseconds remaining{0};
+};
+/// errc::version_conflict: the version the entity is at.
+struct CurrentVersion {
+  std::uint64_t version = 0;
+};
+/// errc::invalid_transition: the state the entity is in.
+struct CurrentState {
+  std::string state;
+};
+
+/// What a refusal knows beyond its code, as a typed value: no side channel carries it.
+using Refusal = std::variant<std::monostate, HolderLease, CurrentVersion, CurrentState>;
+
 /// Why a call failed: the code decides what happens next, the message says what went wrong.
 struct Failure {
   std::error_code code;
   std::string message;  // empty: code.message() says it all
+  Refusal refusal{};    // details of a refusal, where the code has some
 
   /// The message if there is one, else the code's own message.
   std::string describe() const { return message.empty() ? code.message() : message; }

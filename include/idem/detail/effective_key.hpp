@@ -44,6 +44,17 @@ class EffectiveKey {
 
   EffectiveKey(const EffectiveKey&) = delete;
   EffectiveKey& operator=(const EffectiveKey&) = delete;
+  // Moved with the claim it names (idem::Attempt): inline bytes are copied, a heap buffer moves.
+  EffectiveKey(EffectiveKey&& other) noexcept
+      : heap_(std::move(other.heap_)), size_(other.size_) {
+    if (heap_) {
+      data_ = heap_.get();
+    } else {
+      if (size_ != 0) std::memcpy(inline_.data(), other.data_, size_);
+      data_ = inline_.data();
+    }
+  }
+  EffectiveKey& operator=(EffectiveKey&&) = delete;
 
   std::string_view view() const noexcept { return {data_, size_}; }
 

@@ -1,0 +1,224 @@
+#pragma once
+// Attempt: the two-phase form of a guarded call, for code that cannot wrap its handler in a
+// lambda (event-loop servers, callback-style RPC handlers, consumers that acknowledge later).
+
+#include <chrono>
+#include <exception>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "idem/codec.hpp"
+#include "idem/context.hpp"
+#include "idem/detail/engine.hpp"
+#include "idem/error.hpp"
+#include "idem/outcome.hpp"
+#include "idem/result.hpp"
+#include "idem/store.hpp"
+
+namespace idem {
+
+/// What `guard.begin<T>(key, payload)` returns: either the key's answer (a replayed value or
+/// failure, or a refusal such as in_progress with retry_after()), or a hold on the key.
+///
+/// Holding (`acquired()`), the caller does the work and then settles the key exactly once:
+/// `commit(value)` records the value for repeats and returns the fresh Outcome; `fail(message)`
+/// releases the key for a retry (or, under Options::remember_failures, records the failure).
+/// An Attempt destroyed while it still holds the key settles it as fail() would, so a forgotten
+/// path never leaves the key stuck until its lease runs out.
+///
+/// Move-only. It refers to its guard and store, which must outlive it. Not thread-safe: settle
+/// it from one thread at a time (it may move between threads, as an event loop's callbacks do).
+template <class T, class Target>
+class [[nodiscard]] Attempt {
+  using Stored = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
+
+ public:
+  /// Claims through `target` (the guard calls this; see IdempotencyGuard::begin).
+  Attempt(const detail::Policy& policy, Target target)
+      : policy_(&policy), target_(std::move(target)) {
+    Result<Claim> claimed = detail::claim_or_wait(*policy_, target_);
+    if (!claimed) {
+      answer_.emplace(Outcome<T>::failed(std::move(claimed).failure()));
+      return;
+    }
+    Claim& claim = claimed.value();
+    if (claim.status != ClaimStatus::acquired) {
+      answer_.emplace(detail::answer_stored<T>(*policy_, target_, claim));
+      return;
+    }
+    fence_ = claim.fence;
+    transaction_ = claim.transaction;
+    holding_ = true;
+    if (claim.took_over) detail::notify(*policy_, target_, Event::took_over, fence_, {});
+  }
+
+  /// An attempt refused before any store call (a key the guard rejects).
+  Attempt(Failure refused, Target target) : policy_(nullptr), target_(std::move(target)) {
+    answer_.emplace(Outcome<T>::failed(std::move(refused)));
+  }
+
+  Attempt(Attempt&& other) noexcept
+      : policy_(other.policy_),
+        target_(std::move(other.target_)),
+        answer_(std::move(other.answer_)),
+        fence_(other.fence_),
+        transaction_(other.transaction_),
+        holding_(std::exchange(other.holding_, false)) {}
+  Attempt& operator=(Attempt&&) = delete;
+  Attempt(const Attempt&) = delete;
+  Attempt& operator=(const Attempt&) = delete;
+
+  ~Attempt() {
+    if (!holding_) return;
+    try {
+      settle(policy_->remember_failures, /*undo=*/true,
+             "the claim was dropped without commit() or fail()");
+    } catch (...) {
+      // An observer threw while reporting; the key is settled or its lease will expire.
+    }
+  }
+
+  /// True while this Attempt holds the key: do the work, then commit() or fail().
+  bool acquired() const noexcept { return holding_; }
+
+  /// The key's answer when it was not acquired: a replayed value (replayed()), a remembered
+  /// failure, or a refusal (in_progress, payload_mismatch, a store's refusal or failure).
+  /// Throws std::logic_error while the key is held (there is no answer yet).
+  Outcome<T>& outcome() & { return answer(); }
+  Outcome<T>&& outcome() && { return std::move(answer()); }
+  /// The refusal's computed Retry-After (Outcome::retry_after()); zero while holding.
+  std::chrono::milliseconds retry_after() const noexcept {
+    return answer_ ? answer_->retry_after() : std::chrono::milliseconds{0};
+  }
+
+  /// The holder's fence, for downstream systems that reject stale writers. Holding only.
+  Fence fence() const {
+    require_holding("fence()");
+    return fence_;
+  }
+  /// Renews the lease for `lease` from now (zero: the guard's lease). lease_lost: the key was
+  /// taken over, stop.
+  Status extend(std::chrono::milliseconds lease = std::chrono::milliseconds{0}) {
+    require_holding("extend()");
+    return target_.extend(fence_, lease.count() > 0 ? lease : target_.lease());
+  }
+  /// In transactional mode, the store's open transaction the record commits with (see
+  /// Context::native_transaction()). Holding only.
+  auto native_transaction() const {
+    require_holding("native_transaction()");
+    return transaction_;
+  }
+  /// The Context a handler written for execute() takes. Holding only; valid until the Attempt
+  /// settles or moves.
+  Context& context() {
+    require_holding("context()");
+    if (!context_) {
+      context_.emplace(target_.context_store(), target_.ticket(fence_), target_.lease(),
+                       transaction_);
+    }
+    return *context_;
+  }
+
+  /// Records `value` for repeats and returns it as a fresh Outcome (recorded() says whether the
+  /// store kept it; commit_error() why not). Holding only. A value the codec cannot encode is
+  /// remembered as handler_failed (the work happened, repeats must not redo it) and the codec's
+  /// exception propagates.
+  Outcome<T> commit(Stored value) requires(!std::is_void_v<T>) {
+    require_holding("commit()");
+    std::string encoded;
+    std::string_view bytes;  // the result as stored: a view of `encoded` or of the value
+    try {
+      if constexpr (requires { codec<T>::view(value); }) {
+        bytes = codec<T>::view(value);
+      } else {
+        encoded = codec<T>::encode(value);
+        bytes = encoded;
+      }
+    } catch (...) {
+      settle(/*remember=*/true, /*undo=*/false,
+             detail::exception_message(std::current_exception()));
+      throw;
+    }
+    return finish(std::move(value), bytes);
+  }
+  /// Records success of a handler without a result. Holding only.
+  Outcome<T> commit() requires std::is_void_v<T> {
+    require_holding("commit()");
+    return finish(std::monostate{}, std::string_view{});
+  }
+
+  /// The work failed: releases the key so a retry runs again, or records `message` as
+  /// errc::handler_failed under Options::remember_failures (after undoing what the work wrote
+  /// through the store's transaction). Holding only. Failures of the store are reported to the
+  /// observer; the key is then left to its lease.
+  void fail(std::string_view message) {
+    require_holding("fail()");
+    settle(policy_->remember_failures, /*undo=*/true, message);
+  }
+
+  // The guard's and layer chain's view of what was claimed; not for callers.
+  const Target& target() const noexcept { return target_; }
+
+ private:
+  Outcome<T>& answer() {
+    if (!answer_) {
+      throw std::logic_error(holding_ ? "idem: Attempt::outcome() while the key is held: commit() "
+                                        "or fail() it"
+                                      : "idem: Attempt::outcome() after commit(): commit() "
+                                        "returned the outcome");
+    }
+    return *answer_;
+  }
+
+  void require_holding(const char* what) const {
+    if (holding_) return;
+    throw std::logic_error(std::string("idem: Attempt::") + what +
+                           (answer_ ? " on an attempt that did not acquire the key (see outcome())"
+                                    : " after the attempt was settled"));
+  }
+
+  Outcome<T> finish(Stored&& value, std::string_view bytes) {
+    holding_ = false;
+    context_.reset();
+    detail::notify(*policy_, target_, Event::executed, fence_, {});
+    if (bytes.size() > policy_->max_result_size) {
+      // The work happened: repeats must not run it again, so its key remembers
+      // result_too_large; this caller still gets the value it produced.
+      Failure too_large =
+          make_failure(errc::result_too_large, "result is " + std::to_string(bytes.size()) +
+                                                   " bytes; the limit is " +
+                                                   std::to_string(policy_->max_result_size));
+      const std::string failure = detail::encode_failure(errc::result_too_large, too_large.message);
+      (void)detail::commit_with_retry(*policy_, target_, fence_, ClaimStatus::failed, failure);
+      detail::notify(*policy_, target_, Event::result_unrecorded, fence_, too_large.code);
+      return Outcome<T>::fresh(std::move(value), std::move(too_large));
+    }
+    Status committed =
+        detail::commit_with_retry(*policy_, target_, fence_, ClaimStatus::completed, bytes);
+    if (!committed) {
+      detail::notify(*policy_, target_, Event::result_unrecorded, fence_, committed.error());
+    }
+    return Outcome<T>::fresh(std::move(value), committed.failure());
+  }
+
+  void settle(bool remember, bool undo, std::string_view message) {
+    holding_ = false;
+    context_.reset();
+    detail::settle_failure(*policy_, target_, fence_, message, remember, undo);
+  }
+
+  const detail::Policy* policy_;
+  Target target_;
+  std::optional<Outcome<T>> answer_;
+  Fence fence_ = 0;
+  decltype(Claim::transaction) transaction_{};
+  bool holding_ = false;
+  std::optional<Context> context_;
+};
+
+}  // namespace idem

@@ -1,0 +1,213 @@
+#pragma once
+// The protocol engine: claim (or wait) -> answer | hold -> commit (with retry) | settle a failure.
+// IdempotencyGuard runs it over one store, LayeredGuard over an ordered chain of layers; both
+// reach it through idem::Attempt. A target is what the engine claims: it knows its key(s), its
+// lease and ttl, and how to commit, abort, extend and rewind what it claimed:
+//
+//   Result<Claim> claim();                              every store call of one claim attempt
+//   Status commit(Fence, ClaimStatus, std::string_view bytes);   completed or failed
+//   Status abort(Fence);  Status extend(Fence, ms);  Status rewind(Fence);
+//   void abandon();                                     a commit failed for good
+//   static constexpr bool kRewindable;                  rewind() undoes the handler's writes
+//   std::string_view scope() const; std::string_view key_id() const;   for observers
+//   std::string refusal_message(errc) const;            in_progress / payload_mismatch text
+//   std::chrono::milliseconds lease() const;            Context::extend_lease()'s default
+//   Store& context_store(); Ticket ticket(Fence) const; what Context::extend_lease() renews
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <variant>
+
+#include "idem/clock.hpp"
+#include "idem/detail/failure_record.hpp"
+#include "idem/detail/protocol.hpp"
+#include "idem/error.hpp"
+#include "idem/fingerprint.hpp"
+#include "idem/observer.hpp"
+#include "idem/options.hpp"
+#include "idem/outcome.hpp"
+#include "idem/result.hpp"
+#include "idem/store.hpp"
+
+namespace idem::detail {
+
+/// The policies every guard applies, whatever it claims: limits, waiting, failure settlement,
+/// commit retry and observers. Built once per guard, validated there.
+struct Policy {
+  std::size_t max_key_size = 256;
+  std::size_t max_result_size = std::size_t{1} << 20;
+  PayloadHash hash = &xxh3_128;
+  InProgressPolicy in_progress = FailFast{};
+  bool remember_failures = false;
+  CommitRetry commit_retry{};
+  std::shared_ptr<Clock> clock = nullptr;
+  std::shared_ptr<Observer> observer = nullptr;
+
+  const Wait* wait() const noexcept { return std::get_if<Wait>(&in_progress); }
+  std::chrono::milliseconds block_for() const noexcept {
+    const Wait* w = wait();
+    return w != nullptr ? w->timeout : std::chrono::milliseconds{0};
+  }
+};
+
+/// Throws std::invalid_argument when a policy is out of range; fills the default clock.
+inline void check_policy(Policy& policy, const char* owner) {
+  if (policy.hash == nullptr) throw std::invalid_argument(std::string("idem: ") + owner + "::hash must be set");
+  check_commit_retry(policy.commit_retry, owner);
+  if (const Wait* wait = policy.wait()) {
+    // A zero first pause would never grow: the wait would spin instead of backing off.
+    if (wait->timeout.count() < 0 || wait->initial_backoff.count() <= 0 ||
+        wait->max_backoff < wait->initial_backoff) {
+      throw std::invalid_argument(
+          "idem: Wait needs timeout >= 0 and 0 < initial_backoff <= max_backoff");
+    }
+  }
+  if (!policy.clock) policy.clock = steady_clock();
+}
+
+/// A store's own refusal (bad key, token, transition, version) is not a failing store.
+inline bool is_refusal(std::error_code e) noexcept {
+  return e == errc::key_invalid || e == errc::token_invalid || e == errc::invalid_transition ||
+         e == errc::version_conflict;
+}
+
+template <class Target>
+void notify(const Policy& policy, const Target& target, Event event, Fence fence,
+            std::error_code error) {
+  if (policy.observer) {
+    policy.observer->notify(EventInfo{event, target.scope(), target.key_id(), fence, error});
+  }
+}
+
+template <class Target>
+void report(const Policy& policy, const Target& target, const Status& status, Fence fence) {
+  notify(policy, target, status.error() == errc::lease_lost ? Event::lease_lost : Event::store_error,
+         fence, status.error());
+}
+
+/// Claims; refusals (payload mismatch, a live holder) become failures. Under Wait, polls while
+/// another holds the key, looking again when the holder's lease ends.
+template <class Target>
+Result<Claim> claim_or_wait(const Policy& policy, Target& target) {
+  const Wait* wait = policy.wait();
+  Clock& clock = *policy.clock;
+  Clock::time_point deadline{};
+  std::chrono::milliseconds backoff{};
+  for (bool first = true;; first = false) {
+    Result<Claim> claim = target.claim();
+    if (!claim) {
+      const std::error_code e = claim.error();
+      notify(policy, target, is_refusal(e) ? Event::rejected : Event::store_error, 0, e);
+      return claim;
+    }
+    if (claim->status == ClaimStatus::mismatch) {
+      notify(policy, target, Event::mismatched, claim->fence,
+             make_error_code(errc::payload_mismatch));
+      return make_failure(errc::payload_mismatch, target.refusal_message(errc::payload_mismatch));
+    }
+    if (claim->status != ClaimStatus::in_progress) return claim;
+
+    if (wait != nullptr) {
+      if (first) {
+        deadline = clock.now() + wait->timeout;
+        backoff = wait->initial_backoff;
+      }
+      const auto now = clock.now();
+      if (now < deadline) {
+        auto pause = std::min<Clock::duration>(backoff, deadline - now);
+        // The holder's lease ending is the moment a takeover becomes possible: look then.
+        if (claim->lease_remaining.count() > 0) {
+          pause = std::min<Clock::duration>(pause,
+                                            claim->lease_remaining + std::chrono::milliseconds{1});
+        }
+        clock.sleep_for(pause);
+        backoff = std::min(backoff * 2, wait->max_backoff);
+        continue;
+      }
+    }
+    notify(policy, target, Event::in_progress, claim->fence, make_error_code(errc::in_progress));
+    Failure busy = make_failure(errc::in_progress, target.refusal_message(errc::in_progress));
+    busy.refusal = HolderLease{claim->lease_remaining};
+    return busy;
+  }
+}
+
+/// A stored result (or remembered failure) as the caller's Outcome.
+template <class R, class Target>
+Outcome<R> answer_stored(const Policy& policy, const Target& target, Claim& claim) {
+  if (claim.status == ClaimStatus::failed) {
+    Failure failure = decode_failure(claim.result);
+    const bool corrupt = failure.code == errc::record_corrupt;
+    notify(policy, target, corrupt ? Event::store_error : Event::replayed, claim.fence,
+           failure.code);
+    return Outcome<R>::failed(std::move(failure), /*replayed=*/!corrupt);
+  }
+  Outcome<R> out = decode_replay<R>(std::move(claim.result));
+  notify(policy, target, out ? Event::replayed : Event::store_error, claim.fence, out.error());
+  return out;
+}
+
+/// Commits, retrying failures other than lease_lost with doubling pauses. A commit that fails
+/// for good is reported and the target told (a layer chain then releases its outer layers).
+template <class Target>
+Status commit_with_retry(const Policy& policy, Target& target, Fence fence, ClaimStatus status,
+                         std::string_view bytes) {
+  Status committed = detail::commit_with_retry(
+      policy.commit_retry, *policy.clock, [&] { return target.commit(fence, status, bytes); },
+      [&](const Status& failed) {
+        notify(policy, target, Event::commit_retried, fence, failed.error());
+      });
+  if (!committed) {
+    report(policy, target, committed, fence);
+    target.abandon();
+  }
+  return committed;
+}
+
+/// The holder failed (the handler threw, or fail() was called): release the key, or remember
+/// the failure, so it is never left stuck until the lease runs out. `undo_effects`: what the
+/// handler wrote through the store's transaction (and an entity's move) must not commit with a
+/// remembered failure; a target that cannot rewind them gets its key released instead. Failures
+/// here are reported, never thrown.
+template <class Target>
+void settle_failure(const Policy& policy, Target& target, Fence fence, std::string_view message,
+                    bool remember, bool undo_effects) {
+  if constexpr (Target::kRewindable) {
+    if (remember && undo_effects) {
+      if (Status rewound = target.rewind(fence); !rewound) {
+        report(policy, target, rewound, fence);
+        remember = false;
+      }
+    }
+  }
+  Status settled;
+  if (remember) {
+    const std::string failure = encode_failure(errc::handler_failed, std::string(message));
+    settled = target.commit(fence, ClaimStatus::failed, failure);
+    if (!settled) target.abandon();
+  } else {
+    settled = target.abort(fence);
+  }
+  notify(policy, target, Event::aborted, fence, {});
+  if (!settled) report(policy, target, settled, fence);
+}
+
+inline std::string exception_message(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(std::move(e));
+  } catch (const std::exception& ex) {
+    return ex.what();
+  } catch (...) {
+    return "handler threw a non-standard exception";
+  }
+}
+
+}  // namespace idem::detail
