@@ -51,6 +51,35 @@ decltype(auto) call_handler(Fn& fn, Context& context) {
   }
 }
 
+/// execute() over an Attempt: answer, or run the handler on the held key and commit its result.
+/// A handler that throws fails the attempt (released, or remembered under `remember`) and the
+/// exception propagates.
+template <class R, class Target, class Fn>
+Outcome<R> run_attempt(Attempt<R, Target>& attempt, Fn& fn, bool remember) {
+  if (!attempt.acquired()) return std::move(attempt).outcome();
+  auto failed = [&] {
+    attempt.fail(remember ? exception_message(std::current_exception()) : std::string{});
+  };
+  if constexpr (std::is_void_v<R>) {
+    try {
+      call_handler(fn, attempt.context());
+    } catch (...) {
+      failed();
+      throw;
+    }
+    return attempt.commit();
+  } else {
+    std::optional<R> value;  // results need not be default-constructible
+    try {
+      value.emplace(call_handler(fn, attempt.context()));
+    } catch (...) {
+      failed();
+      throw;
+    }
+    return attempt.commit(std::move(*value));
+  }
+}
+
 /// What the engine claims for an IdempotencyGuard: one key of one store.
 template <class S>
 class StoreTarget {
@@ -130,16 +159,10 @@ class IdempotencyGuard {
   /// Throws std::invalid_argument when an option is out of range (lease not positive, ttl
   /// negative). Unset options take their defaults (see idem::Options).
   explicit IdempotencyGuard(S& store, Options options = {})
-      : store_(store), options_(with_defaults(std::move(options), OptionDefaults{})) {
-    if (options_.lease.count() <= 0)
-      throw std::invalid_argument("idem: Options::lease must be > 0");
-    if (options_.ttl.count() < 0) throw std::invalid_argument("idem: Options::ttl must be >= 0");
-    if (!options_.clock) options_.clock = steady_clock();
-    policy_ = detail::Policy{options_.max_key_size, options_.max_result_size, options_.hash,
-                             *options_.in_progress,  options_.remember_failures,
-                             options_.commit_retry,  options_.clock,
-                             options_.observer};
-    detail::check_policy(policy_, "Options");
+      : store_(store),
+        options_(with_defaults(std::move(options), OptionDefaults{})),
+        policy_(detail::policy_of(options_)) {
+    options_.clock = policy_.clock;
   }
   // The policy and the store are referred to by every Attempt: the guard stays where it is.
   IdempotencyGuard(const IdempotencyGuard&) = delete;
@@ -164,13 +187,7 @@ class IdempotencyGuard {
                   "idem: the handler's result type has no idem::codec<T>; specialise idem::codec "
                   "for it (see idem/codec.hpp)");
     Attempt<R> attempt = begin<R>(key, payload);
-    if (!attempt.acquired()) return std::move(attempt).outcome();
-    if constexpr (std::is_void_v<R>) {
-      run(attempt, fn);
-      return attempt.commit();
-    } else {
-      return attempt.commit(run(attempt, fn));
-    }
+    return detail::run_attempt(attempt, fn, options_.remember_failures);
   }
 
   /// The two-phase form: claims `key` and returns an Attempt that either answers (a replay, a
@@ -209,19 +226,6 @@ class IdempotencyGuard {
                               " bytes; the limit is " + std::to_string(options_.max_key_size));
     }
     return {};
-  }
-
-  // Runs the handler on a held key; if it throws, the attempt fails (releasing or remembering)
-  // and the exception propagates.
-  template <class T, class Fn>
-  decltype(auto) run(Attempt<T>& attempt, Fn& fn) {
-    try {
-      return detail::call_handler(fn, attempt.context());
-    } catch (...) {
-      attempt.fail(options_.remember_failures ? detail::exception_message(std::current_exception())
-                                              : std::string{});
-      throw;
-    }
   }
 
   S& store_;

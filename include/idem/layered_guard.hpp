@@ -528,14 +528,7 @@ class LayeredGuard {
       const std::size_t at = attempt.target().answered();
       return LayeredOutcome<R>(std::move(attempt).outcome(), at, layer_name(at), skipped);
     }
-    Outcome<R> out = [&] {
-      if constexpr (std::is_void_v<R>) {
-        run(attempt, fn);
-        return attempt.commit();
-      } else {
-        return attempt.commit(run(attempt, fn));
-      }
-    }();
+    Outcome<R> out = detail::run_attempt(attempt, fn, options_.remember_failures);
     return LayeredOutcome<R>(std::move(out), kHandlerLayer, "handler", skipped);
   }
 
@@ -572,17 +565,6 @@ class LayeredGuard {
   void for_each_layer(F&& f) const {
     [&]<std::size_t... I>(std::index_sequence<I...>) { (f(I, std::get<I>(layers_)), ...); }
     (std::make_index_sequence<N>{});
-  }
-
-  template <class T, class Fn>
-  decltype(auto) run(Attempt<T>& attempt, Fn& fn) {
-    try {
-      return detail::call_handler(fn, attempt.context());
-    } catch (...) {
-      attempt.fail(options_.remember_failures ? detail::exception_message(std::current_exception())
-                                              : std::string{});
-      throw;
-    }
   }
 
   std::tuple<Layers...> layers_;

@@ -9,6 +9,7 @@
 #include <system_error>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include "idem/error.hpp"
 
@@ -23,9 +24,11 @@ struct HolderLease {
 struct CurrentVersion {
   std::uint64_t version = 0;
 };
-/// errc::invalid_transition: the state the entity is in.
+/// errc::invalid_transition: the state the entity is in, and the events its table allows from
+/// there.
 struct CurrentState {
   std::string state;
+  std::vector<std::string> allowed_events;
 };
 
 /// What a refusal knows beyond its code, as a typed value: no side channel carries it.

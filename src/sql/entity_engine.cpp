@@ -301,9 +301,7 @@ Status finish(SqlEntities::Impl& m, const Ticket& ticket, Done&& done) {
   std::optional<SqlEntities::Impl::Open> open;
   {
     std::lock_guard lock(m.mutex);
-    const auto parts = parse_entity_key(ticket.key);
-    if (!parts) return lease_lost();
-    auto it = m.open.find(std::pair{std::string(parts->op_key), ticket.fence});
+    auto it = m.open.find(std::pair{std::string(ticket.key), ticket.fence});
     if (it == m.open.end()) return lease_lost();
     open = std::move(it->second);
     m.open.erase(it);
@@ -352,9 +350,7 @@ Status SqlEntities::rewind(const Ticket& ticket) {
   sql::Session* session = nullptr;
   {
     std::lock_guard lock(m.mutex);
-    const auto parts = parse_entity_key(ticket.key);
-    if (!parts) return lease_lost();
-    auto it = m.open.find(std::pair{std::string(parts->op_key), ticket.fence});
+    auto it = m.open.find(std::pair{std::string(ticket.key), ticket.fence});
     if (it == m.open.end()) return lease_lost();
     if (!it->second.marked) {
       throw std::logic_error(
@@ -375,9 +371,8 @@ Status SqlEntities::rewind(const Ticket& ticket) {
 
 Status SqlEntities::extend(const Ticket& ticket, std::chrono::milliseconds) {
   // The holder's transaction keeps the row locked until it ends: there is no lease to renew.
-  const auto parts = parse_entity_key(ticket.key);
   std::lock_guard lock(impl_->mutex);
-  if (!parts || impl_->open.count(std::pair{std::string(parts->op_key), ticket.fence}) == 0) {
+  if (impl_->open.count(std::pair{std::string(ticket.key), ticket.fence}) == 0) {
     return lease_lost();
   }
   return {};

@@ -73,6 +73,18 @@ inline void check_policy(Policy& policy, const char* owner) {
   if (!policy.clock) policy.clock = steady_clock();
 }
 
+/// The policy of a guard's Options, whose unset fields were filled (idem::with_defaults).
+/// Throws std::invalid_argument when an option is out of range.
+inline Policy policy_of(const Options& o) {
+  if (o.lease.count() <= 0) throw std::invalid_argument("idem: Options::lease must be > 0");
+  if (o.ttl.count() < 0) throw std::invalid_argument("idem: Options::ttl must be >= 0");
+  Policy policy{o.max_key_size,      o.max_result_size,       o.hash,
+                o.in_progress.value_or(FailFast{}), o.remember_failures, o.commit_retry,
+                o.clock,             o.observer};
+  check_policy(policy, "Options");
+  return policy;
+}
+
 /// A store's own refusal (bad key, token, transition, version) is not a failing store.
 inline bool is_refusal(std::error_code e) noexcept {
   return e == errc::key_invalid || e == errc::token_invalid || e == errc::invalid_transition ||

@@ -1,7 +1,6 @@
 #pragma once
-// What the version and state-machine stores share: the entity key carried through the guard's
-// key, the conditional-update request their backends answer, identifier checks, and the claim
-// and execute() wrapping around both.
+// What the version and state-machine stores share: identifier checks, the conditional-update
+// request their backends answer, the operation's key, and the engine target over a backend.
 
 #include <chrono>
 #include <cstddef>
@@ -17,6 +16,8 @@
 #include "idem/error.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/key.hpp"
+#include "idem/options.hpp"
+#include "idem/result.hpp"
 #include "idem/store.hpp"
 
 namespace idem {
@@ -101,23 +102,24 @@ struct CasAnswer {
   }
 };
 
-// The guard's key id of an entity operation: varint(|entity|) entity varint(|op|) op tail. The
-// op key (scope, principal, entity, op) is then a prefix of the effective key.
-inline std::string encode_entity_id(std::string_view entity, std::string_view op,
-                                    std::string_view tail) {
-  std::string out(20 + entity.size() + op.size() + tail.size(), '\0');
-  std::size_t n = put_varint(out.data(), entity.size());
-  out.replace(n, entity.size(), entity);
-  n += entity.size();
-  n += put_varint(out.data() + n, op.size());
-  out.replace(n, op.size(), op);
-  n += op.size();
-  out.replace(n, tail.size(), tail);
-  n += tail.size();
+/// The key an entity operation is recorded under: varint(|scope|) scope varint(0)
+/// varint(|entity|) entity varint(|op|) op, the effective key of (scope, no principal,
+/// entity + op). Injective: no two triples give the same bytes.
+inline std::string entity_op_key(std::string_view scope, std::string_view entity,
+                                 std::string_view op) {
+  std::string out(40 + scope.size() + entity.size() + op.size(), '\0');
+  std::size_t n = 0;
+  for (std::string_view part : {scope, std::string_view{}, entity, op}) {
+    n += put_varint(out.data() + n, part.size());
+    out.replace(n, part.size(), part);
+    n += part.size();
+  }
   out.resize(n);
   return out;
 }
 
+/// Reads a varint written by put_varint at `at`, advancing it; nullopt when the bytes are not
+/// one.
 inline std::optional<std::size_t> get_varint(std::string_view in, std::size_t& at) noexcept {
   std::size_t value = 0;
   for (unsigned shift = 0; at < in.size() && shift < 64; shift += 7) {
@@ -128,80 +130,71 @@ inline std::optional<std::size_t> get_varint(std::string_view in, std::size_t& a
   return std::nullopt;
 }
 
-struct EntityKeyParts {
-  std::string_view op_key;
-  std::string_view entity;
-  std::string_view tail;  // version: the expected version in decimal; state: the event
-};
+/// What the engine claims for an entity store: one operation on one entity, as a conditional
+/// update of the entity (the CasRequest `shape`: expected version, or from-states and to-state)
+/// plus its op-log row. A refusal comes back as a typed failure from `refuse(current)`
+/// (version_conflict with CurrentVersion, invalid_transition with CurrentState).
+template <class Impl, class Refuse>
+class EntityTarget {
+ public:
+  static constexpr bool kRewindable = true;
 
-/// Splits an effective key built from encode_entity_id(); nullopt when it is not one.
-inline std::optional<EntityKeyParts> parse_entity_key(std::string_view key) noexcept {
-  std::size_t at = 0;
-  auto skip = [&]() -> std::optional<std::string_view> {
-    const auto n = get_varint(key, at);
-    if (!n || *n > key.size() - at) return std::nullopt;
-    const std::string_view part = key.substr(at, *n);
-    at += *n;
-    return part;
-  };
-  if (!skip() || !skip()) return std::nullopt;  // scope, principal
-  const auto entity = skip();
-  if (!entity) return std::nullopt;
-  if (!skip()) return std::nullopt;  // op
-  return EntityKeyParts{key.substr(0, at), *entity, key.substr(at)};
-}
-
-// A refused claim's current version or state, for the execute() on the same thread that called
-// the guard (the guard calls claim() synchronously on its caller's thread).
-inline std::optional<std::string>& refusal_slot() noexcept {
-  thread_local std::optional<std::string> slot;
-  return slot;
-}
-
-/// Runs `guard` on an entity operation's key id. When the outcome is the `refusal` error,
-/// `refused` receives the current version or state that the refused claim reported.
-template <class Guard, class Fn>
-auto execute_entity_op(Guard& guard, const std::string& id, std::string_view payload, Fn&& fn,
-                       errc refusal, std::optional<std::string>& refused) {
-  auto& slot = refusal_slot();
-  slot.reset();
-  auto out = guard.execute(Key{id}, payload, std::forward<Fn>(fn));
-  if (out.error() == refusal && slot) refused = std::move(*slot);
-  slot.reset();
-  return out;
-}
-
-/// The CasRequest of a parsed entity key, without the version or transition it asks for.
-inline CasRequest cas_request(const EntityKeyParts& parts, const ClaimRequest& request) noexcept {
-  return CasRequest{.op_key = parts.op_key,
-                    .entity = parts.entity,
-                    .fingerprint = request.fingerprint,
-                    .lease = request.lease,
-                    .block_for = request.block_for,
-                    .rewindable = request.rewindable};
-}
-
-/// An entity store's claim: the backend's conditional update. A missing entity is
-/// errc::key_invalid ("no entity '<entity>' to <verb>"); on a conflict the current version or
-/// state goes to refusal_slot() and `conflict(current)` gives the failure.
-template <class Impl, class Conflict>
-Result<Claim> claim_entity(Impl& impl, const CasRequest& cas, std::string_view verb,
-                           Conflict&& conflict) {
-  Result<CasAnswer> answer = impl.claim(cas);
-  if (!answer) return std::move(answer).failure();
-  CasAnswer& a = answer.value();
-  switch (a.refusal) {
-    case CasAnswer::Refusal::none:
-      return std::move(a.claim);
-    case CasAnswer::Refusal::missing:
-      return make_failure(errc::key_invalid,
-                          "no entity '" + std::string(cas.entity) + "' to " + std::string(verb));
-    case CasAnswer::Refusal::conflict:
-      break;
+  EntityTarget(Impl& impl, const Options& options, std::string_view entity, std::string_view op,
+               CasRequest shape, std::chrono::milliseconds block_for, Refuse refuse)
+      : impl_(&impl),
+        options_(&options),
+        op_key_(entity_op_key(options.scope, entity, op)),
+        shape_(shape),
+        refuse_(std::move(refuse)) {
+    shape_.entity = entity;
+    shape_.block_for = block_for;
+    shape_.lease = options.lease;
+    shape_.rewindable = options.remember_failures;
+    if (options.observer) entity_.assign(entity);
   }
-  refusal_slot() = a.current;
-  return conflict(a.current);
-}
+
+  Result<Claim> claim() {
+    CasRequest cas = shape_;
+    cas.op_key = op_key_;
+    Result<CasAnswer> answer = impl_->claim(cas);
+    if (!answer) return std::move(answer).failure();
+    CasAnswer& a = answer.value();
+    switch (a.refusal) {
+      case CasAnswer::Refusal::none:
+        return std::move(a.claim);
+      case CasAnswer::Refusal::missing:
+        return make_failure(errc::key_invalid, "no entity '" + std::string(shape_.entity) + "'");
+      case CasAnswer::Refusal::conflict:
+        break;
+    }
+    return refuse_(a.current);
+  }
+  Status commit(Fence fence, ClaimStatus status, std::string_view bytes) {
+    return impl_->commit(ticket(fence), Completion{status, bytes, options_->ttl});
+  }
+  Status abort(Fence fence) { return impl_->abort(ticket(fence)); }
+  Status extend(Fence fence, std::chrono::milliseconds lease) {
+    return impl_->extend(ticket(fence), lease);
+  }
+  Status rewind(Fence fence) { return impl_->rewind(ticket(fence)); }
+  void abandon() noexcept {}
+
+  std::string_view scope() const noexcept { return options_->scope; }
+  std::string_view key_id() const noexcept { return entity_; }
+  static std::string refusal_message(errc) { return {}; }
+  std::chrono::milliseconds lease() const noexcept { return options_->lease; }
+  Impl& context_store() const noexcept { return *impl_; }
+  /// The operation's key: the backend finds the held operation by it and the fence.
+  Ticket ticket(Fence fence) const noexcept { return Ticket{op_key_, fence}; }
+
+ private:
+  Impl* impl_;
+  const Options* options_;
+  std::string op_key_;
+  CasRequest shape_;
+  Refuse refuse_;
+  std::string entity_;  // for observers, kept only when there is one
+};
 
 }  // namespace detail
 }  // namespace idem

@@ -94,21 +94,16 @@ class MemoryEntities {
   /// Keeps the entity where it was when the holder commits (a remembered failure); the holder
   /// keeps the entity.
   Status rewind(const Ticket& ticket) {
-    const auto parts = parse_entity_key(ticket.key);
     std::lock_guard lock(mutex_);
-    if (!parts) return lost();
-    auto it = open_.find(std::pair{std::string(parts->op_key), ticket.fence});
+    auto it = open_.find(std::pair{std::string(ticket.key), ticket.fence});
     if (it == open_.end()) return lost();
     it->second.next = it->second.entity->value;
     return {};
   }
 
   Status extend(const Ticket& ticket, std::chrono::milliseconds) {
-    const auto parts = parse_entity_key(ticket.key);
     std::lock_guard lock(mutex_);
-    if (!parts || open_.count(std::pair{std::string(parts->op_key), ticket.fence}) == 0) {
-      return lost();
-    }
+    if (open_.count(std::pair{std::string(ticket.key), ticket.fence}) == 0) return lost();
     return {};  // the holder keeps the entity until it finishes: there is no lease to run out
   }
 
@@ -138,10 +133,8 @@ class MemoryEntities {
 
   template <class Change>
   Status finish(const Ticket& ticket, Change&& change) {
-    const auto parts = parse_entity_key(ticket.key);
-    if (!parts) return lost();
     std::unique_lock lock(mutex_);
-    auto it = open_.find(std::pair{std::string(parts->op_key), ticket.fence});
+    auto it = open_.find(std::pair{std::string(ticket.key), ticket.fence});
     if (it == open_.end()) return lost();
     change(it->first.first, it->second);
     it->second.entity->busy = false;

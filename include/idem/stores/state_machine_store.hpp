@@ -7,8 +7,11 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <variant>
+#include <vector>
 
-#include "idem/detail/owned_guard.hpp"
+#include "idem/attempt.hpp"
+#include "idem/detail/engine.hpp"
 #include "idem/guard.hpp"
 #include "idem/options.hpp"
 #include "idem/outcome.hpp"
@@ -33,17 +36,22 @@ struct EventKey {
   std::string_view operation{};
 };
 
-/// An Outcome with what a transition refusal knows: the entity's state on
-/// errc::invalid_transition (empty otherwise, and for an event the table does not declare).
+/// An Outcome with what a transition refusal knows (its CurrentState refusal): the entity's state
+/// and the events the table allows from it on errc::invalid_transition (empty otherwise, and for
+/// an event the table does not declare).
 template <class T>
 class [[nodiscard]] TransitionOutcome : public Outcome<T> {
  public:
-  TransitionOutcome(Outcome<T>&& outcome, std::string current)
-      : Outcome<T>(std::move(outcome)), current_(std::move(current)) {}
-  const std::string& current_state() const noexcept { return current_; }
+  explicit TransitionOutcome(Outcome<T>&& outcome) : Outcome<T>(std::move(outcome)) {}
+  const std::string& current_state() const noexcept { return refused().state; }
+  const std::vector<std::string>& allowed_events() const noexcept { return refused().allowed_events; }
 
  private:
-  std::string current_;
+  const CurrentState& refused() const noexcept {
+    static const CurrentState none{};
+    const auto* state = std::get_if<CurrentState>(&this->refusal());
+    return state != nullptr ? *state : none;
+  }
 };
 
 template <class Backend>
@@ -77,7 +85,8 @@ struct StateMachineStoreOptions {
 /// | held by another caller                 | waits (Options::in_progress) or errc::in_progress  |
 /// | does not exist                         | errc::key_invalid                                  |
 ///
-/// Cost as VersionStore's. Thread-safe. Also an idem::Store over the guard's effective keys.
+/// Cost as VersionStore's. Thread-safe. It runs the guards' protocol engine over its backend:
+/// every guard option applies.
 template <StateMachine Machine, class Backend>
 class StateMachineStore {
  public:
@@ -89,8 +98,10 @@ class StateMachineStore {
   explicit StateMachineStore(Machine machine, StateMachineStoreOptions<Backend> options = {})
       : machine_(std::move(machine)),
         impl_(Backend::open(options.backend, detail::EntityKind::state,
-                            detail::with_default_column(options.table, "state"))) {
-    guard_.bind(*this, with_defaults(std::move(options.guard), kDefaults));
+                            detail::with_default_column(options.table, "state"))),
+        options_(with_defaults(std::move(options.guard), kDefaults)),
+        policy_(detail::policy_of(options_)) {
+    options_.clock = policy_.clock;
   }
   StateMachineStore(const StateMachineStore&) = delete;
   StateMachineStore& operator=(const StateMachineStore&) = delete;
@@ -105,23 +116,42 @@ class StateMachineStore {
   [[nodiscard]] TransitionOutcome<handler_result_t<Fn>> execute(const EventKey& key,
                                                                 std::string_view payload, Fn&& fn) {
     using R = handler_result_t<Fn>;
-    if (table().find(key.event) == nullptr) {
-      return TransitionOutcome<R>(
-          Outcome<R>::failed(make_failure(
-              errc::invalid_transition,
-              "event '" + std::string(key.event) + "' is not in the transition table")),
-          {});
+    const Transition* t = table().find(key.event);
+    if (t == nullptr) {
+      return TransitionOutcome<R>(Outcome<R>::failed(
+          make_failure(errc::invalid_transition,
+                       "event '" + std::string(key.event) + "' is not in the transition table")));
     }
     // Built by append: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string.
     std::string op(1, key.operation.empty() ? 'e' : 'o');
     op.append(key.operation.empty() ? key.event : key.operation);
-    const std::string id = detail::encode_entity_id(key.entity, op, key.event);
-    std::optional<std::string> refused;
-    Outcome<R> out = detail::execute_entity_op(guard_.get(), id, payload, std::forward<Fn>(fn),
-                                               errc::invalid_transition, refused);
-    std::string current;
-    if (refused) current = std::move(*refused);
-    return TransitionOutcome<R>(std::move(out), std::move(current));
+    if (key.entity.size() + op.size() > options_.max_key_size) {
+      return TransitionOutcome<R>(Outcome<R>::failed(
+          make_failure(errc::key_invalid, "entity and operation are longer than " +
+                                              std::to_string(options_.max_key_size) + " bytes")));
+    }
+    detail::CasRequest shape{};
+    shape.fingerprint = options_.hash(payload);
+    shape.from = t->from;
+    shape.to = t->to;
+    auto refuse = [&](const std::string& current) -> Result<Claim> {
+      std::string allowed;
+      for (const std::string& f : t->from) allowed += (allowed.empty() ? "" : ", ") + f;
+      Failure refused = make_failure(
+          errc::invalid_transition, "event " + t->event + " is not allowed from state " + current +
+                                        " (allowed from: " + allowed + ") on entity '" +
+                                        std::string(key.entity) + "'");
+      CurrentState state{current, {}};
+      for (const Transition& other : table().transitions()) {
+        if (table().allows(other.event, current)) state.allowed_events.push_back(other.event);
+      }
+      refused.refusal = std::move(state);
+      return refused;
+    };
+    using Target = detail::EntityTarget<typename Backend::Impl, decltype(refuse)>;
+    Attempt<R, Target> attempt(
+        policy_, Target(impl_, options_, key.entity, op, shape, policy_.block_for(), refuse));
+    return TransitionOutcome<R>(detail::run_attempt(attempt, fn, options_.remember_failures));
   }
 
   /// The entity's current state, read outside any claim. errc::key_invalid: no such entity.
@@ -134,41 +164,13 @@ class StateMachineStore {
   }
 
   const TransitionTable& table() const { return machine_.table(); }
-  const Options& options() const noexcept { return guard_.get().options(); }
-
-  // --- idem::Store, over the guard's effective keys --------------------------------------------
-
-  Result<Claim> claim(const ClaimRequest& request) {
-    const auto parts = detail::parse_entity_key(request.key);
-    const Transition* t = parts ? table().find(parts->tail) : nullptr;
-    if (t == nullptr) return make_failure(errc::key_invalid, "not a state machine store key");
-    detail::CasRequest cas = detail::cas_request(*parts, request);
-    cas.from = t->from;
-    cas.to = t->to;
-    return detail::claim_entity(impl_, cas, "move", [&](const std::string& current) {
-      std::string allowed;
-      for (const std::string& f : t->from) allowed += (allowed.empty() ? "" : ", ") + f;
-      return make_failure(errc::invalid_transition,
-                          "event " + t->event + " is not allowed from state " + current +
-                              " (allowed from: " + allowed + ") on entity '" +
-                              std::string(parts->entity) + "'");
-    });
-  }
-  Status commit(const Ticket& ticket, const Completion& completion) {
-    return impl_.commit(ticket, completion);
-  }
-  Status abort(const Ticket& ticket) { return impl_.abort(ticket); }
-  /// Undoes the entity's move and the handler's writes of a rewindable claim, keeping the
-  /// operation held, so that a remembered failure commits alone (idem::RewindableStore).
-  Status rewind(const Ticket& ticket) { return impl_.rewind(ticket); }
-  Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
-    return impl_.extend(ticket, lease);
-  }
+  const Options& options() const noexcept { return options_; }
 
  private:
   Machine machine_;
   typename Backend::Impl impl_;
-  detail::OwnedGuard<StateMachineStore> guard_;
+  Options options_;
+  detail::Policy policy_;
 };
 
 }  // namespace idem

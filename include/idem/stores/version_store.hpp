@@ -13,7 +13,8 @@
 #include <thread>
 #include <utility>
 
-#include "idem/detail/owned_guard.hpp"
+#include "idem/attempt.hpp"
+#include "idem/detail/engine.hpp"
 #include "idem/guard.hpp"
 #include "idem/options.hpp"
 #include "idem/outcome.hpp"
@@ -87,8 +88,8 @@ struct VersionStoreOptions {
 /// | no such entity                         | errc::key_invalid                                   |
 ///
 /// Cost (SQL): a claim is BEGIN, op-log lookup, UPDATE, op-log INSERT; commit one UPDATE and
-/// COMMIT. A replay is BEGIN, lookup, ROLLBACK. Thread-safe. Also an idem::Store over the
-/// guard's effective keys.
+/// COMMIT. A replay is BEGIN, lookup, ROLLBACK. Thread-safe. It runs the guards' protocol engine
+/// over its backend: every guard option applies.
 template <class Backend>
 class VersionStore {
  public:
@@ -99,8 +100,10 @@ class VersionStore {
   /// table prefix, or guard options out of range.
   explicit VersionStore(VersionStoreOptions<Backend> options)
       : impl_(Backend::open(options.backend, detail::EntityKind::version,
-                            detail::with_default_column(options.table, "version"))) {
-    guard_.bind(*this, with_defaults(std::move(options.guard), kDefaults));
+                            detail::with_default_column(options.table, "version"))),
+        options_(with_defaults(std::move(options.guard), kDefaults)),
+        policy_(detail::policy_of(options_)) {
+    options_.clock = policy_.clock;
   }
   VersionStore(const VersionStore&) = delete;
   VersionStore& operator=(const VersionStore&) = delete;
@@ -115,17 +118,35 @@ class VersionStore {
   template <class Fn>
   [[nodiscard]] VersionOutcome<handler_result_t<Fn>> execute(const VersionKey& key,
                                                              std::string_view payload, Fn&& fn) {
+    using R = handler_result_t<Fn>;
     const std::string version = std::to_string(key.expected_version);
     // Built by append: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string.
     std::string op(1, key.operation.empty() ? 'v' : 'o');
     op.append(key.operation.empty() ? std::string_view(version) : key.operation);
-    const std::string id = detail::encode_entity_id(key.entity, op, version);
-    std::optional<std::string> refused;
-    Outcome<handler_result_t<Fn>> out = detail::execute_entity_op(
-        guard_.get(), id, payload, std::forward<Fn>(fn), errc::version_conflict, refused);
+    if (key.entity.size() + op.size() > options_.max_key_size) {
+      return VersionOutcome<R>(Outcome<R>::failed(make_failure(
+                                   errc::key_invalid, "entity and operation are longer than " +
+                                                          std::to_string(options_.max_key_size) +
+                                                          " bytes")),
+                               std::nullopt);
+    }
+    detail::CasRequest shape{};
+    shape.fingerprint = options_.hash(payload);
+    shape.expected_version = key.expected_version;
+    auto refuse = [&](const std::string& current) -> Result<Claim> {
+      Failure conflict = make_failure(errc::version_conflict, "entity '" + std::string(key.entity) +
+                                                                  "' is at version " + current +
+                                                                  ", not " + version);
+      if (auto n = parse(current)) conflict.refusal = CurrentVersion{*n};
+      return conflict;
+    };
+    using Target = detail::EntityTarget<typename Backend::Impl, decltype(refuse)>;
+    Attempt<R, Target> attempt(
+        policy_, Target(impl_, options_, key.entity, op, shape, policy_.block_for(), refuse));
+    Outcome<R> out = detail::run_attempt(attempt, fn, options_.remember_failures);
     std::optional<std::uint64_t> current;
-    if (refused) current = parse(*refused);
-    return VersionOutcome<handler_result_t<Fn>>(std::move(out), current);
+    if (const auto* v = std::get_if<CurrentVersion>(&out.refusal())) current = v->version;
+    return VersionOutcome<R>(std::move(out), current);
   }
 
   /// A read-modify-write loop: reads the entity's version, runs execute({entity, version,
@@ -179,32 +200,7 @@ class VersionStore {
     impl_.put(entity, std::to_string(version));
   }
 
-  const Options& options() const noexcept { return guard_.get().options(); }
-
-  // --- idem::Store, over the guard's effective keys --------------------------------------------
-
-  Result<Claim> claim(const ClaimRequest& request) {
-    const auto parts = detail::parse_entity_key(request.key);
-    const auto expected = parts ? parse(parts->tail) : std::nullopt;
-    if (!expected) return make_failure(errc::key_invalid, "not a version store key");
-    detail::CasRequest cas = detail::cas_request(*parts, request);
-    cas.expected_version = *expected;
-    return detail::claim_entity(impl_, cas, "version", [&](const std::string& current) {
-      return make_failure(errc::version_conflict, "entity '" + std::string(parts->entity) +
-                                                      "' is at version " + current + ", not " +
-                                                      std::string(parts->tail));
-    });
-  }
-  Status commit(const Ticket& ticket, const Completion& completion) {
-    return impl_.commit(ticket, completion);
-  }
-  Status abort(const Ticket& ticket) { return impl_.abort(ticket); }
-  /// Undoes the entity's move and the handler's writes of a rewindable claim, keeping the
-  /// operation held, so that a remembered failure commits alone (idem::RewindableStore).
-  Status rewind(const Ticket& ticket) { return impl_.rewind(ticket); }
-  Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
-    return impl_.extend(ticket, lease);
-  }
+  const Options& options() const noexcept { return options_; }
 
  private:
   static std::optional<std::uint64_t> parse(std::string_view s) noexcept {
@@ -215,7 +211,8 @@ class VersionStore {
   }
 
   typename Backend::Impl impl_;
-  detail::OwnedGuard<VersionStore> guard_;
+  Options options_;
+  detail::Policy policy_;
 };
 
 }  // namespace idem
