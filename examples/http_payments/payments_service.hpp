@@ -91,6 +91,13 @@ class PaymentsService final : public Service {
     }
   }
 
+  // Seconds until a retry can succeed: for a key in flight, until its holder's lease ends (the
+  // earliest takeover; a commit before then replays sooner, at the retry); otherwise 1.
+  static std::string retry_after(const idem::Outcome<std::string>& out) {
+    const auto ms = out.retry_after().count();
+    return std::to_string(ms > 1000 ? (ms + 999) / 1000 : 1);
+  }
+
   static void answer(httplib::Response& res, const idem::Outcome<std::string>& out) {
     if (!out) {
       const std::error_code e = out.error();
@@ -99,7 +106,7 @@ class PaymentsService final : public Service {
                            ? idem::to_string(static_cast<idem::errc>(e.value()))
                            : "error");
       problem(res, status, type, e.message(), out.message());
-      if (idem::is_retryable(e)) res.set_header("Retry-After", "1");
+      if (idem::is_retryable(e)) res.set_header("Retry-After", retry_after(out));
       return;
     }
     const std::optional<StoredAnswer> stored = parse_stored_answer(out.value());
