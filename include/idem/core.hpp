@@ -5,6 +5,7 @@
 // stores, CachedStore, LayeredGuard and TransitionTable, and costs about twice as much to compile
 // (docs/building.md).
 
+#include "idem/attempt.hpp"
 #include "idem/clock.hpp"
 #include "idem/codec.hpp"
 #include "idem/context.hpp"

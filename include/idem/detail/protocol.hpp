@@ -1,5 +1,5 @@
 #pragma once
-// Pieces of the claim -> run -> commit protocol that IdempotencyGuard and LayeredGuard share.
+// The engine's small pieces: decoding a replay and the commit retry loop (detail/engine.hpp).
 
 #include <algorithm>
 #include <exception>
