@@ -1,5 +1,5 @@
-/* A caller: the guard's protocol engine running one call (IdempotencyGuard::execute, or the
- * two-phase claim object: begin, commit / fail, extend, destroyed without a commit), repeated up
+/* A caller: the guard's protocol engine (detail/engine.hpp) running one call (execute(), or the
+ * two-phase idem::Attempt: begin, commit / fail, extend, destroyed while holding), repeated up
  * to ATTEMPTS times while the answer invites a retry (a Wait poll, or the client retrying).
  *
  * Every step that touches shared state is one atomic step, together with the caller's own
