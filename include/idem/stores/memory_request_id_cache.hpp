@@ -98,7 +98,7 @@ class MemoryRequestIdCache {
   }
 
  private:
-  MemoryStore entries_;                   // first: the guard refers to it
+  MemoryStore entries_;                  // first: the guard refers to it
   IdempotencyGuard<MemoryStore> guard_;  // holds the scope
 };
 

@@ -111,7 +111,7 @@ class MemoryTokenStore {
   }
 
  private:
-  Records records_;                   // first: the guard refers to it
+  Records records_;                  // first: the guard refers to it
   IdempotencyGuard<Records> guard_;  // holds the scope
 };
 
