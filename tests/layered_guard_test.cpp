@@ -316,6 +316,53 @@ TEST_F(Fixture, TheClassicAliasAndVoidHandlers) {
   EXPECT_TRUE(direct.replayed());
 }
 
+// A request-ID or token layer keys its entries under its store's scope: settings naming another
+// scope would split the layer's entries from the store's own execute(), so they are refused.
+TEST(LayerScope, SettingsWithAnotherScopeThanTheStoresAreRefused) {
+  MemoryRequestIdCache cache{MemoryRequestIdCacheOptions{.guard = {.scope = "gateway"}}};
+  MemoryTokenStore tokens{MemoryTokenStoreOptions{.guard = {.scope = "checkout"}}};
+  auto message_of = [](auto make) -> std::string {
+    try {
+      make();
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "(no exception)";
+  };
+  const std::string cache_error = message_of(
+      [&] { (void)RequestIdLayer(cache, LayerSettings{.name = "gw", .scope = "gateway.v2"}); });
+  EXPECT_NE(cache_error.find("\"gateway.v2\""), std::string::npos) << cache_error;
+  EXPECT_NE(cache_error.find("\"gateway\""), std::string::npos) << cache_error;
+  EXPECT_NE(cache_error.find("'gw'"), std::string::npos) << cache_error;
+  const std::string token_error =
+      message_of([&] { (void)TokenLayer(tokens, LayerSettings{.scope = "token"}); });
+  EXPECT_NE(token_error.find("\"token\""), std::string::npos) << token_error;
+  EXPECT_NE(token_error.find("\"checkout\""), std::string::npos) << token_error;
+  // The store's own scope, spelled out, is accepted.
+  EXPECT_NO_THROW((void)RequestIdLayer(cache, LayerSettings{.scope = "gateway"}));
+  EXPECT_NO_THROW((void)TokenLayer(tokens, LayerSettings{.scope = "checkout"}));
+}
+
+TEST(LayerScope, SettingsWithoutAScopeTakeTheStoresSoLayerAndStoreShareEntries) {
+  MemoryRequestIdCache cache{MemoryRequestIdCacheOptions{.guard = {.scope = "gateway"}}};
+  MemoryTokenStore tokens{MemoryTokenStoreOptions{.guard = {.scope = "checkout"}}};
+  MemoryStore records;
+  ThreeTierGuard<MemoryRequestIdCache, MemoryTokenStore, MemoryStore> guard{
+      RequestIdLayer(cache, LayerSettings{.name = "gw", .ttl = 10min}),
+      TokenLayer(tokens, LayerSettings{.name = "tk"}),
+      RecordLayer(records, LayerSettings{.scope = "pay"})};
+  const std::string t = tokens.issue(1min).value();
+  ASSERT_TRUE(guard.execute({"req-1", t, "order-1", "alice", "p"}, [] { return 7; }));
+  auto by_cache = cache.execute(Key{"req-1", "alice"}, "p", [] { return -1; });
+  ASSERT_TRUE(by_cache) << by_cache.message();
+  EXPECT_TRUE(by_cache.replayed());
+  EXPECT_EQ(by_cache.value(), 7);
+  auto by_token = tokens.execute(t, "p", [] { return -1; });
+  ASSERT_TRUE(by_token) << by_token.message();
+  EXPECT_TRUE(by_token.replayed());
+  EXPECT_EQ(by_token.value(), 7);
+}
+
 TEST(LayeredGuardRace, EightThreadsRunFnOnceAndAllSeeItsResult) {
   MemoryRequestIdCache cache;
   MemoryTokenStore tokens;

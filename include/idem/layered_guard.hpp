@@ -79,8 +79,11 @@ enum class LayerKind : std::uint8_t {
 
 /// How a layer claims: the scope of its effective keys, the lease, how long results replay.
 struct LayerSettings {
-  std::string name{};                                         // shown in outcomes and observers
-  std::string scope{};                                        // must match the store's own scope
+  std::string name{};  // shown in outcomes and observers
+  /// The scope of the layer's effective keys. A RequestIdLayer or TokenLayer over a store with
+  /// options() (the caches, the token stores) uses the store's scope: leave it empty, or spell
+  /// that same scope; another one is refused (std::invalid_argument).
+  std::string scope{};
   std::chrono::milliseconds lease{std::chrono::seconds{30}};  // holder's time before takeover
   std::chrono::milliseconds ttl{std::chrono::hours{24}};      // how long a result replays
   /// How long a claim may block on a holder (transactional SQL stores' row lock); 0: never.
@@ -101,6 +104,25 @@ constexpr void check_layer_store() {
 inline LayerSettings settings_from(const Options& o, std::string name) {
   return LayerSettings{std::move(name), o.scope, o.lease, o.ttl, std::chrono::milliseconds{0}};
 }
+
+/// `settings` for a layer over `store`, named `kind` when unnamed. A store with options() keeps
+/// its entries under its own scope, and its execute() and the layer must share them: an empty
+/// scope becomes the store's, another scope is refused (std::invalid_argument naming both).
+template <class S>
+LayerSettings settings_over(const S& store, LayerSettings settings, std::string_view kind) {
+  if (settings.name.empty()) settings.name = kind;
+  if constexpr (requires { store.options().scope; }) {
+    const std::string& own = store.options().scope;
+    if (settings.scope.empty()) {
+      settings.scope = own;
+    } else if (settings.scope != own) {
+      throw std::invalid_argument("idem: layer '" + settings.name + "': LayerSettings::scope \"" +
+                                  settings.scope + "\" is not its store's scope \"" + own +
+                                  "\" (leave it empty to use the store's)");
+    }
+  }
+  return settings;
+}
 }  // namespace detail
 
 /// The gateway layer over a request-ID cache (RequestIdCache, MemoryRequestIdCache, or any store
@@ -117,8 +139,10 @@ class RequestIdLayer {
   } : store_(&store), settings_(detail::settings_from(store.options(), "request_id")) {
     detail::check_layer_store<S>();
   }
+  /// Explicit settings (lease, ttl, name, block_for). Over a store with options(), the scope is
+  /// the store's: leave it empty; another scope throws std::invalid_argument.
   RequestIdLayer(S& store, LayerSettings settings)
-      : store_(&store), settings_(std::move(settings)) {
+      : store_(&store), settings_(detail::settings_over(store, std::move(settings), "request_id")) {
     detail::check_layer_store<S>();
   }
   S& store() const noexcept { return *store_; }
@@ -144,7 +168,10 @@ class TokenLayer {
   } : store_(&store), settings_(detail::settings_from(store.options(), "token")) {
     detail::check_layer_store<S>();
   }
-  TokenLayer(S& store, LayerSettings settings) : store_(&store), settings_(std::move(settings)) {
+  /// Explicit settings (lease, ttl, name, block_for). Over a store with options(), the scope is
+  /// the store's: leave it empty; another scope throws std::invalid_argument.
+  TokenLayer(S& store, LayerSettings settings)
+      : store_(&store), settings_(detail::settings_over(store, std::move(settings), "token")) {
     detail::check_layer_store<S>();
   }
   S& store() const noexcept { return *store_; }

@@ -11,39 +11,29 @@
 
 namespace idem {
 
-RedisTokenStore::RedisTokenStore(std::shared_ptr<redis::Client> client,
-                                 RedisTokenStoreOptions options)
+namespace detail {
+
+RedisTokenRecords::RedisTokenRecords(std::shared_ptr<redis::Client> client, std::string prefix,
+                                     redis::Durability durability)
     : client_(client ? std::move(client) : std::make_shared<redis::Client>()),
-      prefix_(std::move(options.prefix)),
-      scope_(options.guard.scope.empty() ? std::string(kDefaults.scope) : options.guard.scope),
-      durability_(std::move(options.durability)) {
-  guard_.bind(*this, with_defaults(std::move(options.guard), kDefaults));
+      prefix_(std::move(prefix)),
+      durability_(std::move(durability)) {}
+
+std::string RedisTokenRecords::redis_key(std::string_view key) const {
+  return redis::tagged_key(prefix_, key);
 }
 
-RedisTokenStore::~RedisTokenStore() = default;
-
-std::string RedisTokenStore::token_key(std::string_view token) const {
-  const detail::EffectiveKey key(scope_, {}, token);
-  return redis::tagged_key(prefix_, key.view());
-}
-
-Result<std::string> RedisTokenStore::issue(std::chrono::milliseconds ttl) {
-  // 128 random bits never collide in practice; a taken key (NX refused) is tried once more.
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    Result<std::string> token = detail::random_token();
-    if (!token) return token;
-    const std::string key = token_key(token.value());
-    char ms[24];
-    const std::array<std::string_view, 6> argv{"SET", key,  "T",
-                                               "NX",  "PX", redis::ms_text(ms, ttl)};
-    Result<redis::Answer> answer = client_->impl().command(key, argv);
-    if (!answer) return std::move(answer).failure();
-    const redisReply& r = *answer->reply;
-    if (r.type == REDIS_REPLY_ERROR)
-      return redis::error_reply_failure(r, "issuing a token", answer->where);
-    if (r.type == REDIS_REPLY_STATUS) return token;  // OK; nil means the key was taken
-  }
-  return make_failure(errc::store_unavailable, "could not store a fresh token (key taken twice)");
+Result<bool> RedisTokenRecords::add(std::string_view key, std::chrono::milliseconds ttl) {
+  const std::string tagged = redis_key(key);
+  char ms[24];
+  const std::array<std::string_view, 6> argv{"SET", tagged, "T",
+                                             "NX",  "PX",   redis::ms_text(ms, ttl)};
+  Result<redis::Answer> answer = client_->impl().command(tagged, argv);
+  if (!answer) return std::move(answer).failure();
+  const redisReply& r = *answer->reply;
+  if (r.type == REDIS_REPLY_ERROR)
+    return redis::error_reply_failure(r, "issuing a token", answer->where);
+  return r.type == REDIS_REPLY_STATUS;  // OK; nil means the key was taken
 }
 
 namespace {
@@ -58,26 +48,51 @@ Result<Claim> token_codes(Result<Claim> claim, int code) {
 }
 }  // namespace
 
-Result<Claim> RedisTokenStore::claim(const ClaimRequest& request) {
-  return redis::eval_claim(client_->impl(), redis::script_token_claim,
-                           redis::tagged_key(prefix_, request.key), request, token_codes,
-                           {durability_, replication_timeouts_});
+Result<Claim> RedisTokenRecords::claim(const ClaimRequest& request) {
+  return redis::eval_claim(client_->impl(), redis::script_token_claim, redis_key(request.key),
+                           request, token_codes, {durability_, replication_timeouts_});
 }
 
-Status RedisTokenStore::commit(const Ticket& ticket, const Completion& completion) {
+Status RedisTokenRecords::commit(const Ticket& ticket, const Completion& completion) {
   return redis::eval_record_commit(client_->impl(), redis::script_record_commit,
-                                   redis::tagged_key(prefix_, ticket.key), ticket.fence, completion,
+                                   redis_key(ticket.key), ticket.fence, completion,
                                    {durability_, replication_timeouts_});
 }
 
-Status RedisTokenStore::abort(const Ticket& ticket) {
-  return redis::eval_record_abort(client_->impl(), redis::script_token_abort,
-                                  redis::tagged_key(prefix_, ticket.key), ticket.fence);
+Status RedisTokenRecords::abort(const Ticket& ticket) {
+  return redis::eval_record_abort(client_->impl(), redis::script_token_abort, redis_key(ticket.key),
+                                  ticket.fence);
 }
 
-Status RedisTokenStore::extend(const Ticket& ticket, std::chrono::milliseconds lease) {
+Status RedisTokenRecords::extend(const Ticket& ticket, std::chrono::milliseconds lease) {
   return redis::eval_record_extend(client_->impl(), redis::script_record_extend,
-                                   redis::tagged_key(prefix_, ticket.key), ticket.fence, lease);
+                                   redis_key(ticket.key), ticket.fence, lease);
+}
+
+}  // namespace detail
+
+RedisTokenStore::RedisTokenStore(std::shared_ptr<redis::Client> client,
+                                 RedisTokenStoreOptions options)
+    : records_(std::move(client), std::move(options.prefix), std::move(options.durability)),
+      guard_(records_, with_defaults(std::move(options.guard), kDefaults)) {}
+
+RedisTokenStore::~RedisTokenStore() = default;
+
+std::string RedisTokenStore::token_key(std::string_view token) const {
+  return records_.redis_key(detail::EffectiveKey(options().scope, {}, token).view());
+}
+
+Result<std::string> RedisTokenStore::issue(std::chrono::milliseconds ttl) {
+  // 128 random bits never collide in practice; a taken key (NX refused) is tried once more.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    Result<std::string> token = detail::random_token();
+    if (!token) return token;
+    Result<bool> added =
+        records_.add(detail::EffectiveKey(options().scope, {}, token.value()).view(), ttl);
+    if (!added) return std::move(added).failure();
+    if (added.value()) return token;
+  }
+  return make_failure(errc::store_unavailable, "could not store a fresh token (key taken twice)");
 }
 
 }  // namespace idem

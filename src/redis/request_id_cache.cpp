@@ -36,28 +36,26 @@ std::array<char, 9> holder_prefix(Fence fence) {
 
 }  // namespace
 
-RequestIdCache::RequestIdCache(std::shared_ptr<redis::Client> client, RequestIdCacheOptions options)
+namespace detail {
+
+RedisRequestIdRecords::RedisRequestIdRecords(std::shared_ptr<redis::Client> client,
+                                             std::string prefix)
     : client_(client ? std::move(client) : std::make_shared<redis::Client>()),
-      prefix_(std::move(options.prefix)),
-      scope_(options.guard.scope.empty() ? std::string(kDefaults.scope) : options.guard.scope) {
+      prefix_(std::move(prefix)) {
   // Holder ids start at a random point so that processes sharing the server never meet.
   unsigned char seed[8];
-  if (!detail::os_random(seed, sizeof seed).ok()) {
+  if (!os_random(seed, sizeof seed).ok()) {
     throw std::runtime_error("idem: no OS random source for RequestIdCache holder ids");
   }
   holder_base_ = get_u64(reinterpret_cast<const char*>(seed));
-  guard_.bind(*this, with_defaults(std::move(options.guard), kDefaults));
 }
 
-RequestIdCache::~RequestIdCache() = default;
-
-std::string RequestIdCache::entry_key(const Key& request) const {
-  const detail::EffectiveKey key(scope_, request.principal, request.id);
-  return redis::tagged_key(prefix_, key.view());
+std::string RedisRequestIdRecords::redis_key(std::string_view key) const {
+  return redis::tagged_key(prefix_, key);
 }
 
-Result<Claim> RequestIdCache::claim(const ClaimRequest& request) {
-  const std::string key = redis::tagged_key(prefix_, request.key);
+Result<Claim> RedisRequestIdRecords::claim(const ClaimRequest& request) {
+  const std::string key = redis_key(request.key);
   Fence fence = holder_base_ + holder_next_.fetch_add(1, std::memory_order_relaxed);
   if (fence == 0) fence = 1;  // 0 means "no fence" to the guard's observer
   std::array<char, kHeader> marker{};
@@ -73,31 +71,44 @@ Result<Claim> RequestIdCache::claim(const ClaimRequest& request) {
   return redis::decode_cache_claim(*answer->reply, fence, fp, answer->where);
 }
 
-Status RequestIdCache::commit(const Ticket& ticket, const Completion& completion) {
+Status RedisRequestIdRecords::commit(const Ticket& ticket, const Completion& completion) {
   const auto holder = holder_prefix(ticket.fence);
   char ttl[24];
   const std::array<std::string_view, 4> args{std::string_view(holder.data(), holder.size()),
                                              completion.status == ClaimStatus::failed ? "F" : "C",
                                              completion.result,
                                              redis::ms_text(ttl, completion.ttl)};
-  return redis::eval_fenced(client_->impl(), redis::script_cache_commit,
-                            redis::tagged_key(prefix_, ticket.key), args, "commit");
+  return redis::eval_fenced(client_->impl(), redis::script_cache_commit, redis_key(ticket.key),
+                            args, "commit");
 }
 
-Status RequestIdCache::abort(const Ticket& ticket) {
+Status RedisRequestIdRecords::abort(const Ticket& ticket) {
   const auto holder = holder_prefix(ticket.fence);
   const std::array<std::string_view, 1> args{std::string_view(holder.data(), holder.size())};
-  return redis::eval_fenced(client_->impl(), redis::script_cache_abort,
-                            redis::tagged_key(prefix_, ticket.key), args, "abort");
+  return redis::eval_fenced(client_->impl(), redis::script_cache_abort, redis_key(ticket.key), args,
+                            "abort");
 }
 
-Status RequestIdCache::extend(const Ticket& ticket, std::chrono::milliseconds lease) {
+Status RedisRequestIdRecords::extend(const Ticket& ticket, std::chrono::milliseconds lease) {
   const auto holder = holder_prefix(ticket.fence);
   char ms[24];
   const std::array<std::string_view, 2> args{std::string_view(holder.data(), holder.size()),
                                              redis::ms_text(ms, lease)};
-  return redis::eval_fenced(client_->impl(), redis::script_cache_extend,
-                            redis::tagged_key(prefix_, ticket.key), args, "extend");
+  return redis::eval_fenced(client_->impl(), redis::script_cache_extend, redis_key(ticket.key),
+                            args, "extend");
+}
+
+}  // namespace detail
+
+RequestIdCache::RequestIdCache(std::shared_ptr<redis::Client> client, RequestIdCacheOptions options)
+    : records_(std::move(client), std::move(options.prefix)),
+      guard_(records_, with_defaults(std::move(options.guard), kDefaults)) {}
+
+RequestIdCache::~RequestIdCache() = default;
+
+std::string RequestIdCache::entry_key(const Key& request) const {
+  return records_.redis_key(
+      detail::EffectiveKey(options().scope, request.principal, request.id).view());
 }
 
 }  // namespace idem

@@ -204,6 +204,42 @@ TYPED_TEST_P(RequestIdCacheSuite, ReplaysSayHowLongTheResponseIsStillKept) {
   }
 }
 
+// The two-phase form: begin<T>() holds the request id until commit() or fail(); fail() frees it
+// for a retry; after commit() a repeat's outcome replays the response, and begin() and execute()
+// share entries.
+TYPED_TEST_P(RequestIdCacheSuite, BeginHoldsTheIdUntilCommitOrFail) {
+  this->make(Options{.scope = "gateway-begin", .lease = std::chrono::seconds{30}});
+  const Key request{"req-b", "tenant"};
+  {
+    auto held = this->cache().template begin<std::string>(request, "body");
+    ASSERT_TRUE(held.acquired()) << held.outcome().message();
+    auto busy = this->cache().template begin<std::string>(request, "body");
+    ASSERT_FALSE(busy.acquired());
+    EXPECT_EQ(busy.outcome().error(), errc::in_progress) << busy.outcome().message();
+    EXPECT_GT(busy.retry_after().count(), 0);
+    held.fail("upstream down");
+  }
+  auto again = this->cache().template begin<std::string>(request, "body");
+  ASSERT_TRUE(again.acquired()) << again.outcome().message();
+  Outcome<std::string> committed = again.commit("HTTP/1.1 200 OK");
+  ASSERT_TRUE(committed) << committed.message();
+  EXPECT_TRUE(committed.recorded());
+
+  auto repeat = this->cache().template begin<std::string>(request, "body");
+  ASSERT_FALSE(repeat.acquired());
+  ASSERT_TRUE(repeat.outcome()) << repeat.outcome().message();
+  EXPECT_TRUE(repeat.outcome().replayed());
+  EXPECT_EQ(repeat.outcome().value(), "HTTP/1.1 200 OK");
+  auto by_execute = this->cache().execute(request, "body", [] { return std::string("other"); });
+  ASSERT_TRUE(by_execute) << by_execute.message();
+  EXPECT_TRUE(by_execute.replayed());
+  EXPECT_EQ(by_execute.value(), "HTTP/1.1 200 OK");
+
+  auto other = this->cache().template begin<std::string>(request, "another body");
+  ASSERT_FALSE(other.acquired());
+  EXPECT_EQ(other.outcome().error(), errc::payload_mismatch) << other.outcome().message();
+}
+
 REGISTER_TYPED_TEST_SUITE_P(RequestIdCacheSuite, FirstRequestIsForwardedRepeatsGetItsResponse,
                             TheSameIdFromAnotherPrincipalIsAnotherRequest,
                             EmptyAndBinaryResponsesReplayExactly,
@@ -212,6 +248,7 @@ REGISTER_TYPED_TEST_SUITE_P(RequestIdCacheSuite, FirstRequestIsForwardedRepeatsG
                             ResponsesExpireAfterTheirTtl,
                             ACrashedHoldersMarkerExpiresAndItsLateCommitIsRefused,
                             ACommitRepeatedByItsHolderAfterItLandedSucceeds,
-                            ReplaysSayHowLongTheResponseIsStillKept);
+                            ReplaysSayHowLongTheResponseIsStillKept,
+                            BeginHoldsTheIdUntilCommitOrFail);
 
 }  // namespace idem::testing

@@ -245,12 +245,55 @@ TYPED_TEST_P(TokenStoreSuite, DoubleSubmitFromEightThreadsRunsOnce) {
   }
 }
 
+// The two-phase form: begin<T>() holds the token until commit() or fail(); fail() returns it to
+// pending (a retry may use it, even with another payload); after commit() a repeat's outcome
+// replays the value, and begin() and execute() answer alike.
+TYPED_TEST_P(TokenStoreSuite, BeginHoldsTheTokenUntilCommitOrFail) {
+  this->make(Options{.scope = "tokens-begin", .lease = std::chrono::seconds{30}});
+  const std::string t = this->issue();
+  {
+    auto held = this->store().template begin<std::string>(t, "order=1");
+    ASSERT_TRUE(held.acquired()) << held.outcome().message();
+    EXPECT_GT(held.fence(), 0u);
+    auto busy = this->store().template begin<std::string>(t, "order=1");
+    ASSERT_FALSE(busy.acquired());
+    EXPECT_EQ(busy.outcome().error(), errc::in_progress) << busy.outcome().message();
+    EXPECT_GT(busy.retry_after().count(), 0);
+    held.fail("card declined");
+    EXPECT_FALSE(held.acquired());
+  }
+  auto again = this->store().template begin<std::string>(t, "order=2");
+  ASSERT_TRUE(again.acquired()) << again.outcome().message();
+  Outcome<std::string> committed = again.commit("receipt");
+  ASSERT_TRUE(committed) << committed.message();
+  EXPECT_TRUE(committed.executed());
+  EXPECT_TRUE(committed.recorded());
+
+  auto repeat = this->store().template begin<std::string>(t, "order=2");
+  ASSERT_FALSE(repeat.acquired());
+  ASSERT_TRUE(repeat.outcome()) << repeat.outcome().message();
+  EXPECT_TRUE(repeat.outcome().replayed());
+  EXPECT_EQ(repeat.outcome().value(), "receipt");
+  auto by_execute = this->store().execute(t, "order=2", [] { return std::string("other"); });
+  ASSERT_TRUE(by_execute) << by_execute.message();
+  EXPECT_TRUE(by_execute.replayed());
+  EXPECT_EQ(by_execute.value(), "receipt");
+
+  auto other = this->store().template begin<std::string>(t, "order=3");
+  ASSERT_FALSE(other.acquired());
+  EXPECT_EQ(other.outcome().error(), errc::token_invalid) << other.outcome().message();
+  auto malformed = this->store().template begin<std::string>("not-a-token", "order=2");
+  ASSERT_FALSE(malformed.acquired());
+  EXPECT_EQ(malformed.outcome().error(), errc::token_invalid) << malformed.outcome().message();
+}
+
 REGISTER_TYPED_TEST_SUITE_P(
     TokenStoreSuite, IssuedTokensAre128RandomBitsInBase64Url, FirstUseRunsAndARepeatReplays,
     UnknownForgedAndMalformedTokensAreInvalid, RefusedTokensAreRejectionsNotStoreErrors,
     ExpiredTokenIsInvalid, ATokenUsedWithAnotherPayloadIsInvalid,
     HandlerThatThrowsReturnsTheTokenToPending, AbortAfterTheTokensExpiryLeavesItInvalid,
     ConsumedTokenReplaysUntilTtlThenIsInvalid, ExpiredLeaseIsTakenOverAndTheOldHolderFencedOff,
-    CommitRepeatedUnderItsFenceAfterItLandedSucceeds, DoubleSubmitFromEightThreadsRunsOnce);
+    CommitRepeatedUnderItsFenceAfterItLandedSucceeds, DoubleSubmitFromEightThreadsRunsOnce,
+    BeginHoldsTheTokenUntilCommitOrFail);
 
 }  // namespace idem::testing

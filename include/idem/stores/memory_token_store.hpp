@@ -1,25 +1,19 @@
 #pragma once
-// MemoryTokenStore: the one-time token strategy in process memory (docs/design.md §12).
-// Header-only.
+// MemoryTokenStore: the one-time token strategy in process memory: token records
+// (detail::MemoryTokenRecords) and the guard that claims through them. Header-only.
 
-#include <algorithm>
 #include <chrono>
 #include <cstddef>
-#include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 
 #include "idem/clock.hpp"
 #include "idem/detail/effective_key.hpp"
-#include "idem/detail/hashed_key.hpp"
-#include "idem/detail/memory_record.hpp"
-#include "idem/detail/owned_guard.hpp"
+#include "idem/detail/memory_token_records.hpp"
 #include "idem/detail/token.hpp"
-#include "idem/fingerprint.hpp"
+#include "idem/detail/token_guard.hpp"
 #include "idem/guard.hpp"
 #include "idem/options.hpp"
 #include "idem/result.hpp"
@@ -49,17 +43,24 @@ struct MemoryTokenStoreOptions {
 /// | consumed with the same payload                   | replays the result                   |
 /// | consumed, but fn threw                           | pending again, until its expiry      |
 ///
-/// Also an idem::Store over the guard's effective keys. Thread-safe (one mutex).
+/// It is the token records plus an IdempotencyGuard over them; the scope is the guard's alone.
+/// Also an idem::Store over the guard's effective keys (it forwards to the records), so it can
+/// be a TokenLayer of a LayeredGuard. Thread-safe (one mutex).
 class MemoryTokenStore {
+  using Records = detail::MemoryTokenRecords;
+
  public:
   /// What the guard options' unset fields become (idem::Options).
   static constexpr OptionDefaults kDefaults{.scope = "token"};
 
+  /// The two-phase handle of begin<T>() (see idem::Attempt).
+  template <class T>
+  using Attempt = typename IdempotencyGuard<Records>::template Attempt<T>;
+
+  /// Throws std::invalid_argument when the guard options are out of range.
   explicit MemoryTokenStore(MemoryTokenStoreOptions options = {})
-      : clock_(options.clock ? std::move(options.clock) : steady_clock()),
-        scope_(options.guard.scope.empty() ? std::string(kDefaults.scope) : options.guard.scope) {
-    guard_.bind(*this, with_defaults(std::move(options.guard), kDefaults));
-  }
+      : records_(options.clock ? std::move(options.clock) : steady_clock()),
+        guard_(records_, with_defaults(std::move(options.guard), kDefaults)) {}
   MemoryTokenStore(const MemoryTokenStore&) = delete;
   MemoryTokenStore& operator=(const MemoryTokenStore&) = delete;
 
@@ -67,12 +68,7 @@ class MemoryTokenStore {
   Result<std::string> issue(std::chrono::milliseconds ttl) {
     Result<std::string> token = detail::random_token();
     if (!token) return token;
-    const detail::EffectiveKey key(scope_, {}, token.value());
-    const auto now = clock_->now();
-    std::lock_guard lock(mutex_);
-    Entry& e = tokens_[std::string(key.view())];
-    e.deadline = now + std::max(ttl, std::chrono::milliseconds{1});
-    e.expires_at = e.deadline;
+    records_.add(detail::EffectiveKey(options().scope, {}, token.value()).view(), ttl);
     return token;
   }
 
@@ -80,140 +76,43 @@ class MemoryTokenStore {
   /// the token matches.
   template <class Fn>
   [[nodiscard]] Outcome<handler_result_t<Fn>> execute(std::string_view token, Fn&& fn) {
-    return execute(token, std::string_view{}, std::forward<Fn>(fn));
+    return detail::execute_token(guard_, token, {}, fn);
   }
   template <class Fn>
   [[nodiscard]] Outcome<handler_result_t<Fn>> execute(std::string_view token,
                                                       std::string_view payload, Fn&& fn) {
-    if (!detail::token_shaped(token)) {
-      return Outcome<handler_result_t<Fn>>::failed(detail::malformed_token(options(), token));
-    }
-    return guard_.get().execute(Key{token}, payload, std::forward<Fn>(fn));
+    return detail::execute_token(guard_, token, payload, fn);
   }
 
-  const Options& options() const noexcept { return guard_.get().options(); }
-
-  // --- idem::Store, over the guard's effective keys --------------------------------------------
-
-  Result<Claim> claim(const ClaimRequest& request) {
-    const auto now = clock_->now();
-    std::lock_guard lock(mutex_);
-    auto it = tokens_.find(request.key);
-    if (it == tokens_.end()) return unknown();
-    Entry& e = it->second;
-    if (now >= e.expires_at) {
-      tokens_.erase(it);
-      return unknown();
-    }
-    if (e.state == State::pending) return detail::acquire_record(e, request, now, false);
-    if (e.fingerprint != request.fingerprint) return used_by_another();
-    if (e.state != State::in_progress) {
-      return Claim{
-          .status = e.state == State::completed ? ClaimStatus::completed : ClaimStatus::failed,
-          .fence = e.fence,
-          .result = e.result};
-    }
-    if (now < e.lease_until) {
-      return Claim{
-          .status = ClaimStatus::in_progress,
-          .fence = e.fence,
-          .lease_remaining = std::chrono::ceil<std::chrono::milliseconds>(e.lease_until - now)};
-    }
-    return detail::acquire_record(e, request, now, true);
+  /// The two-phase form of execute(): claims `token` and returns an Attempt that answers
+  /// (outcome(): a replay, or a refusal such as token_invalid) or holds the token until its
+  /// commit(value) or fail(message); fail() returns it to pending. The store must outlive it.
+  template <class T>
+  [[nodiscard]] Attempt<T> begin(std::string_view token, std::string_view payload = {}) {
+    return detail::begin_token<T>(guard_, token, payload);
   }
 
-  Status commit(const Ticket& ticket, const Completion& completion) {
-    const auto now = clock_->now();
-    return with_holder(
-        ticket,
-        [&](auto it) {
-          Entry& e = it->second;
-          e.state = completion.status == ClaimStatus::failed ? State::failed : State::completed;
-          e.result.assign(completion.result);
-          e.expires_at = now + std::max(completion.ttl, std::chrono::milliseconds{1});
-        },
-        &completion);
-  }
-
-  /// Returns the token to pending until its own expiry (gone if that has passed).
-  Status abort(const Ticket& ticket) {
-    const auto now = clock_->now();
-    return with_holder(ticket, [&](auto it) {
-      Entry& e = it->second;
-      if (now >= e.deadline) {
-        tokens_.erase(it);
-        return;
-      }
-      e.state = State::pending;
-      e.expires_at = e.deadline;
-      e.result.clear();
-    });
-  }
-
-  Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
-    const auto now = clock_->now();
-    return with_holder(ticket, [&](auto it) {
-      Entry& e = it->second;
-      e.lease_until = now + lease;
-      e.expires_at = std::max(e.expires_at, e.lease_until);
-    });
-  }
+  /// The guard's options; options().scope names the token namespace.
+  const Options& options() const noexcept { return guard_.options(); }
 
   /// Removes expired tokens; returns how many went.
-  std::size_t purge_expired() {
-    const auto now = clock_->now();
-    std::lock_guard lock(mutex_);
-    return std::erase_if(tokens_, [&](const auto& kv) { return now >= kv.second.expires_at; });
-  }
-
+  std::size_t purge_expired() { return records_.purge_expired(); }
   /// Tokens held now (pending, in use, consumed; expired ones until purged).
-  std::size_t size() const {
-    std::lock_guard lock(mutex_);
-    return tokens_.size();
+  std::size_t size() const { return records_.size(); }
+
+  // --- idem::Store, over the guard's effective keys --------------------------------------------
+  Result<Claim> claim(const ClaimRequest& request) { return records_.claim(request); }
+  Status commit(const Ticket& ticket, const Completion& completion) {
+    return records_.commit(ticket, completion);
+  }
+  Status abort(const Ticket& ticket) { return records_.abort(ticket); }
+  Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
+    return records_.extend(ticket, lease);
   }
 
  private:
-  enum class State : std::uint8_t { pending, in_progress, completed, failed };
-
-  struct Entry {
-    State state = State::pending;
-    Fingerprint fingerprint{};
-    Fence fence = 0;
-    Clock::time_point lease_until{};
-    Clock::time_point deadline{};    // the token's own expiry, to which an abort returns it
-    Clock::time_point expires_at{};  // when the entry goes
-    std::string result;
-  };
-
-  static Failure unknown() {
-    return make_failure(errc::token_invalid, "token is unknown or expired");
-  }
-  static Failure used_by_another() {
-    return make_failure(errc::token_invalid, "token was used by a request with another payload");
-  }
-
-  // Runs `change` on the token only if the ticket still holds it. `repeat`: a commit's
-  // completion, which succeeds without a change when it already stands under the ticket's fence.
-  template <class Change>
-  Status with_holder(const Ticket& ticket, Change&& change, const Completion* repeat = nullptr) {
-    std::lock_guard lock(mutex_);
-    auto it = tokens_.find(ticket.key);
-    if (it != tokens_.end() && detail::held_under(it->second, ticket.fence)) {
-      change(it);
-      return {};
-    }
-    if (it != tokens_.end() && repeat != nullptr &&
-        detail::committed_under(it->second, ticket.fence, *repeat)) {
-      return {};
-    }
-    return Status(errc::lease_lost, "the token is no longer held under this fence");
-  }
-
-  std::shared_ptr<Clock> clock_;
-  std::string scope_;
-  mutable std::mutex mutex_;
-  detail::HashedKeyMap<Entry> tokens_;
-  detail::OwnedGuard<MemoryTokenStore> guard_;
+  Records records_;                  // first: the guard refers to it
+  IdempotencyGuard<Records> guard_;  // holds the scope
 };
 
 static_assert(Store<MemoryTokenStore>);

@@ -1,6 +1,7 @@
 #pragma once
-// RedisTokenStore: the one-time token strategy on Redis (docs/design.md §12), in the compiled
-// adapter idem::redis.
+// RedisTokenStore: the one-time token strategy on Redis: token records in Redis
+// (detail::RedisTokenRecords) and the guard that claims through them, in the compiled adapter
+// idem::redis.
 
 #include <atomic>
 #include <chrono>
@@ -10,8 +11,8 @@
 #include <string_view>
 #include <utility>
 
-#include "idem/detail/owned_guard.hpp"
 #include "idem/detail/token.hpp"
+#include "idem/detail/token_guard.hpp"
 #include "idem/guard.hpp"
 #include "idem/options.hpp"
 #include "idem/redis/client.hpp"
@@ -19,6 +20,44 @@
 #include "idem/store.hpp"
 
 namespace idem {
+
+namespace detail {
+
+/// The record store under RedisTokenStore, over effective keys (the scope is the caller's):
+/// add() stores a pending token, the claim script consumes it (a key never added, or expired,
+/// is errc::token_invalid), abort returns it to pending until its own expiry, and commit and
+/// extend are the record store's scripts (a consumed token is a record with the same fields).
+/// Thread-safe.
+class RedisTokenRecords {
+ public:
+  RedisTokenRecords(std::shared_ptr<redis::Client> client, std::string prefix,
+                    redis::Durability durability);
+  RedisTokenRecords(const RedisTokenRecords&) = delete;
+  RedisTokenRecords& operator=(const RedisTokenRecords&) = delete;
+
+  /// `key` pending for `ttl` (SET NX PX, one round trip): false when the key is already taken.
+  Result<bool> add(std::string_view key, std::chrono::milliseconds ttl);
+  /// The Redis key of effective key `key`.
+  std::string redis_key(std::string_view key) const;
+  std::uint64_t replication_timeouts() const noexcept {
+    return replication_timeouts_.load(std::memory_order_relaxed);
+  }
+
+  Result<Claim> claim(const ClaimRequest& request);
+  Status commit(const Ticket& ticket, const Completion& completion);
+  Status abort(const Ticket& ticket);
+  Status extend(const Ticket& ticket, std::chrono::milliseconds lease);
+
+ private:
+  std::shared_ptr<redis::Client> client_;
+  std::string prefix_;
+  redis::Durability durability_;
+  std::atomic<std::uint64_t> replication_timeouts_{0};
+};
+
+static_assert(Store<RedisTokenRecords>);
+
+}  // namespace detail
 
 struct RedisTokenStoreOptions {
   /// Prepended to every token's Redis key (default "idem:token:").
@@ -41,11 +80,20 @@ struct RedisTokenStoreOptions {
 ///
 /// Keys: `<prefix>{<16 hex digits>}<effective key>`, as RedisStore. Cost: issue is one SET;
 /// execute is one claim and one commit script (a replay one claim), like the record store.
-/// Also an idem::Store over the guard's effective keys. Thread-safe.
+///
+/// It is the token records plus an IdempotencyGuard over them; the scope is the guard's alone.
+/// Also an idem::Store over the guard's effective keys (it forwards to the records), so it can
+/// be a TokenLayer of a LayeredGuard. Thread-safe.
 class RedisTokenStore {
+  using Records = detail::RedisTokenRecords;
+
  public:
   /// What the guard options' unset fields become (idem::Options).
   static constexpr OptionDefaults kDefaults{.scope = "token"};
+
+  /// The two-phase handle of begin<T>() (see idem::Attempt).
+  template <class T>
+  using Attempt = typename IdempotencyGuard<Records>::template Attempt<T>;
 
   /// Throws std::invalid_argument when the guard options are out of range.
   explicit RedisTokenStore(std::shared_ptr<redis::Client> client,
@@ -61,37 +109,41 @@ class RedisTokenStore {
   /// of the token matches.
   template <class Fn>
   [[nodiscard]] Outcome<handler_result_t<Fn>> execute(std::string_view token, Fn&& fn) {
-    return execute(token, std::string_view{}, std::forward<Fn>(fn));
+    return detail::execute_token(guard_, token, {}, fn);
   }
   template <class Fn>
   [[nodiscard]] Outcome<handler_result_t<Fn>> execute(std::string_view token,
                                                       std::string_view payload, Fn&& fn) {
-    if (!detail::token_shaped(token)) {
-      return Outcome<handler_result_t<Fn>>::failed(detail::malformed_token(options(), token));
-    }
-    return guard_.get().execute(Key{token}, payload, std::forward<Fn>(fn));
+    return detail::execute_token(guard_, token, payload, fn);
   }
 
-  const Options& options() const noexcept { return guard_.get().options(); }
+  /// The two-phase form of execute(): claims `token` and returns an Attempt that answers
+  /// (outcome(): a replay, or a refusal such as token_invalid) or holds the token until its
+  /// commit(value) or fail(message); fail() returns it to pending. The store must outlive it.
+  template <class T>
+  [[nodiscard]] Attempt<T> begin(std::string_view token, std::string_view payload = {}) {
+    return detail::begin_token<T>(guard_, token, payload);
+  }
+
+  /// The guard's options; options().scope names the token namespace.
+  const Options& options() const noexcept { return guard_.options(); }
   /// The Redis key of `token`.
   std::string token_key(std::string_view token) const;
-  std::uint64_t replication_timeouts() const noexcept {
-    return replication_timeouts_.load(std::memory_order_relaxed);
-  }
+  std::uint64_t replication_timeouts() const noexcept { return records_.replication_timeouts(); }
 
   // --- idem::Store, over the guard's effective keys --------------------------------------------
-  Result<Claim> claim(const ClaimRequest& request);
-  Status commit(const Ticket& ticket, const Completion& completion);
-  Status abort(const Ticket& ticket);
-  Status extend(const Ticket& ticket, std::chrono::milliseconds lease);
+  Result<Claim> claim(const ClaimRequest& request) { return records_.claim(request); }
+  Status commit(const Ticket& ticket, const Completion& completion) {
+    return records_.commit(ticket, completion);
+  }
+  Status abort(const Ticket& ticket) { return records_.abort(ticket); }
+  Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
+    return records_.extend(ticket, lease);
+  }
 
  private:
-  std::shared_ptr<redis::Client> client_;
-  std::string prefix_;
-  std::string scope_;
-  redis::Durability durability_;
-  std::atomic<std::uint64_t> replication_timeouts_{0};
-  detail::OwnedGuard<RedisTokenStore> guard_;
+  Records records_;                  // first: the guard refers to it
+  IdempotencyGuard<Records> guard_;  // holds the scope
 };
 
 static_assert(Store<RedisTokenStore>);

@@ -1,7 +1,7 @@
 #pragma once
-// RequestIdCache: the gateway's request-ID response cache on Redis (docs/design.md §12), in the
-// compiled adapter idem::redis. The memory twin is MemoryRequestIdCache
-// (memory_request_id_cache.hpp).
+// RequestIdCache: the gateway's request-ID response cache on Redis: entries in Redis
+// (detail::RedisRequestIdRecords) and the guard that claims through them, in the compiled adapter
+// idem::redis. The memory twin is MemoryRequestIdCache (memory_request_id_cache.hpp).
 
 #include <atomic>
 #include <chrono>
@@ -11,7 +11,6 @@
 #include <string_view>
 #include <utility>
 
-#include "idem/detail/owned_guard.hpp"
 #include "idem/guard.hpp"
 #include "idem/key.hpp"
 #include "idem/options.hpp"
@@ -20,6 +19,37 @@
 #include "idem/store.hpp"
 
 namespace idem {
+
+namespace detail {
+
+/// The record store under RequestIdCache, over effective keys (the scope is the caller's): one
+/// Redis string per key, claimed by a SET NX PX of an in-progress marker with a random holder id
+/// (the fence), replaced by the response at commit; the cache_*.lua scripts. Thread-safe.
+class RedisRequestIdRecords {
+ public:
+  /// Throws std::runtime_error when the OS has no random source for the holder ids.
+  RedisRequestIdRecords(std::shared_ptr<redis::Client> client, std::string prefix);
+  RedisRequestIdRecords(const RedisRequestIdRecords&) = delete;
+  RedisRequestIdRecords& operator=(const RedisRequestIdRecords&) = delete;
+
+  /// The Redis key of effective key `key`.
+  std::string redis_key(std::string_view key) const;
+
+  Result<Claim> claim(const ClaimRequest& request);
+  Status commit(const Ticket& ticket, const Completion& completion);
+  Status abort(const Ticket& ticket);
+  Status extend(const Ticket& ticket, std::chrono::milliseconds lease);
+
+ private:
+  std::shared_ptr<redis::Client> client_;
+  std::string prefix_;
+  std::uint64_t holder_base_ = 0;
+  std::atomic<std::uint64_t> holder_next_{0};
+};
+
+static_assert(Store<RedisRequestIdRecords>);
+
+}  // namespace detail
 
 struct RequestIdCacheOptions {
   /// Prepended to every entry's Redis key (default "idem:req:").
@@ -46,11 +76,20 @@ struct RequestIdCacheOptions {
 /// carry a TTL); the server counts evictions (INFO stats, evicted_keys).
 ///
 /// Cost: a fresh request is one claim and one commit script; a repeat one claim. Thread-safe.
-/// Also an idem::Store over the guard's effective keys.
+///
+/// It is those entries plus an IdempotencyGuard over them; the scope is the guard's alone. Also
+/// an idem::Store over the guard's effective keys (it forwards to the entries), so it can be a
+/// RequestIdLayer of a LayeredGuard.
 class RequestIdCache {
+  using Records = detail::RedisRequestIdRecords;
+
  public:
   /// What the guard options' unset fields become (idem::Options).
   static constexpr OptionDefaults kDefaults{.scope = "request-id", .ttl = std::chrono::minutes{10}};
+
+  /// The two-phase handle of begin<T>() (see idem::Attempt).
+  template <class T>
+  using Attempt = typename IdempotencyGuard<Records>::template Attempt<T>;
 
   /// Throws std::invalid_argument when the guard options are out of range.
   explicit RequestIdCache(std::shared_ptr<redis::Client> client,
@@ -63,32 +102,41 @@ class RequestIdCache {
   /// idem::Key{request_id, principal}; fn produces the response (bytes or any codable type).
   template <class Fn>
   [[nodiscard]] Outcome<handler_result_t<Fn>> execute(const Key& request, Fn&& fn) {
-    return guard_.get().execute(request, std::forward<Fn>(fn));
+    return guard_.execute(request, std::forward<Fn>(fn));
   }
   /// As above; a repeat whose payload differs is errc::payload_mismatch.
   template <class Fn>
   [[nodiscard]] Outcome<handler_result_t<Fn>> execute(const Key& request, std::string_view payload,
                                                       Fn&& fn) {
-    return guard_.get().execute(request, payload, std::forward<Fn>(fn));
+    return guard_.execute(request, payload, std::forward<Fn>(fn));
   }
 
-  const Options& options() const noexcept { return guard_.get().options(); }
+  /// The two-phase form of execute(): claims the request id and returns an Attempt that answers
+  /// (outcome(): a replayed response or a refusal) or holds the id until its commit(value) or
+  /// fail(message); fail() frees the id for a retry. The cache must outlive it.
+  template <class T>
+  [[nodiscard]] Attempt<T> begin(const Key& request, std::string_view payload = {}) {
+    return guard_.template begin<T>(request, payload);
+  }
+
+  /// The guard's options; options().scope is the scope of every entry.
+  const Options& options() const noexcept { return guard_.options(); }
   /// The Redis key of a request id.
   std::string entry_key(const Key& request) const;
 
   // --- idem::Store, over the guard's effective keys --------------------------------------------
-  Result<Claim> claim(const ClaimRequest& request);
-  Status commit(const Ticket& ticket, const Completion& completion);
-  Status abort(const Ticket& ticket);
-  Status extend(const Ticket& ticket, std::chrono::milliseconds lease);
+  Result<Claim> claim(const ClaimRequest& request) { return records_.claim(request); }
+  Status commit(const Ticket& ticket, const Completion& completion) {
+    return records_.commit(ticket, completion);
+  }
+  Status abort(const Ticket& ticket) { return records_.abort(ticket); }
+  Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
+    return records_.extend(ticket, lease);
+  }
 
  private:
-  std::shared_ptr<redis::Client> client_;
-  std::string prefix_;
-  std::string scope_;
-  std::uint64_t holder_base_ = 0;
-  std::atomic<std::uint64_t> holder_next_{0};
-  detail::OwnedGuard<RequestIdCache> guard_;
+  Records records_;                  // first: the guard refers to it
+  IdempotencyGuard<Records> guard_;  // holds the scope
 };
 
 static_assert(Store<RequestIdCache>);

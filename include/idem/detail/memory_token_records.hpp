@@ -1,0 +1,164 @@
+#pragma once
+// MemoryTokenRecords: the record store under MemoryTokenStore. Pending tokens and consumed-token
+// records in process memory, over effective keys; the token store's guard claims through it.
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "idem/clock.hpp"
+#include "idem/detail/hashed_key.hpp"
+#include "idem/detail/memory_record.hpp"
+#include "idem/fingerprint.hpp"
+#include "idem/result.hpp"
+#include "idem/store.hpp"
+
+namespace idem::detail {
+
+/// An idem::Store whose keys exist only once added: a claim of a key never added (or expired) is
+/// errc::token_invalid, a claim of a pending one consumes it, and an abort returns it to pending
+/// until its own expiry. Keys are effective keys; the scope is the caller's (the token store's
+/// guard). Thread-safe (one mutex).
+class MemoryTokenRecords {
+ public:
+  explicit MemoryTokenRecords(std::shared_ptr<Clock> clock) : clock_(std::move(clock)) {}
+  MemoryTokenRecords(const MemoryTokenRecords&) = delete;
+  MemoryTokenRecords& operator=(const MemoryTokenRecords&) = delete;
+
+  /// `key` pending for `ttl` (at least 1 ms) until consumed.
+  void add(std::string_view key, std::chrono::milliseconds ttl) {
+    const auto now = clock_->now();
+    std::lock_guard lock(mutex_);
+    Entry& e = tokens_[std::string(key)];
+    e.deadline = now + std::max(ttl, std::chrono::milliseconds{1});
+    e.expires_at = e.deadline;
+  }
+
+  Result<Claim> claim(const ClaimRequest& request) {
+    const auto now = clock_->now();
+    std::lock_guard lock(mutex_);
+    auto it = tokens_.find(request.key);
+    if (it == tokens_.end()) return unknown();
+    Entry& e = it->second;
+    if (now >= e.expires_at) {
+      tokens_.erase(it);
+      return unknown();
+    }
+    if (e.state == State::pending) return acquire_record(e, request, now, false);
+    if (e.fingerprint != request.fingerprint) return used_by_another();
+    if (e.state != State::in_progress) {
+      return Claim{
+          .status = e.state == State::completed ? ClaimStatus::completed : ClaimStatus::failed,
+          .fence = e.fence,
+          .result = e.result};
+    }
+    if (now < e.lease_until) {
+      return Claim{
+          .status = ClaimStatus::in_progress,
+          .fence = e.fence,
+          .lease_remaining = std::chrono::ceil<std::chrono::milliseconds>(e.lease_until - now)};
+    }
+    return acquire_record(e, request, now, true);
+  }
+
+  Status commit(const Ticket& ticket, const Completion& completion) {
+    const auto now = clock_->now();
+    return with_holder(
+        ticket,
+        [&](auto it) {
+          Entry& e = it->second;
+          e.state = completion.status == ClaimStatus::failed ? State::failed : State::completed;
+          e.result.assign(completion.result);
+          e.expires_at = now + std::max(completion.ttl, std::chrono::milliseconds{1});
+        },
+        &completion);
+  }
+
+  /// Returns the token to pending until its own expiry (gone if that has passed).
+  Status abort(const Ticket& ticket) {
+    const auto now = clock_->now();
+    return with_holder(ticket, [&](auto it) {
+      Entry& e = it->second;
+      if (now >= e.deadline) {
+        tokens_.erase(it);
+        return;
+      }
+      e.state = State::pending;
+      e.expires_at = e.deadline;
+      e.result.clear();
+    });
+  }
+
+  Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
+    const auto now = clock_->now();
+    return with_holder(ticket, [&](auto it) {
+      Entry& e = it->second;
+      e.lease_until = now + lease;
+      e.expires_at = std::max(e.expires_at, e.lease_until);
+    });
+  }
+
+  /// Removes expired tokens; returns how many went.
+  std::size_t purge_expired() {
+    const auto now = clock_->now();
+    std::lock_guard lock(mutex_);
+    return std::erase_if(tokens_, [&](const auto& kv) { return now >= kv.second.expires_at; });
+  }
+
+  /// Tokens held now (pending, in use, consumed; expired ones until purged).
+  std::size_t size() const {
+    std::lock_guard lock(mutex_);
+    return tokens_.size();
+  }
+
+ private:
+  enum class State : std::uint8_t { pending, in_progress, completed, failed };
+
+  struct Entry {
+    State state = State::pending;
+    Fingerprint fingerprint{};
+    Fence fence = 0;
+    Clock::time_point lease_until{};
+    Clock::time_point deadline{};    // the token's own expiry, to which an abort returns it
+    Clock::time_point expires_at{};  // when the entry goes
+    std::string result;
+  };
+
+  static Failure unknown() {
+    return make_failure(errc::token_invalid, "token is unknown or expired");
+  }
+  static Failure used_by_another() {
+    return make_failure(errc::token_invalid, "token was used by a request with another payload");
+  }
+
+  // Runs `change` on the token only if the ticket still holds it. `repeat`: a commit's
+  // completion, which succeeds without a change when it already stands under the ticket's fence.
+  template <class Change>
+  Status with_holder(const Ticket& ticket, Change&& change, const Completion* repeat = nullptr) {
+    std::lock_guard lock(mutex_);
+    auto it = tokens_.find(ticket.key);
+    if (it != tokens_.end() && held_under(it->second, ticket.fence)) {
+      change(it);
+      return {};
+    }
+    if (it != tokens_.end() && repeat != nullptr &&
+        committed_under(it->second, ticket.fence, *repeat)) {
+      return {};
+    }
+    return Status(errc::lease_lost, "the token is no longer held under this fence");
+  }
+
+  std::shared_ptr<Clock> clock_;
+  mutable std::mutex mutex_;
+  HashedKeyMap<Entry> tokens_;
+};
+
+static_assert(Store<MemoryTokenRecords>);
+
+}  // namespace idem::detail

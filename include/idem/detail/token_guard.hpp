@@ -1,0 +1,46 @@
+#pragma once
+// What the token stores' execute() and begin<T>() share: a malformed token is refused as
+// token_invalid before any store call; a well-formed one is claimed by the store's guard as
+// Key{token} (tokens are bearer: no principal).
+
+#include <string_view>
+#include <type_traits>
+
+#include "idem/codec.hpp"
+#include "idem/detail/token.hpp"
+#include "idem/guard.hpp"
+#include "idem/key.hpp"
+#include "idem/outcome.hpp"
+
+namespace idem::detail {
+
+/// guard.begin<T>(Key{token}, payload), or an Attempt refused as token_invalid (reported to the
+/// observer as rejected) when `token` is not shaped like an issued one.
+template <class T, class S>
+typename IdempotencyGuard<S>::template Attempt<T> begin_token(IdempotencyGuard<S>& guard,
+                                                              std::string_view token,
+                                                              std::string_view payload) {
+  static_assert(std::is_void_v<T> || Codable<T>,
+                "idem: the result type has no idem::codec<T>; specialise idem::codec for it "
+                "(see idem/codec.hpp)");
+  using Attempt = typename IdempotencyGuard<S>::template Attempt<T>;
+  if (!token_shaped(token)) {
+    return Attempt(malformed_token(guard.options(), token),
+                   StoreTarget<S>(guard.store(), guard.options(), Key{token}, {}, {}));
+  }
+  return guard.template begin<T>(Key{token}, payload);
+}
+
+/// execute() over begin_token(): runs fn once for the token, as IdempotencyGuard::execute does.
+template <class S, class Fn>
+Outcome<handler_result_t<Fn>> execute_token(IdempotencyGuard<S>& guard, std::string_view token,
+                                            std::string_view payload, Fn& fn) {
+  using R = handler_result_t<Fn>;
+  static_assert(std::is_void_v<R> || Codable<R>,
+                "idem: the handler's result type has no idem::codec<T>; specialise idem::codec "
+                "for it (see idem/codec.hpp)");
+  auto attempt = begin_token<R>(guard, token, payload);
+  return run_attempt(attempt, fn, guard.options().remember_failures);
+}
+
+}  // namespace idem::detail
