@@ -36,7 +36,7 @@ struct CommitRetry {
 };
 
 /// Every field has a default, and setting some fields keeps the defaults of the others. Three
-/// fields may be left unset, so that a store that owns a guard (VersionStore,
+/// fields may be left unset, so that a strategy built on a guard (VersionStore,
 /// StateMachineStore, the request-ID caches, the token stores) can put its own default there:
 /// `scope` (empty), `ttl` (zero) and `in_progress` (no value). A plain IdempotencyGuard reads them
 /// as no scope, 24 hours and FailFast.
