@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -26,6 +27,9 @@ class RecordStoreTest : public ::testing::Test {
 
  protected:
   void SetUp() override {
+    static std::atomic<unsigned> cases{0};
+    run_ = std::to_string(cases.fetch_add(1)) + "." +
+           std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
     store_ = Traits::make();
     // A skip or a fatal failure recorded in make() keeps the case's body from running.
     if (!store_ && !IsSkipped() && !HasFatalFailure()) {
@@ -45,10 +49,12 @@ class RecordStoreTest : public ::testing::Test {
   /// Destroys the case's store without finishing what it holds, as a crash would leave it.
   void close_store() { store_.reset(); }
 
-  /// A key of this case alone: stores sharing a backend never see each other's records.
+  /// A key of this run of this case alone: stores sharing a backend never see each other's
+  /// records, and a case run again (--gtest_repeat, a database kept between runs) starts afresh.
   std::string key(std::string_view suffix = "k") const {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    return std::string(info->test_suite_name()) + "." + info->name() + "/" + std::string(suffix);
+    return std::string(info->test_suite_name()) + "." + info->name() + "/" + run_ + "/" +
+           std::string(suffix);
   }
 
   Result<Claim> claim(std::string_view k, Fingerprint fp = {1, 2},
@@ -85,6 +91,7 @@ class RecordStoreTest : public ::testing::Test {
 
  private:
   std::unique_ptr<S> store_;
+  std::string run_;  // this run of the case: a counter and the time it began
 };
 
 }  // namespace idem::testing
