@@ -1,6 +1,7 @@
 # Which public header ships with which library. An adapter's headers are installed with that
-# adapter only, so an idem built without it installs none of them; every other header under
-# include/idem is the header-only core's (IDEM_CORE_HEADERS). Absolute paths, for FILE_SETs.
+# adapter only, and the conformance kit's (include/idem/testing, on GoogleTest) with idem::testing
+# only, so an idem built without them installs none of them; every other header under include/idem
+# is the header-only core's (IDEM_CORE_HEADERS). Absolute paths, for FILE_SETs.
 set(_idem_include "${PROJECT_SOURCE_DIR}/include")
 
 set(IDEM_SQL_HEADERS # the SQL layer both SQL adapters share
@@ -18,9 +19,12 @@ set(IDEM_REDIS_HEADERS
   idem/stores/redis_token_store.hpp
   idem/stores/request_id_cache.hpp)
 
+file(GLOB_RECURSE IDEM_TESTING_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_include}"
+     "${_idem_include}/idem/testing/*.hpp")
+
 file(GLOB_RECURSE IDEM_CORE_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_include}"
      "${_idem_include}/idem/*.hpp")
-foreach(_idem_list SQL SQLITE POSTGRES REDIS)
+foreach(_idem_list SQL SQLITE POSTGRES REDIS TESTING)
   foreach(_idem_header IN LISTS IDEM_${_idem_list}_HEADERS)
     if(NOT _idem_header IN_LIST IDEM_CORE_HEADERS)
       message(FATAL_ERROR "cmake/IdemHeaders.cmake: IDEM_${_idem_list}_HEADERS names "

@@ -1,10 +1,11 @@
-// The record-store conformance suite on CachedStore<MemoryStore>: the cache in front must answer
+// The record-store conformance kit on CachedStore<MemoryStore>: the cache in front must answer
 // every case exactly as the store alone does. Both read one ManualClock.
 
 #include <memory>
 
-#include "conformance/record_store_suite.hpp"
+#include "idem/idem.hpp"
 #include "idem/stores/cached_store.hpp"
+#include "idem/testing/record_store_conformance.hpp"
 
 namespace idem::testing {
 
@@ -27,7 +28,6 @@ struct StoreTraits<CachedMemory> {
   }
 };
 
-INSTANTIATE_TYPED_TEST_SUITE_P(CachedMemory, RecordStoreConformance,
-                               ::testing::Types<CachedMemory>);
-
 }  // namespace idem::testing
+
+IDEM_RECORD_STORE_CONFORMANCE(CachedMemory, idem::testing::CachedMemory);

@@ -1,8 +1,9 @@
-// The record-store conformance suite on MemoryStore, its time driven by a ManualClock.
+// The record-store conformance kit on MemoryStore, its time driven by a ManualClock.
 
 #include <memory>
 
-#include "conformance/record_store_suite.hpp"
+#include "idem/idem.hpp"
+#include "idem/testing/record_store_conformance.hpp"
 
 namespace idem::testing {
 
@@ -22,6 +23,6 @@ struct StoreTraits<MemoryStore> {
   }
 };
 
-INSTANTIATE_TYPED_TEST_SUITE_P(Memory, RecordStoreConformance, ::testing::Types<MemoryStore>);
-
 }  // namespace idem::testing
+
+IDEM_RECORD_STORE_CONFORMANCE(Memory, idem::MemoryStore);

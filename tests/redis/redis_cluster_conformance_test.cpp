@@ -1,14 +1,14 @@
-// The record-store conformance suite (its racing-threads case included), the token suite and the
+// The record-store conformance kit (its racing-threads case included), the token suite and the
 // request-id suite on the Redis stores through a cluster client: the stores are the same code,
 // only the client routes by slot.
 
 #include <memory>
 #include <thread>
 
-#include "conformance/record_store_suite.hpp"
 #include "idem/stores/redis_store.hpp"
 #include "idem/stores/redis_token_store.hpp"
 #include "idem/stores/request_id_cache.hpp"
+#include "idem/testing/record_store_conformance.hpp"
 #include "redis/redis_cluster_support.hpp"
 #include "redis/redis_test_support.hpp"
 #include "stores/request_id_cache_suite.hpp"
@@ -70,8 +70,9 @@ struct RequestIdCacheTraits<RequestIdCache> : ClusterSuiteBase {
   }
 };
 
-INSTANTIATE_TYPED_TEST_SUITE_P(RedisCluster, RecordStoreConformance, ::testing::Types<RedisStore>);
 INSTANTIATE_TYPED_TEST_SUITE_P(RedisCluster, TokenStoreSuite, ::testing::Types<RedisTokenStore>);
 INSTANTIATE_TYPED_TEST_SUITE_P(RedisCluster, RequestIdCacheSuite, ::testing::Types<RequestIdCache>);
 
 }  // namespace idem::testing
+
+IDEM_RECORD_STORE_CONFORMANCE(RedisCluster, idem::RedisStore);

@@ -1,38 +1,56 @@
-// The record-store conformance suite on RedisStore against a real server. Store time is the
-// server's, so advance() sleeps; the lease is short to keep the suite quick.
+// The record-store conformance kit on RedisStore against a real server. Store time is the
+// server's, so advance() sleeps; the lease is short to keep the suite quick. reopen() opens
+// another store on the same key prefix over a client of its own, as another process would.
 
 #include <memory>
+#include <string>
 #include <thread>
 
-#include "conformance/record_store_suite.hpp"
 #include "idem/stores/redis_store.hpp"
+#include "idem/testing/record_store_conformance.hpp"
 #include "redis/redis_test_support.hpp"
 
 namespace idem::testing {
 
+// A RedisStore that remembers its key prefix.
+struct ConformanceRedisStore : RedisStore {
+  ConformanceRedisStore(std::shared_ptr<redis::Client> client, std::string key_prefix)
+      : RedisStore(std::move(client), RedisStoreOptions{.prefix = key_prefix}),
+        prefix(std::move(key_prefix)) {}
+  std::string prefix;
+};
+
 template <>
-struct StoreTraits<RedisStore> {
+struct StoreTraits<ConformanceRedisStore> {
   static constexpr std::chrono::milliseconds lease{250};
 
-  static std::unique_ptr<RedisStore> make() {
+  static std::unique_ptr<ConformanceRedisStore> make() {
     // A skip or fatal failure recorded during SetUp keeps the test body from running.
     if (redis_uri() == nullptr) {
       skip();
       return nullptr;
     }
+    return open(unique_prefix("conf"));
+  }
+  static std::unique_ptr<ConformanceRedisStore> reopen(ConformanceRedisStore& store) {
+    return open(store.prefix);
+  }
+  static void advance(ConformanceRedisStore&, std::chrono::milliseconds d) {
+    std::this_thread::sleep_for(d);
+  }
+
+  static std::unique_ptr<ConformanceRedisStore> open(std::string prefix) {
     auto client = connect_redis(redis_options());
     if (!client) {
       fail();
       return nullptr;
     }
-    return std::make_unique<RedisStore>(client, RedisStoreOptions{.prefix = unique_prefix("conf")});
+    return std::make_unique<ConformanceRedisStore>(client, std::move(prefix));
   }
-  static void advance(RedisStore&, std::chrono::milliseconds d) { std::this_thread::sleep_for(d); }
-
   static void skip() { GTEST_SKIP() << "IDEM_TEST_REDIS_URI is not set; scripts/test sets it"; }
   static void fail() { FAIL() << "Redis at IDEM_TEST_REDIS_URI is unreachable"; }
 };
 
-INSTANTIATE_TYPED_TEST_SUITE_P(Redis, RecordStoreConformance, ::testing::Types<RedisStore>);
-
 }  // namespace idem::testing
+
+IDEM_RECORD_STORE_CONFORMANCE(Redis, idem::testing::ConformanceRedisStore);

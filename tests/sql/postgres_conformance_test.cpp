@@ -1,11 +1,11 @@
-// The record-store conformance suite on PostgresStore, lease and transactional mode. Each test
+// The record-store conformance kit on PostgresStore, lease and transactional mode. Each test
 // binary run uses tables of its own (a unique prefix). Time is the server's clock: advance()
-// sleeps.
+// sleeps. reopen() opens another store on the same tables, as another process would.
 
 #include <memory>
 #include <thread>
 
-#include "conformance/record_store_suite.hpp"
+#include "idem/testing/record_store_conformance.hpp"
 #include "sql/sql_test_support.hpp"
 
 namespace idem::testing {
@@ -35,14 +35,20 @@ struct PgTraits {
       [] { GTEST_SKIP() << kNoPgMessage; }();
       return nullptr;
     }
-    auto store = std::make_unique<PgModeStore<Mode>>(*uri);
+    return open(*uri);
+  }
+  static std::unique_ptr<PgModeStore<Mode>> reopen(PgModeStore<Mode>&) { return open(*pg_uri()); }
+  static void advance(PgModeStore<Mode>&, std::chrono::milliseconds d) {
+    std::this_thread::sleep_for(d);
+  }
+
+ private:
+  static std::unique_ptr<PgModeStore<Mode>> open(const std::string& uri) {
+    auto store = std::make_unique<PgModeStore<Mode>>(uri);
     const Status ready = store->ensure_schema();
     EXPECT_TRUE(ready.ok()) << "PostgreSQL at IDEM_TEST_PG_URI is unreachable: "
                             << ready.failure().describe();
     return store;
-  }
-  static void advance(PgModeStore<Mode>&, std::chrono::milliseconds d) {
-    std::this_thread::sleep_for(d);
   }
 };
 
@@ -51,7 +57,7 @@ struct StoreTraits<PgLeaseStore> : PgTraits<SqlMode::lease> {};
 template <>
 struct StoreTraits<PgTransactionalStore> : PgTraits<SqlMode::transactional> {};
 
-using PgStores = ::testing::Types<PgLeaseStore, PgTransactionalStore>;
-INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, RecordStoreConformance, PgStores);
-
 }  // namespace idem::testing
+
+IDEM_RECORD_STORE_CONFORMANCE(PostgresLease, idem::testing::PgLeaseStore);
+IDEM_RECORD_STORE_CONFORMANCE(PostgresTransactional, idem::testing::PgTransactionalStore);

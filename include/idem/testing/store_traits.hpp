@@ -1,0 +1,59 @@
+#pragma once
+// How the conformance kit makes a store of yours, moves its time, and which optional abilities
+// it has. Specialise idem::testing::StoreTraits<S> for your store S:
+//
+//   template <>
+//   struct idem::testing::StoreTraits<MyStore> {
+//     static constexpr std::chrono::milliseconds lease{500};  // long enough for one step
+//     static std::unique_ptr<MyStore> make();                 // a fresh store, no records
+//     static void advance(MyStore&, std::chrono::milliseconds d);  // let d of store time pass
+//   };
+//
+// make() runs before every case. It may skip the case (GTEST_SKIP() in a lambda, e.g. when no
+// server is configured) or fail it (FAIL()), and return null then. advance() sleeps when the
+// store reads a clock the kit cannot move (a database server's); keep `lease` short for those.
+//
+// Optional abilities, each checked by cases of its own:
+//
+//   static constexpr bool holds_until_finished = true;
+//       A holder keeps its key until it commits or aborts, lease or not (transactional mode: the
+//       holder's open transaction locks the record): there is no takeover of a live holder, and
+//       a session that ends (the store closed, the process gone) frees the key.
+//   static std::unique_ptr<MyStore> reopen(MyStore& store);
+//       Another store over the same records, as another process (or this one after a restart)
+//       opens them. Records and fences then outlive the store object that wrote them, and
+//       holders in different stores fence each other off.
+//
+// A store with `Status rewind(const Ticket&)` (idem::RewindableStore) also gets the rewind cases.
+
+#include <chrono>
+#include <concepts>
+#include <memory>
+
+namespace idem::testing {
+
+/// Specialised by each store's author (above); never defined for a store it does not know.
+template <class S>
+struct StoreTraits;
+
+/// StoreTraits<S> has what every case needs: make(), advance() and lease.
+template <class S>
+concept ConformanceTraits = requires(S& store, std::chrono::milliseconds d) {
+  { StoreTraits<S>::make() } -> std::convertible_to<std::unique_ptr<S>>;
+  StoreTraits<S>::advance(store, d);
+  { StoreTraits<S>::lease } -> std::convertible_to<std::chrono::milliseconds>;
+};
+
+/// The store's holder keeps its key until it finishes (StoreTraits<S>::holds_until_finished).
+template <class S>
+concept HoldsUntilFinished = requires {
+  requires StoreTraits<S>::holds_until_finished;
+};
+
+/// Another store over the same records can be opened (StoreTraits<S>::reopen).
+template <class S>
+concept Reopenable = requires(S& store) {
+  { StoreTraits<S>::reopen(store) } -> std::convertible_to<std::unique_ptr<S>>;
+};
+
+}  // namespace idem::testing
