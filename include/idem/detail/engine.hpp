@@ -116,8 +116,12 @@ Result<Claim> claim_or_wait(const Policy& policy, Target& target) {
   for (bool first = true;; first = false) {
     Result<Claim> claim = target.claim();
     if (!claim) {
+      // A store that blocks on the holder (SQLite's file lock) may answer in_progress itself.
       const std::error_code e = claim.error();
-      notify(policy, target, is_refusal(e) ? Event::rejected : Event::store_error, 0, e);
+      const Event event = e == errc::in_progress ? Event::in_progress
+                          : is_refusal(e)        ? Event::rejected
+                                                 : Event::store_error;
+      notify(policy, target, event, 0, e);
       return claim;
     }
     if (claim->status == ClaimStatus::mismatch) {
