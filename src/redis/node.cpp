@@ -1,5 +1,5 @@
-// Node: one server's connection pool over hiredis, and Node::execute, the call that every
-// command and script takes to reach a server.
+// Node: one server's connection pool (src/common/connection_pool.hpp) over hiredis, and
+// Node::execute, the call that every command and script takes to reach a server.
 
 #include "node.hpp"
 
@@ -46,17 +46,35 @@ std::chrono::milliseconds cut(std::chrono::milliseconds wanted, Deadline deadlin
 // caller's command does not fail on it; one returned moments ago is not worth the syscall.
 constexpr auto kCheckIdleAfter = std::chrono::milliseconds{100};
 
-bool closed_by_server(const redisContext* c) {
-  pollfd p{c->fd, POLLIN, 0};
+bool closed_by_server(const redisContext& c) {
+  pollfd p{c.fd, POLLIN, 0};
   return ::poll(&p, 1, 0) != 0;
+}
+
+// A connect that failed, carried through the pool's factory to Node::acquire.
+struct ConnectFailed {
+  Failure failure;
+};
+
+ConnectionOptions with_a_pool(ConnectionOptions options) {
+  if (options.pool_size == 0) options.pool_size = 1;
+  return options;
 }
 
 }  // namespace
 
-Node::Node(ConnectionOptions options) : options_(std::move(options)) {
-  if (options_.pool_size == 0) options_.pool_size = 1;
-  where_ = options_.unix_socket.empty() ? fmt::format("{}:{}", options_.host, options_.port)
-                                        : options_.unix_socket;
+Node::Node(ConnectionOptions options)
+    : options_(with_a_pool(std::move(options))),
+      where_(options_.unix_socket.empty() ? fmt::format("{}:{}", options_.host, options_.port)
+                                          : options_.unix_socket),
+      pool_(
+          detail::PoolOptions{.max_open = options_.pool_size, .probe_idle_after = kCheckIdleAfter},
+          [this](Deadline open_by) {
+            Result<redisContext*> c = connect(open_by);
+            if (!c) throw ConnectFailed{std::move(c).failure()};
+            return ContextPool::Handle(c.value());
+          },
+          [](redisContext& c) { return !closed_by_server(c); }) {
   if (options_.ignore_sigpipe) {
     struct sigaction current {};
     if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
@@ -70,21 +88,16 @@ Node::Node(ConnectionOptions options) : options_(std::move(options)) {
   }
 }
 
-Node::~Node() {
-  std::lock_guard lock(mutex_);
-  for (const Idle& idle : idle_) redisFree(idle.c);
-  idle_.clear();
-}
+Node::~Node() = default;
 
 std::size_t Node::open_connections() const {
   const std::size_t shared = pipeline_ ? pipeline_->open_connections() : 0;
-  std::lock_guard lock(mutex_);
-  return open_ + shared;
+  const detail::PoolCounters pooled = pool_.counters();
+  return pooled.in_use + pooled.idle + shared;
 }
 
 std::uint64_t Node::dropped() const noexcept {
-  return dropped_.load(std::memory_order_relaxed) +
-         (pipeline_ ? pipeline_->dropped_connections() : 0);
+  return pool_.counters().discarded + (pipeline_ ? pipeline_->dropped_connections() : 0);
 }
 
 Result<redisContext*> Node::connect(Deadline deadline) {
@@ -138,54 +151,13 @@ Result<redisContext*> Node::connect(Deadline deadline) {
 
 Result<Connection> Node::acquire(Deadline deadline) {
   const auto wait_until = std::min<Deadline>(Clock::now() + options_.pool_wait, deadline);
-  std::unique_lock lock(mutex_);
-  for (;;) {
-    while (!idle_.empty()) {
-      const Idle idle = idle_.back();
-      idle_.pop_back();
-      lock.unlock();  // no syscall under the pool's lock
-      if (Clock::now() - idle.since < kCheckIdleAfter || !closed_by_server(idle.c)) {
-        return Connection(this, idle.c);
-      }
-      redisFree(idle.c);
-      dropped_.fetch_add(1, std::memory_order_relaxed);
-      lock.lock();
-      --open_;
-    }
-    if (open_ < options_.pool_size) {
-      ++open_;
-      lock.unlock();
-      Result<redisContext*> c = connect(deadline);
-      if (!c) {
-        lock.lock();
-        --open_;
-        returned_.notify_one();
-        return std::move(c).failure();
-      }
-      return Connection(this, c.value());
-    }
-    if (returned_.wait_until(lock, wait_until) == std::cv_status::timeout && idle_.empty() &&
-        open_ >= options_.pool_size) {
-      return unavailable(fmt::format("redis {}: all {} connections busy for {} ms", where_,
-                                     options_.pool_size, options_.pool_wait.count()));
-    }
+  try {
+    return Connection(this, pool_.acquire(wait_until, deadline));
+  } catch (const detail::PoolExhausted& e) {
+    return unavailable(fmt::format("redis {}: {}", where_, e.what()));
+  } catch (ConnectFailed& e) {
+    return std::move(e.failure);
   }
-}
-
-void Node::give_back(redisContext* c, bool healthy) {
-  if (!healthy) {
-    redisFree(c);
-    dropped_.fetch_add(1, std::memory_order_relaxed);
-  }
-  {
-    std::lock_guard lock(mutex_);
-    if (healthy) {
-      idle_.push_back(Idle{c, Clock::now()});
-    } else {
-      --open_;
-    }
-  }
-  returned_.notify_one();
 }
 
 // A script call without WAIT, on the pipeline: [ASKING,] the call; on NOSCRIPT, SCRIPT LOAD,
@@ -262,30 +234,32 @@ Result<Answer> Node::execute(const Call& call, Deadline deadline) {
 // --- A borrowed connection ---------------------------------------------------------------------
 
 Connection::~Connection() {
-  if (c_ == nullptr) return;
-  if (shortened_ && c_->err == 0 &&
-      redisSetTimeout(c_, to_timeval(pool_->options().command_timeout)) != REDIS_OK) {
-    c_->err = REDIS_ERR_OTHER;  // cannot restore its timeout: drop it
+  if (!lease_) return;
+  if (shortened_ && lease_->err == 0 &&
+      redisSetTimeout(lease_.get(), to_timeval(node_->options().command_timeout)) != REDIS_OK) {
+    lease_->err = REDIS_ERR_OTHER;  // cannot restore its timeout: drop it
   }
-  pool_->give_back(c_, c_->err == 0);
+  if (lease_->err != 0) lease_.discard();
+  // The lease gives it back (or closes it) as it ends.
 }
 
 void Connection::limit(Deadline deadline) {
-  const auto left = cut(pool_->options().command_timeout, deadline);
-  if (left >= pool_->options().command_timeout) return;
-  if (redisSetTimeout(c_, to_timeval(left)) == REDIS_OK) shortened_ = true;
+  const auto left = cut(node_->options().command_timeout, deadline);
+  if (left >= node_->options().command_timeout) return;
+  if (redisSetTimeout(lease_.get(), to_timeval(left)) == REDIS_OK) shortened_ = true;
 }
 
 Failure Connection::io_failure(std::string_view doing) const {
   // hiredis reports a read timeout as an I/O error with EAGAIN's text.
-  const bool timed_out = c_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+  const redisContext& c = *lease_;
+  const bool timed_out = c.err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
   if (timed_out) {
-    return unavailable(fmt::format("redis {}: {} timed out after {} ms", pool_->where(), doing,
-                                   pool_->options().command_timeout.count()));
+    return unavailable(fmt::format("redis {}: {} timed out after {} ms", node_->where(), doing,
+                                   node_->options().command_timeout.count()));
   }
   return unavailable(fmt::format(
-      "redis {}: {} failed: {}", pool_->where(), doing,
-      c_->err == REDIS_ERR_EOF ? "connection closed by the server" : std::string_view(c_->errstr)));
+      "redis {}: {} failed: {}", node_->where(), doing,
+      c.err == REDIS_ERR_EOF ? "connection closed by the server" : std::string_view(c.errstr)));
 }
 
 Result<ReplyPtr> Connection::command(std::span<const std::string_view> argv) {
@@ -306,8 +280,8 @@ Result<ReplyPtr> Connection::command(std::span<const std::string_view> argv) {
     args[i] = argv[i].data();
     lens[i] = argv[i].size();
   }
-  ReplyPtr reply(
-      static_cast<redisReply*>(redisCommandArgv(c_, static_cast<int>(argv.size()), args, lens)));
+  ReplyPtr reply(static_cast<redisReply*>(
+      redisCommandArgv(lease_.get(), static_cast<int>(argv.size()), args, lens)));
   if (!reply) return io_failure(argv.empty() ? std::string_view("command") : argv[0]);
   return reply;
 }

@@ -6,18 +6,15 @@
 
 #include <hiredis/hiredis.h>
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
 #include <utility>
-#include <vector>
 
+#include "common/connection_pool.hpp"
 #include "idem/redis/client.hpp"
 #include "idem/result.hpp"
 
@@ -27,6 +24,12 @@ struct ReplyDeleter {
   void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
 };
 using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+struct ContextDeleter {
+  void operator()(redisContext* c) const noexcept { redisFree(c); }
+};
+/// A node's blocking connections (src/common/connection_pool.hpp).
+using ContextPool = detail::ConnectionPool<redisContext, ContextDeleter>;
 
 /// A Lua script embedded at build time (lua_scripts.hpp, generated from src/redis/*.lua).
 struct Script {
@@ -67,8 +70,10 @@ struct Answer {
 class Connection;
 class Pipeline;
 
-/// One server: a pool of blocking hiredis connections and, unless pipeline_connections is 0, a
-/// pipeline over a few shared ones (pipeline.hpp) for script calls. Thread-safe.
+/// One server: a pool of blocking hiredis connections (pool_size of them at most, a call waiting
+/// up to pool_wait for one; one idle for 100 ms or more is checked before it is lent) and, unless
+/// pipeline_connections is 0, a pipeline over a few shared ones (pipeline.hpp) for script calls.
+/// Thread-safe.
 class Node {
  public:
   explicit Node(ConnectionOptions options);
@@ -86,38 +91,33 @@ class Node {
   Result<redisContext*> connect(Deadline deadline = Deadline::max());
 
   const ConnectionOptions& options() const noexcept { return options_; }
+  /// Pooled and pipelined connections open now.
   std::size_t open_connections() const;
+  /// Pooled and pipelined connections dropped (failed, or found closed) since construction.
   std::uint64_t dropped() const noexcept;
+  /// The pool's own counters (the pipeline's connections are not in them).
+  detail::PoolCounters pool_counters() const noexcept { return pool_.counters(); }
   /// "host:port" or the socket path, for messages.
   const std::string& where() const noexcept { return where_; }
 
  private:
-  friend class Connection;
   Result<Connection> acquire(Deadline deadline);
   Result<Answer> execute_pipelined(const Call& call, Deadline deadline);
-  void give_back(redisContext* c, bool healthy);
 
   ConnectionOptions options_;
   std::string where_;
-  mutable std::mutex mutex_;
-  std::condition_variable returned_;
-  struct Idle {
-    redisContext* c;
-    std::chrono::steady_clock::time_point since;  // when it was returned
-  };
-  std::vector<Idle> idle_;
-  std::size_t open_ = 0;  // idle + borrowed + being opened
-  std::atomic<std::uint64_t> dropped_{0};
+  ContextPool pool_;
   std::unique_ptr<Pipeline> pipeline_;  // null when pipeline_connections is 0
 };
 
 /// A borrowed connection; returns to the pool when destroyed, or is dropped when it failed.
 class Connection {
  public:
-  Connection(Node* pool, redisContext* c) noexcept : pool_(pool), c_(c) {}
+  Connection(const Node* node, ContextPool::Lease lease) noexcept
+      : node_(node), lease_(std::move(lease)) {}
   Connection(Connection&& other) noexcept
-      : pool_(other.pool_),
-        c_(std::exchange(other.c_, nullptr)),
+      : node_(other.node_),
+        lease_(std::move(other.lease_)),
         shortened_(std::exchange(other.shortened_, false)) {}
   Connection& operator=(Connection&&) = delete;
   ~Connection();
@@ -129,13 +129,13 @@ class Connection {
   /// errc::store_unavailable and break the connection.
   Result<ReplyPtr> command(std::span<const std::string_view> argv);
 
-  bool broken() const noexcept { return c_ == nullptr || c_->err != 0; }
+  bool broken() const noexcept { return !lease_ || lease_->err != 0; }
 
  private:
   Failure io_failure(std::string_view doing) const;
 
-  Node* pool_;
-  redisContext* c_;
+  const Node* node_;
+  ContextPool::Lease lease_;
   bool shortened_ = false;  // the reply timeout was cut by limit()
 };
 

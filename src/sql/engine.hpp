@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/connection_pool.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
 #include "idem/stores/sql_store.hpp"
@@ -139,10 +140,9 @@ class Session {
   }
 };
 
-/// Thrown by Backend::acquire when every connection stayed busy past the wait.
-struct PoolBusy : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+/// Thrown by Backend::acquire when every connection stayed busy past the wait (the backends'
+/// ConnectionPool's own failure).
+using PoolBusy = detail::PoolExhausted;
 
 /// How the engine reaches the database. Thread-safe.
 class Backend {

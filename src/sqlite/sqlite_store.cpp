@@ -1,9 +1,9 @@
-// SqliteStore: the SQL record strategy on SQLiteCpp. One connection per store, taken in turn by
-// its callers (SQLite has one writer per file anyway; every claim takes the write lock). Every
-// write transaction first takes the file's writers' lock of this process (file_writers.hpp), so
-// the stores of one process on one file wait for each other in arrival order; processes sharing
-// the file wait on each other through SQLite's busy handler, and while opening it also through a
-// retry of their own (see retry_while_locked).
+// SqliteStore: the SQL record strategy on SQLiteCpp. One connection per store (a ConnectionPool
+// of one), taken in turn by its callers (SQLite has one writer per file anyway; every claim
+// takes the write lock). Every write transaction first takes the file's writers' lock of this
+// process (file_writers.hpp), so the stores of one process on one file wait for each other in
+// arrival order; processes sharing the file wait on each other through SQLite's busy handler,
+// and while opening it also through a retry of their own (see retry_while_locked).
 
 #include "idem/stores/sqlite_store.hpp"
 
@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "common/connection_pool.hpp"
 #include "sql/engine.hpp"
 #include "sql/statements.hpp"
 #include "sqlite/fence_file.hpp"
@@ -177,8 +178,6 @@ class SqliteSession final : public sql::Session {
       prepare();
     });
   }
-
-  bool prepared() const noexcept { return upsert_.has_value(); }
 
   std::optional<sql::ClaimRow> claim(const sql::ClaimArgs& args) override {
     // Transactional: the write lock taken by begin() holds the key; the upsert draws the fence.
@@ -488,35 +487,35 @@ class SqliteSession final : public sql::Session {
   std::unordered_map<std::string, std::unique_ptr<Prepared>> generic_;
 };
 
+// The store's one connection, in a pool of one: its callers take turns on it in arrival order,
+// the oldest waiter spinning briefly as on the writers' lock, since turns are short.
 class SqliteBackend final : public sql::Backend {
  public:
   explicit SqliteBackend(SqliteStoreOptions options)
       : options_(std::move(options)),
         text_(sql::kSqlite, options_.table_prefix),
-        writers_(sql::file_writers(options_.path)) {}
+        writers_(sql::file_writers(options_.path)),
+        pool_(detail::PoolOptions{.max_open = 1, .spin = sql::FifoLock::kSpin},
+              [this](Clock::time_point) {
+                auto session = std::make_unique<SqliteSession>(options_, text_, writers_);
+                session->open();
+                return session;
+              }) {}
 
   sql::Session* acquire(milliseconds wait) override {
     const auto limit = std::max(wait, options_.busy_timeout);
-    if (!turn_.lock_until(Clock::now() + limit)) {
+    try {
+      return pool_.acquire(Clock::now() + limit).detach().release();
+    } catch (const detail::PoolExhausted&) {
       throw SqliteBusy(fmt::format(
           "idem: sqlite store busy: no turn on {} within {} ms (another call holds its connection; "
           "in transactional mode, a handler)",
           options_.path, limit.count()));
     }
-    try {
-      if (!session_) session_ = std::make_unique<SqliteSession>(options_, text_, writers_);
-      if (!session_->prepared()) session_->open();
-    } catch (...) {
-      session_.reset();
-      turn_.unlock();
-      throw;
-    }
-    return session_.get();
   }
 
   void release(sql::Session* session, bool broken) noexcept override {
-    if (broken && session == session_.get()) session_.reset();
-    turn_.unlock();
+    pool_.give_back(SessionPool::Handle(static_cast<SqliteSession*>(session)), broken);
   }
 
   void create_schema() override {
@@ -559,11 +558,12 @@ class SqliteBackend final : public sql::Backend {
   }
 
  private:
+  using SessionPool = detail::ConnectionPool<SqliteSession>;
+
   SqliteStoreOptions options_;
   sql::Statements text_;
   std::shared_ptr<sql::FifoLock> writers_;  // the file's, shared with the process's other stores
-  sql::FifoLock turn_;                      // the connection's, in arrival order
-  std::unique_ptr<SqliteSession> session_;
+  SessionPool pool_;                        // last: its session uses the members above
 };
 
 SqliteStoreOptions checked(SqliteStoreOptions options) {

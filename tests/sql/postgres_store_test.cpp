@@ -97,6 +97,44 @@ TEST(PostgresPoolTest, ExhaustedPoolIsStoreUnavailableAfterTheAcquireTimeout) {
   EXPECT_TRUE(later.executed());
 }
 
+// A call waiting for a connection is served by one given back within its acquire_timeout. Here
+// the one connection belongs to a thread that calls the store back to back, giving it back every
+// few milliseconds and asking for it again at once. A pool that lets the caller who gives a
+// connection back take it again before the sleeping waiter wakes can starve the waiter until its
+// acquire_timeout (store_unavailable, "pool exhausted"); served in arrival order, the waiter gets
+// it once the busy thread's current call gives it back.
+TEST(PostgresPoolTest, AWaitingCallGetsAConnectionGivenBackBeforeItsAcquireTimeout) {
+  const char* uri = std::getenv("IDEM_TEST_PG_URI");
+  if (uri == nullptr) GTEST_SKIP() << kNoPgMessage;
+  PostgresStore store{PostgresStoreOptions{.uri = uri,
+                                           .table_prefix = unique_name("turn") + "_",
+                                           .pool_size = 1,
+                                           .acquire_timeout = std::chrono::seconds{3}}};
+  ASSERT_TRUE(store.ensure_schema().ok());
+  IdempotencyGuard guard{store, Options{.scope = "turn"}};
+  std::atomic<bool> stop{false};
+  std::atomic<int> busy_calls{0};
+  std::atomic<int> busy_failures{0};
+  std::thread busy([&] {
+    for (int i = 0; !stop; ++i) {
+      auto out = guard.execute("busy-" + std::to_string(i), [] { return 1; });
+      if (!out.has_value()) ++busy_failures;
+      ++busy_calls;
+    }
+  });
+  while (busy_calls < 20) std::this_thread::sleep_for(milliseconds{1});
+  const auto start = std::chrono::steady_clock::now();
+  int runs = 0;
+  auto waiter = guard.execute("waiter", [&] { return ++runs; });
+  const auto waited = std::chrono::steady_clock::now() - start;
+  stop = true;
+  busy.join();
+  ASSERT_TRUE(waiter.has_value()) << waiter.message();
+  EXPECT_EQ(runs, 1);
+  EXPECT_LT(waited, std::chrono::seconds{3});
+  EXPECT_EQ(busy_failures.load(), 0);
+}
+
 // A claim that waits on a row another session keeps locked gives up at statement_timeout with
 // store_unavailable: no call hangs on the server, nothing runs, and the record is intact.
 TEST(PostgresTimeoutTest, AClaimBlockedOnALockedRowIsStoreUnavailableAtTheStatementTimeout) {

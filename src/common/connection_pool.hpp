@@ -1,0 +1,333 @@
+#pragma once
+// ConnectionPool: the connection pool of every compiled adapter (a Redis node, the PostgreSQL
+// primary and replica, the SQLite store's one connection). Internal to the adapters.
+//
+// - Bound: at most max_open connections exist at once, idle, lent or being opened.
+// - Reuse: idle connections form a stack, so the most recently returned (warm) one goes first.
+// - Wait: when every connection is busy, acquire() queues until its deadline. Waiters are served
+//   in arrival order: a connection given back goes straight to the oldest waiter (a broken one
+//   hands over its slot, and the waiter opens a new connection), so no later caller passes it.
+//   Past the deadline, PoolExhausted, which the adapter maps to errc::store_unavailable.
+// - Probe: a connection taken from idle that sat there at least probe_idle_after is checked by
+//   the probe first; a dead one is closed (its slot kept) and the next idle one, or a new one,
+//   taken instead, so the caller's first statement never goes to a connection the server closed.
+// - Discard: a connection given back broken is closed and its slot freed.
+// - Counters: PoolCounters, read in one call.
+//
+// Opening (the factory) and closing a connection, and the probe, run outside the pool's lock.
+// Thread-safe; a lease may be given back from any thread.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace idem::detail {
+
+struct PoolOptions {
+  /// Most connections open at once (idle, lent or being opened); at least 1.
+  std::size_t max_open = 1;
+  /// A connection idle at least this long is probed before it is lent; zero: every time.
+  std::chrono::milliseconds probe_idle_after{0};
+  /// How long the oldest waiter spins (yielding) before it blocks: for pools whose connections
+  /// pass quickly from caller to caller, so that a hand-over does not wait for a sleeping
+  /// thread to be scheduled. Zero: block at once.
+  std::chrono::microseconds spin{0};
+};
+
+/// What a pool did since it was made, and holds now.
+struct PoolCounters {
+  std::uint64_t opened = 0;     ///< connections the factory opened
+  std::uint64_t reused = 0;     ///< acquires served by an idle (or handed-over) connection
+  std::uint64_t discarded = 0;  ///< connections closed: given back broken, or failing the probe
+  std::uint64_t waits = 0;      ///< acquires that found every connection busy and queued
+  std::uint64_t timeouts = 0;   ///< acquires that gave up at their deadline (PoolExhausted)
+  std::size_t in_use = 0;       ///< connections lent or being opened now
+  std::size_t idle = 0;         ///< connections idle now
+};
+
+/// Every connection stayed busy until the acquire's deadline. The message says how many and for
+/// how long; adapters put their name in front of it.
+class PoolExhausted : public std::runtime_error {
+ public:
+  PoolExhausted(std::size_t busy, std::chrono::milliseconds waited)
+      : std::runtime_error("connection pool exhausted: all " + std::to_string(busy) +
+                           " connections busy for " + std::to_string(waited.count()) + " ms"),
+        busy_(busy),
+        waited_(waited) {}
+
+  std::size_t busy() const noexcept { return busy_; }
+  std::chrono::milliseconds waited() const noexcept { return waited_; }
+
+ private:
+  std::size_t busy_;
+  std::chrono::milliseconds waited_;
+};
+
+template <class Conn, class Deleter = std::default_delete<Conn>>
+class ConnectionPool {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using Handle = std::unique_ptr<Conn, Deleter>;
+  /// Opens a connection, by `open_by` if it can (the deadline the caller gave acquire() for
+  /// that). Reports failure by throwing; a null handle counts as a failure too.
+  using Factory = std::function<Handle(Clock::time_point open_by)>;
+  /// Whether an idle connection is still usable (no I/O beyond a quick check). noexcept in
+  /// spirit: an exception counts as dead.
+  using Probe = std::function<bool(Conn&)>;
+
+  /// A lent connection; given back when the lease is destroyed (or reset), closed instead if
+  /// discard() was called.
+  class Lease {
+   public:
+    Lease() = default;
+    Lease(Lease&& other) noexcept
+        : pool_(std::exchange(other.pool_, nullptr)),
+          conn_(std::move(other.conn_)),
+          broken_(std::exchange(other.broken_, false)) {}
+    Lease& operator=(Lease&& other) noexcept {
+      if (this != &other) {
+        reset();
+        pool_ = std::exchange(other.pool_, nullptr);
+        conn_ = std::move(other.conn_);
+        broken_ = std::exchange(other.broken_, false);
+      }
+      return *this;
+    }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() { reset(); }
+
+    Conn* get() const noexcept { return conn_.get(); }
+    Conn& operator*() const noexcept { return *conn_; }
+    Conn* operator->() const noexcept { return conn_.get(); }
+    explicit operator bool() const noexcept { return conn_ != nullptr; }
+
+    /// The connection is unusable: closed when the lease ends, its slot freed.
+    void discard() noexcept { broken_ = true; }
+    bool discarded() const noexcept { return broken_; }
+
+    /// Gives the connection back now (closes it if discarded).
+    void reset() noexcept {
+      if (conn_) pool_->give_back(std::move(conn_), broken_);
+      pool_ = nullptr;
+      broken_ = false;
+    }
+
+    /// Takes the connection out of the lease, for callers that pass it through an interface of
+    /// raw pointers: its slot stays taken until it comes back through give_back().
+    Handle detach() noexcept {
+      pool_ = nullptr;
+      broken_ = false;
+      return std::move(conn_);
+    }
+
+   private:
+    friend class ConnectionPool;
+    Lease(ConnectionPool* pool, Handle conn) noexcept : pool_(pool), conn_(std::move(conn)) {}
+
+    ConnectionPool* pool_ = nullptr;
+    Handle conn_;
+    bool broken_ = false;
+  };
+
+  ConnectionPool(PoolOptions options, Factory open, Probe probe = {})
+      : options_(options), factory_(std::move(open)), probe_(std::move(probe)) {
+    if (options_.max_open == 0) options_.max_open = 1;
+    // give_back() is noexcept: room for every idle connection up front (the stack never grows
+    // past max_open), so that it does not allocate, for pools of up to 4096.
+    idle_.reserve(std::min<std::size_t>(options_.max_open, 4096));
+  }
+  ConnectionPool(const ConnectionPool&) = delete;
+  ConnectionPool& operator=(const ConnectionPool&) = delete;
+  /// Closes the idle connections; every lease must have ended.
+  ~ConnectionPool() = default;
+
+  /// A connection: an idle one (probed if it sat long enough), else a new one while fewer than
+  /// max_open exist, else the first one given back before `deadline`. Throws PoolExhausted when
+  /// the deadline comes first, and whatever the factory throws (the slot is freed then).
+  /// `open_by` is handed to the factory.
+  Lease acquire(Clock::time_point deadline, Clock::time_point open_by = Clock::time_point::max()) {
+    const auto start = Clock::now();
+    Idle taken;
+    {
+      std::unique_lock lock(mutex_);
+      // While anyone waits, nothing is idle and every slot is taken: a caller cannot pass them.
+      if (!idle_.empty()) {
+        taken = std::move(idle_.back());
+        idle_.pop_back();
+      } else if (open_ < options_.max_open) {
+        ++open_;  // a slot to open a connection in
+      } else {
+        waits_.fetch_add(1, std::memory_order_relaxed);
+        if (!wait_turn(lock, deadline, taken)) {
+          timeouts_.fetch_add(1, std::memory_order_relaxed);
+          const auto waited = std::chrono::ceil<std::chrono::milliseconds>(deadline - start);
+          throw PoolExhausted(options_.max_open, std::max(waited, std::chrono::milliseconds{0}));
+        }
+      }
+    }
+    return lend(std::move(taken), open_by);
+  }
+
+  /// Takes back a connection detached from its lease; `broken`: close it and free its slot.
+  void give_back(Handle conn, bool broken) noexcept {
+    if (broken || !conn) {
+      if (conn) discarded_.fetch_add(1, std::memory_order_relaxed);
+      conn.reset();  // outside the lock: closing may do I/O
+      free_slot();
+      return;
+    }
+    const auto now = Clock::now();
+    std::lock_guard lock(mutex_);
+    if (!waiters_.empty()) {
+      hand_over(Idle{std::move(conn), now});
+      return;
+    }
+    idle_.push_back(Idle{std::move(conn), now});
+  }
+
+  PoolCounters counters() const noexcept {
+    PoolCounters c;
+    c.opened = opened_.load(std::memory_order_relaxed);
+    c.reused = reused_.load(std::memory_order_relaxed);
+    c.discarded = discarded_.load(std::memory_order_relaxed);
+    c.waits = waits_.load(std::memory_order_relaxed);
+    c.timeouts = timeouts_.load(std::memory_order_relaxed);
+    std::lock_guard lock(mutex_);
+    c.idle = idle_.size();
+    c.in_use = open_ - idle_.size();
+    return c;
+  }
+
+  const PoolOptions& options() const noexcept { return options_; }
+
+ private:
+  // An idle connection, or (conn null) a free slot to open one in.
+  struct Idle {
+    Handle conn;
+    Clock::time_point since{};  // when it was given back
+  };
+
+  struct Waiter {
+    std::condition_variable woken;
+    std::atomic<bool> granted{false};  // set under mutex_ by hand_over()
+    Idle grant;                        // what hand_over() gave, under mutex_
+  };
+
+  // A taken connection (or slot) made into a lease: probed when it sat idle long enough; a
+  // dead one is closed and replaced by the next idle one or, keeping its slot, a new one.
+  Lease lend(Idle taken, Clock::time_point open_by) {
+    for (;;) {
+      if (taken.conn) {
+        if (alive(taken)) {
+          reused_.fetch_add(1, std::memory_order_relaxed);
+          return Lease(this, std::move(taken.conn));
+        }
+        taken.conn.reset();
+        discarded_.fetch_add(1, std::memory_order_relaxed);
+        std::lock_guard lock(mutex_);
+        if (!idle_.empty()) {
+          --open_;  // the closed one's slot; the idle one has its own
+          taken = std::move(idle_.back());
+          idle_.pop_back();
+          continue;
+        }
+      }
+      try {
+        Handle conn = factory_(open_by);
+        if (!conn) throw std::runtime_error("connection pool: the factory opened no connection");
+        opened_.fetch_add(1, std::memory_order_relaxed);
+        return Lease(this, std::move(conn));
+      } catch (...) {
+        free_slot();
+        throw;
+      }
+    }
+  }
+
+  bool alive(const Idle& idle) const noexcept {
+    if (!probe_ || Clock::now() - idle.since < options_.probe_idle_after) return true;
+    try {
+      return probe_(*idle.conn);
+    } catch (...) {
+      return false;
+    }
+  }
+
+  // A slot no connection holds any more: the oldest waiter's, to open one in, or free.
+  void free_slot() noexcept {
+    std::lock_guard lock(mutex_);
+    if (!waiters_.empty()) {
+      hand_over(Idle{});
+      return;
+    }
+    --open_;
+  }
+
+  // Gives `item` to the oldest waiter. Under mutex_.
+  void hand_over(Idle item) noexcept {
+    Waiter* next = waiters_.front();
+    waiters_.pop_front();
+    next->grant = std::move(item);
+    next->granted.store(true, std::memory_order_release);
+    // Under the mutex: the waiter takes it again before it returns, so `next` outlives this.
+    next->woken.notify_one();
+    if (options_.spin.count() > 0 && !waiters_.empty()) {
+      waiters_.front()->woken.notify_one();  // the new oldest starts spinning
+    }
+  }
+
+  // Queues until a connection or slot is handed over (true, in `taken`) or `deadline` passes
+  // (false, out of the queue). Under `lock`.
+  bool wait_turn(std::unique_lock<std::mutex>& lock, Clock::time_point deadline, Idle& taken) {
+    Waiter me;
+    const auto place = waiters_.insert(waiters_.end(), &me);
+    for (;;) {
+      if (options_.spin.count() > 0 && waiters_.front() == &me) {
+        // The next to go: spin a little, the holder is likely about to give one back.
+        lock.unlock();
+        const auto spin_until = std::min(deadline, Clock::now() + options_.spin);
+        while (!me.granted.load(std::memory_order_acquire) && Clock::now() < spin_until) {
+          std::this_thread::yield();
+        }
+        lock.lock();  // also waits until hand_over() is done with `me`
+        if (me.granted.load(std::memory_order_relaxed)) break;
+      }
+      if (me.woken.wait_until(lock, deadline) == std::cv_status::timeout) {
+        if (me.granted.load(std::memory_order_relaxed)) break;
+        const bool was_next = waiters_.front() == &me;
+        waiters_.erase(place);
+        if (was_next && options_.spin.count() > 0 && !waiters_.empty()) {
+          waiters_.front()->woken.notify_one();  // now the next: it spins
+        }
+        return false;
+      }
+      if (me.granted.load(std::memory_order_relaxed)) break;
+    }
+    taken = std::move(me.grant);
+    return true;
+  }
+
+  PoolOptions options_;
+  Factory factory_;
+  Probe probe_;
+  mutable std::mutex mutex_;
+  std::vector<Idle> idle_;      // a stack: the most recently given back on top
+  std::list<Waiter*> waiters_;  // oldest first; each lives on its waiting thread's stack
+  std::size_t open_ = 0;        // idle + lent + being opened
+  std::atomic<std::uint64_t> opened_{0}, reused_{0}, discarded_{0}, waits_{0}, timeouts_{0};
+};
+
+}  // namespace idem::detail

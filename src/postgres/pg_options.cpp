@@ -1,0 +1,110 @@
+#include "postgres/pg_options.hpp"
+
+#include <fmt/format.h>
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <stdexcept>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "sql/statements.hpp"
+
+namespace idem::pg {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+struct Defaulted {
+  const char* keyword;
+  const char* value;
+};
+constexpr Defaulted kNetworkDefaults[] = {{"keepalives", "1"},
+                                          {"keepalives_idle", "10"},
+                                          {"keepalives_interval", "5"},
+                                          {"keepalives_count", "3"},
+                                          {"tcp_user_timeout", "10000"}};
+
+// The keywords `conninfo` sets, with their values; nullopt when libpq cannot parse it (the
+// connect then reports why).
+using Parsed = std::vector<std::pair<std::string, std::string>>;
+std::optional<Parsed> parse(const std::string& conninfo) {
+  char* error = nullptr;
+  PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &error);
+  if (error != nullptr) PQfreemem(error);
+  if (options == nullptr) return std::nullopt;
+  Parsed set;
+  for (const PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
+    if (o->val != nullptr) set.emplace_back(o->keyword, o->val);
+  }
+  PQconninfoFree(options);
+  return set;
+}
+
+const std::string* find(const Parsed& parsed, std::string_view keyword) {
+  for (const auto& [k, v] : parsed) {
+    if (k == keyword) return &v;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+PostgresStoreOptions checked(PostgresStoreOptions options) {
+  if (options.uri.empty()) throw std::invalid_argument("idem::PostgresStore: uri is empty");
+  if (options.pool_size == 0) throw std::invalid_argument("idem::PostgresStore: pool_size is 0");
+  if (!sql::valid_prefix(options.table_prefix)) {
+    throw std::invalid_argument("idem::PostgresStore: table_prefix '" + options.table_prefix +
+                                "' must be letters, digits and '_' (not starting with a digit)");
+  }
+  if (!options.replica.uri.empty() && options.replica.pool_size == 0) {
+    throw std::invalid_argument("idem::PostgresStore: replica.pool_size is 0");
+  }
+  return options;
+}
+
+PostgresStoreOptions replica_pool_options(const PostgresStoreOptions& options) {
+  const PostgresReplicaOptions& r = options.replica;
+  return PostgresStoreOptions{.uri = r.uri,
+                              .mode = options.mode,
+                              .table_prefix = options.table_prefix,
+                              .pool_size = r.pool_size,
+                              .acquire_timeout = r.acquire_timeout,
+                              .connect_timeout = r.connect_timeout,
+                              .statement_timeout = r.statement_timeout};
+}
+
+std::string with_network_defaults(const std::string& conninfo) {
+  const std::optional<Parsed> parsed = parse(conninfo);
+  if (!parsed) return conninfo;
+  const bool is_uri =
+      conninfo.rfind("postgresql://", 0) == 0 || conninfo.rfind("postgres://", 0) == 0;
+  std::string out = conninfo;
+  bool query = is_uri && conninfo.find('?') != std::string::npos;
+  for (const Defaulted& d : kNetworkDefaults) {
+    if (find(*parsed, d.keyword) != nullptr) continue;
+    if (is_uri) {
+      out += query ? '&' : '?';
+      query = true;
+      out += fmt::format("{}={}", d.keyword, d.value);
+    } else {
+      out += fmt::format(" {}={}", d.keyword, d.value);
+    }
+  }
+  return out;
+}
+
+milliseconds connect_budget(const std::string& conninfo, milliseconds fallback) {
+  const std::optional<Parsed> parsed = parse(conninfo);
+  const std::string* set = parsed ? find(*parsed, "connect_timeout") : nullptr;
+  if (set == nullptr) return std::max(fallback, milliseconds{0});
+  const long seconds = std::strtol(set->c_str(), nullptr, 10);
+  if (seconds <= 0) return milliseconds{0};
+  return milliseconds{std::max(seconds, 2L) * 1000};
+}
+
+}  // namespace idem::pg

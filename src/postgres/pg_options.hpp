@@ -1,0 +1,33 @@
+#pragma once
+// The PostgreSQL store's options read: the checks PostgresStore's constructor makes, the
+// options of the replica's pool, and the libpq settings the store adds to a connection string
+// where the user did not set them.
+
+#include <chrono>
+#include <string>
+
+#include "idem/stores/postgres_store.hpp"
+
+namespace idem::pg {
+
+/// `options` when they are usable; throws std::invalid_argument for an empty uri, a zero
+/// pool_size (also the replica's, when it has a uri) or a table prefix with other characters
+/// than letters, digits and '_'.
+PostgresStoreOptions checked(PostgresStoreOptions options);
+
+/// The options of the replica's pool, from a store's checked options that name a replica: its
+/// own uri, connection limits and timeouts, on the same tables.
+PostgresStoreOptions replica_pool_options(const PostgresStoreOptions& options);
+
+/// `conninfo` (a URI or key=value string) with TCP keepalives and tcp_user_timeout added where
+/// it does not set them: keepalives=1, keepalives_idle=10, keepalives_interval=5,
+/// keepalives_count=3, tcp_user_timeout=10000 (ms). A dead peer is then noticed by the kernel
+/// within about 10 s of silence, idle or not, on connections the reply watchdog does not watch.
+std::string with_network_defaults(const std::string& conninfo);
+
+/// How long a connect may take: the connect_timeout `conninfo` sets (libpq's meaning: whole
+/// seconds, at least 2, zero or less for none), else `fallback`. Zero: no limit.
+std::chrono::milliseconds connect_budget(const std::string& conninfo,
+                                         std::chrono::milliseconds fallback);
+
+}  // namespace idem::pg

@@ -1,0 +1,166 @@
+#pragma once
+// PgSession: one PostgreSQL connection in one thread's hands, running the store's statements
+// (prepared per connection at their first use), its transaction (PgTransaction) and the schema
+// check. The primary's sessions take every statement; a replica's only read records.
+//
+// Every round trip a session makes for the store runs under a reply deadline (watched()): the
+// statement timeout in force plus kReplyMargin. Statements a transactional handler runs itself
+// on the claim's transaction are bounded by the server's statement_timeout and by TCP
+// (tcp_user_timeout, keepalives: pg_options.hpp).
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "postgres/pg_connection.hpp"
+#include "postgres/pg_transaction.hpp"
+#include "postgres/pqxx_compat.hpp"
+#include "postgres/reply_watchdog.hpp"
+#include "sql/engine.hpp"
+#include "sql/statements.hpp"
+
+namespace idem::pg {
+
+/// The server cannot serve the store: a read-only primary, or tables of another schema version.
+/// Not a fault of the connection, which stays usable.
+struct UnusableServer : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// The reply watchdog gave up on a round trip and shut the connection down.
+struct NoReply : std::runtime_error {
+  explicit NoReply(std::chrono::milliseconds budget);
+};
+
+/// How long past the statement timeout in force a reply may take before the connection is given
+/// up: the server answers a statement it cancelled at once, so this is network time.
+inline constexpr std::chrono::milliseconds kReplyMargin{1000};
+
+/// Why a primary that is a hot standby (or read-only by default) fails claims and commits.
+inline constexpr const char* kReadOnly =
+    "idem: postgres server is read-only (a hot standby, or default_transaction_read_only is on): "
+    "claims and commits need the primary";
+
+/// The primary takes every statement; a replica session only reads records.
+enum class Role : std::uint8_t { primary, replica };
+
+class PgSession final : public sql::Session {
+ public:
+  /// Connects (within `connect_budget`), sets the statement timeout and declares the role's
+  /// statements; a replica's schema version is checked here (UnusableServer).
+  PgSession(const std::string& conninfo, std::chrono::milliseconds connect_budget,
+            const sql::Statements& text, std::chrono::milliseconds statement_timeout, Role role,
+            ReplyWatchdog& watchdog);
+  PgSession(const PgSession&) = delete;
+  PgSession& operator=(const PgSession&) = delete;
+  ~PgSession() override;
+
+  /// An idle connection the server closed (restart, idle timeout) has something to read: the
+  /// goodbye message or EOF. The pool probes with this before it lends an idle connection, so
+  /// that no statement is ever sent on a dead one and then retried in doubt.
+  bool looks_alive() const noexcept;
+
+  bool is_open() const noexcept { return conn_.is_open() && !watch_.fired(); }
+
+  /// Creates the tables if absent and checks the schema version; each round trip under its own
+  /// reply deadline (the advisory lock's wait is bounded by the statement timeout too).
+  void create_schema(const sql::Statements& text);
+
+  std::optional<sql::ClaimRow> claim(const sql::ClaimArgs& args) override;
+  std::optional<sql::ClaimRow> read(std::string_view key) override;
+  bool finish(const Ticket& ticket, sql::State state, std::string_view result,
+              std::int64_t ttl_ms) override;
+  bool release(const Ticket& ticket) override;
+  bool extend(const Ticket& ticket, std::int64_t lease_ms) override;
+  std::size_t purge(std::size_t max_rows) override;
+  void begin(std::chrono::milliseconds block_for) override;
+  void hold(std::string_view table, std::string_view key) override;
+  void commit() override;
+  bool finish_and_commit(const Ticket& ticket, sql::State state, std::string_view result,
+                         std::int64_t ttl_ms) override;
+  void rollback() noexcept override;
+  void mark() override;
+  void rollback_to_mark() override;
+  void* native() noexcept override {
+    return work_ ? static_cast<void*>(&work_->handle()) : nullptr;
+  }
+  std::int64_t run(const std::string& sql, std::span<const sql::Param> params) override;
+  bool first_row(const std::string& sql, std::span<const sql::Param> params, sql::Row& row,
+                 unsigned blob_columns) override;
+
+ private:
+  using milliseconds = std::chrono::milliseconds;
+
+  // A generic statement, prepared on first use under a name of its own. Parameters go as text
+  // (bytes in bytea's hex form), so that one dynamic list carries every kind.
+  pqxx::result generic(const std::string& sql, std::span<const sql::Param> params);
+  pqxx::result generic_unwatched(const std::string& sql, std::span<const sql::Param> params);
+
+  // A prepared statement of the store, inside the claim's transaction if one is open.
+  template <class... Args>
+  pqxx::result run(const char* name, Args&&... args);
+
+  // A statement this session may run, prepared on the server at its first use (prepared()).
+  void declare(const std::string& name, std::string text);
+
+  // `name`, prepared on the server first if it is not yet (one round trip, the first time).
+  const std::string& prepared(const std::string& name);
+
+  // The longest statement timeout this session ever sent: the server enforces it (or a shorter
+  // one) on every statement.
+  milliseconds statement_limit() const noexcept {
+    return std::max(statement_timeout_, limit_sent_);
+  }
+
+  // Runs `f`, round trips for the store, under a reply deadline: `statements` statement limits
+  // plus kReplyMargin. When the watchdog had to shut the connection down, the failure is
+  // NoReply (and a result that made it anyway is kept, but the connection is not reused).
+  // Nested calls run under the outermost deadline.
+  template <class F>
+  auto watched(F&& f, int statements = 1) -> decltype(f());
+
+  bool end_watch() noexcept {
+    watching_ = false;
+    return watch_.disarm();
+  }
+
+  // EXECUTE of a prepared statement as SQL text, for a message that carries other statements
+  // too. The parameters are in their text forms, quoted as literals of unknown type: the
+  // server reads them as it reads text parameters.
+  std::string execute(const std::string& name, const std::vector<std::string>& values);
+
+  // Session settings, sent only when they change (one round trip).
+  void set_timeouts(milliseconds statement, milliseconds lock);
+
+  // The settings in force are unknown: the next transaction sends them again.
+  void forget_timeouts() noexcept {
+    current_statement_ = milliseconds{-1};
+    current_lock_ = milliseconds{-1};
+  }
+
+  PgConnection conn_;
+  ReplyWatchdog::Watch watch_;  // after conn_: its duplicate socket closes first
+  bool watching_ = false;       // a round trip is under a deadline (watched())
+  std::string records_;         // the records table: the space of hold()'s key in a claim
+  milliseconds statement_timeout_;
+  milliseconds limit_sent_{0};
+  milliseconds current_statement_{-1};
+  milliseconds current_lock_{-1};
+  std::unique_ptr<PgTransaction> work_;
+  struct Statement {
+    std::string text;
+    bool prepared = false;  // on the server
+  };
+  std::unordered_map<std::string, Statement> statements_;  // by name
+  std::unordered_map<std::string, std::string> generic_;   // statement text -> name
+};
+
+}  // namespace idem::pg
