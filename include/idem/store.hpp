@@ -16,8 +16,10 @@
 
 namespace idem {
 
-/// Grows by one at every successful claim of a key, takeovers included. A holder presents its
-/// fence at commit and abort; a stale fence changes nothing (errc::lease_lost).
+/// Each claim that acquires a key gets a fence larger than every earlier holder's of that key,
+/// takeovers included (by one per claim in lease mode; from a counter no rollback undoes in SQL
+/// transactional mode, docs/design.md §4). A holder presents its fence at commit, abort and
+/// extend; a stale fence changes nothing (errc::lease_lost).
 using Fence = std::uint64_t;
 
 /// What claim() asks for.

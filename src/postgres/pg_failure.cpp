@@ -42,10 +42,12 @@ Failure failure_of(std::exception_ptr error, bool& broken, bool transactional_cl
     return unavailable("commit in doubt", e.what());
   } catch (const pqxx::sql_error& e) {
     const std::string& state = e.sqlstate();
-    if (state == "55P03") {  // lock_not_available: lock_timeout ran out on the holder's row
+    // lock_not_available: lock_timeout ran out waiting on the holder (the key's advisory lock,
+    // which a transactional claim takes first, or its row).
+    if (state == "55P03") {
       return make_failure(transactional_claim ? errc::in_progress : errc::store_unavailable,
-                          fmt::format("idem: postgres: the key's row is locked by its holder "
-                                      "({})",
+                          fmt::format("idem: postgres: the key is locked by its holder's "
+                                      "transaction ({})",
                                       first_line(e.what())));
     }
     if (state.rfind("08", 0) == 0 || state.rfind("57P", 0) == 0) broken = true;

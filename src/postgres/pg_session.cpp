@@ -283,7 +283,8 @@ std::size_t PgSession::purge(std::size_t max_rows) {
 
 // Sends nothing: the settings and BEGIN go with the transaction's first statement.
 void PgSession::begin(milliseconds block_for) {
-  // lock_timeout bounds the wait on the holder's row; zero would mean "forever" to PostgreSQL.
+  // lock_timeout bounds the wait on the holder (the key's advisory lock or its row); zero would
+  // mean "forever" to PostgreSQL.
   const milliseconds lock = std::max(block_for, milliseconds{1});
   const milliseconds statement = std::max(statement_timeout_, block_for + milliseconds{1000});
   std::string preamble;
