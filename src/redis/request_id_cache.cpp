@@ -80,8 +80,8 @@ Status RequestIdCache::commit(const Ticket& ticket, const Completion& completion
                                              completion.status == ClaimStatus::failed ? "F" : "C",
                                              completion.result,
                                              redis::ms_text(ttl, completion.ttl)};
-  return redis::eval_fenced(client_->impl(), redis::script_cache_commit,
-                            redis::tagged_key(prefix_, ticket.key), args, "commit");
+  return redis::eval_commit(client_->impl(), redis::script_cache_commit,
+                            redis::tagged_key(prefix_, ticket.key), args);
 }
 
 Status RequestIdCache::abort(const Ticket& ticket) {
