@@ -296,6 +296,8 @@ Result<CasAnswer> SqlEntities::claim(const CasRequest& r) {
 
 namespace {
 
+// `done` sets `committing` just before it sends COMMIT: a session that breaks from there on
+// leaves the outcome unknown; before it, the database rolls the transaction back.
 template <class Done>
 Status finish(SqlEntities::Impl& m, const Ticket& ticket, Done&& done) {
   std::optional<SqlEntities::Impl::Open> open;
@@ -309,18 +311,23 @@ Status finish(SqlEntities::Impl& m, const Ticket& ticket, Done&& done) {
     m.open.erase(it);
   }
   Checkout s(*m.backend, open->session);
+  bool committing = false;
   try {
-    return done(s, open->op_key);
+    return done(s, open->op_key, committing);
   } catch (...) {
     Failure f = m.failure(s.broken, false);
     // A connection lost while the COMMIT was on its way leaves the outcome unknown here.
-    f.message = s.broken ? "connection lost while committing; the entity change and the "
-                           "handler's writes in it may or may not have committed (a retry "
-                           "replays the result if they did): " +
-                               f.describe()
-                         : "transaction did not commit; the entity change and the handler's "
-                           "writes in it were rolled back: " +
-                               f.describe();
+    if (s.broken && committing) {
+      f.code = make_error_code(errc::outcome_unknown);
+      f.message = "connection lost while committing; the entity change and the handler's "
+                  "writes in it may or may not have committed (a retry replays the result if "
+                  "they did): " +
+                  f.describe();
+    } else {
+      f.message = "transaction did not commit; the entity change and the handler's writes in "
+                  "it were rolled back: " +
+                  f.describe();
+    }
     return f;
   }
 }
@@ -329,19 +336,20 @@ Status finish(SqlEntities::Impl& m, const Ticket& ticket, Done&& done) {
 
 Status SqlEntities::commit(const Ticket& ticket, const Completion& completion) {
   Impl& m = *impl_;
-  return finish(m, ticket, [&](Checkout& s, const std::string& op_key) -> Status {
+  return finish(m, ticket, [&](Checkout& s, const std::string& op_key, bool& committing) -> Status {
     const int state = completion.status == ClaimStatus::failed ? 2 : 1;
     const std::array<sql::Param, 4> args{bytes(op_key),
                                          integer(static_cast<std::int64_t>(ticket.fence)),
                                          integer(state), bytes(completion.result)};
     if (s->run(m.finish_op, args) != 1) return lease_lost();
+    committing = true;
     s->commit();
     return {};
   });
 }
 
 Status SqlEntities::abort(const Ticket& ticket) {
-  return finish(*impl_, ticket, [](Checkout& s, const std::string&) -> Status {
+  return finish(*impl_, ticket, [](Checkout& s, const std::string&, bool&) -> Status {
     s->rollback();
     return {};
   });
