@@ -213,7 +213,9 @@ TEST_P(PostgresNetworkTest, MoreStuckCallsThanThePoolHoldsAllReturnAndThenNewCal
     }
   }
   // Each transactional commit went out on its holder's connection.
-  if (transactional()) EXPECT_EQ(in_doubt, 6);
+  if (transactional()) {
+    EXPECT_EQ(in_doubt, 6);
+  }
   EXPECT_EQ(runs_, 8 + 6);
   relay().pass();
   expect_calls_succeed("after-", 16);
