@@ -17,6 +17,8 @@
 #include <array>
 #include <bit>
 #include <charconv>
+#include <chrono>
+#include <deque>
 #include <map>
 #include <stdexcept>
 #include <mutex>
@@ -46,6 +48,21 @@ struct SqlEntities::Impl {
     bool marked = false;  // a rewindable claim: rewind() goes back to the mark after the op row
   };
   std::map<std::pair<std::string, Fence>, Open, std::less<>> open;
+  // Transactions whose commit failed: the guard's retry of the same ticket hears the same
+  // failure (the transaction is gone), not a lease_lost that no takeover caused. Kept by age, so
+  // that however many commits fail in an outage, each one's retries find theirs.
+  struct Ended {
+    std::string op_key;
+    Fence fence = 0;
+    Failure failure;
+    std::chrono::steady_clock::time_point at;
+  };
+  static constexpr std::chrono::minutes kEndedKeptFor{5};
+  std::deque<Ended> ended;  // under mutex, oldest first
+
+  void forget_ended_before(std::chrono::steady_clock::time_point t) {
+    while (!ended.empty() && ended.front().at < t) ended.pop_front();
+  }
 
   std::string p(int i) const { return fmt::format("{}{}", dialect->param, i); }
 
@@ -306,7 +323,13 @@ Status finish(SqlEntities::Impl& m, const Ticket& ticket, Done&& done) {
     const auto parts = parse_entity_key(ticket.key);
     if (!parts) return lease_lost();
     auto it = m.open.find(std::pair{std::string(parts->op_key), ticket.fence});
-    if (it == m.open.end()) return lease_lost();
+    if (it == m.open.end()) {
+      m.forget_ended_before(std::chrono::steady_clock::now() - m.kEndedKeptFor);
+      for (const SqlEntities::Impl::Ended& e : m.ended) {
+        if (e.fence == ticket.fence && e.op_key == parts->op_key) return e.failure;
+      }
+      return lease_lost();
+    }
     open = std::move(it->second);
     m.open.erase(it);
   }
@@ -328,6 +351,10 @@ Status finish(SqlEntities::Impl& m, const Ticket& ticket, Done&& done) {
                   "it were rolled back: " +
                   f.describe();
     }
+    std::lock_guard lock(m.mutex);
+    const auto now = std::chrono::steady_clock::now();
+    m.forget_ended_before(now - m.kEndedKeptFor);
+    m.ended.push_back(SqlEntities::Impl::Ended{open->op_key, ticket.fence, f, now});
     return f;
   }
 }
