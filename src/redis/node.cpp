@@ -295,8 +295,7 @@ Failure Connection::io_failure(std::string_view doing, bool report_in_doubt) con
   return report_in_doubt && written ? reply_lost(std::move(failure)) : failure;
 }
 
-Result<ReplyPtr> Connection::command(std::span<const std::string_view> argv,
-                                     bool report_in_doubt) {
+Result<ReplyPtr> Connection::command(std::span<const std::string_view> argv, bool report_in_doubt) {
   constexpr std::size_t kInline = 16;
   std::array<const char*, kInline> inline_args{};
   std::array<std::size_t, kInline> inline_lens{};

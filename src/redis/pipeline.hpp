@@ -61,10 +61,10 @@ class Pipeline {
   /// (command_timeout, or `deadline` if sooner), an I/O error or an unreachable server is
   /// errc::store_unavailable. `report_in_doubt`: such a failure once the commands were handed to
   /// the socket is errc::outcome_unknown (the server may have run them).
-  Result<Replies> run(std::span<const std::span<const std::string_view>> commands,
-                      std::chrono::steady_clock::time_point deadline =
-                          std::chrono::steady_clock::time_point::max(),
-                      bool report_in_doubt = false);
+  Result<Replies> run(
+      std::span<const std::span<const std::string_view>> commands,
+      std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max(),
+      bool report_in_doubt = false);
 
   /// One command (see run).
   Result<ReplyPtr> command(std::span<const std::string_view> argv,

@@ -342,14 +342,15 @@ Status finish(SqlEntities::Impl& m, const Ticket& ticket, Done&& done) {
     // A connection lost while the COMMIT was on its way leaves the outcome unknown here.
     if (s.broken && committing) {
       f.code = make_error_code(errc::outcome_unknown);
-      f.message = "connection lost while committing; the entity change and the handler's "
-                  "writes in it may or may not have committed (a retry replays the result if "
-                  "they did): " +
-                  f.describe();
+      f.message =
+          "connection lost while committing; the entity change and the handler's writes in it "
+          "may or may not have committed (a retry replays the result if they did): " +
+          f.describe();
     } else {
-      f.message = "transaction did not commit; the entity change and the handler's writes in "
-                  "it were rolled back: " +
-                  f.describe();
+      f.message =
+          "transaction did not commit; the entity change and the handler's writes in it were "
+          "rolled back: " +
+          f.describe();
     }
     std::lock_guard lock(m.mutex);
     const auto now = std::chrono::steady_clock::now();

@@ -192,8 +192,7 @@ TEST_P(RedisNetworkTest, ACommitWhoseEveryReplyIsLostIsOutcomeUnknownAndARepeatR
   expect_calls_succeed("warm-", 2);
   const int tries = Options{}.commit_retry.attempts;
   auto first = run_bounded<Outcome<int>>(
-      call("k",
-           [&] { relay().lose_reply_after(FaultRelay::contains("EVALSHA"), tries); }),
+      call("k", [&] { relay().lose_reply_after(FaultRelay::contains("EVALSHA"), tries); }),
       kCommitRetriesBound, unstick());
   ASSERT_TRUE(relay().one_shot_fired());
   ASSERT_TRUE(first.result.has_value());

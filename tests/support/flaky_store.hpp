@@ -43,7 +43,9 @@ class FlakyStore {
     if (fault == CommitFault::none) {
       if (take(failing_commits)) fault = CommitFault::fail;
     }
-    if (fault == CommitFault::fail) return Status(errc::store_unavailable, "injected commit failure");
+    if (fault == CommitFault::fail) {
+      return Status(errc::store_unavailable, "injected commit failure");
+    }
     if (fault == CommitFault::lose_request) {
       return Status(errc::outcome_unknown, "injected loss of the commit on its way");
     }

@@ -62,8 +62,8 @@ Status commit_with_retry(const CommitRetry& policy, Clock& clock, Commit&& commi
     if (status.error() == errc::outcome_unknown && !doubt.code) doubt = status.failure();
     if (status.ok() || status.error() == errc::lease_lost || attempt >= policy.attempts) {
       if (status.error() == errc::store_unavailable && doubt.code) {
-        return Status(errc::outcome_unknown, doubt.describe() + "; the last try: " +
-                                                 status.failure().describe());
+        return Status(errc::outcome_unknown,
+                      doubt.describe() + "; the last try: " + status.failure().describe());
       }
       return status;
     }
