@@ -14,12 +14,13 @@
 #define RFAILED     4
 #define OK          5
 #define LEASE_LOST  6
-#define UNAVAILABLE 7  /* store_unavailable: the call failed, or its reply was lost */
+#define UNAVAILABLE 7  /* store_unavailable, or outcome_unknown: the call failed, or its reply
+                          was lost (the model does not tell the two apart) */
 
 /* What a caller's call returns (idem::Outcome). */
 #define O_RECORDED    1  /* fresh value, recorded() */
 #define O_LEASE_LOST  2  /* fresh value, commit_error() == lease_lost */
-#define O_UNRECORDED  3  /* fresh value, commit_error() == store_unavailable */
+#define O_UNRECORDED  3  /* fresh value, commit_error() == store_unavailable or outcome_unknown */
 #define O_REPLAY      4  /* replayed value */
 #define O_RFAILED     5  /* replayed remembered failure (handler_failed) */
 #define O_INPROG      6  /* in_progress */

@@ -16,7 +16,7 @@ namespace {
 constexpr errc kAll[] = {errc::key_invalid,    errc::payload_mismatch,   errc::in_progress,
                          errc::token_invalid,  errc::invalid_transition, errc::version_conflict,
                          errc::lease_lost,     errc::store_unavailable,  errc::result_too_large,
-                         errc::handler_failed, errc::record_corrupt};
+                         errc::handler_failed, errc::record_corrupt,     errc::outcome_unknown};
 
 TEST(ErrorTest, EveryCodeHasItsOwnMessageInTheIdemCategory) {
   std::set<std::string> messages;
@@ -33,6 +33,8 @@ TEST(ErrorTest, EveryCodeHasItsOwnMessageInTheIdemCategory) {
 TEST(ErrorTest, ToStringNamesTheEnumerator) {
   EXPECT_EQ(to_string(errc::payload_mismatch), "payload_mismatch");
   EXPECT_EQ(to_string(errc::record_corrupt), "record_corrupt");
+  EXPECT_EQ(to_string(errc::outcome_unknown), "outcome_unknown");
+  EXPECT_EQ(to_string(std::error_code(errc::outcome_unknown)), "outcome_unknown");
   std::set<std::string_view> names;
   for (errc e : kAll) names.insert(to_string(e));
   EXPECT_EQ(names.size(), std::size(kAll));
@@ -52,6 +54,7 @@ TEST(ErrorTest, HttpStatusOfEachCode) {
   EXPECT_EQ(http_status(errc::result_too_large), 500);
   EXPECT_EQ(http_status(errc::handler_failed), 500);
   EXPECT_EQ(http_status(errc::record_corrupt), 500);
+  EXPECT_EQ(http_status(errc::outcome_unknown), 504);
   EXPECT_EQ(http_status(std::make_error_code(std::errc::io_error)), 500);
 }
 
@@ -60,8 +63,9 @@ TEST(ErrorTest, RetryGuidance) {
   for (errc e : kAll) {
     if (is_retryable(e)) retryable.insert(e);
   }
-  EXPECT_EQ(retryable, (std::set<errc>{errc::in_progress, errc::store_unavailable,
-                                       errc::version_conflict, errc::lease_lost}));
+  EXPECT_EQ(retryable,
+            (std::set<errc>{errc::in_progress, errc::store_unavailable, errc::version_conflict,
+                            errc::lease_lost, errc::outcome_unknown}));
   EXPECT_FALSE(is_retryable(std::make_error_code(std::errc::io_error)));
 }
 
@@ -87,10 +91,11 @@ TEST(OutcomeTest, StatesAndFlags) {
   EXPECT_EQ(unrecorded.value(), 1);  // still there for the caller that wants it
 
   // A commit whose fate is unknown keeps the value as the answer: a retry replays it or runs.
-  auto unknown = Outcome<int>::fresh(1, make_failure(errc::store_unavailable, "no reply"));
+  auto unknown = Outcome<int>::fresh(1, make_failure(errc::outcome_unknown, "no reply"));
   EXPECT_TRUE(unknown);
   EXPECT_FALSE(unknown.error());
-  EXPECT_EQ(unknown.commit_error(), errc::store_unavailable);
+  EXPECT_FALSE(unknown.recorded());
+  EXPECT_EQ(unknown.commit_error(), errc::outcome_unknown);
 
   auto replay = Outcome<std::string>::replay("r");
   EXPECT_TRUE(replay.replayed() && !replay.executed() && !replay.recorded());

@@ -489,6 +489,84 @@ TEST_F(GuardStoreFailureTest, CommitWhoseReplyIsLostIsRecordedNotATakeover) {
   EXPECT_EQ(runs, 1);
 }
 
+// Every try of the commit lands or may have, and no answer comes back: the caller gets its value
+// with outcome_unknown, never recorded; the record did land, so a repeat replays it.
+TEST_F(GuardStoreFailureTest, CommitWhoseEveryReplyIsLostIsOutcomeUnknownAndARepeatReplays) {
+  store_.lost_commit_replies = 3;  // attempts = 3 by default
+  int runs = 0;
+  Outcome<int> out = guard_.execute("k", [&] { return 40 + ++runs; });
+  ASSERT_TRUE(out) << out.message();  // the value is still the key's answer
+  EXPECT_EQ(out.value(), 41);
+  EXPECT_FALSE(out.recorded());
+  EXPECT_EQ(out.commit_error(), errc::outcome_unknown) << out.commit_failure().describe();
+  EXPECT_EQ(store_.commit_calls.load(), 3);
+  EXPECT_EQ(observer_->counters().store_errors, 1u);
+  EXPECT_EQ(observer_->counters().lease_lost, 0u);
+  Outcome<int> again = guard_.execute("k", [&] { return 40 + ++runs; });
+  ASSERT_TRUE(again) << again.message();
+  EXPECT_TRUE(again.replayed());
+  EXPECT_EQ(again.value(), 41);
+  EXPECT_EQ(runs, 1);
+}
+
+// A first try whose answer was lost, then tries that cannot reach the store: those prove
+// nothing about the first, so the commit stays in doubt (outcome_unknown, not
+// store_unavailable). It had landed: a repeat replays.
+TEST_F(GuardStoreFailureTest, ADoubtfulCommitStaysOutcomeUnknownWhenLaterTriesCannotReachTheStore) {
+  using Fault = testing::FlakyStore::CommitFault;
+  store_.next_commits({Fault::lose_reply, Fault::fail, Fault::fail});
+  int runs = 0;
+  Outcome<int> out = guard_.execute("k", [&] { return 40 + ++runs; });
+  ASSERT_TRUE(out) << out.message();
+  EXPECT_FALSE(out.recorded());
+  EXPECT_EQ(out.commit_error(), errc::outcome_unknown) << out.commit_failure().describe();
+  EXPECT_NE(out.commit_failure().describe().find("injected loss of the commit's reply"),
+            std::string::npos)
+      << out.commit_failure().describe();
+  EXPECT_NE(out.commit_failure().describe().find("injected commit failure"), std::string::npos)
+      << out.commit_failure().describe();
+  Outcome<int> again = guard_.execute("k", [&] { return 40 + ++runs; });
+  ASSERT_TRUE(again) << again.message();
+  EXPECT_TRUE(again.replayed());
+  EXPECT_EQ(again.value(), 41);
+  EXPECT_EQ(runs, 1);
+}
+
+// The commit is lost on its way every time (and, in the second round, the store then cannot be
+// reached): outcome_unknown. It never landed: the key stays held until its lease passes, then a
+// repeat takes it over and runs the handler once more, and that result is the key's only one.
+TEST_F(GuardStoreFailureTest, CommitLostOnItsWayIsOutcomeUnknownAndARepeatRunsOnceTheLeasePasses) {
+  using Fault = testing::FlakyStore::CommitFault;
+  for (const bool then_unreachable : {false, true}) {
+    SCOPED_TRACE(then_unreachable ? "lost, then unreachable" : "lost every time");
+    const std::string key = then_unreachable ? "k-unreachable" : "k-lost";
+    if (then_unreachable) {
+      store_.next_commits({Fault::lose_request, Fault::fail, Fault::fail});
+    } else {
+      store_.next_commits({Fault::lose_request, Fault::lose_request, Fault::lose_request});
+    }
+    int runs = 0;
+    Outcome<int> out = guard_.execute(key, [&] { return 40 + ++runs; });
+    ASSERT_TRUE(out) << out.message();
+    EXPECT_EQ(out.value(), 41);
+    EXPECT_FALSE(out.recorded());
+    EXPECT_EQ(out.commit_error(), errc::outcome_unknown) << out.commit_failure().describe();
+    Outcome<int> held = guard_.execute(key, [&] { return 40 + ++runs; });
+    EXPECT_EQ(held.error(), errc::in_progress) << held.message();
+    clock_->advance(Options{}.lease + std::chrono::seconds{1});
+    Outcome<int> rerun = guard_.execute(key, [&] { return 40 + ++runs; });
+    ASSERT_TRUE(rerun) << rerun.message();
+    EXPECT_TRUE(rerun.executed());
+    EXPECT_TRUE(rerun.recorded()) << rerun.commit_failure().describe();
+    EXPECT_EQ(rerun.value(), 42);
+    Outcome<int> replay = guard_.execute(key, [&] { return 40 + ++runs; });
+    ASSERT_TRUE(replay) << replay.message();
+    EXPECT_TRUE(replay.replayed());
+    EXPECT_EQ(replay.value(), 42);
+    EXPECT_EQ(runs, 2);
+  }
+}
+
 TEST(GuardConceptTest, HandlersWithAndWithoutContextDeduceTheirResult) {
   static_assert(std::is_same_v<handler_result_t<int (*)()>, int>);
   static_assert(std::is_same_v<handler_result_t<std::string (*)(Context&)>, std::string>);

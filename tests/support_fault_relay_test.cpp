@@ -265,6 +265,20 @@ TEST_F(FaultRelayTest, CutBeforeDropsTheChunkAndCuts) {
   EXPECT_EQ(server_.received(), "");
 }
 
+TEST_F(FaultRelayTest, AOneShotFaultArmedForSeveralChunksFiresOnEachThenStops) {
+  relay_.cut_before(FaultRelay::contains("EVALSHA"), 2);
+  for (int i = 0; i < 2; ++i) {
+    Client client(relay_.port());
+    client.send("EVALSHA abc");
+    EXPECT_TRUE(client.read(1, kLong).closed);
+    EXPECT_EQ(relay_.one_shot_fired(), i == 1);
+  }
+  EXPECT_EQ(server_.received(), "");
+  Client next(relay_.port());
+  next.send("EVALSHA abc");
+  EXPECT_EQ(next.read(11, kLong).bytes, "EVALSHA abc");
+}
+
 // The destructor ends connections held or stalled, with peers still connected, and returns.
 TEST(FaultRelayShutdown, DestroyingTheRelayWithStuckConnectionsReturnsPromptly) {
   EchoServer server;

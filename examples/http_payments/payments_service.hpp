@@ -9,7 +9,9 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <thread>
+#include <utility>
 
 #include "common_routes.hpp"
 #include "idem/layered_guard.hpp"
@@ -99,15 +101,13 @@ class PaymentsService final : public Service {
   }
 
   static void answer(httplib::Response& res, const idem::Outcome<std::string>& out) {
-    if (!out) {
-      const std::error_code e = out.error();
-      const int status = idem::http_status(e);
-      std::string type(e.category() == idem::error_category()
-                           ? idem::to_string(static_cast<idem::errc>(e.value()))
-                           : "error");
-      problem(res, status, type, e.message(), out.message());
-      if (idem::is_retryable(e)) res.set_header("Retry-After", retry_after(out));
-      return;
+    if (!out) return answer_error(res, out.error(), out.message(), retry_after(out));
+    // The payment's rows are written in the record's transaction: a commit that failed
+    // (store_unavailable) rolled them back with it, and one in doubt (outcome_unknown, 504) may
+    // have. Either way this is no 201: the client sends the same key again, which replays the
+    // payment if it was recorded and pays once if it was not.
+    if (out.executed() && !out.recorded() && idem::is_retryable(out.commit_error())) {
+      return answer_error(res, out.commit_error(), out.commit_failure().describe(), "1");
     }
     const std::optional<StoredAnswer> stored = parse_stored_answer(out.value());
     if (!stored) {
@@ -117,6 +117,17 @@ class PaymentsService final : public Service {
     res.status = stored->status;
     res.set_content(std::string(stored->body), "application/json");
     if (out.replayed()) res.set_header("Idempotent-Replayed", "true");
+  }
+
+  // Status from idem::http_status(), problem type from the code's name, Retry-After (seconds)
+  // where a retry helps.
+  static void answer_error(httplib::Response& res, std::error_code e, std::string detail,
+                           const std::string& retry_after) {
+    const std::string type(e.category() == idem::error_category()
+                               ? idem::to_string(static_cast<idem::errc>(e.value()))
+                               : "error");
+    problem(res, idem::http_status(e), type, e.message(), std::move(detail));
+    if (idem::is_retryable(e)) res.set_header("Retry-After", retry_after);
   }
 
   Tokens& tokens_;

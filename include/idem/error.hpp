@@ -8,6 +8,7 @@
 namespace idem {
 
 /// Why a call did not produce a fresh or replayed value. Each code says whether a retry can help.
+/// The values are stored (a failed record holds its code): new codes go last.
 enum class errc : int {
   /// The key is empty, longer than Options::max_key_size, or otherwise unusable.
   /// Retry: never with the same key; fix the request (HTTP 400).
@@ -28,6 +29,7 @@ enum class errc : int {
   /// nothing. Retry: the key is now the new holder's; a retry replays or waits (HTTP 409).
   lease_lost,
   /// The backend could not be reached or failed the call. Retry: yes, with backoff (HTTP 503).
+  /// A commit that may have landed all the same is outcome_unknown instead.
   store_unavailable,
   /// The handler's encoded result is larger than Options::max_result_size. The handler ran;
   /// repeats of the key get this code instead of running it again. Retry: no (HTTP 500).
@@ -38,6 +40,13 @@ enum class errc : int {
   /// The store holds bytes under the key that idem cannot decode (corrupted or written by
   /// something else). Never mistaken for a result. Retry: no; inspect the store (HTTP 500).
   record_corrupt,
+  /// A commit reached the store, or may have, and no answer came back (a reply lost, a
+  /// connection cut after the request went out, replicas that did not confirm the write), and
+  /// the guard's retries could not settle it: the result may or may not be recorded. The handler
+  /// ran. Retry: yes, with the same key; a repeat replays the result if it landed, else runs the
+  /// handler again (at once, or once the lease has passed). HTTP 504: like a gateway's upstream
+  /// that did not answer, the request may or may not have taken effect.
+  outcome_unknown,
 };
 
 }  // namespace idem
@@ -67,7 +76,7 @@ inline std::error_code make_error_code(errc e) noexcept {
 int http_status(std::error_code ec) noexcept;
 
 /// True where retrying the same request later can succeed (in_progress, store_unavailable,
-/// version_conflict after a re-read, lease_lost).
+/// version_conflict after a re-read, lease_lost, outcome_unknown).
 bool is_retryable(std::error_code ec) noexcept;
 
 /// Thrown by Outcome::value() when the outcome holds an error.
@@ -107,6 +116,8 @@ class ErrorCategory final : public std::error_category {
         return "handler failed on an earlier attempt";
       case errc::record_corrupt:
         return "stored record cannot be decoded";
+      case errc::outcome_unknown:
+        return "commit may or may not have been recorded";
     }
     return "unknown idem error";
   }
@@ -127,6 +138,7 @@ inline std::string_view to_string(errc e) noexcept {
     case errc::result_too_large: return "result_too_large";
     case errc::handler_failed: return "handler_failed";
     case errc::record_corrupt: return "record_corrupt";
+    case errc::outcome_unknown: return "outcome_unknown";
   }
   return "unknown";
 }
@@ -158,6 +170,8 @@ inline int http_status(std::error_code ec) noexcept {
       return 409;
     case errc::store_unavailable:
       return 503;
+    case errc::outcome_unknown:
+      return 504;
     case errc::result_too_large:
     case errc::handler_failed:
     case errc::record_corrupt:
@@ -173,6 +187,7 @@ inline bool is_retryable(std::error_code ec) noexcept {
     case errc::store_unavailable:
     case errc::version_conflict:
     case errc::lease_lost:
+    case errc::outcome_unknown:
       return true;
     default:
       return false;

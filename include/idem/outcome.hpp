@@ -87,7 +87,8 @@ class [[nodiscard]] Outcome {
   bool recorded() const noexcept { return recorded_; }
   /// The handler ran in this call (whether or not the result was recorded).
   bool executed() const noexcept { return has_value() && !replayed_; }
-  /// Why a fresh value was not recorded (lease_lost, store_unavailable, result_too_large).
+  /// Why a fresh value was not recorded (lease_lost, store_unavailable, result_too_large), or may
+  /// not have been (outcome_unknown: the commit may have landed; a repeat replays or runs).
   std::error_code commit_error() const noexcept { return commit_failure_.code; }
   const Failure& commit_failure() const noexcept { return commit_failure_; }
 

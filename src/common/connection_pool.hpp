@@ -157,8 +157,11 @@ class ConnectionPool {
   /// A connection: an idle one (probed if it sat long enough), else a new one while fewer than
   /// max_open exist, else the first one given back before `deadline`. Throws PoolExhausted when
   /// the deadline comes first, and whatever the factory throws (the slot is freed then).
-  /// `open_by` is handed to the factory.
-  Lease acquire(Clock::time_point deadline, Clock::time_point open_by = Clock::time_point::max()) {
+  /// `open_by` is handed to the factory. `probe_always`: probe an idle connection however briefly
+  /// it sat (a caller that must know a request it sends can reach the server, such as a commit
+  /// whose lost reply would leave its outcome unknown).
+  Lease acquire(Clock::time_point deadline, Clock::time_point open_by = Clock::time_point::max(),
+                bool probe_always = false) {
     const auto start = Clock::now();
     Idle taken;
     {
@@ -178,7 +181,7 @@ class ConnectionPool {
         }
       }
     }
-    return lend(std::move(taken), open_by);
+    return lend(std::move(taken), open_by, probe_always);
   }
 
   /// Takes back a connection detached from its lease; `broken`: close it and free its slot.
@@ -228,10 +231,10 @@ class ConnectionPool {
 
   // A taken connection (or slot) made into a lease: probed when it sat idle long enough; a
   // dead one is closed and replaced by the next idle one or, keeping its slot, a new one.
-  Lease lend(Idle taken, Clock::time_point open_by) {
+  Lease lend(Idle taken, Clock::time_point open_by, bool probe_always) {
     for (;;) {
       if (taken.conn) {
-        if (alive(taken)) {
+        if (alive(taken, probe_always)) {
           reused_.fetch_add(1, std::memory_order_relaxed);
           return Lease(this, std::move(taken.conn));
         }
@@ -257,8 +260,10 @@ class ConnectionPool {
     }
   }
 
-  bool alive(const Idle& idle) const noexcept {
-    if (!probe_ || Clock::now() - idle.since < options_.probe_idle_after) return true;
+  bool alive(const Idle& idle, bool probe_always) const noexcept {
+    if (!probe_ || (!probe_always && Clock::now() - idle.since < options_.probe_idle_after)) {
+      return true;
+    }
     try {
       return probe_(*idle.conn);
     } catch (...) {

@@ -193,7 +193,8 @@ Result<Answer> Client::Impl::route(std::string_view key, const Call& call) {
 
 Result<Answer> Client::Impl::eval(const Script& script, std::string_view key,
                                   std::span<const std::string_view> args,
-                                  const Durability* durability, bool (*wrote)(const redisReply&)) {
+                                  const Durability* durability, bool (*wrote)(const redisReply&),
+                                  bool report_in_doubt) {
   constexpr std::size_t kMax = 16;
   std::array<std::string_view, kMax> argv{};
   const std::size_t n = 4 + args.size();
@@ -203,7 +204,9 @@ Result<Answer> Client::Impl::eval(const Script& script, std::string_view key,
   argv[2] = "1";
   argv[3] = key;
   std::copy(args.begin(), args.end(), argv.begin() + 4);
-  Call call{.argv = std::span<const std::string_view>(argv.data(), n), .script = &script};
+  Call call{.argv = std::span<const std::string_view>(argv.data(), n),
+            .script = &script,
+            .report_in_doubt = report_in_doubt};
   if (durability != nullptr && durability->replicas > 0) {
     call.wait_replicas = durability->replicas;
     call.wait_timeout = durability->timeout;

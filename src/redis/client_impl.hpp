@@ -23,11 +23,12 @@ class Client::Impl {
   /// The stores' single call path: `EVALSHA script 1 key args...` on the server that holds
   /// `key`. With `durability` asking for replicas, a reply that `wrote` accepts is followed by
   /// WAIT on the same connection (Answer::acknowledged). Error replies are failures
-  /// (error_reply_failure); I/O failures and timeouts are errc::store_unavailable.
+  /// (error_reply_failure); I/O failures and timeouts are errc::store_unavailable, or, with
+  /// `report_in_doubt` (commits), errc::outcome_unknown once the script went out.
   Result<Answer> eval(const Script& script, std::string_view key,
                       std::span<const std::string_view> args,
                       const Durability* durability = nullptr,
-                      bool (*wrote)(const redisReply&) = nullptr);
+                      bool (*wrote)(const redisReply&) = nullptr, bool report_in_doubt = false);
 
   /// A command on the server that holds `key`. Error replies come back as replies.
   Result<Answer> command(std::string_view key, std::span<const std::string_view> argv);

@@ -249,6 +249,7 @@ Result<Answer> Cluster::execute(std::string_view key, Call call) {
   const std::uint16_t slot = key_slot(key);
   Node* target = nullptr;
   std::optional<Failure> last;
+  bool in_doubt = false;  // a try went out and its reply was lost: the server may have run it
   bool asking = false;
   int attempt = 0;
   for (; attempt < options_.max_attempts && Clock::now() < deadline; ++attempt) {
@@ -269,6 +270,7 @@ Result<Answer> Cluster::execute(std::string_view key, Call call) {
     Result<Answer> answer = target->execute(call, deadline);
     if (!answer) {
       // Down, unreachable or too slow: after a failover another node serves the slot.
+      in_doubt = in_doubt || answer.error() == errc::outcome_unknown;
       last = std::move(answer).failure();
       Node* failed = std::exchange(target, nullptr);
       (void)refresh(seen, deadline, failed);
@@ -306,10 +308,17 @@ Result<Answer> Cluster::execute(std::string_view key, Call call) {
     }
     return answer;  // any other error reply is the caller's to read
   }
-  return unavailable(
+  Failure gave_up = unavailable(
       fmt::format("redis cluster: slot {}: gave up after {} tries in {} ms: {}", slot, attempt,
                   (options_.node.connect_timeout + options_.node.command_timeout).count(),
                   last ? last->describe() : std::string("out of time")));
+  // A try that went out may have run, whatever the later ones met.
+  if (!in_doubt) return gave_up;
+  if (last && last->code == errc::outcome_unknown) {
+    gave_up.code = last->code;  // its message says so already
+    return gave_up;
+  }
+  return reply_lost(std::move(gave_up));
 }
 
 Status Cluster::ping() {

@@ -44,7 +44,8 @@ class Cluster {
   /// ASK resends once to the named node after ASKING; TRYAGAIN and CLUSTERDOWN pause and
   /// resend (after CLUSTERDOWN, from a map read from the other nodes first); a node that fails
   /// (refused, timed out, closed) makes the map be re-read before the next try. At most
-  /// max_attempts tries, all within connect_timeout + command_timeout.
+  /// max_attempts tries, all within connect_timeout + command_timeout. Giving up after a try of
+  /// a Call::report_in_doubt went out unanswered is errc::outcome_unknown.
   Result<Answer> execute(std::string_view key, Call call);
 
   /// PING on every primary of the slot map (read first if need be).

@@ -149,10 +149,10 @@ Result<redisContext*> Node::connect(Deadline deadline) {
   return c;
 }
 
-Result<Connection> Node::acquire(Deadline deadline) {
+Result<Connection> Node::acquire(Deadline deadline, bool check_closed) {
   const auto wait_until = std::min<Deadline>(Clock::now() + options_.pool_wait, deadline);
   try {
-    return Connection(this, pool_.acquire(wait_until, deadline));
+    return Connection(this, pool_.acquire(wait_until, deadline, check_closed));
   } catch (const detail::PoolExhausted& e) {
     return unavailable(fmt::format("redis {}: {}", where_, e.what()));
   } catch (ConnectFailed& e) {
@@ -172,7 +172,7 @@ Result<Answer> Node::execute_pipelined(const Call& call, Deadline deadline) {
     if (reload) batch[n++] = load;
     if (call.asking) batch[n++] = kAsking;
     batch[n++] = call.argv;
-    return pipeline_->run({batch.data(), n}, deadline);
+    return pipeline_->run({batch.data(), n}, deadline, call.report_in_doubt);
   };
   Result<Pipeline::Replies> replies = send(false);
   std::size_t last = call.asking ? 1 : 0;
@@ -193,7 +193,9 @@ Result<Answer> Node::execute(const Call& call, Deadline deadline) {
   if (pipeline_ && call.script != nullptr && call.wait_replicas <= 0) {
     return execute_pipelined(call, deadline);
   }
-  Result<Connection> conn = acquire(deadline);
+  // A call in doubt once sent is not sent on a connection the server already closed: that one
+  // certainly never ran, and says store_unavailable.
+  Result<Connection> conn = acquire(deadline, call.report_in_doubt);
   if (!conn) return std::move(conn).failure();
   if (deadline != Deadline::max()) conn->limit(deadline);
   const auto send = [&]() -> Result<ReplyPtr> {
@@ -202,7 +204,7 @@ Result<Answer> Node::execute(const Call& call, Deadline deadline) {
       Result<ReplyPtr> admitted = conn->command(kAsking);
       if (!admitted) return admitted;
     }
-    return conn->command(call.argv);
+    return conn->command(call.argv, call.report_in_doubt);
   };
   Result<ReplyPtr> reply = send();
   if (reply && call.script != nullptr && is_error(*reply.value(), "NOSCRIPT")) {
@@ -249,20 +251,24 @@ void Connection::limit(Deadline deadline) {
   if (redisSetTimeout(lease_.get(), to_timeval(left)) == REDIS_OK) shortened_ = true;
 }
 
-Failure Connection::io_failure(std::string_view doing) const {
+Failure Connection::io_failure(std::string_view doing, bool report_in_doubt) const {
   // hiredis reports a read timeout as an I/O error with EAGAIN's text.
   const redisContext& c = *lease_;
   const bool timed_out = c.err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
-  if (timed_out) {
-    return unavailable(fmt::format("redis {}: {} timed out after {} ms", node_->where(), doing,
-                                   node_->options().command_timeout.count()));
-  }
-  return unavailable(fmt::format(
-      "redis {}: {} failed: {}", node_->where(), doing,
-      c.err == REDIS_ERR_EOF ? "connection closed by the server" : std::string_view(c.errstr)));
+  Failure failure =
+      timed_out
+          ? unavailable(fmt::format("redis {}: {} timed out after {} ms", node_->where(), doing,
+                                    node_->options().command_timeout.count()))
+          : unavailable(fmt::format("redis {}: {} failed: {}", node_->where(), doing,
+                                    c.err == REDIS_ERR_EOF ? "connection closed by the server"
+                                                           : std::string_view(c.errstr)));
+  // hiredis empties its output buffer once the whole command is written; bytes left in it mean
+  // the command never went out whole, so the server cannot have run it.
+  const bool written = c.obuf == nullptr || sdslen(c.obuf) == 0;
+  return report_in_doubt && written ? reply_lost(std::move(failure)) : failure;
 }
 
-Result<ReplyPtr> Connection::command(std::span<const std::string_view> argv) {
+Result<ReplyPtr> Connection::command(std::span<const std::string_view> argv, bool report_in_doubt) {
   constexpr std::size_t kInline = 16;
   std::array<const char*, kInline> inline_args{};
   std::array<std::size_t, kInline> inline_lens{};
@@ -282,11 +288,19 @@ Result<ReplyPtr> Connection::command(std::span<const std::string_view> argv) {
   }
   ReplyPtr reply(static_cast<redisReply*>(
       redisCommandArgv(lease_.get(), static_cast<int>(argv.size()), args, lens)));
-  if (!reply) return io_failure(argv.empty() ? std::string_view("command") : argv[0]);
+  if (!reply) {
+    return io_failure(argv.empty() ? std::string_view("command") : argv[0], report_in_doubt);
+  }
   return reply;
 }
 
 // --- Helpers -----------------------------------------------------------------------------------
+
+Failure reply_lost(Failure failure) {
+  failure.code = make_error_code(errc::outcome_unknown);
+  failure.message += "; the call was sent, and the server may have run it";
+  return failure;
+}
 
 bool is_error(const redisReply& reply, std::string_view prefix) noexcept {
   return reply.type == REDIS_REPLY_ERROR && reply.len >= prefix.size() &&

@@ -55,6 +55,9 @@ struct Call {
   int wait_replicas = 0;
   std::chrono::milliseconds wait_timeout{0};
   bool (*wrote)(const redisReply&) = nullptr;
+  /// A commit: when argv went out and no reply came (I/O error, timeout, closed), the server may
+  /// have run it, and the failure is errc::outcome_unknown instead of store_unavailable.
+  bool report_in_doubt = false;
 };
 
 /// A server's answer to a Call.
@@ -83,7 +86,8 @@ class Node {
 
   /// THE entry point to a server: runs `call` on one connection (borrowed from the pool, or, with
   /// automatic pipelining, shared) and returns its reply. I/O failures and timeouts are
-  /// errc::store_unavailable; the waits end by `deadline` at the latest.
+  /// errc::store_unavailable (errc::outcome_unknown for a Call::report_in_doubt whose argv went
+  /// out); the waits end by `deadline` at the latest.
   Result<Answer> execute(const Call& call, Deadline deadline = Deadline::max());
 
   /// Opens one connection, authenticated and on its database, in blocking mode, within
@@ -101,7 +105,8 @@ class Node {
   const std::string& where() const noexcept { return where_; }
 
  private:
-  Result<Connection> acquire(Deadline deadline);
+  // `check_closed`: look for a close by the server on any idle connection, however briefly idle.
+  Result<Connection> acquire(Deadline deadline, bool check_closed = false);
   Result<Answer> execute_pipelined(const Call& call, Deadline deadline);
 
   ConnectionOptions options_;
@@ -126,13 +131,14 @@ class Connection {
   void limit(Deadline deadline);
 
   /// One command. Error replies come back as replies; I/O failures and timeouts are
-  /// errc::store_unavailable and break the connection.
-  Result<ReplyPtr> command(std::span<const std::string_view> argv);
+  /// errc::store_unavailable and break the connection. `report_in_doubt`: a failure after the
+  /// whole command was written is errc::outcome_unknown (the server may have run it).
+  Result<ReplyPtr> command(std::span<const std::string_view> argv, bool report_in_doubt = false);
 
   bool broken() const noexcept { return !lease_ || lease_->err != 0; }
 
  private:
-  Failure io_failure(std::string_view doing) const;
+  Failure io_failure(std::string_view doing, bool report_in_doubt) const;
 
   const Node* node_;
   ContextPool::Lease lease_;
@@ -143,6 +149,10 @@ class Connection {
 /// the rest errc::store_unavailable.
 Failure error_reply_failure(const redisReply& reply, std::string_view doing,
                             std::string_view where);
+
+/// `failure` (an I/O failure or a timeout) of a call that went out, whose reply did not come:
+/// errc::outcome_unknown, since the server may have run it.
+Failure reply_lost(Failure failure);
 
 /// Whether `reply` is an error reply that starts with `prefix`.
 bool is_error(const redisReply& reply, std::string_view prefix) noexcept;

@@ -87,6 +87,7 @@ struct Waiter {
   Clock::time_point deadline;
   std::size_t expected = 0;
   std::size_t received = 0;
+  bool report_in_doubt = false;  // fail with outcome_unknown once the commands went out
   Pipeline::Replies replies;
   std::optional<Failure> failure;
   std::mutex mutex;
@@ -130,6 +131,7 @@ struct Link {
   int fd;
   std::string out;          // commands queued but not yet sent, in FIFO order
   std::deque<Waiter*> calls;  // one entry per command awaiting its reply, in queued order
+  std::size_t unsent = 0;   // the last entries of `calls` whose commands are still in `out`
   bool writing = false;     // a caller is sending `out`
   bool reading = false;     // a caller holds the read turn
   bool broken = false;      // shut down; its calls have failed
@@ -150,7 +152,7 @@ class Pipeline::Lane {
   }
 
   Result<Replies> run(std::span<const std::span<const std::string_view>> commands,
-                      Clock::time_point deadline) {
+                      Clock::time_point deadline, bool report_in_doubt) {
     callers_.fetch_add(1, std::memory_order_relaxed);
     struct Leave {
       std::atomic<std::size_t>& callers;
@@ -158,17 +160,19 @@ class Pipeline::Lane {
     } leave{callers_};
     Waiter call;
     std::unique_lock lock(mutex_);
-    Result<std::shared_ptr<Link>> usable = link(lock);
+    Result<std::shared_ptr<Link>> usable = link(lock, report_in_doubt);
     if (!usable) return std::move(usable).failure();
     const std::shared_ptr<Link> link = std::move(usable).value();
     const auto now = Clock::now();
     call.deadline = std::min(deadline, now + timeout_);
     call.expected = commands.size();
+    call.report_in_doubt = report_in_doubt;
     link->last_used = now;
     for (std::span<const std::string_view> argv : commands) {
       append_command(link->out, argv);
       link->calls.push_back(&call);
     }
+    link->unsent += commands.size();
 
     if (!link->writing) write(lock, *link);
     // The lane's mutex is held at the top of each round.
@@ -203,10 +207,13 @@ class Pipeline::Lane {
 
  private:
   // The lane's connection, opened or replaced when needed. One caller connects at a time; the
-  // others wait for its outcome instead of each trying in turn.
-  Result<std::shared_ptr<Link>> link(std::unique_lock<std::mutex>& lock) {
+  // others wait for its outcome instead of each trying in turn. `check_closed`: an idle link is
+  // checked for a close by the server however briefly idle (a call in doubt once sent must not
+  // go out on a connection that is already gone).
+  Result<std::shared_ptr<Link>> link(std::unique_lock<std::mutex>& lock, bool check_closed) {
     if (link_ && link_->calls.empty() && !link_->writing &&
-        Clock::now() - link_->last_used > kCheckIdleAfter && closed_by_server(link_->fd)) {
+        (check_closed || Clock::now() - link_->last_used > kCheckIdleAfter) &&
+        closed_by_server(link_->fd)) {
       fail(*link_, unavailable("connection closed by the server"));
     }
     if (link_) return link_;
@@ -239,6 +246,7 @@ class Pipeline::Lane {
     while (!link.out.empty() && !link.broken) {
       batch.clear();
       std::swap(batch, link.out);
+      link.unsent = 0;  // from here on the server may get them
       lock.unlock();
       const int error = send_all(link.fd, batch);
       lock.lock();
@@ -344,17 +352,21 @@ class Pipeline::Lane {
   }
 
   // Breaks the link: every call on it fails with `why`, the socket is shut down (a reader or
-  // writer blocked on it returns at once), and the lane will open a new one.
+  // writer blocked on it returns at once), and the lane will open a new one. A call whose
+  // commands went out and that asked for it fails with outcome_unknown instead.
   void fail(Link& link, const Failure& why) {
     if (link.broken) return;
     link.broken = true;
     ::shutdown(link.fd, SHUT_RDWR);
-    for (Waiter* call : link.calls) {  // a batch's waiter appears once per command
+    const std::size_t sent = link.calls.size() - std::min(link.unsent, link.calls.size());
+    for (std::size_t i = 0; i < link.calls.size(); ++i) {  // a batch's waiter: once per command
+      Waiter* call = link.calls[i];
       if (call->state == Waiter::State::done) continue;
-      call->failure = why;
+      call->failure = call->report_in_doubt && i < sent ? reply_lost(why) : why;
       call->set(Waiter::State::done);
     }
     link.calls.clear();
+    link.unsent = 0;
     link.out.clear();
     if (link_.get() == &link) link_.reset();
     owner_.dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -399,7 +411,7 @@ Pipeline::Pipeline(std::size_t lanes, std::chrono::milliseconds command_timeout,
 Pipeline::~Pipeline() = default;
 
 Result<Pipeline::Replies> Pipeline::run(std::span<const std::span<const std::string_view>> commands,
-                                        Clock::time_point deadline) {
+                                        Clock::time_point deadline, bool report_in_doubt) {
   if (commands.empty() || commands.size() > kMaxBatch) {
     return make_failure(errc::store_unavailable,
                         fmt::format("redis {}: a batch holds 1 to {} commands", where_, kMaxBatch));
@@ -412,7 +424,7 @@ Result<Pipeline::Replies> Pipeline::run(std::span<const std::span<const std::str
     const std::size_t other = (start + i) % lanes_.size();
     if (lanes_[other]->callers() < lanes_[lane]->callers()) lane = other;
   }
-  return lanes_[lane]->run(commands, deadline);
+  return lanes_[lane]->run(commands, deadline, report_in_doubt);
 }
 
 Result<ReplyPtr> Pipeline::command(std::span<const std::string_view> argv,

@@ -18,7 +18,8 @@
 // Failure: command_timeout bounds every wait. When the oldest call's reply is late, a read or
 // write fails, or the reply stream cannot be parsed, the connection is broken: shut down, and
 // every call in its FIFO fails with errc::store_unavailable (none waits on, none can receive
-// another's reply). The next call opens a new connection.
+// another's reply), or errc::outcome_unknown for a call that asked (report_in_doubt) whose
+// commands had gone out. The next call opens a new connection.
 
 #include <array>
 #include <atomic>
@@ -58,10 +59,12 @@ class Pipeline {
   /// threads' commands, and returns their replies in order. Nothing comes between them on the
   /// wire (ASKING stays next to its command). Error replies come back as replies; a timeout
   /// (command_timeout, or `deadline` if sooner), an I/O error or an unreachable server is
-  /// errc::store_unavailable.
-  Result<Replies> run(std::span<const std::span<const std::string_view>> commands,
-                      std::chrono::steady_clock::time_point deadline =
-                          std::chrono::steady_clock::time_point::max());
+  /// errc::store_unavailable. `report_in_doubt`: such a failure once the commands were handed to
+  /// the socket is errc::outcome_unknown (the server may have run them).
+  Result<Replies> run(
+      std::span<const std::span<const std::string_view>> commands,
+      std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max(),
+      bool report_in_doubt = false);
 
   /// One command (see run).
   Result<ReplyPtr> command(std::span<const std::string_view> argv,

@@ -78,8 +78,8 @@ Status RedisRequestIdRecords::commit(const Ticket& ticket, const Completion& com
                                              completion.status == ClaimStatus::failed ? "F" : "C",
                                              completion.result,
                                              redis::ms_text(ttl, completion.ttl)};
-  return redis::eval_fenced(client_->impl(), redis::script_cache_commit, redis_key(ticket.key),
-                            args, "commit");
+  return redis::eval_commit(client_->impl(), redis::script_cache_commit, redis_key(ticket.key),
+                            args);
 }
 
 Status RedisRequestIdRecords::abort(const Ticket& ticket) {

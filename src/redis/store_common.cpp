@@ -165,7 +165,7 @@ bool ReplicaWait::check(const Answer& answer, std::string_view operation) const 
 Failure ReplicaWait::unconfirmed(std::string_view where, std::string_view operation,
                                  int acknowledged) const {
   return make_failure(
-      errc::store_unavailable,
+      errc::outcome_unknown,
       fmt::format("redis {}: {} not confirmed: {} of {} replicas acknowledged it within {} ms; it "
                   "stands on the primary, and a failover before it replicates would lose it",
                   where, operation, std::max(acknowledged, 0), durability.replicas,
@@ -189,10 +189,18 @@ Result<Claim> eval_claim(Client::Impl& client, const Script& script, std::string
 }
 
 Status eval_fenced(Client::Impl& client, const Script& script, std::string_view key,
-                   std::span<const std::string_view> args, std::string_view doing,
-                   const ReplicaWait* wait) {
+                   std::span<const std::string_view> args, std::string_view doing) {
+  Result<Answer> answer = client.eval(script, key, args);
+  if (!answer) return std::move(answer).failure();
+  return decode_fenced(std::move(answer->reply), answer->where, doing);
+}
+
+Status eval_commit(Client::Impl& client, const Script& script, std::string_view key,
+                   std::span<const std::string_view> args, const ReplicaWait* wait) {
+  constexpr std::string_view doing = "commit";
   Result<Answer> answer =
-      client.eval(script, key, args, wait != nullptr ? &wait->durability : nullptr, fenced_ok);
+      client.eval(script, key, args, wait != nullptr ? &wait->durability : nullptr, fenced_ok,
+                  /*report_in_doubt=*/true);
   if (!answer) return std::move(answer).failure();
   Status status = decode_fenced(std::move(answer->reply), answer->where, doing);
   if (wait != nullptr && status.ok() && !wait->check(answer.value(), doing)) {
@@ -209,7 +217,7 @@ Status eval_record_commit(Client::Impl& client, const Script& script, std::strin
                                              completion.result, ms_text(ttl, completion.ttl)};
   // A retry of a commit that landed (its reply lost, or its WAIT short) succeeds in the script,
   // which writes again so that this call's WAIT covers the landed commit.
-  return eval_fenced(client, script, key, args, "commit", &wait);
+  return eval_commit(client, script, key, args, &wait);
 }
 
 Status eval_record_abort(Client::Impl& client, const Script& script, std::string_view key,

@@ -50,7 +50,8 @@ struct ReplicaWait {
   /// Counts and reports (Durability::on_timeout) a WAIT that fewer replicas acknowledged;
   /// false then. True when enough acknowledged or no WAIT ran.
   bool check(const Answer& answer, std::string_view operation) const;
-  /// errc::store_unavailable: the write stands on `where` but replicas did not confirm it.
+  /// errc::outcome_unknown: the write stands on `where` but replicas did not confirm it, so a
+  /// failover could still lose it.
   Failure unconfirmed(std::string_view where, std::string_view operation, int acknowledged) const;
 };
 
@@ -62,11 +63,17 @@ using ClaimCodeMap = Result<Claim> (*)(Result<Claim> claim, int code);
 Result<Claim> eval_claim(Client::Impl& client, const Script& script, std::string_view key,
                          const ClaimRequest& request, ClaimCodeMap map, ReplicaWait wait);
 
-/// Runs a fenced script on `key` and decodes its 0/1 answer (see decode_fenced); with `wait`,
-/// a success then waits for replicas.
+/// Runs a fenced script on `key` and decodes its 0/1 answer (see decode_fenced). A call whose
+/// reply was lost is errc::store_unavailable: an abort or extend in doubt at worst leaves the
+/// key held until its lease passes.
 Status eval_fenced(Client::Impl& client, const Script& script, std::string_view key,
-                   std::span<const std::string_view> args, std::string_view doing,
-                   const ReplicaWait* wait = nullptr);
+                   std::span<const std::string_view> args, std::string_view doing);
+
+/// A commit script, as eval_fenced, except that a script that went out and got no reply is
+/// errc::outcome_unknown (it may have landed; a retry under the same fence finds it); with
+/// `wait`, a success then waits for replicas, and a shortfall is outcome_unknown too.
+Status eval_commit(Client::Impl& client, const Script& script, std::string_view key,
+                   std::span<const std::string_view> args, const ReplicaWait* wait = nullptr);
 
 /// The record scripts' fenced calls (ARGV: fence, then commit: state, result, ttl; extend: lease).
 Status eval_record_commit(Client::Impl& client, const Script& script, std::string_view key,

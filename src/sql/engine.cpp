@@ -44,6 +44,14 @@ State finished_state(const Completion& completion) {
   return completion.status == ClaimStatus::failed ? State::failed : State::completed;
 }
 
+// A commit's failure when its session broke after the finish was sent (a lost reply, the reply
+// watchdog, a connection gone under the COMMIT): it may or may not have landed.
+Failure in_doubt(Failure f, std::string_view what) {
+  f.code = make_error_code(errc::outcome_unknown);
+  f.message = std::string(what) + f.describe();
+  return f;
+}
+
 // Whether the record holds `completion` as committed under the ticket's fence: a commit retried
 // after its answer was lost finds its own commit landed. Asked only when the fenced finish
 // matched nothing, so that a commit's usual path costs nothing more.
@@ -298,13 +306,15 @@ Status Engine::finish_transactional(const Ticket& ticket, const Completion* comp
     s->rollback();
     // A connection lost while the COMMIT was on its way leaves the outcome unknown to this
     // process; the record and the handler's writes share it, so a retry either replays or runs.
-    f.message = broken ? "connection lost while committing; the transaction and the handler's "
-                         "writes in it may or may not have committed (a retry replays the result "
-                         "if they did): " +
-                             f.describe()
-                       : "transaction did not commit; the handler's writes in it were rolled "
-                         "back: " +
-                             f.describe();
+    if (broken) {
+      f = in_doubt(std::move(f),
+                   "connection lost while committing; the transaction and the handler's writes "
+                   "in it may or may not have committed (a retry replays the result if they "
+                   "did): ");
+    } else {
+      f.message = "transaction did not commit; the handler's writes in it were rolled back: " +
+                  f.describe();
+    }
     std::lock_guard lock(open_mutex_);
     const auto now = std::chrono::steady_clock::now();
     forget_ended_before(now - kEndedKeptFor);
@@ -326,7 +336,13 @@ Status Engine::commit(const Ticket& ticket, const Completion& completion) {
       }
       return {};
     } catch (...) {
-      return failure(s.broken());
+      Failure f = failure(s.broken());
+      // A session that broke under the finish (no reply) may have had it run; one the database
+      // answered with an error did not.
+      if (!s.broken()) return f;
+      return in_doubt(std::move(f),
+                      "no reply to the commit; it may or may not have landed (a retry under "
+                      "the same fence finds it if it did): ");
     }
   } catch (...) {
     return failure(broken);

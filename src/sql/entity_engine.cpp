@@ -17,6 +17,8 @@
 #include <array>
 #include <bit>
 #include <charconv>
+#include <chrono>
+#include <deque>
 #include <map>
 #include <stdexcept>
 #include <mutex>
@@ -46,6 +48,21 @@ struct SqlEntities::Impl {
     bool marked = false;  // a rewindable claim: rewind() goes back to the mark after the op row
   };
   std::map<std::pair<std::string, Fence>, Open, std::less<>> open;
+  // Transactions whose commit failed: the guard's retry of the same ticket hears the same
+  // failure (the transaction is gone), not a lease_lost that no takeover caused. Kept by age, so
+  // that however many commits fail in an outage, each one's retries find theirs.
+  struct Ended {
+    std::string op_key;
+    Fence fence = 0;
+    Failure failure;
+    std::chrono::steady_clock::time_point at;
+  };
+  static constexpr std::chrono::minutes kEndedKeptFor{5};
+  std::deque<Ended> ended;  // under mutex, oldest first
+
+  void forget_ended_before(std::chrono::steady_clock::time_point t) {
+    while (!ended.empty() && ended.front().at < t) ended.pop_front();
+  }
 
   std::string p(int i) const { return fmt::format("{}{}", dialect->param, i); }
 
@@ -296,29 +313,47 @@ Result<CasAnswer> SqlEntities::claim(const CasRequest& r) {
 
 namespace {
 
+// `done` sets `committing` just before it sends COMMIT: a session that breaks from there on
+// leaves the outcome unknown; before it, the database rolls the transaction back.
 template <class Done>
 Status finish(SqlEntities::Impl& m, const Ticket& ticket, Done&& done) {
   std::optional<SqlEntities::Impl::Open> open;
   {
     std::lock_guard lock(m.mutex);
     auto it = m.open.find(std::pair{std::string(ticket.key), ticket.fence});
-    if (it == m.open.end()) return lease_lost();
+    if (it == m.open.end()) {
+      m.forget_ended_before(std::chrono::steady_clock::now() - m.kEndedKeptFor);
+      for (const SqlEntities::Impl::Ended& e : m.ended) {
+        if (e.fence == ticket.fence && e.op_key == ticket.key) return e.failure;
+      }
+      return lease_lost();
+    }
     open = std::move(it->second);
     m.open.erase(it);
   }
   Checkout s(*m.backend, open->session);
+  bool committing = false;
   try {
-    return done(s, open->op_key);
+    return done(s, open->op_key, committing);
   } catch (...) {
     Failure f = m.failure(s.broken, false);
     // A connection lost while the COMMIT was on its way leaves the outcome unknown here.
-    f.message = s.broken ? "connection lost while committing; the entity change and the "
-                           "handler's writes in it may or may not have committed (a retry "
-                           "replays the result if they did): " +
-                               f.describe()
-                         : "transaction did not commit; the entity change and the handler's "
-                           "writes in it were rolled back: " +
-                               f.describe();
+    if (s.broken && committing) {
+      f.code = make_error_code(errc::outcome_unknown);
+      f.message =
+          "connection lost while committing; the entity change and the handler's writes in it "
+          "may or may not have committed (a retry replays the result if they did): " +
+          f.describe();
+    } else {
+      f.message =
+          "transaction did not commit; the entity change and the handler's writes in it were "
+          "rolled back: " +
+          f.describe();
+    }
+    std::lock_guard lock(m.mutex);
+    const auto now = std::chrono::steady_clock::now();
+    m.forget_ended_before(now - m.kEndedKeptFor);
+    m.ended.push_back(SqlEntities::Impl::Ended{open->op_key, ticket.fence, f, now});
     return f;
   }
 }
@@ -327,19 +362,20 @@ Status finish(SqlEntities::Impl& m, const Ticket& ticket, Done&& done) {
 
 Status SqlEntities::commit(const Ticket& ticket, const Completion& completion) {
   Impl& m = *impl_;
-  return finish(m, ticket, [&](Checkout& s, const std::string& op_key) -> Status {
+  return finish(m, ticket, [&](Checkout& s, const std::string& op_key, bool& committing) -> Status {
     const int state = completion.status == ClaimStatus::failed ? 2 : 1;
     const std::array<sql::Param, 4> args{bytes(op_key),
                                          integer(static_cast<std::int64_t>(ticket.fence)),
                                          integer(state), bytes(completion.result)};
     if (s->run(m.finish_op, args) != 1) return lease_lost();
+    committing = true;
     s->commit();
     return {};
   });
 }
 
 Status SqlEntities::abort(const Ticket& ticket) {
-  return finish(*impl_, ticket, [](Checkout& s, const std::string&) -> Status {
+  return finish(*impl_, ticket, [](Checkout& s, const std::string&, bool&) -> Status {
     s->rollback();
     return {};
   });

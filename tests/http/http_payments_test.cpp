@@ -20,6 +20,9 @@
 #include <vector>
 
 #include "http_test_support.hpp"
+#ifdef IDEM_HTTP_TEST_PG
+#include "sql/pg_relay.hpp"
+#endif
 
 namespace {
 
@@ -179,7 +182,7 @@ struct Fleet {
   std::atomic<int> completed{0};
 
   // Each payment is sent 1 to 4 times, by random clients in random order, with jitter; each
-  // send repeats on 409, 503 or a broken connection until it gets a 201.
+  // send repeats on 409, 503, 504 or a broken connection until it gets a 201.
   void run(int clients) {
     std::vector<int> work;
     std::mt19937 rng(42);
@@ -216,7 +219,7 @@ struct Fleet {
         completed.fetch_add(1);
         return;
       }
-      if (r && r->status != 409 && r->status != 503) {
+      if (r && r->status != 409 && r->status != 503 && r->status != 504) {
         ADD_FAILURE() << "payment " << i << ": HTTP " << r->status << " " << r->body;
         return;
       }
@@ -282,5 +285,44 @@ TEST_F(HttpPayments, ServerKilledMidRunLosesNothingAndRepeatsNothing) {
   EXPECT_EQ(backing.distinct_keys(), Fleet::kPayments);
   EXPECT_EQ(backing.outbox(), Fleet::kPayments);
 }
+
+#ifdef IDEM_HTTP_TEST_PG
+// The payment's transaction reaches PostgreSQL, which commits it, and every reply is lost (the
+// COMMIT's, then those of the reads that look for it): the service cannot say whether the
+// payment is recorded, so it answers 504 outcome_unknown with Retry-After, not 201. The client
+// sends the same key again and gets the recorded payment, replayed; it was paid once.
+TEST_F(HttpPayments, APaymentWhoseCommitIsInDoubtIs504AndTheRetryReplaysIt) {
+  auto relay = idem::testing::pg_relay(env("IDEM_TEST_PG_URI"));
+  ASSERT_TRUE(relay.has_value()) << "the relay speaks IPv4; the test server is not on it";
+  Server server(backing, {"--pg", relay->uri});
+  httplib::Client c("127.0.0.1", server.port());
+  c.set_read_timeout(20, 0);
+  auto warm = c.Post("/payments", headers("alice", "warm"), body_of(0), "application/json");
+  ASSERT_TRUE(warm);
+  ASSERT_EQ(warm->status, 201) << warm->body;
+
+  // The finish and COMMIT travel in one simple query; a retried commit only reads the record.
+  relay->relay->lose_reply_after(
+      [](std::string_view chunk) {
+        return !chunk.empty() &&
+               ((chunk[0] == 'Q' && chunk.find("idem_finish_held") != chunk.npos) ||
+                (chunk[0] == 'B' && chunk.find("idem_read") != chunk.npos));
+      },
+      3);
+  auto doubt = c.Post("/payments", headers("alice", "k-doubt"), body_of(7), "application/json");
+  ASSERT_TRUE(doubt);
+  EXPECT_TRUE(relay->relay->one_shot_fired());
+  EXPECT_EQ(doubt->status, 504) << doubt->body;
+  EXPECT_EQ(doubt->get_header_value("Retry-After"), "1");
+  EXPECT_EQ(json::parse(doubt->body)["type"], "urn:idem:problem:outcome_unknown") << doubt->body;
+
+  auto retry = c.Post("/payments", headers("alice", "k-doubt"), body_of(7), "application/json");
+  ASSERT_TRUE(retry);
+  EXPECT_EQ(retry->status, 201) << retry->body;
+  EXPECT_EQ(retry->get_header_value("Idempotent-Replayed"), "true");
+  EXPECT_EQ(json::parse(retry->body)["amount"], 107);
+  EXPECT_EQ(backing.rows_per_key()["alice:k-doubt"], 1);
+}
+#endif
 
 }  // namespace

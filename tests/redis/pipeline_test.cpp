@@ -239,6 +239,40 @@ TEST_F(PipelineTest, PausedServerFailsEveryWaitingCallWithinTheTimeout) {
   }
 }
 
+// A call that asks (report_in_doubt, a commit) and whose command went out fails with
+// outcome_unknown when no reply comes: the server may have run it. The calls beside it on the
+// same links that did not ask get store_unavailable, and a call that never went out (nobody
+// listens) is store_unavailable whatever it asked.
+TEST_F(PipelineTest, ACallThatAsksIsOutcomeUnknownOnceSentAndStoreUnavailableWhenNeverSent) {
+  const long pid = server_pid(*client_);
+  ASSERT_GT(pid, 0);
+  Pipeline p = make_pipeline(2, 300ms);
+  ASSERT_EQ(echo(p, "up"), "up");
+  auto run = [](Pipeline& on, const std::string& value, bool report_in_doubt) {
+    const std::array<std::string_view, 2> argv{"ECHO", value};
+    const std::array<std::span<const std::string_view>, 1> one{argv};
+    return on.run(one, Clock::time_point::max(), report_in_doubt).error();
+  };
+  {
+    PausedServer pause(pid);
+    ASSERT_TRUE(pause.paused());
+    std::vector<std::error_code> got(16);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 16; ++t) {
+      threads.emplace_back([&, t] { got[t] = run(p, unique_value(t, 0), t % 2 == 0); });
+    }
+    for (auto& t : threads) t.join();
+    for (int t = 0; t < 16; ++t) {
+      EXPECT_EQ(got[t], t % 2 == 0 ? errc::outcome_unknown : errc::store_unavailable)
+          << "call " << t;
+    }
+  }
+  redis::ConnectionOptions o = redis_options();
+  o.port = 1;  // nobody listens there
+  Pipeline nowhere(2, 300ms, "nowhere", connector(o));
+  EXPECT_EQ(run(nowhere, "x", true), errc::store_unavailable);
+}
+
 TEST_F(PipelineTest, PauseUnderLoadNeverDeliversAnotherCallsReply) {
   const long pid = server_pid(*client_);
   ASSERT_GT(pid, 0);

@@ -373,7 +373,7 @@ TEST_F(RedisClusterDisruptionTest, FailoverAndKilledPrimaryLoseNoConfirmedCommit
     auto out = probe.execute(id, [] { return 1; });
     ASSERT_TRUE(out) << out.message();
     EXPECT_FALSE(out.recorded());
-    EXPECT_EQ(out.commit_error(), errc::store_unavailable);
+    EXPECT_EQ(out.commit_error(), errc::outcome_unknown);
     EXPECT_NE(out.commit_failure().message.find("commit not confirmed: 0 of 1 replicas"),
               std::string::npos)
         << out.commit_failure().message;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -182,6 +183,81 @@ TEST_P(RedisNetworkTest, ALostCommitReplyNeverRunsTheHandlerTwice) {
   ASSERT_TRUE(again.result.has_value());
   EXPECT_TRUE(again.result->replayed()) << again.result->message();
   EXPECT_EQ(runs_, 2 + 1);
+}
+
+// Every try of the commit reaches Redis, which runs it, and every reply is lost: the caller
+// gets its value with outcome_unknown, not recorded. The record landed: a repeat replays it, and
+// the handler ran once.
+TEST_P(RedisNetworkTest, ACommitWhoseEveryReplyIsLostIsOutcomeUnknownAndARepeatReplays) {
+  expect_calls_succeed("warm-", 2);
+  const int tries = Options{}.commit_retry.attempts;
+  auto first = run_bounded<Outcome<int>>(
+      call("k", [&] { relay().lose_reply_after(FaultRelay::contains("EVALSHA"), tries); }),
+      kCommitRetriesBound, unstick());
+  ASSERT_TRUE(relay().one_shot_fired());
+  ASSERT_TRUE(first.result.has_value());
+  const Outcome<int>& out = *first.result;
+  ASSERT_TRUE(out.has_value()) << out.message();
+  EXPECT_EQ(out.value(), 7);
+  EXPECT_FALSE(out.recorded());
+  EXPECT_EQ(out.commit_error(), errc::outcome_unknown) << out.commit_failure().describe();
+  auto again = run_bounded<Outcome<int>>(call("k"), kCallBound, unstick());
+  ASSERT_TRUE(again.result.has_value());
+  ASSERT_TRUE(again.result->has_value()) << again.result->message();
+  EXPECT_TRUE(again.result->replayed());
+  EXPECT_EQ(runs_, 2 + 1);
+}
+
+// Every try of the commit is cut on its way (the relay drops it and closes the connection): the
+// client cannot tell that from a lost reply, so the caller gets outcome_unknown. Nothing landed:
+// the key stays held until its lease passes, then a repeat runs the handler once more, and that
+// result is the one the key keeps.
+TEST_P(RedisNetworkTest, ACommitCutOnItsWayIsOutcomeUnknownAndARepeatRunsOnceTheLeasePasses) {
+  expect_calls_succeed("warm-", 2);
+  IdempotencyGuard<RedisStore> guard(*store_, Options{.scope = "net", .lease = milliseconds{800}});
+  int runs = 0;
+  auto call_k = [&](std::function<void()> after_handler = {}) {
+    return [&, after_handler] {
+      return guard.execute("k", [&] {
+        ++runs;
+        if (after_handler) after_handler();
+        return 40 + runs;
+      });
+    };
+  };
+  const int tries = Options{}.commit_retry.attempts;
+  auto first = run_bounded<Outcome<int>>(
+      call_k([&] { relay().cut_before(FaultRelay::contains("EVALSHA"), tries); }),
+      kCommitRetriesBound, unstick());
+  ASSERT_TRUE(relay().one_shot_fired());
+  ASSERT_TRUE(first.result.has_value());
+  const Outcome<int>& out = *first.result;
+  ASSERT_TRUE(out.has_value()) << out.message();
+  EXPECT_EQ(out.value(), 41);
+  EXPECT_FALSE(out.recorded());
+  EXPECT_EQ(out.commit_error(), errc::outcome_unknown) << out.commit_failure().describe();
+  // Held for nobody until the lease passes; then taken over.
+  std::optional<Outcome<int>> rerun;
+  for (int i = 0; i < 100; ++i) {
+    auto r = run_bounded<Outcome<int>>(call_k(), kCallBound, unstick());
+    ASSERT_TRUE(r.result.has_value());
+    if (r.result->has_value() || r.result->error() != errc::in_progress) {
+      rerun = std::move(r.result);
+      break;
+    }
+    std::this_thread::sleep_for(milliseconds{50});
+  }
+  ASSERT_TRUE(rerun.has_value()) << "the key stayed in progress";
+  ASSERT_TRUE(rerun->has_value()) << rerun->message();
+  EXPECT_TRUE(rerun->executed());
+  EXPECT_TRUE(rerun->recorded()) << rerun->commit_failure().describe();
+  EXPECT_EQ(rerun->value(), 42);
+  auto replay = run_bounded<Outcome<int>>(call_k(), kCallBound, unstick());
+  ASSERT_TRUE(replay.result.has_value());
+  ASSERT_TRUE(replay.result->has_value()) << replay.result->message();
+  EXPECT_TRUE(replay.result->replayed());
+  EXPECT_EQ(replay.result->value(), 42);
+  EXPECT_EQ(runs, 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Connections, RedisNetworkTest, ::testing::Values(2u, 0u),

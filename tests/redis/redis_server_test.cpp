@@ -156,7 +156,9 @@ TEST_F(RedisServerTest, RestartMidRunIsUnavailableThenRecoversWithoutHanging) {
       store, Options{.scope = "restart", .commit_retry = {.attempts = 2, .backoff = 10ms}}};
   ASSERT_TRUE(guard.execute("before", [] { return 1; }));
 
-  // The server goes away while a handler runs: its result comes back, unrecorded.
+  // The server goes away while a handler runs: its result comes back, unrecorded. The commit
+  // never went out (its connection was found closed first, and no new one opens), so this is
+  // store_unavailable, not outcome_unknown.
   auto during = guard.execute("during", [&] {
     server.stop();
     return 2;

@@ -226,10 +226,10 @@ TEST_F(RedisStoreTest, WaitShortfallIsReportedAndAnUnconfirmedCommitIsNotRecorde
   ASSERT_TRUE(out) << out.message();
   EXPECT_EQ(out.value(), 7);
   // The claim's shortfall is only reported; the commit's reaches the caller: the value is not
-  // known to be recorded, and why says so. Each of the guard's commit retries finds the same
-  // commit on the primary and waits for it again: never lease_lost.
+  // known to be recorded durably (outcome_unknown), and why says so. Each of the guard's commit
+  // retries finds the same commit on the primary and waits for it again: never lease_lost.
   EXPECT_FALSE(out.recorded());
-  EXPECT_EQ(out.commit_error(), errc::store_unavailable);
+  EXPECT_EQ(out.commit_error(), errc::outcome_unknown);
   EXPECT_NE(out.commit_failure().message.find("commit not confirmed: 0 of 1 replicas"),
             std::string::npos)
       << out.commit_failure().message;

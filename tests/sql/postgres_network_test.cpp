@@ -7,6 +7,8 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <optional>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -191,17 +193,28 @@ TEST_P(PostgresNetworkTest, MoreStuckCallsThanThePoolHoldsAllReturnAndThenNewCal
     unstick()();
   });
   staller.join();
+  int in_doubt = 0;
   for (std::size_t i = 0; i < results.size(); ++i) {
     ASSERT_TRUE(results[i].result.has_value());
     const Outcome<int>& out = *results[i].result;
     if (i < 6) {  // the handler ran, the commit did not get through
       ASSERT_TRUE(out.has_value()) << out.message();
       EXPECT_FALSE(out.recorded());
-      EXPECT_EQ(out.commit_error(), errc::store_unavailable) << out.commit_failure().describe();
+      // outcome_unknown once it went out (no reply came); store_unavailable if it never did: in
+      // lease mode a commit may find every connection held by the stuck claims, then no new one
+      // opens. A transactional commit goes out on its holder's connection.
+      const std::error_code e = out.commit_error();
+      EXPECT_TRUE(e == errc::outcome_unknown || (!transactional() && e == errc::store_unavailable))
+          << out.commit_failure().describe();
+      in_doubt += e == errc::outcome_unknown ? 1 : 0;
     } else {
       ASSERT_FALSE(out.has_value());
       EXPECT_EQ(out.error(), errc::store_unavailable) << out.message();
     }
+  }
+  // Each transactional commit went out on its holder's connection.
+  if (transactional()) {
+    EXPECT_EQ(in_doubt, 6);
   }
   EXPECT_EQ(runs_, 8 + 6);
   relay().pass();
@@ -294,6 +307,115 @@ TEST_P(PostgresNetworkTest, ALostCommitReplyNeverRunsTheHandlerTwice) {
   ASSERT_TRUE(again.result.has_value());
   EXPECT_TRUE(again.result->replayed()) << again.result->message();
   EXPECT_EQ(runs_, 2 + 1);
+  if (transactional()) {
+    EXPECT_EQ(count_business_rows(target_, "k"), 1);
+  }
+}
+
+// The client message that carries a commit, and the read a transactional commit's retry makes
+// to see whether it landed. Lease mode: the finish's Bind (its Parse goes on its own, once per
+// connection). Transactional mode: the simple query with the finish and COMMIT, then the
+// record read's Bind.
+bool commit_message(bool transactional, std::string_view chunk) {
+  if (chunk.empty()) return false;
+  if (!transactional) return chunk[0] == 'B' && chunk.find("idem_finish") != chunk.npos;
+  return (chunk[0] == 'Q' && chunk.find("idem_finish_held") != chunk.npos) ||
+         (chunk[0] == 'B' && chunk.find("idem_read") != chunk.npos);
+}
+
+// Every try of the commit reaches the server, which runs it, and every reply is lost (in
+// transactional mode: the COMMIT's, then those of the reads that look for it): the caller gets
+// its value with outcome_unknown, not recorded. It landed: a repeat replays, the handler ran
+// once, and its writes committed once.
+TEST_P(PostgresNetworkTest, ACommitWhoseEveryReplyIsLostIsOutcomeUnknownAndARepeatReplays) {
+  expect_calls_succeed("warm-", 2);
+  const int tries = Options{}.commit_retry.attempts;
+  auto first = run_bounded<Outcome<int>>(
+      call("k",
+           [&] {
+             relay().lose_reply_after(
+                 [this](std::string_view chunk) { return commit_message(transactional(), chunk); },
+                 tries);
+           }),
+      kCommitRetriesBound, unstick());
+  ASSERT_TRUE(relay().one_shot_fired());
+  ASSERT_TRUE(first.result.has_value());
+  const Outcome<int>& out = *first.result;
+  ASSERT_TRUE(out.has_value()) << out.message();
+  EXPECT_EQ(out.value(), 7);
+  EXPECT_FALSE(out.recorded());
+  EXPECT_EQ(out.commit_error(), errc::outcome_unknown) << out.commit_failure().describe();
+  auto again = repeat("k");
+  ASSERT_TRUE(again.result.has_value());
+  ASSERT_TRUE(again.result->has_value()) << again.result->message();
+  EXPECT_TRUE(again.result->replayed());
+  EXPECT_EQ(runs_, 2 + 1);
+  if (transactional()) {
+    EXPECT_EQ(count_business_rows(target_, "k"), 1);
+  }
+}
+
+// The commit is cut on its way (the relay drops the message and closes the connection; in lease
+// mode every try): the client cannot tell that from a lost reply, so the caller gets
+// outcome_unknown. Nothing landed (transactional: the server rolled the transaction back): a
+// repeat runs the handler once more (lease mode: once the lease has passed), and the key ends
+// with that one result and, in transactional mode, one set of the handler's writes.
+TEST_P(PostgresNetworkTest, ACommitCutOnItsWayIsOutcomeUnknownAndARepeatRunsOnce) {
+  expect_calls_succeed("warm-", 2);
+  IdempotencyGuard<PostgresStore> guard(*store_,
+                                        Options{.scope = "net", .lease = milliseconds{800}});
+  int runs = 0;
+  auto call_k = [&](std::function<void()> after_handler = {}) {
+    return std::function<Outcome<int>()>([&, after_handler] {
+      return guard.execute("k", [&](Context& ctx) {
+        ++runs;
+        if (transactional()) insert_business_row(target_, ctx, "k", "placed");
+        if (after_handler) after_handler();
+        return 40 + runs;
+      });
+    });
+  };
+  // A transactional commit's retries only read the record: the transaction is gone.
+  const int cuts = transactional() ? 1 : Options{}.commit_retry.attempts;
+  auto first = run_bounded<Outcome<int>>(call_k([&] {
+                                           relay().cut_before(
+                                               [this](std::string_view chunk) {
+                                                 return chunk.find("idem_finish") != chunk.npos &&
+                                                        commit_message(transactional(), chunk);
+                                               },
+                                               cuts);
+                                         }),
+                                         kCommitRetriesBound, unstick());
+  ASSERT_TRUE(relay().one_shot_fired());
+  ASSERT_TRUE(first.result.has_value());
+  const Outcome<int>& out = *first.result;
+  ASSERT_TRUE(out.has_value()) << out.message();
+  EXPECT_EQ(out.value(), 41);
+  EXPECT_FALSE(out.recorded());
+  EXPECT_EQ(out.commit_error(), errc::outcome_unknown) << out.commit_failure().describe();
+  // In progress until the lease passes (lease mode) or the server ends the cut session
+  // (transactional mode); then the handler runs once more.
+  std::optional<Outcome<int>> rerun;
+  for (int i = 0; i < 100; ++i) {
+    auto r = run_bounded<Outcome<int>>(call_k(), kCallBound, unstick());
+    ASSERT_TRUE(r.result.has_value());
+    if (r.result->has_value() || r.result->error() != errc::in_progress) {
+      rerun = std::move(r.result);
+      break;
+    }
+    std::this_thread::sleep_for(milliseconds{50});
+  }
+  ASSERT_TRUE(rerun.has_value()) << "the key stayed in progress";
+  ASSERT_TRUE(rerun->has_value()) << rerun->message();
+  EXPECT_TRUE(rerun->executed());
+  EXPECT_TRUE(rerun->recorded()) << rerun->commit_failure().describe();
+  EXPECT_EQ(rerun->value(), 42);
+  auto replay = run_bounded<Outcome<int>>(call_k(), kCallBound, unstick());
+  ASSERT_TRUE(replay.result.has_value());
+  ASSERT_TRUE(replay.result->has_value()) << replay.result->message();
+  EXPECT_TRUE(replay.result->replayed());
+  EXPECT_EQ(replay.result->value(), 42);
+  EXPECT_EQ(runs, 2);
   if (transactional()) {
     EXPECT_EQ(count_business_rows(target_, "k"), 1);
   }

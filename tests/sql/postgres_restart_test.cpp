@@ -94,7 +94,9 @@ TEST_F(PostgresRestartTest, OutageIsStoreUnavailableAndRecoveryLosesNothing) {
   auto lost = cut_off.get();
   EXPECT_FALSE(lost.recorded());
   ASSERT_TRUE(lost.has_value());  // the value, unrecorded: its transaction is gone
-  EXPECT_EQ(lost.commit_error(), errc::store_unavailable);
+  // The COMMIT went out on the connection the server was closing: from the client's side it may
+  // or may not have landed.
+  EXPECT_EQ(lost.commit_error(), errc::outcome_unknown) << lost.commit_failure().describe();
 
   // During the outage: store_unavailable, fast, and no handler runs.
   for (int i = 0; i < 3; ++i) {

@@ -445,8 +445,8 @@ TEST_F(PostgresTransactionTest, ASubtransactionOnTheHandleIsASavepoint) {
 
 // The connection drops while the message with COMMIT is under way. If the server committed, the
 // guard's commit retry finds the record committed under its fence: the value is recorded. If it
-// never had the COMMIT (rolled back), the caller hears store_unavailable saying the outcome is
-// unknown, and a retry of the call settles it: a replay of the committed result, or one run.
+// never had the COMMIT (rolled back), the caller hears outcome_unknown, and a retry of the call
+// settles it: a replay of the committed result, or one run.
 TEST_F(PostgresTransactionTest, AConnectionLostAtCommitSaysTheOutcomeIsUnknownAndARetrySettlesIt) {
   for (const auto cut :
        {RoundTripCounter::Cut::before_commit, RoundTripCounter::Cut::after_commit}) {
@@ -470,7 +470,7 @@ TEST_F(PostgresTransactionTest, AConnectionLostAtCommitSaysTheOutcomeIsUnknownAn
     ASSERT_TRUE(out.has_value()) << out.message();
     EXPECT_EQ(out.recorded(), reached) << out.commit_failure().describe();
     if (!reached) {
-      EXPECT_EQ(out.commit_error(), errc::store_unavailable);
+      EXPECT_EQ(out.commit_error(), errc::outcome_unknown);
       EXPECT_NE(out.commit_failure().describe().find("may or may not have committed"),
                 std::string::npos)
           << out.commit_failure().describe();

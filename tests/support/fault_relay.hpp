@@ -11,7 +11,7 @@
 //               buffers and flow again after pass();
 //   cut()       close every open connection now (new ones are still accepted);
 //   refuse(on)  close every new connection as soon as it is accepted.
-// And one-shot faults on the next client chunk a predicate picks:
+// And one-shot faults on the next client chunk a predicate picks (or the next `times` chunks):
 //   lose_reply_after(p)  forward the chunk to the server, then cut the connection before any
 //                        byte of the server's reply reaches the client (the server still gets
 //                        to answer: a reply lost on the way back);
@@ -99,15 +99,17 @@ class FaultRelay {
 
   /// One shot: the next client chunk `chunk_matches` picks goes to the server, then that
   /// connection is cut; the server's reply is read and dropped, never reaching the client.
-  void lose_reply_after(ChunkPredicate chunk_matches) {
+  /// `times`: so for each of the next `times` chunks it picks.
+  void lose_reply_after(ChunkPredicate chunk_matches, int times = 1) {
     std::lock_guard lock(mutex_);
-    one_shot_ = {std::move(chunk_matches), OneShot::Kind::lose_reply};
+    one_shot_ = {std::move(chunk_matches), OneShot::Kind::lose_reply, times};
   }
 
   /// One shot: the next client chunk `chunk_matches` picks is dropped and its connection cut.
-  void cut_before(ChunkPredicate chunk_matches) {
+  /// `times`: so for each of the next `times` chunks it picks.
+  void cut_before(ChunkPredicate chunk_matches, int times = 1) {
     std::lock_guard lock(mutex_);
-    one_shot_ = {std::move(chunk_matches), OneShot::Kind::cut_before};
+    one_shot_ = {std::move(chunk_matches), OneShot::Kind::cut_before, times};
   }
 
   /// A predicate for the two above: the chunk holds `needle`.
@@ -117,7 +119,7 @@ class FaultRelay {
     };
   }
 
-  /// Whether the last one-shot fault armed has fired.
+  /// Whether the last one-shot fault armed has fired (every time it was armed for).
   bool one_shot_fired() const {
     std::lock_guard lock(mutex_);
     return !one_shot_.chunk_matches;
@@ -139,6 +141,7 @@ class FaultRelay {
     enum class Kind { lose_reply, cut_before };
     ChunkPredicate chunk_matches;  // empty: none armed
     Kind kind = Kind::lose_reply;
+    int left = 1;  // chunks it still applies to
   };
 
   // One relayed connection: the client's socket, the server's, and a pipe that wakes its thread
@@ -255,7 +258,7 @@ class FaultRelay {
   std::optional<OneShot::Kind> take_one_shot(std::string_view chunk) {
     std::lock_guard lock(mutex_);
     if (!one_shot_.chunk_matches || !one_shot_.chunk_matches(chunk)) return std::nullopt;
-    one_shot_.chunk_matches = nullptr;
+    if (--one_shot_.left <= 0) one_shot_.chunk_matches = nullptr;
     return one_shot_.kind;
   }
 

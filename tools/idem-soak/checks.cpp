@@ -105,10 +105,12 @@ class Checker {
 
   // Every outcome is a value (executed or replayed) or an error the soak's conditions explain:
   // in_progress (a duplicate held elsewhere), store_unavailable (server restarting), and, as the
-  // commit error of an executed value, lease_lost (taken over) or store_unavailable.
+  // commit error of an executed value, lease_lost (taken over), store_unavailable, or
+  // outcome_unknown (the commit went out and its answer was lost).
   void check_outcomes() {
     static const std::set<std::string> errors_ok = {"in_progress", "store_unavailable"};
-    static const std::set<std::string> commit_errors_ok = {"", "lease_lost", "store_unavailable"};
+    static const std::set<std::string> commit_errors_ok = {"", "lease_lost", "store_unavailable",
+                                                           "outcome_unknown"};
     for (const OutcomeRow& r : outcomes_) {
       const bool ok = r.kind == "replayed" ||
                       (r.kind == "executed" && commit_errors_ok.count(r.code)) ||

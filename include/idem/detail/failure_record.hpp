@@ -29,6 +29,7 @@ inline Failure decode_failure(std::string_view bytes) {
     return make_failure(errc::record_corrupt, "failed record does not hold a failure");
   }
   const auto code = static_cast<std::uint8_t>(bytes[1]);
+  // Codes after record_corrupt (outcome_unknown) describe a commit, never a recorded failure.
   if (code < static_cast<std::uint8_t>(errc::key_invalid) ||
       code > static_cast<std::uint8_t>(errc::record_corrupt)) {
     return make_failure(errc::record_corrupt, "failed record holds an unknown error code");

@@ -48,14 +48,23 @@ Outcome<R> decode_replay(std::string&& bytes) {
 
 /// Calls `commit()` until it succeeds, answers lease_lost (retrying cannot help), or
 /// `policy.attempts` tries are spent, pausing with doubling backoff between tries.
-/// `on_retry(status)` hears of each failure that will be retried.
+/// `on_retry(status)` hears of each failure that will be retried. outcome_unknown is retried
+/// like store_unavailable (a retry that finds its own landed commit succeeds); once a try was
+/// in doubt, a last try that could not reach the store leaves the commit in doubt still, so the
+/// answer is outcome_unknown, not store_unavailable.
 template <class Commit, class OnRetry>
 Status commit_with_retry(const CommitRetry& policy, Clock& clock, Commit&& commit,
                          OnRetry&& on_retry) {
   auto pause = policy.backoff;
+  Failure doubt;  // the first try whose outcome is unknown
   for (int attempt = 1;; ++attempt) {
     Status status = commit();
+    if (status.error() == errc::outcome_unknown && !doubt.code) doubt = status.failure();
     if (status.ok() || status.error() == errc::lease_lost || attempt >= policy.attempts) {
+      if (status.error() == errc::store_unavailable && doubt.code) {
+        return Status(errc::outcome_unknown,
+                      doubt.describe() + "; the last try: " + status.failure().describe());
+      }
       return status;
     }
     on_retry(status);

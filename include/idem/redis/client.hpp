@@ -89,7 +89,7 @@ std::uint16_t key_slot(std::string_view key) noexcept;
 /// on the same connection, so on the primary that took the write (in cluster mode: the primary
 /// of the key's slot). One more round trip per write when on.
 ///
-/// A commit that fewer replicas acknowledged in time fails with errc::store_unavailable ("commit
+/// A commit that fewer replicas acknowledged in time fails with errc::outcome_unknown ("commit
 /// not confirmed"): the guard hands the value back with recorded() == false and that failure, so
 /// the caller knows a failover could still lose the record. The record stands on the primary and
 /// replays while it lives there. A claim's shortfall is only reported (on_timeout, the store's

@@ -65,8 +65,9 @@ struct PostgresStoreOptions {
   std::chrono::milliseconds connect_timeout{5000};
   /// statement_timeout on every connection: no call hangs on the server longer than this. The
   /// client gives a reply up to this plus 1 s (a transactional claim: its lock wait too), then
-  /// drops the connection: a silent network fails calls with errc::store_unavailable instead
-  /// of hanging them (docs/sql.md, "Network faults").
+  /// drops the connection: a silent network fails calls with errc::store_unavailable (a commit
+  /// that went out: errc::outcome_unknown) instead of hanging them (docs/sql.md, "Network
+  /// faults").
   std::chrono::milliseconds statement_timeout{5000};
   /// Opt-in replay reads from a replica (default: none).
   PostgresReplicaOptions replica{};

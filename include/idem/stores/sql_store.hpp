@@ -38,7 +38,8 @@ class Engine;  // src/sql/engine.hpp
 /// Cost in round trips (lease mode): claim 1 statement (SQLite: one short write transaction),
 /// commit 1, abort 1, extend 1. Transactional mode adds BEGIN and COMMIT to the claim and commit.
 /// Errors of the database library never escape: they become idem::errc codes
-/// (store_unavailable, record_corrupt, in_progress for a transactional claim that may not wait).
+/// (store_unavailable, record_corrupt, in_progress for a transactional claim that may not wait,
+/// outcome_unknown for a commit whose session broke once it went out).
 class SqlStore {
  public:
   SqlStore(SqlStore&&) noexcept;
