@@ -194,8 +194,13 @@ class [[nodiscard]] Attempt {
                                                    " bytes; the limit is " +
                                                    std::to_string(policy_->max_result_size));
       const std::string failure = detail::encode_failure(errc::result_too_large, too_large.message);
-      (void)detail::commit_with_retry(*policy_, target_, fence_, ClaimStatus::failed, failure);
+      Status remembered =
+          detail::commit_with_retry(*policy_, target_, fence_, ClaimStatus::failed, failure);
       detail::notify(*policy_, target_, Event::result_unrecorded, fence_, too_large.code);
+      // Taken over meanwhile: the other holder's result is the key's answer, not this value.
+      if (remembered.error() == errc::lease_lost) {
+        return Outcome<T>::fresh(std::move(value), remembered.failure());
+      }
       return Outcome<T>::fresh(std::move(value), std::move(too_large));
     }
     Status committed =

@@ -423,6 +423,27 @@ TYPED_TEST_P(GuardBehaviour, LeaseLostAfterTakeoverMakesTheOutcomeFalse) {
   EXPECT_EQ(repeat.outcome().value(), "second");
 }
 
+// A result too large to record, from a holder whose key was taken over meanwhile: the other
+// holder's result is the key's answer, so this one's outcome is false with lease_lost.
+TYPED_TEST_P(GuardBehaviour, ATooLargeResultOfAHolderThatLostTheKeyIsNotTheAnswer) {
+  auto& g = this->make(GuardSetup{.lease = seconds{1}, .max_result_size = 16});
+  auto first = g.template begin<std::string>("k");
+  ASSERT_TRUE(first.acquired());
+  g.clock().advance(seconds{2});
+  auto second = g.template begin<std::string>("k");
+  ASSERT_TRUE(second.acquired()) << second.outcome().message();
+  ASSERT_TRUE(second.commit("small"));
+
+  Outcome<std::string> late = first.commit(std::string(64, 'x'));
+  EXPECT_FALSE(late);
+  EXPECT_TRUE(late.has_value());
+  EXPECT_EQ(late.error(), errc::lease_lost);
+  EXPECT_FALSE(late.recorded());
+  auto repeat = g.template begin<std::string>("k");
+  ASSERT_TRUE(repeat.outcome()) << repeat.outcome().message();
+  EXPECT_EQ(repeat.outcome().value(), "small");
+}
+
 TYPED_TEST_P(GuardBehaviour, ObserverSeesEachCallsEventsInOrder) {
   EventLog log;
   auto& g = this->make(GuardSetup{.observer = log.observer()});
@@ -469,6 +490,7 @@ REGISTER_TYPED_TEST_SUITE_P(
     TooLargeResultIsRememberedWhileTheCallerGetsItsValue, ACodecViewIsWhatTheStoreKeeps,
     AValueItsCodecCannotEncodeIsRememberedAndTheErrorPropagates,
     ACommitThatFailsOnceIsRetriedAndRecorded, LeaseLostAfterTakeoverMakesTheOutcomeFalse,
-    ObserverSeesEachCallsEventsInOrder, KeysAreValidatedBeforeAnyStoreCall);
+    ATooLargeResultOfAHolderThatLostTheKeyIsNotTheAnswer, ObserverSeesEachCallsEventsInOrder,
+    KeysAreValidatedBeforeAnyStoreCall);
 
 }  // namespace idem::testing
