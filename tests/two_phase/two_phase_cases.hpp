@@ -39,6 +39,17 @@ struct BackendNames {
   }
 };
 
+/// The message of the std::logic_error `fn` throws ("" when it throws none).
+template <class Fn>
+std::string logic_error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::logic_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 template <class B>
 class TwoPhaseTest : public ::testing::Test {
  protected:
@@ -145,7 +156,12 @@ TYPED_TEST_P(TwoPhaseTest, UsingAnAttemptInTheWrongStateThrowsLogicError) {
   failed.fail("gave up");
   EXPECT_THROW(failed.fail("again"), std::logic_error);
   EXPECT_THROW((void)failed.commit(1), std::logic_error);
-  EXPECT_THROW((void)failed.outcome(), std::logic_error);
+  // The message names what happened to the attempt: it was failed, not committed.
+  const std::string after_fail = logic_error_of([&] { (void)failed.outcome(); });
+  EXPECT_NE(after_fail.find("fail()"), std::string::npos) << after_fail;
+  EXPECT_EQ(after_fail.find("after commit()"), std::string::npos) << after_fail;
+  const std::string after_commit = logic_error_of([&] { (void)held.outcome(); });
+  EXPECT_NE(after_commit.find("after commit()"), std::string::npos) << after_commit;
   EXPECT_EQ(guard.template begin<int>("k").outcome().value(), 7);  // nothing above changed it
 }
 
