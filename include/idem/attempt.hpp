@@ -68,7 +68,8 @@ class [[nodiscard]] Attempt {
         answer_(std::move(other.answer_)),
         fence_(other.fence_),
         transaction_(other.transaction_),
-        holding_(std::exchange(other.holding_, false)) {}
+        holding_(std::exchange(other.holding_, false)),
+        failed_(other.failed_) {}
   Attempt& operator=(Attempt&&) = delete;
   Attempt(const Attempt&) = delete;
   Attempt& operator=(const Attempt&) = delete;
@@ -158,6 +159,7 @@ class [[nodiscard]] Attempt {
   /// observer; the key is then left to its lease.
   void fail(std::string_view message) {
     require_holding("fail()");
+    failed_ = true;
     settle(policy_->remember_failures, /*undo=*/true, message);
   }
 
@@ -167,10 +169,10 @@ class [[nodiscard]] Attempt {
  private:
   Outcome<T>& answer() {
     if (!answer_) {
-      throw std::logic_error(holding_ ? "idem: Attempt::outcome() while the key is held: commit() "
-                                        "or fail() it"
-                                      : "idem: Attempt::outcome() after commit(): commit() "
-                                        "returned the outcome");
+      throw std::logic_error(
+          holding_  ? "idem: Attempt::outcome() while the key is held: commit() or fail() it"
+          : failed_ ? "idem: Attempt::outcome() after fail(): a failed attempt has no outcome"
+                    : "idem: Attempt::outcome() after commit(): commit() returned the outcome");
     }
     return *answer_;
   }
@@ -194,8 +196,13 @@ class [[nodiscard]] Attempt {
                                                    " bytes; the limit is " +
                                                    std::to_string(policy_->max_result_size));
       const std::string failure = detail::encode_failure(errc::result_too_large, too_large.message);
-      (void)detail::commit_with_retry(*policy_, target_, fence_, ClaimStatus::failed, failure);
+      Status remembered =
+          detail::commit_with_retry(*policy_, target_, fence_, ClaimStatus::failed, failure);
       detail::notify(*policy_, target_, Event::result_unrecorded, fence_, too_large.code);
+      // Taken over meanwhile: the other holder's result is the key's answer, not this value.
+      if (remembered.error() == errc::lease_lost) {
+        return Outcome<T>::fresh(std::move(value), remembered.failure());
+      }
       return Outcome<T>::fresh(std::move(value), std::move(too_large));
     }
     Status committed =
@@ -218,6 +225,7 @@ class [[nodiscard]] Attempt {
   Fence fence_ = 0;
   decltype(Claim::transaction) transaction_{};
   bool holding_ = false;
+  bool failed_ = false;  // settled by fail(), for outcome()'s message
   std::optional<Context> context_;
 };
 
