@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "idem/detail/record_model.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
 #include "idem/stores/sql_store.hpp"
@@ -31,8 +32,8 @@ struct PostgresStoreOptions;
 
 namespace idem::sql {
 
-/// Record states as stored in the `state` column.
-enum class State : std::int16_t { in_progress = 0, completed = 1, failed = 2, released = 3 };
+/// Record states as stored in the `state` column (the record model's SQL encoding).
+using State = detail::SqlState;
 
 /// ClaimRow::state of a row whose columns do not have the types idem writes (a foreign or
 /// damaged row): the engine answers errc::record_corrupt instead of coercing it to a state.
@@ -52,7 +53,7 @@ struct ClaimRow {
   bool acquired = false;
   Fence fence = 0;
   bool took_over = false;
-  std::int16_t state = 0;
+  std::int16_t state = 0;  // as stored: State, or kMalformedState
   Fingerprint fingerprint;
   std::int64_t lease_left_ms = 0;
   std::int64_t expire_left_ms = 0;

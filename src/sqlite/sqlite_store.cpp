@@ -60,7 +60,9 @@ std::int16_t state_of(SQLite::Statement& read) {
   const SQLite::Column result = read.getColumn(6);
   if (!result.isBlob() && !result.isNull()) return sql::kMalformedState;
   const std::int64_t state = read.getColumn(0).getInt64();
-  if (state == 0 && !read.getColumn(4).isInteger()) return sql::kMalformedState;  // the lease
+  if (state == static_cast<std::int64_t>(sql::State::held) && !read.getColumn(4).isInteger()) {
+    return sql::kMalformedState;  // a held record without a usable lease
+  }
   return state >= 0 && state <= INT16_MAX ? static_cast<std::int16_t>(state)
                                           : sql::kMalformedState;
 }

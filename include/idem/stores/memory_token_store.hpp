@@ -105,21 +105,19 @@ class MemoryTokenStore {
       tokens_.erase(it);
       return unknown();
     }
-    if (e.state == State::pending) return detail::acquire_record(e, request, now, false);
-    if (e.fingerprint != request.fingerprint) return used_by_another();
-    if (e.state != State::in_progress) {
-      return Claim{
-          .status = e.state == State::completed ? ClaimStatus::completed : ClaimStatus::failed,
-          .fence = e.fence,
-          .result = e.result};
+    // Expiry was decided above (an expired token is unknown, never claimable), so the view
+    // carries none; a replay then says nothing of the time left.
+    detail::RecordView<> view = detail::record_at(e, now);
+    view.expires_in.reset();
+    Claim answer = detail::classify(view, request.fingerprint);
+    switch (answer.status) {
+      case ClaimStatus::acquired:
+        return detail::acquire_record(e, request, now, answer.took_over);
+      case ClaimStatus::mismatch:
+        return used_by_another();
+      default:
+        return answer;
     }
-    if (now < e.lease_until) {
-      return Claim{
-          .status = ClaimStatus::in_progress,
-          .fence = e.fence,
-          .lease_remaining = std::chrono::ceil<std::chrono::milliseconds>(e.lease_until - now)};
-    }
-    return detail::acquire_record(e, request, now, true);
   }
 
   Status commit(const Ticket& ticket, const Completion& completion) {
@@ -128,7 +126,7 @@ class MemoryTokenStore {
         ticket,
         [&](auto it) {
           Entry& e = it->second;
-          e.state = completion.status == ClaimStatus::failed ? State::failed : State::completed;
+          e.state = detail::finished_state(completion.status);
           e.result.assign(completion.result);
           e.expires_at = now + std::max(completion.ttl, std::chrono::milliseconds{1});
         },
@@ -144,7 +142,7 @@ class MemoryTokenStore {
         tokens_.erase(it);
         return;
       }
-      e.state = State::pending;
+      e.state = detail::RecordState::released;  // pending again
       e.expires_at = e.deadline;
       e.result.clear();
     });
@@ -173,10 +171,10 @@ class MemoryTokenStore {
   }
 
  private:
-  enum class State : std::uint8_t { pending, in_progress, completed, failed };
-
   struct Entry {
-    State state = State::pending;
+    // A token issued and not used yet (or returned by an abort) is a released record: the next
+    // claim takes it.
+    detail::RecordState state = detail::RecordState::released;
     Fingerprint fingerprint{};
     Fence fence = 0;
     Clock::time_point lease_until{};
@@ -198,14 +196,12 @@ class MemoryTokenStore {
   Status with_holder(const Ticket& ticket, Change&& change, const Completion* repeat = nullptr) {
     std::lock_guard lock(mutex_);
     auto it = tokens_.find(ticket.key);
-    if (it != tokens_.end() && detail::held_under(it->second, ticket.fence)) {
-      change(it);
-      return {};
-    }
-    if (it != tokens_.end() && repeat != nullptr &&
-        detail::committed_under(it->second, ticket.fence, *repeat)) {
-      return {};
-    }
+    const detail::FenceCheck check =
+        it == tokens_.end()
+            ? detail::FenceCheck::lost
+            : detail::check_fence(detail::record_of(it->second), ticket.fence, repeat);
+    if (check == detail::FenceCheck::held) change(it);
+    if (check != detail::FenceCheck::lost) return {};
     return Status(errc::lease_lost, "the token is no longer held under this fence");
   }
 
