@@ -216,7 +216,7 @@ class IdempotencyGuard {
   }
 
   template <class R, class Fn>
-  Outcome<R> run(const Ticket& ticket, void* transaction, const Key& key, Fn&& fn) {
+  Outcome<R> run(const Ticket& ticket, NativeTransaction transaction, const Key& key, Fn&& fn) {
     using Stored = std::conditional_t<std::is_void_v<R>, std::monostate, R>;
     std::string encoded;
     std::string_view bytes;       // the result as stored: a view of `encoded` or of the value

@@ -314,7 +314,7 @@ class LayeredGuard {
     const LayeredRequest& request;
     Fingerprint fingerprint;
     std::array<Held, N> held{};
-    void* transaction = nullptr;
+    NativeTransaction transaction{};
     std::uint32_t skipped = 0;
   };
 

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "idem/stores/postgres_transaction.hpp"
 #include "postgres/pg_connection.hpp"
 #include "postgres/pqxx_compat.hpp"
 #include "postgres/reply_watchdog.hpp"
@@ -461,8 +462,10 @@ class PgSession final : public sql::Session {
     watched([&] { work_->handle().exec("ROLLBACK TO SAVEPOINT idem_handler"); });
   }
 
-  void* native() noexcept override {
-    return work_ ? static_cast<void*>(&work_->handle()) : nullptr;
+  NativeTransaction native() noexcept override {
+    if (!work_) return {};
+    transaction_.transaction = &work_->handle();
+    return NativeTransaction(transaction_);
   }
 
   std::int64_t run(const std::string& sql, std::span<const sql::Param> params) override {
@@ -637,6 +640,7 @@ class PgSession final : public sql::Session {
   milliseconds current_statement_{-1};
   milliseconds current_lock_{-1};
   std::unique_ptr<PgTransaction> work_;
+  detail::PgTransactionHandle transaction_;  // what handlers get: work_'s transaction
   struct Statement {
     std::string text;
     bool prepared = false;  // on the server

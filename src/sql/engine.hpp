@@ -24,6 +24,7 @@
 #include "idem/result.hpp"
 #include "idem/store.hpp"
 #include "idem/stores/sql_store.hpp"
+#include "idem/transaction.hpp"
 
 namespace idem {
 struct SqliteStoreOptions;
@@ -123,8 +124,9 @@ class Session {
   /// Transactional mode: undoes every write since mark(); the transaction and the locks taken
   /// before the mark stay. Works in a transaction a failed statement left aborted.
   virtual void rollback_to_mark() = 0;
-  /// The handle handed to handlers (SQLite::Database* or pqxx::dbtransaction*).
-  virtual void* native() noexcept = 0;
+  /// The open transaction handed to handlers, tagged with its backend (the handles of
+  /// sqlite_transaction.hpp and postgres_transaction.hpp).
+  virtual NativeTransaction native() noexcept = 0;
 
   /// Generic statements for stores whose SQL is built at configuration (the entity stores):
   /// `sql` is prepared once per session and cached by its text; parameters are ?1/$1...

@@ -271,7 +271,7 @@ Result<CasAnswer> SqlEntities::claim(const CasRequest& r) {
       }
       if (r.rewindable) s->mark();
       if (s->run(update, update_params) == 1) {
-        void* native = s->native();
+        const NativeTransaction native = s->native();
         {
           std::lock_guard lock(m.mutex);
           m.open.emplace(std::pair{std::string(r.op_key), fence},

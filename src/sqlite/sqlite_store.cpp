@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "idem/stores/sqlite_transaction.hpp"
 #include "sql/engine.hpp"
 #include "sql/statements.hpp"
 #include "sqlite/fence_file.hpp"
@@ -302,7 +303,7 @@ class SqliteSession final : public sql::Session {
   void mark() override { db_.exec("SAVEPOINT idem_handler"); }
   void rollback_to_mark() override { db_.exec("ROLLBACK TO SAVEPOINT idem_handler"); }
 
-  void* native() noexcept override { return &db_; }
+  NativeTransaction native() noexcept override { return NativeTransaction(transaction_); }
 
   std::int64_t run(const std::string& sql, std::span<const sql::Param> params) override {
     const Writing writing(*this, write_deadline(), !in_transaction_);
@@ -482,6 +483,7 @@ class SqliteSession final : public sql::Session {
   std::shared_ptr<sql::FifoLock> writers_;  // this process's writers of the file
   bool holds_writers_ = false;
   SQLite::Database db_;
+  detail::SqliteTransactionHandle transaction_{db_};  // what handlers get: this connection
   sql::FenceFile fences_;  // transactional fences: idem_next_fence() draws from it
   const sql::Statements& text_;
   bool in_transaction_ = false;
