@@ -25,7 +25,8 @@ bool integer_at(const redisReply& r, std::size_t i) {
 }
 
 void check_claim(const redisReply& r) {
-  int code = -1;
+  using Reply = idem::detail::RedisClaimReply;
+  Reply code{};
   const idem::Result<idem::Claim> claim = idem::redis::decode_claim(r, "fuzz", code);
   if (!claim) {
     IDEM_FUZZ_CHECK(is(claim.error(), errc::record_corrupt));
@@ -33,27 +34,30 @@ void check_claim(const redisReply& r) {
   }
   // Only {code, fence, ...} with a known code decodes.
   IDEM_FUZZ_CHECK(r.type == REDIS_REPLY_ARRAY && integer_at(r, 0));
-  IDEM_FUZZ_CHECK(r.element[0]->integer == code && code >= 0 && code <= 6);
-  if (code >= 5 && r.elements == 1) return;  // the token script's "no such token"
+  IDEM_FUZZ_CHECK(idem::detail::redis_claim_reply(r.element[0]->integer) == code);
+  if ((code == Reply::token_unknown || code == Reply::token_mismatch) && r.elements == 1) {
+    return;  // the token script's "no such token"
+  }
   IDEM_FUZZ_CHECK(integer_at(r, 1) && r.element[1]->integer >= 0);
   IDEM_FUZZ_CHECK(claim->fence == static_cast<idem::Fence>(r.element[1]->integer));
   switch (claim->status) {
     case ClaimStatus::completed:
     case ClaimStatus::failed: {
-      IDEM_FUZZ_CHECK(code == (claim->status == ClaimStatus::completed ? 1 : 2));
+      IDEM_FUZZ_CHECK(code ==
+                      (claim->status == ClaimStatus::completed ? Reply::completed : Reply::failed));
       const redisReply& result = *r.element[2];
       IDEM_FUZZ_CHECK(result.type == REDIS_REPLY_STRING);
       IDEM_FUZZ_CHECK(claim->result == std::string_view(result.str, result.len));
       break;
     }
     case ClaimStatus::acquired:
-      IDEM_FUZZ_CHECK(code == 0);
+      IDEM_FUZZ_CHECK(code == Reply::acquired);
       break;
     case ClaimStatus::in_progress:
-      IDEM_FUZZ_CHECK(code == 3 && claim->lease_remaining.count() >= 0);
+      IDEM_FUZZ_CHECK(code == Reply::in_progress && claim->lease_remaining.count() >= 0);
       break;
     case ClaimStatus::mismatch:
-      IDEM_FUZZ_CHECK(code == 4 || code == 6);
+      IDEM_FUZZ_CHECK(code == Reply::mismatch || code == Reply::token_mismatch);
       break;
   }
 }
@@ -74,23 +78,27 @@ void check_cache_claim(const redisReply& r) {
   IDEM_FUZZ_CHECK(r.elements == 2 && r.element[0]->type == REDIS_REPLY_STRING);
   const std::string_view entry(r.element[0]->str, r.element[0]->len);
   IDEM_FUZZ_CHECK(entry.size() >= idem::redis::kCacheEntryHeader);
-  IDEM_FUZZ_CHECK(entry[0] == 'P' || entry[0] == 'C' || entry[0] == 'F');
+  namespace state = idem::detail::redis_state;
+  IDEM_FUZZ_CHECK(entry[0] == state::held || entry[0] == state::completed ||
+                  entry[0] == state::failed);
   const bool same = entry.substr(9, 16) == std::string_view(fp.data(), fp.size());
   IDEM_FUZZ_CHECK(same == (claim->status != ClaimStatus::mismatch));
   if (claim->status == ClaimStatus::completed || claim->status == ClaimStatus::failed) {
-    IDEM_FUZZ_CHECK(entry[0] == (claim->status == ClaimStatus::completed ? 'C' : 'F'));
+    IDEM_FUZZ_CHECK(entry[0] ==
+                    (claim->status == ClaimStatus::completed ? state::completed : state::failed));
     IDEM_FUZZ_CHECK(claim->result == entry.substr(idem::redis::kCacheEntryHeader));
   }
-  if (claim->status == ClaimStatus::in_progress) IDEM_FUZZ_CHECK(entry[0] == 'P');
+  if (claim->status == ClaimStatus::in_progress) IDEM_FUZZ_CHECK(entry[0] == state::held);
 }
 
 void check_fenced(idem::redis::ReplyPtr reply) {
   const bool integer = reply->type == REDIS_REPLY_INTEGER;
   const long long value = reply->integer;
   const idem::Status status = idem::redis::decode_fenced(std::move(reply), "fuzz", "commit");
-  if (integer && value == 1) {
+  using Reply = idem::detail::RedisFencedReply;
+  if (integer && value == static_cast<long long>(Reply::done)) {
     IDEM_FUZZ_CHECK(status.ok());
-  } else if (integer && value == 0) {
+  } else if (integer && value == static_cast<long long>(Reply::lease_lost)) {
     IDEM_FUZZ_CHECK(is(status.error(), errc::lease_lost));
   } else {
     IDEM_FUZZ_CHECK(is(status.error(), errc::record_corrupt));

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "fuzz_check.hpp"
+#include "idem/detail/record_model.hpp"
 #include "idem/stores/sqlite_store.hpp"
 #include "sql/entity_engine.hpp"
 
@@ -130,7 +131,8 @@ Fixture& fixture() {
 
 void record_row(FuzzedDataProvider& in) {
   Fixture& fx = fixture();
-  const std::int64_t state_guess = in.ConsumeIntegralInRange<std::int64_t>(0, 3);
+  const std::int64_t state_guess = in.ConsumeIntegralInRange<std::int64_t>(
+      0, static_cast<std::int64_t>(idem::detail::SqlState::released));
   const bool same_fp = in.ConsumeBool();
   const std::array<Cell, 8> cells{
       make_cell(in, state_guess),
@@ -184,8 +186,11 @@ void record_row(FuzzedDataProvider& in) {
   IDEM_FUZZ_CHECK(stored.executeStep());
   const bool integers = stored.getColumn(0).getInt() != 0;
   const std::int64_t state = stored.getColumn(1).getInt64();
+  const auto decoded = idem::detail::from_sql(state);
+  const bool finished = decoded == idem::detail::RecordState::completed ||
+                        decoded == idem::detail::RecordState::failed;
   const bool ours =
-      integers && (state == 1 || state == 2) &&
+      integers && finished &&
       stored.getColumn(2).getInt64() == static_cast<std::int64_t>(kFingerprint.high) &&
       stored.getColumn(3).getInt64() == static_cast<std::int64_t>(kFingerprint.low) &&
       stored.getColumn(5).getInt64() > 10'000;
@@ -204,7 +209,9 @@ void record_row(FuzzedDataProvider& in) {
   if (ours) {
     // A record idem could have written is read as what it is.
     IDEM_FUZZ_CHECK(claim.has_value());
-    IDEM_FUZZ_CHECK(claim->status == (state == 1 ? ClaimStatus::completed : ClaimStatus::failed));
+    IDEM_FUZZ_CHECK(claim->status == (decoded == idem::detail::RecordState::completed
+                                          ? ClaimStatus::completed
+                                          : ClaimStatus::failed));
     IDEM_FUZZ_CHECK(claim->fence == fence);
   }
   if (!claim) {
@@ -259,7 +266,8 @@ void op_log_row(FuzzedDataProvider& in) {
   IDEM_FUZZ_CHECK(row.size() == 5);
   const auto state = whole_integer(row[0]);
   const auto fence = whole_integer(row[3]);
-  IDEM_FUZZ_CHECK(state && *state >= 0 && *state <= 2);
+  const auto decoded = state ? idem::detail::from_sql(*state) : std::nullopt;
+  IDEM_FUZZ_CHECK(decoded && *decoded != idem::detail::RecordState::released);
   IDEM_FUZZ_CHECK(whole_integer(row[1]) && whole_integer(row[2]));
   IDEM_FUZZ_CHECK(fence && *fence > 0 && answer->claim.fence == static_cast<idem::Fence>(*fence));
   const bool same = static_cast<std::uint64_t>(*whole_integer(row[1])) == kFingerprint.high &&
@@ -267,10 +275,12 @@ void op_log_row(FuzzedDataProvider& in) {
   const ClaimStatus status = answer->claim.status;
   if (!same) {
     IDEM_FUZZ_CHECK(status == ClaimStatus::mismatch);
-  } else if (*state == 0) {
+  } else if (*decoded == idem::detail::RecordState::held) {
     IDEM_FUZZ_CHECK(status == ClaimStatus::in_progress);
   } else {
-    IDEM_FUZZ_CHECK(status == (*state == 1 ? ClaimStatus::completed : ClaimStatus::failed));
+    IDEM_FUZZ_CHECK(status == (*decoded == idem::detail::RecordState::completed
+                                   ? ClaimStatus::completed
+                                   : ClaimStatus::failed));
     IDEM_FUZZ_CHECK(answer->claim.result == row[4].value_or(std::string()));
   }
 }

@@ -5,6 +5,7 @@
 
 #include "idem/result.hpp"
 #include "idem/store.hpp"
+#include "idem/transaction.hpp"
 
 namespace idem {
 
@@ -21,14 +22,15 @@ class Context {
     return extend_(store_, ticket_, lease.count() > 0 ? lease : default_lease_);
   }
 
-  /// In transactional mode, the backend's open transaction that the record commits with; null
-  /// otherwise. Backends offer typed accessors (for example the SQL stores' transaction_of()).
-  void* native_transaction() const noexcept { return transaction_; }
+  /// In transactional mode, the backend's open transaction that the record commits with, tagged
+  /// with its backend; none otherwise. The adapters' accessors hand out the backend's object
+  /// (idem::sqlite_transaction(ctx), idem::pg_transaction(ctx)) and refuse another kind.
+  NativeTransaction native_transaction() const noexcept { return transaction_; }
 
   /// Built by the guard; a store type S is erased behind one function pointer.
   template <class S>
   Context(S& store, Ticket ticket, std::chrono::milliseconds default_lease,
-          void* transaction = nullptr)
+          NativeTransaction transaction = {})
       : store_(&store),
         ticket_(ticket),
         default_lease_(default_lease),
@@ -46,7 +48,7 @@ class Context {
   void* store_;
   Ticket ticket_;
   std::chrono::milliseconds default_lease_;
-  void* transaction_;
+  NativeTransaction transaction_;
   ExtendFn extend_;
 };
 

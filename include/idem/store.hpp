@@ -13,6 +13,7 @@
 
 #include "idem/fingerprint.hpp"
 #include "idem/result.hpp"
+#include "idem/transaction.hpp"
 
 namespace idem {
 
@@ -55,8 +56,9 @@ struct Claim {
   std::string result{};    // completed / failed: the stored bytes
   std::chrono::milliseconds lease_remaining{0};  // in_progress: time left on the holder's lease
   /// acquired in transactional mode: the backend's open transaction, which commit or abort
-  /// ends. Handlers reach it through Context::native_transaction(); null in lease mode.
-  void* transaction = nullptr;
+  /// ends. Handlers reach it through the adapters' accessors (sqlite_transaction(ctx),
+  /// pg_transaction(ctx)), which check its kind; none in lease mode and in stores without one.
+  NativeTransaction transaction{};
   /// completed / failed: time left before the record expires, rounded down; zero when the store
   /// does not say. CachedStore caches a replayed record only when this is known.
   std::chrono::milliseconds expires_in{0};

@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "idem/stores/postgres_transaction.hpp"
 #include "postgres/pg_connection.hpp"
 #include "postgres/pg_transaction.hpp"
 #include "postgres/pqxx_compat.hpp"
@@ -89,8 +90,10 @@ class PgSession final : public sql::Session {
   void rollback() noexcept override;
   void mark() override;
   void rollback_to_mark() override;
-  void* native() noexcept override {
-    return work_ ? static_cast<void*>(&work_->handle()) : nullptr;
+  NativeTransaction native() noexcept override {
+    if (!work_) return {};
+    transaction_.transaction = &work_->handle();
+    return NativeTransaction(transaction_);
   }
   std::int64_t run(const std::string& sql, std::span<const sql::Param> params) override;
   bool first_row(const std::string& sql, std::span<const sql::Param> params, sql::Row& row,
@@ -155,6 +158,7 @@ class PgSession final : public sql::Session {
   milliseconds current_statement_{-1};
   milliseconds current_lock_{-1};
   std::unique_ptr<PgTransaction> work_;
+  detail::PgTransactionHandle transaction_;  // what handlers get: work_'s transaction
   struct Statement {
     std::string text;
     bool prepared = false;  // on the server

@@ -2,7 +2,8 @@
 -- lets two concurrent duplicates through). The marker expires with the lease: a crashed holder's
 -- request id frees itself.
 -- KEYS[1]  the entry: a string, the marker while in progress, the response once committed
--- ARGV[1]  this holder's marker: "P" .. holder id (8 bytes) .. fingerprint (16 bytes)
+-- ARGV[1]  this holder's marker: the held state (C++'s redis_state::held, 'P') .. holder id
+--          (8 bytes) .. fingerprint (16 bytes); C++ classifies an entry in the way
 -- ARGV[2]  lease, ms
 -- Returns  {}               the marker was set: the caller holds the request id
 --          {entry, pttl_ms} the entry already there, and its time left: the lease on a marker,

@@ -1,10 +1,13 @@
 -- RedisStore abort: the holder under ARGV[1] releases the record. The record stays, released
--- (state R) with its fence and expiry, so the next claim continues from that fence and a holder
--- fenced off earlier can never match it. Never DEL.
+-- (STATE_RELEASED) with its fence and expiry, so the next claim continues from that fence and a
+-- holder fenced off earlier can never match it. Never DEL.
 -- KEYS[1]  the record   ARGV[1] fence (decimal)
--- Returns  1 released, 0 the fence or state no longer matches (lease lost)
+-- Returns  REPLY_DONE released, REPLY_LEASE_LOST the fence or state no longer matches
+-- The names below are C++'s too (RedisFencedReply, redis_state); tests check that they agree.
+local REPLY_LEASE_LOST, REPLY_DONE = 0, 1
+local STATE_HELD, STATE_RELEASED = 'P', 'R'
 local key = KEYS[1]
 local rec = redis.call('HMGET', key, 's', 'n')
-if rec[1] ~= 'P' or rec[2] ~= ARGV[1] then return 0 end
-redis.call('HSET', key, 's', 'R')
-return 1
+if rec[1] ~= STATE_HELD or rec[2] ~= ARGV[1] then return REPLY_LEASE_LOST end
+redis.call('HSET', key, 's', STATE_RELEASED)
+return REPLY_DONE

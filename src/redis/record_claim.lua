@@ -1,13 +1,17 @@
--- RedisStore claim (docs/design.md §3): one atomic step on the record's hash.
--- KEYS[1]  the record: fields s (state P/C/F/R), f (fingerprint), n (fence), l (lease end, ms),
+-- RedisStore claim (docs/design.md §3): one atomic step on the record's hash, by the record
+-- model's claim rules (classify() in include/idem/detail/record_model.hpp).
+-- KEYS[1]  the record: fields s (state), f (fingerprint), n (fence), l (lease end, ms),
 --          r (result bytes, completed or failed records only)
 -- ARGV[1]  fingerprint (16 bytes)   ARGV[2] lease, ms   ARGV[3] retention, ms
--- Returns  {0, fence, took_over}      acquired
---          {1, fence, result, pttl}   completed: replay (pttl: ms before the record expires)
---          {2, fence, result, pttl}   failed: replay the failure
---          {3, fence, lease_left_ms}  in progress under a live lease
---          {4, fence}                 another fingerprint holds the key
+-- Returns  {REPLY_ACQUIRED, fence, took_over}      acquired
+--          {REPLY_COMPLETED, fence, result, pttl}  completed: replay (pttl: ms before it expires)
+--          {REPLY_FAILED, fence, result, pttl}     failed: replay the failure
+--          {REPLY_IN_PROGRESS, fence, lease_left}  in progress under a live lease
+--          {REPLY_MISMATCH, fence}                 another fingerprint holds the key
 -- Time is the server's (TIME), so client clocks cannot shorten a lease.
+-- The names below are C++'s too (RedisClaimReply, redis_state); tests check that they agree.
+local REPLY_ACQUIRED, REPLY_COMPLETED, REPLY_FAILED, REPLY_IN_PROGRESS, REPLY_MISMATCH = 0, 1, 2, 3, 4
+local STATE_HELD, STATE_COMPLETED, STATE_FAILED, STATE_RELEASED = 'P', 'C', 'F', 'R'
 if redis.replicate_commands then redis.replicate_commands() end  -- Redis < 5: TIME before writes
 
 local key = KEYS[1]
@@ -27,16 +31,17 @@ if state then
   if not fence or fence >= 2^53 then
     return redis.error_reply('IDEM_CORRUPT record without a usable fence')
   end
-  if state == 'P' or state == 'C' or state == 'F' then
-    if rec[2] ~= fingerprint then return {4, fence} end
-    if state ~= 'P' then
+  if state == STATE_HELD or state == STATE_COMPLETED or state == STATE_FAILED then
+    if rec[2] ~= fingerprint then return {REPLY_MISMATCH, fence} end
+    if state ~= STATE_HELD then
       if not rec[5] then return redis.error_reply('IDEM_CORRUPT finished record without a result') end
-      return {state == 'C' and 1 or 2, fence, rec[5], redis.call('PTTL', key)}
+      local reply = state == STATE_COMPLETED and REPLY_COMPLETED or REPLY_FAILED
+      return {reply, fence, rec[5], redis.call('PTTL', key)}
     end
     local left = (tonumber(rec[4]) or 0) - now
-    if left > 0 then return {3, fence, left} end
+    if left > 0 then return {REPLY_IN_PROGRESS, fence, left} end
     took_over = 1  -- the holder's lease ran out: compare-and-set on the fence observed
-  elseif state ~= 'R' then
+  elseif state ~= STATE_RELEASED then
     return redis.error_reply('IDEM_CORRUPT unknown record state')
   end
 end
@@ -48,7 +53,7 @@ if not state then
   redis.call('HSET', key, 'n', string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2])))
 end
 local fence = redis.call('HINCRBY', key, 'n', 1)
-redis.call('HSET', key, 's', 'P', 'f', fingerprint, 'l', string.format('%.0f', now + lease))
+redis.call('HSET', key, 's', STATE_HELD, 'f', fingerprint, 'l', string.format('%.0f', now + lease))
 if rec[5] then redis.call('HDEL', key, 'r') end
 redis.call('PEXPIRE', key, retention)
-return {0, fence, took_over}
+return {REPLY_ACQUIRED, fence, took_over}

@@ -1,20 +1,24 @@
--- RedisStore / RedisTokenStore commit: the holder under ARGV[1] stores its end.
+-- RedisStore / RedisTokenStore commit: the holder under ARGV[1] stores its end, by the record
+-- model's fence rule (check_fence() in include/idem/detail/record_model.hpp).
 -- KEYS[1]  the record
--- ARGV[1]  fence (decimal)   ARGV[2] state, C (completed) or F (failed)   ARGV[3] result bytes
+-- ARGV[1]  fence (decimal)   ARGV[2] state, STATE_COMPLETED or STATE_FAILED   ARGV[3] result bytes
 -- ARGV[4]  ttl, ms (below 1 becomes 1: PEXPIRE 0 would delete at once, EX 0 is an error)
--- Returns  1 committed (or this very commit stood already), 0 the fence or state no longer
---          matches (lease lost)
+-- Returns  REPLY_DONE committed (or this very commit stood already), REPLY_LEASE_LOST the fence
+--          or state no longer matches
+-- The names below are C++'s too (RedisFencedReply, redis_state); tests check that they agree.
+local REPLY_LEASE_LOST, REPLY_DONE = 0, 1
+local STATE_HELD = 'P'
 local key = KEYS[1]
 local rec = redis.call('HMGET', key, 's', 'n')
-if rec[2] ~= ARGV[1] then return 0 end
-if rec[1] ~= 'P' then
+if rec[2] ~= ARGV[1] then return REPLY_LEASE_LOST end
+if rec[1] ~= STATE_HELD then
   -- The same commit, retried after its reply was lost: success if it stands as sent. The state
   -- is written again (the same value, the expiry untouched) so that a WAIT after this reply
   -- covers the earlier write too, whichever connection made it.
-  if rec[1] ~= ARGV[2] or redis.call('HGET', key, 'r') ~= ARGV[3] then return 0 end
+  if rec[1] ~= ARGV[2] or redis.call('HGET', key, 'r') ~= ARGV[3] then return REPLY_LEASE_LOST end
   redis.call('HSET', key, 's', ARGV[2])
-  return 1
+  return REPLY_DONE
 end
 redis.call('HSET', key, 's', ARGV[2], 'r', ARGV[3])
 redis.call('PEXPIRE', key, math.max(tonumber(ARGV[4]), 1))
-return 1
+return REPLY_DONE

@@ -1,14 +1,17 @@
 -- RedisStore / RedisTokenStore extend: the holder under ARGV[1] renews its lease from now.
 -- KEYS[1]  the record   ARGV[1] fence (decimal)   ARGV[2] lease, ms
--- Returns  1 extended, 0 the fence or state no longer matches (lease lost)
+-- Returns  REPLY_DONE extended, REPLY_LEASE_LOST the fence or state no longer matches
+-- The names below are C++'s too (RedisFencedReply, redis_state); tests check that they agree.
+local REPLY_LEASE_LOST, REPLY_DONE = 0, 1
+local STATE_HELD = 'P'
 if redis.replicate_commands then redis.replicate_commands() end
 
 local key = KEYS[1]
 local rec = redis.call('HMGET', key, 's', 'n')
-if rec[1] ~= 'P' or rec[2] ~= ARGV[1] then return 0 end
+if rec[1] ~= STATE_HELD or rec[2] ~= ARGV[1] then return REPLY_LEASE_LOST end
 local lease = math.max(tonumber(ARGV[2]), 1)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('HSET', key, 'l', string.format('%.0f', now + lease))
 if redis.call('PTTL', key) < lease then redis.call('PEXPIRE', key, lease) end
-return 1
+return REPLY_DONE

@@ -19,9 +19,11 @@ std::string RedisStore::record_key(std::string_view effective_key) const {
 }
 
 namespace {
-// The record script answers codes 0-4 only; 5 and 6 are the token script's.
-Result<Claim> record_codes(Result<Claim> claim, int code) {
-  if (claim && code >= 5) {
+// The token codes are the token script's own; the record script never sends them.
+Result<Claim> record_codes(Result<Claim> claim, redis::RedisClaimReply code) {
+  using redis::RedisClaimReply;
+  if (claim &&
+      (code == RedisClaimReply::token_unknown || code == RedisClaimReply::token_mismatch)) {
     return make_failure(errc::record_corrupt, "record claim script answered a token code");
   }
   return claim;

@@ -26,7 +26,8 @@ std::string RedisTokenRecords::redis_key(std::string_view key) const {
 Result<bool> RedisTokenRecords::add(std::string_view key, std::chrono::milliseconds ttl) {
   const std::string tagged = redis_key(key);
   char ms[24];
-  const std::array<std::string_view, 6> argv{"SET", tagged, "T",
+  const std::string_view issued(&detail::redis_state::issued, 1);
+  const std::array<std::string_view, 6> argv{"SET", tagged, issued,
                                              "NX",  "PX",   redis::ms_text(ms, ttl)};
   Result<redis::Answer> answer = client_->impl().command(tagged, argv);
   if (!answer) return std::move(answer).failure();
@@ -37,11 +38,14 @@ Result<bool> RedisTokenRecords::add(std::string_view key, std::chrono::milliseco
 }
 
 namespace {
-// token_claim.lua's own codes: 5 is an unknown token, 6 a token consumed with another payload.
-Result<Claim> token_codes(Result<Claim> claim, int code) {
+// token_claim.lua's own codes: an unknown token, a token consumed with another payload.
+Result<Claim> token_codes(Result<Claim> claim, redis::RedisClaimReply code) {
+  using redis::RedisClaimReply;
   if (!claim) return claim;
-  if (code == 5) return make_failure(errc::token_invalid, "token is unknown or expired");
-  if (code == 6 || claim->status == ClaimStatus::mismatch) {
+  if (code == RedisClaimReply::token_unknown) {
+    return make_failure(errc::token_invalid, "token is unknown or expired");
+  }
+  if (code == RedisClaimReply::token_mismatch || claim->status == ClaimStatus::mismatch) {
     return make_failure(errc::token_invalid, "token was used by a request with another payload");
   }
   return claim;

@@ -26,10 +26,10 @@ std::uint64_t get_u64(const char* in) {
   return v;
 }
 
-// "P" .. holder id: what commit, abort and extend compare against.
+// A marker's state (held) and holder id: what commit, abort and extend compare against.
 std::array<char, 9> holder_prefix(Fence fence) {
   std::array<char, 9> out{};
-  out[0] = 'P';
+  out[0] = detail::redis_state::held;
   put_u64(out.data() + 1, fence);
   return out;
 }
@@ -59,8 +59,8 @@ Result<Claim> RedisRequestIdRecords::claim(const ClaimRequest& request) {
   Fence fence = holder_base_ + holder_next_.fetch_add(1, std::memory_order_relaxed);
   if (fence == 0) fence = 1;  // 0 means "no fence" to the guard's observer
   std::array<char, kHeader> marker{};
-  marker[0] = 'P';
-  put_u64(marker.data() + 1, fence);
+  const auto prefix = holder_prefix(fence);
+  std::memcpy(marker.data(), prefix.data(), prefix.size());
   const auto fp = redis::fingerprint_bytes(request.fingerprint);
   std::memcpy(marker.data() + 9, fp.data(), fp.size());
   char lease[24];
@@ -74,10 +74,10 @@ Result<Claim> RedisRequestIdRecords::claim(const ClaimRequest& request) {
 Status RedisRequestIdRecords::commit(const Ticket& ticket, const Completion& completion) {
   const auto holder = holder_prefix(ticket.fence);
   char ttl[24];
-  const std::array<std::string_view, 4> args{std::string_view(holder.data(), holder.size()),
-                                             completion.status == ClaimStatus::failed ? "F" : "C",
-                                             completion.result,
-                                             redis::ms_text(ttl, completion.ttl)};
+  const std::array<std::string_view, 4> args{
+      std::string_view(holder.data(), holder.size()),
+      detail::to_redis(detail::finished_state(completion.status)), completion.result,
+      redis::ms_text(ttl, completion.ttl)};
   return redis::eval_commit(client_->impl(), redis::script_cache_commit, redis_key(ticket.key),
                             args);
 }

@@ -43,17 +43,18 @@ Failure corrupt_reply(std::string_view where, std::string_view why) {
 }
 }  // namespace
 
-Result<Claim> decode_claim(const redisReply& reply, std::string_view where, int& code) {
+Result<Claim> decode_claim(const redisReply& reply, std::string_view where, RedisClaimReply& code) {
   if (reply.type != REDIS_REPLY_ARRAY || reply.elements < 1 ||
       reply.element[0]->type != REDIS_REPLY_INTEGER) {
     return corrupt_reply(where, "not {code, ...}");
   }
   const long long raw_code = reply.element[0]->integer;
-  if (raw_code < 0 || raw_code > 6) {
-    return corrupt_reply(where, fmt::format("unknown code {}", raw_code));
-  }
-  code = static_cast<int>(raw_code);
-  if (code >= 5 && reply.elements == 1) return Claim{};  // token: no such token
+  const std::optional<RedisClaimReply> named = detail::redis_claim_reply(raw_code);
+  if (!named) return corrupt_reply(where, fmt::format("unknown code {}", raw_code));
+  code = *named;
+  const bool token_code =
+      code == RedisClaimReply::token_unknown || code == RedisClaimReply::token_mismatch;
+  if (token_code && reply.elements == 1) return Claim{};  // token: no such token
   if (reply.elements < 2 || reply.element[1]->type != REDIS_REPLY_INTEGER ||
       reply.element[1]->integer < 0) {
     return corrupt_reply(where, "no fence");
@@ -62,16 +63,17 @@ Result<Claim> decode_claim(const redisReply& reply, std::string_view where, int&
   claim.fence = static_cast<Fence>(reply.element[1]->integer);
   const redisReply* third = reply.elements > 2 ? reply.element[2] : nullptr;
   switch (code) {
-    case 0:
+    case RedisClaimReply::acquired:
       claim.status = ClaimStatus::acquired;
       claim.took_over =
           third != nullptr && third->type == REDIS_REPLY_INTEGER && third->integer != 0;
       return claim;
-    case 1:
-    case 2:
+    case RedisClaimReply::completed:
+    case RedisClaimReply::failed:
       if (third == nullptr || third->type != REDIS_REPLY_STRING)
         return corrupt_reply(where, "no result");
-      claim.status = code == 1 ? ClaimStatus::completed : ClaimStatus::failed;
+      claim.status =
+          code == RedisClaimReply::completed ? ClaimStatus::completed : ClaimStatus::failed;
       claim.result.assign(third->str, third->len);
       // The record's PTTL, so a cache in front keeps the replay no longer than the record lives.
       if (reply.elements > 3 && reply.element[3]->type == REDIS_REPLY_INTEGER &&
@@ -79,19 +81,20 @@ Result<Claim> decode_claim(const redisReply& reply, std::string_view where, int&
         claim.expires_in = std::chrono::milliseconds{reply.element[3]->integer};
       }
       return claim;
-    case 3:
+    case RedisClaimReply::in_progress:
       claim.status = ClaimStatus::in_progress;
       if (third != nullptr && third->type == REDIS_REPLY_INTEGER) {
         claim.lease_remaining = std::chrono::milliseconds{std::max<long long>(third->integer, 0)};
       }
       return claim;
-    case 4:
-    case 6:
+    case RedisClaimReply::mismatch:
+    case RedisClaimReply::token_mismatch:
       claim.status = ClaimStatus::mismatch;
       return claim;
-    default:
-      return corrupt_reply(where, fmt::format("unknown code {}", code));
+    case RedisClaimReply::token_unknown:
+      break;  // never with a fence
   }
+  return corrupt_reply(where, fmt::format("unknown code {}", raw_code));
 }
 
 Status decode_fenced(Result<ReplyPtr> reply, std::string_view where, std::string_view doing) {
@@ -99,13 +102,25 @@ Status decode_fenced(Result<ReplyPtr> reply, std::string_view where, std::string
   const redisReply& r = *reply.value();
   if (r.type != REDIS_REPLY_INTEGER)
     return corrupt_reply(where, fmt::format("{}: not 0 or 1", doing));
-  if (r.integer == 1) return {};
-  if (r.integer != 0) {
+  if (r.integer == static_cast<long long>(RedisFencedReply::done)) return {};
+  if (r.integer != static_cast<long long>(RedisFencedReply::lease_lost)) {
     return corrupt_reply(where, fmt::format("{}: {} is not 0 or 1", doing, r.integer));
   }
   return Status(errc::lease_lost,
                 fmt::format("{}: the record is no longer held under this fence", doing));
 }
+
+namespace {
+// The inverse of fingerprint_bytes(): 16 bytes, high half first.
+Fingerprint fingerprint_of(std::string_view bytes) noexcept {
+  Fingerprint fp;
+  for (std::size_t i = 0; i < 8; ++i) {
+    fp.high = (fp.high << 8) | static_cast<unsigned char>(bytes[i]);
+    fp.low = (fp.low << 8) | static_cast<unsigned char>(bytes[8 + i]);
+  }
+  return fp;
+}
+}  // namespace
 
 Result<Claim> decode_cache_claim(const redisReply& r, Fence fence,
                                  const std::array<char, 16>& fingerprint, std::string_view where) {
@@ -118,40 +133,41 @@ Result<Claim> decode_cache_claim(const redisReply& r, Fence fence,
   if (r.elements != 2 || r.element[0]->type != REDIS_REPLY_STRING) return corrupt("no entry");
   const std::string_view entry(r.element[0]->str, r.element[0]->len);
   if (entry.size() < kCacheEntryHeader) return corrupt("too short");
-  const char state = entry[0];
-  if (state != 'P' && state != 'C' && state != 'F') return corrupt("unknown state");
-  Claim claim;
+  // Entries are held (a marker), completed or failed; never released.
+  const std::optional<detail::RecordState> state = detail::from_redis(entry[0]);
+  if (!state || *state == detail::RecordState::released) return corrupt("unknown state");
+  Fence entry_fence = 0;
   for (std::size_t i = 1; i < 9; ++i) {
-    claim.fence = (claim.fence << 8) | static_cast<unsigned char>(entry[i]);
+    entry_fence = (entry_fence << 8) | static_cast<unsigned char>(entry[i]);
   }
-  if (entry.substr(9, fingerprint.size()) !=
-      std::string_view(fingerprint.data(), fingerprint.size())) {
-    claim.status = ClaimStatus::mismatch;
-    return claim;
-  }
-  // The entry's PTTL: the lease left on a marker; on a response, how long it is still replayed
-  // (so a cache in front keeps it no longer).
+  // The entry's PTTL: a marker's lease (and expiry), a response's time left to be replayed (so
+  // a cache in front keeps it no longer). None, or none left: the script found the entry live,
+  // so it stands, for a time the server does not say. classify() therefore never answers
+  // acquired here: only the script's SET NX acquires.
   const redisReply& pttl = *r.element[1];
-  const std::chrono::milliseconds left{
-      pttl.type == REDIS_REPLY_INTEGER && pttl.integer > 0 ? pttl.integer : 0};
-  if (state == 'P') {
-    claim.status = ClaimStatus::in_progress;
-    claim.lease_remaining = left;
-    return claim;
-  }
-  claim.status = state == 'C' ? ClaimStatus::completed : ClaimStatus::failed;
-  claim.result.assign(entry.substr(kCacheEntryHeader));
-  claim.expires_in = left;
-  return claim;
+  std::optional<std::chrono::milliseconds> left;
+  if (pttl.type == REDIS_REPLY_INTEGER && pttl.integer > 0) left.emplace(pttl.integer);
+  const detail::RecordView<std::chrono::milliseconds> view{
+      .state = *state,
+      .fingerprint = fingerprint_of(entry.substr(9, fingerprint.size())),
+      .fence = entry_fence,
+      .lease_left = left,
+      .expires_in = left,
+      .result = entry.substr(kCacheEntryHeader)};
+  return detail::classify(view, fingerprint_of({fingerprint.data(), fingerprint.size()}));
 }
 
 namespace {
-// Which replies wrote something worth a WAIT: an acquired claim (code 0), a fenced success (1).
+// Which replies wrote something worth a WAIT: an acquired claim, a fenced success.
 bool claim_acquired(const redisReply& r) {
   return r.type == REDIS_REPLY_ARRAY && r.elements > 0 &&
-         r.element[0]->type == REDIS_REPLY_INTEGER && r.element[0]->integer == 0;
+         r.element[0]->type == REDIS_REPLY_INTEGER &&
+         r.element[0]->integer == static_cast<long long>(RedisClaimReply::acquired);
 }
-bool fenced_ok(const redisReply& r) { return r.type == REDIS_REPLY_INTEGER && r.integer == 1; }
+bool fenced_ok(const redisReply& r) {
+  return r.type == REDIS_REPLY_INTEGER &&
+         r.integer == static_cast<long long>(RedisFencedReply::done);
+}
 }  // namespace
 
 bool ReplicaWait::check(const Answer& answer, std::string_view operation) const {
@@ -181,7 +197,7 @@ Result<Claim> eval_claim(Client::Impl& client, const Script& script, std::string
                                              ms_text(retention, request.retention)};
   Result<Answer> answer = client.eval(script, key, args, &wait.durability, claim_acquired);
   if (!answer) return std::move(answer).failure();
-  int code = -1;
+  RedisClaimReply code{};
   Result<Claim> decoded = decode_claim(*answer->reply, answer->where, code);
   Result<Claim> claim = map(std::move(decoded), code);
   if (claim && claim->status == ClaimStatus::acquired) wait.check(answer.value(), "claim");
@@ -212,9 +228,10 @@ Status eval_commit(Client::Impl& client, const Script& script, std::string_view 
 Status eval_record_commit(Client::Impl& client, const Script& script, std::string_view key,
                           Fence fence, const Completion& completion, ReplicaWait wait) {
   char fence_text[24], ttl[24];
-  const std::array<std::string_view, 4> args{to_chars(fence_text, static_cast<std::int64_t>(fence)),
-                                             completion.status == ClaimStatus::failed ? "F" : "C",
-                                             completion.result, ms_text(ttl, completion.ttl)};
+  const std::array<std::string_view, 4> args{
+      to_chars(fence_text, static_cast<std::int64_t>(fence)),
+      detail::to_redis(detail::finished_state(completion.status)), completion.result,
+      ms_text(ttl, completion.ttl)};
   // A retry of a commit that landed (its reply lost, or its WAIT short) succeeds in the script,
   // which writes again so that this call's WAIT covers the landed commit.
   return eval_commit(client, script, key, args, &wait);

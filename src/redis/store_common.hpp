@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "client_impl.hpp"
+#include "idem/detail/record_model.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/store.hpp"
 
@@ -25,20 +26,26 @@ std::array<char, 16> fingerprint_bytes(const Fingerprint& fp) noexcept;
 /// Milliseconds as decimal text, at least 1 (Redis refuses PX 0, and PEXPIRE 0 deletes).
 std::string_view ms_text(char (&buf)[24], std::chrono::milliseconds ms) noexcept;
 
-/// Decodes a claim script's reply ({code, fence, ...}, see record_claim.lua). Codes 0-4 become
-/// a Claim; `code` tells the caller which one came back (5 and 6 are the token script's own).
-Result<Claim> decode_claim(const redisReply& reply, std::string_view where, int& code);
+using detail::RedisClaimReply;
+using detail::RedisFencedReply;
 
-/// Decodes a fenced script's reply: 1 is success, 0 is errc::lease_lost, anything else is
+/// Decodes a claim script's reply ({code, fence, ...}: detail::RedisClaimReply, the scripts'
+/// REPLY_*) into a Claim; `code` tells the caller which one came back (token_unknown and
+/// token_mismatch are the token script's own, for the caller to map). A code no script sends is
 /// errc::record_corrupt.
+Result<Claim> decode_claim(const redisReply& reply, std::string_view where, RedisClaimReply& code);
+
+/// Decodes a fenced script's reply (RedisFencedReply): done is success, lease_lost is
+/// errc::lease_lost, anything else is errc::record_corrupt.
 Status decode_fenced(Result<ReplyPtr> reply, std::string_view where, std::string_view doing);
 
-/// A request-id cache entry: state ('P', 'C' or 'F'), holder id (8 bytes, big-endian),
-/// fingerprint (16 bytes), then the result.
+/// A request-id cache entry: state (detail::redis_state: held, completed or failed), holder id
+/// (8 bytes, big-endian), fingerprint (16 bytes), then the result.
 inline constexpr std::size_t kCacheEntryHeader = 1 + 8 + 16;
 
 /// Decodes cache_claim.lua's reply: {} is acquired under `fence`; {entry, pttl} is the entry in
-/// the way. Bytes that are not an entry are errc::record_corrupt, never a result.
+/// the way, which the record model classifies (detail::classify). Bytes that are not an entry are
+/// errc::record_corrupt, never a result.
 Result<Claim> decode_cache_claim(const redisReply& reply, Fence fence,
                                  const std::array<char, 16>& fingerprint, std::string_view where);
 
@@ -56,16 +63,16 @@ struct ReplicaWait {
 };
 
 /// Maps a decoded claim and its script code to what the store answers (store-specific codes).
-using ClaimCodeMap = Result<Claim> (*)(Result<Claim> claim, int code);
+using ClaimCodeMap = Result<Claim> (*)(Result<Claim> claim, RedisClaimReply code);
 
 /// Runs a record-shaped claim script (KEYS: key; ARGV: fingerprint, lease, retention), decodes
 /// it, applies `map`, then waits for replicas when the answer is an acquired claim.
 Result<Claim> eval_claim(Client::Impl& client, const Script& script, std::string_view key,
                          const ClaimRequest& request, ClaimCodeMap map, ReplicaWait wait);
 
-/// Runs a fenced script on `key` and decodes its 0/1 answer (see decode_fenced). A call whose
-/// reply was lost is errc::store_unavailable: an abort or extend in doubt at worst leaves the
-/// key held until its lease passes.
+/// Runs a fenced script on `key` and decodes its answer (see decode_fenced). A call whose reply
+/// was lost is errc::store_unavailable: an abort or extend in doubt at worst leaves the key held
+/// until its lease passes.
 Status eval_fenced(Client::Impl& client, const Script& script, std::string_view key,
                    std::span<const std::string_view> args, std::string_view doing);
 

@@ -41,7 +41,17 @@ Status lease_lost() {
 }
 
 State finished_state(const Completion& completion) {
-  return completion.status == ClaimStatus::failed ? State::failed : State::completed;
+  return detail::to_sql(detail::finished_state(completion.status));
+}
+
+// A row that is not acquired as the record model sees it; `state` decoded from its column.
+detail::RecordView<milliseconds> view_of(const ClaimRow& row, detail::RecordState state) {
+  return {.state = state,
+          .fingerprint = row.fingerprint,
+          .fence = row.fence,
+          .lease_left = milliseconds{row.lease_left_ms},
+          .expires_in = milliseconds{row.expire_left_ms},
+          .result = row.result};
 }
 
 // A commit's failure when its session broke after the finish was sent (a lost reply, the reply
@@ -57,9 +67,10 @@ Failure in_doubt(Failure f, std::string_view what) {
 // matched nothing, so that a commit's usual path costs nothing more.
 bool landed(Session& session, const Ticket& ticket, const Completion& completion) {
   const std::optional<ClaimRow> row = session.read(ticket.key);
-  return row && row->fence == ticket.fence &&
-         row->state == static_cast<std::int16_t>(finished_state(completion)) &&
-         row->result == completion.result;
+  if (!row) return false;
+  const std::optional<detail::RecordState> state = detail::from_sql(row->state);
+  return state && detail::check_fence(view_of(*row, *state), ticket.fence, &completion) ==
+                      detail::FenceCheck::landed;
 }
 
 }  // namespace
@@ -111,36 +122,19 @@ std::optional<Result<Claim>> Engine::classify(const ClaimRow& row, const ClaimRe
     return Result<Claim>(
         Claim{.status = ClaimStatus::acquired, .fence = row.fence, .took_over = row.took_over});
   }
-  const auto state = static_cast<State>(row.state);
-  if (row.state < 0 || row.state > static_cast<std::int16_t>(State::released)) {
+  const std::optional<detail::RecordState> state = detail::from_sql(row.state);
+  if (!state) {
     return Result<Claim>(make_failure(
         errc::record_corrupt,
         row.state == kMalformedState
             ? std::string("SQL record has columns of other types than idem writes")
             : "SQL record has unknown state " + std::to_string(row.state)));
   }
-  // Released or expired records are claimable: the statement saw them change. Ask again.
-  if (state == State::released || row.expire_left_ms <= 0) return std::nullopt;
-  if (row.fingerprint != request.fingerprint) {
-    return Result<Claim>(Claim{.status = ClaimStatus::mismatch, .fence = row.fence});
-  }
-  switch (state) {
-    case State::completed:
-    case State::failed:
-      return Result<Claim>(
-          Claim{.status = state == State::completed ? ClaimStatus::completed : ClaimStatus::failed,
-                .fence = row.fence,
-                .result = row.result,
-                .expires_in = milliseconds{row.expire_left_ms}});
-    case State::in_progress:
-      if (row.lease_left_ms <= 0) return std::nullopt;  // takeable now
-      return Result<Claim>(Claim{.status = ClaimStatus::in_progress,
-                                 .fence = row.fence,
-                                 .lease_remaining = milliseconds{row.lease_left_ms}});
-    case State::released:
-      break;
-  }
-  return std::nullopt;
+  Claim answer = detail::classify(view_of(row, *state), request.fingerprint);
+  // The statement takes every record the model lets a claim take (released, expired, a lapsed
+  // lease): finding one means the record changed under it. Ask again.
+  if (answer.status == ClaimStatus::acquired) return std::nullopt;
+  return Result<Claim>(std::move(answer));
 }
 
 Result<Claim> Engine::claim_lease(const ClaimRequest& request) {
@@ -294,9 +288,8 @@ Status Engine::finish_transactional(const Ticket& ticket, const Completion* comp
     return {};
   }
   try {
-    const State state =
-        completion->status == ClaimStatus::failed ? State::failed : State::completed;
-    if (!s->finish_and_commit(ticket, state, completion->result, completion->ttl.count())) {
+    if (!s->finish_and_commit(ticket, finished_state(*completion), completion->result,
+                              completion->ttl.count())) {
       return lease_lost();
     }
     return {};

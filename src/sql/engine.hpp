@@ -21,9 +21,11 @@
 #include <vector>
 
 #include "common/connection_pool.hpp"
+#include "idem/detail/record_model.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
 #include "idem/stores/sql_store.hpp"
+#include "idem/transaction.hpp"
 
 namespace idem {
 struct SqliteStoreOptions;
@@ -32,8 +34,8 @@ struct PostgresStoreOptions;
 
 namespace idem::sql {
 
-/// Record states as stored in the `state` column.
-enum class State : std::int16_t { in_progress = 0, completed = 1, failed = 2, released = 3 };
+/// Record states as stored in the `state` column (the record model's SQL encoding).
+using State = detail::SqlState;
 
 /// ClaimRow::state of a row whose columns do not have the types idem writes (a foreign or
 /// damaged row): the engine answers errc::record_corrupt instead of coercing it to a state.
@@ -53,7 +55,7 @@ struct ClaimRow {
   bool acquired = false;
   Fence fence = 0;
   bool took_over = false;
-  std::int16_t state = 0;
+  std::int16_t state = 0;  // as stored: State, or kMalformedState
   Fingerprint fingerprint;
   std::int64_t lease_left_ms = 0;
   std::int64_t expire_left_ms = 0;
@@ -123,8 +125,9 @@ class Session {
   /// Transactional mode: undoes every write since mark(); the transaction and the locks taken
   /// before the mark stay. Works in a transaction a failed statement left aborted.
   virtual void rollback_to_mark() = 0;
-  /// The handle handed to handlers (SQLite::Database* or pqxx::dbtransaction*).
-  virtual void* native() noexcept = 0;
+  /// The open transaction handed to handlers, tagged with its backend (the handles of
+  /// sqlite_transaction.hpp and postgres_transaction.hpp).
+  virtual NativeTransaction native() noexcept = 0;
 
   /// Generic statements for stores whose SQL is built at configuration (the entity stores):
   /// `sql` is prepared once per session and cached by its text; parameters are ?1/$1...

@@ -20,9 +20,11 @@
 #include <chrono>
 #include <deque>
 #include <map>
-#include <stdexcept>
 #include <mutex>
+#include <stdexcept>
 #include <utility>
+
+#include "idem/detail/record_model.hpp"
 
 namespace idem::detail {
 
@@ -80,13 +82,14 @@ struct SqlEntities::Impl {
         "SELECT CASE WHEN o.key IS NULL THEN {} ELSE 0 END, o.state, o.fp_hi, o.fp_lo, o.fence, "
         "o.result FROM (SELECT 1) AS one LEFT JOIN {} AS o ON o.key = {}",
         fmt::format(fmt::runtime(d.next_fence), fences), ops, p(1));
+    const int held = static_cast<int>(SqlState::held);
     insert_op = fmt::format(
         "INSERT INTO {} (key, entity, fence, state, fp_hi, fp_lo, produced, result, created_ms) "
-        "VALUES ({}, {}, {}, 0, {}, {}, {}, NULL, {}) ON CONFLICT (key) DO NOTHING",
-        ops, p(1), p(2), p(3), p(4), p(5), p(6), d.now_ms);
+        "VALUES ({}, {}, {}, {}, {}, {}, {}, NULL, {}) ON CONFLICT (key) DO NOTHING",
+        ops, p(1), p(2), p(3), held, p(4), p(5), p(6), d.now_ms);
     finish_op = fmt::format(
-        "UPDATE {} SET state = {}, result = {} WHERE key = {} AND fence = {} AND state = 0", ops,
-        p(3), p(4), p(1), p(2));
+        "UPDATE {} SET state = {}, result = {} WHERE key = {} AND fence = {} AND state = {}", ops,
+        p(3), p(4), p(1), p(2), held);
     bump = fmt::format("UPDATE {0} SET {2} = {2} + 1 WHERE {1} = {3} AND {2} = {4}", table.table,
                        table.id_column, table.column, p(1), p(2));
     transition_head = fmt::format("UPDATE {0} SET {2} = {3} WHERE {1} = {4} AND {2} IN (",
@@ -168,19 +171,17 @@ Result<CasAnswer> stored_operation(const sql::Row& row, const Fingerprint& finge
   if (!state || !fp_hi || !fp_lo || !fence) {
     return corrupt("a state, fingerprint or fence is not an integer");
   }
-  if (*state < 0 || *state > 2) return corrupt("unknown state");
+  // An op-log row is held (its transaction is open) or finished; never released.
+  const std::optional<RecordState> decoded = from_sql(*state);
+  if (!decoded || *decoded == RecordState::released) return corrupt("unknown state");
   if (*fence <= 0) return corrupt("no fence");
-  const Fence f = static_cast<Fence>(*fence);
-  if (Fingerprint{as_u64(*fp_hi), as_u64(*fp_lo)} != fingerprint) {
-    return CasAnswer::of(Claim{.status = ClaimStatus::mismatch, .fence = f});
-  }
-  if (*state == 0) {
-    // Not committed yet: the holder's transaction is still open (or this row is its own).
-    return CasAnswer::of(Claim{.status = ClaimStatus::in_progress, .fence = f});
-  }
-  return CasAnswer::of(Claim{.status = *state == 1 ? ClaimStatus::completed : ClaimStatus::failed,
-                             .fence = f,
-                             .result = row[4].value_or(std::string())});
+  // The holder's transaction keeps a held row until it ends (no lease runs out), and a finished
+  // operation never expires: a repeat replays it, is a mismatch, or waits (in_progress).
+  const RecordView<milliseconds> view{.state = *decoded,
+                                      .fingerprint = {as_u64(*fp_hi), as_u64(*fp_lo)},
+                                      .fence = static_cast<Fence>(*fence),
+                                      .result = row[4] ? std::string_view(*row[4]) : ""};
+  return CasAnswer::of(classify(view, fingerprint));
 }
 
 SqlEntities::SqlEntities(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -287,7 +288,7 @@ Result<CasAnswer> SqlEntities::claim(const CasRequest& r) {
       }
       if (r.rewindable) s->mark();
       if (s->run(update, update_params) == 1) {
-        void* native = s->native();
+        const NativeTransaction native = s->native();
         {
           std::lock_guard lock(m.mutex);
           m.open.emplace(std::pair{std::string(r.op_key), fence},
@@ -363,10 +364,10 @@ Status finish(SqlEntities::Impl& m, const Ticket& ticket, Done&& done) {
 Status SqlEntities::commit(const Ticket& ticket, const Completion& completion) {
   Impl& m = *impl_;
   return finish(m, ticket, [&](Checkout& s, const std::string& op_key, bool& committing) -> Status {
-    const int state = completion.status == ClaimStatus::failed ? 2 : 1;
-    const std::array<sql::Param, 4> args{bytes(op_key),
-                                         integer(static_cast<std::int64_t>(ticket.fence)),
-                                         integer(state), bytes(completion.result)};
+    const SqlState state = to_sql(finished_state(completion.status));
+    const std::array<sql::Param, 4> args{
+        bytes(op_key), integer(static_cast<std::int64_t>(ticket.fence)),
+        integer(static_cast<std::int64_t>(state)), bytes(completion.result)};
     if (s->run(m.finish_op, args) != 1) return lease_lost();
     committing = true;
     s->commit();

@@ -9,9 +9,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-bool is_settled(std::int16_t state) noexcept {
-  return state == static_cast<std::int16_t>(State::completed) ||
-         state == static_cast<std::int16_t>(State::failed);
+// Completed or failed: a record no holder changes any more, so a replica's copy answers alike.
+bool is_settled(std::int16_t column) noexcept {
+  const std::optional<detail::RecordState> state = detail::from_sql(column);
+  return state == detail::RecordState::completed || state == detail::RecordState::failed;
 }
 
 }  // namespace

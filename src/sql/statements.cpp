@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "idem/detail/record_model.hpp"
+
 namespace idem::sql {
 
 const Dialect kSqlite{
@@ -43,21 +45,22 @@ bool valid_prefix(const std::string& prefix) noexcept {
 
 namespace {
 
-// The upsert, shared by both dialects. State codes: 0 in progress, 1 completed, 2 failed,
-// 3 released (see engine.hpp). A takeover is a compare-and-set on the exact row the statement
-// locked: the WHERE is evaluated on the latest committed version of it.
+// The upsert, shared by both dialects: the record model's claim rules (classify() in
+// include/idem/detail/record_model.hpp) for the records a claim takes, with the states named as
+// stored ({held}, {released}: detail::SqlState). A takeover is a compare-and-set on the exact row
+// the statement locked: the WHERE is evaluated on the latest committed version of it.
 constexpr const char* kUpsert =
     "INSERT INTO {rec} AS r (key, state, fp_hi, fp_lo, fence, took_over, lease_until, "
     "expires_at, result) "
-    "VALUES ({p1}, 0, {p2}, {p3}, "
+    "VALUES ({p1}, {held}, {p2}, {p3}, "
     "{greatest}({p4}, {drawn}(SELECT max(fence_floor) FROM {sch}) + 1), 0, "
     "{now} + {p5}, {now} + {p6}, NULL) "
-    "ON CONFLICT (key) DO UPDATE SET state = 0, fp_hi = excluded.fp_hi, fp_lo = excluded.fp_lo, "
-    "fence = {greatest}(r.fence + 1, excluded.fence), "
-    "took_over = CASE WHEN r.state = 0 AND r.expires_at > {now} THEN 1 ELSE 0 END, "
+    "ON CONFLICT (key) DO UPDATE SET state = {held}, fp_hi = excluded.fp_hi, "
+    "fp_lo = excluded.fp_lo, fence = {greatest}(r.fence + 1, excluded.fence), "
+    "took_over = CASE WHEN r.state = {held} AND r.expires_at > {now} THEN 1 ELSE 0 END, "
     "lease_until = excluded.lease_until, expires_at = excluded.expires_at, result = NULL "
-    "WHERE r.state = 3 OR r.expires_at <= {now} OR (r.state = 0 AND r.lease_until <= {now} "
-    "AND r.fp_hi = excluded.fp_hi AND r.fp_lo = excluded.fp_lo) "
+    "WHERE r.state = {released} OR r.expires_at <= {now} OR (r.state = {held} "
+    "AND r.lease_until <= {now} AND r.fp_hi = excluded.fp_hi AND r.fp_lo = excluded.fp_lo) "
     "RETURNING fence, took_over";
 
 constexpr const char* kReadColumns =
@@ -76,7 +79,9 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
         fmt::arg("blob", d.blob), fmt::arg("i64", d.int64), fmt::arg("i16", d.int16),
         fmt::arg("suffix", d.table_suffix), fmt::arg("p1", p(1)), fmt::arg("p2", p(2)),
         fmt::arg("p3", p(3)), fmt::arg("p4", p(4)), fmt::arg("p5", p(5)), fmt::arg("p6", p(6)),
-        fmt::arg("version", kSchemaVersion));
+        fmt::arg("version", kSchemaVersion),
+        fmt::arg("held", static_cast<int>(detail::SqlState::held)),
+        fmt::arg("released", static_cast<int>(detail::SqlState::released)));
   };
 
   // fence_floor: the largest fence purge removed; new rows start above it, so that a holder
@@ -95,6 +100,8 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
   select_version = fill("SELECT max(version) FROM {sch}");
 
   const std::string drawn = fmt::format(fmt::runtime(d.next_fence), fences) + ", ";
+  // The first column: 1 acquired, 0 the row in the way; an acquired row's other columns are
+  // padding.
   const std::string in_one = fmt::format(
       "WITH claimed AS ({}) "
       "SELECT 1, fence, took_over, 0, 0, 0, 0, 0, NULL FROM claimed "
@@ -108,13 +115,14 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
   claim_in_one_drawn = fill(in_one.c_str(), drawn);
   finish = fill(
       "UPDATE {rec} SET state = {p3}, result = {p4}, expires_at = {now} + {p5} "
-      "WHERE key = {p1} AND fence = {p2} AND state = 0");
+      "WHERE key = {p1} AND fence = {p2} AND state = {held}");
   release = fill(
-      "UPDATE {rec} SET state = 3, result = NULL WHERE key = {p1} AND fence = {p2} AND state = 0");
+      "UPDATE {rec} SET state = {released}, result = NULL "
+      "WHERE key = {p1} AND fence = {p2} AND state = {held}");
   extend = fill(
       "UPDATE {rec} SET lease_until = {now} + {p3}, "
       "expires_at = {greatest}(expires_at, {now} + {p3}) "
-      "WHERE key = {p1} AND fence = {p2} AND state = 0");
+      "WHERE key = {p1} AND fence = {p2} AND state = {held}");
   purge = fill(
       "DELETE FROM {rec} WHERE key IN "
       "(SELECT key FROM {rec} WHERE expires_at <= {now} LIMIT {p1}) RETURNING fence");

@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "common/connection_pool.hpp"
+#include "idem/stores/sqlite_transaction.hpp"
 #include "sql/engine.hpp"
 #include "sql/statements.hpp"
 #include "sqlite/fence_file.hpp"
@@ -61,7 +62,9 @@ std::int16_t state_of(SQLite::Statement& read) {
   const SQLite::Column result = read.getColumn(6);
   if (!result.isBlob() && !result.isNull()) return sql::kMalformedState;
   const std::int64_t state = read.getColumn(0).getInt64();
-  if (state == 0 && !read.getColumn(4).isInteger()) return sql::kMalformedState;  // the lease
+  if (state == static_cast<std::int64_t>(sql::State::held) && !read.getColumn(4).isInteger()) {
+    return sql::kMalformedState;  // a held record without a usable lease
+  }
   return state >= 0 && state <= INT16_MAX ? static_cast<std::int16_t>(state)
                                           : sql::kMalformedState;
 }
@@ -299,7 +302,7 @@ class SqliteSession final : public sql::Session {
   void mark() override { db_.exec("SAVEPOINT idem_handler"); }
   void rollback_to_mark() override { db_.exec("ROLLBACK TO SAVEPOINT idem_handler"); }
 
-  void* native() noexcept override { return &db_; }
+  NativeTransaction native() noexcept override { return NativeTransaction(transaction_); }
 
   std::int64_t run(const std::string& sql, std::span<const sql::Param> params) override {
     const Writing writing(*this, write_deadline(), !in_transaction_);
@@ -479,6 +482,7 @@ class SqliteSession final : public sql::Session {
   std::shared_ptr<sql::FifoLock> writers_;  // this process's writers of the file
   bool holds_writers_ = false;
   SQLite::Database db_;
+  detail::SqliteTransactionHandle transaction_{db_};  // what handlers get: this connection
   sql::FenceFile fences_;  // transactional fences: idem_next_fence() draws from it
   const sql::Statements& text_;
   bool in_transaction_ = false;

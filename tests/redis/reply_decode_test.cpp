@@ -6,9 +6,15 @@
 #include <hiredis/hiredis.h>
 
 #include <array>
+#include <map>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "idem/detail/record_model.hpp"
+#include "lua_scripts.hpp"
 #include "store_common.hpp"
 
 namespace idem::redis {
@@ -25,7 +31,7 @@ ReplyPtr parse(std::string_view resp) {
 }
 
 TEST(RedisReplyDecodeTest, ClaimCodesOutsideTheScriptsRangeAreCorruptNotTruncated) {
-  int code = -1;
+  RedisClaimReply code{};
   // 2^32 + 1 truncated to an int would be 1: a completed record replaying "r".
   const ReplyPtr wide = parse("*3\r\n:4294967297\r\n:7\r\n$1\r\nr\r\n");
   const Result<Claim> claim = decode_claim(*wide, "test", code);
@@ -38,6 +44,7 @@ TEST(RedisReplyDecodeTest, ClaimCodesOutsideTheScriptsRangeAreCorruptNotTruncate
   ASSERT_TRUE(completed.has_value());
   EXPECT_EQ(completed->status, ClaimStatus::completed);
   EXPECT_EQ(completed->result, "r");
+  EXPECT_EQ(code, RedisClaimReply::completed);
 }
 
 TEST(RedisReplyDecodeTest, FencedRepliesOtherThanZeroOrOneAreCorruptNotLeaseLost) {
@@ -78,6 +85,91 @@ TEST(RedisReplyDecodeTest, CacheEntriesOfAnUnknownStateAreCorruptEvenUnderAnothe
   ASSERT_TRUE(acquired.has_value());
   EXPECT_EQ(acquired->status, ClaimStatus::acquired);
   EXPECT_EQ(acquired->fence, 9u);
+}
+
+// An entry the script found is live whatever its PTTL says (-1: no expiry, 0: under a
+// millisecond left): a marker is in progress, never acquired, a response replays.
+TEST(RedisReplyDecodeTest, CacheEntriesWithoutTimeLeftStandAsFound) {
+  std::array<char, 16> fp{};
+  fp.fill('f');
+  auto entry = [&](char state, const std::string& pttl) {
+    const std::string bytes = state + std::string(8, '\1') + std::string(16, 'f') + "ok";
+    return parse("*2\r\n$" + std::to_string(bytes.size()) + "\r\n" + bytes + "\r\n:" + pttl +
+                 "\r\n");
+  };
+  for (const char* pttl : {"-1", "0"}) {
+    const Result<Claim> held = decode_cache_claim(*entry('P', pttl), 9, fp, "t");
+    ASSERT_TRUE(held.has_value()) << pttl;
+    EXPECT_EQ(held->status, ClaimStatus::in_progress) << pttl;
+    EXPECT_EQ(held->lease_remaining, std::chrono::milliseconds{0}) << pttl;
+    const Result<Claim> done = decode_cache_claim(*entry('F', pttl), 9, fp, "t");
+    ASSERT_TRUE(done.has_value()) << pttl;
+    EXPECT_EQ(done->status, ClaimStatus::failed) << pttl;
+    EXPECT_EQ(done->result, "ok");
+    EXPECT_EQ(done->expires_in, std::chrono::milliseconds{0}) << pttl;
+  }
+  const Result<Claim> live = decode_cache_claim(*entry('P', "250"), 9, fp, "t");
+  ASSERT_TRUE(live.has_value());
+  EXPECT_EQ(live->status, ClaimStatus::in_progress);
+  EXPECT_EQ(live->lease_remaining, std::chrono::milliseconds{250});
+  EXPECT_EQ(live->fence, 0x0101010101010101u);
+}
+
+// The Lua scripts name their reply codes and stored states (`local REPLY_... = ...`,
+// `local STATE_... = ...`); each name must have C++'s value (detail::RedisClaimReply,
+// detail::RedisFencedReply, detail::redis_state), and no code or state may appear in a script
+// other than through its name.
+TEST(RedisReplyDecodeTest, TheScriptsNamesAgreeWithTheRecordModel) {
+  using detail::RedisClaimReply;
+  using detail::RedisFencedReply;
+  auto code = [](auto value) { return std::to_string(static_cast<long long>(value)); };
+  auto letter = [](char c) { return "'" + std::string(1, c) + "'"; };
+  const std::map<std::string, std::string> cpp = {
+      {"REPLY_ACQUIRED", code(RedisClaimReply::acquired)},
+      {"REPLY_COMPLETED", code(RedisClaimReply::completed)},
+      {"REPLY_FAILED", code(RedisClaimReply::failed)},
+      {"REPLY_IN_PROGRESS", code(RedisClaimReply::in_progress)},
+      {"REPLY_MISMATCH", code(RedisClaimReply::mismatch)},
+      {"REPLY_TOKEN_UNKNOWN", code(RedisClaimReply::token_unknown)},
+      {"REPLY_TOKEN_MISMATCH", code(RedisClaimReply::token_mismatch)},
+      {"REPLY_DONE", code(RedisFencedReply::done)},
+      {"REPLY_LEASE_LOST", code(RedisFencedReply::lease_lost)},
+      {"STATE_HELD", letter(detail::redis_state::held)},
+      {"STATE_COMPLETED", letter(detail::redis_state::completed)},
+      {"STATE_FAILED", letter(detail::redis_state::failed)},
+      {"STATE_RELEASED", letter(detail::redis_state::released)},
+      {"STATE_ISSUED", letter(detail::redis_state::issued)},
+  };
+  const std::regex declaration(R"(^local ((?:REPLY|STATE)_\w+(?:, (?:REPLY|STATE)_\w+)*) = (.*)$)");
+  const std::regex raw_code(R"(return \{?\s*-?\d)");
+  const std::regex raw_state(R"('[A-Z]')");
+  int named = 0;
+  for (const Script* script :
+       {&script_record_claim, &script_record_commit, &script_record_abort, &script_record_extend,
+        &script_token_claim, &script_token_abort, &script_cache_claim, &script_cache_commit,
+        &script_cache_abort, &script_cache_extend}) {
+    std::istringstream lines{std::string(script->source)};
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("--", 0) == 0) continue;
+      std::smatch m;
+      if (std::regex_match(line, m, declaration)) {
+        std::vector<std::string> names, values;
+        std::istringstream name_list(m[1]), value_list(m[2]);
+        for (std::string n; std::getline(name_list >> std::ws, n, ',');) names.push_back(n);
+        for (std::string v; std::getline(value_list >> std::ws, v, ',');) values.push_back(v);
+        ASSERT_EQ(names.size(), values.size()) << script->name << ": " << line;
+        for (std::size_t i = 0; i < names.size(); ++i) {
+          ASSERT_TRUE(cpp.contains(names[i])) << script->name << ": C++ has no " << names[i];
+          EXPECT_EQ(values[i], cpp.at(names[i])) << script->name << ": " << names[i];
+          ++named;
+        }
+        continue;
+      }
+      EXPECT_FALSE(std::regex_search(line, raw_code)) << script->name << ": raw code: " << line;
+      EXPECT_FALSE(std::regex_search(line, raw_state)) << script->name << ": raw state: " << line;
+    }
+  }
+  EXPECT_GE(named, 30);  // every script declares what it answers
 }
 
 }  // namespace

@@ -431,13 +431,13 @@ TEST_P(SqlTransactionalTest, DuplicateFailsFastOrWaitsOnTheHolderAndReplays) {
 TEST_P(SqlTransactionalTest, RetriesAfterManyFailedCommitsAreNotLeaseLost) {
   constexpr int kFailures = 100;
   const std::string records = target().prefix + "records";
-  auto break_the_finish = [&](void* transaction) {
+  auto break_the_finish = [&](const NativeTransaction& transaction) {
     if (target().backend == Backend::sqlite) {
-      static_cast<SQLite::Database*>(transaction)
-          ->exec("CREATE TEMP TRIGGER " + target().prefix + "outage BEFORE UPDATE ON " + records +
-                 " BEGIN SELECT RAISE(ABORT, 'injected outage'); END");
+      sqlite_transaction(transaction)
+          .exec("CREATE TEMP TRIGGER " + target().prefix + "outage BEFORE UPDATE ON " + records +
+                " BEGIN SELECT RAISE(ABORT, 'injected outage'); END");
     } else {
-      pqxx::dbtransaction& tx = *static_cast<pqxx::dbtransaction*>(transaction);
+      pqxx::dbtransaction& tx = pg_transaction(transaction);
       tx.exec("CREATE FUNCTION " + target().prefix +
               "outage() RETURNS trigger LANGUAGE plpgsql AS "
               "$$BEGIN RAISE EXCEPTION 'injected outage'; END$$");
@@ -453,7 +453,7 @@ TEST_P(SqlTransactionalTest, RetriesAfterManyFailedCommitsAreNotLeaseLost) {
                                                     std::chrono::hours{1}});
     ASSERT_TRUE(held.has_value()) << held.failure().describe();
     ASSERT_EQ(held->status, ClaimStatus::acquired);
-    ASSERT_NE(held->transaction, nullptr);
+    ASSERT_TRUE(held->transaction);
     break_the_finish(held->transaction);
     const Status commit = store().commit(Ticket{key, held->fence}, done);
     ASSERT_EQ(commit.error(), errc::store_unavailable) << key;

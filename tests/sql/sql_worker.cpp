@@ -102,7 +102,7 @@ Options fence_options(const std::string& scope, std::chrono::milliseconds lease)
 // A handler of the fence commands: a write in the claim's transaction (transactional mode), then
 // the fence in the ledger, outside it.
 Fence record_fence(const Target& t, Context& ctx, const std::string& ledger) {
-  if (ctx.native_transaction() != nullptr) insert_business_row(t, ctx, "fenced", "run");
+  if (ctx.native_transaction()) insert_business_row(t, ctx, "fenced", "run");
   ledger_append(ledger, ctx.fence());
   return ctx.fence();
 }

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "idem/detail/entity.hpp"
+#include "idem/detail/record_model.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
 
@@ -52,11 +53,12 @@ class MemoryEntities {
       }
     }
     if (auto op = ops_.find(std::string(r.op_key)); op != ops_.end()) {
-      if (op->second.fingerprint != r.fingerprint) {
-        return CasAnswer::of(Claim{.status = ClaimStatus::mismatch, .fence = op->second.fence});
-      }
-      return CasAnswer::of(Claim{
-          .status = op->second.status, .fence = op->second.fence, .result = op->second.result});
+      // A committed operation never expires: a repeat replays it or is a mismatch.
+      return CasAnswer::of(classify(RecordView<>{.state = op->second.state,
+                                                 .fingerprint = op->second.fingerprint,
+                                                 .fence = op->second.fence,
+                                                 .result = op->second.result},
+                                    r.fingerprint));
     }
     if (it == entities_.end()) return CasAnswer::refused(CasAnswer::Refusal::missing);
     Entity& e = it->second;
@@ -82,8 +84,8 @@ class MemoryEntities {
   Status commit(const Ticket& ticket, const Completion& completion) {
     return finish(ticket, [&](const std::string& op_key, Open& open) {
       open.entity->value = std::move(open.next);
-      ops_[op_key] =
-          Op{open.fingerprint, ticket.fence, completion.status, std::string(completion.result)};
+      ops_[op_key] = Op{open.fingerprint, ticket.fence, finished_state(completion.status),
+                        std::string(completion.result)};
     });
   }
 
@@ -115,7 +117,7 @@ class MemoryEntities {
   struct Op {
     Fingerprint fingerprint;
     Fence fence = 0;
-    ClaimStatus status = ClaimStatus::completed;
+    RecordState state = RecordState::completed;
     std::string result;
   };
   struct Open {

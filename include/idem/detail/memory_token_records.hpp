@@ -15,6 +15,7 @@
 #include "idem/clock.hpp"
 #include "idem/detail/hashed_key.hpp"
 #include "idem/detail/memory_record.hpp"
+#include "idem/detail/record_model.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
@@ -50,21 +51,19 @@ class MemoryTokenRecords {
       tokens_.erase(it);
       return unknown();
     }
-    if (e.state == State::pending) return acquire_record(e, request, now, false);
-    if (e.fingerprint != request.fingerprint) return used_by_another();
-    if (e.state != State::in_progress) {
-      return Claim{
-          .status = e.state == State::completed ? ClaimStatus::completed : ClaimStatus::failed,
-          .fence = e.fence,
-          .result = e.result};
+    // Expiry was decided above (an expired token is unknown, never claimable), so the view
+    // carries none; a replay then says nothing of the time left.
+    RecordView<> view = record_at(e, now);
+    view.expires_in.reset();
+    Claim answer = classify(view, request.fingerprint);
+    switch (answer.status) {
+      case ClaimStatus::acquired:
+        return acquire_record(e, request, now, answer.took_over);
+      case ClaimStatus::mismatch:
+        return used_by_another();
+      default:
+        return answer;
     }
-    if (now < e.lease_until) {
-      return Claim{
-          .status = ClaimStatus::in_progress,
-          .fence = e.fence,
-          .lease_remaining = std::chrono::ceil<std::chrono::milliseconds>(e.lease_until - now)};
-    }
-    return acquire_record(e, request, now, true);
   }
 
   Status commit(const Ticket& ticket, const Completion& completion) {
@@ -73,7 +72,7 @@ class MemoryTokenRecords {
         ticket,
         [&](auto it) {
           Entry& e = it->second;
-          e.state = completion.status == ClaimStatus::failed ? State::failed : State::completed;
+          e.state = finished_state(completion.status);
           e.result.assign(completion.result);
           e.expires_at = now + std::max(completion.ttl, std::chrono::milliseconds{1});
         },
@@ -89,7 +88,7 @@ class MemoryTokenRecords {
         tokens_.erase(it);
         return;
       }
-      e.state = State::pending;
+      e.state = RecordState::released;  // pending again
       e.expires_at = e.deadline;
       e.result.clear();
     });
@@ -118,10 +117,10 @@ class MemoryTokenRecords {
   }
 
  private:
-  enum class State : std::uint8_t { pending, in_progress, completed, failed };
-
   struct Entry {
-    State state = State::pending;
+    // A token issued and not used yet (or returned by an abort) is a released record: the next
+    // claim takes it.
+    RecordState state = RecordState::released;
     Fingerprint fingerprint{};
     Fence fence = 0;
     Clock::time_point lease_until{};
@@ -143,14 +142,11 @@ class MemoryTokenRecords {
   Status with_holder(const Ticket& ticket, Change&& change, const Completion* repeat = nullptr) {
     std::lock_guard lock(mutex_);
     auto it = tokens_.find(ticket.key);
-    if (it != tokens_.end() && held_under(it->second, ticket.fence)) {
-      change(it);
-      return {};
-    }
-    if (it != tokens_.end() && repeat != nullptr &&
-        committed_under(it->second, ticket.fence, *repeat)) {
-      return {};
-    }
+    const FenceCheck check = it == tokens_.end()
+                                 ? FenceCheck::lost
+                                 : check_fence(record_of(it->second), ticket.fence, repeat);
+    if (check == FenceCheck::held) change(it);
+    if (check != FenceCheck::lost) return {};
     return Status(errc::lease_lost, "the token is no longer held under this fence");
   }
 

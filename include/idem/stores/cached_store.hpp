@@ -19,6 +19,7 @@
 
 #include "idem/clock.hpp"
 #include "idem/detail/hashed_key.hpp"
+#include "idem/detail/record_model.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
@@ -96,17 +97,17 @@ class CachedStore {
       auto it = shard.entries.find(key);
       if (it != shard.entries.end()) {
         Entry& e = it->second;
-        if (now < e.expires_at) {
+        Claim answer = detail::classify(detail::RecordView<>{.state = e.state,
+                                                             .fingerprint = e.fingerprint,
+                                                             .fence = e.fence,
+                                                             .expires_in = e.expires_at - now,
+                                                             .result = e.result},
+                                        request.fingerprint);
+        // A cached record is completed or failed: only its expiry makes it claimable.
+        if (answer.status != ClaimStatus::acquired) {
           shard.hits.fetch_add(1, std::memory_order_relaxed);
           shard.move_to_back(&e);
-          if (e.fingerprint != request.fingerprint) {
-            return Claim{.status = ClaimStatus::mismatch, .fence = e.fence};
-          }
-          return Claim{
-              .status = e.status,
-              .fence = e.fence,
-              .result = e.result,
-              .expires_in = std::chrono::floor<std::chrono::milliseconds>(e.expires_at - now)};
+          return answer;
         }
         shard.erase(&e);  // expired: not an eviction
       }
@@ -195,7 +196,7 @@ class CachedStore {
   static constexpr std::size_t kEntryOverhead = 128;
 
   struct Entry {
-    ClaimStatus status = ClaimStatus::completed;
+    detail::RecordState state = detail::RecordState::completed;
     Fingerprint fingerprint;
     Fence fence = 0;
     Clock::time_point expires_at{};
@@ -301,7 +302,7 @@ class CachedStore {
     }
     it = shard.entries.try_emplace(std::string(key.bytes)).first;
     Entry& e = it->second;
-    e.status = status;
+    e.state = detail::finished_state(status);
     e.fingerprint = fingerprint;
     e.fence = fence;
     e.expires_at = expires_at;

@@ -70,33 +70,11 @@ class MemoryStore {
     }
 
     Entry& e = *found;
-    if (e.state == State::released || now >= e.expires_at) {
-      shard.move_to_back(&e);  // a new claim: the record is as young as a new one
-      return detail::acquire_record(e, request, now, /*took_over=*/false);
-    }
-    if (e.fingerprint != request.fingerprint) {
-      return Claim{.status = ClaimStatus::mismatch, .fence = e.fence};
-    }
-    switch (e.state) {
-      case State::completed:
-      case State::failed:
-        return Claim{
-            .status = e.state == State::completed ? ClaimStatus::completed : ClaimStatus::failed,
-            .fence = e.fence,
-            .result = e.result,
-            .expires_in = std::chrono::floor<std::chrono::milliseconds>(e.expires_at - now)};
-      case State::in_progress:
-        if (now < e.lease_until) {
-          return Claim{
-              .status = ClaimStatus::in_progress,
-              .fence = e.fence,
-              .lease_remaining = std::chrono::ceil<std::chrono::milliseconds>(e.lease_until - now)};
-        }
-        return detail::acquire_record(e, request, now, /*took_over=*/true);
-      case State::released:
-        break;  // handled above
-    }
-    return make_failure(errc::record_corrupt, "memory record in an unknown state");
+    Claim answer = detail::classify(detail::record_at(e, now), request.fingerprint);
+    if (answer.status != ClaimStatus::acquired) return answer;
+    // A new claim of a released or expired record (not a takeover) is as young as a new record.
+    if (!answer.took_over) shard.move_to_back(&e);
+    return detail::acquire_record(e, request, now, answer.took_over);
   }
 
   Status commit(const Ticket& ticket, const Completion& completion) {
@@ -107,7 +85,7 @@ class MemoryStore {
     return with_holder(
         ticket,
         [&](Entry& e) {
-          e.state = completion.status == ClaimStatus::failed ? State::failed : State::completed;
+          e.state = detail::finished_state(completion.status);
           e.result.swap(result);
           e.expires_at = now + completion.ttl;
         },
@@ -119,7 +97,7 @@ class MemoryStore {
     // the abort must not match a later claim's fence.
     std::string released;  // takes the record's buffer, freed after the lock
     return with_holder(ticket, [&](Entry& e) {
-      e.state = State::released;
+      e.state = RecordState::released;
       e.result.swap(released);
     });
   }
@@ -168,10 +146,10 @@ class MemoryStore {
   }
 
  private:
-  enum class State : std::uint8_t { in_progress, completed, failed, released };
+  using RecordState = detail::RecordState;
 
   struct Entry {
-    State state = State::released;
+    RecordState state = RecordState::released;
     Fingerprint fingerprint;
     Fence fence = 0;
     Clock::time_point lease_until{};
@@ -219,7 +197,7 @@ class MemoryStore {
     bool evict_one(Clock::time_point now) {
       for (std::size_t seen = 0, n = records.size(); seen < n; ++seen) {
         Entry* e = head;
-        if (e->state != State::in_progress || now >= e->expires_at) {
+        if (e->state != RecordState::held || now >= e->expires_at) {
           if (now < e->expires_at) evictions.fetch_add(1, std::memory_order_relaxed);
           erase(e);
           return true;
@@ -238,13 +216,11 @@ class MemoryStore {
     Shard& shard = shard_for(key);
     std::lock_guard lock(shard.mutex);
     Entry* e = shard.records.find(key);
-    if (e != nullptr && detail::held_under(*e, ticket.fence)) {
-      change(*e);
-      return {};
-    }
-    if (e != nullptr && repeat != nullptr && detail::committed_under(*e, ticket.fence, *repeat)) {
-      return {};
-    }
+    const detail::FenceCheck check =
+        e == nullptr ? detail::FenceCheck::lost
+                     : detail::check_fence(detail::record_of(*e), ticket.fence, repeat);
+    if (check == detail::FenceCheck::held) change(*e);
+    if (check != detail::FenceCheck::lost) return {};
     return Status(errc::lease_lost, "the record is no longer held under this fence");
   }
 

@@ -4,29 +4,38 @@
 
 #include <pqxx/transaction>
 
-#include <stdexcept>
-
 #include "idem/context.hpp"
-#include "idem/error.hpp"
+#include "idem/transaction.hpp"
 
 namespace idem {
+
+namespace detail {
+
+/// A PostgreSQL claim's transaction as NativeTransaction carries it. Built by the PostgreSQL
+/// sessions (src/postgres), which point it at each claim's transaction.
+struct PgTransactionHandle final : TransactionHandle {
+  static constexpr TransactionKind kKind = TransactionKind::postgres;
+  PgTransactionHandle() noexcept : TransactionHandle(kKind) {}
+  pqxx::dbtransaction* transaction = nullptr;
+};
+
+}  // namespace detail
 
 /// The transaction the record commits with: statements run in it commit or roll back together
 /// with the record. Its BEGIN went to the server with the claim and its COMMIT goes with the
 /// record's finish, hence a pqxx::dbtransaction of the store's own rather than a pqxx::work
 /// (a pqxx::subtransaction on it is a savepoint); the same type on libpqxx 6 and 7, on which a
 /// failed statement leaves the transaction aborted until the store ends it. Valid only during
-/// the handler call; do not commit() or abort() it. Throws std::logic_error when the context has
-/// no transaction, i.e. the store is not a PostgresStore in SqlMode::transactional.
+/// the handler call; do not commit() or abort() it. Throws idem::TransactionMismatch (a
+/// std::logic_error) naming what the claim holds when it holds no PostgreSQL transaction: the
+/// store is not a PostgresStore in SqlMode::transactional (or an entity store on PostgreSQL),
+/// e.g. a SQLite store, lease mode or a memory store.
+inline pqxx::dbtransaction& pg_transaction(const NativeTransaction& transaction) {
+  return *transaction.get<detail::PgTransactionHandle>("idem::pg_transaction").transaction;
+}
+
 inline pqxx::dbtransaction& pg_transaction(const Context& context) {
-  void* tx = context.native_transaction();
-  if (tx == nullptr) {
-    // A programming error (the store or its mode is wrong), not an outage to retry.
-    throw std::logic_error(
-        "idem::pg_transaction: the claim has no open transaction; only a PostgresStore in "
-        "SqlMode::transactional (or an entity store on it) runs the handler inside one");
-  }
-  return *static_cast<pqxx::dbtransaction*>(tx);
+  return pg_transaction(context.native_transaction());
 }
 
 }  // namespace idem

@@ -4,26 +4,36 @@
 
 #include <SQLiteCpp/Database.h>
 
-#include <stdexcept>
-
 #include "idem/context.hpp"
-#include "idem/error.hpp"
+#include "idem/transaction.hpp"
 
 namespace idem {
 
+namespace detail {
+
+/// A SQLite claim's transaction as NativeTransaction carries it: the connection it runs on.
+/// Built by the SQLite sessions (src/sqlite).
+struct SqliteTransactionHandle final : TransactionHandle {
+  static constexpr TransactionKind kKind = TransactionKind::sqlite;
+  explicit SqliteTransactionHandle(SQLite::Database& db) noexcept
+      : TransactionHandle(kKind), database(&db) {}
+  SQLite::Database* database;
+};
+
+}  // namespace detail
+
 /// The connection whose transaction the record commits with: statements run on it commit or roll
 /// back together with the record. Valid only during the handler call; do not BEGIN, COMMIT or
-/// ROLLBACK on it. Throws std::logic_error when the context has no
-/// transaction, i.e. the store is not a SqliteStore in transactional mode.
+/// ROLLBACK on it. Throws idem::TransactionMismatch (a std::logic_error) naming what the claim
+/// holds when it holds no SQLite transaction: the store is not a SqliteStore in
+/// SqlMode::transactional (or an entity store on SQLite), e.g. a PostgreSQL store, lease mode or
+/// a memory store.
+inline SQLite::Database& sqlite_transaction(const NativeTransaction& transaction) {
+  return *transaction.get<detail::SqliteTransactionHandle>("idem::sqlite_transaction").database;
+}
+
 inline SQLite::Database& sqlite_transaction(const Context& context) {
-  void* tx = context.native_transaction();
-  if (tx == nullptr) {
-    // A programming error (the store or its mode is wrong), not an outage to retry.
-    throw std::logic_error(
-        "idem::sqlite_transaction: the claim has no open transaction; only a SqliteStore in "
-        "SqlMode::transactional (or an entity store on it) runs the handler inside one");
-  }
-  return *static_cast<SQLite::Database*>(tx);
+  return sqlite_transaction(context.native_transaction());
 }
 
 }  // namespace idem

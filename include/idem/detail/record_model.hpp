@@ -1,0 +1,241 @@
+#pragma once
+// The record every store keeps, written once: its states, the rules a claim and a repeated commit
+// follow, and the encodings the backends store states and answers under.
+//
+// Stores that decide in C++ (MemoryStore, MemoryTokenStore, CachedStore's hits, the entity op
+// logs, the SQL engine on the row a statement found, the request-id cache on the entry its script
+// found) call classify() and check_fence(). Where atomicity puts the decision on the server (the
+// SQL upsert, the Redis Lua scripts), the statement or script follows the same rules, and its
+// answer is decoded through the named encodings at the end of this file; the Lua scripts declare
+// the same names (REPLY_*, STATE_*), and tests/redis/reply_decode_test.cpp checks that they agree.
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "idem/clock.hpp"
+#include "idem/fingerprint.hpp"
+#include "idem/store.hpp"
+
+namespace idem::detail {
+
+/// The state of the record under one effective key.
+enum class RecordState : std::uint8_t {
+  absent,     // no record: a claim takes the key
+  released,   // no holder and no end (aborted; a token issued and not used yet): a claim takes
+              // it, and its fence carries on
+  held,       // a holder runs (in progress), under a lease or an open transaction
+  completed,  // a result is stored: repeats replay it
+  failed,     // a remembered failure is stored: repeats replay it
+};
+
+constexpr std::string_view to_string(RecordState state) noexcept {
+  switch (state) {
+    case RecordState::absent:
+      return "absent";
+    case RecordState::released:
+      return "released";
+    case RecordState::held:
+      return "held";
+    case RecordState::completed:
+      return "completed";
+    case RecordState::failed:
+      return "failed";
+  }
+  return "unknown";
+}
+
+/// The state a commit of `status` (completed or failed) stores.
+constexpr RecordState finished_state(ClaimStatus status) noexcept {
+  return status == ClaimStatus::failed ? RecordState::failed : RecordState::completed;
+}
+
+/// A record as a claim or a fenced call finds it. Times are what is left from the reader's now,
+/// in the reader's unit (Clock::duration in memory; milliseconds where a SQL statement or a
+/// script measured them on the server's clock), so that no unit conversion can round a lease
+/// that has not passed into one that has.
+template <class Duration = Clock::duration>
+struct RecordView {
+  RecordState state = RecordState::absent;
+  Fingerprint fingerprint{};
+  Fence fence = 0;
+  /// held: the time left on the holder's lease; zero or less, it ran out. nullopt: the holder
+  /// keeps the record until it ends (an open transaction), whatever the time.
+  std::optional<Duration> lease_left{};
+  /// The time left before the record expires; zero or less, it is as good as absent. nullopt:
+  /// it does not expire, or the store does not say when.
+  std::optional<Duration> expires_in{};
+  std::string_view result{};  // completed / failed: the stored bytes
+};
+
+/// What a claim of a request with `fingerprint` must do about `record`. In this order:
+///
+/// | the record is...                                   | answer                                  |
+/// |----------------------------------------------------|-----------------------------------------|
+/// | absent, released, or expired                       | acquired, took_over = false             |
+/// | of another fingerprint (any other state)           | mismatch                                |
+/// | completed / failed                                 | completed / failed: replay `result`     |
+/// | held, lease live (or held by a transaction)        | in_progress, lease_remaining            |
+/// | held, lease ran out                                | acquired, took_over = true              |
+///
+/// The fence of every answer is the record's. On `acquired` the caller takes the record (writes
+/// it under a larger fence) or, where a statement already took what it could, asks again.
+/// expires_in is rounded down and lease_remaining up to milliseconds; zero when not known.
+template <class Duration>
+Claim classify(const RecordView<Duration>& record, const Fingerprint& fingerprint) {
+  using std::chrono::milliseconds;
+  const bool expired = record.expires_in && *record.expires_in <= Duration::zero();
+  if (record.state == RecordState::absent || record.state == RecordState::released || expired) {
+    return Claim{.status = ClaimStatus::acquired, .fence = record.fence};
+  }
+  if (record.fingerprint != fingerprint) {
+    return Claim{.status = ClaimStatus::mismatch, .fence = record.fence};
+  }
+  if (record.state == RecordState::held) {
+    if (record.lease_left && *record.lease_left <= Duration::zero()) {
+      return Claim{.status = ClaimStatus::acquired, .fence = record.fence, .took_over = true};
+    }
+    return Claim{.status = ClaimStatus::in_progress,
+                 .fence = record.fence,
+                 .lease_remaining = record.lease_left
+                                        ? std::chrono::ceil<milliseconds>(*record.lease_left)
+                                        : milliseconds{0}};
+  }
+  return Claim{
+      .status = record.state == RecordState::failed ? ClaimStatus::failed : ClaimStatus::completed,
+      .fence = record.fence,
+      .result = std::string(record.result),
+      .expires_in = record.expires_in ? std::chrono::floor<milliseconds>(*record.expires_in)
+                                      : milliseconds{0}};
+}
+
+/// What commit, abort or extend under a ticket's fence finds.
+enum class FenceCheck : std::uint8_t {
+  held,    // the record is held under the fence: make the change
+  landed,  // commit only: the record already holds this very completion under the fence (the
+           // commit landed and its answer was lost): succeed and change nothing
+  lost,    // anything else: errc::lease_lost
+};
+
+/// The fenced calls' rule. `repeat`: the commit's completion, or null for abort and extend.
+template <class Duration>
+FenceCheck check_fence(const RecordView<Duration>& record, Fence fence,
+                       const Completion* repeat) noexcept {
+  if (record.state == RecordState::absent || record.fence != fence) return FenceCheck::lost;
+  if (record.state == RecordState::held) return FenceCheck::held;
+  if (repeat != nullptr && record.state == finished_state(repeat->status) &&
+      record.result == repeat->result) {
+    return FenceCheck::landed;
+  }
+  return FenceCheck::lost;
+}
+
+// --- How the backends store states and answer ---------------------------------------------------
+
+/// The `state` column of the SQL record table and of the entity op log (which has no released
+/// rows). A row stands for every state but absent.
+enum class SqlState : std::int16_t { held = 0, completed = 1, failed = 2, released = 3 };
+
+constexpr SqlState to_sql(RecordState state) noexcept {
+  switch (state) {
+    case RecordState::held:
+      return SqlState::held;
+    case RecordState::completed:
+      return SqlState::completed;
+    case RecordState::failed:
+      return SqlState::failed;
+    case RecordState::absent:  // no row; a released one is claimed alike
+    case RecordState::released:
+      return SqlState::released;
+  }
+  return SqlState::released;
+}
+
+/// The state a `state` column holds; nullopt for a value idem never writes.
+constexpr std::optional<RecordState> from_sql(std::int64_t column) noexcept {
+  switch (column) {
+    case static_cast<std::int64_t>(SqlState::held):
+      return RecordState::held;
+    case static_cast<std::int64_t>(SqlState::completed):
+      return RecordState::completed;
+    case static_cast<std::int64_t>(SqlState::failed):
+      return RecordState::failed;
+    case static_cast<std::int64_t>(SqlState::released):
+      return RecordState::released;
+    default:
+      return std::nullopt;
+  }
+}
+
+/// The state field `s` of a Redis record or token hash, the first byte of a request-id cache
+/// entry, and the value of a freshly issued token (Lua: STATE_*).
+namespace redis_state {
+inline constexpr char held = 'P';
+inline constexpr char completed = 'C';
+inline constexpr char failed = 'F';
+inline constexpr char released = 'R';
+inline constexpr char issued = 'T';  // a token not used yet: claimed like a released record
+}  // namespace redis_state
+
+/// The one-letter text of `state` as Redis stores it (absent: none, empty).
+constexpr std::string_view to_redis(RecordState state) noexcept {
+  switch (state) {
+    case RecordState::held:
+      return {&redis_state::held, 1};
+    case RecordState::completed:
+      return {&redis_state::completed, 1};
+    case RecordState::failed:
+      return {&redis_state::failed, 1};
+    case RecordState::released:
+      return {&redis_state::released, 1};
+    case RecordState::absent:
+      break;
+  }
+  return {};
+}
+
+/// The state a Redis state letter stands for; nullopt for a letter idem never writes.
+constexpr std::optional<RecordState> from_redis(char letter) noexcept {
+  switch (letter) {
+    case redis_state::held:
+      return RecordState::held;
+    case redis_state::completed:
+      return RecordState::completed;
+    case redis_state::failed:
+      return RecordState::failed;
+    case redis_state::released:
+    case redis_state::issued:
+      return RecordState::released;
+    default:
+      return std::nullopt;
+  }
+}
+
+/// The first element of a claim script's reply (record_claim.lua, token_claim.lua; Lua:
+/// REPLY_*): the script applied classify()'s rules on the server and says which answer it gave.
+enum class RedisClaimReply : long long {
+  acquired = 0,        // {code, fence, took_over}
+  completed = 1,       // {code, fence, result, pttl}
+  failed = 2,          // {code, fence, result, pttl}
+  in_progress = 3,     // {code, fence, lease_left_ms}
+  mismatch = 4,        // {code, fence}
+  token_unknown = 5,   // {code}: no such token (never issued, expired, forged)
+  token_mismatch = 6,  // {code, fence}: a token used by a request with another payload
+};
+
+/// The reply code `value` names; nullopt for one no script sends.
+constexpr std::optional<RedisClaimReply> redis_claim_reply(long long value) noexcept {
+  if (value < static_cast<long long>(RedisClaimReply::acquired) ||
+      value > static_cast<long long>(RedisClaimReply::token_mismatch)) {
+    return std::nullopt;
+  }
+  return static_cast<RedisClaimReply>(value);
+}
+
+/// The reply of a fenced script (commit, abort, extend; Lua: REPLY_DONE, REPLY_LEASE_LOST):
+/// check_fence()'s answer on the server, held and landed both being done.
+enum class RedisFencedReply : long long { lease_lost = 0, done = 1 };
+
+}  // namespace idem::detail

@@ -1,0 +1,95 @@
+// NativeTransaction: a claim's open transaction, typed by its backend. Handles here are fakes of
+// the adapters' (sqlite_transaction.hpp, postgres_transaction.hpp); tests/sql covers the real
+// stores.
+
+#include "idem/transaction.hpp"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "idem/context.hpp"
+#include "idem/guard.hpp"
+#include "idem/stores/memory_store.hpp"
+
+namespace idem {
+namespace {
+
+struct FakeSqliteHandle : detail::TransactionHandle {
+  static constexpr TransactionKind kKind = TransactionKind::sqlite;
+  FakeSqliteHandle() : TransactionHandle(kKind) {}
+  int connection = 7;
+};
+
+struct FakePostgresHandle : detail::TransactionHandle {
+  static constexpr TransactionKind kKind = TransactionKind::postgres;
+  FakePostgresHandle() : TransactionHandle(kKind) {}
+  int transaction = 9;
+};
+
+TEST(NativeTransactionTest, NoneHoldsNoTransactionAndRefusesEveryKind) {
+  const NativeTransaction none;
+  EXPECT_EQ(none.kind(), TransactionKind::none);
+  EXPECT_FALSE(none);
+  try {
+    (void)none.get<FakePostgresHandle>("idem::pg_transaction");
+    FAIL() << "no transaction was handed out as one";
+  } catch (const TransactionMismatch& e) {
+    EXPECT_EQ(e.asked(), TransactionKind::postgres);
+    EXPECT_EQ(e.held(), TransactionKind::none);
+    EXPECT_EQ(std::string(e.what()),
+              "idem::pg_transaction: asked for a PostgreSQL transaction, but the claim has no "
+              "open transaction; only a PostgresStore in SqlMode::transactional, or an entity "
+              "store on PostgreSQL, runs the handler inside one");
+  }
+}
+
+TEST(NativeTransactionTest, AHandleIsHandedOutToItsOwnKindOnly) {
+  const FakeSqliteHandle sqlite;
+  const NativeTransaction tx(sqlite);
+  EXPECT_EQ(tx.kind(), TransactionKind::sqlite);
+  EXPECT_TRUE(tx);
+  EXPECT_EQ(&tx.get<FakeSqliteHandle>("idem::sqlite_transaction"), &sqlite);
+  EXPECT_EQ(tx.get<FakeSqliteHandle>("idem::sqlite_transaction").connection, 7);
+  try {
+    (void)tx.get<FakePostgresHandle>("idem::pg_transaction");
+    FAIL() << "a SQLite connection was handed out as a PostgreSQL transaction";
+  } catch (const TransactionMismatch& e) {
+    EXPECT_EQ(e.asked(), TransactionKind::postgres);
+    EXPECT_EQ(e.held(), TransactionKind::sqlite);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("idem::pg_transaction: asked for a PostgreSQL transaction, but the "
+                        "claim holds a SQLite one"),
+              std::string::npos)
+        << what;
+  }
+  const FakePostgresHandle postgres;
+  EXPECT_THROW((void)NativeTransaction(postgres).get<FakeSqliteHandle>("idem::sqlite_transaction"),
+               TransactionMismatch);
+}
+
+TEST(NativeTransactionTest, AMismatchIsAProgrammingErrorNotAnErrorCode) {
+  // Callers that catch std::logic_error for misuse keep catching it; it is no idem::Error (an
+  // outage or refusal a retry could get past).
+  static_assert(std::is_base_of_v<std::logic_error, TransactionMismatch>);
+  static_assert(!std::is_base_of_v<std::system_error, TransactionMismatch>);
+  EXPECT_EQ(to_string(TransactionKind::none), "none");
+  EXPECT_EQ(to_string(TransactionKind::sqlite), "sqlite");
+  EXPECT_EQ(to_string(TransactionKind::postgres), "postgres");
+}
+
+TEST(NativeTransactionTest, AMemoryStoreHandlerSeesNoTransaction) {
+  MemoryStore store;
+  IdempotencyGuard guard{store, Options{.scope = "tx"}};
+  TransactionKind seen = TransactionKind::sqlite;
+  auto out = guard.execute("k", [&](Context& ctx) {
+    seen = ctx.native_transaction().kind();
+    return 1;
+  });
+  ASSERT_TRUE(out) << out.message();
+  EXPECT_EQ(seen, TransactionKind::none);
+}
+
+}  // namespace
+}  // namespace idem
