@@ -111,6 +111,8 @@ class NativeTransaction {
   }
   /// Whether the claim holds a transaction.
   explicit operator bool() const noexcept { return handle_ != nullptr; }
+  /// The same transaction (or both none).
+  friend bool operator==(const NativeTransaction&, const NativeTransaction&) = default;
 
   /// The handle, when it is of Handle's kind; else throws TransactionMismatch naming `accessor`,
   /// the kind asked for and the kind held.

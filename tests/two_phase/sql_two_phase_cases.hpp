@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "idem/stores/postgres_transaction.hpp"
+#include "idem/stores/sqlite_transaction.hpp"
 #include "sql/sql_test_support.hpp"
 #include "two_phase/process_race_cases.hpp"
 #include "two_phase/two_phase_cases.hpp"
@@ -61,16 +63,16 @@ struct SqlBackend {
 };
 
 /// Inserts a business row through the open transaction `native` (Attempt::native_transaction()).
-inline void insert_through(const Target& t, void* native, const std::string& key,
-                           const std::string& note) {
+inline void insert_through(const Target& t, const idem::NativeTransaction& native,
+                           const std::string& key, const std::string& note) {
   const std::string sql = "INSERT INTO " + business_table(t) + " (key, note) VALUES ";
   if (t.backend == Backend::sqlite) {
-    SQLite::Statement st(*static_cast<SQLite::Database*>(native), sql + "(?1, ?2)");
+    SQLite::Statement st(idem::sqlite_transaction(native), sql + "(?1, ?2)");
     st.bind(1, key);
     st.bind(2, note);
     st.exec();
   } else {
-    pqxx::dbtransaction& tx = *static_cast<pqxx::dbtransaction*>(native);
+    pqxx::dbtransaction& tx = idem::pg_transaction(native);
     tx.exec(sql + "(" + tx.quote(key) + ", " + tx.quote(note) + ")");
   }
 }
@@ -93,7 +95,7 @@ TYPED_TEST_P(TwoPhaseTransactionTest, WritesThroughTheNativeTransactionCommitWit
   typename TestFixture::Guard guard{this->store(), this->options()};
   auto a = guard.template begin<std::string>("order-1");
   ASSERT_TRUE(a.acquired()) << a.outcome().message();
-  ASSERT_NE(a.native_transaction(), nullptr);
+  ASSERT_TRUE(a.native_transaction());
   insert_through(this->target(), a.native_transaction(), "order-1", "placed");
   EXPECT_EQ(this->rows("order-1"), 0) << "visible before the record committed";
   Outcome<std::string> out = a.commit("receipt-1");

@@ -75,7 +75,7 @@ TYPED_TEST_P(TwoPhaseTest, ADroppedAttemptReleasesTheKey) {
   {
     auto a = guard.template begin<std::string>("k");
     ASSERT_TRUE(a.acquired()) << a.outcome().message();
-    EXPECT_EQ(a.native_transaction() != nullptr, TypeParam::kTransactional);
+    EXPECT_EQ(static_cast<bool>(a.native_transaction()), TypeParam::kTransactional);
     dropped = a.fence();
   }
   auto next = guard.template begin<std::string>("k");
