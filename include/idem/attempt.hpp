@@ -131,26 +131,16 @@ class [[nodiscard]] Attempt {
   /// exception propagates.
   Outcome<T> commit(Stored value) requires(!std::is_void_v<T>) {
     require_holding("commit()");
-    std::string encoded;
-    std::string_view bytes;  // the result as stored: a view of `encoded` or of the value
-    try {
-      if constexpr (requires { codec<T>::view(value); }) {
-        bytes = codec<T>::view(value);
-      } else {
-        encoded = codec<T>::encode(value);
-        bytes = encoded;
-      }
-    } catch (...) {
-      settle(/*remember=*/true, /*undo=*/false,
-             detail::exception_message(std::current_exception()));
-      throw;
-    }
-    return finish(std::move(value), bytes);
+    holding_ = false;
+    context_.reset();
+    return detail::commit_result<T>(*policy_, target_, fence_, std::move(value));
   }
   /// Records success of a handler without a result. Holding only.
   Outcome<T> commit() requires std::is_void_v<T> {
     require_holding("commit()");
-    return finish(std::monostate{}, std::string_view{});
+    holding_ = false;
+    context_.reset();
+    return detail::commit_result<T>(*policy_, target_, fence_, std::monostate{});
   }
 
   /// The work failed: releases the key so a retry runs again, or records `message` as
@@ -182,35 +172,6 @@ class [[nodiscard]] Attempt {
     throw std::logic_error(std::string("idem: Attempt::") + what +
                            (answer_ ? " on an attempt that did not acquire the key (see outcome())"
                                     : " after the attempt was settled"));
-  }
-
-  Outcome<T> finish(Stored&& value, std::string_view bytes) {
-    holding_ = false;
-    context_.reset();
-    detail::notify(*policy_, target_, Event::executed, fence_, {});
-    if (bytes.size() > policy_->max_result_size) {
-      // The work happened: repeats must not run it again, so its key remembers
-      // result_too_large; this caller still gets the value it produced.
-      Failure too_large =
-          make_failure(errc::result_too_large, "result is " + std::to_string(bytes.size()) +
-                                                   " bytes; the limit is " +
-                                                   std::to_string(policy_->max_result_size));
-      const std::string failure = detail::encode_failure(errc::result_too_large, too_large.message);
-      Status remembered =
-          detail::commit_with_retry(*policy_, target_, fence_, ClaimStatus::failed, failure);
-      detail::notify(*policy_, target_, Event::result_unrecorded, fence_, too_large.code);
-      // Taken over meanwhile: the other holder's result is the key's answer, not this value.
-      if (remembered.error() == errc::lease_lost) {
-        return Outcome<T>::fresh(std::move(value), remembered.failure());
-      }
-      return Outcome<T>::fresh(std::move(value), std::move(too_large));
-    }
-    Status committed =
-        detail::commit_with_retry(*policy_, target_, fence_, ClaimStatus::completed, bytes);
-    if (!committed) {
-      detail::notify(*policy_, target_, Event::result_unrecorded, fence_, committed.error());
-    }
-    return Outcome<T>::fresh(std::move(value), committed.failure());
   }
 
   void settle(bool remember, bool undo, std::string_view message) {

@@ -51,33 +51,37 @@ decltype(auto) call_handler(Fn& fn, Context& context) {
   }
 }
 
-/// execute() over an Attempt: answer, or run the handler on the held key and commit its result.
-/// A handler that throws fails the attempt (released, or remembered under `remember`) and the
-/// exception propagates.
+/// execute() on a target: claim (or wait) and answer, or run the handler on the held key and
+/// commit its result. The engine's steps, as an Attempt takes them, on the caller's stack. A
+/// handler that throws settles the key (released, or remembered under remember_failures) and
+/// the exception propagates.
 template <class R, class Target, class Fn>
-Outcome<R> run_attempt(Attempt<R, Target>& attempt, Fn& fn, bool remember) {
-  if (!attempt.acquired()) return std::move(attempt).outcome();
-  auto failed = [&] {
-    attempt.fail(remember ? exception_message(std::current_exception()) : std::string{});
-  };
-  if constexpr (std::is_void_v<R>) {
-    try {
-      call_handler(fn, attempt.context());
-    } catch (...) {
-      failed();
-      throw;
+Outcome<R> execute_on(const Policy& policy, Target& target, Fn& fn) {
+  Result<Claim> claimed = claim_or_wait(policy, target);
+  if (!claimed) return Outcome<R>::failed(std::move(claimed).failure());
+  Claim& claim = claimed.value();
+  if (claim.status != ClaimStatus::acquired) return answer_stored<R>(policy, target, claim);
+  const Fence fence = claim.fence;
+  if (claim.took_over) notify(policy, target, Event::took_over, fence, {});
+  using Stored = std::conditional_t<std::is_void_v<R>, std::monostate, R>;
+  std::optional<Stored> value;  // results need not be default-constructible
+  try {
+    Context context(target.context_store(), target.ticket(fence), target.lease(),
+                    claim.transaction);
+    if constexpr (std::is_void_v<R>) {
+      call_handler(fn, context);
+      value.emplace();
+    } else {
+      value.emplace(call_handler(fn, context));
     }
-    return attempt.commit();
-  } else {
-    std::optional<R> value;  // results need not be default-constructible
-    try {
-      value.emplace(call_handler(fn, attempt.context()));
-    } catch (...) {
-      failed();
-      throw;
-    }
-    return attempt.commit(std::move(*value));
+  } catch (...) {
+    const bool remember = policy.remember_failures;
+    settle_failure(policy, target, fence,
+                   remember ? exception_message(std::current_exception()) : std::string{},
+                   remember, /*undo_effects=*/true);
+    throw;
   }
+  return commit_result<R>(policy, target, fence, std::move(*value));
 }
 
 /// What the engine claims for an IdempotencyGuard: one key of one store.
@@ -186,8 +190,15 @@ class IdempotencyGuard {
     static_assert(std::is_void_v<R> || Codable<R>,
                   "idem: the handler's result type has no idem::codec<T>; specialise idem::codec "
                   "for it (see idem/codec.hpp)");
-    Attempt<R> attempt = begin<R>(key, payload);
-    return detail::run_attempt(attempt, fn, options_.remember_failures);
+    if (Failure bad = validate(key); bad.code) {
+      if (options_.observer) {
+        options_.observer->notify(EventInfo{Event::rejected, options_.scope, key.id, 0, bad.code});
+      }
+      return Outcome<R>::failed(std::move(bad));
+    }
+    detail::StoreTarget<S> target(store_, options_, key, options_.hash(payload),
+                                  policy_.block_for());
+    return detail::execute_on<R>(policy_, target, fn);
   }
 
   /// The two-phase form: claims `key` and returns an Attempt that either answers (a replay, a

@@ -549,14 +549,14 @@ class LayeredGuard {
     using R = handler_result_t<Fn>;
     static_assert(std::is_void_v<R> || Codable<R>,
                   "idem: the handler's result type has no idem::codec<T> (see idem/codec.hpp)");
-    Attempt<R> attempt = begin<R>(request);
-    const std::uint32_t skipped = attempt.target().skipped();
-    if (!attempt.acquired()) {
-      const std::size_t at = attempt.target().answered();
-      return LayeredOutcome<R>(std::move(attempt).outcome(), at, layer_name(at), skipped);
+    Chain chain(layers_, policy_, options_.on_layer_down, request,
+                options_.hash(request.payload));
+    Outcome<R> out = detail::execute_on<R>(policy_, chain, fn);
+    if (out.executed()) {
+      return LayeredOutcome<R>(std::move(out), kHandlerLayer, "handler", chain.skipped());
     }
-    Outcome<R> out = detail::run_attempt(attempt, fn, options_.remember_failures);
-    return LayeredOutcome<R>(std::move(out), kHandlerLayer, "handler", skipped);
+    const std::size_t at = chain.answered();
+    return LayeredOutcome<R>(std::move(out), at, layer_name(at), chain.skipped());
   }
 
   /// The two-phase form: claims every layer and returns an Attempt that answers (outcome(): a

@@ -23,10 +23,12 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 #include <variant>
 
 #include "idem/clock.hpp"
+#include "idem/codec.hpp"
 #include "idem/detail/failure_record.hpp"
 #include "idem/detail/protocol.hpp"
 #include "idem/error.hpp"
@@ -214,6 +216,61 @@ void settle_failure(const Policy& policy, Target& target, Fence fence, std::stri
   }
   notify(policy, target, Event::aborted, fence, {});
   if (!settled) report(policy, target, settled, fence);
+}
+
+/// Records a held key's result (`bytes`, the value as stored) and returns the value as a fresh
+/// Outcome: the result limit, commit with retry, and the events around them.
+template <class T, class Target, class Stored>
+Outcome<T> commit_bytes(const Policy& policy, Target& target, Fence fence, Stored&& value,
+                        std::string_view bytes) {
+  notify(policy, target, Event::executed, fence, {});
+  if (bytes.size() > policy.max_result_size) {
+    // The work happened: repeats must not run it again, so its key remembers result_too_large;
+    // this caller still gets the value it produced.
+    Failure too_large =
+        make_failure(errc::result_too_large, "result is " + std::to_string(bytes.size()) +
+                                                 " bytes; the limit is " +
+                                                 std::to_string(policy.max_result_size));
+    const std::string failure = encode_failure(errc::result_too_large, too_large.message);
+    Status remembered = commit_with_retry(policy, target, fence, ClaimStatus::failed, failure);
+    notify(policy, target, Event::result_unrecorded, fence, too_large.code);
+    // Taken over meanwhile: the other holder's result is the key's answer, not this value.
+    if (remembered.error() == errc::lease_lost) {
+      return Outcome<T>::fresh(std::forward<Stored>(value), remembered.failure());
+    }
+    return Outcome<T>::fresh(std::forward<Stored>(value), std::move(too_large));
+  }
+  Status committed = commit_with_retry(policy, target, fence, ClaimStatus::completed, bytes);
+  if (!committed) notify(policy, target, Event::result_unrecorded, fence, committed.error());
+  return Outcome<T>::fresh(std::forward<Stored>(value), committed.failure());
+}
+
+inline std::string exception_message(std::exception_ptr e);
+
+/// Encodes a held key's result (through codec<T>::view when the codec has one, without a copy)
+/// and records it (commit_bytes). A value the codec cannot encode is remembered as
+/// handler_failed, since the work happened, and the codec's exception propagates.
+template <class T, class Target, class Stored>
+Outcome<T> commit_result(const Policy& policy, Target& target, Fence fence, Stored&& value) {
+  if constexpr (std::is_void_v<T>) {
+    return commit_bytes<T>(policy, target, fence, std::forward<Stored>(value), {});
+  } else {
+    std::string encoded;
+    std::string_view bytes;  // the result as stored: a view of `encoded` or of the value
+    try {
+      if constexpr (requires { codec<T>::view(value); }) {
+        bytes = codec<T>::view(value);
+      } else {
+        encoded = codec<T>::encode(value);
+        bytes = encoded;
+      }
+    } catch (...) {
+      settle_failure(policy, target, fence, exception_message(std::current_exception()),
+                     /*remember=*/true, /*undo_effects=*/false);
+      throw;
+    }
+    return commit_bytes<T>(policy, target, fence, std::forward<Stored>(value), bytes);
+  }
 }
 
 inline std::string exception_message(std::exception_ptr e) {

@@ -39,8 +39,8 @@ Outcome<handler_result_t<Fn>> execute_token(IdempotencyGuard<S>& guard, std::str
   static_assert(std::is_void_v<R> || Codable<R>,
                 "idem: the handler's result type has no idem::codec<T>; specialise idem::codec "
                 "for it (see idem/codec.hpp)");
-  auto attempt = begin_token<R>(guard, token, payload);
-  return run_attempt(attempt, fn, guard.options().remember_failures);
+  if (!token_shaped(token)) return Outcome<R>::failed(malformed_token(guard.options(), token));
+  return guard.execute(Key{token}, payload, fn);
 }
 
 }  // namespace idem::detail

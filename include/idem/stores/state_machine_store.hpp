@@ -149,9 +149,8 @@ class StateMachineStore {
       return refused;
     };
     using Target = detail::EntityTarget<typename Backend::Impl, decltype(refuse)>;
-    Attempt<R, Target> attempt(
-        policy_, Target(impl_, options_, key.entity, op, shape, policy_.block_for(), refuse));
-    return TransitionOutcome<R>(detail::run_attempt(attempt, fn, options_.remember_failures));
+    Target target(impl_, options_, key.entity, op, shape, policy_.block_for(), refuse);
+    return TransitionOutcome<R>(detail::execute_on<R>(policy_, target, fn));
   }
 
   /// The entity's current state, read outside any claim. errc::key_invalid: no such entity.

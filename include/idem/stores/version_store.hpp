@@ -141,9 +141,8 @@ class VersionStore {
       return conflict;
     };
     using Target = detail::EntityTarget<typename Backend::Impl, decltype(refuse)>;
-    Attempt<R, Target> attempt(
-        policy_, Target(impl_, options_, key.entity, op, shape, policy_.block_for(), refuse));
-    Outcome<R> out = detail::run_attempt(attempt, fn, options_.remember_failures);
+    Target target(impl_, options_, key.entity, op, shape, policy_.block_for(), refuse);
+    Outcome<R> out = detail::execute_on<R>(policy_, target, fn);
     std::optional<std::uint64_t> current;
     if (const auto* v = std::get_if<CurrentVersion>(&out.refusal())) current = v->version;
     return VersionOutcome<R>(std::move(out), current);
