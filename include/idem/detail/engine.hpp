@@ -241,7 +241,8 @@ Outcome<T> commit_bytes(const Policy& policy, Target& target, Fence fence, Store
     return Outcome<T>::fresh(std::forward<Stored>(value), std::move(too_large));
   }
   Status committed = commit_with_retry(policy, target, fence, ClaimStatus::completed, bytes);
-  if (!committed) notify(policy, target, Event::result_unrecorded, fence, committed.error());
+  if (committed) return Outcome<T>::fresh(std::forward<Stored>(value));
+  notify(policy, target, Event::result_unrecorded, fence, committed.error());
   return Outcome<T>::fresh(std::forward<Stored>(value), committed.failure());
 }
 
