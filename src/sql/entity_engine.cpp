@@ -153,7 +153,7 @@ Result<CasAnswer> stored_operation(const sql::Row& row, const Fingerprint& finge
   }
   if (*state < 0 || *state > 2) return corrupt("unknown state");
   if (*fence <= 0) return corrupt("no fence");
-  const Fence f = static_cast<Fence>(*fence);
+  const auto f = static_cast<Fence>(*fence);
   if (Fingerprint{as_u64(*fp_hi), as_u64(*fp_lo)} != fingerprint) {
     return CasAnswer::of(Claim{.status = ClaimStatus::mismatch, .fence = f});
   }
