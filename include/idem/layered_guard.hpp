@@ -278,8 +278,8 @@ namespace detail {
 /// first, then outward; the record layer's fence, lease and transaction are the holder's.
 template <class... Layers>
 class LayerChain {
-  static constexpr std::size_t N = sizeof...(Layers);
-  static constexpr std::size_t kRecord = N - 1;
+  static constexpr std::size_t kLayers = sizeof...(Layers);
+  static constexpr std::size_t kRecord = kLayers - 1;
   using RecordStore = typename std::tuple_element_t<kRecord, std::tuple<Layers...>>::store_type;
 
  public:
@@ -300,7 +300,7 @@ class LayerChain {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       // Stops at the first layer that answers: && short-circuits the fold.
       (void)((claim_layer<I>(stopped), !stopped.has_value()) && ...);
-    }(std::make_index_sequence<N>{});
+    }(std::make_index_sequence<kLayers>{});
     if (stopped) {
       abort_claimed();
       return std::move(*stopped);
@@ -324,7 +324,7 @@ class LayerChain {
     return {};
   }
   Status abort(Fence) {
-    const Status record = abort_layer<kRecord>();
+    Status record = abort_layer<kRecord>();
     abort_claimed();
     return record;
   }
@@ -371,7 +371,7 @@ class LayerChain {
     const LayerSettings* out = nullptr;
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       ((I == i ? (out = &std::get<I>(*layers_).settings(), 0) : 0), ...);
-    }(std::make_index_sequence<N>{});
+    }(std::make_index_sequence<kLayers>{});
     return *out;
   }
 
@@ -442,8 +442,8 @@ class LayerChain {
   // Aborts every claimed layer, innermost first, outermost last. Failures are reported only.
   void abort_claimed() {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      ((void)abort_layer<N - 1 - I>(), ...);
-    }(std::make_index_sequence<N>{});
+      ((void)abort_layer<kLayers - 1 - I>(), ...);
+    }(std::make_index_sequence<kLayers>{});
   }
 
   template <std::size_t I>
@@ -479,7 +479,7 @@ class LayerChain {
   LayerDownPolicy on_layer_down_;
   const LayeredRequest* request_;  // read by claim() only, while begin() runs
   Fingerprint fingerprint_;
-  std::array<Held, N> held_{};
+  std::array<Held, kLayers> held_{};
   Result<Claim> record_claim_{Claim{}};
   std::size_t at_ = 0;
   std::uint32_t skipped_ = 0;
@@ -508,9 +508,9 @@ class LayeredGuard {
   static_assert((Layer<Layers> && ...),
                 "idem::LayeredGuard<Layers...>: every layer must be an idem::Layer "
                 "(RequestIdLayer<S>, TokenLayer<S> or RecordLayer<S> over an idem::Store)");
-  static constexpr std::size_t N = sizeof...(Layers);
-  static constexpr std::array<LayerKind, N> kKinds{Layers::kind...};
-  static_assert(kKinds[N - 1] == LayerKind::record,
+  static constexpr std::size_t kLayers = sizeof...(Layers);
+  static constexpr std::array<LayerKind, kLayers> kKinds{Layers::kind...};
+  static_assert(kKinds[kLayers - 1] == LayerKind::record,
                 "idem::LayeredGuard: the innermost (last) layer must be a RecordLayer: the "
                 "durable record is what the chain commits first");
   static_assert(((Layers::kind == LayerKind::record ? 1 : 0) + ...) == 1,
@@ -591,7 +591,7 @@ class LayeredGuard {
   template <class F>
   void for_each_layer(F&& f) const {
     [&]<std::size_t... I>(std::index_sequence<I...>) { (f(I, std::get<I>(layers_)), ...); }
-    (std::make_index_sequence<N>{});
+    (std::make_index_sequence<kLayers>{});
   }
 
   std::tuple<Layers...> layers_;
