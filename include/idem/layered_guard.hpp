@@ -297,10 +297,11 @@ class LayerChain {
   Result<Claim> claim() {
     skipped_ = 0;
     std::optional<Result<Claim>> stopped;
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
+    const auto claim_outermost_first = [&]<std::size_t... I>(std::index_sequence<I...>) {
       // Stops at the first layer that answers: && short-circuits the fold.
       (void)((claim_layer<I>(stopped), !stopped.has_value()) && ...);
-    }(std::make_index_sequence<kLayers>{});
+    };
+    claim_outermost_first(std::make_index_sequence<kLayers>{});
     if (stopped) {
       abort_claimed();
       return std::move(*stopped);
@@ -318,9 +319,10 @@ class LayerChain {
       record.claimed = false;
     }
     // The durable layer holds the result: now the caches may answer for it.
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
+    const auto commit_outward = [&]<std::size_t... I>(std::index_sequence<I...>) {
       (commit_outer<kRecord - 1 - I>(status, bytes), ...);
-    }(std::make_index_sequence<kRecord>{});
+    };
+    commit_outward(std::make_index_sequence<kRecord>{});
     return {};
   }
   Status abort(Fence) {
@@ -369,9 +371,10 @@ class LayerChain {
 
   const LayerSettings& settings(std::size_t i) const noexcept {
     const LayerSettings* out = nullptr;
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
+    const auto find = [&]<std::size_t... I>(std::index_sequence<I...>) {
       ((I == i ? (out = &std::get<I>(*layers_).settings(), 0) : 0), ...);
-    }(std::make_index_sequence<kLayers>{});
+    };
+    find(std::make_index_sequence<kLayers>{});
     return *out;
   }
 
@@ -441,9 +444,10 @@ class LayerChain {
 
   // Aborts every claimed layer, innermost first, outermost last. Failures are reported only.
   void abort_claimed() {
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
+    const auto abort_innermost_first = [&]<std::size_t... I>(std::index_sequence<I...>) {
       ((void)abort_layer<kLayers - 1 - I>(), ...);
-    }(std::make_index_sequence<kLayers>{});
+    };
+    abort_innermost_first(std::make_index_sequence<kLayers>{});
   }
 
   template <std::size_t I>
@@ -590,8 +594,10 @@ class LayeredGuard {
 
   template <class F>
   void for_each_layer(F&& f) const {
-    [&]<std::size_t... I>(std::index_sequence<I...>) { (f(I, std::get<I>(layers_)), ...); }
-    (std::make_index_sequence<kLayers>{});
+    const auto each = [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (f(I, std::get<I>(layers_)), ...);
+    };
+    each(std::make_index_sequence<kLayers>{});
   }
 
   std::tuple<Layers...> layers_;
