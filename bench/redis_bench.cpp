@@ -217,7 +217,7 @@ std::string effective(std::string_view id, std::string_view principal = {}) {
   return std::string(k.view());
 }
 
-char g_lease[24], g_ttl[24];
+idem::redis::DecimalText g_lease, g_ttl;
 std::string_view lease_text() { return idem::redis::ms_text(g_lease, kLease); }
 std::string_view ttl_text() { return idem::redis::ms_text(g_ttl, kTtl); }
 
@@ -228,7 +228,7 @@ void bare_record(std::string_view prefix, std::string_view id, bool commit) {
   Reply claim = bare_command({"EVALSHA", idem::redis::script_record_claim.sha, "1", key,
                               std::string_view(fp.data(), fp.size()), lease_text(), ttl_text()});
   if (!commit || integer_at(*claim, 0) != 0) return;  // set-up runs again: already there
-  char fence[24];
+  idem::redis::DecimalText fence;
   const std::string result = handler();
   (void)bare_command({"EVALSHA", idem::redis::script_record_commit.sha, "1", key,
                       idem::redis::to_chars(fence, integer_at(*claim, 1)), "C", result,
@@ -372,7 +372,7 @@ void BM_Redis_Token_IssueConsume_bare(benchmark::State& state) {
     Reply claim = bare_command({"EVALSHA", idem::redis::script_token_claim.sha, "1", key,
                                 std::string_view(fp.data(), fp.size()), lease_text(), ttl_text()});
     if (integer_at(*claim, 0) != 0) std::abort();
-    char fence[24];
+    idem::redis::DecimalText fence;
     const std::string result = handler();
     (void)bare_command({"EVALSHA", idem::redis::script_record_commit.sha, "1", key,
                         idem::redis::to_chars(fence, integer_at(*claim, 1)), "C", result,

@@ -126,6 +126,8 @@ class ErrorCategory final : public std::error_category {
 }  // namespace detail
 
 inline std::string_view to_string(errc e) noexcept {
+  // A table, one code a line (clang-format would split each case in two).
+  // clang-format off
   switch (e) {
     case errc::key_invalid: return "key_invalid";
     case errc::payload_mismatch: return "payload_mismatch";
@@ -140,6 +142,7 @@ inline std::string_view to_string(errc e) noexcept {
     case errc::record_corrupt: return "record_corrupt";
     case errc::outcome_unknown: return "outcome_unknown";
   }
+  // clang-format on
   return "unknown";
 }
 

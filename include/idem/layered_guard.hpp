@@ -278,8 +278,8 @@ namespace detail {
 /// first, then outward; the record layer's fence, lease and transaction are the holder's.
 template <class... Layers>
 class LayerChain {
-  static constexpr std::size_t N = sizeof...(Layers);
-  static constexpr std::size_t kRecord = N - 1;
+  static constexpr std::size_t kLayers = sizeof...(Layers);
+  static constexpr std::size_t kRecord = kLayers - 1;
   using RecordStore = typename std::tuple_element_t<kRecord, std::tuple<Layers...>>::store_type;
 
  public:
@@ -297,10 +297,11 @@ class LayerChain {
   Result<Claim> claim() {
     skipped_ = 0;
     std::optional<Result<Claim>> stopped;
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
+    const auto claim_outermost_first = [&]<std::size_t... I>(std::index_sequence<I...>) {
       // Stops at the first layer that answers: && short-circuits the fold.
       (void)((claim_layer<I>(stopped), !stopped.has_value()) && ...);
-    }(std::make_index_sequence<N>{});
+    };
+    claim_outermost_first(std::make_index_sequence<kLayers>{});
     if (stopped) {
       abort_claimed();
       return std::move(*stopped);
@@ -318,13 +319,14 @@ class LayerChain {
       record.claimed = false;
     }
     // The durable layer holds the result: now the caches may answer for it.
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
+    const auto commit_outward = [&]<std::size_t... I>(std::index_sequence<I...>) {
       (commit_outer<kRecord - 1 - I>(status, bytes), ...);
-    }(std::make_index_sequence<kRecord>{});
+    };
+    commit_outward(std::make_index_sequence<kRecord>{});
     return {};
   }
   Status abort(Fence) {
-    const Status record = abort_layer<kRecord>();
+    Status record = abort_layer<kRecord>();
     abort_claimed();
     return record;
   }
@@ -369,9 +371,10 @@ class LayerChain {
 
   const LayerSettings& settings(std::size_t i) const noexcept {
     const LayerSettings* out = nullptr;
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
+    const auto find = [&]<std::size_t... I>(std::index_sequence<I...>) {
       ((I == i ? (out = &std::get<I>(*layers_).settings(), 0) : 0), ...);
-    }(std::make_index_sequence<N>{});
+    };
+    find(std::make_index_sequence<kLayers>{});
     return *out;
   }
 
@@ -441,9 +444,10 @@ class LayerChain {
 
   // Aborts every claimed layer, innermost first, outermost last. Failures are reported only.
   void abort_claimed() {
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      ((void)abort_layer<N - 1 - I>(), ...);
-    }(std::make_index_sequence<N>{});
+    const auto abort_innermost_first = [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((void)abort_layer<kLayers - 1 - I>(), ...);
+    };
+    abort_innermost_first(std::make_index_sequence<kLayers>{});
   }
 
   template <std::size_t I>
@@ -479,7 +483,7 @@ class LayerChain {
   LayerDownPolicy on_layer_down_;
   const LayeredRequest* request_;  // read by claim() only, while begin() runs
   Fingerprint fingerprint_;
-  std::array<Held, N> held_{};
+  std::array<Held, kLayers> held_{};
   Result<Claim> record_claim_{Claim{}};
   std::size_t at_ = 0;
   std::uint32_t skipped_ = 0;
@@ -508,9 +512,9 @@ class LayeredGuard {
   static_assert((Layer<Layers> && ...),
                 "idem::LayeredGuard<Layers...>: every layer must be an idem::Layer "
                 "(RequestIdLayer<S>, TokenLayer<S> or RecordLayer<S> over an idem::Store)");
-  static constexpr std::size_t N = sizeof...(Layers);
-  static constexpr std::array<LayerKind, N> kKinds{Layers::kind...};
-  static_assert(kKinds[N - 1] == LayerKind::record,
+  static constexpr std::size_t kLayers = sizeof...(Layers);
+  static constexpr std::array<LayerKind, kLayers> kKinds{Layers::kind...};
+  static_assert(kKinds[kLayers - 1] == LayerKind::record,
                 "idem::LayeredGuard: the innermost (last) layer must be a RecordLayer: the "
                 "durable record is what the chain commits first");
   static_assert(((Layers::kind == LayerKind::record ? 1 : 0) + ...) == 1,
@@ -590,8 +594,10 @@ class LayeredGuard {
 
   template <class F>
   void for_each_layer(F&& f) const {
-    [&]<std::size_t... I>(std::index_sequence<I...>) { (f(I, std::get<I>(layers_)), ...); }
-    (std::make_index_sequence<N>{});
+    const auto each = [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (f(I, std::get<I>(layers_)), ...);
+    };
+    each(std::make_index_sequence<kLayers>{});
   }
 
   std::tuple<Layers...> layers_;

@@ -4,6 +4,7 @@
 #include <libpq-fe.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <optional>
 #include <stdexcept>
@@ -23,11 +24,11 @@ struct Defaulted {
   const char* keyword;
   const char* value;
 };
-constexpr Defaulted kNetworkDefaults[] = {{"keepalives", "1"},
-                                          {"keepalives_idle", "10"},
-                                          {"keepalives_interval", "5"},
-                                          {"keepalives_count", "3"},
-                                          {"tcp_user_timeout", "10000"}};
+constexpr auto kNetworkDefaults = std::to_array<Defaulted>({{"keepalives", "1"},
+                                                            {"keepalives_idle", "10"},
+                                                            {"keepalives_interval", "5"},
+                                                            {"keepalives_count", "3"},
+                                                            {"tcp_user_timeout", "10000"}});
 
 // The keywords `conninfo` sets, with their values; nullopt when libpq cannot parse it (the
 // connect then reports why).

@@ -22,7 +22,7 @@ std::uint64_t as_u64(std::int64_t v) { return std::bit_cast<std::uint64_t>(v); }
 
 // bytea's text form: \x and two hex digits a byte.
 std::string hex_bytea(std::string_view b) {
-  static constexpr char kHex[] = "0123456789abcdef";
+  static constexpr std::string_view kHex = "0123456789abcdef";
   std::string hex = "\\x";
   hex.reserve(2 + b.size() * 2);
   for (const unsigned char c : b) {

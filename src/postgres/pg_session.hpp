@@ -100,8 +100,6 @@ class PgSession final : public sql::Session {
                  unsigned blob_columns) override;
 
  private:
-  using milliseconds = std::chrono::milliseconds;
-
   // A generic statement, prepared on first use under a name of its own. Parameters go as text
   // (bytes in bytea's hex form), so that one dynamic list carries every kind.
   pqxx::result generic(const std::string& sql, std::span<const sql::Param> params);
@@ -119,7 +117,7 @@ class PgSession final : public sql::Session {
 
   // The longest statement timeout this session ever sent: the server enforces it (or a shorter
   // one) on every statement.
-  milliseconds statement_limit() const noexcept {
+  std::chrono::milliseconds statement_limit() const noexcept {
     return std::max(statement_timeout_, limit_sent_);
   }
 
@@ -141,22 +139,22 @@ class PgSession final : public sql::Session {
   std::string execute(const std::string& name, const std::vector<std::string>& values);
 
   // Session settings, sent only when they change (one round trip).
-  void set_timeouts(milliseconds statement, milliseconds lock);
+  void set_timeouts(std::chrono::milliseconds statement, std::chrono::milliseconds lock);
 
   // The settings in force are unknown: the next transaction sends them again.
   void forget_timeouts() noexcept {
-    current_statement_ = milliseconds{-1};
-    current_lock_ = milliseconds{-1};
+    current_statement_ = std::chrono::milliseconds{-1};
+    current_lock_ = std::chrono::milliseconds{-1};
   }
 
   PgConnection conn_;
   ReplyWatchdog::Watch watch_;  // after conn_: its duplicate socket closes first
   bool watching_ = false;       // a round trip is under a deadline (watched())
   std::string records_;         // the records table: the space of hold()'s key in a claim
-  milliseconds statement_timeout_;
-  milliseconds limit_sent_{0};
-  milliseconds current_statement_{-1};
-  milliseconds current_lock_{-1};
+  std::chrono::milliseconds statement_timeout_;
+  std::chrono::milliseconds limit_sent_{0};
+  std::chrono::milliseconds current_statement_{-1};
+  std::chrono::milliseconds current_lock_{-1};
   std::unique_ptr<PgTransaction> work_;
   detail::PgTransactionHandle transaction_;  // what handlers get: work_'s transaction
   struct Statement {

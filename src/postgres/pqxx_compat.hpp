@@ -300,7 +300,7 @@ class ManualTransaction final : public pqxx::dbtransaction {
 #if PQXX_VERSION_MAJOR == 6
   void do_begin() override {}
   // 6's own do_exec() rolls the transaction back when a statement fails.
-  pqxx::result do_exec(const char query[]) override { return direct_exec(query); }
+  pqxx::result do_exec(const char* query) override { return direct_exec(query); }
   void do_commit() override { commit_(); }
   void do_abort() override {
     if (begun_) dbtransaction::do_abort();  // ROLLBACK

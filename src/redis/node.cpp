@@ -142,7 +142,7 @@ Result<redisContext*> Node::connect(Deadline deadline) {
     if (!error.empty()) return fail(error);
   }
   if (options_.db != 0) {
-    char buf[24];
+    DecimalText buf;
     const std::array<std::string_view, 2> argv{"SELECT", to_chars(buf, options_.db)};
     if (std::string error = run(argv, "SELECT"); !error.empty()) return fail(error);
   }
@@ -221,7 +221,8 @@ Result<Answer> Node::execute(const Call& call, Deadline deadline) {
   if (!reply) return std::move(reply).failure();
   Answer answer{std::move(reply).value(), -1, where_};
   if (call.wait_replicas > 0 && call.wrote != nullptr && call.wrote(*answer.reply)) {
-    char replicas[24], timeout[24];
+    DecimalText replicas;
+    DecimalText timeout;
     const std::array<std::string_view, 3> argv{
         "WAIT", to_chars(replicas, call.wait_replicas),
         to_chars(timeout, std::max<std::int64_t>(call.wait_timeout.count(), 0))};
@@ -319,10 +320,10 @@ Failure error_reply_failure(const redisReply& reply, std::string_view doing,
   return unavailable(fmt::format("redis {}: {}: {}", where, doing, text));
 }
 
-std::string_view to_chars(char (&buf)[24], std::int64_t n) noexcept {
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, n);
+std::string_view to_chars(DecimalText& buf, std::int64_t n) noexcept {
+  auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), n);
   (void)ec;  // 24 bytes hold any int64
-  return {buf, static_cast<std::size_t>(end - buf)};
+  return {buf.data(), static_cast<std::size_t>(end - buf.data())};
 }
 
 }  // namespace idem::redis

@@ -6,6 +6,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -157,7 +158,10 @@ Failure reply_lost(Failure failure);
 /// Whether `reply` is an error reply that starts with `prefix`.
 bool is_error(const redisReply& reply, std::string_view prefix) noexcept;
 
-/// Decimal text of n, for arguments.
-std::string_view to_chars(char (&buf)[24], std::int64_t n) noexcept;
+/// Room for the decimal text of any int64 (at most 20 characters with the sign).
+using DecimalText = std::array<char, 24>;
+
+/// Decimal text of n, for arguments: a view into `buf`.
+std::string_view to_chars(DecimalText& buf, std::int64_t n) noexcept;
 
 }  // namespace idem::redis

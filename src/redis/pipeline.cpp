@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
@@ -32,9 +33,9 @@ constexpr auto kCheckIdleAfter = std::chrono::milliseconds{100};
 // RESP, as redisFormatCommandArgv writes it: *<argc>, then $<len> and the bytes per argument.
 void append_command(std::string& out, std::span<const std::string_view> argv) {
   auto header = [&out](char tag, std::size_t n) {
-    char digits[24];
+    std::array<char, 24> digits;  // any size_t
     out.push_back(tag);
-    out.append(digits, std::to_chars(digits, digits + sizeof digits, n).ptr);
+    out.append(digits.data(), std::to_chars(digits.data(), digits.data() + digits.size(), n).ptr);
     out.append("\r\n", 2);
   };
   header('*', argv.size());
@@ -265,7 +266,7 @@ class Pipeline::Lane {
   void read(std::unique_lock<std::mutex>& lock, Link& link, Waiter& mine) {
     link.reading = true;
     mine.state = Waiter::State::waiting;
-    char buf[16 * 1024];
+    std::array<char, std::size_t{16} * 1024> buf;
     thread_local std::vector<redisReply*> replies;
     thread_local std::vector<Waiter*> served;
     auto wake_served = [] {
@@ -282,14 +283,14 @@ class Pipeline::Lane {
       ssize_t got = 0;
       int error = 0;
       if (ready > 0) {
-        got = ::recv(link.fd, buf, sizeof buf, 0);
+        got = ::recv(link.fd, buf.data(), buf.size(), 0);
         if (got < 0) error = errno == EAGAIN ? EIO : errno;
       } else if (ready < 0 && errno != EINTR) {
         error = errno;
       }
       bool protocol_error = false;
-      if (got > 0 && redisReaderFeed(link.context->reader, buf, static_cast<size_t>(got)) ==
-                         REDIS_OK) {
+      if (got > 0 &&
+          redisReaderFeed(link.context->reader, buf.data(), static_cast<size_t>(got)) == REDIS_OK) {
         for (;;) {
           void* reply = nullptr;
           if (redisReaderGetReply(link.context->reader, &reply) != REDIS_OK) {

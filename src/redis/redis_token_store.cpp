@@ -25,7 +25,7 @@ std::string RedisTokenRecords::redis_key(std::string_view key) const {
 
 Result<bool> RedisTokenRecords::add(std::string_view key, std::chrono::milliseconds ttl) {
   const std::string tagged = redis_key(key);
-  char ms[24];
+  redis::DecimalText ms;
   const std::string_view issued(&detail::redis_state::issued, 1);
   const std::array<std::string_view, 6> argv{"SET", tagged, issued,
                                              "NX",  "PX",   redis::ms_text(ms, ttl)};

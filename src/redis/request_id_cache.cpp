@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cstring>
 
 #include "idem/detail/effective_key.hpp"
@@ -43,11 +44,11 @@ RedisRequestIdRecords::RedisRequestIdRecords(std::shared_ptr<redis::Client> clie
     : client_(client ? std::move(client) : std::make_shared<redis::Client>()),
       prefix_(std::move(prefix)) {
   // Holder ids start at a random point so that processes sharing the server never meet.
-  unsigned char seed[8];
-  if (!os_random(seed, sizeof seed).ok()) {
+  std::array<unsigned char, 8> seed;
+  if (!os_random(seed.data(), seed.size()).ok()) {
     throw std::runtime_error("idem: no OS random source for RequestIdCache holder ids");
   }
-  holder_base_ = get_u64(reinterpret_cast<const char*>(seed));
+  holder_base_ = get_u64(reinterpret_cast<const char*>(seed.data()));
 }
 
 std::string RedisRequestIdRecords::redis_key(std::string_view key) const {
@@ -63,7 +64,7 @@ Result<Claim> RedisRequestIdRecords::claim(const ClaimRequest& request) {
   std::memcpy(marker.data(), prefix.data(), prefix.size());
   const auto fp = redis::fingerprint_bytes(request.fingerprint);
   std::memcpy(marker.data() + 9, fp.data(), fp.size());
-  char lease[24];
+  redis::DecimalText lease;
   const std::array<std::string_view, 2> args{std::string_view(marker.data(), marker.size()),
                                              redis::ms_text(lease, request.lease)};
   Result<redis::Answer> answer = client_->impl().eval(redis::script_cache_claim, key, args);
@@ -73,7 +74,7 @@ Result<Claim> RedisRequestIdRecords::claim(const ClaimRequest& request) {
 
 Status RedisRequestIdRecords::commit(const Ticket& ticket, const Completion& completion) {
   const auto holder = holder_prefix(ticket.fence);
-  char ttl[24];
+  redis::DecimalText ttl;
   const std::array<std::string_view, 4> args{
       std::string_view(holder.data(), holder.size()),
       detail::to_redis(detail::finished_state(completion.status)), completion.result,
@@ -91,7 +92,7 @@ Status RedisRequestIdRecords::abort(const Ticket& ticket) {
 
 Status RedisRequestIdRecords::extend(const Ticket& ticket, std::chrono::milliseconds lease) {
   const auto holder = holder_prefix(ticket.fence);
-  char ms[24];
+  redis::DecimalText ms;
   const std::array<std::string_view, 2> args{std::string_view(holder.data(), holder.size()),
                                              redis::ms_text(ms, lease)};
   return redis::eval_fenced(client_->impl(), redis::script_cache_extend, redis_key(ticket.key),

@@ -9,15 +9,17 @@
 namespace idem::redis {
 
 std::string tagged_key(std::string_view prefix, std::string_view key) {
-  static constexpr char kHex[] = "0123456789abcdef";
+  static constexpr std::string_view kHex = "0123456789abcdef";
   std::uint64_t h = detail::hash_bytes(key);
   std::string out;
   out.reserve(prefix.size() + 18 + key.size());
   out.append(prefix);
   out.push_back('{');
-  char digits[16];
-  for (int i = 15; i >= 0; --i, h >>= 4) digits[i] = kHex[h & 0xf];
-  out.append(digits, sizeof digits);
+  std::array<char, 16> digits;
+  for (auto digit = digits.rbegin(); digit != digits.rend(); ++digit, h >>= 4) {
+    *digit = kHex[h & 0xf];
+  }
+  out.append(digits.data(), digits.size());
   out.push_back('}');
   out.append(key);
   return out;
@@ -25,14 +27,15 @@ std::string tagged_key(std::string_view prefix, std::string_view key) {
 
 std::array<char, 16> fingerprint_bytes(const Fingerprint& fp) noexcept {
   std::array<char, 16> out{};
-  for (int i = 0; i < 8; ++i) {
-    out[static_cast<std::size_t>(i)] = static_cast<char>(fp.high >> (56 - 8 * i));
-    out[static_cast<std::size_t>(8 + i)] = static_cast<char>(fp.low >> (56 - 8 * i));
+  for (std::size_t i = 0; i < 8; ++i) {
+    const std::size_t shift = 56 - 8 * i;  // big-endian: the high byte first
+    out[i] = static_cast<char>(fp.high >> shift);
+    out[8 + i] = static_cast<char>(fp.low >> shift);
   }
   return out;
 }
 
-std::string_view ms_text(char (&buf)[24], std::chrono::milliseconds ms) noexcept {
+std::string_view ms_text(DecimalText& buf, std::chrono::milliseconds ms) noexcept {
   return to_chars(buf, std::max<std::int64_t>(ms.count(), 1));
 }
 
@@ -191,7 +194,8 @@ Failure ReplicaWait::unconfirmed(std::string_view where, std::string_view operat
 Result<Claim> eval_claim(Client::Impl& client, const Script& script, std::string_view key,
                          const ClaimRequest& request, ClaimCodeMap map, ReplicaWait wait) {
   const auto fp = fingerprint_bytes(request.fingerprint);
-  char lease[24], retention[24];
+  DecimalText lease;
+  DecimalText retention;
   const std::array<std::string_view, 3> args{std::string_view(fp.data(), fp.size()),
                                              ms_text(lease, request.lease),
                                              ms_text(retention, request.retention)};
@@ -227,7 +231,8 @@ Status eval_commit(Client::Impl& client, const Script& script, std::string_view 
 
 Status eval_record_commit(Client::Impl& client, const Script& script, std::string_view key,
                           Fence fence, const Completion& completion, ReplicaWait wait) {
-  char fence_text[24], ttl[24];
+  DecimalText fence_text;
+  DecimalText ttl;
   const std::array<std::string_view, 4> args{
       to_chars(fence_text, static_cast<std::int64_t>(fence)),
       detail::to_redis(detail::finished_state(completion.status)), completion.result,
@@ -239,7 +244,7 @@ Status eval_record_commit(Client::Impl& client, const Script& script, std::strin
 
 Status eval_record_abort(Client::Impl& client, const Script& script, std::string_view key,
                          Fence fence) {
-  char fence_text[24];
+  DecimalText fence_text;
   const std::array<std::string_view, 1> args{
       to_chars(fence_text, static_cast<std::int64_t>(fence))};
   return eval_fenced(client, script, key, args, "abort");
@@ -247,7 +252,8 @@ Status eval_record_abort(Client::Impl& client, const Script& script, std::string
 
 Status eval_record_extend(Client::Impl& client, const Script& script, std::string_view key,
                           Fence fence, std::chrono::milliseconds lease) {
-  char fence_text[24], ms[24];
+  DecimalText fence_text;
+  DecimalText ms;
   const std::array<std::string_view, 2> args{to_chars(fence_text, static_cast<std::int64_t>(fence)),
                                              ms_text(ms, lease)};
   return eval_fenced(client, script, key, args, "extend");

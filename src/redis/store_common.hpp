@@ -24,7 +24,7 @@ std::string tagged_key(std::string_view prefix, std::string_view key);
 std::array<char, 16> fingerprint_bytes(const Fingerprint& fp) noexcept;
 
 /// Milliseconds as decimal text, at least 1 (Redis refuses PX 0, and PEXPIRE 0 deletes).
-std::string_view ms_text(char (&buf)[24], std::chrono::milliseconds ms) noexcept;
+std::string_view ms_text(DecimalText& buf, std::chrono::milliseconds ms) noexcept;
 
 using detail::RedisClaimReply;
 using detail::RedisFencedReply;

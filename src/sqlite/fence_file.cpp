@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -56,12 +57,13 @@ std::uint64_t FenceFile::draw() {
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd_ < 0) throw file_error(path_, "cannot open");
   }
-  unsigned char bytes[8] = {};
-  const ssize_t n = ::pread(fd_, bytes, sizeof bytes, 0);
+  std::array<unsigned char, 8> bytes{};
+  const ssize_t n = ::pread(fd_, bytes.data(), bytes.size(), 0);
   if (n < 0) throw file_error(path_, "cannot read");
   std::uint64_t last = 0;
-  if (n == sizeof bytes) {  // shorter: new (or cut short by a crash), the clock decides
-    for (int i = 7; i >= 0; --i) last = last << 8 | bytes[i];
+  // Shorter: new (or cut short by a crash), the clock decides.
+  if (n == static_cast<ssize_t>(bytes.size())) {
+    for (std::size_t i = 0; i < bytes.size(); ++i) last |= std::uint64_t{bytes[i]} << (8 * i);
   }
   if (last >= kLimit) {
     throw std::runtime_error("idem: fence file " + path_ + " holds " + std::to_string(last) +
@@ -69,8 +71,10 @@ std::uint64_t FenceFile::draw() {
                              "the clock)");
   }
   const std::uint64_t next = std::max(last + 1, now);
-  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<unsigned char>(next >> (8 * i));
-  if (::pwrite(fd_, bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes)) {
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    bytes[i] = static_cast<unsigned char>(next >> (8 * i));
+  }
+  if (::pwrite(fd_, bytes.data(), bytes.size(), 0) != static_cast<ssize_t>(bytes.size())) {
     throw file_error(path_, "cannot write");
   }
   return next;

@@ -580,6 +580,13 @@ SqliteStoreOptions checked(SqliteStoreOptions options) {
   return options;
 }
 
+// The engine over a backend that takes the options over (the mode is read before they move).
+std::unique_ptr<sql::Engine> sqlite_engine(SqliteStoreOptions options) {
+  const auto mode = options.mode;
+  return std::make_unique<sql::Engine>(std::make_unique<SqliteBackend>(checked(std::move(options))),
+                                       mode);
+}
+
 }  // namespace
 
 std::unique_ptr<sql::Backend> sql::make_sqlite_backend(const SqliteStoreOptions& options) {
@@ -587,7 +594,6 @@ std::unique_ptr<sql::Backend> sql::make_sqlite_backend(const SqliteStoreOptions&
 }
 
 SqliteStore::SqliteStore(SqliteStoreOptions options)
-    : SqlStore(std::make_unique<sql::Engine>(std::make_unique<SqliteBackend>(checked(options)),
-                                             options.mode)) {}
+    : SqlStore(sqlite_engine(std::move(options))) {}
 
 }  // namespace idem

@@ -30,7 +30,7 @@ class EffectiveKey {
     size_ = kMaxVarint * 2 + scope.size() + principal.size() + id.size();
     char* out = inline_.data();
     if (size_ > inline_.size()) {
-      heap_ = std::make_unique<char[]>(size_);
+      heap_ = std::make_unique<char[]>(size_);  // NOLINT(modernize-avoid-c-arrays): run-time size
       out = heap_.get();
     }
     data_ = out;
@@ -65,6 +65,7 @@ class EffectiveKey {
   }
 
   std::array<char, 256> inline_;
+  // NOLINTNEXTLINE(modernize-avoid-c-arrays): its size is known at run time only
   std::unique_ptr<char[]> heap_;
   const char* data_ = nullptr;
   std::size_t size_ = 0;

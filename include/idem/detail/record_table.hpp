@@ -118,10 +118,10 @@ class RecordTable {
 
   void grow() {
     const std::size_t old_capacity = capacity_;
-    std::unique_ptr<Slot[]> bigger =
-        std::make_unique<Slot[]>(old_capacity == 0 ? 16 : old_capacity * 2);
-    std::unique_ptr<Slot[]> old = std::exchange(slots_, std::move(bigger));
-    capacity_ = old_capacity == 0 ? 16 : old_capacity * 2;
+    const std::size_t new_capacity = old_capacity == 0 ? 16 : old_capacity * 2;
+    // NOLINTNEXTLINE(modernize-avoid-c-arrays): run-time size, like slots_
+    auto old = std::exchange(slots_, std::make_unique<Slot[]>(new_capacity));
+    capacity_ = new_capacity;
     for (std::size_t i = 0; i < old_capacity; ++i) {
       if (old[i].node != nullptr) place(old[i]);
     }
@@ -132,6 +132,7 @@ class RecordTable {
     ::operator delete(node);
   }
 
+  // NOLINTNEXTLINE(modernize-avoid-c-arrays): its size is known at run time only
   std::unique_ptr<Slot[]> slots_;
   std::size_t capacity_ = 0;
   std::size_t size_ = 0;

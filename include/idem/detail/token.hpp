@@ -23,7 +23,7 @@ namespace idem::detail {
 
 inline constexpr std::size_t kTokenBytes = 16;
 inline constexpr std::size_t kTokenChars = 22;  // ceil(128 / 6)
-inline constexpr char kBase64Url[] =
+inline constexpr std::string_view kBase64Url =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 /// Fills `out` from the OS CSPRNG: getrandom(2) where there is one, else /dev/urandom.

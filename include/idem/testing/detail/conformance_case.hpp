@@ -21,7 +21,7 @@
     void TestBody() override;                                     \
   };                                                              \
   template <class S>                                              \
-  void Name<S>::TestBody()
+  void Name<S>::TestBody()  // NOLINT(bugprone-macro-parentheses): Name names a class
 
 namespace idem::testing::conformance {
 
