@@ -375,7 +375,11 @@ BENCHMARK(BM_Memory_Transition_bare);
 BENCHMARK(BM_Memory_Transition);
 BENCHMARK(BM_Sqlite_Version_bare)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Sqlite_Transition_bare)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_Sqlite_UpdateAlone)->ArgName("transition")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Sqlite_UpdateAlone)
+    ->ArgName("transition")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Sqlite_Version)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Sqlite_VersionReplay)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Sqlite_Transition)->Unit(benchmark::kMicrosecond);

@@ -2,8 +2,8 @@
 // Per-call latency percentiles beside Google Benchmark's mean time. A benchmark loop opens one
 // timer per iteration; one call in `every` is timed with the steady clock, and at the end the
 // thread's p50, p90, p99, p99.9 and largest go out as counters (p50_ns, p90_ns, p99_ns, p999_ns,
-// max_ns), averaged over the benchmark's threads. Guarded benchmarks and their bare twins sample the same way, so the
-// percentiles compare like the means do.
+// max_ns), averaged over the benchmark's threads. Guarded benchmarks and their bare twins sample
+// the same way, so the percentiles compare like the means do.
 //
 //   idem_bench::Latency latency;
 //   for (auto _ : state) {
@@ -40,7 +40,8 @@ class Latency {
 
    private:
     friend class Latency;
-    explicit Timer(Latency* owner) : owner_(owner), start_(owner ? Clock::now() : Clock::time_point{}) {}
+    explicit Timer(Latency* owner)
+        : owner_(owner), start_(owner ? Clock::now() : Clock::time_point{}) {}
     Latency* owner_;
     Clock::time_point start_;
   };

@@ -380,8 +380,8 @@ void setup_guarded_in_progress(const benchmark::State& state) {
   setup_guarded(state);
   for (const std::string& key : replay_keys()) {
     const idem::detail::EffectiveKey effective(kScope, "", key);
-    (void)g_guarded->store.claim(idem::ClaimRequest{
-        effective.view(), idem::xxh3_128(kPayload), kLease, kTtl});
+    (void)g_guarded->store.claim(
+        idem::ClaimRequest{effective.view(), idem::xxh3_128(kPayload), kLease, kTtl});
   }
 }
 
@@ -574,8 +574,8 @@ void count_allocations(benchmark::State& state, Call&& call) {
       break;
     }
   }
-  state.counters["allocs_per_call"] =
-      benchmark::Counter(static_cast<double>(t_allocations - before), benchmark::Counter::kAvgIterations);
+  state.counters["allocs_per_call"] = benchmark::Counter(
+      static_cast<double>(t_allocations - before), benchmark::Counter::kAvgIterations);
 }
 
 void BM_Alloc_Fresh(benchmark::State& state) {
@@ -638,7 +638,10 @@ void BM_Alloc_CachedReplay_bare(benchmark::State& state) { BM_Alloc_Replay_bare(
 #ifdef IDEM_BENCH_COUNT_ALLOCS
 // A fixed number of calls, one thread: the counts are exact, not sampled.
 constexpr benchmark::IterationCount kAllocCalls = 20'000;
-BENCHMARK(BM_Alloc_Fresh)->Setup(setup_guarded)->Teardown(teardown_guarded)->Iterations(kAllocCalls);
+BENCHMARK(BM_Alloc_Fresh)
+    ->Setup(setup_guarded)
+    ->Teardown(teardown_guarded)
+    ->Iterations(kAllocCalls);
 BENCHMARK(BM_Alloc_Fresh_bare)->Setup(setup_bare)->Teardown(teardown_bare)->Iterations(kAllocCalls);
 BENCHMARK(BM_Alloc_Replay)
     ->Setup(setup_guarded_replay)

@@ -27,7 +27,8 @@ void check(bool ok, const std::string& what) {
 }
 
 void remove_db(const std::filesystem::path& path) {
-  for (const char* suffix : {"", "-wal", "-shm", "-fences"}) std::filesystem::remove(path.string() + suffix);
+  for (const char* suffix : {"", "-wal", "-shm", "-fences"})
+    std::filesystem::remove(path.string() + suffix);
 }
 
 long long stock_of(const std::string& path) {

@@ -25,7 +25,8 @@ void check(bool ok, const std::string& what) {
 }
 
 void remove_db(const std::filesystem::path& path) {
-  for (const char* suffix : {"", "-wal", "-shm", "-fences"}) std::filesystem::remove(path.string() + suffix);
+  for (const char* suffix : {"", "-wal", "-shm", "-fences"})
+    std::filesystem::remove(path.string() + suffix);
 }
 
 long long count(const std::string& path, const std::string& sql) {

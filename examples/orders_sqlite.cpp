@@ -40,7 +40,8 @@ long long count_orders(const std::string& path, const std::string& request_id) {
 }
 
 void remove_db(const std::filesystem::path& path) {
-  for (const char* suffix : {"", "-wal", "-shm", "-fences"}) std::filesystem::remove(path.string() + suffix);
+  for (const char* suffix : {"", "-wal", "-shm", "-fences"})
+    std::filesystem::remove(path.string() + suffix);
 }
 
 int run(const std::filesystem::path& path);

@@ -117,7 +117,8 @@ struct Fixture {
   ~Fixture() {
     raw.reset();
     store.reset();
-    for (const char* f : {"/records.db", "/records.db-wal", "/records.db-shm", "/records.db-fences"}) {
+    for (const char* f :
+         {"/records.db", "/records.db-wal", "/records.db-shm", "/records.db-fences"}) {
       (void)::unlink((dir + f).c_str());
     }
     (void)::rmdir(dir.c_str());

@@ -591,8 +591,9 @@ TEST_F(GuardTest, FailedRecordThatHoldsNoFailureIsRecordCorruptNotASuccess) {
     SCOPED_TRACE(::testing::PrintToString(bytes));
     const Claim held = store_.claim(request).value();
     ASSERT_EQ(held.status, ClaimStatus::acquired);
-    ASSERT_TRUE(store_.commit(Ticket{key.view(), held.fence},
-                              Completion{ClaimStatus::failed, bytes, seconds{60}})
+    ASSERT_TRUE(store_
+                    .commit(Ticket{key.view(), held.fence},
+                            Completion{ClaimStatus::failed, bytes, seconds{60}})
                     .ok());
     IdempotencyGuard guard{store_, o};
     int runs = 0;

@@ -25,7 +25,7 @@ using namespace std::chrono_literals;
 std::string make_id(int n) { return "order-" + std::to_string(n) + "-with-a-long-suffix-past-sso"; }
 
 TEST(KeyTest, AKeyMadeFromATemporaryStringKeepsItsBytes) {
-  const Key key{make_id(1)};  // the temporary is gone after this line
+  const Key key{make_id(1)};       // the temporary is gone after this line
   std::string overwrite(64, 'x');  // reuses freed memory if the key dangled
   EXPECT_EQ(key.id, make_id(1));
   const Key copied = key;
@@ -133,8 +133,9 @@ TEST(VersionStoreTest, RetryPausesOnTheConfiguredClock) {
   holding.get_future().wait();
   const auto before = clock->now();
   const auto wall = std::chrono::steady_clock::now();
-  auto out = accounts.retry("acct", "op", "", [] { return 1; },
-                            CasRetry{.attempts = 4, .backoff = 1h, .max_backoff = 4h});
+  auto out = accounts.retry(
+      "acct", "op", "", [] { return 1; },
+      CasRetry{.attempts = 4, .backoff = 1h, .max_backoff = 4h});
   release.set_value();
   holder.join();
   EXPECT_EQ(out.error(), errc::in_progress);

@@ -148,7 +148,8 @@ inline std::string_view to_string(errc e) noexcept {
 
 inline std::string to_string(std::error_code ec) {
   if (!ec) return "ok";
-  if (ec.category() == error_category()) return std::string(to_string(static_cast<errc>(ec.value())));
+  if (ec.category() == error_category())
+    return std::string(to_string(static_cast<errc>(ec.value())));
   return std::string(ec.category().name()) + ":" + std::to_string(ec.value());
 }
 
@@ -198,4 +199,3 @@ inline bool is_retryable(std::error_code ec) noexcept {
 }
 
 }  // namespace idem
-

@@ -77,8 +77,8 @@ Outcome<R> execute_on(const Policy& policy, Target& target, Fn& fn) {
   } catch (...) {
     const bool remember = policy.remember_failures;
     settle_failure(policy, target, fence,
-                   remember ? exception_message(std::current_exception()) : std::string{},
-                   remember, /*undo_effects=*/true);
+                   remember ? exception_message(std::current_exception()) : std::string{}, remember,
+                   /*undo_effects=*/true);
     throw;
   }
   return commit_result<R>(policy, target, fence, std::move(*value));
@@ -216,8 +216,8 @@ class IdempotencyGuard {
       }
       return Attempt<T>(std::move(bad), detail::StoreTarget<S>(store_, options_, key, {}, {}));
     }
-    return Attempt<T>(policy_, detail::StoreTarget<S>(store_, options_, key,
-                                                      options_.hash(payload), policy_.block_for()));
+    return Attempt<T>(policy_, detail::StoreTarget<S>(store_, options_, key, options_.hash(payload),
+                                                      policy_.block_for()));
   }
 
   const Options& options() const noexcept { return options_; }

@@ -26,8 +26,8 @@
 #include "idem/codec.hpp"
 #include "idem/context.hpp"
 #include "idem/detail/effective_key.hpp"
-#include "idem/detail/failure_record.hpp"
 #include "idem/detail/engine.hpp"
+#include "idem/detail/failure_record.hpp"
 #include "idem/detail/token.hpp"
 #include "idem/error.hpp"
 #include "idem/guard.hpp"
@@ -533,10 +533,9 @@ class LayeredGuard {
       : layers_(std::move(layers)...), options_(std::move(options)) {
     std::apply([](const auto&... l) { (check(l.settings()), ...); }, layers_);
     if (!options_.clock) options_.clock = steady_clock();
-    policy_ = detail::Policy{options_.max_key_size, options_.max_result_size, options_.hash,
-                             options_.in_progress,   options_.remember_failures,
-                             options_.commit_retry,  options_.clock,
-                             options_.observer};
+    policy_ = detail::Policy{
+        options_.max_key_size,      options_.max_result_size, options_.hash,  options_.in_progress,
+        options_.remember_failures, options_.commit_retry,    options_.clock, options_.observer};
     detail::check_policy(policy_, "LayeredOptions");
   }
   // Every Attempt refers to the guard's layers and policy: the guard stays where it is.
@@ -553,8 +552,7 @@ class LayeredGuard {
     using R = handler_result_t<Fn>;
     static_assert(std::is_void_v<R> || Codable<R>,
                   "idem: the handler's result type has no idem::codec<T> (see idem/codec.hpp)");
-    Chain chain(layers_, policy_, options_.on_layer_down, request,
-                options_.hash(request.payload));
+    Chain chain(layers_, policy_, options_.on_layer_down, request, options_.hash(request.payload));
     Outcome<R> out = detail::execute_on<R>(policy_, chain, fn);
     if (out.executed()) {
       return LayeredOutcome<R>(std::move(out), kHandlerLayer, "handler", chain.skipped());

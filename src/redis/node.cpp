@@ -82,9 +82,8 @@ Node::Node(ConnectionOptions options)
     }
   }
   if (options_.pipeline_connections > 0) {
-    pipeline_ = std::make_unique<Pipeline>(options_.pipeline_connections,
-                                           options_.command_timeout, where_,
-                                           [this] { return connect(); });
+    pipeline_ = std::make_unique<Pipeline>(options_.pipeline_connections, options_.command_timeout,
+                                           where_, [this] { return connect(); });
   }
 }
 
@@ -257,12 +256,11 @@ Failure Connection::io_failure(std::string_view doing, bool report_in_doubt) con
   const redisContext& c = *lease_;
   const bool timed_out = c.err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
   Failure failure =
-      timed_out
-          ? unavailable(fmt::format("redis {}: {} timed out after {} ms", node_->where(), doing,
-                                    node_->options().command_timeout.count()))
-          : unavailable(fmt::format("redis {}: {} failed: {}", node_->where(), doing,
-                                    c.err == REDIS_ERR_EOF ? "connection closed by the server"
-                                                           : std::string_view(c.errstr)));
+      timed_out ? unavailable(fmt::format("redis {}: {} timed out after {} ms", node_->where(),
+                                          doing, node_->options().command_timeout.count()))
+                : unavailable(fmt::format("redis {}: {} failed: {}", node_->where(), doing,
+                                          c.err == REDIS_ERR_EOF ? "connection closed by the server"
+                                                                 : std::string_view(c.errstr)));
   // hiredis empties its output buffer once the whole command is written; bytes left in it mean
   // the command never went out whole, so the server cannot have run it.
   const bool written = c.obuf == nullptr || sdslen(c.obuf) == 0;

@@ -130,12 +130,12 @@ struct Link {
 
   redisContext* context;
   int fd;
-  std::string out;          // commands queued but not yet sent, in FIFO order
+  std::string out;            // commands queued but not yet sent, in FIFO order
   std::deque<Waiter*> calls;  // one entry per command awaiting its reply, in queued order
-  std::size_t unsent = 0;   // the last entries of `calls` whose commands are still in `out`
-  bool writing = false;     // a caller is sending `out`
-  bool reading = false;     // a caller holds the read turn
-  bool broken = false;      // shut down; its calls have failed
+  std::size_t unsent = 0;     // the last entries of `calls` whose commands are still in `out`
+  bool writing = false;       // a caller is sending `out`
+  bool reading = false;       // a caller holds the read turn
+  bool broken = false;        // shut down; its calls have failed
   Clock::time_point last_used;
 };
 
@@ -252,8 +252,7 @@ class Pipeline::Lane {
       const int error = send_all(link.fd, batch);
       lock.lock();
       if (error != 0) {
-        fail(link, error == EAGAIN || error == EWOULDBLOCK ? timed_out()
-                                                             : io_error("send", error));
+        fail(link, error == EAGAIN || error == EWOULDBLOCK ? timed_out() : io_error("send", error));
       }
     }
     link.writing = false;
@@ -377,8 +376,8 @@ class Pipeline::Lane {
     return make_failure(errc::store_unavailable, fmt::format("redis {}: {}", where_, why));
   }
   Failure timed_out() const {
-    return unavailable(fmt::format("no reply within {} ms; the connection was dropped",
-                                   timeout_.count()));
+    return unavailable(
+        fmt::format("no reply within {} ms; the connection was dropped", timeout_.count()));
   }
   Failure io_error(std::string_view doing, int error) const {
     return unavailable(fmt::format("{} failed: {}", doing, std::strerror(error)));

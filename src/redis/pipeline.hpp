@@ -33,8 +33,8 @@
 #include <string_view>
 #include <vector>
 
-#include "node.hpp"
 #include "idem/result.hpp"
+#include "node.hpp"
 
 namespace idem::redis {
 

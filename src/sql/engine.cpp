@@ -124,11 +124,11 @@ std::optional<Result<Claim>> Engine::classify(const ClaimRow& row, const ClaimRe
   }
   const std::optional<detail::RecordState> state = detail::from_sql(row.state);
   if (!state) {
-    return Result<Claim>(make_failure(
-        errc::record_corrupt,
-        row.state == kMalformedState
-            ? std::string("SQL record has columns of other types than idem writes")
-            : "SQL record has unknown state " + std::to_string(row.state)));
+    return Result<Claim>(
+        make_failure(errc::record_corrupt,
+                     row.state == kMalformedState
+                         ? std::string("SQL record has columns of other types than idem writes")
+                         : "SQL record has unknown state " + std::to_string(row.state)));
   }
   Claim answer = detail::classify(view_of(row, *state), request.fingerprint);
   // The statement takes every record the model lets a claim take (released, expired, a lapsed
@@ -205,10 +205,10 @@ Result<Claim> Engine::claim_transactional(const ClaimRequest& request) {
         // A remembered failure must commit without the handler's writes: mark where they begin.
         if (request.rewindable) s->mark();
         std::lock_guard lock(open_mutex_);
-        open_.emplace(std::string(request.key),
-                      Open{row->fence, request.fingerprint,
-                           std::chrono::steady_clock::now() + request.lease, s.get(),
-                           request.rewindable});
+        open_.emplace(
+            std::string(request.key),
+            Open{row->fence, request.fingerprint, std::chrono::steady_clock::now() + request.lease,
+                 s.get(), request.rewindable});
         Claim claim{.status = ClaimStatus::acquired,
                     .fence = row->fence,
                     .took_over = row->took_over,

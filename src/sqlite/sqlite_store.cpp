@@ -65,8 +65,7 @@ std::int16_t state_of(SQLite::Statement& read) {
   if (state == static_cast<std::int64_t>(sql::State::held) && !read.getColumn(4).isInteger()) {
     return sql::kMalformedState;  // a held record without a usable lease
   }
-  return state >= 0 && state <= INT16_MAX ? static_cast<std::int16_t>(state)
-                                          : sql::kMalformedState;
+  return state >= 0 && state <= INT16_MAX ? static_cast<std::int16_t>(state) : sql::kMalformedState;
 }
 
 std::int64_t as_i64(std::uint64_t v) { return std::bit_cast<std::int64_t>(v); }
@@ -378,7 +377,8 @@ class SqliteSession final : public sql::Session {
   // A generic statement, prepared on first use and kept by its text.
   SQLite::Statement& generic(const std::string& sql, std::span<const sql::Param> params) {
     auto it = generic_.find(sql);
-    if (it == generic_.end()) it = generic_.emplace(sql, std::make_unique<Prepared>(db_, sql)).first;
+    if (it == generic_.end())
+      it = generic_.emplace(sql, std::make_unique<Prepared>(db_, sql)).first;
     SQLite::Statement& st = it->second->get();
     int index = 1;
     for (const sql::Param& p : params) {

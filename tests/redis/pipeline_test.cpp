@@ -32,7 +32,8 @@ timeval to_timeval(std::chrono::milliseconds ms) {
 // Plain TCP connections to the test server (no AUTH, database 0), as Client's connector opens.
 redis::Connector connector(const redis::ConnectionOptions& o) {
   return [o]() -> Result<redisContext*> {
-    redisContext* c = redisConnectWithTimeout(o.host.c_str(), o.port, to_timeval(o.connect_timeout));
+    redisContext* c =
+        redisConnectWithTimeout(o.host.c_str(), o.port, to_timeval(o.connect_timeout));
     if (c == nullptr || c->err != 0) {
       std::string why = c != nullptr ? c->errstr : "out of memory";
       redisFree(c);
@@ -65,8 +66,9 @@ std::string echo(Pipeline& p, const std::string& value, errc* failed = nullptr) 
 // to 24 KiB so that replies straddle reads.
 std::string unique_value(int thread, int call) {
   std::string v = "t" + std::to_string(thread) + "c" + std::to_string(call) + ":";
-  v.append(static_cast<std::size_t>((call * 7919 + thread * 131) % 97 == 0 ? 24 * 1024 : call % 300),
-           static_cast<char>('a' + (thread + call) % 26));
+  v.append(
+      static_cast<std::size_t>((call * 7919 + thread * 131) % 97 == 0 ? 24 * 1024 : call % 300),
+      static_cast<char>('a' + (thread + call) % 26));
   return v;
 }
 
@@ -296,7 +298,8 @@ TEST_F(PipelineTest, PauseUnderLoadNeverDeliversAnotherCallsReply) {
 TEST_F(PipelineTest, KilledAndRestartedServerIsUnavailableThenRecovers) {
   const char* conf = std::getenv("IDEM_TEST_REDIS_CONF");
   if (conf == nullptr || *conf == '\0') {
-    GTEST_FAIL() << "restarting needs IDEM_TEST_REDIS_CONF: start Redis with scripts/lib/servers.sh";
+    GTEST_FAIL()
+        << "restarting needs IDEM_TEST_REDIS_CONF: start Redis with scripts/lib/servers.sh";
   }
   const long pid = server_pid(*client_);
   ASSERT_GT(pid, 0);

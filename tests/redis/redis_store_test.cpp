@@ -3,7 +3,6 @@
 
 #include "idem/stores/redis_store.hpp"
 
-
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -259,9 +258,8 @@ TEST_F(RedisStoreTest, ACommitWhoseReplyIsLostIsRecordedNotATakeover) {
   auto client = std::make_shared<redis::Client>(relayed);
   RedisStore store(client, RedisStoreOptions{.prefix = prefix_});
   auto observer = std::make_shared<Observer>();
-  IdempotencyGuard guard{store, Options{.scope = "lost",
-                                        .observer = observer,
-                                        .commit_retry = {.backoff = 50ms}}};
+  IdempotencyGuard guard{
+      store, Options{.scope = "lost", .observer = observer, .commit_retry = {.backoff = 50ms}}};
   ASSERT_TRUE(guard.execute("warm", [] { return "scripts loaded"s; }).recorded());
   // The commit's script call carries the result; the claim's does not.
   const std::string value = "receipt-of-the-lost-reply";
@@ -291,9 +289,9 @@ TEST_F(RedisStoreTest, ACommitWhoseReplyIsLostIsRecordedNotATakeover) {
 }
 
 TEST_F(RedisStoreTest, EachKeyRunsOnceAcrossFourProcesses) {
-  expect_each_key_runs_once(ProcessRace{.prefix = prefix_, .scope = prefix_ + "procs"},
-                            [] { return std::make_shared<redis::Client>(redis_options()); },
-                            *client_);
+  expect_each_key_runs_once(
+      ProcessRace{.prefix = prefix_, .scope = prefix_ + "procs"},
+      [] { return std::make_shared<redis::Client>(redis_options()); }, *client_);
 }
 
 }  // namespace

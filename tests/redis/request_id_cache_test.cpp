@@ -90,8 +90,7 @@ TEST(RequestIdCacheTest, ACachedStoreInFrontKeepsARepeatNoLongerThanTheEntry) {
   ASSERT_TRUE(writer.commit(Ticket{key.view(), held->fence}, done).ok());
 
   RequestIdCache reader(client, options);
-  CachedStore<RequestIdCache&> cached(CachedStoreOptions{.max_ttl = std::chrono::hours{1}},
-                                      reader);
+  CachedStore<RequestIdCache&> cached(CachedStoreOptions{.max_ttl = std::chrono::hours{1}}, reader);
   Result<Claim> first = cached.claim(request);
   ASSERT_TRUE(first);
   EXPECT_EQ(first->status, ClaimStatus::completed);

@@ -449,8 +449,8 @@ TEST_P(SqlTransactionalTest, RetriesAfterManyFailedCommitsAreNotLeaseLost) {
   std::vector<std::pair<std::string, Fence>> failed;
   for (int i = 0; i < kFailures; ++i) {
     const std::string key = "outage-" + std::to_string(i);
-    Result<Claim> held = store().claim(ClaimRequest{key, {1, 2}, std::chrono::seconds{30},
-                                                    std::chrono::hours{1}});
+    Result<Claim> held =
+        store().claim(ClaimRequest{key, {1, 2}, std::chrono::seconds{30}, std::chrono::hours{1}});
     ASSERT_TRUE(held.has_value()) << held.failure().describe();
     ASSERT_EQ(held->status, ClaimStatus::acquired);
     ASSERT_TRUE(held->transaction);

@@ -94,9 +94,7 @@ TEST(SqliteForeignRecordTest, ColumnsOfOtherTypesOrRangesAreRecordCorruptNotARep
   SqliteStore store{SqliteStoreOptions{.path = db.path()}};
   IdempotencyGuard guard{store, Options{.scope = "foreign"}};
   int runs = 0;
-  auto run = [&] {
-    return guard.execute("k", [&] { return "mine-" + std::to_string(++runs); });
-  };
+  auto run = [&] { return guard.execute("k", [&] { return "mine-" + std::to_string(++runs); }); };
   ASSERT_TRUE(run().executed());
   SQLite::Database raw(db.path(), SQLite::OPEN_READWRITE, 5000);
   // Each damage on top of a row that is otherwise idem's: completed, fence 3, result "ok".

@@ -111,8 +111,9 @@ TEST_F(CachedStoreTest, InProgressIsNeverCached) {
   EXPECT_GT(second.fence, held.fence);
   EXPECT_EQ(cached.size(), 0u);
 
-  ASSERT_TRUE(cached.commit(Ticket{"k", second.fence},
-                            Completion{ClaimStatus::completed, "done", seconds{60}})
+  ASSERT_TRUE(cached
+                  .commit(Ticket{"k", second.fence},
+                          Completion{ClaimStatus::completed, "done", seconds{60}})
                   .ok());
   EXPECT_EQ(cached.size(), 1u);
 }
@@ -186,7 +187,8 @@ TEST_F(CachedStoreTest, ByteBoundEvictsAndSkipsRecordsLargerThanAShard) {
   const Claim big = claim(cached, "big").value();
   const std::string large(1000, 'x');
   ASSERT_TRUE(
-      cached.commit(Ticket{"big", big.fence}, Completion{ClaimStatus::completed, large, seconds{60}})
+      cached
+          .commit(Ticket{"big", big.fence}, Completion{ClaimStatus::completed, large, seconds{60}})
           .ok());
   EXPECT_EQ(cached.size(), 3u);  // too large for the cache, stored in the backend all the same
   EXPECT_EQ(claim(cached, "big")->result, large);
@@ -235,14 +237,16 @@ TEST_F(CachedStoreTest, AStaleHoldersCommitCachesNothingAndTheNewHoldersResultRe
   clock_->advance(seconds{31});
   const Claim taker = claim(cached, "k").value();
   ASSERT_TRUE(taker.took_over);
-  EXPECT_EQ(cached.commit(Ticket{"k", stale.fence},
-                          Completion{ClaimStatus::completed, "stale", seconds{60}})
+  EXPECT_EQ(cached
+                .commit(Ticket{"k", stale.fence},
+                        Completion{ClaimStatus::completed, "stale", seconds{60}})
                 .error(),
             errc::lease_lost);
   EXPECT_EQ(cached.size(), 0u);
-  ASSERT_TRUE(cached.commit(Ticket{"k", taker.fence},
-                            Completion{ClaimStatus::completed, "new", seconds{60}})
-                  .ok());
+  ASSERT_TRUE(
+      cached
+          .commit(Ticket{"k", taker.fence}, Completion{ClaimStatus::completed, "new", seconds{60}})
+          .ok());
   Result<Claim> replay = claim(cached, "k");
   EXPECT_EQ(replay->result, "new");
   EXPECT_EQ(replay->fence, taker.fence);

@@ -45,8 +45,7 @@ class EffectiveKey {
   EffectiveKey(const EffectiveKey&) = delete;
   EffectiveKey& operator=(const EffectiveKey&) = delete;
   // Moved with the claim it names (idem::Attempt): inline bytes are copied, a heap buffer moves.
-  EffectiveKey(EffectiveKey&& other) noexcept
-      : heap_(std::move(other.heap_)), size_(other.size_) {
+  EffectiveKey(EffectiveKey&& other) noexcept : heap_(std::move(other.heap_)), size_(other.size_) {
     if (heap_) {
       data_ = heap_.get();
     } else {

@@ -62,7 +62,8 @@ struct Policy {
 
 /// Throws std::invalid_argument when a policy is out of range; fills the default clock.
 inline void check_policy(Policy& policy, const char* owner) {
-  if (policy.hash == nullptr) throw std::invalid_argument(std::string("idem: ") + owner + "::hash must be set");
+  if (policy.hash == nullptr)
+    throw std::invalid_argument(std::string("idem: ") + owner + "::hash must be set");
   check_commit_retry(policy.commit_retry, owner);
   if (const Wait* wait = policy.wait()) {
     // A zero first pause would never grow: the wait would spin instead of backing off.
@@ -80,9 +81,8 @@ inline void check_policy(Policy& policy, const char* owner) {
 inline Policy policy_of(const Options& o) {
   if (o.lease.count() <= 0) throw std::invalid_argument("idem: Options::lease must be > 0");
   if (o.ttl.count() < 0) throw std::invalid_argument("idem: Options::ttl must be >= 0");
-  Policy policy{o.max_key_size,      o.max_result_size,       o.hash,
-                o.in_progress.value_or(FailFast{}), o.remember_failures, o.commit_retry,
-                o.clock,             o.observer};
+  Policy policy{o.max_key_size,      o.max_result_size, o.hash,  o.in_progress.value_or(FailFast{}),
+                o.remember_failures, o.commit_retry,    o.clock, o.observer};
   check_policy(policy, "Options");
   return policy;
 }
@@ -103,8 +103,9 @@ void notify(const Policy& policy, const Target& target, Event event, Fence fence
 
 template <class Target>
 void report(const Policy& policy, const Target& target, const Status& status, Fence fence) {
-  notify(policy, target, status.error() == errc::lease_lost ? Event::lease_lost : Event::store_error,
-         fence, status.error());
+  notify(policy, target,
+         status.error() == errc::lease_lost ? Event::lease_lost : Event::store_error, fence,
+         status.error());
 }
 
 /// Claims; refusals (payload mismatch, a live holder) become failures. Under Wait, polls while

@@ -44,7 +44,9 @@ class [[nodiscard]] TransitionOutcome : public Outcome<T> {
  public:
   explicit TransitionOutcome(Outcome<T>&& outcome) : Outcome<T>(std::move(outcome)) {}
   const std::string& current_state() const noexcept { return refused().state; }
-  const std::vector<std::string>& allowed_events() const noexcept { return refused().allowed_events; }
+  const std::vector<std::string>& allowed_events() const noexcept {
+    return refused().allowed_events;
+  }
 
  private:
   const CurrentState& refused() const noexcept {
@@ -137,10 +139,10 @@ class StateMachineStore {
     auto refuse = [&](const std::string& current) -> Result<Claim> {
       std::string allowed;
       for (const std::string& f : t->from) allowed += (allowed.empty() ? "" : ", ") + f;
-      Failure refused = make_failure(
-          errc::invalid_transition, "event " + t->event + " is not allowed from state " + current +
-                                        " (allowed from: " + allowed + ") on entity '" +
-                                        std::string(key.entity) + "'");
+      Failure refused = make_failure(errc::invalid_transition,
+                                     "event " + t->event + " is not allowed from state " + current +
+                                         " (allowed from: " + allowed + ") on entity '" +
+                                         std::string(key.entity) + "'");
       CurrentState state{current, {}};
       for (const Transition& other : table().transitions()) {
         if (table().allows(other.event, current)) state.allowed_events.push_back(other.event);

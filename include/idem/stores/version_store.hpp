@@ -124,19 +124,19 @@ class VersionStore {
     std::string op(1, key.operation.empty() ? 'v' : 'o');
     op.append(key.operation.empty() ? std::string_view(version) : key.operation);
     if (key.entity.size() + op.size() > options_.max_key_size) {
-      return VersionOutcome<R>(Outcome<R>::failed(make_failure(
-                                   errc::key_invalid, "entity and operation are longer than " +
-                                                          std::to_string(options_.max_key_size) +
-                                                          " bytes")),
-                               std::nullopt);
+      return VersionOutcome<R>(
+          Outcome<R>::failed(make_failure(errc::key_invalid,
+                                          "entity and operation are longer than " +
+                                              std::to_string(options_.max_key_size) + " bytes")),
+          std::nullopt);
     }
     detail::CasRequest shape{};
     shape.fingerprint = options_.hash(payload);
     shape.expected_version = key.expected_version;
     auto refuse = [&](const std::string& current) -> Result<Claim> {
-      Failure conflict = make_failure(errc::version_conflict, "entity '" + std::string(key.entity) +
-                                                                  "' is at version " + current +
-                                                                  ", not " + version);
+      Failure conflict = make_failure(
+          errc::version_conflict,
+          "entity '" + std::string(key.entity) + "' is at version " + current + ", not " + version);
       if (auto n = parse(current)) conflict.refusal = CurrentVersion{*n};
       return conflict;
     };

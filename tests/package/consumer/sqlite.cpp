@@ -12,7 +12,8 @@ int main() {
   const auto path = std::filesystem::temp_directory_path() /
                     ("idem_package_sqlite_" + std::to_string(::getpid()) + ".db");
   const auto remove_files = [&] {
-    for (const char* s : {"", "-wal", "-shm", "-fences"}) std::filesystem::remove(path.string() + s);
+    for (const char* s : {"", "-wal", "-shm", "-fences"})
+      std::filesystem::remove(path.string() + s);
   };
   remove_files();
   bool ok = false;
