@@ -109,6 +109,37 @@ TEST_F(Fixture, FreshRunCommitsInnermostFirstAndRepeatsReplayFromTheGateway) {
   EXPECT_EQ(runs, 1);
 }
 
+TEST_F(Fixture, BeginsAnswerNamesTheLayerThatAnsweredAsExecuteDoes) {
+  auto guard = make();
+  const std::string t = token();
+  const LayeredRequest req{"req-2", t, "order-2", "alice", "{\"amount\":7}"};
+  auto first = guard.begin<std::string>(req);
+  ASSERT_TRUE(first.acquired());
+  EXPECT_THROW((void)guard.answer(std::move(first)), std::logic_error);
+  ASSERT_TRUE(first.acquired()) << "a refused answer() leaves the hold alone";
+
+  // Held: a second request is refused by the gateway, the first layer that sees it.
+  auto busy = guard.answer(guard.begin<std::string>(req));
+  EXPECT_EQ(busy.error(), errc::in_progress);
+  EXPECT_EQ(busy.layer(), 0u);
+  EXPECT_EQ(busy.layer_name(), "gateway");
+  EXPECT_GT(busy.retry_after().count(), 0);
+
+  ASSERT_TRUE(first.commit("receipt-7"));
+  // The gateway now replays what the record committed.
+  auto replay = guard.answer(guard.begin<std::string>(req));
+  ASSERT_TRUE(replay.replayed()) << replay.message();
+  EXPECT_EQ(replay.value(), "receipt-7");
+  EXPECT_EQ(replay.layer_name(), "gateway");
+
+  // Only the record layer knows this business key under another request id: it answers.
+  const LayeredRequest other_id{"req-3", token(), "order-2", "alice", "{\"amount\":7}"};
+  auto from_record = guard.answer(guard.begin<std::string>(other_id));
+  ASSERT_TRUE(from_record.replayed()) << from_record.message();
+  EXPECT_EQ(from_record.layer(), 2u);
+  EXPECT_EQ(from_record.layer_name(), "db");
+}
+
 TEST_F(Fixture, ReplayFromAnInnerLayerAbortsTheOuterClaimsOutermostLast) {
   auto guard = make();
   const std::string t = token();

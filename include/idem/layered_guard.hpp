@@ -572,6 +572,16 @@ class LayeredGuard {
                                      options_.hash(request.payload)));
   }
 
+  /// The answer of an Attempt from begin() that did not acquire, as execute() gives it: the
+  /// Outcome plus the layer that answered and the layers skipped while down. Throws
+  /// std::logic_error, as Attempt::outcome() does, while the attempt holds the layers.
+  template <class T>
+  [[nodiscard]] LayeredOutcome<T> answer(Attempt<T>&& attempt) const {
+    const std::size_t at = attempt.target().answered();
+    const std::uint32_t skipped = attempt.target().skipped();
+    return LayeredOutcome<T>(std::move(attempt).outcome(), at, layer_name(at), skipped);
+  }
+
   /// Layer i's name.
   std::string_view layer_name(std::size_t i) const noexcept {
     std::string_view out;
