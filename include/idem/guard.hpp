@@ -191,9 +191,6 @@ class IdempotencyGuard {
                   "idem: the handler's result type has no idem::codec<T>; specialise idem::codec "
                   "for it (see idem/codec.hpp)");
     if (Failure bad = validate(key); bad.code) {
-      if (options_.observer) {
-        options_.observer->notify(EventInfo{Event::rejected, options_.scope, key.id, 0, bad.code});
-      }
       return Outcome<R>::failed(std::move(bad));
     }
     detail::StoreTarget<S> target(store_, options_, key, options_.hash(payload),
@@ -211,9 +208,6 @@ class IdempotencyGuard {
                   "idem: the result type has no idem::codec<T>; specialise idem::codec for it "
                   "(see idem/codec.hpp)");
     if (Failure bad = validate(key); bad.code) {
-      if (options_.observer) {
-        options_.observer->notify(EventInfo{Event::rejected, options_.scope, key.id, 0, bad.code});
-      }
       return Attempt<T>(std::move(bad), detail::StoreTarget<S>(store_, options_, key, {}, {}));
     }
     return Attempt<T>(policy_, detail::StoreTarget<S>(store_, options_, key, options_.hash(payload),
@@ -224,7 +218,16 @@ class IdempotencyGuard {
   S& store() noexcept { return store_; }
 
  private:
+  // The key's refusal (key_invalid, reported to the observer), or no failure.
   Failure validate(const Key& key) const {
+    Failure bad = check_key(key);
+    if (bad.code && options_.observer) {
+      options_.observer->notify(EventInfo{Event::rejected, options_.scope, key.id, 0, bad.code});
+    }
+    return bad;
+  }
+
+  Failure check_key(const Key& key) const {
     if (key.id.empty()) return make_failure(errc::key_invalid, "idempotency key is empty");
     if (key.id.size() > options_.max_key_size) {
       return make_failure(errc::key_invalid, "idempotency key is " + std::to_string(key.id.size()) +

@@ -247,7 +247,15 @@ Outcome<T> commit_bytes(const Policy& policy, Target& target, Fence fence, Store
   return Outcome<T>::fresh(std::forward<Stored>(value), committed.failure());
 }
 
-inline std::string exception_message(std::exception_ptr e);
+inline std::string exception_message(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(std::move(e));
+  } catch (const std::exception& ex) {
+    return ex.what();
+  } catch (...) {
+    return "handler threw a non-standard exception";
+  }
+}
 
 /// Encodes a held key's result (through codec<T>::view when the codec has one, without a copy)
 /// and records it (commit_bytes). A value the codec cannot encode is remembered as
@@ -272,16 +280,6 @@ Outcome<T> commit_result(const Policy& policy, Target& target, Fence fence, Stor
       throw;
     }
     return commit_bytes<T>(policy, target, fence, std::forward<Stored>(value), bytes);
-  }
-}
-
-inline std::string exception_message(std::exception_ptr e) {
-  try {
-    std::rethrow_exception(std::move(e));
-  } catch (const std::exception& ex) {
-    return ex.what();
-  } catch (...) {
-    return "handler threw a non-standard exception";
   }
 }
 
