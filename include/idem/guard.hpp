@@ -18,6 +18,7 @@
 #include "idem/context.hpp"
 #include "idem/detail/effective_key.hpp"
 #include "idem/detail/engine.hpp"
+#include "idem/detail/key_check.hpp"
 #include "idem/error.hpp"
 #include "idem/key.hpp"
 #include "idem/observer.hpp"
@@ -219,28 +220,7 @@ class IdempotencyGuard {
 
  private:
   // The key's refusal (key_invalid, reported to the observer), or no failure.
-  Failure validate(const Key& key) const {
-    Failure bad = check_key(key);
-    if (bad.code && options_.observer) {
-      options_.observer->notify(EventInfo{Event::rejected, options_.scope, key.id, 0, bad.code});
-    }
-    return bad;
-  }
-
-  Failure check_key(const Key& key) const {
-    if (key.id.empty()) return make_failure(errc::key_invalid, "idempotency key is empty");
-    if (key.id.size() > options_.max_key_size) {
-      return make_failure(errc::key_invalid, "idempotency key is " + std::to_string(key.id.size()) +
-                                                 " bytes; the limit is " +
-                                                 std::to_string(options_.max_key_size));
-    }
-    if (key.principal.size() > options_.max_key_size) {
-      return make_failure(errc::key_invalid,
-                          "principal is " + std::to_string(key.principal.size()) +
-                              " bytes; the limit is " + std::to_string(options_.max_key_size));
-    }
-    return {};
-  }
+  Failure validate(const Key& key) const { return detail::validate_key(options_, key); }
 
   S& store_;
   Options options_;

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -108,54 +109,85 @@ void report(const Policy& policy, const Target& target, const Status& status, Fe
          status.error());
 }
 
+/// The wait policy's pacing while another caller holds the key: after each claim that found a
+/// live holder, the pause before the next claim, or none when the caller should give up (no
+/// Wait, or its timeout passed). The pause doubles up to max_backoff, is cut to the time left,
+/// and ends just after the holder's lease does, when a takeover becomes possible.
+class WaitPacer {
+ public:
+  WaitPacer(const Wait* wait, const Clock& clock) : wait_(wait), clock_(&clock) {}
+
+  std::optional<Clock::duration> next_pause(const Claim& busy) {
+    if (wait_ == nullptr) return std::nullopt;
+    const auto now = clock_->now();
+    if (!started_) {
+      started_ = true;
+      deadline_ = now + wait_->timeout;
+      backoff_ = wait_->initial_backoff;
+    }
+    if (now >= deadline_) return std::nullopt;
+    auto pause = std::min<Clock::duration>(backoff_, deadline_ - now);
+    if (busy.lease_remaining.count() > 0) {
+      pause = std::min<Clock::duration>(pause, busy.lease_remaining + std::chrono::milliseconds{1});
+    }
+    backoff_ = std::min(backoff_ * 2, wait_->max_backoff);
+    return pause;
+  }
+
+ private:
+  const Wait* wait_;
+  const Clock* clock_;
+  bool started_ = false;
+  Clock::time_point deadline_{};
+  std::chrono::milliseconds backoff_{};
+};
+
+/// Screens one claim's answer: a store failure or refusal, or a payload mismatch (turned into
+/// its failure here), ends the claim step and is reported; true then. False when the claim
+/// acquired, found a stored answer, or found a live holder.
+template <class Target>
+bool claim_refused(const Policy& policy, const Target& target, Result<Claim>& claim) {
+  if (!claim) {
+    // A store that blocks on the holder (SQLite's file lock) may answer in_progress itself.
+    const std::error_code e = claim.error();
+    const Event event = e == errc::in_progress ? Event::in_progress
+                        : is_refusal(e)        ? Event::rejected
+                                               : Event::store_error;
+    notify(policy, target, event, 0, e);
+    return true;
+  }
+  if (claim->status == ClaimStatus::mismatch) {
+    notify(policy, target, Event::mismatched, claim->fence,
+           make_error_code(errc::payload_mismatch));
+    claim = make_failure(errc::payload_mismatch, target.refusal_message(errc::payload_mismatch));
+    return true;
+  }
+  return false;
+}
+
+/// The refusal of a caller that found a live holder and stopped waiting (or never waits).
+template <class Target>
+Failure refuse_busy(const Policy& policy, const Target& target, const Claim& busy) {
+  notify(policy, target, Event::in_progress, busy.fence, make_error_code(errc::in_progress));
+  Failure refused = make_failure(errc::in_progress, target.refusal_message(errc::in_progress));
+  refused.refusal = HolderLease{busy.lease_remaining};
+  return refused;
+}
+
 /// Claims; refusals (payload mismatch, a live holder) become failures. Under Wait, polls while
 /// another holds the key, looking again when the holder's lease ends.
 template <class Target>
 Result<Claim> claim_or_wait(const Policy& policy, Target& target) {
-  const Wait* wait = policy.wait();
-  Clock& clock = *policy.clock;
-  Clock::time_point deadline{};
-  std::chrono::milliseconds backoff{};
-  for (bool first = true;; first = false) {
+  WaitPacer pacer(policy.wait(), *policy.clock);
+  for (;;) {
     Result<Claim> claim = target.claim();
-    if (!claim) {
-      // A store that blocks on the holder (SQLite's file lock) may answer in_progress itself.
-      const std::error_code e = claim.error();
-      const Event event = e == errc::in_progress ? Event::in_progress
-                          : is_refusal(e)        ? Event::rejected
-                                                 : Event::store_error;
-      notify(policy, target, event, 0, e);
-      return claim;
-    }
-    if (claim->status == ClaimStatus::mismatch) {
-      notify(policy, target, Event::mismatched, claim->fence,
-             make_error_code(errc::payload_mismatch));
-      return make_failure(errc::payload_mismatch, target.refusal_message(errc::payload_mismatch));
-    }
+    if (claim_refused(policy, target, claim)) return claim;
     if (claim->status != ClaimStatus::in_progress) return claim;
-
-    if (wait != nullptr) {
-      if (first) {
-        deadline = clock.now() + wait->timeout;
-        backoff = wait->initial_backoff;
-      }
-      const auto now = clock.now();
-      if (now < deadline) {
-        auto pause = std::min<Clock::duration>(backoff, deadline - now);
-        // The holder's lease ending is the moment a takeover becomes possible: look then.
-        if (claim->lease_remaining.count() > 0) {
-          pause = std::min<Clock::duration>(pause,
-                                            claim->lease_remaining + std::chrono::milliseconds{1});
-        }
-        clock.sleep_for(pause);
-        backoff = std::min(backoff * 2, wait->max_backoff);
-        continue;
-      }
+    if (const auto pause = pacer.next_pause(claim.value())) {
+      policy.clock->sleep_for(*pause);
+      continue;
     }
-    notify(policy, target, Event::in_progress, claim->fence, make_error_code(errc::in_progress));
-    Failure busy = make_failure(errc::in_progress, target.refusal_message(errc::in_progress));
-    busy.refusal = HolderLease{claim->lease_remaining};
-    return busy;
+    return refuse_busy(policy, target, claim.value());
   }
 }
 
@@ -219,6 +251,13 @@ void settle_failure(const Policy& policy, Target& target, Fence fence, std::stri
   if (!settled) report(policy, target, settled, fence);
 }
 
+/// The failure a result of `size` bytes over the policy's limit is remembered as.
+inline Failure result_too_large(const Policy& policy, std::size_t size) {
+  return make_failure(errc::result_too_large, "result is " + std::to_string(size) +
+                                                  " bytes; the limit is " +
+                                                  std::to_string(policy.max_result_size));
+}
+
 /// Records a held key's result (`bytes`, the value as stored) and returns the value as a fresh
 /// Outcome: the result limit, commit with retry, and the events around them.
 template <class T, class Target, class Stored>
@@ -228,10 +267,7 @@ Outcome<T> commit_bytes(const Policy& policy, Target& target, Fence fence, Store
   if (bytes.size() > policy.max_result_size) {
     // The work happened: repeats must not run it again, so its key remembers result_too_large;
     // this caller still gets the value it produced.
-    Failure too_large =
-        make_failure(errc::result_too_large, "result is " + std::to_string(bytes.size()) +
-                                                 " bytes; the limit is " +
-                                                 std::to_string(policy.max_result_size));
+    Failure too_large = result_too_large(policy, bytes.size());
     const std::string failure = encode_failure(errc::result_too_large, too_large.message);
     Status remembered = commit_with_retry(policy, target, fence, ClaimStatus::failed, failure);
     notify(policy, target, Event::result_unrecorded, fence, too_large.code);

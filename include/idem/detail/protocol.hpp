@@ -2,6 +2,7 @@
 // The engine's small pieces: decoding a replay and the commit retry loop (detail/engine.hpp).
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <stdexcept>
 #include <string>
@@ -46,30 +47,51 @@ Outcome<R> decode_replay(std::string&& bytes) {
   }
 }
 
-/// Calls `commit()` until it succeeds, answers lease_lost (retrying cannot help), or
-/// `policy.attempts` tries are spent, pausing with doubling backoff between tries.
-/// `on_retry(status)` hears of each failure that will be retried. outcome_unknown is retried
-/// like store_unavailable (a retry that finds its own landed commit succeeds); once a try was
-/// in doubt, a last try that could not reach the store leaves the commit in doubt still, so the
-/// answer is outcome_unknown, not store_unavailable.
+/// The commit retry policy's decisions, one try at a time: after each try, whether its status
+/// is the answer (a success, lease_lost, or the last try), and the doubling pause before the
+/// next. outcome_unknown is retried like store_unavailable (a retry that finds its own landed
+/// commit succeeds); once a try was in doubt, a last try that could not reach the store leaves
+/// the commit in doubt still, so the answer is outcome_unknown, not store_unavailable.
+class CommitTries {
+ public:
+  explicit CommitTries(const CommitRetry& policy) : policy_(policy), pause_(policy.backoff) {}
+
+  /// After a try: true when `status` (rewritten when the commit stays in doubt) is the answer.
+  bool finished(Status& status) {
+    ++tries_;
+    if (status.error() == errc::outcome_unknown && !doubt_.code) doubt_ = status.failure();
+    if (!status.ok() && status.error() != errc::lease_lost && tries_ < policy_.attempts) {
+      return false;
+    }
+    if (status.error() == errc::store_unavailable && doubt_.code) {
+      status = Status(errc::outcome_unknown,
+                      doubt_.describe() + "; the last try: " + status.failure().describe());
+    }
+    return true;
+  }
+  /// The pause before the next try; each call doubles the next one, up to max_backoff.
+  std::chrono::milliseconds next_pause() {
+    return std::exchange(pause_, std::min(pause_ * 2, policy_.max_backoff));
+  }
+
+ private:
+  const CommitRetry& policy_;
+  std::chrono::milliseconds pause_;
+  int tries_ = 0;
+  Failure doubt_;  // the first try whose outcome is unknown
+};
+
+/// Calls `commit()` until CommitTries says its status is the answer, pausing between tries.
+/// `on_retry(status)` hears of each failure that will be retried.
 template <class Commit, class OnRetry>
 Status commit_with_retry(const CommitRetry& policy, Clock& clock, Commit&& commit,
                          OnRetry&& on_retry) {
-  auto pause = policy.backoff;
-  Failure doubt;  // the first try whose outcome is unknown
-  for (int attempt = 1;; ++attempt) {
+  CommitTries tries(policy);
+  for (;;) {
     Status status = commit();
-    if (status.error() == errc::outcome_unknown && !doubt.code) doubt = status.failure();
-    if (status.ok() || status.error() == errc::lease_lost || attempt >= policy.attempts) {
-      if (status.error() == errc::store_unavailable && doubt.code) {
-        return Status(errc::outcome_unknown,
-                      doubt.describe() + "; the last try: " + status.failure().describe());
-      }
-      return status;
-    }
+    if (tries.finished(status)) return status;
     on_retry(status);
-    clock.sleep_for(pause);
-    pause = std::min(pause * 2, policy.max_backoff);
+    clock.sleep_for(tries.next_pause());
   }
 }
 

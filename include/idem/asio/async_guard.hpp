@@ -1,0 +1,90 @@
+#pragma once
+// AsyncGuard: IdempotencyGuard for coroutines on Boost.Asio. `co_await guard.async_execute(key,
+// payload, fn)` claims, runs fn, commits, and answers the same idem::Outcome<T>, suspending
+// instead of blocking on every store call and every pause (docs/async.md).
+
+#include <boost/asio/awaitable.hpp>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "idem/asio/async_store.hpp"
+#include "idem/asio/detail/async_engine.hpp"
+#include "idem/codec.hpp"
+#include "idem/detail/engine.hpp"
+#include "idem/detail/key_check.hpp"
+#include "idem/key.hpp"
+#include "idem/options.hpp"
+#include "idem/outcome.hpp"
+
+namespace idem {
+
+/// The value type of an asynchronous handler `fn`: what it returns, or what the awaitable it
+/// returns yields; called with or without an idem::AsyncContext&.
+template <class Fn>
+using async_handler_result_t =
+    typename detail::AwaitedValue<typename detail::AsyncHandlerReturn<Fn>::type>::type;
+
+/// Makes a handler idempotent on an event loop: for each key the handler runs once, and repeats
+/// of the key get the stored result, as IdempotencyGuard does (docs/design.md §5), with the same
+/// options and the same Outcome. Every store call suspends the calling coroutine instead of its
+/// thread, and the Wait policy pauses on a timer.
+///
+/// Cancellation (a cancellation slot bound to the coroutine, `||` of awaitable operators): store
+/// calls in flight complete; a call cancelled before its handler's result exists releases a key
+/// it acquired (or, under remember_failures, records the failure) and throws
+/// boost::system::system_error(operation_aborted); a cancelled wait gives up holding nothing. A
+/// handler that throws (operation_aborted from its own cancelled awaits included) settles the
+/// key the same way and its exception propagates. Once the handler returned, its result is
+/// committed and returned whatever the cancellation.
+///
+/// Thread-safe when the store is: coroutines on any number of threads may share it. Holds a
+/// reference to the store; the guard must outlive every call it started.
+template <AsyncStore S>
+class AsyncGuard {
+ public:
+  /// Throws std::invalid_argument when an option is out of range (see IdempotencyGuard).
+  explicit AsyncGuard(S& store, Options options = {})
+      : store_(store),
+        options_(with_defaults(std::move(options), OptionDefaults{})),
+        policy_(detail::policy_of(options_)) {
+    options_.clock = policy_.clock;
+  }
+  AsyncGuard(const AsyncGuard&) = delete;
+  AsyncGuard& operator=(const AsyncGuard&) = delete;
+
+  /// Runs `fn` once for `key`; repeats with the same payload replay its result, another payload
+  /// is errc::payload_mismatch. `fn` returns T or an awaitable of T and may take an
+  /// idem::AsyncContext&. The key and the payload are read before this returns: the awaitable
+  /// keeps no reference to them. `fn` is moved into the call.
+  template <class Fn>
+  [[nodiscard]] boost::asio::awaitable<Outcome<async_handler_result_t<Fn>>> async_execute(
+      const Key& key, std::string_view payload, Fn fn) {
+    using R = async_handler_result_t<Fn>;
+    static_assert(std::is_void_v<R> || Codable<R>,
+                  "idem: the handler's result type has no idem::codec<T>; specialise idem::codec "
+                  "for it (see idem/codec.hpp)");
+    if (Failure bad = detail::validate_key(options_, key); bad.code) {
+      return detail::async_ready<R>(Outcome<R>::failed(std::move(bad)));
+    }
+    return detail::async_execute_on<R>(
+        policy_, detail::AsyncTarget<S>(store_, options_, key, options_.hash(payload)),
+        std::move(fn));
+  }
+
+  /// async_execute(key, "", fn): without a payload every repeat of the key matches.
+  template <class Fn>
+  [[nodiscard]] auto async_execute(const Key& key, Fn fn) {
+    return async_execute(key, std::string_view{}, std::move(fn));
+  }
+
+  const Options& options() const noexcept { return options_; }
+  S& store() noexcept { return store_; }
+
+ private:
+  S& store_;
+  Options options_;
+  detail::Policy policy_;
+};
+
+}  // namespace idem

@@ -1,0 +1,362 @@
+#pragma once
+// The protocol engine's steps as coroutines, for AsyncGuard: claim (or wait on a timer) ->
+// answer | hold -> commit with retry | settle a failure. The decisions are the blocking engine's
+// own (detail/engine.hpp: claim_refused, WaitPacer, refuse_busy, answer_stored, CommitTries,
+// result_too_large); only the store calls and the pauses differ: they suspend.
+//
+// Cancellation (the coroutine's cancellation slot, e.g. from `||` or a bound slot) is looked at
+// at each suspension point. Store calls are never cut short: the guard must learn what a claim
+// or a commit did. Before the handler's result exists a cancelled call settles what it holds and
+// throws boost::system::system_error(operation_aborted); once the result exists it is committed
+// and returned.
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/cancellation_state.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/system/system_error.hpp>
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "idem/asio/async_store.hpp"
+#include "idem/codec.hpp"
+#include "idem/detail/effective_key.hpp"
+#include "idem/detail/engine.hpp"
+#include "idem/key.hpp"
+#include "idem/options.hpp"
+#include "idem/outcome.hpp"
+#include "idem/result.hpp"
+#include "idem/store.hpp"
+
+namespace idem {
+
+/// What a handler of AsyncGuard::async_execute may take: the holder's fence, and a lease
+/// renewal that suspends instead of blocking. Valid only while the handler runs.
+class AsyncContext {
+ public:
+  /// The fence of this holder: pass it to downstream systems that can reject stale writers.
+  Fence fence() const noexcept { return ticket_.fence; }
+  /// Renews the lease for `lease` from now (zero: the guard's lease). errc::lease_lost when the
+  /// key was taken over: the handler should stop.
+  boost::asio::awaitable<Status> extend_lease(
+      std::chrono::milliseconds lease = std::chrono::milliseconds{0}) {
+    return extend_(store_, ticket_, lease.count() > 0 ? lease : default_lease_);
+  }
+
+  template <class S>
+  AsyncContext(S& store, Ticket ticket, std::chrono::milliseconds default_lease)
+      : store_(&store),
+        ticket_(ticket),
+        default_lease_(default_lease),
+        extend_([](void* s, const Ticket& t, std::chrono::milliseconds l) {
+          return static_cast<S*>(s)->async_extend(t, l);
+        }) {}
+  AsyncContext(const AsyncContext&) = delete;
+  AsyncContext& operator=(const AsyncContext&) = delete;
+
+ private:
+  using ExtendFn = boost::asio::awaitable<Status> (*)(void*, const Ticket&,
+                                                      std::chrono::milliseconds);
+  void* store_;
+  Ticket ticket_;
+  std::chrono::milliseconds default_lease_;
+  ExtendFn extend_;
+};
+
+namespace detail {
+
+template <class T>
+struct AwaitedValue {
+  using type = T;
+  static constexpr bool awaitable = false;
+};
+template <class T, class Executor>
+struct AwaitedValue<boost::asio::awaitable<T, Executor>> {
+  using type = T;
+  static constexpr bool awaitable = true;
+};
+
+template <class Fn>
+constexpr bool kTakesAsyncContext = std::is_invocable_v<Fn&, AsyncContext&>;
+
+template <class Fn, bool = kTakesAsyncContext<Fn>>
+struct AsyncHandlerReturn {
+  using type = std::remove_cvref_t<std::invoke_result_t<Fn&, AsyncContext&>>;
+};
+template <class Fn>
+struct AsyncHandlerReturn<Fn, false> {
+  using type = std::remove_cvref_t<std::invoke_result_t<Fn&>>;
+};
+
+/// What the engine claims for an AsyncGuard: one key of one asynchronous store. Owns the
+/// effective key, so a call may outlive its caller's Key.
+template <class S>
+class AsyncTarget {
+ public:
+  AsyncTarget(S& store, const Options& options, const Key& key, Fingerprint fingerprint)
+      : store_(&store),
+        options_(&options),
+        key_(options.scope, key.principal, key.id),
+        fingerprint_(fingerprint) {
+    if (options.observer) id_.assign(key.id);
+  }
+
+  // Each call's arguments live in its own frame while the store's call runs.
+  boost::asio::awaitable<Result<Claim>> claim() {
+    const ClaimRequest request{key_.view(),
+                               fingerprint_,
+                               options_->lease,
+                               std::max(options_->ttl, options_->lease),
+                               std::chrono::milliseconds{0},
+                               /*rewindable=*/false};
+    co_return co_await store_->async_claim(request);
+  }
+  boost::asio::awaitable<Status> commit(Fence fence, ClaimStatus status, std::string_view bytes) {
+    const Completion completion{status, bytes, options_->ttl};
+    co_return co_await store_->async_commit(ticket(fence), completion);
+  }
+  boost::asio::awaitable<Status> abort(Fence fence) {
+    const Ticket held = ticket(fence);
+    co_return co_await store_->async_abort(held);
+  }
+
+  std::string_view scope() const noexcept { return options_->scope; }
+  std::string_view key_id() const noexcept { return id_; }
+  static std::string refusal_message(errc) { return {}; }
+  std::chrono::milliseconds lease() const noexcept { return options_->lease; }
+  S& store() const noexcept { return *store_; }
+  Ticket ticket(Fence fence) const noexcept { return Ticket{key_.view(), fence}; }
+
+ private:
+  S* store_;
+  const Options* options_;
+  EffectiveKey key_;
+  Fingerprint fingerprint_;
+  std::string id_;
+};
+
+inline boost::asio::awaitable<bool> cancellation_requested() {
+  const boost::asio::cancellation_state state = co_await boost::asio::this_coro::cancellation_state;
+  co_return state.cancelled() != boost::asio::cancellation_type::none;
+}
+
+[[noreturn]] inline void throw_cancelled() {
+  throw boost::system::system_error(boost::asio::error::operation_aborted,
+                                    "idem: async_execute cancelled");
+}
+
+/// claim_or_wait, pausing on a timer. A cancelled pause gives up (nothing is held): it throws.
+template <class S>
+boost::asio::awaitable<Result<Claim>> async_claim_or_wait(const Policy& policy,
+                                                          AsyncTarget<S>& target) {
+  WaitPacer pacer(policy.wait(), *policy.clock);
+  std::optional<boost::asio::steady_timer> timer;
+  for (;;) {
+    Result<Claim> claim = co_await target.claim();
+    if (claim_refused(policy, target, claim)) co_return claim;
+    if (claim->status != ClaimStatus::in_progress) co_return claim;
+    const auto pause = pacer.next_pause(claim.value());
+    if (!pause) co_return refuse_busy(policy, target, claim.value());
+    if (co_await cancellation_requested()) throw_cancelled();
+    if (!timer) timer.emplace(co_await boost::asio::this_coro::executor);
+    timer->expires_after(*pause);
+    auto [waited] = co_await timer->async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+    if (waited) throw_cancelled();
+  }
+}
+
+/// commit_with_retry, pausing on a timer. A cancellation does not stop it: the handler's work
+/// happened, so its result is committed (a cancelled pause only makes the next try sooner).
+template <class S>
+boost::asio::awaitable<Status> async_commit_with_retry(const Policy& policy, AsyncTarget<S>& target,
+                                                       Fence fence, ClaimStatus status,
+                                                       std::string_view bytes) {
+  CommitTries tries(policy.commit_retry);
+  std::optional<boost::asio::steady_timer> timer;
+  for (;;) {
+    Status committed = co_await target.commit(fence, status, bytes);
+    if (tries.finished(committed)) {
+      if (!committed) report(policy, target, committed, fence);
+      co_return committed;
+    }
+    notify(policy, target, Event::commit_retried, fence, committed.error());
+    if (!timer) timer.emplace(co_await boost::asio::this_coro::executor);
+    timer->expires_after(tries.next_pause());
+    (void)co_await timer->async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+  }
+}
+
+/// settle_failure for a store without rewind (lease mode): release the key, or remember the
+/// failure. Failures here are reported, never thrown. Callers pass `message` as a named
+/// variable: g++ 12 frees a temporary built in a conditional expression twice when it becomes
+/// a coroutine's parameter.
+template <class S>
+boost::asio::awaitable<void> async_settle_failure(const Policy& policy, AsyncTarget<S>& target,
+                                                  Fence fence, std::string message, bool remember) {
+  Status settled;
+  if (remember) {
+    const std::string failure = encode_failure(errc::handler_failed, message);
+    settled = co_await target.commit(fence, ClaimStatus::failed, failure);
+  } else {
+    settled = co_await target.abort(fence);
+  }
+  notify(policy, target, Event::aborted, fence, {});
+  if (!settled) report(policy, target, settled, fence);
+}
+
+/// commit_result and commit_bytes: encode, the result limit, commit with retry.
+template <class T, class S, class Stored>
+boost::asio::awaitable<Outcome<T>> async_commit_result(const Policy& policy, AsyncTarget<S>& target,
+                                                       Fence fence, Stored value) {
+  std::string encoded;
+  std::string_view bytes;
+  if constexpr (!std::is_void_v<T>) {
+    std::exception_ptr unencodable;
+    try {
+      if constexpr (requires { codec<T>::view(value); }) {
+        bytes = codec<T>::view(value);
+      } else {
+        encoded = codec<T>::encode(value);
+        bytes = encoded;
+      }
+    } catch (...) {
+      unencodable = std::current_exception();
+    }
+    if (unencodable) {
+      std::string message = exception_message(unencodable);
+      co_await async_settle_failure(policy, target, fence, std::move(message), /*remember=*/true);
+      std::rethrow_exception(unencodable);
+    }
+  }
+  notify(policy, target, Event::executed, fence, {});
+  if (bytes.size() > policy.max_result_size) {
+    Failure too_large = result_too_large(policy, bytes.size());
+    const std::string failure = encode_failure(errc::result_too_large, too_large.message);
+    Status remembered =
+        co_await async_commit_with_retry(policy, target, fence, ClaimStatus::failed, failure);
+    notify(policy, target, Event::result_unrecorded, fence, too_large.code);
+    if (remembered.error() == errc::lease_lost) {
+      co_return Outcome<T>::fresh(std::move(value), remembered.failure());
+    }
+    co_return Outcome<T>::fresh(std::move(value), std::move(too_large));
+  }
+  Status committed =
+      co_await async_commit_with_retry(policy, target, fence, ClaimStatus::completed, bytes);
+  if (committed) co_return Outcome<T>::fresh(std::move(value));
+  notify(policy, target, Event::result_unrecorded, fence, committed.error());
+  co_return Outcome<T>::fresh(std::move(value), committed.failure());
+}
+
+/// Calls the handler, with or without the context, awaiting what it returns if it is an
+/// awaitable; the value (std::monostate for void) in `value`.
+template <class R, class Fn, class Stored>
+boost::asio::awaitable<void> async_call_handler(Fn& fn, AsyncContext& context,
+                                                std::optional<Stored>& value) {
+  using Return = typename AsyncHandlerReturn<Fn>::type;
+  auto call = [&]() -> decltype(auto) {
+    if constexpr (kTakesAsyncContext<Fn>) {
+      return std::invoke(fn, context);
+    } else {
+      return std::invoke(fn);
+    }
+  };
+  if constexpr (AwaitedValue<Return>::awaitable) {
+    if constexpr (std::is_void_v<R>) {
+      co_await call();
+      value.emplace();
+    } else {
+      value.emplace(co_await call());
+    }
+  } else if constexpr (std::is_void_v<R>) {
+    call();
+    value.emplace();
+  } else {
+    value.emplace(call());
+  }
+}
+
+/// execute_on as a coroutine. `caller_throws`: the caller's throw_if_cancelled, which the
+/// handler runs under; the engine's own steps run without it and look at cancellation
+/// themselves.
+template <class R, class S, class Fn>
+boost::asio::awaitable<Outcome<R>> async_execute_steps(const Policy& policy, AsyncTarget<S>& target,
+                                                       Fn& fn, bool caller_throws) {
+  Result<Claim> claimed = co_await async_claim_or_wait(policy, target);
+  const bool acquired = claimed && claimed->status == ClaimStatus::acquired;
+  if (co_await cancellation_requested()) {
+    // Cancelled while the claim was in flight: whatever it found, the caller gave up; a key
+    // it acquired is settled as a failed handler's would be.
+    if (acquired) {
+      std::string message = "cancelled before the handler ran";
+      co_await async_settle_failure(policy, target, claimed.value().fence, std::move(message),
+                                    policy.remember_failures);
+    }
+    throw_cancelled();
+  }
+  if (!claimed) co_return Outcome<R>::failed(std::move(claimed).failure());
+  Claim& claim = claimed.value();
+  if (!acquired) co_return answer_stored<R>(policy, target, claim);
+  const Fence fence = claim.fence;
+  if (claim.took_over) notify(policy, target, Event::took_over, fence, {});
+
+  using Stored = std::conditional_t<std::is_void_v<R>, std::monostate, R>;
+  std::optional<Stored> value;
+  std::exception_ptr thrown;
+  {
+    AsyncContext context(target.store(), target.ticket(fence), target.lease());
+    co_await boost::asio::this_coro::throw_if_cancelled(caller_throws);
+    try {
+      co_await async_call_handler<R>(fn, context, value);
+    } catch (...) {
+      thrown = std::current_exception();
+    }
+    co_await boost::asio::this_coro::throw_if_cancelled(false);
+  }
+  if (thrown) {
+    // Thrown or cancelled (operation_aborted from the handler's own awaits): release the key,
+    // or remember the failure.
+    const bool remember = policy.remember_failures;
+    std::string message;
+    if (remember) message = exception_message(thrown);
+    co_await async_settle_failure(policy, target, fence, std::move(message), remember);
+    std::rethrow_exception(thrown);
+  }
+  co_return co_await async_commit_result<R>(policy, target, fence, std::move(*value));
+}
+
+/// Runs the steps with the engine's own handling of cancellation, restoring the caller's
+/// throw_if_cancelled (it belongs to the whole coroutine stack) before returning or throwing.
+template <class R, class S, class Fn>
+boost::asio::awaitable<Outcome<R>> async_execute_on(const Policy& policy, AsyncTarget<S> target,
+                                                    Fn fn) {
+  const bool caller_throws = co_await boost::asio::this_coro::throw_if_cancelled();
+  co_await boost::asio::this_coro::throw_if_cancelled(false);
+  std::optional<Outcome<R>> out;
+  std::exception_ptr failed;
+  try {
+    out.emplace(co_await async_execute_steps<R>(policy, target, fn, caller_throws));
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  co_await boost::asio::this_coro::throw_if_cancelled(caller_throws);
+  if (failed) std::rethrow_exception(failed);
+  co_return std::move(*out);
+}
+
+template <class R>
+boost::asio::awaitable<Outcome<R>> async_ready(Outcome<R> out) {
+  co_return out;
+}
+
+}  // namespace detail
+}  // namespace idem

@@ -1,0 +1,429 @@
+#pragma once
+// The guard's behaviour through AsyncGuard::async_execute, on any asynchronous store: replay,
+// refusals, failures, waiting on a timer, cancellation at each suspension point, and many
+// coroutines on several threads. A backend B gives:
+//
+//   using Store = ...;                       an idem::AsyncStore
+//   bool ready();                            false: skipped or failed in SetUp
+//   Store& store();                          a fresh store, its records its own
+//   boost::asio::io_context& io();           what the store's I/O runs on
+//   template <class T> T run(awaitable<T>);  runs a coroutine on io() to its end
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "async/async_test_support.hpp"
+#include "idem/asio/async_guard.hpp"
+
+namespace idem::testing {
+
+using namespace std::chrono_literals;
+
+template <class Backend>
+class AsyncGuardCases : public ::testing::Test {
+ protected:
+  void SetUp() override { backend_.set_up(); }
+  bool ready() const { return backend_.ready(); }
+  typename Backend::Store& store() { return backend_.store(); }
+  net::io_context& io() { return backend_.io(); }
+  template <class T>
+  T run(net::awaitable<T> task) {
+    return backend_.run(std::move(task));
+  }
+  // Runs io() until `done` holds.
+  template <class Done>
+  void run_until(Done done) {
+    backend_.run_until(done);
+  }
+
+  Backend backend_;
+};
+
+TYPED_TEST_SUITE_P(AsyncGuardCases);
+
+TYPED_TEST_P(AsyncGuardCases, FreshKeyRunsOnceAndRepeatsReplay) {
+  if (!this->ready()) return;
+  AsyncGuard guard{this->store(), Options{.scope = "fresh"}};
+  int runs = 0;
+  auto handler = [&]() -> net::awaitable<std::string> {
+    ++runs;
+    co_await pause(1ms);
+    co_return "receipt-1";
+  };
+  auto first = this->run(guard.async_execute("k", "pay 10", handler));
+  ASSERT_TRUE(first) << first.message();
+  EXPECT_TRUE(first.recorded());
+  EXPECT_FALSE(first.replayed());
+  EXPECT_EQ(first.value(), "receipt-1");
+  auto again = this->run(guard.async_execute("k", "pay 10", handler));
+  ASSERT_TRUE(again) << again.message();
+  EXPECT_TRUE(again.replayed());
+  EXPECT_EQ(again.value(), "receipt-1");
+  EXPECT_EQ(runs, 1);
+}
+
+TYPED_TEST_P(AsyncGuardCases, PlainAndVoidHandlersAreStoredResults) {
+  if (!this->ready()) return;
+  AsyncGuard guard{this->store(), Options{.scope = "plain"}};
+  int runs = 0;
+  auto number = [&] { return ++runs * 0; };  // 0 is a stored result, not "no record"
+  ASSERT_TRUE(this->run(guard.async_execute("n", number)));
+  auto zero = this->run(guard.async_execute("n", number));
+  ASSERT_TRUE(zero.replayed());
+  EXPECT_EQ(zero.value(), 0);
+  auto nothing = [&]() -> net::awaitable<void> {
+    ++runs;
+    co_return;
+  };
+  ASSERT_TRUE(this->run(guard.async_execute("v", nothing)).recorded());
+  EXPECT_TRUE(this->run(guard.async_execute("v", nothing)).replayed());
+  EXPECT_EQ(runs, 2);
+}
+
+TYPED_TEST_P(AsyncGuardCases, AnotherPayloadIsAMismatchAndABadKeyIsRefused) {
+  if (!this->ready()) return;
+  AsyncGuard guard{this->store(), Options{.scope = "refusals", .max_key_size = 8}};
+  int runs = 0;
+  auto handler = [&] { return ++runs; };
+  ASSERT_TRUE(this->run(guard.async_execute("k", "a", handler)));
+  EXPECT_EQ(this->run(guard.async_execute("k", "b", handler)).error(), errc::payload_mismatch);
+  EXPECT_EQ(this->run(guard.async_execute("", "a", handler)).error(), errc::key_invalid);
+  EXPECT_EQ(this->run(guard.async_execute("longer than 8", "a", handler)).error(),
+            errc::key_invalid);
+  EXPECT_EQ(runs, 1);
+}
+
+TYPED_TEST_P(AsyncGuardCases, AThrowingHandlerLeavesTheKeyToARetry) {
+  if (!this->ready()) return;
+  AsyncGuard guard{this->store(), Options{.scope = "throws"}};
+  int runs = 0;
+  auto failing = [&]() -> net::awaitable<int> {
+    ++runs;
+    co_await pause(1ms);
+    throw std::runtime_error("card declined");
+  };
+  EXPECT_THROW((void)this->run(guard.async_execute("k", failing)), std::runtime_error);
+  auto retried = this->run(guard.async_execute("k", [&] { return ++runs; }));
+  ASSERT_TRUE(retried) << retried.message();
+  EXPECT_TRUE(retried.recorded());
+  EXPECT_EQ(runs, 2);
+}
+
+TYPED_TEST_P(AsyncGuardCases, ARememberedFailureReplays) {
+  if (!this->ready()) return;
+  AsyncGuard guard{this->store(), Options{.scope = "remember", .remember_failures = true}};
+  int runs = 0;
+  auto failing = [&]() -> net::awaitable<int> {
+    ++runs;
+    co_await pause(1ms);
+    throw std::runtime_error("card declined");
+  };
+  EXPECT_THROW((void)this->run(guard.async_execute("k", failing)), std::runtime_error);
+  auto replay = this->run(guard.async_execute("k", failing));
+  EXPECT_EQ(replay.error(), errc::handler_failed);
+  EXPECT_TRUE(replay.replayed());
+  EXPECT_NE(replay.message().find("card declined"), std::string::npos) << replay.message();
+  EXPECT_EQ(runs, 1);
+}
+
+TYPED_TEST_P(AsyncGuardCases, AnOversizedResultIsReturnedAndRemembered) {
+  if (!this->ready()) return;
+  AsyncGuard guard{this->store(), Options{.scope = "large", .max_result_size = 4}};
+  auto big = [] { return std::string(10, 'x'); };
+  auto first = this->run(guard.async_execute("k", big));
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first.value(), std::string(10, 'x'));
+  EXPECT_EQ(first.commit_error(), errc::result_too_large);
+  EXPECT_EQ(this->run(guard.async_execute("k", big)).error(), errc::result_too_large);
+}
+
+TYPED_TEST_P(AsyncGuardCases, ALiveHolderIsRefusedWithItsLeaseLeft) {
+  if (!this->ready()) return;
+  AsyncGuard guard{this->store(), Options{.scope = "busy", .lease = 10s}};
+  bool release = false;
+  std::optional<Outcome<int>> held;
+  std::optional<Outcome<int>> refused;
+  net::co_spawn(
+      this->io(),
+      [&]() -> net::awaitable<void> {
+        held.emplace(co_await guard.async_execute("k", [&]() -> net::awaitable<int> {
+          while (!release) co_await pause(1ms);
+          co_return 1;
+        }));
+      },
+      net::detached);
+  net::co_spawn(
+      this->io(),
+      [&]() -> net::awaitable<void> {
+        co_await pause(20ms);  // the holder has claimed by then
+        refused.emplace(co_await guard.async_execute("k", [] { return 2; }));
+        release = true;
+      },
+      net::detached);
+  this->run_until([&] { return held.has_value() && refused.has_value(); });
+  EXPECT_EQ(refused->error(), errc::in_progress);
+  EXPECT_GT(refused->retry_after(), 5s);
+  EXPECT_LE(refused->retry_after(), 10s);
+  EXPECT_TRUE(held->recorded());
+}
+
+// Both coroutines run on ONE thread: a wait that slept its thread would never let the holder
+// finish, and the waiter would time out.
+TYPED_TEST_P(AsyncGuardCases, AWaiterPausesOnATimerAndReplaysTheHoldersResult) {
+  if (!this->ready()) return;
+  AsyncGuard guard{this->store(), Options{.scope = "wait", .in_progress = Wait{.timeout = 10s}}};
+  int runs = 0;
+  std::vector<Outcome<int>> outs;
+  for (int i = 0; i < 3; ++i) {
+    net::co_spawn(
+        this->io(),
+        [&]() -> net::awaitable<void> {
+          outs.push_back(co_await guard.async_execute("k", [&]() -> net::awaitable<int> {
+            ++runs;
+            co_await pause(50ms);
+            co_return 7;
+          }));
+        },
+        net::detached);
+  }
+  this->run_until([&] { return outs.size() == 3; });
+  EXPECT_EQ(runs, 1);
+  int replays = 0;
+  for (auto& out : outs) {
+    ASSERT_TRUE(out) << out.message();
+    EXPECT_EQ(out.value(), 7);
+    replays += out.replayed() ? 1 : 0;
+  }
+  EXPECT_EQ(replays, 2);
+}
+
+TYPED_TEST_P(AsyncGuardCases, AHandlerRenewsItsLeaseThroughTheContext) {
+  if (!this->ready()) return;
+  AsyncGuard guard{this->store(), Options{.scope = "extend"}};
+  Fence seen = 0;
+  auto out = this->run(guard.async_execute("k", [&](AsyncContext& ctx) -> net::awaitable<int> {
+    seen = ctx.fence();
+    Status renewed = co_await ctx.extend_lease(60s);
+    co_return renewed.ok() ? 1 : 0;
+  }));
+  ASSERT_TRUE(out) << out.message();
+  EXPECT_EQ(out.value(), 1);
+  EXPECT_GT(seen, 0u);
+}
+
+// Cancellation at each suspension point: the wait's timer, the handler, the claim in flight,
+// the commit in flight, the commit retry's pause.
+TYPED_TEST_P(AsyncGuardCases, ACancelledWaitGivesUpHoldingNothing) {
+  if (!this->ready()) return;
+  AsyncGuard guard{
+      this->store(),
+      Options{.scope = "cancel-wait", .lease = 10s, .in_progress = Wait{.timeout = 10s}}};
+  bool release = false;
+  Spawned<Outcome<int>> holder;
+  Spawned<Outcome<int>> waiter;
+  net::cancellation_signal holder_signal;
+  net::cancellation_signal waiter_signal;
+  spawn_cancellable(this->io(),
+                    guard.async_execute("k",
+                                        [&]() -> net::awaitable<int> {
+                                          while (!release) co_await pause(1ms);
+                                          co_return 1;
+                                        }),
+                    holder_signal, holder);
+  int waiter_runs = 0;
+  spawn_cancellable(this->io(), guard.async_execute("k", [&] { return ++waiter_runs; }),
+                    waiter_signal, waiter);
+  bool cancelled = false;
+  net::steady_timer at(this->io(), 50ms);
+  at.async_wait([&](auto) {
+    waiter_signal.emit(net::cancellation_type::terminal);
+    cancelled = true;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  this->run_until([&] { return waiter.done; });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << "the wait did not end at its cancel";
+  EXPECT_TRUE(cancelled);
+  EXPECT_TRUE(waiter.aborted());
+  EXPECT_EQ(waiter_runs, 0);
+  release = true;
+  this->run_until([&] { return holder.done; });
+  ASSERT_TRUE(holder.value && holder.value->recorded());
+}
+
+TYPED_TEST_P(AsyncGuardCases, ACancelledHandlerReleasesItsKey) {
+  if (!this->ready()) return;
+  AsyncGuard guard{this->store(), Options{.scope = "cancel-handler", .lease = 10s}};
+  Spawned<Outcome<int>> call;
+  net::cancellation_signal signal;
+  int runs = 0;
+  spawn_cancellable(this->io(),
+                    guard.async_execute("k",
+                                        [&]() -> net::awaitable<int> {
+                                          ++runs;
+                                          co_await pause(10s);  // cancelled long before
+                                          co_return 1;
+                                        }),
+                    signal, call);
+  net::steady_timer at(this->io(), 30ms);
+  at.async_wait([&](auto) { signal.emit(net::cancellation_type::terminal); });
+  this->run_until([&] { return call.done; });
+  EXPECT_TRUE(call.aborted());
+  // Released, not left held for its 10 s lease: the next call runs at once.
+  auto next = this->run(guard.async_execute("k", [&] { return ++runs; }));
+  ASSERT_TRUE(next) << next.message();
+  EXPECT_TRUE(next.recorded());
+  EXPECT_EQ(runs, 2);
+}
+
+TYPED_TEST_P(AsyncGuardCases, ACancelledHandlerIsRememberedUnderRememberFailures) {
+  if (!this->ready()) return;
+  AsyncGuard guard{this->store(),
+                   Options{.scope = "cancel-remember", .lease = 10s, .remember_failures = true}};
+  Spawned<Outcome<int>> call;
+  net::cancellation_signal signal;
+  spawn_cancellable(this->io(),
+                    guard.async_execute("k",
+                                        []() -> net::awaitable<int> {
+                                          co_await pause(10s);
+                                          co_return 1;
+                                        }),
+                    signal, call);
+  net::steady_timer at(this->io(), 30ms);
+  at.async_wait([&](auto) { signal.emit(net::cancellation_type::terminal); });
+  this->run_until([&] { return call.done; });
+  EXPECT_TRUE(call.aborted());
+  auto replay = this->run(guard.async_execute("k", [] { return 2; }));
+  EXPECT_EQ(replay.error(), errc::handler_failed);
+  EXPECT_TRUE(replay.replayed());
+}
+
+TYPED_TEST_P(AsyncGuardCases, ACancelDuringTheClaimReleasesWhatTheClaimTook) {
+  if (!this->ready()) return;
+  SlowStore slow(this->store());
+  slow.claim_delay = 100ms;
+  AsyncGuard guard{slow, Options{.scope = "cancel-claim", .lease = 10s}};
+  Spawned<Outcome<int>> call;
+  net::cancellation_signal signal;
+  int runs = 0;
+  spawn_cancellable(this->io(), guard.async_execute("k", [&] { return ++runs; }), signal, call);
+  net::steady_timer at(this->io(), 20ms);
+  at.async_wait([&](auto) { signal.emit(net::cancellation_type::terminal); });
+  this->run_until([&] { return call.done; });
+  EXPECT_TRUE(call.aborted());
+  EXPECT_EQ(runs, 0);
+  EXPECT_EQ(slow.aborts.load(), 1) << "the claim completed and its key was released";
+  slow.claim_delay = 0ms;
+  auto next = this->run(guard.async_execute("k", [&] { return ++runs; }));
+  ASSERT_TRUE(next) << next.message();
+  EXPECT_TRUE(next.recorded());
+}
+
+TYPED_TEST_P(AsyncGuardCases, ACancelDuringTheCommitStillRecordsTheResult) {
+  if (!this->ready()) return;
+  SlowStore slow(this->store());
+  slow.commit_delay = 100ms;
+  AsyncGuard guard{slow, Options{.scope = "cancel-commit"}};
+  Spawned<Outcome<int>> call;
+  net::cancellation_signal signal;
+  spawn_cancellable(this->io(), guard.async_execute("k", [] { return 5; }), signal, call);
+  net::steady_timer at(this->io(), 20ms);
+  at.async_wait([&](auto) { signal.emit(net::cancellation_type::terminal); });
+  this->run_until([&] { return call.done; });
+  ASSERT_TRUE(call.value.has_value()) << "the handler's result exists: it is returned";
+  EXPECT_TRUE(call.value->recorded());
+  slow.commit_delay = 0ms;
+  auto replay = this->run(guard.async_execute("k", [] { return 6; }));
+  ASSERT_TRUE(replay.replayed());
+  EXPECT_EQ(replay.value(), 5);
+}
+
+TYPED_TEST_P(AsyncGuardCases, ACancelDuringACommitRetryPauseStillRetries) {
+  if (!this->ready()) return;
+  SlowStore slow(this->store());
+  slow.fail_commits = 1;
+  AsyncGuard guard{
+      slow, Options{.scope = "cancel-retry",
+                    .commit_retry = {.attempts = 3, .backoff = 200ms, .max_backoff = 200ms}}};
+  Spawned<Outcome<int>> call;
+  net::cancellation_signal signal;
+  spawn_cancellable(this->io(), guard.async_execute("k", [] { return 5; }), signal, call);
+  net::steady_timer at(this->io(), 50ms);
+  at.async_wait([&](auto) { signal.emit(net::cancellation_type::terminal); });
+  this->run_until([&] { return call.done; });
+  ASSERT_TRUE(call.value.has_value());
+  EXPECT_TRUE(call.value->recorded()) << call.value->commit_failure().message;
+  EXPECT_EQ(slow.commits.load(), 2);
+}
+
+// Many coroutines on four io_context threads share the guard and meet on every key.
+TYPED_TEST_P(AsyncGuardCases, ManyCoroutinesOnSeveralThreadsRunEachKeyOnce) {
+  if (!this->ready()) return;
+  constexpr int kKeys = 16;
+  constexpr int kCallers = 64;
+  AsyncGuard guard{this->store(), Options{.scope = "threads", .in_progress = Wait{.timeout = 20s}}};
+  std::vector<std::atomic<int>> runs(kKeys);
+  std::mutex seen_mutex;
+  std::map<int, std::vector<std::string>> seen;
+  std::atomic<int> failures{0};
+  std::atomic<int> finished{0};
+  for (int c = 0; c < kCallers; ++c) {
+    net::co_spawn(
+        this->io(),
+        [&, c]() -> net::awaitable<void> {
+          for (int i = 0; i < kKeys; ++i) {
+            const int k = (i + c) % kKeys;
+            auto out = co_await guard.async_execute("key-" + std::to_string(k),
+                                                    [&, k, c]() -> net::awaitable<std::string> {
+                                                      runs[k].fetch_add(1);
+                                                      co_await pause(1ms);
+                                                      co_return "from " + std::to_string(c);
+                                                    });
+            if (!out) {
+              failures.fetch_add(1);
+              continue;
+            }
+            std::lock_guard lock(seen_mutex);
+            seen[k].push_back(out.value());
+          }
+          finished.fetch_add(1);
+        },
+        net::detached);
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([&] { this->run_until([&] { return finished.load() == kCallers; }); });
+  this->run_until([&] { return finished.load() == kCallers; });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  for (int k = 0; k < kKeys; ++k) {
+    EXPECT_EQ(runs[k].load(), 1) << "key " << k;
+    ASSERT_EQ(seen[k].size(), static_cast<std::size_t>(kCallers));
+    for (const auto& v : seen[k]) EXPECT_EQ(v, seen[k].front());
+  }
+}
+
+REGISTER_TYPED_TEST_SUITE_P(
+    AsyncGuardCases, FreshKeyRunsOnceAndRepeatsReplay, PlainAndVoidHandlersAreStoredResults,
+    AnotherPayloadIsAMismatchAndABadKeyIsRefused, AThrowingHandlerLeavesTheKeyToARetry,
+    ARememberedFailureReplays, AnOversizedResultIsReturnedAndRemembered,
+    ALiveHolderIsRefusedWithItsLeaseLeft, AWaiterPausesOnATimerAndReplaysTheHoldersResult,
+    AHandlerRenewsItsLeaseThroughTheContext, ACancelledWaitGivesUpHoldingNothing,
+    ACancelledHandlerReleasesItsKey, ACancelledHandlerIsRememberedUnderRememberFailures,
+    ACancelDuringTheClaimReleasesWhatTheClaimTook, ACancelDuringTheCommitStillRecordsTheResult,
+    ACancelDuringACommitRetryPauseStillRetries, ManyCoroutinesOnSeveralThreadsRunEachKeyOnce);
+
+}  // namespace idem::testing

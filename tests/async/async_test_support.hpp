@@ -1,0 +1,160 @@
+#pragma once
+// What the async tests share: running a coroutine to its end on an io_context, cancelling one
+// from outside, and a store wrapper whose calls suspend on a timer before they run (so that a
+// test can cancel a coroutine while a store call is in flight).
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+#include <boost/system/system_error.hpp>
+#include <chrono>
+#include <exception>
+#include <future>
+#include <optional>
+#include <utility>
+
+#include "idem/asio/async_guard.hpp"
+#include "idem/asio/async_store.hpp"
+
+namespace idem::testing {
+
+namespace net = boost::asio;
+
+/// Runs `task` on a fresh io_context (one thread, this one) and returns its value.
+template <class T>
+T run_one(net::awaitable<T> task) {
+  net::io_context io;
+  std::future<T> done = net::co_spawn(io, std::move(task), net::use_future);
+  io.run();
+  return done.get();
+}
+
+/// An io_context that never runs out of work, and ways to run it: run(task) to the task's end,
+/// run_until(done) from any number of threads at once.
+class IoRunner {
+ public:
+  net::io_context& io() { return io_; }
+
+  template <class T>
+  T run(net::awaitable<T> task) {
+    // co_spawn needs a default-constructible result; an Outcome is not one.
+    auto wrapped = [](net::awaitable<T> t) -> net::awaitable<std::optional<T>> {
+      co_return co_await std::move(t);
+    };
+    std::future<std::optional<T>> result =
+        net::co_spawn(io_, wrapped(std::move(task)), net::use_future);
+    run_until(
+        [&] { return result.wait_for(std::chrono::seconds{0}) == std::future_status::ready; });
+    return *result.get();
+  }
+  template <class Done>
+  void run_until(Done done) {
+    while (!done()) io_.run_one_for(std::chrono::milliseconds{5});
+  }
+
+ private:
+  net::io_context io_;
+  net::executor_work_guard<net::io_context::executor_type> work_{io_.get_executor()};
+};
+
+/// Waits `d` on a timer of the current coroutine's executor.
+inline net::awaitable<void> pause(std::chrono::milliseconds d) {
+  net::steady_timer timer(co_await net::this_coro::executor, d);
+  co_await timer.async_wait(net::use_awaitable);
+}
+
+/// Waits `d`, whatever cancellation says: a store call in flight is never cut short.
+inline net::awaitable<void> uncancellable_pause(std::chrono::milliseconds d) {
+  net::steady_timer timer(co_await net::this_coro::executor, d);
+  (void)co_await timer.async_wait(
+      net::bind_cancellation_slot(net::cancellation_slot(), net::as_tuple(net::use_awaitable)));
+}
+
+/// The result of a coroutine started with spawn_cancellable: its value or its exception.
+template <class T>
+struct Spawned {
+  std::optional<T> value;
+  std::exception_ptr error;
+  bool done = false;
+
+  /// True when it ended with operation_aborted.
+  bool aborted() const {
+    if (!error) return false;
+    try {
+      std::rethrow_exception(error);
+    } catch (const boost::system::system_error& e) {
+      return e.code() == net::error::operation_aborted;
+    } catch (...) {
+      return false;
+    }
+  }
+};
+
+/// Starts `task` on `io` with `signal`'s slot bound, so that signal.emit() cancels it.
+template <class T>
+void spawn_cancellable(net::io_context& io, net::awaitable<T> task,
+                       net::cancellation_signal& signal, Spawned<T>& out) {
+  auto wrapped = [](net::awaitable<T> t) -> net::awaitable<std::optional<T>> {
+    co_return co_await std::move(t);
+  };
+  net::co_spawn(
+      io, wrapped(std::move(task)),
+      net::bind_cancellation_slot(signal.slot(), [&out](std::exception_ptr e, std::optional<T> v) {
+        out.done = true;
+        out.error = e;
+        out.value = std::move(v);
+      }));
+}
+
+/// An AsyncStore over another whose chosen calls first suspend on a timer, and which counts
+/// its calls; `fail_commits` commits answer store_unavailable before reaching the store.
+template <class Inner>
+class SlowStore {
+ public:
+  explicit SlowStore(Inner& inner) : inner_(inner) {}
+
+  std::chrono::milliseconds claim_delay{0};
+  std::chrono::milliseconds commit_delay{0};
+  std::atomic<int> fail_commits{0};
+  std::atomic<int> claims{0};
+  std::atomic<int> commits{0};
+  std::atomic<int> aborts{0};
+
+  net::awaitable<Result<Claim>> async_claim(const ClaimRequest& request) {
+    ++claims;
+    if (claim_delay.count() > 0) co_await uncancellable_pause(claim_delay);
+    co_return co_await inner_.async_claim(request);
+  }
+  net::awaitable<Status> async_commit(const Ticket& ticket, const Completion& completion) {
+    ++commits;
+    if (commit_delay.count() > 0) co_await uncancellable_pause(commit_delay);
+    if (fail_commits.load() > 0) {
+      --fail_commits;
+      co_return Status(errc::store_unavailable, "injected commit failure");
+    }
+    co_return co_await inner_.async_commit(ticket, completion);
+  }
+  net::awaitable<Status> async_abort(const Ticket& ticket) {
+    ++aborts;
+    co_return co_await inner_.async_abort(ticket);
+  }
+  net::awaitable<Status> async_extend(const Ticket& ticket, std::chrono::milliseconds lease) {
+    co_return co_await inner_.async_extend(ticket, lease);
+  }
+
+ private:
+  Inner& inner_;
+};
+
+}  // namespace idem::testing
