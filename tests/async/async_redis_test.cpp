@@ -1,0 +1,342 @@
+// AsyncRedisStore against the server in IDEM_TEST_REDIS_URI: the guard's cases through
+// async_execute, the record-store conformance kit through the asynchronous calls, records shared
+// with RedisStore, exactly-once across processes of many coroutines, and a server that crashes
+// and comes back mid-run.
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/detached.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "async/async_guard_cases.hpp"
+#include "idem/asio/redis_store.hpp"
+#include "idem/guard.hpp"
+#include "idem/stores/redis_store.hpp"
+#include "idem/testing/record_store_conformance.hpp"
+#include "redis/redis_test_support.hpp"
+
+namespace idem::testing {
+
+inline AsyncRedisStoreOptions async_redis_options(std::string prefix) {
+  return AsyncRedisStoreOptions{.connection = redis_options(), .prefix = std::move(prefix)};
+}
+
+// --- The guard's cases ---------------------------------------------------------------------------
+struct RedisBackend : IoRunner {
+  using Store = AsyncRedisStore;
+  void set_up() {
+    if (redis_uri() == nullptr) {
+      GTEST_SKIP() << "IDEM_TEST_REDIS_URI is not set; scripts/test starts a Redis and sets it";
+    }
+    store_ = std::make_unique<AsyncRedisStore>(io().get_executor(),
+                                               async_redis_options(unique_prefix("async")));
+  }
+  bool ready() const { return store_ != nullptr; }
+  Store& store() { return *store_; }
+
+  std::unique_ptr<AsyncRedisStore> store_;
+};
+
+INSTANTIATE_TYPED_TEST_SUITE_P(Redis, AsyncGuardCases, RedisBackend);
+
+// --- The conformance kit, each call through the asynchronous store
+// -------------------------------- An idem::Store whose calls run AsyncRedisStore's awaitables to
+// their end.
+struct BlockingAsyncRedis {
+  explicit BlockingAsyncRedis(std::string key_prefix)
+      : prefix(std::move(key_prefix)),
+        async(runner.io().get_executor(), async_redis_options(prefix)) {}
+
+  Result<Claim> claim(const ClaimRequest& r) { return runner.run(async.async_claim(r)); }
+  Status commit(const Ticket& t, const Completion& c) {
+    return runner.run(async.async_commit(t, c));
+  }
+  Status abort(const Ticket& t) { return runner.run(async.async_abort(t)); }
+  Status extend(const Ticket& t, std::chrono::milliseconds l) {
+    return runner.run(async.async_extend(t, l));
+  }
+
+  IoRunner runner;
+  std::string prefix;
+  AsyncRedisStore async;
+};
+
+template <>
+struct StoreTraits<BlockingAsyncRedis> {
+  static constexpr std::chrono::milliseconds lease{250};
+  static std::unique_ptr<BlockingAsyncRedis> make() {
+    if (redis_uri() == nullptr) {
+      [] { GTEST_SKIP() << "IDEM_TEST_REDIS_URI is not set; scripts/test sets it"; }();
+      return nullptr;
+    }
+    return std::make_unique<BlockingAsyncRedis>(unique_prefix("async-conf"));
+  }
+  static std::unique_ptr<BlockingAsyncRedis> reopen(BlockingAsyncRedis& store) {
+    return std::make_unique<BlockingAsyncRedis>(store.prefix);
+  }
+  static void advance(BlockingAsyncRedis&, std::chrono::milliseconds d) {
+    std::this_thread::sleep_for(d);
+  }
+};
+
+}  // namespace idem::testing
+
+IDEM_RECORD_STORE_CONFORMANCE(AsyncRedis, idem::testing::BlockingAsyncRedis);
+
+namespace idem::testing {
+
+class AsyncRedisTest : public RedisTest {
+ protected:
+  AsyncRedisTest() : RedisTest("async") {}
+};
+
+// RedisStore and AsyncRedisStore with one prefix serve the same records.
+TEST_F(AsyncRedisTest, SharesItsRecordsWithRedisStore) {
+  if (!ready()) return;
+  RedisStore blocking(client_, RedisStoreOptions{.prefix = prefix_});
+  IoRunner runner;
+  AsyncRedisStore async(runner.io().get_executor(), async_redis_options(prefix_));
+  EXPECT_EQ(async.record_key("some key"), blocking.record_key("some key"));
+  IdempotencyGuard sync_guard{blocking, Options{.scope = "shared"}};
+  AsyncGuard async_guard{async, Options{.scope = "shared"}};
+  int runs = 0;
+  ASSERT_TRUE(sync_guard.execute("a", "p", [&] { return ++runs; }).recorded());
+  auto replay = runner.run(async_guard.async_execute("a", "p", [&] { return ++runs; }));
+  ASSERT_TRUE(replay.replayed()) << replay.message();
+  EXPECT_EQ(replay.value(), 1);
+  ASSERT_TRUE(runner.run(async_guard.async_execute("b", "p", [&] { return ++runs; })).recorded());
+  auto back = sync_guard.execute("b", "p", [&] { return ++runs; });
+  ASSERT_TRUE(back.replayed()) << back.message();
+  EXPECT_EQ(back.value(), 2);
+  EXPECT_EQ(sync_guard.execute("b", "other", [&] { return ++runs; }).error(),
+            errc::payload_mismatch);
+}
+
+// After SCRIPT FLUSH the next call loads its script again (EVAL) and succeeds.
+TEST_F(AsyncRedisTest, ReloadsItsScriptsAfterNoscript) {
+  if (!ready()) return;
+  IoRunner runner;
+  AsyncRedisStore async(runner.io().get_executor(), async_redis_options(prefix_));
+  AsyncGuard guard{async, Options{.scope = "noscript"}};
+  ASSERT_TRUE(runner.run(guard.async_execute("k", [] { return 1; })).recorded());
+  ASSERT_EQ(redis_string(*client_, {"SCRIPT", "FLUSH"}), "OK");
+  auto replay = runner.run(guard.async_execute("k", [] { return 2; }));
+  ASSERT_TRUE(replay.replayed()) << replay.message();
+  ASSERT_TRUE(runner.run(guard.async_execute("k2", [] { return 3; })).recorded());
+  EXPECT_EQ(async.connections_opened(), 1u);
+}
+
+// Several processes, each with its own connection and many coroutines on one thread, meet on
+// every key: each key's handler runs once, and every caller gets that run's value.
+TEST_F(AsyncRedisTest, EachKeyRunsOnceAcrossProcessesOfManyCoroutines) {
+  if (!ready()) return;
+  constexpr int kProcesses = 4;
+  constexpr int kCoroutines = 32;
+  constexpr int kKeys = 12;
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int failures = 0;
+      {
+        auto counter = std::make_shared<redis::Client>(redis_options());
+        IoRunner runner;
+        AsyncRedisStore store(runner.io().get_executor(), async_redis_options(prefix_));
+        AsyncGuard guard{store, Options{.scope = "race", .in_progress = Wait{.timeout = 20s}}};
+        int finished = 0;
+        for (int c = 0; c < kCoroutines; ++c) {
+          net::co_spawn(
+              runner.io(),
+              [&, c]() -> net::awaitable<void> {
+                for (int i = 0; i < kKeys; ++i) {
+                  const std::string k = std::to_string((i + p + c) % kKeys);
+                  auto out = co_await guard.async_execute(k, [&]() -> net::awaitable<std::string> {
+                    (void)counter->command({"INCR", prefix_ + "runs:" + k});
+                    co_await pause(2ms);
+                    co_return "made by " + std::to_string(p) + "/" + std::to_string(c);
+                  });
+                  if (!out) {
+                    ++failures;
+                    continue;
+                  }
+                  (void)counter->command({"RPUSH", prefix_ + "seen:" + k, out.value()});
+                }
+                ++finished;
+              },
+              net::detached);
+        }
+        runner.run_until([&] { return finished == kCoroutines; });
+      }
+      ::_exit(failures == 0 ? 0 : 1);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child failed: " << status;
+  }
+  for (int i = 0; i < kKeys; ++i) {
+    const std::string k = std::to_string(i);
+    EXPECT_EQ(redis_string(*client_, {"GET", prefix_ + "runs:" + k}), "1") << "key " << k;
+    Result<redis::Reply> seen = client_->command({"LRANGE", prefix_ + "seen:" + k, "0", "-1"});
+    ASSERT_TRUE(seen);
+    ASSERT_EQ(seen->elements.size(), static_cast<std::size_t>(kProcesses * kCoroutines));
+    for (const redis::Reply& v : seen->elements) EXPECT_EQ(v.str, seen->elements.front().str);
+  }
+}
+
+// A private redis-server (append-only file, fsync on every write) that the test kills and
+// starts again on the same port, so no other test meets the outage.
+class CrashableServer {
+ public:
+  CrashableServer() {
+    dir_ =
+        std::filesystem::temp_directory_path() / ("idem-async-redis-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    port_ = free_port();
+  }
+  ~CrashableServer() {
+    kill();
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+  int port() const { return port_; }
+
+  bool start() {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const std::string port = std::to_string(port_);
+      ::execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
+               "--dir", dir_.c_str(), "--save", "", "--appendonly", "yes", "--appendfsync",
+               "always", "--logfile", "", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    redis::ConnectionOptions o;
+    o.port = port_;
+    redis::Client probe(o);
+    for (int i = 0; i < 200; ++i) {
+      if (probe.ping().ok()) return true;
+      std::this_thread::sleep_for(25ms);
+    }
+    return false;
+  }
+  // SIGKILL: a crash; what was acknowledged is on disk (appendfsync always).
+  void kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  static int free_port() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    socklen_t len = sizeof addr;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    ::close(fd);
+    return ntohs(addr.sin_port);
+  }
+
+  std::filesystem::path dir_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
+// Coroutines call keys without pause while the server crashes and comes back: calls while it
+// is down answer store_unavailable at once, calls after it is back succeed on a new connection,
+// and no key's handler runs twice (commits retry past the outage; claims lost with the crash
+// are taken over after their lease).
+TEST(AsyncRedisRestart, CrashMidRunIsUnavailableThenRecoversAndNothingRunsTwice) {
+  if (redis_uri() == nullptr) GTEST_SKIP() << "IDEM_TEST_REDIS_URI is not set";
+  CrashableServer server;
+  ASSERT_TRUE(server.start()) << "could not start redis-server on port " << server.port();
+  AsyncRedisStoreOptions o;
+  o.connection.port = server.port();
+  o.connection.connect_timeout = 300ms;
+  o.connection.command_timeout = 500ms;
+  o.reconnect_backoff = 20ms;
+  o.max_reconnect_backoff = 100ms;
+  o.prefix = unique_prefix("async-crash");
+  IoRunner runner;
+  AsyncRedisStore store(runner.io().get_executor(), o);
+  AsyncGuard guard{
+      store, Options{.scope = "crash",
+                     .lease = 1s,
+                     .in_progress = Wait{.timeout = 20s},
+                     .commit_retry = {.attempts = 40, .backoff = 50ms, .max_backoff = 100ms}}};
+  constexpr int kCoroutines = 16;
+  constexpr int kKeys = 40;
+  std::map<int, int> runs;
+  std::map<int, std::set<int>> answers;
+  int unavailable = 0;
+  int finished = 0;
+  auto down_since = std::chrono::steady_clock::time_point::max();
+  std::chrono::steady_clock::duration slowest_refusal{};
+  for (int c = 0; c < kCoroutines; ++c) {
+    net::co_spawn(
+        runner.io(),
+        [&, c]() -> net::awaitable<void> {
+          for (int k = 0; k < kKeys; ++k) {
+            for (;;) {
+              const auto start = std::chrono::steady_clock::now();
+              auto out = co_await guard.async_execute(std::to_string(k), [&, k, c] {
+                ++runs[k];
+                return c;
+              });
+              if (out.has_value()) {
+                answers[k].insert(out.value());
+                break;
+              }
+              if (out.error() != errc::store_unavailable) {
+                ADD_FAILURE() << "key " << k << ": " << out.message();
+                break;
+              }
+              ++unavailable;
+              if (start > down_since) {
+                slowest_refusal =
+                    std::max(slowest_refusal, std::chrono::steady_clock::now() - start);
+              }
+              co_await pause(5ms);
+            }
+            co_await pause(3ms);
+          }
+          ++finished;
+        },
+        net::detached);
+  }
+  runner.run_until([&] { return runs.size() >= kKeys / 4; });
+  server.kill();
+  down_since = std::chrono::steady_clock::now();
+  const auto back_at = down_since + 400ms;
+  runner.run_until([&] { return std::chrono::steady_clock::now() >= back_at; });
+  down_since = std::chrono::steady_clock::time_point::max();
+  ASSERT_TRUE(server.start());
+  runner.run_until([&] { return finished == kCoroutines; });
+
+  EXPECT_GT(unavailable, 0) << "no call met the outage";
+  EXPECT_LT(slowest_refusal, 1s) << "calls while the server was down did not fail promptly";
+  EXPECT_GE(store.connections_opened(), 2u);
+  for (int k = 0; k < kKeys; ++k) {
+    EXPECT_EQ(runs[k], 1) << "key " << k;
+    EXPECT_EQ(answers[k].size(), 1u) << "key " << k << ": callers got different values";
+  }
+}
+
+}  // namespace idem::testing
