@@ -1,0 +1,351 @@
+// AsyncGuard over AsyncRedisStore on ONE io_context thread (this benchmark's thread), with 1, 8,
+// 32 and 128 calls in flight, beside bare twins that send the same scripts through raw hiredis
+// async on the same socket plumbing: callbacks chaining claim -> commit, no coroutines, no guard.
+//
+//   IDEM_BENCH_REDIS_URI=redis://127.0.0.1:6379 build/bench/idem_bench_async
+//
+// Each benchmark iteration is one call (a fresh key: claim + commit; a replay: one claim). The
+// CPU column is this thread's CPU per call: the client's cost, since the server runs elsewhere.
+// Calls go in batches of 16 per caller in flight; between batches the pipeline drains.
+
+#include <benchmark/benchmark.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+
+#include <atomic>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <charconv>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "idem/asio/async_guard.hpp"
+#include "idem/asio/redis_store.hpp"
+#include "idem/detail/effective_key.hpp"
+#include "lua_scripts.hpp"   // the embedded scripts, so the bare twin sends the same bytes
+#include "store_common.hpp"  // tagged_key, fingerprint_bytes: the same key names and arguments
+
+namespace {
+
+namespace net = boost::asio;
+using namespace std::chrono_literals;
+
+constexpr std::string_view kPayload = R"({"amount":1250,"currency":"EUR","card":"tok_4242"})";
+constexpr std::chrono::milliseconds kLease{30'000};
+constexpr std::chrono::milliseconds kTtl{600'000};
+constexpr int kReplayKeys = 1000;
+constexpr int kPerCaller = 16;  // calls per caller in flight, per batch
+
+std::string handler() { return R"({"receipt":"r-000042","status":"captured"})"; }
+
+const char* uri() {
+  const char* u = std::getenv("IDEM_BENCH_REDIS_URI");
+  return u != nullptr && *u != '\0' ? u : nullptr;
+}
+
+std::string run_prefix() {
+  static const std::string prefix =
+      "idembench:async:" + std::to_string(std::random_device{}()) + ":";
+  return prefix;
+}
+
+std::atomic<std::uint64_t> g_next_id{0};
+std::string next_id(std::string_view side) {
+  std::string id(side);
+  char digits[24];
+  const auto end = std::to_chars(digits, digits + sizeof digits, g_next_id.fetch_add(1)).ptr;
+  id.append(digits, end);
+  return id;
+}
+
+std::string replay_id(int i) { return "replay-" + std::to_string(i); }
+
+// ---- The guarded side -------------------------------------------------------------------------
+
+struct Guarded {
+  explicit Guarded(net::io_context& io)
+      : store(io.get_executor(),
+              idem::AsyncRedisStoreOptions{
+                  .connection = idem::redis::ConnectionOptions::from_uri(uri()).value(),
+                  .prefix = run_prefix() + "g:"}),
+        guard(store, idem::Options{.scope = "bench", .lease = kLease, .ttl = kTtl}) {}
+  idem::AsyncRedisStore store;
+  idem::AsyncGuard<idem::AsyncRedisStore> guard;
+};
+
+// Runs `calls` calls, `in_flight` at a time, each coroutine `per` of them; false on a failure.
+template <class Call>
+bool run_batch(net::io_context& io, int in_flight, Call call) {
+  int done = 0;
+  bool ok = true;
+  for (int c = 0; c < in_flight; ++c) {
+    net::co_spawn(
+        io,
+        [&, c]() -> net::awaitable<void> {
+          for (int j = 0; j < kPerCaller; ++j) ok = (co_await call(c, j)) && ok;
+          ++done;
+        },
+        net::detached);
+  }
+  while (done < in_flight) io.run_one();
+  return ok;
+}
+
+void BM_Async_Redis_Fresh(benchmark::State& state) {
+  net::io_context io;
+  Guarded g(io);
+  const int in_flight = static_cast<int>(state.range(0));
+  while (state.KeepRunningBatch(in_flight * kPerCaller)) {
+    const bool ok = run_batch(io, in_flight, [&](int, int) -> net::awaitable<bool> {
+      auto out = co_await g.guard.async_execute(next_id("f"), kPayload, handler);
+      co_return out.recorded();
+    });
+    if (!ok) {
+      state.SkipWithError("a fresh call was not recorded");
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_Async_Redis_Replay(benchmark::State& state) {
+  net::io_context io;
+  Guarded g(io);
+  // The replay keys, written once per run (untimed).
+  (void)run_batch(io, 1, [&](int, int j) -> net::awaitable<bool> {
+    for (int i = j; i < kReplayKeys; i += kPerCaller) {
+      (void)co_await g.guard.async_execute(replay_id(i), kPayload, handler);
+    }
+    co_return true;
+  });
+  const int in_flight = static_cast<int>(state.range(0));
+  int next = 0;
+  while (state.KeepRunningBatch(in_flight * kPerCaller)) {
+    const bool ok = run_batch(io, in_flight, [&](int, int) -> net::awaitable<bool> {
+      auto out = co_await g.guard.async_execute(replay_id(next++ % kReplayKeys), kPayload, handler);
+      co_return out.replayed();
+    });
+    if (!ok) {
+      state.SkipWithError("a call was not a replay");
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+// ---- The bare twin: raw hiredis async on Asio, callbacks only ---------------------------------
+
+// hiredis's event hooks on a stream_descriptor: the least an Asio program must do.
+struct BareWatcher {
+  BareWatcher(net::io_context& io, redisAsyncContext* c) : ac(c), socket(io, c->c.fd) {}
+  void arm(bool read) {
+    bool& armed = read ? read_armed : write_armed;
+    if (armed) return;
+    armed = true;
+    socket.async_wait(
+        read ? net::posix::stream_descriptor::wait_read : net::posix::stream_descriptor::wait_write,
+        [this, read](boost::system::error_code ec) {
+          (read ? read_armed : write_armed) = false;
+          if (ec || ac == nullptr) return;
+          if (read ? !reading : !writing) return;
+          if (read) {
+            redisAsyncHandleRead(ac);
+          } else {
+            redisAsyncHandleWrite(ac);
+          }
+          if (ac != nullptr && (read ? reading : writing)) arm(read);
+        });
+  }
+  redisAsyncContext* ac;
+  net::posix::stream_descriptor socket;
+  bool reading = false, writing = false, read_armed = false, write_armed = false;
+};
+
+class Bare {
+ public:
+  explicit Bare(net::io_context& io) {
+    const auto o = idem::redis::ConnectionOptions::from_uri(uri()).value();
+    ac_ = redisAsyncConnect(o.host.c_str(), o.port);
+    watcher_ = std::make_unique<BareWatcher>(io, ac_);
+    ac_->ev.data = watcher_.get();
+    ac_->ev.addRead = [](void* p) {
+      auto* w = static_cast<BareWatcher*>(p);
+      w->reading = true;
+      w->arm(true);
+    };
+    ac_->ev.delRead = [](void* p) { static_cast<BareWatcher*>(p)->reading = false; };
+    ac_->ev.addWrite = [](void* p) {
+      auto* w = static_cast<BareWatcher*>(p);
+      w->writing = true;
+      w->arm(false);
+    };
+    ac_->ev.delWrite = [](void* p) { static_cast<BareWatcher*>(p)->writing = false; };
+    ac_->ev.cleanup = [](void* p) {
+      auto* w = static_cast<BareWatcher*>(p);
+      w->ac = nullptr;
+      boost::system::error_code ignored;
+      w->socket.cancel(ignored);
+      (void)w->socket.release();
+    };
+    const auto fp = idem::redis::fingerprint_bytes(idem::xxh3_128(kPayload));
+    fp_.assign(fp.data(), fp.size());
+    lease_.assign(idem::redis::ms_text(lease_buf_, kLease));
+    ttl_.assign(idem::redis::ms_text(ttl_buf_, kTtl));
+  }
+  ~Bare() {
+    if (ac_ != nullptr) redisAsyncFree(ac_);
+  }
+
+  // One caller's chain of `count` calls on `ids`: claim, and for a fresh key commit, then the
+  // next; `done` counts finished chains.
+  struct Chain {
+    Bare* bare;
+    std::vector<std::string> keys;
+    std::size_t at = 0;
+    bool commit = true;
+    int* done;
+    bool* ok;
+  };
+
+  void start(Chain* chain) { claim(chain); }
+
+  std::string key_of(std::string_view id) const {
+    const idem::detail::EffectiveKey k("bench", {}, id);
+    return idem::redis::tagged_key(run_prefix() + "g:", k.view());
+  }
+
+ private:
+  void claim(Chain* chain) {
+    const std::string& key = chain->keys[chain->at];
+    const std::array<std::string_view, 7> argv{
+        "EVALSHA", idem::redis::script_record_claim.sha, "1", key, fp_, lease_, ttl_};
+    send(argv, &Bare::on_claim, chain);
+  }
+  static void on_claim(redisAsyncContext*, void* r, void* p) {
+    auto* chain = static_cast<Chain*>(p);
+    auto* reply = static_cast<redisReply*>(r);
+    if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY || reply->elements < 2) {
+      *chain->ok = false;
+      return chain->bare->next(chain);
+    }
+    const long long code = reply->element[0]->integer;
+    if (!chain->commit) {
+      if (code != 1) *chain->ok = false;  // completed: a replay
+      return chain->bare->next(chain);
+    }
+    if (code != 0) {
+      *chain->ok = false;
+      return chain->bare->next(chain);
+    }
+    idem::redis::DecimalText fence;
+    const std::string result = handler();
+    const std::array<std::string_view, 7> argv{
+        "EVALSHA",
+        idem::redis::script_record_commit.sha,
+        "1",
+        chain->keys[chain->at],
+        idem::redis::to_chars(fence, reply->element[1]->integer),
+        "C",
+        result};
+    // ttl last: the commit script's ARGV[4]
+    std::array<std::string_view, 8> full{};
+    std::copy(argv.begin(), argv.end(), full.begin());
+    full[7] = chain->bare->ttl_;
+    chain->bare->send(full, &Bare::on_commit, chain);
+  }
+  static void on_commit(redisAsyncContext*, void* r, void* p) {
+    auto* chain = static_cast<Chain*>(p);
+    auto* reply = static_cast<redisReply*>(r);
+    if (reply == nullptr || reply->type != REDIS_REPLY_INTEGER || reply->integer != 1) {
+      *chain->ok = false;
+    }
+    chain->bare->next(chain);
+  }
+  void next(Chain* chain) {
+    if (++chain->at < chain->keys.size()) return claim(chain);
+    ++*chain->done;
+  }
+
+  template <std::size_t N>
+  void send(const std::array<std::string_view, N>& args, redisCallbackFn* fn, Chain* chain) {
+    std::array<const char*, N> argv{};
+    std::array<std::size_t, N> lens{};
+    for (std::size_t i = 0; i < N; ++i) {
+      argv[i] = args[i].data();
+      lens[i] = args[i].size();
+    }
+    redisAsyncCommandArgv(ac_, fn, chain, static_cast<int>(N), argv.data(), lens.data());
+  }
+
+  redisAsyncContext* ac_ = nullptr;
+  std::unique_ptr<BareWatcher> watcher_;
+  std::string fp_, lease_, ttl_;
+  idem::redis::DecimalText lease_buf_, ttl_buf_;
+};
+
+void bare_batch(benchmark::State& state, bool fresh) {
+  net::io_context io;
+  Bare bare(io);
+  const int in_flight = static_cast<int>(state.range(0));
+  if (!fresh) {  // the replay keys, as the guarded side writes them
+    Guarded g(io);
+    (void)run_batch(io, 1, [&](int, int j) -> net::awaitable<bool> {
+      for (int i = j; i < kReplayKeys; i += kPerCaller) {
+        (void)co_await g.guard.async_execute(replay_id(i), kPayload, handler);
+      }
+      co_return true;
+    });
+  }
+  int next = 0;
+  while (state.KeepRunningBatch(in_flight * kPerCaller)) {
+    // Building the keys is the guard's work too (the effective key, the tagged name).
+    int done = 0;
+    bool ok = true;
+    std::vector<Bare::Chain> chains(static_cast<std::size_t>(in_flight));
+    for (auto& chain : chains) {
+      chain.bare = &bare;
+      chain.commit = fresh;
+      chain.done = &done;
+      chain.ok = &ok;
+      for (int j = 0; j < kPerCaller; ++j) {
+        chain.keys.push_back(bare.key_of(fresh ? next_id("b") : replay_id(next++ % kReplayKeys)));
+      }
+      bare.start(&chain);
+    }
+    while (done < in_flight) io.run_one();
+    if (!ok) {
+      state.SkipWithError("a bare call failed");
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_Async_Redis_Fresh_bare(benchmark::State& state) { bare_batch(state, true); }
+void BM_Async_Redis_Replay_bare(benchmark::State& state) { bare_batch(state, false); }
+
+#define IDEM_ASYNC_BENCH(fn) \
+  BENCHMARK(fn)->ArgName("in_flight")->Arg(1)->Arg(8)->Arg(32)->Arg(128)->UseRealTime()
+IDEM_ASYNC_BENCH(BM_Async_Redis_Fresh);
+IDEM_ASYNC_BENCH(BM_Async_Redis_Fresh_bare);
+IDEM_ASYNC_BENCH(BM_Async_Redis_Replay);
+IDEM_ASYNC_BENCH(BM_Async_Redis_Replay_bare);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (uri() == nullptr) {
+    std::fprintf(stderr, "idem_bench_async: set IDEM_BENCH_REDIS_URI to run the benchmarks\n");
+    return 0;
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
