@@ -432,7 +432,13 @@ AsyncRedisStore::AsyncRedisStore(const net::any_io_executor& executor,
   impl_ = std::make_shared<Impl>(executor, std::move(options));
 }
 
-AsyncRedisStore::~AsyncRedisStore() { impl_->close(); }
+AsyncRedisStore::~AsyncRedisStore() {
+  try {
+    impl_->close();
+  } catch (...) {
+    // Out of memory for the message: the connection stays open until the process ends.
+  }
+}
 
 std::string AsyncRedisStore::record_key(std::string_view effective_key) const {
   return redis::tagged_key(prefix_, effective_key);
