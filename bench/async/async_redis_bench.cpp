@@ -66,6 +66,13 @@ std::string next_id(std::string_view side) {
 
 std::string replay_id(int i) { return "replay-" + std::to_string(i); }
 
+// IDEM_BENCH_ASYNC_STRAND=1: the store's calls go through its strand, as when several threads
+// call it; by default the store is told it has one thread (single_threaded).
+bool single_threaded() {
+  const char* v = std::getenv("IDEM_BENCH_ASYNC_STRAND");
+  return v == nullptr || std::string_view(v) != "1";
+}
+
 // ---- The guarded side -------------------------------------------------------------------------
 
 struct Guarded {
@@ -73,7 +80,8 @@ struct Guarded {
       : store(io.get_executor(),
               idem::AsyncRedisStoreOptions{
                   .connection = idem::redis::ConnectionOptions::from_uri(uri()).value(),
-                  .prefix = run_prefix() + "g:"}),
+                  .prefix = run_prefix() + "g:",
+                  .single_threaded = single_threaded()}),
         guard(store, idem::Options{.scope = "bench", .lease = kLease, .ttl = kTtl}) {}
   idem::AsyncRedisStore store;
   idem::AsyncGuard<idem::AsyncRedisStore> guard;

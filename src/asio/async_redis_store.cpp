@@ -140,6 +140,10 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
           op->script = &script;
           op->args = std::move(args);
           op->commit = commit;
+          if (self->options_.single_threaded) {
+            self->submit(std::unique_ptr<Request>(op.release()));
+            return;
+          }
           net::dispatch(self->strand_, [self, op = std::move(op)]() mutable {
             self->submit(std::unique_ptr<Request>(op.release()));
           });

@@ -32,6 +32,10 @@ struct AsyncRedisStoreOptions {
   /// once a connection is made.
   std::chrono::milliseconds reconnect_backoff{50};
   std::chrono::milliseconds max_reconnect_backoff{2000};
+  /// true: every coroutine that calls the store runs on the one thread that runs its
+  /// executor's io_context, so calls go straight to the connection instead of through a strand
+  /// (one hop less per call). false (default): calls may come from any thread.
+  bool single_threaded = false;
 };
 
 /// The unique-index record strategy on one Redis server, as an idem::AsyncStore: the same Lua
