@@ -26,6 +26,5 @@ idem_header_unit(sqlite idem_sqlite ${IDEM_SQL_HEADERS} ${IDEM_SQLITE_HEADERS})
 idem_header_unit(postgres idem_postgres ${IDEM_SQL_HEADERS} ${IDEM_POSTGRES_HEADERS})
 idem_header_unit(redis idem_redis ${IDEM_REDIS_HEADERS})
 idem_header_unit(testing idem_testing ${IDEM_TESTING_HEADERS})
-if(TARGET idem_asio_redis) # redis_store.hpp needs the Redis adapter's client header
-  idem_header_unit(asio idem_asio_redis ${IDEM_ASIO_HEADERS})
-endif()
+idem_header_unit(asio idem_asio ${IDEM_ASIO_HEADERS})
+idem_header_unit(asio_redis idem_asio_redis ${IDEM_ASIO_REDIS_HEADERS})

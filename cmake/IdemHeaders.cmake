@@ -19,15 +19,18 @@ set(IDEM_REDIS_HEADERS
   idem/stores/redis_token_store.hpp
   idem/stores/request_id_cache.hpp)
 
-# The asynchronous guard and stores, on Boost.Asio (idem::asio, idem::asio_redis).
+# The asynchronous guard, on Boost.Asio (idem::asio), and AsyncRedisStore (idem::asio_redis).
+set(IDEM_ASIO_REDIS_HEADERS
+  idem/asio/redis_store.hpp)
 file(GLOB_RECURSE IDEM_ASIO_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_include}"
      "${_idem_include}/idem/asio/*.hpp")
+list(REMOVE_ITEM IDEM_ASIO_HEADERS ${IDEM_ASIO_REDIS_HEADERS})
 file(GLOB_RECURSE IDEM_TESTING_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_include}"
      "${_idem_include}/idem/testing/*.hpp")
 
 file(GLOB_RECURSE IDEM_CORE_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_include}"
      "${_idem_include}/idem/*.hpp")
-foreach(_idem_list SQL SQLITE POSTGRES REDIS ASIO TESTING)
+foreach(_idem_list SQL SQLITE POSTGRES REDIS ASIO ASIO_REDIS TESTING)
   foreach(_idem_header IN LISTS IDEM_${_idem_list}_HEADERS)
     if(NOT _idem_header IN_LIST IDEM_CORE_HEADERS)
       message(FATAL_ERROR "cmake/IdemHeaders.cmake: IDEM_${_idem_list}_HEADERS names "
