@@ -111,23 +111,17 @@ class AsyncTarget {
     if (options.observer) id_.assign(key.id);
   }
 
-  // Each call's arguments live in its own frame while the store's call runs.
-  boost::asio::awaitable<Result<Claim>> claim() {
-    const ClaimRequest request{key_.view(),
-                               fingerprint_,
-                               options_->lease,
-                               std::max(options_->ttl, options_->lease),
-                               std::chrono::milliseconds{0},
-                               /*rewindable=*/false};
-    co_return co_await store_->async_claim(request);
+  // What the steps send; they keep it in their own frames while the store's call runs.
+  ClaimRequest request() const noexcept {
+    return ClaimRequest{key_.view(),
+                        fingerprint_,
+                        options_->lease,
+                        std::max(options_->ttl, options_->lease),
+                        std::chrono::milliseconds{0},
+                        /*rewindable=*/false};
   }
-  boost::asio::awaitable<Status> commit(Fence fence, ClaimStatus status, std::string_view bytes) {
-    const Completion completion{status, bytes, options_->ttl};
-    co_return co_await store_->async_commit(ticket(fence), completion);
-  }
-  boost::asio::awaitable<Status> abort(Fence fence) {
-    const Ticket held = ticket(fence);
-    co_return co_await store_->async_abort(held);
+  Completion completion(ClaimStatus status, std::string_view bytes) const noexcept {
+    return Completion{status, bytes, options_->ttl};
   }
 
   std::string_view scope() const noexcept { return options_->scope; }
@@ -161,8 +155,9 @@ boost::asio::awaitable<Result<Claim>> async_claim_or_wait(const Policy& policy,
                                                           AsyncTarget<S>& target) {
   WaitPacer pacer(policy.wait(), *policy.clock);
   std::optional<boost::asio::steady_timer> timer;
+  const ClaimRequest request = target.request();
   for (;;) {
-    Result<Claim> claim = co_await target.claim();
+    Result<Claim> claim = co_await target.store().async_claim(request);
     if (claim_refused(policy, target, claim)) co_return claim;
     if (claim->status != ClaimStatus::in_progress) co_return claim;
     const auto pause = pacer.next_pause(claim.value());
@@ -183,8 +178,10 @@ boost::asio::awaitable<Status> async_commit_with_retry(const Policy& policy, Asy
                                                        std::string_view bytes) {
   CommitTries tries(policy.commit_retry);
   std::optional<boost::asio::steady_timer> timer;
+  const Ticket ticket = target.ticket(fence);
+  const Completion completion = target.completion(status, bytes);
   for (;;) {
-    Status committed = co_await target.commit(fence, status, bytes);
+    Status committed = co_await target.store().async_commit(ticket, completion);
     if (tries.finished(committed)) {
       if (!committed) report(policy, target, committed, fence);
       co_return committed;
@@ -203,12 +200,14 @@ boost::asio::awaitable<Status> async_commit_with_retry(const Policy& policy, Asy
 template <class S>
 boost::asio::awaitable<void> async_settle_failure(const Policy& policy, AsyncTarget<S>& target,
                                                   Fence fence, std::string message, bool remember) {
+  const Ticket ticket = target.ticket(fence);
   Status settled;
   if (remember) {
     const std::string failure = encode_failure(errc::handler_failed, message);
-    settled = co_await target.commit(fence, ClaimStatus::failed, failure);
+    const Completion completion = target.completion(ClaimStatus::failed, failure);
+    settled = co_await target.store().async_commit(ticket, completion);
   } else {
-    settled = co_await target.abort(fence);
+    settled = co_await target.store().async_abort(ticket);
   }
   notify(policy, target, Event::aborted, fence, {});
   if (!settled) report(policy, target, settled, fence);
@@ -257,34 +256,6 @@ boost::asio::awaitable<Outcome<T>> async_commit_result(const Policy& policy, Asy
   co_return Outcome<T>::fresh(std::move(value), committed.failure());
 }
 
-/// Calls the handler, with or without the context, awaiting what it returns if it is an
-/// awaitable; the value (std::monostate for void) in `value`.
-template <class R, class Fn, class Stored>
-boost::asio::awaitable<void> async_call_handler(Fn& fn, AsyncContext& context,
-                                                std::optional<Stored>& value) {
-  using Return = typename AsyncHandlerReturn<Fn>::type;
-  auto call = [&]() -> decltype(auto) {
-    if constexpr (kTakesAsyncContext<Fn>) {
-      return std::invoke(fn, context);
-    } else {
-      return std::invoke(fn);
-    }
-  };
-  if constexpr (AwaitedValue<Return>::awaitable) {
-    if constexpr (std::is_void_v<R>) {
-      co_await call();
-      value.emplace();
-    } else {
-      value.emplace(co_await call());
-    }
-  } else if constexpr (std::is_void_v<R>) {
-    call();
-    value.emplace();
-  } else {
-    value.emplace(call());
-  }
-}
-
 /// execute_on as a coroutine. `caller_throws`: the caller's throw_if_cancelled, which the
 /// handler runs under; the engine's own steps run without it and look at cancellation
 /// themselves.
@@ -315,8 +286,28 @@ boost::asio::awaitable<Outcome<R>> async_execute_steps(const Policy& policy, Asy
   {
     AsyncContext context(target.store(), target.ticket(fence), target.lease());
     co_await boost::asio::this_coro::throw_if_cancelled(caller_throws);
+    using Return = typename AsyncHandlerReturn<Fn>::type;
+    auto call = [&]() -> decltype(auto) {
+      if constexpr (kTakesAsyncContext<Fn>) {
+        return std::invoke(fn, context);
+      } else {
+        return std::invoke(fn);
+      }
+    };
+    // The handler's value (std::monostate for void), awaiting what it returns if that is an
+    // awaitable.
     try {
-      co_await async_call_handler<R>(fn, context, value);
+      if constexpr (AwaitedValue<Return>::awaitable && std::is_void_v<R>) {
+        co_await call();
+        value.emplace();
+      } else if constexpr (AwaitedValue<Return>::awaitable) {
+        value.emplace(co_await call());
+      } else if constexpr (std::is_void_v<R>) {
+        call();
+        value.emplace();
+      } else {
+        value.emplace(call());
+      }
     } catch (...) {
       thrown = std::current_exception();
     }
