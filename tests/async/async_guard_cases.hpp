@@ -332,6 +332,23 @@ TYPED_TEST_P(AsyncGuardCases, ACancelDuringTheClaimReleasesWhatTheClaimTook) {
   EXPECT_TRUE(next.recorded());
 }
 
+// A claim in flight that finds a stored result: the caller gave up, so no answer but the abort.
+TYPED_TEST_P(AsyncGuardCases, ACancelDuringAClaimThatFindsAReplayEndsTheCall) {
+  if (!this->ready()) return;
+  SlowStore slow(this->store());
+  AsyncGuard guard{slow, Options{.scope = "cancel-replay"}};
+  ASSERT_TRUE(this->run(guard.async_execute("k", [] { return 1; })).recorded());
+  slow.claim_delay = 100ms;
+  Spawned<Outcome<int>> call;
+  net::cancellation_signal signal;
+  spawn_cancellable(this->io(), guard.async_execute("k", [] { return 2; }), signal, call);
+  net::steady_timer at(this->io(), 20ms);
+  at.async_wait([&](auto) { signal.emit(net::cancellation_type::terminal); });
+  this->run_until([&] { return call.done; });
+  EXPECT_TRUE(call.aborted());
+  EXPECT_EQ(slow.aborts.load(), 0) << "nothing was held";
+}
+
 TYPED_TEST_P(AsyncGuardCases, ACancelDuringTheCommitStillRecordsTheResult) {
   if (!this->ready()) return;
   SlowStore slow(this->store());
@@ -423,7 +440,8 @@ REGISTER_TYPED_TEST_SUITE_P(
     ALiveHolderIsRefusedWithItsLeaseLeft, AWaiterPausesOnATimerAndReplaysTheHoldersResult,
     AHandlerRenewsItsLeaseThroughTheContext, ACancelledWaitGivesUpHoldingNothing,
     ACancelledHandlerReleasesItsKey, ACancelledHandlerIsRememberedUnderRememberFailures,
-    ACancelDuringTheClaimReleasesWhatTheClaimTook, ACancelDuringTheCommitStillRecordsTheResult,
-    ACancelDuringACommitRetryPauseStillRetries, ManyCoroutinesOnSeveralThreadsRunEachKeyOnce);
+    ACancelDuringTheClaimReleasesWhatTheClaimTook, ACancelDuringAClaimThatFindsAReplayEndsTheCall,
+    ACancelDuringTheCommitStillRecordsTheResult, ACancelDuringACommitRetryPauseStillRetries,
+    ManyCoroutinesOnSeveralThreadsRunEachKeyOnce);
 
 }  // namespace idem::testing
