@@ -109,5 +109,38 @@ TEST(OutcomeTest, StatesAndFlags) {
   EXPECT_NO_THROW(Outcome<void>::fresh({}).value());
 }
 
+// Success carries no Failure; the accessors still answer with an empty one.
+TEST(OutcomeTest, EmptyFailuresReadAsSuccess) {
+  auto fresh = Outcome<int>::fresh(1);
+  EXPECT_FALSE(fresh.commit_error());
+  EXPECT_FALSE(fresh.commit_failure().code);
+  EXPECT_TRUE(fresh.commit_failure().message.empty());
+
+  // A commit failure without a code is no failure: the value counts as recorded.
+  auto recorded = Outcome<int>::fresh(2, Failure{});
+  EXPECT_TRUE(recorded.recorded());
+  EXPECT_FALSE(recorded.commit_error());
+
+  const std::string lvalue = "kept";
+  auto copied = Outcome<std::string>::fresh(lvalue);
+  EXPECT_EQ(copied.value(), "kept");
+  EXPECT_EQ(lvalue, "kept");
+}
+
+TEST(StatusTest, OkHoldsNoFailureAndAFailureKeepsItsMessage) {
+  const Status ok;
+  EXPECT_TRUE(ok.ok());
+  EXPECT_FALSE(ok.error());
+  EXPECT_FALSE(ok.failure().code);
+
+  EXPECT_TRUE(Status(Failure{}).ok());  // no code: success, as before
+
+  const Status failed(errc::lease_lost, "taken over");
+  EXPECT_FALSE(failed.ok());
+  EXPECT_EQ(failed.error(), errc::lease_lost);
+  EXPECT_EQ(failed.failure().message, "taken over");
+  EXPECT_EQ(failed.failure().describe(), "taken over");
+}
+
 }  // namespace
 }  // namespace idem

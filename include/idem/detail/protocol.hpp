@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -56,14 +57,15 @@ template <class Commit, class OnRetry>
 Status commit_with_retry(const CommitRetry& policy, Clock& clock, Commit&& commit,
                          OnRetry&& on_retry) {
   auto pause = policy.backoff;
-  Failure doubt;  // the first try whose outcome is unknown
+  std::optional<Failure> doubt;  // the first try whose outcome is unknown
   for (int attempt = 1;; ++attempt) {
     Status status = commit();
-    if (status.error() == errc::outcome_unknown && !doubt.code) doubt = status.failure();
-    if (status.ok() || status.error() == errc::lease_lost || attempt >= policy.attempts) {
-      if (status.error() == errc::store_unavailable && doubt.code) {
+    if (status.ok()) return status;
+    if (status.error() == errc::outcome_unknown && !doubt) doubt = status.failure();
+    if (status.error() == errc::lease_lost || attempt >= policy.attempts) {
+      if (status.error() == errc::store_unavailable && doubt) {
         return Status(errc::outcome_unknown,
-                      doubt.describe() + "; the last try: " + status.failure().describe());
+                      doubt->describe() + "; the last try: " + status.failure().describe());
       }
       return status;
     }
