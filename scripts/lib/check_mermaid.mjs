@@ -1,7 +1,8 @@
 // Parses every ```mermaid block of the Markdown files named, with the mermaid package under jsdom,
 // and checks that a broken block is refused. Not part of the test command (it needs npm):
-//   npm install --prefix /tmp/mmd mermaid@10 jsdom@22
-//   NODE_PATH=/tmp/mmd/node_modules node scripts/lib/check_mermaid.mjs README.md README.zh-CN.md docs/*.md
+// modules are found beside the script, so copy it next to them:
+//   npm install --prefix /tmp/mmd mermaid@10 jsdom@22 && cp scripts/lib/check_mermaid.mjs /tmp/mmd/
+//   node /tmp/mmd/check_mermaid.mjs README.md README.zh-CN.md docs/*.md
 import { JSDOM } from 'jsdom';
 import fs from 'fs';
 const dom = new JSDOM('<!DOCTYPE html><body></body>', { pretendToBeVisual: true });
