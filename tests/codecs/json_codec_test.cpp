@@ -27,7 +27,13 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Receipt, charge_id, amount_cents, tags, count
 namespace idem {
 namespace {
 
+struct NoJson {
+  int x = 0;
+};
+
 static_assert(Codable<shop::Receipt>);
+static_assert(!JsonConvertible<NoJson>);
+static_assert(!Codable<NoJson>);  // no to_json/from_json: still no codec, and no hard error
 static_assert(Codable<std::vector<shop::Receipt>>);
 // Built-in codecs stay: bytes stay bytes, integers stay fixed-width.
 static_assert(std::is_same_v<decltype(codec<std::string>::view(std::string())), std::string_view>);

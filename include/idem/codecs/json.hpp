@@ -9,8 +9,8 @@
 //   Receipt })
 //
 // Types with a codec of their own keep it: strings, byte vectors, integers, bool and enums, and
-// any type you specialise idem::codec for. json_codec<T> is the same codec by name, for a type
-// that is not picked up (template <> struct idem::codec<T> : idem::json_codec<T> {};).
+// any type you specialise idem::codec for. JsonCodec<T> is the same codec by name, for a type
+// that is not picked up (template <> struct idem::codec<T> : idem::JsonCodec<T> {};).
 // Stored bytes that are not JSON, or JSON that from_json cannot turn into T, are
 // errc::record_corrupt, never an exception of nlohmann-json.
 
@@ -28,7 +28,7 @@
 namespace idem {
 
 template <class T>
-struct json_codec {
+struct JsonCodec {
   static std::string encode(const T& value) {
     try {
       // Strings that are not UTF-8 are written with U+FFFD instead of throwing: a result must
@@ -70,6 +70,6 @@ inline constexpr bool has_byte_codec<std::vector<Byte>> =
 
 template <class T>
 struct codec<T, std::enable_if_t<JsonConvertible<T> && !std::is_same_v<T, std::string> &&
-                                 !detail::has_byte_codec<T>>> : json_codec<T> {};
+                                 !detail::has_byte_codec<T>>> : JsonCodec<T> {};
 
 }  // namespace idem

@@ -37,7 +37,7 @@ constexpr std::string_view describe(KeyRefusal r) noexcept {
     case KeyRefusal::not_printable:
       return "Idempotency-Key holds a byte that is not printable ASCII";
     case KeyRefusal::bad_escape:
-      return "Idempotency-Key has an escape other than \\\" or \\\\";
+      return R"(Idempotency-Key has an escape other than \" or \\)";
     case KeyRefusal::unterminated:
       return "Idempotency-Key has no closing quote";
     case KeyRefusal::bad_parameter:

@@ -38,7 +38,7 @@ struct Problem {
 
 /// `s` as a JSON string, quotes included. Bytes that are not ASCII pass through unchanged.
 inline std::string json_string(std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
+  constexpr std::string_view kHex = "0123456789abcdef";
   std::string out = "\"";
   for (const char c : s) {
     const auto u = static_cast<unsigned char>(c);
