@@ -110,14 +110,19 @@ TEST_F(HttpPayments, StatusCodesHeadersAndPrincipals) {
   const json paid = json::parse(first->body);
   ASSERT_TRUE(paid.contains("id"));
   EXPECT_EQ(paid["amount"], 101);
+  EXPECT_EQ(first->get_header_value("Location"), "/payments/" + paid["id"].get<std::string>());
+  EXPECT_EQ(first->get_header_value("Content-Type"), "application/json");
 
-  // A repeat: the original status and body, marked replayed; the payload with other whitespace
-  // and key order is the same payment.
-  auto repeat = c.Post("/payments", headers("alice", "k-1"),
+  // A repeat is the whole first response (status, Location, Content-Type, body), marked replayed;
+  // the payload with other whitespace and key order is the same payment. The key may come with
+  // sf-string parameters, which are ignored.
+  auto repeat = c.Post("/payments", headers("alice", "\"k-1\";attempt=2"),
                        R"({ "currency":"EUR",   "amount": 101 })", "application/json");
   ASSERT_TRUE(repeat);
   EXPECT_EQ(repeat->status, 201);
   EXPECT_EQ(repeat->body, first->body);
+  EXPECT_EQ(repeat->get_header_value("Location"), first->get_header_value("Location"));
+  EXPECT_EQ(repeat->get_header_value("Content-Type"), "application/json");
   EXPECT_EQ(repeat->get_header_value("Idempotent-Replayed"), "true");
 
   auto mismatch = c.Post("/payments", headers("alice", "k-1"), body_of(2), "application/json");
