@@ -33,8 +33,8 @@
 #include "idem/detail/effective_key.hpp"
 #include "idem/stores/memory_store.hpp"
 #include "idem/stores/redis_store.hpp"
-#include "lua_scripts.hpp"   // the record store's scripts, so the bare twin sends the same bytes
-#include "node.hpp"  // to_chars(DecimalText&, n)
+#include "lua_scripts.hpp"  // the record store's scripts, so the bare twin sends the same bytes
+#include "node.hpp"         // to_chars(DecimalText&, n)
 #include "payments_service.hpp"
 #include "store_common.hpp"  // tagged_key, fingerprint_bytes: the same key names and arguments
 
@@ -113,15 +113,15 @@ class BareRedisService final : public v1::Payments::Service {
     const idem::detail::EffectiveKey effective("payments.charge",
                                                {tenant->second.data(), tenant->second.size()},
                                                {id->second.data(), id->second.size()});
-    const std::string key = idem::redis::tagged_key(std::string(kRedisPrefix) + "bare:",
-                                                    effective.view());
+    const std::string key =
+        idem::redis::tagged_key(std::string(kRedisPrefix) + "bare:", effective.view());
     const auto fp = idem::redis::fingerprint_bytes(
         idem::xxh3_128(idem::protobuf::deterministic_bytes(*request)));
     idem::redis::DecimalText lease, ttl, fence;
-    Reply claim = bare_command({"EVALSHA", idem::redis::script_record_claim.sha, "1", key,
-                                std::string_view(fp.data(), fp.size()),
-                                idem::redis::ms_text(lease, kLease),
-                                idem::redis::ms_text(ttl, kTtl)});
+    Reply claim =
+        bare_command({"EVALSHA", idem::redis::script_record_claim.sha, "1", key,
+                      std::string_view(fp.data(), fp.size()), idem::redis::ms_text(lease, kLease),
+                      idem::redis::ms_text(ttl, kTtl)});
     grpc::Status status = charger_.charge(*request, *receipt);
     std::string bytes(1, 'R');
     idem::protobuf::append_deterministic(*receipt, bytes);
@@ -178,8 +178,9 @@ Server& memory_bare() {
   return server;
 }
 Server& redis_guarded() {
-  static idem::RedisStore store(std::make_shared<idem::redis::Client>(g_redis),
-                                idem::RedisStoreOptions{.prefix = std::string(kRedisPrefix) + "g:"});
+  static idem::RedisStore store(
+      std::make_shared<idem::redis::Client>(g_redis),
+      idem::RedisStoreOptions{.prefix = std::string(kRedisPrefix) + "g:"});
   static payments::PaymentsService<idem::RedisStore> service(store, charger());
   static Server server(service);
   return server;
@@ -210,8 +211,8 @@ void run_calls(benchmark::State& state, Server& server) {
   const double cpu_before = state.thread_index() == 0 ? process_cpu_seconds() : 0.0;
   for (auto _ : state) {
     grpc::ClientContext context;
-    context.AddMetadata("idempotency-key",
-                        prefix + std::to_string(g_next_key.fetch_add(1, std::memory_order_relaxed)));
+    context.AddMetadata("idempotency-key", prefix + std::to_string(g_next_key.fetch_add(
+                                                        1, std::memory_order_relaxed)));
     context.AddMetadata("x-tenant", "tenant-1");
     v1::Receipt receipt;
     const grpc::Status status = server.stub().Charge(&context, request, &receipt);
@@ -234,11 +235,11 @@ void BM_Grpc_Memory_Fresh_bare(benchmark::State& state) { run_calls(state, memor
 void BM_Grpc_Redis_Fresh(benchmark::State& state) { run_calls(state, redis_guarded()); }
 void BM_Grpc_Redis_Fresh_bare(benchmark::State& state) { run_calls(state, redis_bare()); }
 
-// ---- The wrapper alone, without the network ------------------------------------------------------
-// GrpcGuard::unary on a ServerContext made here (gRPC's test spouse sets its metadata), on a
-// MemoryStore, beside the handler called alone on the same context: the difference is the
-// wrapper's own CPU per call (reading the key, serialising the request and the response, the
-// guard's claim and commit on memory).
+// ---- The wrapper alone, without the network
+// ------------------------------------------------------ GrpcGuard::unary on a ServerContext made
+// here (gRPC's test spouse sets its metadata), on a MemoryStore, beside the handler called alone on
+// the same context: the difference is the wrapper's own CPU per call (reading the key, serialising
+// the request and the response, the guard's claim and commit on memory).
 
 void wrapper_calls(benchmark::State& state, bool guarded) {
   static idem::MemoryStore store;
@@ -256,8 +257,8 @@ void wrapper_calls(benchmark::State& state, bool guarded) {
   for (auto _ : state) {
     grpc::ServerContext context;
     grpc::testing::ServerContextTestSpouse spouse(&context);
-    spouse.AddClientMetadata("idempotency-key",
-                             prefix + std::to_string(g_next_key.fetch_add(1, std::memory_order_relaxed)));
+    spouse.AddClientMetadata("idempotency-key", prefix + std::to_string(g_next_key.fetch_add(
+                                                             1, std::memory_order_relaxed)));
     spouse.AddClientMetadata("x-tenant", "tenant-1");
     v1::Receipt receipt;
     const grpc::Status status =
@@ -284,9 +285,13 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("BM_Grpc_Wrapper_Memory_Fresh_bare",
                                &BM_Grpc_Wrapper_Memory_Fresh_bare);
   benchmark::RegisterBenchmark("BM_Grpc_Memory_Fresh", &BM_Grpc_Memory_Fresh)
-      ->Threads(1)->Threads(8)->UseRealTime();
+      ->Threads(1)
+      ->Threads(8)
+      ->UseRealTime();
   benchmark::RegisterBenchmark("BM_Grpc_Memory_Fresh_bare", &BM_Grpc_Memory_Fresh_bare)
-      ->Threads(1)->Threads(8)->UseRealTime();
+      ->Threads(1)
+      ->Threads(8)
+      ->UseRealTime();
   if (const char* uri = std::getenv("IDEM_BENCH_REDIS_URI"); uri != nullptr && *uri != '\0') {
     auto options = idem::redis::ConnectionOptions::from_uri(uri);
     if (!options) {
@@ -300,9 +305,13 @@ int main(int argc, char** argv) {
       (void)bare_command({"SCRIPT", "LOAD", s->source});
     }
     benchmark::RegisterBenchmark("BM_Grpc_Redis_Fresh", &BM_Grpc_Redis_Fresh)
-        ->Threads(1)->Threads(8)->UseRealTime();
+        ->Threads(1)
+        ->Threads(8)
+        ->UseRealTime();
     benchmark::RegisterBenchmark("BM_Grpc_Redis_Fresh_bare", &BM_Grpc_Redis_Fresh_bare)
-        ->Threads(1)->Threads(8)->UseRealTime();
+        ->Threads(1)
+        ->Threads(8)
+        ->UseRealTime();
   } else {
     std::puts("idem_bench_grpc: IDEM_BENCH_REDIS_URI is not set; the Redis pair is left out");
   }

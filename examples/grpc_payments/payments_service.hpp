@@ -85,9 +85,8 @@ class PaymentsService final : public v1::Payments::Service {
 
   grpc::Status Charge(grpc::ServerContext* context, const v1::ChargeRequest* request,
                       v1::Receipt* receipt) override {
-    return guarded_.rpc.unary(*context, *request, *receipt, [&](v1::Receipt& out) {
-      return charger_.charge(*request, out);
-    });
+    return guarded_.rpc.unary(*context, *request, *receipt,
+                              [&](v1::Receipt& out) { return charger_.charge(*request, out); });
   }
 
  private:
@@ -110,8 +109,8 @@ class PaymentsCallbackService final : public v1::Payments::CallbackService {
   grpc::ServerUnaryReactor* Charge(grpc::CallbackServerContext* context,
                                    const v1::ChargeRequest* request,
                                    v1::Receipt* receipt) override {
-    using Call = typename idem::GrpcGuard<idem::IdempotencyGuard<Store>>::template PendingCall<
-        v1::Receipt>;
+    using Call =
+        typename idem::GrpcGuard<idem::IdempotencyGuard<Store>>::template PendingCall<v1::Receipt>;
     return guarded_.rpc.unary(*context, *request, *receipt, [this, request](Call call) {
       in_flight_.fetch_add(1);
       std::thread([this, request, call = std::move(call)]() mutable {

@@ -3,9 +3,11 @@
 // docs/grpc.md has the full story and the status table.
 //
 //   idem::IdempotencyGuard guard{store, idem::Options{.scope = "payments.charge"}};
-//   idem::GrpcGuard rpc{guard, idem::GrpcOptions{.principal = idem::principal_from_metadata("x-tenant")}};
+//   idem::GrpcGuard rpc{guard, idem::GrpcOptions{.principal =
+//   idem::principal_from_metadata("x-tenant")}};
 //
-//   grpc::Status Charge(grpc::ServerContext* ctx, const ChargeRequest* req, Receipt* out) override {
+//   grpc::Status Charge(grpc::ServerContext* ctx, const ChargeRequest* req, Receipt* out) override
+//   {
 //     return rpc.unary(*ctx, *req, *out, [&](Receipt& receipt) { return charge(*req, receipt); });
 //   }
 //
@@ -189,7 +191,8 @@ class GrpcPendingCall {
   Response& response() noexcept { return *response_; }
   /// The claim's Context (fence, lease renewal), as an execute() handler gets it. Keyed calls only.
   Context& context() {
-    if (!attempt_) throw std::logic_error("idem: GrpcPendingCall::context() on a call without a key");
+    if (!attempt_)
+      throw std::logic_error("idem: GrpcPendingCall::context() on a call without a key");
     return attempt_->context();
   }
   /// True until finish() or release().
@@ -268,8 +271,8 @@ class GrpcGuard {
   /// or later; otherwise the call is answered at once (replay, refusal) and `start` is not called.
   /// A `start` that throws releases the key and the call answers INTERNAL.
   template <class Request, class Response, class Start>
-  ::grpc::ServerUnaryReactor* unary(::grpc::CallbackServerContext& context,
-                                    const Request& request, Response& response, Start&& start) {
+  ::grpc::ServerUnaryReactor* unary(::grpc::CallbackServerContext& context, const Request& request,
+                                    Response& response, Start&& start) {
     ::grpc::ServerUnaryReactor* reactor = context.DefaultReactor();
     Claimed claimed = claim(context, request, response);
     if (!claimed.attempt && !claimed.unguarded) {

@@ -99,9 +99,9 @@ bool decode_status(std::string_view bytes, ::grpc::Status& status) {
       length > bytes.size() - 9) {
     return false;
   }
-  status = ::grpc::Status(static_cast<::grpc::StatusCode>(code),
-                          std::string(bytes.substr(9, length)),
-                          std::string(bytes.substr(9 + length)));
+  status =
+      ::grpc::Status(static_cast<::grpc::StatusCode>(code), std::string(bytes.substr(9, length)),
+                     std::string(bytes.substr(9 + length)));
   return true;
 }
 
@@ -208,9 +208,9 @@ void append_grpc_response(const google::protobuf::MessageLite& response, std::st
     }
     if (!readable) {
       response.Clear();
-      return {::grpc::StatusCode::DATA_LOSS,
-              "the stored reply (" + std::to_string(bytes.size()) + " bytes) is not a " +
-                  response.GetTypeName() + " message or a status"};
+      return {::grpc::StatusCode::DATA_LOSS, "the stored reply (" + std::to_string(bytes.size()) +
+                                                 " bytes) is not a " + response.GetTypeName() +
+                                                 " message or a status"};
     }
     context.AddTrailingMetadata(std::string(kGrpcReplayedMetadata), "true");
     return status;

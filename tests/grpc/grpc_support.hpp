@@ -61,8 +61,8 @@ class InProcessServer {
 };
 
 inline std::unique_ptr<v1::Payments::Stub> stub_for(int port) {
-  return v1::Payments::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
-                                                   grpc::InsecureChannelCredentials()));
+  return v1::Payments::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
 }
 
 /// One Charge call and what came back.

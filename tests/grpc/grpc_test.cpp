@@ -1,6 +1,7 @@
 // idem::grpc: the protobuf codec, the status mapping, and GrpcGuard end to end over real gRPC on
 // 127.0.0.1 (the example's payments service, with the synchronous and the callback API), and the
 // example's server SIGKILLed and restarted on its SQLite file.
+#include <grpcpp/test/server_context_test_spouse.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -92,8 +93,8 @@ TEST(ProtobufCodec, AGuardReplaysAMessageResult) {
 // ---- The status mapping and the options ------------------------------------------------------
 
 TEST(GrpcStatus, EachCodeMapsAsDocumented) {
-  using idem::errc;
   using grpc::StatusCode;
+  using idem::errc;
   const std::vector<std::pair<errc, StatusCode>> table{
       {errc::key_invalid, StatusCode::INVALID_ARGUMENT},
       {errc::payload_mismatch, StatusCode::FAILED_PRECONDITION},
@@ -128,6 +129,126 @@ TEST(GrpcOptions, AKeyEntryGrpcCannotCarryAsTextIsRefusedAtConstruction) {
         << name;
   }
   EXPECT_NO_THROW(Rpc(guard, idem::GrpcOptions{.key_metadata = "x-request-id"}));
+}
+
+// ---- The synchronous wrapper on a context made here (no network) ------------------------------
+
+using MemoryGuard = idem::IdempotencyGuard<idem::MemoryStore>;
+using MemoryRpc = idem::GrpcGuard<MemoryGuard>;
+
+// A server context with the given client metadata (gRPC's test spouse), as a call would have it.
+struct Call {
+  explicit Call(const Metadata& metadata) : spouse(&context) {
+    for (const auto& [name, value] : metadata) spouse.AddClientMetadata(name, value);
+  }
+  bool replayed() const {
+    const auto trailers = spouse.GetTrailingMetadata();
+    const auto it = trailers.find(std::string(idem::kGrpcReplayedMetadata));
+    return it != trailers.end() && it->second == "true";
+  }
+  grpc::ServerContext context;
+  grpc::testing::ServerContextTestSpouse spouse;
+  v1::Receipt receipt;
+};
+
+class GrpcWrapper : public ::testing::Test {
+ protected:
+  idem::MemoryStore store;
+  MemoryGuard guard{store, idem::Options{.scope = "wrapper"}};
+  MemoryRpc rpc{guard};
+  v1::ChargeRequest request = request_of(1999);
+  int runs = 0;
+
+  template <class Handler>
+  grpc::Status call(Call& c, Handler handler) {
+    return rpc.unary(c.context, request, c.receipt, [&](v1::Receipt& out) {
+      ++runs;
+      return handler(out);
+    });
+  }
+};
+
+TEST_F(GrpcWrapper, AHandlerThatThrowsReleasesTheKeyAndAnswersInternal) {
+  Call first(keyed("k"));
+  const grpc::Status threw = call(
+      first, [](v1::Receipt&) -> grpc::Status { throw std::runtime_error("provider timeout"); });
+  EXPECT_EQ(threw.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_NE(threw.error_message().find("provider timeout"), std::string::npos);
+  Call retry(keyed("k"));
+  EXPECT_TRUE(call(retry, [](v1::Receipt& out) {
+                out.set_payment_id("pay_2");
+                return grpc::Status::OK;
+              }).ok());
+  EXPECT_FALSE(retry.replayed());
+  EXPECT_EQ(runs, 2);
+}
+
+TEST_F(GrpcWrapper, AReleaseCodeLetsARetryRunAgainAndOtherCodesReplay) {
+  Call busy(keyed("k"));
+  EXPECT_EQ(call(busy,
+                 [](v1::Receipt&) {
+                   return grpc::Status(grpc::StatusCode::UNAVAILABLE, "provider down");
+                 })
+                .error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  Call missing(keyed("k"));
+  EXPECT_EQ(
+      call(missing,
+           [](v1::Receipt&) { return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such card"); })
+          .error_code(),
+      grpc::StatusCode::NOT_FOUND);
+  Call again(keyed("k"));
+  const grpc::Status replay = call(again, [](v1::Receipt&) { return grpc::Status::OK; });
+  EXPECT_EQ(replay.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(replay.error_message(), "no such card");
+  EXPECT_TRUE(again.replayed());
+  EXPECT_EQ(runs, 2);
+}
+
+TEST_F(GrpcWrapper, WithoutARequiredKeyACallRunsUnguarded) {
+  MemoryRpc optional{guard, idem::GrpcOptions{.require_key = false}};
+  for (int i = 0; i < 2; ++i) {
+    Call c(Metadata{{"x-tenant", "t"}});
+    EXPECT_TRUE(optional
+                    .unary(c.context, request, c.receipt,
+                           [&](v1::Receipt&) {
+                             ++runs;
+                             return grpc::Status::OK;
+                           })
+                    .ok());
+    EXPECT_FALSE(c.replayed());
+  }
+  EXPECT_EQ(runs, 2);
+}
+
+TEST_F(GrpcWrapper, AHandlerMayTakeTheClaimsContext) {
+  Call c(keyed("k"));
+  idem::Fence fence = 0;
+  EXPECT_TRUE(rpc.unary(c.context, request, c.receipt,
+                        [&](v1::Receipt&, idem::Context& context) {
+                          fence = context.fence();
+                          return grpc::Status::OK;
+                        })
+                  .ok());
+  EXPECT_GT(fence, 0U);
+}
+
+TEST_F(GrpcWrapper, AStoredReplyThatIsNeitherAResponseNorAStatusIsDataLoss) {
+  // The same key, payload and scope, recorded by a plain guard with bytes of its own.
+  auto attempt = guard.begin<std::string>(idem::Key{"k", "tenant-1"},
+                                          idem::protobuf::deterministic_bytes(request));
+  ASSERT_TRUE(attempt.acquired());
+  ASSERT_TRUE(attempt.commit(std::string("Xnot a reply")).recorded());
+  MemoryRpc tenants{guard,
+                    idem::GrpcOptions{.principal = idem::principal_from_metadata("x-tenant")}};
+  Call c(keyed("k"));
+  const grpc::Status s = tenants.unary(c.context, request, c.receipt, [&](v1::Receipt&) {
+    ++runs;
+    return grpc::Status::OK;
+  });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DATA_LOSS);
+  EXPECT_NE(s.error_message().find("payments.v1.Receipt"), std::string::npos) << s.error_message();
+  EXPECT_EQ(runs, 0);
 }
 
 // ---- End to end, both APIs ---------------------------------------------------------------------
@@ -175,7 +296,8 @@ TEST_P(GrpcEndToEnd, TheSameKeyFromAnotherTenantIsAnotherCharge) {
 TEST_P(GrpcEndToEnd, AnErrorStatusReplaysAsItself) {
   InProcessServer server(GetParam());
   auto stub = stub_for(server.port());
-  const v1::ChargeRequest declined = request_of(1999, std::string(payments::Charger::kDeclinedCard));
+  const v1::ChargeRequest declined =
+      request_of(1999, std::string(payments::Charger::kDeclinedCard));
   const Answer first = charge(*stub, declined, keyed("order-4"));
   const Answer again = charge(*stub, declined, keyed("order-4"));
   ASSERT_EQ(first.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
@@ -205,8 +327,7 @@ TEST_P(GrpcEndToEnd, BadKeyMetadataIsInvalidArgumentAndRunsNothing) {
       {"binary key", {{"idempotency-key-bin", "k-bin"}}, "binary metadata"},
       {"binary beside text", {{"idempotency-key", "k"}, {"idempotency-key-bin", "k"}}, "binary"},
       {"two keys", {{"idempotency-key", "k1"}, {"idempotency-key", "k2"}}, "exactly one"},
-      {"the same key twice", {{"idempotency-key", "k1"}, {"idempotency-key", "k1"}},
-       "exactly one"},
+      {"the same key twice", {{"idempotency-key", "k1"}, {"idempotency-key", "k1"}}, "exactly one"},
   };
   for (const Case& c : cases) {
     const Answer a = charge(*stub, request, c.metadata);
@@ -299,8 +420,8 @@ INSTANTIATE_TEST_SUITE_P(Api, GrpcEndToEnd, ::testing::Values(Api::sync, Api::ca
 // Clients charge new keys while the server is SIGKILLed; restarted on the same SQLite file, it
 // replays every charge a client got an answer for, byte for byte.
 TEST(GrpcPaymentsServer, SigkilledAndRestartedOnItsDatabaseLosesNoCompletedCall) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    ("idem-grpc-test-" + std::to_string(::getpid()));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("idem-grpc-test-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string db = (dir / "payments.db").string();

@@ -30,14 +30,14 @@ namespace protobuf {
 inline void append_deterministic(const google::protobuf::MessageLite& message, std::string& out) {
   const std::size_t size = message.ByteSizeLong();
   if (size > static_cast<std::size_t>(INT_MAX)) {
-    throw Error(make_error_code(errc::result_too_large),
-                message.GetTypeName() + " is " + std::to_string(size) +
-                    " bytes, over protobuf's 2 GiB limit");
+    throw Error(make_error_code(errc::result_too_large), message.GetTypeName() + " is " +
+                                                             std::to_string(size) +
+                                                             " bytes, over protobuf's 2 GiB limit");
   }
   if (!message.IsInitialized()) {
-    throw Error(make_error_code(errc::record_corrupt),
-                message.GetTypeName() + " misses required fields: " +
-                    message.InitializationErrorString());
+    throw Error(
+        make_error_code(errc::record_corrupt),
+        message.GetTypeName() + " misses required fields: " + message.InitializationErrorString());
   }
   const std::size_t start = out.size();
   out.resize(start + size);
