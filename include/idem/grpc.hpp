@@ -76,8 +76,9 @@ struct GrpcOptions {
   GrpcPrincipal principal{};
   /// A call with a deadline leases its key for the time left to the deadline plus this grace
   /// (a handler may finish after its client gave up), at most max_lease. Without a deadline the
-  /// guard's Options::lease applies.
-  std::chrono::milliseconds deadline_grace{std::chrono::seconds{1}};
+  /// guard's Options::lease applies. A handler that may outrun its deadline by more than the
+  /// grace renews its lease through its Context, or a retry may take the key over and run too.
+  std::chrono::milliseconds deadline_grace{std::chrono::seconds{5}};
   std::chrono::milliseconds max_lease{std::chrono::minutes{10}};
   /// Codes a handler returns to say that nothing happened: the key is released, so a retry runs
   /// the handler again. Every other status the handler returns is its answer and replays.
