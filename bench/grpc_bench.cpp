@@ -230,7 +230,49 @@ void run_calls(benchmark::State& state, Server& server) {
   }
 }
 
+// Guarded and bare calls alternating on every thread, each timed: the two sides see the same
+// machine at the same moment, so the ratio holds up on a loaded host where separate runs drift.
+void run_paired(benchmark::State& state, Server& guarded, Server& bare) {
+  v1::ChargeRequest request;
+  request.set_card("4242424242424242");
+  request.set_amount_cents(1999);
+  request.set_currency("EUR");
+  (*request.mutable_labels())["order"] = "bench";
+  const std::string prefix = g_run + "p" + std::to_string(state.thread_index()) + "-";
+  std::chrono::steady_clock::duration spent[2]{};
+  for (auto _ : state) {
+    for (int side = 0; side < 2; ++side) {
+      grpc::ClientContext context;
+      context.AddMetadata("idempotency-key", prefix + std::to_string(g_next_key.fetch_add(
+                                                          1, std::memory_order_relaxed)));
+      context.AddMetadata("x-tenant", "tenant-1");
+      v1::Receipt receipt;
+      const auto start = std::chrono::steady_clock::now();
+      const grpc::Status status =
+          (side == 0 ? guarded : bare).stub().Charge(&context, request, &receipt);
+      spent[side] += std::chrono::steady_clock::now() - start;
+      if (!status.ok()) {
+        state.SkipWithError(status.error_message().c_str());
+        return;
+      }
+    }
+  }
+  const auto us = [&](int side) {
+    return std::chrono::duration<double, std::micro>(spent[side]).count() /
+           static_cast<double>(std::max<benchmark::IterationCount>(state.iterations(), 1));
+  };
+  state.counters["guarded_us"] = benchmark::Counter(us(0), benchmark::Counter::kAvgThreads);
+  state.counters["bare_us"] = benchmark::Counter(us(1), benchmark::Counter::kAvgThreads);
+  state.counters["ratio"] = benchmark::Counter(us(0) / us(1), benchmark::Counter::kAvgThreads);
+}
+
 void BM_Grpc_Memory_Fresh(benchmark::State& state) { run_calls(state, memory_guarded()); }
+void BM_Grpc_Memory_Paired(benchmark::State& state) {
+  run_paired(state, memory_guarded(), memory_bare());
+}
+void BM_Grpc_Redis_Paired(benchmark::State& state) {
+  run_paired(state, redis_guarded(), redis_bare());
+}
 void BM_Grpc_Memory_Fresh_bare(benchmark::State& state) { run_calls(state, memory_bare()); }
 void BM_Grpc_Redis_Fresh(benchmark::State& state) { run_calls(state, redis_guarded()); }
 void BM_Grpc_Redis_Fresh_bare(benchmark::State& state) { run_calls(state, redis_bare()); }
@@ -292,6 +334,10 @@ int main(int argc, char** argv) {
       ->Threads(1)
       ->Threads(8)
       ->UseRealTime();
+  benchmark::RegisterBenchmark("BM_Grpc_Memory_Paired", &BM_Grpc_Memory_Paired)
+      ->Threads(1)
+      ->Threads(8)
+      ->UseRealTime();
   if (const char* uri = std::getenv("IDEM_BENCH_REDIS_URI"); uri != nullptr && *uri != '\0') {
     auto options = idem::redis::ConnectionOptions::from_uri(uri);
     if (!options) {
@@ -300,6 +346,11 @@ int main(int argc, char** argv) {
     }
     g_redis = options.value();
     g_redis.pool_size = 64;
+    // IDEM_BENCH_REDIS_PIPELINE=N: the guarded client's pipelined connections (0: a pooled
+    // connection per call, as the bare twin has one per server thread).
+    if (const char* lanes = std::getenv("IDEM_BENCH_REDIS_PIPELINE"); lanes != nullptr && *lanes) {
+      g_redis.pipeline_connections = std::strtoul(lanes, nullptr, 10);
+    }
     for (const idem::redis::Script* s :
          {&idem::redis::script_record_claim, &idem::redis::script_record_commit}) {
       (void)bare_command({"SCRIPT", "LOAD", s->source});
@@ -309,6 +360,10 @@ int main(int argc, char** argv) {
         ->Threads(8)
         ->UseRealTime();
     benchmark::RegisterBenchmark("BM_Grpc_Redis_Fresh_bare", &BM_Grpc_Redis_Fresh_bare)
+        ->Threads(1)
+        ->Threads(8)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark("BM_Grpc_Redis_Paired", &BM_Grpc_Redis_Paired)
         ->Threads(1)
         ->Threads(8)
         ->UseRealTime();
