@@ -112,17 +112,35 @@ inline constexpr char kGrpcStatusTag = 'S';
 std::string encode_grpc_status(const ::grpc::Status& status);
 void append_grpc_response(const google::protobuf::MessageLite& response, std::string& out);
 
-/// The answer for a call that did not acquire its key: a replay (the response parsed into
-/// `response`, or the stored status, marked replayed), or the refusal's status (ABORTED with
-/// retry-after-ms for in_progress). Adds the trailing metadata to `context`.
-::grpc::Status grpc_answer(::grpc::ServerContextBase& context, Outcome<std::string>&& outcome,
+/// The answer for a replay: the stored response parsed into `response` (OK) or the stored
+/// status, marked replayed in the trailing metadata; DATA_LOSS for bytes that are neither.
+::grpc::Status grpc_replay(::grpc::ServerContextBase& context, const std::string& bytes,
                            google::protobuf::MessageLite& response);
-/// The status of a commit that returned `outcome` for a handler's `status`.
-::grpc::Status grpc_committed(const Outcome<std::string>& outcome, const ::grpc::Status& status);
+/// The answer for a refusal: its status, with retry-after-ms for a holder's lease left and the
+/// replayed marker for a remembered failure.
+::grpc::Status grpc_refusal(::grpc::ServerContextBase& context, std::error_code error,
+                            const std::string& message, std::chrono::milliseconds retry_after,
+                            bool replayed);
+
+/// The answer for a call that did not acquire its key: a replay, or the refusal's status.
+template <class O>
+::grpc::Status grpc_answer(::grpc::ServerContextBase& context, const O& outcome,
+                           google::protobuf::MessageLite& response) {
+  if (outcome.has_value()) return grpc_replay(context, outcome.value(), response);
+  return grpc_refusal(context, outcome.error(), outcome.message(), outcome.retry_after(),
+                      outcome.replayed());
+}
+/// The status of a commit that returned `outcome` for a handler's `status`: the handler's, unless
+/// another holder took the key over (lease_lost), whose answer is the key's.
+template <class O>
+::grpc::Status grpc_committed(const O& outcome, const ::grpc::Status& status) {
+  if (outcome) return status;
+  return {grpc_status(outcome.error()), outcome.message()};
+}
 /// What a handler's exception answers: INTERNAL, with its what() (an idem::Error: its code's
 /// status).
-::grpc::Status grpc_handler_threw(std::exception_ptr error);
-std::string exception_text(std::exception_ptr error);
+::grpc::Status grpc_handler_threw(const std::exception_ptr& error);
+std::string exception_text(const std::exception_ptr& error);
 
 bool is_release_code(const GrpcOptions& options, ::grpc::StatusCode code) noexcept;
 
@@ -182,9 +200,12 @@ class GrpcPendingCall {
   GrpcPendingCall(const GrpcPendingCall&) = delete;
   GrpcPendingCall& operator=(const GrpcPendingCall&) = delete;
   ~GrpcPendingCall() {
-    if (reactor_ != nullptr) {
+    if (reactor_ == nullptr) return;
+    try {
       release(::grpc::Status(::grpc::StatusCode::INTERNAL,
                              "the handler dropped the call without answering"));
+    } catch (...) {
+      // Allocation failed building the status; the Attempt settles the key as it goes.
     }
   }
 

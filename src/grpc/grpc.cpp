@@ -69,12 +69,12 @@ namespace {
 
 constexpr std::string_view kBinarySuffix = "-bin";
 
-bool starts_with(::grpc::string_ref s, std::string_view prefix) {
+bool starts_with(const ::grpc::string_ref& s, std::string_view prefix) {
   return s.size() >= prefix.size() && std::string_view(s.data(), prefix.size()) == prefix;
 }
 
-::grpc::Status invalid(std::string message) {
-  return {::grpc::StatusCode::INVALID_ARGUMENT, std::move(message)};
+::grpc::Status invalid(const std::string& message) {
+  return {::grpc::StatusCode::INVALID_ARGUMENT, message};
 }
 
 void put_u32(std::string& out, std::uint32_t v) {
@@ -195,43 +195,39 @@ void append_grpc_response(const google::protobuf::MessageLite& response, std::st
   protobuf::append_deterministic(response, out);
 }
 
-::grpc::Status grpc_answer(::grpc::ServerContextBase& context, Outcome<std::string>&& outcome,
+::grpc::Status grpc_replay(::grpc::ServerContextBase& context, const std::string& bytes,
                            google::protobuf::MessageLite& response) {
-  if (outcome.has_value()) {  // a replay: the stored response or status
-    const std::string bytes = std::move(outcome).value();
-    ::grpc::Status status;
-    bool readable = false;
-    if (!bytes.empty() && bytes[0] == kGrpcResponseTag) {
-      readable = response.ParseFromArray(bytes.data() + 1, static_cast<int>(bytes.size() - 1));
-    } else if (!bytes.empty() && bytes[0] == kGrpcStatusTag) {
-      readable = decode_status(bytes, status);
-    }
-    if (!readable) {
-      response.Clear();
-      return {::grpc::StatusCode::DATA_LOSS, "the stored reply (" + std::to_string(bytes.size()) +
-                                                 " bytes) is not a " + response.GetTypeName() +
-                                                 " message or a status"};
-    }
-    context.AddTrailingMetadata(std::string(kGrpcReplayedMetadata), "true");
-    return status;
+  ::grpc::Status status;
+  bool readable = false;
+  if (!bytes.empty() && bytes[0] == kGrpcResponseTag) {
+    readable = response.ParseFromArray(bytes.data() + 1, static_cast<int>(bytes.size() - 1));
+  } else if (!bytes.empty() && bytes[0] == kGrpcStatusTag) {
+    readable = decode_status(bytes, status);
   }
-  if (outcome.error() == errc::in_progress && outcome.retry_after().count() > 0) {
-    const std::string ms = std::to_string(outcome.retry_after().count());
-    context.AddTrailingMetadata(std::string(kGrpcRetryAfterMetadata), ms);
+  if (!readable) {
+    response.Clear();
+    return {::grpc::StatusCode::DATA_LOSS, "the stored reply (" + std::to_string(bytes.size()) +
+                                               " bytes) is not a " + response.GetTypeName() +
+                                               " message or a status"};
   }
-  if (outcome.replayed()) context.AddTrailingMetadata(std::string(kGrpcReplayedMetadata), "true");
-  return {grpc_status(outcome.error()), outcome.message()};
+  context.AddTrailingMetadata(std::string(kGrpcReplayedMetadata), "true");
+  return status;
 }
 
-::grpc::Status grpc_committed(const Outcome<std::string>& outcome, const ::grpc::Status& status) {
-  if (outcome) return status;
-  // lease_lost: another holder took the key over, and its answer is the key's.
-  return {grpc_status(outcome.error()), outcome.message()};
+::grpc::Status grpc_refusal(::grpc::ServerContextBase& context, std::error_code error,
+                            const std::string& message, std::chrono::milliseconds retry_after,
+                            bool replayed) {
+  if (error == errc::in_progress && retry_after.count() > 0) {
+    context.AddTrailingMetadata(std::string(kGrpcRetryAfterMetadata),
+                                std::to_string(retry_after.count()));
+  }
+  if (replayed) context.AddTrailingMetadata(std::string(kGrpcReplayedMetadata), "true");
+  return {grpc_status(error), message};
 }
 
-std::string exception_text(std::exception_ptr error) {
+std::string exception_text(const std::exception_ptr& error) {
   try {
-    std::rethrow_exception(std::move(error));
+    std::rethrow_exception(error);
   } catch (const std::exception& e) {
     return e.what();
   } catch (...) {
@@ -239,7 +235,7 @@ std::string exception_text(std::exception_ptr error) {
   }
 }
 
-::grpc::Status grpc_handler_threw(std::exception_ptr error) {
+::grpc::Status grpc_handler_threw(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
   } catch (const Error& e) {
