@@ -448,7 +448,18 @@ TEST(GrpcPaymentsServer, SigkilledAndRestartedOnItsDatabaseLosesNoCompletedCall)
         }
       });
     }
-    std::this_thread::sleep_for(400ms);
+    // Killed while the clients are busy: once they completed a few dozen calls (a loaded host
+    // may take a while to start the server), a little later.
+    const auto give_up = std::chrono::steady_clock::now() + 20s;
+    for (;;) {
+      {
+        const std::lock_guard lock(mutex);
+        if (completed.size() >= 40) break;
+      }
+      if (std::chrono::steady_clock::now() > give_up) break;
+      std::this_thread::sleep_for(10ms);
+    }
+    std::this_thread::sleep_for(30ms);
     killed.store(true);
     server.stop(SIGKILL);
     for (auto& client : clients) client.join();
