@@ -66,6 +66,9 @@ GrpcPrincipal principal_from_peer_identity();
 inline constexpr std::string_view kGrpcKeyMetadata = "idempotency-key";
 inline constexpr std::string_view kGrpcReplayedMetadata = "idempotent-replayed";
 inline constexpr std::string_view kGrpcRetryAfterMetadata = "retry-after-ms";
+/// The type of the detail an in_progress status carries (gRPC's rich error model): a
+/// google.rpc.RetryInfo whose retry_delay is the holder's lease left.
+inline constexpr std::string_view kGrpcRetryInfoType = "type.googleapis.com/google.rpc.RetryInfo";
 
 struct GrpcOptions {
   /// The metadata entry that holds the key: lowercase ASCII, not a binary ("-bin") entry.
@@ -116,8 +119,8 @@ void append_grpc_response(const google::protobuf::MessageLite& response, std::st
 /// status, marked replayed in the trailing metadata; DATA_LOSS for bytes that are neither.
 ::grpc::Status grpc_replay(::grpc::ServerContextBase& context, const std::string& bytes,
                            google::protobuf::MessageLite& response);
-/// The answer for a refusal: its status, with retry-after-ms for a holder's lease left and the
-/// replayed marker for a remembered failure.
+/// The answer for a refusal: its status, with the holder's lease left as retry-after-ms and as a
+/// google.rpc.RetryInfo detail, and the replayed marker for a remembered failure.
 ::grpc::Status grpc_refusal(::grpc::ServerContextBase& context, std::error_code error,
                             const std::string& message, std::chrono::milliseconds retry_after,
                             bool replayed);

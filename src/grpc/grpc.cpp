@@ -105,6 +105,45 @@ bool decode_status(std::string_view bytes, ::grpc::Status& status) {
   return true;
 }
 
+// Protobuf's wire format, for the few fields of google.rpc.Status written below.
+void put_varint(std::string& out, std::uint64_t v) {
+  while (v >= 0x80U) {
+    out.push_back(static_cast<char>((v & 0x7fU) | 0x80U));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+void put_varint_field(std::string& out, std::uint32_t field, std::uint64_t v) {
+  put_varint(out, std::uint64_t{field} << 3U);
+  put_varint(out, v);
+}
+void put_bytes_field(std::string& out, std::uint32_t field, std::string_view bytes) {
+  put_varint(out, (std::uint64_t{field} << 3U) | 2U);
+  put_varint(out, bytes.size());
+  out.append(bytes);
+}
+
+// gRPC's rich error model: a google.rpc.Status whose one detail is a google.rpc.RetryInfo with
+// `delay` as its retry_delay, which clients of that model read from grpc-status-details-bin.
+std::string retry_info_status(::grpc::StatusCode code, const std::string& message,
+                              std::chrono::milliseconds delay) {
+  std::string duration;  // google.protobuf.Duration
+  const auto seconds = static_cast<std::uint64_t>(delay.count() / 1000);
+  const auto nanos = static_cast<std::uint64_t>(delay.count() % 1000) * 1000000U;
+  if (seconds != 0) put_varint_field(duration, 1, seconds);
+  if (nanos != 0) put_varint_field(duration, 2, nanos);
+  std::string retry_info;
+  put_bytes_field(retry_info, 1, duration);
+  std::string any;
+  put_bytes_field(any, 1, kGrpcRetryInfoType);
+  put_bytes_field(any, 2, retry_info);
+  std::string status;
+  put_varint_field(status, 1, static_cast<std::uint64_t>(code));
+  if (!message.empty()) put_bytes_field(status, 2, message);
+  put_bytes_field(status, 3, any);
+  return status;
+}
+
 }  // namespace
 
 GrpcKey read_grpc_key(const ::grpc::ServerContextBase& context, const GrpcOptions& options) {
@@ -217,12 +256,14 @@ void append_grpc_response(const google::protobuf::MessageLite& response, std::st
 ::grpc::Status grpc_refusal(::grpc::ServerContextBase& context, std::error_code error,
                             const std::string& message, std::chrono::milliseconds retry_after,
                             bool replayed) {
+  if (replayed) context.AddTrailingMetadata(std::string(kGrpcReplayedMetadata), "true");
+  const ::grpc::StatusCode code = grpc_status(error);
   if (error == errc::in_progress && retry_after.count() > 0) {
     context.AddTrailingMetadata(std::string(kGrpcRetryAfterMetadata),
                                 std::to_string(retry_after.count()));
+    return {code, message, retry_info_status(code, message, retry_after)};
   }
-  if (replayed) context.AddTrailingMetadata(std::string(kGrpcReplayedMetadata), "true");
-  return {grpc_status(error), message};
+  return {code, message};
 }
 
 std::string exception_text(const std::exception_ptr& error) {

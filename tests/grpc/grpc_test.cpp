@@ -1,6 +1,9 @@
 // idem::grpc: the protobuf codec, the status mapping, and GrpcGuard end to end over real gRPC on
 // 127.0.0.1 (the example's payments service, with the synchronous and the callback API), and the
 // example's server SIGKILLed and restarted on its SQLite file.
+#include <google/protobuf/any.pb.h>
+#include <google/protobuf/duration.pb.h>
+#include <google/protobuf/unknown_field_set.h>
 #include <grpcpp/test/server_context_test_spouse.h>
 #include <gtest/gtest.h>
 
@@ -23,6 +26,29 @@ namespace {
 
 using namespace std::chrono_literals;
 using namespace grpc_test;
+
+// The retry_delay, in ms, of the google.rpc.RetryInfo detail in a google.rpc.Status's bytes (read
+// without its generated code); -1 when there is none.
+long long retry_info_ms(const std::string& status_bytes) {
+  using google::protobuf::UnknownField;
+  google::protobuf::UnknownFieldSet status;
+  if (!status.ParseFromString(status_bytes)) return -1;
+  for (int i = 0; i < status.field_count(); ++i) {
+    const UnknownField& detail = status.field(i);
+    google::protobuf::Any any;
+    if (detail.number() != 3 || detail.type() != UnknownField::TYPE_LENGTH_DELIMITED ||
+        !any.ParseFromString(detail.length_delimited()) ||
+        any.type_url() != idem::kGrpcRetryInfoType) {
+      continue;
+    }
+    google::protobuf::UnknownFieldSet retry_info;
+    if (!retry_info.ParseFromString(any.value()) || retry_info.field_count() != 1) return -1;
+    google::protobuf::Duration delay;
+    if (!delay.ParseFromString(retry_info.field(0).length_delimited())) return -1;
+    return delay.seconds() * 1000 + delay.nanos() / 1000000;
+  }
+  return -1;
+}
 
 // ---- The protobuf codec ------------------------------------------------------------------------
 
@@ -398,6 +424,8 @@ TEST_P(GrpcEndToEnd, AChargeSlowerThanTheDeadlineRetriedRunsOnce) {
     a = charge(*stub, request, keyed("slow"), 300ms);
     if (a.status.error_code() == grpc::StatusCode::ABORTED && !a.retry_after_ms.empty()) {
       retry_after = std::stoll(a.retry_after_ms);
+      // The same delay as gRPC's rich error model has it: a RetryInfo detail.
+      EXPECT_EQ(retry_info_ms(a.status.error_details()), retry_after);
     }
     if (a.status.ok()) break;
     std::this_thread::sleep_for(50ms);
