@@ -3,12 +3,11 @@
 // docs/grpc.md has the full story and the status table.
 //
 //   idem::IdempotencyGuard guard{store, idem::Options{.scope = "payments.charge"}};
-//   idem::GrpcGuard rpc{guard, idem::GrpcOptions{.principal =
-//   idem::principal_from_metadata("x-tenant")}};
+//   idem::GrpcGuard rpc{guard};
 //
-//   grpc::Status Charge(grpc::ServerContext* ctx, const ChargeRequest* req, Receipt* out) override
-//   {
-//     return rpc.unary(*ctx, *req, *out, [&](Receipt& receipt) { return charge(*req, receipt); });
+//   grpc::Status Charge(grpc::ServerContext* ctx, const ChargeRequest* req,
+//                       Receipt* out) override {
+//     return rpc.unary(*ctx, *req, *out, [&](Receipt& r) { return charge(*req, r); });
 //   }
 //
 // Per call: the key is the client's `idempotency-key` metadata entry, the payload the request's
@@ -36,7 +35,6 @@
 #include "idem/context.hpp"
 #include "idem/error.hpp"
 #include "idem/key.hpp"
-#include "idem/outcome.hpp"
 
 namespace idem {
 
@@ -169,8 +167,9 @@ template <class A>
     try {
       append_grpc_response(response, bytes);
     } catch (...) {
-      attempt.fail("the response could not be serialised");
-      return grpc_handler_threw(std::current_exception());
+      // The handler's work happened: repeats get this status rather than running it again.
+      const ::grpc::Status unserialisable = grpc_handler_threw(std::current_exception());
+      return grpc_committed(attempt.commit(encode_grpc_status(unserialisable)), unserialisable);
     }
     return grpc_committed(attempt.commit(std::move(bytes)), status);
   }

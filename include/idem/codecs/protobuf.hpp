@@ -21,8 +21,7 @@
 #include "idem/codec.hpp"
 #include "idem/error.hpp"
 
-namespace idem {
-namespace protobuf {
+namespace idem::protobuf {
 
 /// Appends the deterministic serialisation of `message` to `out`. Throws idem::Error
 /// (errc::result_too_large past protobuf's 2 GiB limit, errc::record_corrupt for a message
@@ -65,7 +64,9 @@ inline void parse_or_throw(std::string_view bytes, google::protobuf::MessageLite
   }
 }
 
-}  // namespace protobuf
+}  // namespace idem::protobuf
+
+namespace idem {
 
 /// Any protobuf message, full or lite.
 template <class M>
