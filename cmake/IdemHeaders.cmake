@@ -18,6 +18,9 @@ set(IDEM_REDIS_HEADERS
   idem/stores/redis_store.hpp
   idem/stores/redis_token_store.hpp
   idem/stores/request_id_cache.hpp)
+set(IDEM_GRPC_HEADERS
+  idem/codecs/protobuf.hpp
+  idem/grpc.hpp)
 
 set(IDEM_JSON_HEADERS # the JSON codec, on nlohmann-json
   idem/codecs/json.hpp)
@@ -27,7 +30,7 @@ file(GLOB_RECURSE IDEM_TESTING_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_inclu
 
 file(GLOB_RECURSE IDEM_CORE_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_include}"
      "${_idem_include}/idem/*.hpp")
-foreach(_idem_list SQL SQLITE POSTGRES REDIS TESTING JSON)
+foreach(_idem_list SQL SQLITE POSTGRES REDIS GRPC TESTING JSON)
   foreach(_idem_header IN LISTS IDEM_${_idem_list}_HEADERS)
     if(NOT _idem_header IN_LIST IDEM_CORE_HEADERS)
       message(FATAL_ERROR "cmake/IdemHeaders.cmake: IDEM_${_idem_list}_HEADERS names "

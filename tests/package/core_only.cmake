@@ -9,7 +9,7 @@ set(build "${WORK_DIR}/build")
 execute_process(
   COMMAND "${CMAKE_COMMAND}" -S "${SOURCE_DIR}" -B "${build}" -G "${GENERATOR}"
           "-DCMAKE_CXX_COMPILER=${CXX}" "-DCMAKE_BUILD_TYPE=${CONFIG}"
-          -DIDEM_WITH_SQLITE=OFF -DIDEM_WITH_POSTGRES=OFF -DIDEM_WITH_REDIS=OFF
+          -DIDEM_WITH_SQLITE=OFF -DIDEM_WITH_POSTGRES=OFF -DIDEM_WITH_REDIS=OFF -DIDEM_WITH_GRPC=OFF
           -DIDEM_WITH_TESTING=OFF -DIDEM_WITH_JSON=OFF
           -DIDEM_BUILD_TESTS=OFF -DIDEM_BUILD_BENCH=OFF -DIDEM_BUILD_EXAMPLES=OFF
           -DIDEM_BUILD_TOOLS=OFF
@@ -21,7 +21,7 @@ execute_process(COMMAND "${CMAKE_COMMAND}" --install "${build}" --prefix "${PREF
 file(GLOB_RECURSE installed RELATIVE "${PREFIX}" "${PREFIX}/*")
 set(adapter_files "")
 foreach(file IN LISTS installed)
-  if(file MATCHES "sqlite|postgres|redis|sql_|testing|json|/request_id_cache\\.hpp$")
+  if(file MATCHES "sqlite|postgres|redis|sql_|testing|json|grpc|protobuf|/request_id_cache\\.hpp$")
     list(APPEND adapter_files "${file}")
   endif()
 endforeach()
