@@ -22,6 +22,7 @@
 
 #include "common/connection_pool.hpp"
 #include "idem/detail/record_model.hpp"
+#include "idem/batch_store.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
 #include "idem/stores/sql_store.hpp"
@@ -62,6 +63,14 @@ struct ClaimRow {
   std::string result;
 };
 
+/// One fenced finish of a batch (Session::finish_many).
+struct FinishArgs {
+  Ticket ticket;
+  State state = State::completed;
+  std::string_view result;
+  std::int64_t ttl_ms = 0;
+};
+
 /// A parameter of a generic statement (the entity stores' statements, src/sql/entity_engine.cpp).
 struct Param {
   enum Kind : std::uint8_t { integer, text, bytes } kind = integer;
@@ -91,6 +100,12 @@ class Session {
   virtual bool release(const Ticket& ticket) = 0;
   virtual bool extend(const Ticket& ticket, std::int64_t lease_ms) = 0;
   virtual std::size_t purge(std::size_t max_rows) = 0;
+  /// Lease mode, batches (src/sql/batch_engine.cpp): the claims of distinct keys, and the
+  /// finishes of distinct keys, each batch in one transaction, answered in order. A throw
+  /// leaves none of the batch's records changed, except where the session broke mid-commit.
+  /// The defaults run one statement per item.
+  virtual std::vector<std::optional<ClaimRow>> claim_many(std::span<const ClaimArgs> args);
+  virtual std::vector<bool> finish_many(std::span<const FinishArgs> args);
   /// The record under `key` as it stands, without writing; nullopt when there is none. Sessions
   /// on a read-only replica (src/sql/replica_reads.hpp), and a commit on the primary that looks
   /// for its own landed commit.
@@ -181,6 +196,9 @@ class Engine {
   Status abort(const Ticket& ticket);
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease);
   Status rewind(const Ticket& ticket);
+  // Batches (src/sql/batch_engine.cpp).
+  std::vector<Result<Claim>> claim_batch(std::span<const ClaimRequest> requests);
+  std::vector<Status> commit_batch(std::span<const CommitRequest> requests);
   Result<std::size_t> purge_expired(std::size_t max_rows);
   Status ensure_schema();
   SqlMode mode() const noexcept { return mode_; }
