@@ -134,6 +134,7 @@ PgSession::PgSession(const std::string& conninfo, milliseconds connect_budget,
   declare(kPurge, text.purge);
   declare(kRaiseFloor, text.raise_floor);
   declare(kRead, text.read);
+  declare_batches(text);
 }
 
 PgSession::~PgSession() { rollback(); }
@@ -416,6 +417,13 @@ pqxx::result PgSession::generic_unwatched(const std::string& sql,
   if (work_) return pg::exec_prepared_texts(work_->handle(), prepared(it->second), values);
   pqxx::nontransaction tx(conn_);
   return pg::exec_prepared_texts(tx, prepared(it->second), values);
+}
+
+pqxx::result PgSession::run_texts(const char* name, const std::vector<std::string>& values) {
+  return watched([&] {
+    pqxx::nontransaction tx(conn_);
+    return pg::exec_prepared_texts(tx, prepared(name), values);
+  });
 }
 
 void PgSession::declare(const std::string& name, std::string text) {

@@ -82,6 +82,10 @@ class PgSession final : public sql::Session {
   bool release(const Ticket& ticket) override;
   bool extend(const Ticket& ticket, std::int64_t lease_ms) override;
   std::size_t purge(std::size_t max_rows) override;
+  // Batches as one multi-row statement each (pg_batch.cpp).
+  std::vector<std::optional<sql::ClaimRow>> claim_many(
+      std::span<const sql::ClaimArgs> args) override;
+  std::vector<bool> finish_many(std::span<const sql::FinishArgs> args) override;
   void begin(std::chrono::milliseconds block_for) override;
   void hold(std::string_view table, std::string_view key) override;
   void commit() override;
@@ -100,6 +104,11 @@ class PgSession final : public sql::Session {
                  unsigned blob_columns) override;
 
  private:
+  // Declares the batch statements (pg_batch.cpp).
+  void declare_batches(const sql::Statements& text);
+  // A prepared statement with text parameters, on its own (no transaction open), watched.
+  pqxx::result run_texts(const char* name, const std::vector<std::string>& values);
+
   // A generic statement, prepared on first use under a name of its own. Parameters go as text
   // (bytes in bytea's hex form), so that one dynamic list carries every kind.
   pqxx::result generic(const std::string& sql, std::span<const sql::Param> params);

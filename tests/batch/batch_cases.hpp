@@ -126,6 +126,30 @@ TYPED_TEST_P(BatchTest, BatchClaimsRaiseTheFence) {
   EXPECT_GT(inside, before);
 }
 
+// A holder whose lease ran out is taken over by a batch; the old holder's commit is then stale.
+TYPED_TEST_P(BatchTest, BatchTakesOverAnExpiredLease) {
+  if (this->IsSkipped()) return;
+  auto& store = this->store();
+  IdempotencyGuard guard(store,
+                         Options{.scope = "batch.takeover", .lease = std::chrono::milliseconds{150}});
+  auto stale = guard.template begin<int>(Key{"k"});
+  ASSERT_TRUE(stale.acquired());
+  const Fence old = stale.fence();
+  std::this_thread::sleep_for(std::chrono::milliseconds{400});
+  Fence fresh = 0;
+  const std::vector<BatchItem> items{{Key{"k"}}};
+  auto out = guard.execute_batch(items, [&](std::size_t, Context& ctx) {
+    fresh = ctx.fence();
+    return 2;
+  });
+  EXPECT_TRUE(out[0].recorded());
+  EXPECT_GT(fresh, old);
+  auto late = stale.commit(1);
+  EXPECT_EQ(late.error(), errc::lease_lost);
+  auto replay = guard.execute(Key{"k"}, [] { return 3; });
+  EXPECT_EQ(replay.value(), 2);
+}
+
 // Threads run overlapping batches: each key's handler runs exactly once; every answer is the
 // key's one value, or in_progress while its holder runs.
 TYPED_TEST_P(BatchTest, ConcurrentBatchesRunEachKeyOnce) {
@@ -172,6 +196,7 @@ TYPED_TEST_P(BatchTest, ConcurrentBatchesRunEachKeyOnce) {
 
 REGISTER_TYPED_TEST_SUITE_P(BatchTest, MixedBatchAnswersEachKeyAsAlone,
                             ThrowingHandlerReleasesOnlyItsKey, BatchClaimsRaiseTheFence,
+                            BatchTakesOverAnExpiredLease,
                             ConcurrentBatchesRunEachKeyOnce);
 
 }  // namespace idem::testing
