@@ -8,6 +8,8 @@
 #include "batch/batch_cases.hpp"
 #include "idem/idem.hpp"
 #include "idem/stores/memory_store.hpp"
+#include "idem/stores/redis_store.hpp"
+#include "redis/redis_test_support.hpp"
 #include "sql/sql_test_support.hpp"
 
 namespace idem::testing {
@@ -41,11 +43,21 @@ struct PostgresBatch : ::testing::Test {
   std::optional<PostgresStore> store_;
 };
 
+struct RedisBatch : ::testing::Test {
+  void SetUp() override {
+    IDEM_REQUIRE_REDIS(client);
+    store_.emplace(std::move(client), RedisStoreOptions{.prefix = unique_prefix("batch")});
+  }
+  RedisStore& store() { return *store_; }
+  std::optional<RedisStore> store_;
+};
+
 }  // namespace
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, BatchTest, MemoryBatch);
 INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, BatchTest, SqliteBatch);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, BatchTest, PostgresBatch);
+INSTANTIATE_TYPED_TEST_SUITE_P(Redis, BatchTest, RedisBatch);
 
 // Transactional mode opens a transaction per claim: a batch is refused, saying so, per key.
 TEST(SqlBatch, TransactionalModeRefusesBatches) {
