@@ -9,6 +9,7 @@
 #include "idem/idem.hpp"
 #include "idem/stores/memory_store.hpp"
 #include "idem/stores/redis_store.hpp"
+#include "redis/redis_cluster_support.hpp"
 #include "redis/redis_test_support.hpp"
 #include "sql/sql_test_support.hpp"
 
@@ -52,12 +53,23 @@ struct RedisBatch : ::testing::Test {
   std::optional<RedisStore> store_;
 };
 
+// Keys of a batch spread over the cluster's slots: one script call per slot.
+struct RedisClusterBatch : ::testing::Test {
+  void SetUp() override {
+    IDEM_REQUIRE_REDIS_CLUSTER(client);
+    store_.emplace(std::move(client), RedisStoreOptions{.prefix = unique_prefix("batch")});
+  }
+  RedisStore& store() { return *store_; }
+  std::optional<RedisStore> store_;
+};
+
 }  // namespace
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Memory, BatchTest, MemoryBatch);
 INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, BatchTest, SqliteBatch);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, BatchTest, PostgresBatch);
 INSTANTIATE_TYPED_TEST_SUITE_P(Redis, BatchTest, RedisBatch);
+INSTANTIATE_TYPED_TEST_SUITE_P(RedisCluster, BatchTest, RedisClusterBatch);
 
 // Transactional mode opens a transaction per claim: a batch is refused, saying so, per key.
 TEST(SqlBatch, TransactionalModeRefusesBatches) {
