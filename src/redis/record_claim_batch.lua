@@ -12,7 +12,7 @@ if redis.replicate_commands then redis.replicate_commands() end  -- Redis < 5: T
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local first_fence = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+local first_fence = tonumber(t[1]) * 1000000 + tonumber(t[2])  -- below 2^53 until 2255
 
 local function claim(key, fingerprint, lease, retention)
   local rec = redis.call('HMGET', key, 's', 'f', 'n', 'l', 'r')
@@ -37,10 +37,18 @@ local function claim(key, fingerprint, lease, retention)
       return redis.error_reply('IDEM_CORRUPT unknown record state')
     end
   end
-  if not state then redis.call('HSET', key, 'n', first_fence) end
-  local fence = redis.call('HINCRBY', key, 'n', 1)
-  redis.call('HSET', key, 's', STATE_HELD, 'f', fingerprint, 'l', string.format('%.0f', now + lease))
-  if rec[5] then redis.call('HDEL', key, 'r') end
+  local lease_end = string.format('%.0f', now + lease)
+  local fence
+  if state then
+    fence = redis.call('HINCRBY', key, 'n', 1)
+    redis.call('HSET', key, 's', STATE_HELD, 'f', fingerprint, 'l', lease_end)
+    if rec[5] then redis.call('HDEL', key, 'r') end
+  else
+    -- A new record: its first fence one past the clock's, written with the rest in one HSET.
+    fence = first_fence + 1
+    redis.call('HSET', key, 'n', string.format('%.0f', fence), 's', STATE_HELD, 'f', fingerprint,
+               'l', lease_end)
+  end
   redis.call('PEXPIRE', key, retention)
   return {REPLY_ACQUIRED, fence, took_over}
 end
