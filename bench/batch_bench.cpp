@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "idem/guard.hpp"
+#include "idem/stores/group_commit_store.hpp"
 #include "idem/stores/postgres_store.hpp"
 #include "idem/stores/redis_store.hpp"
 #include "idem/stores/sqlite_store.hpp"
@@ -96,6 +97,36 @@ void BM_SqliteBatch100(benchmark::State& state) { batch(state, sqlite().store); 
 BENCHMARK(BM_SqlitePerItem)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SqliteBatch100)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// Group commit beside one transaction per call: each thread runs execute() on fresh keys (one
+// claim and one commit each), on the store itself or through a GroupCommitStore.
+std::string fresh_id() {
+  return "g-" + std::to_string(::getpid()) + "-" + std::to_string(next_key.fetch_add(1));
+}
+
+template <class S>
+void fresh_calls(benchmark::State& state, S& store) {
+  idem::IdempotencyGuard guard(store, idem::Options{.scope = "bench.group"});
+  for (auto _ : state) {
+    auto r = guard.execute(idem::Key{fresh_id()}, kPayload, [] { return std::string("receipt"); });
+    if (!r.recorded()) state.SkipWithError(r.message().c_str());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+idem::GroupCommitStore<idem::SqliteStore>& sqlite_grouped() {
+  static idem::GroupCommitStore<idem::SqliteStore> grouped(sqlite().store);
+  return grouped;
+}
+
+void BM_SqlitePerCall(benchmark::State& state) { fresh_calls(state, sqlite().store); }
+void BM_SqliteGroupCommit(benchmark::State& state) { fresh_calls(state, sqlite_grouped()); }
+BENCHMARK(BM_SqlitePerCall)->Threads(1)->Threads(8)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_SqliteGroupCommit)
+    ->Threads(1)
+    ->Threads(8)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
 // --- PostgreSQL --------------------------------------------------------------------------------
 
 const char* env(const char* name) {
@@ -109,6 +140,23 @@ idem::PostgresStore& postgres() {
       .table_prefix = "bench_batch_" + std::to_string(::getpid()) + "_"});
   return store;
 }
+
+idem::PostgresStore& postgres_pool32() {
+  static idem::PostgresStore store(idem::PostgresStoreOptions{
+      .uri = env("IDEM_BENCH_PG_URI"),
+      .table_prefix = "bench_batch_" + std::to_string(::getpid()) + "_",
+      .pool_size = 32});
+  return store;
+}
+
+idem::GroupCommitStore<idem::PostgresStore>& postgres_grouped() {
+  static idem::GroupCommitStore<idem::PostgresStore> grouped(
+      postgres_pool32(), idem::GroupCommitOptions{.writers = 4});
+  return grouped;
+}
+
+void BM_PostgresPerCall(benchmark::State& state) { fresh_calls(state, postgres_pool32()); }
+void BM_PostgresGroupCommit(benchmark::State& state) { fresh_calls(state, postgres_grouped()); }
 
 void BM_PostgresPerItem(benchmark::State& state) { per_item(state, postgres()); }
 void BM_PostgresBatch100(benchmark::State& state) { batch(state, postgres()); }
@@ -139,6 +187,10 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark("BM_PostgresBatch100", BM_PostgresBatch100)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
+    for (auto* b : {benchmark::RegisterBenchmark("BM_PostgresPerCall", BM_PostgresPerCall),
+                    benchmark::RegisterBenchmark("BM_PostgresGroupCommit", BM_PostgresGroupCommit)}) {
+      b->Threads(1)->Threads(32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+    }
   }
   if (env("IDEM_BENCH_REDIS_URI") != nullptr) {
     benchmark::RegisterBenchmark("BM_RedisPerItem", BM_RedisPerItem)

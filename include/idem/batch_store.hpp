@@ -33,4 +33,19 @@ concept BatchStore = Store<S> && requires(S& store, std::span<const ClaimRequest
   { store.commit_batch(commits) } -> std::same_as<std::vector<Status>>;
 };
 
+/// The answers of a group written in one step (GroupStore::write_group), in request order.
+struct GroupAnswers {
+  std::vector<Status> commits;
+  std::vector<Result<Claim>> claims;
+};
+
+/// A BatchStore that writes commits and claims together, in one step of the backend (one
+/// transaction): the commits first, so that a claim of a key committed in the same step replays
+/// it. GroupCommitStore uses it when the store has it, else commit_batch then claim_batch.
+template <class S>
+concept GroupStore = BatchStore<S> && requires(S& store, std::span<const CommitRequest> commits,
+                                               std::span<const ClaimRequest> claims) {
+  { store.write_group(commits, claims) } -> std::same_as<GroupAnswers>;
+};
+
 }  // namespace idem

@@ -6,6 +6,8 @@
 
 #include <bit>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "idem/detail/record_model.hpp"
 #include "postgres/pg_session.hpp"
@@ -97,8 +99,9 @@ void PgSession::declare_batches(const sql::Statements& text) {
   declare(kFinishMany, fill(kFinishManyText));
 }
 
-std::vector<std::optional<sql::ClaimRow>> PgSession::claim_many(
-    std::span<const sql::ClaimArgs> args) {
+namespace {
+
+std::vector<std::string> claim_values(std::span<const sql::ClaimArgs> args) {
   ArrayText keys, hi, lo, lease, keep;
   for (const sql::ClaimArgs& a : args) {
     keys.add_bytes(a.key);
@@ -107,14 +110,28 @@ std::vector<std::optional<sql::ClaimRow>> PgSession::claim_many(
     lease.add_number(a.lease_ms);
     keep.add_number(a.keep_ms);
   }
-  const std::vector<std::string> values{close(std::move(keys)), close(std::move(hi)),
-                                        close(std::move(lo)), close(std::move(lease)),
-                                        close(std::move(keep))};
-  const pqxx::result r = run_texts(kClaimMany, values);
-  std::vector<std::optional<sql::ClaimRow>> rows(args.size());
+  return {close(std::move(keys)), close(std::move(hi)), close(std::move(lo)),
+          close(std::move(lease)), close(std::move(keep))};
+}
+
+std::vector<std::string> finish_values(std::span<const sql::FinishArgs> args) {
+  ArrayText keys, fences, states, results, ttls;
+  for (const sql::FinishArgs& a : args) {
+    keys.add_bytes(a.ticket.key);
+    fences.add_number(static_cast<std::int64_t>(a.ticket.fence));
+    states.add_number(static_cast<int>(a.state));
+    results.add_bytes(a.result);
+    ttls.add_number(a.ttl_ms);
+  }
+  return {close(std::move(keys)), close(std::move(fences)), close(std::move(states)),
+          close(std::move(results)), close(std::move(ttls))};
+}
+
+std::vector<std::optional<sql::ClaimRow>> claim_rows(const pqxx::result& r, std::size_t n) {
+  std::vector<std::optional<sql::ClaimRow>> rows(n);
   for (const auto& row : r) {
     const auto ord = row[0].as<std::int64_t>();
-    if (ord < 1 || ord > static_cast<std::int64_t>(args.size())) continue;
+    if (ord < 1 || ord > static_cast<std::int64_t>(n)) continue;
     sql::ClaimRow out;
     out.acquired = row[1].as<int>() == 1;
     out.fence = static_cast<Fence>(row[2].as<std::int64_t>());
@@ -131,27 +148,33 @@ std::vector<std::optional<sql::ClaimRow>> PgSession::claim_many(
   return rows;
 }
 
-std::vector<bool> PgSession::finish_many(std::span<const sql::FinishArgs> args) {
-  ArrayText keys, fences, states, results, ttls;
-  for (const sql::FinishArgs& a : args) {
-    keys.add_bytes(a.ticket.key);
-    fences.add_number(static_cast<std::int64_t>(a.ticket.fence));
-    states.add_number(static_cast<int>(a.state));
-    results.add_bytes(a.result);
-    ttls.add_number(a.ttl_ms);
-  }
-  const std::vector<std::string> values{close(std::move(keys)), close(std::move(fences)),
-                                        close(std::move(states)), close(std::move(results)),
-                                        close(std::move(ttls))};
-  const pqxx::result r = run_texts(kFinishMany, values);
-  std::vector<bool> done(args.size(), false);
+std::vector<bool> finished_rows(const pqxx::result& r, std::size_t n) {
+  std::vector<bool> done(n, false);
   for (const auto& row : r) {
     const auto ord = row[0].as<std::int64_t>();
-    if (ord >= 1 && ord <= static_cast<std::int64_t>(args.size())) {
-      done[static_cast<std::size_t>(ord - 1)] = true;
-    }
+    if (ord >= 1 && ord <= static_cast<std::int64_t>(n)) done[static_cast<std::size_t>(ord - 1)] = true;
   }
   return done;
+}
+
+}  // namespace
+
+// Claims alone or finishes alone: one statement, committed on its own. Both: one transaction,
+// the finishes first, so that a claim of a key finished in the same group replays it.
+sql::Session::Written PgSession::write_many(std::span<const sql::FinishArgs> finishes,
+                                            std::span<const sql::ClaimArgs> claims) {
+  Written out;
+  if (finishes.empty()) {
+    out.claimed = claim_rows(run_texts(kClaimMany, claim_values(claims)), claims.size());
+  } else if (claims.empty()) {
+    out.finished = finished_rows(run_texts(kFinishMany, finish_values(finishes)), finishes.size());
+  } else {
+    auto [finished, claimed] = run_texts_together(kFinishMany, finish_values(finishes), kClaimMany,
+                                                  claim_values(claims));
+    out.finished = finished_rows(finished, finishes.size());
+    out.claimed = claim_rows(claimed, claims.size());
+  }
+  return out;
 }
 
 }  // namespace idem::pg

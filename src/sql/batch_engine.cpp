@@ -1,7 +1,8 @@
-// Batches of the SQL record strategy: many claims in one transaction (or statement), many commits
-// in one. Each key's answer is the one Engine::claim or Engine::commit gives it alone; keys the
-// batch step could not settle (a record that changed under the statement, a key named twice) go
-// through the single-key path after it.
+// Batches and groups of the SQL record strategy: many finishes and claims in one transaction (or
+// statement each). Each key's answer is the one Engine::claim or Engine::commit gives it alone;
+// items the step could not settle (a record that changed under the statement, a key named twice,
+// a finish that matched nothing and may have landed before) go through the single-key path
+// after it.
 
 #include <algorithm>
 #include <string_view>
@@ -22,13 +23,11 @@ class Lent {
   Lent(Backend& backend, Session* session) : backend_(backend), session_(session) {}
   Lent(const Lent&) = delete;
   Lent& operator=(const Lent&) = delete;
-  ~Lent() { give_back(); }
-  Session* operator->() const noexcept { return session_; }
-  Session& operator*() const noexcept { return *session_; }
-  bool& broken() noexcept { return broken_; }
-  void give_back() noexcept {
-    if (session_ != nullptr) backend_.release(std::exchange(session_, nullptr), broken_);
+  ~Lent() {
+    if (session_ != nullptr) backend_.release(session_, broken_);
   }
+  Session* operator->() const noexcept { return session_; }
+  bool& broken() noexcept { return broken_; }
 
  private:
   Backend& backend_;
@@ -49,140 +48,125 @@ std::vector<bool> first_of_key(std::span<const T> items, KeyOf key_of) {
 
 }  // namespace
 
-std::vector<std::optional<ClaimRow>> Session::claim_many(std::span<const ClaimArgs> args) {
-  std::vector<std::optional<ClaimRow>> rows;
-  rows.reserve(args.size());
-  for (const ClaimArgs& a : args) rows.push_back(claim(a));
-  return rows;
-}
-
-std::vector<bool> Session::finish_many(std::span<const FinishArgs> args) {
-  std::vector<bool> done;
-  done.reserve(args.size());
-  for (const FinishArgs& a : args) done.push_back(finish(a.ticket, a.state, a.result, a.ttl_ms));
-  return done;
+Session::Written Session::write_many(std::span<const FinishArgs> finishes,
+                                     std::span<const ClaimArgs> claims) {
+  Written out;
+  out.finished.reserve(finishes.size());
+  for (const FinishArgs& a : finishes) {
+    out.finished.push_back(finish(a.ticket, a.state, a.result, a.ttl_ms));
+  }
+  out.claimed.reserve(claims.size());
+  for (const ClaimArgs& a : claims) out.claimed.push_back(claim(a));
+  return out;
 }
 
 std::vector<Result<Claim>> Engine::claim_batch(std::span<const ClaimRequest> requests) {
-  std::vector<Result<Claim>> answers;
-  answers.reserve(requests.size());
-  auto all_fail = [&](const Failure& f) {
-    answers.clear();
-    for (std::size_t i = 0; i < requests.size(); ++i) answers.emplace_back(f);
-    return answers;
-  };
-  if (requests.empty()) return answers;
-  if (mode_ == SqlMode::transactional) {
-    return all_fail(make_failure(
-        errc::store_unavailable,
-        "idem: SQL batches need SqlMode::lease; in transactional mode each claim opens its own "
-        "transaction: claim the keys one at a time"));
-  }
-  if (Status schema = ensure_schema(); !schema) return all_fail(schema.failure());
-
-  const std::vector<bool> first =
-      first_of_key(requests, [](const ClaimRequest& r) { return r.key; });
-  std::vector<ClaimArgs> args;
-  std::vector<std::size_t> at;  // args[j] is requests[at[j]]
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    if (!first[i] || requests[i].key.empty()) continue;
-    const ClaimRequest& r = requests[i];
-    args.push_back(ClaimArgs{r.key, r.fingerprint, r.lease.count(),
-                             std::max(r.retention, r.lease).count(), 1});
-    at.push_back(i);
-  }
-
-  std::vector<std::optional<Result<Claim>>> settled(requests.size());
-  if (!args.empty()) {
-    bool broken = false;
-    Session* session = nullptr;
-    try {
-      session = backend_->acquire(milliseconds{0});
-    } catch (...) {
-      return all_fail(failure(broken));
-    }
-    Lent s(*backend_, session);
-    std::vector<std::optional<ClaimRow>> rows;
-    try {
-      rows = s->claim_many(args);
-    } catch (...) {
-      return all_fail(failure(s.broken()));
-    }
-    for (std::size_t j = 0; j < args.size() && j < rows.size(); ++j) {
-      if (!rows[j]) continue;  // changed under the statement: asked again below
-      if (auto answer = classify(*rows[j], requests[at[j]])) settled[at[j]] = std::move(*answer);
-    }
-  }
-  // The rest, one at a time: later mentions of a key (they find the batch's hold), records that
-  // changed under the statement, empty keys (refused by claim()).
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    answers.push_back(settled[i] ? std::move(*settled[i]) : claim(requests[i]));
-  }
-  return answers;
+  return write_group({}, requests).claims;
 }
 
 std::vector<Status> Engine::commit_batch(std::span<const CommitRequest> requests) {
-  std::vector<Status> answers;
-  answers.reserve(requests.size());
-  if (requests.empty()) return answers;
-  if (mode_ == SqlMode::transactional) {
-    // Each open transaction commits on its own session.
-    for (const CommitRequest& r : requests) answers.push_back(commit(r.ticket, r.completion));
-    return answers;
-  }
-  auto all_fail = [&](const Failure& f) {
-    answers.assign(requests.size(), Status(f));
-    return answers;
+  return write_group(requests, {}).commits;
+}
+
+GroupAnswers Engine::write_group(std::span<const CommitRequest> commits,
+                                  std::span<const ClaimRequest> claims) {
+  GroupAnswers out;
+  out.commits.reserve(commits.size());
+  out.claims.reserve(claims.size());
+  auto all_fail = [&](const Failure& claims_failure, const Failure& commits_failure) {
+    out.commits.assign(commits.size(), Status(commits_failure));
+    out.claims.clear();
+    for (std::size_t i = 0; i < claims.size(); ++i) out.claims.emplace_back(claims_failure);
+    return std::move(out);
   };
-  if (Status schema = ensure_schema(); !schema) return all_fail(schema.failure());
-
-  const std::vector<bool> first =
-      first_of_key(requests, [](const CommitRequest& r) { return r.ticket.key; });
-  std::vector<FinishArgs> args;
-  std::vector<std::size_t> at;
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    if (!first[i]) continue;
-    const CommitRequest& r = requests[i];
-    args.push_back(FinishArgs{r.ticket, detail::to_sql(detail::finished_state(r.completion.status)),
-                              r.completion.result, r.completion.ttl.count()});
-    at.push_back(i);
+  if (commits.empty() && claims.empty()) return out;
+  if (mode_ == SqlMode::transactional) {
+    // Each open transaction commits on its own session; claims open one each: no batches.
+    for (const CommitRequest& r : commits) out.commits.push_back(commit(r.ticket, r.completion));
+    const Failure refused = make_failure(
+        errc::store_unavailable,
+        "idem: SQL batches need SqlMode::lease; in transactional mode each claim opens its own "
+        "transaction: claim the keys one at a time");
+    for (std::size_t i = 0; i < claims.size(); ++i) out.claims.emplace_back(refused);
+    return out;
+  }
+  if (Status schema = ensure_schema(); !schema) {
+    return all_fail(schema.failure(), schema.failure());
   }
 
-  std::vector<std::optional<Status>> settled(requests.size());
-  {
+  const std::vector<bool> first_commit =
+      first_of_key(commits, [](const CommitRequest& r) { return r.ticket.key; });
+  std::vector<FinishArgs> finish_args;
+  std::vector<std::size_t> finish_at;  // finish_args[j] is commits[finish_at[j]]
+  for (std::size_t i = 0; i < commits.size(); ++i) {
+    if (!first_commit[i]) continue;
+    const CommitRequest& r = commits[i];
+    finish_args.push_back(
+        FinishArgs{r.ticket, detail::to_sql(detail::finished_state(r.completion.status)),
+                   r.completion.result, r.completion.ttl.count()});
+    finish_at.push_back(i);
+  }
+  const std::vector<bool> first_claim =
+      first_of_key(claims, [](const ClaimRequest& r) { return r.key; });
+  std::vector<ClaimArgs> claim_args;
+  std::vector<std::size_t> claim_at;  // claim_args[j] is claims[claim_at[j]]
+  for (std::size_t i = 0; i < claims.size(); ++i) {
+    if (!first_claim[i] || claims[i].key.empty()) continue;
+    const ClaimRequest& r = claims[i];
+    claim_args.push_back(ClaimArgs{r.key, r.fingerprint, r.lease.count(),
+                                   std::max(r.retention, r.lease).count(), 1});
+    claim_at.push_back(i);
+  }
+
+  std::vector<std::optional<Status>> committed(commits.size());
+  std::vector<std::optional<Result<Claim>>> claimed(claims.size());
+  if (!finish_args.empty() || !claim_args.empty()) {
     bool broken = false;
     Session* session = nullptr;
     try {
       session = backend_->acquire(milliseconds{0});
     } catch (...) {
-      return all_fail(failure(broken));
+      const Failure f = failure(broken);
+      return all_fail(f, f);
     }
     Lent s(*backend_, session);
-    std::vector<bool> done;
+    Session::Written written;
     try {
-      done = s->finish_many(args);
+      written = s->write_many(finish_args, claim_args);
     } catch (...) {
-      Failure f = failure(s.broken());
-      if (s.broken()) {
-        f.code = make_error_code(errc::outcome_unknown);
-        f.message =
+      const Failure f = failure(s.broken());
+      Failure in_doubt = f;
+      if (s.broken() && !finish_args.empty()) {
+        // The session broke with the step on its way: its commits may or may not have landed.
+        in_doubt.code = make_error_code(errc::outcome_unknown);
+        in_doubt.message =
             "no reply to the batch's commit; it may or may not have landed (a retry under the "
             "same fences finds it if it did): " +
             f.describe();
       }
-      return all_fail(f);
+      return all_fail(f, in_doubt);
     }
-    for (std::size_t j = 0; j < args.size() && j < done.size(); ++j) {
-      if (done[j]) settled[at[j]] = Status{};
+    for (std::size_t j = 0; j < finish_at.size() && j < written.finished.size(); ++j) {
+      if (written.finished[j]) committed[finish_at[j]] = Status{};
+    }
+    for (std::size_t j = 0; j < claim_at.size() && j < written.claimed.size(); ++j) {
+      if (!written.claimed[j]) continue;  // changed under the statement: asked again below
+      if (auto answer = classify(*written.claimed[j], claims[claim_at[j]])) {
+        claimed[claim_at[j]] = std::move(*answer);
+      }
     }
   }
-  // A finish that matched nothing, a later mention of a key: commit() alone tells landed from
-  // lost, as it does for a single commit.
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    answers.push_back(settled[i] ? std::move(*settled[i])
-                                 : commit(requests[i].ticket, requests[i].completion));
+  // The rest, one at a time: a finish that matched nothing (commit() tells landed from lost),
+  // later mentions of a key (they find the batch's hold or end), records that changed under the
+  // statement, empty keys (refused by claim()).
+  for (std::size_t i = 0; i < commits.size(); ++i) {
+    out.commits.push_back(committed[i] ? std::move(*committed[i])
+                                       : commit(commits[i].ticket, commits[i].completion));
   }
-  return answers;
+  for (std::size_t i = 0; i < claims.size(); ++i) {
+    out.claims.push_back(claimed[i] ? std::move(*claimed[i]) : claim(claims[i]));
+  }
+  return out;
 }
 
 }  // namespace idem::sql

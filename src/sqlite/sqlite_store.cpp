@@ -199,25 +199,20 @@ class SqliteSession final : public sql::Session {
     }
   }
 
-  // A batch of claims in one write transaction: one sync of the file for all of them.
-  std::vector<std::optional<sql::ClaimRow>> claim_many(
-      std::span<const sql::ClaimArgs> args) override {
+  // A batch or group in one write transaction: one sync of the file for all of it.
+  Written write_many(std::span<const sql::FinishArgs> finishes,
+                     std::span<const sql::ClaimArgs> claims) override {
     return in_one_write([&] {
-      std::vector<std::optional<sql::ClaimRow>> rows;
-      rows.reserve(args.size());
-      for (const sql::ClaimArgs& a : args) rows.push_back(claim_in_open_transaction(a, *upsert_));
-      return rows;
-    });
-  }
-
-  std::vector<bool> finish_many(std::span<const sql::FinishArgs> args) override {
-    return in_one_write([&] {
-      std::vector<bool> done;
-      done.reserve(args.size());
-      for (const sql::FinishArgs& a : args) {
-        done.push_back(finish_in_open_transaction(a.ticket, a.state, a.result, a.ttl_ms));
+      Written out;
+      out.finished.reserve(finishes.size());
+      for (const sql::FinishArgs& a : finishes) {
+        out.finished.push_back(finish_in_open_transaction(a.ticket, a.state, a.result, a.ttl_ms));
       }
-      return done;
+      out.claimed.reserve(claims.size());
+      for (const sql::ClaimArgs& a : claims) {
+        out.claimed.push_back(claim_in_open_transaction(a, *upsert_));
+      }
+      return out;
     });
   }
 

@@ -4,11 +4,13 @@
 // share one sync of the log. Header-only.
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <semaphore>
@@ -31,6 +33,10 @@ struct GroupCommitOptions {
   std::chrono::microseconds max_delay{0};
   /// The most calls one group writes; more wait for the next group.
   std::size_t max_batch = 256;
+  /// Groups written at the same time: callers are spread over this many queues, each written
+  /// by one caller at a time. 1 for SQLite, which has one writer per file anyway; a few for
+  /// PostgreSQL, whose server also shares one log flush among concurrent commits.
+  std::size_t writers = 1;
 };
 
 /// Wraps a BatchStore (SqliteStore or PostgresStore in lease mode, RedisStore) so that the
@@ -53,9 +59,10 @@ class GroupCommitStore {
  public:
   explicit GroupCommitStore(S& store, GroupCommitOptions options = {})
       : store_(store), options_(options) {
-    if (options_.max_batch == 0) {
-      throw std::invalid_argument("idem::GroupCommitStore: max_batch must be > 0");
+    if (options_.max_batch == 0 || options_.writers == 0) {
+      throw std::invalid_argument("idem::GroupCommitStore: max_batch and writers must be > 0");
     }
+    for (std::size_t i = 0; i < options_.writers; ++i) lanes_.push_back(std::make_unique<Lane>());
     if (options_.max_delay.count() < 0) options_.max_delay = std::chrono::microseconds{0};
   }
   GroupCommitStore(const GroupCommitStore&) = delete;
@@ -93,13 +100,9 @@ class GroupCommitStore {
   }
 
   /// Groups written so far, and the calls they carried (their ratio is the mean group size).
-  std::size_t groups() const {
-    std::lock_guard lock(mutex_);
-    return groups_;
-  }
-  std::size_t grouped_calls() const {
-    std::lock_guard lock(mutex_);
-    return grouped_calls_;
+  std::size_t groups() const noexcept { return groups_.load(std::memory_order_relaxed); }
+  std::size_t grouped_calls() const noexcept {
+    return grouped_calls_.load(std::memory_order_relaxed);
   }
 
   S& store() noexcept { return store_; }
@@ -111,34 +114,44 @@ class GroupCommitStore {
     const CommitRequest* commit = nullptr;  // a commit
     std::optional<Result<Claim>> claimed;
     std::optional<Status> committed;
-    bool done = false;  // answered (under mutex_); woken without it: lead
+    bool done = false;  // answered (under the lane's mutex); woken without it: lead
     std::binary_semaphore wake{0};
   };
 
-  // Queues the call; writes groups while this caller leads, else waits for its answer or for
-  // the lead.
+  // One queue of calls and its writer.
+  struct Lane {
+    std::mutex mutex;
+    std::condition_variable joined;  // a writer waiting max_delay for more calls
+    std::deque<Call*> queue;
+    bool writing = false;  // a caller leads and writes this lane's groups
+  };
+
+  // Queues the call on a lane; writes the lane's groups while this caller leads, else waits for
+  // its answer or for the lead.
   void run(Call& call) {
-    std::unique_lock lock(mutex_);
-    queue_.push_back(&call);
-    if (writing_) {
-      if (queue_.size() >= options_.max_batch) joined_.notify_one();
+    Lane& lane = *lanes_[next_lane_.fetch_add(1, std::memory_order_relaxed) % lanes_.size()];
+    std::unique_lock lock(lane.mutex);
+    lane.queue.push_back(&call);
+    if (lane.writing) {
+      if (lane.queue.size() >= options_.max_batch) lane.joined.notify_one();
       lock.unlock();
       call.wake.acquire();
       lock.lock();
       if (call.done) return;
       // Handed the lead: the previous writer finished its own call with calls still queued.
     }
-    writing_ = true;
+    lane.writing = true;
     while (!call.done) {
-      if (options_.max_delay.count() > 0 && queue_.size() < options_.max_batch) {
-        joined_.wait_for(lock, options_.max_delay,
-                         [&] { return queue_.size() >= options_.max_batch; });
+      if (options_.max_delay.count() > 0 && lane.queue.size() < options_.max_batch) {
+        lane.joined.wait_for(lock, options_.max_delay,
+                             [&] { return lane.queue.size() >= options_.max_batch; });
       }
-      const std::size_t n = std::min(queue_.size(), options_.max_batch);
-      std::vector<Call*> group(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
-      queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
-      ++groups_;
-      grouped_calls_ += n;
+      const std::size_t n = std::min(lane.queue.size(), options_.max_batch);
+      std::vector<Call*> group(lane.queue.begin(),
+                               lane.queue.begin() + static_cast<std::ptrdiff_t>(n));
+      lane.queue.erase(lane.queue.begin(), lane.queue.begin() + static_cast<std::ptrdiff_t>(n));
+      groups_.fetch_add(1, std::memory_order_relaxed);
+      grouped_calls_.fetch_add(n, std::memory_order_relaxed);
       lock.unlock();
       write(group);
       lock.lock();
@@ -148,15 +161,15 @@ class GroupCommitStore {
       }
     }
     // This caller's call is answered: the next queued caller leads, or nobody writes.
-    if (queue_.empty()) {
-      writing_ = false;
+    if (lane.queue.empty()) {
+      lane.writing = false;
     } else {
-      queue_.front()->wake.release();
+      lane.queue.front()->wake.release();
     }
   }
 
-  // Writes one group: its commits in one step, then its claims in one (a claim then sees the
-  // commits of the same group).
+  // Writes one group: its commits, then its claims (a claim then sees the commits of the same
+  // group), in one step where the store has write_group, else one step each.
   void write(const std::vector<Call*>& group) noexcept {
     std::vector<CommitRequest> commits;
     std::vector<Call*> committers;
@@ -172,27 +185,30 @@ class GroupCommitStore {
           claimers.push_back(c);
         }
       }
-      if (!commits.empty()) {
-        std::vector<Status> statuses = store_.commit_batch(commits);
-        for (std::size_t i = 0; i < committers.size(); ++i) {
-          committers[i]->committed.emplace(
-              i < statuses.size() ? std::move(statuses[i])
-                                  : Status(errc::outcome_unknown,
-                                           "idem: group commit: the store answered fewer commits "
-                                           "than the group sent"));
-        }
+      std::vector<Status> statuses;
+      std::vector<Result<Claim>> answers;
+      if constexpr (GroupStore<S>) {
+        GroupAnswers written = store_.write_group(commits, claims);
+        statuses = std::move(written.commits);
+        answers = std::move(written.claims);
+      } else {
+        if (!commits.empty()) statuses = store_.commit_batch(commits);
+        if (!claims.empty()) answers = store_.claim_batch(claims);
       }
-      if (!claims.empty()) {
-        std::vector<Result<Claim>> answers = store_.claim_batch(claims);
-        for (std::size_t i = 0; i < claimers.size(); ++i) {
-          if (i < answers.size()) {
-            claimers[i]->claimed.emplace(std::move(answers[i]));
-          } else {
-            claimers[i]->claimed.emplace(
-                make_failure(errc::store_unavailable,
-                             "idem: group commit: the store answered fewer claims than the "
-                             "group sent"));
-          }
+      for (std::size_t i = 0; i < committers.size(); ++i) {
+        committers[i]->committed.emplace(
+            i < statuses.size() ? std::move(statuses[i])
+                                : Status(errc::outcome_unknown,
+                                         "idem: group commit: the store answered fewer commits "
+                                         "than the group sent"));
+      }
+      for (std::size_t i = 0; i < claimers.size(); ++i) {
+        if (i < answers.size()) {
+          claimers[i]->claimed.emplace(std::move(answers[i]));
+        } else {
+          claimers[i]->claimed.emplace(make_failure(
+              errc::store_unavailable,
+              "idem: group commit: the store answered fewer claims than the group sent"));
         }
       }
     } catch (...) {
@@ -211,12 +227,10 @@ class GroupCommitStore {
 
   S& store_;
   GroupCommitOptions options_;
-  mutable std::mutex mutex_;
-  std::condition_variable joined_;  // a leader waiting max_delay for more calls
-  std::deque<Call*> queue_;
-  bool writing_ = false;  // a caller leads and writes groups
-  std::size_t groups_ = 0;
-  std::size_t grouped_calls_ = 0;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::atomic<std::size_t> next_lane_{0};
+  std::atomic<std::size_t> groups_{0};
+  std::atomic<std::size_t> grouped_calls_{0};
 };
 
 }  // namespace idem

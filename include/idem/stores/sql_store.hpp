@@ -71,6 +71,10 @@ class SqlStore {
   /// Lease mode: the commits of a batch in one transaction or statement, each answered as
   /// commit() would. Transactional mode: commit() for each in turn.
   std::vector<Status> commit_batch(std::span<const CommitRequest> requests);
+  /// Lease mode: commits, then claims, in one transaction (idem::GroupStore; GroupCommitStore
+  /// writes its groups with it).
+  GroupAnswers write_group(std::span<const CommitRequest> commits,
+                           std::span<const ClaimRequest> claims);
 
   /// Deletes at most `max_rows` records whose retention has passed (by the database clock);
   /// returns how many went. Records in progress under a live retention are never touched.
@@ -90,6 +94,6 @@ class SqlStore {
 };
 
 static_assert(RewindableStore<SqlStore>);
-static_assert(BatchStore<SqlStore>);
+static_assert(GroupStore<SqlStore>);
 
 }  // namespace idem
