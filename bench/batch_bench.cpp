@@ -36,7 +36,8 @@ std::vector<std::string> fresh_ids() {
   ids.reserve(kBatch);
   const long base = next_key.fetch_add(static_cast<long>(kBatch));
   for (std::size_t i = 0; i < kBatch; ++i) {
-    ids.push_back("k-" + std::to_string(::getpid()) + "-" + std::to_string(base + static_cast<long>(i)));
+    ids.push_back("k-" + std::to_string(::getpid()) + "-" +
+                  std::to_string(base + static_cast<long>(i)));
   }
   return ids;
 }
@@ -142,10 +143,10 @@ idem::PostgresStore& postgres() {
 }
 
 idem::PostgresStore& postgres_pool32() {
-  static idem::PostgresStore store(idem::PostgresStoreOptions{
-      .uri = env("IDEM_BENCH_PG_URI"),
-      .table_prefix = "bench_batch_" + std::to_string(::getpid()) + "_",
-      .pool_size = 32});
+  static idem::PostgresStore store(
+      idem::PostgresStoreOptions{.uri = env("IDEM_BENCH_PG_URI"),
+                                 .table_prefix = "bench_batch_" + std::to_string(::getpid()) + "_",
+                                 .pool_size = 32});
   return store;
 }
 
@@ -167,9 +168,9 @@ idem::RedisStore& redis() {
   static idem::RedisStore store = [] {
     auto options = idem::redis::ConnectionOptions::from_uri(env("IDEM_BENCH_REDIS_URI"));
     if (!options) throw std::runtime_error(options.failure().describe());
-    return idem::RedisStore(std::make_shared<idem::redis::Client>(options.value()),
-                            idem::RedisStoreOptions{.prefix = "bench:batch:" +
-                                                              std::to_string(::getpid()) + ":"});
+    return idem::RedisStore(
+        std::make_shared<idem::redis::Client>(options.value()),
+        idem::RedisStoreOptions{.prefix = "bench:batch:" + std::to_string(::getpid()) + ":"});
   }();
   return store;
 }
@@ -187,8 +188,9 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark("BM_PostgresBatch100", BM_PostgresBatch100)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
-    for (auto* b : {benchmark::RegisterBenchmark("BM_PostgresPerCall", BM_PostgresPerCall),
-                    benchmark::RegisterBenchmark("BM_PostgresGroupCommit", BM_PostgresGroupCommit)}) {
+    for (auto* b :
+         {benchmark::RegisterBenchmark("BM_PostgresPerCall", BM_PostgresPerCall),
+          benchmark::RegisterBenchmark("BM_PostgresGroupCommit", BM_PostgresGroupCommit)}) {
       b->Threads(1)->Threads(32)->Unit(benchmark::kMicrosecond)->UseRealTime();
     }
   }

@@ -7,6 +7,8 @@
 //   example_stream_consumer redis://127.0.0.1:6379   (or IDEM_EXAMPLE_REDIS_URI; without one it
 //                                                     says so and exits 0)
 
+#include "idem/redis/stream_consumer.hpp"
+
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Statement.h>
 #include <fmt/format.h>
@@ -21,7 +23,6 @@
 #include <thread>
 
 #include "idem/idem.hpp"
-#include "idem/redis/stream_consumer.hpp"
 #include "idem/stores/sqlite_store.hpp"
 #include "idem/stores/sqlite_transaction.hpp"
 
@@ -30,7 +31,8 @@ using namespace std::chrono_literals;
 int main(int argc, char** argv) {
   const char* uri = argc > 1 ? argv[1] : std::getenv("IDEM_EXAMPLE_REDIS_URI");
   if (uri == nullptr || *uri == '\0') {
-    fmt::print("stream_consumer: no Redis URI given (argument or IDEM_EXAMPLE_REDIS_URI); skipped\n");
+    fmt::print(
+        "stream_consumer: no Redis URI given (argument or IDEM_EXAMPLE_REDIS_URI); skipped\n");
     return 0;
   }
   auto options = idem::redis::ConnectionOptions::from_uri(uri);
@@ -53,15 +55,17 @@ int main(int argc, char** argv) {
   idem::IdempotencyGuard guard(store, idem::Options{.scope = "payments.apply"});
 
   auto consumer_named = [&](const char* name) {
-    return idem::redis::StreamConsumer(
-        client, {.stream = stream, .group = "ledger", .consumer = name, .count = 10,
-                 .reclaim_idle = 200ms});
+    return idem::redis::StreamConsumer(client, {.stream = stream,
+                                                .group = "ledger",
+                                                .consumer = name,
+                                                .count = 10,
+                                                .reclaim_idle = 200ms});
   };
   auto first = consumer_named("worker-1");
   if (!first.create_group()) return 1;
   for (int i = 0; i < 30; ++i) {
-    (void)client->command({"XADD", stream, "*", "account", fmt::format("acct-{}", i % 3),
-                           "cents", std::to_string(100 + i)});
+    (void)client->command({"XADD", stream, "*", "account", fmt::format("acct-{}", i % 3), "cents",
+                           std::to_string(100 + i)});
   }
 
   // Applies one payment inside the claim's transaction.

@@ -99,12 +99,13 @@ std::vector<Status> commit_all(S& store, std::span<const CommitRequest> requests
     statuses = store.commit_batch(requests);
     if (statuses.size() == requests.size()) return statuses;
     statuses.assign(requests.size(),
-                    Status(errc::outcome_unknown,
-                           "the store answered a batch of " + std::to_string(requests.size()) +
-                               " commits with another number of answers"));
+                    Status(errc::outcome_unknown, "the store answered a batch of " +
+                                                      std::to_string(requests.size()) +
+                                                      " commits with another number of answers"));
   } else {
     statuses.reserve(requests.size());
-    for (const CommitRequest& r : requests) statuses.push_back(store.commit(r.ticket, r.completion));
+    for (const CommitRequest& r : requests)
+      statuses.push_back(store.commit(r.ticket, r.completion));
   }
   return statuses;
 }

@@ -106,8 +106,11 @@ class StoreTarget {
   }
 
   ClaimRequest claim_request() const noexcept {
-    return ClaimRequest{key_.view(), fingerprint_, options_->lease,
-                        std::max(options_->ttl, options_->lease), block_for_,
+    return ClaimRequest{key_.view(),
+                        fingerprint_,
+                        options_->lease,
+                        std::max(options_->ttl, options_->lease),
+                        block_for_,
                         /*rewindable=*/options_->remember_failures};
   }
   Result<Claim> claim() { return store_->claim(claim_request()); }

@@ -152,7 +152,8 @@ std::vector<bool> finished_rows(const pqxx::result& r, std::size_t n) {
   std::vector<bool> done(n, false);
   for (const auto& row : r) {
     const auto ord = row[0].as<std::int64_t>();
-    if (ord >= 1 && ord <= static_cast<std::int64_t>(n)) done[static_cast<std::size_t>(ord - 1)] = true;
+    if (ord >= 1 && ord <= static_cast<std::int64_t>(n))
+      done[static_cast<std::size_t>(ord - 1)] = true;
   }
   return done;
 }
@@ -169,8 +170,8 @@ sql::Session::Written PgSession::write_many(std::span<const sql::FinishArgs> fin
   } else if (claims.empty()) {
     out.finished = finished_rows(run_texts(kFinishMany, finish_values(finishes)), finishes.size());
   } else {
-    auto [finished, claimed] = run_texts_together(kFinishMany, finish_values(finishes), kClaimMany,
-                                                  claim_values(claims));
+    auto [finished, claimed] =
+        run_texts_together(kFinishMany, finish_values(finishes), kClaimMany, claim_values(claims));
     out.finished = finished_rows(finished, finishes.size());
     out.claimed = claim_rows(claimed, claims.size());
   }

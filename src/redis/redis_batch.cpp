@@ -31,8 +31,8 @@ std::vector<std::vector<std::size_t>> call_groups(const std::vector<std::string>
   std::vector<std::vector<std::size_t>> groups;
   for (auto& [slot, members] : by_slot) {
     for (std::size_t at = 0; at < members.size(); at += kMaxKeysPerCall) {
-      const auto end = members.begin() + static_cast<std::ptrdiff_t>(
-                                             std::min(members.size(), at + kMaxKeysPerCall));
+      const auto end = members.begin() +
+                       static_cast<std::ptrdiff_t>(std::min(members.size(), at + kMaxKeysPerCall));
       groups.emplace_back(members.begin() + static_cast<std::ptrdiff_t>(at), end);
     }
   }
@@ -73,8 +73,9 @@ bool any_done(const redisReply& r) {
 }
 
 Failure wrong_count(std::string_view where, std::size_t got, std::size_t sent) {
-  return make_failure(errc::record_corrupt,
-                      fmt::format("redis {}: batch script answered {} of {} keys", where, got, sent));
+  return make_failure(
+      errc::record_corrupt,
+      fmt::format("redis {}: batch script answered {} of {} keys", where, got, sent));
 }
 
 }  // namespace
@@ -107,9 +108,8 @@ std::vector<Result<Claim>> RedisStore::claim_batch(std::span<const ClaimRequest>
       args.push_back(redis::ms_text(numbers[2 * g + 1], r.retention));
     }
     if (key_args.empty()) continue;
-    Result<redis::Answer> answer =
-        client_->impl().eval_keys(redis::script_record_claim_batch, key_args, args,
-                                  &options_.durability, any_acquired);
+    Result<redis::Answer> answer = client_->impl().eval_keys(
+        redis::script_record_claim_batch, key_args, args, &options_.durability, any_acquired);
     std::size_t k = 0;  // the reply's element of the next key sent
     for (const std::size_t i : group) {
       if (answers[i]) continue;  // refused before the call
@@ -168,8 +168,8 @@ std::vector<Status> RedisStore::commit_batch(std::span<const CommitRequest> requ
       }
       const redisReply& r = *answer->reply;
       if (r.type != REDIS_REPLY_ARRAY || r.elements != group.size()) {
-        status = wrong_count(answer->where, r.type == REDIS_REPLY_ARRAY ? r.elements : 0,
-                             group.size());
+        status =
+            wrong_count(answer->where, r.type == REDIS_REPLY_ARRAY ? r.elements : 0, group.size());
         continue;
       }
       const redisReply& e = *r.element[g];

@@ -69,7 +69,7 @@ std::vector<Status> Engine::commit_batch(std::span<const CommitRequest> requests
 }
 
 GroupAnswers Engine::write_group(std::span<const CommitRequest> commits,
-                                  std::span<const ClaimRequest> claims) {
+                                 std::span<const ClaimRequest> claims) {
   GroupAnswers out;
   out.commits.reserve(commits.size());
   out.claims.reserve(claims.size());
@@ -101,9 +101,9 @@ GroupAnswers Engine::write_group(std::span<const CommitRequest> commits,
   for (std::size_t i = 0; i < commits.size(); ++i) {
     if (!first_commit[i]) continue;
     const CommitRequest& r = commits[i];
-    finish_args.push_back(
-        FinishArgs{r.ticket, detail::to_sql(detail::finished_state(r.completion.status)),
-                   r.completion.result, r.completion.ttl.count()});
+    finish_args.push_back(FinishArgs{r.ticket,
+                                     detail::to_sql(detail::finished_state(r.completion.status)),
+                                     r.completion.result, r.completion.ttl.count()});
     finish_at.push_back(i);
   }
   const std::vector<bool> first_claim =

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "common/connection_pool.hpp"
-#include "idem/detail/record_model.hpp"
 #include "idem/batch_store.hpp"
+#include "idem/detail/record_model.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
 #include "idem/stores/sql_store.hpp"
@@ -105,7 +105,7 @@ class Session {
   /// written, except where the session broke while the transaction committed. The default runs
   /// one statement (and transaction) per item.
   struct Written {
-    std::vector<bool> finished;                   // per finish: it matched the held record
+    std::vector<bool> finished;                    // per finish: it matched the held record
     std::vector<std::optional<ClaimRow>> claimed;  // per claim, as claim() answers
   };
   virtual Written write_many(std::span<const FinishArgs> finishes,
@@ -202,7 +202,8 @@ class Engine {
   Status rewind(const Ticket& ticket);
   // Batches and groups (src/sql/batch_engine.cpp): the commits, then the claims, in one
   // transaction; each answered as commit() and claim() would answer it alone.
-  GroupAnswers write_group(std::span<const CommitRequest> commits, std::span<const ClaimRequest> claims);
+  GroupAnswers write_group(std::span<const CommitRequest> commits,
+                           std::span<const ClaimRequest> claims);
   std::vector<Result<Claim>> claim_batch(std::span<const ClaimRequest> requests);
   std::vector<Status> commit_batch(std::span<const CommitRequest> requests);
   Result<std::size_t> purge_expired(std::size_t max_rows);

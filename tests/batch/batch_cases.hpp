@@ -36,7 +36,7 @@ TYPED_TEST_P(BatchTest, MixedBatchAnswersEachKeyAsAlone) {
   ASSERT_TRUE(busy.acquired());
 
   const std::vector<BatchItem> items{
-      {Key{"fresh-1"}, "p"}, {Key{"done"}, "p"},    {Key{"busy"}, "p"}, {Key{"other"}, "second"},
+      {Key{"fresh-1"}, "p"}, {Key{"done"}, "p"},    {Key{"busy"}, "p"},    {Key{"other"}, "second"},
       {Key{""}, "p"},        {Key{"fresh-2"}, "p"}, {Key{"fresh-1"}, "p"},
   };
   std::vector<std::size_t> ran;
@@ -130,8 +130,8 @@ TYPED_TEST_P(BatchTest, BatchClaimsRaiseTheFence) {
 TYPED_TEST_P(BatchTest, BatchTakesOverAnExpiredLease) {
   if (this->IsSkipped()) return;
   auto& store = this->store();
-  IdempotencyGuard guard(store,
-                         Options{.scope = "batch.takeover", .lease = std::chrono::milliseconds{150}});
+  IdempotencyGuard guard(
+      store, Options{.scope = "batch.takeover", .lease = std::chrono::milliseconds{150}});
   auto stale = guard.template begin<int>(Key{"k"});
   ASSERT_TRUE(stale.acquired());
   const Fence old = stale.fence();
@@ -196,7 +196,6 @@ TYPED_TEST_P(BatchTest, ConcurrentBatchesRunEachKeyOnce) {
 
 REGISTER_TYPED_TEST_SUITE_P(BatchTest, MixedBatchAnswersEachKeyAsAlone,
                             ThrowingHandlerReleasesOnlyItsKey, BatchClaimsRaiseTheFence,
-                            BatchTakesOverAnExpiredLease,
-                            ConcurrentBatchesRunEachKeyOnce);
+                            BatchTakesOverAnExpiredLease, ConcurrentBatchesRunEachKeyOnce);
 
 }  // namespace idem::testing

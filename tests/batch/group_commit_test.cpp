@@ -71,8 +71,8 @@ struct Place {
 
 std::unique_ptr<SqlStore> open_store(const Place& p) {
   if (p.backend == Backend::sqlite) {
-    return std::make_unique<SqliteStore>(SqliteStoreOptions{
-        .path = p.location, .table_prefix = p.prefix, .synchronous_full = true});
+    return std::make_unique<SqliteStore>(
+        SqliteStoreOptions{.path = p.location, .table_prefix = p.prefix, .synchronous_full = true});
   }
   return std::make_unique<PostgresStore>(
       PostgresStoreOptions{.uri = p.location, .table_prefix = p.prefix, .pool_size = 4});

@@ -4,6 +4,8 @@
 // messages) and crashes and restarts Redis (durable: appendfsync always). Every message's
 // effect must be there exactly once, and none left pending.
 
+#include "idem/redis/stream_consumer.hpp"
+
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Statement.h>
 #include <gtest/gtest.h>
@@ -26,7 +28,6 @@
 #include <vector>
 
 #include "idem/idem.hpp"
-#include "idem/redis/stream_consumer.hpp"
 #include "idem/stores/sqlite_store.hpp"
 #include "idem/stores/sqlite_transaction.hpp"
 #include "sql/sql_test_support.hpp"
@@ -58,8 +59,8 @@ class DurableRedis {
     const std::string cmd = "redis-server --port " + std::to_string(port_) +
                             " --bind 127.0.0.1 --dir '" + dir_ +
                             "' --appendonly yes --appendfsync always --save '' --daemonize yes "
-                            "--pidfile '" + dir_ + "/redis.pid' --logfile '" + dir_ +
-                            "/redis.log' >/dev/null 2>&1";
+                            "--pidfile '" +
+                            dir_ + "/redis.pid' --logfile '" + dir_ + "/redis.log' >/dev/null 2>&1";
     if (std::system(cmd.c_str()) != 0) return false;
     redis::Client probe(options());
     for (int i = 0; i < 200; ++i) {
@@ -97,21 +98,19 @@ constexpr const char* kGroup = "billing";
 constexpr int kMessages = 300;
 
 // A consumer process: reads and applies until killed.
-[[noreturn]] void consume(const DurableRedis& redis, const std::string& db, const std::string& name) {
+[[noreturn]] void consume(const DurableRedis& redis, const std::string& db,
+                          const std::string& name) {
   try {
     auto client = std::make_shared<redis::Client>(redis.options());
-    SqliteStore store(SqliteStoreOptions{.path = db,
-                                         .mode = SqlMode::transactional,
-                                         .table_prefix = "sc_",
-                                         .busy_timeout = 10s});
+    SqliteStore store(SqliteStoreOptions{
+        .path = db, .mode = SqlMode::transactional, .table_prefix = "sc_", .busy_timeout = 10s});
     IdempotencyGuard guard(store, Options{.scope = "billing", .lease = 5s});
-    redis::StreamConsumer consumer(
-        client, redis::StreamConsumerOptions{.stream = kStream,
-                                             .group = kGroup,
-                                             .consumer = name,
-                                             .count = 20,
-                                             .block = 100ms,
-                                             .reclaim_idle = 400ms});
+    redis::StreamConsumer consumer(client, redis::StreamConsumerOptions{.stream = kStream,
+                                                                        .group = kGroup,
+                                                                        .consumer = name,
+                                                                        .count = 20,
+                                                                        .block = 100ms,
+                                                                        .reclaim_idle = 400ms});
     for (;;) {
       auto page = consumer.process(guard, [&](const redis::StreamMessage& m, Context& ctx) {
         SQLite::Statement st(sqlite_transaction(ctx),
@@ -141,10 +140,10 @@ TEST(StreamConsumer, KilledConsumersAndARedisCrashLeaveEachEffectExactlyOnce) {
     SQLite::Database d(db.path(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE, 5000);
     d.exec("CREATE TABLE effects (id TEXT NOT NULL, amount TEXT)");
   }
-  ASSERT_TRUE(SqliteStore(SqliteStoreOptions{.path = db.path(),
-                                             .mode = SqlMode::transactional,
-                                             .table_prefix = "sc_"})
-                  .ensure_schema());
+  ASSERT_TRUE(
+      SqliteStore(SqliteStoreOptions{
+                      .path = db.path(), .mode = SqlMode::transactional, .table_prefix = "sc_"})
+          .ensure_schema());
   auto client = std::make_shared<redis::Client>(redis.options());
   ASSERT_TRUE(redis::StreamConsumer(client, {.stream = kStream, .group = kGroup, .consumer = "x"})
                   .create_group());
@@ -155,8 +154,9 @@ TEST(StreamConsumer, KilledConsumersAndARedisCrashLeaveEachEffectExactlyOnce) {
 
   auto effects = [&](bool distinct) {
     SQLite::Database d(db.path(), SQLite::OPEN_READONLY, 5000);
-    return d.execAndGet(distinct ? "SELECT count(DISTINCT id) FROM effects"
-                                 : "SELECT count(*) FROM effects")
+    return d
+        .execAndGet(distinct ? "SELECT count(DISTINCT id) FROM effects"
+                             : "SELECT count(*) FROM effects")
         .getInt64();
   };
   auto pending = [&]() -> long long {

@@ -103,9 +103,9 @@ class StreamConsumer {
       own_pending_read_ = true;
     }
     const std::string idle = std::to_string(options_.reclaim_idle.count());
-    Result<Reply> claimed = client_->command({"XAUTOCLAIM", options_.stream, options_.group,
-                                              options_.consumer, idle, reclaim_cursor_, "COUNT",
-                                              count});
+    Result<Reply> claimed =
+        client_->command({"XAUTOCLAIM", options_.stream, options_.group, options_.consumer, idle,
+                          reclaim_cursor_, "COUNT", count});
     if (!claimed) return claimed.failure();
     if (claimed->type == Reply::Type::error) {
       return make_failure(errc::store_unavailable, "redis XAUTOCLAIM: " + claimed->str);
@@ -178,8 +178,8 @@ class StreamConsumer {
   Result<std::vector<StreamMessage>> read_group(std::string_view from, const std::string& count,
                                                 bool block) {
     const std::string block_ms = std::to_string(options_.block.count());
-    std::vector<std::string_view> argv{"XREADGROUP", "GROUP", options_.group, options_.consumer,
-                                       "COUNT",      count};
+    std::vector<std::string_view> argv{"XREADGROUP",      "GROUP", options_.group,
+                                       options_.consumer, "COUNT", count};
     if (block) {
       argv.push_back("BLOCK");
       argv.push_back(block_ms);
@@ -218,7 +218,8 @@ class StreamConsumer {
       }
       StreamMessage m{e.elements[0].str, {}};
       const auto& kv = e.elements[1].elements;
-      for (std::size_t i = 0; i + 1 < kv.size(); i += 2) m.fields.emplace_back(kv[i].str, kv[i + 1].str);
+      for (std::size_t i = 0; i + 1 < kv.size(); i += 2)
+        m.fields.emplace_back(kv[i].str, kv[i + 1].str);
       out.push_back(std::move(m));
     }
     (void)ack(gone);

@@ -87,9 +87,7 @@ class GroupCommitStore {
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
     return store_.extend(ticket, lease);
   }
-  Status rewind(const Ticket& ticket) requires RewindableStore<S> {
-    return store_.rewind(ticket);
-  }
+  Status rewind(const Ticket& ticket) requires RewindableStore<S> { return store_.rewind(ticket); }
 
   /// A batch is a group already: written at once, beside the groups.
   std::vector<Result<Claim>> claim_batch(std::span<const ClaimRequest> requests) {
@@ -215,8 +213,8 @@ class GroupCommitStore {
       // Out of memory building the group: every call not answered yet fails.
       for (Call* c : group) {
         if (c->commit != nullptr && !c->committed) {
-          c->committed.emplace(Status(errc::outcome_unknown,
-                                      "idem: group commit failed while writing the group"));
+          c->committed.emplace(
+              Status(errc::outcome_unknown, "idem: group commit failed while writing the group"));
         } else if (c->claim != nullptr && !c->claimed) {
           c->claimed.emplace(make_failure(errc::store_unavailable,
                                           "idem: group commit failed while writing the group"));
