@@ -64,7 +64,7 @@ class ArrayText {
     static constexpr std::string_view kHex = "0123456789abcdef";
     next();
     text_.reserve(text_.size() + 6 + b.size() * 2);
-    text_ += "\"\\\\x";
+    text_ += R"("\\x)";
     for (const unsigned char c : b) {
       text_.push_back(kHex[c >> 4]);
       text_.push_back(kHex[c & 15]);

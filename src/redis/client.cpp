@@ -230,9 +230,9 @@ Result<Answer> Client::Impl::eval_keys(const Script& script, std::span<const std
   const std::string count = std::to_string(keys.size());
   std::vector<std::string_view> argv;
   argv.reserve(3 + keys.size() + args.size());
-  argv.push_back("EVALSHA");
-  argv.push_back(script.sha);
-  argv.push_back(count);
+  argv.emplace_back("EVALSHA");
+  argv.emplace_back(script.sha);
+  argv.emplace_back(count);
   argv.insert(argv.end(), keys.begin(), keys.end());
   argv.insert(argv.end(), args.begin(), args.end());
   Call call{.argv = argv, .script = &script, .report_in_doubt = report_in_doubt};

@@ -37,7 +37,12 @@ struct StreamMessage {
   std::string payload() const {
     std::string out;
     for (const auto& [f, v] : fields) {
-      out += std::to_string(f.size()) + ':' + f + std::to_string(v.size()) + ':' + v;
+      out += std::to_string(f.size());
+      out += ':';
+      out += f;
+      out += std::to_string(v.size());
+      out += ':';
+      out += v;
     }
     return out;
   }
@@ -181,12 +186,12 @@ class StreamConsumer {
     std::vector<std::string_view> argv{"XREADGROUP",      "GROUP", options_.group,
                                        options_.consumer, "COUNT", count};
     if (block) {
-      argv.push_back("BLOCK");
-      argv.push_back(block_ms);
+      argv.emplace_back("BLOCK");
+      argv.emplace_back(block_ms);
     }
-    argv.push_back("STREAMS");
-    argv.push_back(options_.stream);
-    argv.push_back(from);
+    argv.emplace_back("STREAMS");
+    argv.emplace_back(options_.stream);
+    argv.emplace_back(from);
     Result<Reply> r = client_->command(argv);
     if (!r) return r.failure();
     if (r->type == Reply::Type::error) {
