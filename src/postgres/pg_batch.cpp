@@ -162,8 +162,26 @@ std::vector<bool> finished_rows(const pqxx::result& r, std::size_t n) {
 
 // Claims alone or finishes alone: one statement, committed on its own. Both: one transaction,
 // the finishes first, so that a claim of a key finished in the same group replays it.
+//
+// Concurrent batches and groups lock records in different orders (a group's finishes, then its
+// claims; claims lock the records they find, held or not), so PostgreSQL may end one of two
+// crossing steps as a deadlock. The step rolled back whole, so it is sent again, a few times.
 sql::Session::Written PgSession::write_many(std::span<const sql::FinishArgs> finishes,
                                             std::span<const sql::ClaimArgs> claims) {
+  constexpr int kAttempts = 5;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return write_many_once(finishes, claims);
+    } catch (const pqxx::deadlock_detected&) {
+      if (attempt >= kAttempts || !is_open()) throw;
+    } catch (const pqxx::serialization_failure&) {
+      if (attempt >= kAttempts || !is_open()) throw;
+    }
+  }
+}
+
+sql::Session::Written PgSession::write_many_once(std::span<const sql::FinishArgs> finishes,
+                                                 std::span<const sql::ClaimArgs> claims) {
   Written out;
   if (finishes.empty()) {
     out.claimed = claim_rows(run_texts(kClaimMany, claim_values(claims)), claims.size());

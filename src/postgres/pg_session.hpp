@@ -104,6 +104,9 @@ class PgSession final : public sql::Session {
                  unsigned blob_columns) override;
 
  private:
+  // One attempt of write_many (pg_batch.cpp).
+  Written write_many_once(std::span<const sql::FinishArgs> finishes,
+                          std::span<const sql::ClaimArgs> claims);
   // Declares the batch statements (pg_batch.cpp).
   void declare_batches(const sql::Statements& text);
   // A prepared statement with text parameters, on its own (no transaction open), watched.

@@ -174,7 +174,10 @@ TEST_P(GroupCommitTest, ProcessesRunEachKeyOnce) {
               return k;
             });
             if (r.error() == errc::in_progress) continue;
-            if (!r || r.value() != k) ++bad;
+            if (!r || r.value() != k) {
+              std::fprintf(stderr, "key-%d: %s\n", k, r.message().c_str());
+              ++bad;
+            }
           }
         });
       }
