@@ -15,6 +15,7 @@ set(IDEM_POSTGRES_HEADERS
   idem/stores/postgres_transaction.hpp)
 set(IDEM_REDIS_HEADERS
   idem/redis/client.hpp
+  idem/redis/stream_consumer.hpp
   idem/stores/redis_store.hpp
   idem/stores/redis_token_store.hpp
   idem/stores/request_id_cache.hpp)

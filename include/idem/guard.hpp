@@ -6,14 +6,17 @@
 #include <exception>
 #include <functional>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include "idem/attempt.hpp"
+#include "idem/batch.hpp"
 #include "idem/codec.hpp"
 #include "idem/context.hpp"
 #include "idem/detail/effective_key.hpp"
@@ -102,13 +105,22 @@ class StoreTarget {
     if (options.observer) id_.assign(key.id);
   }
 
-  Result<Claim> claim() {
-    return store_->claim(ClaimRequest{key_.view(), fingerprint_, options_->lease,
-                                      std::max(options_->ttl, options_->lease), block_for_,
-                                      /*rewindable=*/options_->remember_failures});
+  ClaimRequest claim_request() const noexcept {
+    return ClaimRequest{key_.view(),
+                        fingerprint_,
+                        options_->lease,
+                        std::max(options_->ttl, options_->lease),
+                        block_for_,
+                        /*rewindable=*/options_->remember_failures};
+  }
+  Result<Claim> claim() { return store_->claim(claim_request()); }
+  CommitRequest commit_request(Fence fence, ClaimStatus status,
+                               std::string_view bytes) const noexcept {
+    return CommitRequest{ticket(fence), Completion{status, bytes, options_->ttl}};
   }
   Status commit(Fence fence, ClaimStatus status, std::string_view bytes) {
-    return store_->commit(ticket(fence), Completion{status, bytes, options_->ttl});
+    const CommitRequest r = commit_request(fence, status, bytes);
+    return store_->commit(r.ticket, r.completion);
   }
   Status abort(Fence fence) { return store_->abort(ticket(fence)); }
   Status extend(Fence fence, std::chrono::milliseconds lease) {
@@ -212,6 +224,42 @@ class IdempotencyGuard {
     }
     return Attempt<T>(policy_, detail::StoreTarget<S>(store_, options_, key, options_.hash(payload),
                                                       policy_.block_for()));
+  }
+
+  /// Runs `fn(i)` (or `fn(i, idem::Context&)`) once for each item i's key, as execute() would
+  /// for each, but claims every key in one store step and commits the results in one (stores
+  /// with the batch operations of idem::BatchStore; others are called per key). Returns one
+  /// Outcome per item, in order: fresh, replayed, or refused (key_invalid, payload_mismatch,
+  /// in_progress, ...) as for that key alone. Handlers run one after the other on this thread.
+  /// A handler that throws does not end the batch: its key is released (or its failure
+  /// remembered under remember_failures) and its Outcome is errc::handler_failed with the
+  /// exception's message. See docs/batches.md.
+  template <class Fn>
+  [[nodiscard]] std::vector<Outcome<batch_result_t<Fn>>> execute_batch(
+      std::span<const BatchItem> items, Fn&& fn) {
+    using R = batch_result_t<Fn>;
+    static_assert(std::is_void_v<R> || Codable<R>,
+                  "idem: the handler's result type has no idem::codec<T>; specialise idem::codec "
+                  "for it (see idem/codec.hpp)");
+    std::vector<std::optional<Outcome<R>>> answers(items.size());
+    std::vector<detail::StoreTarget<S>> targets;
+    std::vector<std::size_t> index;
+    targets.reserve(items.size());
+    index.reserve(items.size());
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (Failure bad = validate(items[i].key); bad.code) {
+        answers[i].emplace(Outcome<R>::failed(std::move(bad)));
+        continue;
+      }
+      targets.emplace_back(store_, options_, items[i].key, options_.hash(items[i].payload),
+                           policy_.block_for());
+      index.push_back(i);
+    }
+    if (!targets.empty()) detail::execute_batch_on<R>(policy_, store_, targets, index, answers, fn);
+    std::vector<Outcome<R>> out;
+    out.reserve(items.size());
+    for (std::optional<Outcome<R>>& a : answers) out.push_back(std::move(*a));
+    return out;
   }
 
   const Options& options() const noexcept { return options_; }

@@ -134,6 +134,7 @@ PgSession::PgSession(const std::string& conninfo, milliseconds connect_budget,
   declare(kPurge, text.purge);
   declare(kRaiseFloor, text.raise_floor);
   declare(kRead, text.read);
+  declare_batches(text);
 }
 
 PgSession::~PgSession() { rollback(); }
@@ -416,6 +417,30 @@ pqxx::result PgSession::generic_unwatched(const std::string& sql,
   if (work_) return pg::exec_prepared_texts(work_->handle(), prepared(it->second), values);
   pqxx::nontransaction tx(conn_);
   return pg::exec_prepared_texts(tx, prepared(it->second), values);
+}
+
+pqxx::result PgSession::run_texts(const char* name, const std::vector<std::string>& values) {
+  return watched([&] {
+    pqxx::nontransaction tx(conn_);
+    return pg::exec_prepared_texts(tx, prepared(name), values);
+  });
+}
+
+std::pair<pqxx::result, pqxx::result> PgSession::run_texts_together(
+    const char* first, const std::vector<std::string>& a, const char* second,
+    const std::vector<std::string>& b) {
+  const std::string& one = prepared(first);
+  const std::string& two = prepared(second);
+  // BEGIN, two statements, COMMIT: a deadline of four round trips' statement limits.
+  return watched(
+      [&] {
+        pqxx::work tx(conn_);
+        pqxx::result ra = pg::exec_prepared_texts(tx, one, a);
+        pqxx::result rb = pg::exec_prepared_texts(tx, two, b);
+        tx.commit();
+        return std::pair{std::move(ra), std::move(rb)};
+      },
+      4);
 }
 
 void PgSession::declare(const std::string& name, std::string text) {

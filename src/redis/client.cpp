@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "client_impl.hpp"
 
@@ -213,6 +215,33 @@ Result<Answer> Client::Impl::eval(const Script& script, std::string_view key,
     call.wrote = wrote;
   }
   Result<Answer> answer = route(key, call);
+  if (answer && answer->reply->type == REDIS_REPLY_ERROR) {
+    return error_reply_failure(*answer->reply, fmt::format("script {}", script.name),
+                               answer->where);
+  }
+  return answer;
+}
+
+Result<Answer> Client::Impl::eval_keys(const Script& script, std::span<const std::string_view> keys,
+                                       std::span<const std::string_view> args,
+                                       const Durability* durability,
+                                       bool (*wrote)(const redisReply&), bool report_in_doubt) {
+  if (keys.empty()) return unavailable("idem: a script call needs a key");  // a bug, not input
+  const std::string count = std::to_string(keys.size());
+  std::vector<std::string_view> argv;
+  argv.reserve(3 + keys.size() + args.size());
+  argv.emplace_back("EVALSHA");
+  argv.emplace_back(script.sha);
+  argv.emplace_back(count);
+  argv.insert(argv.end(), keys.begin(), keys.end());
+  argv.insert(argv.end(), args.begin(), args.end());
+  Call call{.argv = argv, .script = &script, .report_in_doubt = report_in_doubt};
+  if (durability != nullptr && durability->replicas > 0) {
+    call.wait_replicas = durability->replicas;
+    call.wait_timeout = durability->timeout;
+    call.wrote = wrote;
+  }
+  Result<Answer> answer = route(keys.front(), call);
   if (answer && answer->reply->type == REDIS_REPLY_ERROR) {
     return error_reply_failure(*answer->reply, fmt::format("script {}", script.name),
                                answer->where);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/connection_pool.hpp"
+#include "idem/batch_store.hpp"
 #include "idem/detail/record_model.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
@@ -62,6 +63,14 @@ struct ClaimRow {
   std::string result;
 };
 
+/// One fenced finish of a batch (Session::write_many).
+struct FinishArgs {
+  Ticket ticket;
+  State state = State::completed;
+  std::string_view result;
+  std::int64_t ttl_ms = 0;
+};
+
 /// A parameter of a generic statement (the entity stores' statements, src/sql/entity_engine.cpp).
 struct Param {
   enum Kind : std::uint8_t { integer, text, bytes } kind = integer;
@@ -91,6 +100,16 @@ class Session {
   virtual bool release(const Ticket& ticket) = 0;
   virtual bool extend(const Ticket& ticket, std::int64_t lease_ms) = 0;
   virtual std::size_t purge(std::size_t max_rows) = 0;
+  /// Lease mode, batches and groups (src/sql/batch_engine.cpp): the finishes, then the claims,
+  /// each of distinct keys, in one transaction, answered in order. A throw leaves none of them
+  /// written, except where the session broke while the transaction committed. The default runs
+  /// one statement (and transaction) per item.
+  struct Written {
+    std::vector<bool> finished;                    // per finish: it matched the held record
+    std::vector<std::optional<ClaimRow>> claimed;  // per claim, as claim() answers
+  };
+  virtual Written write_many(std::span<const FinishArgs> finishes,
+                             std::span<const ClaimArgs> claims);
   /// The record under `key` as it stands, without writing; nullopt when there is none. Sessions
   /// on a read-only replica (src/sql/replica_reads.hpp), and a commit on the primary that looks
   /// for its own landed commit.
@@ -181,6 +200,12 @@ class Engine {
   Status abort(const Ticket& ticket);
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease);
   Status rewind(const Ticket& ticket);
+  // Batches and groups (src/sql/batch_engine.cpp): the commits, then the claims, in one
+  // transaction; each answered as commit() and claim() would answer it alone.
+  GroupAnswers write_group(std::span<const CommitRequest> commits,
+                           std::span<const ClaimRequest> claims);
+  std::vector<Result<Claim>> claim_batch(std::span<const ClaimRequest> requests);
+  std::vector<Status> commit_batch(std::span<const CommitRequest> requests);
   Result<std::size_t> purge_expired(std::size_t max_rows);
   Status ensure_schema();
   SqlMode mode() const noexcept { return mode_; }

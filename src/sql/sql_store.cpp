@@ -20,6 +20,16 @@ Status SqlStore::extend(const Ticket& ticket, std::chrono::milliseconds lease) {
   return engine_->extend(ticket, lease);
 }
 Status SqlStore::rewind(const Ticket& ticket) { return engine_->rewind(ticket); }
+std::vector<Result<Claim>> SqlStore::claim_batch(std::span<const ClaimRequest> requests) {
+  return engine_->claim_batch(requests);
+}
+std::vector<Status> SqlStore::commit_batch(std::span<const CommitRequest> requests) {
+  return engine_->commit_batch(requests);
+}
+GroupAnswers SqlStore::write_group(std::span<const CommitRequest> commits,
+                                   std::span<const ClaimRequest> claims) {
+  return engine_->write_group(commits, claims);
+}
 Result<std::size_t> SqlStore::purge_expired(std::size_t max_rows) {
   return engine_->purge_expired(max_rows);
 }

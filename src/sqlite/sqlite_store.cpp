@@ -17,11 +17,13 @@
 #include <bit>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "common/connection_pool.hpp"
 #include "idem/stores/sqlite_transaction.hpp"
@@ -197,6 +199,23 @@ class SqliteSession final : public sql::Session {
     }
   }
 
+  // A batch or group in one write transaction: one sync of the file for all of it.
+  Written write_many(std::span<const sql::FinishArgs> finishes,
+                     std::span<const sql::ClaimArgs> claims) override {
+    return in_one_write([&] {
+      Written out;
+      out.finished.reserve(finishes.size());
+      for (const sql::FinishArgs& a : finishes) {
+        out.finished.push_back(finish_in_open_transaction(a.ticket, a.state, a.result, a.ttl_ms));
+      }
+      out.claimed.reserve(claims.size());
+      for (const sql::ClaimArgs& a : claims) {
+        out.claimed.push_back(claim_in_open_transaction(a, *upsert_));
+      }
+      return out;
+    });
+  }
+
   // The record as it stands (the upsert left it, or a commit looks for its own landed commit).
   std::optional<sql::ClaimRow> read(std::string_view key) override {
     SQLite::Statement& rd = read_->get();
@@ -216,6 +235,11 @@ class SqliteSession final : public sql::Session {
   bool finish(const Ticket& ticket, sql::State state, std::string_view result,
               std::int64_t ttl_ms) override {
     const Writing writing(*this, write_deadline(), !in_transaction_);
+    return finish_in_open_transaction(ticket, state, result, ttl_ms);
+  }
+
+  bool finish_in_open_transaction(const Ticket& ticket, sql::State state, std::string_view result,
+                                  std::int64_t ttl_ms) {
     SQLite::Statement& st = finish_->get();
     bind_blob(st, 1, ticket.key);
     st.bind(2, static_cast<std::int64_t>(ticket.fence));
@@ -349,6 +373,21 @@ class SqliteSession final : public sql::Session {
    private:
     SqliteSession* session_;
   };
+
+  // Runs `body` in one write transaction of its own (lease mode), committing its result.
+  template <class Body>
+  auto in_one_write(Body&& body) -> decltype(body()) {
+    const Writing writing(*this, write_deadline());
+    db_.exec("BEGIN IMMEDIATE");
+    try {
+      auto result = body();
+      db_.exec("COMMIT");
+      return result;
+    } catch (...) {
+      (void)db_.tryExec("ROLLBACK");
+      throw;
+    }
+  }
 
   // A write outside the claim's transaction waits up to busy_timeout from its start.
   Clock::time_point write_deadline() const { return Clock::now() + busy_timeout_; }

@@ -25,6 +25,8 @@ constexpr const char* kUsage = R"(usage: idem-soak --backend sqlite|postgres|red
   --restart-every-ms MS        mean pause between server restarts; 0: none (default 6000)
   --restart-cmd CMD            shell command that restarts the server and waits until it answers
   --seed N                     seed of every random choice (default 1)
+  --group-commit               lease mode, SQLite and PostgreSQL: the store behind a
+                               GroupCommitStore (claims and commits written in groups)
   --inject-double-execution    debug: run one handler per worker twice; the checks must fail
 
 Exit status: 0 no violation, 1 violations (listed), 2 usage or setup error.
@@ -76,6 +78,10 @@ std::optional<SoakOptions> parse_options(int argc, char** argv) {
     if (name == "--help" || name == "-h") {
       std::fputs(kUsage, stdout);
       std::exit(0);
+    }
+    if (name == "--group-commit") {
+      o.group_commit = true;
+      continue;
     }
     if (name == "--inject-double-execution") {
       o.inject_double_execution = true;
@@ -140,6 +146,9 @@ std::optional<SoakOptions> parse_options(int argc, char** argv) {
   if (o.keys < 1) return usage_error("--keys must be at least 1");
   if (o.ops < 1) return usage_error("--ops must be at least 1");
   if (o.lease.count() < 50) return usage_error("--lease-ms must be at least 50");
+  if (o.group_commit && (o.backend == Backend::redis || o.mode != Mode::lease)) {
+    return usage_error("--group-commit needs the SQLite or PostgreSQL store in lease mode");
+  }
   return o;
 }
 
@@ -162,6 +171,7 @@ std::vector<std::string> worker_arguments(const SoakOptions& o, int slot) {
     argv.push_back(value);
   }
   if (o.inject_double_execution) argv.emplace_back("--inject-double-execution");
+  if (o.group_commit) argv.emplace_back("--group-commit");
   return argv;
 }
 

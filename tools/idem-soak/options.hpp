@@ -40,6 +40,8 @@ struct SoakOptions {
   std::string restart_cmd{};
   /// Seed of every random choice (keys, handler times, chaos).
   std::uint64_t seed = 1;
+  /// Lease mode on SQLite or PostgreSQL: the store behind a GroupCommitStore.
+  bool group_commit = false;
   /// Debug: every worker runs its first handler twice under one claim, so the checks must fail.
   bool inject_double_execution = false;
 

@@ -7,9 +7,12 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "idem/batch_store.hpp"
 #include "idem/redis/client.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
@@ -41,6 +44,12 @@ class RedisStore {
   Status abort(const Ticket& ticket);
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease);
 
+  /// Batches (idem::BatchStore): one script call for all the keys on one server (a Cluster's
+  /// keys grouped by hash slot, one call per slot), each key answered as claim() or commit()
+  /// would answer it alone.
+  std::vector<Result<Claim>> claim_batch(std::span<const ClaimRequest> requests);
+  std::vector<Status> commit_batch(std::span<const CommitRequest> requests);
+
   /// The Redis key that holds the record of `effective_key`.
   std::string record_key(std::string_view effective_key) const;
   /// Writes for which WAIT returned fewer replicas than Durability::replicas asked for.
@@ -55,6 +64,6 @@ class RedisStore {
   std::atomic<std::uint64_t> replication_timeouts_{0};
 };
 
-static_assert(Store<RedisStore>);
+static_assert(BatchStore<RedisStore>);
 
 }  // namespace idem

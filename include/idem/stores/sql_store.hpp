@@ -7,8 +7,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
+#include "idem/batch_store.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
 
@@ -61,6 +64,18 @@ class SqlStore {
   /// claim that was not rewindable.
   Status rewind(const Ticket& ticket);
 
+  /// Lease mode: the claims of a batch in one write transaction (SQLite) or one statement
+  /// (PostgreSQL), each answered as claim() would answer it (idem::BatchStore). Transactional
+  /// mode has no batches: every answer is errc::store_unavailable saying so.
+  std::vector<Result<Claim>> claim_batch(std::span<const ClaimRequest> requests);
+  /// Lease mode: the commits of a batch in one transaction or statement, each answered as
+  /// commit() would. Transactional mode: commit() for each in turn.
+  std::vector<Status> commit_batch(std::span<const CommitRequest> requests);
+  /// Lease mode: commits, then claims, in one transaction (idem::GroupStore; GroupCommitStore
+  /// writes its groups with it).
+  GroupAnswers write_group(std::span<const CommitRequest> commits,
+                           std::span<const ClaimRequest> claims);
+
   /// Deletes at most `max_rows` records whose retention has passed (by the database clock);
   /// returns how many went. Records in progress under a live retention are never touched.
   Result<std::size_t> purge_expired(std::size_t max_rows = 10'000);
@@ -79,5 +94,6 @@ class SqlStore {
 };
 
 static_assert(RewindableStore<SqlStore>);
+static_assert(GroupStore<SqlStore>);
 
 }  // namespace idem

@@ -1,0 +1,199 @@
+// PgSession's batches: the claims of many keys in one multi-row statement, their finishes in
+// another. Each row follows the single-key statements' rules (sql/statements.cpp); the keys come
+// as arrays, unnested in the statement, and each answer row names its item by ordinality.
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "idem/detail/record_model.hpp"
+#include "postgres/pg_session.hpp"
+
+namespace idem::pg {
+
+namespace {
+
+constexpr const char* kClaimMany = "idem_claim_many";
+constexpr const char* kFinishMany = "idem_finish_many";
+
+constexpr const char* kNow = "CAST(extract(epoch FROM statement_timestamp()) * 1000 AS bigint)";
+
+// The claim upsert over an unnested batch. Rows are inserted in key order, so that two batches
+// that share keys lock them in the same order and never deadlock on each other.
+constexpr const char* kClaimManyText =
+    "WITH input AS (SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bigint[], $4::bigint[], "
+    "$5::bigint[]) WITH ORDINALITY AS t(key, fp_hi, fp_lo, lease_ms, keep_ms, ord)), "
+    "claimed AS (INSERT INTO {rec} AS r (key, state, fp_hi, fp_lo, fence, took_over, "
+    "lease_until, expires_at, result) "
+    "SELECT key, {held}, fp_hi, fp_lo, GREATEST(1, (SELECT max(fence_floor) FROM {sch}) + 1), 0, "
+    "{now} + lease_ms, {now} + keep_ms, NULL FROM input ORDER BY key "
+    "ON CONFLICT (key) DO UPDATE SET state = {held}, fp_hi = excluded.fp_hi, "
+    "fp_lo = excluded.fp_lo, fence = GREATEST(r.fence + 1, excluded.fence), "
+    "took_over = CASE WHEN r.state = {held} AND r.expires_at > {now} THEN 1 ELSE 0 END, "
+    "lease_until = excluded.lease_until, expires_at = excluded.expires_at, result = NULL "
+    "WHERE r.state = {released} OR r.expires_at <= {now} OR (r.state = {held} "
+    "AND r.lease_until <= {now} AND r.fp_hi = excluded.fp_hi AND r.fp_lo = excluded.fp_lo) "
+    "RETURNING key, fence, took_over) "
+    "SELECT i.ord, 1, c.fence, c.took_over, 0, 0, 0, 0, 0, NULL "
+    "FROM input i JOIN claimed c ON c.key = i.key "
+    "UNION ALL SELECT i.ord, 0, r.fence, r.took_over, r.state, r.fp_hi, r.fp_lo, "
+    "r.lease_until - {now}, r.expires_at - {now}, r.result FROM input i JOIN {rec} r "
+    "ON r.key = i.key WHERE NOT EXISTS (SELECT 1 FROM claimed c WHERE c.key = i.key)";
+
+constexpr const char* kFinishManyText =
+    "UPDATE {rec} AS r SET state = i.state, result = i.result, expires_at = {now} + i.ttl_ms "
+    "FROM unnest($1::bytea[], $2::bigint[], $3::smallint[], $4::bytea[], $5::bigint[]) "
+    "WITH ORDINALITY AS i(key, fence, state, result, ttl_ms, ord) "
+    "WHERE r.key = i.key AND r.fence = i.fence AND r.state = {held} RETURNING i.ord";
+
+std::int64_t as_i64(std::uint64_t v) { return std::bit_cast<std::int64_t>(v); }
+std::uint64_t as_u64(std::int64_t v) { return std::bit_cast<std::uint64_t>(v); }
+
+// An array literal, element by element.
+class ArrayText {
+ public:
+  void add_number(std::int64_t v) {
+    next();
+    text_ += std::to_string(v);
+  }
+  // A bytea element: its hex form, quoted, the backslash escaped for the array parser.
+  void add_bytes(std::string_view b) {
+    static constexpr std::string_view kHex = "0123456789abcdef";
+    next();
+    text_.reserve(text_.size() + 6 + b.size() * 2);
+    text_ += R"("\\x)";
+    for (const unsigned char c : b) {
+      text_.push_back(kHex[c >> 4]);
+      text_.push_back(kHex[c & 15]);
+    }
+    text_ += '"';
+  }
+  std::string done() && {
+    text_ += '}';
+    return std::move(text_);
+  }
+
+ private:
+  void next() { text_ += text_.empty() ? "{" : ","; }
+  std::string text_;
+};
+
+std::string close(ArrayText a) {
+  std::string t = std::move(a).done();
+  return t == "}" ? "{}" : t;
+}
+
+}  // namespace
+
+void PgSession::declare_batches(const sql::Statements& text) {
+  auto fill = [&](const char* sql) {
+    return fmt::format(fmt::runtime(sql), fmt::arg("rec", text.records),
+                       fmt::arg("sch", text.schema), fmt::arg("now", kNow),
+                       fmt::arg("held", static_cast<int>(sql::State::held)),
+                       fmt::arg("released", static_cast<int>(sql::State::released)));
+  };
+  declare(kClaimMany, fill(kClaimManyText));
+  declare(kFinishMany, fill(kFinishManyText));
+}
+
+namespace {
+
+std::vector<std::string> claim_values(std::span<const sql::ClaimArgs> args) {
+  ArrayText keys, hi, lo, lease, keep;
+  for (const sql::ClaimArgs& a : args) {
+    keys.add_bytes(a.key);
+    hi.add_number(as_i64(a.fingerprint.high));
+    lo.add_number(as_i64(a.fingerprint.low));
+    lease.add_number(a.lease_ms);
+    keep.add_number(a.keep_ms);
+  }
+  return {close(std::move(keys)), close(std::move(hi)), close(std::move(lo)),
+          close(std::move(lease)), close(std::move(keep))};
+}
+
+std::vector<std::string> finish_values(std::span<const sql::FinishArgs> args) {
+  ArrayText keys, fences, states, results, ttls;
+  for (const sql::FinishArgs& a : args) {
+    keys.add_bytes(a.ticket.key);
+    fences.add_number(static_cast<std::int64_t>(a.ticket.fence));
+    states.add_number(static_cast<int>(a.state));
+    results.add_bytes(a.result);
+    ttls.add_number(a.ttl_ms);
+  }
+  return {close(std::move(keys)), close(std::move(fences)), close(std::move(states)),
+          close(std::move(results)), close(std::move(ttls))};
+}
+
+std::vector<std::optional<sql::ClaimRow>> claim_rows(const pqxx::result& r, std::size_t n) {
+  std::vector<std::optional<sql::ClaimRow>> rows(n);
+  for (const auto& row : r) {
+    const auto ord = row[0].as<std::int64_t>();
+    if (ord < 1 || ord > static_cast<std::int64_t>(n)) continue;
+    sql::ClaimRow out;
+    out.acquired = row[1].as<int>() == 1;
+    out.fence = static_cast<Fence>(row[2].as<std::int64_t>());
+    out.took_over = row[3].as<int>() != 0;
+    if (!out.acquired) {
+      out.state = static_cast<std::int16_t>(row[4].as<int>());
+      out.fingerprint = {as_u64(row[5].as<std::int64_t>()), as_u64(row[6].as<std::int64_t>())};
+      out.lease_left_ms = row[7].as<std::int64_t>();
+      out.expire_left_ms = row[8].as<std::int64_t>();
+      out.result = field_bytes(row[9]);
+    }
+    rows[static_cast<std::size_t>(ord - 1)] = std::move(out);
+  }
+  return rows;
+}
+
+std::vector<bool> finished_rows(const pqxx::result& r, std::size_t n) {
+  std::vector<bool> done(n, false);
+  for (const auto& row : r) {
+    const auto ord = row[0].as<std::int64_t>();
+    if (ord >= 1 && ord <= static_cast<std::int64_t>(n))
+      done[static_cast<std::size_t>(ord - 1)] = true;
+  }
+  return done;
+}
+
+}  // namespace
+
+// Claims alone or finishes alone: one statement, committed on its own. Both: one transaction,
+// the finishes first, so that a claim of a key finished in the same group replays it.
+//
+// Concurrent batches and groups lock records in different orders (a group's finishes, then its
+// claims; claims lock the records they find, held or not), so PostgreSQL may end one of two
+// crossing steps as a deadlock. The step rolled back whole, so it is sent again, a few times.
+sql::Session::Written PgSession::write_many(std::span<const sql::FinishArgs> finishes,
+                                            std::span<const sql::ClaimArgs> claims) {
+  constexpr int kAttempts = 5;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return write_many_once(finishes, claims);
+    } catch (const pqxx::deadlock_detected&) {
+      if (attempt >= kAttempts || !is_open()) throw;
+    } catch (const pqxx::serialization_failure&) {
+      if (attempt >= kAttempts || !is_open()) throw;
+    }
+  }
+}
+
+sql::Session::Written PgSession::write_many_once(std::span<const sql::FinishArgs> finishes,
+                                                 std::span<const sql::ClaimArgs> claims) {
+  Written out;
+  if (finishes.empty()) {
+    out.claimed = claim_rows(run_texts(kClaimMany, claim_values(claims)), claims.size());
+  } else if (claims.empty()) {
+    out.finished = finished_rows(run_texts(kFinishMany, finish_values(finishes)), finishes.size());
+  } else {
+    auto [finished, claimed] =
+        run_texts_together(kFinishMany, finish_values(finishes), kClaimMany, claim_values(claims));
+    out.finished = finished_rows(finished, finishes.size());
+    out.claimed = claim_rows(claimed, claims.size());
+  }
+  return out;
+}
+
+}  // namespace idem::pg
