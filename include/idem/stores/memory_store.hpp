@@ -20,6 +20,7 @@
 #include "idem/detail/spin_mutex.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/result.hpp"
+#include "idem/steps.hpp"
 #include "idem/store.hpp"
 
 namespace idem {
@@ -55,6 +56,7 @@ class MemoryStore {
     const auto now = clock_->now();
     const HashedKey key = hashed(request.key);
     Shard& shard = shard_for(key);
+    std::vector<StepRecord> stale_steps;  // freed after the lock
     std::lock_guard lock(shard.mutex);
 
     Entry* found = shard.records.find(key);
@@ -74,6 +76,11 @@ class MemoryStore {
     if (answer.status != ClaimStatus::acquired) return answer;
     // A new claim of a released or expired record (not a takeover) is as young as a new record.
     if (!answer.took_over) shard.move_to_back(&e);
+    // Steps carry over to a takeover or a run after an abort of the same request; an expired
+    // record or another payload starts without them.
+    if (!e.steps.empty() && (now >= e.expires_at || e.fingerprint != request.fingerprint)) {
+      e.steps.swap(stale_steps);
+    }
     return detail::acquire_record(e, request, now, answer.took_over);
   }
 
@@ -82,14 +89,49 @@ class MemoryStore {
     // The copy is made before the lock and the record's old buffer freed after it, so the
     // critical section never calls the allocator.
     std::string result(completion.result);
+    std::vector<StepRecord> steps;  // the finished record's steps go, freed after the lock
     return with_holder(
         ticket,
         [&](Entry& e) {
           e.state = detail::finished_state(completion.status);
           e.result.swap(result);
           e.expires_at = now + completion.ttl;
+          e.steps.swap(steps);
         },
         &completion);
+  }
+
+  /// The steps recorded for the ticket's record, in order; errc::lease_lost when the ticket no
+  /// longer holds it.
+  Result<std::vector<StepRecord>> load_steps(const Ticket& ticket) {
+    std::vector<StepRecord> steps;
+    Status held = with_holder(ticket, [&](Entry& e) { steps = e.steps; });
+    if (!held) return held.failure();
+    return steps;
+  }
+
+  /// Records a step of the ticket's run; errc::lease_lost when the ticket no longer holds the
+  /// record. The copies are made before the lock.
+  Status save_step(const Ticket& ticket, const StepWrite& step) {
+    StepRecord saved{std::string(step.name), std::string(step.result)};
+    StepRecord replaced;  // freed after the lock
+    bool gap = false;
+    Status held = with_holder(ticket, [&](Entry& e) {
+      if (step.index < e.steps.size()) {
+        std::swap(replaced, e.steps[step.index]);
+        e.steps[step.index] = std::move(saved);
+        e.steps.resize(step.index + 1);
+      } else if (step.index == e.steps.size()) {
+        e.steps.push_back(std::move(saved));
+      } else {
+        gap = true;
+      }
+    });
+    if (held && gap) {
+      return Status(errc::step_mismatch, "step " + std::to_string(step.index) +
+                                             " saved before the steps ahead of it");
+    }
+    return held;
   }
 
   Status abort(const Ticket& ticket) {
@@ -155,6 +197,7 @@ class MemoryStore {
     Clock::time_point lease_until{};
     Clock::time_point expires_at{};
     std::string result;
+    std::vector<StepRecord> steps;  // of the run in progress (idem::StepStore)
     Entry* prev = nullptr;  // claim order, oldest first, for eviction
     Entry* next = nullptr;
   };
@@ -235,6 +278,6 @@ class MemoryStore {
   unsigned shard_bits_;
 };
 
-static_assert(Store<MemoryStore>);
+static_assert(StepStore<MemoryStore>);
 
 }  // namespace idem
