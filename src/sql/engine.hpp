@@ -18,11 +18,14 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/connection_pool.hpp"
+#include "sql/statements.hpp"
 #include "idem/detail/record_model.hpp"
 #include "idem/result.hpp"
+#include "idem/steps.hpp"
 #include "idem/store.hpp"
 #include "idem/stores/sql_store.hpp"
 #include "idem/transaction.hpp"
@@ -141,6 +144,12 @@ class Session {
     (void)sql, (void)params, (void)row, (void)blob_columns;
     throw std::logic_error("idem: this SQL session has no generic statements");
   }
+  /// Every row of a generic query, in order, each as first_row() gives it.
+  virtual std::vector<Row> rows(const std::string& sql, std::span<const Param> params,
+                                unsigned blob_columns) {
+    (void)sql, (void)params, (void)blob_columns;
+    throw std::logic_error("idem: this SQL session has no generic statements");
+  }
 };
 
 /// Thrown by Backend::acquire when every connection stayed busy past the wait (the backends'
@@ -165,6 +174,9 @@ class Backend {
   /// running out means errc::in_progress.
   virtual Failure failure(std::exception_ptr error, bool& broken,
                           bool transactional_claim) const noexcept = 0;
+
+  /// The statement texts of the store's tables (the steps' statements run from them).
+  virtual const Statements& statements() const noexcept = 0;
 };
 
 class ReplicaReads;  // src/sql/replica_reads.hpp
@@ -181,6 +193,10 @@ class Engine {
   Status abort(const Ticket& ticket);
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease);
   Status rewind(const Ticket& ticket);
+  // Steps (src/sql/engine_steps.cpp): lease mode, one statement each; transactional mode, in
+  // the holder's open transaction.
+  Result<std::vector<StepRecord>> load_steps(const Ticket& ticket);
+  Status save_step(const Ticket& ticket, const StepWrite& step);
   Result<std::size_t> purge_expired(std::size_t max_rows);
   Status ensure_schema();
   SqlMode mode() const noexcept { return mode_; }
@@ -224,6 +240,13 @@ class Engine {
   void forget_ended_before(std::chrono::steady_clock::time_point t);
 
   Failure failure(bool& broken, bool transactional_claim = false) const noexcept;
+  // The open transaction's session of a transactional holder in this process, or null.
+  Session* held_session(const Ticket& ticket);
+  // Runs `statement` on the ticket's session: the holder's own in transactional mode, one from
+  // the backend in lease mode. Maps failures; null session: lease lost.
+  template <class Fn>
+  auto on_step_session(const Ticket& ticket, Fn&& statement)
+      -> Result<decltype(statement(std::declval<Session&>()))>;
 
   std::unique_ptr<Backend> backend_;
   SqlMode mode_;

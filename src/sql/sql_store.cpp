@@ -20,6 +20,12 @@ Status SqlStore::extend(const Ticket& ticket, std::chrono::milliseconds lease) {
   return engine_->extend(ticket, lease);
 }
 Status SqlStore::rewind(const Ticket& ticket) { return engine_->rewind(ticket); }
+Result<std::vector<StepRecord>> SqlStore::load_steps(const Ticket& ticket) {
+  return engine_->load_steps(ticket);
+}
+Status SqlStore::save_step(const Ticket& ticket, const StepWrite& step) {
+  return engine_->save_step(ticket, step);
+}
 Result<std::size_t> SqlStore::purge_expired(std::size_t max_rows) {
   return engine_->purge_expired(max_rows);
 }

@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "idem/result.hpp"
+#include "idem/steps.hpp"
 #include "idem/store.hpp"
 
 namespace idem {
@@ -61,6 +63,15 @@ class SqlStore {
   /// claim that was not rewindable.
   Status rewind(const Ticket& ticket);
 
+  /// The steps recorded for the ticket's record (idem::StepStore), kept in the table
+  /// <prefix>steps beside the records; lease_lost when the ticket no longer holds the record.
+  /// Transactional mode: read and written in the holder's transaction, so that a step's record
+  /// commits with what the step wrote through sqlite_transaction(ctx) / pg_transaction(ctx),
+  /// and rolls back with it.
+  Result<std::vector<StepRecord>> load_steps(const Ticket& ticket);
+  /// Records a step under the ticket's fence, one statement; lease_lost when it no longer holds.
+  Status save_step(const Ticket& ticket, const StepWrite& step);
+
   /// Deletes at most `max_rows` records whose retention has passed (by the database clock);
   /// returns how many went. Records in progress under a live retention are never touched.
   Result<std::size_t> purge_expired(std::size_t max_rows = 10'000);
@@ -79,5 +90,6 @@ class SqlStore {
 };
 
 static_assert(RewindableStore<SqlStore>);
+static_assert(StepStore<SqlStore>);
 
 }  // namespace idem

@@ -1,0 +1,97 @@
+// The SQL engine's steps (idem::StepStore): a key's steps in a table beside its records, written
+// by one fenced statement (statements.cpp), in the holder's transaction in transactional mode.
+
+#include <charconv>
+#include <utility>
+
+#include "sql/engine.hpp"
+
+namespace idem::sql {
+
+namespace {
+
+Failure lease_lost_failure() {
+  return make_failure(errc::lease_lost, "the record is no longer held under this fence");
+}
+
+}  // namespace
+
+Session* Engine::held_session(const Ticket& ticket) {
+  std::lock_guard lock(open_mutex_);
+  auto [first, last] = open_.equal_range(ticket.key);
+  for (auto it = first; it != last; ++it) {
+    if (it->second.fence == ticket.fence) return it->second.session;
+  }
+  return nullptr;
+}
+
+template <class Fn>
+auto Engine::on_step_session(const Ticket& ticket, Fn&& statement)
+    -> Result<decltype(statement(std::declval<Session&>()))> {
+  if (Status schema = ensure_schema(); !schema) return schema.failure();
+  bool broken = false;
+  if (mode_ == SqlMode::transactional) {
+    // The holder's own session, in the holder's thread (inside its handler).
+    Session* session = held_session(ticket);
+    if (session == nullptr) return lease_lost_failure();
+    try {
+      return statement(*session);
+    } catch (...) {
+      return failure(broken);
+    }
+  }
+  try {
+    Session* session = backend_->acquire(std::chrono::milliseconds{0});
+    bool session_broken = false;
+    try {
+      auto answer = statement(*session);
+      backend_->release(session, false);
+      return answer;
+    } catch (...) {
+      Failure f = failure(session_broken);
+      backend_->release(session, session_broken);
+      return f;
+    }
+  } catch (...) {
+    return failure(broken);
+  }
+}
+
+Result<std::vector<StepRecord>> Engine::load_steps(const Ticket& ticket) {
+  const Param params[] = {{Param::bytes, 0, ticket.key},
+                          {Param::integer, static_cast<std::int64_t>(ticket.fence), {}}};
+  const std::string& text = backend_->statements().load_steps;
+  Result<std::vector<Row>> rows = on_step_session(
+      ticket, [&](Session& s) { return s.rows(text, params, /*name, result*/ 0b110u); });
+  if (!rows) return std::move(rows).failure();
+  if (rows->empty()) return lease_lost_failure();
+  std::vector<StepRecord> steps;
+  for (Row& row : rows.value()) {
+    if (row.size() != 3 || !row[0]) break;  // the one row of a record without steps
+    std::int64_t index = -1;
+    const std::string& cell = *row[0];
+    std::from_chars(cell.data(), cell.data() + cell.size(), index);
+    // A step missing before this one (one of another payload's run, filtered out): the steps
+    // of this run end there.
+    if (index != static_cast<std::int64_t>(steps.size())) break;
+    steps.push_back(StepRecord{row[1] ? std::move(*row[1]) : std::string{},
+                               row[2] ? std::move(*row[2]) : std::string{}});
+  }
+  return steps;
+}
+
+Status Engine::save_step(const Ticket& ticket, const StepWrite& step) {
+  const Param params[] = {{Param::bytes, 0, ticket.key},
+                          {Param::integer, static_cast<std::int64_t>(step.index), {}},
+                          {Param::bytes, 0, step.name},
+                          {Param::bytes, 0, step.result},
+                          {Param::integer, static_cast<std::int64_t>(ticket.fence), {}}};
+  const std::string& text = backend_->statements().save_step;
+  Result<std::int64_t> saved =
+      on_step_session(ticket, [&](Session& s) { return s.run(text, params); });
+  if (!saved) return std::move(saved).failure();
+  if (saved.value() != 1) return lease_lost_failure();
+  return {};
+}
+
+}  // namespace idem::sql
