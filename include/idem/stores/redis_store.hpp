@@ -9,9 +9,11 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "idem/redis/client.hpp"
 #include "idem/result.hpp"
+#include "idem/steps.hpp"
 #include "idem/store.hpp"
 
 namespace idem {
@@ -41,6 +43,12 @@ class RedisStore {
   Status abort(const Ticket& ticket);
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease);
 
+  /// The steps of the ticket's run (idem::StepStore), kept in the record's own hash: they share
+  /// its slot and expiry, and a run under another payload sees none of them. One script each;
+  /// lease_lost when the ticket no longer holds the record.
+  Result<std::vector<StepRecord>> load_steps(const Ticket& ticket);
+  Status save_step(const Ticket& ticket, const StepWrite& step);
+
   /// The Redis key that holds the record of `effective_key`.
   std::string record_key(std::string_view effective_key) const;
   /// Writes for which WAIT returned fewer replicas than Durability::replicas asked for.
@@ -55,6 +63,6 @@ class RedisStore {
   std::atomic<std::uint64_t> replication_timeouts_{0};
 };
 
-static_assert(Store<RedisStore>);
+static_assert(StepStore<RedisStore>);
 
 }  // namespace idem
