@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -77,6 +79,67 @@ class Context {
     }
   }
 
+  /// A step whose writes to the store's database commit together with its step record: `fn`
+  /// runs inside a transaction of the store's own, which it reaches through
+  /// sqlite_transaction(ctx) / pg_transaction(ctx) (Context::native_transaction()) while it
+  /// runs; the step's record is saved in the same transaction, under the fence, and then it
+  /// commits. If `fn` throws or the key was taken over meanwhile, the transaction rolls back
+  /// and neither its writes nor its record remain, so each such phase happens exactly once.
+  /// Otherwise as step(). In SQL transactional mode the handler's transaction is already that
+  /// transaction. Throws std::logic_error on a store without transactions (idem::AtomicStepStore).
+  template <class Fn>
+  auto atomic_step(std::string_view name, Fn&& fn) {
+    using R = step_result_t<Fn>;
+    static_assert(std::is_void_v<R> || Codable<R>,
+                  "idem: a step's result type has no idem::codec<T>; specialise idem::codec for it");
+    if (atomic_ == nullptr) {
+      throw std::logic_error(
+          "idem: Context::atomic_step() on a store without transactions (see "
+          "idem::AtomicStepStore)");
+    }
+    const std::size_t index = next_step(name);
+    if (index < recorded_.size()) {
+      ++replayed_;
+      if constexpr (std::is_void_v<R>) {
+        return;
+      } else {
+        return codec<R>::decode(std::string_view(recorded_[index].result));
+      }
+    } else {
+      using Stored = std::conditional_t<std::is_void_v<R>, bool, R>;
+      struct Run {
+        Context* context;
+        std::remove_reference_t<Fn>* fn;
+        std::optional<Stored> value;
+        std::exception_ptr error;
+      } run{this, &fn, std::nullopt, nullptr};
+      const AtomicStepBody body{
+          [](void* state, NativeTransaction transaction, std::string& result) {
+            Run& r = *static_cast<Run*>(state);
+            const NativeTransaction outer = std::exchange(r.context->transaction_, transaction);
+            try {
+              if constexpr (std::is_void_v<R>) {
+                r.context->call_step(*r.fn);
+                r.value.emplace(true);
+                result.clear();
+              } else {
+                r.value.emplace(r.context->call_step(*r.fn));
+                result = codec<R>::encode(*r.value);
+              }
+            } catch (...) {
+              r.error = std::current_exception();
+            }
+            r.context->transaction_ = outer;
+            return r.error == nullptr;
+          },
+          &run};
+      Status saved = atomic_(store_, ticket_, static_cast<std::uint32_t>(index), name, body);
+      if (run.error) std::rethrow_exception(run.error);
+      if (!saved) raise(saved.failure());
+      if constexpr (!std::is_void_v<R>) return std::move(*run.value);
+    }
+  }
+
   /// A key for the outside world: stable for this record's key and `step_name` (the same on
   /// every run, retry and takeover, in any process), distinct for every other key or step. Send
   /// it to a downstream API as its idempotency key, so that it deduplicates the step's call too.
@@ -104,6 +167,10 @@ class Context {
         return static_cast<S*>(s)->save_step(t, w);
       };
     }
+    if constexpr (AtomicStepStore<S>) {
+      atomic_ = [](void* s, const Ticket& t, std::uint32_t i, std::string_view n,
+                   AtomicStepBody b) { return static_cast<S*>(s)->save_step_atomically(t, i, n, b); };
+    }
   }
 
   Context(const Context&) = delete;
@@ -113,6 +180,8 @@ class Context {
   using ExtendFn = Status (*)(void*, const Ticket&, std::chrono::milliseconds);
   using LoadFn = Result<std::vector<StepRecord>> (*)(void*, const Ticket&);
   using SaveFn = Status (*)(void*, const Ticket&, const StepWrite&);
+  using AtomicFn = Status (*)(void*, const Ticket&, std::uint32_t, std::string_view,
+                              AtomicStepBody);
 
   template <class Fn>
   static constexpr bool kStepTakesContext = std::is_invocable_v<Fn&, Context&>;
@@ -185,6 +254,7 @@ class Context {
   ExtendFn extend_;
   LoadFn load_ = nullptr;  // null: the store keeps no steps
   SaveFn save_ = nullptr;
+  AtomicFn atomic_ = nullptr;  // null: the store has no transactions of its own
   bool loaded_ = false;
   std::vector<StepRecord> recorded_;  // what earlier runs completed, in order
   std::vector<std::string> names_;    // the steps of this run so far

@@ -19,6 +19,7 @@
 #include "idem/fingerprint.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
+#include "idem/transaction.hpp"
 
 namespace idem {
 
@@ -45,6 +46,26 @@ concept StepStore = Store<S> && requires(S& store, const Ticket& ticket, const S
   { store.load_steps(ticket) } -> std::same_as<Result<std::vector<StepRecord>>>;
   { store.save_step(ticket, step) } -> std::same_as<Status>;
 };
+
+/// What an atomic step runs inside the store's own transaction: `run(state, transaction,
+/// result)` does the step's writes through `transaction`, puts the step's encoded result in
+/// `result` and returns true; false when the step failed (the caller keeps why), and the store
+/// rolls the transaction back.
+struct AtomicStepBody {
+  bool (*run)(void* state, NativeTransaction transaction, std::string& result) = nullptr;
+  void* state = nullptr;
+};
+
+/// A StepStore that runs a step and saves its record in one transaction of its own
+/// (Context::atomic_step): the step's writes through that transaction and its record commit
+/// together, or neither does. lease_lost (and nothing written) when the ticket no longer holds
+/// the record when the step is saved.
+template <class S>
+concept AtomicStepStore =
+    StepStore<S> && requires(S& store, const Ticket& ticket, std::uint32_t index,
+                             std::string_view name, AtomicStepBody body) {
+      { store.save_step_atomically(ticket, index, name, body) } -> std::same_as<Status>;
+    };
 
 /// The key a step sends to a downstream system as its own idempotency key: "idem-" and 32 hex
 /// digits of XXH3-128 over the record's effective key and the step's name. The same on every

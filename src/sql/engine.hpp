@@ -197,6 +197,8 @@ class Engine {
   // the holder's open transaction.
   Result<std::vector<StepRecord>> load_steps(const Ticket& ticket);
   Status save_step(const Ticket& ticket, const StepWrite& step);
+  Status save_step_atomically(const Ticket& ticket, std::uint32_t index, std::string_view name,
+                              AtomicStepBody body);
   Result<std::size_t> purge_expired(std::size_t max_rows);
   Status ensure_schema();
   SqlMode mode() const noexcept { return mode_; }

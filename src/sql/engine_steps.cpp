@@ -10,6 +10,14 @@ namespace idem::sql {
 
 namespace {
 
+// How long an atomic step's statements may wait for a row lock (another writer of the same
+// rows) before they fail.
+constexpr std::chrono::milliseconds kAtomicStepLockWait{5000};
+
+Failure step_failed() {
+  return make_failure(errc::handler_failed, "the step failed; its writes were rolled back");
+}
+
 Failure lease_lost_failure() {
   return make_failure(errc::lease_lost, "the record is no longer held under this fence");
 }
@@ -92,6 +100,60 @@ Status Engine::save_step(const Ticket& ticket, const StepWrite& step) {
   if (!saved) return std::move(saved).failure();
   if (saved.value() != 1) return lease_lost_failure();
   return {};
+}
+
+Status Engine::save_step_atomically(const Ticket& ticket, std::uint32_t index,
+                                   std::string_view name, AtomicStepBody body) {
+  if (mode_ == SqlMode::transactional) {
+    // The handler's transaction is the step's: its writes and the step commit with the record.
+    Session* session = held_session(ticket);
+    if (session == nullptr) return lease_lost_failure();
+    std::string result;
+    if (!body.run(body.state, session->native(), result)) return step_failed();
+    return save_step(ticket, StepWrite{index, name, result});
+  }
+  if (Status schema = ensure_schema(); !schema) return schema;
+  bool broken = false;
+  Session* session = nullptr;
+  try {
+    session = backend_->acquire(std::chrono::milliseconds{0});
+  } catch (...) {
+    return failure(broken);
+  }
+  bool session_broken = false;
+  Status answer;
+  try {
+    session->begin(kAtomicStepLockWait);
+    const Param held[] = {{Param::bytes, 0, ticket.key},
+                          {Param::integer, static_cast<std::int64_t>(ticket.fence), {}}};
+    std::string result;
+    if (session->rows(backend_->statements().holding, held, 0).empty()) {
+      session->rollback();
+      answer = lease_lost_failure();
+    } else if (!body.run(body.state, session->native(), result)) {
+      session->rollback();
+      answer = step_failed();
+    } else {
+      const Param params[] = {{Param::bytes, 0, ticket.key},
+                              {Param::integer, static_cast<std::int64_t>(index), {}},
+                              {Param::bytes, 0, name},
+                              {Param::bytes, 0, result},
+                              {Param::integer, static_cast<std::int64_t>(ticket.fence), {}}};
+      // The fenced save comes last: on PostgreSQL it locks the record's row until the commit,
+      // so a takeover either came first (nothing saved, everything rolls back) or waits for it.
+      if (session->run(backend_->statements().save_step, params) != 1) {
+        session->rollback();
+        answer = lease_lost_failure();
+      } else {
+        session->commit();
+      }
+    }
+  } catch (...) {
+    answer = failure(session_broken);
+    session->rollback();
+  }
+  backend_->release(session, session_broken);
+  return answer;
 }
 
 }  // namespace idem::sql

@@ -26,6 +26,10 @@ Result<std::vector<StepRecord>> SqlStore::load_steps(const Ticket& ticket) {
 Status SqlStore::save_step(const Ticket& ticket, const StepWrite& step) {
   return engine_->save_step(ticket, step);
 }
+Status SqlStore::save_step_atomically(const Ticket& ticket, std::uint32_t index,
+                                      std::string_view name, AtomicStepBody body) {
+  return engine_->save_step_atomically(ticket, index, name, body);
+}
 Result<std::size_t> SqlStore::purge_expired(std::size_t max_rows) {
   return engine_->purge_expired(max_rows);
 }

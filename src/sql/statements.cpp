@@ -171,6 +171,7 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
       "WHERE key = {p1} AND fence = {p5} AND state = {held}{lock} "
       "ON CONFLICT (key, idx) DO UPDATE SET name = excluded.name, fp_hi = excluded.fp_hi, "
       "fp_lo = excluded.fp_lo, result = excluded.result");
+  holding = fill("SELECT fence FROM {rec} WHERE key = {p1} AND fence = {p2} AND state = {held}");
   load_steps = fill_steps(
       "SELECT s.idx, s.name, s.result FROM {rec} r LEFT JOIN {steps} s ON s.key = r.key "
       "AND s.fp_hi = r.fp_hi AND s.fp_lo = r.fp_lo "

@@ -77,6 +77,9 @@ struct Statements {
   // load_steps: ?1 key, ?2 fence -> (index, name, result) of the steps under the record's
   // fingerprint, by index; one row of NULLs when there are none; no row: lease lost.
   std::string load_steps;
+  // holding: ?1 key, ?2 fence -> one row while the fence holds the record. An atomic step's
+  // first statement (on PostgreSQL it also sends the step's BEGIN).
+  std::string holding;
 };
 
 /// True when `prefix` is safe to paste into SQL as part of an identifier.

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "idem/result.hpp"
@@ -71,6 +72,11 @@ class SqlStore {
   Result<std::vector<StepRecord>> load_steps(const Ticket& ticket);
   /// Records a step under the ticket's fence, one statement; lease_lost when it no longer holds.
   Status save_step(const Ticket& ticket, const StepWrite& step);
+  /// Runs an atomic step (Context::atomic_step): lease mode, in a transaction of its own on one
+  /// of the store's connections, the fenced save last, then COMMIT; transactional mode, in the
+  /// holder's transaction. lease_lost or a failure: nothing of the step remains.
+  Status save_step_atomically(const Ticket& ticket, std::uint32_t index, std::string_view name,
+                              AtomicStepBody body);
 
   /// Deletes at most `max_rows` records whose retention has passed (by the database clock);
   /// returns how many went. Records in progress under a live retention are never touched.
@@ -90,6 +96,6 @@ class SqlStore {
 };
 
 static_assert(RewindableStore<SqlStore>);
-static_assert(StepStore<SqlStore>);
+static_assert(AtomicStepStore<SqlStore>);
 
 }  // namespace idem
