@@ -67,6 +67,25 @@ concept AtomicStepStore =
       { store.save_step_atomically(ticket, index, name, body) } -> std::same_as<Status>;
     };
 
+/// A record the completer may finish (idem::Completer): in progress with its lease run out, or
+/// released by a holder that failed, and neither finished nor expired; with the request it kept
+/// (Options::keep_request).
+struct Abandoned {
+  std::string key{};      // the effective key
+  std::string request{};  // the payload the record's run was claimed with
+};
+
+/// A StepStore that keeps a run's request beside its steps and finds abandoned records.
+/// keep_request() writes under the ticket's fence like save_step() (and goes with the steps);
+/// find_abandoned() returns at most `limit` records whose effective key starts with `prefix`.
+template <class S>
+concept CompletableStore =
+    StepStore<S> && requires(S& store, const Ticket& ticket, std::string_view bytes,
+                             std::size_t limit) {
+      { store.keep_request(ticket, bytes) } -> std::same_as<Status>;
+      { store.find_abandoned(bytes, limit) } -> std::same_as<Result<std::vector<Abandoned>>>;
+    };
+
 /// The key a step sends to a downstream system as its own idempotency key: "idem-" and 32 hex
 /// digits of XXH3-128 over the record's effective key and the step's name. The same on every
 /// run of the record's key, in any process; different for every (key, step) pair.

@@ -199,6 +199,8 @@ class Engine {
   Status save_step(const Ticket& ticket, const StepWrite& step);
   Status save_step_atomically(const Ticket& ticket, std::uint32_t index, std::string_view name,
                               AtomicStepBody body);
+  Status keep_request(const Ticket& ticket, std::string_view request);
+  Result<std::vector<Abandoned>> find_abandoned(std::string_view prefix, std::size_t limit);
   Result<std::size_t> purge_expired(std::size_t max_rows);
   Status ensure_schema();
   SqlMode mode() const noexcept { return mode_; }
@@ -242,6 +244,9 @@ class Engine {
   void forget_ended_before(std::chrono::steady_clock::time_point t);
 
   Failure failure(bool& broken, bool transactional_claim = false) const noexcept;
+  // A row of the steps table (a step, or the kept request at index -1), fenced.
+  Status save_row(const Ticket& ticket, std::int64_t index, std::string_view name,
+                  std::string_view result);
   // The open transaction's session of a transactional holder in this process, or null.
   Session* held_session(const Ticket& ticket);
   // Runs `statement` on the ticket's session: the holder's own in transactional mode, one from

@@ -89,10 +89,48 @@ Result<std::vector<StepRecord>> Engine::load_steps(const Ticket& ticket) {
 }
 
 Status Engine::save_step(const Ticket& ticket, const StepWrite& step) {
+  return save_row(ticket, static_cast<std::int64_t>(step.index), step.name, step.result);
+}
+
+Status Engine::keep_request(const Ticket& ticket, std::string_view request) {
+  return save_row(ticket, -1, {}, request);
+}
+
+Result<std::vector<Abandoned>> Engine::find_abandoned(std::string_view prefix, std::size_t limit) {
+  if (Status schema = ensure_schema(); !schema) return schema.failure();
+  const Param params[] = {{Param::bytes, 0, prefix},
+                          {Param::integer, static_cast<std::int64_t>(limit), {}},
+                          {Param::integer, static_cast<std::int64_t>(prefix.size()), {}}};
+  bool broken = false;
+  std::vector<Row> rows;
+  try {
+    Session* session = backend_->acquire(std::chrono::milliseconds{0});
+    try {
+      rows = session->rows(backend_->statements().find_abandoned, params, 0b11u);
+      backend_->release(session, false);
+    } catch (...) {
+      bool session_broken = false;
+      Failure f = failure(session_broken);
+      backend_->release(session, session_broken);
+      return f;
+    }
+  } catch (...) {
+    return failure(broken);
+  }
+  std::vector<Abandoned> found;
+  for (Row& row : rows) {
+    if (row.size() != 2 || !row[0]) continue;
+    found.push_back(Abandoned{std::move(*row[0]), row[1] ? std::move(*row[1]) : std::string{}});
+  }
+  return found;
+}
+
+Status Engine::save_row(const Ticket& ticket, std::int64_t index, std::string_view name,
+                        std::string_view result) {
   const Param params[] = {{Param::bytes, 0, ticket.key},
-                          {Param::integer, static_cast<std::int64_t>(step.index), {}},
-                          {Param::bytes, 0, step.name},
-                          {Param::bytes, 0, step.result},
+                          {Param::integer, index, {}},
+                          {Param::bytes, 0, name},
+                          {Param::bytes, 0, result},
                           {Param::integer, static_cast<std::int64_t>(ticket.fence), {}}};
   const std::string& text = backend_->statements().save_step;
   Result<std::int64_t> saved =

@@ -26,6 +26,13 @@ Result<std::vector<StepRecord>> SqlStore::load_steps(const Ticket& ticket) {
 Status SqlStore::save_step(const Ticket& ticket, const StepWrite& step) {
   return engine_->save_step(ticket, step);
 }
+Status SqlStore::keep_request(const Ticket& ticket, std::string_view request) {
+  return engine_->keep_request(ticket, request);
+}
+Result<std::vector<Abandoned>> SqlStore::find_abandoned(std::string_view prefix,
+                                                        std::size_t limit) {
+  return engine_->find_abandoned(prefix, limit);
+}
 Status SqlStore::save_step_atomically(const Ticket& ticket, std::uint32_t index,
                                       std::string_view name, AtomicStepBody body) {
   return engine_->save_step_atomically(ticket, index, name, body);

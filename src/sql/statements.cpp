@@ -137,6 +137,7 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
                             fmt::arg("lock", postgres ? " FOR SHARE" : ""),
                             // fill() formats again: keep its fields
                             fmt::arg("rec", "{rec}"), fmt::arg("held", "{held}"),
+                            fmt::arg("released", "{released}"), fmt::arg("now", "{now}"),
                             fmt::arg("blob", "{blob}"), fmt::arg("i64", "{i64}"),
                             fmt::arg("suffix", "{suffix}"), fmt::arg("p1", "{p1}"),
                             fmt::arg("p2", "{p2}"), fmt::arg("p3", "{p3}"), fmt::arg("p4", "{p4}"),
@@ -171,10 +172,15 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
       "WHERE key = {p1} AND fence = {p5} AND state = {held}{lock} "
       "ON CONFLICT (key, idx) DO UPDATE SET name = excluded.name, fp_hi = excluded.fp_hi, "
       "fp_lo = excluded.fp_lo, result = excluded.result");
+  find_abandoned = fill_steps(
+      "SELECT r.key, s.result FROM {rec} r JOIN {steps} s ON s.key = r.key AND s.idx = -1 "
+      "AND s.fp_hi = r.fp_hi AND s.fp_lo = r.fp_lo "
+      "WHERE substr(r.key, 1, {p3}) = {p1} AND r.expires_at > {now} "
+      "AND (r.state = {released} OR (r.state = {held} AND r.lease_until <= {now})) LIMIT {p2}");
   holding = fill("SELECT fence FROM {rec} WHERE key = {p1} AND fence = {p2} AND state = {held}");
   load_steps = fill_steps(
       "SELECT s.idx, s.name, s.result FROM {rec} r LEFT JOIN {steps} s ON s.key = r.key "
-      "AND s.fp_hi = r.fp_hi AND s.fp_lo = r.fp_lo "
+      "AND s.idx >= 0 AND s.fp_hi = r.fp_hi AND s.fp_lo = r.fp_lo "
       "WHERE r.key = {p1} AND r.fence = {p2} AND r.state = {held} ORDER BY s.idx");
 }
 

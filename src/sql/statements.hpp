@@ -80,6 +80,10 @@ struct Statements {
   // holding: ?1 key, ?2 fence -> one row while the fence holds the record. An atomic step's
   // first statement (on PostgreSQL it also sends the step's BEGIN).
   std::string holding;
+  // The run's kept request is the step at index -1 (name empty), written by save_step.
+  // find_abandoned: ?1 key prefix, ?2 limit, ?3 prefix length -> (key, request) of records in
+  // progress past their lease or released, not expired, with a request of their fingerprint.
+  std::string find_abandoned;
 };
 
 /// True when `prefix` is safe to paste into SQL as part of an identifier.

@@ -86,6 +86,95 @@ TEST(StepMisuseTest, AStepThatThrowsIsNotRecordedAndRunsAgain) {
   EXPECT_EQ(out.value(), 2);
 }
 
+// ---- The completer --------------------------------------------------------------------------
+
+TEST(CompleterTest, FinishesARunWhoseHolderDiedAtItsFirstUnfinishedStep) {
+  auto clock = std::make_shared<ManualClock>();
+  MemoryStore store(MemoryStoreOptions{.clock = clock});
+  const Options options{
+      .scope = "rides", .lease = milliseconds{1000}, .clock = clock, .keep_request = true};
+  IdempotencyGuard guard{store, options};
+  std::map<std::string, int> runs;
+  auto handler = [&](Context& ctx, std::string_view request, bool die) {
+    const std::string ride =
+        ctx.step("create", [&] { return "ride-" + std::to_string(++runs["create"]); });
+    ctx.step("charge", [&] { ++runs["charge"]; });
+    if (die) throw std::runtime_error("the holder died");  // as a crash leaves it: no commit
+    ctx.step("receipt", [&] { ++runs["receipt"]; });
+    return ride + ":" + std::string(request);
+  };
+  // The holder dies after two steps; its key stays held until its lease runs out.
+  auto dying = guard.begin<std::string>("r-1", "from=A;to=B");
+  ASSERT_TRUE(dying.acquired());
+  EXPECT_THROW(handler(dying.context(), "from=A;to=B", true), std::runtime_error);
+
+  Completer completer(store, options, [&](Context& ctx, std::string_view request) {
+    return handler(ctx, request, false);
+  });
+  Result<CompleterPass> early = completer.run_once();
+  ASSERT_TRUE(early.has_value());
+  EXPECT_EQ(early->found, 0u) << "a live lease is not abandoned";
+
+  clock->advance(milliseconds{1500});
+  Result<CompleterPass> pass = completer.run_once();
+  ASSERT_TRUE(pass.has_value());
+  EXPECT_EQ(pass->found, 1u);
+  EXPECT_EQ(pass->completed, 1u);
+  EXPECT_EQ(runs["create"], 1);
+  EXPECT_EQ(runs["charge"], 1);
+  EXPECT_EQ(runs["receipt"], 1);
+
+  // The client's retry replays what the completer committed; nothing is left to complete.
+  auto retry = guard.execute("r-1", "from=A;to=B",
+                             [&](Context& ctx) { return handler(ctx, "from=A;to=B", false); });
+  ASSERT_TRUE(retry.has_value());
+  EXPECT_TRUE(retry.replayed());
+  EXPECT_EQ(retry.value(), "ride-1:from=A;to=B");
+  EXPECT_EQ(completer.run_once()->found, 0u);
+  dying.fail("gone");  // the dead holder's late settle changes nothing
+  EXPECT_TRUE(guard.execute("r-1", "from=A;to=B", [] { return std::string("x"); }).replayed());
+}
+
+TEST(CompleterTest, GivesUpAfterMaxAttemptsAndRecordsTheFailure) {
+  auto clock = std::make_shared<ManualClock>();
+  MemoryStore store(MemoryStoreOptions{.clock = clock});
+  const Options options{
+      .scope = "rides", .lease = milliseconds{1000}, .clock = clock, .keep_request = true};
+  IdempotencyGuard guard{store, options};
+  EXPECT_THROW((void)guard.execute("r-2", "req",
+                                   [](Context&) -> int { throw std::runtime_error("down"); }),
+               std::runtime_error);
+  int tries = 0;
+  Completer completer(
+      store, options,
+      [&](Context&, std::string_view) -> int {
+        ++tries;
+        throw std::runtime_error("provider still down");
+      },
+      CompleterOptions{.concurrency = 2, .max_attempts = 3, .initial_backoff = milliseconds{100},
+                       .max_backoff = milliseconds{400}});
+  std::size_t gave_up = 0;
+  for (int pass = 0; pass < 10 && gave_up == 0; ++pass) {
+    Result<CompleterPass> p = completer.run_once();
+    ASSERT_TRUE(p.has_value());
+    gave_up += p->gave_up;
+    clock->advance(milliseconds{500});
+  }
+  EXPECT_EQ(gave_up, 1u);
+  EXPECT_EQ(tries, 3);
+  auto replay = guard.execute("r-2", "req", [] { return 0; });
+  EXPECT_TRUE(replay.replayed());
+  EXPECT_EQ(replay.error(), errc::handler_failed);
+  EXPECT_NE(replay.message().find("gave up after 3"), std::string::npos)
+      << replay.message();
+  EXPECT_EQ(completer.run_once()->found, 0u);
+}
+
+TEST(CompleterTest, KeepRequestNeedsAStoreThatKeepsThem) {
+  PlainStore plain;
+  EXPECT_THROW(IdempotencyGuard(plain, Options{.keep_request = true}), std::invalid_argument);
+}
+
 // ---- SQL stores: atomic phases and crashes ----------------------------------------------------
 
 // A store of one backend and mode on a database that lives as long as the test.

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +58,7 @@ class MemoryStore {
     const HashedKey key = hashed(request.key);
     Shard& shard = shard_for(key);
     std::vector<StepRecord> stale_steps;  // freed after the lock
+    std::optional<std::string> stale_request;
     std::lock_guard lock(shard.mutex);
 
     Entry* found = shard.records.find(key);
@@ -78,8 +80,9 @@ class MemoryStore {
     if (!answer.took_over) shard.move_to_back(&e);
     // Steps carry over to a takeover or a run after an abort of the same request; an expired
     // record or another payload starts without them.
-    if (!e.steps.empty() && (now >= e.expires_at || e.fingerprint != request.fingerprint)) {
+    if (now >= e.expires_at || e.fingerprint != request.fingerprint) {
       e.steps.swap(stale_steps);
+      e.request.swap(stale_request);
     }
     return detail::acquire_record(e, request, now, answer.took_over);
   }
@@ -90,6 +93,7 @@ class MemoryStore {
     // critical section never calls the allocator.
     std::string result(completion.result);
     std::vector<StepRecord> steps;  // the finished record's steps go, freed after the lock
+    std::optional<std::string> request;
     return with_holder(
         ticket,
         [&](Entry& e) {
@@ -97,8 +101,35 @@ class MemoryStore {
           e.result.swap(result);
           e.expires_at = now + completion.ttl;
           e.steps.swap(steps);
+          e.request.swap(request);
         },
         &completion);
+  }
+
+  /// Keeps the run's request with the ticket's record (idem::CompletableStore); lease_lost when
+  /// the ticket no longer holds it.
+  Status keep_request(const Ticket& ticket, std::string_view request) {
+    std::optional<std::string> kept(request);
+    return with_holder(ticket, [&](Entry& e) { e.request.swap(kept); });
+  }
+
+  /// At most `limit` records under `prefix` that kept a request and are abandoned: in progress
+  /// past their lease, or released, and not expired. Walks every record.
+  Result<std::vector<Abandoned>> find_abandoned(std::string_view prefix, std::size_t limit) {
+    const auto now = clock_->now();
+    std::vector<Abandoned> found;
+    for (Shard& shard : shards_) {
+      std::lock_guard lock(shard.mutex);
+      for (Entry* e = shard.head; e != nullptr && found.size() < limit; e = e->next) {
+        const bool abandoned = e->state == RecordState::released ||
+                               (e->state == RecordState::held && now >= e->lease_until);
+        if (!abandoned || !e->request || now >= e->expires_at) continue;
+        const std::string_view key = detail::RecordTable<Entry>::key_of(*e);
+        if (key.substr(0, prefix.size()) != prefix) continue;
+        found.push_back(Abandoned{std::string(key), *e->request});
+      }
+    }
+    return found;
   }
 
   /// The steps recorded for the ticket's record, in order; errc::lease_lost when the ticket no
@@ -198,6 +229,7 @@ class MemoryStore {
     Clock::time_point expires_at{};
     std::string result;
     std::vector<StepRecord> steps;  // of the run in progress (idem::StepStore)
+    std::optional<std::string> request;  // the run's payload, if kept (Options::keep_request)
     Entry* prev = nullptr;  // claim order, oldest first, for eviction
     Entry* next = nullptr;
   };
@@ -278,6 +310,6 @@ class MemoryStore {
   unsigned shard_bits_;
 };
 
-static_assert(StepStore<MemoryStore>);
+static_assert(CompletableStore<MemoryStore>);
 
 }  // namespace idem

@@ -77,6 +77,11 @@ class SqlStore {
   /// holder's transaction. lease_lost or a failure: nothing of the step remains.
   Status save_step_atomically(const Ticket& ticket, std::uint32_t index, std::string_view name,
                               AtomicStepBody body);
+  /// Keeps the run's request beside its steps (idem::CompletableStore), fenced. In
+  /// transactional mode it commits, and rolls back, with the holder's transaction.
+  Status keep_request(const Ticket& ticket, std::string_view request);
+  /// At most `limit` abandoned records under the key prefix, by the database clock.
+  Result<std::vector<Abandoned>> find_abandoned(std::string_view prefix, std::size_t limit);
 
   /// Deletes at most `max_rows` records whose retention has passed (by the database clock);
   /// returns how many went. Records in progress under a live retention are never touched.
@@ -97,5 +102,6 @@ class SqlStore {
 
 static_assert(RewindableStore<SqlStore>);
 static_assert(AtomicStepStore<SqlStore>);
+static_assert(CompletableStore<SqlStore>);
 
 }  // namespace idem
