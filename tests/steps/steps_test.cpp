@@ -342,6 +342,36 @@ void append_line(const std::string& path, const std::string& line) {
   ::close(fd);
 }
 
+// The rides handler: create the ride (an atomic phase), charge (an outside call, logged with its
+// step key), send the receipt; kills its own process at `die`.
+std::string rides_handler(const SqlTarget& target, const std::string& effects,
+                          const std::string& key, Context& ctx, DieAt die) {
+  auto die_at = [&](DieAt here) {
+    if (here == die) ::kill(::getpid(), SIGKILL);
+  };
+  ctx.atomic_step("create", [&](Context& c) {
+    target.insert_ride(c, key);
+    die_at(DieAt::inside_create);
+  });
+  die_at(DieAt::after_create);
+  const std::string charge = ctx.step("charge", [&] {
+    append_line(effects, "charge " + key + " " + ctx.step_key("charge"));
+    die_at(DieAt::inside_charge);
+    return std::string("ch_") + key;
+  });
+  die_at(DieAt::after_charge);
+  ctx.step("receipt", [&] { append_line(effects, "receipt " + key); });
+  die_at(DieAt::after_receipt);
+  return charge;
+}
+
+Options rides_options() {
+  return Options{.scope = "rides",
+                 .lease = milliseconds{300},
+                 .in_progress = Wait{.timeout = milliseconds{8000}},
+                 .keep_request = true};
+}
+
 // One run of the rides handler for `key` in a forked child, dying at `die`; returns its status.
 int run_in_child(const SqlTarget& target, const std::string& effects, const std::string& key,
                  DieAt die) {
@@ -349,28 +379,10 @@ int run_in_child(const SqlTarget& target, const std::string& effects, const std:
   if (pid == 0) {
     int code = 0;
     try {
-      auto die_at = [&](DieAt here) {
-        if (here == die) ::kill(::getpid(), SIGKILL);
-      };
       std::unique_ptr<SqlStore> store = target.open();
-      IdempotencyGuard guard{*store, Options{.scope = "rides",
-                                             .lease = milliseconds{300},
-                                             .in_progress = Wait{.timeout = milliseconds{8000}}}};
-      auto out = guard.execute(key, [&](Context& ctx) {
-        ctx.atomic_step("create", [&](Context& c) {
-          target.insert_ride(c, key);
-          die_at(DieAt::inside_create);
-        });
-        die_at(DieAt::after_create);
-        const std::string charge = ctx.step("charge", [&] {
-          append_line(effects, "charge " + key + " " + ctx.step_key("charge"));
-          die_at(DieAt::inside_charge);
-          return std::string("ch_") + key;
-        });
-        die_at(DieAt::after_charge);
-        ctx.step("receipt", [&] { append_line(effects, "receipt " + key); });
-        die_at(DieAt::after_receipt);
-        return charge;
+      IdempotencyGuard guard{*store, rides_options()};
+      auto out = guard.execute(key, key, [&](Context& ctx) {
+        return rides_handler(target, effects, key, ctx, die);
       });
       code = out.has_value() && out.value() == "ch_" + key ? 0 : 3;
     } catch (...) {
@@ -382,6 +394,26 @@ int run_in_child(const SqlTarget& target, const std::string& effects, const std:
   ::waitpid(pid, &status, 0);
   return status;
 }
+
+// What the effects log says: charges and receipts per key, and the step keys the charges used.
+struct Effects {
+  std::map<std::string, int> charges, receipts;
+  std::map<std::string, std::set<std::string>> charge_keys;
+
+  explicit Effects(const std::string& path) {
+    std::ifstream in(path);
+    for (std::string what, key; in >> what >> key;) {
+      if (what == "charge") {
+        std::string step_key;
+        in >> step_key;
+        ++charges[key];
+        charge_keys[key].insert(step_key);
+      } else {
+        ++receipts[key];
+      }
+    }
+  }
+};
 
 class CrashTest : public AtomicPhaseTest {};
 
@@ -405,19 +437,10 @@ TEST_P(CrashTest, KilledBetweenAndInsideStepsEveryPhaseHappensOnceAndNoRecordedS
   }
 
   const std::map<std::string, int> rides = target_.ride_counts();
-  std::map<std::string, int> charges, receipts;
-  std::map<std::string, std::set<std::string>> charge_keys;
-  std::ifstream in(effects);
-  for (std::string what, key; in >> what >> key;) {
-    if (what == "charge") {
-      std::string step_key;
-      in >> step_key;
-      ++charges[key];
-      charge_keys[key].insert(step_key);
-    } else {
-      ++receipts[key];
-    }
-  }
+  Effects log(effects);
+  auto& charges = log.charges;
+  auto& receipts = log.receipts;
+  auto& charge_keys = log.charge_keys;
   for (DieAt die : kDeaths) {
     const std::string key = "ride-" + std::to_string(static_cast<int>(die));
     SCOPED_TRACE(key);
@@ -447,6 +470,62 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(name_of(std::get<0>(info.param))) + "_" +
              name_of(std::get<1>(info.param));
     });
+
+// Lease mode: the holders die and no client retries; a completer in another process finishes
+// every key, resuming at its first unfinished step.
+class CompleterCrashTest : public AtomicPhaseTest {};
+
+TEST_P(CompleterCrashTest, FinishesTheKeysOfHoldersKilledBetweenAndInsideSteps) {
+  const std::string effects = (db_ ? db_->path() : "/tmp/" + target_.prefix) + ".effects";
+  ::unlink(effects.c_str());
+  {
+    std::unique_ptr<SqlStore> store = target_.open();
+    ASSERT_TRUE(store->ensure_schema().ok());
+  }
+  for (DieAt die : kDeaths) {
+    const std::string key = "ride-" + std::to_string(static_cast<int>(die));
+    const int killed = run_in_child(target_, effects, key, die);
+    ASSERT_TRUE(WIFSIGNALED(killed) && WTERMSIG(killed) == SIGKILL) << key;
+  }
+  std::unique_ptr<SqlStore> store = target_.open();
+  Completer completer(*store, rides_options(),
+                      [&](Context& ctx, std::string_view request) {
+                        return rides_handler(target_, effects, std::string(request), ctx,
+                                             DieAt::nowhere);
+                      });
+  std::size_t completed = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{20};
+  while (completed < std::size(kDeaths) && std::chrono::steady_clock::now() < deadline) {
+    Result<CompleterPass> pass = completer.run_once();
+    ASSERT_TRUE(pass.has_value()) << pass.failure().describe();
+    completed += pass->completed;
+    ::usleep(50'000);
+  }
+  EXPECT_EQ(completed, std::size(kDeaths));
+  EXPECT_EQ(completer.run_once()->found, 0u);
+
+  const std::map<std::string, int> rides = target_.ride_counts();
+  Effects log(effects);
+  for (DieAt die : kDeaths) {
+    const std::string key = "ride-" + std::to_string(static_cast<int>(die));
+    SCOPED_TRACE(key);
+    EXPECT_EQ(rides.count(key) ? rides.at(key) : 0, 1);
+    EXPECT_EQ(log.receipts[key], 1);
+    EXPECT_EQ(log.charges[key], die == DieAt::inside_charge ? 2 : 1);
+    EXPECT_EQ(log.charge_keys[key].size(), 1u);
+    // The client's late retry replays the completer's result.
+    const int replayed = run_in_child(target_, effects, key, DieAt::nowhere);
+    EXPECT_TRUE(WIFEXITED(replayed) && WEXITSTATUS(replayed) == 0);
+  }
+  EXPECT_EQ(Effects(effects).receipts, log.receipts) << "a replay ran a step";
+}
+
+INSTANTIATE_TEST_SUITE_P(Sql, CompleterCrashTest,
+                         ::testing::Combine(::testing::Values(Backend::sqlite, Backend::postgres),
+                                            ::testing::Values(SqlMode::lease)),
+                         [](const auto& info) {
+                           return std::string(name_of(std::get<0>(info.param))) + "_lease";
+                         });
 
 }  // namespace
 }  // namespace idem::testing
