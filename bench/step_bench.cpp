@@ -47,8 +47,8 @@ void BM_Step_Memory_Fresh(benchmark::State& state) { memory(state, true); }
 void BM_Step_Memory_Fresh_bare(benchmark::State& state) { memory(state, false); }
 
 void sqlite(benchmark::State& state, bool steps) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("idem_step_bench_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("idem_step_bench_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   {
     idem::SqliteStore store{idem::SqliteStoreOptions{.path = (dir / "steps.db").string()}};

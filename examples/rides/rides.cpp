@@ -103,9 +103,8 @@ int serve_all(const std::string& db, int rides) {
   for (int i = 0; i < rides; ++i) {
     const std::string ride = ride_name(i);
     try {
-      auto out = guard.execute(ride, ride, [&](idem::Context& ctx) {
-        return ride_handler(ctx, ride, provider, mail);
-      });
+      auto out = guard.execute(
+          ride, ride, [&](idem::Context& ctx) { return ride_handler(ctx, ride, provider, mail); });
       if (!out.has_value()) ++failed;
     } catch (const std::exception&) {
       ++failed;

@@ -75,7 +75,8 @@ class Completer {
         prefix_(detail::EffectiveKey(options_.scope, {}, {}).view()) {
     options_.clock = policy_.clock;
     if (completer_.concurrency == 0 || completer_.max_attempts < 1 ||
-        completer_.initial_backoff.count() < 0 || completer_.max_backoff < completer_.initial_backoff) {
+        completer_.initial_backoff.count() < 0 ||
+        completer_.max_backoff < completer_.initial_backoff) {
       throw std::invalid_argument(
           "idem: CompleterOptions needs concurrency > 0, max_attempts >= 1 and "
           "0 <= initial_backoff <= max_backoff");
@@ -84,8 +85,8 @@ class Completer {
     // principal's empty length and the id off the prefix.
     prefix_.resize(prefix_.size() - 1);
     redrive_ = [this, fn = std::move(handler)](const Abandoned& record) mutable {
-      return run<std::remove_cvref_t<std::invoke_result_t<Fn&, Context&, std::string_view>>>(
-          record, fn);
+      return run<std::remove_cvref_t<std::invoke_result_t<Fn&, Context&, std::string_view>>>(record,
+                                                                                             fn);
     };
   }
 
@@ -168,8 +169,12 @@ class Completer {
         : owner_(&owner), record_(&record), rewindable_(rewindable) {}
     Result<Claim> claim() {
       const Options& o = owner_->options_;
-      return owner_->store_.claim(ClaimRequest{record_->key, o.hash(record_->request), o.lease,
-                                               std::max(o.ttl, o.lease), {}, rewindable_});
+      return owner_->store_.claim(ClaimRequest{record_->key,
+                                               o.hash(record_->request),
+                                               o.lease,
+                                               std::max(o.ttl, o.lease),
+                                               {},
+                                               rewindable_});
     }
     Status commit(Fence fence, ClaimStatus status, std::string_view bytes) {
       return owner_->store_.commit(ticket(fence), Completion{status, bytes, owner_->options_.ttl});

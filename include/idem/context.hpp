@@ -55,8 +55,9 @@ class Context {
   template <class Fn>
   auto step(std::string_view name, Fn&& fn) {
     using R = step_result_t<Fn>;
-    static_assert(std::is_void_v<R> || Codable<R>,
-                  "idem: a step's result type has no idem::codec<T>; specialise idem::codec for it");
+    static_assert(
+        std::is_void_v<R> || Codable<R>,
+        "idem: a step's result type has no idem::codec<T>; specialise idem::codec for it");
     const std::size_t index = next_step(name);
     if (index < recorded_.size()) {
       ++replayed_;
@@ -90,8 +91,9 @@ class Context {
   template <class Fn>
   auto atomic_step(std::string_view name, Fn&& fn) {
     using R = step_result_t<Fn>;
-    static_assert(std::is_void_v<R> || Codable<R>,
-                  "idem: a step's result type has no idem::codec<T>; specialise idem::codec for it");
+    static_assert(
+        std::is_void_v<R> || Codable<R>,
+        "idem: a step's result type has no idem::codec<T>; specialise idem::codec for it");
     if (atomic_ == nullptr) {
       throw std::logic_error(
           "idem: Context::atomic_step() on a store without transactions (see "
@@ -169,7 +171,9 @@ class Context {
     }
     if constexpr (AtomicStepStore<S>) {
       atomic_ = [](void* s, const Ticket& t, std::uint32_t i, std::string_view n,
-                   AtomicStepBody b) { return static_cast<S*>(s)->save_step_atomically(t, i, n, b); };
+                   AtomicStepBody b) {
+        return static_cast<S*>(s)->save_step_atomically(t, i, n, b);
+      };
     }
   }
 

@@ -61,11 +61,11 @@ struct AtomicStepBody {
 /// together, or neither does. lease_lost (and nothing written) when the ticket no longer holds
 /// the record when the step is saved.
 template <class S>
-concept AtomicStepStore =
-    StepStore<S> && requires(S& store, const Ticket& ticket, std::uint32_t index,
-                             std::string_view name, AtomicStepBody body) {
-      { store.save_step_atomically(ticket, index, name, body) } -> std::same_as<Status>;
-    };
+concept AtomicStepStore = StepStore<S> &&
+    requires(S& store, const Ticket& ticket, std::uint32_t index, std::string_view name,
+             AtomicStepBody body) {
+  { store.save_step_atomically(ticket, index, name, body) } -> std::same_as<Status>;
+};
 
 /// A record the completer may finish (idem::Completer): in progress with its lease run out, or
 /// released by a holder that failed, and neither finished nor expired; with the request it kept
@@ -79,12 +79,11 @@ struct Abandoned {
 /// keep_request() writes under the ticket's fence like save_step() (and goes with the steps);
 /// find_abandoned() returns at most `limit` records whose effective key starts with `prefix`.
 template <class S>
-concept CompletableStore =
-    StepStore<S> && requires(S& store, const Ticket& ticket, std::string_view bytes,
-                             std::size_t limit) {
-      { store.keep_request(ticket, bytes) } -> std::same_as<Status>;
-      { store.find_abandoned(bytes, limit) } -> std::same_as<Result<std::vector<Abandoned>>>;
-    };
+concept CompletableStore = StepStore<S> &&
+    requires(S& store, const Ticket& ticket, std::string_view bytes, std::size_t limit) {
+  { store.keep_request(ticket, bytes) } -> std::same_as<Status>;
+  { store.find_abandoned(bytes, limit) } -> std::same_as<Result<std::vector<Abandoned>>>;
+};
 
 /// The key a step sends to a downstream system as its own idempotency key: "idem-" and 32 hex
 /// digits of XXH3-128 over the record's effective key and the step's name. The same on every

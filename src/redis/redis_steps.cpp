@@ -1,12 +1,12 @@
 // RedisStore's steps (idem::StepStore): record_step_save.lua and record_step_load.lua, each one
 // script on the record's own hash.
 
+#include <fmt/format.h>
+
 #include <array>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "idem/stores/redis_store.hpp"
 #include "lua_scripts.hpp"
@@ -41,8 +41,8 @@ Result<std::vector<StepRecord>> RedisStore::load_steps(const Ticket& ticket) {
       client_->impl().eval(redis::script_record_step_load, record_key(ticket.key), args);
   if (!answer) return std::move(answer).failure();
   const redisReply& r = *answer->reply;
-  if (r.type != REDIS_REPLY_ARRAY || r.elements < 1 ||
-      r.element[0]->type != REDIS_REPLY_INTEGER || r.elements % 2 != 1) {
+  if (r.type != REDIS_REPLY_ARRAY || r.elements < 1 || r.element[0]->type != REDIS_REPLY_INTEGER ||
+      r.elements % 2 != 1) {
     return odd_reply(answer->where, doing);
   }
   if (r.element[0]->integer == kReplyLeaseLost) return lease_lost(doing);
@@ -55,8 +55,8 @@ Result<std::vector<StepRecord>> RedisStore::load_steps(const Ticket& ticket) {
     if (name->type != REDIS_REPLY_STRING || result->type != REDIS_REPLY_STRING) {
       return odd_reply(answer->where, doing);
     }
-    steps.push_back(StepRecord{std::string(name->str, name->len),
-                               std::string(result->str, result->len)});
+    steps.push_back(
+        StepRecord{std::string(name->str, name->len), std::string(result->str, result->len)});
   }
   return steps;
 }
@@ -79,8 +79,8 @@ Status RedisStore::save_step(const Ticket& ticket, const StepWrite& step) {
     case kReplyLeaseLost:
       return lease_lost(doing);
     case kReplyGap:
-      return Status(errc::step_mismatch, "step " + std::to_string(step.index) +
-                                             " saved before the steps ahead of it");
+      return Status(errc::step_mismatch,
+                    "step " + std::to_string(step.index) + " saved before the steps ahead of it");
     default:
       return odd_reply(answer->where, doing);
   }

@@ -22,13 +22,13 @@
 #include <vector>
 
 #include "common/connection_pool.hpp"
-#include "sql/statements.hpp"
 #include "idem/detail/record_model.hpp"
 #include "idem/result.hpp"
 #include "idem/steps.hpp"
 #include "idem/store.hpp"
 #include "idem/stores/sql_store.hpp"
 #include "idem/transaction.hpp"
+#include "sql/statements.hpp"
 
 namespace idem {
 struct SqliteStoreOptions;

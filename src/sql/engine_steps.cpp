@@ -141,7 +141,7 @@ Status Engine::save_row(const Ticket& ticket, std::int64_t index, std::string_vi
 }
 
 Status Engine::save_step_atomically(const Ticket& ticket, std::uint32_t index,
-                                   std::string_view name, AtomicStepBody body) {
+                                    std::string_view name, AtomicStepBody body) {
   if (mode_ == SqlMode::transactional) {
     // The handler's transaction is the step's: its writes and the step commit with the record.
     Session* session = held_session(ticket);

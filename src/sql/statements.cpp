@@ -131,23 +131,23 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
   steps = prefix + "steps";
   const bool postgres = d.param == '$';
   auto fill_steps = [&](const char* text) {
-    return fill(fmt::format(fmt::runtime(text), fmt::arg("steps", steps),
-                            fmt::arg("finished", fmt::format("{}, {}", int(detail::SqlState::completed),
-                                                             int(detail::SqlState::failed))),
-                            fmt::arg("lock", postgres ? " FOR SHARE" : ""),
-                            // fill() formats again: keep its fields
-                            fmt::arg("rec", "{rec}"), fmt::arg("held", "{held}"),
-                            fmt::arg("released", "{released}"), fmt::arg("now", "{now}"),
-                            fmt::arg("blob", "{blob}"), fmt::arg("i64", "{i64}"),
-                            fmt::arg("suffix", "{suffix}"), fmt::arg("p1", "{p1}"),
-                            fmt::arg("p2", "{p2}"), fmt::arg("p3", "{p3}"), fmt::arg("p4", "{p4}"),
-                            fmt::arg("p5", "{p5}"))
-                    .c_str());
+    return fill(
+        fmt::format(fmt::runtime(text), fmt::arg("steps", steps),
+                    fmt::arg("finished", fmt::format("{}, {}", int(detail::SqlState::completed),
+                                                     int(detail::SqlState::failed))),
+                    fmt::arg("lock", postgres ? " FOR SHARE" : ""),
+                    // fill() formats again: keep its fields
+                    fmt::arg("rec", "{rec}"), fmt::arg("held", "{held}"),
+                    fmt::arg("released", "{released}"), fmt::arg("now", "{now}"),
+                    fmt::arg("blob", "{blob}"), fmt::arg("i64", "{i64}"),
+                    fmt::arg("suffix", "{suffix}"), fmt::arg("p1", "{p1}"), fmt::arg("p2", "{p2}"),
+                    fmt::arg("p3", "{p3}"), fmt::arg("p4", "{p4}"), fmt::arg("p5", "{p5}"))
+            .c_str());
   };
-  create_steps.push_back(fill_steps(
-      "CREATE TABLE IF NOT EXISTS {steps} (key {blob} NOT NULL, idx {i64} NOT NULL, "
-      "name {blob} NOT NULL, fp_hi {i64} NOT NULL, fp_lo {i64} NOT NULL, result {blob}, "
-      "PRIMARY KEY (key, idx)){suffix}"));
+  create_steps.push_back(
+      fill_steps("CREATE TABLE IF NOT EXISTS {steps} (key {blob} NOT NULL, idx {i64} NOT NULL, "
+                 "name {blob} NOT NULL, fp_hi {i64} NOT NULL, fp_lo {i64} NOT NULL, result {blob}, "
+                 "PRIMARY KEY (key, idx)){suffix}"));
   if (postgres) {
     create_steps.push_back(fill_steps(
         "CREATE OR REPLACE FUNCTION {steps}_drop() RETURNS trigger LANGUAGE plpgsql AS "
@@ -155,16 +155,16 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
     create_steps.push_back(fill_steps(
         "CREATE OR REPLACE TRIGGER {steps}_end AFTER UPDATE OF state ON {rec} FOR EACH ROW "
         "WHEN (NEW.state IN ({finished})) EXECUTE FUNCTION {steps}_drop()"));
-    create_steps.push_back(fill_steps(
-        "CREATE OR REPLACE TRIGGER {steps}_gone AFTER DELETE ON {rec} FOR EACH ROW "
-        "EXECUTE FUNCTION {steps}_drop()"));
+    create_steps.push_back(
+        fill_steps("CREATE OR REPLACE TRIGGER {steps}_gone AFTER DELETE ON {rec} FOR EACH ROW "
+                   "EXECUTE FUNCTION {steps}_drop()"));
   } else {
     create_steps.push_back(fill_steps(
         "CREATE TRIGGER IF NOT EXISTS {steps}_end AFTER UPDATE OF state ON {rec} "
         "WHEN NEW.state IN ({finished}) BEGIN DELETE FROM {steps} WHERE key = NEW.key; END"));
-    create_steps.push_back(fill_steps(
-        "CREATE TRIGGER IF NOT EXISTS {steps}_gone AFTER DELETE ON {rec} "
-        "BEGIN DELETE FROM {steps} WHERE key = OLD.key; END"));
+    create_steps.push_back(
+        fill_steps("CREATE TRIGGER IF NOT EXISTS {steps}_gone AFTER DELETE ON {rec} "
+                   "BEGIN DELETE FROM {steps} WHERE key = OLD.key; END"));
   }
   save_step = fill_steps(
       "INSERT INTO {steps} (key, idx, name, fp_hi, fp_lo, result) "

@@ -61,8 +61,9 @@ struct PlainStore {
 TEST(StepMisuseTest, AStoreWithoutStepsOrTransactionsRefusesThem) {
   PlainStore plain;
   IdempotencyGuard guard{plain};
-  EXPECT_THROW((void)guard.execute("k", [](Context& ctx) { return ctx.step("a", [] { return 1; }); }),
-               std::logic_error);
+  EXPECT_THROW(
+      (void)guard.execute("k", [](Context& ctx) { return ctx.step("a", [] { return 1; }); }),
+      std::logic_error);
   MemoryStore memory;
   IdempotencyGuard memory_guard{memory};
   EXPECT_THROW((void)memory_guard.execute(
@@ -141,9 +142,9 @@ TEST(CompleterTest, GivesUpAfterMaxAttemptsAndRecordsTheFailure) {
   const Options options{
       .scope = "rides", .lease = milliseconds{1000}, .clock = clock, .keep_request = true};
   IdempotencyGuard guard{store, options};
-  EXPECT_THROW((void)guard.execute("r-2", "req",
-                                   [](Context&) -> int { throw std::runtime_error("down"); }),
-               std::runtime_error);
+  EXPECT_THROW(
+      (void)guard.execute("r-2", "req", [](Context&) -> int { throw std::runtime_error("down"); }),
+      std::runtime_error);
   int tries = 0;
   Completer completer(
       store, options,
@@ -151,7 +152,9 @@ TEST(CompleterTest, GivesUpAfterMaxAttemptsAndRecordsTheFailure) {
         ++tries;
         throw std::runtime_error("provider still down");
       },
-      CompleterOptions{.concurrency = 2, .max_attempts = 3, .initial_backoff = milliseconds{100},
+      CompleterOptions{.concurrency = 2,
+                       .max_attempts = 3,
+                       .initial_backoff = milliseconds{100},
                        .max_backoff = milliseconds{400}});
   std::size_t gave_up = 0;
   for (int pass = 0; pass < 10 && gave_up == 0; ++pass) {
@@ -165,8 +168,7 @@ TEST(CompleterTest, GivesUpAfterMaxAttemptsAndRecordsTheFailure) {
   auto replay = guard.execute("r-2", "req", [] { return 0; });
   EXPECT_TRUE(replay.replayed());
   EXPECT_EQ(replay.error(), errc::handler_failed);
-  EXPECT_NE(replay.message().find("gave up after 3"), std::string::npos)
-      << replay.message();
+  EXPECT_NE(replay.message().find("gave up after 3"), std::string::npos) << replay.message();
   EXPECT_EQ(completer.run_once()->found, 0u);
 }
 
@@ -286,12 +288,12 @@ class LeaseAtomicPhaseTest : public AtomicPhaseTest {};
 TEST_P(LeaseAtomicPhaseTest, AStaleHolderPhaseRollsBack) {
   std::unique_ptr<SqlStore> store = target_.open();
   const std::string key = "stale/" + target_.prefix;
-  Result<Claim> first = store->claim(ClaimRequest{.key = key, .lease = milliseconds{150},
-                                                  .retention = std::chrono::hours{1}});
+  Result<Claim> first = store->claim(
+      ClaimRequest{.key = key, .lease = milliseconds{150}, .retention = std::chrono::hours{1}});
   ASSERT_TRUE(first.has_value());
   ::usleep(300'000);
-  Result<Claim> second = store->claim(ClaimRequest{.key = key, .lease = milliseconds{10'000},
-                                                   .retention = std::chrono::hours{1}});
+  Result<Claim> second = store->claim(
+      ClaimRequest{.key = key, .lease = milliseconds{10'000}, .retention = std::chrono::hours{1}});
   ASSERT_TRUE(second.has_value());
   ASSERT_EQ(second->status, ClaimStatus::acquired);
   Context stale(*store, Ticket{key, first->fence}, milliseconds{1000});
@@ -304,14 +306,14 @@ TEST_P(LeaseAtomicPhaseTest, AStaleHolderPhaseRollsBack) {
   EXPECT_EQ(target_.ride_counts()["stale"], 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Sql, AtomicPhaseTest,
-    ::testing::Combine(::testing::Values(Backend::sqlite, Backend::postgres),
-                       ::testing::Values(SqlMode::lease, SqlMode::transactional)),
-    [](const auto& info) {
-      return std::string(name_of(std::get<0>(info.param))) + "_" +
-             name_of(std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Sql, AtomicPhaseTest,
+                         ::testing::Combine(::testing::Values(Backend::sqlite, Backend::postgres),
+                                            ::testing::Values(SqlMode::lease,
+                                                              SqlMode::transactional)),
+                         [](const auto& info) {
+                           return std::string(name_of(std::get<0>(info.param))) + "_" +
+                                  name_of(std::get<1>(info.param));
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Sql, LeaseAtomicPhaseTest,
                          ::testing::Combine(::testing::Values(Backend::sqlite, Backend::postgres),
@@ -323,11 +325,11 @@ INSTANTIATE_TEST_SUITE_P(Sql, LeaseAtomicPhaseTest,
 // Where a run of the rides handler kills its own process.
 enum class DieAt {
   nowhere,
-  inside_create,   // after the ride's insert, before the phase commits
-  after_create,    // between create and charge
-  inside_charge,   // after the provider charged, before the step is recorded
-  after_charge,    // between charge and receipt
-  after_receipt,   // after the last step, before the record commits
+  inside_create,  // after the ride's insert, before the phase commits
+  after_create,   // between create and charge
+  inside_charge,  // after the provider charged, before the step is recorded
+  after_charge,   // between charge and receipt
+  after_receipt,  // after the last step, before the record commits
 };
 
 constexpr DieAt kDeaths[] = {DieAt::inside_create, DieAt::after_create, DieAt::inside_charge,
@@ -381,9 +383,8 @@ int run_in_child(const SqlTarget& target, const std::string& effects, const std:
     try {
       std::unique_ptr<SqlStore> store = target.open();
       IdempotencyGuard guard{*store, rides_options()};
-      auto out = guard.execute(key, key, [&](Context& ctx) {
-        return rides_handler(target, effects, key, ctx, die);
-      });
+      auto out = guard.execute(
+          key, key, [&](Context& ctx) { return rides_handler(target, effects, key, ctx, die); });
       code = out.has_value() && out.value() == "ch_" + key ? 0 : 3;
     } catch (...) {
       code = 4;
@@ -429,8 +430,7 @@ TEST_P(CrashTest, KilledBetweenAndInsideStepsEveryPhaseHappensOnceAndNoRecordedS
     const int killed = run_in_child(target_, effects, key, die);
     ASSERT_TRUE(WIFSIGNALED(killed) && WTERMSIG(killed) == SIGKILL) << key;
     const int finished = run_in_child(target_, effects, key, DieAt::nowhere);
-    ASSERT_TRUE(WIFEXITED(finished) && WEXITSTATUS(finished) == 0)
-        << key << " status " << finished;
+    ASSERT_TRUE(WIFEXITED(finished) && WEXITSTATUS(finished) == 0) << key << " status " << finished;
     // A third run replays.
     const int replayed = run_in_child(target_, effects, key, DieAt::nowhere);
     ASSERT_TRUE(WIFEXITED(replayed) && WEXITSTATUS(replayed) == 0) << key;
@@ -454,22 +454,21 @@ TEST_P(CrashTest, KilledBetweenAndInsideStepsEveryPhaseHappensOnceAndNoRecordedS
     // A recorded step never runs again. Killed inside the charge, it was not recorded: it ran
     // twice, under the same step key, which the provider deduplicates. In transactional mode a
     // crash rolls the recorded steps back with the record.
-    const bool recorded_before_death =
-        die == DieAt::after_charge || die == DieAt::after_receipt;
+    const bool recorded_before_death = die == DieAt::after_charge || die == DieAt::after_receipt;
     const int expected =
         die == DieAt::inside_charge || (transactional && recorded_before_death) ? 2 : 1;
     EXPECT_EQ(charges[key], expected);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Sql, CrashTest,
-    ::testing::Combine(::testing::Values(Backend::sqlite, Backend::postgres),
-                       ::testing::Values(SqlMode::lease, SqlMode::transactional)),
-    [](const auto& info) {
-      return std::string(name_of(std::get<0>(info.param))) + "_" +
-             name_of(std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Sql, CrashTest,
+                         ::testing::Combine(::testing::Values(Backend::sqlite, Backend::postgres),
+                                            ::testing::Values(SqlMode::lease,
+                                                              SqlMode::transactional)),
+                         [](const auto& info) {
+                           return std::string(name_of(std::get<0>(info.param))) + "_" +
+                                  name_of(std::get<1>(info.param));
+                         });
 
 // Lease mode: the holders die and no client retries; a completer in another process finishes
 // every key, resuming at its first unfinished step.
@@ -488,11 +487,9 @@ TEST_P(CompleterCrashTest, FinishesTheKeysOfHoldersKilledBetweenAndInsideSteps) 
     ASSERT_TRUE(WIFSIGNALED(killed) && WTERMSIG(killed) == SIGKILL) << key;
   }
   std::unique_ptr<SqlStore> store = target_.open();
-  Completer completer(*store, rides_options(),
-                      [&](Context& ctx, std::string_view request) {
-                        return rides_handler(target_, effects, std::string(request), ctx,
-                                             DieAt::nowhere);
-                      });
+  Completer completer(*store, rides_options(), [&](Context& ctx, std::string_view request) {
+    return rides_handler(target_, effects, std::string(request), ctx, DieAt::nowhere);
+  });
   std::size_t completed = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{20};
   while (completed < std::size(kDeaths) && std::chrono::steady_clock::now() < deadline) {

@@ -349,7 +349,7 @@ class Checker {
         "committed one%s\n",
         finished, threw, cut, rolled_back,
         o_.mode == Mode::transactional ? " (rolled back)"
-                                        : " (taken over, unrecorded, or resumed)");
+                                       : " (taken over, unrecorded, or resumed)");
     std::printf("  keys         %ld of %d completed\n", completed_keys, o_.keys);
     std::printf("  kills        %zu (%s); %d processes started\n", log_.kills.size(),
                 list(kills_at).c_str(), log_.spawned);

@@ -159,8 +159,8 @@ class MemoryStore {
       }
     });
     if (held && gap) {
-      return Status(errc::step_mismatch, "step " + std::to_string(step.index) +
-                                             " saved before the steps ahead of it");
+      return Status(errc::step_mismatch,
+                    "step " + std::to_string(step.index) + " saved before the steps ahead of it");
     }
     return held;
   }
@@ -228,9 +228,9 @@ class MemoryStore {
     Clock::time_point lease_until{};
     Clock::time_point expires_at{};
     std::string result;
-    std::vector<StepRecord> steps;  // of the run in progress (idem::StepStore)
+    std::vector<StepRecord> steps;       // of the run in progress (idem::StepStore)
     std::optional<std::string> request;  // the run's payload, if kept (Options::keep_request)
-    Entry* prev = nullptr;  // claim order, oldest first, for eviction
+    Entry* prev = nullptr;               // claim order, oldest first, for eviction
     Entry* next = nullptr;
   };
 

@@ -72,8 +72,9 @@ bool register_record_store_conformance(const char* prefix, const char* file, int
                    AbortAfterRewindReleasesTheKey>(suite.c_str(), file, line);
   }
   if constexpr (StepStore<S>) {
-    register_cases<S, StepsComeBackInOrderToTheKeysNextHolder, AStaleHolderCanNeitherSaveNorLoadSteps,
-                   AFinishedRecordKeepsNoSteps, AnotherPayloadStartsWithoutTheSteps,
+    register_cases<S, StepsComeBackInOrderToTheKeysNextHolder,
+                   AStaleHolderCanNeitherSaveNorLoadSteps, AFinishedRecordKeepsNoSteps,
+                   AnotherPayloadStartsWithoutTheSteps,
                    GuardResumesAHandlerAtItsFirstUnfinishedStep>(suite.c_str(), file, line);
     if constexpr (!HoldsUntilFinished<S>) {
       register_cases<S, ATakeoverGetsTheOldHoldersStepsAndFencesItOff,

@@ -108,7 +108,8 @@ IDEM_TESTING_CASE(AnotherPayloadStartsWithoutTheSteps) {
   ASSERT_TRUE(this->store().save_step(t2, StepWrite{0, "x", "B0"}).ok());
   Result<std::vector<StepRecord>> mine = this->store().load_steps(t2);
   ASSERT_TRUE(mine.has_value()) << mine.failure().describe();
-  ASSERT_EQ(step_names(mine.value()), std::vector<std::string>{"x"}) << "none of the other payload's";
+  ASSERT_EQ(step_names(mine.value()), std::vector<std::string>{"x"})
+      << "none of the other payload's";
   EXPECT_EQ(mine.value()[0].result, "B0");
 }
 
