@@ -55,7 +55,8 @@ struct CompleterPass {
 
 /// Re-drives the abandoned runs of one guard's scope. `handler(Context&, std::string_view
 /// request)` gets the kept payload and must be the guard's handler for it: the same steps in
-/// the same order and a result of the same type (repeats replay what it commits). Thread-safe:
+/// the same order and a result of the same type (repeats replay what it commits); it is called
+/// from up to CompleterOptions::concurrency threads at once. Thread-safe:
 /// run_once() from any thread, or start() a background loop. The store must outlive it.
 template <class S>
 class Completer {
