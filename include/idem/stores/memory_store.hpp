@@ -57,8 +57,7 @@ class MemoryStore {
     const auto now = clock_->now();
     const HashedKey key = hashed(request.key);
     Shard& shard = shard_for(key);
-    std::vector<StepRecord> stale_steps;  // freed after the lock
-    std::optional<std::string> stale_request;
+    std::unique_ptr<RunState> stale_run;  // freed after the lock
     std::lock_guard lock(shard.mutex);
 
     Entry* found = shard.records.find(key);
@@ -80,9 +79,8 @@ class MemoryStore {
     if (!answer.took_over) shard.move_to_back(&e);
     // Steps carry over to a takeover or a run after an abort of the same request; an expired
     // record or another payload starts without them.
-    if (now >= e.expires_at || e.fingerprint != request.fingerprint) {
-      e.steps.swap(stale_steps);
-      e.request.swap(stale_request);
+    if (e.run && (now >= e.expires_at || e.fingerprint != request.fingerprint)) {
+      e.run.swap(stale_run);
     }
     return detail::acquire_record(e, request, now, answer.took_over);
   }
@@ -92,16 +90,14 @@ class MemoryStore {
     // The copy is made before the lock and the record's old buffer freed after it, so the
     // critical section never calls the allocator.
     std::string result(completion.result);
-    std::vector<StepRecord> steps;  // the finished record's steps go, freed after the lock
-    std::optional<std::string> request;
+    std::unique_ptr<RunState> run;  // the finished record's steps go, freed after the lock
     return with_holder(
         ticket,
         [&](Entry& e) {
           e.state = detail::finished_state(completion.status);
           e.result.swap(result);
           e.expires_at = now + completion.ttl;
-          e.steps.swap(steps);
-          e.request.swap(request);
+          e.run.swap(run);
         },
         &completion);
   }
@@ -109,8 +105,12 @@ class MemoryStore {
   /// Keeps the run's request with the ticket's record (idem::CompletableStore); lease_lost when
   /// the ticket no longer holds it.
   Status keep_request(const Ticket& ticket, std::string_view request) {
+    auto fresh = std::make_unique<RunState>();  // made before the lock, freed after if unused
     std::optional<std::string> kept(request);
-    return with_holder(ticket, [&](Entry& e) { e.request.swap(kept); });
+    return with_holder(ticket, [&](Entry& e) {
+      if (!e.run) e.run.swap(fresh);
+      e.run->request.swap(kept);
+    });
   }
 
   /// At most `limit` records under `prefix` that kept a request and are abandoned: in progress
@@ -123,10 +123,10 @@ class MemoryStore {
       for (Entry* e = shard.head; e != nullptr && found.size() < limit; e = e->next) {
         const bool abandoned = e->state == RecordState::released ||
                                (e->state == RecordState::held && now >= e->lease_until);
-        if (!abandoned || !e->request || now >= e->expires_at) continue;
+        if (!abandoned || !e->run || !e->run->request || now >= e->expires_at) continue;
         const std::string_view key = detail::RecordTable<Entry>::key_of(*e);
         if (key.substr(0, prefix.size()) != prefix) continue;
-        found.push_back(Abandoned{std::string(key), *e->request});
+        found.push_back(Abandoned{std::string(key), *e->run->request});
       }
     }
     return found;
@@ -136,7 +136,9 @@ class MemoryStore {
   /// longer holds it.
   Result<std::vector<StepRecord>> load_steps(const Ticket& ticket) {
     std::vector<StepRecord> steps;
-    Status held = with_holder(ticket, [&](Entry& e) { steps = e.steps; });
+    Status held = with_holder(ticket, [&](Entry& e) {
+      if (e.run) steps = e.run->steps;
+    });
     if (!held) return held.failure();
     return steps;
   }
@@ -146,14 +148,17 @@ class MemoryStore {
   Status save_step(const Ticket& ticket, const StepWrite& step) {
     StepRecord saved{std::string(step.name), std::string(step.result)};
     StepRecord replaced;  // freed after the lock
+    auto fresh = std::make_unique<RunState>();
     bool gap = false;
     Status held = with_holder(ticket, [&](Entry& e) {
-      if (step.index < e.steps.size()) {
-        std::swap(replaced, e.steps[step.index]);
-        e.steps[step.index] = std::move(saved);
-        e.steps.resize(step.index + 1);
-      } else if (step.index == e.steps.size()) {
-        e.steps.push_back(std::move(saved));
+      if (!e.run) e.run.swap(fresh);
+      std::vector<StepRecord>& steps = e.run->steps;
+      if (step.index < steps.size()) {
+        std::swap(replaced, steps[step.index]);
+        steps[step.index] = std::move(saved);
+        steps.resize(step.index + 1);
+      } else if (step.index == steps.size()) {
+        steps.push_back(std::move(saved));
       } else {
         gap = true;
       }
@@ -221,6 +226,13 @@ class MemoryStore {
  private:
   using RecordState = detail::RecordState;
 
+  // What a run in progress keeps beside its record (idem::CompletableStore); most records never
+  // have one, so an entry holds only a pointer.
+  struct RunState {
+    std::vector<StepRecord> steps;
+    std::optional<std::string> request;  // the run's payload, if kept (Options::keep_request)
+  };
+
   struct Entry {
     RecordState state = RecordState::released;
     Fingerprint fingerprint;
@@ -228,8 +240,7 @@ class MemoryStore {
     Clock::time_point lease_until{};
     Clock::time_point expires_at{};
     std::string result;
-    std::vector<StepRecord> steps;       // of the run in progress (idem::StepStore)
-    std::optional<std::string> request;  // the run's payload, if kept (Options::keep_request)
+    std::unique_ptr<RunState> run;  // steps and kept request, made by the first of either
     Entry* prev = nullptr;               // claim order, oldest first, for eviction
     Entry* next = nullptr;
   };
