@@ -1,6 +1,7 @@
 // The SQL engine's steps (idem::StepStore): a key's steps in a table beside its records, written
 // by one fenced statement (statements.cpp), in the holder's transaction in transactional mode.
 
+#include <array>
 #include <charconv>
 #include <utility>
 
@@ -66,8 +67,9 @@ auto Engine::on_step_session(const Ticket& ticket, Fn&& statement)
 }
 
 Result<std::vector<StepRecord>> Engine::load_steps(const Ticket& ticket) {
-  const Param params[] = {{Param::bytes, 0, ticket.key},
-                          {Param::integer, static_cast<std::int64_t>(ticket.fence), {}}};
+  const std::array<Param, 2> params{
+      {{Param::bytes, 0, ticket.key},
+       {Param::integer, static_cast<std::int64_t>(ticket.fence), {}}}};
   const std::string& text = backend_->statements().load_steps;
   Result<std::vector<Row>> rows = on_step_session(
       ticket, [&](Session& s) { return s.rows(text, params, /*name, result*/ 0b110u); });
@@ -98,9 +100,10 @@ Status Engine::keep_request(const Ticket& ticket, std::string_view request) {
 
 Result<std::vector<Abandoned>> Engine::find_abandoned(std::string_view prefix, std::size_t limit) {
   if (Status schema = ensure_schema(); !schema) return schema.failure();
-  const Param params[] = {{Param::bytes, 0, prefix},
-                          {Param::integer, static_cast<std::int64_t>(limit), {}},
-                          {Param::integer, static_cast<std::int64_t>(prefix.size()), {}}};
+  const std::array<Param, 3> params{
+      {{Param::bytes, 0, prefix},
+       {Param::integer, static_cast<std::int64_t>(limit), {}},
+       {Param::integer, static_cast<std::int64_t>(prefix.size()), {}}}};
   bool broken = false;
   std::vector<Row> rows;
   try {
@@ -127,11 +130,12 @@ Result<std::vector<Abandoned>> Engine::find_abandoned(std::string_view prefix, s
 
 Status Engine::save_row(const Ticket& ticket, std::int64_t index, std::string_view name,
                         std::string_view result) {
-  const Param params[] = {{Param::bytes, 0, ticket.key},
-                          {Param::integer, index, {}},
-                          {Param::bytes, 0, name},
-                          {Param::bytes, 0, result},
-                          {Param::integer, static_cast<std::int64_t>(ticket.fence), {}}};
+  const std::array<Param, 5> params{
+      {{Param::bytes, 0, ticket.key},
+       {Param::integer, index, {}},
+       {Param::bytes, 0, name},
+       {Param::bytes, 0, result},
+       {Param::integer, static_cast<std::int64_t>(ticket.fence), {}}}};
   const std::string& text = backend_->statements().save_step;
   Result<std::int64_t> saved =
       on_step_session(ticket, [&](Session& s) { return s.run(text, params); });
@@ -162,8 +166,9 @@ Status Engine::save_step_atomically(const Ticket& ticket, std::uint32_t index,
   Status answer;
   try {
     session->begin(kAtomicStepLockWait);
-    const Param held[] = {{Param::bytes, 0, ticket.key},
-                          {Param::integer, static_cast<std::int64_t>(ticket.fence), {}}};
+    const std::array<Param, 2> held{
+        {{Param::bytes, 0, ticket.key},
+         {Param::integer, static_cast<std::int64_t>(ticket.fence), {}}}};
     std::string result;
     if (session->rows(backend_->statements().holding, held, 0).empty()) {
       session->rollback();
@@ -172,11 +177,12 @@ Status Engine::save_step_atomically(const Ticket& ticket, std::uint32_t index,
       session->rollback();
       answer = step_failed();
     } else {
-      const Param params[] = {{Param::bytes, 0, ticket.key},
-                              {Param::integer, static_cast<std::int64_t>(index), {}},
-                              {Param::bytes, 0, name},
-                              {Param::bytes, 0, result},
-                              {Param::integer, static_cast<std::int64_t>(ticket.fence), {}}};
+      const std::array<Param, 5> params{
+          {{Param::bytes, 0, ticket.key},
+           {Param::integer, static_cast<std::int64_t>(index), {}},
+           {Param::bytes, 0, name},
+           {Param::bytes, 0, result},
+           {Param::integer, static_cast<std::int64_t>(ticket.fence), {}}}};
       // The fenced save comes last: on PostgreSQL it locks the record's row until the commit,
       // so a takeover either came first (nothing saved, everything rolls back) or waits for it.
       if (session->run(backend_->statements().save_step, params) != 1) {

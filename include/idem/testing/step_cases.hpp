@@ -20,6 +20,7 @@ namespace idem::testing::conformance {
 /// The names of `steps`, for compact expectations.
 inline std::vector<std::string> step_names(const std::vector<StepRecord>& steps) {
   std::vector<std::string> names;
+  names.reserve(steps.size());
   for (const StepRecord& s : steps) names.push_back(s.name);
   return names;
 }
