@@ -241,7 +241,7 @@ class MemoryStore {
     Clock::time_point expires_at{};
     std::string result;
     std::unique_ptr<RunState> run;  // steps and kept request, made by the first of either
-    Entry* prev = nullptr;               // claim order, oldest first, for eviction
+    Entry* prev = nullptr;          // claim order, oldest first, for eviction
     Entry* next = nullptr;
   };
 
