@@ -16,7 +16,8 @@ namespace {
 constexpr errc kAll[] = {errc::key_invalid,    errc::payload_mismatch,   errc::in_progress,
                          errc::token_invalid,  errc::invalid_transition, errc::version_conflict,
                          errc::lease_lost,     errc::store_unavailable,  errc::result_too_large,
-                         errc::handler_failed, errc::record_corrupt,     errc::outcome_unknown};
+                         errc::handler_failed, errc::record_corrupt,     errc::outcome_unknown,
+                         errc::step_mismatch};
 
 TEST(ErrorTest, EveryCodeHasItsOwnMessageInTheIdemCategory) {
   std::set<std::string> messages;

@@ -27,6 +27,7 @@
 #include "idem/options.hpp"
 #include "idem/outcome.hpp"
 #include "idem/result.hpp"
+#include "idem/steps.hpp"
 #include "idem/store.hpp"
 
 namespace idem {
@@ -66,6 +67,12 @@ Outcome<R> execute_on(const Policy& policy, Target& target, Fn& fn) {
   if (claim.status != ClaimStatus::acquired) return answer_stored<R>(policy, target, claim);
   const Fence fence = claim.fence;
   if (claim.took_over) notify(policy, target, Event::took_over, fence, {});
+  if constexpr (requires { target.keep_request(fence); }) {
+    if (Status kept = target.keep_request(fence); !kept) {
+      settle_failure(policy, target, fence, {}, /*remember=*/false, /*undo_effects=*/false);
+      return Outcome<R>::failed(kept.failure());
+    }
+  }
   using Stored = std::conditional_t<std::is_void_v<R>, std::monostate, R>;
   std::optional<Stored> value;  // results need not be default-constructible
   try {
@@ -129,6 +136,20 @@ class StoreTarget {
   Status rewind(Fence fence) requires kRewindable { return store_->rewind(ticket(fence)); }
   void abandon() noexcept {}
 
+  /// execute() under Options::keep_request: the payload to keep with the run (not past
+  /// max_kept_request). It must outlive the target.
+  void keep(std::string_view payload) noexcept {
+    if (payload.size() <= options_->max_kept_request) {
+      request_ = payload;
+      keeping_ = true;
+    }
+  }
+  Status keep_request(Fence fence) requires CompletableStore<S> {
+    if (!keeping_) return {};
+    keeping_ = false;  // once, right after the claim: the payload is not kept alive past it
+    return store_->keep_request(ticket(fence), std::exchange(request_, {}));
+  }
+
   std::string_view scope() const noexcept { return options_->scope; }
   std::string_view key_id() const noexcept { return id_; }
   static std::string refusal_message(errc) { return {}; }  // the code's message says it all
@@ -143,6 +164,8 @@ class StoreTarget {
   Fingerprint fingerprint_;
   std::chrono::milliseconds block_for_;
   std::string id_;
+  std::string_view request_{};
+  bool keeping_ = false;
 };
 }  // namespace detail
 
@@ -179,6 +202,10 @@ class IdempotencyGuard {
         options_(with_defaults(std::move(options), OptionDefaults{})),
         policy_(detail::policy_of(options_)) {
     options_.clock = policy_.clock;
+    if (options_.keep_request && !CompletableStore<S>) {
+      throw std::invalid_argument(
+          "idem: Options::keep_request needs a store that keeps requests (idem::CompletableStore)");
+    }
   }
   // The policy and the store are referred to by every Attempt: the guard stays where it is.
   IdempotencyGuard(const IdempotencyGuard&) = delete;
@@ -207,6 +234,7 @@ class IdempotencyGuard {
     }
     detail::StoreTarget<S> target(store_, options_, key, options_.hash(payload),
                                   policy_.block_for());
+    if (options_.keep_request) target.keep(payload);
     return detail::execute_on<R>(policy_, target, fn);
   }
 
@@ -222,8 +250,10 @@ class IdempotencyGuard {
     if (Failure bad = validate(key); bad.code) {
       return Attempt<T>(std::move(bad), detail::StoreTarget<S>(store_, options_, key, {}, {}));
     }
-    return Attempt<T>(policy_, detail::StoreTarget<S>(store_, options_, key, options_.hash(payload),
-                                                      policy_.block_for()));
+    detail::StoreTarget<S> target(store_, options_, key, options_.hash(payload),
+                                  policy_.block_for());
+    if (options_.keep_request) target.keep(payload);  // kept by the Attempt's claim, at once
+    return Attempt<T>(policy_, std::move(target));
   }
 
   /// Runs `fn(i)` (or `fn(i, idem::Context&)`) once for each item i's key, as execute() would

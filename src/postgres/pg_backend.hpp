@@ -30,6 +30,7 @@ class PgBackend final : public sql::Backend {
   void create_schema() override;
   Failure failure(std::exception_ptr error, bool& broken,
                   bool transactional_claim) const noexcept override;
+  const sql::Statements& statements() const noexcept override { return text_; }
 
   detail::PoolCounters pool_counters() const noexcept { return pool_.counters(); }
 

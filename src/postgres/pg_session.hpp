@@ -102,6 +102,8 @@ class PgSession final : public sql::Session {
   std::int64_t run(const std::string& sql, std::span<const sql::Param> params) override;
   bool first_row(const std::string& sql, std::span<const sql::Param> params, sql::Row& row,
                  unsigned blob_columns) override;
+  std::vector<sql::Row> rows(const std::string& sql, std::span<const sql::Param> params,
+                             unsigned blob_columns) override;
 
  private:
   // One attempt of write_many (pg_batch.cpp).

@@ -18,15 +18,18 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/connection_pool.hpp"
 #include "idem/batch_store.hpp"
 #include "idem/detail/record_model.hpp"
 #include "idem/result.hpp"
+#include "idem/steps.hpp"
 #include "idem/store.hpp"
 #include "idem/stores/sql_store.hpp"
 #include "idem/transaction.hpp"
+#include "sql/statements.hpp"
 
 namespace idem {
 struct SqliteStoreOptions;
@@ -160,6 +163,12 @@ class Session {
     (void)sql, (void)params, (void)row, (void)blob_columns;
     throw std::logic_error("idem: this SQL session has no generic statements");
   }
+  /// Every row of a generic query, in order, each as first_row() gives it.
+  virtual std::vector<Row> rows(const std::string& sql, std::span<const Param> params,
+                                unsigned blob_columns) {
+    (void)sql, (void)params, (void)blob_columns;
+    throw std::logic_error("idem: this SQL session has no generic statements");
+  }
 };
 
 /// Thrown by Backend::acquire when every connection stayed busy past the wait (the backends'
@@ -184,6 +193,9 @@ class Backend {
   /// running out means errc::in_progress.
   virtual Failure failure(std::exception_ptr error, bool& broken,
                           bool transactional_claim) const noexcept = 0;
+
+  /// The statement texts of the store's tables (the steps' statements run from them).
+  virtual const Statements& statements() const noexcept = 0;
 };
 
 class ReplicaReads;  // src/sql/replica_reads.hpp
@@ -206,6 +218,14 @@ class Engine {
                            std::span<const ClaimRequest> claims);
   std::vector<Result<Claim>> claim_batch(std::span<const ClaimRequest> requests);
   std::vector<Status> commit_batch(std::span<const CommitRequest> requests);
+  // Steps (src/sql/engine_steps.cpp): lease mode, one statement each; transactional mode, in
+  // the holder's open transaction.
+  Result<std::vector<StepRecord>> load_steps(const Ticket& ticket);
+  Status save_step(const Ticket& ticket, const StepWrite& step);
+  Status save_step_atomically(const Ticket& ticket, std::uint32_t index, std::string_view name,
+                              AtomicStepBody body);
+  Status keep_request(const Ticket& ticket, std::string_view request);
+  Result<std::vector<Abandoned>> find_abandoned(std::string_view prefix, std::size_t limit);
   Result<std::size_t> purge_expired(std::size_t max_rows);
   Status ensure_schema();
   SqlMode mode() const noexcept { return mode_; }
@@ -249,6 +269,16 @@ class Engine {
   void forget_ended_before(std::chrono::steady_clock::time_point t);
 
   Failure failure(bool& broken, bool transactional_claim = false) const noexcept;
+  // A row of the steps table (a step, or the kept request at index -1), fenced.
+  Status save_row(const Ticket& ticket, std::int64_t index, std::string_view name,
+                  std::string_view result);
+  // The open transaction's session of a transactional holder in this process, or null.
+  Session* held_session(const Ticket& ticket);
+  // Runs `statement` on the ticket's session: the holder's own in transactional mode, one from
+  // the backend in lease mode. Maps failures; null session: lease lost.
+  template <class Fn>
+  auto on_step_session(const Ticket& ticket, Fn&& statement)
+      -> Result<decltype(statement(std::declval<Session&>()))>;
 
   std::unique_ptr<Backend> backend_;
   SqlMode mode_;

@@ -30,6 +30,23 @@ GroupAnswers SqlStore::write_group(std::span<const CommitRequest> commits,
                                    std::span<const ClaimRequest> claims) {
   return engine_->write_group(commits, claims);
 }
+Result<std::vector<StepRecord>> SqlStore::load_steps(const Ticket& ticket) {
+  return engine_->load_steps(ticket);
+}
+Status SqlStore::save_step(const Ticket& ticket, const StepWrite& step) {
+  return engine_->save_step(ticket, step);
+}
+Status SqlStore::keep_request(const Ticket& ticket, std::string_view request) {
+  return engine_->keep_request(ticket, request);
+}
+Result<std::vector<Abandoned>> SqlStore::find_abandoned(std::string_view prefix,
+                                                        std::size_t limit) {
+  return engine_->find_abandoned(prefix, limit);
+}
+Status SqlStore::save_step_atomically(const Ticket& ticket, std::uint32_t index,
+                                      std::string_view name, AtomicStepBody body) {
+  return engine_->save_step_atomically(ticket, index, name, body);
+}
 Result<std::size_t> SqlStore::purge_expired(std::size_t max_rows) {
   return engine_->purge_expired(max_rows);
 }

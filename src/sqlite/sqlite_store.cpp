@@ -340,18 +340,18 @@ class SqliteSession final : public sql::Session {
     SQLite::Statement& st = generic(sql, params);
     row.clear();
     if (!st.executeStep()) return false;
-    for (int i = 0; i < st.getColumnCount(); ++i) {
-      const SQLite::Column c = st.getColumn(i);
-      if (c.isNull()) {
-        row.emplace_back(std::nullopt);
-      } else if (c.isInteger()) {
-        row.emplace_back(std::to_string(c.getInt64()));
-      } else {
-        row.emplace_back(column_bytes(c));
-      }
-    }
+    row = cells(st);
     st.tryReset();
     return true;
+  }
+
+  std::vector<sql::Row> rows(const std::string& sql, std::span<const sql::Param> params,
+                             unsigned /*blob_columns*/) override {
+    SQLite::Statement& st = generic(sql, params);
+    std::vector<sql::Row> all;
+    while (st.executeStep()) all.push_back(cells(st));
+    st.tryReset();
+    return all;
   }
 
  private:
@@ -413,6 +413,22 @@ class SqliteSession final : public sql::Session {
     (void)sqlite3_busy_timeout(db_.getHandle(), busy_ms(busy_timeout_));
   }
 
+  // The current row of `st`: integers as decimal text, other values as their bytes.
+  static sql::Row cells(SQLite::Statement& st) {
+    sql::Row row;
+    for (int i = 0; i < st.getColumnCount(); ++i) {
+      const SQLite::Column c = st.getColumn(i);
+      if (c.isNull()) {
+        row.emplace_back(std::nullopt);
+      } else if (c.isInteger()) {
+        row.emplace_back(std::to_string(c.getInt64()));
+      } else {
+        row.emplace_back(column_bytes(c));
+      }
+    }
+    return row;
+  }
+
   // A generic statement, prepared on first use and kept by its text.
   SQLite::Statement& generic(const std::string& sql, std::span<const sql::Param> params) {
     auto it = generic_.find(sql);
@@ -465,11 +481,15 @@ class SqliteSession final : public sql::Session {
   // so a store opened while another connection holds the write lock (a transactional handler,
   // perhaps in another process) does not wait for it.
   bool schema_present() {
-    SQLite::Statement objects(db_, "SELECT count(*) FROM sqlite_master WHERE name IN (?1, ?2, ?3)");
+    SQLite::Statement objects(
+        db_, "SELECT count(*) FROM sqlite_master WHERE name IN (?1, ?2, ?3, ?4, ?5, ?6)");
     objects.bind(1, text_.schema);
     objects.bind(2, text_.records);
     objects.bind(3, text_.records + "_expires_at");
-    if (!objects.executeStep() || objects.getColumn(0).getInt64() != 3) return false;
+    objects.bind(4, text_.steps);  // files of an earlier release lack the steps: created then
+    objects.bind(5, text_.steps + "_end");
+    objects.bind(6, text_.steps + "_gone");
+    if (!objects.executeStep() || objects.getColumn(0).getInt64() != 6) return false;
     return check_version();
   }
 
@@ -482,6 +502,7 @@ class SqliteSession final : public sql::Session {
       db_.exec(text_.create_schema_table);
       db_.exec(text_.create_records_table);
       db_.exec(text_.create_expiry_index);
+      for (const std::string& ddl : text_.create_steps) db_.exec(ddl);
       db_.exec(text_.insert_version);
       (void)check_version();
       db_.exec("COMMIT");
@@ -565,6 +586,8 @@ class SqliteBackend final : public sql::Backend {
     sql::Session* s = acquire(milliseconds{0});  // opens and creates
     release(s, false);
   }
+
+  const sql::Statements& statements() const noexcept override { return text_; }
 
   Failure failure(std::exception_ptr error, bool& broken,
                   bool transactional_claim) const noexcept override {

@@ -134,6 +134,7 @@ TEST(RedisReplyDecodeTest, TheScriptsNamesAgreeWithTheRecordModel) {
       {"REPLY_TOKEN_MISMATCH", code(RedisClaimReply::token_mismatch)},
       {"REPLY_DONE", code(RedisFencedReply::done)},
       {"REPLY_LEASE_LOST", code(RedisFencedReply::lease_lost)},
+      {"REPLY_GAP", code(kStepReplyGap)},
       {"STATE_HELD", letter(detail::redis_state::held)},
       {"STATE_COMPLETED", letter(detail::redis_state::completed)},
       {"STATE_FAILED", letter(detail::redis_state::failed)},
@@ -147,7 +148,8 @@ TEST(RedisReplyDecodeTest, TheScriptsNamesAgreeWithTheRecordModel) {
   for (const Script* script :
        {&script_record_claim, &script_record_commit, &script_record_abort, &script_record_extend,
         &script_token_claim, &script_token_abort, &script_cache_claim, &script_cache_commit,
-        &script_cache_abort, &script_cache_extend}) {
+        &script_cache_abort, &script_cache_extend, &script_record_step_save,
+        &script_record_step_load}) {
     std::istringstream lines{std::string(script->source)};
     for (std::string line; std::getline(lines, line);) {
       if (line.rfind("--", 0) == 0) continue;

@@ -28,7 +28,7 @@ namespace idem::soak {
 template <class F>
 decltype(auto) with_store(const SoakOptions& o, F&& f) {
   using namespace std::chrono_literals;
-  const SqlMode mode = o.mode == Mode::lease ? SqlMode::lease : SqlMode::transactional;
+  const SqlMode mode = o.mode == Mode::transactional ? SqlMode::transactional : SqlMode::lease;
   switch (o.backend) {
     case Backend::sqlite: {
       SqliteStore store{SqliteStoreOptions{

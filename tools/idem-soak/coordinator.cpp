@@ -43,7 +43,7 @@ void prepare_store(const SoakOptions& o) {
     }
     return 0;
   });
-  if (o.mode == Mode::transactional) Effects::create(o);
+  if (o.mode != Mode::lease) Effects::create(o);
 }
 
 class Coordinator {

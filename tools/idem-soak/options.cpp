@@ -12,7 +12,9 @@ namespace {
 
 constexpr const char* kUsage = R"(usage: idem-soak --backend sqlite|postgres|redis [options]
 
-  --mode lease|transactional   lease (default); transactional: SQLite and PostgreSQL only
+  --mode lease|transactional|steps
+                               lease (default); transactional: SQLite and PostgreSQL only;
+                               steps: lease mode, a handler of steps (SQLite, PostgreSQL)
   --target URI                 PostgreSQL or Redis URI (required for them); SQLite: a file path
                                (default <dir>/store.db)
   --dir PATH                   work folder for the ledger and shared state (required)
@@ -66,7 +68,17 @@ const char* to_string(Backend b) {
   return "?";
 }
 
-const char* to_string(Mode m) { return m == Mode::lease ? "lease" : "transactional"; }
+const char* to_string(Mode m) {
+  switch (m) {
+    case Mode::lease:
+      return "lease";
+    case Mode::transactional:
+      return "transactional";
+    case Mode::steps:
+      return "steps";
+  }
+  return "?";
+}
 
 std::string SoakOptions::store_prefix() const { return "soak_" + run_id + "_"; }
 
@@ -97,7 +109,7 @@ std::optional<SoakOptions> parse_options(int argc, char** argv) {
       o.backend = *b;
       have_backend = true;
     } else if (name == "--mode") {
-      const auto m = named<Mode>(value, {Mode::lease, Mode::transactional});
+      const auto m = named<Mode>(value, {Mode::lease, Mode::transactional, Mode::steps});
       if (!m) return usage_error("unknown mode '" + std::string(value) + "'");
       o.mode = *m;
     } else if (name == "--target") {
@@ -137,6 +149,9 @@ std::optional<SoakOptions> parse_options(int argc, char** argv) {
   if (o.dir.empty()) return usage_error("--dir is required");
   if (o.backend == Backend::redis && o.mode == Mode::transactional) {
     return usage_error("the Redis store has no transactional mode");
+  }
+  if (o.backend == Backend::redis && o.mode == Mode::steps) {
+    return usage_error("the steps mode needs a SQL store (its atomic phase is a transaction)");
   }
   if (o.backend != Backend::sqlite && o.target.empty()) {
     return usage_error(std::string("--target is required for ") + to_string(o.backend));

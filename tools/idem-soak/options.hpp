@@ -10,7 +10,9 @@
 namespace idem::soak {
 
 enum class Backend { sqlite, postgres, redis };
-enum class Mode { lease, transactional };
+/// steps: lease mode with a multi-step handler (an atomic phase and a recorded outside step,
+/// docs/steps.md); SQLite and PostgreSQL.
+enum class Mode { lease, transactional, steps };
 
 struct SoakOptions {
   /// The store under test; memory is not offered (it cannot outlive a killed process).

@@ -15,6 +15,7 @@
 #include "idem/batch_store.hpp"
 #include "idem/redis/client.hpp"
 #include "idem/result.hpp"
+#include "idem/steps.hpp"
 #include "idem/store.hpp"
 
 namespace idem {
@@ -49,6 +50,11 @@ class RedisStore {
   /// would answer it alone.
   std::vector<Result<Claim>> claim_batch(std::span<const ClaimRequest> requests);
   std::vector<Status> commit_batch(std::span<const CommitRequest> requests);
+  /// The steps of the ticket's run (idem::StepStore), kept in the record's own hash: they share
+  /// its slot and expiry, and a run under another payload sees none of them. One script each;
+  /// lease_lost when the ticket no longer holds the record.
+  Result<std::vector<StepRecord>> load_steps(const Ticket& ticket);
+  Status save_step(const Ticket& ticket, const StepWrite& step);
 
   /// The Redis key that holds the record of `effective_key`.
   std::string record_key(std::string_view effective_key) const;
@@ -65,5 +71,6 @@ class RedisStore {
 };
 
 static_assert(BatchStore<RedisStore>);
+static_assert(StepStore<RedisStore>);
 
 }  // namespace idem

@@ -9,10 +9,12 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "idem/batch_store.hpp"
 #include "idem/result.hpp"
+#include "idem/steps.hpp"
 #include "idem/store.hpp"
 
 namespace idem {
@@ -75,6 +77,24 @@ class SqlStore {
   /// writes its groups with it).
   GroupAnswers write_group(std::span<const CommitRequest> commits,
                            std::span<const ClaimRequest> claims);
+  /// The steps recorded for the ticket's record (idem::StepStore), kept in the table
+  /// <prefix>steps beside the records; lease_lost when the ticket no longer holds the record.
+  /// Transactional mode: read and written in the holder's transaction, so that a step's record
+  /// commits with what the step wrote through sqlite_transaction(ctx) / pg_transaction(ctx),
+  /// and rolls back with it.
+  Result<std::vector<StepRecord>> load_steps(const Ticket& ticket);
+  /// Records a step under the ticket's fence, one statement; lease_lost when it no longer holds.
+  Status save_step(const Ticket& ticket, const StepWrite& step);
+  /// Runs an atomic step (Context::atomic_step): lease mode, in a transaction of its own on one
+  /// of the store's connections, the fenced save last, then COMMIT; transactional mode, in the
+  /// holder's transaction. lease_lost or a failure: nothing of the step remains.
+  Status save_step_atomically(const Ticket& ticket, std::uint32_t index, std::string_view name,
+                              AtomicStepBody body);
+  /// Keeps the run's request beside its steps (idem::CompletableStore), fenced. In
+  /// transactional mode it commits, and rolls back, with the holder's transaction.
+  Status keep_request(const Ticket& ticket, std::string_view request);
+  /// At most `limit` abandoned records under the key prefix, by the database clock.
+  Result<std::vector<Abandoned>> find_abandoned(std::string_view prefix, std::size_t limit);
 
   /// Deletes at most `max_rows` records whose retention has passed (by the database clock);
   /// returns how many went. Records in progress under a live retention are never touched.
@@ -95,5 +115,7 @@ class SqlStore {
 
 static_assert(RewindableStore<SqlStore>);
 static_assert(GroupStore<SqlStore>);
+static_assert(AtomicStepStore<SqlStore>);
+static_assert(CompletableStore<SqlStore>);
 
 }  // namespace idem
