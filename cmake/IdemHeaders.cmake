@@ -8,12 +8,15 @@ set(IDEM_SQL_HEADERS # the SQL layer both SQL adapters share
   idem/detail/sql_entities.hpp
   idem/stores/sql_store.hpp)
 set(IDEM_SQLITE_HEADERS
+  idem/admin/sqlite_admin.hpp
   idem/stores/sqlite_store.hpp
   idem/stores/sqlite_transaction.hpp)
 set(IDEM_POSTGRES_HEADERS
+  idem/admin/postgres_admin.hpp
   idem/stores/postgres_store.hpp
   idem/stores/postgres_transaction.hpp)
 set(IDEM_REDIS_HEADERS
+  idem/admin/redis_admin.hpp
   idem/redis/client.hpp
   idem/stores/redis_store.hpp
   idem/stores/redis_token_store.hpp

@@ -24,6 +24,10 @@
 
 namespace idem {
 
+namespace admin {
+class MemoryAdmin;  // idem/admin/memory_admin.hpp: reads and releases records
+}  // namespace admin
+
 struct MemoryStoreOptions {
   /// Independent shards, each with its own lock; rounded up to a power of two.
   std::size_t shards = 64;
@@ -146,6 +150,7 @@ class MemoryStore {
   }
 
  private:
+  friend class admin::MemoryAdmin;
   using RecordState = detail::RecordState;
 
   struct Entry {
