@@ -284,9 +284,13 @@ Result<admin::SchemaReport> SqlAdmin::check_schema() {
 Result<admin::SchemaReport> SqlAdmin::migrate_schema() {
   return run<admin::SchemaReport>(
       [&]() -> Result<admin::SchemaReport> {
-        const admin::SchemaReport before = report();
-        if (before.found_version > before.expected_version) {
-          return make_failure(errc::store_unavailable, before.note);
+        try {
+          const admin::SchemaReport before = report();
+          if (before.found_version > before.expected_version) {
+            return make_failure(errc::store_unavailable, before.note);
+          }
+        } catch (...) {
+          db_->rollback();  // no database yet (a new SQLite file): created below
         }
         // Version 1 is the only version so far: migrating is creating what is missing. A later
         // version adds its upgrade steps here, in the same transaction as the version bump.

@@ -72,7 +72,6 @@ class SqliteAdminConnection final : public sql::AdminConnection {
 
   std::vector<std::string> missing(const sql::Statements& text) override {
     std::vector<std::string> wanted = {text.schema, text.records, text.records + "_expires_at"};
-    if (!std::filesystem::exists(options_.path)) return wanted;
     std::vector<std::string> absent;
     SQLite::Statement st(db(), "SELECT count(*) FROM sqlite_master WHERE name = ?1");
     for (const std::string& name : wanted) {
