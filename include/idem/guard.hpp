@@ -123,6 +123,7 @@ class StoreTarget {
   std::chrono::milliseconds lease() const noexcept { return options_->lease; }
   S& context_store() const noexcept { return *store_; }
   Ticket ticket(Fence fence) const noexcept { return Ticket{key_.view(), fence}; }
+  CallTimer& timer() const noexcept { return timer_; }
 
  private:
   S* store_;
@@ -131,6 +132,7 @@ class StoreTarget {
   Fingerprint fingerprint_;
   std::chrono::milliseconds block_for_;
   std::string id_;
+  mutable CallTimer timer_;  // for observers that time or trace calls
 };
 }  // namespace detail
 
@@ -167,6 +169,7 @@ class IdempotencyGuard {
         options_(with_defaults(std::move(options), OptionDefaults{})),
         policy_(detail::policy_of(options_)) {
     options_.clock = policy_.clock;
+    policy_.store_name = detail::store_name_of<S>();
   }
   // The policy and the store are referred to by every Attempt: the guard stays where it is.
   IdempotencyGuard(const IdempotencyGuard&) = delete;
@@ -222,7 +225,8 @@ class IdempotencyGuard {
   Failure validate(const Key& key) const {
     Failure bad = check_key(key);
     if (bad.code && options_.observer) {
-      options_.observer->notify(EventInfo{Event::rejected, options_.scope, key.id, 0, bad.code});
+      options_.observer->notify(
+          EventInfo{Event::rejected, options_.scope, key.id, 0, bad.code, policy_.store_name});
     }
     return bad;
   }

@@ -43,6 +43,7 @@ struct MemoryStoreOptions {
 /// records live as long as the object (one process).
 class MemoryStore {
  public:
+  static constexpr std::string_view kStoreName = "memory";  // observers' label
   explicit MemoryStore(MemoryStoreOptions options = {})
       : clock_(options.clock ? std::move(options.clock) : steady_clock()),
         shards_(std::bit_ceil(std::max<std::size_t>(options.shards, 1))),

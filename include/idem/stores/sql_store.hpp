@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "idem/result.hpp"
 #include "idem/store.hpp"
@@ -42,6 +43,7 @@ class Engine;  // src/sql/engine.hpp
 /// outcome_unknown for a commit whose session broke once it went out).
 class SqlStore {
  public:
+  static constexpr std::string_view kStoreName = "sql";  // observers' label
   SqlStore(SqlStore&&) noexcept;
   SqlStore& operator=(SqlStore&&) noexcept;
   virtual ~SqlStore();
