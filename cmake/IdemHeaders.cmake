@@ -15,6 +15,9 @@ set(IDEM_POSTGRES_HEADERS
   idem/admin/postgres_admin.hpp
   idem/stores/postgres_store.hpp
   idem/stores/postgres_transaction.hpp)
+set(IDEM_OBSERVER_HEADERS # the optional observer components
+  idem/prometheus.hpp
+  idem/spdlog.hpp)
 set(IDEM_REDIS_HEADERS
   idem/admin/redis_admin.hpp
   idem/redis/client.hpp
@@ -27,7 +30,7 @@ file(GLOB_RECURSE IDEM_TESTING_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_inclu
 
 file(GLOB_RECURSE IDEM_CORE_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_include}"
      "${_idem_include}/idem/*.hpp")
-foreach(_idem_list SQL SQLITE POSTGRES REDIS TESTING)
+foreach(_idem_list SQL SQLITE POSTGRES REDIS TESTING OBSERVER)
   foreach(_idem_header IN LISTS IDEM_${_idem_list}_HEADERS)
     if(NOT _idem_header IN_LIST IDEM_CORE_HEADERS)
       message(FATAL_ERROR "cmake/IdemHeaders.cmake: IDEM_${_idem_list}_HEADERS names "
