@@ -90,14 +90,20 @@ class Observer {
   Observer() = default;
   explicit Observer(Callback on_event) : on_event_(std::move(on_event)) {}
   Observer(Callback on_event, Settings settings)
-      : on_event_(std::move(on_event)), settings_(std::move(settings)) {}
-
-  /// Whether the guard should time the call now starting (Settings::time_one_in).
-  bool time_this_call() noexcept {
+      : on_event_(std::move(on_event)), settings_(std::move(settings)) {
     const std::uint32_t n = settings_.time_one_in;
-    if (n <= 1) return n == 1;
+    if (n == 0) return;
+    std::uint32_t pow2 = 1;
+    while (pow2 < n && pow2 < (1u << 30)) pow2 <<= 1;
+    time_mask_ = pow2 - 1;
+  }
+
+  /// Whether the guard should time the call now starting (Settings::time_one_in, rounded up to
+  /// a power of two so that the choice is a mask, not a division).
+  bool time_this_call() noexcept {
+    if (time_mask_ == kNever) return false;
     thread_local std::uint32_t calls = 0;
-    return ++calls % n == 0;
+    return (++calls & time_mask_) == 0;
   }
   bool has_spans() const noexcept { return static_cast<bool>(settings_.span_start); }
   SpanHandle start_span(const EventInfo& info) { return settings_.span_start(info); }
@@ -155,8 +161,10 @@ class Observer {
 
   Slot executed_, replayed_, in_progress_, mismatched_, rejected_, lease_lost_, aborted_,
       store_errors_, took_over_, commit_retried_, result_unrecorded_;
+  static constexpr std::uint32_t kNever = ~std::uint32_t{0};
   Callback on_event_;
   Settings settings_;
+  std::uint32_t time_mask_ = kNever;
 };
 
 inline std::string_view to_string(Event e) noexcept {

@@ -29,7 +29,7 @@ struct PrometheusOptions {
                               2.5,     5,      10};
   /// Time one guard call in N per thread for the histograms (Observer::Settings::time_one_in);
   /// 0: no histograms, counters only. Counters count every event whatever this says.
-  std::uint32_t time_one_in = 16;
+  std::uint32_t time_one_in = 32;
 };
 
 /// The metrics of one registry. Thread-safe; any number of guards may share its observer.

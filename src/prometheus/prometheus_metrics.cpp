@@ -8,6 +8,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <map>
@@ -44,16 +45,39 @@ class PrometheusMetrics::Impl {
         commit_(histogram("commit_seconds", "time to commit a result (retries included)")) {}
 
   Series& series(std::string_view scope, std::string_view store) {
+    // The last label set this thread used, kept while it repeats (a guard's scope and store
+    // name live as long as the guard, so the views usually point at the same bytes). Trivially
+    // destructible: no per-access TLS initialisation check.
     struct Cached {
-      std::uint64_t instance = 0;
-      std::string scope, store;
-      Series* series = nullptr;
+      std::uint64_t instance;
+      const char* scope_data;
+      std::size_t scope_size;
+      const char* store_data;
+      std::size_t store_size;
+      std::array<char, 64> scope_copy;  // the bytes, in case the views' memory was reused
+      Series* series;
     };
-    thread_local Cached last;
-    if (last.instance == instance_ && last.series != nullptr && last.scope == scope &&
-        last.store == store) {
+    thread_local Cached last{};
+    if (last.instance == instance_ && last.scope_data == scope.data() &&
+        last.scope_size == scope.size() && last.store_data == store.data() &&
+        last.store_size == store.size() &&
+        std::string_view(last.scope_copy.data(), last.scope_size) == scope) {
       return *last.series;
     }
+    Series* found = lookup(scope, store);
+    if (scope.size() <= last.scope_copy.size()) {
+      last.instance = instance_;
+      last.scope_data = scope.data();
+      last.scope_size = scope.size();
+      last.store_data = store.data();
+      last.store_size = store.size();
+      std::copy(scope.begin(), scope.end(), last.scope_copy.begin());
+      last.series = found;
+    }
+    return *found;
+  }
+
+  Series* lookup(std::string_view scope, std::string_view store) {
     std::lock_guard lock(mutex_);
     auto key = std::make_pair(std::string(scope), std::string(store));
     auto it = series_.find(key);
@@ -70,8 +94,7 @@ class PrometheusMetrics::Impl {
       s.commit = &commit_.Add(labels, options_.buckets);
       it = series_.emplace(std::move(key), s).first;
     }
-    last = Cached{instance_, it->first.first, it->first.second, &it->second};
-    return it->second;
+    return &it->second;
   }
 
   void record(const EventInfo& info) {
