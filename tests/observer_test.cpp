@@ -95,11 +95,12 @@ TEST(ObserverTest, KnownSequenceGivesEveryCounterDurationsAndSpans) {
   Observer::Settings settings{
       .time_one_in = 1,
       .span_start = [&](const EventInfo&) -> SpanHandle { return &++spans_started; },
-      .span_end = [&](SpanHandle span, const EventInfo& e) {
-        EXPECT_NE(span, nullptr);
-        ++spans_ended;
-        last_events.push_back(e);
-      }};
+      .span_end =
+          [&](SpanHandle span, const EventInfo& e) {
+            EXPECT_NE(span, nullptr);
+            ++spans_ended;
+            last_events.push_back(e);
+          }};
   auto observer = std::make_shared<Observer>(
       [&](const EventInfo& e) { timed_events += e.durations.measured ? 1 : 0; }, settings);
   auto clock = std::make_shared<ManualClock>();
@@ -138,8 +139,8 @@ TEST(ObserverTest, KnownSequenceGivesEveryCounterDurationsAndSpans) {
   EXPECT_EQ(c.aborted, 1u);
   EXPECT_EQ(c.lease_lost, 1u);
   EXPECT_EQ(c.took_over, 1u);
-  EXPECT_EQ(c.commit_retried, 3u);  // e once, f twice
-  EXPECT_EQ(c.store_errors, 1u);    // f's commit, given up
+  EXPECT_EQ(c.commit_retried, 3u);     // e once, f twice
+  EXPECT_EQ(c.store_errors, 1u);       // f's commit, given up
   EXPECT_EQ(c.result_unrecorded, 2u);  // d's stale holder (lease_lost) and f
 
   // Ten calls reached the store (the empty key did not): ten spans, each closed by its last

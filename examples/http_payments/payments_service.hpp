@@ -14,9 +14,9 @@
 #include <utility>
 
 #include "common_routes.hpp"
-#include "metrics_route.hpp"
 #include "idem/layered_guard.hpp"
 #include "idem/stores/sql_store.hpp"
+#include "metrics_route.hpp"
 #include "payment_request.hpp"
 #include "payments_database.hpp"
 #include "problem_json.hpp"

@@ -41,13 +41,13 @@ struct RecordInfo {
   std::string id;
   State state = State::released;
   Fence fence = 0;
-  bool took_over = false;                       // the holder took the key over (SQL only)
-  std::chrono::milliseconds lease_left{0};      // in progress: until another claim may take over
-  std::chrono::milliseconds expires_in{0};      // until the record may be removed or reclaimed
-  std::int64_t expires_at_ms = 0;               // the same, ms since the epoch (backend clock)
-  Fingerprint fingerprint;                      // the payload's
-  std::size_t result_size = 0;                  // completed: the stored result's bytes
-  std::string failure;                          // failed: the error and message it replays
+  bool took_over = false;                   // the holder took the key over (SQL only)
+  std::chrono::milliseconds lease_left{0};  // in progress: until another claim may take over
+  std::chrono::milliseconds expires_in{0};  // until the record may be removed or reclaimed
+  std::int64_t expires_at_ms = 0;           // the same, ms since the epoch (backend clock)
+  Fingerprint fingerprint;                  // the payload's
+  std::size_t result_size = 0;              // completed: the stored result's bytes
+  std::string failure;                      // failed: the error and message it replays
 };
 
 /// One page of a listing: records of one state, oldest first (by expiry: the claim or commit
@@ -72,8 +72,8 @@ struct Change {
 /// The schema as found, against the version this library writes.
 struct SchemaReport {
   int expected_version = 0;
-  int found_version = 0;  // 0: no schema table or no version row
-  bool complete = false;  // every table and index present, at the expected version
+  int found_version = 0;               // 0: no schema table or no version row
+  bool complete = false;               // every table and index present, at the expected version
   std::vector<std::string> missing{};  // tables or indexes absent
   std::int64_t fence_floor = 0;        // SQL: the floor new records start above
   std::string note{};                  // one line an operator can act on

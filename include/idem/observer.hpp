@@ -43,9 +43,9 @@ struct Durations {
 struct EventInfo {
   Event event;
   std::string_view scope;
-  std::string_view key;     // the key's id (bytes as given)
-  std::uint64_t fence = 0;  // the holder's fence, where there is one
-  std::error_code error;    // the error, for refusals and failures
+  std::string_view key;      // the key's id (bytes as given)
+  std::uint64_t fence = 0;   // the holder's fence, where there is one
+  std::error_code error;     // the error, for refusals and failures
   std::string_view store{};  // the store's name: "memory", "sqlite", "postgres", "redis", ...
   Durations durations{};     // on the event that ends a timed call
 };
@@ -120,9 +120,9 @@ class Observer {
 
   Counters counters() const noexcept {
     auto get = [](const Slot& s) { return s.value.load(std::memory_order_relaxed); };
-    return Counters{get(executed_),    get(replayed_),       get(in_progress_),
-                    get(mismatched_),  get(rejected_),       get(lease_lost_),
-                    get(aborted_),     get(store_errors_),   get(took_over_),
+    return Counters{get(executed_),       get(replayed_),         get(in_progress_),
+                    get(mismatched_),     get(rejected_),         get(lease_lost_),
+                    get(aborted_),        get(store_errors_),     get(took_over_),
                     get(commit_retried_), get(result_unrecorded_)};
   }
 

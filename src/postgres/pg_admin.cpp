@@ -1,14 +1,13 @@
 // The admin of a PostgreSQL record store: the SQL admin (src/sql/sql_admin.hpp) over one
 // connection of its own, with a statement timeout, connected on first use.
 
-#include "idem/admin/postgres_admin.hpp"
-
 #include <fmt/format.h>
 
 #include <map>
 #include <optional>
 #include <utility>
 
+#include "idem/admin/postgres_admin.hpp"
 #include "idem/stores/postgres_store.hpp"
 #include "postgres/pg_connection.hpp"
 #include "postgres/pg_failure.hpp"
@@ -85,8 +84,10 @@ class PgAdminConnection final : public sql::AdminConnection {
   }
 
   void create_schema() override {
-    PostgresStoreOptions store{.uri = options_.uri, .table_prefix = options_.table_prefix,
-                               .pool_size = 1, .connect_timeout = options_.connect_timeout,
+    PostgresStoreOptions store{.uri = options_.uri,
+                               .table_prefix = options_.table_prefix,
+                               .pool_size = 1,
+                               .connect_timeout = options_.connect_timeout,
                                .statement_timeout = options_.statement_timeout};
     sql::make_postgres_backend(store)->create_schema();
   }

@@ -2,8 +2,6 @@
 // set of an event (scope, store) is looked up once per thread and kept while it repeats, so a
 // counted event costs one cache check and one atomic add.
 
-#include "idem/prometheus.hpp"
-
 #include <prometheus/counter.h>
 #include <prometheus/histogram.h>
 #include <prometheus/text_serializer.h>
@@ -15,6 +13,8 @@
 #include <mutex>
 #include <sstream>
 #include <utility>
+
+#include "idem/prometheus.hpp"
 
 namespace idem {
 
@@ -101,7 +101,9 @@ class PrometheusMetrics::Impl {
     Series& s = series(info.scope, info.store);
     s.events[static_cast<std::size_t>(info.event)]->Increment();
     if (info.durations.measured) {
-      auto seconds = [](std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1e9; };
+      auto seconds = [](std::chrono::nanoseconds d) {
+        return static_cast<double>(d.count()) / 1e9;
+      };
       if (info.durations.claim.count() > 0) s.claim->Observe(seconds(info.durations.claim));
       if (info.durations.handler.count() > 0) s.handler->Observe(seconds(info.durations.handler));
       if (info.durations.commit.count() > 0) s.commit->Observe(seconds(info.durations.commit));
@@ -119,7 +121,10 @@ class PrometheusMetrics::Impl {
  private:
   prometheus::Family<prometheus::Histogram>& histogram(const std::string& name,
                                                        const std::string& help) {
-    return prometheus::BuildHistogram().Name(options_.prefix + name).Help(help).Register(*registry_);
+    return prometheus::BuildHistogram()
+        .Name(options_.prefix + name)
+        .Help(help)
+        .Register(*registry_);
   }
 
   std::shared_ptr<prometheus::Registry> registry_;

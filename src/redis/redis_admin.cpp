@@ -107,7 +107,8 @@ class RedisAdmin final : public Admin {
     });
     Page page;
     for (std::size_t i = 0; i < wanted.size() && i < limit; ++i) {
-      const std::string_view effective = std::string_view(wanted[i].key).substr(options_.prefix.size() + kTagSize);
+      const std::string_view effective =
+          std::string_view(wanted[i].key).substr(options_.prefix.size() + kTagSize);
       RecordInfo info;
       if (!detail::split_key(effective, scope, info.principal, info.id)) info.id = effective;
       // The rest of the record, read in one script; a record gone meanwhile is left out.
@@ -208,8 +209,9 @@ class RedisAdmin final : public Admin {
     if (!detail::split_key(effective, scope, info.principal, info.id)) info.id = effective;
     const std::optional<State> state = state_of(text(f[0]));
     if (!state) {
-      return make_failure(errc::record_corrupt,
-                          fmt::format("redis: record state '{}' is not one idem writes", text(f[0])));
+      return make_failure(
+          errc::record_corrupt,
+          fmt::format("redis: record state '{}' is not one idem writes", text(f[0])));
     }
     info.state = *state;
     const std::string_view fp = text(f[1]);
@@ -238,7 +240,8 @@ class RedisAdmin final : public Admin {
     if (key.id.empty()) return make_failure(errc::key_invalid, "the key id is empty");
     const std::string name = record_name(scope, key);
     const std::string fence = std::to_string(only_fence);
-    const std::string_view argv[] = {"EVAL", redis::admin_scripts::kRelease, "1", name, mode, fence};
+    const std::string_view argv[] = {"EVAL", redis::admin_scripts::kRelease, "1", name, mode,
+                                     fence};
     Result<redis::Answer> a = client_.impl().command(name, argv);
     if (!a) return std::move(a).failure();
     const redisReply& r = *a->reply;
@@ -268,7 +271,8 @@ class RedisAdmin final : public Admin {
     for (redis::Client* server : servers) {
       std::string cursor = "0";
       do {
-        const std::string_view argv[] = {"EVAL", redis::admin_scripts::kScan, "0", cursor, pattern, "1000"};
+        const std::string_view argv[] = {"EVAL", redis::admin_scripts::kScan, "0", cursor, pattern,
+                                         "1000"};
         Result<redis::Reply> r = server->command(argv);
         if (!r) return r.failure();
         if (r->type == redis::Reply::Type::error) {
@@ -278,8 +282,7 @@ class RedisAdmin final : public Admin {
           return Status(errc::record_corrupt, "redis scan: unexpected reply");
         }
         cursor = r->elements[0].str;
-        for (std::size_t i = 1; i + 2 < r->elements.size();
-             i += 3) {
+        for (std::size_t i = 1; i + 2 < r->elements.size(); i += 3) {
           const std::optional<State> state = state_of(r->elements[i + 1].str);
           if (!state) continue;  // a token or another store's key under the same prefix
           out.push_back(Entry{r->elements[i].str, *state, r->elements[i + 2].integer});

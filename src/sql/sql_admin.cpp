@@ -67,8 +67,9 @@ Result<admin::RecordInfo> to_info(const Row& row, std::string_view scope) {
   if (!admin::detail::split_key(key, scope, info.principal, info.id)) info.id = key;
   const std::optional<admin::State> state = state_of(number(row[1]));
   if (!state) {
-    return make_failure(errc::record_corrupt,
-                        fmt::format("record has state {}, which idem never writes", number(row[1])));
+    return make_failure(
+        errc::record_corrupt,
+        fmt::format("record has state {}, which idem never writes", number(row[1])));
   }
   info.state = *state;
   info.fingerprint = {std::bit_cast<std::uint64_t>(number(row[2])),
@@ -83,7 +84,8 @@ Result<admin::RecordInfo> to_info(const Row& row, std::string_view scope) {
   if (info.state == admin::State::completed) {
     info.result_size = static_cast<std::size_t>(number(row[9]));
   }
-  if (info.state == admin::State::failed) info.failure = admin::detail::failure_text(row[10].value_or(""));
+  if (info.state == admin::State::failed)
+    info.failure = admin::detail::failure_text(row[10].value_or(""));
   return info;
 }
 
@@ -96,11 +98,10 @@ SqlAdmin::SqlAdmin(const Dialect& dialect, const std::string& prefix, const char
                    std::unique_ptr<AdminConnection> connection)
     : dialect_(dialect), text_(dialect, prefix), db_(std::move(connection)) {
   auto p = [&](int i) { return fmt::format("{}{}", dialect.param, i); };
-  const std::string columns =
-      fmt::format(fmt::runtime(kColumns), fmt::arg("now", dialect.now_ms),
-                  fmt::arg("failed", static_cast<int>(State::failed)));
-  select_one_ = fmt::format("SELECT {} FROM {} WHERE key = {}{}", columns, text_.records, p(1),
-                            row_lock);
+  const std::string columns = fmt::format(fmt::runtime(kColumns), fmt::arg("now", dialect.now_ms),
+                                          fmt::arg("failed", static_cast<int>(State::failed)));
+  select_one_ =
+      fmt::format("SELECT {} FROM {} WHERE key = {}{}", columns, text_.records, p(1), row_lock);
   // Oldest first by expiry, the key breaking ties: (expires_at, key) is the cursor, so a page
   // starts right after the last record of the previous one.
   select_page_ = fmt::format(
@@ -160,12 +161,14 @@ admin::SchemaReport SqlAdmin::report() {
     out.note = fmt::format("{}: table {} holds no version (idem schema migrate writes it)",
                            dialect_.name, text_.schema);
   } else if (out.found_version < out.expected_version) {
-    out.note = fmt::format("{}: schema version {} is older than this library's {} "
-                           "(upgrade it: idem schema migrate)",
-                           dialect_.name, out.found_version, out.expected_version);
+    out.note = fmt::format(
+        "{}: schema version {} is older than this library's {} "
+        "(upgrade it: idem schema migrate)",
+        dialect_.name, out.found_version, out.expected_version);
   } else if (out.found_version > out.expected_version) {
-    out.note = fmt::format("{}: schema version {} is newer than this library's {}: use a newer idem",
-                           dialect_.name, out.found_version, out.expected_version);
+    out.note =
+        fmt::format("{}: schema version {} is newer than this library's {}: use a newer idem",
+                    dialect_.name, out.found_version, out.expected_version);
   } else {
     out.note = fmt::format("{}: schema version {} is current", dialect_.name, out.found_version);
   }
@@ -175,17 +178,16 @@ admin::SchemaReport SqlAdmin::report() {
 Result<std::optional<admin::RecordInfo>> SqlAdmin::inspect(std::string_view scope, const Key& key) {
   if (key.id.empty()) return make_failure(errc::key_invalid, "the key id is empty");
   const std::string k = admin::detail::effective_key(scope, key);
-  return run<std::optional<admin::RecordInfo>>(
-      [&]() -> Result<std::optional<admin::RecordInfo>> {
-        const Param params[] = {bytes(k)};
-        // Without the row lock: a read alone.
-        const std::string sql = select_one_.substr(0, select_one_.find(" FOR UPDATE"));
-        const std::vector<Row> rows = db_->query(sql, params, kBlobColumns);
-        if (rows.empty()) return std::optional<admin::RecordInfo>{};
-        Result<admin::RecordInfo> info = to_info(rows[0], scope);
-        if (!info) return info.failure();
-        return std::optional<admin::RecordInfo>(std::move(info).value());
-      });
+  return run<std::optional<admin::RecordInfo>>([&]() -> Result<std::optional<admin::RecordInfo>> {
+    const Param params[] = {bytes(k)};
+    // Without the row lock: a read alone.
+    const std::string sql = select_one_.substr(0, select_one_.find(" FOR UPDATE"));
+    const std::vector<Row> rows = db_->query(sql, params, kBlobColumns);
+    if (rows.empty()) return std::optional<admin::RecordInfo>{};
+    Result<admin::RecordInfo> info = to_info(rows[0], scope);
+    if (!info) return info.failure();
+    return std::optional<admin::RecordInfo>(std::move(info).value());
+  });
 }
 
 Result<admin::Page> SqlAdmin::list(std::string_view scope, const admin::ListRequest& request) {
@@ -213,7 +215,8 @@ Result<admin::Page> SqlAdmin::list(std::string_view scope, const admin::ListRequ
       page.records.push_back(std::move(info).value());
     }
     if (rows.size() == limit) {
-      page.next_cursor = admin::detail::make_cursor(number(rows.back()[8]), rows.back()[0].value_or(""));
+      page.next_cursor =
+          admin::detail::make_cursor(number(rows.back()[8]), rows.back()[0].value_or(""));
     }
     return page;
   });
@@ -260,7 +263,8 @@ Result<admin::Change> SqlAdmin::forget(std::string_view scope, const Key& key) {
 
 Result<std::size_t> SqlAdmin::purge_expired(std::size_t max_records) {
   return run<std::size_t>([&]() -> Result<std::size_t> {
-    const Param limit[] = {integer(static_cast<std::int64_t>(std::max<std::size_t>(max_records, 1)))};
+    const Param limit[] = {
+        integer(static_cast<std::int64_t>(std::max<std::size_t>(max_records, 1)))};
     db_->begin();
     const std::vector<Row> fences = db_->query(text_.purge, limit, 0);
     std::int64_t floor = 0;

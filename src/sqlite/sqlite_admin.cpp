@@ -46,9 +46,9 @@ class SqliteAdminConnection final : public sql::AdminConnection {
         } else if (i < 32 && (blob_columns >> i & 1u) != 0) {
           const int n = c.getBytes();
           const void* data = c.getBlob();
-          row.emplace_back(n > 0 && data != nullptr
-                               ? std::string(static_cast<const char*>(data), static_cast<std::size_t>(n))
-                               : std::string());
+          row.emplace_back(n > 0 && data != nullptr ? std::string(static_cast<const char*>(data),
+                                                                  static_cast<std::size_t>(n))
+                                                    : std::string());
         } else {
           row.emplace_back(std::to_string(c.getInt64()));
         }
@@ -84,7 +84,8 @@ class SqliteAdminConnection final : public sql::AdminConnection {
 
   void create_schema() override {
     db_.reset();  // the store's own opening creates the file and its schema
-    SqliteStoreOptions store{.path = options_.path, .table_prefix = options_.table_prefix,
+    SqliteStoreOptions store{.path = options_.path,
+                             .table_prefix = options_.table_prefix,
                              .busy_timeout = options_.busy_timeout};
     std::unique_ptr<sql::Backend> backend = sql::make_sqlite_backend(store);
     backend->create_schema();
@@ -104,7 +105,8 @@ class SqliteAdminConnection final : public sql::AdminConnection {
       return make_failure(errc::store_unavailable,
                           fmt::format("sqlite {}: {}", options_.path, e.what()));
     } catch (const std::exception& e) {
-      return make_failure(errc::store_unavailable, fmt::format("sqlite {}: {}", options_.path, e.what()));
+      return make_failure(errc::store_unavailable,
+                          fmt::format("sqlite {}: {}", options_.path, e.what()));
     } catch (...) {
       return make_failure(errc::store_unavailable, "sqlite: unknown error");
     }
@@ -150,12 +152,12 @@ class SqliteAdminConnection final : public sql::AdminConnection {
 std::unique_ptr<Admin> sqlite_admin(SqliteAdminOptions options) {
   if (options.path.empty()) throw std::invalid_argument("idem::admin::sqlite_admin: path is empty");
   if (!sql::valid_prefix(options.table_prefix)) {
-    throw std::invalid_argument("idem::admin::sqlite_admin: table_prefix '" +
-                                options.table_prefix + "' must be letters, digits and '_'");
+    throw std::invalid_argument("idem::admin::sqlite_admin: table_prefix '" + options.table_prefix +
+                                "' must be letters, digits and '_'");
   }
   const std::string prefix = options.table_prefix;
-  return std::make_unique<sql::SqlAdmin>(sql::kSqlite, prefix, "",
-                                         std::make_unique<SqliteAdminConnection>(std::move(options)));
+  return std::make_unique<sql::SqlAdmin>(
+      sql::kSqlite, prefix, "", std::make_unique<SqliteAdminConnection>(std::move(options)));
 }
 
 }  // namespace idem::admin

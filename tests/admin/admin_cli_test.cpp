@@ -57,7 +57,8 @@ std::string slurp(const std::string& path) {
 // Runs the idem command with `args` (already quoted where needed).
 CliRun idem_cli(const std::string& args) {
   static int n = 0;
-  const std::string err = "/tmp/idem_admin_test_err_" + std::to_string(getpid()) + "_" + std::to_string(n++);
+  const std::string err =
+      "/tmp/idem_admin_test_err_" + std::to_string(getpid()) + "_" + std::to_string(n++);
   const std::string cmd = std::string(IDEM_CLI_PATH) + " " + args + " 2>" + err;
   CliRun r;
   FILE* p = popen(cmd.c_str(), "r");
@@ -93,15 +94,18 @@ class AdminCli : public ::testing::TestWithParam<std::string> {
       uri_ = "sqlite:" + path_;
     } else if (GetParam() == "postgres") {
       uri_ = env("IDEM_TEST_PG_URI");
-      if (uri_.empty()) GTEST_SKIP() << "IDEM_TEST_PG_URI is not set (scripts/test starts a server)";
+      if (uri_.empty())
+        GTEST_SKIP() << "IDEM_TEST_PG_URI is not set (scripts/test starts a server)";
     } else {
       uri_ = env("IDEM_TEST_REDIS_URI");
-      if (uri_.empty()) GTEST_SKIP() << "IDEM_TEST_REDIS_URI is not set (scripts/test starts a server)";
+      if (uri_.empty())
+        GTEST_SKIP() << "IDEM_TEST_REDIS_URI is not set (scripts/test starts a server)";
     }
   }
   void TearDown() override {
     if (!path_.empty()) {
-      for (const char* suffix : {"", "-wal", "-shm", "-fences"}) std::filesystem::remove(path_ + suffix);
+      for (const char* suffix : {"", "-wal", "-shm", "-fences"})
+        std::filesystem::remove(path_ + suffix);
     }
   }
 
@@ -154,12 +158,16 @@ TEST_P(AdminCli, KilledHolderIsListedReleasedAndRunAgainUnderALargerFence) {
   ASSERT_GE(child, 0);
   if (child == 0) {
     close(pipefd[0]);
-    with_guard(scope, [&](auto& guard) {
-      auto attempt = guard.template begin<std::string>(idem::Key{"stuck", "tenant-1"}, "payload");
-      const std::string fence = std::to_string(attempt.fence()) + "\n";
-      (void)!write(pipefd[1], fence.data(), fence.size());
-      for (;;) pause();  // killed while it holds the key
-    }, idem::Options{.lease = 600s});
+    with_guard(
+        scope,
+        [&](auto& guard) {
+          auto attempt =
+              guard.template begin<std::string>(idem::Key{"stuck", "tenant-1"}, "payload");
+          const std::string fence = std::to_string(attempt.fence()) + "\n";
+          (void)!write(pipefd[1], fence.data(), fence.size());
+          for (;;) pause();  // killed while it holds the key
+        },
+        idem::Options{.lease = 600s});
     _exit(1);
   }
   close(pipefd[1]);
@@ -190,8 +198,10 @@ TEST_P(AdminCli, KilledHolderIsListedReleasedAndRunAgainUnderALargerFence) {
 
   std::uint64_t new_fence = 0;
   with_guard(scope, [&](auto& guard) {
-    auto r = guard.execute(idem::Key{"stuck", "tenant-1"}, "payload",
-                           [&](idem::Context& ctx) { new_fence = ctx.fence(); return 7; });
+    auto r = guard.execute(idem::Key{"stuck", "tenant-1"}, "payload", [&](idem::Context& ctx) {
+      new_fence = ctx.fence();
+      return 7;
+    });
     ASSERT_TRUE(r.has_value()) << r.error().message();
     EXPECT_TRUE(r.recorded());
   });
@@ -210,19 +220,22 @@ TEST_P(AdminCli, ForgetThenClaimNeverReusesAFence) {
   for (int round = 0; round < 3; ++round) {
     std::uint64_t fence = 0;
     int runs = 0;
-    with_guard(scope, [&](auto& guard) {
-      try {
-        auto r = guard.execute(idem::Key{"order-1"}, "payload-" + std::to_string(round),
-                               [&](idem::Context& ctx) {
-                                 ++runs;
-                                 fence = ctx.fence();
-                                 if (round == 1) throw std::runtime_error("card declined");
-                                 return round;
-                               });
-        (void)r;
-      } catch (const std::runtime_error&) {  // round 1: remembered, then rethrown
-      }
-    }, idem::Options{.remember_failures = true});
+    with_guard(
+        scope,
+        [&](auto& guard) {
+          try {
+            auto r = guard.execute(idem::Key{"order-1"}, "payload-" + std::to_string(round),
+                                   [&](idem::Context& ctx) {
+                                     ++runs;
+                                     fence = ctx.fence();
+                                     if (round == 1) throw std::runtime_error("card declined");
+                                     return round;
+                                   });
+            (void)r;
+          } catch (const std::runtime_error&) {  // round 1: remembered, then rethrown
+          }
+        },
+        idem::Options{.remember_failures = true});
     ASSERT_EQ(runs, 1) << "round " << round << ": the forgotten key runs again";
     EXPECT_GT(fence, last);
     last = fence;
@@ -255,8 +268,9 @@ TEST_P(AdminCli, PagingThroughTenThousandKeysReturnsEachOnce) {
   const std::regex id_re("\"id\":\"(k-[0-9]+)\"");
   const std::regex cursor_re("\"next_cursor\":\"([^\"]*)\"");
   do {
-    CliRun page = idem_cli(cli(scope, "--json list --state completed --limit 1500" +
-                                       (cursor.empty() ? std::string() : " --cursor " + cursor)));
+    CliRun page =
+        idem_cli(cli(scope, "--json list --state completed --limit 1500" +
+                                (cursor.empty() ? std::string() : " --cursor " + cursor)));
     ASSERT_EQ(page.status, 0) << page.err;
     for (auto it = std::sregex_iterator(page.out.begin(), page.out.end(), id_re);
          it != std::sregex_iterator(); ++it) {
@@ -324,8 +338,10 @@ TEST(AdminCliErrors, BadUriUnreachableStoresAndMissingTables) {
   // A database without idem's tables.
   const std::string empty = "/tmp/idem_admin_test_empty_" + std::to_string(getpid()) + ".db";
   std::filesystem::remove(empty);
-  ASSERT_EQ(std::system(("sqlite3 " + empty + " 'CREATE TABLE other (x)' 2>/dev/null || python3 -c "
-                         "\"import sqlite3; sqlite3.connect('" + empty + "').execute('CREATE TABLE other (x)')\"")
+  ASSERT_EQ(std::system(("sqlite3 " + empty +
+                         " 'CREATE TABLE other (x)' 2>/dev/null || python3 -c "
+                         "\"import sqlite3; sqlite3.connect('" +
+                         empty + "').execute('CREATE TABLE other (x)')\"")
                             .c_str()),
             0);
   CliRun missing = idem_cli("--store sqlite:" + empty + " --scope s list");
@@ -337,7 +353,8 @@ TEST(AdminCliErrors, BadUriUnreachableStoresAndMissingTables) {
   std::filesystem::remove(empty);
 
   // Nothing listens on port 1.
-  CliRun pg = idem_cli("--store 'postgresql://idem@127.0.0.1:1/none?connect_timeout=2' --scope s list");
+  CliRun pg =
+      idem_cli("--store 'postgresql://idem@127.0.0.1:1/none?connect_timeout=2' --scope s list");
 #ifdef IDEM_TEST_WITH_POSTGRES
   EXPECT_EQ(pg.status, 3) << pg.err;
 #endif
@@ -377,7 +394,8 @@ TEST(MemoryAdmin, ReleaseKeepsTheFenceAndListingPages) {
   ASSERT_TRUE(held.acquired());
   const idem::Fence dead = held.fence();
   for (int i = 0; i < 250; ++i) {
-    ASSERT_TRUE(guard.execute(idem::Key{"k" + std::to_string(i)}, "p", [] { return 1; }).has_value());
+    ASSERT_TRUE(
+        guard.execute(idem::Key{"k" + std::to_string(i)}, "p", [] { return 1; }).has_value());
   }
   auto page = admin.list("mem", {.state = idem::admin::State::in_progress});
   ASSERT_TRUE(page.has_value());
@@ -390,8 +408,13 @@ TEST(MemoryAdmin, ReleaseKeepsTheFenceAndListingPages) {
   auto late = held.commit(5);
   EXPECT_EQ(late.commit_error(), idem::errc::lease_lost);
   idem::Fence next = 0;
-  ASSERT_TRUE(guard.execute(idem::Key{"held"}, "other payload",
-                            [&](idem::Context& ctx) { next = ctx.fence(); return 2; }).has_value());
+  ASSERT_TRUE(guard
+                  .execute(idem::Key{"held"}, "other payload",
+                           [&](idem::Context& ctx) {
+                             next = ctx.fence();
+                             return 2;
+                           })
+                  .has_value());
   EXPECT_GT(next, dead);
 
   std::set<std::string> ids;

@@ -27,7 +27,8 @@ TEST(PrometheusMetrics, KnownCallsGiveExpectedValuesInValidTextFormat) {
   auto registry = std::make_shared<prometheus::Registry>();
   idem::PrometheusMetrics metrics{registry, {.time_one_in = 1}};
   idem::MemoryStore store;
-  idem::IdempotencyGuard guard{store, idem::Options{.scope = "pay", .observer = metrics.observer()}};
+  idem::IdempotencyGuard guard{store,
+                               idem::Options{.scope = "pay", .observer = metrics.observer()}};
   for (int i = 0; i < 3; ++i) (void)guard.execute("k" + std::to_string(i), "p", [] { return 1; });
   for (int i = 0; i < 5; ++i) (void)guard.execute("k0", "p", [] { return 1; });
   (void)guard.execute("k1", "other", [] { return 1; });
@@ -53,7 +54,9 @@ TEST(PrometheusMetrics, TheValidatorRejectsWhatIsNotTheTextFormat) {
   EXPECT_FALSE(idem::test::valid_prometheus_text("idem_x{a=\"1\" 3\n", why));
   EXPECT_FALSE(idem::test::valid_prometheus_text("# TYPE idem_x nonsense\nidem_x 1\n", why));
   EXPECT_FALSE(idem::test::valid_prometheus_text("idem_x one\n", why));
-  EXPECT_TRUE(idem::test::valid_prometheus_text("# HELP idem_x h\n# TYPE idem_x counter\nidem_x 1\n", why)) << why;
+  EXPECT_TRUE(
+      idem::test::valid_prometheus_text("# HELP idem_x h\n# TYPE idem_x counter\nidem_x 1\n", why))
+      << why;
 }
 
 }  // namespace

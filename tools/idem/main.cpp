@@ -6,7 +6,6 @@
 // Exit statuses: exit_codes.hpp (and docs/operations.md).
 
 #include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <iostream>
 #include <string>
@@ -157,12 +156,14 @@ int main(int argc, char** argv) {
   if (release->parsed() || forget->parsed()) {
     auto change = release->parsed() ? admin.release(scope, key, fence) : admin.forget(scope, key);
     if (!change) return fail(change.failure());
-    idem::cli::print_change(std::cout, release->parsed() ? "released" : "forgotten", change.value(), json);
+    idem::cli::print_change(std::cout, release->parsed() ? "released" : "forgotten", change.value(),
+                            json);
     if (!change->before) return fail(Exit::not_found, "no record under that key in scope " + scope);
     if (!change->changed) {
       return fail(Exit::not_found,
                   std::string("nothing to ") + (release->parsed() ? "release" : "forget") +
-                      ": the record is " + std::string(idem::admin::to_string(change->before->state)) +
+                      ": the record is " +
+                      std::string(idem::admin::to_string(change->before->state)) +
                       (fence != 0 ? " (or its fence is not " + std::to_string(fence) + ")" : ""));
     }
     return Exit::ok;

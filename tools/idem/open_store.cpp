@@ -41,7 +41,8 @@ OpenedStore open_store(const std::string& uri, const std::string& table_prefix,
 #else
       error = "this idem was built without PostgreSQL";
 #endif
-    } else if (starts(uri, "redis://") || starts(uri, "redis+cluster://") || starts(uri, "unix://")) {
+    } else if (starts(uri, "redis://") || starts(uri, "redis+cluster://") ||
+               starts(uri, "unix://")) {
 #ifdef IDEM_CLI_REDIS
       std::shared_ptr<redis::Client> client;
       if (starts(uri, "redis+cluster://")) {

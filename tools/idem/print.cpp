@@ -74,12 +74,13 @@ void print_record(std::ostream& out, const admin::RecordInfo& r, bool json) {
     out << json_record(r) << '\n';
     return;
   }
-  out << fmt::format("principal    {}\nid           {}\nstate        {}\nfence        {}\n"
-                     "took over    {}\nlease left   {} ms\nexpires in   {} ms\n"
-                     "fingerprint  {}\nresult size  {} bytes\n",
-                     shown(r.principal), shown(r.id), admin::to_string(r.state), r.fence,
-                     r.took_over ? "yes" : "no", r.lease_left.count(), r.expires_in.count(),
-                     fingerprint_hex(r.fingerprint), r.result_size);
+  out << fmt::format(
+      "principal    {}\nid           {}\nstate        {}\nfence        {}\n"
+      "took over    {}\nlease left   {} ms\nexpires in   {} ms\n"
+      "fingerprint  {}\nresult size  {} bytes\n",
+      shown(r.principal), shown(r.id), admin::to_string(r.state), r.fence,
+      r.took_over ? "yes" : "no", r.lease_left.count(), r.expires_in.count(),
+      fingerprint_hex(r.fingerprint), r.result_size);
   if (r.state == admin::State::failed) out << "failure      " << shown(r.failure) << '\n';
 }
 
@@ -104,8 +105,8 @@ void print_schema(std::ostream& out, const admin::SchemaReport& s, bool json) {
     out << fmt::format(
         "{{\"expected_version\":{},\"found_version\":{},\"complete\":{},\"missing\":[{}],"
         "\"fence_floor\":{},\"note\":{}}}\n",
-        s.expected_version, s.found_version, s.complete ? "true" : "false", missing,
-        s.fence_floor, json_string(s.note));
+        s.expected_version, s.found_version, s.complete ? "true" : "false", missing, s.fence_floor,
+        json_string(s.note));
     return;
   }
   out << s.note << '\n';
@@ -122,8 +123,9 @@ void print_stats(std::ostream& out, std::string_view scope, const admin::Stats& 
     return;
   }
   out << fmt::format("store {}, scope {}\n", s.store, shown(scope));
-  out << fmt::format("in_progress {}\ncompleted   {}\nfailed      {}\nreleased    {}\nexpired     {}\n",
-                     s.in_progress, s.completed, s.failed, s.released, s.expired);
+  out << fmt::format(
+      "in_progress {}\ncompleted   {}\nfailed      {}\nreleased    {}\nexpired     {}\n",
+      s.in_progress, s.completed, s.failed, s.released, s.expired);
 }
 
 void print_change(std::ostream& out, std::string_view verb, const admin::Change& c, bool json) {

@@ -129,7 +129,8 @@ class MemoryAdmin final : public Admin {
     switch (e.state) {
       case idem::detail::RecordState::held:
         info.state = State::in_progress;
-        info.lease_left = std::max(duration_cast<milliseconds>(e.lease_until - now), milliseconds{0});
+        info.lease_left =
+            std::max(duration_cast<milliseconds>(e.lease_until - now), milliseconds{0});
         break;
       case idem::detail::RecordState::completed:
         info.state = State::completed;

@@ -10,8 +10,8 @@ namespace idem::detail {
 
 struct CallTimer {
   using Clock = std::chrono::steady_clock;
-  bool timed = false;          // this call is timed (Observer::time_this_call)
-  Clock::time_point mark{};    // when the part now running began
+  bool timed = false;        // this call is timed (Observer::time_this_call)
+  Clock::time_point mark{};  // when the part now running began
   Durations durations{};
   SpanHandle span = nullptr;
   bool span_open = false;

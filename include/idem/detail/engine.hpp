@@ -141,7 +141,8 @@ void claim_answered(const Policy& policy, const Target& target) {
 template <class Target>
 void handler_done(const Policy& policy, const Target& target) {
   if constexpr (TimedTarget<Target>) {
-    if (policy.observer && target.timer().timed) target.timer().durations.handler = target.timer().lap();
+    if (policy.observer && target.timer().timed)
+      target.timer().durations.handler = target.timer().lap();
   }
 }
 
@@ -289,7 +290,8 @@ void settle_failure(const Policy& policy, Target& target, Fence fence, std::stri
   }
   if (!settled) report(policy, target, settled, fence);
   if constexpr (TimedTarget<Target>) {
-    if (policy.observer && target.timer().timed) target.timer().durations.commit = target.timer().lap();
+    if (policy.observer && target.timer().timed)
+      target.timer().durations.commit = target.timer().lap();
   }
   finish(policy, target, Event::aborted, fence, {});
 }
