@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <map>
 #include <optional>
 #include <utility>
@@ -76,7 +77,7 @@ class PgAdminConnection final : public sql::AdminConnection {
     std::vector<std::string> absent;
     for (const std::string& name :
          {text.schema, text.records, text.records + "_expires_at", text.fences}) {
-      const sql::Param p[] = {sql::Param{.kind = sql::Param::text, .string = name}};
+      const std::array p{sql::Param{.kind = sql::Param::text, .string = name}};
       const pqxx::result r = run("SELECT to_regclass($1) IS NULL", p);
       if (!r.empty() && std::string_view(r[0][0].c_str()) == "t") absent.push_back(name);
     }

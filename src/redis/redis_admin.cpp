@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <tuple>
 #include <utility>
@@ -75,7 +76,7 @@ class RedisAdmin final : public Admin {
   Result<std::optional<RecordInfo>> inspect(std::string_view scope, const Key& key) override {
     if (key.id.empty()) return make_failure(errc::key_invalid, "the key id is empty");
     const std::string name = record_name(scope, key);
-    const std::string_view argv[] = {"EVAL", redis::admin_scripts::kRead, "1", name};
+    const std::array<std::string_view, 4> argv{"EVAL", redis::admin_scripts::kRead, "1", name};
     Result<redis::Answer> a = client_.impl().command(name, argv);
     if (!a) return std::move(a).failure();
     const redisReply& r = *a->reply;
@@ -240,7 +241,7 @@ class RedisAdmin final : public Admin {
     if (key.id.empty()) return make_failure(errc::key_invalid, "the key id is empty");
     const std::string name = record_name(scope, key);
     const std::string fence = std::to_string(only_fence);
-    const std::string_view argv[] = {"EVAL", redis::admin_scripts::kRelease, "1", name, mode,
+    const std::array<std::string_view, 6> argv{"EVAL", redis::admin_scripts::kRelease, "1", name, mode,
                                      fence};
     Result<redis::Answer> a = client_.impl().command(name, argv);
     if (!a) return std::move(a).failure();
@@ -271,7 +272,7 @@ class RedisAdmin final : public Admin {
     for (redis::Client* server : servers) {
       std::string cursor = "0";
       do {
-        const std::string_view argv[] = {"EVAL", redis::admin_scripts::kScan, "0", cursor, pattern,
+        const std::array<std::string_view, 6> argv{"EVAL", redis::admin_scripts::kScan, "0", cursor, pattern,
                                          "1000"};
         Result<redis::Reply> r = server->command(argv);
         if (!r) return r.failure();
@@ -299,7 +300,7 @@ class RedisAdmin final : public Admin {
 
   // A client of each primary of the cluster, from CLUSTER SLOTS.
   Status primaries(std::vector<std::unique_ptr<redis::Client>>& out) {
-    const std::string_view argv[] = {"CLUSTER", "SLOTS"};
+    const std::array<std::string_view, 2> argv{"CLUSTER", "SLOTS"};
     Result<redis::Reply> r = client_.command(argv);
     if (!r) return r.failure();
     if (r->type != redis::Reply::Type::array) {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <charconv>
 #include <limits>
@@ -179,7 +180,7 @@ Result<std::optional<admin::RecordInfo>> SqlAdmin::inspect(std::string_view scop
   if (key.id.empty()) return make_failure(errc::key_invalid, "the key id is empty");
   const std::string k = admin::detail::effective_key(scope, key);
   return run<std::optional<admin::RecordInfo>>([&]() -> Result<std::optional<admin::RecordInfo>> {
-    const Param params[] = {bytes(k)};
+    const std::array params{bytes(k)};
     // Without the row lock: a read alone.
     const std::string sql = select_one_.substr(0, select_one_.find(" FOR UPDATE"));
     const std::vector<Row> rows = db_->query(sql, params, kBlobColumns);
@@ -200,7 +201,7 @@ Result<admin::Page> SqlAdmin::list(std::string_view scope, const admin::ListRequ
   const std::string prefix = admin::detail::scope_prefix(scope);
   const std::size_t limit = std::max<std::size_t>(request.limit, 1);
   return run<admin::Page>([&]() -> Result<admin::Page> {
-    const Param params[] = {integer(static_cast<int>(stored(request.state))),
+    const std::array params{integer(static_cast<int>(stored(request.state))),
                             integer(static_cast<std::int64_t>(prefix.size())),
                             bytes(prefix),
                             integer(after_expiry),
@@ -227,7 +228,7 @@ Result<admin::Change> SqlAdmin::mark_released(std::string_view scope, const Key&
   if (key.id.empty()) return make_failure(errc::key_invalid, "the key id is empty");
   const std::string k = admin::detail::effective_key(scope, key);
   return run<admin::Change>([&]() -> Result<admin::Change> {
-    const Param params[] = {bytes(k)};
+    const std::array params{bytes(k)};
     admin::Change change;
     db_->begin();
     const std::vector<Row> rows = db_->query(select_one_, params, kBlobColumns);
@@ -263,14 +264,14 @@ Result<admin::Change> SqlAdmin::forget(std::string_view scope, const Key& key) {
 
 Result<std::size_t> SqlAdmin::purge_expired(std::size_t max_records) {
   return run<std::size_t>([&]() -> Result<std::size_t> {
-    const Param limit[] = {
+    const std::array limit{
         integer(static_cast<std::int64_t>(std::max<std::size_t>(max_records, 1)))};
     db_->begin();
     const std::vector<Row> fences = db_->query(text_.purge, limit, 0);
     std::int64_t floor = 0;
     for (const Row& row : fences) floor = std::max(floor, number(row[0]));
     if (!fences.empty()) {
-      const Param raise[] = {integer(floor)};
+      const std::array raise{integer(floor)};
       db_->exec(text_.raise_floor, raise);
     }
     db_->commit();
@@ -308,7 +309,7 @@ Result<admin::SchemaReport> SqlAdmin::migrate_schema() {
 Result<admin::Stats> SqlAdmin::stats(std::string_view scope, bool all_scopes) {
   const std::string prefix = admin::detail::scope_prefix(scope);
   return run<admin::Stats>([&]() -> Result<admin::Stats> {
-    const Param params[] = {integer(static_cast<std::int64_t>(prefix.size())), bytes(prefix)};
+    const std::array params{integer(static_cast<std::int64_t>(prefix.size())), bytes(prefix)};
     const std::vector<Row> rows =
         all_scopes ? db_->query(count_all_states_, {}, 0) : db_->query(count_states_, params, 0);
     admin::Stats out;
