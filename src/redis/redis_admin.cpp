@@ -241,8 +241,8 @@ class RedisAdmin final : public Admin {
     if (key.id.empty()) return make_failure(errc::key_invalid, "the key id is empty");
     const std::string name = record_name(scope, key);
     const std::string fence = std::to_string(only_fence);
-    const std::array<std::string_view, 6> argv{"EVAL", redis::admin_scripts::kRelease, "1", name, mode,
-                                     fence};
+    const std::array<std::string_view, 6> argv{
+        "EVAL", redis::admin_scripts::kRelease, "1", name, mode, fence};
     Result<redis::Answer> a = client_.impl().command(name, argv);
     if (!a) return std::move(a).failure();
     const redisReply& r = *a->reply;
@@ -272,8 +272,8 @@ class RedisAdmin final : public Admin {
     for (redis::Client* server : servers) {
       std::string cursor = "0";
       do {
-        const std::array<std::string_view, 6> argv{"EVAL", redis::admin_scripts::kScan, "0", cursor, pattern,
-                                         "1000"};
+        const std::array<std::string_view, 6> argv{
+            "EVAL", redis::admin_scripts::kScan, "0", cursor, pattern, "1000"};
         Result<redis::Reply> r = server->command(argv);
         if (!r) return r.failure();
         if (r->type == redis::Reply::Type::error) {
