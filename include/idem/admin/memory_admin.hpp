@@ -47,7 +47,9 @@ class MemoryAdmin final : public Admin {
         if (!k.starts_with(prefix)) continue;
         RecordInfo info = info_of(*e, k, scope, now);
         if (info.state != request.state) continue;
-        if (std::tie(info.expires_at_ms, k) <= std::tie(after_expiry, after_key)) continue;
+        const bool before_cursor = info.expires_at_ms < after_expiry ||
+                                   (info.expires_at_ms == after_expiry && k <= after_key);
+        if (before_cursor) continue;
         found.emplace_back(std::string(k), std::move(info));
       }
     }
