@@ -96,6 +96,12 @@ class AdminCli : public ::testing::TestWithParam<std::string> {
       uri_ = env("IDEM_TEST_PG_URI");
       if (uri_.empty())
         GTEST_SKIP() << "IDEM_TEST_PG_URI is not set (scripts/test starts a server)";
+    } else if (GetParam() == "redis_cluster") {
+      const std::string seeds = env("IDEM_TEST_REDIS_CLUSTER_SEEDS");
+      if (seeds.empty()) {
+        GTEST_SKIP() << "IDEM_TEST_REDIS_CLUSTER_SEEDS is not set (scripts/lib/cluster.sh)";
+      }
+      uri_ = "redis+cluster://" + seeds;
     } else {
       uri_ = env("IDEM_TEST_REDIS_URI");
       if (uri_.empty())
@@ -128,6 +134,12 @@ class AdminCli : public ::testing::TestWithParam<std::string> {
 #ifdef IDEM_TEST_WITH_REDIS
     if (GetParam() == "redis") {
       auto options = idem::redis::ConnectionOptions::from_uri(uri_);
+      idem::RedisStore store{std::make_shared<idem::redis::Client>(options.value())};
+      idem::IdempotencyGuard guard{store, extra};
+      fn(guard);
+    }
+    if (GetParam() == "redis_cluster") {
+      auto options = idem::redis::ClusterOptions::from_uri(uri_);
       idem::RedisStore store{std::make_shared<idem::redis::Client>(options.value())};
       idem::IdempotencyGuard guard{store, extra};
       fn(guard);
@@ -317,6 +329,7 @@ std::vector<std::string> backends() {
 #endif
 #ifdef IDEM_TEST_WITH_REDIS
   out.emplace_back("redis");
+  out.emplace_back("redis_cluster");  // listing and counting visit every primary
 #endif
   return out;
 }
