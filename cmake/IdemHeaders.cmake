@@ -8,12 +8,18 @@ set(IDEM_SQL_HEADERS # the SQL layer both SQL adapters share
   idem/detail/sql_entities.hpp
   idem/stores/sql_store.hpp)
 set(IDEM_SQLITE_HEADERS
+  idem/admin/sqlite_admin.hpp
   idem/stores/sqlite_store.hpp
   idem/stores/sqlite_transaction.hpp)
 set(IDEM_POSTGRES_HEADERS
+  idem/admin/postgres_admin.hpp
   idem/stores/postgres_store.hpp
   idem/stores/postgres_transaction.hpp)
+set(IDEM_OBSERVER_HEADERS # the optional observer components
+  idem/prometheus.hpp
+  idem/spdlog.hpp)
 set(IDEM_REDIS_HEADERS
+  idem/admin/redis_admin.hpp
   idem/redis/client.hpp
   idem/redis/stream_consumer.hpp
   idem/stores/redis_store.hpp
@@ -31,7 +37,7 @@ file(GLOB_RECURSE IDEM_TESTING_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_inclu
 
 file(GLOB_RECURSE IDEM_CORE_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_include}"
      "${_idem_include}/idem/*.hpp")
-foreach(_idem_list SQL SQLITE POSTGRES REDIS GRPC TESTING JSON)
+foreach(_idem_list SQL SQLITE POSTGRES REDIS GRPC TESTING JSON OBSERVER)
   foreach(_idem_header IN LISTS IDEM_${_idem_list}_HEADERS)
     if(NOT _idem_header IN_LIST IDEM_CORE_HEADERS)
       message(FATAL_ERROR "cmake/IdemHeaders.cmake: IDEM_${_idem_list}_HEADERS names "

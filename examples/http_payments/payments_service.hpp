@@ -17,6 +17,7 @@
 #include "idem/http.hpp"
 #include "idem/layered_guard.hpp"
 #include "idem/stores/sql_store.hpp"
+#include "metrics_route.hpp"
 #include "payment_request.hpp"
 #include "payments_database.hpp"
 #include "problem_json.hpp"
@@ -42,12 +43,15 @@ class PaymentsService final : public Service {
       : tokens_(tokens),
         db_(db),
         delay_(delay),
-        with_token_(idem::RequestIdLayer<Cache>{cache, gateway}, idem::TokenLayer{tokens},
+        with_token_(idem::LayeredOptions{.observer = metrics_observer()},
+                    idem::RequestIdLayer<Cache>{cache, gateway}, idem::TokenLayer{tokens},
                     record_layer(records)),
-        without_token_(idem::RequestIdLayer<Cache>{cache, gateway}, record_layer(records)) {}
+        without_token_(idem::LayeredOptions{.observer = metrics_observer()},
+                       idem::RequestIdLayer<Cache>{cache, gateway}, record_layer(records)) {}
 
   void mount(httplib::Server& server) override {
     mount_common_routes(server, db_);
+    mount_metrics(server);
     server.Get("/tokens", [this](const httplib::Request&, httplib::Response& res) {
       idem::Result<std::string> token = tokens_.issue(10min);
       if (!token) {

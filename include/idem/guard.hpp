@@ -156,6 +156,7 @@ class StoreTarget {
   std::chrono::milliseconds lease() const noexcept { return options_->lease; }
   S& context_store() const noexcept { return *store_; }
   Ticket ticket(Fence fence) const noexcept { return Ticket{key_.view(), fence}; }
+  CallTimer& timer() const noexcept { return timer_; }
 
  private:
   S* store_;
@@ -166,6 +167,7 @@ class StoreTarget {
   std::string id_;
   std::string_view request_{};
   bool keeping_ = false;
+  mutable CallTimer timer_;  // for observers that time or trace calls
 };
 }  // namespace detail
 
@@ -206,6 +208,7 @@ class IdempotencyGuard {
       throw std::invalid_argument(
           "idem: Options::keep_request needs a store that keeps requests (idem::CompletableStore)");
     }
+    policy_.store_name = detail::store_name_of<S>();
   }
   // The policy and the store are referred to by every Attempt: the guard stays where it is.
   IdempotencyGuard(const IdempotencyGuard&) = delete;
@@ -300,7 +303,8 @@ class IdempotencyGuard {
   Failure validate(const Key& key) const {
     Failure bad = check_key(key);
     if (bad.code && options_.observer) {
-      options_.observer->notify(EventInfo{Event::rejected, options_.scope, key.id, 0, bad.code});
+      options_.observer->notify(
+          EventInfo{Event::rejected, options_.scope, key.id, 0, bad.code, policy_.store_name});
     }
     return bad;
   }

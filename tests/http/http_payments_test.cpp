@@ -20,6 +20,9 @@
 #include <vector>
 
 #include "http_test_support.hpp"
+#ifdef IDEM_HTTP_PAYMENTS_PROMETHEUS
+#include "admin/prometheus_text.hpp"
+#endif
 #ifdef IDEM_HTTP_TEST_PG
 #include "sql/pg_relay.hpp"
 #endif
@@ -242,6 +245,31 @@ struct Fleet {
     }
   }
 };
+
+#ifdef IDEM_HTTP_PAYMENTS_PROMETHEUS
+// GET /metrics, scraped over HTTP after one payment and its replay, is the Prometheus text
+// format and counts both calls at the record layer.
+TEST_F(HttpPayments, MetricsScrapeIsPrometheusTextFormat) {
+  Server server(backing, {});
+  httplib::Client c("127.0.0.1", server.port());
+  c.set_read_timeout(10, 0);
+  for (int i = 0; i < 2; ++i) {
+    auto paid = c.Post("/payments", headers("alice", "k-metrics"), body_of(1), "application/json");
+    ASSERT_TRUE(paid);
+    ASSERT_EQ(paid->status, 201);
+  }
+  auto scraped = c.Get("/metrics");
+  ASSERT_TRUE(scraped);
+  EXPECT_EQ(scraped->status, 200);
+  EXPECT_EQ(scraped->get_header_value("Content-Type"), "text/plain; version=0.0.4");
+  std::string why;
+  EXPECT_TRUE(idem::test::valid_prometheus_text(scraped->body, why)) << why;
+  EXPECT_NE(scraped->body.find(
+                R"(idem_events_total{event="executed",scope="payments",store="layered"} 1)"),
+            std::string::npos)
+      << scraped->body;
+}
+#endif
 
 TEST_F(HttpPayments, ThirtyTwoClientsResendingTwoHundredPaymentsPayEachOnce) {
   Server server(backing);

@@ -26,6 +26,10 @@
 
 namespace idem {
 
+namespace admin {
+class MemoryAdmin;  // idem/admin/memory_admin.hpp: reads and releases records
+}  // namespace admin
+
 struct MemoryStoreOptions {
   /// Independent shards, each with its own lock; rounded up to a power of two.
   std::size_t shards = 64;
@@ -41,6 +45,7 @@ struct MemoryStoreOptions {
 /// records live as long as the object (one process).
 class MemoryStore {
  public:
+  static constexpr std::string_view kStoreName = "memory";  // observers' label
   explicit MemoryStore(MemoryStoreOptions options = {})
       : clock_(options.clock ? std::move(options.clock) : steady_clock()),
         shards_(std::bit_ceil(std::max<std::size_t>(options.shards, 1))),
@@ -224,6 +229,7 @@ class MemoryStore {
   }
 
  private:
+  friend class admin::MemoryAdmin;
   using RecordState = detail::RecordState;
 
   // What a run in progress keeps beside its record (idem::CompletableStore); most records never

@@ -37,6 +37,7 @@ struct RedisStoreOptions {
 /// durability asks). Thread-safe; shares the client's connection pool.
 class RedisStore {
  public:
+  static constexpr std::string_view kStoreName = "redis";  // observers' label
   explicit RedisStore(std::shared_ptr<redis::Client> client, RedisStoreOptions options = {});
 
   Result<Claim> claim(const ClaimRequest& request);

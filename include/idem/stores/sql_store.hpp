@@ -47,6 +47,7 @@ class Engine;  // src/sql/engine.hpp
 /// outcome_unknown for a commit whose session broke once it went out).
 class SqlStore {
  public:
+  static constexpr std::string_view kStoreName = "sql";  // observers' label
   SqlStore(SqlStore&&) noexcept;
   SqlStore& operator=(SqlStore&&) noexcept;
   virtual ~SqlStore();
