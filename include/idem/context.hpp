@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -59,12 +60,12 @@ class Context {
         std::is_void_v<R> || Codable<R>,
         "idem: a step's result type has no idem::codec<T>; specialise idem::codec for it");
     const std::size_t index = next_step(name);
-    if (index < recorded_.size()) {
-      ++replayed_;
+    if (index < steps_->recorded.size()) {
+      ++steps_->replayed;
       if constexpr (std::is_void_v<R>) {
         return;
       } else {
-        return codec<R>::decode(std::string_view(recorded_[index].result));
+        return codec<R>::decode(std::string_view(steps_->recorded[index].result));
       }
     } else if constexpr (std::is_void_v<R>) {
       call_step(fn);
@@ -100,12 +101,12 @@ class Context {
           "idem::AtomicStepStore)");
     }
     const std::size_t index = next_step(name);
-    if (index < recorded_.size()) {
-      ++replayed_;
+    if (index < steps_->recorded.size()) {
+      ++steps_->replayed;
       if constexpr (std::is_void_v<R>) {
         return;
       } else {
-        return codec<R>::decode(std::string_view(recorded_[index].result));
+        return codec<R>::decode(std::string_view(steps_->recorded[index].result));
       }
     } else {
       using Stored = std::conditional_t<std::is_void_v<R>, bool, R>;
@@ -150,7 +151,7 @@ class Context {
   }
 
   /// Steps this run found recorded and returned without running them, so far.
-  std::size_t steps_replayed() const noexcept { return replayed_; }
+  std::size_t steps_replayed() const noexcept { return steps_ ? steps_->replayed : 0; }
 
   /// Built by the guard; a store type S is erased behind one function pointer.
   template <class S>
@@ -222,26 +223,28 @@ class Context {
       throw std::logic_error(
           "idem: Context::step() on a store that keeps no steps (see idem::StepStore)");
     }
-    if (!loaded_) {
+    if (!steps_) {
       Result<std::vector<StepRecord>> recorded = load_(store_, ticket_);
       if (!recorded) raise(recorded.failure());
-      recorded_ = std::move(recorded).value();
-      loaded_ = true;
+      steps_ = std::make_unique<Steps>();
+      steps_->recorded = std::move(recorded).value();
     }
-    const std::size_t index = names_.size();
-    for (const std::string& seen : names_) {
+    const std::vector<StepRecord>& recorded = steps_->recorded;
+    std::vector<std::string>& names = steps_->names;
+    const std::size_t index = names.size();
+    for (const std::string& seen : names) {
       if (seen == name) {
         throw Error(make_error_code(errc::step_mismatch),
                     "step '" + std::string(name) + "' came twice in one run of the handler");
       }
     }
-    if (index < recorded_.size() && recorded_[index].name != name) {
+    if (index < recorded.size() && recorded[index].name != name) {
       throw Error(make_error_code(errc::step_mismatch),
                   "step " + std::to_string(index) + " is '" + std::string(name) +
-                      "' but the key recorded '" + recorded_[index].name +
+                      "' but the key recorded '" + recorded[index].name +
                       "' there: steps must come in the same order under the same names");
     }
-    names_.emplace_back(name);
+    names.emplace_back(name);
     return index;
   }
 
@@ -259,10 +262,14 @@ class Context {
   LoadFn load_ = nullptr;  // null: the store keeps no steps
   SaveFn save_ = nullptr;
   AtomicFn atomic_ = nullptr;  // null: the store has no transactions of its own
-  bool loaded_ = false;
-  std::vector<StepRecord> recorded_;  // what earlier runs completed, in order
-  std::vector<std::string> names_;    // the steps of this run so far
-  std::size_t replayed_ = 0;
+  struct Steps {
+    std::vector<StepRecord> recorded;  // what earlier runs completed, in order
+    std::vector<std::string> names;    // the steps of this run so far
+    std::size_t replayed = 0;
+  };
+  // Made at the first step (when the recorded ones are loaded): a handler without steps, the
+  // common case, neither builds nor destroys any of it.
+  std::unique_ptr<Steps> steps_;
 };
 
 }  // namespace idem
