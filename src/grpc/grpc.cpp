@@ -34,6 +34,7 @@ namespace idem {
       return StatusCode::DATA_LOSS;
     case errc::result_too_large:
     case errc::handler_failed:
+    case errc::step_mismatch:  // the handler's steps differ from the key's: a fault, not a retry
       return StatusCode::INTERNAL;
   }
   return StatusCode::INTERNAL;

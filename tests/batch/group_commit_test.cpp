@@ -255,7 +255,9 @@ TEST_P(GroupCommitTest, SigkillAfterReturnLosesNothing) {
   for (const std::string& id : reported) {
     auto r = guard.execute(Key{id}, [] { return std::string("lost"); });
     EXPECT_TRUE(r.replayed()) << id << ": " << r.message();
-    if (r) EXPECT_EQ(r.value(), "v" + id);
+    if (r) {
+      EXPECT_EQ(r.value(), "v" + id);
+    }
   }
 }
 
