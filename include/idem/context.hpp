@@ -61,12 +61,7 @@ class Context {
         "idem: a step's result type has no idem::codec<T>; specialise idem::codec for it");
     const std::size_t index = next_step(name);
     if (index < steps_->recorded.size()) {
-      ++steps_->replayed;
-      if constexpr (std::is_void_v<R>) {
-        return;
-      } else {
-        return codec<R>::decode(std::string_view(steps_->recorded[index].result));
-      }
+      return replay_step<R>(index);
     } else if constexpr (std::is_void_v<R>) {
       call_step(fn);
       save(index, name, {});
@@ -102,12 +97,7 @@ class Context {
     }
     const std::size_t index = next_step(name);
     if (index < steps_->recorded.size()) {
-      ++steps_->replayed;
-      if constexpr (std::is_void_v<R>) {
-        return;
-      } else {
-        return codec<R>::decode(std::string_view(steps_->recorded[index].result));
-      }
+      return replay_step<R>(index);
     } else {
       using Stored = std::conditional_t<std::is_void_v<R>, bool, R>;
       struct Run {
@@ -214,6 +204,15 @@ class Context {
   [[noreturn]] static void raise(const Failure& f) {
     if (f.message.empty()) throw Error(f.code);
     throw Error(f.code, f.message);
+  }
+
+  // A step an earlier run completed: its recorded result, without running it again.
+  template <class R>
+  R replay_step(std::size_t index) {
+    ++steps_->replayed;
+    if constexpr (!std::is_void_v<R>) {
+      return codec<R>::decode(std::string_view(steps_->recorded[index].result));
+    }
   }
 
   // The index of the step `name` in this run: loads the recorded steps on the first call and
