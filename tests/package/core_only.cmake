@@ -6,9 +6,10 @@
 cmake_policy(VERSION 3.25)
 file(REMOVE_RECURSE "${WORK_DIR}")
 set(build "${WORK_DIR}/build")
+string(TOUPPER "${CONFIG}" config) # -O0: like the consumer builds (CMakeLists.txt), compile fast
 execute_process(
   COMMAND "${CMAKE_COMMAND}" -S "${SOURCE_DIR}" -B "${build}" -G "${GENERATOR}"
-          "-DCMAKE_CXX_COMPILER=${CXX}" "-DCMAKE_BUILD_TYPE=${CONFIG}"
+          "-DCMAKE_CXX_COMPILER=${CXX}" "-DCMAKE_BUILD_TYPE=${CONFIG}" "-DCMAKE_CXX_FLAGS_${config}=-O0"
           -DIDEM_WITH_SQLITE=OFF -DIDEM_WITH_POSTGRES=OFF -DIDEM_WITH_REDIS=OFF -DIDEM_WITH_GRPC=OFF
           -DIDEM_WITH_TESTING=OFF -DIDEM_WITH_JSON=OFF
           -DIDEM_BUILD_TESTS=OFF -DIDEM_BUILD_BENCH=OFF -DIDEM_BUILD_EXAMPLES=OFF
