@@ -7,7 +7,7 @@
 //
 // Group commit runs beside per-call mode in the same run (BM_*PerCall, BM_*GroupCommit): compare
 // their ratio, not absolute figures, on a shared machine. The group runs report the groups they
-// wrote and their mean size; IDEM_BENCH_GROUP_WRITERS sets the PostgreSQL writers (default 4).
+// wrote and their mean size; IDEM_BENCH_GROUP_WRITERS sets the PostgreSQL writers (default 1).
 //
 // Figures: docs/batches.md.
 
@@ -169,14 +169,15 @@ idem::PostgresStore& postgres_pool32() {
   return store;
 }
 
-// 4 writers, or IDEM_BENCH_GROUP_WRITERS.
+// One writer (more made smaller groups and were slower here: docs/batches.md), or
+// IDEM_BENCH_GROUP_WRITERS.
 idem::GroupCommitStore<idem::PostgresStore>& postgres_grouped() {
   static idem::GroupCommitStore<idem::PostgresStore> grouped(
       postgres_pool32(),
       idem::GroupCommitOptions{
           .writers = env("IDEM_BENCH_GROUP_WRITERS") != nullptr
                          ? static_cast<std::size_t>(std::stoul(env("IDEM_BENCH_GROUP_WRITERS")))
-                         : 4});
+                         : 1});
   return grouped;
 }
 
