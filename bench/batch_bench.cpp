@@ -5,6 +5,10 @@
 //
 //   build/bench/idem_bench_batch --benchmark_min_time=1
 //
+// Group commit runs beside per-call mode in the same run (BM_*PerCall, BM_*GroupCommit): compare
+// their ratio, not absolute figures, on a shared machine. The group runs report the groups they
+// wrote and their mean size; IDEM_BENCH_GROUP_WRITERS sets the PostgreSQL writers (default 1).
+//
 // Figures: docs/batches.md.
 
 #include <benchmark/benchmark.h>
@@ -114,13 +118,28 @@ void fresh_calls(benchmark::State& state, S& store) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// fresh_calls through a GroupCommitStore, counting the groups this run wrote and their mean
+// size (set by the first thread, whose loop starts and ends with every other thread's).
+template <class S>
+void grouped_calls(benchmark::State& state, idem::GroupCommitStore<S>& grouped) {
+  const std::size_t groups = grouped.groups();
+  const std::size_t calls = grouped.grouped_calls();
+  fresh_calls(state, grouped);
+  if (state.thread_index() != 0) return;
+  const auto n = static_cast<double>(grouped.groups() - groups);
+  state.counters["groups"] = n;
+  state.counters["groups_since_start"] = static_cast<double>(grouped.groups());
+  state.counters["calls_per_group"] =
+      n > 0 ? static_cast<double>(grouped.grouped_calls() - calls) / n : 0.0;
+}
+
 idem::GroupCommitStore<idem::SqliteStore>& sqlite_grouped() {
   static idem::GroupCommitStore<idem::SqliteStore> grouped(sqlite().store);
   return grouped;
 }
 
 void BM_SqlitePerCall(benchmark::State& state) { fresh_calls(state, sqlite().store); }
-void BM_SqliteGroupCommit(benchmark::State& state) { fresh_calls(state, sqlite_grouped()); }
+void BM_SqliteGroupCommit(benchmark::State& state) { grouped_calls(state, sqlite_grouped()); }
 BENCHMARK(BM_SqlitePerCall)->Threads(1)->Threads(8)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_SqliteGroupCommit)
     ->Threads(1)
@@ -150,14 +169,20 @@ idem::PostgresStore& postgres_pool32() {
   return store;
 }
 
+// One writer (more made smaller groups and were slower here: docs/batches.md), or
+// IDEM_BENCH_GROUP_WRITERS.
 idem::GroupCommitStore<idem::PostgresStore>& postgres_grouped() {
   static idem::GroupCommitStore<idem::PostgresStore> grouped(
-      postgres_pool32(), idem::GroupCommitOptions{.writers = 4});
+      postgres_pool32(),
+      idem::GroupCommitOptions{
+          .writers = env("IDEM_BENCH_GROUP_WRITERS") != nullptr
+                         ? static_cast<std::size_t>(std::stoul(env("IDEM_BENCH_GROUP_WRITERS")))
+                         : 1});
   return grouped;
 }
 
 void BM_PostgresPerCall(benchmark::State& state) { fresh_calls(state, postgres_pool32()); }
-void BM_PostgresGroupCommit(benchmark::State& state) { fresh_calls(state, postgres_grouped()); }
+void BM_PostgresGroupCommit(benchmark::State& state) { grouped_calls(state, postgres_grouped()); }
 
 void BM_PostgresPerItem(benchmark::State& state) { per_item(state, postgres()); }
 void BM_PostgresBatch100(benchmark::State& state) { batch(state, postgres()); }

@@ -448,23 +448,6 @@ pqxx::result PgSession::run_texts(const char* name, const std::vector<std::strin
   });
 }
 
-std::pair<pqxx::result, pqxx::result> PgSession::run_texts_together(
-    const char* first, const std::vector<std::string>& a, const char* second,
-    const std::vector<std::string>& b) {
-  const std::string& one = prepared(first);
-  const std::string& two = prepared(second);
-  // BEGIN, two statements, COMMIT: a deadline of four round trips' statement limits.
-  return watched(
-      [&] {
-        pqxx::work tx(conn_);
-        pqxx::result ra = pg::exec_prepared_texts(tx, one, a);
-        pqxx::result rb = pg::exec_prepared_texts(tx, two, b);
-        tx.commit();
-        return std::pair{std::move(ra), std::move(rb)};
-      },
-      4);
-}
-
 void PgSession::declare(const std::string& name, std::string text) {
   statements_.insert_or_assign(name, Statement{std::move(text), false});
 }

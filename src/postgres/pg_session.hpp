@@ -113,11 +113,6 @@ class PgSession final : public sql::Session {
   void declare_batches(const sql::Statements& text);
   // A prepared statement with text parameters, on its own (no transaction open), watched.
   pqxx::result run_texts(const char* name, const std::vector<std::string>& values);
-  // Two of them in one transaction, in order.
-  std::pair<pqxx::result, pqxx::result> run_texts_together(const char* first,
-                                                           const std::vector<std::string>& a,
-                                                           const char* second,
-                                                           const std::vector<std::string>& b);
 
   // A generic statement, prepared on first use under a name of its own. Parameters go as text
   // (bytes in bytea's hex form), so that one dynamic list carries every kind.

@@ -1,8 +1,8 @@
 // Batches and groups of the SQL record strategy: many finishes and claims in one transaction (or
 // statement each). Each key's answer is the one Engine::claim or Engine::commit gives it alone;
 // items the step could not settle (a record that changed under the statement, a key named twice,
-// a finish that matched nothing and may have landed before) go through the single-key path
-// after it.
+// a finish that matched nothing and may have landed before, a claim of a key the same
+// PostgreSQL statement finishes) go through the single-key path after it.
 
 #include <algorithm>
 #include <string_view>

@@ -1,6 +1,8 @@
 // GroupCommitStore over the SQL stores: the record-store conformance kit through it (every key
 // keeps its single-key answers), exactly-once under threads and processes, and no caller
 // released before its group is durable (a SIGKILL right after a call returned loses nothing).
+// On PostgreSQL: a group is one round trip, and a group that fails (a bad row, the connection
+// lost on the way there or back) fails each caller and writes all of its calls or none.
 
 #include <fcntl.h>
 #include <signal.h>
@@ -9,16 +11,20 @@
 
 #include <atomic>
 #include <cstdio>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "idem/detail/record_model.hpp"
 #include "idem/stores/group_commit_store.hpp"
 #include "idem/testing/record_store_conformance.hpp"
+#include "sql/pg_relay.hpp"
 #include "sql/sql_test_support.hpp"
 
 namespace idem::testing {
@@ -284,6 +290,191 @@ TEST(GroupCommit, FailingGroupFailsEachCaller) {
   for (auto& th : threads) th.join();
   EXPECT_EQ(failed.load(), 4);
   EXPECT_EQ(ran.load(), 0);
+}
+
+// --- PostgreSQL: one round trip per group; a failing group writes all of its calls or none ---
+
+// The answers of one group, in the order of its commits and claims.
+struct GroupAnswersSeen {
+  std::vector<Status> commits;
+  std::vector<Result<Claim>> claims;
+};
+
+// Sends the commits and the claims at once, one thread each, through a GroupCommitStore that
+// waits for all of them and writes them as one group.
+GroupAnswersSeen write_as_one_group(PostgresStore& store, const std::vector<CommitRequest>& commits,
+                                    const std::vector<ClaimRequest>& claims) {
+  GroupCommitStore<PostgresStore> grouped(
+      store, GroupCommitOptions{.max_delay = std::chrono::seconds{30},
+                                .max_batch = commits.size() + claims.size()});
+  std::vector<std::optional<Status>> committed(commits.size());
+  std::vector<std::optional<Result<Claim>>> claimed(claims.size());
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < commits.size(); ++i) {
+    threads.emplace_back(
+        [&, i] { committed[i] = grouped.commit(commits[i].ticket, commits[i].completion); });
+  }
+  for (std::size_t i = 0; i < claims.size(); ++i) {
+    threads.emplace_back([&, i] { claimed[i] = grouped.claim(claims[i]); });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(grouped.groups(), 1u) << "the calls did not go as one group";
+  GroupAnswersSeen out;
+  for (auto& c : committed) out.commits.push_back(std::move(*c));
+  for (auto& c : claimed) out.claims.push_back(std::move(*c));
+  return out;
+}
+
+// A PostgresStore with one connection, through a relay that can count the client's messages and
+// cut the connection; its tables are this test's own.
+class PgGroupTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!pg_uri()) GTEST_SKIP() << kNoPgMessage;
+    relay_ = pg_relay(*pg_uri());
+    if (!relay_) GTEST_SKIP() << "the PostgreSQL test server is not on IPv4";
+    prefix_ = unique_name("gcpg") + "_";
+    store_ = std::make_unique<PostgresStore>(
+        PostgresStoreOptions{.uri = relay_->uri, .table_prefix = prefix_, .pool_size = 1});
+    ASSERT_TRUE(store_->ensure_schema());
+  }
+
+  // A key that lives as long as the test (requests view their keys).
+  std::string_view key(const std::string& name) { return keys_.emplace_back(name); }
+
+  ClaimRequest claim_of(std::string_view k) const {
+    return ClaimRequest{.key = k,
+                        .fingerprint = {7, 11},
+                        .lease = std::chrono::minutes{2},
+                        .retention = std::chrono::minutes{10}};
+  }
+
+  // Holds `name` (a fresh key) on the store itself, and the commit that ends it.
+  CommitRequest held(const std::string& name) {
+    const std::string_view k = key(name);
+    Result<Claim> c = store_->claim(claim_of(k));
+    EXPECT_TRUE(c && c.value().status == ClaimStatus::acquired) << name;
+    const Fence fence = c ? c.value().fence : 0;
+    return CommitRequest{Ticket{k, fence},
+                         Completion{.result = "done", .ttl = std::chrono::minutes{10}}};
+  }
+
+  // The state column of `name`'s record, or -1 when it has none.
+  int state_of(const std::string& name) {
+    pqxx::connection c(*pg_uri());
+    pqxx::nontransaction n(c);
+    const pqxx::result r = n.exec("SELECT state FROM " + prefix_ +
+                                  "records WHERE key = convert_to(" + n.quote(name) + ", 'UTF8')");
+    return r.empty() ? -1 : r[0][0].as<int>();
+  }
+
+  void sql(const std::string& statement) {
+    pqxx::connection c(*pg_uri());
+    pqxx::nontransaction(c).exec(statement);
+  }
+
+  static constexpr int kHeld = static_cast<int>(detail::SqlState::held);
+  static constexpr int kCompleted = static_cast<int>(detail::SqlState::completed);
+
+  std::optional<PgRelay> relay_;
+  std::string prefix_;
+  std::unique_ptr<PostgresStore> store_;
+  std::deque<std::string> keys_;
+};
+
+// The client chunks that carry the group's statement itself (not its preparation, which carries
+// the statement's text).
+FaultRelay::ChunkPredicate group_statement() {
+  return [](std::string_view chunk) {
+    return chunk.find("idem_write_many") != std::string_view::npos &&
+           chunk.find("unnest") == std::string_view::npos;
+  };
+}
+
+// A group of commits and claims is one message to the server and one reply: its statements
+// were prepared by an earlier group on the same connection.
+TEST_F(PgGroupTest, GroupIsOneRoundTrip) {
+  auto first = write_as_one_group(*store_, {held("a0"), held("a1")},
+                                  {claim_of(key("b0")), claim_of(key("b1"))});
+  for (const Status& s : first.commits) EXPECT_TRUE(s) << s.failure().describe();
+
+  const std::vector<CommitRequest> commits{held("a2"), held("a3"), held("a4")};
+  std::atomic<int> messages{0};
+  relay_->relay->cut_before([&](std::string_view) {
+    ++messages;
+    return false;  // counts every message, cuts none
+  });
+  auto second = write_as_one_group(*store_, commits,
+                                   {claim_of(key("b2")), claim_of(key("b3")), claim_of(key("b4"))});
+  relay_->relay->cut_before(nullptr);
+  EXPECT_EQ(messages.load(), 1) << "messages the client sent for one group";
+  for (const Status& s : second.commits) EXPECT_TRUE(s) << s.failure().describe();
+  for (const Result<Claim>& c : second.claims) {
+    EXPECT_TRUE(c && c.value().status == ClaimStatus::acquired);
+  }
+  for (const char* k : {"a2", "a3", "a4"}) EXPECT_EQ(state_of(k), kCompleted) << k;
+  for (const char* k : {"b2", "b3", "b4"}) EXPECT_EQ(state_of(k), kHeld) << k;
+}
+
+// One row the server refuses (a trigger raises on it) fails the whole group: each caller gets
+// store_unavailable with the server's message, and no record of the group changed.
+TEST_F(PgGroupTest, BadRowFailsEachCallerAndWritesNone) {
+  sql("CREATE FUNCTION " + prefix_ +
+      "refuse() RETURNS trigger LANGUAGE plpgsql AS "
+      "$f$ BEGIN RAISE EXCEPTION 'poisoned row refused'; END $f$");
+  sql("CREATE TRIGGER " + prefix_ + "poison BEFORE INSERT OR UPDATE ON " + prefix_ +
+      "records FOR EACH ROW WHEN (NEW.key = convert_to('poison', 'UTF8')) EXECUTE FUNCTION " +
+      prefix_ + "refuse()");
+  const std::vector<CommitRequest> commits{held("a0"), held("a1")};
+  auto seen = write_as_one_group(*store_, commits, {claim_of(key("b0")), claim_of(key("poison"))});
+  for (const Status& s : seen.commits) {
+    EXPECT_EQ(s.error(), errc::store_unavailable);
+    EXPECT_NE(s.failure().describe().find("poisoned row refused"), std::string::npos)
+        << s.failure().describe();
+  }
+  for (const Result<Claim>& c : seen.claims) EXPECT_EQ(c.error(), errc::store_unavailable);
+  EXPECT_EQ(state_of("a0"), kHeld);
+  EXPECT_EQ(state_of("a1"), kHeld);
+  EXPECT_EQ(state_of("b0"), -1);
+  EXPECT_EQ(state_of("poison"), -1);
+  // The holders still hold their keys under their fences.
+  for (const CommitRequest& c : commits) EXPECT_TRUE(store_->commit(c.ticket, c.completion));
+}
+
+// The connection lost with the group's statement on its way: each commit is outcome_unknown,
+// each claim store_unavailable, and none of them was written. Lost with the reply on its way
+// back: the same answers, and all of them were written (a commit retried finds it landed).
+TEST_F(PgGroupTest, ConnectionLostFailsEachCallerAndWritesAllOrNone) {
+  // The statement prepared on this connection first (its preparation is not the statement).
+  write_as_one_group(*store_, {held("w0")}, {claim_of(key("w1"))});
+
+  const std::vector<CommitRequest> commits{held("a0"), held("a1")};
+  relay_->relay->cut_before(group_statement());
+  auto lost = write_as_one_group(*store_, commits, {claim_of(key("b0")), claim_of(key("b1"))});
+  EXPECT_TRUE(relay_->relay->one_shot_fired());
+  for (const Status& s : lost.commits) {
+    EXPECT_EQ(s.error(), errc::outcome_unknown) << s.failure().describe();
+  }
+  for (const Result<Claim>& c : lost.claims) EXPECT_EQ(c.error(), errc::store_unavailable);
+  for (const char* k : {"a0", "a1"}) EXPECT_EQ(state_of(k), kHeld) << k;
+  for (const char* k : {"b0", "b1"}) EXPECT_EQ(state_of(k), -1) << k;
+
+  // A new connection: the group prepares the statement on it, then sends it.
+  relay_->relay->lose_reply_after(group_statement());
+  auto unanswered =
+      write_as_one_group(*store_, commits, {claim_of(key("c0")), claim_of(key("c1"))});
+  EXPECT_TRUE(relay_->relay->one_shot_fired());
+  for (const Status& s : unanswered.commits) {
+    EXPECT_EQ(s.error(), errc::outcome_unknown) << s.failure().describe();
+  }
+  for (const Result<Claim>& c : unanswered.claims) EXPECT_EQ(c.error(), errc::store_unavailable);
+  // The server may still be running the statement the client gave up on: let it end.
+  for (int i = 0; i < 200 && state_of("a0") == kHeld; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds{50});
+  }
+  for (const char* k : {"a0", "a1"}) EXPECT_EQ(state_of(k), kCompleted) << k;
+  for (const char* k : {"c0", "c1"}) EXPECT_EQ(state_of(k), kHeld) << k;
+  for (const CommitRequest& c : commits) EXPECT_TRUE(store_->commit(c.ticket, c.completion));
 }
 
 INSTANTIATE_TEST_SUITE_P(Sql, GroupCommitTest,
