@@ -8,7 +8,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "client_impl.hpp"
+#include "idem/result.hpp"
+#include "idem/steps.hpp"
 #include "idem/store.hpp"
 
 namespace idem::redis {
@@ -36,5 +40,16 @@ bool read_index_member(std::string_view member, std::string_view& effective_key,
 /// past all of them ("(" and the prefix with its last byte below 0xff raised; "+" if none).
 std::string lex_from(std::string_view prefix);
 std::string lex_past(std::string_view prefix);
+
+/// The length of "{abandoned:" 16 hex digits "}" between a store's prefix and the scope.
+inline constexpr std::size_t kIndexTagSize = 1 + 10 + 16 + 1;
+
+/// Reads the entries of `index` under `prefix` in pages, checks their records (of the store
+/// whose key prefix is `store_prefix`) with record_find_abandoned.lua and drops the stale
+/// entries. Collects up to `limit` abandoned runs into `found`; without `found`, walks the whole
+/// range. Returns how many entries it dropped. RedisStore::find_abandoned and the admin's purge.
+Result<std::size_t> walk_abandoned_index(Client::Impl& client, std::string_view store_prefix,
+                                         std::string_view index, std::string_view prefix,
+                                         std::size_t limit, std::vector<Abandoned>* found);
 
 }  // namespace idem::redis

@@ -89,16 +89,28 @@ Result<std::vector<Abandoned>> RedisStore::find_abandoned(std::string_view prefi
                                                           std::size_t limit) {
   const std::string index = abandoned_index_key(prefix);
   if (index.empty()) return not_a_scope("prefix");
-  redis::Client::Impl& client = client_->impl();
+  std::vector<Abandoned> found;
+  if (limit == 0) return found;
+  Result<std::size_t> walked =
+      redis::walk_abandoned_index(client_->impl(), options_.prefix, index, prefix, limit, &found);
+  if (!walked) return std::move(walked).failure();
+  return found;
+}
+
+namespace redis {
+
+Result<std::size_t> walk_abandoned_index(Client::Impl& client, std::string_view store_prefix,
+                                         std::string_view index, std::string_view prefix,
+                                         std::size_t limit, std::vector<Abandoned>* found) {
   const bool cluster = client.is_cluster();
   const std::string page_size = std::to_string(kPage);
-  const std::string past = redis::lex_past(prefix);
-  std::string from = redis::lex_from(prefix);
-  std::vector<Abandoned> found;
-  while (found.size() < limit) {
+  const std::string past = lex_past(prefix);
+  std::string from = lex_from(prefix);
+  std::size_t dropped = 0;
+  while (found == nullptr || found->size() < limit) {
     const std::array<std::string_view, 7> range{"ZRANGEBYLEX", index,     from, past,
                                                 "LIMIT",       "0",       page_size};
-    Result<redis::Answer> page = index_command(client, index, range, "ZRANGEBYLEX");
+    Result<Answer> page = index_command(client, index, range, "ZRANGEBYLEX");
     if (!page) return std::move(page).failure();
     const redisReply& listed = *page->reply;
     if (listed.type != REDIS_REPLY_ARRAY) return odd_reply(page->where, "ZRANGEBYLEX");
@@ -112,18 +124,18 @@ Result<std::vector<Abandoned>> RedisStore::find_abandoned(std::string_view prefi
       Candidate& c = candidates.emplace_back();
       c.member.assign(e.str, e.len);
       Fence fence = 0;
-      if (!redis::read_index_member(c.member, c.key, fence)) {
+      if (!read_index_member(c.member, c.key, fence)) {
         stale.push_back(std::move(c.member));  // not an entry idem writes
         candidates.pop_back();
         continue;
       }
-      c.record = record_key(c.key);
-      c.fence_text = redis::to_chars(c.fence, static_cast<std::int64_t>(fence));
+      c.record = tagged_key(store_prefix, c.key);
+      c.fence_text = to_chars(c.fence, static_cast<std::int64_t>(fence));
     }
     // The records, one script call per server (on a Cluster: per hash slot).
     std::map<std::uint16_t, std::vector<std::size_t>> groups;
     for (std::size_t i = 0; i < candidates.size(); ++i) {
-      groups[cluster ? redis::key_slot(candidates[i].record) : 0].push_back(i);
+      groups[cluster ? key_slot(candidates[i].record) : 0].push_back(i);
     }
     for (const auto& [slot, members] : groups) {
       std::vector<std::string_view> keys;
@@ -132,8 +144,7 @@ Result<std::vector<Abandoned>> RedisStore::find_abandoned(std::string_view prefi
         keys.push_back(candidates[i].record);
         fences.push_back(candidates[i].fence_text);
       }
-      Result<redis::Answer> checked =
-          client.eval_keys(redis::script_record_find_abandoned, keys, fences);
+      Result<Answer> checked = client.eval_keys(script_record_find_abandoned, keys, fences);
       if (!checked) return std::move(checked).failure();
       const redisReply& r = *checked->reply;
       if (r.type != REDIS_REPLY_ARRAY || r.elements != members.size()) {
@@ -146,18 +157,18 @@ Result<std::vector<Abandoned>> RedisStore::find_abandoned(std::string_view prefi
           return odd_reply(checked->where, "find_abandoned");
         }
         Candidate& c = candidates[members[k]];
-        switch (static_cast<redis::IndexEntry>(e.element[0]->integer)) {
-          case redis::IndexEntry::stale:
+        switch (static_cast<IndexEntry>(e.element[0]->integer)) {
+          case IndexEntry::stale:
             stale.push_back(c.member);
             break;
-          case redis::IndexEntry::live:
+          case IndexEntry::live:
             break;
-          case redis::IndexEntry::abandoned:
+          case IndexEntry::abandoned:
             if (e.elements != 2 || e.element[1]->type != REDIS_REPLY_STRING) {
               return odd_reply(checked->where, "find_abandoned");
             }
-            if (found.size() < limit) {
-              found.push_back(Abandoned{std::string(c.key), std::string(text_of(*e.element[1]))});
+            if (found != nullptr && found->size() < limit) {
+              found->push_back(Abandoned{std::string(c.key), std::string(text_of(*e.element[1]))});
             }
             break;
           default:
@@ -169,15 +180,18 @@ Result<std::vector<Abandoned>> RedisStore::find_abandoned(std::string_view prefi
     if (!stale.empty()) {
       std::vector<std::string_view> zrem{"ZREM", index};
       zrem.insert(zrem.end(), stale.begin(), stale.end());
-      Result<redis::Answer> removed = index_command(client, index, zrem, "ZREM");
+      Result<Answer> removed = index_command(client, index, zrem, "ZREM");
       if (!removed) return std::move(removed).failure();
+      dropped += stale.size();
     }
     if (listed.elements < kPage) break;
     from = "(";
     from.append(listed.element[listed.elements - 1]->str,
                 listed.element[listed.elements - 1]->len);
   }
-  return found;
+  return dropped;
 }
+
+}  // namespace redis
 
 }  // namespace idem

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "idem/admin/redis_admin.hpp"
 #include "idem/detail/effective_key.hpp"
 #include "idem/idem.hpp"
 #include "redis/process_race.hpp"
@@ -386,6 +387,24 @@ TEST_F(RedisStoreTest, FindAbandonedDropsTheIndexEntriesOfRunsNoLongerInFlight) 
   Result<std::vector<Abandoned>> later = store_->find_abandoned(scope_keys(scope), 100);
   ASSERT_TRUE(later.has_value()) << later.failure().describe();
   EXPECT_EQ(later->size(), 2u);
+}
+
+TEST_F(RedisStoreTest, AnAdminPurgeDropsTheIndexEntriesOfEndedRuns) {
+  const std::string scope = prefix_ + "purged";
+  const std::string done = scoped(scope, "done");
+  const std::string live = scoped(scope, "live");
+  const Claim d = acquire(done);
+  ASSERT_TRUE(store_->keep_request(Ticket{done, d.fence}, "d").ok());
+  ASSERT_TRUE(store_->commit(Ticket{done, d.fence}, Completion{ClaimStatus::completed, "", 1h}).ok());
+  const Claim l = acquire(live);
+  ASSERT_TRUE(store_->keep_request(Ticket{live, l.fence}, "l").ok());
+  const std::string index = store_->abandoned_index_key(scope_keys(scope));
+  ASSERT_EQ(redis_integer(*client_, {"ZCARD", index}), 2);
+  auto admin = admin::redis_admin(*client_, admin::RedisAdminOptions{.prefix = prefix_});
+  Result<std::size_t> purged = admin->purge_expired(100);
+  ASSERT_TRUE(purged.has_value()) << purged.failure().describe();
+  EXPECT_EQ(index_entries(*client_, index, scope),
+            std::vector<std::string>{"live@" + std::to_string(l.fence)});
 }
 
 TEST_F(RedisStoreTest, FindAbandonedReadsAScopeOfMoreEntriesThanOnePage) {
