@@ -147,8 +147,8 @@ class RedisAdmin final : public Admin {
       if (index.size() <= options_.prefix.size() + redis::kIndexTagSize) continue;
       const std::string_view scope =
           std::string_view(index).substr(options_.prefix.size() + redis::kIndexTagSize);
-      Result<std::size_t> dropped = redis::walk_abandoned_index(
-          client_.impl(), options_.prefix, index, scope, 0, /*found=*/nullptr);
+      Result<std::size_t> dropped = redis::walk_abandoned_index(client_.impl(), options_.prefix,
+                                                                index, scope, 0, /*found=*/nullptr);
       if (!dropped) return std::move(dropped).failure();
     }
     return std::size_t{0};
@@ -328,8 +328,8 @@ class RedisAdmin final : public Admin {
     for (redis::Client* server : servers) {
       std::string cursor = "0";
       do {
-        const std::array<std::string_view, 6> argv{"SCAN",  cursor, "MATCH", pattern,
-                                                   "COUNT", "1000"};
+        const std::array<std::string_view, 6> argv{"SCAN",  cursor,  "MATCH",
+                                                   pattern, "COUNT", "1000"};
         Result<redis::Reply> r = server->command(argv);
         if (!r) return r.failure();
         if (r->type != redis::Reply::Type::array || r->elements.size() != 2) {

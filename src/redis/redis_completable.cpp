@@ -55,8 +55,8 @@ Result<redis::Answer> index_command(redis::Client::Impl& client, std::string_vie
 // One entry of a page: where it came from in the index and what it names.
 struct Candidate {
   std::string member;
-  std::string record;         // the record's Redis key
-  std::string_view key;       // the effective key, inside `member`
+  std::string record;    // the record's Redis key
+  std::string_view key;  // the effective key, inside `member`
   redis::DecimalText fence{};
   std::string_view fence_text;
 };
@@ -108,8 +108,8 @@ Result<std::size_t> walk_abandoned_index(Client::Impl& client, std::string_view 
   std::string from = lex_from(prefix);
   std::size_t dropped = 0;
   while (found == nullptr || found->size() < limit) {
-    const std::array<std::string_view, 7> range{"ZRANGEBYLEX", index,     from, past,
-                                                "LIMIT",       "0",       page_size};
+    const std::array<std::string_view, 7> range{"ZRANGEBYLEX", index, from,     past,
+                                                "LIMIT",       "0",   page_size};
     Result<Answer> page = index_command(client, index, range, "ZRANGEBYLEX");
     if (!page) return std::move(page).failure();
     const redisReply& listed = *page->reply;
@@ -186,8 +186,7 @@ Result<std::size_t> walk_abandoned_index(Client::Impl& client, std::string_view 
     }
     if (listed.elements < kPage) break;
     from = "(";
-    from.append(listed.element[listed.elements - 1]->str,
-                listed.element[listed.elements - 1]->len);
+    from.append(listed.element[listed.elements - 1]->str, listed.element[listed.elements - 1]->len);
   }
   return dropped;
 }

@@ -201,9 +201,8 @@ TEST(RedisAbandonedIndexTest, ScopesMembersAndBoundsReadBackExactly) {
   EXPECT_EQ(lex_past("ab"), "(ac");
   EXPECT_EQ(lex_past("a\xff\xff"), "(b");
   EXPECT_EQ(lex_past("\xff"), "+");
-  EXPECT_EQ(abandoned_index_key("p:", "\x01x"), "p:{abandoned:" +
-                                                    tagged_key("", "\x01x").substr(1, 16) +
-                                                    "}\x01x");
+  EXPECT_EQ(abandoned_index_key("p:", "\x01x"),
+            "p:{abandoned:" + tagged_key("", "\x01x").substr(1, 16) + "}\x01x");
 }
 
 }  // namespace

@@ -305,8 +305,8 @@ IDEM_TESTING_CASE(FinishedAndExpiredRunsAreNotAbandoned) {
 }
 
 IDEM_TESTING_CASE(ACompleterFinishesTheRunAGuardKept) {
-  const Options options{.scope = this->key("completer"), .lease = this->kLease,
-                        .keep_request = true};
+  const Options options{
+      .scope = this->key("completer"), .lease = this->kLease, .keep_request = true};
   IdempotencyGuard guard{this->store(), options};
   int runs = 0;
   EXPECT_THROW((void)guard.execute("r-1", "pickup=A",
