@@ -192,7 +192,8 @@ TEST(RedisAbandonedIndexTest, ScopesMembersAndBoundsReadBackExactly) {
   const Fence fence = 0x0102030405060708ULL;
   std::string_view read_key;
   Fence read_fence = 0;
-  ASSERT_TRUE(read_index_member(index_member(key, fence), read_key, read_fence));
+  const std::string member = index_member(key, fence);
+  ASSERT_TRUE(read_index_member(member, read_key, read_fence));
   EXPECT_EQ(read_key, key);
   EXPECT_EQ(read_fence, fence);
   EXPECT_FALSE(read_index_member("short", read_key, read_fence));
