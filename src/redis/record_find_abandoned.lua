@@ -2,6 +2,8 @@
 -- is now. An entry (record, fence) was written before the record's request was kept under that
 -- fence (record_keep_request.lua). Read only; the caller removes the stale entries.
 -- KEYS[i]  a record   ARGV[i] the fence its index entry names (decimal)
+-- ARGV[#KEYS + 1]  how many requests the caller still wants: past them, an abandoned record
+--                  answers REPLY_LIVE, so that a page never carries requests it would drop
 -- Returns  one reply per key:
 --          {REPLY_ABANDONED, request}  in progress past its lease, or released, with the request
 --                                      kept under this entry's fence, of the record's payload
@@ -15,6 +17,7 @@ local REPLY_STALE, REPLY_LIVE, REPLY_ABANDONED = 0, 1, 2
 local STATE_HELD, STATE_RELEASED = 'P', 'R'
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local want = tonumber(ARGV[#KEYS + 1]) or 0
 local replies = {}
 for i, key in ipairs(KEYS) do
   local entry = ARGV[i]
@@ -24,8 +27,9 @@ for i, key in ipairs(KEYS) do
   if state == STATE_HELD or state == STATE_RELEASED then
     if rec[5] == entry then
       local lapsed = state == STATE_RELEASED or (tonumber(rec[3]) or 0) <= now
-      if lapsed and rec[6] == rec[4] then
+      if lapsed and rec[6] == rec[4] and want > 0 then
         reply = {REPLY_ABANDONED, redis.call('HGET', key, 'q') or ''}
+        want = want - 1
       else
         reply = {REPLY_LIVE}
       end

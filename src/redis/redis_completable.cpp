@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -139,12 +140,15 @@ Result<std::size_t> walk_abandoned_index(Client::Impl& client, std::string_view 
     }
     for (const auto& [slot, members] : groups) {
       std::vector<std::string_view> keys;
-      std::vector<std::string_view> fences;
+      std::vector<std::string_view> args;
       for (const std::size_t i : members) {
         keys.push_back(candidates[i].record);
-        fences.push_back(candidates[i].fence_text);
+        args.push_back(candidates[i].fence_text);
       }
-      Result<Answer> checked = client.eval_keys(script_record_find_abandoned, keys, fences);
+      DecimalText wanted;  // at most a page's worth, whatever `limit` is
+      const std::size_t want = found == nullptr ? 0 : std::min(limit - found->size(), kPage);
+      args.push_back(to_chars(wanted, static_cast<std::int64_t>(want)));
+      Result<Answer> checked = client.eval_keys(script_record_find_abandoned, keys, args);
       if (!checked) return std::move(checked).failure();
       const redisReply& r = *checked->reply;
       if (r.type != REDIS_REPLY_ARRAY || r.elements != members.size()) {
