@@ -389,6 +389,23 @@ TEST_F(RedisStoreTest, FindAbandonedDropsTheIndexEntriesOfRunsNoLongerInFlight) 
   EXPECT_EQ(later->size(), 2u);
 }
 
+TEST_F(RedisStoreTest, ABatchCommitDropsTheKeptRequestsLikeASingleCommit) {
+  const std::string scope = prefix_ + "batch";
+  std::vector<std::string> keys{scoped(scope, "a"), scoped(scope, "b")};
+  std::vector<CommitRequest> commits;
+  for (const std::string& k : keys) {
+    const Claim c = acquire(k);
+    ASSERT_TRUE(store_->keep_request(Ticket{k, c.fence}, "req").ok());
+    commits.push_back(
+        CommitRequest{Ticket{k, c.fence}, Completion{ClaimStatus::completed, "", 1h}});
+  }
+  for (const Status& s : store_->commit_batch(commits)) ASSERT_TRUE(s.ok());
+  for (const std::string& k : keys) {
+    EXPECT_EQ(redis_integer(*client_, {"HEXISTS", store_->record_key(k), "q"}), 0);
+    EXPECT_EQ(redis_integer(*client_, {"HEXISTS", store_->record_key(k), "qn"}), 0);
+  }
+}
+
 TEST_F(RedisStoreTest, AnAdminPurgeDropsTheIndexEntriesOfEndedRuns) {
   const std::string scope = prefix_ + "purged";
   const std::string done = scoped(scope, "done");
