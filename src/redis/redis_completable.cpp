@@ -70,20 +70,32 @@ std::string RedisStore::abandoned_index_key(std::string_view effective_key) cons
 }
 
 Status RedisStore::keep_request(const Ticket& ticket, std::string_view request) {
+  constexpr std::string_view doing = "keep_request";
   const std::string index = abandoned_index_key(ticket.key);
   if (index.empty()) return not_a_scope("key");
-  // The entry first: a request kept is always in the index; an entry whose request never came
-  // (a crash between the calls, a lost lease) is dropped by find_abandoned().
   const std::string member = redis::index_member(ticket.key, ticket.fence);
+  const std::string record = record_key(ticket.key);
+  redis::DecimalText fence;
+  const std::string_view fence_text =
+      redis::to_chars(fence, static_cast<std::int64_t>(ticket.fence));
+  redis::Client::Impl& client = client_->impl();
+  if (!client.is_cluster()) {
+    // One server: the entry and the request in one script, both or neither.
+    const std::array<std::string_view, 2> keys{record, index};
+    const std::array<std::string_view, 3> args{fence_text, request, member};
+    Result<redis::Answer> answer = client.eval_keys(redis::script_record_keep_request, keys, args);
+    if (!answer) return std::move(answer).failure();
+    return redis::decode_fenced(std::move(answer->reply), answer->where, doing);
+  }
+  // A Cluster: the index is in another slot. The entry first: a request kept is always in the
+  // index; an entry whose request never came (a crash between the calls, a lost lease) is
+  // dropped by find_abandoned().
   const std::array<std::string_view, 4> zadd{"ZADD", index, "0", member};
   Result<redis::Answer> added =
-      index_command(client_->impl(), index, zadd, "ZADD to the index of kept requests");
+      index_command(client, index, zadd, "ZADD to the index of kept requests");
   if (!added) return std::move(added).failure();
-  redis::DecimalText fence;
-  const std::array<std::string_view, 2> args{
-      redis::to_chars(fence, static_cast<std::int64_t>(ticket.fence)), request};
-  return redis::eval_fenced(client_->impl(), redis::script_record_keep_request,
-                            record_key(ticket.key), args, "keep_request");
+  const std::array<std::string_view, 2> args{fence_text, request};
+  return redis::eval_fenced(client, redis::script_record_keep_request, record, args, doing);
 }
 
 Result<std::vector<Abandoned>> RedisStore::find_abandoned(std::string_view prefix,

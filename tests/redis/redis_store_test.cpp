@@ -389,6 +389,19 @@ TEST_F(RedisStoreTest, FindAbandonedDropsTheIndexEntriesOfRunsNoLongerInFlight) 
   EXPECT_EQ(later->size(), 2u);
 }
 
+TEST_F(RedisStoreTest, OnOneServerAStaleKeepWritesNoIndexEntry) {
+  const std::string scope = prefix_ + "stale";
+  const std::string k = scoped(scope, "k");
+  const Claim first = acquire(k);
+  ASSERT_TRUE(store_->abort(Ticket{k, first.fence}).ok());
+  const Claim second = acquire(k);
+  EXPECT_EQ(store_->keep_request(Ticket{k, first.fence}, "late").error(), errc::lease_lost);
+  EXPECT_EQ(redis_integer(*client_, {"ZCARD", store_->abandoned_index_key(k)}), 0)
+      << "the entry and the request are one script on one server";
+  ASSERT_TRUE(store_->keep_request(Ticket{k, second.fence}, "req").ok());
+  EXPECT_EQ(redis_integer(*client_, {"ZCARD", store_->abandoned_index_key(k)}), 1);
+}
+
 TEST_F(RedisStoreTest, ABatchCommitDropsTheKeptRequestsLikeASingleCommit) {
   const std::string scope = prefix_ + "batch";
   std::vector<std::string> keys{scoped(scope, "a"), scoped(scope, "b")};

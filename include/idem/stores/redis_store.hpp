@@ -57,11 +57,12 @@ class RedisStore {
   Result<std::vector<StepRecord>> load_steps(const Ticket& ticket);
   Status save_step(const Ticket& ticket, const StepWrite& step);
   /// Keeps the run's request with its record (idem::CompletableStore; docs/steps.md, "The
-  /// completer"): first an entry in the scope's index of kept requests (a sorted set with a hash
-  /// tag of its own), then the request in the record's hash under the ticket's fence (one
-  /// script: lease_lost, and nothing kept, when the ticket no longer holds it). A crash between
-  /// the two leaves an entry without a request, which find_abandoned() drops. Two round trips.
-  /// errc::key_invalid for a key that does not start with a scope (detail::EffectiveKey).
+  /// completer"): an entry in the scope's index of kept requests (a sorted set with a hash tag
+  /// of its own) and the request in the record's hash under the ticket's fence (lease_lost, and
+  /// nothing kept, when the ticket no longer holds it). One script on one server; on a Cluster
+  /// the entry first, then the request's script: a crash between them leaves an entry without
+  /// a request, which find_abandoned() drops. errc::key_invalid for a key that does not start
+  /// with a scope (detail::EffectiveKey).
   Status keep_request(const Ticket& ticket, std::string_view request);
   /// At most `limit` records under `prefix` that are in progress past their lease, or released,
   /// with a request kept for their payload. Reads the prefix's scope index in pages of 256
