@@ -16,6 +16,7 @@ local function commit(key, fence, state, result, ttl)
     return REPLY_DONE
   end
   redis.call('HSET', key, 's', state, 'r', result)
+  redis.call('HDEL', key, 'q', 'qn', 'qf')
   redis.call('PEXPIRE', key, math.max(tonumber(ttl), 1))
   return REPLY_DONE
 end

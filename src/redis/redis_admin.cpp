@@ -11,6 +11,7 @@
 #include <tuple>
 #include <utility>
 
+#include "abandoned_index.hpp"
 #include "admin_scripts.hpp"
 #include "client_impl.hpp"
 #include "store_common.hpp"
@@ -135,7 +136,22 @@ class RedisAdmin final : public Admin {
 
   Result<std::size_t> purge_expired(std::size_t /*max_records*/) override {
     if (Status s = client_.ping(); !s) return s.failure();
-    return std::size_t{0};  // Redis removes expired records itself (PEXPIRE)
+    // Redis removes expired records itself (PEXPIRE). What stays is the entries the indexes of
+    // kept requests hold for runs that ended (a completer's pass drops them too): they go here,
+    // so that an index without a completer does not grow with every run ever kept.
+    std::vector<std::string> indexes;
+    if (Status s = scan_keys(glob_escaped(options_.prefix) + "{abandoned:*", indexes); !s) {
+      return s.failure();
+    }
+    for (const std::string& index : indexes) {
+      if (index.size() <= options_.prefix.size() + redis::kIndexTagSize) continue;
+      const std::string_view scope =
+          std::string_view(index).substr(options_.prefix.size() + redis::kIndexTagSize);
+      Result<std::size_t> dropped = redis::walk_abandoned_index(client_.impl(), options_.prefix,
+                                                                index, scope, 0, /*found=*/nullptr);
+      if (!dropped) return std::move(dropped).failure();
+    }
+    return std::size_t{0};
   }
 
   std::string schema_text() const override {
@@ -295,6 +311,36 @@ class RedisAdmin final : public Admin {
     out.erase(std::unique(out.begin(), out.end(),
                           [](const Entry& a, const Entry& b) { return a.key == b.key; }),
               out.end());
+    return {};
+  }
+
+  // The names of every key that matches `pattern`, on every primary (plain SCAN: the indexes of
+  // kept requests are sorted sets, which the record scan's script would not read).
+  Status scan_keys(const std::string& pattern, std::vector<std::string>& out) {
+    std::vector<std::unique_ptr<redis::Client>> owned;
+    std::vector<redis::Client*> servers;
+    if (client_.is_cluster()) {
+      if (Status s = primaries(owned); !s) return s;
+      for (auto& c : owned) servers.push_back(c.get());
+    } else {
+      servers.push_back(&client_);
+    }
+    for (redis::Client* server : servers) {
+      std::string cursor = "0";
+      do {
+        const std::array<std::string_view, 6> argv{"SCAN",  cursor,  "MATCH",
+                                                   pattern, "COUNT", "1000"};
+        Result<redis::Reply> r = server->command(argv);
+        if (!r) return r.failure();
+        if (r->type != redis::Reply::Type::array || r->elements.size() != 2) {
+          return Status(errc::store_unavailable, "redis SCAN: " + r->str);
+        }
+        cursor = r->elements[0].str;
+        for (const redis::Reply& key : r->elements[1].elements) out.push_back(key.str);
+      } while (cursor != "0");
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
     return {};
   }
 

@@ -1,6 +1,7 @@
 // Steps (Context::step, atomic_step, step_key) beyond the conformance kit's cases: derived keys,
 // misuse, atomic phases on the SQL stores, and handlers killed with SIGKILL between and inside
-// their steps, then run again in a fresh process until they complete.
+// their steps, then run again in a fresh process until they complete, or finished by a completer
+// in another process (SQL stores, Redis, Redis Cluster).
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -20,6 +21,11 @@
 #include "idem/detail/effective_key.hpp"
 #include "idem/idem.hpp"
 #include "sql/sql_test_support.hpp"
+#ifdef IDEM_STEPS_WITH_REDIS
+#include "idem/stores/redis_store.hpp"
+#include "redis/redis_cluster_support.hpp"
+#include "redis/redis_test_support.hpp"
+#endif
 
 namespace idem::testing {
 namespace {
@@ -344,17 +350,15 @@ void append_line(const std::string& path, const std::string& line) {
   ::close(fd);
 }
 
-// The rides handler: create the ride (an atomic phase), charge (an outside call, logged with its
-// step key), send the receipt; kills its own process at `die`.
-std::string rides_handler(const SqlTarget& target, const std::string& effects,
-                          const std::string& key, Context& ctx, DieAt die) {
+// The rides steps: create the ride (`create(ctx, die_at)` takes the first step), charge (an
+// outside call, logged with its step key), send the receipt; kills its own process at `die`.
+template <class Create>
+std::string ride_steps(const std::string& effects, const std::string& key, Context& ctx, DieAt die,
+                       Create create) {
   auto die_at = [&](DieAt here) {
     if (here == die) ::kill(::getpid(), SIGKILL);
   };
-  ctx.atomic_step("create", [&](Context& c) {
-    target.insert_ride(c, key);
-    die_at(DieAt::inside_create);
-  });
+  create(ctx, die_at);
   die_at(DieAt::after_create);
   const std::string charge = ctx.step("charge", [&] {
     append_line(effects, "charge " + key + " " + ctx.step_key("charge"));
@@ -367,6 +371,17 @@ std::string rides_handler(const SqlTarget& target, const std::string& effects,
   return charge;
 }
 
+// The rides handler on SQL: the ride's row is written in an atomic phase.
+std::string rides_handler(const SqlTarget& target, const std::string& effects,
+                          const std::string& key, Context& ctx, DieAt die) {
+  return ride_steps(effects, key, ctx, die, [&](Context& c, auto& die_at) {
+    c.atomic_step("create", [&](Context& phase) {
+      target.insert_ride(phase, key);
+      die_at(DieAt::inside_create);
+    });
+  });
+}
+
 Options rides_options() {
   return Options{.scope = "rides",
                  .lease = milliseconds{300},
@@ -374,18 +389,14 @@ Options rides_options() {
                  .keep_request = true};
 }
 
-// One run of the rides handler for `key` in a forked child, dying at `die`; returns its status.
-int run_in_child(const SqlTarget& target, const std::string& effects, const std::string& key,
-                 DieAt die) {
+// Runs `body` (returning an exit code) in a forked child; returns the child's status.
+template <class Body>
+int in_child(Body body) {
   const pid_t pid = ::fork();
   if (pid == 0) {
     int code = 0;
     try {
-      std::unique_ptr<SqlStore> store = target.open();
-      IdempotencyGuard guard{*store, rides_options()};
-      auto out = guard.execute(
-          key, key, [&](Context& ctx) { return rides_handler(target, effects, key, ctx, die); });
-      code = out.has_value() && out.value() == "ch_" + key ? 0 : 3;
+      code = body();
     } catch (...) {
       code = 4;
     }
@@ -396,9 +407,21 @@ int run_in_child(const SqlTarget& target, const std::string& effects, const std:
   return status;
 }
 
+// One run of the rides handler for `key` in a forked child, dying at `die`; returns its status.
+int run_in_child(const SqlTarget& target, const std::string& effects, const std::string& key,
+                 DieAt die) {
+  return in_child([&] {
+    std::unique_ptr<SqlStore> store = target.open();
+    IdempotencyGuard guard{*store, rides_options()};
+    auto out = guard.execute(
+        key, key, [&](Context& ctx) { return rides_handler(target, effects, key, ctx, die); });
+    return out.has_value() && out.value() == "ch_" + key ? 0 : 3;
+  });
+}
+
 // What the effects log says: charges and receipts per key, and the step keys the charges used.
 struct Effects {
-  std::map<std::string, int> charges, receipts;
+  std::map<std::string, int> creates, charges, receipts;
   std::map<std::string, std::set<std::string>> charge_keys;
 
   explicit Effects(const std::string& path) {
@@ -409,6 +432,8 @@ struct Effects {
         in >> step_key;
         ++charges[key];
         charge_keys[key].insert(step_key);
+      } else if (what == "create") {
+        ++creates[key];
       } else {
         ++receipts[key];
       }
@@ -523,6 +548,98 @@ INSTANTIATE_TEST_SUITE_P(Sql, CompleterCrashTest,
                          [](const auto& info) {
                            return std::string(name_of(std::get<0>(info.param))) + "_lease";
                          });
+
+#ifdef IDEM_STEPS_WITH_REDIS
+// ---- Redis: a completer in another process finishes the keys of killed holders ---------------
+
+enum class RedisKind { server, cluster };
+
+std::shared_ptr<redis::Client> redis_client(RedisKind kind) {
+  if (kind == RedisKind::cluster) return std::make_shared<redis::Client>(cluster_options());
+  return std::make_shared<redis::Client>(redis_options());
+}
+
+// The rides handler on Redis: creating the ride is a step like the others, logged.
+std::string redis_rides_handler(const std::string& effects, const std::string& key, Context& ctx,
+                                DieAt die) {
+  return ride_steps(effects, key, ctx, die, [&](Context& c, auto& die_at) {
+    c.step("create", [&] {
+      append_line(effects, "create " + key);
+      die_at(DieAt::inside_create);
+    });
+  });
+}
+
+int run_redis_in_child(RedisKind kind, const std::string& prefix, const std::string& effects,
+                       const std::string& key, DieAt die) {
+  return in_child([&] {
+    RedisStore store(redis_client(kind), RedisStoreOptions{.prefix = prefix});
+    IdempotencyGuard guard{store, rides_options()};
+    auto out = guard.execute(
+        key, key, [&](Context& ctx) { return redis_rides_handler(effects, key, ctx, die); });
+    return out.has_value() && out.value() == "ch_" + key ? 0 : 3;
+  });
+}
+
+class RedisCompleterCrashTest : public ::testing::TestWithParam<RedisKind> {};
+
+TEST_P(RedisCompleterCrashTest, FinishesTheKeysOfHoldersKilledBetweenAndInsideSteps) {
+  const RedisKind kind = GetParam();
+  if (kind == RedisKind::server && redis_uri() == nullptr) {
+    GTEST_SKIP() << "IDEM_TEST_REDIS_URI is not set; scripts/test starts a Redis and sets it";
+  }
+  if (kind == RedisKind::cluster && cluster_seeds() == nullptr) {
+    GTEST_SKIP() << "IDEM_TEST_REDIS_CLUSTER_SEEDS is not set; scripts/test starts a cluster";
+  }
+  const std::string prefix = idem::testing::unique_prefix("steps");
+  const std::string effects = "/tmp/idem-steps-redis-" + std::to_string(::getpid()) + "-" +
+                              std::to_string(static_cast<int>(kind)) + ".effects";
+  ::unlink(effects.c_str());
+  for (DieAt die : kDeaths) {
+    const std::string key = "ride-" + std::to_string(static_cast<int>(die));
+    const int killed = run_redis_in_child(kind, prefix, effects, key, die);
+    ASSERT_TRUE(WIFSIGNALED(killed) && WTERMSIG(killed) == SIGKILL) << key << " status " << killed;
+  }
+  RedisStore store(redis_client(kind), RedisStoreOptions{.prefix = prefix});
+  Completer completer(store, rides_options(), [&](Context& ctx, std::string_view request) {
+    return redis_rides_handler(effects, std::string(request), ctx, DieAt::nowhere);
+  });
+  std::size_t completed = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{20};
+  while (completed < std::size(kDeaths) && std::chrono::steady_clock::now() < deadline) {
+    Result<CompleterPass> pass = completer.run_once();
+    ASSERT_TRUE(pass.has_value()) << pass.failure().describe();
+    completed += pass->completed;
+    ::usleep(50'000);
+  }
+  EXPECT_EQ(completed, std::size(kDeaths));
+  EXPECT_EQ(completer.run_once()->found, 0u);
+
+  Effects log(effects);
+  for (DieAt die : kDeaths) {
+    const std::string key = "ride-" + std::to_string(static_cast<int>(die));
+    SCOPED_TRACE(key);
+    // A step killed inside ran again (not recorded); a recorded step never ran again.
+    EXPECT_EQ(log.creates[key], die == DieAt::inside_create ? 2 : 1);
+    EXPECT_EQ(log.charges[key], die == DieAt::inside_charge ? 2 : 1);
+    EXPECT_EQ(log.receipts[key], 1);
+    ASSERT_EQ(log.charge_keys[key].size(), 1u);
+    EXPECT_EQ(*log.charge_keys[key].begin(),
+              derive_step_key(detail::EffectiveKey("rides", "", key).view(), "charge"));
+    // The client's late retry replays the completer's result.
+    const int replayed = run_redis_in_child(kind, prefix, effects, key, DieAt::nowhere);
+    EXPECT_TRUE(WIFEXITED(replayed) && WEXITSTATUS(replayed) == 0) << "status " << replayed;
+  }
+  EXPECT_EQ(Effects(effects).receipts, log.receipts) << "a replay ran a step";
+  ::unlink(effects.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Redis, RedisCompleterCrashTest,
+                         ::testing::Values(RedisKind::server, RedisKind::cluster),
+                         [](const auto& info) {
+                           return info.param == RedisKind::server ? "server" : "cluster";
+                         });
+#endif  // IDEM_STEPS_WITH_REDIS
 
 }  // namespace
 }  // namespace idem::testing

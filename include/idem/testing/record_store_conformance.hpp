@@ -21,7 +21,8 @@
 //   guard_cases.hpp          IdempotencyGuard on the store: racing threads, throwing handlers
 //   rewind_cases.hpp         stores with rewind() (idem::RewindableStore)
 //   reopen_cases.hpp         stores whose traits can reopen their records (StoreTraits::reopen)
-//   step_cases.hpp           stores that keep a handler's steps (idem::StepStore)
+//   step_cases.hpp           stores that keep a handler's steps (idem::StepStore), and requests
+//                            for a completer (idem::CompletableStore)
 //
 // Cases for an ability the store lacks are not registered at all.
 
@@ -80,6 +81,11 @@ bool register_record_store_conformance(const char* prefix, const char* file, int
       register_cases<S, ATakeoverGetsTheOldHoldersStepsAndFencesItOff,
                      GuardRefusesStepsInAnotherOrderAndKeepsTheKeysSteps>(suite.c_str(), file,
                                                                           line);
+    }
+    if constexpr (CompletableStore<S> && !HoldsUntilFinished<S>) {
+      register_cases<S, AKeptRequestIsFoundOnceItsRunIsAbandoned, AStaleHolderKeepsNoRequest,
+                     FinishedAndExpiredRunsAreNotAbandoned, ACompleterFinishesTheRunAGuardKept>(
+          suite.c_str(), file, line);
     }
   }
   if constexpr (Reopenable<S>) {
