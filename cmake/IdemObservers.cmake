@@ -3,7 +3,8 @@
 #   idem::prometheus  (idem_prometheus, static): prometheus-cpp 1.0 (Debian: prometheus-cpp-dev)
 #   idem::spdlog      (idem_spdlog, header-only): spdlog (Debian: libspdlog-dev)
 if(IDEM_WITH_PROMETHEUS)
-  add_library(idem_prometheus STATIC ${PROJECT_SOURCE_DIR}/src/prometheus/prometheus_metrics.cpp)
+  add_library(idem_prometheus STATIC ${PROJECT_SOURCE_DIR}/src/prometheus/prometheus_metrics.cpp
+                                     ${PROJECT_SOURCE_DIR}/src/prometheus/store_collectable.cpp)
   add_library(idem::prometheus ALIAS idem_prometheus)
   set_target_properties(idem_prometheus PROPERTIES EXPORT_NAME prometheus
                                                    POSITION_INDEPENDENT_CODE ON)
