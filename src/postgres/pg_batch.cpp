@@ -24,11 +24,10 @@ constexpr const char* kWriteMany = "idem_write_many";
 
 constexpr const char* kNow = "CAST(extract(epoch FROM statement_timestamp()) * 1000 AS bigint)";
 
-// The claim upsert over an unnested batch. Rows are inserted in key order, so that two batches
-// that share keys lock them in the same order and never deadlock on each other.
-constexpr const char* kClaimManyText =
-    "WITH input AS (SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bigint[], $4::bigint[], "
-    "$5::bigint[]) WITH ORDINALITY AS t(key, fp_hi, fp_lo, lease_ms, keep_ms, ord)), "
+// The claim upsert over the batch in `input`, one rule for kClaimManyText and kWriteManyText
+// (their {claimed}). Rows are inserted in key order, so that two batches that share keys lock
+// them in the same order and never deadlock on each other.
+constexpr const char* kClaimedText =
     "claimed AS (INSERT INTO {rec} AS r (key, state, fp_hi, fp_lo, fence, took_over, "
     "lease_until, expires_at, result) "
     "SELECT key, {held}, fp_hi, fp_lo, GREATEST(1, (SELECT max(fence_floor) FROM {sch}) + 1), 0, "
@@ -39,7 +38,12 @@ constexpr const char* kClaimManyText =
     "lease_until = excluded.lease_until, expires_at = excluded.expires_at, result = NULL "
     "WHERE r.state = {released} OR r.expires_at <= {now} OR (r.state = {held} "
     "AND r.lease_until <= {now} AND r.fp_hi = excluded.fp_hi AND r.fp_lo = excluded.fp_lo) "
-    "RETURNING key, fence, took_over) "
+    "RETURNING key, fence, took_over) ";
+
+constexpr const char* kClaimManyText =
+    "WITH input AS (SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bigint[], $4::bigint[], "
+    "$5::bigint[]) WITH ORDINALITY AS t(key, fp_hi, fp_lo, lease_ms, keep_ms, ord)), "
+    "{claimed}"
     "SELECT i.ord, 1, c.fence, c.took_over, 0, 0, 0, 0, 0, NULL "
     "FROM input i JOIN claimed c ON c.key = i.key "
     "UNION ALL SELECT i.ord, 0, r.fence, r.took_over, r.state, r.fp_hi, r.fp_lo, "
@@ -67,17 +71,7 @@ constexpr const char* kWriteManyText =
     "input AS (SELECT * FROM unnest($6::bytea[], $7::bigint[], $8::bigint[], $9::bigint[], "
     "$10::bigint[]) WITH ORDINALITY AS t(key, fp_hi, fp_lo, lease_ms, keep_ms, ord) "
     "WHERE NOT EXISTS (SELECT 1 FROM fin f WHERE f.key = t.key)), "
-    "claimed AS (INSERT INTO {rec} AS r (key, state, fp_hi, fp_lo, fence, took_over, "
-    "lease_until, expires_at, result) "
-    "SELECT key, {held}, fp_hi, fp_lo, GREATEST(1, (SELECT max(fence_floor) FROM {sch}) + 1), 0, "
-    "{now} + lease_ms, {now} + keep_ms, NULL FROM input ORDER BY key "
-    "ON CONFLICT (key) DO UPDATE SET state = {held}, fp_hi = excluded.fp_hi, "
-    "fp_lo = excluded.fp_lo, fence = GREATEST(r.fence + 1, excluded.fence), "
-    "took_over = CASE WHEN r.state = {held} AND r.expires_at > {now} THEN 1 ELSE 0 END, "
-    "lease_until = excluded.lease_until, expires_at = excluded.expires_at, result = NULL "
-    "WHERE r.state = {released} OR r.expires_at <= {now} OR (r.state = {held} "
-    "AND r.lease_until <= {now} AND r.fp_hi = excluded.fp_hi AND r.fp_lo = excluded.fp_lo) "
-    "RETURNING key, fence, took_over) "
+    "{claimed}"
     "SELECT 0, ord, 0, CAST(0 AS bigint), 0, 0, CAST(0 AS bigint), CAST(0 AS bigint), "
     "CAST(0 AS bigint), CAST(0 AS bigint), CAST(NULL AS bytea) FROM finished "
     "UNION ALL SELECT 1, i.ord, 1, c.fence, c.took_over, 0, 0, 0, 0, 0, NULL "
@@ -126,12 +120,14 @@ std::string close(ArrayText a) {
 }  // namespace
 
 void PgSession::declare_batches(const sql::Statements& text) {
+  std::string claimed;  // kClaimedText filled in; a format argument is inserted as it is
   auto fill = [&](const char* sql) {
-    return fmt::format(fmt::runtime(sql), fmt::arg("rec", text.records),
-                       fmt::arg("sch", text.schema), fmt::arg("now", kNow),
-                       fmt::arg("held", static_cast<int>(sql::State::held)),
-                       fmt::arg("released", static_cast<int>(sql::State::released)));
+    return fmt::format(
+        fmt::runtime(sql), fmt::arg("rec", text.records), fmt::arg("sch", text.schema),
+        fmt::arg("now", kNow), fmt::arg("held", static_cast<int>(sql::State::held)),
+        fmt::arg("released", static_cast<int>(sql::State::released)), fmt::arg("claimed", claimed));
   };
+  claimed = fill(kClaimedText);
   declare(kClaimMany, fill(kClaimManyText));
   declare(kFinishMany, fill(kFinishManyText));
   declare(kWriteMany, fill(kWriteManyText));

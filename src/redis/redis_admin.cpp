@@ -273,18 +273,26 @@ class RedisAdmin final : public Admin {
   }
 
   // Every record of `scope` (every idem record: nullopt) on every primary.
+  // The servers a whole-store walk visits: every primary of a Cluster (clients for them in
+  // `owned`), else the one server.
+  Status every_primary(std::vector<std::unique_ptr<redis::Client>>& owned,
+                       std::vector<redis::Client*>& servers) {
+    if (!client_.is_cluster()) {
+      servers.push_back(&client_);
+      return {};
+    }
+    if (Status s = primaries(owned); !s) return s;
+    for (auto& c : owned) servers.push_back(c.get());
+    return {};
+  }
+
   Status scan(std::optional<std::string_view> scope, std::vector<Entry>& out) {
     std::string pattern = glob_escaped(options_.prefix) + "{????????????????}";
     if (scope) pattern += glob_escaped(detail::scope_prefix(*scope));
     pattern += '*';
     std::vector<std::unique_ptr<redis::Client>> owned;
     std::vector<redis::Client*> servers;
-    if (client_.is_cluster()) {
-      if (Status s = primaries(owned); !s) return s;
-      for (auto& c : owned) servers.push_back(c.get());
-    } else {
-      servers.push_back(&client_);
-    }
+    if (Status s = every_primary(owned, servers); !s) return s;
     for (redis::Client* server : servers) {
       std::string cursor = "0";
       do {
@@ -319,12 +327,7 @@ class RedisAdmin final : public Admin {
   Status scan_keys(const std::string& pattern, std::vector<std::string>& out) {
     std::vector<std::unique_ptr<redis::Client>> owned;
     std::vector<redis::Client*> servers;
-    if (client_.is_cluster()) {
-      if (Status s = primaries(owned); !s) return s;
-      for (auto& c : owned) servers.push_back(c.get());
-    } else {
-      servers.push_back(&client_);
-    }
+    if (Status s = every_primary(owned, servers); !s) return s;
     for (redis::Client* server : servers) {
       std::string cursor = "0";
       do {

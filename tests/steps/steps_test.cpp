@@ -499,6 +499,23 @@ INSTANTIATE_TEST_SUITE_P(Sql, CrashTest,
 // every key, resuming at its first unfinished step.
 class CompleterCrashTest : public AtomicPhaseTest {};
 
+// Passes of `completer` until it has completed `expected` runs or 20 s have gone by; how many
+// it completed (a failed pass fails the test and ends the passes).
+template <class S>
+std::size_t complete_within_20s(Completer<S>& completer, std::size_t expected) {
+  std::size_t completed = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{20};
+  while (completed < expected && std::chrono::steady_clock::now() < deadline) {
+    Result<CompleterPass> pass = completer.run_once();
+    if (!pass) {
+      ADD_FAILURE() << pass.failure().describe();
+      break;
+    }
+    completed += pass->completed;
+    ::usleep(50'000);
+  }
+  return completed;
+}
 TEST_P(CompleterCrashTest, FinishesTheKeysOfHoldersKilledBetweenAndInsideSteps) {
   const std::string effects = (db_ ? db_->path() : "/tmp/" + target_.prefix) + ".effects";
   ::unlink(effects.c_str());
@@ -515,14 +532,7 @@ TEST_P(CompleterCrashTest, FinishesTheKeysOfHoldersKilledBetweenAndInsideSteps) 
   Completer completer(*store, rides_options(), [&](Context& ctx, std::string_view request) {
     return rides_handler(target_, effects, std::string(request), ctx, DieAt::nowhere);
   });
-  std::size_t completed = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{20};
-  while (completed < std::size(kDeaths) && std::chrono::steady_clock::now() < deadline) {
-    Result<CompleterPass> pass = completer.run_once();
-    ASSERT_TRUE(pass.has_value()) << pass.failure().describe();
-    completed += pass->completed;
-    ::usleep(50'000);
-  }
+  const std::size_t completed = complete_within_20s(completer, std::size(kDeaths));
   EXPECT_EQ(completed, std::size(kDeaths));
   EXPECT_EQ(completer.run_once()->found, 0u);
 
@@ -604,14 +614,7 @@ TEST_P(RedisCompleterCrashTest, FinishesTheKeysOfHoldersKilledBetweenAndInsideSt
   Completer completer(store, rides_options(), [&](Context& ctx, std::string_view request) {
     return redis_rides_handler(effects, std::string(request), ctx, DieAt::nowhere);
   });
-  std::size_t completed = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{20};
-  while (completed < std::size(kDeaths) && std::chrono::steady_clock::now() < deadline) {
-    Result<CompleterPass> pass = completer.run_once();
-    ASSERT_TRUE(pass.has_value()) << pass.failure().describe();
-    completed += pass->completed;
-    ::usleep(50'000);
-  }
+  const std::size_t completed = complete_within_20s(completer, std::size(kDeaths));
   EXPECT_EQ(completed, std::size(kDeaths));
   EXPECT_EQ(completer.run_once()->found, 0u);
 
