@@ -29,5 +29,5 @@ idem_header_unit(testing idem_testing ${IDEM_TESTING_HEADERS})
 idem_header_unit(json idem_json ${IDEM_JSON_HEADERS})
 # No unit for idem::grpc: src/grpc/grpc.cpp includes each of its headers, and one clang-tidy pass
 # over gRPC's headers is enough.
-idem_header_unit(prometheus idem_prometheus "${PROJECT_SOURCE_DIR}/include/idem/prometheus.hpp")
-idem_header_unit(spdlog idem_spdlog "${PROJECT_SOURCE_DIR}/include/idem/spdlog.hpp")
+idem_header_unit(prometheus idem_prometheus ${IDEM_PROMETHEUS_HEADERS})
+idem_header_unit(spdlog idem_spdlog ${IDEM_SPDLOG_HEADERS})

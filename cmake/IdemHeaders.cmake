@@ -15,8 +15,9 @@ set(IDEM_POSTGRES_HEADERS
   idem/admin/postgres_admin.hpp
   idem/stores/postgres_store.hpp
   idem/stores/postgres_transaction.hpp)
-set(IDEM_OBSERVER_HEADERS # the optional observer components
-  idem/prometheus.hpp
+set(IDEM_PROMETHEUS_HEADERS # the optional observer components: metrics, on prometheus-cpp
+  idem/prometheus.hpp)
+set(IDEM_SPDLOG_HEADERS # and logs, on spdlog
   idem/spdlog.hpp)
 set(IDEM_REDIS_HEADERS
   idem/admin/redis_admin.hpp
@@ -37,7 +38,7 @@ file(GLOB_RECURSE IDEM_TESTING_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_inclu
 
 file(GLOB_RECURSE IDEM_CORE_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_include}"
      "${_idem_include}/idem/*.hpp")
-foreach(_idem_list SQL SQLITE POSTGRES REDIS GRPC TESTING JSON OBSERVER)
+foreach(_idem_list SQL SQLITE POSTGRES REDIS GRPC TESTING JSON PROMETHEUS SPDLOG)
   foreach(_idem_header IN LISTS IDEM_${_idem_list}_HEADERS)
     if(NOT _idem_header IN_LIST IDEM_CORE_HEADERS)
       message(FATAL_ERROR "cmake/IdemHeaders.cmake: IDEM_${_idem_list}_HEADERS names "

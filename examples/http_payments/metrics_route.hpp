@@ -1,10 +1,12 @@
 #pragma once
-// GET /metrics: the guards' events in the Prometheus text format (idem::prometheus), when idem
-// was built with it; without it, no route and no observer.
+// GET /metrics: the guards' events and the stores' own figures in the Prometheus text format
+// (idem::prometheus), when idem was built with it; without it, no route and no observer.
 
 #include <httplib.h>
 
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "idem/observer.hpp"
 #ifdef IDEM_HTTP_PAYMENTS_PROMETHEUS
@@ -23,6 +25,12 @@ inline std::shared_ptr<idem::Observer> metrics_observer() {
   static const std::shared_ptr<idem::Observer> observer = metrics().observer();
   return observer;
 }
+/// Exports the figures of `store` (anything with stats()) at /metrics, read at each scrape; it
+/// must outlive the server.
+template <class S>
+void watch_store(std::string name, const S& store) {
+  metrics().watch_store(std::move(name), store);
+}
 inline void mount_metrics(httplib::Server& server) {
   server.Get("/metrics", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics().text(), "text/plain; version=0.0.4");
@@ -30,6 +38,8 @@ inline void mount_metrics(httplib::Server& server) {
 }
 #else
 inline std::shared_ptr<idem::Observer> metrics_observer() { return nullptr; }
+template <class S>
+void watch_store(std::string, const S&) {}
 inline void mount_metrics(httplib::Server&) {}
 #endif
 

@@ -7,16 +7,34 @@
 //   idem_handler_seconds{scope, store}         (Observer::Settings::time_one_in: a sample)
 //   idem_commit_seconds{scope, store}
 //
+// and, for the stores watched (watch_store), their own figures read at each scrape:
+//
+//   idem_store_records{name, store}                             in-memory stores
+//   idem_store_evictions_total{name, store}
+//   idem_store_pool_size{name, store, pool}                     pool: primary or replica
+//   idem_store_pool_connections{name, store, pool, state}       state: in_use, idle
+//   idem_store_pool_events_total{name, store, pool, event}      opened, reused, discarded,
+//                                                               waited, timed_out
+//   idem_store_replica_reads_total{name, store, result}         hit, fall_through, error
+//   idem_store_redis_pipeline_connections{name, store}
+//   idem_store_redis_events_total{name, store, event}           pipeline_dropped, moved, asked,
+//                                                               slot_map_read, replication_timeout
+//
 // What to alert on: docs/operations.md.
 
+#include <prometheus/collectable.h>
 #include <prometheus/registry.h>
 
+#include <concepts>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "idem/observer.hpp"
+#include "idem/store_stats.hpp"
 
 namespace idem {
 
@@ -45,7 +63,26 @@ class PrometheusMetrics {
   /// An Observer feeding these metrics (set it as Options::observer); `also`, when set, hears
   /// every event too (a logger: idem::spdlog_callback). The metrics must outlive it.
   std::shared_ptr<Observer> observer(Observer::Callback also = {});
-  /// The registry's metrics in the Prometheus text exposition format (version 0.0.4).
+  /// Exports a store's own figures (its stats(), idem::StoreStats) as the idem_store_* metrics,
+  /// labelled {name, store}: `read` is called at every collection (text(), or an Exposer that
+  /// registered stores()), never in between, so the figures cost nothing between scrapes. It
+  /// must stay callable as long as the metrics are collected.
+  void watch_store(std::string name, std::function<StoreStats()> read);
+  /// The same for a store (MemoryStore, SqliteStore, PostgresStore, RedisStore...), which must
+  /// outlive the metrics.
+  template <class S>
+  requires requires(const S& s) {
+    { s.stats() } -> std::convertible_to<StoreStats>;
+  }
+  void watch_store(std::string name, const S& store) {
+    watch_store(std::move(name), std::function<StoreStats()>([&store] { return store.stats(); }));
+  }
+  /// The watched stores' metrics, for an application that exposes the registry with
+  /// prometheus-cpp's Exposer: register this beside it (exposer.RegisterCollectable(...)).
+  std::shared_ptr<prometheus::Collectable> stores() const;
+
+  /// The registry's metrics and the watched stores', in the Prometheus text exposition format
+  /// (version 0.0.4).
   std::string text() const;
 
   class Impl;

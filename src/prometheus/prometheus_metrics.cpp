@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "idem/prometheus.hpp"
+#include "store_collectable.hpp"
 
 namespace idem {
 
@@ -42,7 +43,8 @@ class PrometheusMetrics::Impl {
                     .Register(*registry_)),
         claim_(histogram("claim_seconds", "time to claim a key (waits included)")),
         handler_(histogram("handler_seconds", "time from the claim to the commit")),
-        commit_(histogram("commit_seconds", "time to commit a result (retries included)")) {}
+        commit_(histogram("commit_seconds", "time to commit a result (retries included)")),
+        stores_(std::make_shared<detail::StoreCollectable>(options_.prefix)) {}
 
   Series& series(std::string_view scope, std::string_view store) {
     // The last label set this thread used, kept while it repeats (a guard's scope and store
@@ -111,10 +113,14 @@ class PrometheusMetrics::Impl {
   }
 
   std::string text() const {
+    std::vector<prometheus::MetricFamily> families = registry_->Collect();
+    for (prometheus::MetricFamily& f : stores_->Collect()) families.push_back(std::move(f));
     std::ostringstream out;
-    prometheus::TextSerializer().Serialize(out, registry_->Collect());
+    prometheus::TextSerializer().Serialize(out, families);
     return out.str();
   }
+
+  const std::shared_ptr<detail::StoreCollectable>& stores() const { return stores_; }
 
   const PrometheusOptions& options() const { return options_; }
 
@@ -133,6 +139,7 @@ class PrometheusMetrics::Impl {
   prometheus::Family<prometheus::Histogram>& claim_;
   prometheus::Family<prometheus::Histogram>& handler_;
   prometheus::Family<prometheus::Histogram>& commit_;
+  std::shared_ptr<detail::StoreCollectable> stores_;
   const std::uint64_t instance_ = next_instance.fetch_add(1);
   std::mutex mutex_;
   std::map<std::pair<std::string, std::string>, Series> series_;
@@ -159,6 +166,14 @@ std::shared_ptr<Observer> PrometheusMetrics::observer(Observer::Callback also) {
   }
   return std::make_shared<Observer>(std::move(callback),
                                     Observer::Settings{.time_one_in = impl->options().time_one_in});
+}
+
+void PrometheusMetrics::watch_store(std::string name, std::function<StoreStats()> read) {
+  impl_->stores()->watch(std::move(name), std::move(read));
+}
+
+std::shared_ptr<prometheus::Collectable> PrometheusMetrics::stores() const {
+  return impl_->stores();
 }
 
 std::string PrometheusMetrics::text() const { return impl_->text(); }

@@ -274,6 +274,16 @@ std::size_t Client::Impl::open_connections() const {
 std::uint64_t Client::Impl::dropped() const noexcept {
   return cluster_ ? cluster_->dropped() : node_->dropped();
 }
+StoreStats Client::Impl::stats() const {
+  PoolStats pool;
+  RedisStats redis;
+  if (cluster_) {
+    cluster_->add_stats(pool, redis);
+  } else {
+    node_->add_stats(pool, redis);
+  }
+  return StoreStats{.store = "redis", .pool = pool, .redis = redis};
+}
 
 // --- Client ------------------------------------------------------------------------------------
 
@@ -294,5 +304,6 @@ bool Client::is_cluster() const noexcept { return impl_->is_cluster(); }
 const ConnectionOptions& Client::options() const noexcept { return impl_->options(); }
 std::size_t Client::open_connections() const { return impl_->open_connections(); }
 std::uint64_t Client::dropped_connections() const noexcept { return impl_->dropped(); }
+StoreStats Client::stats() const { return impl_->stats(); }
 
 }  // namespace idem::redis

@@ -46,6 +46,7 @@ class Client::Impl {
   const ConnectionOptions& options() const noexcept;
   std::size_t open_connections() const;
   std::uint64_t dropped() const noexcept;
+  StoreStats stats() const;
 
  private:
   // Sends `call` to the server that holds `key`.

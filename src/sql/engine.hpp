@@ -27,6 +27,7 @@
 #include "idem/result.hpp"
 #include "idem/steps.hpp"
 #include "idem/store.hpp"
+#include "idem/store_stats.hpp"
 #include "idem/stores/sql_store.hpp"
 #include "idem/transaction.hpp"
 #include "sql/statements.hpp"
@@ -196,6 +197,10 @@ class Backend {
 
   /// The statement texts of the store's tables (the steps' statements run from them).
   virtual const Statements& statements() const noexcept = 0;
+
+  /// The store's name ("sqlite", "postgres") and its connection pool's figures.
+  virtual std::string_view store_name() const noexcept = 0;
+  virtual PoolStats pool_stats() const noexcept = 0;
 };
 
 class ReplicaReads;  // src/sql/replica_reads.hpp
@@ -229,6 +234,8 @@ class Engine {
   Result<std::size_t> purge_expired(std::size_t max_rows);
   Status ensure_schema();
   SqlMode mode() const noexcept { return mode_; }
+  /// The backend's name and pool, and the replica's reads when there is one.
+  StoreStats stats() const noexcept;
 
  private:
   // A transactional-mode holder in this process: its session keeps the transaction open.

@@ -53,4 +53,6 @@ Result<std::size_t> SqlStore::purge_expired(std::size_t max_rows) {
 Status SqlStore::ensure_schema() { return engine_->ensure_schema(); }
 SqlMode SqlStore::mode() const noexcept { return engine_->mode(); }
 
+StoreStats SqlStore::stats() const noexcept { return engine_->stats(); }
+
 }  // namespace idem

@@ -588,6 +588,8 @@ class SqliteBackend final : public sql::Backend {
   }
 
   const sql::Statements& statements() const noexcept override { return text_; }
+  std::string_view store_name() const noexcept override { return SqliteStore::kStoreName; }
+  PoolStats pool_stats() const noexcept override { return pool_.stats(); }
 
   Failure failure(std::exception_ptr error, bool& broken,
                   bool transactional_claim) const noexcept override {

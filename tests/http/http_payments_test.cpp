@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -248,7 +249,7 @@ struct Fleet {
 
 #ifdef IDEM_HTTP_PAYMENTS_PROMETHEUS
 // GET /metrics, scraped over HTTP after one payment and its replay, is the Prometheus text
-// format and counts both calls at the record layer.
+// format, counts both calls at the record layer and has the record store's own figures.
 TEST_F(HttpPayments, MetricsScrapeIsPrometheusTextFormat) {
   Server server(backing, {});
   httplib::Client c("127.0.0.1", server.port());
@@ -268,6 +269,11 @@ TEST_F(HttpPayments, MetricsScrapeIsPrometheusTextFormat) {
                 R"(idem_events_total{event="executed",scope="payments",store="layered"} 1)"),
             std::string::npos)
       << scraped->body;
+  // The record store's own figures, read at the scrape: its pool opened a connection.
+  const std::regex opened(
+      R"re(idem_store_pool_events_total\{event="opened",name="records",pool="primary",)re"
+      R"re(store="(sqlite|postgres)"\} [1-9])re");
+  EXPECT_TRUE(std::regex_search(scraped->body, opened)) << scraped->body;
 }
 #endif
 

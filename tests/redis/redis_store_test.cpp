@@ -246,6 +246,10 @@ TEST_F(RedisStoreTest, WaitShortfallIsReportedAndAnUnconfirmedCommitIsNotRecorde
   EXPECT_EQ(replay.value(), 7);
   EXPECT_TRUE(replay.replayed());
   EXPECT_EQ(durable.replication_timeouts(), 1u + commits);  // a replay writes nothing: no WAIT
+  const StoreStats stats = durable.stats();
+  EXPECT_EQ(stats.store, "redis");
+  ASSERT_TRUE(stats.redis);
+  EXPECT_EQ(stats.redis->replication_timeouts, 1u + commits);
 }
 
 // The commit's EVALSHA reaches Redis, which runs it; the connection is cut before its reply

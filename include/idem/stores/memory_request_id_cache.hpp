@@ -61,6 +61,8 @@ class MemoryRequestIdCache : public detail::RequestIdFront<MemoryStore> {
   std::size_t size() const { return records_.size(); }
   /// Entries evicted by the capacity bound.
   std::uint64_t evictions() const noexcept { return records_.evictions(); }
+  /// Its figures: entries held and evictions (those of the MemoryStore underneath).
+  StoreStats stats() const { return records_.stats(); }
   /// Removes expired entries; returns how many went.
   std::size_t purge_expired() { return records_.purge_expired(); }
 };

@@ -23,6 +23,7 @@
 #include "idem/result.hpp"
 #include "idem/steps.hpp"
 #include "idem/store.hpp"
+#include "idem/store_stats.hpp"
 
 namespace idem {
 
@@ -226,6 +227,11 @@ class MemoryStore {
     std::uint64_t n = 0;
     for (const Shard& shard : shards_) n += shard.evictions.load(std::memory_order_relaxed);
     return n;
+  }
+
+  /// The store's figures: records held now and evictions (size() and evictions() in one).
+  StoreStats stats() const {
+    return StoreStats{.store = kStoreName, .records = size(), .evictions = evictions()};
   }
 
  private:

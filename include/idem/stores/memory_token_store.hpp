@@ -18,6 +18,7 @@
 #include "idem/options.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
+#include "idem/store_stats.hpp"
 
 namespace idem {
 
@@ -71,6 +72,8 @@ class MemoryTokenStore : public detail::TokenFront<detail::MemoryTokenRecords> {
   std::size_t purge_expired() { return records_.purge_expired(); }
   /// Tokens held now (pending, in use, consumed; expired ones until purged).
   std::size_t size() const { return records_.size(); }
+  /// Its figures: the tokens held (size()).
+  StoreStats stats() const { return StoreStats{.store = "memory", .records = size()}; }
 };
 
 static_assert(Store<MemoryTokenStore>);

@@ -100,7 +100,8 @@ class PostgresStore : public SqlStore {
   /// letters, digits and '_'.
   explicit PostgresStore(PostgresStoreOptions options);
 
-  /// The replica read path's counters; all zero without a replica.
+  /// The replica read path's counters; all zero without a replica. stats().replica has them
+  /// too, with the replica's pool.
   ReplicaCounters replica_counters() const noexcept;
 
  private:

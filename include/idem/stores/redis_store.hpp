@@ -17,6 +17,7 @@
 #include "idem/result.hpp"
 #include "idem/steps.hpp"
 #include "idem/store.hpp"
+#include "idem/store_stats.hpp"
 
 namespace idem {
 
@@ -80,6 +81,14 @@ class RedisStore {
   /// Writes for which WAIT returned fewer replicas than Durability::replicas asked for.
   std::uint64_t replication_timeouts() const noexcept {
     return replication_timeouts_.load(std::memory_order_relaxed);
+  }
+  /// The store's figures: its client's pools, pipelines and cluster routing (shared with the
+  /// other stores on the client: redis::Client::stats()) and this store's replication_timeouts().
+  StoreStats stats() const {
+    StoreStats out = client_->stats();
+    out.store = kStoreName;
+    out.redis->replication_timeouts = replication_timeouts();
+    return out;
   }
   redis::Client& client() noexcept { return *client_; }
 

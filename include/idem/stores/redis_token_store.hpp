@@ -18,6 +18,7 @@
 #include "idem/redis/client.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
+#include "idem/store_stats.hpp"
 
 namespace idem {
 
@@ -41,6 +42,12 @@ class RedisTokenRecords {
   std::string redis_key(std::string_view key) const;
   std::uint64_t replication_timeouts() const noexcept {
     return replication_timeouts_.load(std::memory_order_relaxed);
+  }
+  /// The client's figures (redis::Client::stats()) and this store's replication_timeouts().
+  StoreStats stats() const {
+    StoreStats out = client_->stats();
+    out.redis->replication_timeouts = replication_timeouts();
+    return out;
   }
 
   Result<Claim> claim(const ClaimRequest& request);
@@ -103,6 +110,9 @@ class RedisTokenStore : public detail::TokenFront<detail::RedisTokenRecords> {
   /// The Redis key of `token`.
   std::string token_key(std::string_view token) const;
   std::uint64_t replication_timeouts() const noexcept { return records_.replication_timeouts(); }
+  /// Its figures: its client's (shared with the client's other stores) and its
+  /// replication_timeouts().
+  StoreStats stats() const { return records_.stats(); }
 };
 
 static_assert(Store<RedisTokenStore>);

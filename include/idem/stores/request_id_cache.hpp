@@ -18,6 +18,7 @@
 #include "idem/redis/client.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
+#include "idem/store_stats.hpp"
 
 namespace idem {
 
@@ -40,6 +41,9 @@ class RedisRequestIdRecords {
   Status commit(const Ticket& ticket, const Completion& completion);
   Status abort(const Ticket& ticket);
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease);
+
+  /// The client's figures (redis::Client::stats()).
+  StoreStats stats() const { return client_->stats(); }
 
  private:
   std::shared_ptr<redis::Client> client_;
@@ -97,6 +101,8 @@ class RequestIdCache : public detail::RequestIdFront<detail::RedisRequestIdRecor
 
   /// The Redis key of a request id.
   std::string entry_key(const Key& request) const;
+  /// Its figures: its client's (redis::Client::stats()), shared with the client's other stores.
+  StoreStats stats() const { return records_.stats(); }
 };
 
 static_assert(Store<RequestIdCache>);

@@ -16,6 +16,7 @@
 #include "idem/result.hpp"
 #include "idem/steps.hpp"
 #include "idem/store.hpp"
+#include "idem/store_stats.hpp"
 
 namespace idem {
 
@@ -106,6 +107,11 @@ class SqlStore {
   Status ensure_schema();
 
   SqlMode mode() const noexcept;
+
+  /// The store's own figures: its name ("sqlite", "postgres"), its connection pool (SQLite: the
+  /// store's one connection, which its callers take turns on) and, for a PostgresStore with a
+  /// replica, the replica's reads and pool. No round trip.
+  StoreStats stats() const noexcept;
 
  protected:
   explicit SqlStore(std::unique_ptr<sql::Engine> engine);
