@@ -26,5 +26,10 @@ idem_header_unit(sqlite idem_sqlite ${IDEM_SQL_HEADERS} ${IDEM_SQLITE_HEADERS})
 idem_header_unit(postgres idem_postgres ${IDEM_SQL_HEADERS} ${IDEM_POSTGRES_HEADERS})
 idem_header_unit(redis idem_redis ${IDEM_REDIS_HEADERS})
 idem_header_unit(testing idem_testing ${IDEM_TESTING_HEADERS})
+idem_header_unit(json idem_json ${IDEM_JSON_HEADERS})
+# No unit for idem::grpc: src/grpc/grpc.cpp includes each of its headers, and one clang-tidy pass
+# over gRPC's headers is enough.
+idem_header_unit(prometheus idem_prometheus ${IDEM_PROMETHEUS_HEADERS})
+idem_header_unit(spdlog idem_spdlog ${IDEM_SPDLOG_HEADERS})
 idem_header_unit(asio idem_asio ${IDEM_ASIO_HEADERS})
 idem_header_unit(asio_redis idem_asio_redis ${IDEM_ASIO_REDIS_HEADERS})

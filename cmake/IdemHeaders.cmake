@@ -8,16 +8,30 @@ set(IDEM_SQL_HEADERS # the SQL layer both SQL adapters share
   idem/detail/sql_entities.hpp
   idem/stores/sql_store.hpp)
 set(IDEM_SQLITE_HEADERS
+  idem/admin/sqlite_admin.hpp
   idem/stores/sqlite_store.hpp
   idem/stores/sqlite_transaction.hpp)
 set(IDEM_POSTGRES_HEADERS
+  idem/admin/postgres_admin.hpp
   idem/stores/postgres_store.hpp
   idem/stores/postgres_transaction.hpp)
+set(IDEM_PROMETHEUS_HEADERS # the optional observer components: metrics, on prometheus-cpp
+  idem/prometheus.hpp)
+set(IDEM_SPDLOG_HEADERS # and logs, on spdlog
+  idem/spdlog.hpp)
 set(IDEM_REDIS_HEADERS
+  idem/admin/redis_admin.hpp
   idem/redis/client.hpp
+  idem/redis/stream_consumer.hpp
   idem/stores/redis_store.hpp
   idem/stores/redis_token_store.hpp
   idem/stores/request_id_cache.hpp)
+set(IDEM_GRPC_HEADERS
+  idem/codecs/protobuf.hpp
+  idem/grpc.hpp)
+
+set(IDEM_JSON_HEADERS # the JSON codec, on nlohmann-json
+  idem/codecs/json.hpp)
 
 # The asynchronous guard, on Boost.Asio (idem::asio), and AsyncRedisStore (idem::asio_redis).
 set(IDEM_ASIO_REDIS_HEADERS
@@ -30,7 +44,7 @@ file(GLOB_RECURSE IDEM_TESTING_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_inclu
 
 file(GLOB_RECURSE IDEM_CORE_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_include}"
      "${_idem_include}/idem/*.hpp")
-foreach(_idem_list SQL SQLITE POSTGRES REDIS ASIO ASIO_REDIS TESTING)
+foreach(_idem_list SQL SQLITE POSTGRES REDIS GRPC ASIO ASIO_REDIS TESTING JSON PROMETHEUS SPDLOG)
   foreach(_idem_header IN LISTS IDEM_${_idem_list}_HEADERS)
     if(NOT _idem_header IN_LIST IDEM_CORE_HEADERS)
       message(FATAL_ERROR "cmake/IdemHeaders.cmake: IDEM_${_idem_list}_HEADERS names "

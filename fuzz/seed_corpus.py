@@ -43,7 +43,10 @@ SEEDS = {
         "bare": b"order-42", "quoted": b'"8e03978e-40d5-43e8-bc93-6894a57f9324"',
         "escapes": b'"a\\"b\\\\c"', "unterminated": b'"abc', "trailing": b'"abc"x',
         "bad_escape": b'"a\\nb"', "control": b"k\x01", "long": b"k" * 300,
-        "bearer": b"Bearer alice", "stored": b'201\n{"id":"pay_1"}', "stored_bad": b"20x\n{}",
+        "parameters": b'"k";p=1;q=?0;r="x";s=:aGk=:;t=tok/en', "bad_parameter": b'"k";P=1',
+        "bearer": b"bearer  alice",
+        "stored": b'idem-http/1 201\nLocation: /payments/pay_1\nETag: "1"\n\n{"id":"pay_1"}',
+        "stored_bad": b"idem-http/1 20x\n\n{}",
     },
     "fuzz_redis_reply": {
         "acquired": resp([0, 7, 0]), "took_over": resp([0, 8, 1]),

@@ -5,7 +5,10 @@
 
 Pairs every guarded benchmark with its bare twin from the same binary and run: BM_X with
 BM_X_bare, and the SQL benchmarks' BM_Guard_X with BM_Bare_X. Reads the median aggregate when
-the run had repetitions, else the single run. Then two comparisons within one binary:
+the run had repetitions, else the single run. Every ratio reads one way: speed = the guard's
+operations per second / the bare twin's (bare time per call / guard time per call), so above 1
+the guard is faster and below 1 slower; allocation counts are the one exception, printed as
+guard / bare allocations. Then two comparisons within one binary:
 CachedStore replays against the uncached replay of the same store, and, for the SQL stores,
 a fresh key in lease mode (two commits) against transactional mode (one commit). Last, the
 per-call latency percentiles of the pairs that sample them (bench/latency.hpp). Used by
@@ -14,6 +17,7 @@ scripts/bench.
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -100,17 +104,21 @@ def fmt_time(ns):
     return f"{ns:.0f} ns"
 
 
+def speed(g, b):
+    """The guard's speed relative to its bare twin: > 1 faster, < 1 slower."""
+    return ns_per_op(b) / ns_per_op(g)
+
+
 def print_table(rows):
-    print("| binary | figure | guard | bare | ratio |")
+    print("| binary | figure | guard | bare | speed vs bare (>1 faster) |")
     print("|---|---|---:|---:|---:|")
     for binary, fig, g, b in rows:
         if "allocs_per_call" in g:
             gv, bv = g["allocs_per_call"], b["allocs_per_call"]
-            ratio = f"{gv / bv:.2f}" if bv else "–"
-            print(f"| {binary} | {fig} | {gv:.2f} allocs | {bv:.2f} allocs | {ratio} |")
+            print(f"| {binary} | {fig} | {gv:.2f} allocs | {bv:.2f} allocs | (allocations) |")
             continue
-        gt, bt = ns_per_op(g), ns_per_op(b)
-        print(f"| {binary} | {fig} | {fmt_time(gt)} | {fmt_time(bt)} | {gt / bt:.2f} |")
+        print(f"| {binary} | {fig} | {fmt_time(ns_per_op(g))} | {fmt_time(ns_per_op(b))} | "
+              f"{speed(g, b):.2f} |")
 
 
 # A CachedStore replay benchmark and the uncached replay it replaces, in the same binary.
@@ -122,8 +130,8 @@ CACHED_BASELINES = {
 
 
 def comparisons(by_name):
-    """(title, binary, figure, slower, faster) rows: cached against uncached, lease against
-    transactional mode. The factor printed is slower time / faster time."""
+    """(title, binary, figure, baseline, this) rows: cached against uncached, transactional
+    against lease mode. The speed printed is baseline time / this time: > 1, this is faster."""
     out = []
     for (binary, name), b in sorted(by_name.items()):
         base, sep, rest = name.partition("/")
@@ -144,7 +152,7 @@ def print_comparisons(rows):
     if not rows:
         return
     print()
-    print("| comparison | binary | figure | baseline | this | factor |")
+    print("| comparison | binary | figure | baseline | this | speed (>1 faster) |")
     print("|---|---|---|---:|---:|---:|")
     for title, binary, fig, slow, fast in rows:
         st, ft = ns_per_op(slow), ns_per_op(fast)
@@ -165,12 +173,195 @@ def print_latency(rows):
     if not rows:
         return
     print()
-    print("| binary | figure | guard p50 / p90 / p99 | bare p50 / p90 / p99 | p99 ratio |")
+    print("| binary | figure | guard p50 / p90 / p99 | bare p50 / p90 / p99 | p99 speed (>1 faster) |")
     print("|---|---|---:|---:|---:|")
     for binary, fig, g, b in rows:
         gs = " / ".join(fmt_time(g[p]) for p in PERCENTILES)
         bs = " / ".join(fmt_time(b[p]) for p in PERCENTILES)
-        print(f"| {binary} | {fig} | {gs} | {bs} | {g['p99_ns'] / b['p99_ns']:.2f} |")
+        print(f"| {binary} | {fig} | {gs} | {bs} | {b['p99_ns'] / g['p99_ns']:.2f} |")
+
+
+BACKEND_COLORS = {"memory": "#1f77b4", "sqlite": "#2ca02c", "entity": "#9467bd",
+                  "postgres": "#d62728", "redis": "#ff7f0e"}
+
+
+def backend(binary):
+    return binary.removeprefix("idem_bench_")
+
+
+def short_figure(binary, fig):
+    """ "Record Fresh t8" for redis' "Redis Record Fresh t8": the backend is the group's."""
+    return fig.removeprefix(backend(binary).capitalize() + " ")
+
+
+def gnuplot(script):
+    subprocess.run(["gnuplot"], input=script, text=True, check=True)
+
+
+def plot_speed(timed, path, subtitle, tmp):
+    """Every pair's speed against its bare twin, one horizontal bar from 1.0, grouped by
+    backend: right of the line the guard is faster, left slower (log2 axis: 2x and 0.5x are the
+    same distance)."""
+    lines, y, groups = [], 0, []
+    for name in BACKEND_COLORS:
+        rows = [r for r in timed if backend(r[0]) == name]
+        if not rows:
+            continue
+        groups.append(name)
+        for bn, fig, g, b in rows:
+            color = int(BACKEND_COLORS[name][1:], 16)
+            lines.append(f'{y} {speed(g, b):.4g} {color} "{short_figure(bn, fig)}"')
+            y -= 1
+        y -= 1  # a gap between backends
+    if not lines:
+        return False
+    data = os.path.join(tmp, "speed.dat")
+    with open(data, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    keys = ", ".join(f"NaN with boxes lc rgb '{BACKEND_COLORS[n]}' fs solid title '{n}'"
+                     for n in groups)
+    speeds = [float(line.split()[1]) for line in lines]
+    low = 2.0 ** min(-2, math.floor(math.log2(min(speeds) / 1.3)))
+    high = 2.0 ** max(2, math.ceil(math.log2(max(speeds) * 1.3)))
+    tics = ", ".join(f'"{t:g}" {t:g}' for t in (0.125, 0.25, 0.5, 0.8, 1, 1.25, 2, 4, 8)
+                     if low <= t <= high)
+    gnuplot(f"""
+set terminal pngcairo size 900,{16 * (len(lines) + len(groups)) + 170} font 'sans,10'
+set output '{path}'
+set title "idem: speed of each benchmark against its bare twin (>1: the guard is faster)\\n{{/*0.8 {subtitle}}}"
+set logscale x 2
+set xrange [{low:g}:{high:g}]
+set xtics ({tics})
+set xlabel 'guard ops/s / bare ops/s (log scale)'
+set ytics noenhanced font ',9'
+set yrange [{y + 0.5}:0.5]
+set grid xtics
+set arrow from 1, graph 0 to 1, graph 1 nohead lw 2 lc rgb 'black'
+set style fill solid 0.85 border -1
+set key below horizontal
+plot '{data}' using ($2 < 1 ? $2 : 1):1:($2 < 1 ? $2 : 1):($2 < 1 ? 1 : $2):($1 - 0.4):($1 + 0.4):3:ytic(4) \\
+       with boxxyerror fc rgb variable notitle, \
+     '' using ($2 < 1 ? $2 / 1.03 : NaN):1:(sprintf("%.2f", $2)) with labels right font ',8' notitle, \
+     '' using ($2 < 1 ? NaN : $2 * 1.03):1:(sprintf("%.2f", $2)) with labels left font ',8' notitle, \
+     {keys}
+""")
+    return True
+
+
+def plot_redis_threads(timed, path, subtitle, tmp):
+    """Redis record store operations per second against client threads, guard and bare."""
+    series = {}
+    for bn, fig, g, b in timed:
+        if backend(bn) != "redis":
+            continue
+        name = short_figure(bn, fig)
+        base, _, t = name.rpartition(" t")
+        if base not in ("Record Fresh", "Record Replay") or not t.isdigit():
+            continue
+        series.setdefault(base, []).append((int(t), ops_per_s(g), ops_per_s(b)))
+    if not series:
+        return False
+    clauses = []
+    colors = {"Record Fresh": "#d62728", "Record Replay": "#1f77b4"}
+    for base, points in sorted(series.items()):
+        data = os.path.join(tmp, base.replace(" ", "_") + ".dat")
+        with open(data, "w") as f:
+            f.write("\n".join(f"{t} {gv:.6g} {bv:.6g}" for t, gv, bv in sorted(points)) + "\n")
+        what = base.removeprefix("Record ").lower()
+        c = colors.get(base, "#333333")
+        clauses.append(f"'{data}' using 1:($2/1000) with linespoints lw 2 pt 7 lc rgb '{c}' "
+                       f"title '{what}, guard'")
+        clauses.append(f"'{data}' using 1:($3/1000) with linespoints lw 2 pt 6 dt 2 lc rgb '{c}' "
+                       f"title '{what}, bare hiredis'")
+    gnuplot(f"""
+set terminal pngcairo size 900,520 font 'sans,10'
+set output '{path}'
+set title "idem: RedisStore calls per second against client threads, one Redis server\\n{{/*0.8 {subtitle}}}"
+set logscale x 2
+set xtics (1, 2, 4, 8, 16, 32)
+set xlabel 'client threads'
+set ylabel 'thousand calls per second'
+set yrange [0:*]
+set grid
+set key top left
+plot {", ".join(clauses)}
+""")
+    return True
+
+
+def plot_latency(timed, path, subtitle, tmp):
+    """One panel per backend, log scale: for each one-thread benchmark with latency samples, the
+    guard and the bare twin as a box from p50 to p90 with a whisker to p99 (with several threads
+    a call's latency is mostly its wait for a core)."""
+    panels = []
+    for name in BACKEND_COLORS:
+        rows = [r for r in latency_rows(timed) if backend(r[0]) == name and threads(r[2]) == 1]
+        if rows:
+            panels.append((name, rows))
+    if not panels:
+        return False
+    script = f"""
+set terminal pngcairo size 900,{300 * len(panels) + 70} font 'sans,10'
+set output '{path}'
+set multiplot layout {len(panels)},1 title "idem: latency of one call, one thread, per backend: box p50-p90, whisker to p99\\n{{/*0.8 {subtitle}}}"
+set style fill solid 0.7 border -1
+set grid ytics mytics
+set logscale y
+set format y '%g'
+set xtics rotate by -20 left noenhanced font ',9'
+set key outside right top vertical
+set lmargin 10
+set rmargin 14
+set bmargin 4.5
+"""
+    for name, rows in panels:
+        data = os.path.join(tmp, f"latency_{name}.dat")
+        with open(data, "w") as f:
+            for i, (bn, fig, g, b) in enumerate(rows):
+                vals = [v / 1e3 for v in (g["p50_ns"], g["p90_ns"], g["p99_ns"],
+                                          b["p50_ns"], b["p90_ns"], b["p99_ns"])]
+                label = short_figure(bn, fig).removesuffix(" t1")
+                f.write(f'{i} "{label}" ' + " ".join(f"{v:.5g}" for v in vals) + "\n")
+        low = min(min(g["p50_ns"], b["p50_ns"]) for _, _, g, b in rows) / 1e3
+        top = max(max(g["p99_ns"], b["p99_ns"]) for _, _, g, b in rows) / 1e3
+        script += f"""
+set title '{name}'
+set ylabel 'µs per call (log)'
+set xrange [-0.6:{len(rows) - 0.4}]
+set yrange [{low / 1.6:.4g}:{top * 1.6:.4g}]
+set boxwidth 0.3
+plot '{data}' using ($1-0.17):3:3:5:4:xtic(2) with candlesticks lc rgb '{BACKEND_COLORS[name]}' title 'guard', \\
+     '' using ($1+0.17):6:6:8:7 with candlesticks lc rgb '#999999' title 'bare twin'
+"""
+    script += "unset multiplot\n"
+    gnuplot(script)
+    return True
+
+
+def plot_memory_paths(timed, path, subtitle, tmp):
+    lines = [f'"{fig.removesuffix(" t1")}" {ns_per_op(g):.6g} {ns_per_op(b):.6g}'
+             for bn, fig, g, b in timed if bn == "idem_bench_memory" and threads(g) == 1]
+    if not lines:
+        return False
+    data = os.path.join(tmp, "memory_paths.dat")
+    with open(data, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    gnuplot(f"""
+set terminal pngcairo size 900,520 font 'sans,10'
+set output '{path}'
+set title "idem: MemoryStore, time per call by path (one thread)\\n{{/*0.8 {subtitle}}}"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set xtics rotate by -40 left noenhanced
+set grid ytics
+set key top right
+set yrange [0:*]
+set ylabel 'ns per call'
+set bmargin 7
+plot '{data}' using 2:xtic(1) title 'guard' lc rgb '#1f77b4', '' using 3 title 'bare twin' lc rgb '#aaaaaa'
+""")
+    return True
 
 
 def plot(rows, directory, context):
@@ -182,63 +373,13 @@ def plot(rows, directory, context):
     load_avg = context.get("load_avg") or [os.getloadavg()[0]]
     subtitle = (f"{context.get('num_cpus', '?')} CPUs, load average at start {load_avg[0]:.1f}, "
                 f"{context.get('date', '')[:16]}")
-    def label(binary, fig):  # "redis: Record Fresh t8", not "redis: Redis Record Fresh t8"
-        short = binary.removeprefix("idem_bench_")
-        return short + ": " + fig.removeprefix(short.capitalize() + " ")
-    # Each plot: file name, data lines, width, y axis, gnuplot plot clause ({data} is the file).
-    plots = [
-        ("throughput.png",
-         [f'"{label(bn, fig)}" {ops_per_s(g):.6g} {ops_per_s(b):.6g}' for bn, fig, g, b in timed],
-         34 * len(timed) + 200, 720,
-         "operations per second, guard and bare twin, by backend, path and threads",
-         "set logscale y; set ylabel 'operations per second (log)'; set bmargin 12",
-         "'{data}' using 2:xtic(1) title 'guard' lc rgb '#1f77b4', "
-         "'' using 3 title 'bare twin' lc rgb '#aaaaaa'"),
-        ("memory_paths.png",
-         [f'"{fig.removesuffix(" t1")}" {ns_per_op(g):.6g} {ns_per_op(b):.6g}'
-          for bn, fig, g, b in timed if bn == "idem_bench_memory" and threads(g) == 1],
-         900, 520, "MemoryStore: time per call by path (one thread)",
-         "unset logscale y; set yrange [0:*]; set ylabel 'ns per call'; set bmargin 7",
-         "'{data}' using 2:xtic(1) title 'guard' lc rgb '#1f77b4', "
-         "'' using 3 title 'bare twin' lc rgb '#aaaaaa'"),
-        ("latency.png",
-         [f'"{label(bn, fig)}" {g["p50_ns"]:.6g} {g["p99_ns"]:.6g} {b["p50_ns"]:.6g} '
-          f'{b["p99_ns"]:.6g}' for bn, fig, g, b in latency_rows(timed)],
-         44 * len(latency_rows(timed)) + 200, 720,
-         "latency of one call (p50 and p99), guard and bare twin",
-         "set logscale y; set yrange [*:*]; set ylabel 'ns per call (log)'; set bmargin 12",
-         "'{data}' using 2:xtic(1) title 'guard p50' lc rgb '#1f77b4', "
-         "'' using 3 title 'guard p99' lc rgb '#0b3c61', "
-         "'' using 4 title 'bare p50' lc rgb '#cccccc', '' using 5 title 'bare p99' lc rgb '#777777'"),
-    ]
     drawn = []
     with tempfile.TemporaryDirectory() as tmp:
-        script = """
-set style data histograms
-set style histogram clustered gap 1
-set style fill solid 0.8 border -1
-set xtics rotate by -40 left noenhanced
-set grid ytics
-set key top right
-set rmargin 16
-"""
-        for name, lines, width, height, title, axis, clause in plots:
-            if not lines:
-                continue  # that binary did not run
-            data = os.path.join(tmp, name + ".dat")
-            with open(data, "w") as f:
-                f.write("\n".join(lines) + "\n")
-            script += f"""
-set terminal pngcairo size {max(900, width)},{height} font 'sans,10'
-set output '{os.path.join(directory, name)}'
-set title "idem: {title}\\n{{/*0.8 {subtitle}}}"
-{axis}
-plot {clause.format(data=data)}
-"""
-            drawn.append(name)
-        subprocess.run(["gnuplot"], input=script, text=True, check=True)
+        for name, draw in (("speed.png", plot_speed), ("redis_threads.png", plot_redis_threads),
+                           ("latency.png", plot_latency), ("memory_paths.png", plot_memory_paths)):
+            if draw(timed, os.path.join(directory, name), subtitle, tmp):
+                drawn.append(name)
     print("bench: plots in " + ", ".join(f"{directory}/{name}" for name in drawn), file=sys.stderr)
-
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

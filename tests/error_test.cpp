@@ -16,7 +16,8 @@ namespace {
 constexpr errc kAll[] = {errc::key_invalid,    errc::payload_mismatch,   errc::in_progress,
                          errc::token_invalid,  errc::invalid_transition, errc::version_conflict,
                          errc::lease_lost,     errc::store_unavailable,  errc::result_too_large,
-                         errc::handler_failed, errc::record_corrupt,     errc::outcome_unknown};
+                         errc::handler_failed, errc::record_corrupt,     errc::outcome_unknown,
+                         errc::step_mismatch};
 
 TEST(ErrorTest, EveryCodeHasItsOwnMessageInTheIdemCategory) {
   std::set<std::string> messages;
@@ -107,6 +108,39 @@ TEST(OutcomeTest, StatesAndFlags) {
   EXPECT_EQ(failed.message(), "busy");
   EXPECT_THROW(failed.value(), Error);
   EXPECT_NO_THROW(Outcome<void>::fresh({}).value());
+}
+
+// Success carries no Failure; the accessors still answer with an empty one.
+TEST(OutcomeTest, EmptyFailuresReadAsSuccess) {
+  auto fresh = Outcome<int>::fresh(1);
+  EXPECT_FALSE(fresh.commit_error());
+  EXPECT_FALSE(fresh.commit_failure().code);
+  EXPECT_TRUE(fresh.commit_failure().message.empty());
+
+  // A commit failure without a code is no failure: the value counts as recorded.
+  auto recorded = Outcome<int>::fresh(2, Failure{});
+  EXPECT_TRUE(recorded.recorded());
+  EXPECT_FALSE(recorded.commit_error());
+
+  const std::string lvalue = "kept";
+  auto copied = Outcome<std::string>::fresh(lvalue);
+  EXPECT_EQ(copied.value(), "kept");
+  EXPECT_EQ(lvalue, "kept");
+}
+
+TEST(StatusTest, OkHoldsNoFailureAndAFailureKeepsItsMessage) {
+  const Status ok;
+  EXPECT_TRUE(ok.ok());
+  EXPECT_FALSE(ok.error());
+  EXPECT_FALSE(ok.failure().code);
+
+  EXPECT_TRUE(Status(Failure{}).ok());  // no code: success, as before
+
+  const Status failed(errc::lease_lost, "taken over");
+  EXPECT_FALSE(failed.ok());
+  EXPECT_EQ(failed.error(), errc::lease_lost);
+  EXPECT_EQ(failed.failure().message, "taken over");
+  EXPECT_EQ(failed.failure().describe(), "taken over");
 }
 
 }  // namespace

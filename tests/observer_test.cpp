@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "idem/idem.hpp"
+#include "support/flaky_store.hpp"
 
 namespace idem {
 namespace {
@@ -76,6 +77,101 @@ TEST(ObserverTest, OneObserverServesManyThreads) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(observer->counters().executed, 4000u);
+}
+
+}  // namespace
+}  // namespace idem
+
+namespace idem {
+namespace {
+
+// Every event of a known sequence of calls, counted; timed calls carry their durations; every
+// span opened is closed once.
+TEST(ObserverTest, KnownSequenceGivesEveryCounterDurationsAndSpans) {
+  std::vector<EventInfo> last_events;
+  int spans_started = 0;
+  int spans_ended = 0;
+  int timed_events = 0;
+  Observer::Settings settings{
+      .time_one_in = 1,
+      .span_start = [&](const EventInfo&) -> SpanHandle { return &++spans_started; },
+      .span_end =
+          [&](SpanHandle span, const EventInfo& e) {
+            EXPECT_NE(span, nullptr);
+            ++spans_ended;
+            last_events.push_back(e);
+          }};
+  auto observer = std::make_shared<Observer>(
+      [&](const EventInfo& e) { timed_events += e.durations.measured ? 1 : 0; }, settings);
+  auto clock = std::make_shared<ManualClock>();
+  testing::FlakyStore store{MemoryStoreOptions{.clock = clock}};
+  IdempotencyGuard guard{store, Options{.scope = "metrics",
+                                        .lease = std::chrono::seconds{1},
+                                        .clock = clock,
+                                        .observer = observer,
+                                        .commit_retry = {.attempts = 3}}};
+
+  (void)guard.execute("a", "p", [] { return 1; });  // executed
+  (void)guard.execute("a", "p", [] { return 1; });  // replayed
+  (void)guard.execute("a", "q", [] { return 1; });  // mismatched
+  (void)guard.execute("", [] { return 1; });        // rejected (no store call, no span)
+  (void)guard.execute("b", [&] {                    // executed; in_progress inside
+    return guard.execute("b", [] { return 2; }).error().value();
+  });
+  EXPECT_THROW((void)guard.execute("c", []() -> int { throw std::runtime_error("x"); }),
+               std::runtime_error);  // aborted
+  (void)guard.execute("d", [&] {     // took_over + executed inside, lease_lost + executed outside
+    clock->advance(std::chrono::seconds{2});
+    (void)guard.execute("d", [] { return 3; });
+    return 4;
+  });
+  store.failing_commits = 1;  // one retry, then recorded
+  (void)guard.execute("e", [] { return 5; });
+  store.failing_commits = 3;  // every try fails: store_error, result_unrecorded
+  (void)guard.execute("f", [] { return 6; });
+
+  const Counters c = observer->counters();
+  EXPECT_EQ(c.executed, 6u);  // a, b, d's taker, d's stale holder, e, f
+  EXPECT_EQ(c.replayed, 1u);
+  EXPECT_EQ(c.mismatched, 1u);
+  EXPECT_EQ(c.rejected, 1u);
+  EXPECT_EQ(c.in_progress, 1u);
+  EXPECT_EQ(c.aborted, 1u);
+  EXPECT_EQ(c.lease_lost, 1u);
+  EXPECT_EQ(c.took_over, 1u);
+  EXPECT_EQ(c.commit_retried, 3u);     // e once, f twice
+  EXPECT_EQ(c.store_errors, 1u);       // f's commit, given up
+  EXPECT_EQ(c.result_unrecorded, 2u);  // d's stale holder (lease_lost) and f
+
+  // Ten calls reached the store (the empty key did not): ten spans, each closed by its last
+  // event, which carries the call's timings.
+  EXPECT_EQ(spans_started, 10);
+  EXPECT_EQ(spans_ended, 10);
+  EXPECT_EQ(timed_events, 10);
+  for (const EventInfo& e : last_events) {
+    EXPECT_TRUE(e.durations.measured) << to_string(e.event);
+    EXPECT_GT(e.durations.claim.count(), 0) << to_string(e.event);
+    EXPECT_EQ(e.scope, "metrics");
+    if (e.event == Event::executed) {
+      EXPECT_GT(e.durations.commit.count(), 0);
+    }
+  }
+}
+
+TEST(ObserverTest, EventsNameTheStoreAndUntimedCallsCarryNoDurations) {
+  std::vector<std::string> stores;
+  bool any_measured = false;
+  auto observer = std::make_shared<Observer>([&](const EventInfo& e) {
+    stores.emplace_back(e.store);
+    any_measured |= e.durations.measured;
+  });
+  MemoryStore store;
+  IdempotencyGuard guard{store, Options{.scope = "s", .observer = observer}};
+  (void)guard.execute("k", [] { return 1; });
+  (void)guard.execute("k", [] { return 1; });
+  ASSERT_EQ(stores.size(), 2u);
+  EXPECT_EQ(stores[0], "memory");
+  EXPECT_FALSE(any_measured);
 }
 
 }  // namespace

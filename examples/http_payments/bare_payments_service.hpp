@@ -33,6 +33,7 @@ class BarePaymentsService final : public Service {
         const json payment = new_payment(r->body);
         db_.insert_alone(payment, r->principal, r->key);
         res.status = 201;
+        res.set_header("Location", payment_location(payment));
         res.set_content(payment.dump(), "application/json");
       } catch (const std::exception& e) {
         problem(res, 503, "store_unavailable", "Payment not recorded", e.what());

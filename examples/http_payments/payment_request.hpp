@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 
+#include "idem/http/idempotency_key.hpp"
 #include "problem_json.hpp"
 #include "request_headers.hpp"
 
@@ -43,11 +44,12 @@ inline std::optional<PaymentRequest> read_payment_request(const httplib::Request
     unauthorized(res);
     return std::nullopt;
   }
-  IdempotencyKey parsed = parse_idempotency_key(req.get_header_value("Idempotency-Key"));
-  if (!parsed.ok()) {
-    problem(res, 400, "key_invalid", std::string(parsed.error),
-            "POST /payments needs an Idempotency-Key header: a quoted string or printable ASCII, "
-            "at most 255 bytes");
+  idem::http::ParsedKey parsed =
+      idem::http::parse_idempotency_key(req.get_header_value("Idempotency-Key"));
+  if (!parsed) {
+    problem(res, 400, "key_invalid", std::string(parsed.reason()),
+            "POST /payments needs an Idempotency-Key header: a quoted string (parameters after "
+            "it are ignored) or printable ASCII, at most 255 bytes");
     return std::nullopt;
   }
   json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
@@ -60,7 +62,7 @@ inline std::optional<PaymentRequest> read_payment_request(const httplib::Request
     return std::nullopt;
   }
   std::string payload = body.dump();
-  return PaymentRequest{std::move(*principal), std::move(parsed.key), std::move(body),
+  return PaymentRequest{std::move(*principal), std::move(parsed).take_key(), std::move(body),
                         std::move(payload)};
 }
 
@@ -69,6 +71,11 @@ inline std::string random_payment_id() {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()));
   return std::string("pay_") + buf;
+}
+
+/// Where a payment can be read back (GET /payments/{id}): the Location of a 201.
+inline std::string payment_location(const json& payment) {
+  return "/payments/" + payment["id"].get<std::string>();
 }
 
 /// The payment a handler records for a request's body.

@@ -48,6 +48,7 @@ class App {
       if (!o) throw std::runtime_error("--redis: " + o.failure().describe());
       o.value().pool_size = 16;
       redis_ = std::make_shared<idem::redis::Client>(o.value());
+      watch_store("redis", *redis_);  // pools and pipelines of the cache and the tokens
       idem::RequestIdCacheOptions cache_options{.prefix = config_.prefix + "payments:req:"};
       cache_options.guard.lease = config_.gateway_lease;
       redis_cache_ = std::make_unique<idem::RequestIdCache>(redis_, std::move(cache_options));
@@ -88,6 +89,7 @@ class App {
     if (idem::Status s = records_->ensure_schema(); !s) {
       throw std::runtime_error("record store: " + s.failure().describe());
     }
+    watch_store("records", *records_);
   }
 
   Config config_;

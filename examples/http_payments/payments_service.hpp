@@ -14,12 +14,13 @@
 #include <utility>
 
 #include "common_routes.hpp"
+#include "idem/http.hpp"
 #include "idem/layered_guard.hpp"
 #include "idem/stores/sql_store.hpp"
+#include "metrics_route.hpp"
 #include "payment_request.hpp"
 #include "payments_database.hpp"
 #include "problem_json.hpp"
-#include "request_headers.hpp"
 
 namespace payments {
 
@@ -42,12 +43,15 @@ class PaymentsService final : public Service {
       : tokens_(tokens),
         db_(db),
         delay_(delay),
-        with_token_(idem::RequestIdLayer<Cache>{cache, gateway}, idem::TokenLayer{tokens},
+        with_token_(idem::LayeredOptions{.observer = metrics_observer()},
+                    idem::RequestIdLayer<Cache>{cache, gateway}, idem::TokenLayer{tokens},
                     record_layer(records)),
-        without_token_(idem::RequestIdLayer<Cache>{cache, gateway}, record_layer(records)) {}
+        without_token_(idem::LayeredOptions{.observer = metrics_observer()},
+                       idem::RequestIdLayer<Cache>{cache, gateway}, record_layer(records)) {}
 
   void mount(httplib::Server& server) override {
     mount_common_routes(server, db_);
+    mount_metrics(server);
     server.Get("/tokens", [this](const httplib::Request&, httplib::Response& res) {
       idem::Result<std::string> token = tokens_.issue(10min);
       if (!token) {
@@ -80,7 +84,11 @@ class PaymentsService final : public Service {
       if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
       const json payment = new_payment(r->body);
       db_.insert(ctx, payment, r->principal, r->key);
-      return format_stored_answer(201, payment.dump());  // what every repeat replays
+      // What every repeat replays: the status, the payment's Location and the body.
+      return idem::http::StoredResponse{
+          201,
+          {{"Location", payment_location(payment)}, {"Content-Type", "application/json"}},
+          payment.dump()};
     };
     try {
       if (token.empty()) {
@@ -93,41 +101,28 @@ class PaymentsService final : public Service {
     }
   }
 
-  // Seconds until a retry can succeed: for a key in flight, until its holder's lease ends (the
-  // earliest takeover; a commit before then replays sooner, at the retry); otherwise 1.
-  static std::string retry_after(const idem::Outcome<std::string>& out) {
-    const auto ms = out.retry_after().count();
-    return std::to_string(ms > 1000 ? (ms + 999) / 1000 : 1);
-  }
-
-  static void answer(httplib::Response& res, const idem::Outcome<std::string>& out) {
-    if (!out) return answer_error(res, out.error(), out.message(), retry_after(out));
-    // The payment's rows are written in the record's transaction: a commit that failed
-    // (store_unavailable) rolled them back with it, and one in doubt (outcome_unknown, 504) may
-    // have. Either way this is no 201: the client sends the same key again, which replays the
-    // payment if it was recorded and pays once if it was not.
-    if (out.executed() && !out.recorded() && idem::is_retryable(out.commit_error())) {
-      return answer_error(res, out.commit_error(), out.commit_failure().describe(), "1");
+  // An error is problem+json with the status idem::http maps it to, and Retry-After where a retry
+  // helps: for a key in flight, the seconds left on its holder's lease (the earliest takeover; a
+  // commit before then replays sooner, at the retry). A fresh payment whose commit failed
+  // (store_unavailable) or is in doubt (outcome_unknown, 504) is no 201 either: its rows are
+  // written in the record's transaction and went, or may have gone, with it. The client sends
+  // the same key again, which replays the payment if it was recorded and pays once if not.
+  static void answer(httplib::Response& res, const idem::Outcome<idem::http::StoredResponse>& out) {
+    if (auto problem = idem::http::problem_for(out, {.type_base = std::string(kProblemTypeBase)})) {
+      res.status = problem->status;
+      res.set_content(problem->body, std::string(idem::http::kProblemContentType));
+      if (problem->retry_after)
+        res.set_header("Retry-After", std::to_string(*problem->retry_after));
+      return;
     }
-    const std::optional<StoredAnswer> stored = parse_stored_answer(out.value());
-    if (!stored) {
-      return problem(res, 500, "record_corrupt", "Stored answer cannot be read",
-                     "the record under this key does not hold an answer of this service");
+    const idem::http::StoredResponse& stored = out.value();
+    res.status = stored.status;
+    for (const auto& [name, value] : stored.headers) {
+      if (!idem::http::equals_ignoring_case(name, "Content-Type")) res.set_header(name, value);
     }
-    res.status = stored->status;
-    res.set_content(std::string(stored->body), "application/json");
+    const std::string_view type = stored.header("Content-Type");
+    res.set_content(stored.body, type.empty() ? "application/octet-stream" : std::string(type));
     if (out.replayed()) res.set_header("Idempotent-Replayed", "true");
-  }
-
-  // Status from idem::http_status(), problem type from the code's name, Retry-After (seconds)
-  // where a retry helps.
-  static void answer_error(httplib::Response& res, std::error_code e, std::string detail,
-                           const std::string& retry_after) {
-    const std::string type(e.category() == idem::error_category()
-                               ? idem::to_string(static_cast<idem::errc>(e.value()))
-                               : "error");
-    problem(res, idem::http_status(e), type, e.message(), std::move(detail));
-    if (idem::is_retryable(e)) res.set_header("Retry-After", retry_after);
   }
 
   Tokens& tokens_;

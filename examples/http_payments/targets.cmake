@@ -33,6 +33,10 @@ if(CPPHTTPLIB_FOUND AND nlohmann_json_FOUND AND IDEM_WITH_SQLITE AND IDEM_WITH_P
   target_link_libraries(idem_http_payments_service PUBLIC idem::sqlite idem::postgres
                         idem::redis PkgConfig::CPPHTTPLIB nlohmann_json::nlohmann_json
                         PRIVATE idem_warnings)
+  if(TARGET idem::prometheus) # GET /metrics
+    target_link_libraries(idem_http_payments_service PUBLIC idem::prometheus)
+    target_compile_definitions(idem_http_payments_service PUBLIC IDEM_HTTP_PAYMENTS_PROMETHEUS)
+  endif()
   add_executable(http_payments ${CMAKE_CURRENT_LIST_DIR}/main.cpp)
   target_link_libraries(http_payments PRIVATE idem_http_payments_service idem_warnings)
   set_target_properties(http_payments PROPERTIES RUNTIME_OUTPUT_DIRECTORY

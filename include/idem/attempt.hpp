@@ -55,6 +55,12 @@ class [[nodiscard]] Attempt {
     transaction_ = claim.transaction;
     holding_ = true;
     if (claim.took_over) detail::notify(*policy_, target_, Event::took_over, fence_, {});
+    if constexpr (requires { target_.keep_request(fence_); }) {
+      if (Status kept = target_.keep_request(fence_); !kept) {
+        settle(/*remember=*/false, /*undo=*/false, {});
+        answer_.emplace(Outcome<T>::failed(kept.failure()));
+      }
+    }
   }
 
   /// An attempt refused before any store call (a key the guard rejects).

@@ -2,8 +2,23 @@
 // Context: what a handler may ask of the guard while it holds a key.
 
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
+#include "idem/codec.hpp"
+#include "idem/error.hpp"
 #include "idem/result.hpp"
+#include "idem/steps.hpp"
 #include "idem/store.hpp"
 #include "idem/transaction.hpp"
 
@@ -27,6 +42,107 @@ class Context {
   /// (idem::sqlite_transaction(ctx), idem::pg_transaction(ctx)) and refuse another kind.
   NativeTransaction native_transaction() const noexcept { return transaction_; }
 
+  /// Runs `fn` (called with this Context& or with nothing) as the handler's next step, once per
+  /// key: its result is saved with the key's record, under this holder's fence, and a later run
+  /// of the handler for the key (a retry after a crash or a failure, a takeover) gets it back
+  /// without running `fn` again, continuing at the first step that did not finish. Steps must
+  /// come in the same order under the same names on every run, each name once: otherwise
+  /// idem::Error(errc::step_mismatch), and the key keeps its recorded steps. The result needs
+  /// an idem::codec (or is void). If `fn` throws, nothing is saved and the exception
+  /// propagates. Throws idem::Error with the store's code when the step cannot be loaded or
+  /// saved (errc::lease_lost: the key was taken over, stop), and std::logic_error on a store
+  /// that keeps no steps (see idem::StepStore). In SQL transactional mode the step's record is
+  /// written in the handler's transaction, so it commits with the step's own writes.
+  template <class Fn>
+  auto step(std::string_view name, Fn&& fn) {
+    using R = step_result_t<Fn>;
+    static_assert(
+        std::is_void_v<R> || Codable<R>,
+        "idem: a step's result type has no idem::codec<T>; specialise idem::codec for it");
+    const std::size_t index = next_step(name);
+    if (index < steps_->recorded.size()) {
+      return replay_step<R>(index);
+    } else if constexpr (std::is_void_v<R>) {
+      call_step(fn);
+      save(index, name, {});
+    } else {
+      R value = call_step(fn);
+      if constexpr (requires { codec<R>::view(value); }) {
+        save(index, name, codec<R>::view(value));
+      } else {
+        save(index, name, codec<R>::encode(value));
+      }
+      return value;
+    }
+  }
+
+  /// A step whose writes to the store's database commit together with its step record: `fn`
+  /// runs inside a transaction of the store's own, which it reaches through
+  /// sqlite_transaction(ctx) / pg_transaction(ctx) (Context::native_transaction()) while it
+  /// runs; the step's record is saved in the same transaction, under the fence, and then it
+  /// commits. If `fn` throws or the key was taken over meanwhile, the transaction rolls back
+  /// and neither its writes nor its record remain, so each such phase happens exactly once.
+  /// Otherwise as step(). In SQL transactional mode the handler's transaction is already that
+  /// transaction. Throws std::logic_error on a store without transactions (idem::AtomicStepStore).
+  template <class Fn>
+  auto atomic_step(std::string_view name, Fn&& fn) {
+    using R = step_result_t<Fn>;
+    static_assert(
+        std::is_void_v<R> || Codable<R>,
+        "idem: a step's result type has no idem::codec<T>; specialise idem::codec for it");
+    if (atomic_ == nullptr) {
+      throw std::logic_error(
+          "idem: Context::atomic_step() on a store without transactions (see "
+          "idem::AtomicStepStore)");
+    }
+    const std::size_t index = next_step(name);
+    if (index < steps_->recorded.size()) {
+      return replay_step<R>(index);
+    } else {
+      using Stored = std::conditional_t<std::is_void_v<R>, bool, R>;
+      struct Run {
+        Context* context;
+        std::remove_reference_t<Fn>* fn;
+        std::optional<Stored> value;
+        std::exception_ptr error;
+      } run{this, &fn, std::nullopt, nullptr};
+      const AtomicStepBody body{
+          [](void* state, NativeTransaction transaction, std::string& result) {
+            Run& r = *static_cast<Run*>(state);
+            const NativeTransaction outer = std::exchange(r.context->transaction_, transaction);
+            try {
+              if constexpr (std::is_void_v<R>) {
+                r.context->call_step(*r.fn);
+                r.value.emplace(true);
+                result.clear();
+              } else {
+                r.value.emplace(r.context->call_step(*r.fn));
+                result = codec<R>::encode(*r.value);
+              }
+            } catch (...) {
+              r.error = std::current_exception();
+            }
+            r.context->transaction_ = outer;
+            return r.error == nullptr;
+          },
+          &run};
+      Status saved = atomic_(store_, ticket_, static_cast<std::uint32_t>(index), name, body);
+      if (run.error) std::rethrow_exception(run.error);
+      if (!saved) raise(saved.failure());
+      if constexpr (!std::is_void_v<R>) return std::move(*run.value);
+    }
+  }
+
+  /// A key for the outside world: stable for this record's key and `step_name` (the same on
+  /// every run, retry and takeover, in any process), distinct for every other key or step. Send
+  /// it to a downstream API as its idempotency key, so that it deduplicates the step's call too.
+  std::string step_key(std::string_view step_name) const {
+    return derive_step_key(ticket_.key, step_name);
+  }
+
+  /// Steps this run found recorded and returned without running them, so far.
+  std::size_t steps_replayed() const noexcept { return steps_ ? steps_->replayed : 0; }
+
   /// Built by the guard; a store type S is erased behind one function pointer.
   template <class S>
   Context(S& store, Ticket ticket, std::chrono::milliseconds default_lease,
@@ -37,19 +153,122 @@ class Context {
         transaction_(transaction),
         extend_([](void* s, const Ticket& t, std::chrono::milliseconds l) {
           return static_cast<S*>(s)->extend(t, l);
-        }) {}
+        }) {
+    if constexpr (StepStore<S>) {
+      load_ = [](void* s, const Ticket& t) { return static_cast<S*>(s)->load_steps(t); };
+      save_ = [](void* s, const Ticket& t, const StepWrite& w) {
+        return static_cast<S*>(s)->save_step(t, w);
+      };
+    }
+    if constexpr (AtomicStepStore<S>) {
+      atomic_ = [](void* s, const Ticket& t, std::uint32_t i, std::string_view n,
+                   AtomicStepBody b) {
+        return static_cast<S*>(s)->save_step_atomically(t, i, n, b);
+      };
+    }
+  }
 
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
  private:
   using ExtendFn = Status (*)(void*, const Ticket&, std::chrono::milliseconds);
+  using LoadFn = Result<std::vector<StepRecord>> (*)(void*, const Ticket&);
+  using SaveFn = Status (*)(void*, const Ticket&, const StepWrite&);
+  using AtomicFn = Status (*)(void*, const Ticket&, std::uint32_t, std::string_view,
+                              AtomicStepBody);
+
+  template <class Fn>
+  static constexpr bool kStepTakesContext = std::is_invocable_v<Fn&, Context&>;
+
+  template <class Fn, bool = kStepTakesContext<Fn>>
+  struct StepResult {
+    using type = std::remove_cvref_t<std::invoke_result_t<Fn&, Context&>>;
+  };
+  template <class Fn>
+  struct StepResult<Fn, false> {
+    using type = std::remove_cvref_t<std::invoke_result_t<Fn&>>;
+  };
+  template <class Fn>
+  using step_result_t = typename StepResult<std::remove_reference_t<Fn>>::type;
+
+  template <class Fn>
+  decltype(auto) call_step(Fn& fn) {
+    if constexpr (kStepTakesContext<Fn>) {
+      return std::invoke(fn, *this);
+    } else {
+      return std::invoke(fn);
+    }
+  }
+
+  [[noreturn]] static void raise(const Failure& f) {
+    if (f.message.empty()) throw Error(f.code);
+    throw Error(f.code, f.message);
+  }
+
+  // A step an earlier run completed: its recorded result, without running it again.
+  template <class R>
+  R replay_step(std::size_t index) {
+    ++steps_->replayed;
+    if constexpr (!std::is_void_v<R>) {
+      return codec<R>::decode(std::string_view(steps_->recorded[index].result));
+    }
+  }
+
+  // The index of the step `name` in this run: loads the recorded steps on the first call and
+  // checks that `name` is the one recorded there, and new in this run.
+  std::size_t next_step(std::string_view name) {
+    if (load_ == nullptr) {
+      throw std::logic_error(
+          "idem: Context::step() on a store that keeps no steps (see idem::StepStore)");
+    }
+    if (!steps_) {
+      Result<std::vector<StepRecord>> recorded = load_(store_, ticket_);
+      if (!recorded) raise(recorded.failure());
+      steps_ = std::make_unique<Steps>();
+      steps_->recorded = std::move(recorded).value();
+    }
+    const std::vector<StepRecord>& recorded = steps_->recorded;
+    std::vector<std::string>& names = steps_->names;
+    const std::size_t index = names.size();
+    for (const std::string& seen : names) {
+      if (seen == name) {
+        throw Error(make_error_code(errc::step_mismatch),
+                    "step '" + std::string(name) + "' came twice in one run of the handler");
+      }
+    }
+    if (index < recorded.size() && recorded[index].name != name) {
+      throw Error(make_error_code(errc::step_mismatch),
+                  "step " + std::to_string(index) + " is '" + std::string(name) +
+                      "' but the key recorded '" + recorded[index].name +
+                      "' there: steps must come in the same order under the same names");
+    }
+    names.emplace_back(name);
+    return index;
+  }
+
+  void save(std::size_t index, std::string_view name, std::string_view bytes) {
+    Status saved =
+        save_(store_, ticket_, StepWrite{static_cast<std::uint32_t>(index), name, bytes});
+    if (!saved) raise(saved.failure());
+  }
 
   void* store_;
   Ticket ticket_;
   std::chrono::milliseconds default_lease_;
   NativeTransaction transaction_;
   ExtendFn extend_;
+  LoadFn load_ = nullptr;  // null: the store keeps no steps
+  SaveFn save_ = nullptr;
+  AtomicFn atomic_ = nullptr;  // null: the store has no transactions of its own
+  struct Steps {
+    std::vector<StepRecord> recorded;  // what earlier runs completed, in order
+    std::vector<std::string> names;    // the steps of this run so far
+    std::size_t replayed = 0;
+  };
+  // Made at the first step (when the recorded ones are loaded): a handler without steps, the
+  // common case, neither builds nor destroys any of it.
+  std::unique_ptr<Steps> steps_;
 };
 
 }  // namespace idem

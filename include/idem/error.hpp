@@ -47,6 +47,10 @@ enum class errc : int {
   /// handler again (at once, or once the lease has passed). HTTP 504: like a gateway's upstream
   /// that did not answer, the request may or may not have taken effect.
   outcome_unknown,
+  /// A handler's steps (Context::step) came in another order or under other names than the
+  /// steps recorded for its key by an earlier run, or a name came twice. The key keeps its
+  /// recorded steps. Retry: no; the handler must take its steps in the same order (HTTP 500).
+  step_mismatch,
 };
 
 }  // namespace idem
@@ -118,6 +122,8 @@ class ErrorCategory final : public std::error_category {
         return "stored record cannot be decoded";
       case errc::outcome_unknown:
         return "commit may or may not have been recorded";
+      case errc::step_mismatch:
+        return "handler's steps differ from the steps recorded for the key";
     }
     return "unknown idem error";
   }
@@ -141,6 +147,7 @@ inline std::string_view to_string(errc e) noexcept {
     case errc::handler_failed: return "handler_failed";
     case errc::record_corrupt: return "record_corrupt";
     case errc::outcome_unknown: return "outcome_unknown";
+    case errc::step_mismatch: return "step_mismatch";
   }
   // clang-format on
   return "unknown";
@@ -179,6 +186,7 @@ inline int http_status(std::error_code ec) noexcept {
     case errc::result_too_large:
     case errc::handler_failed:
     case errc::record_corrupt:
+    case errc::step_mismatch:
       return 500;
   }
   return 500;

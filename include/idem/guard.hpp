@@ -6,14 +6,17 @@
 #include <exception>
 #include <functional>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include "idem/attempt.hpp"
+#include "idem/batch.hpp"
 #include "idem/codec.hpp"
 #include "idem/context.hpp"
 #include "idem/detail/effective_key.hpp"
@@ -25,6 +28,7 @@
 #include "idem/options.hpp"
 #include "idem/outcome.hpp"
 #include "idem/result.hpp"
+#include "idem/steps.hpp"
 #include "idem/store.hpp"
 
 namespace idem {
@@ -64,6 +68,12 @@ Outcome<R> execute_on(const Policy& policy, Target& target, Fn& fn) {
   if (claim.status != ClaimStatus::acquired) return answer_stored<R>(policy, target, claim);
   const Fence fence = claim.fence;
   if (claim.took_over) notify(policy, target, Event::took_over, fence, {});
+  if constexpr (requires { target.keep_request(fence); }) {
+    if (Status kept = target.keep_request(fence); !kept) {
+      settle_failure(policy, target, fence, {}, /*remember=*/false, /*undo_effects=*/false);
+      return Outcome<R>::failed(kept.failure());
+    }
+  }
   using Stored = std::conditional_t<std::is_void_v<R>, std::monostate, R>;
   std::optional<Stored> value;  // results need not be default-constructible
   try {
@@ -103,13 +113,22 @@ class StoreTarget {
     if (options.observer) id_.assign(key.id);
   }
 
-  Result<Claim> claim() {
-    return store_->claim(ClaimRequest{key_.view(), fingerprint_, options_->lease,
-                                      std::max(options_->ttl, options_->lease), block_for_,
-                                      /*rewindable=*/options_->remember_failures});
+  ClaimRequest claim_request() const noexcept {
+    return ClaimRequest{key_.view(),
+                        fingerprint_,
+                        options_->lease,
+                        std::max(options_->ttl, options_->lease),
+                        block_for_,
+                        /*rewindable=*/options_->remember_failures};
+  }
+  Result<Claim> claim() { return store_->claim(claim_request()); }
+  CommitRequest commit_request(Fence fence, ClaimStatus status,
+                               std::string_view bytes) const noexcept {
+    return CommitRequest{ticket(fence), Completion{status, bytes, options_->ttl}};
   }
   Status commit(Fence fence, ClaimStatus status, std::string_view bytes) {
-    return store_->commit(ticket(fence), Completion{status, bytes, options_->ttl});
+    const CommitRequest r = commit_request(fence, status, bytes);
+    return store_->commit(r.ticket, r.completion);
   }
   Status abort(Fence fence) { return store_->abort(ticket(fence)); }
   Status extend(Fence fence, std::chrono::milliseconds lease) {
@@ -118,12 +137,27 @@ class StoreTarget {
   Status rewind(Fence fence) requires kRewindable { return store_->rewind(ticket(fence)); }
   void abandon() noexcept {}
 
+  /// execute() under Options::keep_request: the payload to keep with the run (not past
+  /// max_kept_request). It must outlive the target.
+  void keep(std::string_view payload) noexcept {
+    if (payload.size() <= options_->max_kept_request) {
+      request_ = payload;
+      keeping_ = true;
+    }
+  }
+  Status keep_request(Fence fence) requires CompletableStore<S> {
+    if (!keeping_) return {};
+    keeping_ = false;  // once, right after the claim: the payload is not kept alive past it
+    return store_->keep_request(ticket(fence), std::exchange(request_, {}));
+  }
+
   std::string_view scope() const noexcept { return options_->scope; }
   std::string_view key_id() const noexcept { return id_; }
   static std::string refusal_message(errc) { return {}; }  // the code's message says it all
   std::chrono::milliseconds lease() const noexcept { return options_->lease; }
   S& context_store() const noexcept { return *store_; }
   Ticket ticket(Fence fence) const noexcept { return Ticket{key_.view(), fence}; }
+  CallTimer& timer() const noexcept { return timer_; }
 
  private:
   S* store_;
@@ -132,6 +166,9 @@ class StoreTarget {
   Fingerprint fingerprint_;
   std::chrono::milliseconds block_for_;
   std::string id_;
+  std::string_view request_{};
+  bool keeping_ = false;
+  mutable CallTimer timer_;  // for observers that time or trace calls
 };
 }  // namespace detail
 
@@ -168,6 +205,11 @@ class IdempotencyGuard {
         options_(with_defaults(std::move(options), OptionDefaults{})),
         policy_(detail::policy_of(options_)) {
     options_.clock = policy_.clock;
+    if (options_.keep_request && !CompletableStore<S>) {
+      throw std::invalid_argument(
+          "idem: Options::keep_request needs a store that keeps requests (idem::CompletableStore)");
+    }
+    policy_.store_name = detail::store_name_of<S>();
   }
   // The policy and the store are referred to by every Attempt: the guard stays where it is.
   IdempotencyGuard(const IdempotencyGuard&) = delete;
@@ -196,6 +238,7 @@ class IdempotencyGuard {
     }
     detail::StoreTarget<S> target(store_, options_, key, options_.hash(payload),
                                   policy_.block_for());
+    if (options_.keep_request) target.keep(payload);
     return detail::execute_on<R>(policy_, target, fn);
   }
 
@@ -211,8 +254,46 @@ class IdempotencyGuard {
     if (Failure bad = validate(key); bad.code) {
       return Attempt<T>(std::move(bad), detail::StoreTarget<S>(store_, options_, key, {}, {}));
     }
-    return Attempt<T>(policy_, detail::StoreTarget<S>(store_, options_, key, options_.hash(payload),
-                                                      policy_.block_for()));
+    detail::StoreTarget<S> target(store_, options_, key, options_.hash(payload),
+                                  policy_.block_for());
+    if (options_.keep_request) target.keep(payload);  // kept by the Attempt's claim, at once
+    return Attempt<T>(policy_, std::move(target));
+  }
+
+  /// Runs `fn(i)` (or `fn(i, idem::Context&)`) once for each item i's key, as execute() would
+  /// for each, but claims every key in one store step and commits the results in one (stores
+  /// with the batch operations of idem::BatchStore; others are called per key). Returns one
+  /// Outcome per item, in order: fresh, replayed, or refused (key_invalid, payload_mismatch,
+  /// in_progress, ...) as for that key alone. Handlers run one after the other on this thread.
+  /// A handler that throws does not end the batch: its key is released (or its failure
+  /// remembered under remember_failures) and its Outcome is errc::handler_failed with the
+  /// exception's message. See docs/batches.md.
+  template <class Fn>
+  [[nodiscard]] std::vector<Outcome<batch_result_t<Fn>>> execute_batch(
+      std::span<const BatchItem> items, Fn&& fn) {
+    using R = batch_result_t<Fn>;
+    static_assert(std::is_void_v<R> || Codable<R>,
+                  "idem: the handler's result type has no idem::codec<T>; specialise idem::codec "
+                  "for it (see idem/codec.hpp)");
+    std::vector<std::optional<Outcome<R>>> answers(items.size());
+    std::vector<detail::StoreTarget<S>> targets;
+    std::vector<std::size_t> index;
+    targets.reserve(items.size());
+    index.reserve(items.size());
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (Failure bad = validate(items[i].key); bad.code) {
+        answers[i].emplace(Outcome<R>::failed(std::move(bad)));
+        continue;
+      }
+      targets.emplace_back(store_, options_, items[i].key, options_.hash(items[i].payload),
+                           policy_.block_for());
+      index.push_back(i);
+    }
+    if (!targets.empty()) detail::execute_batch_on<R>(policy_, store_, targets, index, answers, fn);
+    std::vector<Outcome<R>> out;
+    out.reserve(items.size());
+    for (std::optional<Outcome<R>>& a : answers) out.push_back(std::move(*a));
+    return out;
   }
 
   const Options& options() const noexcept { return options_; }
@@ -220,7 +301,9 @@ class IdempotencyGuard {
 
  private:
   // The key's refusal (key_invalid, reported to the observer), or no failure.
-  Failure validate(const Key& key) const { return detail::validate_key(options_, key); }
+  Failure validate(const Key& key) const {
+    return detail::validate_key(options_, key, policy_.store_name);
+  }
 
   S& store_;
   Options options_;

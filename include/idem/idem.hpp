@@ -3,6 +3,7 @@
 // header-only stores and guards over them. The compiled adapters have their own headers under
 // idem/stores/.
 
+#include "idem/completer.hpp"
 #include "idem/core.hpp"
 #include "idem/layered_guard.hpp"
 #include "idem/stores/cached_store.hpp"

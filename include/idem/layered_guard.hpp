@@ -380,7 +380,8 @@ class LayerChain {
 
   void notify_layer(std::size_t i, Event event, Fence fence, std::error_code error) const {
     if (policy_->observer) {
-      policy_->observer->notify(EventInfo{event, settings(i).scope, held_[i].id, fence, error});
+      policy_->observer->notify(
+          EventInfo{event, settings(i).scope, held_[i].id, fence, error, policy_->store_name});
     }
   }
 
@@ -536,6 +537,7 @@ class LayeredGuard {
     policy_ = detail::Policy{
         options_.max_key_size,      options_.max_result_size, options_.hash,  options_.in_progress,
         options_.remember_failures, options_.commit_retry,    options_.clock, options_.observer};
+    policy_.store_name = "layered";  // observers' label; the layer is in the event's scope
     detail::check_policy(policy_, "LayeredOptions");
   }
   // Every Attempt refers to the guard's layers and policy: the guard stays where it is.

@@ -2,6 +2,7 @@
 // Observer: counters and events from the guard, for metrics and logs without a logging dependency.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string_view>
@@ -28,14 +29,29 @@ enum class Event : std::uint8_t {
 
 std::string_view to_string(Event e) noexcept;
 
+/// How long the parts of one guard call took, where the guard timed them (Observer::Settings::
+/// time_one_in); zero when not measured. `claim`: every store call of the claim, waits included;
+/// `handler`: from the claim to the commit or failure; `commit`: the commit with its retries.
+struct Durations {
+  std::chrono::nanoseconds claim{0};
+  std::chrono::nanoseconds handler{0};
+  std::chrono::nanoseconds commit{0};
+  bool measured = false;
+};
+
 /// One event as the callback sees it. The views are valid only during the callback.
 struct EventInfo {
   Event event;
   std::string_view scope;
-  std::string_view key;     // the key's id (bytes as given)
-  std::uint64_t fence = 0;  // the holder's fence, where there is one
-  std::error_code error;    // the error, for refusals and failures
+  std::string_view key;      // the key's id (bytes as given)
+  std::uint64_t fence = 0;   // the holder's fence, where there is one
+  std::error_code error;     // the error, for refusals and failures
+  std::string_view store{};  // the store's name: "memory", "sqlite", "postgres", "redis", ...
+  Durations durations{};     // on the event that ends a timed call
 };
+
+/// An opaque span a tracer started (Observer::Settings::span_start); handed back at its end.
+using SpanHandle = void*;
 
 /// Snapshot of an Observer's counters.
 struct Counters {
@@ -47,6 +63,9 @@ struct Counters {
   std::uint64_t lease_lost = 0;
   std::uint64_t aborted = 0;
   std::uint64_t store_errors = 0;
+  std::uint64_t took_over = 0;
+  std::uint64_t commit_retried = 0;
+  std::uint64_t result_unrecorded = 0;
 };
 
 /// Counts every event and forwards it to an optional callback. Thread-safe; one Observer may
@@ -55,8 +74,42 @@ class Observer {
  public:
   using Callback = std::function<void(const EventInfo&)>;
 
+  struct Settings {
+    /// Time one call in N on each thread (claim, handler, commit: EventInfo::durations on the
+    /// call's last event); 1 times every call, 0 (default) none. Each timed call reads the
+    /// steady clock about four times, which is a large share of an in-memory replay: sample.
+    std::uint32_t time_one_in = 0;
+    /// Span hooks for a tracing library: span_start is called as a guard call begins (the
+    /// event field is `executed`, a placeholder), span_end with its handle and the call's last
+    /// event (its attributes: scope, store, key, fence, error, durations). Both or neither.
+    /// A call whose key is refused before any store call opens no span.
+    std::function<SpanHandle(const EventInfo&)> span_start{};
+    std::function<void(SpanHandle, const EventInfo&)> span_end{};
+  };
+
   Observer() = default;
   explicit Observer(Callback on_event) : on_event_(std::move(on_event)) {}
+  Observer(Callback on_event, Settings settings)
+      : on_event_(std::move(on_event)), settings_(std::move(settings)) {
+    const std::uint32_t n = settings_.time_one_in;
+    if (n == 0) return;
+    std::uint32_t pow2 = 1;
+    while (pow2 < n && pow2 < (1u << 30)) pow2 <<= 1;
+    time_mask_ = pow2 - 1;
+  }
+
+  /// Whether the guard should time the call now starting (Settings::time_one_in, rounded up to
+  /// a power of two so that the choice is a mask, not a division).
+  bool time_this_call() noexcept {
+    if (time_mask_ == kNever) return false;
+    thread_local std::uint32_t calls = 0;
+    return (++calls & time_mask_) == 0;
+  }
+  bool has_spans() const noexcept { return static_cast<bool>(settings_.span_start); }
+  SpanHandle start_span(const EventInfo& info) { return settings_.span_start(info); }
+  void end_span(SpanHandle span, const EventInfo& info) {
+    if (settings_.span_end) settings_.span_end(span, info);
+  }
 
   void notify(const EventInfo& info) {
     if (std::atomic<std::uint64_t>* counter = counter_for(info.event)) {
@@ -67,8 +120,10 @@ class Observer {
 
   Counters counters() const noexcept {
     auto get = [](const Slot& s) { return s.value.load(std::memory_order_relaxed); };
-    return Counters{get(executed_), get(replayed_),   get(in_progress_), get(mismatched_),
-                    get(rejected_), get(lease_lost_), get(aborted_),     get(store_errors_)};
+    return Counters{get(executed_),       get(replayed_),         get(in_progress_),
+                    get(mismatched_),     get(rejected_),         get(lease_lost_),
+                    get(aborted_),        get(store_errors_),     get(took_over_),
+                    get(commit_retried_), get(result_unrecorded_)};
   }
 
  private:
@@ -95,16 +150,21 @@ class Observer {
       case Event::store_error:
         return &store_errors_.value;
       case Event::took_over:
+        return &took_over_.value;
       case Event::commit_retried:
+        return &commit_retried_.value;
       case Event::result_unrecorded:
-        return nullptr;  // events only, no counter
+        return &result_unrecorded_.value;
     }
     return nullptr;
   }
 
   Slot executed_, replayed_, in_progress_, mismatched_, rejected_, lease_lost_, aborted_,
-      store_errors_;
+      store_errors_, took_over_, commit_retried_, result_unrecorded_;
+  static constexpr std::uint32_t kNever = ~std::uint32_t{0};
   Callback on_event_;
+  Settings settings_;
+  std::uint32_t time_mask_ = kNever;
 };
 
 inline std::string_view to_string(Event e) noexcept {

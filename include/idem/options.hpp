@@ -67,6 +67,12 @@ struct Options {
   std::shared_ptr<Observer> observer = nullptr;
   /// Retries of a failed commit before a fresh result is returned unrecorded.
   CommitRetry commit_retry{};
+  /// true: execute() keeps each claimed run's payload with its record (beside its steps, one
+  /// more store write per fresh run), so that an idem::Completer can finish the run if its
+  /// holder dies and the client never retries. Needs a store that can (idem::CompletableStore).
+  bool keep_request = false;
+  /// Largest payload keep_request keeps, in bytes; a larger one runs as usual, not kept.
+  std::size_t max_kept_request = std::size_t{64} << 10;
 };
 
 /// The defaults an owner of a guard gives the fields its user left unset (see Options).

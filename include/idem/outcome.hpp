@@ -2,6 +2,7 @@
 // Outcome<T>: what IdempotencyGuard::execute returns.
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <type_traits>
@@ -23,22 +24,36 @@ class [[nodiscard]] Outcome {
   using Stored = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
 
  public:
-  /// A value the handler produced in this call; `commit_error` is set when it was not recorded.
+  /// A value the handler produced in this call and recorded. The value is taken by reference
+  /// and moved once, into the outcome: this is every fresh call's path.
+  static Outcome fresh(Stored&& value) {
+    Outcome o{std::in_place_index<0>, std::move(value)};
+    o.recorded_ = true;
+    return o;
+  }
+  static Outcome fresh(const Stored& value) { return fresh(Stored(value)); }
+  /// A value the handler produced in this call that the store did not record (or may not have):
+  /// `commit_failure` says why.
   // commit_failure is moved into the outcome: clang-tidy 14 misses a move into a member of the
   // class template being defined.
   // NOLINTNEXTLINE(performance-unnecessary-value-param)
-  static Outcome fresh(Stored value, Failure commit_failure = {}) {
+  static Outcome fresh(Stored&& value, Failure commit_failure) {
     Outcome o{std::in_place_index<0>, std::move(value)};
     o.recorded_ = !commit_failure.code;
-    o.commit_failure_ = std::move(commit_failure);
+    if (commit_failure.code) o.commit_failure_.emplace(std::move(commit_failure));
     return o;
   }
-  /// A value decoded from the store.
-  static Outcome replay(Stored value) {
+  // NOLINTNEXTLINE(performance-unnecessary-value-param)
+  static Outcome fresh(const Stored& value, Failure commit_failure) {
+    return fresh(Stored(value), std::move(commit_failure));
+  }
+  /// A value decoded from the store (moved once, into the outcome: every replay's path).
+  static Outcome replay(Stored&& value) {
     Outcome o{std::in_place_index<0>, std::move(value)};
     o.replayed_ = true;
     return o;
   }
+  static Outcome replay(const Stored& value) { return replay(Stored(value)); }
   /// A refusal or failure. `replayed` marks a failure replayed from a failed record.
   static Outcome failed(Failure failure, bool replayed = false) {
     Outcome o{std::in_place_index<1>, std::move(failure)};
@@ -61,12 +76,12 @@ class [[nodiscard]] Outcome {
   /// The error; empty when the outcome is a value, except lease_lost for a fresh value another
   /// holder's result superseded (see operator bool).
   std::error_code error() const noexcept {
-    if (has_value()) return superseded() ? commit_failure_.code : std::error_code{};
+    if (has_value()) return superseded() ? commit_failure_->code : std::error_code{};
     return std::get<1>(state_).code;
   }
   /// What went wrong, in words: the store's or handler's message, else the code's message.
   std::string message() const {
-    if (has_value()) return superseded() ? commit_failure_.describe() : std::string{};
+    if (has_value()) return superseded() ? commit_failure_->describe() : std::string{};
     return std::get<1>(state_).describe();
   }
 
@@ -92,14 +107,22 @@ class [[nodiscard]] Outcome {
   bool executed() const noexcept { return has_value() && !replayed_; }
   /// Why a fresh value was not recorded (lease_lost, store_unavailable, result_too_large), or may
   /// not have been (outcome_unknown: the commit may have landed; a repeat replays or runs).
-  std::error_code commit_error() const noexcept { return commit_failure_.code; }
-  const Failure& commit_failure() const noexcept { return commit_failure_; }
+  std::error_code commit_error() const noexcept {
+    return commit_failure_ ? commit_failure_->code : std::error_code{};
+  }
+  /// The failure commit_error() names; an empty Failure (no code) when there is none.
+  const Failure& commit_failure() const noexcept {
+    static const Failure none{};
+    return commit_failure_ ? *commit_failure_ : none;
+  }
 
  private:
   template <class... A>
   explicit Outcome(A&&... a) : state_(std::forward<A>(a)...) {}
 
-  bool superseded() const noexcept { return commit_failure_.code == errc::lease_lost; }
+  bool superseded() const noexcept {
+    return commit_failure_ && commit_failure_->code == errc::lease_lost;
+  }
 
   template <class Self>
   static decltype(auto) checked_value(Self&& self) {
@@ -114,7 +137,7 @@ class [[nodiscard]] Outcome {
   std::variant<Stored, Failure> state_;
   bool replayed_ = false;
   bool recorded_ = false;
-  Failure commit_failure_;
+  std::optional<Failure> commit_failure_;  // empty on the common path: no Failure made or dropped
 };
 
 }  // namespace idem

@@ -5,6 +5,7 @@
 #include <cassert>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -53,7 +54,9 @@ inline Failure make_failure(errc e, std::string message = {}) {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : state_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit
+  // By reference, not by value: a result moves once, into the Result, on every call's path.
+  Result(T&& value) : state_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit
+  Result(const T& value) : state_(std::in_place_index<0>, value) {}        // NOLINT: implicit
   Result(Failure failure) : state_(std::in_place_index<1>, std::move(failure)) {  // NOLINT
     assert(std::get<1>(state_).code && "a Failure must carry an error code");
   }
@@ -94,20 +97,30 @@ class [[nodiscard]] Result {
   std::variant<T, Failure> state_;
 };
 
-/// Success or a Failure: what commit, abort and extend return.
+/// Success or a Failure: what commit, abort and extend return. Success holds no Failure at all:
+/// the guard makes and drops several statuses per call, and an empty one costs nothing.
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(Failure failure) : failure_(std::move(failure)) {}  // NOLINT: implicit
-  Status(errc e, std::string message = {}) : failure_{make_error_code(e), std::move(message)} {}
+  Status(Failure failure) {  // NOLINT: implicit
+    if (failure.code) failure_.emplace(std::move(failure));
+  }
+  Status(errc e, std::string message = {})
+      : failure_{Failure{make_error_code(e), std::move(message)}} {}
 
-  bool ok() const noexcept { return !failure_.code; }
+  bool ok() const noexcept { return !failure_.has_value(); }
   explicit operator bool() const noexcept { return ok(); }
-  std::error_code error() const noexcept { return failure_.code; }
-  const Failure& failure() const noexcept { return failure_; }
+  std::error_code error() const noexcept { return ok() ? std::error_code{} : failure_->code; }
+  /// The failure; an empty Failure (no code) when the status is ok.
+  const Failure& failure() const noexcept { return ok() ? no_failure() : *failure_; }
 
  private:
-  Failure failure_;
+  static const Failure& no_failure() noexcept {
+    static const Failure none{};
+    return none;
+  }
+
+  std::optional<Failure> failure_;
 };
 
 }  // namespace idem

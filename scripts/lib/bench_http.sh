@@ -2,7 +2,7 @@
 # scripts/bench --http: the HTTP payments service under wrk (scripts/lib/http_load.lua).
 #
 #   scripts/bench --http [--build DIR] [--duration S] [--connections "1 8 32 128"] [--threads N]
-#                        [--servers] [--no-plots] OUT.json
+#                        [--servers] [--plots DIR] OUT.json
 #
 # For each backend (SQLite; PostgreSQL + Redis when IDEM_BENCH_PG_URI and IDEM_BENCH_REDIS_URI
 # are set, or with --servers, which starts throwaway ones, PostgreSQL durable) it starts the
@@ -12,8 +12,8 @@
 # duplicates (every client of a wrk thread sends the same new key at once), the bare twin's
 # health and fresh right after the service's. Then, with 64 slow clients connected
 # (scripts/lib/slow_clients.py), health and replay again. The load average is recorded with each
-# run. Writes OUT.json and OUT.csv, prints the table and the targets, and draws
-# docs/perf/http_<backend>.png (throughput and p99 against connections) unless --no-plots.
+# run. Writes OUT.json and OUT.csv, prints the table and the targets, and with --plots DIR draws
+# DIR/http_<backend>.png (throughput and p99 against connections; docs/perf for the repository's).
 # --threads passes the service's --threads. DIR defaults to build (configure it Release).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -23,7 +23,7 @@ duration=10
 connections="1 8 32 128"
 server_threads=
 servers=0
-plots=1
+plots=
 out=
 while (($#)); do
   case $1 in
@@ -32,14 +32,15 @@ while (($#)); do
     --connections) connections=$2; shift ;;
     --threads) server_threads=$2; shift ;;
     --servers) servers=1 ;;
-    --no-plots) plots=0 ;;
+    --plots) plots=${2:?--plots needs a directory}; shift ;;
+    --no-plots) plots= ;;  # the default; kept for older command lines
     -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     -*) echo "bench --http: unknown option $1" >&2; exit 2 ;;
     *) out=$1 ;;
   esac
   shift
 done
-[[ -n $out ]] || { echo "usage: scripts/bench --http [--build DIR] [--duration S] [--connections LIST] [--threads N] [--servers] [--no-plots] OUT.json" >&2; exit 2; }
+[[ -n $out ]] || { echo "usage: scripts/bench --http [--build DIR] [--duration S] [--connections LIST] [--threads N] [--servers] [--plots DIR] OUT.json" >&2; exit 2; }
 [[ $duration =~ ^[1-9][0-9]*$ ]] || { echo "bench --http: --duration needs a positive number of seconds" >&2; exit 2; }
 command -v wrk >/dev/null || { echo "bench --http: wrk not found (scripts/deps installs it)" >&2; exit 1; }
 command -v curl >/dev/null || { echo "bench --http: curl not found" >&2; exit 1; }
@@ -155,5 +156,5 @@ echo "bench --http: load average at the end $load_end" >&2
 
 report=(python3 "$root/scripts/bench_http_report.py" --out "$out" --load-start "$load_start"
         --load-end "$load_end" --duration "$duration")
-((plots)) && report+=(--plots "$root/docs/perf")
+[[ -n $plots ]] && report+=(--plots "$plots")
 "${report[@]}" "$tmp/results.jsonl"

@@ -12,7 +12,7 @@
 //   the probe first; a dead one is closed (its slot kept) and the next idle one, or a new one,
 //   taken instead, so the caller's first statement never goes to a connection the server closed.
 // - Discard: a connection given back broken is closed and its slot freed.
-// - Counters: PoolCounters, read in one call.
+// - Counters: PoolCounters, read in one call; stats() gives them as the stores' idem::PoolStats.
 //
 // Opening (the factory) and closing a connection, and the probe, run outside the pool's lock.
 // Thread-safe; a lease may be given back from any thread.
@@ -32,6 +32,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "idem/store_stats.hpp"
 
 namespace idem::detail {
 
@@ -212,6 +214,19 @@ class ConnectionPool {
     c.idle = idle_.size();
     c.in_use = open_ - idle_.size();
     return c;
+  }
+
+  /// The counters with the pool's size, as a store's stats() report them.
+  PoolStats stats() const noexcept {
+    const PoolCounters c = counters();
+    return PoolStats{.size = options_.max_open,
+                     .in_use = c.in_use,
+                     .idle = c.idle,
+                     .opened = c.opened,
+                     .reused = c.reused,
+                     .discarded = c.discarded,
+                     .waits = c.waits,
+                     .timeouts = c.timeouts};
   }
 
   const PoolOptions& options() const noexcept { return options_; }

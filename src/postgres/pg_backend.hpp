@@ -7,6 +7,7 @@
 #include <chrono>
 #include <exception>
 #include <string>
+#include <string_view>
 
 #include "common/connection_pool.hpp"
 #include "idem/stores/postgres_store.hpp"
@@ -30,8 +31,11 @@ class PgBackend final : public sql::Backend {
   void create_schema() override;
   Failure failure(std::exception_ptr error, bool& broken,
                   bool transactional_claim) const noexcept override;
+  const sql::Statements& statements() const noexcept override { return text_; }
 
   detail::PoolCounters pool_counters() const noexcept { return pool_.counters(); }
+  std::string_view store_name() const noexcept override { return PostgresStore::kStoreName; }
+  PoolStats pool_stats() const noexcept override { return pool_.stats(); }
 
  private:
   using SessionPool = detail::ConnectionPool<PgSession>;

@@ -134,6 +134,7 @@ PgSession::PgSession(const std::string& conninfo, milliseconds connect_budget,
   declare(kPurge, text.purge);
   declare(kRaiseFloor, text.raise_floor);
   declare(kRead, text.read);
+  declare_batches(text);
 }
 
 PgSession::~PgSession() { rollback(); }
@@ -158,8 +159,9 @@ void PgSession::create_schema(const sql::Statements& text) {
         exec(fmt::format(
                  "SELECT to_regclass('{0}') IS NOT NULL AND to_regclass('{1}') IS NOT NULL AND "
                  "to_regclass('{1}_expires_at') IS NOT NULL, "
-                 "current_setting('transaction_read_only'), to_regclass('{2}') IS NOT NULL",
-                 text.schema, text.records, text.fences))
+                 "current_setting('transaction_read_only'), to_regclass('{2}') IS NOT NULL "
+                 "AND to_regclass('{3}') IS NOT NULL",
+                 text.schema, text.records, text.fences, text.steps))
             .at(0);
     // A hot standby given as the primary: say so now rather than fail every claim.
     if (found.at(1).as<std::string>() == "on") throw UnusableServer(kReadOnly);
@@ -175,6 +177,8 @@ void PgSession::create_schema(const sql::Statements& text) {
       // Transactional fences (tables of an earlier release lack it); CACHE 1, the default:
       // nextval() hands values out in call order.
       exec("CREATE SEQUENCE IF NOT EXISTS " + text.fences + " AS bigint CACHE 1");
+      // Steps (tables of an earlier release lack them): the table and its triggers.
+      for (const std::string& ddl : text.create_steps) exec(ddl);
       if (!tables) exec(text.insert_version);
     }
     const pqxx::result v = exec(text.select_version);
@@ -366,14 +370,14 @@ std::int64_t PgSession::run(const std::string& sql, std::span<const sql::Param> 
   return static_cast<std::int64_t>(pg::affected_rows(generic(sql, params)));
 }
 
-bool PgSession::first_row(const std::string& sql, std::span<const sql::Param> params, sql::Row& row,
-                          unsigned blob_columns) {
-  const pqxx::result r = generic(sql, params);
-  row.clear();
-  if (r.empty()) return false;
-  const auto first = r[0];
-  for (int i = 0; i < static_cast<int>(first.size()); ++i) {
-    const auto f = first[i];
+namespace {
+// A row of a generic query: binary columns (bit i of `blob_columns`) as their bytes, others as
+// their text.
+template <class PqRow>
+sql::Row cells(const PqRow& r, unsigned blob_columns) {
+  sql::Row row;
+  for (int i = 0; i < static_cast<int>(r.size()); ++i) {
+    const auto f = r[i];
     if (f.is_null()) {
       row.emplace_back(std::nullopt);
     } else if (i < 32 && (blob_columns >> i & 1u) != 0) {
@@ -382,7 +386,26 @@ bool PgSession::first_row(const std::string& sql, std::span<const sql::Param> pa
       row.emplace_back(std::string(f.c_str(), f.size()));
     }
   }
+  return row;
+}
+}  // namespace
+
+bool PgSession::first_row(const std::string& sql, std::span<const sql::Param> params, sql::Row& row,
+                          unsigned blob_columns) {
+  const pqxx::result r = generic(sql, params);
+  row.clear();
+  if (r.empty()) return false;
+  row = cells(r[0], blob_columns);
   return true;
+}
+
+std::vector<sql::Row> PgSession::rows(const std::string& sql, std::span<const sql::Param> params,
+                                      unsigned blob_columns) {
+  const pqxx::result r = generic(sql, params);
+  std::vector<sql::Row> all;
+  all.reserve(r.size());
+  for (const auto& row : r) all.push_back(cells(row, blob_columns));
+  return all;
 }
 
 pqxx::result PgSession::generic(const std::string& sql, std::span<const sql::Param> params) {
@@ -416,6 +439,13 @@ pqxx::result PgSession::generic_unwatched(const std::string& sql,
   if (work_) return pg::exec_prepared_texts(work_->handle(), prepared(it->second), values);
   pqxx::nontransaction tx(conn_);
   return pg::exec_prepared_texts(tx, prepared(it->second), values);
+}
+
+pqxx::result PgSession::run_texts(const char* name, const std::vector<std::string>& values) {
+  return watched([&] {
+    pqxx::nontransaction tx(conn_);
+    return pg::exec_prepared_texts(tx, prepared(name), values);
+  });
 }
 
 void PgSession::declare(const std::string& name, std::string text) {

@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "idem/stores/postgres_transaction.hpp"
@@ -82,6 +83,9 @@ class PgSession final : public sql::Session {
   bool release(const Ticket& ticket) override;
   bool extend(const Ticket& ticket, std::int64_t lease_ms) override;
   std::size_t purge(std::size_t max_rows) override;
+  // Batches and groups as one multi-row statement each (pg_batch.cpp).
+  Written write_many(std::span<const sql::FinishArgs> finishes,
+                     std::span<const sql::ClaimArgs> claims) override;
   void begin(std::chrono::milliseconds block_for) override;
   void hold(std::string_view table, std::string_view key) override;
   void commit() override;
@@ -98,8 +102,18 @@ class PgSession final : public sql::Session {
   std::int64_t run(const std::string& sql, std::span<const sql::Param> params) override;
   bool first_row(const std::string& sql, std::span<const sql::Param> params, sql::Row& row,
                  unsigned blob_columns) override;
+  std::vector<sql::Row> rows(const std::string& sql, std::span<const sql::Param> params,
+                             unsigned blob_columns) override;
 
  private:
+  // One attempt of write_many (pg_batch.cpp).
+  Written write_many_once(std::span<const sql::FinishArgs> finishes,
+                          std::span<const sql::ClaimArgs> claims);
+  // Declares the batch statements (pg_batch.cpp).
+  void declare_batches(const sql::Statements& text);
+  // A prepared statement with text parameters, on its own (no transaction open), watched.
+  pqxx::result run_texts(const char* name, const std::vector<std::string>& values);
+
   // A generic statement, prepared on first use under a name of its own. Parameters go as text
   // (bytes in bytea's hex form), so that one dynamic list carries every kind.
   pqxx::result generic(const std::string& sql, std::span<const sql::Param> params);

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "client_impl.hpp"
 
@@ -220,6 +222,33 @@ Result<Answer> Client::Impl::eval(const Script& script, std::string_view key,
   return answer;
 }
 
+Result<Answer> Client::Impl::eval_keys(const Script& script, std::span<const std::string_view> keys,
+                                       std::span<const std::string_view> args,
+                                       const Durability* durability,
+                                       bool (*wrote)(const redisReply&), bool report_in_doubt) {
+  if (keys.empty()) return unavailable("idem: a script call needs a key");  // a bug, not input
+  const std::string count = std::to_string(keys.size());
+  std::vector<std::string_view> argv;
+  argv.reserve(3 + keys.size() + args.size());
+  argv.emplace_back("EVALSHA");
+  argv.emplace_back(script.sha);
+  argv.emplace_back(count);
+  argv.insert(argv.end(), keys.begin(), keys.end());
+  argv.insert(argv.end(), args.begin(), args.end());
+  Call call{.argv = argv, .script = &script, .report_in_doubt = report_in_doubt};
+  if (durability != nullptr && durability->replicas > 0) {
+    call.wait_replicas = durability->replicas;
+    call.wait_timeout = durability->timeout;
+    call.wrote = wrote;
+  }
+  Result<Answer> answer = route(keys.front(), call);
+  if (answer && answer->reply->type == REDIS_REPLY_ERROR) {
+    return error_reply_failure(*answer->reply, fmt::format("script {}", script.name),
+                               answer->where);
+  }
+  return answer;
+}
+
 Result<Answer> Client::Impl::command(std::string_view key, std::span<const std::string_view> argv) {
   return route(key, Call{.argv = argv});
 }
@@ -245,6 +274,16 @@ std::size_t Client::Impl::open_connections() const {
 std::uint64_t Client::Impl::dropped() const noexcept {
   return cluster_ ? cluster_->dropped() : node_->dropped();
 }
+StoreStats Client::Impl::stats() const {
+  PoolStats pool;
+  RedisStats redis;
+  if (cluster_) {
+    cluster_->add_stats(pool, redis);
+  } else {
+    node_->add_stats(pool, redis);
+  }
+  return StoreStats{.store = "redis", .pool = pool, .redis = redis};
+}
 
 // --- Client ------------------------------------------------------------------------------------
 
@@ -265,5 +304,6 @@ bool Client::is_cluster() const noexcept { return impl_->is_cluster(); }
 const ConnectionOptions& Client::options() const noexcept { return impl_->options(); }
 std::size_t Client::open_connections() const { return impl_->open_connections(); }
 std::uint64_t Client::dropped_connections() const noexcept { return impl_->dropped(); }
+StoreStats Client::stats() const { return impl_->stats(); }
 
 }  // namespace idem::redis

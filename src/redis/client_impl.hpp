@@ -30,6 +30,14 @@ class Client::Impl {
                       const Durability* durability = nullptr,
                       bool (*wrote)(const redisReply&) = nullptr, bool report_in_doubt = false);
 
+  /// `EVALSHA script <n> keys... args...` on the server that holds keys[0]; every key must be
+  /// in its slot (a batch grouped by key_slot). As eval() otherwise.
+  Result<Answer> eval_keys(const Script& script, std::span<const std::string_view> keys,
+                           std::span<const std::string_view> args,
+                           const Durability* durability = nullptr,
+                           bool (*wrote)(const redisReply&) = nullptr,
+                           bool report_in_doubt = false);
+
   /// A command on the server that holds `key`. Error replies come back as replies.
   Result<Answer> command(std::string_view key, std::span<const std::string_view> argv);
 
@@ -38,6 +46,7 @@ class Client::Impl {
   const ConnectionOptions& options() const noexcept;
   std::size_t open_connections() const;
   std::uint64_t dropped() const noexcept;
+  StoreStats stats() const;
 
  private:
   // Sends `call` to the server that holds `key`.

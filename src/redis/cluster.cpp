@@ -285,6 +285,7 @@ Result<Answer> Cluster::execute(std::string_view key, Call call) {
     if (std::optional<Redirect> to = parse_redirect(reply)) {
       last = unavailable(fmt::format("redis {}: {}", answer->where, text(reply)));
       target = &node(to->host, to->port);
+      (to->ask ? asked_ : moved_).fetch_add(1, std::memory_order_relaxed);
       if (to->ask) {
         asking = true;  // this call only; the slot is still the source node's
         continue;
@@ -358,6 +359,16 @@ std::uint64_t Cluster::dropped() const {
   std::uint64_t dropped = 0;
   for (const auto& [name, n] : nodes_) dropped += n->dropped();
   return dropped;
+}
+
+void Cluster::add_stats(PoolStats& pool, RedisStats& redis) const {
+  {
+    std::lock_guard lock(nodes_mutex_);
+    for (const auto& [name, n] : nodes_) n->add_stats(pool, redis);
+  }
+  redis.moved += moved_.load(std::memory_order_relaxed);
+  redis.asked += asked_.load(std::memory_order_relaxed);
+  redis.slot_map_reads += generation_.load(std::memory_order_relaxed);
 }
 
 }  // namespace idem::redis

@@ -54,6 +54,8 @@ class Cluster {
   const ConnectionOptions& options() const noexcept { return options_.node; }
   std::size_t open_connections() const;
   std::uint64_t dropped() const;
+  /// Every node's pool and pipeline, the redirections followed and the slot maps read.
+  void add_stats(PoolStats& pool, RedisStats& redis) const;
 
  private:
   // The node at host:port, created on first use; nodes live as long as the Cluster.
@@ -86,6 +88,7 @@ class Cluster {
 
   std::array<std::atomic<Node*>, kSlots> slots_{};  // null: not known (yet)
   std::atomic<std::uint64_t> generation_{0};        // maps installed so far
+  std::atomic<std::uint64_t> moved_{0}, asked_{0};  // redirections followed (stats)
   std::timed_mutex refresh_mutex_;                  // one re-read at a time
 };
 

@@ -99,6 +99,23 @@ std::uint64_t Node::dropped() const noexcept {
   return pool_.counters().discarded + (pipeline_ ? pipeline_->dropped_connections() : 0);
 }
 
+void Node::add_stats(PoolStats& pool, RedisStats& redis) const {
+  const PoolStats mine = pool_.stats();
+  pool.size += mine.size;
+  pool.in_use += mine.in_use;
+  pool.idle += mine.idle;
+  pool.opened += mine.opened;
+  pool.reused += mine.reused;
+  pool.discarded += mine.discarded;
+  pool.waits += mine.waits;
+  pool.timeouts += mine.timeouts;
+  ++redis.servers;
+  if (pipeline_) {
+    redis.pipeline_connections += pipeline_->open_connections();
+    redis.pipeline_dropped += pipeline_->dropped_connections();
+  }
+}
+
 Result<redisContext*> Node::connect(Deadline deadline) {
   const timeval connect_tv = to_timeval(cut(options_.connect_timeout, deadline));
   redisContext* c = options_.unix_socket.empty()

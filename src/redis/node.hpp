@@ -18,6 +18,7 @@
 #include "common/connection_pool.hpp"
 #include "idem/redis/client.hpp"
 #include "idem/result.hpp"
+#include "idem/store_stats.hpp"
 
 namespace idem::redis {
 
@@ -102,6 +103,8 @@ class Node {
   std::uint64_t dropped() const noexcept;
   /// The pool's own counters (the pipeline's connections are not in them).
   detail::PoolCounters pool_counters() const noexcept { return pool_.counters(); }
+  /// Adds this server's pool to `pool` and its pipeline to `redis` (a Client's stats()).
+  void add_stats(PoolStats& pool, RedisStats& redis) const;
   /// "host:port" or the socket path, for messages.
   const std::string& where() const noexcept { return where_; }
 

@@ -20,5 +20,6 @@ if rec[1] ~= STATE_HELD then
   return REPLY_DONE
 end
 redis.call('HSET', key, 's', ARGV[2], 'r', ARGV[3])
+redis.call('HDEL', key, 'q', 'qn', 'qf')  -- a kept request (record_keep_request.lua) goes
 redis.call('PEXPIRE', key, math.max(tonumber(ARGV[4]), 1))
 return REPLY_DONE

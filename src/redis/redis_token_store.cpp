@@ -77,8 +77,8 @@ Status RedisTokenRecords::extend(const Ticket& ticket, std::chrono::milliseconds
 
 RedisTokenStore::RedisTokenStore(std::shared_ptr<redis::Client> client,
                                  RedisTokenStoreOptions options)
-    : records_(std::move(client), std::move(options.prefix), std::move(options.durability)),
-      guard_(records_, with_defaults(std::move(options.guard), kDefaults)) {}
+    : TokenFront(with_defaults(std::move(options.guard), kDefaults), std::move(client),
+                 std::move(options.prefix), std::move(options.durability)) {}
 
 RedisTokenStore::~RedisTokenStore() = default;
 

@@ -102,8 +102,8 @@ Status RedisRequestIdRecords::extend(const Ticket& ticket, std::chrono::millisec
 }  // namespace detail
 
 RequestIdCache::RequestIdCache(std::shared_ptr<redis::Client> client, RequestIdCacheOptions options)
-    : records_(std::move(client), std::move(options.prefix)),
-      guard_(records_, with_defaults(std::move(options.guard), kDefaults)) {}
+    : RequestIdFront(with_defaults(std::move(options.guard), kDefaults), std::move(client),
+                     std::move(options.prefix)) {}
 
 RequestIdCache::~RequestIdCache() = default;
 

@@ -28,6 +28,9 @@ std::string_view ms_text(DecimalText& buf, std::chrono::milliseconds ms) noexcep
 
 using detail::RedisClaimReply;
 using detail::RedisFencedReply;
+/// record_step_save.lua's third answer besides RedisFencedReply's: the steps before the index
+/// are missing.
+inline constexpr long long kStepReplyGap = 2;
 
 /// Decodes a claim script's reply ({code, fence, ...}: detail::RedisClaimReply, the scripts'
 /// REPLY_*) into a Claim; `code` tells the caller which one came back (token_unknown and

@@ -87,6 +87,12 @@ Engine::~Engine() {
   }
 }
 
+StoreStats Engine::stats() const noexcept {
+  StoreStats out{.store = backend_->store_name(), .pool = backend_->pool_stats()};
+  if (replica_) out.replica = replica_->stats();
+  return out;
+}
+
 Failure Engine::failure(bool& broken, bool transactional_claim) const noexcept {
   return backend_->failure(std::current_exception(), broken, transactional_claim);
 }

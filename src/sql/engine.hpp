@@ -18,14 +18,19 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/connection_pool.hpp"
+#include "idem/batch_store.hpp"
 #include "idem/detail/record_model.hpp"
 #include "idem/result.hpp"
+#include "idem/steps.hpp"
 #include "idem/store.hpp"
+#include "idem/store_stats.hpp"
 #include "idem/stores/sql_store.hpp"
 #include "idem/transaction.hpp"
+#include "sql/statements.hpp"
 
 namespace idem {
 struct SqliteStoreOptions;
@@ -62,6 +67,14 @@ struct ClaimRow {
   std::string result;
 };
 
+/// One fenced finish of a batch (Session::write_many).
+struct FinishArgs {
+  Ticket ticket;
+  State state = State::completed;
+  std::string_view result;
+  std::int64_t ttl_ms = 0;
+};
+
 /// A parameter of a generic statement (the entity stores' statements, src/sql/entity_engine.cpp).
 struct Param {
   enum Kind : std::uint8_t { integer, text, bytes } kind = integer;
@@ -91,6 +104,16 @@ class Session {
   virtual bool release(const Ticket& ticket) = 0;
   virtual bool extend(const Ticket& ticket, std::int64_t lease_ms) = 0;
   virtual std::size_t purge(std::size_t max_rows) = 0;
+  /// Lease mode, batches and groups (src/sql/batch_engine.cpp): the finishes, then the claims,
+  /// each of distinct keys, in one transaction, answered in order. A throw leaves none of them
+  /// written, except where the session broke while the transaction committed. The default runs
+  /// one statement (and transaction) per item.
+  struct Written {
+    std::vector<bool> finished;                    // per finish: it matched the held record
+    std::vector<std::optional<ClaimRow>> claimed;  // per claim, as claim() answers
+  };
+  virtual Written write_many(std::span<const FinishArgs> finishes,
+                             std::span<const ClaimArgs> claims);
   /// The record under `key` as it stands, without writing; nullopt when there is none. Sessions
   /// on a read-only replica (src/sql/replica_reads.hpp), and a commit on the primary that looks
   /// for its own landed commit.
@@ -141,6 +164,12 @@ class Session {
     (void)sql, (void)params, (void)row, (void)blob_columns;
     throw std::logic_error("idem: this SQL session has no generic statements");
   }
+  /// Every row of a generic query, in order, each as first_row() gives it.
+  virtual std::vector<Row> rows(const std::string& sql, std::span<const Param> params,
+                                unsigned blob_columns) {
+    (void)sql, (void)params, (void)blob_columns;
+    throw std::logic_error("idem: this SQL session has no generic statements");
+  }
 };
 
 /// Thrown by Backend::acquire when every connection stayed busy past the wait (the backends'
@@ -165,6 +194,13 @@ class Backend {
   /// running out means errc::in_progress.
   virtual Failure failure(std::exception_ptr error, bool& broken,
                           bool transactional_claim) const noexcept = 0;
+
+  /// The statement texts of the store's tables (the steps' statements run from them).
+  virtual const Statements& statements() const noexcept = 0;
+
+  /// The store's name ("sqlite", "postgres") and its connection pool's figures.
+  virtual std::string_view store_name() const noexcept = 0;
+  virtual PoolStats pool_stats() const noexcept = 0;
 };
 
 class ReplicaReads;  // src/sql/replica_reads.hpp
@@ -181,9 +217,25 @@ class Engine {
   Status abort(const Ticket& ticket);
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease);
   Status rewind(const Ticket& ticket);
+  // Batches and groups (src/sql/batch_engine.cpp): the commits, then the claims, in one
+  // transaction; each answered as commit() and claim() would answer it alone.
+  GroupAnswers write_group(std::span<const CommitRequest> commits,
+                           std::span<const ClaimRequest> claims);
+  std::vector<Result<Claim>> claim_batch(std::span<const ClaimRequest> requests);
+  std::vector<Status> commit_batch(std::span<const CommitRequest> requests);
+  // Steps (src/sql/engine_steps.cpp): lease mode, one statement each; transactional mode, in
+  // the holder's open transaction.
+  Result<std::vector<StepRecord>> load_steps(const Ticket& ticket);
+  Status save_step(const Ticket& ticket, const StepWrite& step);
+  Status save_step_atomically(const Ticket& ticket, std::uint32_t index, std::string_view name,
+                              AtomicStepBody body);
+  Status keep_request(const Ticket& ticket, std::string_view request);
+  Result<std::vector<Abandoned>> find_abandoned(std::string_view prefix, std::size_t limit);
   Result<std::size_t> purge_expired(std::size_t max_rows);
   Status ensure_schema();
   SqlMode mode() const noexcept { return mode_; }
+  /// The backend's name and pool, and the replica's reads when there is one.
+  StoreStats stats() const noexcept;
 
  private:
   // A transactional-mode holder in this process: its session keeps the transaction open.
@@ -224,6 +276,16 @@ class Engine {
   void forget_ended_before(std::chrono::steady_clock::time_point t);
 
   Failure failure(bool& broken, bool transactional_claim = false) const noexcept;
+  // A row of the steps table (a step, or the kept request at index -1), fenced.
+  Status save_row(const Ticket& ticket, std::int64_t index, std::string_view name,
+                  std::string_view result);
+  // The open transaction's session of a transactional holder in this process, or null.
+  Session* held_session(const Ticket& ticket);
+  // Runs `statement` on the ticket's session: the holder's own in transactional mode, one from
+  // the backend in lease mode. Maps failures; null session: lease lost.
+  template <class Fn>
+  auto on_step_session(const Ticket& ticket, Fn&& statement)
+      -> Result<decltype(statement(std::declval<Session&>()))>;
 
   std::unique_ptr<Backend> backend_;
   SqlMode mode_;

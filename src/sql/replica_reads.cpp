@@ -65,4 +65,12 @@ ReplicaCounters ReplicaReads::counters() const noexcept {
       .hits = get(hits_), .fall_throughs = get(fall_throughs_), .errors = get(errors_)};
 }
 
+ReplicaStats ReplicaReads::stats() const noexcept {
+  const ReplicaCounters c = counters();
+  return ReplicaStats{.hits = c.hits,
+                      .fall_throughs = c.fall_throughs,
+                      .errors = c.errors,
+                      .pool = backend_->pool_stats()};
+}
+
 }  // namespace idem::sql

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string_view>
 
+#include "idem/store_stats.hpp"
 #include "idem/stores/postgres_store.hpp"
 #include "sql/engine.hpp"
 
@@ -29,6 +30,8 @@ class ReplicaReads {
   std::optional<ClaimRow> settled(std::string_view key) noexcept;
 
   ReplicaCounters counters() const noexcept;
+  /// The counters with the replica's pool.
+  ReplicaStats stats() const noexcept;
 
  private:
   struct alignas(64) Slot {

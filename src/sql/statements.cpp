@@ -127,6 +127,61 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
       "DELETE FROM {rec} WHERE key IN "
       "(SELECT key FROM {rec} WHERE expires_at <= {now} LIMIT {p1}) RETURNING fence");
   raise_floor = fill("UPDATE {sch} SET fence_floor = {greatest}(fence_floor, {p1})");
+
+  steps = prefix + "steps";
+  const bool postgres = d.param == '$';
+  auto fill_steps = [&](const char* text) {
+    return fill(
+        fmt::format(fmt::runtime(text), fmt::arg("steps", steps),
+                    fmt::arg("finished", fmt::format("{}, {}", int(detail::SqlState::completed),
+                                                     int(detail::SqlState::failed))),
+                    fmt::arg("lock", postgres ? " FOR SHARE" : ""),
+                    // fill() formats again: keep its fields
+                    fmt::arg("rec", "{rec}"), fmt::arg("held", "{held}"),
+                    fmt::arg("released", "{released}"), fmt::arg("now", "{now}"),
+                    fmt::arg("blob", "{blob}"), fmt::arg("i64", "{i64}"),
+                    fmt::arg("suffix", "{suffix}"), fmt::arg("p1", "{p1}"), fmt::arg("p2", "{p2}"),
+                    fmt::arg("p3", "{p3}"), fmt::arg("p4", "{p4}"), fmt::arg("p5", "{p5}"))
+            .c_str());
+  };
+  create_steps.push_back(
+      fill_steps("CREATE TABLE IF NOT EXISTS {steps} (key {blob} NOT NULL, idx {i64} NOT NULL, "
+                 "name {blob} NOT NULL, fp_hi {i64} NOT NULL, fp_lo {i64} NOT NULL, result {blob}, "
+                 "PRIMARY KEY (key, idx)){suffix}"));
+  if (postgres) {
+    create_steps.push_back(fill_steps(
+        "CREATE OR REPLACE FUNCTION {steps}_drop() RETURNS trigger LANGUAGE plpgsql AS "
+        "$idem$ BEGIN DELETE FROM {steps} WHERE key = OLD.key; RETURN NULL; END $idem$"));
+    create_steps.push_back(fill_steps(
+        "CREATE OR REPLACE TRIGGER {steps}_end AFTER UPDATE OF state ON {rec} FOR EACH ROW "
+        "WHEN (NEW.state IN ({finished})) EXECUTE FUNCTION {steps}_drop()"));
+    create_steps.push_back(
+        fill_steps("CREATE OR REPLACE TRIGGER {steps}_gone AFTER DELETE ON {rec} FOR EACH ROW "
+                   "EXECUTE FUNCTION {steps}_drop()"));
+  } else {
+    create_steps.push_back(fill_steps(
+        "CREATE TRIGGER IF NOT EXISTS {steps}_end AFTER UPDATE OF state ON {rec} "
+        "WHEN NEW.state IN ({finished}) BEGIN DELETE FROM {steps} WHERE key = NEW.key; END"));
+    create_steps.push_back(
+        fill_steps("CREATE TRIGGER IF NOT EXISTS {steps}_gone AFTER DELETE ON {rec} "
+                   "BEGIN DELETE FROM {steps} WHERE key = OLD.key; END"));
+  }
+  save_step = fill_steps(
+      "INSERT INTO {steps} (key, idx, name, fp_hi, fp_lo, result) "
+      "SELECT key, {p2}, {p3}, fp_hi, fp_lo, {p4} FROM {rec} "
+      "WHERE key = {p1} AND fence = {p5} AND state = {held}{lock} "
+      "ON CONFLICT (key, idx) DO UPDATE SET name = excluded.name, fp_hi = excluded.fp_hi, "
+      "fp_lo = excluded.fp_lo, result = excluded.result");
+  find_abandoned = fill_steps(
+      "SELECT r.key, s.result FROM {rec} r JOIN {steps} s ON s.key = r.key AND s.idx = -1 "
+      "AND s.fp_hi = r.fp_hi AND s.fp_lo = r.fp_lo "
+      "WHERE substr(r.key, 1, {p3}) = {p1} AND r.expires_at > {now} "
+      "AND (r.state = {released} OR (r.state = {held} AND r.lease_until <= {now})) LIMIT {p2}");
+  holding = fill("SELECT fence FROM {rec} WHERE key = {p1} AND fence = {p2} AND state = {held}");
+  load_steps = fill_steps(
+      "SELECT s.idx, s.name, s.result FROM {rec} r LEFT JOIN {steps} s ON s.key = r.key "
+      "AND s.idx >= 0 AND s.fp_hi = r.fp_hi AND s.fp_lo = r.fp_lo "
+      "WHERE r.key = {p1} AND r.fence = {p2} AND r.state = {held} ORDER BY s.idx");
 }
 
 }  // namespace idem::sql

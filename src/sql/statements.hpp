@@ -3,6 +3,7 @@
 // PostgreSQL spell differently: parameter markers, column types, the clock, max().
 
 #include <string>
+#include <vector>
 
 namespace idem::sql {
 
@@ -63,6 +64,26 @@ struct Statements {
   // in one transaction.
   std::string purge;
   std::string raise_floor;
+
+  // Steps (idem::StepStore): a table beside the records and triggers that drop a record's steps
+  // when it completes, fails or is deleted. The DDL, in order; each statement is safe to run
+  // again.
+  std::string steps;  // the table's name
+  std::vector<std::string> create_steps;
+  // save_step: ?1 key, ?2 index, ?3 name, ?4 result, ?5 fence. Copies the record's fingerprint
+  // onto the step, only while the fence holds the record (PostgreSQL: under a share lock of its
+  // row, so a takeover waits for the step and then sees it); no row inserted: lease lost.
+  std::string save_step;
+  // load_steps: ?1 key, ?2 fence -> (index, name, result) of the steps under the record's
+  // fingerprint, by index; one row of NULLs when there are none; no row: lease lost.
+  std::string load_steps;
+  // holding: ?1 key, ?2 fence -> one row while the fence holds the record. An atomic step's
+  // first statement (on PostgreSQL it also sends the step's BEGIN).
+  std::string holding;
+  // The run's kept request is the step at index -1 (name empty), written by save_step.
+  // find_abandoned: ?1 key prefix, ?2 limit, ?3 prefix length -> (key, request) of records in
+  // progress past their lease or released, not expired, with a request of their fingerprint.
+  std::string find_abandoned;
 };
 
 /// True when `prefix` is safe to paste into SQL as part of an identifier.

@@ -17,11 +17,13 @@
 #include <bit>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "common/connection_pool.hpp"
 #include "idem/stores/sqlite_transaction.hpp"
@@ -197,6 +199,23 @@ class SqliteSession final : public sql::Session {
     }
   }
 
+  // A batch or group in one write transaction: one sync of the file for all of it.
+  Written write_many(std::span<const sql::FinishArgs> finishes,
+                     std::span<const sql::ClaimArgs> claims) override {
+    return in_one_write([&] {
+      Written out;
+      out.finished.reserve(finishes.size());
+      for (const sql::FinishArgs& a : finishes) {
+        out.finished.push_back(finish_in_open_transaction(a.ticket, a.state, a.result, a.ttl_ms));
+      }
+      out.claimed.reserve(claims.size());
+      for (const sql::ClaimArgs& a : claims) {
+        out.claimed.push_back(claim_in_open_transaction(a, *upsert_));
+      }
+      return out;
+    });
+  }
+
   // The record as it stands (the upsert left it, or a commit looks for its own landed commit).
   std::optional<sql::ClaimRow> read(std::string_view key) override {
     SQLite::Statement& rd = read_->get();
@@ -216,6 +235,11 @@ class SqliteSession final : public sql::Session {
   bool finish(const Ticket& ticket, sql::State state, std::string_view result,
               std::int64_t ttl_ms) override {
     const Writing writing(*this, write_deadline(), !in_transaction_);
+    return finish_in_open_transaction(ticket, state, result, ttl_ms);
+  }
+
+  bool finish_in_open_transaction(const Ticket& ticket, sql::State state, std::string_view result,
+                                  std::int64_t ttl_ms) {
     SQLite::Statement& st = finish_->get();
     bind_blob(st, 1, ticket.key);
     st.bind(2, static_cast<std::int64_t>(ticket.fence));
@@ -316,18 +340,18 @@ class SqliteSession final : public sql::Session {
     SQLite::Statement& st = generic(sql, params);
     row.clear();
     if (!st.executeStep()) return false;
-    for (int i = 0; i < st.getColumnCount(); ++i) {
-      const SQLite::Column c = st.getColumn(i);
-      if (c.isNull()) {
-        row.emplace_back(std::nullopt);
-      } else if (c.isInteger()) {
-        row.emplace_back(std::to_string(c.getInt64()));
-      } else {
-        row.emplace_back(column_bytes(c));
-      }
-    }
+    row = cells(st);
     st.tryReset();
     return true;
+  }
+
+  std::vector<sql::Row> rows(const std::string& sql, std::span<const sql::Param> params,
+                             unsigned /*blob_columns*/) override {
+    SQLite::Statement& st = generic(sql, params);
+    std::vector<sql::Row> all;
+    while (st.executeStep()) all.push_back(cells(st));
+    st.tryReset();
+    return all;
   }
 
  private:
@@ -349,6 +373,21 @@ class SqliteSession final : public sql::Session {
    private:
     SqliteSession* session_;
   };
+
+  // Runs `body` in one write transaction of its own (lease mode), committing its result.
+  template <class Body>
+  auto in_one_write(Body&& body) -> decltype(body()) {
+    const Writing writing(*this, write_deadline());
+    db_.exec("BEGIN IMMEDIATE");
+    try {
+      auto result = body();
+      db_.exec("COMMIT");
+      return result;
+    } catch (...) {
+      (void)db_.tryExec("ROLLBACK");
+      throw;
+    }
+  }
 
   // A write outside the claim's transaction waits up to busy_timeout from its start.
   Clock::time_point write_deadline() const { return Clock::now() + busy_timeout_; }
@@ -372,6 +411,22 @@ class SqliteSession final : public sql::Session {
     holds_writers_ = false;
     writers_->unlock();
     (void)sqlite3_busy_timeout(db_.getHandle(), busy_ms(busy_timeout_));
+  }
+
+  // The current row of `st`: integers as decimal text, other values as their bytes.
+  static sql::Row cells(SQLite::Statement& st) {
+    sql::Row row;
+    for (int i = 0; i < st.getColumnCount(); ++i) {
+      const SQLite::Column c = st.getColumn(i);
+      if (c.isNull()) {
+        row.emplace_back(std::nullopt);
+      } else if (c.isInteger()) {
+        row.emplace_back(std::to_string(c.getInt64()));
+      } else {
+        row.emplace_back(column_bytes(c));
+      }
+    }
+    return row;
   }
 
   // A generic statement, prepared on first use and kept by its text.
@@ -426,11 +481,15 @@ class SqliteSession final : public sql::Session {
   // so a store opened while another connection holds the write lock (a transactional handler,
   // perhaps in another process) does not wait for it.
   bool schema_present() {
-    SQLite::Statement objects(db_, "SELECT count(*) FROM sqlite_master WHERE name IN (?1, ?2, ?3)");
+    SQLite::Statement objects(
+        db_, "SELECT count(*) FROM sqlite_master WHERE name IN (?1, ?2, ?3, ?4, ?5, ?6)");
     objects.bind(1, text_.schema);
     objects.bind(2, text_.records);
     objects.bind(3, text_.records + "_expires_at");
-    if (!objects.executeStep() || objects.getColumn(0).getInt64() != 3) return false;
+    objects.bind(4, text_.steps);  // files of an earlier release lack the steps: created then
+    objects.bind(5, text_.steps + "_end");
+    objects.bind(6, text_.steps + "_gone");
+    if (!objects.executeStep() || objects.getColumn(0).getInt64() != 6) return false;
     return check_version();
   }
 
@@ -443,6 +502,7 @@ class SqliteSession final : public sql::Session {
       db_.exec(text_.create_schema_table);
       db_.exec(text_.create_records_table);
       db_.exec(text_.create_expiry_index);
+      for (const std::string& ddl : text_.create_steps) db_.exec(ddl);
       db_.exec(text_.insert_version);
       (void)check_version();
       db_.exec("COMMIT");
@@ -526,6 +586,10 @@ class SqliteBackend final : public sql::Backend {
     sql::Session* s = acquire(milliseconds{0});  // opens and creates
     release(s, false);
   }
+
+  const sql::Statements& statements() const noexcept override { return text_; }
+  std::string_view store_name() const noexcept override { return SqliteStore::kStoreName; }
+  PoolStats pool_stats() const noexcept override { return pool_.stats(); }
 
   Failure failure(std::exception_ptr error, bool& broken,
                   bool transactional_claim) const noexcept override {

@@ -15,11 +15,15 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "http_test_support.hpp"
+#ifdef IDEM_HTTP_PAYMENTS_PROMETHEUS
+#include "admin/prometheus_text.hpp"
+#endif
 #ifdef IDEM_HTTP_TEST_PG
 #include "sql/pg_relay.hpp"
 #endif
@@ -110,14 +114,19 @@ TEST_F(HttpPayments, StatusCodesHeadersAndPrincipals) {
   const json paid = json::parse(first->body);
   ASSERT_TRUE(paid.contains("id"));
   EXPECT_EQ(paid["amount"], 101);
+  EXPECT_EQ(first->get_header_value("Location"), "/payments/" + paid["id"].get<std::string>());
+  EXPECT_EQ(first->get_header_value("Content-Type"), "application/json");
 
-  // A repeat: the original status and body, marked replayed; the payload with other whitespace
-  // and key order is the same payment.
-  auto repeat = c.Post("/payments", headers("alice", "k-1"),
+  // A repeat is the whole first response (status, Location, Content-Type, body), marked replayed;
+  // the payload with other whitespace and key order is the same payment. The key may come with
+  // sf-string parameters, which are ignored.
+  auto repeat = c.Post("/payments", headers("alice", "\"k-1\";attempt=2"),
                        R"({ "currency":"EUR",   "amount": 101 })", "application/json");
   ASSERT_TRUE(repeat);
   EXPECT_EQ(repeat->status, 201);
   EXPECT_EQ(repeat->body, first->body);
+  EXPECT_EQ(repeat->get_header_value("Location"), first->get_header_value("Location"));
+  EXPECT_EQ(repeat->get_header_value("Content-Type"), "application/json");
   EXPECT_EQ(repeat->get_header_value("Idempotent-Replayed"), "true");
 
   auto mismatch = c.Post("/payments", headers("alice", "k-1"), body_of(2), "application/json");
@@ -237,6 +246,36 @@ struct Fleet {
     }
   }
 };
+
+#ifdef IDEM_HTTP_PAYMENTS_PROMETHEUS
+// GET /metrics, scraped over HTTP after one payment and its replay, is the Prometheus text
+// format, counts both calls at the record layer and has the record store's own figures.
+TEST_F(HttpPayments, MetricsScrapeIsPrometheusTextFormat) {
+  Server server(backing, {});
+  httplib::Client c("127.0.0.1", server.port());
+  c.set_read_timeout(10, 0);
+  for (int i = 0; i < 2; ++i) {
+    auto paid = c.Post("/payments", headers("alice", "k-metrics"), body_of(1), "application/json");
+    ASSERT_TRUE(paid);
+    ASSERT_EQ(paid->status, 201);
+  }
+  auto scraped = c.Get("/metrics");
+  ASSERT_TRUE(scraped);
+  EXPECT_EQ(scraped->status, 200);
+  EXPECT_EQ(scraped->get_header_value("Content-Type"), "text/plain; version=0.0.4");
+  std::string why;
+  EXPECT_TRUE(idem::test::valid_prometheus_text(scraped->body, why)) << why;
+  EXPECT_NE(scraped->body.find(
+                R"(idem_events_total{event="executed",scope="payments",store="layered"} 1)"),
+            std::string::npos)
+      << scraped->body;
+  // The record store's own figures, read at the scrape: its pool opened a connection.
+  const std::regex opened(
+      R"re(idem_store_pool_events_total\{event="opened",name="records",pool="primary",)re"
+      R"re(store="(sqlite|postgres)"\} [1-9])re");
+  EXPECT_TRUE(std::regex_search(scraped->body, opened)) << scraped->body;
+}
+#endif
 
 TEST_F(HttpPayments, ThirtyTwoClientsResendingTwoHundredPaymentsPayEachOnce) {
   Server server(backing);

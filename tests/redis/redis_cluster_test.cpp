@@ -1,11 +1,14 @@
 // Redis Cluster mode of idem::redis::Client: key slots (CRC16 against known values and against
-// the server), the cluster URI, routing to the slot's primary, refusals of unusable settings, and
-// a guard race across processes on a cluster.
+// the server), the cluster URI, routing to the slot's primary, refusals of unusable settings, a
+// scope's abandoned runs found on every primary through its index, and a guard race across
+// processes on a cluster.
 
 #include <random>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
+#include "idem/admin/redis_admin.hpp"
 #include "idem/detail/effective_key.hpp"
 #include "idem/guard.hpp"
 #include "idem/stores/redis_store.hpp"
@@ -140,6 +143,40 @@ TEST(RedisClusterClientTest, PlainCommandsRouteByTheirFirstArgument) {
     ASSERT_EQ(redis_integer(*client, {"INCR", key}), 2);
     EXPECT_EQ(redis_string(*node_client(owner_of(key_slot(key)).address), {"GET", key}), "2");
   }
+}
+
+TEST(RedisClusterClientTest, AbandonedRunsOnEveryPrimaryAreFoundThroughTheScopesIndex) {
+  IDEM_REQUIRE_REDIS_CLUSTER(client);
+  const std::string prefix = unique_prefix("abandoned");
+  RedisStore store(client, RedisStoreOptions{.prefix = prefix});
+  IdempotencyGuard guard{store, Options{.scope = "rides", .keep_request = true}};
+  std::set<std::string> owners;
+  for (int i = 0; i < 30; ++i) {
+    const std::string id = "r" + std::to_string(i);
+    if (i % 2 == 0) {  // completed: its index entry is stale
+      ASSERT_TRUE(guard.execute(id, id, [&] { return 1; }).recorded());
+    } else {  // released by a failing handler: abandoned, its request kept
+      EXPECT_THROW((void)guard.execute(id, id, [&]() -> int { throw std::runtime_error("x"); }),
+                   std::runtime_error);
+    }
+    owners.insert(
+        owner_of(key_slot(store.record_key(detail::EffectiveKey("rides", {}, id).view()))).address);
+  }
+  EXPECT_EQ(owners.size(), 3u) << "the records reach every primary";
+  std::string scope(detail::EffectiveKey("rides", {}, {}).view());
+  scope.pop_back();
+  const std::string index = store.abandoned_index_key(scope);
+  ASSERT_EQ(redis_integer(*client, {"ZCARD", index}), 30);
+  // An operator's purge, over every primary, drops the completed runs' entries.
+  auto admin = admin::redis_admin(*client, admin::RedisAdminOptions{.prefix = prefix});
+  ASSERT_TRUE(admin->purge_expired(100).has_value());
+  EXPECT_EQ(redis_integer(*client, {"ZCARD", index}), 15);
+  Result<std::vector<Abandoned>> found = store.find_abandoned(scope, 100);
+  ASSERT_TRUE(found.has_value()) << found.failure().describe();
+  std::set<std::string> requests;
+  for (const Abandoned& a : found.value()) requests.insert(a.request);
+  EXPECT_EQ(requests.size(), 15u);
+  EXPECT_TRUE(requests.contains("r1") && requests.contains("r29"));
 }
 
 TEST(RedisClusterRaceTest, EachKeyRunsOnceAcrossFourProcesses) {

@@ -8,9 +8,12 @@
 #include <chrono>
 #include <functional>
 #include <optional>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
+#include "idem/detail/effective_key.hpp"
 #include "idem/idem.hpp"
 #include "idem/stores/redis_store.hpp"
 #include "redis/redis_test_support.hpp"
@@ -113,6 +116,31 @@ TEST_P(RedisNetworkTest, ASilentFrozenOrSlowNetworkFailsEveryCallWithinABoundAnd
     relay().pass();
     expect_calls_succeed(stem + "after-", 16);
   }
+}
+
+// A completer's calls on a silent network: keeping a request and finding abandoned runs (the
+// index and the records each behind their own call) answer store_unavailable within the bound.
+TEST_P(RedisNetworkTest, KeepRequestAndFindAbandonedOnASilentNetworkFailWithinABound) {
+  const std::string key(detail::EffectiveKey("net", {}, "kept").view());
+  std::string scope(detail::EffectiveKey("net", {}, {}).view());
+  scope.pop_back();
+  Result<Claim> held =
+      store_->claim(ClaimRequest{key, {1, 2}, milliseconds{30'000}, std::chrono::hours{1}});
+  ASSERT_TRUE(held.has_value() && held->status == ClaimStatus::acquired);
+  const Ticket ticket{key, held->fence};
+  ASSERT_TRUE(store_->keep_request(ticket, "r").ok());
+  relay().stall();
+  const std::vector<std::function<std::error_code()>> completer_calls{
+      [&] { return store_->keep_request(ticket, "r").error(); },
+      [&] { return store_->find_abandoned(scope, 10).error(); }};
+  for (const auto& r : run_bounded<std::error_code>(completer_calls, kCallBound, unstick())) {
+    ASSERT_TRUE(r.result.has_value());
+    EXPECT_EQ(*r.result, errc::store_unavailable) << r.result->message();
+  }
+  relay().pass();
+  Result<std::vector<Abandoned>> found = store_->find_abandoned(scope, 10);
+  ASSERT_TRUE(found.has_value()) << found.failure().describe();
+  EXPECT_TRUE(found->empty()) << "a live lease is not abandoned";
 }
 
 // The network goes silent or slow for 700 ms right after the handler: a retried commit lands,

@@ -5,10 +5,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "idem/admin/redis_admin.hpp"
+#include "idem/detail/effective_key.hpp"
 #include "idem/idem.hpp"
 #include "redis/process_race.hpp"
 #include "redis/redis_test_support.hpp"
@@ -242,6 +246,10 @@ TEST_F(RedisStoreTest, WaitShortfallIsReportedAndAnUnconfirmedCommitIsNotRecorde
   EXPECT_EQ(replay.value(), 7);
   EXPECT_TRUE(replay.replayed());
   EXPECT_EQ(durable.replication_timeouts(), 1u + commits);  // a replay writes nothing: no WAIT
+  const StoreStats stats = durable.stats();
+  EXPECT_EQ(stats.store, "redis");
+  ASSERT_TRUE(stats.redis);
+  EXPECT_EQ(stats.redis->replication_timeouts, 1u + commits);
 }
 
 // The commit's EVALSHA reaches Redis, which runs it; the connection is cut before its reply
@@ -292,6 +300,205 @@ TEST_F(RedisStoreTest, EachKeyRunsOnceAcrossFourProcesses) {
   expect_each_key_runs_once(
       ProcessRace{.prefix = prefix_, .scope = prefix_ + "procs"},
       [] { return std::make_shared<redis::Client>(redis_options()); }, *client_);
+}
+
+// ---- Kept requests and the index find_abandoned reads (idem::CompletableStore) ---------------
+
+std::string scoped(std::string_view scope, std::string_view id) {
+  return std::string(::idem::detail::EffectiveKey(scope, {}, id).view());
+}
+std::string scope_keys(std::string_view scope) {
+  std::string prefix(::idem::detail::EffectiveKey(scope, {}, {}).view());
+  prefix.pop_back();
+  return prefix;
+}
+
+// The index's members as "id@fence" (the scope's keys without their scope), in order.
+std::vector<std::string> index_entries(redis::Client& c, const std::string& index,
+                                       std::string_view scope) {
+  std::vector<std::string> out;
+  Result<redis::Reply> r = c.command({"ZRANGE", index, "0", "-1"});
+  if (!r || r->type != redis::Reply::Type::array) return {"<no index>"};
+  const std::size_t skip = scope_keys(scope).size() + 1;
+  for (const redis::Reply& m : r->elements) {
+    Fence fence = 0;
+    for (std::size_t i = m.str.size() - 8; i < m.str.size(); ++i) {
+      fence = fence << 8 | static_cast<unsigned char>(m.str[i]);
+    }
+    out.push_back(m.str.substr(skip, m.str.size() - 8 - skip) + "@" + std::to_string(fence));
+  }
+  return out;
+}
+
+TEST_F(RedisStoreTest, FindAbandonedDropsTheIndexEntriesOfRunsNoLongerInFlight) {
+  const std::string scope = prefix_ + "rides";
+  const std::string index = store_->abandoned_index_key(scope_keys(scope));
+  ASSERT_FALSE(index.empty());
+  auto keep = [&](const std::string& id, Fence fence) {
+    const Status kept = store_->keep_request(Ticket{scoped(scope, id), fence}, "req-" + id);
+    EXPECT_TRUE(kept.ok()) << id << ": " << (kept ? "" : kept.failure().describe());
+  };
+  // Completed: its entry goes, and the commit dropped the request from the record.
+  const std::string done_key = scoped(scope, "done");
+  const Claim done = acquire(done_key);
+  keep("done", done.fence);
+  const Completion completed{ClaimStatus::completed, "r", 1h};
+  ASSERT_TRUE(store_->commit(Ticket{done_key, done.fence}, completed).ok());
+  EXPECT_EQ(redis_integer(*client_, {"HEXISTS", store_->record_key(done_key), "q"}), 0);
+  // Expired: gone from Redis with its request.
+  Result<Claim> expired = store_->claim(ClaimRequest{scoped(scope, "expired"), {1, 2}, 50ms, 50ms});
+  ASSERT_TRUE(expired.has_value());
+  keep("expired", expired->fence);
+  // Kept by two runs of the same request: the first run's entry goes, the second's stays.
+  const Claim first = acquire(scoped(scope, "again"));
+  keep("again", first.fence);
+  ASSERT_TRUE(store_->abort(Ticket{scoped(scope, "again"), first.fence}).ok());
+  const Claim second = acquire(scoped(scope, "again"));
+  keep("again", second.fence);
+  ASSERT_TRUE(store_->abort(Ticket{scoped(scope, "again"), second.fence}).ok());
+  // A holder that died between the index entry and the request (written by hand here): its
+  // entry stays while it may still keep the request, and goes once it no longer can.
+  const Claim pending = acquire(scoped(scope, "pending"));
+  const Claim orphan = acquire(scoped(scope, "orphan"));
+  const std::vector<std::pair<std::string, Fence>> by_hand{{"pending", pending.fence},
+                                                           {"orphan", orphan.fence}};
+  for (const auto& [id, fence] : by_hand) {
+    std::string member = scoped(scope, id);
+    for (int shift = 56; shift >= 0; shift -= 8)
+      member.push_back(static_cast<char>(fence >> shift));
+    ASSERT_EQ(redis_integer(*client_, {"ZADD", index, "0", member}), 1);
+  }
+  ASSERT_TRUE(store_->abort(Ticket{scoped(scope, "orphan"), orphan.fence}).ok());
+  // Live: stays.
+  const Claim live = acquire(scoped(scope, "live"));
+  keep("live", live.fence);
+  std::this_thread::sleep_for(200ms);  // "expired" expires
+
+  ASSERT_EQ(index_entries(*client_, index, scope).size(), 7u);
+  Result<std::vector<Abandoned>> found = store_->find_abandoned(scope_keys(scope), 100);
+  ASSERT_TRUE(found.has_value()) << found.failure().describe();
+  ASSERT_EQ(found->size(), 1u);
+  EXPECT_EQ(found.value()[0].key, scoped(scope, "again"));
+  EXPECT_EQ(found.value()[0].request, "req-again");
+  EXPECT_EQ(index_entries(*client_, index, scope),
+            (std::vector<std::string>{"again@" + std::to_string(second.fence),
+                                      "live@" + std::to_string(live.fence),
+                                      "pending@" + std::to_string(pending.fence)}));
+
+  // The pending holder's request lands after all, and its run is found once released.
+  keep("pending", pending.fence);
+  ASSERT_TRUE(store_->abort(Ticket{scoped(scope, "pending"), pending.fence}).ok());
+  Result<std::vector<Abandoned>> later = store_->find_abandoned(scope_keys(scope), 100);
+  ASSERT_TRUE(later.has_value()) << later.failure().describe();
+  EXPECT_EQ(later->size(), 2u);
+}
+
+TEST_F(RedisStoreTest, OnOneServerAStaleKeepWritesNoIndexEntry) {
+  const std::string scope = prefix_ + "stale";
+  const std::string k = scoped(scope, "k");
+  const Claim first = acquire(k);
+  ASSERT_TRUE(store_->abort(Ticket{k, first.fence}).ok());
+  const Claim second = acquire(k);
+  EXPECT_EQ(store_->keep_request(Ticket{k, first.fence}, "late").error(), errc::lease_lost);
+  EXPECT_EQ(redis_integer(*client_, {"ZCARD", store_->abandoned_index_key(k)}), 0)
+      << "the entry and the request are one script on one server";
+  ASSERT_TRUE(store_->keep_request(Ticket{k, second.fence}, "req").ok());
+  EXPECT_EQ(redis_integer(*client_, {"ZCARD", store_->abandoned_index_key(k)}), 1);
+}
+
+TEST_F(RedisStoreTest, ABatchCommitDropsTheKeptRequestsLikeASingleCommit) {
+  const std::string scope = prefix_ + "batch";
+  std::vector<std::string> keys{scoped(scope, "a"), scoped(scope, "b")};
+  std::vector<CommitRequest> commits;
+  for (const std::string& k : keys) {
+    const Claim c = acquire(k);
+    ASSERT_TRUE(store_->keep_request(Ticket{k, c.fence}, "req").ok());
+    commits.push_back(
+        CommitRequest{Ticket{k, c.fence}, Completion{ClaimStatus::completed, "", 1h}});
+  }
+  for (const Status& s : store_->commit_batch(commits)) ASSERT_TRUE(s.ok());
+  for (const std::string& k : keys) {
+    EXPECT_EQ(redis_integer(*client_, {"HEXISTS", store_->record_key(k), "q"}), 0);
+    EXPECT_EQ(redis_integer(*client_, {"HEXISTS", store_->record_key(k), "qn"}), 0);
+  }
+}
+
+TEST_F(RedisStoreTest, AnAdminPurgeDropsTheIndexEntriesOfEndedRuns) {
+  const std::string scope = prefix_ + "purged";
+  const std::string done = scoped(scope, "done");
+  const std::string live = scoped(scope, "live");
+  const Claim d = acquire(done);
+  ASSERT_TRUE(store_->keep_request(Ticket{done, d.fence}, "d").ok());
+  ASSERT_TRUE(
+      store_->commit(Ticket{done, d.fence}, Completion{ClaimStatus::completed, "", 1h}).ok());
+  const Claim l = acquire(live);
+  ASSERT_TRUE(store_->keep_request(Ticket{live, l.fence}, "l").ok());
+  const std::string index = store_->abandoned_index_key(scope_keys(scope));
+  ASSERT_EQ(redis_integer(*client_, {"ZCARD", index}), 2);
+  auto admin = admin::redis_admin(*client_, admin::RedisAdminOptions{.prefix = prefix_});
+  Result<std::size_t> purged = admin->purge_expired(100);
+  ASSERT_TRUE(purged.has_value()) << purged.failure().describe();
+  EXPECT_EQ(index_entries(*client_, index, scope),
+            std::vector<std::string>{"live@" + std::to_string(l.fence)});
+}
+
+TEST_F(RedisStoreTest, FindAbandonedReadsAScopeOfMoreEntriesThanOnePage) {
+  const std::string scope = prefix_ + "many";
+  constexpr int kRuns = 520;  // more than two pages of the index
+  long long released = 0;
+  for (int i = 0; i < kRuns; ++i) {
+    const std::string k = scoped(scope, "r" + std::to_string(i));
+    const Claim c = acquire(k);
+    ASSERT_TRUE(store_->keep_request(Ticket{k, c.fence}, std::to_string(i)).ok());
+    // Every third run completes; the others are released.
+    if (i % 3 == 0) {
+      ASSERT_TRUE(
+          store_->commit(Ticket{k, c.fence}, Completion{ClaimStatus::completed, "", 1h}).ok());
+    } else {
+      ASSERT_TRUE(store_->abort(Ticket{k, c.fence}).ok());
+      ++released;
+    }
+  }
+  Result<std::vector<Abandoned>> some = store_->find_abandoned(scope_keys(scope), 10);
+  ASSERT_TRUE(some.has_value()) << some.failure().describe();
+  EXPECT_EQ(some->size(), 10u);
+  Result<std::vector<Abandoned>> all = store_->find_abandoned(scope_keys(scope), 1000);
+  ASSERT_TRUE(all.has_value()) << all.failure().describe();
+  EXPECT_EQ(static_cast<long long>(all->size()), released);
+  EXPECT_EQ(redis_integer(*client_, {"ZCARD", store_->abandoned_index_key(scope_keys(scope))}),
+            released)
+      << "the completed runs' entries stayed";
+}
+
+TEST_F(RedisStoreTest, KeptRequestsNeedScopedKeysAndAScopePrefix) {
+  EXPECT_EQ(store_->keep_request(Ticket{"\x85", 1}, "x").error(), errc::key_invalid);
+  EXPECT_EQ(store_->find_abandoned("", 10).error(), errc::key_invalid);
+  const std::string partial = std::string(1, '\x05') + "abc";  // a length of 5, 3 bytes
+  EXPECT_EQ(store_->find_abandoned(partial, 10).error(), errc::key_invalid);
+  EXPECT_TRUE(store_->abandoned_index_key(partial).empty());
+  // The index key is never a record's, nor one the admin's record scans match.
+  const std::string index = store_->abandoned_index_key(scope_keys("rides"));
+  EXPECT_EQ(index.rfind(prefix_ + "{abandoned:", 0), 0u) << index;
+  EXPECT_EQ(index, store_->abandoned_index_key(scoped("rides", "any id")));
+}
+
+TEST_F(RedisStoreTest, AGuardKeepsOnlyRequestsWithinMaxKeptRequest) {
+  const std::string scope = prefix_ + "limit";
+  IdempotencyGuard guard{*store_,
+                         Options{.scope = scope, .keep_request = true, .max_kept_request = 16}};
+  const std::string fits(16, 'a');
+  const std::string too_large(17, 'b');
+  for (const std::string& payload : {fits, too_large}) {
+    EXPECT_THROW((void)guard.execute(payload.substr(0, 1), payload,
+                                     [](Context&) -> int { throw std::runtime_error("failed"); }),
+                 std::runtime_error);
+  }
+  Result<std::vector<Abandoned>> found = store_->find_abandoned(scope_keys(scope), 10);
+  ASSERT_TRUE(found.has_value()) << found.failure().describe();
+  ASSERT_EQ(found->size(), 1u);
+  EXPECT_EQ(found.value()[0].request, fits);
+  EXPECT_EQ(redis_integer(*client_, {"ZCARD", store_->abandoned_index_key(scope_keys(scope))}), 1)
+      << "a request not kept has no index entry";
 }
 
 }  // namespace

@@ -51,6 +51,13 @@ TEST(RedisTokenStoreTest, PendingIsASetNxStringThenARecordHash) {
   ASSERT_TRUE(out) << out.message();
   EXPECT_EQ(redis_string(*client, {"TYPE", key}), "hash");
   EXPECT_EQ(redis_string(*client, {"HGET", key, "s"}), "C");
+  // stats(): the client's, whose pool or pipeline served the issue, claim and commit.
+  const StoreStats stats = store.stats();
+  EXPECT_EQ(stats.store, "redis");
+  ASSERT_TRUE(stats.pool && stats.redis);
+  EXPECT_EQ(stats.redis->servers, 1u);
+  EXPECT_GE(stats.pool->opened + stats.redis->pipeline_connections, 1u);
+  EXPECT_EQ(stats.redis->replication_timeouts, 0u);
 }
 
 }  // namespace idem::testing

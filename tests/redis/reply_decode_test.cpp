@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "abandoned_index.hpp"
 #include "idem/detail/record_model.hpp"
 #include "lua_scripts.hpp"
 #include "store_common.hpp"
@@ -134,6 +135,10 @@ TEST(RedisReplyDecodeTest, TheScriptsNamesAgreeWithTheRecordModel) {
       {"REPLY_TOKEN_MISMATCH", code(RedisClaimReply::token_mismatch)},
       {"REPLY_DONE", code(RedisFencedReply::done)},
       {"REPLY_LEASE_LOST", code(RedisFencedReply::lease_lost)},
+      {"REPLY_GAP", code(kStepReplyGap)},
+      {"REPLY_STALE", code(IndexEntry::stale)},
+      {"REPLY_LIVE", code(IndexEntry::live)},
+      {"REPLY_ABANDONED", code(IndexEntry::abandoned)},
       {"STATE_HELD", letter(detail::redis_state::held)},
       {"STATE_COMPLETED", letter(detail::redis_state::completed)},
       {"STATE_FAILED", letter(detail::redis_state::failed)},
@@ -147,7 +152,8 @@ TEST(RedisReplyDecodeTest, TheScriptsNamesAgreeWithTheRecordModel) {
   for (const Script* script :
        {&script_record_claim, &script_record_commit, &script_record_abort, &script_record_extend,
         &script_token_claim, &script_token_abort, &script_cache_claim, &script_cache_commit,
-        &script_cache_abort, &script_cache_extend}) {
+        &script_cache_abort, &script_cache_extend, &script_record_step_save,
+        &script_record_step_load, &script_record_keep_request, &script_record_find_abandoned}) {
     std::istringstream lines{std::string(script->source)};
     for (std::string line; std::getline(lines, line);) {
       if (line.rfind("--", 0) == 0) continue;
@@ -170,6 +176,34 @@ TEST(RedisReplyDecodeTest, TheScriptsNamesAgreeWithTheRecordModel) {
     }
   }
   EXPECT_GE(named, 30);  // every script declares what it answers
+}
+
+// The index of kept requests: a scope read from an effective key, members that give back their
+// key and fence, and lexicographic bounds that take in exactly the members under a prefix.
+TEST(RedisAbandonedIndexTest, ScopesMembersAndBoundsReadBackExactly) {
+  const std::string scope(200, 's');  // a length of two LEB128 bytes
+  const std::string key = std::string("\xc8\x01") + scope + std::string("\x00", 1) + "id";
+  ASSERT_TRUE(scope_part(key).has_value());
+  EXPECT_EQ(scope_part(key)->size(), 2 + scope.size());
+  EXPECT_FALSE(scope_part(key.substr(0, 100)).has_value());
+  EXPECT_FALSE(scope_part("").has_value());
+  EXPECT_FALSE(scope_part("\xff\xff").has_value());
+
+  const Fence fence = 0x0102030405060708ULL;
+  std::string_view read_key;
+  Fence read_fence = 0;
+  const std::string member = index_member(key, fence);
+  ASSERT_TRUE(read_index_member(member, read_key, read_fence));
+  EXPECT_EQ(read_key, key);
+  EXPECT_EQ(read_fence, fence);
+  EXPECT_FALSE(read_index_member("short", read_key, read_fence));
+
+  EXPECT_EQ(lex_from("ab"), "[ab");
+  EXPECT_EQ(lex_past("ab"), "(ac");
+  EXPECT_EQ(lex_past("a\xff\xff"), "(b");
+  EXPECT_EQ(lex_past("\xff"), "+");
+  EXPECT_EQ(abandoned_index_key("p:", "\x01x"),
+            "p:{abandoned:" + tagged_key("", "\x01x").substr(1, 16) + "}\x01x");
 }
 
 }  // namespace

@@ -61,6 +61,11 @@ TEST(RequestIdCacheTest, EntryIsOneStringWithTheLeaseThenTheTtl) {
   ASSERT_EQ(entry.size(), 25u + 4u);
   EXPECT_EQ(entry[0], 'C');
   EXPECT_EQ(entry.substr(25), "resp");
+  const StoreStats stats = cache.stats();  // the client's figures
+  EXPECT_EQ(stats.store, "redis");
+  ASSERT_TRUE(stats.pool && stats.redis);
+  EXPECT_EQ(stats.redis->servers, 1u);
+  EXPECT_EQ(stats.pool->timeouts, 0u);
 }
 
 TEST(RequestIdCacheTest, ForeignValueIsRecordCorrupt) {

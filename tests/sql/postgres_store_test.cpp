@@ -97,6 +97,52 @@ TEST(PostgresPoolTest, ExhaustedPoolIsStoreUnavailableAfterTheAcquireTimeout) {
   EXPECT_TRUE(later.executed());
 }
 
+// stats() after a known sequence: the one connection held by a transactional handler while N
+// threads call the store; each of them queues once (waits), none gives up (timeouts), and all
+// are then served in turn on that same connection (opened once). The replica part is absent.
+TEST(PostgresPoolTest, StatsCountTheCallsThatWaitedForAConnection) {
+  const char* uri = std::getenv("IDEM_TEST_PG_URI");
+  if (uri == nullptr) GTEST_SKIP() << kNoPgMessage;
+  PostgresStore store{PostgresStoreOptions{.uri = uri,
+                                           .mode = SqlMode::transactional,
+                                           .table_prefix = unique_name("stats") + "_",
+                                           .pool_size = 1,
+                                           .acquire_timeout = std::chrono::seconds{20}}};
+  IdempotencyGuard guard{store, Options{.scope = "stats"}};
+  constexpr std::uint64_t kWaiters = 4;
+  std::vector<std::thread> waiters;
+  std::atomic<int> served{0};
+  auto held = guard.execute("held", [&] {
+    for (std::uint64_t i = 0; i < kWaiters; ++i) {
+      waiters.emplace_back([&, i] {
+        if (guard.execute("waiter-" + std::to_string(i), [] { return 1; })) ++served;
+      });
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{10};
+    while (store.stats().pool->waits < kWaiters && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds{1});
+    }
+    const PoolStats during = *store.stats().pool;
+    EXPECT_EQ(during.in_use, 1u);  // the handler's transaction holds it
+    EXPECT_EQ(during.idle, 0u);
+    return 1;
+  });
+  for (std::thread& t : waiters) t.join();
+  ASSERT_TRUE(held.has_value()) << held.message();
+  EXPECT_EQ(served.load(), static_cast<int>(kWaiters));
+  const StoreStats stats = store.stats();
+  EXPECT_EQ(stats.store, "postgres");
+  ASSERT_TRUE(stats.pool);
+  EXPECT_EQ(stats.pool->size, 1u);
+  EXPECT_EQ(stats.pool->waits, kWaiters);
+  EXPECT_EQ(stats.pool->timeouts, 0u);
+  EXPECT_EQ(stats.pool->opened, 1u);
+  EXPECT_EQ(stats.pool->discarded, 0u);
+  EXPECT_EQ(stats.pool->in_use, 0u);
+  EXPECT_EQ(stats.pool->idle, 1u);
+  EXPECT_FALSE(stats.replica);
+}
+
 // A call waiting for a connection is served by one given back within its acquire_timeout. Here
 // the one connection belongs to a thread that calls the store back to back, giving it back every
 // few milliseconds and asking for it again at once. A pool that lets the caller who gives a

@@ -73,11 +73,28 @@ TEST(SqliteTransactionalTest, AnOpenHandlerHoldsTheFileForOtherKeysUpToBusyTimeo
   EXPECT_EQ(other.error(), errc::in_progress);
   EXPECT_GE(waited, std::chrono::milliseconds{250});
   EXPECT_LT(waited, std::chrono::seconds{3});
+  // stats(): the store's one connection is the holder's; the other claim queued and gave up.
+  StoreStats stats = store.stats();
+  EXPECT_EQ(stats.store, "sqlite");
+  ASSERT_TRUE(stats.pool);
+  EXPECT_EQ(stats.pool->size, 1u);
+  EXPECT_EQ(stats.pool->in_use, 1u);
+  EXPECT_EQ(stats.pool->idle, 0u);
+  EXPECT_EQ(stats.pool->waits, 1u);
+  EXPECT_EQ(stats.pool->timeouts, 1u);
+  EXPECT_FALSE(stats.replica || stats.records);
   finish.set_value();
   ASSERT_TRUE(holder.get().has_value());
   auto later = guard.execute("b", [] { return 2; });
   ASSERT_TRUE(later.has_value()) << later.error().message();
   EXPECT_EQ(later.value(), 2);
+  stats = store.stats();
+  EXPECT_EQ(stats.pool->in_use, 0u);
+  EXPECT_EQ(stats.pool->idle, 1u);
+  EXPECT_EQ(stats.pool->opened, 1u);  // one connection for the store's whole life
+  EXPECT_EQ(stats.pool->discarded, 0u);
+  EXPECT_EQ(stats.pool->waits, 1u);
+  EXPECT_EQ(stats.pool->timeouts, 1u);
 }
 
 }  // namespace

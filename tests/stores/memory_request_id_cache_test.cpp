@@ -34,6 +34,10 @@ TEST(MemoryRequestIdCacheTest, BoundedWithCountedEviction) {
   }
   EXPECT_EQ(cache.size(), 8u);
   EXPECT_EQ(cache.evictions(), 12u);
+  const StoreStats stats = cache.stats();
+  EXPECT_EQ(stats.store, "memory");
+  EXPECT_EQ(stats.records, 8u);
+  EXPECT_EQ(stats.evictions, 12u);
   // The newest answers stay; the oldest were evicted and run again.
   EXPECT_TRUE(cache.execute(Key{"19"}, [] { return -1; }).replayed());
   EXPECT_TRUE(cache.execute(Key{"0"}, [] { return -1; }).executed());

@@ -45,6 +45,24 @@ TEST_F(MemoryStoreTest, FullStoreEvictsTheOldestFinishedRecordAndCountsIt) {
   EXPECT_EQ(claim(store, "c")->status, ClaimStatus::completed);
 }
 
+TEST_F(MemoryStoreTest, StatsGiveTheRecordsHeldAndTheEvictions) {
+  MemoryStore store{MemoryStoreOptions{.shards = 1, .capacity = 3, .clock = clock_}};
+  StoreStats stats = store.stats();
+  EXPECT_EQ(stats.store, "memory");
+  EXPECT_EQ(stats.records, 0u);
+  EXPECT_EQ(stats.evictions, 0u);
+  EXPECT_FALSE(stats.pool || stats.replica || stats.redis);  // none of those in memory
+  for (const char* k : {"a", "b", "c", "d", "e"}) complete(store, k);
+  ASSERT_EQ(claim(store, "held")->status, ClaimStatus::acquired);
+  stats = store.stats();
+  EXPECT_EQ(stats.records, 3u);
+  EXPECT_EQ(stats.evictions, 3u);  // d, e and the held claim each evicted the oldest
+  clock_->advance(seconds{7200});
+  EXPECT_EQ(store.purge_expired(), 3u);
+  EXPECT_EQ(store.stats().records, 0u);
+  EXPECT_EQ(store.stats().evictions, 3u);
+}
+
 TEST_F(MemoryStoreTest, InProgressRecordsAreNeverEvicted) {
   MemoryStore store{MemoryStoreOptions{.shards = 1, .capacity = 2, .clock = clock_}};
   ASSERT_EQ(claim(store, "held-1")->status, ClaimStatus::acquired);

@@ -36,6 +36,8 @@ TEST(MemoryTokenStoreTest, PurgeRemovesExpiredTokens) {
   clock->advance(std::chrono::seconds{2});
   EXPECT_EQ(store.purge_expired(), 1u);
   EXPECT_EQ(store.size(), 1u);
+  EXPECT_EQ(store.stats().store, "memory");
+  EXPECT_EQ(store.stats().records, 1u);
 }
 
 }  // namespace idem::testing

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "idem/idem.hpp"
+#include "idem/stores/group_commit_store.hpp"
 #include "idem/stores/sqlite_store.hpp"
 #include "options.hpp"
 #ifdef IDEM_SOAK_POSTGRES
@@ -27,11 +28,15 @@ namespace idem::soak {
 template <class F>
 decltype(auto) with_store(const SoakOptions& o, F&& f) {
   using namespace std::chrono_literals;
-  const SqlMode mode = o.mode == Mode::lease ? SqlMode::lease : SqlMode::transactional;
+  const SqlMode mode = o.mode == Mode::transactional ? SqlMode::transactional : SqlMode::lease;
   switch (o.backend) {
     case Backend::sqlite: {
       SqliteStore store{SqliteStoreOptions{
           .path = o.target, .mode = mode, .table_prefix = o.store_prefix(), .busy_timeout = 10s}};
+      if (o.group_commit) {
+        GroupCommitStore<SqliteStore> grouped(store);
+        return f(grouped);
+      }
       return f(store);
     }
     case Backend::postgres: {
@@ -43,6 +48,10 @@ decltype(auto) with_store(const SoakOptions& o, F&& f) {
                                                .acquire_timeout = 2s,
                                                .connect_timeout = 2s,
                                                .statement_timeout = 5s}};
+      if (o.group_commit) {
+        GroupCommitStore<PostgresStore> grouped(store);
+        return f(grouped);
+      }
       return f(store);
 #else
       throw std::runtime_error("idem-soak was built without PostgreSQL");

@@ -55,12 +55,12 @@ class Checker {
     check_results_kept();
     check_results_have_a_run();
     check_one_run_per_claim();
-    if (o_.mode == Mode::lease) {
+    if (o_.mode != Mode::transactional) {
       check_one_holder_per_fence();
       check_no_two_live_holders();
-    } else {
-      check_effects_exactly_once();
     }
+    if (o_.mode != Mode::lease) check_effects_exactly_once();
+    if (o_.mode == Mode::steps) check_no_recorded_step_again(ledger.steps());
     report(seconds);
     if (!log_.harness_errors.empty()) return 2;
     return violations_.empty() ? 0 : 1;
@@ -104,7 +104,8 @@ class Checker {
   }
 
   // Every outcome is a value (executed or replayed) or an error the soak's conditions explain:
-  // in_progress (a duplicate held elsewhere), store_unavailable (server restarting), and, as the
+  // in_progress (a duplicate held elsewhere), store_unavailable (server restarting), in steps
+  // mode a handler's lease_lost (taken over, told by a step), and, as the
   // commit error of an executed value, lease_lost (taken over), store_unavailable, or
   // outcome_unknown (the commit went out and its answer was lost).
   void check_outcomes() {
@@ -112,7 +113,10 @@ class Checker {
     static const std::set<std::string> commit_errors_ok = {"", "lease_lost", "store_unavailable",
                                                            "outcome_unknown"};
     for (const OutcomeRow& r : outcomes_) {
-      const bool ok = r.kind == "replayed" ||
+      // Steps mode: a holder taken over learns it from its next step's save (lease_lost).
+      const bool step_lost =
+          o_.mode == Mode::steps && r.kind == "handler_error" && r.code == "lease_lost";
+      const bool ok = r.kind == "replayed" || step_lost ||
                       (r.kind == "executed" && commit_errors_ok.count(r.code)) ||
                       ((r.kind == "error" || r.kind == "handler_error") && errors_ok.count(r.code));
       if (!ok) {
@@ -217,6 +221,35 @@ class Checker {
     }
   }
 
+  // Steps mode: once a holder of a key passed its "outside" step (the step's record stood:
+  // saved under its fence, which no later claim could precede, or found), no later holder (a
+  // larger fence) starts the step's work again. A holder killed inside the step, or between
+  // its work and its record, leaves it to the next; a stale holder may still be inside it.
+  void check_no_recorded_step_again(const std::vector<Ledger::StepRow>& rows) {
+    std::map<std::pair<std::string, std::string>, std::int64_t> fence_of;  // (key, call)
+    for (const Execution& e : executions_) fence_of[{e.key, e.call}] = e.fence;
+    auto fence = [&](const Ledger::StepRow& r) {
+      const auto it = fence_of.find({r.key, r.call});
+      return it == fence_of.end() ? std::int64_t{-1} : it->second;
+    };
+    std::map<std::string, std::int64_t> first_passed;  // key -> smallest fence that passed
+    for (const auto& r : rows) {
+      if (r.kind != "passed") continue;
+      auto [it, fresh] = first_passed.emplace(r.key, fence(r));
+      if (!fresh) it->second = std::min(it->second, fence(r));
+    }
+    for (const auto& r : rows) {
+      if (r.kind != "ran") continue;
+      const auto it = first_passed.find(r.key);
+      if (it != first_passed.end() && fence(r) > it->second) {
+        violate("no recorded step again", "key " + r.key + ": the holder of fence " +
+                                              std::to_string(fence(r)) +
+                                              " ran the step 'outside' that the holder of fence " +
+                                              std::to_string(it->second) + " had recorded");
+      }
+    }
+  }
+
   // Transactional mode: the effects table, written in the claim's transaction, holds exactly
   // one row per completed key, from the run whose result the record holds, and none for a key
   // without a completed record (every rolled-back run left nothing).
@@ -232,7 +265,8 @@ class Checker {
       const auto it = effects.find(key);
       const std::size_t n = it == effects.end() ? 0 : it->second.size();
       if (!result) {
-        if (n != 0) {
+        // Steps mode: a run may have committed its atomic phase and died; once at most.
+        if (n > (o_.mode == Mode::steps ? 1u : 0u)) {
           violate("exactly once", "key " + key + " has no completed record but " +
                                       std::to_string(n) + " committed effects");
         }
@@ -243,6 +277,7 @@ class Checker {
                                     " times (committed effects)");
         continue;
       }
+      if (o_.mode == Mode::steps) continue;  // the phase's run need not be the committing one
       const auto id = parse_result(*result);
       if (!id || it->second[0].call != id->call) {
         violate("exactly once", "key " + key + ": the committed effect came from call " +
@@ -313,7 +348,8 @@ class Checker {
         "  handler runs %ld finished, %ld threw, %ld cut by a kill; %ld not the "
         "committed one%s\n",
         finished, threw, cut, rolled_back,
-        o_.mode == Mode::transactional ? " (rolled back)" : " (taken over or unrecorded)");
+        o_.mode == Mode::transactional ? " (rolled back)"
+                                       : " (taken over, unrecorded, or resumed)");
     std::printf("  keys         %ld of %d completed\n", completed_keys, o_.keys);
     std::printf("  kills        %zu (%s); %d processes started\n", log_.kills.size(),
                 list(kills_at).c_str(), log_.spawned);

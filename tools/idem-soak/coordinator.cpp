@@ -34,13 +34,16 @@ void prepare_store(const SoakOptions& o) {
     if constexpr (requires { store.ensure_schema(); }) {
       const Status ready = store.ensure_schema();
       if (!ready) throw std::runtime_error("store not ready: " + ready.failure().describe());
+    } else if constexpr (requires { store.store().ensure_schema(); }) {  // group commit
+      const Status ready = store.store().ensure_schema();
+      if (!ready) throw std::runtime_error("store not ready: " + ready.failure().describe());
     } else {
       const Status up = store.client().ping();
       if (!up) throw std::runtime_error("store not ready: " + up.failure().describe());
     }
     return 0;
   });
-  if (o.mode == Mode::transactional) Effects::create(o);
+  if (o.mode != Mode::lease) Effects::create(o);
 }
 
 class Coordinator {

@@ -21,6 +21,25 @@ void Ledger::create(const std::string& path) {
   db.exec(R"(CREATE TABLE IF NOT EXISTS outcomes (
                slot INTEGER NOT NULL, op INTEGER NOT NULL, pid INTEGER NOT NULL,
                key TEXT NOT NULL, kind TEXT NOT NULL, code TEXT NOT NULL, result TEXT NOT NULL))");
+  db.exec(R"(CREATE TABLE IF NOT EXISTS steps (
+               key TEXT NOT NULL, call TEXT NOT NULL, kind TEXT NOT NULL, t INTEGER NOT NULL))");
+}
+
+void Ledger::record_step(const std::string& key, const std::string& call, const char* kind,
+                         std::int64_t t) {
+  SQLite::Statement st(*db_, "INSERT INTO steps (key, call, kind, t) VALUES (?1, ?2, ?3, ?4)");
+  SQLite::bind(st, key, call, std::string(kind), t);
+  st.exec();
+}
+
+std::vector<Ledger::StepRow> Ledger::steps() const {
+  std::vector<StepRow> out;
+  SQLite::Statement st(*db_, "SELECT key, call, kind, t FROM steps");
+  while (st.executeStep()) {
+    out.push_back(StepRow{st.getColumn(0).getString(), st.getColumn(1).getString(),
+                          st.getColumn(2).getString(), st.getColumn(3).getInt64()});
+  }
+  return out;
 }
 
 Ledger::Ledger(const std::string& path)

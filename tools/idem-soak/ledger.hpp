@@ -57,6 +57,16 @@ class Ledger {
   void end_execution(std::int64_t id, std::int64_t t_end, std::string_view result, bool threw);
   void record_outcome(const OutcomeRow& o);
 
+  /// Steps mode: `kind` "ran" as a step's work starts, "passed" once ctx.step returned (its
+  /// record stands: saved by this run, or found). Committed when it returns.
+  void record_step(const std::string& key, const std::string& call, const char* kind,
+                   std::int64_t t);
+  struct StepRow {
+    std::string key, call, kind;
+    std::int64_t t = 0;
+  };
+  std::vector<StepRow> steps() const;
+
   std::vector<Execution> executions() const;
   std::vector<OutcomeRow> outcomes() const;
 

@@ -12,7 +12,9 @@ namespace {
 
 constexpr const char* kUsage = R"(usage: idem-soak --backend sqlite|postgres|redis [options]
 
-  --mode lease|transactional   lease (default); transactional: SQLite and PostgreSQL only
+  --mode lease|transactional|steps
+                               lease (default); transactional: SQLite and PostgreSQL only;
+                               steps: lease mode, a handler of steps (SQLite, PostgreSQL)
   --target URI                 PostgreSQL or Redis URI (required for them); SQLite: a file path
                                (default <dir>/store.db)
   --dir PATH                   work folder for the ledger and shared state (required)
@@ -25,6 +27,8 @@ constexpr const char* kUsage = R"(usage: idem-soak --backend sqlite|postgres|red
   --restart-every-ms MS        mean pause between server restarts; 0: none (default 6000)
   --restart-cmd CMD            shell command that restarts the server and waits until it answers
   --seed N                     seed of every random choice (default 1)
+  --group-commit               lease mode, SQLite and PostgreSQL: the store behind a
+                               GroupCommitStore (claims and commits written in groups)
   --inject-double-execution    debug: run one handler per worker twice; the checks must fail
 
 Exit status: 0 no violation, 1 violations (listed), 2 usage or setup error.
@@ -64,7 +68,17 @@ const char* to_string(Backend b) {
   return "?";
 }
 
-const char* to_string(Mode m) { return m == Mode::lease ? "lease" : "transactional"; }
+const char* to_string(Mode m) {
+  switch (m) {
+    case Mode::lease:
+      return "lease";
+    case Mode::transactional:
+      return "transactional";
+    case Mode::steps:
+      return "steps";
+  }
+  return "?";
+}
 
 std::string SoakOptions::store_prefix() const { return "soak_" + run_id + "_"; }
 
@@ -76,6 +90,10 @@ std::optional<SoakOptions> parse_options(int argc, char** argv) {
     if (name == "--help" || name == "-h") {
       std::fputs(kUsage, stdout);
       std::exit(0);
+    }
+    if (name == "--group-commit") {
+      o.group_commit = true;
+      continue;
     }
     if (name == "--inject-double-execution") {
       o.inject_double_execution = true;
@@ -91,7 +109,7 @@ std::optional<SoakOptions> parse_options(int argc, char** argv) {
       o.backend = *b;
       have_backend = true;
     } else if (name == "--mode") {
-      const auto m = named<Mode>(value, {Mode::lease, Mode::transactional});
+      const auto m = named<Mode>(value, {Mode::lease, Mode::transactional, Mode::steps});
       if (!m) return usage_error("unknown mode '" + std::string(value) + "'");
       o.mode = *m;
     } else if (name == "--target") {
@@ -132,6 +150,9 @@ std::optional<SoakOptions> parse_options(int argc, char** argv) {
   if (o.backend == Backend::redis && o.mode == Mode::transactional) {
     return usage_error("the Redis store has no transactional mode");
   }
+  if (o.backend == Backend::redis && o.mode == Mode::steps) {
+    return usage_error("the steps mode needs a SQL store (its atomic phase is a transaction)");
+  }
   if (o.backend != Backend::sqlite && o.target.empty()) {
     return usage_error(std::string("--target is required for ") + to_string(o.backend));
   }
@@ -140,6 +161,9 @@ std::optional<SoakOptions> parse_options(int argc, char** argv) {
   if (o.keys < 1) return usage_error("--keys must be at least 1");
   if (o.ops < 1) return usage_error("--ops must be at least 1");
   if (o.lease.count() < 50) return usage_error("--lease-ms must be at least 50");
+  if (o.group_commit && (o.backend == Backend::redis || o.mode != Mode::lease)) {
+    return usage_error("--group-commit needs the SQLite or PostgreSQL store in lease mode");
+  }
   return o;
 }
 
@@ -162,6 +186,7 @@ std::vector<std::string> worker_arguments(const SoakOptions& o, int slot) {
     argv.push_back(value);
   }
   if (o.inject_double_execution) argv.emplace_back("--inject-double-execution");
+  if (o.group_commit) argv.emplace_back("--group-commit");
   return argv;
 }
 

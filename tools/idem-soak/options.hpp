@@ -10,7 +10,9 @@
 namespace idem::soak {
 
 enum class Backend { sqlite, postgres, redis };
-enum class Mode { lease, transactional };
+/// steps: lease mode with a multi-step handler (an atomic phase and a recorded outside step,
+/// docs/steps.md); SQLite and PostgreSQL.
+enum class Mode { lease, transactional, steps };
 
 struct SoakOptions {
   /// The store under test; memory is not offered (it cannot outlive a killed process).
@@ -40,6 +42,8 @@ struct SoakOptions {
   std::string restart_cmd{};
   /// Seed of every random choice (keys, handler times, chaos).
   std::uint64_t seed = 1;
+  /// Lease mode on SQLite or PostgreSQL: the store behind a GroupCommitStore.
+  bool group_commit = false;
   /// Debug: every worker runs its first handler twice under one claim, so the checks must fail.
   bool inject_double_execution = false;
 

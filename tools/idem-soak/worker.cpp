@@ -127,8 +127,12 @@ class Worker {
                 .t_start = now_ns()};
     const std::int64_t id = ledger_.begin_execution(e);
     try {
-      std::this_thread::sleep_for(work_time());
-      if (o_.mode == Mode::transactional) Effects::insert(o_, ctx, {key, call_id, e.fence});
+      if (o_.mode == Mode::steps) {
+        run_steps(ctx, key, call_id, e.fence);
+      } else {
+        std::this_thread::sleep_for(work_time());
+        if (o_.mode == Mode::transactional) Effects::insert(o_, ctx, {key, call_id, e.fence});
+      }
     } catch (...) {
       ledger_.end_execution(id, now_ns(), "", true);
       throw;
@@ -143,13 +147,26 @@ class Worker {
     return result;
   }
 
+  // Steps mode: an atomic phase (the effect row commits with its step record) and an outside
+  // step whose runs the ledger sees; the checks find a recorded step run again, or a phase
+  // that committed twice.
+  void run_steps(Context& ctx, const std::string& key, const std::string& call_id,
+                 std::int64_t fence) {
+    ctx.atomic_step("effect", [&](Context& c) { Effects::insert(o_, c, {key, call_id, fence}); });
+    ctx.step("outside", [&] {
+      ledger_.record_step(key, call_id, "ran", now_ns());
+      std::this_thread::sleep_for(work_time());
+    });
+    ledger_.record_step(key, call_id, "passed", now_ns());
+  }
+
   std::chrono::microseconds work_time() {
     // Lease mode: a few handlers overrun the lease, so a duplicate takes the key over from a
     // live holder and the holder's commit must be refused.
-    if (o_.mode == Mode::lease && std::bernoulli_distribution(0.02)(rng_)) {
+    if (o_.mode != Mode::transactional && std::bernoulli_distribution(0.02)(rng_)) {
       return o_.lease + 150ms;
     }
-    const int max_us = o_.mode == Mode::lease ? 15'000 : 5'000;
+    const int max_us = o_.mode != Mode::transactional ? 15'000 : 5'000;
     return std::chrono::microseconds(std::uniform_int_distribution<int>(0, max_us)(rng_));
   }
 

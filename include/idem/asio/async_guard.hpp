@@ -4,6 +4,7 @@
 // instead of blocking on every store call and every pause (docs/async.md).
 
 #include <boost/asio/awaitable.hpp>
+#include <stdexcept>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -11,6 +12,7 @@
 #include "idem/asio/async_store.hpp"
 #include "idem/asio/detail/async_engine.hpp"
 #include "idem/codec.hpp"
+#include "idem/detail/call_timer.hpp"
 #include "idem/detail/engine.hpp"
 #include "idem/detail/key_check.hpp"
 #include "idem/key.hpp"
@@ -49,6 +51,12 @@ class AsyncGuard {
         options_(with_defaults(std::move(options), OptionDefaults{})),
         policy_(detail::policy_of(options_)) {
     options_.clock = policy_.clock;
+    if (options_.keep_request) {
+      throw std::invalid_argument(
+          "idem: Options::keep_request is not supported by AsyncGuard (no asynchronous store "
+          "keeps requests)");
+    }
+    policy_.store_name = detail::store_name_of<S>();
   }
   AsyncGuard(const AsyncGuard&) = delete;
   AsyncGuard& operator=(const AsyncGuard&) = delete;
@@ -64,7 +72,7 @@ class AsyncGuard {
     static_assert(std::is_void_v<R> || Codable<R>,
                   "idem: the handler's result type has no idem::codec<T>; specialise idem::codec "
                   "for it (see idem/codec.hpp)");
-    if (Failure bad = detail::validate_key(options_, key); bad.code) {
+    if (Failure bad = detail::validate_key(options_, key, policy_.store_name); bad.code) {
       return detail::async_ready<R>(Outcome<R>::failed(std::move(bad)));
     }
     return detail::async_execute_on<R>(

@@ -5,7 +5,9 @@
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <concepts>
+#include <string_view>
 
+#include "idem/detail/call_timer.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
 
@@ -32,6 +34,8 @@ concept AsyncStore = requires(S& store, const ClaimRequest& request, const Ticke
 template <Store S>
 class ImmediateStore {
  public:
+  static constexpr std::string_view kStoreName = detail::store_name_of<S>();  // observers' label
+
   explicit ImmediateStore(S& store) noexcept : store_(&store) {}
 
   boost::asio::awaitable<Result<Claim>> async_claim(const ClaimRequest& request) {

@@ -52,6 +52,8 @@ struct AsyncRedisStoreOptions {
 /// executor's io_context still alive.
 class AsyncRedisStore {
  public:
+  static constexpr std::string_view kStoreName = "redis";  // observers' label
+
   explicit AsyncRedisStore(const boost::asio::any_io_executor& executor,
                            AsyncRedisStoreOptions options = {});
   ~AsyncRedisStore();

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <exception>
 #include <memory>
@@ -30,6 +31,7 @@
 
 #include "idem/clock.hpp"
 #include "idem/codec.hpp"
+#include "idem/detail/call_timer.hpp"
 #include "idem/detail/failure_record.hpp"
 #include "idem/detail/protocol.hpp"
 #include "idem/error.hpp"
@@ -53,6 +55,7 @@ struct Policy {
   CommitRetry commit_retry{};
   std::shared_ptr<Clock> clock = nullptr;
   std::shared_ptr<Observer> observer = nullptr;
+  std::string_view store_name{};  // observers' label for the store
 
   const Wait* wait() const noexcept { return std::get_if<Wait>(&in_progress); }
   std::chrono::milliseconds block_for() const noexcept {
@@ -98,8 +101,85 @@ template <class Target>
 void notify(const Policy& policy, const Target& target, Event event, Fence fence,
             std::error_code error) {
   if (policy.observer) {
-    policy.observer->notify(EventInfo{event, target.scope(), target.key_id(), fence, error});
+    policy.observer->notify(
+        EventInfo{event, target.scope(), target.key_id(), fence, error, policy.store_name});
   }
+}
+
+template <class Target>
+concept TimedTarget = requires(const Target& t) {
+  { t.timer() } -> std::same_as<CallTimer&>;
+};
+
+/// A call begins: decides whether to time it and opens its span (observers that ask).
+template <class Target>
+void begin_call(const Policy& policy, const Target& target) {
+  if constexpr (TimedTarget<Target>) {
+    if (!policy.observer) return;
+    CallTimer& t = target.timer();
+    t.timed = policy.observer->time_this_call();
+    if (t.timed) t.mark = CallTimer::Clock::now();
+    if (policy.observer->has_spans()) {
+      t.span = policy.observer->start_span(
+          EventInfo{Event::executed, target.scope(), target.key_id(), 0, {}, policy.store_name});
+      t.span_open = true;
+    }
+  }
+}
+
+/// The claim is answered: its duration; the handler's starts.
+template <class Target>
+void claim_answered(const Policy& policy, const Target& target) {
+  if constexpr (TimedTarget<Target>) {
+    if (!policy.observer) return;
+    CallTimer& t = target.timer();
+    if (t.timed && !t.claim_done) t.durations.claim = t.lap();
+    t.claim_done = true;
+  }
+}
+
+/// The handler is done (its commit or settlement starts).
+template <class Target>
+void handler_done(const Policy& policy, const Target& target) {
+  if constexpr (TimedTarget<Target>) {
+    if (policy.observer && target.timer().timed)
+      target.timer().durations.handler = target.timer().lap();
+  }
+}
+
+/// The call's last event: with the call's durations, and it closes the span.
+template <class Target>
+void finish(const Policy& policy, const Target& target, Event event, Fence fence,
+            std::error_code error) {
+  if (!policy.observer) return;
+  EventInfo info{event, target.scope(), target.key_id(), fence, error, policy.store_name};
+  if constexpr (TimedTarget<Target>) {
+    claim_answered(policy, target);
+    CallTimer& t = target.timer();
+    if (t.timed) {
+      info.durations = t.durations;
+      info.durations.measured = true;
+    }
+    policy.observer->notify(info);
+    if (t.span_open) {
+      t.span_open = false;
+      policy.observer->end_span(t.span, info);
+    }
+  } else {
+    policy.observer->notify(info);
+  }
+}
+
+/// A held key's commit or settlement is done: its duration, then the call's last event.
+template <class Target>
+void finish_settled(const Policy& policy, const Target& target, Event event, Fence fence,
+                    std::error_code error) {
+  if constexpr (TimedTarget<Target>) {
+    if (policy.observer && target.timer().timed) {
+      target.timer().durations.commit = target.timer().lap();
+    }
+  }
+  finish(policy, target, event, fence, error);
 }
 
 template <class Target>
@@ -153,11 +233,11 @@ bool claim_refused(const Policy& policy, const Target& target, Result<Claim>& cl
     const Event event = e == errc::in_progress ? Event::in_progress
                         : is_refusal(e)        ? Event::rejected
                                                : Event::store_error;
-    notify(policy, target, event, 0, e);
+    finish(policy, target, event, 0, e);
     return true;
   }
   if (claim->status == ClaimStatus::mismatch) {
-    notify(policy, target, Event::mismatched, claim->fence,
+    finish(policy, target, Event::mismatched, claim->fence,
            make_error_code(errc::payload_mismatch));
     claim = make_failure(errc::payload_mismatch, target.refusal_message(errc::payload_mismatch));
     return true;
@@ -168,7 +248,7 @@ bool claim_refused(const Policy& policy, const Target& target, Result<Claim>& cl
 /// The refusal of a caller that found a live holder and stopped waiting (or never waits).
 template <class Target>
 Failure refuse_busy(const Policy& policy, const Target& target, const Claim& busy) {
-  notify(policy, target, Event::in_progress, busy.fence, make_error_code(errc::in_progress));
+  finish(policy, target, Event::in_progress, busy.fence, make_error_code(errc::in_progress));
   Failure refused = make_failure(errc::in_progress, target.refusal_message(errc::in_progress));
   refused.refusal = HolderLease{busy.lease_remaining};
   return refused;
@@ -179,10 +259,14 @@ Failure refuse_busy(const Policy& policy, const Target& target, const Claim& bus
 template <class Target>
 Result<Claim> claim_or_wait(const Policy& policy, Target& target) {
   WaitPacer pacer(policy.wait(), *policy.clock);
+  begin_call(policy, target);
   for (;;) {
     Result<Claim> claim = target.claim();
     if (claim_refused(policy, target, claim)) return claim;
-    if (claim->status != ClaimStatus::in_progress) return claim;
+    if (claim->status != ClaimStatus::in_progress) {
+      claim_answered(policy, target);
+      return claim;
+    }
     if (const auto pause = pacer.next_pause(claim.value())) {
       policy.clock->sleep_for(*pause);
       continue;
@@ -197,12 +281,12 @@ Outcome<R> answer_stored(const Policy& policy, const Target& target, Claim& clai
   if (claim.status == ClaimStatus::failed) {
     Failure failure = decode_failure(claim.result);
     const bool corrupt = failure.code == errc::record_corrupt;
-    notify(policy, target, corrupt ? Event::store_error : Event::replayed, claim.fence,
+    finish(policy, target, corrupt ? Event::store_error : Event::replayed, claim.fence,
            failure.code);
     return Outcome<R>::failed(std::move(failure), /*replayed=*/!corrupt);
   }
   Outcome<R> out = decode_replay<R>(std::move(claim.result));
-  notify(policy, target, out ? Event::replayed : Event::store_error, claim.fence, out.error());
+  finish(policy, target, out ? Event::replayed : Event::store_error, claim.fence, out.error());
   return out;
 }
 
@@ -231,6 +315,7 @@ Status commit_with_retry(const Policy& policy, Target& target, Fence fence, Clai
 template <class Target>
 void settle_failure(const Policy& policy, Target& target, Fence fence, std::string_view message,
                     bool remember, bool undo_effects) {
+  handler_done(policy, target);
   if constexpr (Target::kRewindable) {
     if (remember && undo_effects) {
       if (Status rewound = target.rewind(fence); !rewound) {
@@ -247,8 +332,8 @@ void settle_failure(const Policy& policy, Target& target, Fence fence, std::stri
   } else {
     settled = target.abort(fence);
   }
-  notify(policy, target, Event::aborted, fence, {});
   if (!settled) report(policy, target, settled, fence);
+  finish_settled(policy, target, Event::aborted, fence, {});
 }
 
 /// The failure a result of `size` bytes over the policy's limit is remembered as.
@@ -263,13 +348,18 @@ inline Failure result_too_large(const Policy& policy, std::size_t size) {
 template <class T, class Target, class Stored>
 Outcome<T> commit_bytes(const Policy& policy, Target& target, Fence fence, Stored&& value,
                         std::string_view bytes) {
-  notify(policy, target, Event::executed, fence, {});
+  handler_done(policy, target);
+  // `executed` ends the call, after the commit: it carries the commit's duration and error.
+  auto executed = [&](std::error_code commit_error) {
+    finish_settled(policy, target, Event::executed, fence, commit_error);
+  };
   if (bytes.size() > policy.max_result_size) {
     // The work happened: repeats must not run it again, so its key remembers result_too_large;
     // this caller still gets the value it produced.
     Failure too_large = result_too_large(policy, bytes.size());
     const std::string failure = encode_failure(errc::result_too_large, too_large.message);
     Status remembered = commit_with_retry(policy, target, fence, ClaimStatus::failed, failure);
+    executed(remembered.error());
     notify(policy, target, Event::result_unrecorded, fence, too_large.code);
     // Taken over meanwhile: the other holder's result is the key's answer, not this value.
     if (remembered.error() == errc::lease_lost) {
@@ -278,6 +368,7 @@ Outcome<T> commit_bytes(const Policy& policy, Target& target, Fence fence, Store
     return Outcome<T>::fresh(std::forward<Stored>(value), std::move(too_large));
   }
   Status committed = commit_with_retry(policy, target, fence, ClaimStatus::completed, bytes);
+  executed(committed.error());
   if (committed) return Outcome<T>::fresh(std::forward<Stored>(value));
   notify(policy, target, Event::result_unrecorded, fence, committed.error());
   return Outcome<T>::fresh(std::forward<Stored>(value), committed.failure());

@@ -3,6 +3,7 @@
 // blocking and the asynchronous guard.
 
 #include <string>
+#include <string_view>
 
 #include "idem/error.hpp"
 #include "idem/key.hpp"
@@ -29,11 +30,13 @@ inline Failure check_key(const Options& options, const Key& key) {
   return {};
 }
 
-/// check_key, and a refusal reported to the options' observer (Event::rejected).
-inline Failure validate_key(const Options& options, const Key& key) {
+/// check_key, and a refusal reported to the options' observer (Event::rejected), labelled with
+/// the guard's store.
+inline Failure validate_key(const Options& options, const Key& key, std::string_view store_name) {
   Failure bad = check_key(options, key);
   if (bad.code && options.observer) {
-    options.observer->notify(EventInfo{Event::rejected, options.scope, key.id, 0, bad.code});
+    options.observer->notify(
+        EventInfo{Event::rejected, options.scope, key.id, 0, bad.code, store_name});
   }
   return bad;
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -59,13 +60,12 @@ class CommitTries {
   /// After a try: true when `status` (rewritten when the commit stays in doubt) is the answer.
   bool finished(Status& status) {
     ++tries_;
-    if (status.error() == errc::outcome_unknown && !doubt_.code) doubt_ = status.failure();
-    if (!status.ok() && status.error() != errc::lease_lost && tries_ < policy_.attempts) {
-      return false;
-    }
-    if (status.error() == errc::store_unavailable && doubt_.code) {
+    if (status.ok()) return true;
+    if (status.error() == errc::outcome_unknown && !doubt_) doubt_ = status.failure();
+    if (status.error() != errc::lease_lost && tries_ < policy_.attempts) return false;
+    if (status.error() == errc::store_unavailable && doubt_) {
       status = Status(errc::outcome_unknown,
-                      doubt_.describe() + "; the last try: " + status.failure().describe());
+                      doubt_->describe() + "; the last try: " + status.failure().describe());
     }
     return true;
   }
@@ -78,7 +78,7 @@ class CommitTries {
   const CommitRetry& policy_;
   std::chrono::milliseconds pause_;
   int tries_ = 0;
-  Failure doubt_;  // the first try whose outcome is unknown
+  std::optional<Failure> doubt_;  // the first try whose outcome is unknown
 };
 
 /// Calls `commit()` until CommitTries says its status is the answer, pausing between tries.

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "idem/result.hpp"
+#include "idem/store_stats.hpp"
 
 namespace idem::redis {
 
@@ -155,6 +156,10 @@ class Client {
   std::size_t open_connections() const;
   /// Connections dropped because they failed or were found closed, since construction.
   std::uint64_t dropped_connections() const noexcept;
+  /// The figures the Redis stores over this client report (their stats()): the connection
+  /// pools summed over the servers (StoreStats::pool), the pipelines, and in cluster mode the
+  /// redirections followed and slot maps read (StoreStats::redis). `store` is "redis".
+  StoreStats stats() const;
 
   /// The implementation, for idem's Redis stores (declared in src/redis/).
   class Impl;

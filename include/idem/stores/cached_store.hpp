@@ -22,6 +22,7 @@
 #include "idem/detail/record_model.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/result.hpp"
+#include "idem/steps.hpp"
 #include "idem/store.hpp"
 #include "idem/stores/memory_store.hpp"  // for the static_assert at the end
 
@@ -161,6 +162,26 @@ class CachedStore {
 
   /// S's rewind, where S has one (idem::RewindableStore); the cache holds nothing for a held key.
   Status rewind(const Ticket& ticket) requires RewindableStore<S> { return inner_.rewind(ticket); }
+
+  /// S's steps and kept requests, where S keeps them (idem::StepStore, AtomicStepStore,
+  /// CompletableStore): they belong to a held key, which the cache never answers for.
+  Result<std::vector<StepRecord>> load_steps(const Ticket& ticket) requires StepStore<S> {
+    return inner_.load_steps(ticket);
+  }
+  Status save_step(const Ticket& ticket, const StepWrite& step) requires StepStore<S> {
+    return inner_.save_step(ticket, step);
+  }
+  Status save_step_atomically(const Ticket& ticket, std::uint32_t index, std::string_view name,
+                              AtomicStepBody body) requires AtomicStepStore<S> {
+    return inner_.save_step_atomically(ticket, index, name, body);
+  }
+  Status keep_request(const Ticket& ticket, std::string_view request) requires CompletableStore<S> {
+    return inner_.keep_request(ticket, request);
+  }
+  Result<std::vector<Abandoned>> find_abandoned(std::string_view prefix,
+                                                std::size_t limit) requires CompletableStore<S> {
+    return inner_.find_abandoned(prefix, limit);
+  }
 
   /// The wrapped store.
   Inner& inner() noexcept { return inner_; }

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "idem/clock.hpp"
+#include "idem/detail/guarded_records.hpp"
 #include "idem/guard.hpp"
 #include "idem/key.hpp"
 #include "idem/options.hpp"
@@ -41,65 +42,29 @@ struct MemoryRequestIdCacheOptions {
 /// It is that MemoryStore plus an IdempotencyGuard over it; the scope is the guard's alone. Also
 /// an idem::Store over the guard's effective keys (it forwards to the MemoryStore), so it can be
 /// a RequestIdLayer of a LayeredGuard. Thread-safe.
-class MemoryRequestIdCache {
+class MemoryRequestIdCache : public detail::RequestIdFront<MemoryStore> {
  public:
   /// What the guard options' unset fields become (idem::Options).
   static constexpr OptionDefaults kDefaults{.scope = "request-id", .ttl = std::chrono::minutes{10}};
 
-  /// The two-phase handle of begin<T>() (see idem::Attempt).
-  template <class T>
-  using Attempt = typename IdempotencyGuard<MemoryStore>::template Attempt<T>;
-
   /// Throws std::invalid_argument when the guard options are out of range.
   explicit MemoryRequestIdCache(MemoryRequestIdCacheOptions options = {})
-      : entries_(MemoryStoreOptions{.shards = options.shards,
-                                    .capacity = options.capacity,
-                                    .clock = std::move(options.clock)}),
-        guard_(entries_, with_defaults(std::move(options.guard), kDefaults)) {}
-  MemoryRequestIdCache(const MemoryRequestIdCache&) = delete;
-  MemoryRequestIdCache& operator=(const MemoryRequestIdCache&) = delete;
+      : RequestIdFront(with_defaults(std::move(options.guard), kDefaults),
+                       MemoryStoreOptions{.shards = options.shards,
+                                          .capacity = options.capacity,
+                                          .clock = std::move(options.clock)}) {}
 
-  /// Runs fn once per request id (idem::Key{request_id, principal}); repeats replay.
-  template <class Fn>
-  [[nodiscard]] Outcome<handler_result_t<Fn>> execute(const Key& request, Fn&& fn) {
-    return guard_.execute(request, std::forward<Fn>(fn));
-  }
-  template <class Fn>
-  [[nodiscard]] Outcome<handler_result_t<Fn>> execute(const Key& request, std::string_view payload,
-                                                      Fn&& fn) {
-    return guard_.execute(request, payload, std::forward<Fn>(fn));
-  }
+  // execute(request[, payload], fn), begin<T>(request[, payload]), options() and the
+  // idem::Store members come from detail::RequestIdFront.
 
-  /// The two-phase form of execute(): claims the request id and returns an Attempt that answers
-  /// (outcome(): a replayed response or a refusal) or holds the id until its commit(value) or
-  /// fail(message); fail() frees the id for a retry. The cache must outlive it.
-  template <class T>
-  [[nodiscard]] Attempt<T> begin(const Key& request, std::string_view payload = {}) {
-    return guard_.template begin<T>(request, payload);
-  }
-
-  /// The guard's options; options().scope is the scope of every entry.
-  const Options& options() const noexcept { return guard_.options(); }
   /// Entries held now, of every state.
-  std::size_t size() const { return entries_.size(); }
+  std::size_t size() const { return records_.size(); }
   /// Entries evicted by the capacity bound.
-  std::uint64_t evictions() const noexcept { return entries_.evictions(); }
+  std::uint64_t evictions() const noexcept { return records_.evictions(); }
+  /// Its figures: entries held and evictions (those of the MemoryStore underneath).
+  StoreStats stats() const { return records_.stats(); }
   /// Removes expired entries; returns how many went.
-  std::size_t purge_expired() { return entries_.purge_expired(); }
-
-  // --- idem::Store, over the guard's effective keys --------------------------------------------
-  Result<Claim> claim(const ClaimRequest& request) { return entries_.claim(request); }
-  Status commit(const Ticket& ticket, const Completion& completion) {
-    return entries_.commit(ticket, completion);
-  }
-  Status abort(const Ticket& ticket) { return entries_.abort(ticket); }
-  Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
-    return entries_.extend(ticket, lease);
-  }
-
- private:
-  MemoryStore entries_;                  // first: the guard refers to it
-  IdempotencyGuard<MemoryStore> guard_;  // holds the scope
+  std::size_t purge_expired() { return records_.purge_expired(); }
 };
 
 static_assert(Store<MemoryRequestIdCache>);

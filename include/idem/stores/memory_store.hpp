@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,9 +21,15 @@
 #include "idem/detail/spin_mutex.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/result.hpp"
+#include "idem/steps.hpp"
 #include "idem/store.hpp"
+#include "idem/store_stats.hpp"
 
 namespace idem {
+
+namespace admin {
+class MemoryAdmin;  // idem/admin/memory_admin.hpp: reads and releases records
+}  // namespace admin
 
 struct MemoryStoreOptions {
   /// Independent shards, each with its own lock; rounded up to a power of two.
@@ -39,6 +46,7 @@ struct MemoryStoreOptions {
 /// records live as long as the object (one process).
 class MemoryStore {
  public:
+  static constexpr std::string_view kStoreName = "memory";  // observers' label
   explicit MemoryStore(MemoryStoreOptions options = {})
       : clock_(options.clock ? std::move(options.clock) : steady_clock()),
         shards_(std::bit_ceil(std::max<std::size_t>(options.shards, 1))),
@@ -55,6 +63,7 @@ class MemoryStore {
     const auto now = clock_->now();
     const HashedKey key = hashed(request.key);
     Shard& shard = shard_for(key);
+    std::unique_ptr<RunState> stale_run;  // freed after the lock
     std::lock_guard lock(shard.mutex);
 
     Entry* found = shard.records.find(key);
@@ -74,6 +83,11 @@ class MemoryStore {
     if (answer.status != ClaimStatus::acquired) return answer;
     // A new claim of a released or expired record (not a takeover) is as young as a new record.
     if (!answer.took_over) shard.move_to_back(&e);
+    // Steps carry over to a takeover or a run after an abort of the same request; an expired
+    // record or another payload starts without them.
+    if (e.run && (now >= e.expires_at || e.fingerprint != request.fingerprint)) {
+      e.run.swap(stale_run);
+    }
     return detail::acquire_record(e, request, now, answer.took_over);
   }
 
@@ -82,14 +96,84 @@ class MemoryStore {
     // The copy is made before the lock and the record's old buffer freed after it, so the
     // critical section never calls the allocator.
     std::string result(completion.result);
+    std::unique_ptr<RunState> run;  // the finished record's steps go, freed after the lock
     return with_holder(
         ticket,
         [&](Entry& e) {
           e.state = detail::finished_state(completion.status);
           e.result.swap(result);
           e.expires_at = now + completion.ttl;
+          e.run.swap(run);
         },
         &completion);
+  }
+
+  /// Keeps the run's request with the ticket's record (idem::CompletableStore); lease_lost when
+  /// the ticket no longer holds it.
+  Status keep_request(const Ticket& ticket, std::string_view request) {
+    auto fresh = std::make_unique<RunState>();  // made before the lock, freed after if unused
+    std::optional<std::string> kept(request);
+    return with_holder(ticket, [&](Entry& e) {
+      if (!e.run) e.run.swap(fresh);
+      e.run->request.swap(kept);
+    });
+  }
+
+  /// At most `limit` records under `prefix` that kept a request and are abandoned: in progress
+  /// past their lease, or released, and not expired. Walks every record.
+  Result<std::vector<Abandoned>> find_abandoned(std::string_view prefix, std::size_t limit) {
+    const auto now = clock_->now();
+    std::vector<Abandoned> found;
+    for (Shard& shard : shards_) {
+      std::lock_guard lock(shard.mutex);
+      for (Entry* e = shard.head; e != nullptr && found.size() < limit; e = e->next) {
+        const bool abandoned = e->state == RecordState::released ||
+                               (e->state == RecordState::held && now >= e->lease_until);
+        if (!abandoned || !e->run || !e->run->request || now >= e->expires_at) continue;
+        const std::string_view key = detail::RecordTable<Entry>::key_of(*e);
+        if (key.substr(0, prefix.size()) != prefix) continue;
+        found.push_back(Abandoned{std::string(key), *e->run->request});
+      }
+    }
+    return found;
+  }
+
+  /// The steps recorded for the ticket's record, in order; errc::lease_lost when the ticket no
+  /// longer holds it.
+  Result<std::vector<StepRecord>> load_steps(const Ticket& ticket) {
+    std::vector<StepRecord> steps;
+    Status held = with_holder(ticket, [&](Entry& e) {
+      if (e.run) steps = e.run->steps;
+    });
+    if (!held) return held.failure();
+    return steps;
+  }
+
+  /// Records a step of the ticket's run; errc::lease_lost when the ticket no longer holds the
+  /// record. The copies are made before the lock.
+  Status save_step(const Ticket& ticket, const StepWrite& step) {
+    StepRecord saved{std::string(step.name), std::string(step.result)};
+    StepRecord replaced;  // freed after the lock
+    auto fresh = std::make_unique<RunState>();
+    bool gap = false;
+    Status held = with_holder(ticket, [&](Entry& e) {
+      if (!e.run) e.run.swap(fresh);
+      std::vector<StepRecord>& steps = e.run->steps;
+      if (step.index < steps.size()) {
+        std::swap(replaced, steps[step.index]);
+        steps[step.index] = std::move(saved);
+        steps.resize(step.index + 1);
+      } else if (step.index == steps.size()) {
+        steps.push_back(std::move(saved));
+      } else {
+        gap = true;
+      }
+    });
+    if (held && gap) {
+      return Status(errc::step_mismatch,
+                    "step " + std::to_string(step.index) + " saved before the steps ahead of it");
+    }
+    return held;
   }
 
   Status abort(const Ticket& ticket) {
@@ -145,8 +229,21 @@ class MemoryStore {
     return n;
   }
 
+  /// The store's figures: records held now and evictions (size() and evictions() in one).
+  StoreStats stats() const {
+    return StoreStats{.store = kStoreName, .records = size(), .evictions = evictions()};
+  }
+
  private:
+  friend class admin::MemoryAdmin;
   using RecordState = detail::RecordState;
+
+  // What a run in progress keeps beside its record (idem::CompletableStore); most records never
+  // have one, so an entry holds only a pointer.
+  struct RunState {
+    std::vector<StepRecord> steps;
+    std::optional<std::string> request;  // the run's payload, if kept (Options::keep_request)
+  };
 
   struct Entry {
     RecordState state = RecordState::released;
@@ -155,7 +252,8 @@ class MemoryStore {
     Clock::time_point lease_until{};
     Clock::time_point expires_at{};
     std::string result;
-    Entry* prev = nullptr;  // claim order, oldest first, for eviction
+    std::unique_ptr<RunState> run;  // steps and kept request, made by the first of either
+    Entry* prev = nullptr;          // claim order, oldest first, for eviction
     Entry* next = nullptr;
   };
 
@@ -235,6 +333,6 @@ class MemoryStore {
   unsigned shard_bits_;
 };
 
-static_assert(Store<MemoryStore>);
+static_assert(CompletableStore<MemoryStore>);
 
 }  // namespace idem

@@ -11,13 +11,14 @@
 
 #include "idem/clock.hpp"
 #include "idem/detail/effective_key.hpp"
+#include "idem/detail/guarded_records.hpp"
 #include "idem/detail/memory_token_records.hpp"
 #include "idem/detail/token.hpp"
-#include "idem/detail/token_guard.hpp"
 #include "idem/guard.hpp"
 #include "idem/options.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
+#include "idem/store_stats.hpp"
 
 namespace idem {
 
@@ -46,23 +47,15 @@ struct MemoryTokenStoreOptions {
 /// It is the token records plus an IdempotencyGuard over them; the scope is the guard's alone.
 /// Also an idem::Store over the guard's effective keys (it forwards to the records), so it can
 /// be a TokenLayer of a LayeredGuard. Thread-safe (one mutex).
-class MemoryTokenStore {
-  using Records = detail::MemoryTokenRecords;
-
+class MemoryTokenStore : public detail::TokenFront<detail::MemoryTokenRecords> {
  public:
   /// What the guard options' unset fields become (idem::Options).
   static constexpr OptionDefaults kDefaults{.scope = "token"};
 
-  /// The two-phase handle of begin<T>() (see idem::Attempt).
-  template <class T>
-  using Attempt = typename IdempotencyGuard<Records>::template Attempt<T>;
-
   /// Throws std::invalid_argument when the guard options are out of range.
   explicit MemoryTokenStore(MemoryTokenStoreOptions options = {})
-      : records_(options.clock ? std::move(options.clock) : steady_clock()),
-        guard_(records_, with_defaults(std::move(options.guard), kDefaults)) {}
-  MemoryTokenStore(const MemoryTokenStore&) = delete;
-  MemoryTokenStore& operator=(const MemoryTokenStore&) = delete;
+      : TokenFront(with_defaults(std::move(options.guard), kDefaults),
+                   options.clock ? std::move(options.clock) : steady_clock()) {}
 
   /// A new pending token, valid for `ttl` (at least 1 ms) until consumed.
   Result<std::string> issue(std::chrono::milliseconds ttl) {
@@ -72,47 +65,15 @@ class MemoryTokenStore {
     return token;
   }
 
-  /// Consumes `token` and runs fn once; see the table above. Without a payload every repeat of
-  /// the token matches.
-  template <class Fn>
-  [[nodiscard]] Outcome<handler_result_t<Fn>> execute(std::string_view token, Fn&& fn) {
-    return detail::execute_token(guard_, token, {}, fn);
-  }
-  template <class Fn>
-  [[nodiscard]] Outcome<handler_result_t<Fn>> execute(std::string_view token,
-                                                      std::string_view payload, Fn&& fn) {
-    return detail::execute_token(guard_, token, payload, fn);
-  }
-
-  /// The two-phase form of execute(): claims `token` and returns an Attempt that answers
-  /// (outcome(): a replay, or a refusal such as token_invalid) or holds the token until its
-  /// commit(value) or fail(message); fail() returns it to pending. The store must outlive it.
-  template <class T>
-  [[nodiscard]] Attempt<T> begin(std::string_view token, std::string_view payload = {}) {
-    return detail::begin_token<T>(guard_, token, payload);
-  }
-
-  /// The guard's options; options().scope names the token namespace.
-  const Options& options() const noexcept { return guard_.options(); }
+  // execute(token[, payload], fn), begin<T>(token[, payload]), options() and the idem::Store
+  // members come from detail::TokenFront.
 
   /// Removes expired tokens; returns how many went.
   std::size_t purge_expired() { return records_.purge_expired(); }
   /// Tokens held now (pending, in use, consumed; expired ones until purged).
   std::size_t size() const { return records_.size(); }
-
-  // --- idem::Store, over the guard's effective keys --------------------------------------------
-  Result<Claim> claim(const ClaimRequest& request) { return records_.claim(request); }
-  Status commit(const Ticket& ticket, const Completion& completion) {
-    return records_.commit(ticket, completion);
-  }
-  Status abort(const Ticket& ticket) { return records_.abort(ticket); }
-  Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
-    return records_.extend(ticket, lease);
-  }
-
- private:
-  Records records_;                  // first: the guard refers to it
-  IdempotencyGuard<Records> guard_;  // holds the scope
+  /// Its figures: the tokens held (size()).
+  StoreStats stats() const { return StoreStats{.store = "memory", .records = size()}; }
 };
 
 static_assert(Store<MemoryTokenStore>);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "idem/stores/sql_store.hpp"
@@ -92,13 +93,15 @@ class ReplicaReads;  // src/sql/replica_reads.hpp
 /// or answer another result than the primary would.
 class PostgresStore : public SqlStore {
  public:
+  static constexpr std::string_view kStoreName = "postgres";  // observers' label
   /// Connects lazily: an unreachable server shows as errc::store_unavailable from the calls,
   /// never as an exception here. Throws std::invalid_argument for an empty uri, a zero pool_size
   /// (also the replica's, when it has a uri) or a table prefix with other characters than
   /// letters, digits and '_'.
   explicit PostgresStore(PostgresStoreOptions options);
 
-  /// The replica read path's counters; all zero without a replica.
+  /// The replica read path's counters; all zero without a replica. stats().replica has them
+  /// too, with the replica's pool.
   ReplicaCounters replica_counters() const noexcept;
 
  private:

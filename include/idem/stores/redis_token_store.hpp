@@ -11,13 +11,14 @@
 #include <string_view>
 #include <utility>
 
+#include "idem/detail/guarded_records.hpp"
 #include "idem/detail/token.hpp"
-#include "idem/detail/token_guard.hpp"
 #include "idem/guard.hpp"
 #include "idem/options.hpp"
 #include "idem/redis/client.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
+#include "idem/store_stats.hpp"
 
 namespace idem {
 
@@ -41,6 +42,12 @@ class RedisTokenRecords {
   std::string redis_key(std::string_view key) const;
   std::uint64_t replication_timeouts() const noexcept {
     return replication_timeouts_.load(std::memory_order_relaxed);
+  }
+  /// The client's figures (redis::Client::stats()) and this store's replication_timeouts().
+  StoreStats stats() const {
+    StoreStats out = client_->stats();
+    out.redis->replication_timeouts = replication_timeouts();
+    return out;
   }
 
   Result<Claim> claim(const ClaimRequest& request);
@@ -84,66 +91,28 @@ struct RedisTokenStoreOptions {
 /// It is the token records plus an IdempotencyGuard over them; the scope is the guard's alone.
 /// Also an idem::Store over the guard's effective keys (it forwards to the records), so it can
 /// be a TokenLayer of a LayeredGuard. Thread-safe.
-class RedisTokenStore {
-  using Records = detail::RedisTokenRecords;
-
+class RedisTokenStore : public detail::TokenFront<detail::RedisTokenRecords> {
  public:
   /// What the guard options' unset fields become (idem::Options).
   static constexpr OptionDefaults kDefaults{.scope = "token"};
-
-  /// The two-phase handle of begin<T>() (see idem::Attempt).
-  template <class T>
-  using Attempt = typename IdempotencyGuard<Records>::template Attempt<T>;
 
   /// Throws std::invalid_argument when the guard options are out of range.
   explicit RedisTokenStore(std::shared_ptr<redis::Client> client,
                            RedisTokenStoreOptions options = {});
   ~RedisTokenStore();
-  RedisTokenStore(const RedisTokenStore&) = delete;
-  RedisTokenStore& operator=(const RedisTokenStore&) = delete;
 
   /// A new pending token, valid for `ttl` (at least 1 ms) until consumed. One round trip.
   Result<std::string> issue(std::chrono::milliseconds ttl);
 
-  /// Consumes `token` and runs fn once (see the class comment). Without a payload every repeat
-  /// of the token matches.
-  template <class Fn>
-  [[nodiscard]] Outcome<handler_result_t<Fn>> execute(std::string_view token, Fn&& fn) {
-    return detail::execute_token(guard_, token, {}, fn);
-  }
-  template <class Fn>
-  [[nodiscard]] Outcome<handler_result_t<Fn>> execute(std::string_view token,
-                                                      std::string_view payload, Fn&& fn) {
-    return detail::execute_token(guard_, token, payload, fn);
-  }
+  // execute(token[, payload], fn), begin<T>(token[, payload]), options() and the idem::Store
+  // members come from detail::TokenFront.
 
-  /// The two-phase form of execute(): claims `token` and returns an Attempt that answers
-  /// (outcome(): a replay, or a refusal such as token_invalid) or holds the token until its
-  /// commit(value) or fail(message); fail() returns it to pending. The store must outlive it.
-  template <class T>
-  [[nodiscard]] Attempt<T> begin(std::string_view token, std::string_view payload = {}) {
-    return detail::begin_token<T>(guard_, token, payload);
-  }
-
-  /// The guard's options; options().scope names the token namespace.
-  const Options& options() const noexcept { return guard_.options(); }
   /// The Redis key of `token`.
   std::string token_key(std::string_view token) const;
   std::uint64_t replication_timeouts() const noexcept { return records_.replication_timeouts(); }
-
-  // --- idem::Store, over the guard's effective keys --------------------------------------------
-  Result<Claim> claim(const ClaimRequest& request) { return records_.claim(request); }
-  Status commit(const Ticket& ticket, const Completion& completion) {
-    return records_.commit(ticket, completion);
-  }
-  Status abort(const Ticket& ticket) { return records_.abort(ticket); }
-  Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
-    return records_.extend(ticket, lease);
-  }
-
- private:
-  Records records_;                  // first: the guard refers to it
-  IdempotencyGuard<Records> guard_;  // holds the scope
+  /// Its figures: its client's (shared with the client's other stores) and its
+  /// replication_timeouts().
+  StoreStats stats() const { return records_.stats(); }
 };
 
 static_assert(Store<RedisTokenStore>);

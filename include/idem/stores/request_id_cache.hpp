@@ -11,12 +11,14 @@
 #include <string_view>
 #include <utility>
 
+#include "idem/detail/guarded_records.hpp"
 #include "idem/guard.hpp"
 #include "idem/key.hpp"
 #include "idem/options.hpp"
 #include "idem/redis/client.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
+#include "idem/store_stats.hpp"
 
 namespace idem {
 
@@ -39,6 +41,9 @@ class RedisRequestIdRecords {
   Status commit(const Ticket& ticket, const Completion& completion);
   Status abort(const Ticket& ticket);
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease);
+
+  /// The client's figures (redis::Client::stats()).
+  StoreStats stats() const { return client_->stats(); }
 
  private:
   std::shared_ptr<redis::Client> client_;
@@ -80,63 +85,24 @@ struct RequestIdCacheOptions {
 /// It is those entries plus an IdempotencyGuard over them; the scope is the guard's alone. Also
 /// an idem::Store over the guard's effective keys (it forwards to the entries), so it can be a
 /// RequestIdLayer of a LayeredGuard.
-class RequestIdCache {
-  using Records = detail::RedisRequestIdRecords;
-
+class RequestIdCache : public detail::RequestIdFront<detail::RedisRequestIdRecords> {
  public:
   /// What the guard options' unset fields become (idem::Options).
   static constexpr OptionDefaults kDefaults{.scope = "request-id", .ttl = std::chrono::minutes{10}};
-
-  /// The two-phase handle of begin<T>() (see idem::Attempt).
-  template <class T>
-  using Attempt = typename IdempotencyGuard<Records>::template Attempt<T>;
 
   /// Throws std::invalid_argument when the guard options are out of range.
   explicit RequestIdCache(std::shared_ptr<redis::Client> client,
                           RequestIdCacheOptions options = {});
   ~RequestIdCache();
-  RequestIdCache(const RequestIdCache&) = delete;
-  RequestIdCache& operator=(const RequestIdCache&) = delete;
 
-  /// Forwards once per request id: `request` is the id and its principal,
-  /// idem::Key{request_id, principal}; fn produces the response (bytes or any codable type).
-  template <class Fn>
-  [[nodiscard]] Outcome<handler_result_t<Fn>> execute(const Key& request, Fn&& fn) {
-    return guard_.execute(request, std::forward<Fn>(fn));
-  }
-  /// As above; a repeat whose payload differs is errc::payload_mismatch.
-  template <class Fn>
-  [[nodiscard]] Outcome<handler_result_t<Fn>> execute(const Key& request, std::string_view payload,
-                                                      Fn&& fn) {
-    return guard_.execute(request, payload, std::forward<Fn>(fn));
-  }
+  // execute(request[, payload], fn) (fn produces the response: bytes or any codable type),
+  // begin<T>(request[, payload]), options() and the idem::Store members come from
+  // detail::RequestIdFront.
 
-  /// The two-phase form of execute(): claims the request id and returns an Attempt that answers
-  /// (outcome(): a replayed response or a refusal) or holds the id until its commit(value) or
-  /// fail(message); fail() frees the id for a retry. The cache must outlive it.
-  template <class T>
-  [[nodiscard]] Attempt<T> begin(const Key& request, std::string_view payload = {}) {
-    return guard_.template begin<T>(request, payload);
-  }
-
-  /// The guard's options; options().scope is the scope of every entry.
-  const Options& options() const noexcept { return guard_.options(); }
   /// The Redis key of a request id.
   std::string entry_key(const Key& request) const;
-
-  // --- idem::Store, over the guard's effective keys --------------------------------------------
-  Result<Claim> claim(const ClaimRequest& request) { return records_.claim(request); }
-  Status commit(const Ticket& ticket, const Completion& completion) {
-    return records_.commit(ticket, completion);
-  }
-  Status abort(const Ticket& ticket) { return records_.abort(ticket); }
-  Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
-    return records_.extend(ticket, lease);
-  }
-
- private:
-  Records records_;                  // first: the guard refers to it
-  IdempotencyGuard<Records> guard_;  // holds the scope
+  /// Its figures: its client's (redis::Client::stats()), shared with the client's other stores.
+  StoreStats stats() const { return records_.stats(); }
 };
 
 static_assert(Store<RequestIdCache>);

@@ -7,10 +7,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "idem/batch_store.hpp"
 #include "idem/result.hpp"
+#include "idem/steps.hpp"
 #include "idem/store.hpp"
+#include "idem/store_stats.hpp"
 
 namespace idem {
 
@@ -42,6 +48,7 @@ class Engine;  // src/sql/engine.hpp
 /// outcome_unknown for a commit whose session broke once it went out).
 class SqlStore {
  public:
+  static constexpr std::string_view kStoreName = "sql";  // observers' label
   SqlStore(SqlStore&&) noexcept;
   SqlStore& operator=(SqlStore&&) noexcept;
   virtual ~SqlStore();
@@ -61,6 +68,36 @@ class SqlStore {
   /// claim that was not rewindable.
   Status rewind(const Ticket& ticket);
 
+  /// Lease mode: the claims of a batch in one write transaction (SQLite) or one statement
+  /// (PostgreSQL), each answered as claim() would answer it (idem::BatchStore). Transactional
+  /// mode has no batches: every answer is errc::store_unavailable saying so.
+  std::vector<Result<Claim>> claim_batch(std::span<const ClaimRequest> requests);
+  /// Lease mode: the commits of a batch in one transaction or statement, each answered as
+  /// commit() would. Transactional mode: commit() for each in turn.
+  std::vector<Status> commit_batch(std::span<const CommitRequest> requests);
+  /// Lease mode: commits, then claims, in one transaction (idem::GroupStore; GroupCommitStore
+  /// writes its groups with it).
+  GroupAnswers write_group(std::span<const CommitRequest> commits,
+                           std::span<const ClaimRequest> claims);
+  /// The steps recorded for the ticket's record (idem::StepStore), kept in the table
+  /// <prefix>steps beside the records; lease_lost when the ticket no longer holds the record.
+  /// Transactional mode: read and written in the holder's transaction, so that a step's record
+  /// commits with what the step wrote through sqlite_transaction(ctx) / pg_transaction(ctx),
+  /// and rolls back with it.
+  Result<std::vector<StepRecord>> load_steps(const Ticket& ticket);
+  /// Records a step under the ticket's fence, one statement; lease_lost when it no longer holds.
+  Status save_step(const Ticket& ticket, const StepWrite& step);
+  /// Runs an atomic step (Context::atomic_step): lease mode, in a transaction of its own on one
+  /// of the store's connections, the fenced save last, then COMMIT; transactional mode, in the
+  /// holder's transaction. lease_lost or a failure: nothing of the step remains.
+  Status save_step_atomically(const Ticket& ticket, std::uint32_t index, std::string_view name,
+                              AtomicStepBody body);
+  /// Keeps the run's request beside its steps (idem::CompletableStore), fenced. In
+  /// transactional mode it commits, and rolls back, with the holder's transaction.
+  Status keep_request(const Ticket& ticket, std::string_view request);
+  /// At most `limit` abandoned records under the key prefix, by the database clock.
+  Result<std::vector<Abandoned>> find_abandoned(std::string_view prefix, std::size_t limit);
+
   /// Deletes at most `max_rows` records whose retention has passed (by the database clock);
   /// returns how many went. Records in progress under a live retention are never touched.
   Result<std::size_t> purge_expired(std::size_t max_rows = 10'000);
@@ -71,6 +108,11 @@ class SqlStore {
 
   SqlMode mode() const noexcept;
 
+  /// The store's own figures: its name ("sqlite", "postgres"), its connection pool (SQLite: the
+  /// store's one connection, which its callers take turns on) and, for a PostgresStore with a
+  /// replica, the replica's reads and pool. No round trip.
+  StoreStats stats() const noexcept;
+
  protected:
   explicit SqlStore(std::unique_ptr<sql::Engine> engine);
 
@@ -79,5 +121,8 @@ class SqlStore {
 };
 
 static_assert(RewindableStore<SqlStore>);
+static_assert(GroupStore<SqlStore>);
+static_assert(AtomicStepStore<SqlStore>);
+static_assert(CompletableStore<SqlStore>);
 
 }  // namespace idem

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "idem/stores/sql_store.hpp"
 
@@ -37,6 +38,7 @@ struct SqliteStoreOptions {
 /// request may not block, else waits for the holder and replays.
 class SqliteStore : public SqlStore {
  public:
+  static constexpr std::string_view kStoreName = "sqlite";  // observers' label
   /// Opens nothing yet: the file is opened and the schema created on first use, so a bad path
   /// shows as errc::store_unavailable from the first call. Throws std::invalid_argument for an
   /// empty path or a table prefix with other characters than letters, digits and '_'.

@@ -21,6 +21,8 @@
 //   guard_cases.hpp          IdempotencyGuard on the store: racing threads, throwing handlers
 //   rewind_cases.hpp         stores with rewind() (idem::RewindableStore)
 //   reopen_cases.hpp         stores whose traits can reopen their records (StoreTraits::reopen)
+//   step_cases.hpp           stores that keep a handler's steps (idem::StepStore), and requests
+//                            for a completer (idem::CompletableStore)
 //
 // Cases for an ability the store lacks are not registered at all.
 
@@ -35,6 +37,7 @@
 #include "idem/testing/record_store_test.hpp"
 #include "idem/testing/reopen_cases.hpp"
 #include "idem/testing/rewind_cases.hpp"
+#include "idem/testing/step_cases.hpp"
 #include "idem/testing/store_traits.hpp"
 
 namespace idem::testing {
@@ -68,6 +71,22 @@ bool register_record_store_conformance(const char* prefix, const char* file, int
   if constexpr (RewindableStore<S>) {
     register_cases<S, RewindKeepsTheKeyHeldAndAFailureCommitsAfterIt,
                    AbortAfterRewindReleasesTheKey>(suite.c_str(), file, line);
+  }
+  if constexpr (StepStore<S>) {
+    register_cases<S, StepsComeBackInOrderToTheKeysNextHolder,
+                   AStaleHolderCanNeitherSaveNorLoadSteps, AFinishedRecordKeepsNoSteps,
+                   AnotherPayloadStartsWithoutTheSteps,
+                   GuardResumesAHandlerAtItsFirstUnfinishedStep>(suite.c_str(), file, line);
+    if constexpr (!HoldsUntilFinished<S>) {
+      register_cases<S, ATakeoverGetsTheOldHoldersStepsAndFencesItOff,
+                     GuardRefusesStepsInAnotherOrderAndKeepsTheKeysSteps>(suite.c_str(), file,
+                                                                          line);
+    }
+    if constexpr (CompletableStore<S> && !HoldsUntilFinished<S>) {
+      register_cases<S, AKeptRequestIsFoundOnceItsRunIsAbandoned, AStaleHolderKeepsNoRequest,
+                     FinishedAndExpiredRunsAreNotAbandoned, ACompleterFinishesTheRunAGuardKept>(
+          suite.c_str(), file, line);
+    }
   }
   if constexpr (Reopenable<S>) {
     register_cases<S, RecordsOutliveTheStoreThatWroteThem,

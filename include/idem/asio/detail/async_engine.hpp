@@ -30,6 +30,7 @@
 
 #include "idem/asio/async_store.hpp"
 #include "idem/codec.hpp"
+#include "idem/detail/call_timer.hpp"
 #include "idem/detail/effective_key.hpp"
 #include "idem/detail/engine.hpp"
 #include "idem/key.hpp"
@@ -130,6 +131,7 @@ class AsyncTarget {
   std::chrono::milliseconds lease() const noexcept { return options_->lease; }
   S& store() const noexcept { return *store_; }
   Ticket ticket(Fence fence) const noexcept { return Ticket{key_.view(), fence}; }
+  CallTimer& timer() const noexcept { return timer_; }
 
  private:
   S* store_;
@@ -137,6 +139,7 @@ class AsyncTarget {
   EffectiveKey key_;
   Fingerprint fingerprint_;
   std::string id_;
+  mutable CallTimer timer_;  // for observers that time or trace calls
 };
 
 inline boost::asio::awaitable<bool> cancellation_requested() {
@@ -156,10 +159,14 @@ boost::asio::awaitable<Result<Claim>> async_claim_or_wait(const Policy& policy,
   WaitPacer pacer(policy.wait(), *policy.clock);
   std::optional<boost::asio::steady_timer> timer;
   const ClaimRequest request = target.request();
+  begin_call(policy, target);
   for (;;) {
     Result<Claim> claim = co_await target.store().async_claim(request);
     if (claim_refused(policy, target, claim)) co_return claim;
-    if (claim->status != ClaimStatus::in_progress) co_return claim;
+    if (claim->status != ClaimStatus::in_progress) {
+      claim_answered(policy, target);
+      co_return claim;
+    }
     const auto pause = pacer.next_pause(claim.value());
     if (!pause) co_return refuse_busy(policy, target, claim.value());
     if (co_await cancellation_requested()) throw_cancelled();
@@ -200,6 +207,7 @@ boost::asio::awaitable<Status> async_commit_with_retry(const Policy& policy, Asy
 template <class S>
 boost::asio::awaitable<void> async_settle_failure(const Policy& policy, AsyncTarget<S>& target,
                                                   Fence fence, std::string message, bool remember) {
+  handler_done(policy, target);
   const Ticket ticket = target.ticket(fence);
   Status settled;
   if (remember) {
@@ -209,8 +217,8 @@ boost::asio::awaitable<void> async_settle_failure(const Policy& policy, AsyncTar
   } else {
     settled = co_await target.store().async_abort(ticket);
   }
-  notify(policy, target, Event::aborted, fence, {});
   if (!settled) report(policy, target, settled, fence);
+  finish_settled(policy, target, Event::aborted, fence, {});
 }
 
 /// commit_result and commit_bytes: encode, the result limit, commit with retry.
@@ -237,12 +245,14 @@ boost::asio::awaitable<Outcome<T>> async_commit_result(const Policy& policy, Asy
       std::rethrow_exception(unencodable);
     }
   }
-  notify(policy, target, Event::executed, fence, {});
+  // `executed` ends the call, after the commit: it carries the commit's duration and error.
+  handler_done(policy, target);
   if (bytes.size() > policy.max_result_size) {
     Failure too_large = result_too_large(policy, bytes.size());
     const std::string failure = encode_failure(errc::result_too_large, too_large.message);
     Status remembered =
         co_await async_commit_with_retry(policy, target, fence, ClaimStatus::failed, failure);
+    finish_settled(policy, target, Event::executed, fence, remembered.error());
     notify(policy, target, Event::result_unrecorded, fence, too_large.code);
     if (remembered.error() == errc::lease_lost) {
       co_return Outcome<T>::fresh(std::move(value), remembered.failure());
@@ -251,6 +261,7 @@ boost::asio::awaitable<Outcome<T>> async_commit_result(const Policy& policy, Asy
   }
   Status committed =
       co_await async_commit_with_retry(policy, target, fence, ClaimStatus::completed, bytes);
+  finish_settled(policy, target, Event::executed, fence, committed.error());
   if (committed) co_return Outcome<T>::fresh(std::move(value));
   notify(policy, target, Event::result_unrecorded, fence, committed.error());
   co_return Outcome<T>::fresh(std::move(value), committed.failure());

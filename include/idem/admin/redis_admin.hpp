@@ -1,0 +1,22 @@
+#pragma once
+// The admin of a RedisStore's records (compiled library idem::redis). See idem/admin.hpp.
+// On a cluster, listing, counting and purging visit every primary; the other operations go to
+// the primary of the key's slot.
+
+#include <memory>
+#include <string>
+
+#include "idem/admin.hpp"
+#include "idem/redis/client.hpp"
+
+namespace idem::admin {
+
+struct RedisAdminOptions {
+  /// The RedisStore's key prefix (RedisStoreOptions::prefix).
+  std::string prefix = "idem:";
+};
+
+/// An admin over `client` (one server or a cluster), which must outlive it.
+std::unique_ptr<Admin> redis_admin(redis::Client& client, RedisAdminOptions options = {});
+
+}  // namespace idem::admin

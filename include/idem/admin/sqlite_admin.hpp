@@ -1,0 +1,24 @@
+#pragma once
+// The admin of a SQLite record store (compiled library idem::sqlite). See idem/admin.hpp.
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "idem/admin.hpp"
+
+namespace idem::admin {
+
+struct SqliteAdminOptions {
+  /// The database file. Every operation but migrate_schema() needs it to exist.
+  std::string path{};
+  /// The stores' table prefix.
+  std::string table_prefix = "idem_";
+  /// How long a write waits for the file's other writers.
+  std::chrono::milliseconds busy_timeout{5000};
+};
+
+/// Throws std::invalid_argument for an empty path or a bad table prefix.
+std::unique_ptr<Admin> sqlite_admin(SqliteAdminOptions options);
+
+}  // namespace idem::admin

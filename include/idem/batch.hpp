@@ -1,0 +1,236 @@
+#pragma once
+// Batches: IdempotencyGuard::execute_batch claims many keys in one store step, runs the handler
+// for each key it acquired, and commits them in one step. This header holds the item type and the
+// engine's batch steps; the guard reaches them through execute_batch.
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "idem/batch_store.hpp"
+#include "idem/codec.hpp"
+#include "idem/context.hpp"
+#include "idem/detail/engine.hpp"
+#include "idem/error.hpp"
+#include "idem/key.hpp"
+#include "idem/outcome.hpp"
+#include "idem/result.hpp"
+#include "idem/store.hpp"
+
+namespace idem {
+
+/// One call of a batch: its key and the payload its fingerprint is taken of (empty: every repeat
+/// of the key matches). The views must outlive the execute_batch call.
+struct BatchItem {
+  Key key;
+  std::string_view payload{};
+};
+
+namespace detail {
+
+template <class Fn>
+constexpr bool kBatchTakesContext = std::is_invocable_v<Fn&, std::size_t, Context&>;
+
+template <class Fn, bool = kBatchTakesContext<Fn>>
+struct BatchHandlerResult {
+  using type = std::remove_cvref_t<std::invoke_result_t<Fn&, std::size_t, Context&>>;
+};
+template <class Fn>
+struct BatchHandlerResult<Fn, false> {
+  using type = std::remove_cvref_t<std::invoke_result_t<Fn&, std::size_t>>;
+};
+
+/// A target whose first claim was already made (in the batch's claim step): claim_or_wait takes
+/// that answer first and asks the target again only to wait for a holder.
+template <class Target>
+class PrefetchedClaim {
+ public:
+  PrefetchedClaim(Target& target, Result<Claim> first)
+      : target_(&target), first_(std::move(first)) {}
+
+  Result<Claim> claim() {
+    if (!first_) return target_->claim();
+    Result<Claim> first = std::move(*first_);
+    first_.reset();
+    return first;
+  }
+  std::string_view scope() const noexcept { return target_->scope(); }
+  std::string_view key_id() const noexcept { return target_->key_id(); }
+  std::string refusal_message(errc e) const { return target_->refusal_message(e); }
+
+ private:
+  Target* target_;
+  std::optional<Result<Claim>> first_;
+};
+
+/// Every target's claim: in one batch step when the store has one, else one claim per key.
+template <class S, class Target>
+std::vector<Result<Claim>> claim_all(S& store, std::vector<Target>& targets) {
+  std::vector<Result<Claim>> claims;
+  if constexpr (BatchStore<S>) {
+    std::vector<ClaimRequest> requests;
+    requests.reserve(targets.size());
+    for (const Target& t : targets) requests.push_back(t.claim_request());
+    claims = store.claim_batch(requests);
+    if (claims.size() == targets.size()) return claims;
+    claims.clear();
+    const Failure wrong = make_failure(
+        errc::store_unavailable, "the store answered a batch of " + std::to_string(targets.size()) +
+                                     " claims with another number of answers");
+    for (std::size_t i = 0; i < targets.size(); ++i) claims.emplace_back(wrong);
+  } else {
+    claims.reserve(targets.size());
+    for (Target& t : targets) claims.push_back(t.claim());
+  }
+  return claims;
+}
+
+/// Every commit of `requests`: in one batch step when the store has one, else one per key.
+template <class S>
+std::vector<Status> commit_all(S& store, std::span<const CommitRequest> requests) {
+  std::vector<Status> statuses;
+  if constexpr (BatchStore<S>) {
+    statuses = store.commit_batch(requests);
+    if (statuses.size() == requests.size()) return statuses;
+    statuses.assign(requests.size(),
+                    Status(errc::outcome_unknown, "the store answered a batch of " +
+                                                      std::to_string(requests.size()) +
+                                                      " commits with another number of answers"));
+  } else {
+    statuses.reserve(requests.size());
+    for (const CommitRequest& r : requests)
+      statuses.push_back(store.commit(r.ticket, r.completion));
+  }
+  return statuses;
+}
+
+/// The batch on `targets` (the valid items, in order; `index[k]` is target k's item): claims
+/// them all, answers the keys it did not acquire as execute() would (replays, refusals, waits
+/// under the Wait policy), runs `fn(item index[, Context&])` on each acquired key in order,
+/// then commits the results together. A handler that throws settles its key as execute() does
+/// (released, or remembered under remember_failures) and its item's answer is handler_failed
+/// with the exception's message; the other items carry on. A commit that fails other than by
+/// lease_lost is retried for its key alone under the guard's CommitRetry.
+template <class R, class S, class Target, class Fn>
+void execute_batch_on(const Policy& policy, S& store, std::vector<Target>& targets,
+                      const std::vector<std::size_t>& index,
+                      std::vector<std::optional<Outcome<R>>>& answers, Fn& fn) {
+  using Stored = std::conditional_t<std::is_void_v<R>, std::monostate, R>;
+  struct Held {
+    std::size_t target;
+    Fence fence;
+    std::optional<Stored> value;
+    std::string encoded;     // the encoding, when the codec has no view
+    std::string_view bytes;  // the result as stored: a view of `encoded` or of `value`
+  };
+  std::vector<Result<Claim>> claims = claim_all(store, targets);
+  std::vector<Held> held;
+  held.reserve(targets.size());  // never moves: `bytes` may view a held value
+
+  for (std::size_t k = 0; k < targets.size(); ++k) {
+    Target& target = targets[k];
+    std::optional<Outcome<R>>& answer = answers[index[k]];
+    PrefetchedClaim<Target> prefetched(target, std::move(claims[k]));
+    Result<Claim> claimed = claim_or_wait(policy, prefetched);
+    if (!claimed) {
+      answer.emplace(Outcome<R>::failed(std::move(claimed).failure()));
+      continue;
+    }
+    Claim& claim = claimed.value();
+    if (claim.status != ClaimStatus::acquired) {
+      answer.emplace(answer_stored<R>(policy, target, claim));
+      continue;
+    }
+    const Fence fence = claim.fence;
+    if (claim.took_over) notify(policy, target, Event::took_over, fence, {});
+    Held& h = held.emplace_back(Held{k, fence, std::nullopt, {}, {}});
+    try {
+      Context context(target.context_store(), target.ticket(fence), target.lease(),
+                      claim.transaction);
+      if constexpr (std::is_void_v<R>) {
+        if constexpr (kBatchTakesContext<Fn>) {
+          fn(index[k], context);
+        } else {
+          fn(index[k]);
+        }
+        h.value.emplace();
+      } else if constexpr (kBatchTakesContext<Fn>) {
+        h.value.emplace(fn(index[k], context));
+      } else {
+        h.value.emplace(fn(index[k]));
+      }
+    } catch (...) {
+      const std::string message = exception_message(std::current_exception());
+      const bool remember = policy.remember_failures;
+      settle_failure(policy, target, fence, remember ? message : std::string{}, remember,
+                     /*undo_effects=*/true);
+      answer.emplace(Outcome<R>::failed(make_failure(errc::handler_failed, message)));
+      held.pop_back();
+      continue;
+    }
+    if constexpr (!std::is_void_v<R>) {
+      try {
+        if constexpr (requires { codec<R>::view(*h.value); }) {
+          h.bytes = codec<R>::view(*h.value);
+        } else {
+          h.encoded = codec<R>::encode(*h.value);
+          h.bytes = h.encoded;
+        }
+      } catch (...) {
+        // The work happened: remembered as handler_failed, as execute() does.
+        const std::string message = exception_message(std::current_exception());
+        settle_failure(policy, target, fence, message, /*remember=*/true, /*undo_effects=*/false);
+        answer.emplace(Outcome<R>::failed(make_failure(errc::handler_failed, message)));
+        held.pop_back();
+        continue;
+      }
+    }
+    if (h.bytes.size() > policy.max_result_size) {
+      // Rare: execute()'s own path remembers result_too_large for this key alone.
+      answer.emplace(commit_bytes<R>(policy, target, fence, std::move(*h.value), h.bytes));
+      held.pop_back();
+    }
+  }
+  if (held.empty()) return;
+
+  std::vector<CommitRequest> requests;
+  requests.reserve(held.size());
+  for (const Held& h : held) {
+    requests.push_back(targets[h.target].commit_request(h.fence, ClaimStatus::completed, h.bytes));
+  }
+  std::vector<Status> statuses = commit_all(store, std::span<const CommitRequest>(requests));
+  for (std::size_t j = 0; j < held.size(); ++j) {
+    Held& h = held[j];
+    Target& target = targets[h.target];
+    notify(policy, target, Event::executed, h.fence, {});
+    Status committed = std::move(statuses[j]);
+    if (!committed && committed.error() != errc::lease_lost) {
+      notify(policy, target, Event::commit_retried, h.fence, committed.error());
+      committed = commit_with_retry(policy, target, h.fence, ClaimStatus::completed, h.bytes);
+    } else if (!committed) {
+      report(policy, target, committed, h.fence);
+      target.abandon();
+    }
+    std::optional<Outcome<R>>& answer = answers[index[h.target]];
+    if (committed) {
+      answer.emplace(Outcome<R>::fresh(std::move(*h.value)));
+    } else {
+      notify(policy, target, Event::result_unrecorded, h.fence, committed.error());
+      answer.emplace(Outcome<R>::fresh(std::move(*h.value), committed.failure()));
+    }
+  }
+}
+
+}  // namespace detail
+
+/// The result type of a batch handler `fn(std::size_t index[, idem::Context&])`.
+template <class Fn>
+using batch_result_t = typename detail::BatchHandlerResult<Fn>::type;
+
+}  // namespace idem

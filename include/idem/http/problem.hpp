@@ -1,0 +1,149 @@
+#pragma once
+// What an HTTP service answers when an idempotent call has no value to send: the status, an RFC
+// 9457 problem+json body and, where a retry can succeed, Retry-After in whole seconds computed
+// from Outcome::retry_after() (the holder's remaining lease for a key in flight).
+//
+//   if (auto problem = idem::http::problem_for(outcome, {.type_base =
+//   "https://example.com/errors/"})) {
+//     res.status = problem->status;
+//     res.set_content(problem->body, idem::http::kProblemContentType);
+//     if (problem->retry_after) res.set_header("Retry-After",
+//     std::to_string(*problem->retry_after)); return;
+//   }
+//   // outcome.value() is the key's answer
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "idem/error.hpp"
+#include "idem/outcome.hpp"
+
+namespace idem::http {
+
+inline constexpr std::string_view kProblemContentType = "application/problem+json";
+
+/// An RFC 9457 problem document. `type` is a URI reference naming the kind of problem; a
+/// service points it at its own documentation of that problem.
+struct Problem {
+  std::string type = "about:blank";
+  std::string title{};
+  int status = 500;
+  std::string detail{};    // left out of the body when empty
+  std::string instance{};  // left out of the body when empty
+};
+
+/// `s` as a JSON string, quotes included. Bytes that are not ASCII pass through unchanged.
+inline std::string json_string(std::string_view s) {
+  constexpr std::string_view kHex = "0123456789abcdef";
+  std::string out = "\"";
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      out += "\\u00";
+      out.push_back(kHex[u >> 4]);
+      out.push_back(kHex[u & 0xf]);
+    } else {
+      out.push_back(c);
+    }
+  }
+  out.push_back('"');
+  return out;
+}
+
+/// The problem as application/problem+json.
+inline std::string problem_json(const Problem& p) {
+  std::string out = "{\"type\":" + json_string(p.type) + ",\"title\":" + json_string(p.title) +
+                    ",\"status\":" + std::to_string(p.status);
+  if (!p.detail.empty()) out += ",\"detail\":" + json_string(p.detail);
+  if (!p.instance.empty()) out += ",\"instance\":" + json_string(p.instance);
+  out.push_back('}');
+  return out;
+}
+
+/// How problem_for names problems.
+struct ProblemStyle {
+  /// The problem's type is this followed by the error's name ("in_progress"): a URN by default,
+  /// or the base URL of the service's documentation ("https://example.com/errors/").
+  std::string type_base = "urn:idem:problem:";
+  /// Set as each problem's instance (the request's path, say); empty leaves it out.
+  std::string instance{};
+};
+
+/// The problem for an error code: status from idem::http_status(), title from the code's
+/// message, type from the code's name ("error" for codes outside idem::errc).
+inline Problem problem_of(std::error_code e, std::string detail, const ProblemStyle& style = {}) {
+  const std::string name = e.category() == error_category()
+                               ? std::string(to_string(static_cast<errc>(e.value())))
+                               : std::string("error");
+  return Problem{style.type_base + name, e.message(), http_status(e), std::move(detail),
+                 style.instance};
+}
+
+/// Retry-After in seconds for a wait of `wait`: rounded up, at least 1.
+inline std::int64_t retry_after_seconds(std::chrono::milliseconds wait) noexcept {
+  const std::int64_t ms = wait.count();
+  return ms > 1000 ? (ms + 999) / 1000 : 1;
+}
+
+/// The error an HTTP service answers for `out`, or an empty code when out.value() is the answer.
+/// Beside out.error(): a fresh value whose commit failed in a way a retry settles
+/// (store_unavailable, outcome_unknown) is that error, not a success: a transactional handler's
+/// effects were rolled back with the commit, or may have been, and the retry with the same key
+/// replays the result if it landed and runs the handler once if it did not.
+template <class T>
+std::error_code answer_error(const Outcome<T>& out) noexcept {
+  if (!out) return out.error();
+  if (out.executed() && !out.recorded() && is_retryable(out.commit_error())) {
+    return out.commit_error();
+  }
+  return {};
+}
+
+/// The HTTP status for `out`: `success` when out.value() is the answer, else the error's.
+template <class T>
+int status_of(const Outcome<T>& out, int success = 200) noexcept {
+  const std::error_code e = answer_error(out);
+  return e ? http_status(e) : success;
+}
+
+/// Retry-After (seconds) for `out`: none when there is nothing to retry or a retry cannot
+/// succeed; for a key in flight, the holder's remaining lease rounded up (the earliest takeover;
+/// a commit before then replays at the retry); otherwise 1.
+template <class T>
+std::optional<std::int64_t> retry_after_of(const Outcome<T>& out) noexcept {
+  const std::error_code e = answer_error(out);
+  if (!e || !is_retryable(e)) return std::nullopt;
+  return retry_after_seconds(out ? std::chrono::milliseconds{0} : out.retry_after());
+}
+
+/// An error answer: status, problem+json body, and Retry-After where a retry helps.
+struct ProblemResponse {
+  int status = 500;
+  std::string body;
+  std::optional<std::int64_t> retry_after;
+};
+
+/// The answer for `out` when it is an error (see answer_error), or nullopt when out.value() is.
+template <class T>
+std::optional<ProblemResponse> problem_for(const Outcome<T>& out, const ProblemStyle& style = {}) {
+  const std::error_code e = answer_error(out);
+  if (!e) return std::nullopt;
+  const std::string detail = out ? out.commit_failure().describe() : out.message();
+  const Problem p = problem_of(e, detail, style);
+  return ProblemResponse{p.status, problem_json(p), retry_after_of(out)};
+}
+
+}  // namespace idem::http

@@ -1,0 +1,234 @@
+#pragma once
+// GroupCommitStore: concurrent callers' claims and commits coalesced into the batch steps of a
+// store (one write transaction on SQLite, one statement on PostgreSQL), so that many callers
+// share one sync of the log. Header-only.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <semaphore>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "idem/batch_store.hpp"
+#include "idem/result.hpp"
+#include "idem/store.hpp"
+
+namespace idem {
+
+struct GroupCommitOptions {
+  /// How long the caller that writes a group waits for more callers to join it before it writes
+  /// (zero: it writes what has queued up at once; callers that arrive meanwhile form the next
+  /// group). A small delay trades each call's latency for larger groups.
+  std::chrono::microseconds max_delay{0};
+  /// The most calls one group writes; more wait for the next group.
+  std::size_t max_batch = 256;
+  /// Groups written at the same time: callers are spread over this many queues, each written
+  /// by one caller at a time. 1 for SQLite, which has one writer per file anyway; a few for
+  /// PostgreSQL, whose server also shares one log flush among concurrent commits.
+  std::size_t writers = 1;
+};
+
+/// Wraps a BatchStore (SqliteStore or PostgresStore in lease mode, RedisStore) so that the
+/// claims and commits of concurrent callers are written together: the first caller to arrive
+/// while no group is being written writes the queued calls (commits first, then claims) through
+/// the store's commit_batch and claim_batch, and the callers that arrive meanwhile wait, in the
+/// process, and form the next group, written by the first of them. Each caller returns once
+/// the step that carried its call returned: for the SQL stores, once the transaction that wrote
+/// it committed, as durable as the store's own commit (SQLite synchronous = FULL syncs it).
+/// A step that fails fails each of its calls with the store's error, and writes none of them.
+///
+/// Each call keeps the store's single-key answer (fences, replays, mismatches, in_progress).
+/// abort, extend and rewind go to the store directly. Thread-safe; holds a reference to the
+/// store, which must outlive it. Transactional SQL stores have no batches (every call would
+/// fail): use their own claims.
+template <class S>
+class GroupCommitStore {
+  static_assert(BatchStore<S>, "idem::GroupCommitStore<S>: S needs claim_batch and commit_batch");
+
+ public:
+  explicit GroupCommitStore(S& store, GroupCommitOptions options = {})
+      : store_(store), options_(options) {
+    if (options_.max_batch == 0 || options_.writers == 0) {
+      throw std::invalid_argument("idem::GroupCommitStore: max_batch and writers must be > 0");
+    }
+    for (std::size_t i = 0; i < options_.writers; ++i) lanes_.push_back(std::make_unique<Lane>());
+    if (options_.max_delay.count() < 0) options_.max_delay = std::chrono::microseconds{0};
+  }
+  GroupCommitStore(const GroupCommitStore&) = delete;
+  GroupCommitStore& operator=(const GroupCommitStore&) = delete;
+
+  Result<Claim> claim(const ClaimRequest& request) {
+    Call call;
+    call.claim = &request;
+    run(call);
+    return std::move(*call.claimed);
+  }
+
+  Status commit(const Ticket& ticket, const Completion& completion) {
+    Call call;
+    const CommitRequest request{ticket, completion};
+    call.commit = &request;
+    run(call);
+    return std::move(*call.committed);
+  }
+
+  Status abort(const Ticket& ticket) { return store_.abort(ticket); }
+  Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
+    return store_.extend(ticket, lease);
+  }
+  Status rewind(const Ticket& ticket) requires RewindableStore<S> { return store_.rewind(ticket); }
+
+  /// A batch is a group already: written at once, beside the groups.
+  std::vector<Result<Claim>> claim_batch(std::span<const ClaimRequest> requests) {
+    return store_.claim_batch(requests);
+  }
+  std::vector<Status> commit_batch(std::span<const CommitRequest> requests) {
+    return store_.commit_batch(requests);
+  }
+
+  /// Groups written so far, and the calls they carried (their ratio is the mean group size).
+  std::size_t groups() const noexcept { return groups_.load(std::memory_order_relaxed); }
+  std::size_t grouped_calls() const noexcept {
+    return grouped_calls_.load(std::memory_order_relaxed);
+  }
+
+  S& store() noexcept { return store_; }
+
+ private:
+  // One caller's call, on its stack until it returns.
+  struct Call {
+    const ClaimRequest* claim = nullptr;    // a claim, or
+    const CommitRequest* commit = nullptr;  // a commit
+    std::optional<Result<Claim>> claimed;
+    std::optional<Status> committed;
+    bool done = false;  // answered (under the lane's mutex); woken without it: lead
+    std::binary_semaphore wake{0};
+  };
+
+  // One queue of calls and its writer.
+  struct Lane {
+    std::mutex mutex;
+    std::condition_variable joined;  // a writer waiting max_delay for more calls
+    std::deque<Call*> queue;
+    bool writing = false;  // a caller leads and writes this lane's groups
+  };
+
+  // Queues the call on a lane; writes the lane's groups while this caller leads, else waits for
+  // its answer or for the lead.
+  void run(Call& call) {
+    Lane& lane = *lanes_[next_lane_.fetch_add(1, std::memory_order_relaxed) % lanes_.size()];
+    std::unique_lock lock(lane.mutex);
+    lane.queue.push_back(&call);
+    if (lane.writing) {
+      if (lane.queue.size() >= options_.max_batch) lane.joined.notify_one();
+      lock.unlock();
+      call.wake.acquire();
+      lock.lock();
+      if (call.done) return;
+      // Handed the lead: the previous writer finished its own call with calls still queued.
+    }
+    lane.writing = true;
+    while (!call.done) {
+      if (options_.max_delay.count() > 0 && lane.queue.size() < options_.max_batch) {
+        lane.joined.wait_for(lock, options_.max_delay,
+                             [&] { return lane.queue.size() >= options_.max_batch; });
+      }
+      const std::size_t n = std::min(lane.queue.size(), options_.max_batch);
+      std::vector<Call*> group(lane.queue.begin(),
+                               lane.queue.begin() + static_cast<std::ptrdiff_t>(n));
+      lane.queue.erase(lane.queue.begin(), lane.queue.begin() + static_cast<std::ptrdiff_t>(n));
+      groups_.fetch_add(1, std::memory_order_relaxed);
+      grouped_calls_.fetch_add(n, std::memory_order_relaxed);
+      lock.unlock();
+      write(group);
+      lock.lock();
+      for (Call* c : group) {
+        c->done = true;
+        if (c != &call) c->wake.release();
+      }
+    }
+    // This caller's call is answered: the next queued caller leads, or nobody writes.
+    if (lane.queue.empty()) {
+      lane.writing = false;
+    } else {
+      lane.queue.front()->wake.release();
+    }
+  }
+
+  // Writes one group: its commits, then its claims (a claim then sees the commits of the same
+  // group), in one step where the store has write_group, else one step each.
+  void write(const std::vector<Call*>& group) noexcept {
+    std::vector<CommitRequest> commits;
+    std::vector<Call*> committers;
+    std::vector<ClaimRequest> claims;
+    std::vector<Call*> claimers;
+    try {
+      for (Call* c : group) {
+        if (c->commit != nullptr) {
+          commits.push_back(*c->commit);
+          committers.push_back(c);
+        } else {
+          claims.push_back(*c->claim);
+          claimers.push_back(c);
+        }
+      }
+      std::vector<Status> statuses;
+      std::vector<Result<Claim>> answers;
+      if constexpr (GroupStore<S>) {
+        GroupAnswers written = store_.write_group(commits, claims);
+        statuses = std::move(written.commits);
+        answers = std::move(written.claims);
+      } else {
+        if (!commits.empty()) statuses = store_.commit_batch(commits);
+        if (!claims.empty()) answers = store_.claim_batch(claims);
+      }
+      for (std::size_t i = 0; i < committers.size(); ++i) {
+        committers[i]->committed.emplace(
+            i < statuses.size() ? std::move(statuses[i])
+                                : Status(errc::outcome_unknown,
+                                         "idem: group commit: the store answered fewer commits "
+                                         "than the group sent"));
+      }
+      for (std::size_t i = 0; i < claimers.size(); ++i) {
+        if (i < answers.size()) {
+          claimers[i]->claimed.emplace(std::move(answers[i]));
+        } else {
+          claimers[i]->claimed.emplace(make_failure(
+              errc::store_unavailable,
+              "idem: group commit: the store answered fewer claims than the group sent"));
+        }
+      }
+    } catch (...) {
+      // Out of memory building the group: every call not answered yet fails.
+      for (Call* c : group) {
+        if (c->commit != nullptr && !c->committed) {
+          c->committed.emplace(
+              Status(errc::outcome_unknown, "idem: group commit failed while writing the group"));
+        } else if (c->claim != nullptr && !c->claimed) {
+          c->claimed.emplace(make_failure(errc::store_unavailable,
+                                          "idem: group commit failed while writing the group"));
+        }
+      }
+    }
+  }
+
+  S& store_;
+  GroupCommitOptions options_;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::atomic<std::size_t> next_lane_{0};
+  std::atomic<std::size_t> groups_{0};
+  std::atomic<std::size_t> grouped_calls_{0};
+};
+
+}  // namespace idem

@@ -1,0 +1,255 @@
+// PgSession's batches and groups: the claims of many keys in one multi-row statement, their
+// finishes in another, and a group of both in one statement that does the two (one round trip,
+// committed on its own). Each row follows the single-key statements' rules
+// (sql/statements.cpp); the keys come as arrays, unnested in the statement, and each answer row
+// names its item by ordinality.
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "idem/detail/record_model.hpp"
+#include "postgres/pg_session.hpp"
+
+namespace idem::pg {
+
+namespace {
+
+constexpr const char* kClaimMany = "idem_claim_many";
+constexpr const char* kFinishMany = "idem_finish_many";
+constexpr const char* kWriteMany = "idem_write_many";
+
+constexpr const char* kNow = "CAST(extract(epoch FROM statement_timestamp()) * 1000 AS bigint)";
+
+// The claim upsert over the batch in `input`, one rule for kClaimManyText and kWriteManyText
+// (their {claimed}). Rows are inserted in key order, so that two batches that share keys lock
+// them in the same order and never deadlock on each other.
+constexpr const char* kClaimedText =
+    "claimed AS (INSERT INTO {rec} AS r (key, state, fp_hi, fp_lo, fence, took_over, "
+    "lease_until, expires_at, result) "
+    "SELECT key, {held}, fp_hi, fp_lo, GREATEST(1, (SELECT max(fence_floor) FROM {sch}) + 1), 0, "
+    "{now} + lease_ms, {now} + keep_ms, NULL FROM input ORDER BY key "
+    "ON CONFLICT (key) DO UPDATE SET state = {held}, fp_hi = excluded.fp_hi, "
+    "fp_lo = excluded.fp_lo, fence = GREATEST(r.fence + 1, excluded.fence), "
+    "took_over = CASE WHEN r.state = {held} AND r.expires_at > {now} THEN 1 ELSE 0 END, "
+    "lease_until = excluded.lease_until, expires_at = excluded.expires_at, result = NULL "
+    "WHERE r.state = {released} OR r.expires_at <= {now} OR (r.state = {held} "
+    "AND r.lease_until <= {now} AND r.fp_hi = excluded.fp_hi AND r.fp_lo = excluded.fp_lo) "
+    "RETURNING key, fence, took_over) ";
+
+constexpr const char* kClaimManyText =
+    "WITH input AS (SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bigint[], $4::bigint[], "
+    "$5::bigint[]) WITH ORDINALITY AS t(key, fp_hi, fp_lo, lease_ms, keep_ms, ord)), "
+    "{claimed}"
+    "SELECT i.ord, 1, c.fence, c.took_over, 0, 0, 0, 0, 0, NULL "
+    "FROM input i JOIN claimed c ON c.key = i.key "
+    "UNION ALL SELECT i.ord, 0, r.fence, r.took_over, r.state, r.fp_hi, r.fp_lo, "
+    "r.lease_until - {now}, r.expires_at - {now}, r.result FROM input i JOIN {rec} r "
+    "ON r.key = i.key WHERE NOT EXISTS (SELECT 1 FROM claimed c WHERE c.key = i.key)";
+
+constexpr const char* kFinishManyText =
+    "UPDATE {rec} AS r SET state = i.state, result = i.result, expires_at = {now} + i.ttl_ms "
+    "FROM unnest($1::bytea[], $2::bigint[], $3::smallint[], $4::bytea[], $5::bigint[]) "
+    "WITH ORDINALITY AS i(key, fence, state, result, ttl_ms, ord) "
+    "WHERE r.key = i.key AND r.fence = i.fence AND r.state = {held} RETURNING i.ord";
+
+// A group: the finishes ($1 to $5, as kFinishManyText) and the claims ($6 to $10, as
+// kClaimManyText) in one statement, so in one round trip and one commit. Every part of a
+// statement sees the records as they were before it, so a claim of a key the same group
+// finishes is left out (no answer row: the engine claims it on its own afterwards, and then
+// finds the finish). Rows: 0 and the finish's ordinality for each finish that matched; 1 and
+// the claim's columns of kClaimManyText for each claim.
+constexpr const char* kWriteManyText =
+    "WITH fin AS (SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::smallint[], $4::bytea[], "
+    "$5::bigint[]) WITH ORDINALITY AS t(key, fence, state, result, ttl_ms, ord)), "
+    "finished AS (UPDATE {rec} AS r SET state = f.state, result = f.result, "
+    "expires_at = {now} + f.ttl_ms FROM fin f "
+    "WHERE r.key = f.key AND r.fence = f.fence AND r.state = {held} RETURNING f.ord), "
+    "input AS (SELECT * FROM unnest($6::bytea[], $7::bigint[], $8::bigint[], $9::bigint[], "
+    "$10::bigint[]) WITH ORDINALITY AS t(key, fp_hi, fp_lo, lease_ms, keep_ms, ord) "
+    "WHERE NOT EXISTS (SELECT 1 FROM fin f WHERE f.key = t.key)), "
+    "{claimed}"
+    "SELECT 0, ord, 0, CAST(0 AS bigint), 0, 0, CAST(0 AS bigint), CAST(0 AS bigint), "
+    "CAST(0 AS bigint), CAST(0 AS bigint), CAST(NULL AS bytea) FROM finished "
+    "UNION ALL SELECT 1, i.ord, 1, c.fence, c.took_over, 0, 0, 0, 0, 0, NULL "
+    "FROM input i JOIN claimed c ON c.key = i.key "
+    "UNION ALL SELECT 1, i.ord, 0, r.fence, r.took_over, r.state, r.fp_hi, r.fp_lo, "
+    "r.lease_until - {now}, r.expires_at - {now}, r.result FROM input i JOIN {rec} r "
+    "ON r.key = i.key WHERE NOT EXISTS (SELECT 1 FROM claimed c WHERE c.key = i.key)";
+
+std::int64_t as_i64(std::uint64_t v) { return std::bit_cast<std::int64_t>(v); }
+std::uint64_t as_u64(std::int64_t v) { return std::bit_cast<std::uint64_t>(v); }
+
+// An array literal, element by element.
+class ArrayText {
+ public:
+  void add_number(std::int64_t v) {
+    next();
+    text_ += std::to_string(v);
+  }
+  // A bytea element: its hex form, quoted, the backslash escaped for the array parser.
+  void add_bytes(std::string_view b) {
+    static constexpr std::string_view kHex = "0123456789abcdef";
+    next();
+    text_.reserve(text_.size() + 6 + b.size() * 2);
+    text_ += R"("\\x)";
+    for (const unsigned char c : b) {
+      text_.push_back(kHex[c >> 4]);
+      text_.push_back(kHex[c & 15]);
+    }
+    text_ += '"';
+  }
+  std::string done() && {
+    text_ += '}';
+    return std::move(text_);
+  }
+
+ private:
+  void next() { text_ += text_.empty() ? "{" : ","; }
+  std::string text_;
+};
+
+std::string close(ArrayText a) {
+  std::string t = std::move(a).done();
+  return t == "}" ? "{}" : t;
+}
+
+}  // namespace
+
+void PgSession::declare_batches(const sql::Statements& text) {
+  std::string claimed;  // kClaimedText filled in; a format argument is inserted as it is
+  auto fill = [&](const char* sql) {
+    return fmt::format(
+        fmt::runtime(sql), fmt::arg("rec", text.records), fmt::arg("sch", text.schema),
+        fmt::arg("now", kNow), fmt::arg("held", static_cast<int>(sql::State::held)),
+        fmt::arg("released", static_cast<int>(sql::State::released)), fmt::arg("claimed", claimed));
+  };
+  claimed = fill(kClaimedText);
+  declare(kClaimMany, fill(kClaimManyText));
+  declare(kFinishMany, fill(kFinishManyText));
+  declare(kWriteMany, fill(kWriteManyText));
+}
+
+namespace {
+
+std::vector<std::string> claim_values(std::span<const sql::ClaimArgs> args) {
+  ArrayText keys, hi, lo, lease, keep;
+  for (const sql::ClaimArgs& a : args) {
+    keys.add_bytes(a.key);
+    hi.add_number(as_i64(a.fingerprint.high));
+    lo.add_number(as_i64(a.fingerprint.low));
+    lease.add_number(a.lease_ms);
+    keep.add_number(a.keep_ms);
+  }
+  return {close(std::move(keys)), close(std::move(hi)), close(std::move(lo)),
+          close(std::move(lease)), close(std::move(keep))};
+}
+
+std::vector<std::string> finish_values(std::span<const sql::FinishArgs> args) {
+  ArrayText keys, fences, states, results, ttls;
+  for (const sql::FinishArgs& a : args) {
+    keys.add_bytes(a.ticket.key);
+    fences.add_number(static_cast<std::int64_t>(a.ticket.fence));
+    states.add_number(static_cast<int>(a.state));
+    results.add_bytes(a.result);
+    ttls.add_number(a.ttl_ms);
+  }
+  return {close(std::move(keys)), close(std::move(fences)), close(std::move(states)),
+          close(std::move(results)), close(std::move(ttls))};
+}
+
+// A claim's answer from the columns of `row` that start at `at` (acquired, fence, took_over,
+// state, fp_hi, fp_lo, lease left, expiry left, result).
+template <class Row>
+sql::ClaimRow claim_row(const Row& row, int at) {
+  sql::ClaimRow out;
+  out.acquired = row[at].template as<int>() == 1;
+  out.fence = static_cast<Fence>(row[at + 1].template as<std::int64_t>());
+  out.took_over = row[at + 2].template as<int>() != 0;
+  if (!out.acquired) {
+    out.state = static_cast<std::int16_t>(row[at + 3].template as<int>());
+    out.fingerprint = {as_u64(row[at + 4].template as<std::int64_t>()),
+                       as_u64(row[at + 5].template as<std::int64_t>())};
+    out.lease_left_ms = row[at + 6].template as<std::int64_t>();
+    out.expire_left_ms = row[at + 7].template as<std::int64_t>();
+    out.result = field_bytes(row[at + 8]);
+  }
+  return out;
+}
+
+// The item a row answers (its 1-based ordinality, column `at`), as an index below n; n when the
+// row names none.
+template <class Row>
+std::size_t item_of(const Row& row, int at, std::size_t n) {
+  const auto ord = row[at].template as<std::int64_t>();
+  return ord >= 1 && ord <= static_cast<std::int64_t>(n) ? static_cast<std::size_t>(ord - 1) : n;
+}
+
+std::vector<std::optional<sql::ClaimRow>> claim_rows(const pqxx::result& r, std::size_t n) {
+  std::vector<std::optional<sql::ClaimRow>> rows(n);
+  for (const auto& row : r) {
+    if (const std::size_t i = item_of(row, 0, n); i < n) rows[i] = claim_row(row, 1);
+  }
+  return rows;
+}
+
+std::vector<bool> finished_rows(const pqxx::result& r, std::size_t n) {
+  std::vector<bool> done(n, false);
+  for (const auto& row : r) {
+    if (const std::size_t i = item_of(row, 0, n); i < n) done[i] = true;
+  }
+  return done;
+}
+
+}  // namespace
+
+// Claims alone, finishes alone, or both: one statement, committed on its own (one round trip
+// and one flush of the log per group, however many keys).
+//
+// Concurrent batches and groups lock records in different orders (a group's finishes, then its
+// claims; claims lock the records they find, held or not), so PostgreSQL may end one of two
+// crossing steps as a deadlock. The step rolled back whole, so it is sent again, a few times.
+sql::Session::Written PgSession::write_many(std::span<const sql::FinishArgs> finishes,
+                                            std::span<const sql::ClaimArgs> claims) {
+  constexpr int kAttempts = 5;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return write_many_once(finishes, claims);
+    } catch (const pqxx::deadlock_detected&) {
+      if (attempt >= kAttempts || !is_open()) throw;
+    } catch (const pqxx::serialization_failure&) {
+      if (attempt >= kAttempts || !is_open()) throw;
+    }
+  }
+}
+
+sql::Session::Written PgSession::write_many_once(std::span<const sql::FinishArgs> finishes,
+                                                 std::span<const sql::ClaimArgs> claims) {
+  Written out;
+  if (finishes.empty()) {
+    out.claimed = claim_rows(run_texts(kClaimMany, claim_values(claims)), claims.size());
+  } else if (claims.empty()) {
+    out.finished = finished_rows(run_texts(kFinishMany, finish_values(finishes)), finishes.size());
+  } else {
+    std::vector<std::string> values = finish_values(finishes);
+    for (std::string& v : claim_values(claims)) values.push_back(std::move(v));
+    const pqxx::result r = run_texts(kWriteMany, values);
+    out.finished.assign(finishes.size(), false);
+    out.claimed.resize(claims.size());
+    for (const auto& row : r) {
+      if (row[0].as<int>() == 0) {
+        if (const std::size_t i = item_of(row, 1, finishes.size()); i < finishes.size()) {
+          out.finished[i] = true;
+        }
+      } else if (const std::size_t i = item_of(row, 1, claims.size()); i < claims.size()) {
+        out.claimed[i] = claim_row(row, 2);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace idem::pg

@@ -1,0 +1,63 @@
+#pragma once
+// The admin's Lua scripts (src/redis/redis_admin.cpp), each one atomic step. The record's
+// fields are the store's (record_claim.lua): s state, f fingerprint, n fence, l lease end (ms),
+// r result bytes.
+
+namespace idem::redis::admin_scripts {
+
+// KEYS[1] the record. Returns {} when absent, else
+// {s, f, n, lease_left_ms, expire_time_ms, result_len, failure_bytes_or_empty, took_over_unknown}
+inline constexpr const char* kRead = R"lua(
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local rec = redis.call('HMGET', KEYS[1], 's', 'f', 'n', 'l')
+if not rec[1] then return {} end
+local len = redis.call('HSTRLEN', KEYS[1], 'r')
+local failure = ''
+if rec[1] == 'F' then failure = redis.call('HGET', KEYS[1], 'r') or '' end
+return {rec[1], rec[2] or '', rec[3] or '0', (tonumber(rec[4]) or 0) - now,
+        redis.call('PEXPIRETIME', KEYS[1]), len, failure}
+)lua";
+
+// KEYS[1] the record; ARGV[1] 'release' (held records only) or 'forget' (any state);
+// ARGV[2] the holder's fence to match, '0' for any. Marks the record released and drops its
+// result; the fence and expiry stay, so the next claim continues above the fence. Never DEL.
+// Returns {changed, <kRead's fields>} or {0} when absent.
+inline constexpr const char* kRelease = R"lua(
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local rec = redis.call('HMGET', KEYS[1], 's', 'f', 'n', 'l')
+if not rec[1] then return {0} end
+local len = redis.call('HSTRLEN', KEYS[1], 'r')
+local failure = ''
+if rec[1] == 'F' then failure = redis.call('HGET', KEYS[1], 'r') or '' end
+local before = {rec[1], rec[2] or '', rec[3] or '0', (tonumber(rec[4]) or 0) - now,
+                redis.call('PEXPIRETIME', KEYS[1]), len, failure}
+local ok = rec[1] ~= 'R'
+if ARGV[1] == 'release' and rec[1] ~= 'P' then ok = false end
+if ARGV[2] ~= '0' and rec[3] ~= ARGV[2] then ok = false end
+if ok then
+  redis.call('HSET', KEYS[1], 's', 'R')
+  redis.call('HDEL', KEYS[1], 'r')
+end
+return {ok and 1 or 0, before[1], before[2], before[3], before[4], before[5], before[6], before[7]}
+)lua";
+
+// One SCAN step on this server. ARGV[1] cursor, ARGV[2] MATCH pattern, ARGV[3] COUNT.
+// Returns {next_cursor, key1, state1, expire_time1, key2, ...}. Reads only keys SCAN returned on
+// this server.
+inline constexpr const char* kScan = R"lua(
+local step = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3])
+local out = {step[1]}
+for _, key in ipairs(step[2]) do
+  local s = redis.call('HGET', key, 's')
+  if s then
+    out[#out + 1] = key
+    out[#out + 1] = s
+    out[#out + 1] = redis.call('PEXPIRETIME', key)
+  end
+end
+return out
+)lua";
+
+}  // namespace idem::redis::admin_scripts

@@ -1,0 +1,28 @@
+-- RedisStore batch commit: record_commit.lua's step for each key of KEYS in turn, in one atomic
+-- script call.
+-- KEYS[i]  the records (one cluster slot: the caller groups keys by slot)
+-- ARGV     per key i: ARGV[4i-3] fence (decimal), ARGV[4i-2] state (STATE_COMPLETED or
+--          STATE_FAILED), ARGV[4i-1] result bytes, ARGV[4i] ttl, ms
+-- Returns  one REPLY_DONE or REPLY_LEASE_LOST per key, as record_commit.lua's
+local REPLY_LEASE_LOST, REPLY_DONE = 0, 1
+local STATE_HELD = 'P'
+
+local function commit(key, fence, state, result, ttl)
+  local rec = redis.call('HMGET', key, 's', 'n')
+  if rec[2] ~= fence then return REPLY_LEASE_LOST end
+  if rec[1] ~= STATE_HELD then
+    if rec[1] ~= state or redis.call('HGET', key, 'r') ~= result then return REPLY_LEASE_LOST end
+    redis.call('HSET', key, 's', state)
+    return REPLY_DONE
+  end
+  redis.call('HSET', key, 's', state, 'r', result)
+  redis.call('HDEL', key, 'q', 'qn', 'qf')
+  redis.call('PEXPIRE', key, math.max(tonumber(ttl), 1))
+  return REPLY_DONE
+end
+
+local replies = {}
+for i, key in ipairs(KEYS) do
+  replies[i] = commit(key, ARGV[4 * i - 3], ARGV[4 * i - 2], ARGV[4 * i - 1], ARGV[4 * i])
+end
+return replies

@@ -1,0 +1,203 @@
+// The SQL engine's steps (idem::StepStore): a key's steps in a table beside its records, written
+// by one fenced statement (statements.cpp), in the holder's transaction in transactional mode.
+
+#include <array>
+#include <charconv>
+#include <utility>
+
+#include "sql/engine.hpp"
+
+namespace idem::sql {
+
+namespace {
+
+// How long an atomic step's statements may wait for a row lock (another writer of the same
+// rows) before they fail.
+constexpr std::chrono::milliseconds kAtomicStepLockWait{5000};
+
+Failure step_failed() {
+  return make_failure(errc::handler_failed, "the step failed; its writes were rolled back");
+}
+
+Failure lease_lost_failure() {
+  return make_failure(errc::lease_lost, "the record is no longer held under this fence");
+}
+
+}  // namespace
+
+Session* Engine::held_session(const Ticket& ticket) {
+  std::lock_guard lock(open_mutex_);
+  auto [first, last] = open_.equal_range(ticket.key);
+  for (auto it = first; it != last; ++it) {
+    if (it->second.fence == ticket.fence) return it->second.session;
+  }
+  return nullptr;
+}
+
+template <class Fn>
+auto Engine::on_step_session(const Ticket& ticket, Fn&& statement)
+    -> Result<decltype(statement(std::declval<Session&>()))> {
+  if (Status schema = ensure_schema(); !schema) return schema.failure();
+  bool broken = false;
+  if (mode_ == SqlMode::transactional) {
+    // The holder's own session, in the holder's thread (inside its handler).
+    Session* session = held_session(ticket);
+    if (session == nullptr) return lease_lost_failure();
+    try {
+      return statement(*session);
+    } catch (...) {
+      return failure(broken);
+    }
+  }
+  try {
+    Session* session = backend_->acquire(std::chrono::milliseconds{0});
+    bool session_broken = false;
+    try {
+      auto answer = statement(*session);
+      backend_->release(session, false);
+      return answer;
+    } catch (...) {
+      Failure f = failure(session_broken);
+      backend_->release(session, session_broken);
+      return f;
+    }
+  } catch (...) {
+    return failure(broken);
+  }
+}
+
+Result<std::vector<StepRecord>> Engine::load_steps(const Ticket& ticket) {
+  const std::array<Param, 2> params{
+      {{Param::bytes, 0, ticket.key},
+       {Param::integer, static_cast<std::int64_t>(ticket.fence), {}}}};
+  const std::string& text = backend_->statements().load_steps;
+  Result<std::vector<Row>> rows = on_step_session(
+      ticket, [&](Session& s) { return s.rows(text, params, /*name, result*/ 0b110u); });
+  if (!rows) return std::move(rows).failure();
+  if (rows->empty()) return lease_lost_failure();
+  std::vector<StepRecord> steps;
+  for (Row& row : rows.value()) {
+    if (row.size() != 3 || !row[0]) break;  // the one row of a record without steps
+    std::int64_t index = -1;
+    const std::string& cell = *row[0];
+    std::from_chars(cell.data(), cell.data() + cell.size(), index);
+    // A step missing before this one (one of another payload's run, filtered out): the steps
+    // of this run end there.
+    if (index != static_cast<std::int64_t>(steps.size())) break;
+    steps.push_back(StepRecord{row[1] ? std::move(*row[1]) : std::string{},
+                               row[2] ? std::move(*row[2]) : std::string{}});
+  }
+  return steps;
+}
+
+Status Engine::save_step(const Ticket& ticket, const StepWrite& step) {
+  return save_row(ticket, static_cast<std::int64_t>(step.index), step.name, step.result);
+}
+
+Status Engine::keep_request(const Ticket& ticket, std::string_view request) {
+  return save_row(ticket, -1, {}, request);
+}
+
+Result<std::vector<Abandoned>> Engine::find_abandoned(std::string_view prefix, std::size_t limit) {
+  if (Status schema = ensure_schema(); !schema) return schema.failure();
+  const std::array<Param, 3> params{
+      {{Param::bytes, 0, prefix},
+       {Param::integer, static_cast<std::int64_t>(limit), {}},
+       {Param::integer, static_cast<std::int64_t>(prefix.size()), {}}}};
+  bool broken = false;
+  std::vector<Row> rows;
+  try {
+    Session* session = backend_->acquire(std::chrono::milliseconds{0});
+    try {
+      rows = session->rows(backend_->statements().find_abandoned, params, 0b11u);
+      backend_->release(session, false);
+    } catch (...) {
+      bool session_broken = false;
+      Failure f = failure(session_broken);
+      backend_->release(session, session_broken);
+      return f;
+    }
+  } catch (...) {
+    return failure(broken);
+  }
+  std::vector<Abandoned> found;
+  for (Row& row : rows) {
+    if (row.size() != 2 || !row[0]) continue;
+    found.push_back(Abandoned{std::move(*row[0]), row[1] ? std::move(*row[1]) : std::string{}});
+  }
+  return found;
+}
+
+Status Engine::save_row(const Ticket& ticket, std::int64_t index, std::string_view name,
+                        std::string_view result) {
+  const std::array<Param, 5> params{
+      {{Param::bytes, 0, ticket.key},
+       {Param::integer, index, {}},
+       {Param::bytes, 0, name},
+       {Param::bytes, 0, result},
+       {Param::integer, static_cast<std::int64_t>(ticket.fence), {}}}};
+  const std::string& text = backend_->statements().save_step;
+  Result<std::int64_t> saved =
+      on_step_session(ticket, [&](Session& s) { return s.run(text, params); });
+  if (!saved) return std::move(saved).failure();
+  if (saved.value() != 1) return lease_lost_failure();
+  return {};
+}
+
+Status Engine::save_step_atomically(const Ticket& ticket, std::uint32_t index,
+                                    std::string_view name, AtomicStepBody body) {
+  if (mode_ == SqlMode::transactional) {
+    // The handler's transaction is the step's: its writes and the step commit with the record.
+    Session* session = held_session(ticket);
+    if (session == nullptr) return lease_lost_failure();
+    std::string result;
+    if (!body.run(body.state, session->native(), result)) return step_failed();
+    return save_step(ticket, StepWrite{index, name, result});
+  }
+  if (Status schema = ensure_schema(); !schema) return schema;
+  bool broken = false;
+  Session* session = nullptr;
+  try {
+    session = backend_->acquire(std::chrono::milliseconds{0});
+  } catch (...) {
+    return failure(broken);
+  }
+  bool session_broken = false;
+  Status answer;
+  try {
+    session->begin(kAtomicStepLockWait);
+    const std::array<Param, 2> held{
+        {{Param::bytes, 0, ticket.key},
+         {Param::integer, static_cast<std::int64_t>(ticket.fence), {}}}};
+    std::string result;
+    if (session->rows(backend_->statements().holding, held, 0).empty()) {
+      session->rollback();
+      answer = lease_lost_failure();
+    } else if (!body.run(body.state, session->native(), result)) {
+      session->rollback();
+      answer = step_failed();
+    } else {
+      const std::array<Param, 5> params{
+          {{Param::bytes, 0, ticket.key},
+           {Param::integer, static_cast<std::int64_t>(index), {}},
+           {Param::bytes, 0, name},
+           {Param::bytes, 0, result},
+           {Param::integer, static_cast<std::int64_t>(ticket.fence), {}}}};
+      // The fenced save comes last: on PostgreSQL it locks the record's row until the commit,
+      // so a takeover either came first (nothing saved, everything rolls back) or waits for it.
+      if (session->run(backend_->statements().save_step, params) != 1) {
+        session->rollback();
+        answer = lease_lost_failure();
+      } else {
+        session->commit();
+      }
+    }
+  } catch (...) {
+    answer = failure(session_broken);
+    session->rollback();
+  }
+  backend_->release(session, session_broken);
+  return answer;
+}
+
+}  // namespace idem::sql

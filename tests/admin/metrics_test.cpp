@@ -1,0 +1,119 @@
+// idem::prometheus: after a known sequence of calls the counters hold the expected values, the
+// histograms count the timed calls, the watched stores' own figures are read at the scrape, and
+// the text exposition parses as the Prometheus format.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "idem/guard.hpp"
+#include "idem/prometheus.hpp"
+#include "idem/stores/memory_store.hpp"
+#include "idem/stores/sqlite_store.hpp"
+#include "prometheus_text.hpp"
+
+namespace {
+
+double sample(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return -1;
+}
+
+TEST(PrometheusMetrics, KnownCallsGiveExpectedValuesInValidTextFormat) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  idem::PrometheusMetrics metrics{registry, {.time_one_in = 1}};
+  idem::MemoryStore store;
+  idem::IdempotencyGuard guard{store,
+                               idem::Options{.scope = "pay", .observer = metrics.observer()}};
+  for (int i = 0; i < 3; ++i) (void)guard.execute("k" + std::to_string(i), "p", [] { return 1; });
+  for (int i = 0; i < 5; ++i) (void)guard.execute("k0", "p", [] { return 1; });
+  (void)guard.execute("k1", "other", [] { return 1; });
+  (void)guard.execute("", [] { return 1; });
+
+  const std::string text = metrics.text();
+  std::string why;
+  EXPECT_TRUE(idem::test::valid_prometheus_text(text, why)) << why << "\n" << text;
+  const std::string labels = "scope=\"pay\",store=\"memory\"";
+  EXPECT_EQ(sample(text, "idem_events_total{event=\"executed\"," + labels + "}"), 3);
+  EXPECT_EQ(sample(text, "idem_events_total{event=\"replayed\"," + labels + "}"), 5);
+  EXPECT_EQ(sample(text, "idem_events_total{event=\"mismatched\"," + labels + "}"), 1);
+  EXPECT_EQ(sample(text, "idem_events_total{event=\"rejected\"," + labels + "}"), 1);
+  EXPECT_EQ(sample(text, "idem_events_total{event=\"result_unrecorded\"," + labels + "}"), 0);
+  // Every call that reached the store was timed: 9 claims, 3 commits.
+  EXPECT_EQ(sample(text, "idem_claim_seconds_count{" + labels + "}"), 9);
+  EXPECT_EQ(sample(text, "idem_commit_seconds_count{" + labels + "}"), 3);
+  EXPECT_EQ(sample(text, "idem_handler_seconds_count{" + labels + "}"), 3);
+}
+
+TEST(PrometheusMetrics, WatchedStoresFiguresAreReadAtTheScrape) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("idem_metrics_" + std::to_string(::getpid()) + ".db"))
+                               .string();
+  auto remove_files = [&] {
+    for (const char* s : {"", "-wal", "-shm", "-fences"}) std::filesystem::remove(path + s);
+  };
+  remove_files();
+  {
+    auto registry = std::make_shared<prometheus::Registry>();
+    idem::PrometheusMetrics metrics{registry};
+    idem::MemoryStore memory{idem::MemoryStoreOptions{.shards = 1, .capacity = 2}};
+    idem::SqliteStore sqlite{idem::SqliteStoreOptions{.path = path}};
+    metrics.watch_store("cache", memory);
+    metrics.watch_store("ledger", sqlite);
+    idem::IdempotencyGuard on_memory{memory, idem::Options{.scope = "m"}};
+    idem::IdempotencyGuard on_sqlite{sqlite, idem::Options{.scope = "s"}};
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE(on_memory.execute("k" + std::to_string(i), [] { return 1; }));
+      ASSERT_TRUE(on_sqlite.execute("k" + std::to_string(i), [] { return 1; }));
+    }
+
+    std::string text = metrics.text();
+    std::string why;
+    EXPECT_TRUE(idem::test::valid_prometheus_text(text, why)) << why << "\n" << text;
+    const std::string cache = "name=\"cache\",store=\"memory\"";
+    EXPECT_EQ(sample(text, "idem_store_records{" + cache + "}"), 2);
+    EXPECT_EQ(sample(text, "idem_store_evictions_total{" + cache + "}"), 1);
+    EXPECT_EQ(text.find("idem_store_pool_size{name=\"cache\""), std::string::npos);
+    const std::string ledger = "name=\"ledger\",pool=\"primary\"";
+    EXPECT_EQ(sample(text, "idem_store_pool_size{" + ledger + ",store=\"sqlite\"}"), 1);
+    EXPECT_EQ(sample(text, "idem_store_pool_events_total{event=\"opened\"," + ledger +
+                               ",store=\"sqlite\"}"),
+              1);
+    EXPECT_EQ(
+        sample(text, "idem_store_pool_connections{" + ledger + ",state=\"idle\",store=\"sqlite\"}"),
+        1);
+    EXPECT_EQ(text.find("idem_store_records{name=\"ledger\""), std::string::npos);
+
+    // Read again at the next scrape, not kept from the first.
+    ASSERT_TRUE(on_memory.execute("k9", [] { return 1; }));
+    text = metrics.text();
+    EXPECT_EQ(sample(text, "idem_store_evictions_total{" + cache + "}"), 2);
+    // The same families through the collectable an Exposer registers.
+    bool found = false;
+    for (const auto& family : metrics.stores()->Collect()) {
+      found = found || family.name == "idem_store_records";
+    }
+    EXPECT_TRUE(found);
+  }
+  remove_files();
+}
+
+TEST(PrometheusMetrics, TheValidatorRejectsWhatIsNotTheTextFormat) {
+  std::string why;
+  EXPECT_FALSE(idem::test::valid_prometheus_text("idem_x{a=\"1\" 3\n", why));
+  EXPECT_FALSE(idem::test::valid_prometheus_text("# TYPE idem_x nonsense\nidem_x 1\n", why));
+  EXPECT_FALSE(idem::test::valid_prometheus_text("idem_x one\n", why));
+  EXPECT_TRUE(
+      idem::test::valid_prometheus_text("# HELP idem_x h\n# TYPE idem_x counter\nidem_x 1\n", why))
+      << why;
+}
+
+}  // namespace

@@ -1,0 +1,487 @@
+// GroupCommitStore over the SQL stores: the record-store conformance kit through it (every key
+// keeps its single-key answers), exactly-once under threads and processes, and no caller
+// released before its group is durable (a SIGKILL right after a call returned loses nothing).
+// On PostgreSQL: a group is one round trip, and a group that fails (a bad row, the connection
+// lost on the way there or back) fails each caller and writes all of its calls or none.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "idem/detail/record_model.hpp"
+#include "idem/stores/group_commit_store.hpp"
+#include "idem/testing/record_store_conformance.hpp"
+#include "sql/pg_relay.hpp"
+#include "sql/sql_test_support.hpp"
+
+namespace idem::testing {
+
+namespace {
+
+// A SqliteStore (synchronous = FULL) behind a GroupCommitStore; the file outlives both.
+struct GroupedParts {
+  GroupedParts(std::shared_ptr<TempDb> file, std::chrono::milliseconds busy)
+      : db(std::move(file)),
+        inner(SqliteStoreOptions{.path = db->path(),
+                                 .table_prefix = "idem_",
+                                 .busy_timeout = busy,
+                                 .synchronous_full = true}) {}
+  std::shared_ptr<TempDb> db;
+  SqliteStore inner;
+};
+
+struct GroupedSqliteStore : private GroupedParts, public GroupCommitStore<SqliteStore> {
+  explicit GroupedSqliteStore(std::shared_ptr<TempDb> file,
+                              std::chrono::milliseconds busy = std::chrono::seconds{5})
+      : GroupedParts(std::move(file), busy), GroupCommitStore<SqliteStore>(inner) {}
+  const std::shared_ptr<TempDb>& file() const { return db; }
+};
+
+}  // namespace
+
+template <>
+struct StoreTraits<GroupedSqliteStore> {
+  static constexpr std::chrono::milliseconds lease{600};
+  static std::unique_ptr<GroupedSqliteStore> make() {
+    return std::make_unique<GroupedSqliteStore>(std::make_shared<TempDb>());
+  }
+  static std::unique_ptr<GroupedSqliteStore> reopen(GroupedSqliteStore& store) {
+    return std::make_unique<GroupedSqliteStore>(store.file(), std::chrono::milliseconds{300});
+  }
+  static void advance(GroupedSqliteStore&, std::chrono::milliseconds d) {
+    std::this_thread::sleep_for(d);
+  }
+};
+
+namespace {
+
+// Where a group-commit test's records live.
+struct Place {
+  Backend backend;
+  std::string location;
+  std::string prefix;
+};
+
+std::unique_ptr<SqlStore> open_store(const Place& p) {
+  if (p.backend == Backend::sqlite) {
+    return std::make_unique<SqliteStore>(
+        SqliteStoreOptions{.path = p.location, .table_prefix = p.prefix, .synchronous_full = true});
+  }
+  return std::make_unique<PostgresStore>(
+      PostgresStoreOptions{.uri = p.location, .table_prefix = p.prefix, .pool_size = 4});
+}
+
+class GroupCommitTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Backend::postgres) {
+      if (!pg_uri()) GTEST_SKIP() << kNoPgMessage;
+      place_ = Place{Backend::postgres, *pg_uri(), unique_name("gc") + "_"};
+    } else {
+      place_ = Place{Backend::sqlite, db_.path(), "gc_"};
+    }
+    // The schema first, so that processes started together do not race to create it.
+    ASSERT_TRUE(open_store(place_)->ensure_schema());
+  }
+
+  TempDb db_;
+  Place place_{};
+};
+
+constexpr auto kLongLease = std::chrono::minutes{2};
+
+// 8 threads call execute() on overlapping keys through one GroupCommitStore: each key's handler
+// runs once, every answer is the key's value (or in_progress while its holder runs), and the
+// calls were written in groups.
+TEST_P(GroupCommitTest, ThreadsRunEachKeyOnce) {
+  auto inner = open_store(place_);
+  GroupCommitStore<SqlStore> grouped(*inner);
+  IdempotencyGuard guard(grouped, Options{.scope = "gc.threads", .lease = kLongLease});
+  constexpr int kThreads = 8;
+  constexpr int kKeys = 120;
+  std::mutex m;
+  std::map<int, int> runs;
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 60; ++i) {
+        const int k = (t * 37 + i * 7) % kKeys;
+        auto r = guard.execute(Key{"key-" + std::to_string(k)}, [&] {
+          std::lock_guard lock(m);
+          ++runs[k];
+          return k;
+        });
+        if (r.error() == errc::in_progress) continue;
+        if (!r || r.value() != k) ++wrong;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  for (const auto& [k, n] : runs) EXPECT_EQ(n, 1) << "key-" << k;
+  EXPECT_LT(grouped.groups(), grouped.grouped_calls()) << "no two calls shared a group";
+  for (const auto& [k, n] : runs) {
+    auto r = guard.execute(Key{"key-" + std::to_string(k)}, [] { return -1; });
+    EXPECT_TRUE(r.replayed());
+    EXPECT_EQ(r.value(), k);
+  }
+}
+
+// Runs `body` in a child process; returns its pid.
+template <class Body>
+pid_t spawn(Body body) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    int code = 1;
+    try {
+      code = body();
+    } catch (...) {
+    }
+    ::_exit(code);
+  }
+  return pid;
+}
+
+// Three processes, four threads each, on the same keys: every key's handler ran once in all
+// (each run appends a line to a shared log).
+TEST_P(GroupCommitTest, ProcessesRunEachKeyOnce) {
+  const std::string log = db_.path() + ".runs";
+  constexpr int kKeys = 90;
+  std::vector<pid_t> children;
+  for (int p = 0; p < 3; ++p) {
+    children.push_back(spawn([&, p] {
+      auto inner = open_store(place_);
+      GroupCommitStore<SqlStore> grouped(*inner);
+      IdempotencyGuard guard(grouped, Options{.scope = "gc.procs", .lease = kLongLease});
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+      std::atomic<int> bad{0};
+      std::vector<std::thread> threads;
+      for (int t = 0; t < 4; ++t) {
+        threads.emplace_back([&, t] {
+          for (int i = 0; i < kKeys; ++i) {
+            const int k = (i + p * 31 + t * 17) % kKeys;
+            auto r = guard.execute(Key{"key-" + std::to_string(k)}, [&] {
+              const std::string line = std::to_string(k) + "\n";
+              if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) ++bad;
+              return k;
+            });
+            if (r.error() == errc::in_progress) continue;
+            if (!r || r.value() != k) {
+              std::fprintf(stderr, "key-%d: %s\n", k, r.message().c_str());
+              ++bad;
+            }
+          }
+        });
+      }
+      for (auto& th : threads) th.join();
+      ::close(fd);
+      return bad.load() == 0 ? 0 : 2;
+    }));
+  }
+  for (pid_t c : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(c, &status, 0), c);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  }
+  std::map<int, int> runs;
+  std::ifstream in(log);
+  for (int k; in >> k;) ++runs[k];
+  for (const auto& [k, n] : runs) EXPECT_EQ(n, 1) << "key-" << k;
+  std::remove(log.c_str());
+}
+
+// A child records fresh keys through group commit from four threads and reports each key on a
+// pipe as soon as its call returned recorded(); the parent SIGKILLs it mid-run. Every key it
+// reported must replay: no caller returned before its group was durable.
+TEST_P(GroupCommitTest, SigkillAfterReturnLosesNothing) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t child = spawn([&] {
+    ::close(fds[0]);
+    auto inner = open_store(place_);
+    GroupCommitStore<SqlStore> grouped(*inner);
+    IdempotencyGuard guard(grouped, Options{.scope = "gc.kill", .lease = kLongLease});
+    std::mutex pipe_mutex;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0;; ++i) {
+          const std::string id = std::to_string(t) + "-" + std::to_string(i);
+          auto r = guard.execute(Key{id}, [&] { return "v" + id; });
+          if (!r.recorded()) continue;
+          const std::string line = id + "\n";
+          std::lock_guard lock(pipe_mutex);
+          (void)!::write(fds[1], line.data(), line.size());
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    return 0;
+  });
+  ::close(fds[1]);
+  std::vector<std::string> reported;
+  std::string pending;
+  char buf[4096];
+  while (reported.size() < 60) {
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    ASSERT_GT(n, 0) << "the child stopped reporting";
+    pending.append(buf, static_cast<std::size_t>(n));
+    for (std::size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
+      reported.push_back(pending.substr(0, nl));
+      pending.erase(0, nl + 1);
+    }
+  }
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  // What it reported before it died, to the last whole line.
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) pending.append(buf, n);
+  for (std::size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
+    reported.push_back(pending.substr(0, nl));
+    pending.erase(0, nl + 1);
+  }
+  ::close(fds[0]);
+
+  auto store = open_store(place_);
+  IdempotencyGuard guard(*store, Options{.scope = "gc.kill", .lease = kLongLease});
+  for (const std::string& id : reported) {
+    auto r = guard.execute(Key{id}, [] { return std::string("lost"); });
+    EXPECT_TRUE(r.replayed()) << id << ": " << r.message();
+    if (r) {
+      EXPECT_EQ(r.value(), "v" + id);
+    }
+  }
+}
+
+// A group whose step fails fails each of its callers with the store's error, and writes none of
+// its calls: here the SQLite file is not a database.
+TEST(GroupCommit, FailingGroupFailsEachCaller) {
+  TempDb db;
+  {
+    std::ofstream junk(db.path());
+    junk << std::string(8192, 'x');
+  }
+  SqliteStore inner(SqliteStoreOptions{.path = db.path()});
+  GroupCommitStore<SqliteStore> grouped(inner);
+  IdempotencyGuard guard(grouped, Options{.scope = "gc.fail"});
+  std::vector<std::thread> threads;
+  std::atomic<int> failed{0};
+  std::atomic<int> ran{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      auto r = guard.execute(Key{"k" + std::to_string(t)}, [&] { return ++ran; });
+      if (r.error() == errc::store_unavailable) ++failed;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failed.load(), 4);
+  EXPECT_EQ(ran.load(), 0);
+}
+
+// --- PostgreSQL: one round trip per group; a failing group writes all of its calls or none ---
+
+// The answers of one group, in the order of its commits and claims.
+struct GroupAnswersSeen {
+  std::vector<Status> commits;
+  std::vector<Result<Claim>> claims;
+};
+
+// Sends the commits and the claims at once, one thread each, through a GroupCommitStore that
+// waits for all of them and writes them as one group.
+GroupAnswersSeen write_as_one_group(PostgresStore& store, const std::vector<CommitRequest>& commits,
+                                    const std::vector<ClaimRequest>& claims) {
+  GroupCommitStore<PostgresStore> grouped(
+      store, GroupCommitOptions{.max_delay = std::chrono::seconds{30},
+                                .max_batch = commits.size() + claims.size()});
+  std::vector<std::optional<Status>> committed(commits.size());
+  std::vector<std::optional<Result<Claim>>> claimed(claims.size());
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < commits.size(); ++i) {
+    threads.emplace_back(
+        [&, i] { committed[i] = grouped.commit(commits[i].ticket, commits[i].completion); });
+  }
+  for (std::size_t i = 0; i < claims.size(); ++i) {
+    threads.emplace_back([&, i] { claimed[i] = grouped.claim(claims[i]); });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(grouped.groups(), 1u) << "the calls did not go as one group";
+  GroupAnswersSeen out;
+  for (auto& c : committed) out.commits.push_back(std::move(*c));
+  for (auto& c : claimed) out.claims.push_back(std::move(*c));
+  return out;
+}
+
+// A PostgresStore with one connection, through a relay that can count the client's messages and
+// cut the connection; its tables are this test's own.
+class PgGroupTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!pg_uri()) GTEST_SKIP() << kNoPgMessage;
+    relay_ = pg_relay(*pg_uri());
+    if (!relay_) GTEST_SKIP() << "the PostgreSQL test server is not on IPv4";
+    prefix_ = unique_name("gcpg") + "_";
+    store_ = std::make_unique<PostgresStore>(
+        PostgresStoreOptions{.uri = relay_->uri, .table_prefix = prefix_, .pool_size = 1});
+    ASSERT_TRUE(store_->ensure_schema());
+  }
+
+  // A key that lives as long as the test (requests view their keys).
+  std::string_view key(const std::string& name) { return keys_.emplace_back(name); }
+
+  ClaimRequest claim_of(std::string_view k) const {
+    return ClaimRequest{.key = k,
+                        .fingerprint = {7, 11},
+                        .lease = std::chrono::minutes{2},
+                        .retention = std::chrono::minutes{10}};
+  }
+
+  // Holds `name` (a fresh key) on the store itself, and the commit that ends it.
+  CommitRequest held(const std::string& name) {
+    const std::string_view k = key(name);
+    Result<Claim> c = store_->claim(claim_of(k));
+    EXPECT_TRUE(c && c.value().status == ClaimStatus::acquired) << name;
+    const Fence fence = c ? c.value().fence : 0;
+    return CommitRequest{Ticket{k, fence},
+                         Completion{.result = "done", .ttl = std::chrono::minutes{10}}};
+  }
+
+  // The state column of `name`'s record, or -1 when it has none.
+  int state_of(const std::string& name) {
+    pqxx::connection c(*pg_uri());
+    pqxx::nontransaction n(c);
+    const pqxx::result r = n.exec("SELECT state FROM " + prefix_ +
+                                  "records WHERE key = convert_to(" + n.quote(name) + ", 'UTF8')");
+    return r.empty() ? -1 : r[0][0].as<int>();
+  }
+
+  void sql(const std::string& statement) {
+    pqxx::connection c(*pg_uri());
+    pqxx::nontransaction(c).exec(statement);
+  }
+
+  static constexpr int kHeld = static_cast<int>(detail::SqlState::held);
+  static constexpr int kCompleted = static_cast<int>(detail::SqlState::completed);
+
+  std::optional<PgRelay> relay_;
+  std::string prefix_;
+  std::unique_ptr<PostgresStore> store_;
+  std::deque<std::string> keys_;
+};
+
+// The client chunks that carry the group's statement itself (not its preparation, which carries
+// the statement's text).
+FaultRelay::ChunkPredicate group_statement() {
+  return [](std::string_view chunk) {
+    return chunk.find("idem_write_many") != std::string_view::npos &&
+           chunk.find("unnest") == std::string_view::npos;
+  };
+}
+
+// A group of commits and claims is one message to the server and one reply: its statements
+// were prepared by an earlier group on the same connection.
+TEST_F(PgGroupTest, GroupIsOneRoundTrip) {
+  auto first = write_as_one_group(*store_, {held("a0"), held("a1")},
+                                  {claim_of(key("b0")), claim_of(key("b1"))});
+  for (const Status& s : first.commits) EXPECT_TRUE(s) << s.failure().describe();
+
+  const std::vector<CommitRequest> commits{held("a2"), held("a3"), held("a4")};
+  std::atomic<int> messages{0};
+  relay_->relay->cut_before([&](std::string_view) {
+    ++messages;
+    return false;  // counts every message, cuts none
+  });
+  auto second = write_as_one_group(*store_, commits,
+                                   {claim_of(key("b2")), claim_of(key("b3")), claim_of(key("b4"))});
+  relay_->relay->cut_before(nullptr);
+  EXPECT_EQ(messages.load(), 1) << "messages the client sent for one group";
+  for (const Status& s : second.commits) EXPECT_TRUE(s) << s.failure().describe();
+  for (const Result<Claim>& c : second.claims) {
+    EXPECT_TRUE(c && c.value().status == ClaimStatus::acquired);
+  }
+  for (const char* k : {"a2", "a3", "a4"}) EXPECT_EQ(state_of(k), kCompleted) << k;
+  for (const char* k : {"b2", "b3", "b4"}) EXPECT_EQ(state_of(k), kHeld) << k;
+}
+
+// One row the server refuses (a trigger raises on it) fails the whole group: each caller gets
+// store_unavailable with the server's message, and no record of the group changed.
+TEST_F(PgGroupTest, BadRowFailsEachCallerAndWritesNone) {
+  sql("CREATE FUNCTION " + prefix_ +
+      "refuse() RETURNS trigger LANGUAGE plpgsql AS "
+      "$f$ BEGIN RAISE EXCEPTION 'poisoned row refused'; END $f$");
+  sql("CREATE TRIGGER " + prefix_ + "poison BEFORE INSERT OR UPDATE ON " + prefix_ +
+      "records FOR EACH ROW WHEN (NEW.key = convert_to('poison', 'UTF8')) EXECUTE FUNCTION " +
+      prefix_ + "refuse()");
+  const std::vector<CommitRequest> commits{held("a0"), held("a1")};
+  auto seen = write_as_one_group(*store_, commits, {claim_of(key("b0")), claim_of(key("poison"))});
+  for (const Status& s : seen.commits) {
+    EXPECT_EQ(s.error(), errc::store_unavailable);
+    EXPECT_NE(s.failure().describe().find("poisoned row refused"), std::string::npos)
+        << s.failure().describe();
+  }
+  for (const Result<Claim>& c : seen.claims) EXPECT_EQ(c.error(), errc::store_unavailable);
+  EXPECT_EQ(state_of("a0"), kHeld);
+  EXPECT_EQ(state_of("a1"), kHeld);
+  EXPECT_EQ(state_of("b0"), -1);
+  EXPECT_EQ(state_of("poison"), -1);
+  // The holders still hold their keys under their fences.
+  for (const CommitRequest& c : commits) EXPECT_TRUE(store_->commit(c.ticket, c.completion));
+}
+
+// The connection lost with the group's statement on its way: each commit is outcome_unknown,
+// each claim store_unavailable, and none of them was written. Lost with the reply on its way
+// back: the same answers, and all of them were written (a commit retried finds it landed).
+TEST_F(PgGroupTest, ConnectionLostFailsEachCallerAndWritesAllOrNone) {
+  // The statement prepared on this connection first (its preparation is not the statement).
+  write_as_one_group(*store_, {held("w0")}, {claim_of(key("w1"))});
+
+  const std::vector<CommitRequest> commits{held("a0"), held("a1")};
+  relay_->relay->cut_before(group_statement());
+  auto lost = write_as_one_group(*store_, commits, {claim_of(key("b0")), claim_of(key("b1"))});
+  EXPECT_TRUE(relay_->relay->one_shot_fired());
+  for (const Status& s : lost.commits) {
+    EXPECT_EQ(s.error(), errc::outcome_unknown) << s.failure().describe();
+  }
+  for (const Result<Claim>& c : lost.claims) EXPECT_EQ(c.error(), errc::store_unavailable);
+  for (const char* k : {"a0", "a1"}) EXPECT_EQ(state_of(k), kHeld) << k;
+  for (const char* k : {"b0", "b1"}) EXPECT_EQ(state_of(k), -1) << k;
+
+  // A new connection: the group prepares the statement on it, then sends it.
+  relay_->relay->lose_reply_after(group_statement());
+  auto unanswered =
+      write_as_one_group(*store_, commits, {claim_of(key("c0")), claim_of(key("c1"))});
+  EXPECT_TRUE(relay_->relay->one_shot_fired());
+  for (const Status& s : unanswered.commits) {
+    EXPECT_EQ(s.error(), errc::outcome_unknown) << s.failure().describe();
+  }
+  for (const Result<Claim>& c : unanswered.claims) EXPECT_EQ(c.error(), errc::store_unavailable);
+  // The server may still be running the statement the client gave up on: let it end.
+  for (int i = 0; i < 200 && state_of("a0") == kHeld; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds{50});
+  }
+  for (const char* k : {"a0", "a1"}) EXPECT_EQ(state_of(k), kCompleted) << k;
+  for (const char* k : {"c0", "c1"}) EXPECT_EQ(state_of(k), kHeld) << k;
+  for (const CommitRequest& c : commits) EXPECT_TRUE(store_->commit(c.ticket, c.completion));
+}
+
+INSTANTIATE_TEST_SUITE_P(Sql, GroupCommitTest,
+                         ::testing::Values(Backend::sqlite, Backend::postgres),
+                         [](const auto& info) { return std::string(name_of(info.param)); });
+
+}  // namespace
+}  // namespace idem::testing
+
+IDEM_RECORD_STORE_CONFORMANCE(GroupedSqlite, idem::testing::GroupedSqliteStore);

@@ -1,0 +1,188 @@
+// idem: the operator's command for a record store. Finds stuck keys, releases or forgets them
+// without ever letting a fence be reused, purges expired records and checks the schema.
+//
+//   idem --store URI [--scope S] [--json] inspect|list|release|forget|purge|schema|stats ...
+//
+// Exit statuses: exit_codes.hpp (and docs/operations.md).
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <iostream>
+#include <string>
+
+#include "exit_codes.hpp"
+#include "open_store.hpp"
+#include "print.hpp"
+
+namespace {
+
+using idem::cli::Exit;
+
+int fail(Exit code, const std::string& message) {
+  std::cerr << "idem: " << message << '\n';
+  return code;
+}
+
+// The exit status of an admin failure.
+int fail(const idem::Failure& f) {
+  const auto e = f.code;
+  if (e == idem::errc::store_unavailable) {
+    const bool schema = f.message.find("schema") != std::string::npos;
+    return fail(schema ? Exit::no_schema : Exit::unreachable, f.message);
+  }
+  if (e == idem::errc::key_invalid) return fail(Exit::usage, f.message);
+  return fail(Exit::failed, f.message);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"idem: inspect and repair an idem record store"};
+  app.require_subcommand(1);
+  std::string uri, scope, table_prefix = "idem_", redis_prefix = "idem:";
+  bool json = false;
+  app.add_option("--store", uri,
+                 "the store: sqlite:PATH, postgresql://..., redis://... or redis+cluster://...")
+      ->required();
+  app.add_option("--scope", scope, "the guard's scope (Options::scope), e.g. payments.charge");
+  app.add_option("--table-prefix", table_prefix, "SQL stores' table prefix")->capture_default_str();
+  app.add_option("--redis-prefix", redis_prefix, "Redis store's key prefix")->capture_default_str();
+  app.add_flag("--json", json, "print JSON instead of a table");
+
+  std::string principal, id, state_text = "in_progress", cursor;
+  std::size_t limit = 100, max_records = 10'000;
+  std::uint64_t fence = 0;
+  bool yes = false, all_pages = false, all_scopes = false;
+
+  auto* inspect = app.add_subcommand("inspect", "show one key's record");
+  inspect->add_option("id", id, "the key's id")->required();
+  inspect->add_option("--principal", principal, "the key's principal (tenant), if any");
+
+  auto* list = app.add_subcommand("list", "list a scope's keys in one state, oldest first");
+  list->add_option("--state", state_text, "in_progress, completed, failed or released")
+      ->capture_default_str();
+  list->add_option("--limit", limit, "records per page")->capture_default_str();
+  list->add_option("--cursor", cursor, "where the previous page stopped (its next_cursor)");
+  list->add_flag("--all", all_pages, "every page, not only the first");
+
+  auto* release = app.add_subcommand(
+      "release", "release a key held in progress; its fence is kept, the next claim runs it");
+  release->add_option("id", id, "the key's id")->required();
+  release->add_option("--principal", principal, "the key's principal (tenant), if any");
+  release->add_option("--fence", fence, "only if the holder still has this fence");
+  release->add_flag("--yes", yes, "yes, release it (required)");
+
+  auto* forget = app.add_subcommand(
+      "forget", "forget a key's record (a remembered failure, a result); the next claim runs it");
+  forget->add_option("id", id, "the key's id")->required();
+  forget->add_option("--principal", principal, "the key's principal (tenant), if any");
+  forget->add_flag("--yes", yes, "yes, forget it (required)");
+
+  auto* purge = app.add_subcommand("purge", "remove records past their expiry");
+  purge->add_option("--max", max_records, "most records removed")->capture_default_str();
+
+  auto* schema = app.add_subcommand("schema", "print, check or migrate the store's schema");
+  schema->require_subcommand(1);
+  auto* schema_print = schema->add_subcommand("print", "print the schema's DDL");
+  auto* schema_check = schema->add_subcommand("check", "compare the schema with this idem's");
+  auto* schema_migrate = schema->add_subcommand("migrate", "create or upgrade the schema");
+
+  auto* stats = app.add_subcommand("stats", "count a scope's records by state");
+  stats->add_flag("--all-scopes", all_scopes, "every scope together");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    (void)app.exit(e);
+    return Exit::usage;
+  }
+
+  const bool needs_scope = inspect->parsed() || list->parsed() || release->parsed() ||
+                           forget->parsed() || (stats->parsed() && !all_scopes);
+  if (needs_scope && scope.empty()) return fail(Exit::usage, "--scope is required here");
+  if ((release->parsed() || forget->parsed()) && !yes) {
+    return fail(Exit::usage, std::string(release->parsed() ? "release" : "forget") +
+                                 " changes the store: add --yes");
+  }
+  std::optional<idem::admin::State> state = idem::admin::state_from_string(state_text);
+  if (list->parsed() && !state) {
+    return fail(Exit::usage, "--state must be in_progress, completed, failed or released");
+  }
+
+  std::string error;
+  idem::cli::OpenedStore store = idem::cli::open_store(uri, table_prefix, redis_prefix, error);
+  if (!store.admin) return fail(Exit::usage, error);
+  idem::admin::Admin& admin = *store.admin;
+
+  if (schema->parsed()) {
+    if (schema_print->parsed()) {
+      std::cout << admin.schema_text();
+      return Exit::ok;
+    }
+    auto report = schema_migrate->parsed() ? admin.migrate_schema() : admin.check_schema();
+    if (!report) return fail(report.failure());
+    idem::cli::print_schema(std::cout, report.value(), json);
+    return report->complete ? Exit::ok : Exit::no_schema;
+    (void)schema_check;
+  }
+
+  // Every other command needs the store reachable and its schema current: say which is wrong.
+  auto checked = admin.check_schema();
+  if (!checked) return fail(checked.failure());
+  if (!checked->complete) return fail(Exit::no_schema, checked->note);
+
+  const idem::Key key{id, principal};
+  if (inspect->parsed()) {
+    auto found = admin.inspect(scope, key);
+    if (!found) return fail(found.failure());
+    if (!found.value()) return fail(Exit::not_found, "no record under that key in scope " + scope);
+    idem::cli::print_record(std::cout, *found.value(), json);
+    return Exit::ok;
+  }
+  if (list->parsed()) {
+    idem::admin::ListRequest request{.state = *state, .limit = limit, .cursor = cursor};
+    do {
+      auto page = admin.list(scope, request);
+      if (!page) return fail(page.failure());
+      idem::cli::print_page(std::cout, page.value(), json);
+      request.cursor = page->next_cursor;
+    } while (all_pages && !request.cursor.empty());
+    return Exit::ok;
+  }
+  if (release->parsed() || forget->parsed()) {
+    auto change = release->parsed() ? admin.release(scope, key, fence) : admin.forget(scope, key);
+    if (!change) return fail(change.failure());
+    idem::cli::print_change(std::cout, release->parsed() ? "released" : "forgotten", change.value(),
+                            json);
+    if (!change->before) return fail(Exit::not_found, "no record under that key in scope " + scope);
+    if (!change->changed) {
+      return fail(Exit::not_found,
+                  std::string("nothing to ") + (release->parsed() ? "release" : "forget") +
+                      ": the record is " +
+                      std::string(idem::admin::to_string(change->before->state)) +
+                      (fence != 0 ? " (or its fence is not " + std::to_string(fence) + ")" : ""));
+    }
+    return Exit::ok;
+  }
+  if (purge->parsed()) {
+    auto removed = admin.purge_expired(max_records);
+    if (!removed) return fail(removed.failure());
+    if (json) {
+      std::cout << "{\"purged\":" << removed.value() << "}\n";
+    } else {
+      std::cout << "purged " << removed.value() << " expired records\n";
+    }
+    return Exit::ok;
+  }
+  if (stats->parsed()) {
+    auto counts = admin.stats(scope, all_scopes);
+    if (!counts) return fail(counts.failure());
+    idem::cli::print_stats(std::cout, all_scopes ? "*" : scope, counts.value(), json);
+    return Exit::ok;
+  }
+  return Exit::usage;
+}
