@@ -33,18 +33,21 @@ set(IDEM_GRPC_HEADERS
 set(IDEM_JSON_HEADERS # the JSON codec, on nlohmann-json
   idem/codecs/json.hpp)
 
-# The asynchronous guard, on Boost.Asio (idem::asio), and AsyncRedisStore (idem::asio_redis).
+# The asynchronous guard, on Boost.Asio (idem::asio), AsyncRedisStore (idem::asio_redis) and
+# AsyncPostgresStore (idem::asio_postgres).
 set(IDEM_ASIO_REDIS_HEADERS
   idem/asio/redis_store.hpp)
+set(IDEM_ASIO_POSTGRES_HEADERS
+  idem/asio/postgres_store.hpp)
 file(GLOB_RECURSE IDEM_ASIO_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_include}"
      "${_idem_include}/idem/asio/*.hpp")
-list(REMOVE_ITEM IDEM_ASIO_HEADERS ${IDEM_ASIO_REDIS_HEADERS})
+list(REMOVE_ITEM IDEM_ASIO_HEADERS ${IDEM_ASIO_REDIS_HEADERS} ${IDEM_ASIO_POSTGRES_HEADERS})
 file(GLOB_RECURSE IDEM_TESTING_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_include}"
      "${_idem_include}/idem/testing/*.hpp")
 
 file(GLOB_RECURSE IDEM_CORE_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_include}"
      "${_idem_include}/idem/*.hpp")
-foreach(_idem_list SQL SQLITE POSTGRES REDIS GRPC ASIO ASIO_REDIS TESTING JSON PROMETHEUS SPDLOG)
+foreach(_idem_list SQL SQLITE POSTGRES REDIS GRPC ASIO ASIO_REDIS ASIO_POSTGRES TESTING JSON PROMETHEUS SPDLOG)
   foreach(_idem_header IN LISTS IDEM_${_idem_list}_HEADERS)
     if(NOT _idem_header IN_LIST IDEM_CORE_HEADERS)
       message(FATAL_ERROR "cmake/IdemHeaders.cmake: IDEM_${_idem_list}_HEADERS names "

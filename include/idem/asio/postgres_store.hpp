@@ -1,0 +1,87 @@
+#pragma once
+// AsyncPostgresStore: PostgresStore's records, table and statements (lease mode) on libpq's
+// asynchronous API in pipeline mode, driven by Boost.Asio: one connection carries every call in
+// flight. In the compiled library idem::asio_postgres; no libpq type appears here.
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "idem/asio/async_store.hpp"
+#include "idem/result.hpp"
+#include "idem/store.hpp"
+
+namespace idem {
+
+struct AsyncPostgresStoreOptions {
+  /// libpq connection string, URI or key=value form, of the primary. TCP keepalives and
+  /// tcp_user_timeout are added where it does not set them, as for PostgresStore.
+  std::string uri{};
+  /// Prefixes the table names, as PostgresStoreOptions::table_prefix: a PostgresStore in lease
+  /// mode and an AsyncPostgresStore with the same prefix share their records.
+  std::string table_prefix = "idem_";
+  /// Longest connect (TCP, TLS, authentication, the schema check), unless the connection string
+  /// sets connect_timeout (libpq's whole seconds).
+  std::chrono::milliseconds connect_timeout{5000};
+  /// statement_timeout on the connection. The client waits for the oldest call's reply up to
+  /// this plus 1 s; then the connection is dropped and every call on it fails.
+  std::chrono::milliseconds statement_timeout{5000};
+  /// After a failed or lost connection, calls fail at once (store_unavailable) until this pause
+  /// has passed; it doubles after each failed attempt up to max_reconnect_backoff, and starts
+  /// over once a connection is made.
+  std::chrono::milliseconds reconnect_backoff{50};
+  std::chrono::milliseconds max_reconnect_backoff{2000};
+};
+
+/// The unique-index record strategy on PostgreSQL in lease mode, as an idem::AsyncStore: the
+/// same table and statements as PostgresStore (src/sql/statements.cpp), so the two can serve
+/// the same keys. Creates the tables on its first connection if they are missing.
+///
+/// One connection, opened on the first call, in libpq's pipeline mode: each call is sent as it
+/// comes (a prepared statement and a sync point of its own, so each is its own transaction) and
+/// the replies are matched in order. A connection that fails, or on which the oldest call has
+/// waited statement_timeout + 1 s for its reply, is dropped: its calls fail with
+/// store_unavailable, or outcome_unknown for a commit that went out (a retry under the same
+/// fence finds it if it landed). The next call after the backoff opens a new one.
+///
+/// Transactional mode is not offered: its claim keeps a transaction open on a connection for
+/// the handler's whole run, which one shared pipelined connection cannot do (docs/async.md).
+///
+/// Thread-safe: calls may come from coroutines on any thread; the connection is driven on a
+/// strand of `executor`. Destroy the store after every call on it has completed, with its
+/// executor's io_context still alive.
+class AsyncPostgresStore {
+ public:
+  static constexpr std::string_view kStoreName = "postgres";  // observers' label
+
+  /// Connects lazily. Throws std::invalid_argument for an empty uri or a table prefix with
+  /// other characters than letters, digits and '_'.
+  explicit AsyncPostgresStore(const boost::asio::any_io_executor& executor,
+                              AsyncPostgresStoreOptions options);
+  ~AsyncPostgresStore();
+  AsyncPostgresStore(const AsyncPostgresStore&) = delete;
+  AsyncPostgresStore& operator=(const AsyncPostgresStore&) = delete;
+
+  boost::asio::awaitable<Result<Claim>> async_claim(const ClaimRequest& request);
+  boost::asio::awaitable<Status> async_commit(const Ticket& ticket, const Completion& completion);
+  /// Releases the record, keeping its fence.
+  boost::asio::awaitable<Status> async_abort(const Ticket& ticket);
+  boost::asio::awaitable<Status> async_extend(const Ticket& ticket,
+                                              std::chrono::milliseconds lease);
+
+  /// Connections opened since construction (the first included).
+  std::uint64_t connections_opened() const noexcept;
+
+  class Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+static_assert(AsyncStore<AsyncPostgresStore>);
+
+}  // namespace idem

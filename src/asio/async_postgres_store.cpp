@@ -1,0 +1,393 @@
+// AsyncPostgresStore: the SQL record strategy's lease mode on one pipelined libpq connection
+// (pg_pipeline.hpp). The statements are PostgresStore's own (sql::Statements for the
+// PostgreSQL dialect), and so is what their answers mean: the claim's classification by the
+// record model, the commit that finds its own landed commit, the fenced release and extend.
+
+#include "idem/asio/postgres_store.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <charconv>
+#include <stdexcept>
+#include <utility>
+
+#include "asio/pg_pipeline.hpp"
+#include "idem/detail/record_model.hpp"
+#include "postgres/pg_options.hpp"
+#include "sql/statements.hpp"
+
+namespace idem {
+
+namespace net = boost::asio;
+using pgasync::Query;
+using pgasync::Reply;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr const char* kClaim = "idem_async_claim";
+constexpr const char* kFinish = "idem_async_finish";
+constexpr const char* kRelease = "idem_async_release";
+constexpr const char* kExtend = "idem_async_extend";
+constexpr const char* kRead = "idem_async_read";
+
+// A record changed between the claim statement's write and its read (the read sees the
+// statement's snapshot): ask again, a few times, as PostgresStore does.
+constexpr int kClaimAttempts = 4;
+
+// The reply margin past the statement timeout, as PostgresStore's (pg_session.hpp).
+constexpr milliseconds kReplyMargin{1000};
+
+std::string i64_text(std::int64_t v) { return std::to_string(v); }
+std::string u64_as_i64(std::uint64_t v) { return i64_text(std::bit_cast<std::int64_t>(v)); }
+
+Query prepared(const char* name, std::vector<std::string> values, std::vector<int> formats,
+               bool commit = false) {
+  Query q;
+  q.kind = Query::prepared;
+  q.name = name;
+  q.values = std::move(values);
+  q.formats = std::move(formats);
+  q.commit = commit;
+  return q;
+}
+
+Query plain_sql(std::string sql) {
+  Query q;
+  q.kind = Query::text;
+  q.sql = std::move(sql);
+  return q;
+}
+
+Query preparation(const char* name, const std::string& sql) {
+  Query q;
+  q.kind = Query::prepare;
+  q.name = name;
+  q.sql = sql;
+  return q;
+}
+
+// A cell as a 64-bit integer; false when it is NULL or not one.
+bool as_i64(const std::optional<std::string>& cell, std::int64_t& out) {
+  if (!cell) return false;
+  const char* end = cell->data() + cell->size();
+  return std::from_chars(cell->data(), end, out).ptr == end;
+}
+
+Failure corrupt(std::string_view what) {
+  return make_failure(errc::record_corrupt,
+                      fmt::format("SQL record has columns of other types than idem writes ({})",
+                                  what));
+}
+
+Status lease_lost() {
+  return Status(errc::lease_lost, "the record is no longer held under this fence");
+}
+
+// A statement error: the server's message; a read-only server says so as PostgresStore does.
+Failure statement_failure(const Reply& r) {
+  if (r.sqlstate == "25006") {
+    return make_failure(errc::store_unavailable,
+                        "idem: postgres server is read-only (a hot standby, or "
+                        "default_transaction_read_only is on): claims and commits need the "
+                        "primary (" +
+                            r.failure.message + ")");
+  }
+  return r.failure;
+}
+
+// The record in the way, as the record model sees it: columns state, fp_hi, fp_lo, lease ms
+// left, retention ms left, result from `first` on; its fence given.
+std::optional<detail::RecordView<milliseconds>> view_of(const Reply::Row& row, std::size_t first,
+                                                        std::int64_t fence, Failure& bad) {
+  std::int64_t state = 0, hi = 0, lo = 0, lease = 0, expires = 0;
+  if (row.size() < first + 6 || !as_i64(row[first], state) || !as_i64(row[first + 1], hi) ||
+      !as_i64(row[first + 2], lo) || !as_i64(row[first + 3], lease) ||
+      !as_i64(row[first + 4], expires)) {
+    bad = corrupt("a record's columns");
+    return std::nullopt;
+  }
+  const std::optional<detail::RecordState> decoded =
+      detail::from_sql(static_cast<std::int16_t>(state));
+  if (!decoded) {
+    bad = make_failure(errc::record_corrupt, "SQL record has unknown state " + i64_text(state));
+    return std::nullopt;
+  }
+  return detail::RecordView<milliseconds>{
+      .state = *decoded,
+      .fingerprint = {std::bit_cast<std::uint64_t>(hi), std::bit_cast<std::uint64_t>(lo)},
+      .fence = static_cast<Fence>(fence),
+      .lease_left = milliseconds{lease},
+      .expires_in = milliseconds{expires},
+      .result = row[first + 5] ? std::string_view(*row[first + 5]) : std::string_view()};
+}
+
+
+// The calls' statements and parameters (keys and results as binary bytea, numbers as text).
+// Built outside the coroutines: g++ 12 rejects braced lists of strings inside one.
+Query claim_query(const ClaimRequest& request) {
+  return prepared(kClaim,
+                  {std::string(request.key), u64_as_i64(request.fingerprint.high),
+                   u64_as_i64(request.fingerprint.low), "1", i64_text(request.lease.count()),
+                   i64_text(std::max(request.retention, request.lease).count())},
+                  {1, 0, 0, 0, 0, 0});
+}
+
+Query finish_query(const Ticket& ticket, const Completion& completion) {
+  return prepared(
+      kFinish,
+      {std::string(ticket.key), i64_text(static_cast<std::int64_t>(ticket.fence)),
+       i64_text(static_cast<int>(detail::to_sql(detail::finished_state(completion.status)))),
+       std::string(completion.result), i64_text(completion.ttl.count())},
+      {1, 0, 0, 1, 0}, /*commit=*/true);
+}
+
+Query read_query(std::string_view key) { return prepared(kRead, {std::string(key)}, {1}); }
+
+Query release_query(const Ticket& ticket) {
+  return prepared(kRelease,
+                  {std::string(ticket.key), i64_text(static_cast<std::int64_t>(ticket.fence))},
+                  {1, 0});
+}
+
+Query extend_query(const Ticket& ticket, milliseconds lease) {
+  return prepared(kExtend,
+                  {std::string(ticket.key), i64_text(static_cast<std::int64_t>(ticket.fence)),
+                   i64_text(lease.count())},
+                  {1, 0, 0});
+}
+
+// The read statement's row (state, fp_hi, fp_lo, fence, lease left, retention left, result):
+// whether it holds `completion` as committed under `fence`.
+bool landed(const Reply::Row& row, Fence fence, const Completion& completion) {
+  std::int64_t found_fence = 0;
+  if (row.size() != 7 || !as_i64(row[3], found_fence)) return false;
+  const Reply::Row shaped{row[0], row[1], row[2], row[4], row[5], row[6]};
+  Failure bad;
+  const auto view = view_of(shaped, 0, found_fence, bad);
+  return view && detail::check_fence(*view, fence, &completion) == detail::FenceCheck::landed;
+}
+
+}  // namespace
+
+class AsyncPostgresStore::Impl {
+ public:
+  Impl(const net::any_io_executor& executor, const AsyncPostgresStoreOptions& options)
+      : text_(sql::kPostgres, options.table_prefix),
+        statement_timeout_(options.statement_timeout) {
+    const std::string conninfo = pg::with_network_defaults(options.uri);
+    pgasync::PipelineSettings s{
+        .conninfo = conninfo,
+        .where = "server",
+        .connect_budget = pg::connect_budget(conninfo, options.connect_timeout),
+        .reply_timeout = options.statement_timeout + kReplyMargin,
+        .reconnect_backoff = options.reconnect_backoff,
+        .max_reconnect_backoff = options.max_reconnect_backoff};
+    pipeline_ = std::make_shared<pgasync::PgPipeline>(
+        executor, std::move(s), [this](pgasync::PgPipeline& p) { set_up(p); });
+  }
+
+  pgasync::PgPipeline& pipeline() { return *pipeline_; }
+
+ private:
+  // A new connection's setup, each step on the previous one's reply: the statement timeout and
+  // a look at the tables; the tables if missing (under PostgresStore's advisory lock, in one
+  // transaction); the schema version; the prepared statements. Then the callers' queries go.
+  void set_up(pgasync::PgPipeline& p) {
+    const std::uint64_t g = p.generation();
+    p.send_internal(plain_sql(fmt::format("SET statement_timeout = {}", statement_timeout_.count())),
+                    [](Reply&) {});
+    p.send_internal(
+        plain_sql(fmt::format(
+            "SELECT to_regclass('{0}') IS NOT NULL AND to_regclass('{1}') IS NOT NULL AND "
+            "to_regclass('{1}_expires_at') IS NOT NULL, current_setting('transaction_read_only'), "
+            "to_regclass('{2}') IS NOT NULL AND to_regclass('{3}') IS NOT NULL",
+            text_.schema, text_.records, text_.fences, text_.steps)),
+        [this, &p, g](Reply& r) {
+          if (!p.current(g)) return;
+          if (!r.ok() || r.rows.size() != 1 || r.rows[0].size() != 3) {
+            p.drop("schema check failed: " + r.failure.message);
+            return;
+          }
+          const Reply::Row& row = r.rows[0];
+          if (row[1] == "on") {
+            p.drop("the server is read-only (a hot standby, or default_transaction_read_only "
+                   "is on): claims and commits need the primary");
+            return;
+          }
+          const bool tables = row[0] == "t";
+          if (tables && row[2] == "t") {
+            check_version(p, g);
+          } else {
+            create_schema(p, g, tables);
+          }
+        });
+  }
+
+  // PostgresStore's DDL (PgSession::create_schema), in one transaction under its advisory lock.
+  void create_schema(pgasync::PgPipeline& p, std::uint64_t g, bool tables) {
+    auto first_error = std::make_shared<std::string>();
+    auto step = [&p, g, first_error](std::string sql) {
+      p.send_internal(plain_sql(std::move(sql)), [first_error](Reply& r) {
+        if (!r.ok() && first_error->empty()) *first_error = r.failure.message;
+      });
+    };
+    step("BEGIN");
+    step("SELECT pg_advisory_xact_lock(7302585012475906)");
+    if (!tables) {
+      step(text_.create_schema_table);
+      step(text_.create_records_table);
+      step(text_.create_expiry_index);
+    }
+    step("CREATE SEQUENCE IF NOT EXISTS " + text_.fences + " AS bigint CACHE 1");
+    for (const std::string& ddl : text_.create_steps) step(ddl);
+    if (!tables) step(text_.insert_version);
+    p.send_internal(plain_sql("COMMIT"), [this, &p, g, first_error](Reply& r) {
+      if (!p.current(g)) return;
+      if (!r.ok() || !first_error->empty()) {
+        p.drop("cannot create the tables: " + (first_error->empty() ? r.failure.message
+                                                                    : *first_error));
+        return;
+      }
+      check_version(p, g);
+    });
+  }
+
+  void check_version(pgasync::PgPipeline& p, std::uint64_t g) {
+    p.send_internal(plain_sql(text_.select_version), [this, &p, g](Reply& r) {
+      if (!p.current(g)) return;
+      std::int64_t version = -1;
+      if (!r.ok() || r.rows.size() != 1 || r.rows[0].empty() || !as_i64(r.rows[0][0], version)) {
+        p.drop("cannot read the schema version: " + r.failure.message);
+        return;
+      }
+      if (version != sql::kSchemaVersion) {
+        p.drop(fmt::format("table {} says schema version {}, this library knows {}",
+                           text_.schema, version, sql::kSchemaVersion));
+        return;
+      }
+      // Prepared now; the callers' queries queue behind them on the connection.
+      for (const auto& [name, sql] : {std::pair{kClaim, &text_.claim_in_one},
+                                      std::pair{kFinish, &text_.finish},
+                                      std::pair{kRelease, &text_.release},
+                                      std::pair{kExtend, &text_.extend},
+                                      std::pair{kRead, &text_.read}}) {
+        p.send_internal(preparation(name, *sql),
+                        [&p, g](Reply& prepared) {
+                          if (p.current(g) && !prepared.ok()) {
+                            p.drop("cannot prepare a statement: " + prepared.failure.message);
+                          }
+                        });
+      }
+      p.open();
+    });
+  }
+
+  sql::Statements text_;
+  milliseconds statement_timeout_;
+  std::shared_ptr<pgasync::PgPipeline> pipeline_;
+};
+
+namespace {
+
+AsyncPostgresStoreOptions checked(AsyncPostgresStoreOptions options) {
+  if (options.uri.empty()) {
+    throw std::invalid_argument("idem: AsyncPostgresStoreOptions::uri is empty");
+  }
+  if (!sql::valid_prefix(options.table_prefix)) {
+    throw std::invalid_argument(
+        "idem: AsyncPostgresStoreOptions::table_prefix must be letters, digits and '_', not "
+        "starting with a digit, at most 40 characters");
+  }
+  return options;
+}
+
+}  // namespace
+
+AsyncPostgresStore::AsyncPostgresStore(const net::any_io_executor& executor,
+                                       AsyncPostgresStoreOptions options)
+    : impl_(std::make_shared<Impl>(executor, checked(std::move(options)))) {}
+
+AsyncPostgresStore::~AsyncPostgresStore() {
+  try {
+    impl_->pipeline().close();
+  } catch (...) {
+    // Out of memory for the message: the connection closes with the pipeline.
+  }
+}
+
+std::uint64_t AsyncPostgresStore::connections_opened() const noexcept {
+  return impl_->pipeline().connections_opened();
+}
+
+net::awaitable<Result<Claim>> AsyncPostgresStore::async_claim(const ClaimRequest& request) {
+  if (request.key.empty()) co_return make_failure(errc::key_invalid, "effective key is empty");
+  const std::shared_ptr<Impl> impl = impl_;
+  const Fingerprint fingerprint = request.fingerprint;
+  const Query query = claim_query(request);
+  for (int attempt = 0; attempt < kClaimAttempts; ++attempt) {
+    Reply r = co_await impl->pipeline().run(query);
+    if (!r.ok()) co_return statement_failure(r);
+    if (r.rows.empty()) continue;  // the record changed under the statement: ask again
+    // claim_in_one: 1 acquired, fence, took_over, padding; or 0, fence, took_over, then the
+    // record's state, fp_hi, fp_lo, lease left, retention left, result.
+    const Reply::Row& row = r.rows[0];
+    std::int64_t acquired = 0, fence = 0, took_over = 0;
+    if (row.size() != 9 || !as_i64(row[0], acquired) || !as_i64(row[1], fence) ||
+        !as_i64(row[2], took_over)) {
+      co_return corrupt("the claim's answer");
+    }
+    if (acquired == 1) {
+      co_return Claim{.status = ClaimStatus::acquired,
+                      .fence = static_cast<Fence>(fence),
+                      .took_over = took_over != 0};
+    }
+    Failure bad;
+    const auto view = view_of(row, 3, fence, bad);
+    if (!view) co_return bad;
+    Claim answer = detail::classify(*view, fingerprint);
+    // The statement takes every record a claim may take: finding one means it changed under
+    // the statement. Ask again.
+    if (answer.status != ClaimStatus::acquired) co_return answer;
+  }
+  co_return make_failure(errc::in_progress, "the record kept changing under the claim; retry");
+}
+
+net::awaitable<Status> AsyncPostgresStore::async_commit(const Ticket& ticket,
+                                                        const Completion& completion) {
+  const std::shared_ptr<Impl> impl = impl_;
+  Query finish = finish_query(ticket, completion);
+  const Fence fence = ticket.fence;
+  const ClaimStatus status = completion.status;
+  const std::chrono::milliseconds ttl = completion.ttl;
+  const std::string result(completion.result);
+  Query read = read_query(ticket.key);
+  Reply r = co_await impl->pipeline().run(std::move(finish));
+  if (!r.ok()) co_return statement_failure(r);
+  if (r.affected == 1) co_return Status{};
+  // Matched nothing: a retry whose earlier try landed finds its own commit; else lease lost.
+  Reply found = co_await impl->pipeline().run(std::move(read));
+  if (!found.ok()) co_return statement_failure(found);
+  if (found.rows.empty()) co_return lease_lost();
+  const Completion sent{status, result, ttl};
+  co_return landed(found.rows[0], fence, sent) ? Status{} : lease_lost();
+}
+
+net::awaitable<Status> AsyncPostgresStore::async_abort(const Ticket& ticket) {
+  const std::shared_ptr<Impl> impl = impl_;
+  Reply r = co_await impl->pipeline().run(release_query(ticket));
+  if (!r.ok()) co_return statement_failure(r);
+  co_return r.affected == 1 ? Status{} : lease_lost();
+}
+
+net::awaitable<Status> AsyncPostgresStore::async_extend(const Ticket& ticket,
+                                                        std::chrono::milliseconds lease) {
+  const std::shared_ptr<Impl> impl = impl_;
+  Reply r = co_await impl->pipeline().run(extend_query(ticket, lease));
+  if (!r.ok()) co_return statement_failure(r);
+  co_return r.affected == 1 ? Status{} : lease_lost();
+}
+
+}  // namespace idem

@@ -1,0 +1,388 @@
+// PgPipeline: one libpq connection in pipeline mode on an Asio strand (pg_pipeline.hpp).
+
+#include "asio/pg_pipeline.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace idem::pgasync {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr Oid kByteaOid = 17;
+
+std::string first_line(const char* what) {
+  std::string s(what != nullptr ? what : "");
+  if (auto nl = s.find('\n'); nl != std::string::npos) s.resize(nl);
+  return s;
+}
+
+// A result's rows as text cells, bytea decoded to its bytes.
+void read_rows(const PGresult* r, Reply& reply) {
+  const int rows = PQntuples(r);
+  const int cols = PQnfields(r);
+  reply.rows.reserve(static_cast<std::size_t>(rows));
+  for (int i = 0; i < rows; ++i) {
+    Reply::Row row(static_cast<std::size_t>(cols));
+    for (int c = 0; c < cols; ++c) {
+      if (PQgetisnull(r, i, c) != 0) continue;
+      const char* v = PQgetvalue(r, i, c);
+      if (PQftype(r, c) == kByteaOid) {
+        std::size_t n = 0;
+        unsigned char* bytes = PQunescapeBytea(reinterpret_cast<const unsigned char*>(v), &n);
+        if (bytes == nullptr) throw std::bad_alloc();
+        row[static_cast<std::size_t>(c)].emplace(reinterpret_cast<const char*>(bytes), n);
+        PQfreemem(bytes);
+      } else {
+        row[static_cast<std::size_t>(c)].emplace(v, static_cast<std::size_t>(PQgetlength(r, i, c)));
+      }
+    }
+    reply.rows.push_back(std::move(row));
+  }
+  const char* affected = PQcmdTuples(const_cast<PGresult*>(r));
+  reply.affected = affected != nullptr && *affected != '\0' ? std::atoll(affected) : 0;
+}
+
+}  // namespace
+
+PgPipeline::PgPipeline(const net::any_io_executor& executor, PipelineSettings settings,
+                       Setup setup)
+    : settings_(std::move(settings)),
+      setup_(std::move(setup)),
+      strand_(net::make_strand(executor)),
+      socket_(strand_),
+      watchdog_(strand_),
+      backoff_(settings_.reconnect_backoff) {}
+
+PgPipeline::~PgPipeline() {
+  release_socket();
+  if (conn_ != nullptr) PQfinish(conn_);
+}
+
+void PgPipeline::close() {
+  watchdog_.cancel();
+  drop("the store was closed");
+}
+
+void PgPipeline::fail(Op& op, const std::string& why) const {
+  op.reply.rows.clear();
+  op.reply.failure = make_failure(errc::store_unavailable,
+                                  fmt::format("idem: postgres {}: {}", settings_.where, why));
+  if (op.query.commit && op.went_out) {
+    op.reply.failure.code = make_error_code(errc::outcome_unknown);
+    op.reply.failure.message =
+        "no reply to the commit; it may or may not have landed (a retry under the same fence "
+        "finds it if it did): " +
+        op.reply.failure.message;
+  }
+}
+
+void PgPipeline::submit(std::unique_ptr<Op> op) {
+  if (state_ == State::idle) {
+    const auto now = Clock::now();
+    if (now < next_connect_) {
+      fail(*op, fmt::format(
+                    "not connected ({}); the next attempt in {} ms", last_error_,
+                    std::chrono::duration_cast<milliseconds>(next_connect_ - now).count()));
+      op->complete();
+      return;
+    }
+    waiting_.push_back(std::move(op));
+    start_connect();
+    return;
+  }
+  if (state_ != State::open) {
+    waiting_.push_back(std::move(op));
+    return;
+  }
+  send(std::move(op));
+}
+
+void PgPipeline::send_internal(Query query, std::function<void(Reply&)> done) {
+  auto op = std::make_unique<InternalOp>();
+  op->query = std::move(query);
+  op->done = std::move(done);
+  send(std::move(op));
+}
+
+void PgPipeline::send(std::unique_ptr<Op> op) {
+  const Query& q = op->query;
+  std::vector<const char*> values;
+  std::vector<int> lengths;
+  values.reserve(q.values.size());
+  lengths.reserve(q.values.size());
+  for (const std::string& v : q.values) {
+    values.push_back(v.data());
+    lengths.push_back(static_cast<int>(v.size()));
+  }
+  const int n = static_cast<int>(values.size());
+  const int* formats = q.formats.empty() ? nullptr : q.formats.data();
+  int sent = 0;
+  switch (q.kind) {
+    case Query::prepared:
+      sent = PQsendQueryPrepared(conn_, q.name.c_str(), n, values.data(), lengths.data(), formats,
+                                 0);
+      break;
+    case Query::text:
+      sent = PQsendQueryParams(conn_, q.sql.c_str(), n, nullptr, values.data(), lengths.data(),
+                               formats, 0);
+      break;
+    case Query::prepare:
+      sent = PQsendPrepare(conn_, q.name.c_str(), q.sql.c_str(), 0, nullptr);
+      break;
+  }
+  op->went_out = sent == 1;
+  const bool synced = sent == 1 && PQpipelineSync(conn_) == 1;
+  if (in_flight_.empty()) last_progress_ = Clock::now();
+  in_flight_.push_back(std::move(op));
+  if (!synced) {
+    drop(fmt::format("cannot send: {}", first_line(PQerrorMessage(conn_))));
+    return;
+  }
+  flush();
+  arm_watchdog();
+}
+
+void PgPipeline::start_connect() {
+  conn_ = PQconnectStart(settings_.conninfo.c_str());
+  ++generation_;
+  opened_.fetch_add(1, std::memory_order_relaxed);
+  if (conn_ == nullptr || PQstatus(conn_) == CONNECTION_BAD) {
+    const std::string why =
+        conn_ == nullptr ? "out of memory" : first_line(PQerrorMessage(conn_));
+    drop(fmt::format("cannot connect: {}", why));
+    return;
+  }
+  PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
+  state_ = State::connecting;
+  connect_started_ = Clock::now();
+  arm_watchdog();
+  poll_connect(PGRES_POLLING_WRITING);  // libpq's rule: start as if asked to write
+}
+
+void PgPipeline::poll_connect(PostgresPollingStatusType status) {
+  if (status == PGRES_POLLING_OK) {
+    connected();
+    return;
+  }
+  if (status == PGRES_POLLING_FAILED) {
+    drop(fmt::format("cannot connect: {}", first_line(PQerrorMessage(conn_))));
+    return;
+  }
+  watch_socket();
+  const bool read = status == PGRES_POLLING_READING;
+  socket_.async_wait(read ? net::posix::stream_descriptor::wait_read
+                          : net::posix::stream_descriptor::wait_write,
+                     [self = shared_from_this(), g = generation_](boost::system::error_code ec) {
+                       if (ec || !self->current(g) || self->state_ != State::connecting) return;
+                       self->poll_connect(PQconnectPoll(self->conn_));
+                     });
+}
+
+void PgPipeline::watch_socket() {
+  const int fd = PQsocket(conn_);
+  if (socket_.is_open() && socket_.native_handle() == fd) return;
+  release_socket();
+  if (fd >= 0) socket_.assign(fd);
+}
+
+void PgPipeline::release_socket() {
+  read_armed_ = write_armed_ = false;
+  if (!socket_.is_open()) return;
+  boost::system::error_code ignored;
+  socket_.cancel(ignored);
+  (void)socket_.release();  // libpq owns and closes the socket
+}
+
+void PgPipeline::connected() {
+  if (PQsetnonblocking(conn_, 1) != 0 || PQenterPipelineMode(conn_) != 1) {
+    drop(fmt::format("cannot enter pipeline mode: {}", first_line(PQerrorMessage(conn_))));
+    return;
+  }
+  watch_socket();
+  state_ = State::setting_up;
+  arm_read();
+  setup_(*this);
+}
+
+void PgPipeline::open() {
+  state_ = State::open;
+  backoff_ = settings_.reconnect_backoff;
+  std::deque<std::unique_ptr<Op>> waiting = std::move(waiting_);
+  const std::uint64_t g = generation_;
+  for (auto& op : waiting) {
+    if (!current(g)) {
+      fail(*op, last_error_);
+      op->complete();
+      continue;
+    }
+    send(std::move(op));
+  }
+}
+
+void PgPipeline::arm_read() {
+  if (read_armed_ || !socket_.is_open()) return;
+  read_armed_ = true;
+  socket_.async_wait(net::posix::stream_descriptor::wait_read,
+                     [self = shared_from_this(), g = generation_](boost::system::error_code ec) {
+                       if (!self->current(g)) return;
+                       self->read_armed_ = false;
+                       if (ec) return;
+                       self->on_readable();
+                     });
+}
+
+void PgPipeline::arm_write() {
+  if (write_armed_ || !socket_.is_open()) return;
+  write_armed_ = true;
+  socket_.async_wait(net::posix::stream_descriptor::wait_write,
+                     [self = shared_from_this(), g = generation_](boost::system::error_code ec) {
+                       if (!self->current(g)) return;
+                       self->write_armed_ = false;
+                       if (ec) return;
+                       self->flush();
+                     });
+}
+
+void PgPipeline::flush() {
+  const int left = PQflush(conn_);
+  if (left < 0) {
+    drop(fmt::format("cannot send: {}", first_line(PQerrorMessage(conn_))));
+    return;
+  }
+  flushing_ = left == 1;
+  if (flushing_) arm_write();  // and the read wait libpq may need meanwhile is always armed
+}
+
+void PgPipeline::on_readable() {
+  const std::uint64_t g = generation_;
+  if (PQconsumeInput(conn_) == 0) {
+    drop(fmt::format("connection lost: {}", first_line(PQerrorMessage(conn_))));
+    return;
+  }
+  take_results();
+  if (!current(g)) return;
+  if (PQstatus(conn_) == CONNECTION_BAD) {
+    drop(fmt::format("connection lost: {}", first_line(PQerrorMessage(conn_))));
+    return;
+  }
+  if (flushing_) flush();
+  if (current(g)) arm_read();
+}
+
+// The replies come in order: the front query's result, a null, then its sync point's result.
+void PgPipeline::take_results() {
+  const std::uint64_t g = generation_;
+  int nulls = 0;
+  while (current(g) && !in_flight_.empty() && PQisBusy(conn_) == 0) {
+    PGresult* r = PQgetResult(conn_);
+    if (r == nullptr) {
+      if (++nulls > 1) break;  // between results: wait for more input
+      continue;
+    }
+    nulls = 0;
+    Op& op = *in_flight_.front();
+    const ExecStatusType status = PQresultStatus(r);
+    if (status == PGRES_PIPELINE_SYNC) {
+      PQclear(r);
+      finish_front();
+      continue;
+    }
+    if (!op.answered) {
+      op.answered = true;
+      if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) {
+        try {
+          read_rows(r, op.reply);
+        } catch (...) {
+          op.reply.failure =
+              make_failure(errc::store_unavailable, "idem: postgres store: out of memory");
+        }
+      } else {
+        const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        op.reply.sqlstate = state != nullptr ? state : "";
+        op.reply.failure = make_failure(
+            errc::store_unavailable,
+            status == PGRES_PIPELINE_ABORTED
+                ? fmt::format("idem: postgres {}: an earlier statement failed", settings_.where)
+                : fmt::format("idem: postgres {}: {}", settings_.where,
+                              first_line(PQresultErrorMessage(r))));
+      }
+    }
+    PQclear(r);
+  }
+}
+
+void PgPipeline::finish_front() {
+  std::unique_ptr<Op> op = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  last_progress_ = Clock::now();
+  // A connection the server is ending (class 08, or 57P: shutdown, termination): what was on
+  // it is in doubt, as for any lost connection.
+  const std::string& s = op->reply.sqlstate;
+  const bool gone = s.rfind("08", 0) == 0 || s.rfind("57P", 0) == 0;
+  if (gone) {
+    const std::string why = op->reply.failure.message;
+    in_flight_.push_front(std::move(op));
+    drop(why);
+    return;
+  }
+  op->complete();
+}
+
+void PgPipeline::drop(const std::string& why) {
+  if (conn_ == nullptr && in_flight_.empty() && waiting_.empty()) return;
+  ++generation_;
+  release_socket();
+  if (conn_ != nullptr) PQfinish(conn_);
+  conn_ = nullptr;
+  state_ = State::idle;
+  flushing_ = false;
+  last_error_ = why;
+  failed_attempt();
+  std::deque<std::unique_ptr<Op>> ops = std::move(in_flight_);
+  for (auto& w : waiting_) ops.push_back(std::move(w));
+  waiting_.clear();
+  for (auto& op : ops) {
+    fail(*op, why);
+    op->complete();
+  }
+}
+
+void PgPipeline::failed_attempt() {
+  next_connect_ = Clock::now() + backoff_;
+  backoff_ = std::min(backoff_ * 2, settings_.max_reconnect_backoff);
+}
+
+void PgPipeline::arm_watchdog() {
+  if (watchdog_armed_) return;
+  const milliseconds limit = settings_.connect_budget.count() > 0
+                                 ? std::min(settings_.reply_timeout, settings_.connect_budget)
+                                 : settings_.reply_timeout;
+  watchdog_armed_ = true;
+  watchdog_.expires_after(std::max(milliseconds{1}, limit / 4));
+  watchdog_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+    self->watchdog_armed_ = false;
+    if (ec || self->conn_ == nullptr) return;
+    const auto now = Clock::now();
+    const PipelineSettings& s = self->settings_;
+    if (self->state_ != State::open && s.connect_budget.count() > 0 &&
+        now - self->connect_started_ > s.connect_budget) {
+      self->drop(fmt::format("connecting took more than {} ms", s.connect_budget.count()));
+      return;
+    }
+    if (!self->in_flight_.empty() && now - self->last_progress_ > s.reply_timeout) {
+      self->drop(fmt::format("no reply within {} ms; connection dropped (a statement on its "
+                             "way may or may not have run)",
+                             s.reply_timeout.count()));
+      return;
+    }
+    if (!self->in_flight_.empty() || self->state_ != State::open) self->arm_watchdog();
+  });
+}
+
+}  // namespace idem::pgasync

@@ -1,0 +1,179 @@
+#pragma once
+// PgPipeline: one libpq connection in pipeline mode, driven by Asio on a strand. Each query goes
+// out as it comes, followed by a sync point of its own (so each runs in its own implicit
+// transaction and an error in one never aborts another), and the replies are matched in order.
+// Used by AsyncPostgresStore (async_postgres_store.cpp), which gives it its setup: the schema
+// check and the prepared statements every new connection runs before the callers' queries.
+//
+// Every wait is bounded: a connect (with the setup) by the connect budget, the oldest query in
+// flight by the reply timeout. Past either, or when the connection fails, it is dropped and
+// every query on it fails: store_unavailable, or outcome_unknown for a commit that went out.
+// After a failure, queries fail at once until the reconnect backoff has passed.
+
+#include <libpq-fe.h>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/append.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "idem/error.hpp"
+#include "idem/outcome.hpp"
+
+namespace idem::pgasync {
+
+namespace net = boost::asio;
+
+/// One statement to run: a prepared one by name, a text on its own, or (prepare) the
+/// preparation of `text` under `name`.
+struct Query {
+  enum Kind : std::uint8_t { prepared, text, prepare } kind = prepared;
+  std::string name;
+  std::string sql;
+  std::vector<std::string> values;  // parameters, in their text form or raw bytes (binary)
+  std::vector<int> formats;         // per parameter: 0 text, 1 binary (bytea)
+  bool commit = false;              // a reply lost after it went out: outcome_unknown
+};
+
+/// A statement's answer: its rows (text cells; bytea columns decoded to their bytes; nullopt
+/// for NULL) and the rows it changed, or why it failed.
+struct Reply {
+  using Row = std::vector<std::optional<std::string>>;
+  Failure failure;  // code set: the statement did not answer (or answered an error)
+  std::string sqlstate;
+  std::vector<Row> rows;
+  long long affected = 0;
+  bool ok() const noexcept { return !failure.code; }
+};
+
+struct PipelineSettings {
+  std::string conninfo;
+  std::string where;  // host:port for messages
+  std::chrono::milliseconds connect_budget{5000};
+  std::chrono::milliseconds reply_timeout{6000};
+  std::chrono::milliseconds reconnect_backoff{50};
+  std::chrono::milliseconds max_reconnect_backoff{2000};
+};
+
+class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
+ public:
+  /// Called on the strand once a new connection is up, in pipeline mode: sends its setup with
+  /// send_internal() and, when done, calls open() (or drop()).
+  using Setup = std::function<void(PgPipeline&)>;
+
+  PgPipeline(const net::any_io_executor& executor, PipelineSettings settings, Setup setup);
+  ~PgPipeline();
+
+  /// Runs `query` as an awaitable answering its Reply; never throws, never cut short.
+  net::awaitable<Reply> run(Query query) {
+    return net::async_initiate<const net::use_awaitable_t<>&, void(Reply)>(
+        [self = shared_from_this(), query = std::move(query)](auto handler) mutable {
+          auto op = std::make_unique<HandlerOp<decltype(handler)>>(std::move(handler));
+          op->query = std::move(query);
+          net::dispatch(self->strand_, [self, op = std::move(op)]() mutable {
+            self->submit(std::unique_ptr<Op>(op.release()));
+          });
+        },
+        net::use_awaitable);
+  }
+
+  // --- for the setup, on the strand ---
+  /// Sends a query of the setup; `done` hears its reply (also when the connection drops).
+  void send_internal(Query query, std::function<void(Reply&)> done);
+  /// The setup is done: the callers' queries waiting for the connection go out.
+  void open();
+  /// Drops the connection: every query on it or waiting for it fails, `why` in the message.
+  void drop(const std::string& why);
+  /// Whether `generation` is still the current connection's.
+  bool current(std::uint64_t generation) const noexcept {
+    return conn_ != nullptr && generation == generation_;
+  }
+  std::uint64_t generation() const noexcept { return generation_; }
+
+  /// Ends the connection (its queries fail) and stops the watchdog; the store's destructor.
+  void close();
+  std::uint64_t connections_opened() const noexcept {
+    return opened_.load(std::memory_order_relaxed);
+  }
+
+ private:
+  struct Op {
+    Query query;
+    bool went_out = false;  // sent on the connection
+    bool answered = false;  // its first result is in `reply`
+    Reply reply;
+    virtual ~Op() = default;
+    virtual void complete() = 0;  // with `reply`
+  };
+  template <class Handler>
+  struct HandlerOp final : Op {
+    explicit HandlerOp(Handler&& h) : handler(std::move(h)) {}
+    void complete() override {
+      auto executor = net::get_associated_executor(handler);
+      net::post(executor, net::append(std::move(handler), std::move(reply)));
+    }
+    Handler handler;
+  };
+  struct InternalOp final : Op {
+    std::function<void(Reply&)> done;
+    void complete() override { done(reply); }
+  };
+  enum class State : std::uint8_t { idle, connecting, setting_up, open };
+
+  void submit(std::unique_ptr<Op> op);
+  void send(std::unique_ptr<Op> op);
+  void start_connect();
+  void poll_connect(PostgresPollingStatusType status);
+  void connected();
+  void watch_socket();  // the descriptor follows PQsocket (it may change while connecting)
+  void release_socket();
+  void arm_read();
+  void arm_write();
+  void on_readable();
+  void flush();
+  void take_results();
+  void finish_front();
+  void fail(Op& op, const std::string& why) const;
+  void failed_attempt();
+  void arm_watchdog();
+
+  PipelineSettings settings_;
+  Setup setup_;
+  net::strand<net::any_io_executor> strand_;
+  net::posix::stream_descriptor socket_;
+  net::steady_timer watchdog_;
+  bool watchdog_armed_ = false;
+  bool read_armed_ = false;
+  bool write_armed_ = false;
+  bool flushing_ = false;  // PQflush left data to write
+
+  PGconn* conn_ = nullptr;
+  State state_ = State::idle;
+  std::uint64_t generation_ = 0;  // of the current connection
+  std::deque<std::unique_ptr<Op>> in_flight_;
+  std::deque<std::unique_ptr<Op>> waiting_;  // callers' queries before the setup is done
+  std::chrono::steady_clock::time_point last_progress_{};
+  std::chrono::steady_clock::time_point connect_started_{};
+  std::chrono::steady_clock::time_point next_connect_{};
+  std::chrono::milliseconds backoff_;
+  std::string last_error_;
+  std::atomic<std::uint64_t> opened_{0};
+};
+
+}  // namespace idem::pgasync

@@ -1,0 +1,329 @@
+// AsyncPostgresStore against the server in IDEM_TEST_PG_URI: the guard's cases through
+// async_execute, the record-store conformance kit through the asynchronous calls, records shared
+// with PostgresStore, exactly-once across connections of many coroutines, and a server stopped
+// and started again mid-run (scripts/lib/servers.sh's IDEM_TEST_PG_BIN and IDEM_TEST_PG_DATA).
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/asio/detached.hpp>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "async/async_guard_cases.hpp"
+#include "idem/asio/postgres_store.hpp"
+#include "idem/guard.hpp"
+#include "idem/stores/postgres_store.hpp"
+#include "idem/testing/record_store_conformance.hpp"
+
+namespace idem::testing {
+
+namespace {
+
+const char* pg_test_uri() {
+  const char* uri = std::getenv("IDEM_TEST_PG_URI");
+  return uri != nullptr && *uri != '\0' ? uri : nullptr;
+}
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+// A table prefix no other test or run uses.
+std::string unique_tables(const char* stem) {
+  static std::atomic<int> counter{0};
+  return std::string("async_") + stem + "_" + std::to_string(::getpid()) + "_" +
+         std::to_string(counter.fetch_add(1)) + "_" +
+         std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 100000) +
+         "_";
+}
+
+AsyncPostgresStoreOptions async_pg_options(std::string prefix) {
+  return AsyncPostgresStoreOptions{.uri = pg_test_uri(),
+                                   .table_prefix = std::move(prefix),
+                                   .connect_timeout = 5s,
+                                   .statement_timeout = 5s};
+}
+
+constexpr const char* kNoPg = "IDEM_TEST_PG_URI is not set; scripts/test starts a PostgreSQL";
+
+}  // namespace
+
+// --- The guard's cases ---------------------------------------------------------------------------
+struct PostgresBackend : IoRunner {
+  using Store = AsyncPostgresStore;
+  void set_up() {
+    if (pg_test_uri() == nullptr) GTEST_SKIP() << kNoPg;
+    store_ = std::make_unique<AsyncPostgresStore>(io().get_executor(),
+                                                  async_pg_options(unique_tables("guard")));
+  }
+  bool ready() const { return store_ != nullptr; }
+  Store& store() { return *store_; }
+
+  std::unique_ptr<AsyncPostgresStore> store_;
+};
+
+INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, AsyncGuardCases, PostgresBackend);
+
+// --- The conformance kit, each call through the asynchronous store ---------------------------
+struct BlockingAsyncPostgres {
+  explicit BlockingAsyncPostgres(std::string table_prefix)
+      : prefix(std::move(table_prefix)), async(runner.io().get_executor(), async_pg_options(prefix)) {}
+
+  Result<Claim> claim(const ClaimRequest& r) { return runner.run(async.async_claim(r)); }
+  Status commit(const Ticket& t, const Completion& c) {
+    return runner.run(async.async_commit(t, c));
+  }
+  Status abort(const Ticket& t) { return runner.run(async.async_abort(t)); }
+  Status extend(const Ticket& t, std::chrono::milliseconds l) {
+    return runner.run(async.async_extend(t, l));
+  }
+
+  IoRunner runner;
+  std::string prefix;
+  AsyncPostgresStore async;
+};
+
+template <>
+struct StoreTraits<BlockingAsyncPostgres> {
+  static constexpr std::chrono::milliseconds lease{250};
+  static std::unique_ptr<BlockingAsyncPostgres> make() {
+    if (pg_test_uri() == nullptr) {
+      [] { GTEST_SKIP() << kNoPg; }();
+      return nullptr;
+    }
+    return std::make_unique<BlockingAsyncPostgres>(unique_tables("conf"));
+  }
+  static std::unique_ptr<BlockingAsyncPostgres> reopen(BlockingAsyncPostgres& store) {
+    return std::make_unique<BlockingAsyncPostgres>(store.prefix);
+  }
+  static void advance(BlockingAsyncPostgres&, std::chrono::milliseconds d) {
+    std::this_thread::sleep_for(d);
+  }
+};
+
+}  // namespace idem::testing
+
+IDEM_RECORD_STORE_CONFORMANCE(AsyncPostgres, idem::testing::BlockingAsyncPostgres);
+
+namespace idem::testing {
+
+// PostgresStore (lease mode) and AsyncPostgresStore with one table prefix serve the same
+// records, both ways.
+TEST(AsyncPostgres, SharesItsRecordsWithPostgresStore) {
+  if (pg_test_uri() == nullptr) GTEST_SKIP() << kNoPg;
+  const std::string prefix = unique_tables("shared");
+  PostgresStore blocking(PostgresStoreOptions{.uri = pg_test_uri(), .table_prefix = prefix});
+  IoRunner runner;
+  AsyncPostgresStore async(runner.io().get_executor(), async_pg_options(prefix));
+  IdempotencyGuard sync_guard{blocking, Options{.scope = "shared"}};
+  AsyncGuard async_guard{async, Options{.scope = "shared"}};
+  int runs = 0;
+  ASSERT_TRUE(sync_guard.execute("a", "p", [&] { return ++runs; }).recorded());
+  auto replay = runner.run(async_guard.async_execute("a", "p", [&] { return ++runs; }));
+  ASSERT_TRUE(replay.replayed()) << replay.message();
+  EXPECT_EQ(replay.value(), 1);
+  ASSERT_TRUE(runner.run(async_guard.async_execute("b", "p", [&] { return ++runs; })).recorded());
+  auto back = sync_guard.execute("b", "p", [&] { return ++runs; });
+  ASSERT_TRUE(back.replayed()) << back.message();
+  EXPECT_EQ(back.value(), 2);
+  EXPECT_EQ(sync_guard.execute("b", "other", [&] { return ++runs; }).error(),
+            errc::payload_mismatch);
+  EXPECT_EQ(async.connections_opened(), 1u);
+}
+
+// An unreachable server: calls answer store_unavailable within the connect timeout, and the
+// next ones at once during the backoff.
+TEST(AsyncPostgres, UnreachableServerIsUnavailablePromptly) {
+  IoRunner runner;
+  AsyncPostgresStore store(
+      runner.io().get_executor(),
+      AsyncPostgresStoreOptions{.uri = "postgresql://postgres@127.0.0.1:1/none",
+                                .connect_timeout = 1s,
+                                .reconnect_backoff = 10s});
+  AsyncGuard guard{store, Options{.scope = "down"}};
+  for (int i = 0; i < 2; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    auto out = runner.run(guard.async_execute("k", [] { return 1; }));
+    EXPECT_EQ(out.error(), errc::store_unavailable) << out.message();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  }
+  EXPECT_EQ(store.connections_opened(), 1u) << "the second call did not wait for the backoff";
+}
+
+// Several stores (one connection each), each on its own io_context thread with many coroutines,
+// meet on every key: each key's handler runs once, and every caller gets that run's value.
+TEST(AsyncPostgres, EachKeyRunsOnceAcrossConnectionsOfManyCoroutines) {
+  if (pg_test_uri() == nullptr) GTEST_SKIP() << kNoPg;
+  constexpr int kStores = 3;
+  constexpr int kCoroutines = 16;
+  constexpr int kKeys = 12;
+  const std::string prefix = unique_tables("race");
+  std::mutex mutex;
+  std::map<std::string, int> runs;
+  std::map<std::string, std::set<std::string>> answers;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int s = 0; s < kStores; ++s) {
+    threads.emplace_back([&, s] {
+      IoRunner runner;
+      AsyncPostgresStore store(runner.io().get_executor(), async_pg_options(prefix));
+      AsyncGuard guard{store, Options{.scope = "race", .in_progress = Wait{.timeout = 20s}}};
+      int finished = 0;
+      for (int c = 0; c < kCoroutines; ++c) {
+        net::co_spawn(
+            runner.io(),
+            [&, c]() -> net::awaitable<void> {
+              for (int i = 0; i < kKeys; ++i) {
+                const std::string k = std::to_string((i + s + c) % kKeys);
+                auto out = co_await guard.async_execute(k, [&]() -> net::awaitable<std::string> {
+                  {
+                    std::lock_guard lock(mutex);
+                    ++runs[k];
+                  }
+                  co_await pause(2ms);
+                  co_return "made by " + std::to_string(s) + "/" + std::to_string(c);
+                });
+                if (!out) {
+                  ADD_FAILURE() << "key " << k << ": " << out.message();
+                  ++failures;
+                  continue;
+                }
+                std::lock_guard lock(mutex);
+                answers[k].insert(out.value());
+              }
+              ++finished;
+            },
+            net::detached);
+      }
+      runner.run_until([&] { return finished == kCoroutines; });
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  for (int i = 0; i < kKeys; ++i) {
+    const std::string k = std::to_string(i);
+    EXPECT_EQ(runs[k], 1) << "key " << k;
+    EXPECT_EQ(answers[k].size(), 1u) << "key " << k << ": callers got different values";
+  }
+}
+
+// Stops (fast) or starts the throwaway server of scripts/lib/servers.sh; pg_ctl's exit status.
+int pg_ctl(bool stop) {
+  std::string cmd;
+  if (const std::string user = env_or_empty("IDEM_TEST_PG_USER"); !user.empty()) {
+    cmd = "runuser -u '" + user + "' -- ";
+  }
+  cmd += "'" + env_or_empty("IDEM_TEST_PG_BIN") + "/pg_ctl' -D '" +
+         env_or_empty("IDEM_TEST_PG_DATA") + "' -w -t 30 ";
+  cmd += stop ? std::string("-m fast stop")
+              : "-l '" + env_or_empty("IDEM_TEST_PG_LOG") + "' -o '" +
+                    env_or_empty("IDEM_TEST_PG_OPTS") + "' start";
+  return std::system((cmd + " >/dev/null 2>&1").c_str());
+}
+
+// Coroutines call keys without pause while the server stops and starts again: calls while it is
+// down answer store_unavailable promptly, calls after it is back succeed on a new connection,
+// and no key's handler runs twice (commits cut off by the stop are retried until they land).
+TEST(AsyncPostgresRestart, StopMidRunIsUnavailableThenRecoversAndNothingRunsTwice) {
+  if (pg_test_uri() == nullptr) GTEST_SKIP() << kNoPg;
+  ASSERT_FALSE(env_or_empty("IDEM_TEST_PG_BIN").empty() ||
+               env_or_empty("IDEM_TEST_PG_DATA").empty())
+      << "this test restarts the server and needs the variables scripts/lib/servers.sh exports";
+  AsyncPostgresStoreOptions o = async_pg_options(unique_tables("restart"));
+  o.connect_timeout = 1s;
+  o.statement_timeout = 1s;
+  o.reconnect_backoff = 20ms;
+  o.max_reconnect_backoff = 100ms;
+  IoRunner runner;
+  AsyncPostgresStore store(runner.io().get_executor(), o);
+  AsyncGuard guard{
+      store, Options{.scope = "restart",
+                     .lease = 5s,
+                     .in_progress = Wait{.timeout = 30s},
+                     .commit_retry = {.attempts = 200, .backoff = 50ms, .max_backoff = 100ms}}};
+  constexpr int kCoroutines = 16;
+  constexpr int kKeys = 40;
+  std::map<int, int> runs;
+  std::map<int, std::set<int>> answers;
+  int unavailable = 0;
+  int finished = 0;
+  bool down = false;
+  std::chrono::steady_clock::duration slowest_refusal{};
+  for (int c = 0; c < kCoroutines; ++c) {
+    net::co_spawn(
+        runner.io(),
+        [&, c]() -> net::awaitable<void> {
+          for (int k = 0; k < kKeys; ++k) {
+            for (;;) {
+              const auto start = std::chrono::steady_clock::now();
+              const bool was_down = down;
+              auto out = co_await guard.async_execute(std::to_string(k), [&, k, c] {
+                ++runs[k];
+                return c;
+              });
+              if (out.has_value()) {
+                answers[k].insert(out.value());
+                break;
+              }
+              if (out.error() != errc::store_unavailable) {
+                ADD_FAILURE() << "key " << k << ": " << out.message();
+                break;
+              }
+              ++unavailable;
+              if (was_down) {
+                slowest_refusal =
+                    std::max(slowest_refusal, std::chrono::steady_clock::now() - start);
+              }
+              co_await pause(5ms);
+            }
+            co_await pause(3ms);
+          }
+          ++finished;
+        },
+        net::detached);
+  }
+  runner.run_until([&] { return runs.size() >= kKeys / 4; });
+  // pg_ctl blocks: the coroutines run on a thread of their own meanwhile.
+  std::atomic<bool> stopped{false};
+  int stop_rc = -1;
+  std::thread stopper([&] {
+    stop_rc = pg_ctl(/*stop=*/true);
+    stopped = true;
+  });
+  runner.run_until([&] { return stopped.load(); });
+  stopper.join();
+  EXPECT_EQ(stop_rc, 0) << "pg_ctl stop failed";
+  down = true;
+  const auto back_at = std::chrono::steady_clock::now() + 400ms;
+  runner.run_until([&] { return std::chrono::steady_clock::now() >= back_at; });
+  std::atomic<bool> started{false};
+  int start_rc = -1;
+  std::thread starter([&] {
+    start_rc = pg_ctl(/*stop=*/false);
+    started = true;
+  });
+  runner.run_until([&] { return started.load(); });
+  starter.join();
+  down = false;
+  ASSERT_EQ(start_rc, 0) << "pg_ctl start failed";
+  runner.run_until([&] { return finished == kCoroutines; });
+
+  EXPECT_GT(unavailable, 0) << "no call met the outage";
+  EXPECT_LT(slowest_refusal, 3s) << "calls while the server was down did not fail promptly";
+  EXPECT_GE(store.connections_opened(), 2u);
+  for (int k = 0; k < kKeys; ++k) {
+    EXPECT_EQ(runs[k], 1) << "key " << k;
+    EXPECT_EQ(answers[k].size(), 1u) << "key " << k << ": callers got different values";
+  }
+}
+
+}  // namespace idem::testing
