@@ -4,6 +4,7 @@
 // and started again mid-run (scripts/lib/servers.sh's IDEM_TEST_PG_BIN and IDEM_TEST_PG_DATA).
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -12,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <pqxx/pqxx>
 #include <set>
 #include <string>
 #include <thread>
@@ -205,6 +207,8 @@ TEST(AsyncPostgres, EachKeyRunsOnceAcrossConnectionsOfManyCoroutines) {
             net::detached);
       }
       runner.run_until([&] { return finished == kCoroutines; });
+      // Every coroutine's calls went through one connection.
+      EXPECT_EQ(store.connections_opened(), 1u);
     });
   }
   for (std::thread& t : threads) t.join();
@@ -214,6 +218,72 @@ TEST(AsyncPostgres, EachKeyRunsOnceAcrossConnectionsOfManyCoroutines) {
     EXPECT_EQ(runs[k], 1) << "key " << k;
     EXPECT_EQ(answers[k].size(), 1u) << "key " << k << ": callers got different values";
   }
+}
+
+// The server process of the store's connection stops answering (SIGSTOP): a claim and a commit
+// in flight on it fail within the reply timeout, the claim with store_unavailable, the commit
+// with outcome_unknown; once the server answers again, the commit's retry under the same fence
+// succeeds on a new connection (whether or not the first try landed).
+TEST(AsyncPostgres, SilentServerFailsCallsInFlightWithinTheReplyTimeout) {
+  if (pg_test_uri() == nullptr) GTEST_SKIP() << kNoPg;
+  const std::string app = "idem_async_stall_" + std::to_string(::getpid());
+  AsyncPostgresStoreOptions o = async_pg_options(unique_tables("stall"));
+  o.uri = std::string(pg_test_uri()) + "?application_name=" + app;
+  o.statement_timeout = 300ms;
+  o.reconnect_backoff = 10ms;
+  IoRunner runner;
+  AsyncPostgresStore store(runner.io().get_executor(), o);
+  const Fingerprint fp{1, 2};
+  const ClaimRequest held{"held", fp, 10s, 60s};
+  Result<Claim> claimed = runner.run(store.async_claim(held));
+  ASSERT_TRUE(claimed && claimed->status == ClaimStatus::acquired);
+  const Ticket ticket{"held", claimed->fence};
+  const Completion completion{ClaimStatus::completed, "result", 60s};
+
+  pqxx::connection admin(pg_test_uri());
+  pqxx::nontransaction q(admin);
+  const pqxx::result found =
+      q.exec("SELECT pid FROM pg_stat_activity WHERE application_name = " + q.quote(app));
+  ASSERT_EQ(found.size(), 1u);
+  const pid_t backend = found[0][0].as<int>();
+  ASSERT_EQ(::kill(backend, SIGSTOP), 0) << "cannot stop the server process " << backend;
+  struct Resume {
+    pid_t pid;
+    ~Resume() { ::kill(pid, SIGCONT); }
+  } resume{backend};
+
+  const auto start = std::chrono::steady_clock::now();
+  std::optional<Result<Claim>> other;
+  std::optional<Status> committed;
+  const ClaimRequest fresh{"fresh", fp, 10s, 60s};
+  net::co_spawn(
+      runner.io(), [&]() -> net::awaitable<void> { other.emplace(co_await store.async_claim(fresh)); },
+      net::detached);
+  net::co_spawn(
+      runner.io(),
+      [&]() -> net::awaitable<void> {
+        committed.emplace(co_await store.async_commit(ticket, completion));
+      },
+      net::detached);
+  runner.run_until([&] { return other.has_value() && committed.has_value(); });
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(other->has_value());
+  EXPECT_EQ(other->error(), errc::store_unavailable) << other->failure().describe();
+  EXPECT_EQ(committed->error(), errc::outcome_unknown) << committed->failure().describe();
+  EXPECT_LT(took, 5s) << "the calls waited past the reply timeout";
+  ::kill(backend, SIGCONT);
+
+  std::optional<Status> retried;
+  for (int i = 0; i < 100 && !(retried && retried->ok()); ++i) {
+    retried = runner.run(store.async_commit(ticket, completion));
+    if (!retried->ok()) std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(retried->ok()) << retried->failure().describe();
+  EXPECT_GE(store.connections_opened(), 2u);
+  Result<Claim> replay = runner.run(store.async_claim(held));
+  ASSERT_TRUE(replay);
+  EXPECT_EQ(replay->status, ClaimStatus::completed);
+  EXPECT_EQ(replay->result, "result");
 }
 
 // Stops (fast) or starts the throwaway server of scripts/lib/servers.sh; pg_ctl's exit status.
