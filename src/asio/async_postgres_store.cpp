@@ -16,6 +16,7 @@
 #include "asio/pg_pipeline.hpp"
 #include "idem/detail/record_model.hpp"
 #include "postgres/pg_options.hpp"
+#include "postgres/pg_schema.hpp"
 #include "sql/statements.hpp"
 
 namespace idem {
@@ -200,11 +201,7 @@ class AsyncPostgresStore::Impl {
     p.send_internal(plain_sql(fmt::format("SET statement_timeout = {}", statement_timeout_.count())),
                     [](Reply&) {});
     p.send_internal(
-        plain_sql(fmt::format(
-            "SELECT to_regclass('{0}') IS NOT NULL AND to_regclass('{1}') IS NOT NULL AND "
-            "to_regclass('{1}_expires_at') IS NOT NULL, current_setting('transaction_read_only'), "
-            "to_regclass('{2}') IS NOT NULL AND to_regclass('{3}') IS NOT NULL",
-            text_.schema, text_.records, text_.fences, text_.steps)),
+        plain_sql(pg::schema_probe(text_)),
         [this, &p, g](Reply& r) {
           if (!p.current(g)) return;
           if (!r.ok() || r.rows.size() != 1 || r.rows[0].size() != 3) {
@@ -226,24 +223,17 @@ class AsyncPostgresStore::Impl {
         });
   }
 
-  // PostgresStore's DDL (PgSession::create_schema), in one transaction under its advisory lock.
+  // PostgresStore's DDL (pg_schema.hpp), in one transaction under its advisory lock.
   void create_schema(pgasync::PgPipeline& p, std::uint64_t g, bool tables) {
     auto first_error = std::make_shared<std::string>();
-    auto step = [&p, g, first_error](std::string sql) {
+    auto step = [&p, first_error](std::string sql) {
       p.send_internal(plain_sql(std::move(sql)), [first_error](Reply& r) {
         if (!r.ok() && first_error->empty()) *first_error = r.failure.message;
       });
     };
     step("BEGIN");
-    step("SELECT pg_advisory_xact_lock(7302585012475906)");
-    if (!tables) {
-      step(text_.create_schema_table);
-      step(text_.create_records_table);
-      step(text_.create_expiry_index);
-    }
-    step("CREATE SEQUENCE IF NOT EXISTS " + text_.fences + " AS bigint CACHE 1");
-    for (const std::string& ddl : text_.create_steps) step(ddl);
-    if (!tables) step(text_.insert_version);
+    step(pg::kSchemaLock);
+    for (std::string& ddl : pg::schema_ddl(text_, tables)) step(std::move(ddl));
     p.send_internal(plain_sql("COMMIT"), [this, &p, g, first_error](Reply& r) {
       if (!p.current(g)) return;
       if (!r.ok() || !first_error->empty()) {

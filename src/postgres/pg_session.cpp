@@ -11,6 +11,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "postgres/pg_schema.hpp"
+
 namespace idem::pg {
 
 namespace {
@@ -155,31 +157,13 @@ void PgSession::create_schema(const sql::Statements& text) {
   try {
     // Tables already there: no DDL, because CREATE INDEX IF NOT EXISTS takes a share lock on
     // the table first, and would wait for every open transactional claim on it.
-    const pqxx::row found =
-        exec(fmt::format(
-                 "SELECT to_regclass('{0}') IS NOT NULL AND to_regclass('{1}') IS NOT NULL AND "
-                 "to_regclass('{1}_expires_at') IS NOT NULL, "
-                 "current_setting('transaction_read_only'), to_regclass('{2}') IS NOT NULL "
-                 "AND to_regclass('{3}') IS NOT NULL",
-                 text.schema, text.records, text.fences, text.steps))
-            .at(0);
+    const pqxx::row found = exec(schema_probe(text)).at(0);
     // A hot standby given as the primary: say so now rather than fail every claim.
     if (found.at(1).as<std::string>() == "on") throw UnusableServer(kReadOnly);
     const bool tables = found.at(0).as<bool>();
     if (!tables || !found.at(2).as<bool>()) {
-      // Several processes may start at once: one creates, the others wait and find it done.
-      exec("SELECT pg_advisory_xact_lock(7302585012475906)");
-      if (!tables) {
-        exec(text.create_schema_table);
-        exec(text.create_records_table);
-        exec(text.create_expiry_index);
-      }
-      // Transactional fences (tables of an earlier release lack it); CACHE 1, the default:
-      // nextval() hands values out in call order.
-      exec("CREATE SEQUENCE IF NOT EXISTS " + text.fences + " AS bigint CACHE 1");
-      // Steps (tables of an earlier release lack them): the table and its triggers.
-      for (const std::string& ddl : text.create_steps) exec(ddl);
-      if (!tables) exec(text.insert_version);
+      exec(kSchemaLock);
+      for (const std::string& ddl : schema_ddl(text, tables)) exec(ddl);
     }
     const pqxx::result v = exec(text.select_version);
     const auto version = v.at(0).at(0).as<long long>();
