@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -217,6 +218,89 @@ TEST(AsyncPostgres, EachKeyRunsOnceAcrossConnectionsOfManyCoroutines) {
     const std::string k = std::to_string(i);
     EXPECT_EQ(runs[k], 1) << "key " << k;
     EXPECT_EQ(answers[k].size(), 1u) << "key " << k << ": callers got different values";
+  }
+}
+
+// Several processes, each with one store (one connection) and many coroutines on one thread,
+// meet on every key: each key's handler runs once in all of them (counted in a table), and
+// every caller gets that run's value.
+TEST(AsyncPostgres, EachKeyRunsOnceAcrossProcessesOfManyCoroutines) {
+  if (pg_test_uri() == nullptr) GTEST_SKIP() << kNoPg;
+  constexpr int kProcesses = 3;
+  constexpr int kCoroutines = 16;
+  constexpr int kKeys = 10;
+  const std::string prefix = unique_tables("procs");
+  const std::string runs = prefix + "runs";
+  const std::string seen = prefix + "seen";
+  {
+    pqxx::connection c(pg_test_uri());
+    pqxx::nontransaction q(c);
+    q.exec("CREATE TABLE " + runs + " (key text NOT NULL)");
+    q.exec("CREATE TABLE " + seen + " (key text NOT NULL, answer text NOT NULL)");
+  }
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int failures = 0;
+      try {
+        pqxx::connection counter(pg_test_uri());
+        IoRunner runner;
+        AsyncPostgresStore store(runner.io().get_executor(), async_pg_options(prefix));
+        AsyncGuard guard{store, Options{.scope = "procs", .in_progress = Wait{.timeout = 20s}}};
+        // The counting statements block the loop's thread briefly: test bookkeeping only.
+        auto record = [&](const std::string& sql) {
+          pqxx::nontransaction q(counter);
+          q.exec(sql);
+        };
+        int finished = 0;
+        for (int c = 0; c < kCoroutines; ++c) {
+          net::co_spawn(
+              runner.io(),
+              [&, c]() -> net::awaitable<void> {
+                for (int i = 0; i < kKeys; ++i) {
+                  const std::string k = std::to_string((i + p + c) % kKeys);
+                  auto out =
+                      co_await guard.async_execute(k, [&]() -> net::awaitable<std::string> {
+                        record("INSERT INTO " + runs + " VALUES ('" + k + "')");
+                        co_await pause(2ms);
+                        co_return std::to_string(p) + "/" + std::to_string(c);
+                      });
+                  if (!out) {
+                    ++failures;
+                    continue;
+                  }
+                  record("INSERT INTO " + seen + " VALUES ('" + k + "', '" + out.value() + "')");
+                }
+                ++finished;
+              },
+              net::detached);
+        }
+        runner.run_until([&] { return finished == kCoroutines; });
+      } catch (...) {
+        failures = 1;
+      }
+      ::_exit(failures == 0 ? 0 : 1);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child failed: " << status;
+  }
+  pqxx::connection c(pg_test_uri());
+  pqxx::nontransaction q(c);
+  const pqxx::result ran = q.exec("SELECT key, count(*) FROM " + runs + " GROUP BY key");
+  EXPECT_EQ(ran.size(), static_cast<std::size_t>(kKeys));
+  for (const auto& row : ran) EXPECT_EQ(row[1].as<int>(), 1) << "key " << row[0].c_str();
+  const pqxx::result answers =
+      q.exec("SELECT key, count(*), count(DISTINCT answer) FROM " + seen + " GROUP BY key");
+  EXPECT_EQ(answers.size(), static_cast<std::size_t>(kKeys));
+  for (const auto& row : answers) {
+    EXPECT_EQ(row[1].as<int>(), kProcesses * kCoroutines) << "key " << row[0].c_str();
+    EXPECT_EQ(row[2].as<int>(), 1) << "key " << row[0].c_str() << ": callers got other values";
   }
 }
 
