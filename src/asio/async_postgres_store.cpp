@@ -3,8 +3,6 @@
 // PostgreSQL dialect), and so is what their answers mean: the claim's classification by the
 // record model, the commit that finds its own landed commit, the fenced release and extend.
 
-#include "idem/asio/postgres_store.hpp"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,6 +12,7 @@
 #include <utility>
 
 #include "asio/pg_pipeline.hpp"
+#include "idem/asio/postgres_store.hpp"
 #include "idem/detail/record_model.hpp"
 #include "postgres/pg_options.hpp"
 #include "postgres/pg_schema.hpp"
@@ -78,9 +77,9 @@ bool as_i64(const std::optional<std::string>& cell, std::int64_t& out) {
 }
 
 Failure corrupt(std::string_view what) {
-  return make_failure(errc::record_corrupt,
-                      fmt::format("SQL record has columns of other types than idem writes ({})",
-                                  what));
+  return make_failure(
+      errc::record_corrupt,
+      fmt::format("SQL record has columns of other types than idem writes ({})", what));
 }
 
 Status lease_lost() {
@@ -124,7 +123,6 @@ std::optional<detail::RecordView<milliseconds>> view_of(const Reply::Row& row, s
       .expires_in = milliseconds{expires},
       .result = row[first + 5] ? std::string_view(*row[first + 5]) : std::string_view()};
 }
-
 
 // The calls' statements and parameters (keys and results as binary bytea, numbers as text).
 // Built outside the coroutines: g++ 12 rejects braced lists of strings inside one.
@@ -176,8 +174,7 @@ bool landed(const Reply::Row& row, Fence fence, const Completion& completion) {
 class AsyncPostgresStore::Impl {
  public:
   Impl(const net::any_io_executor& executor, const AsyncPostgresStoreOptions& options)
-      : text_(sql::kPostgres, options.table_prefix),
-        statement_timeout_(options.statement_timeout) {
+      : text_(sql::kPostgres, options.table_prefix), statement_timeout_(options.statement_timeout) {
     const std::string conninfo = pg::with_network_defaults(options.uri);
     pgasync::PipelineSettings s{
         .conninfo = conninfo,
@@ -198,29 +195,29 @@ class AsyncPostgresStore::Impl {
   // transaction); the schema version; the prepared statements. Then the callers' queries go.
   void set_up(pgasync::PgPipeline& p) {
     const std::uint64_t g = p.generation();
-    p.send_internal(plain_sql(fmt::format("SET statement_timeout = {}", statement_timeout_.count())),
-                    [](Reply&) {});
     p.send_internal(
-        plain_sql(pg::schema_probe(text_)),
-        [this, &p, g](Reply& r) {
-          if (!p.current(g)) return;
-          if (!r.ok() || r.rows.size() != 1 || r.rows[0].size() != 3) {
-            p.drop("schema check failed: " + r.failure.message);
-            return;
-          }
-          const Reply::Row& row = r.rows[0];
-          if (row[1] == "on") {
-            p.drop("the server is read-only (a hot standby, or default_transaction_read_only "
-                   "is on): claims and commits need the primary");
-            return;
-          }
-          const bool tables = row[0] == "t";
-          if (tables && row[2] == "t") {
-            check_version(p, g);
-          } else {
-            create_schema(p, g, tables);
-          }
-        });
+        plain_sql(fmt::format("SET statement_timeout = {}", statement_timeout_.count())),
+        [](Reply&) {});
+    p.send_internal(plain_sql(pg::schema_probe(text_)), [this, &p, g](Reply& r) {
+      if (!p.current(g)) return;
+      if (!r.ok() || r.rows.size() != 1 || r.rows[0].size() != 3) {
+        p.drop("schema check failed: " + r.failure.message);
+        return;
+      }
+      const Reply::Row& row = r.rows[0];
+      if (row[1] == "on") {
+        p.drop(
+            "the server is read-only (a hot standby, or default_transaction_read_only "
+            "is on): claims and commits need the primary");
+        return;
+      }
+      const bool tables = row[0] == "t";
+      if (tables && row[2] == "t") {
+        check_version(p, g);
+      } else {
+        create_schema(p, g, tables);
+      }
+    });
   }
 
   // PostgresStore's DDL (pg_schema.hpp), in one transaction under its advisory lock.
@@ -237,8 +234,8 @@ class AsyncPostgresStore::Impl {
     p.send_internal(plain_sql("COMMIT"), [this, &p, g, first_error](Reply& r) {
       if (!p.current(g)) return;
       if (!r.ok() || !first_error->empty()) {
-        p.drop("cannot create the tables: " + (first_error->empty() ? r.failure.message
-                                                                    : *first_error));
+        p.drop("cannot create the tables: " +
+               (first_error->empty() ? r.failure.message : *first_error));
         return;
       }
       check_version(p, g);
@@ -254,22 +251,20 @@ class AsyncPostgresStore::Impl {
         return;
       }
       if (version != sql::kSchemaVersion) {
-        p.drop(fmt::format("table {} says schema version {}, this library knows {}",
-                           text_.schema, version, sql::kSchemaVersion));
+        p.drop(fmt::format("table {} says schema version {}, this library knows {}", text_.schema,
+                           version, sql::kSchemaVersion));
         return;
       }
       // Prepared now; the callers' queries queue behind them on the connection.
-      for (const auto& [name, sql] : {std::pair{kClaim, &text_.claim_in_one},
-                                      std::pair{kFinish, &text_.finish},
-                                      std::pair{kRelease, &text_.release},
-                                      std::pair{kExtend, &text_.extend},
-                                      std::pair{kRead, &text_.read}}) {
-        p.send_internal(preparation(name, *sql),
-                        [&p, g](Reply& prepared) {
-                          if (p.current(g) && !prepared.ok()) {
-                            p.drop("cannot prepare a statement: " + prepared.failure.message);
-                          }
-                        });
+      for (const auto& [name, sql] :
+           {std::pair{kClaim, &text_.claim_in_one}, std::pair{kFinish, &text_.finish},
+            std::pair{kRelease, &text_.release}, std::pair{kExtend, &text_.extend},
+            std::pair{kRead, &text_.read}}) {
+        p.send_internal(preparation(name, *sql), [&p, g](Reply& prepared) {
+          if (p.current(g) && !prepared.ok()) {
+            p.drop("cannot prepare a statement: " + prepared.failure.message);
+          }
+        });
       }
       p.open();
     });

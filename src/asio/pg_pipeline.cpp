@@ -50,8 +50,7 @@ void read_rows(const PGresult* r, Reply& reply) {
 
 }  // namespace
 
-PgPipeline::PgPipeline(const net::any_io_executor& executor, PipelineSettings settings,
-                       Setup setup)
+PgPipeline::PgPipeline(const net::any_io_executor& executor, PipelineSettings settings, Setup setup)
     : settings_(std::move(settings)),
       setup_(std::move(setup)),
       strand_(net::make_strand(executor)),
@@ -86,9 +85,8 @@ void PgPipeline::submit(std::unique_ptr<Op> op) {
   if (state_ == State::idle) {
     const auto now = Clock::now();
     if (now < next_connect_) {
-      fail(*op, fmt::format(
-                    "not connected ({}); the next attempt in {} ms", last_error_,
-                    std::chrono::duration_cast<milliseconds>(next_connect_ - now).count()));
+      fail(*op, fmt::format("not connected ({}); the next attempt in {} ms", last_error_,
+                            std::chrono::duration_cast<milliseconds>(next_connect_ - now).count()));
       op->complete();
       return;
     }
@@ -125,8 +123,8 @@ void PgPipeline::send(std::unique_ptr<Op> op) {
   int sent = 0;
   switch (q.kind) {
     case Query::prepared:
-      sent = PQsendQueryPrepared(conn_, q.name.c_str(), n, values.data(), lengths.data(), formats,
-                                 0);
+      sent =
+          PQsendQueryPrepared(conn_, q.name.c_str(), n, values.data(), lengths.data(), formats, 0);
       break;
     case Query::text:
       sent = PQsendQueryParams(conn_, q.sql.c_str(), n, nullptr, values.data(), lengths.data(),
@@ -153,12 +151,12 @@ void PgPipeline::start_connect() {
   ++generation_;
   opened_.fetch_add(1, std::memory_order_relaxed);
   if (conn_ == nullptr || PQstatus(conn_) == CONNECTION_BAD) {
-    const std::string why =
-        conn_ == nullptr ? "out of memory" : first_line(PQerrorMessage(conn_));
+    const std::string why = conn_ == nullptr ? "out of memory" : first_line(PQerrorMessage(conn_));
     drop(fmt::format("cannot connect: {}", why));
     return;
   }
-  PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
+  PQsetNoticeProcessor(
+      conn_, [](void*, const char*) {}, nullptr);
   state_ = State::connecting;
   connect_started_ = Clock::now();
   arm_watchdog();
@@ -176,12 +174,12 @@ void PgPipeline::poll_connect(PostgresPollingStatusType status) {
   }
   watch_socket();
   const bool read = status == PGRES_POLLING_READING;
-  socket_.async_wait(read ? net::posix::stream_descriptor::wait_read
-                          : net::posix::stream_descriptor::wait_write,
-                     [self = shared_from_this(), g = generation_](boost::system::error_code ec) {
-                       if (ec || !self->current(g) || self->state_ != State::connecting) return;
-                       self->poll_connect(PQconnectPoll(self->conn_));
-                     });
+  socket_.async_wait(
+      read ? net::posix::stream_descriptor::wait_read : net::posix::stream_descriptor::wait_write,
+      [self = shared_from_this(), g = generation_](boost::system::error_code ec) {
+        if (ec || !self->current(g) || self->state_ != State::connecting) return;
+        self->poll_connect(PQconnectPoll(self->conn_));
+      });
 }
 
 void PgPipeline::watch_socket() {
@@ -376,9 +374,10 @@ void PgPipeline::arm_watchdog() {
       return;
     }
     if (!self->in_flight_.empty() && now - self->last_progress_ > s.reply_timeout) {
-      self->drop(fmt::format("no reply within {} ms; connection dropped (a statement on its "
-                             "way may or may not have run)",
-                             s.reply_timeout.count()));
+      self->drop(
+          fmt::format("no reply within {} ms; connection dropped (a statement on its "
+                      "way may or may not have run)",
+                      s.reply_timeout.count()));
       return;
     }
     if (!self->in_flight_.empty() || self->state_ != State::open) self->arm_watchdog();

@@ -12,6 +12,7 @@
 
 #include <libpq-fe.h>
 
+#include <atomic>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/append.hpp>
 #include <boost/asio/associated_executor.hpp>
@@ -22,7 +23,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>

@@ -45,8 +45,7 @@ std::string unique_tables(const char* stem) {
   static std::atomic<int> counter{0};
   return std::string("async_") + stem + "_" + std::to_string(::getpid()) + "_" +
          std::to_string(counter.fetch_add(1)) + "_" +
-         std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 100000) +
-         "_";
+         std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 100000) + "_";
 }
 
 AsyncPostgresStoreOptions async_pg_options(std::string prefix) {
@@ -79,7 +78,8 @@ INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, AsyncGuardCases, PostgresBackend);
 // --- The conformance kit, each call through the asynchronous store ---------------------------
 struct BlockingAsyncPostgres {
   explicit BlockingAsyncPostgres(std::string table_prefix)
-      : prefix(std::move(table_prefix)), async(runner.io().get_executor(), async_pg_options(prefix)) {}
+      : prefix(std::move(table_prefix)),
+        async(runner.io().get_executor(), async_pg_options(prefix)) {}
 
   Result<Claim> claim(const ClaimRequest& r) { return runner.run(async.async_claim(r)); }
   Status commit(const Ticket& t, const Completion& c) {
@@ -261,12 +261,11 @@ TEST(AsyncPostgres, EachKeyRunsOnceAcrossProcessesOfManyCoroutines) {
               [&, c]() -> net::awaitable<void> {
                 for (int i = 0; i < kKeys; ++i) {
                   const std::string k = std::to_string((i + p + c) % kKeys);
-                  auto out =
-                      co_await guard.async_execute(k, [&]() -> net::awaitable<std::string> {
-                        record("INSERT INTO " + runs + " VALUES ('" + k + "')");
-                        co_await pause(2ms);
-                        co_return std::to_string(p) + "/" + std::to_string(c);
-                      });
+                  auto out = co_await guard.async_execute(k, [&]() -> net::awaitable<std::string> {
+                    record("INSERT INTO " + runs + " VALUES ('" + k + "')");
+                    co_await pause(2ms);
+                    co_return std::to_string(p) + "/" + std::to_string(c);
+                  });
                   if (!out) {
                     ++failures;
                     continue;
@@ -341,7 +340,8 @@ TEST(AsyncPostgres, SilentServerFailsCallsInFlightWithinTheReplyTimeout) {
   std::optional<Status> committed;
   const ClaimRequest fresh{"fresh", fp, 10s, 60s};
   net::co_spawn(
-      runner.io(), [&]() -> net::awaitable<void> { other.emplace(co_await store.async_claim(fresh)); },
+      runner.io(),
+      [&]() -> net::awaitable<void> { other.emplace(co_await store.async_claim(fresh)); },
       net::detached);
   net::co_spawn(
       runner.io(),
