@@ -1,6 +1,12 @@
-// AsyncGuard on MemoryStore through ImmediateStore: every call completes at once.
+// AsyncGuard on MemoryStore through ImmediateStore: every call completes at once. And what
+// observers see of async calls.
+
+#include <memory>
+#include <stdexcept>
+#include <vector>
 
 #include "async/async_guard_cases.hpp"
+#include "idem/observer.hpp"
 #include "idem/stores/memory_store.hpp"
 
 // Not in an anonymous namespace: the coroutine frames of the header's templates hold these types.
@@ -21,6 +27,64 @@ INSTANTIATE_TYPED_TEST_SUITE_P(Memory, AsyncGuardCases, MemoryBackend);
 TEST(ImmediateStore, IsAnAsyncStore) {
   static_assert(AsyncStore<ImmediateStore<MemoryStore>>);
   static_assert(!AsyncStore<MemoryStore>);
+}
+
+}  // namespace idem::testing
+
+namespace idem::testing {
+
+// Observers see async calls as blocking ones: the store's name on every event, the call's parts
+// timed on its last event (executed comes after the commit), a span per call, none for a key
+// refused before any store call.
+TEST(AsyncObserver, SeesTheStoreTimingsAndSpansOfEachCall) {
+  std::vector<EventInfo> events;
+  int spans_started = 0;
+  int spans_ended = 0;
+  Observer::Settings settings;
+  settings.time_one_in = 1;
+  settings.span_start = [&](const EventInfo&) -> SpanHandle {
+    ++spans_started;
+    return nullptr;
+  };
+  settings.span_end = [&](SpanHandle, const EventInfo&) { ++spans_ended; };
+  auto observer = std::make_shared<Observer>(
+      [&](const EventInfo& e) {
+        EventInfo copy = e;
+        copy.scope = copy.key = {};
+        events.push_back(copy);
+      },
+      std::move(settings));
+  MemoryStore memory;
+  ImmediateStore<MemoryStore> store{memory};
+  AsyncGuard guard{store, Options{.scope = "observed", .observer = observer}};
+  IoRunner runner;
+  auto fresh = runner.run(guard.async_execute("k", [&]() -> net::awaitable<int> {
+    EXPECT_TRUE(events.empty()) << "an event came before the commit";
+    co_await pause(2ms);
+    co_return 7;
+  }));
+  ASSERT_TRUE(fresh.recorded());
+  ASSERT_TRUE(runner.run(guard.async_execute("k", [] { return 8; })).replayed());
+  ASSERT_EQ(runner.run(guard.async_execute("", [] { return 9; })).error(), errc::key_invalid);
+
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].event, Event::executed);
+  EXPECT_FALSE(events[0].error);
+  EXPECT_TRUE(events[0].durations.measured);
+  EXPECT_GT(events[0].durations.handler.count(), 0);
+  EXPECT_EQ(events[1].event, Event::replayed);
+  EXPECT_TRUE(events[1].durations.measured);
+  EXPECT_EQ(events[2].event, Event::rejected);
+  for (const EventInfo& e : events) EXPECT_EQ(e.store, "memory");
+  EXPECT_EQ(spans_started, 2);
+  EXPECT_EQ(spans_ended, 2);
+}
+
+TEST(AsyncObserver, KeepRequestIsRefusedAtConstruction) {
+  MemoryStore memory;
+  ImmediateStore<MemoryStore> store{memory};
+  EXPECT_THROW((AsyncGuard{store, Options{.scope = "kept", .keep_request = true}}),
+               std::invalid_argument);
 }
 
 }  // namespace idem::testing
