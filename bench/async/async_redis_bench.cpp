@@ -4,6 +4,8 @@
 //
 //   IDEM_BENCH_REDIS_URI=redis://127.0.0.1:6379 build/bench/idem_bench_async
 //
+// Without IDEM_BENCH_REDIS_URI these are not registered (async_main.cpp).
+//
 // Each benchmark iteration is one call (a fresh key: claim + commit; a replay: one claim). The
 // CPU column is this thread's CPU per call: the client's cost, since the server runs elsewhere.
 // Calls go in batches of 16 per caller in flight; between batches the pipeline drains.
@@ -12,19 +14,17 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
-#include <atomic>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
-#include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "async_bench.hpp"
 #include "idem/asio/async_guard.hpp"
 #include "idem/asio/redis_store.hpp"
 #include "idem/detail/effective_key.hpp"
@@ -36,13 +36,7 @@ namespace {
 namespace net = boost::asio;
 using namespace std::chrono_literals;
 
-constexpr std::string_view kPayload = R"({"amount":1250,"currency":"EUR","card":"tok_4242"})";
-constexpr std::chrono::milliseconds kLease{30'000};
-constexpr std::chrono::milliseconds kTtl{600'000};
-constexpr int kReplayKeys = 1000;
-constexpr int kPerCaller = 16;  // calls per caller in flight, per batch
-
-std::string handler() { return R"({"receipt":"r-000042","status":"captured"})"; }
+using namespace idem_bench_async;
 
 const char* uri() {
   const char* u = std::getenv("IDEM_BENCH_REDIS_URI");
@@ -54,17 +48,6 @@ std::string run_prefix() {
       "idembench:async:" + std::to_string(std::random_device{}()) + ":";
   return prefix;
 }
-
-std::atomic<std::uint64_t> g_next_id{0};
-std::string next_id(std::string_view side) {
-  std::string id(side);
-  char digits[24];
-  const auto end = std::to_chars(digits, digits + sizeof digits, g_next_id.fetch_add(1)).ptr;
-  id.append(digits, end);
-  return id;
-}
-
-std::string replay_id(int i) { return "replay-" + std::to_string(i); }
 
 // IDEM_BENCH_ASYNC_STRAND=1: the store's calls go through its strand, as when several threads
 // call it; by default the store is told it has one thread (single_threaded).
@@ -86,24 +69,6 @@ struct Guarded {
   idem::AsyncRedisStore store;
   idem::AsyncGuard<idem::AsyncRedisStore> guard;
 };
-
-// Runs `calls` calls, `in_flight` at a time, each coroutine `per` of them; false on a failure.
-template <class Call>
-bool run_batch(net::io_context& io, int in_flight, Call call) {
-  int done = 0;
-  bool ok = true;
-  for (int c = 0; c < in_flight; ++c) {
-    net::co_spawn(
-        io,
-        [&, c]() -> net::awaitable<void> {
-          for (int j = 0; j < kPerCaller; ++j) ok = (co_await call(c, j)) && ok;
-          ++done;
-        },
-        net::detached);
-  }
-  while (done < in_flight) io.run_one();
-  return ok;
-}
 
 void BM_Async_Redis_Fresh(benchmark::State& state) {
   net::io_context io;
@@ -338,22 +303,29 @@ void bare_batch(benchmark::State& state, bool fresh) {
 void BM_Async_Redis_Fresh_bare(benchmark::State& state) { bare_batch(state, true); }
 void BM_Async_Redis_Replay_bare(benchmark::State& state) { bare_batch(state, false); }
 
-#define IDEM_ASYNC_BENCH(fn) \
-  BENCHMARK(fn)->ArgName("in_flight")->Arg(1)->Arg(8)->Arg(32)->Arg(128)->UseRealTime()
-IDEM_ASYNC_BENCH(BM_Async_Redis_Fresh);
-IDEM_ASYNC_BENCH(BM_Async_Redis_Fresh_bare);
-IDEM_ASYNC_BENCH(BM_Async_Redis_Replay);
-IDEM_ASYNC_BENCH(BM_Async_Redis_Replay_bare);
-
 }  // namespace
 
-int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
+namespace idem_bench_async {
+
+bool register_redis_benchmarks() {
   if (uri() == nullptr) {
-    std::fprintf(stderr, "idem_bench_async: set IDEM_BENCH_REDIS_URI to run the benchmarks\n");
-    return 0;
+    std::fprintf(stderr,
+                 "idem_bench_async: IDEM_BENCH_REDIS_URI is not set; no Redis benchmarks\n");
+    return false;
   }
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  for (auto [name, fn] : {std::pair{"BM_Async_Redis_Fresh", &BM_Async_Redis_Fresh},
+                          std::pair{"BM_Async_Redis_Fresh_bare", &BM_Async_Redis_Fresh_bare},
+                          std::pair{"BM_Async_Redis_Replay", &BM_Async_Redis_Replay},
+                          std::pair{"BM_Async_Redis_Replay_bare", &BM_Async_Redis_Replay_bare}}) {
+    benchmark::RegisterBenchmark(name, fn)
+        ->ArgName("in_flight")
+        ->Arg(1)
+        ->Arg(8)
+        ->Arg(32)
+        ->Arg(128)
+        ->UseRealTime();
+  }
+  return true;
 }
+
+}  // namespace idem_bench_async

@@ -1,0 +1,31 @@
+// idem_bench_async: the benchmarks of every store whose server the environment names.
+//
+//   IDEM_BENCH_REDIS_URI=redis://127.0.0.1:6379 IDEM_BENCH_PG_URI=postgresql://u@host/db
+//   build/bench/idem_bench_async
+
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+
+#include "async_bench.hpp"
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  bool any = false;
+#ifdef IDEM_BENCH_ASYNC_REDIS
+  any = idem_bench_async::register_redis_benchmarks() || any;
+#endif
+#ifdef IDEM_BENCH_ASYNC_POSTGRES
+  any = idem_bench_async::register_postgres_benchmarks() || any;
+#endif
+  if (!any) {
+    std::fprintf(stderr, "idem_bench_async: no benchmark registered\n");
+    return 0;
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+#ifdef IDEM_BENCH_ASYNC_POSTGRES
+  idem_bench_async::finish_postgres_benchmarks();
+#endif
+  return 0;
+}
