@@ -316,7 +316,10 @@ class Bare {
   }
 
   // In order: a statement's result, a null, then its sync point's result, which answers it.
+  // Every reply in hand is read before the first answer sends its chain's next statement, as
+  // the store does (its replies resume their coroutines after the read).
   void take_results() {
+    std::vector<Pending> answered;
     int nulls = 0;
     while (!pending_.empty() && PQisBusy(conn_) == 0) {
       PGresult* r = PQgetResult(conn_);
@@ -327,10 +330,8 @@ class Bare {
       nulls = 0;
       if (PQresultStatus(r) == PGRES_PIPELINE_SYNC) {
         PQclear(r);
-        const Pending p = pending_.front();
+        answered.push_back(pending_.front());
         pending_.pop_front();
-        answer(p);
-        PQclear(p.result);
         continue;
       }
       if (pending_.front().result == nullptr) {
@@ -338,6 +339,10 @@ class Bare {
       } else {
         PQclear(r);
       }
+    }
+    for (const Pending& p : answered) {
+      answer(p);
+      PQclear(p.result);
     }
   }
 
