@@ -17,6 +17,8 @@
 //                                                               waited, timed_out
 //   idem_store_replica_reads_total{name, store, result}         hit, fall_through, error
 //   idem_store_redis_pipeline_connections{name, store}
+//   idem_store_cache_entries{name, store}                       CachedStore
+//   idem_store_cache_events_total{name, store, event}           hit, miss, eviction
 //   idem_store_redis_events_total{name, store, event}           pipeline_dropped, moved, asked,
 //                                                               slot_map_read, replication_timeout
 //

@@ -44,6 +44,14 @@ struct RedisStats {
   std::uint64_t replication_timeouts = 0;  ///< writes WAIT confirmed on too few replicas
 };
 
+/// CachedStore's figures, beside those of the store it wraps.
+struct CacheStats {
+  std::uint64_t entries = 0;    ///< cached records now (expired ones not yet dropped included)
+  std::uint64_t hits = 0;       ///< claims answered from the cache
+  std::uint64_t misses = 0;     ///< claims passed on to the wrapped store
+  std::uint64_t evictions = 0;  ///< cached records dropped by the entry or byte bound
+};
+
 /// One store's figures; a part is set when the store has it.
 struct StoreStats {
   std::string_view store{};                  ///< the store's kStoreName ("memory", "sqlite", ...)
@@ -52,6 +60,7 @@ struct StoreStats {
   std::optional<PoolStats> pool{};           ///< the connection pool (Redis: all servers' summed)
   std::optional<ReplicaStats> replica{};     ///< PostgresStore with a replica
   std::optional<RedisStats> redis{};         ///< the Redis stores
+  std::optional<CacheStats> cache{};         ///< a CachedStore (the rest: its wrapped store's)
 };
 
 }  // namespace idem

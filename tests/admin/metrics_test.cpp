@@ -12,6 +12,7 @@
 
 #include "idem/guard.hpp"
 #include "idem/prometheus.hpp"
+#include "idem/stores/cached_store.hpp"
 #include "idem/stores/memory_store.hpp"
 #include "idem/stores/sqlite_store.hpp"
 #include "prometheus_text.hpp"
@@ -104,6 +105,26 @@ TEST(PrometheusMetrics, WatchedStoresFiguresAreReadAtTheScrape) {
     EXPECT_TRUE(found);
   }
   remove_files();
+}
+
+TEST(PrometheusMetrics, ACachedStoreShowsItsCacheBesideTheWrappedStore) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  idem::PrometheusMetrics metrics{registry};
+  idem::MemoryStore memory;
+  idem::CachedStore<idem::MemoryStore&> cached{idem::CachedStoreOptions{}, memory};
+  metrics.watch_store("front", cached);
+  idem::IdempotencyGuard guard{cached, idem::Options{.scope = "c"}};
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(guard.execute("k", [] { return 1; }));
+
+  const std::string text = metrics.text();
+  std::string why;
+  EXPECT_TRUE(idem::test::valid_prometheus_text(text, why)) << why << "\n" << text;
+  const std::string front = "name=\"front\",store=\"memory\"";
+  EXPECT_EQ(sample(text, "idem_store_records{" + front + "}"), 1);
+  EXPECT_EQ(sample(text, "idem_store_cache_entries{" + front + "}"), 1);
+  EXPECT_EQ(sample(text, "idem_store_cache_events_total{event=\"hit\"," + front + "}"), 3);
+  EXPECT_EQ(sample(text, "idem_store_cache_events_total{event=\"miss\"," + front + "}"), 1);
+  EXPECT_EQ(sample(text, "idem_store_cache_events_total{event=\"eviction\"," + front + "}"), 0);
 }
 
 TEST(PrometheusMetrics, TheValidatorRejectsWhatIsNotTheTextFormat) {
