@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
-#include <concepts>
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -203,8 +203,8 @@ class CachedStore {
                   }) {
       s = inner_.stats();
     }
-    s.cache = CacheStats{
-        .entries = size(), .hits = hits(), .misses = misses(), .evictions = evictions()};
+    s.cache =
+        CacheStats{.entries = size(), .hits = hits(), .misses = misses(), .evictions = evictions()};
     return s;
   }
 
