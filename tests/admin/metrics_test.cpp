@@ -28,6 +28,14 @@ double sample(const std::string& text, const std::string& series) {
   return -1;
 }
 
+// The metrics' text exposition, checked to parse as the Prometheus text format.
+std::string valid_text(const idem::PrometheusMetrics& metrics) {
+  std::string text = metrics.text();
+  std::string why;
+  EXPECT_TRUE(idem::test::valid_prometheus_text(text, why)) << why << "\n" << text;
+  return text;
+}
+
 TEST(PrometheusMetrics, KnownCallsGiveExpectedValuesInValidTextFormat) {
   auto registry = std::make_shared<prometheus::Registry>();
   idem::PrometheusMetrics metrics{registry, {.time_one_in = 1}};
@@ -39,9 +47,7 @@ TEST(PrometheusMetrics, KnownCallsGiveExpectedValuesInValidTextFormat) {
   (void)guard.execute("k1", "other", [] { return 1; });
   (void)guard.execute("", [] { return 1; });
 
-  const std::string text = metrics.text();
-  std::string why;
-  EXPECT_TRUE(idem::test::valid_prometheus_text(text, why)) << why << "\n" << text;
+  const std::string text = valid_text(metrics);
   const std::string labels = "scope=\"pay\",store=\"memory\"";
   EXPECT_EQ(sample(text, "idem_events_total{event=\"executed\"," + labels + "}"), 3);
   EXPECT_EQ(sample(text, "idem_events_total{event=\"replayed\"," + labels + "}"), 5);
@@ -76,9 +82,7 @@ TEST(PrometheusMetrics, WatchedStoresFiguresAreReadAtTheScrape) {
       ASSERT_TRUE(on_sqlite.execute("k" + std::to_string(i), [] { return 1; }));
     }
 
-    std::string text = metrics.text();
-    std::string why;
-    EXPECT_TRUE(idem::test::valid_prometheus_text(text, why)) << why << "\n" << text;
+    std::string text = valid_text(metrics);
     const std::string cache = "name=\"cache\",store=\"memory\"";
     EXPECT_EQ(sample(text, "idem_store_records{" + cache + "}"), 2);
     EXPECT_EQ(sample(text, "idem_store_evictions_total{" + cache + "}"), 1);
@@ -116,9 +120,7 @@ TEST(PrometheusMetrics, ACachedStoreShowsItsCacheBesideTheWrappedStore) {
   idem::IdempotencyGuard guard{cached, idem::Options{.scope = "c"}};
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(guard.execute("k", [] { return 1; }));
 
-  const std::string text = metrics.text();
-  std::string why;
-  EXPECT_TRUE(idem::test::valid_prometheus_text(text, why)) << why << "\n" << text;
+  const std::string text = valid_text(metrics);
   const std::string front = "name=\"front\",store=\"memory\"";
   EXPECT_EQ(sample(text, "idem_store_records{" + front + "}"), 1);
   EXPECT_EQ(sample(text, "idem_store_cache_entries{" + front + "}"), 1);
