@@ -7,7 +7,8 @@
 //
 // Group commit runs beside per-call mode in the same run (BM_*PerCall, BM_*GroupCommit): compare
 // their ratio, not absolute figures, on a shared machine. The group runs report the groups they
-// wrote and their mean size; IDEM_BENCH_GROUP_WRITERS sets the PostgreSQL writers (default 1).
+// wrote and their mean size; IDEM_BENCH_GROUP_WRITERS and IDEM_BENCH_GROUP_IN_FLIGHT set the
+// PostgreSQL group commit's queues (default 1) and groups in flight (default 2).
 //
 // Figures: docs/batches.md.
 
@@ -169,15 +170,17 @@ idem::PostgresStore& postgres_pool32() {
   return store;
 }
 
-// One writer (more made smaller groups and were slower here: docs/batches.md), or
-// IDEM_BENCH_GROUP_WRITERS.
+std::size_t env_count(const char* name, std::size_t otherwise) {
+  return env(name) != nullptr ? static_cast<std::size_t>(std::stoul(env(name))) : otherwise;
+}
+
+// One queue (more made smaller groups and were slower here: docs/batches.md) with two groups in
+// flight, or IDEM_BENCH_GROUP_WRITERS and IDEM_BENCH_GROUP_IN_FLIGHT.
 idem::GroupCommitStore<idem::PostgresStore>& postgres_grouped() {
   static idem::GroupCommitStore<idem::PostgresStore> grouped(
       postgres_pool32(),
-      idem::GroupCommitOptions{
-          .writers = env("IDEM_BENCH_GROUP_WRITERS") != nullptr
-                         ? static_cast<std::size_t>(std::stoul(env("IDEM_BENCH_GROUP_WRITERS")))
-                         : 1});
+      idem::GroupCommitOptions{.writers = env_count("IDEM_BENCH_GROUP_WRITERS", 1),
+                               .in_flight = env_count("IDEM_BENCH_GROUP_IN_FLIGHT", 2)});
   return grouped;
 }
 
