@@ -137,8 +137,10 @@ class GroupCommitStore {
     std::size_t writing = 0;     // callers holding a writer's place
     std::size_t collecting = 0;  // of them, waiting for calls to join their group
     std::size_t in_flight = 0;   // groups being written
+    std::size_t want = 0;        // calls a collecting writer waits for (0: none)
     Clock::time_point last_start{};
-    Clock::duration group_time{};  // a moving average of how long a group takes to write
+    Clock::duration group_time{};  // moving averages of how long a group takes to write,
+    double group_size = 1;         // and of the calls it carries
   };
 
   // Wakes a waiting caller, once (under the lane's mutex).
@@ -174,7 +176,10 @@ class GroupCommitStore {
     std::unique_lock lock(lane.mutex);
     lane.queue.push_back(&call);
     if (lane.writing >= options_.in_flight) {
-      if (lane.collecting > 0 && lane.queue.size() >= options_.max_batch) lane.joined.notify_all();
+      if (lane.collecting > 0 &&
+          (lane.queue.size() >= options_.max_batch || lane.queue.size() == lane.want)) {
+        lane.joined.notify_all();
+      }
       wait(lock, call);
       if (!call.lead) return;  // answered
       // Handed the place of a writer that finished its own call with calls still queued (the
@@ -215,6 +220,7 @@ class GroupCommitStore {
       lane.group_time = lane.group_time == Clock::duration{}
                             ? took
                             : (lane.group_time * 7 + took) / 8;
+      lane.group_size = (lane.group_size * 7 + static_cast<double>(group.size())) / 8;
       --lane.in_flight;
       if (lane.collecting > 0) lane.joined.notify_all();  // a place in flight is free
       for (Call* c : group) {
@@ -228,24 +234,31 @@ class GroupCommitStore {
     if (!hand_place(lane)) --lane.writing;
   }
 
-  // Before a writer takes its group: waits up to max_delay for more calls, and, while other
-  // groups are in flight, until 1/in_flight of a group's time has passed since the last one
-  // started (groups in flight then end evenly spaced, none of them small). Ends early once the
-  // queue holds max_batch calls, the caller's own call was taken by another writer, or (when
-  // waiting for the spacing only) no group is in flight any more.
+  // Before a writer takes its group: waits up to max_delay for more calls and, while other
+  // groups of the lane are in flight, for the next group's turn (below). Ends early once the
+  // queue holds max_batch calls or the caller's own call was taken by another writer.
   void collect(Lane& lane, std::unique_lock<std::mutex>& lock, Call& call) {
     const Clock::time_point now = Clock::now();
-    Clock::time_point until = now + options_.max_delay;
-    const bool spaced = options_.in_flight > 1 && lane.in_flight > 0;
-    if (spaced) {
-      until = std::max(until, lane.last_start + lane.group_time / static_cast<long>(options_.in_flight));
-    }
-    if (until <= now || lane.queue.size() >= options_.max_batch) return;
+    const Clock::time_point delayed = now + options_.max_delay;
+    auto full = [&] { return call.taken || lane.queue.size() >= options_.max_batch; };
+    if (full()) return;
     ++lane.collecting;
-    lane.joined.wait_until(lock, until, [&] {
-      return call.taken || lane.queue.size() >= options_.max_batch ||
-             (spaced && lane.in_flight == 0 && Clock::now() >= now + options_.max_delay);
-    });
+    if (options_.max_delay.count() > 0) {
+      lane.joined.wait_until(lock, delayed, full);
+    }
+    if (options_.in_flight > 1 && lane.in_flight > 0 && !full()) {
+      // Overlapping groups: the next one goes out no sooner than 1/in_flight of a group's time
+      // after the last one started, and then once as many calls as a group carries on average
+      // have joined it, or a whole group's time after the last start, or when no group is in
+      // flight any more (nothing left to overlap).
+      const auto k = static_cast<long>(options_.in_flight);
+      lane.want = std::max<std::size_t>(1, static_cast<std::size_t>(lane.group_size + 0.5));
+      auto idle = [&] { return full() || lane.in_flight == 0; };
+      lane.joined.wait_until(lock, lane.last_start + lane.group_time / k, idle);
+      lane.joined.wait_until(lock, lane.last_start + lane.group_time,
+                             [&] { return idle() || lane.queue.size() >= lane.want; });
+      lane.want = 0;
+    }
     --lane.collecting;
   }
 
