@@ -143,11 +143,20 @@ class GroupCommitStore {
     double group_size = 1;         // and of the calls it carries
   };
 
-  // Wakes a waiting caller, once (under the lane's mutex).
-  static void wake(Call& c) {
+  // Semaphores to release once the lane's mutex is let go (a woken caller then does not
+  // block on it at once).
+  using Wakes = std::vector<std::binary_semaphore*>;
+
+  // Wakes a waiting caller, once (marked under the lane's mutex, released after it).
+  static void wake(Call& c, Wakes& wakes) {
     if (c.woken) return;
     c.woken = true;
-    c.wake.release();
+    wakes.push_back(&c.wake);
+  }
+
+  static void release(Wakes& wakes) {
+    for (std::binary_semaphore* w : wakes) w->release();
+    wakes.clear();
   }
 
   // Waits, without the lock, until the call is answered or handed a writer's place.
@@ -159,11 +168,11 @@ class GroupCommitStore {
   }
 
   // Hands a writer's place to the first queued caller that has none; false when all have one.
-  static bool hand_place(Lane& lane) {
+  static bool hand_place(Lane& lane, Wakes& wakes) {
     for (Call* c : lane.queue) {
       if (c->lead) continue;
       c->lead = true;
-      wake(*c);
+      wake(*c, wakes);
       return true;
     }
     return false;
@@ -173,6 +182,7 @@ class GroupCommitStore {
   // place, else waits for its answer or for a place.
   void run(Call& call) {
     Lane& lane = *lanes_[next_lane_.fetch_add(1, std::memory_order_relaxed) % lanes_.size()];
+    Wakes wakes;
     std::unique_lock lock(lane.mutex);
     lane.queue.push_back(&call);
     if (lane.writing >= options_.in_flight) {
@@ -205,7 +215,7 @@ class GroupCommitStore {
       for (Call* c : group) c->taken = true;
       if (lane.collecting > 0) lane.joined.notify_all();  // their calls may be in this group
       // Calls left over and a place free: the next group goes out beside this one.
-      if (!lane.queue.empty() && lane.writing < options_.in_flight && hand_place(lane)) {
+      if (!lane.queue.empty() && lane.writing < options_.in_flight && hand_place(lane, wakes)) {
         ++lane.writing;
       }
       groups_.fetch_add(1, std::memory_order_relaxed);
@@ -214,6 +224,7 @@ class GroupCommitStore {
       const Clock::time_point started = Clock::now();
       lane.last_start = started;
       lock.unlock();
+      release(wakes);
       write(group);
       const Clock::duration took = Clock::now() - started;
       lock.lock();
@@ -223,15 +234,28 @@ class GroupCommitStore {
       lane.group_size = (lane.group_size * 7 + static_cast<double>(group.size())) / 8;
       --lane.in_flight;
       if (lane.collecting > 0) lane.joined.notify_all();  // a place in flight is free
+      for (Call* c : group) c->done = true;
+      // This caller's call answered: its place first goes to a queued caller, who writes the
+      // next group (woken first, it is the first to run), or is given up.
+      if (call.done) give_up_place(lane, call, wakes);
       for (Call* c : group) {
-        c->done = true;
-        if (c != &call) wake(*c);
+        if (c != &call) wake(*c, wakes);
+      }
+      if (call.done) {
+        lock.unlock();
+        release(wakes);
+        return;
       }
     }
-    // This caller's call is answered: its place goes to a queued caller (who writes the next
-    // group), or is given up.
+    give_up_place(lane, call, wakes);
+    lock.unlock();
+    release(wakes);
+  }
+
+  // The caller's call is answered: its writer's place goes to a queued caller or is given up.
+  static void give_up_place(Lane& lane, Call& call, Wakes& wakes) {
     call.lead = false;
-    if (!hand_place(lane)) --lane.writing;
+    if (!hand_place(lane, wakes)) --lane.writing;
   }
 
   // Before a writer takes its group: waits up to max_delay for more calls and, while other
