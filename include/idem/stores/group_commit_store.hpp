@@ -4,6 +4,7 @@
 // share one sync of the log. Header-only.
 
 #include <algorithm>
+#include <cstdint>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -126,6 +127,7 @@ class GroupCommitStore {
     bool done = false;
     bool lead = false;
     bool woken = false;
+    std::uint64_t group = 0;  // the number of the group that answered it
     std::binary_semaphore wake{0};
   };
 
@@ -138,6 +140,11 @@ class GroupCommitStore {
     std::size_t collecting = 0;  // of them, waiting for calls to join their group
     std::size_t in_flight = 0;   // groups being written
     std::size_t want = 0;        // calls a collecting writer waits for (0: none)
+    // The callers of the last group answered that have not called again yet (one writer at a
+    // time: the next group waits a little for them).
+    std::uint64_t answered = 0;  // groups answered so far: the last one's number
+    std::size_t returning = 0;
+    Clock::time_point answered_at{};
     Clock::time_point last_start{};
     Clock::duration group_time{};  // moving averages of how long a group takes to write,
     double group_size = 1;         // and of the calls it carries
@@ -159,9 +166,11 @@ class GroupCommitStore {
     wakes.clear();
   }
 
-  // Waits, without the lock, until the call is answered or handed a writer's place.
-  static void wait(std::unique_lock<std::mutex>& lock, Call& call) {
+  // Waits, without the lock, until the call is answered or handed a writer's place; first
+  // wakes the callers marked in `wakes`.
+  static void wait(std::unique_lock<std::mutex>& lock, Call& call, Wakes& wakes) {
     lock.unlock();
+    release(wakes);
     call.wake.acquire();
     lock.lock();
     call.woken = false;
@@ -185,12 +194,26 @@ class GroupCommitStore {
     Wakes wakes;
     std::unique_lock lock(lane.mutex);
     lane.queue.push_back(&call);
+    // This thread's last call on this lane, if the last group answered carried it.
+    thread_local struct {
+      const Lane* lane = nullptr;
+      std::uint64_t group = 0;
+    } last;
+    if (last.lane == &lane && last.group == lane.answered && lane.returning > 0) {
+      if (--lane.returning == 0 && lane.collecting > 0) lane.joined.notify_all();
+    }
+    struct Remember {
+      const Lane* lane;
+      const Call& call;
+      decltype(last)& into;
+      ~Remember() { into = {lane, call.group}; }
+    } remember{&lane, call, last};
     if (lane.writing >= options_.in_flight) {
       if (lane.collecting > 0 &&
           (lane.queue.size() >= options_.max_batch || lane.queue.size() == lane.want)) {
         lane.joined.notify_all();
       }
-      wait(lock, call);
+      wait(lock, call, wakes);
       if (!call.lead) return;  // answered
       // Handed the place of a writer that finished its own call with calls still queued (the
       // call may have been answered since, by another writer's group).
@@ -204,7 +227,7 @@ class GroupCommitStore {
         // This call is in a group another writer is writing: wait for it as anyone does.
         --lane.writing;
         call.lead = false;
-        wait(lock, call);
+        wait(lock, call, wakes);
         if (!call.lead) return;
         continue;
       }
@@ -234,7 +257,13 @@ class GroupCommitStore {
       lane.group_size = (lane.group_size * 7 + static_cast<double>(group.size())) / 8;
       --lane.in_flight;
       if (lane.collecting > 0) lane.joined.notify_all();  // a place in flight is free
-      for (Call* c : group) c->done = true;
+      for (Call* c : group) {
+        c->done = true;
+        c->group = lane.answered + 1;
+      }
+      ++lane.answered;
+      lane.returning = group.size();
+      lane.answered_at = Clock::now();
       // This caller's call answered: its place first goes to a queued caller, who writes the
       // next group (woken first, it is the first to run), or is given up.
       if (call.done) give_up_place(lane, call, wakes);
@@ -269,6 +298,15 @@ class GroupCommitStore {
     ++lane.collecting;
     if (options_.max_delay.count() > 0) {
       lane.joined.wait_until(lock, delayed, full);
+    }
+    if (options_.in_flight == 1 && lane.returning > 0 && !full()) {
+      // One group at a time: the callers the last group answered are likely to call again at
+      // once (a claim is followed by its commit); waiting a little for them merges them with the
+      // callers already queued into one group, instead of groups alternating between the two.
+      // Bounded by half a group's time from the answer; a lone caller is not waited for (it is
+      // the caller itself).
+      lane.joined.wait_until(lock, lane.answered_at + lane.group_time / 2,
+                             [&] { return full() || lane.returning == 0; });
     }
     if (options_.in_flight > 1 && lane.in_flight > 0 && !full()) {
       // Overlapping groups: the next one goes out no sooner than 1/in_flight of a group's time
