@@ -49,7 +49,7 @@ decltype(auto) with_store(const SoakOptions& o, F&& f) {
                                                .connect_timeout = 2s,
                                                .statement_timeout = 5s}};
       if (o.group_commit) {
-        // Two groups in flight, as advised for PostgreSQL (docs/batches.md).
+        // Two groups in flight: the soak covers that mode too (docs/batches.md).
         GroupCommitStore<PostgresStore> grouped(store, GroupCommitOptions{.in_flight = 2});
         return f(grouped);
       }
