@@ -150,6 +150,7 @@ struct OverlapCountingStore {
   SqlStore& inner;
   std::atomic<int> writing{0};
   std::atomic<int> most{0};
+  std::atomic<int> groups_written{0};
 
   Result<Claim> claim(const ClaimRequest& r) { return inner.claim(r); }
   Status commit(const Ticket& t, const Completion& c) { return inner.commit(t, c); }
@@ -163,6 +164,7 @@ struct OverlapCountingStore {
   }
   GroupAnswers write_group(std::span<const CommitRequest> commits,
                            std::span<const ClaimRequest> claims) {
+    ++groups_written;
     const int now = ++writing;
     for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {
     }
@@ -210,6 +212,24 @@ TEST_P(GroupCommitTest, TwoGroupsInFlightRunEachKeyOnce) {
     EXPECT_TRUE(r.replayed());
     EXPECT_EQ(r.value(), k);
   }
+}
+
+// A lone caller's calls are groups of one, each the store's own claim or commit: no group
+// step, and the answers of the store itself.
+TEST_P(GroupCommitTest, LoneCallerMakesTheStoresOwnCalls) {
+  auto inner = open_store(place_);
+  OverlapCountingStore counting{*inner};
+  GroupCommitStore<OverlapCountingStore> grouped(counting);
+  IdempotencyGuard guard(grouped, Options{.scope = "gc.lone", .lease = kLongLease});
+  for (int i = 0; i < 10; ++i) {
+    auto r = guard.execute(Key{"lone-" + std::to_string(i)}, [i] { return i; });
+    ASSERT_TRUE(r.recorded()) << r.message();
+    auto again = guard.execute(Key{"lone-" + std::to_string(i)}, [] { return -1; });
+    EXPECT_TRUE(again.replayed());
+    EXPECT_EQ(again.value(), i);
+  }
+  EXPECT_EQ(grouped.groups(), grouped.grouped_calls());
+  EXPECT_EQ(counting.groups_written.load(), 0) << "groups of one went through the group step";
 }
 
 // Runs `body` in a child process; returns its pid.

@@ -299,12 +299,12 @@ class GroupCommitStore {
     if (options_.max_delay.count() > 0) {
       lane.joined.wait_until(lock, delayed, full);
     }
-    if (options_.in_flight == 1 && lane.returning > 0 && !full()) {
+    if (options_.in_flight == 1 && lanes_.size() == 1 && lane.returning > 0 && !full()) {
       // One group at a time: the callers the last group answered are likely to call again at
       // once (a claim is followed by its commit); waiting a little for them merges them with the
       // callers already queued into one group, instead of groups alternating between the two.
       // Bounded by half a group's time from the answer; a lone caller is not waited for (it is
-      // the caller itself).
+      // the caller itself). With several queues a caller's next call may go to another one.
       lane.joined.wait_until(lock, lane.answered_at + lane.group_time / 2,
                              [&] { return full() || lane.returning == 0; });
     }
