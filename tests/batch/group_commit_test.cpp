@@ -580,11 +580,13 @@ TEST_F(PgGroupTest, GroupFailsWhileAnotherIsInFlight) {
       "PERFORM pg_sleep(3); RETURN NEW; END $f$");
   sql("CREATE TRIGGER " + prefix_ + "poison BEFORE INSERT OR UPDATE ON " + prefix_ +
       "records FOR EACH ROW WHEN (NEW.key IN (convert_to('poison', 'UTF8'), convert_to('slow', "
-      "'UTF8'))) EXECUTE FUNCTION " + prefix_ + "refuse()");
+      "'UTF8'))) EXECUTE FUNCTION " +
+      prefix_ + "refuse()");
   PostgresStore pool(
       PostgresStoreOptions{.uri = *pg_uri(), .table_prefix = prefix_, .pool_size = 4});
   GroupCommitStore<PostgresStore> grouped(
-      pool, GroupCommitOptions{.max_delay = std::chrono::seconds{30}, .max_batch = 2, .in_flight = 2});
+      pool,
+      GroupCommitOptions{.max_delay = std::chrono::seconds{30}, .max_batch = 2, .in_flight = 2});
   std::atomic<int> first_answered{0};
   std::atomic<int> second_answered_before_first{0};
   std::vector<std::optional<Result<Claim>>> first(2);

@@ -4,11 +4,11 @@
 // share one sync of the log. Header-only.
 
 #include <algorithm>
-#include <cstdint>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <exception>
 #include <memory>
@@ -251,9 +251,8 @@ class GroupCommitStore {
       write(group);
       const Clock::duration took = Clock::now() - started;
       lock.lock();
-      lane.group_time = lane.group_time == Clock::duration{}
-                            ? took
-                            : (lane.group_time * 7 + took) / 8;
+      lane.group_time =
+          lane.group_time == Clock::duration{} ? took : (lane.group_time * 7 + took) / 8;
       lane.group_size = (lane.group_size * 7 + static_cast<double>(group.size())) / 8;
       --lane.in_flight;
       if (lane.collecting > 0) lane.joined.notify_all();  // a place in flight is free
@@ -399,8 +398,8 @@ class GroupCommitStore {
         c.committed.emplace(
             Status(errc::outcome_unknown, "idem: group commit failed while writing the call"));
       } else {
-        c.claimed.emplace(
-            make_failure(errc::store_unavailable, "idem: group commit failed while writing the call"));
+        c.claimed.emplace(make_failure(errc::store_unavailable,
+                                       "idem: group commit failed while writing the call"));
       }
     }
   }
