@@ -107,25 +107,27 @@ class PrometheusMetrics::Impl {
         commit_(histogram("commit_seconds", "time to commit a result (retries included)")),
         collected_(std::make_shared<Collected>(options_.prefix)) {}
 
-  Series& series(std::string_view scope, std::string_view store) {
-    // The last label set this thread used, kept while it repeats (a guard's scope and store
-    // name live as long as the guard, so the views usually point at the same bytes). Trivially
-    // destructible: no per-access TLS initialisation check.
-    struct Cached {
-      std::uint64_t instance;
-      const char* scope_data;
-      std::size_t scope_size;
-      const char* store_data;
-      std::size_t store_size;
-      std::array<char, 64> scope_copy;  // the bytes, in case the views' memory was reused
-      Series* series;
-    };
+  // The series of (scope, store) and this thread's counts of it. The last label set this thread
+  // used is kept while it repeats (a guard's scope and store name live as long as the guard, so
+  // the views usually point at the same bytes). Trivially destructible: no per-access TLS
+  // initialisation check.
+  struct Cached {
+    std::uint64_t instance;
+    const char* scope_data;
+    std::size_t scope_size;
+    const char* store_data;
+    std::size_t store_size;
+    std::array<char, 64> scope_copy;  // the bytes, in case the views' memory was reused
+    Series* series;
+    detail::ThreadCounters<kEvents>::Local counts;
+  };
+  const Cached& series(std::string_view scope, std::string_view store) {
     thread_local Cached last{};
     if (last.instance == instance_ && last.scope_data == scope.data() &&
         last.scope_size == scope.size() && last.store_data == store.data() &&
         last.store_size == store.size() &&
         std::string_view(last.scope_copy.data(), last.scope_size) == scope) {
-      return *last.series;
+      return last;
     }
     Series* found = collected_->find_or_add(scope, store, [this](Series& s) {
       const prometheus::Labels labels{{"scope", s.scope}, {"store", s.store}};
@@ -133,22 +135,23 @@ class PrometheusMetrics::Impl {
       s.handler = &handler_.Add(labels, options_.buckets);
       s.commit = &commit_.Add(labels, options_.buckets);
     });
-    if (scope.size() <= last.scope_copy.size()) {
-      last.instance = instance_;
-      last.scope_data = scope.data();
-      last.scope_size = scope.size();
-      last.store_data = store.data();
-      last.store_size = store.size();
-      std::copy(scope.begin(), scope.end(), last.scope_copy.begin());
-      last.series = found;
-    }
-    return *found;
+    // A scope too long to copy is looked up each time (and never matches the cache).
+    last.instance = scope.size() <= last.scope_copy.size() ? instance_ : 0;
+    last.scope_data = scope.data();
+    last.scope_size = std::min(scope.size(), last.scope_copy.size());
+    last.store_data = store.data();
+    last.store_size = store.size();
+    std::copy_n(scope.begin(), last.scope_size, last.scope_copy.begin());
+    last.series = found;
+    last.counts = found->events.local();
+    return last;
   }
 
   void record(const EventInfo& info) {
-    Series& s = series(info.scope, info.store);
-    if (const auto e = static_cast<std::size_t>(info.event); e < kEvents) s.events.add(e);
+    const Cached& c = series(info.scope, info.store);
+    if (const auto e = static_cast<std::size_t>(info.event); e < kEvents) c.counts.add(e);
     if (info.durations.measured) {
+      Series& s = *c.series;
       auto seconds = [](std::chrono::nanoseconds d) {
         return static_cast<double>(d.count()) / 1e9;
       };

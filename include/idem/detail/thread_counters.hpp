@@ -21,15 +21,31 @@ namespace idem::detail {
 
 template <std::size_t N>
 class ThreadCounters {
+  struct Block;
+
  public:
   ThreadCounters() = default;
   ThreadCounters(const ThreadCounters&) = delete;
   ThreadCounters& operator=(const ThreadCounters&) = delete;
 
-  void add(std::size_t i) noexcept {
-    std::atomic<std::uint64_t>& v = block().values[i];
-    v.store(v.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  }
+  void add(std::size_t i) noexcept { local().add(i); }
+
+  /// The calling thread's own counts, for a caller that keeps them in a cache of its own: valid
+  /// while the counters live, used only on the thread that asked for them.
+  class Local {
+   public:
+    Local() = default;
+    void add(std::size_t i) const noexcept {
+      std::atomic<std::uint64_t>& v = block_->values[i];
+      v.store(v.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
+
+   private:
+    friend class ThreadCounters;
+    explicit Local(Block* block) noexcept : block_(block) {}
+    Block* block_ = nullptr;
+  };
+  Local local() noexcept { return Local(&block()); }
 
   /// The sum over every thread's block: exact once the adding threads are done; while they add,
   /// each count read is one that was reached (counts only grow).
