@@ -21,6 +21,8 @@
 //   idem_store_redis_pipeline_connections{name, store}
 //   idem_store_cache_entries{name, store}                       CachedStore
 //   idem_store_cache_events_total{name, store, event}           hit, miss, eviction
+//   idem_store_group_commit_groups_total{name, store}           GroupCommitStore
+//   idem_store_group_commit_calls_total{name, store}
 //   idem_store_redis_events_total{name, store, event}           pipeline_dropped, moved, asked,
 //                                                               slot_map_read, replication_timeout
 //

@@ -52,6 +52,12 @@ struct CacheStats {
   std::uint64_t evictions = 0;  ///< cached records dropped by the entry or byte bound
 };
 
+/// GroupCommitStore's figures, beside those of the store it writes to.
+struct GroupStats {
+  std::uint64_t groups = 0;  ///< groups written
+  std::uint64_t calls = 0;   ///< calls they carried (calls / groups: the mean group size)
+};
+
 /// One store's figures; a part is set when the store has it.
 struct StoreStats {
   std::string_view store{};                  ///< the store's kStoreName ("memory", "sqlite", ...)
@@ -61,6 +67,7 @@ struct StoreStats {
   std::optional<ReplicaStats> replica{};     ///< PostgresStore with a replica
   std::optional<RedisStats> redis{};         ///< the Redis stores
   std::optional<CacheStats> cache{};         ///< a CachedStore (the rest: its wrapped store's)
+  std::optional<GroupStats> group{};         ///< a GroupCommitStore (the rest: its store's)
 };
 
 }  // namespace idem

@@ -132,6 +132,13 @@ std::vector<prometheus::MetricFamily> StoreCollectable::Collect() const {
                 MetricType::Counter, with(store, "event", event), number(count));
       }
     }
+    if (s.group) {
+      out.add("store_group_commit_groups_total", "groups a GroupCommitStore wrote",
+              MetricType::Counter, store, number(s.group->groups));
+      out.add("store_group_commit_calls_total",
+              "calls those groups carried (over groups: the mean group size)", MetricType::Counter,
+              store, number(s.group->calls));
+    }
     if (s.redis) {
       out.add("store_redis_pipeline_connections", "shared pipelining connections open now",
               MetricType::Gauge, store, number(s.redis->pipeline_connections));

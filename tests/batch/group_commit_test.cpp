@@ -137,6 +137,12 @@ TEST_P(GroupCommitTest, ThreadsRunEachKeyOnce) {
   EXPECT_EQ(wrong.load(), 0);
   for (const auto& [k, n] : runs) EXPECT_EQ(n, 1) << "key-" << k;
   EXPECT_LT(grouped.groups(), grouped.grouped_calls()) << "no two calls shared a group";
+  const StoreStats stats = grouped.stats();  // the groups' figures beside the store's own
+  ASSERT_TRUE(stats.group.has_value());
+  EXPECT_EQ(stats.group->groups, grouped.groups());
+  EXPECT_EQ(stats.group->calls, grouped.grouped_calls());
+  EXPECT_EQ(stats.store, inner->stats().store);
+  EXPECT_TRUE(stats.pool.has_value());
   for (const auto& [k, n] : runs) {
     auto r = guard.execute(Key{"key-" + std::to_string(k)}, [] { return -1; });
     EXPECT_TRUE(r.replayed());

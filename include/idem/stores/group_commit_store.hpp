@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <concepts>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -24,6 +25,7 @@
 #include "idem/batch_store.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
+#include "idem/store_stats.hpp"
 
 namespace idem {
 
@@ -108,6 +110,18 @@ class GroupCommitStore {
   std::size_t groups() const noexcept { return groups_.load(std::memory_order_relaxed); }
   std::size_t grouped_calls() const noexcept {
     return grouped_calls_.load(std::memory_order_relaxed);
+  }
+
+  /// The store's figures (when it has stats()) with the groups' in `group`.
+  StoreStats stats() const {
+    StoreStats s;
+    if constexpr (requires(const S& store) {
+                    { store.stats() } -> std::convertible_to<StoreStats>;
+                  }) {
+      s = store_.stats();
+    }
+    s.group = GroupStats{.groups = groups(), .calls = grouped_calls()};
+    return s;
   }
 
   S& store() noexcept { return store_; }
