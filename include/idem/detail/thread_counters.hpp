@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <utility>
 #include <vector>
 
@@ -37,7 +38,11 @@ class ThreadCounters {
     Local() = default;
     void add(std::size_t i) const noexcept {
       std::atomic<std::uint64_t>& v = block_->values[i];
-      v.store(v.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      if (block_->many_writers) {
+        v.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        v.store(v.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      }
     }
 
    private:
@@ -63,16 +68,20 @@ class ThreadCounters {
     std::array<std::atomic<std::uint64_t>, N> values{};
     std::atomic<bool> owned{true};  // a live thread writes to it
     Block* next = nullptr;          // fixed once the block is in the list
+    bool many_writers = false;      // the overflow block: shared, so added to with a locked add
   };
 
   // The blocks, owned by the counters and kept alive for exiting threads that hand theirs back.
+  // The overflow block counts for the threads that could not get a block of their own (memory
+  // ran out): counts stay exact, at the cost of a locked add for those threads.
   struct Shared {
-    std::atomic<Block*> head{nullptr};
-    Shared() = default;
+    Block overflow;
+    std::atomic<Block*> head{&overflow};
+    Shared() { overflow.many_writers = true; }
     Shared(const Shared&) = delete;
     Shared& operator=(const Shared&) = delete;
     ~Shared() {
-      for (Block* b = head.load(); b != nullptr;) delete std::exchange(b, b->next);
+      for (Block* b = head.load(); b != &overflow;) delete std::exchange(b, b->next);
     }
   };
 
@@ -124,15 +133,24 @@ class ThreadCounters {
   }
 
   // This thread's block: the one it took before (evicted from the cache since), one handed back
-  // by an exited thread, or a new one.
+  // by an exited thread, a new one, or the overflow block when memory ran out.
   Block* take() noexcept {
+    try {
+      return take_own();
+    } catch (const std::bad_alloc&) {
+      return &shared_->overflow;
+    }
+  }
+
+  Block* take_own() {
     thread_local Taken taken;
     std::erase_if(taken.entries, [](const typename Taken::Entry& e) { return e.shared.expired(); });
     for (const typename Taken::Entry& e : taken.entries) {
       if (e.id == id_) return e.block;
     }
     Block* b = nullptr;
-    for (Block* p = shared_->head.load(std::memory_order_acquire); p != nullptr; p = p->next) {
+    for (Block* p = shared_->head.load(std::memory_order_acquire); p != &shared_->overflow;
+         p = p->next) {
       bool free = false;
       if (p->owned.compare_exchange_strong(free, true, std::memory_order_acquire)) {
         b = p;
