@@ -31,7 +31,6 @@
 #include <prometheus/collectable.h>
 #include <prometheus/registry.h>
 
-#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -76,10 +75,7 @@ class PrometheusMetrics {
   void watch_store(std::string name, std::function<StoreStats()> read);
   /// The same for a store (MemoryStore, SqliteStore, PostgresStore, RedisStore...), which must
   /// outlive the metrics.
-  template <class S>
-  requires requires(const S& s) {
-    { s.stats() } -> std::convertible_to<StoreStats>;
-  }
+  template <HasStoreStats S>
   void watch_store(std::string name, const S& store) {
     watch_store(std::move(name), std::function<StoreStats()>([&store] { return store.stats(); }));
   }

@@ -5,6 +5,7 @@
 // store itself holds and did. Reading them takes no store round trip. docs/operations.md lists
 // them and what to watch.
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -69,5 +70,22 @@ struct StoreStats {
   std::optional<CacheStats> cache{};         ///< a CachedStore (the rest: its wrapped store's)
   std::optional<GroupStats> group{};         ///< a GroupCommitStore (the rest: its store's)
 };
+
+/// A store that reports its own figures.
+template <class S>
+concept HasStoreStats = requires(const S& s) {
+  { s.stats() } -> std::convertible_to<StoreStats>;
+};
+
+/// `store`'s figures, or none when it has no stats(): what a wrapping store starts from before
+/// adding its own part.
+template <class S>
+StoreStats stats_of(const S& store) {
+  if constexpr (HasStoreStats<S>) {
+    return store.stats();
+  } else {
+    return StoreStats{};
+  }
+}
 
 }  // namespace idem

@@ -6,7 +6,6 @@
 #include <atomic>
 #include <bit>
 #include <chrono>
-#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -197,12 +196,7 @@ class CachedStore {
 
   /// The wrapped store's figures (when it has stats()) with the cache's own in `cache`.
   StoreStats stats() const {
-    StoreStats s;
-    if constexpr (requires(const Inner& inner) {
-                    { inner.stats() } -> std::convertible_to<StoreStats>;
-                  }) {
-      s = inner_.stats();
-    }
+    StoreStats s = stats_of(inner_);
     s.cache =
         CacheStats{.entries = size(), .hits = hits(), .misses = misses(), .evictions = evictions()};
     return s;

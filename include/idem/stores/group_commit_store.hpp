@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <concepts>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -114,12 +113,7 @@ class GroupCommitStore {
 
   /// The store's figures (when it has stats()) with the groups' in `group`.
   StoreStats stats() const {
-    StoreStats s;
-    if constexpr (requires(const S& store) {
-                    { store.stats() } -> std::convertible_to<StoreStats>;
-                  }) {
-      s = store_.stats();
-    }
+    StoreStats s = stats_of(store_);
     s.group = GroupStats{.groups = groups(), .calls = grouped_calls()};
     return s;
   }
