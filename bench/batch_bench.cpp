@@ -7,7 +7,8 @@
 //
 // Group commit runs beside per-call mode in the same run (BM_*PerCall, BM_*GroupCommit): compare
 // their ratio, not absolute figures, on a shared machine. The group runs report the groups they
-// wrote and their mean size; IDEM_BENCH_GROUP_WRITERS sets the PostgreSQL writers (default 1).
+// wrote and their mean size. BM_PostgresGroupCommit/in_flight:N keeps N groups in flight from
+// one queue; IDEM_BENCH_GROUP_WRITERS sets the queues (default 1).
 //
 // Figures: docs/batches.md.
 
@@ -17,7 +18,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -169,20 +172,28 @@ idem::PostgresStore& postgres_pool32() {
   return store;
 }
 
-// One writer (more made smaller groups and were slower here: docs/batches.md), or
-// IDEM_BENCH_GROUP_WRITERS.
-idem::GroupCommitStore<idem::PostgresStore>& postgres_grouped() {
-  static idem::GroupCommitStore<idem::PostgresStore> grouped(
-      postgres_pool32(),
-      idem::GroupCommitOptions{
-          .writers = env("IDEM_BENCH_GROUP_WRITERS") != nullptr
-                         ? static_cast<std::size_t>(std::stoul(env("IDEM_BENCH_GROUP_WRITERS")))
-                         : 1});
-  return grouped;
+// One queue (more made smaller groups and were slower here: docs/batches.md), or
+// IDEM_BENCH_GROUP_WRITERS, with `in_flight` groups in flight.
+idem::GroupCommitStore<idem::PostgresStore>& postgres_grouped(std::size_t in_flight) {
+  static std::mutex mutex;
+  static std::map<std::size_t, std::unique_ptr<idem::GroupCommitStore<idem::PostgresStore>>> made;
+  std::lock_guard lock(mutex);
+  auto& grouped = made[in_flight];
+  if (!grouped) {
+    const char* writers = env("IDEM_BENCH_GROUP_WRITERS");
+    grouped = std::make_unique<idem::GroupCommitStore<idem::PostgresStore>>(
+        postgres_pool32(),
+        idem::GroupCommitOptions{
+            .writers = writers != nullptr ? static_cast<std::size_t>(std::stoul(writers)) : 1,
+            .in_flight = in_flight});
+  }
+  return *grouped;
 }
 
 void BM_PostgresPerCall(benchmark::State& state) { fresh_calls(state, postgres_pool32()); }
-void BM_PostgresGroupCommit(benchmark::State& state) { grouped_calls(state, postgres_grouped()); }
+void BM_PostgresGroupCommit(benchmark::State& state) {
+  grouped_calls(state, postgres_grouped(static_cast<std::size_t>(state.range(0))));
+}
 
 void BM_PostgresPerItem(benchmark::State& state) { per_item(state, postgres()); }
 void BM_PostgresBatch100(benchmark::State& state) { batch(state, postgres()); }
@@ -213,11 +224,19 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark("BM_PostgresBatch100", BM_PostgresBatch100)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
-    for (auto* b :
-         {benchmark::RegisterBenchmark("BM_PostgresPerCall", BM_PostgresPerCall),
-          benchmark::RegisterBenchmark("BM_PostgresGroupCommit", BM_PostgresGroupCommit)}) {
-      b->Threads(1)->Threads(32)->Unit(benchmark::kMicrosecond)->UseRealTime();
-    }
+    benchmark::RegisterBenchmark("BM_PostgresPerCall", BM_PostgresPerCall)
+        ->Threads(1)
+        ->Threads(32)
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark("BM_PostgresGroupCommit", BM_PostgresGroupCommit)
+        ->ArgName("in_flight")
+        ->Arg(1)
+        ->Arg(2)
+        ->Threads(1)
+        ->Threads(32)
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime();
   }
   if (env("IDEM_BENCH_REDIS_URI") != nullptr) {
     benchmark::RegisterBenchmark("BM_RedisPerItem", BM_RedisPerItem)

@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "idem/idem.hpp"
@@ -77,6 +79,45 @@ TEST(ObserverTest, OneObserverServesManyThreads) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(observer->counters().executed, 4000u);
+}
+
+// Per-thread counting: threads that exit hand their blocks back with their counts, later threads
+// adopt them, more observers than a thread caches at once each keep their own counts, and a new
+// observer never sees a destroyed one's counts.
+TEST(ObserverTest, CountsSurviveExitedThreadsAndStayPerObserver) {
+  constexpr int kObservers = 6;  // more than a thread's cache of blocks
+  std::vector<std::unique_ptr<Observer>> observers;
+  for (int o = 0; o < kObservers; ++o) observers.push_back(std::make_unique<Observer>());
+  auto replay = [](Observer& ob) {
+    EventInfo info{};
+    info.event = Event::replayed;
+    ob.notify(info);
+  };
+  for (int round = 0; round < 3; ++round) {  // each round's threads exit before the next
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 500; ++i) {
+          for (int o = 0; o < kObservers; ++o) {
+            if (o <= t + 2) replay(*observers[o]);
+          }
+        }
+      });
+    }
+    // Read while the threads count: never more than the final figure.
+    EXPECT_LE(observers[0]->counters().replayed, 2000u * (round + 1));
+    for (auto& th : threads) th.join();
+  }
+  for (int o = 0; o < kObservers; ++o) {
+    int threads_counting = 0;
+    for (int t = 0; t < 4; ++t) threads_counting += o <= t + 2 ? 1 : 0;
+    EXPECT_EQ(observers[o]->counters().replayed, 3u * 500u * threads_counting) << "observer " << o;
+    EXPECT_EQ(observers[o]->counters().executed, 0u);
+  }
+  observers.clear();
+  Observer fresh;
+  replay(fresh);
+  EXPECT_EQ(fresh.counters().replayed, 1u);
 }
 
 }  // namespace

@@ -1,13 +1,15 @@
 #pragma once
 // Observer: counters and events from the guard, for metrics and logs without a logging dependency.
 
-#include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string_view>
 #include <system_error>
 #include <utility>
+
+#include "idem/detail/thread_counters.hpp"
 
 namespace idem {
 
@@ -69,7 +71,8 @@ struct Counters {
 };
 
 /// Counts every event and forwards it to an optional callback. Thread-safe; one Observer may
-/// serve many guards. Counting costs one relaxed atomic add on a cache line of its own.
+/// serve many guards. Each thread counts in a block of its own (no locked instruction, no cache
+/// line shared between threads counting at once); counters() sums them.
 class Observer {
  public:
   using Callback = std::function<void(const EventInfo&)>;
@@ -112,55 +115,23 @@ class Observer {
   }
 
   void notify(const EventInfo& info) {
-    if (std::atomic<std::uint64_t>* counter = counter_for(info.event)) {
-      counter->fetch_add(1, std::memory_order_relaxed);
-    }
+    if (const auto i = static_cast<std::size_t>(info.event); i < kEvents) counts_.add(i);
     if (on_event_) on_event_(info);
   }
 
   Counters counters() const noexcept {
-    auto get = [](const Slot& s) { return s.value.load(std::memory_order_relaxed); };
-    return Counters{get(executed_),       get(replayed_),         get(in_progress_),
-                    get(mismatched_),     get(rejected_),         get(lease_lost_),
-                    get(aborted_),        get(store_errors_),     get(took_over_),
-                    get(commit_retried_), get(result_unrecorded_)};
+    auto get = [this](Event e) { return counts_.get(static_cast<std::size_t>(e)); };
+    return Counters{
+        get(Event::executed),       get(Event::replayed),         get(Event::in_progress),
+        get(Event::mismatched),     get(Event::rejected),         get(Event::lease_lost),
+        get(Event::aborted),        get(Event::store_error),      get(Event::took_over),
+        get(Event::commit_retried), get(Event::result_unrecorded)};
   }
 
  private:
-  struct alignas(64) Slot {
-    std::atomic<std::uint64_t> value{0};
-  };
+  static constexpr std::size_t kEvents = static_cast<std::size_t>(Event::result_unrecorded) + 1;
 
-  std::atomic<std::uint64_t>* counter_for(Event e) noexcept {
-    switch (e) {
-      case Event::executed:
-        return &executed_.value;
-      case Event::replayed:
-        return &replayed_.value;
-      case Event::in_progress:
-        return &in_progress_.value;
-      case Event::mismatched:
-        return &mismatched_.value;
-      case Event::rejected:
-        return &rejected_.value;
-      case Event::lease_lost:
-        return &lease_lost_.value;
-      case Event::aborted:
-        return &aborted_.value;
-      case Event::store_error:
-        return &store_errors_.value;
-      case Event::took_over:
-        return &took_over_.value;
-      case Event::commit_retried:
-        return &commit_retried_.value;
-      case Event::result_unrecorded:
-        return &result_unrecorded_.value;
-    }
-    return nullptr;
-  }
-
-  Slot executed_, replayed_, in_progress_, mismatched_, rejected_, lease_lost_, aborted_,
-      store_errors_, took_over_, commit_retried_, result_unrecorded_;
+  detail::ThreadCounters<kEvents> counts_;
   static constexpr std::uint32_t kNever = ~std::uint32_t{0};
   Callback on_event_;
   Settings settings_;

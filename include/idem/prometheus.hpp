@@ -1,6 +1,8 @@
 #pragma once
-// idem::prometheus: the guard's events as Prometheus metrics (prometheus-cpp 1.0), in a registry
-// the application owns and exposes (its own /metrics route, or prometheus-cpp's Exposer).
+// idem::prometheus: the guard's events as Prometheus metrics (prometheus-cpp 1.0). The histograms
+// live in a registry the application owns; the event counts (counted per thread) and the stores'
+// figures are collected by collectable(). text() serves both (an application's own /metrics
+// route); with prometheus-cpp's Exposer, register the registry and collectable().
 //
 //   idem_events_total{scope, store, event}     every Observer event (idem::Event names)
 //   idem_claim_seconds{scope, store}           histograms of the timed calls' parts
@@ -17,6 +19,10 @@
 //                                                               waited, timed_out
 //   idem_store_replica_reads_total{name, store, result}         hit, fall_through, error
 //   idem_store_redis_pipeline_connections{name, store}
+//   idem_store_cache_entries{name, store}                       CachedStore
+//   idem_store_cache_events_total{name, store, event}           hit, miss, eviction
+//   idem_store_group_commit_groups_total{name, store}           GroupCommitStore
+//   idem_store_group_commit_calls_total{name, store}
 //   idem_store_redis_events_total{name, store, event}           pipeline_dropped, moved, asked,
 //                                                               slot_map_read, replication_timeout
 //
@@ -25,7 +31,6 @@
 #include <prometheus/collectable.h>
 #include <prometheus/registry.h>
 
-#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -65,24 +70,23 @@ class PrometheusMetrics {
   std::shared_ptr<Observer> observer(Observer::Callback also = {});
   /// Exports a store's own figures (its stats(), idem::StoreStats) as the idem_store_* metrics,
   /// labelled {name, store}: `read` is called at every collection (text(), or an Exposer that
-  /// registered stores()), never in between, so the figures cost nothing between scrapes. It
+  /// registered collectable()), never in between, so the figures cost nothing between scrapes. It
   /// must stay callable as long as the metrics are collected.
   void watch_store(std::string name, std::function<StoreStats()> read);
   /// The same for a store (MemoryStore, SqliteStore, PostgresStore, RedisStore...), which must
   /// outlive the metrics.
-  template <class S>
-  requires requires(const S& s) {
-    { s.stats() } -> std::convertible_to<StoreStats>;
-  }
+  template <HasStoreStats S>
   void watch_store(std::string name, const S& store) {
     watch_store(std::move(name), std::function<StoreStats()>([&store] { return store.stats(); }));
   }
-  /// The watched stores' metrics, for an application that exposes the registry with
-  /// prometheus-cpp's Exposer: register this beside it (exposer.RegisterCollectable(...)).
-  std::shared_ptr<prometheus::Collectable> stores() const;
+  /// What the metrics collect themselves, outside the registry: idem_events_total (counted per
+  /// thread, summed at each collection) and the watched stores' figures. An application that
+  /// exposes the registry with prometheus-cpp's Exposer registers this beside it
+  /// (exposer.RegisterCollectable(metrics.collectable())); text() includes both.
+  std::shared_ptr<prometheus::Collectable> collectable() const;
 
-  /// The registry's metrics and the watched stores', in the Prometheus text exposition format
-  /// (version 0.0.4).
+  /// These metrics (the registry's and collectable()'s), in the Prometheus text exposition
+  /// format (version 0.0.4).
   std::string text() const;
 
   class Impl;

@@ -5,6 +5,7 @@
 // store itself holds and did. Reading them takes no store round trip. docs/operations.md lists
 // them and what to watch.
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -44,6 +45,20 @@ struct RedisStats {
   std::uint64_t replication_timeouts = 0;  ///< writes WAIT confirmed on too few replicas
 };
 
+/// CachedStore's figures, beside those of the store it wraps.
+struct CacheStats {
+  std::uint64_t entries = 0;    ///< cached records now (expired ones not yet dropped included)
+  std::uint64_t hits = 0;       ///< claims answered from the cache
+  std::uint64_t misses = 0;     ///< claims passed on to the wrapped store
+  std::uint64_t evictions = 0;  ///< cached records dropped by the entry or byte bound
+};
+
+/// GroupCommitStore's figures, beside those of the store it writes to.
+struct GroupStats {
+  std::uint64_t groups = 0;  ///< groups written
+  std::uint64_t calls = 0;   ///< calls they carried (calls / groups: the mean group size)
+};
+
 /// One store's figures; a part is set when the store has it.
 struct StoreStats {
   std::string_view store{};                  ///< the store's kStoreName ("memory", "sqlite", ...)
@@ -52,6 +67,25 @@ struct StoreStats {
   std::optional<PoolStats> pool{};           ///< the connection pool (Redis: all servers' summed)
   std::optional<ReplicaStats> replica{};     ///< PostgresStore with a replica
   std::optional<RedisStats> redis{};         ///< the Redis stores
+  std::optional<CacheStats> cache{};         ///< a CachedStore (the rest: its wrapped store's)
+  std::optional<GroupStats> group{};         ///< a GroupCommitStore (the rest: its store's)
 };
+
+/// A store that reports its own figures.
+template <class S>
+concept HasStoreStats = requires(const S& s) {
+  { s.stats() } -> std::convertible_to<StoreStats>;
+};
+
+/// `store`'s figures, or none when it has no stats(): what a wrapping store starts from before
+/// adding its own part.
+template <class S>
+StoreStats stats_of(const S& store) {
+  if constexpr (HasStoreStats<S>) {
+    return store.stats();
+  } else {
+    return StoreStats{};
+  }
+}
 
 }  // namespace idem

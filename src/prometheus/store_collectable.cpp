@@ -120,6 +120,25 @@ std::vector<prometheus::MetricFamily> StoreCollectable::Collect() const {
       }
       add_pool(out, store, "replica", s.replica->pool);
     }
+    if (s.cache) {
+      out.add("store_cache_entries", "records a CachedStore holds now", MetricType::Gauge, store,
+              number(s.cache->entries));
+      const Counts<3> lookups{
+          {{"hit", s.cache->hits}, {"miss", s.cache->misses}, {"eviction", s.cache->evictions}}};
+      for (const auto& [event, count] : lookups) {
+        out.add("store_cache_events_total",
+                "a CachedStore's claims answered from the cache (hit) or passed on (miss), and "
+                "records evicted",
+                MetricType::Counter, with(store, "event", event), number(count));
+      }
+    }
+    if (s.group) {
+      out.add("store_group_commit_groups_total", "groups a GroupCommitStore wrote",
+              MetricType::Counter, store, number(s.group->groups));
+      out.add("store_group_commit_calls_total",
+              "calls those groups carried (over groups: the mean group size)", MetricType::Counter,
+              store, number(s.group->calls));
+    }
     if (s.redis) {
       out.add("store_redis_pipeline_connections", "shared pipelining connections open now",
               MetricType::Gauge, store, number(s.redis->pipeline_connections));

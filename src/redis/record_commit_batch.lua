@@ -8,7 +8,9 @@ local REPLY_LEASE_LOST, REPLY_DONE = 0, 1
 local STATE_HELD = 'P'
 
 local function commit(key, fence, state, result, ttl)
-  local rec = redis.call('HMGET', key, 's', 'n')
+  -- 'qn': a kept request (record_keep_request.lua writes q, qn and qf together), dropped below
+  -- only where there is one: one call less per key for most records.
+  local rec = redis.call('HMGET', key, 's', 'n', 'qn')
   if rec[2] ~= fence then return REPLY_LEASE_LOST end
   if rec[1] ~= STATE_HELD then
     if rec[1] ~= state or redis.call('HGET', key, 'r') ~= result then return REPLY_LEASE_LOST end
@@ -16,7 +18,7 @@ local function commit(key, fence, state, result, ttl)
     return REPLY_DONE
   end
   redis.call('HSET', key, 's', state, 'r', result)
-  redis.call('HDEL', key, 'q', 'qn', 'qf')
+  if rec[3] then redis.call('HDEL', key, 'q', 'qn', 'qf') end
   redis.call('PEXPIRE', key, math.max(tonumber(ttl), 1))
   return REPLY_DONE
 end

@@ -9,9 +9,12 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "idem/guard.hpp"
 #include "idem/prometheus.hpp"
+#include "idem/stores/cached_store.hpp"
 #include "idem/stores/memory_store.hpp"
 #include "idem/stores/sqlite_store.hpp"
 #include "prometheus_text.hpp"
@@ -27,6 +30,14 @@ double sample(const std::string& text, const std::string& series) {
   return -1;
 }
 
+// The metrics' text exposition, checked to parse as the Prometheus text format.
+std::string valid_text(const idem::PrometheusMetrics& metrics) {
+  std::string text = metrics.text();
+  std::string why;
+  EXPECT_TRUE(idem::test::valid_prometheus_text(text, why)) << why << "\n" << text;
+  return text;
+}
+
 TEST(PrometheusMetrics, KnownCallsGiveExpectedValuesInValidTextFormat) {
   auto registry = std::make_shared<prometheus::Registry>();
   idem::PrometheusMetrics metrics{registry, {.time_one_in = 1}};
@@ -38,9 +49,7 @@ TEST(PrometheusMetrics, KnownCallsGiveExpectedValuesInValidTextFormat) {
   (void)guard.execute("k1", "other", [] { return 1; });
   (void)guard.execute("", [] { return 1; });
 
-  const std::string text = metrics.text();
-  std::string why;
-  EXPECT_TRUE(idem::test::valid_prometheus_text(text, why)) << why << "\n" << text;
+  const std::string text = valid_text(metrics);
   const std::string labels = "scope=\"pay\",store=\"memory\"";
   EXPECT_EQ(sample(text, "idem_events_total{event=\"executed\"," + labels + "}"), 3);
   EXPECT_EQ(sample(text, "idem_events_total{event=\"replayed\"," + labels + "}"), 5);
@@ -51,6 +60,46 @@ TEST(PrometheusMetrics, KnownCallsGiveExpectedValuesInValidTextFormat) {
   EXPECT_EQ(sample(text, "idem_claim_seconds_count{" + labels + "}"), 9);
   EXPECT_EQ(sample(text, "idem_commit_seconds_count{" + labels + "}"), 3);
   EXPECT_EQ(sample(text, "idem_handler_seconds_count{" + labels + "}"), 3);
+
+  // The counts are collected by collectable(), the histograms kept in the registry: an Exposer
+  // registers both.
+  double executed = -1;
+  for (const auto& family : metrics.collectable()->Collect()) {
+    if (family.name != "idem_events_total") continue;
+    for (const auto& m : family.metric) {
+      if (m.label.front().value == "executed") executed = m.counter.value;
+    }
+  }
+  EXPECT_EQ(executed, 3);
+  bool histogram_in_registry = false;
+  for (const auto& family : registry->Collect()) {
+    EXPECT_NE(family.name, "idem_events_total");
+    histogram_in_registry = histogram_in_registry || family.name == "idem_claim_seconds";
+  }
+  EXPECT_TRUE(histogram_in_registry);
+}
+
+// Events counted on many threads, some of which exit before the scrape, are all there.
+TEST(PrometheusMetrics, CountsFromManyThreadsAreExact) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  idem::PrometheusMetrics metrics{registry};
+  idem::MemoryStore store;
+  idem::IdempotencyGuard guard{store, idem::Options{.scope = "t", .observer = metrics.observer()}};
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 250; ++i) {
+          (void)guard.execute("k" + std::to_string(t * 250 + i), [] { return 1; });
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+  }
+  const std::string text = valid_text(metrics);
+  const std::string labels = "scope=\"t\",store=\"memory\"";
+  EXPECT_EQ(sample(text, "idem_events_total{event=\"executed\"," + labels + "}"), 1000);
+  EXPECT_EQ(sample(text, "idem_events_total{event=\"replayed\"," + labels + "}"), 1000);
 }
 
 TEST(PrometheusMetrics, WatchedStoresFiguresAreReadAtTheScrape) {
@@ -75,9 +124,7 @@ TEST(PrometheusMetrics, WatchedStoresFiguresAreReadAtTheScrape) {
       ASSERT_TRUE(on_sqlite.execute("k" + std::to_string(i), [] { return 1; }));
     }
 
-    std::string text = metrics.text();
-    std::string why;
-    EXPECT_TRUE(idem::test::valid_prometheus_text(text, why)) << why << "\n" << text;
+    std::string text = valid_text(metrics);
     const std::string cache = "name=\"cache\",store=\"memory\"";
     EXPECT_EQ(sample(text, "idem_store_records{" + cache + "}"), 2);
     EXPECT_EQ(sample(text, "idem_store_evictions_total{" + cache + "}"), 1);
@@ -98,12 +145,30 @@ TEST(PrometheusMetrics, WatchedStoresFiguresAreReadAtTheScrape) {
     EXPECT_EQ(sample(text, "idem_store_evictions_total{" + cache + "}"), 2);
     // The same families through the collectable an Exposer registers.
     bool found = false;
-    for (const auto& family : metrics.stores()->Collect()) {
+    for (const auto& family : metrics.collectable()->Collect()) {
       found = found || family.name == "idem_store_records";
     }
     EXPECT_TRUE(found);
   }
   remove_files();
+}
+
+TEST(PrometheusMetrics, ACachedStoreShowsItsCacheBesideTheWrappedStore) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  idem::PrometheusMetrics metrics{registry};
+  idem::MemoryStore memory;
+  idem::CachedStore<idem::MemoryStore&> cached{idem::CachedStoreOptions{}, memory};
+  metrics.watch_store("front", cached);
+  idem::IdempotencyGuard guard{cached, idem::Options{.scope = "c"}};
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(guard.execute("k", [] { return 1; }));
+
+  const std::string text = valid_text(metrics);
+  const std::string front = "name=\"front\",store=\"memory\"";
+  EXPECT_EQ(sample(text, "idem_store_records{" + front + "}"), 1);
+  EXPECT_EQ(sample(text, "idem_store_cache_entries{" + front + "}"), 1);
+  EXPECT_EQ(sample(text, "idem_store_cache_events_total{event=\"hit\"," + front + "}"), 3);
+  EXPECT_EQ(sample(text, "idem_store_cache_events_total{event=\"miss\"," + front + "}"), 1);
+  EXPECT_EQ(sample(text, "idem_store_cache_events_total{event=\"eviction\"," + front + "}"), 0);
 }
 
 TEST(PrometheusMetrics, TheValidatorRejectsWhatIsNotTheTextFormat) {

@@ -2,7 +2,8 @@
 // keeps its single-key answers), exactly-once under threads and processes, and no caller
 // released before its group is durable (a SIGKILL right after a call returned loses nothing).
 // On PostgreSQL: a group is one round trip, and a group that fails (a bad row, the connection
-// lost on the way there or back) fails each caller and writes all of its calls or none.
+// lost on the way there or back) fails each caller and writes all of its calls or none, also
+// while another group is in flight.
 
 #include <fcntl.h>
 #include <signal.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <deque>
 #include <fstream>
@@ -17,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -103,23 +106,19 @@ class GroupCommitTest : public ::testing::TestWithParam<Backend> {
 
 constexpr auto kLongLease = std::chrono::minutes{2};
 
-// 8 threads call execute() on overlapping keys through one GroupCommitStore: each key's handler
-// runs once, every answer is the key's value (or in_progress while its holder runs), and the
-// calls were written in groups.
-TEST_P(GroupCommitTest, ThreadsRunEachKeyOnce) {
-  auto inner = open_store(place_);
-  GroupCommitStore<SqlStore> grouped(*inner);
-  IdempotencyGuard guard(grouped, Options{.scope = "gc.threads", .lease = kLongLease});
-  constexpr int kThreads = 8;
-  constexpr int kKeys = 120;
+// `threads` threads each make `calls` calls of execute() on overlapping keys (of `keys`): each
+// key's handler runs once and every answer is the key's value (or in_progress while its holder
+// runs); then every key that ran replays its value.
+template <class Guard>
+void run_each_key_once(Guard& guard, int threads, int calls, int keys) {
   std::mutex m;
   std::map<int, int> runs;
   std::atomic<int> wrong{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < 60; ++i) {
-        const int k = (t * 37 + i * 7) % kKeys;
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      for (int i = 0; i < calls; ++i) {
+        const int k = (t * 37 + i * 7) % keys;
         auto r = guard.execute(Key{"key-" + std::to_string(k)}, [&] {
           std::lock_guard lock(m);
           ++runs[k];
@@ -130,15 +129,92 @@ TEST_P(GroupCommitTest, ThreadsRunEachKeyOnce) {
       }
     });
   }
-  for (auto& th : threads) th.join();
+  for (auto& w : workers) w.join();
   EXPECT_EQ(wrong.load(), 0);
   for (const auto& [k, n] : runs) EXPECT_EQ(n, 1) << "key-" << k;
-  EXPECT_LT(grouped.groups(), grouped.grouped_calls()) << "no two calls shared a group";
   for (const auto& [k, n] : runs) {
     auto r = guard.execute(Key{"key-" + std::to_string(k)}, [] { return -1; });
     EXPECT_TRUE(r.replayed());
     EXPECT_EQ(r.value(), k);
   }
+}
+
+// 8 threads call execute() on overlapping keys through one GroupCommitStore: each key's handler
+// runs once, every answer is the key's value (or in_progress while its holder runs), and the
+// calls were written in groups.
+TEST_P(GroupCommitTest, ThreadsRunEachKeyOnce) {
+  auto inner = open_store(place_);
+  GroupCommitStore<SqlStore> grouped(*inner);
+  IdempotencyGuard guard(grouped, Options{.scope = "gc.threads", .lease = kLongLease});
+  run_each_key_once(guard, 8, 60, 120);
+  EXPECT_LT(grouped.groups(), grouped.grouped_calls()) << "no two calls shared a group";
+  const StoreStats stats = grouped.stats();  // the groups' figures beside the store's own
+  ASSERT_TRUE(stats.group.has_value());
+  EXPECT_EQ(stats.group->groups, grouped.groups());
+  EXPECT_EQ(stats.group->calls, grouped.grouped_calls());
+  EXPECT_EQ(stats.store, inner->stats().store);
+  EXPECT_TRUE(stats.pool.has_value());
+}
+
+// A SqlStore whose groups are counted as they are written, and held a little so that groups
+// written at the same time overlap: the most written at once is what GroupCommitStore allowed.
+struct OverlapCountingStore {
+  SqlStore& inner;
+  std::atomic<int> writing{0};
+  std::atomic<int> most{0};
+  std::atomic<int> groups_written{0};
+
+  Result<Claim> claim(const ClaimRequest& r) { return inner.claim(r); }
+  Status commit(const Ticket& t, const Completion& c) { return inner.commit(t, c); }
+  Status abort(const Ticket& t) { return inner.abort(t); }
+  Status extend(const Ticket& t, std::chrono::milliseconds lease) { return inner.extend(t, lease); }
+  std::vector<Result<Claim>> claim_batch(std::span<const ClaimRequest> r) {
+    return inner.claim_batch(r);
+  }
+  std::vector<Status> commit_batch(std::span<const CommitRequest> r) {
+    return inner.commit_batch(r);
+  }
+  GroupAnswers write_group(std::span<const CommitRequest> commits,
+                           std::span<const ClaimRequest> claims) {
+    ++groups_written;
+    const int now = ++writing;
+    for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds{2});
+    GroupAnswers out = inner.write_group(commits, claims);
+    --writing;
+    return out;
+  }
+};
+
+// Two groups in flight from one queue, under 12 threads on overlapping keys: each key's handler
+// runs once, every answer is the key's value (or in_progress), and two groups were written at
+// the same time, never more.
+TEST_P(GroupCommitTest, TwoGroupsInFlightRunEachKeyOnce) {
+  auto inner = open_store(place_);
+  OverlapCountingStore counting{*inner};
+  GroupCommitStore<OverlapCountingStore> grouped(counting, GroupCommitOptions{.in_flight = 2});
+  IdempotencyGuard guard(grouped, Options{.scope = "gc.in_flight", .lease = kLongLease});
+  run_each_key_once(guard, 12, 50, 150);
+  EXPECT_EQ(counting.most.load(), 2) << "groups written at the same time";
+}
+
+// A lone caller's calls are groups of one, each the store's own claim or commit: no group
+// step, and the answers of the store itself.
+TEST_P(GroupCommitTest, LoneCallerMakesTheStoresOwnCalls) {
+  auto inner = open_store(place_);
+  OverlapCountingStore counting{*inner};
+  GroupCommitStore<OverlapCountingStore> grouped(counting);
+  IdempotencyGuard guard(grouped, Options{.scope = "gc.lone", .lease = kLongLease});
+  for (int i = 0; i < 10; ++i) {
+    auto r = guard.execute(Key{"lone-" + std::to_string(i)}, [i] { return i; });
+    ASSERT_TRUE(r.recorded()) << r.message();
+    auto again = guard.execute(Key{"lone-" + std::to_string(i)}, [] { return -1; });
+    EXPECT_TRUE(again.replayed());
+    EXPECT_EQ(again.value(), i);
+  }
+  EXPECT_EQ(grouped.groups(), grouped.grouped_calls());
+  EXPECT_EQ(counting.groups_written.load(), 0) << "groups of one went through the group step";
 }
 
 // Runs `body` in a child process; returns its pid.
@@ -475,6 +551,61 @@ TEST_F(PgGroupTest, ConnectionLostFailsEachCallerAndWritesAllOrNone) {
   for (const char* k : {"a0", "a1"}) EXPECT_EQ(state_of(k), kCompleted) << k;
   for (const char* k : {"c0", "c1"}) EXPECT_EQ(state_of(k), kHeld) << k;
   for (const CommitRequest& c : commits) EXPECT_TRUE(store_->commit(c.ticket, c.completion));
+}
+
+// Two groups in flight: the second fails (a row the server refuses) while the first is still
+// being written (a trigger holds it): each caller of the failed group gets store_unavailable
+// at once and none of its records was written; the first group's callers are answered after,
+// every record of theirs written.
+TEST_F(PgGroupTest, GroupFailsWhileAnotherIsInFlight) {
+  sql("CREATE FUNCTION " + prefix_ +
+      "refuse() RETURNS trigger LANGUAGE plpgsql AS "
+      "$f$ BEGIN IF NEW.key = convert_to('poison', 'UTF8') THEN "
+      "RAISE EXCEPTION 'poisoned row refused'; END IF; "
+      "PERFORM pg_sleep(3); RETURN NEW; END $f$");
+  sql("CREATE TRIGGER " + prefix_ + "poison BEFORE INSERT OR UPDATE ON " + prefix_ +
+      "records FOR EACH ROW WHEN (NEW.key IN (convert_to('poison', 'UTF8'), convert_to('slow', "
+      "'UTF8'))) EXECUTE FUNCTION " +
+      prefix_ + "refuse()");
+  PostgresStore pool(
+      PostgresStoreOptions{.uri = *pg_uri(), .table_prefix = prefix_, .pool_size = 4});
+  GroupCommitStore<PostgresStore> grouped(
+      pool,
+      GroupCommitOptions{.max_delay = std::chrono::seconds{30}, .max_batch = 2, .in_flight = 2});
+  std::atomic<int> first_answered{0};
+  std::atomic<int> second_answered_before_first{0};
+  std::vector<std::optional<Result<Claim>>> first(2);
+  std::vector<std::optional<Result<Claim>>> second(2);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      first[i] = grouped.claim(claim_of(key(i == 0 ? "slow" : "a1")));
+      ++first_answered;
+    });
+  }
+  while (grouped.groups() < 1) std::this_thread::sleep_for(std::chrono::milliseconds{1});
+  for (std::size_t i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      second[i] = grouped.claim(claim_of(key(i == 0 ? "poison" : "b1")));
+      if (first_answered.load() == 0) ++second_answered_before_first;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(grouped.groups(), 2u);
+  EXPECT_EQ(second_answered_before_first.load(), 2) << "the second group waited for the first";
+  for (const auto& c : second) {
+    EXPECT_EQ(c->error(), errc::store_unavailable);
+    EXPECT_NE(c->failure().describe().find("poisoned row refused"), std::string::npos)
+        << c->failure().describe();
+  }
+  for (const auto& c : first) {
+    EXPECT_TRUE(*c && c->value().status == ClaimStatus::acquired)
+        << (*c ? std::string("not acquired") : c->failure().describe());
+  }
+  EXPECT_EQ(state_of("poison"), -1);
+  EXPECT_EQ(state_of("b1"), -1);
+  EXPECT_EQ(state_of("slow"), kHeld);
+  EXPECT_EQ(state_of("a1"), kHeld);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sql, GroupCommitTest,

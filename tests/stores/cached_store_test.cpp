@@ -91,6 +91,32 @@ TEST_F(CachedStoreTest, ReplayAfterCommitIsServedWithoutCallingTheStore) {
   EXPECT_EQ(cached.misses(), 1u);
 }
 
+TEST_F(CachedStoreTest, StatsAreTheWrappedStoresWithTheCachesOwn) {
+  CachedStore<MemoryStore&> cached{options(), backend_};
+  complete(cached, "a");
+  complete(cached, "b");
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(claim(cached, "a")->status, ClaimStatus::completed);
+
+  const StoreStats s = cached.stats();
+  EXPECT_EQ(s.store, "memory");  // the wrapped store's name and figures
+  ASSERT_TRUE(s.records.has_value());
+  EXPECT_EQ(*s.records, 2u);
+  ASSERT_TRUE(s.cache.has_value());
+  EXPECT_EQ(s.cache->entries, 2u);
+  EXPECT_EQ(s.cache->hits, 2u);
+  EXPECT_EQ(s.cache->misses, 2u);
+  EXPECT_EQ(s.cache->evictions, 0u);
+
+  // A wrapped store without stats(): the cache's figures alone.
+  CachedStore<CountingStore> bare{options(), backend_};
+  complete(bare, "c");
+  const StoreStats only = bare.stats();
+  EXPECT_FALSE(only.records.has_value());
+  ASSERT_TRUE(only.cache.has_value());
+  EXPECT_EQ(only.cache->entries, 1u);
+  EXPECT_EQ(only.cache->misses, 1u);
+}
+
 TEST_F(CachedStoreTest, InProgressIsNeverCached) {
   CachedStore<CountingStore> cached{options(), backend_};
   const Claim held = claim(cached, "k").value();

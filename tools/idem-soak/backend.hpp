@@ -49,7 +49,8 @@ decltype(auto) with_store(const SoakOptions& o, F&& f) {
                                                .connect_timeout = 2s,
                                                .statement_timeout = 5s}};
       if (o.group_commit) {
-        GroupCommitStore<PostgresStore> grouped(store);
+        // Two groups in flight: the soak covers that mode too (docs/batches.md).
+        GroupCommitStore<PostgresStore> grouped(store, GroupCommitOptions{.in_flight = 2});
         return f(grouped);
       }
       return f(store);

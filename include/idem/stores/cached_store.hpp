@@ -24,6 +24,7 @@
 #include "idem/result.hpp"
 #include "idem/steps.hpp"
 #include "idem/store.hpp"
+#include "idem/store_stats.hpp"
 #include "idem/stores/memory_store.hpp"  // for the static_assert at the end
 
 namespace idem {
@@ -192,6 +193,14 @@ class CachedStore {
   std::uint64_t misses() const noexcept { return sum(&Shard::misses); }
   /// Cached records dropped by the entry or byte bound before they expired.
   std::uint64_t evictions() const noexcept { return sum(&Shard::evictions); }
+
+  /// The wrapped store's figures (when it has stats()) with the cache's own in `cache`.
+  StoreStats stats() const {
+    StoreStats s = stats_of(inner_);
+    s.cache =
+        CacheStats{.entries = size(), .hits = hits(), .misses = misses(), .evictions = evictions()};
+    return s;
+  }
 
   /// Cached records now, expired ones not yet dropped included.
   std::size_t size() const {

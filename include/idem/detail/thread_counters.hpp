@@ -1,0 +1,175 @@
+#pragma once
+// ThreadCounters: N counters that many threads add to without a locked instruction or a shared
+// cache line. Each thread adds to a block of its own (one writer per block, so a relaxed load
+// and store suffice) and a read sums the blocks. A shared atomic counter costs a locked add on
+// every event and moves its cache line between cores when threads count at once; on an
+// in-memory replay that was a tenth of the call.
+//
+// A thread finds its block through a small thread-local cache keyed by the counters' id (never
+// reused, so a destroyed owner's entry never matches a new one). When a thread exits its blocks
+// are handed back, counts kept, and the next thread that starts counting adopts one.
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <utility>
+#include <vector>
+
+namespace idem::detail {
+
+template <std::size_t N>
+class ThreadCounters {
+  struct Block;
+
+ public:
+  ThreadCounters() = default;
+  ThreadCounters(const ThreadCounters&) = delete;
+  ThreadCounters& operator=(const ThreadCounters&) = delete;
+
+  void add(std::size_t i) noexcept { local().add(i); }
+
+  /// The calling thread's own counts, for a caller that keeps them in a cache of its own: valid
+  /// while the counters live, used only on the thread that asked for them.
+  class Local {
+   public:
+    Local() = default;
+    void add(std::size_t i) const noexcept {
+      std::atomic<std::uint64_t>& v = block_->values[i];
+      if (block_->many_writers) {
+        v.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        v.store(v.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      }
+    }
+
+   private:
+    friend class ThreadCounters;
+    explicit Local(Block* block) noexcept : block_(block) {}
+    Block* block_ = nullptr;
+  };
+  Local local() noexcept { return Local(&block()); }
+
+  /// The sum over every thread's block: exact once the adding threads are done; while they add,
+  /// each count read is one that was reached (counts only grow).
+  std::uint64_t get(std::size_t i) const noexcept {
+    std::uint64_t sum = 0;
+    for (const Block* b = shared_->head.load(std::memory_order_acquire); b != nullptr;
+         b = b->next) {
+      sum += b->values[i].load(std::memory_order_relaxed);
+    }
+    return sum;
+  }
+
+ private:
+  struct alignas(64) Block {
+    std::array<std::atomic<std::uint64_t>, N> values{};
+    std::atomic<bool> owned{true};  // a live thread writes to it
+    Block* next = nullptr;          // fixed once the block is in the list
+    bool many_writers = false;      // the overflow block: shared, so added to with a locked add
+  };
+
+  // The blocks, owned by the counters and kept alive for exiting threads that hand theirs back.
+  // The overflow block counts for the threads that could not get a block of their own (memory
+  // ran out): counts stay exact, at the cost of a locked add for those threads.
+  struct Shared {
+    Block overflow;
+    std::atomic<Block*> head{&overflow};
+    Shared() { overflow.many_writers = true; }
+    Shared(const Shared&) = delete;
+    Shared& operator=(const Shared&) = delete;
+    ~Shared() {
+      for (Block* b = head.load(); b != &overflow;) delete std::exchange(b, b->next);
+    }
+  };
+
+  // Every block a thread took, handed back when the thread exits if its counters still live.
+  struct Taken {
+    struct Entry {
+      std::uint64_t id;
+      std::weak_ptr<Shared> shared;
+      Block* block;
+    };
+    std::vector<Entry> entries;
+    Taken() = default;
+    Taken(const Taken&) = delete;
+    Taken& operator=(const Taken&) = delete;
+    ~Taken() {
+      for (Entry& e : entries) {
+        if (std::shared_ptr<Shared> alive = e.shared.lock()) {
+          e.block->owned.store(false, std::memory_order_release);
+        }
+      }
+    }
+  };
+
+  struct CacheEntry {
+    std::uint64_t id;
+    Block* block;
+  };
+  static constexpr std::size_t kCache = 4;
+  // Trivially destructible, so reading it needs no thread-local initialisation check.
+  struct Cache {
+    std::array<CacheEntry, kCache> entries;
+    std::size_t next;
+  };
+
+  static std::uint64_t new_id() noexcept {
+    static std::atomic<std::uint64_t> last{0};
+    return last.fetch_add(1, std::memory_order_relaxed) + 1;
+  }
+
+  Block& block() noexcept {
+    thread_local Cache cache{};
+    for (const CacheEntry& e : cache.entries) {
+      if (e.id == id_) return *e.block;
+    }
+    Block* b = take();
+    cache.entries[cache.next] = CacheEntry{id_, b};
+    cache.next = (cache.next + 1) % kCache;
+    return *b;
+  }
+
+  // This thread's block: the one it took before (evicted from the cache since), one handed back
+  // by an exited thread, a new one, or the overflow block when memory ran out.
+  Block* take() noexcept {
+    try {
+      return take_own();
+    } catch (const std::bad_alloc&) {
+      return &shared_->overflow;
+    }
+  }
+
+  Block* take_own() {
+    thread_local Taken taken;
+    std::erase_if(taken.entries, [](const typename Taken::Entry& e) { return e.shared.expired(); });
+    for (const typename Taken::Entry& e : taken.entries) {
+      if (e.id == id_) return e.block;
+    }
+    Block* b = nullptr;
+    for (Block* p = shared_->head.load(std::memory_order_acquire); p != &shared_->overflow;
+         p = p->next) {
+      bool free = false;
+      if (p->owned.compare_exchange_strong(free, true, std::memory_order_acquire)) {
+        b = p;
+        break;
+      }
+    }
+    if (b == nullptr) {
+      b = new Block;
+      b->next = shared_->head.load(std::memory_order_relaxed);
+      while (!shared_->head.compare_exchange_weak(b->next, b, std::memory_order_release,
+                                                  std::memory_order_relaxed)) {
+      }
+    }
+    taken.entries.push_back(typename Taken::Entry{id_, shared_, b});
+    return b;
+  }
+
+  const std::uint64_t id_ = new_id();
+  std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
+};
+
+}  // namespace idem::detail
