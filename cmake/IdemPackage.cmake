@@ -3,10 +3,12 @@
 #   idem_package_core()
 #     the header-only core: idem::idem in idemTargets.cmake with its headers, FindXxhash.cmake,
 #     and idem.pc.
-#   idem_package_component(<name> BUILT <bool> TARGETS <target>... OPTION <var> NEEDS <text>
-#                          [PC_FLAGS_FROM <imported target>...])
+#   idem_package_component(<name> BUILT <bool> TARGETS <target>... OPTION <var>... NEEDS <text>
+#                          [REQUIRES <component>...] [PC_FLAGS_FROM <imported target>...])
 #     one component of find_package(idem COMPONENTS <name>). The config always knows it, and says
-#     what to install (NEEDS) and which option builds it (OPTION) when this build left it out.
+#     what to install (NEEDS) and which options build it (OPTION) when this build left it out.
+#     REQUIRES: the components its targets link (asio_redis: asio and redis), whose dependencies
+#     and targets the config loads with it.
 #     When BUILT: its targets with their headers in idem-<name>-targets.cmake, the lookup of what
 #     they link (cmake/package/idem-<name>-dependencies.cmake, which sets IDEM_<NAME>_MISSING; none
 #     needed if the component links only the core) and idem-<name>.pc (from
@@ -84,13 +86,16 @@ function(idem_package_core)
 endfunction()
 
 function(idem_package_component name)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "BUILT;OPTION;NEEDS" "TARGETS;PC_FLAGS_FROM")
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "BUILT;NEEDS" "TARGETS;OPTION;REQUIRES;PC_FLAGS_FROM")
   if(NOT ARG_OPTION OR NOT ARG_NEEDS OR NOT ARG_TARGETS)
     message(FATAL_ERROR "idem_package_component(${name}): give TARGETS, OPTION and NEEDS")
   endif()
   set_property(GLOBAL APPEND PROPERTY IDEM_PACKAGE_COMPONENTS ${name})
+  list(TRANSFORM ARG_OPTION APPEND "=ON")
+  list(JOIN ARG_OPTION ", " options)
   set_property(GLOBAL APPEND_STRING PROPERTY IDEM_PACKAGE_COMPONENTS_TABLE
-    "set(_idem_needs_${name} \"${ARG_NEEDS}\")\nset(_idem_option_${name} ${ARG_OPTION})\n")
+    "set(_idem_needs_${name} \"${ARG_NEEDS}\")\nset(_idem_option_${name} \"${options}\")\n\
+set(_idem_requires_${name} ${ARG_REQUIRES})\n")
   if(NOT ARG_BUILT)
     return()
   endif()
