@@ -14,9 +14,9 @@ int main() {
   boost::asio::io_context io;
   idem::AsyncRedisStore store{
       io.get_executor(),
-      idem::AsyncRedisStoreOptions{.connection = {.host = "127.0.0.1",
-                                                  .port = 1,
-                                                  .connect_timeout = std::chrono::milliseconds{300}}}};
+      idem::AsyncRedisStoreOptions{
+          .connection = {
+              .host = "127.0.0.1", .port = 1, .connect_timeout = std::chrono::milliseconds{300}}}};
   idem::AsyncGuard guard{store, idem::Options{.scope = "package"}};
   std::string result = "not run";
   boost::asio::co_spawn(
