@@ -9,6 +9,10 @@
 // Each benchmark iteration is one call (a fresh key: claim + commit; a replay: one claim). The
 // CPU column is this thread's CPU per call: the client's cost, since the server runs elsewhere.
 // Calls go in batches of 16 per caller in flight; between batches the pipeline drains.
+//
+// Server-side counters from INFO, per call, which the machine's load moves little: server_us (the
+// Redis process's CPU) and reads (the reads it made of client input: fewer per call means the
+// commands arrived in larger batches).
 
 #include <benchmark/benchmark.h>
 #include <hiredis/async.h>
@@ -18,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -56,6 +61,54 @@ bool single_threaded() {
   return v == nullptr || std::string_view(v) != "1";
 }
 
+// The Redis server's CPU seconds and reads of client input so far (INFO), on a connection of its
+// own; nullopt when INFO cannot be read.
+struct ServerCounters {
+  double cpu_s = 0;
+  double reads = 0;
+};
+
+std::optional<ServerCounters> server_counters() {
+  const auto o = idem::redis::ConnectionOptions::from_uri(uri()).value();
+  redisContext* c = redisConnect(o.host.c_str(), o.port);
+  if (c == nullptr || c->err != 0) {
+    if (c != nullptr) redisFree(c);
+    return std::nullopt;
+  }
+  auto* reply = static_cast<redisReply*>(redisCommand(c, "INFO"));
+  std::optional<ServerCounters> out;
+  if (reply != nullptr && reply->type == REDIS_REPLY_STRING) {
+    const std::string_view info(reply->str, reply->len);
+    auto field = [&](std::string_view name) -> std::optional<double> {
+      const auto at = info.find(std::string("\n") + std::string(name) + ":");
+      if (at == std::string_view::npos) return std::nullopt;
+      return std::strtod(info.data() + at + name.size() + 2, nullptr);
+    };
+    const auto sys = field("used_cpu_sys"), user = field("used_cpu_user"),
+               reads = field("total_reads_processed");
+    if (sys && user && reads) out = ServerCounters{*sys + *user, *reads};
+  }
+  if (reply != nullptr) freeReplyObject(reply);
+  redisFree(c);
+  return out;
+}
+
+// Sets server_us and reads per call from the counters at the start of the timed loop.
+class ServerMeter {
+ public:
+  ServerMeter() : before_(server_counters()) {}
+  void report(benchmark::State& state) const {
+    const auto after = server_counters();
+    if (!before_ || !after || state.iterations() == 0) return;
+    const auto calls = static_cast<double>(state.iterations());
+    state.counters["server_us"] = (after->cpu_s - before_->cpu_s) * 1e6 / calls;
+    state.counters["reads"] = (after->reads - before_->reads) / calls;
+  }
+
+ private:
+  std::optional<ServerCounters> before_;
+};
+
 // ---- The guarded side -------------------------------------------------------------------------
 
 struct Guarded {
@@ -74,6 +127,7 @@ void BM_Async_Redis_Fresh(benchmark::State& state) {
   net::io_context io;
   Guarded g(io);
   const int in_flight = static_cast<int>(state.range(0));
+  const ServerMeter meter;
   while (state.KeepRunningBatch(in_flight * kPerCaller)) {
     const bool ok = run_batch(io, in_flight, [&](int, int) -> net::awaitable<bool> {
       auto out = co_await g.guard.async_execute(next_id("f"), kPayload, handler);
@@ -84,6 +138,7 @@ void BM_Async_Redis_Fresh(benchmark::State& state) {
       break;
     }
   }
+  meter.report(state);
   state.SetItemsProcessed(state.iterations());
 }
 
@@ -99,6 +154,7 @@ void BM_Async_Redis_Replay(benchmark::State& state) {
   });
   const int in_flight = static_cast<int>(state.range(0));
   int next = 0;
+  const ServerMeter meter;
   while (state.KeepRunningBatch(in_flight * kPerCaller)) {
     const bool ok = run_batch(io, in_flight, [&](int, int) -> net::awaitable<bool> {
       auto out = co_await g.guard.async_execute(replay_id(next++ % kReplayKeys), kPayload, handler);
@@ -109,6 +165,7 @@ void BM_Async_Redis_Replay(benchmark::State& state) {
       break;
     }
   }
+  meter.report(state);
   state.SetItemsProcessed(state.iterations());
 }
 
@@ -276,6 +333,7 @@ void bare_batch(benchmark::State& state, bool fresh) {
     });
   }
   int next = 0;
+  const ServerMeter meter;
   while (state.KeepRunningBatch(in_flight * kPerCaller)) {
     // Building the keys is the guard's work too (the effective key, the tagged name).
     int done = 0;
@@ -297,6 +355,7 @@ void bare_batch(benchmark::State& state, bool fresh) {
       break;
     }
   }
+  meter.report(state);
   state.SetItemsProcessed(state.iterations());
 }
 

@@ -24,6 +24,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,13 +41,43 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 
 namespace {
 
+// A script call's KEYS[1] and ARGV, gathered in one buffer: one allocation per call (the
+// arguments are kept until the reply, for a resend as EVAL after NOSCRIPT).
+class ScriptArgs {
+ public:
+  static constexpr std::size_t kMax = 6;
+
+  ScriptArgs(std::string_view prefix, std::string_view key, std::size_t more_bytes) {
+    bytes_.reserve(prefix.size() + 18 + key.size() + more_bytes);
+    redis::append_tagged_key(bytes_, prefix, key);
+    ends_[n_ = 1] = static_cast<std::uint32_t>(bytes_.size());
+  }
+  ScriptArgs& add(std::string_view arg) {
+    if (n_ == kMax) throw std::logic_error("ScriptArgs: more arguments than kMax");
+    bytes_.append(arg);
+    ends_[++n_] = static_cast<std::uint32_t>(bytes_.size());
+    return *this;
+  }
+  std::size_t size() const noexcept { return n_; }
+  std::string_view operator[](std::size_t i) const noexcept {
+    return std::string_view(bytes_).substr(ends_[i], ends_[i + 1] - ends_[i]);
+  }
+
+ private:
+  std::string bytes_;
+  std::array<std::uint32_t, kMax + 1> ends_{};
+  std::size_t n_ = 0;
+};
+
 // One call in flight: its arguments (kept for a resend as EVAL after NOSCRIPT) and how it ends.
 struct Request {
+  explicit Request(ScriptArgs a) : args(std::move(a)) {}
+
   const redis::Script* script = nullptr;
-  std::vector<std::string> args;  // KEYS[1], then ARGV
-  bool commit = false;            // a reply lost after it went out is outcome_unknown
-  bool went_out = false;          // queued on a connection that was up
-  bool reloaded = false;          // already resent as EVAL after NOSCRIPT
+  ScriptArgs args;        // KEYS[1], then ARGV
+  bool commit = false;    // a reply lost after it went out is outcome_unknown
+  bool went_out = false;  // queued on a connection that was up
+  bool reloaded = false;  // already resent as EVAL after NOSCRIPT
 
   virtual ~Request() = default;
   // `reply` is valid during the call only; null with `failure` set when none came.
@@ -56,7 +87,8 @@ struct Request {
 template <class T, class Handler>
 struct Op final : Request {
   using Decode = T (*)(const redisReply&, std::string_view where);
-  Op(Decode d, Handler&& h) : decode(d), handler(std::move(h)) {}
+  Op(ScriptArgs a, Decode d, Handler&& h)
+      : Request(std::move(a)), decode(d), handler(std::move(h)) {}
 
   void finish(const redisReply* reply, Failure failure, std::string_view where) override {
     T value = reply != nullptr ? decode(*reply, where) : T(std::move(failure));
@@ -130,15 +162,14 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
 
   // Runs `script` with `args` and decodes its reply with `decode`, as an awaitable.
   template <class T>
-  net::awaitable<T> eval(const redis::Script& script, std::vector<std::string> args, bool commit,
+  net::awaitable<T> eval(const redis::Script& script, ScriptArgs args, bool commit,
                          T (*decode)(const redisReply&, std::string_view)) {
     return net::async_initiate<const net::use_awaitable_t<>&, void(T)>(
         [self = shared_from_this(), &script, decode, commit,
          args = std::move(args)](auto handler) mutable {
           using Handler = decltype(handler);
-          auto op = std::make_unique<Op<T, Handler>>(decode, std::move(handler));
+          auto op = std::make_unique<Op<T, Handler>>(std::move(args), decode, std::move(handler));
           op->script = &script;
-          op->args = std::move(args);
           op->commit = commit;
           if (self->options_.single_threaded) {
             self->submit(std::unique_ptr<Request>(op.release()));
@@ -235,7 +266,7 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
     put(eval_source ? std::string_view("EVAL") : std::string_view("EVALSHA"));
     put(eval_source ? script.source : script.sha);
     put("1");
-    for (const std::string& a : request->args) put(a);
+    for (std::size_t i = 0; i < request->args.size(); ++i) put(request->args[i]);
     request->went_out = connected_;
     Request* raw = request.release();
     if (redisAsyncCommandArgv(context_, &Impl::on_reply, raw, static_cast<int>(n), argv.data(),
@@ -456,9 +487,10 @@ net::awaitable<Result<Claim>> AsyncRedisStore::async_claim(const ClaimRequest& r
   const auto fp = redis::fingerprint_bytes(request.fingerprint);
   redis::DecimalText lease;
   redis::DecimalText retention;
-  std::vector<std::string> args{record_key(request.key), std::string(fp.data(), fp.size()),
-                                std::string(redis::ms_text(lease, request.lease)),
-                                std::string(redis::ms_text(retention, request.retention))};
+  ScriptArgs args(prefix_, request.key, fp.size() + 2 * sizeof(redis::DecimalText));
+  args.add(std::string_view(fp.data(), fp.size()))
+      .add(redis::ms_text(lease, request.lease))
+      .add(redis::ms_text(retention, request.retention));
   return impl_->eval<Result<Claim>>(redis::script_record_claim, std::move(args), false,
                                     &decode_claim);
 }
@@ -467,19 +499,19 @@ net::awaitable<Status> AsyncRedisStore::async_commit(const Ticket& ticket,
                                                      const Completion& completion) {
   redis::DecimalText fence;
   redis::DecimalText ttl;
-  std::vector<std::string> args{
-      record_key(ticket.key),
-      std::string(redis::to_chars(fence, static_cast<std::int64_t>(ticket.fence))),
-      std::string(detail::to_redis(detail::finished_state(completion.status))),
-      std::string(completion.result), std::string(redis::ms_text(ttl, completion.ttl))};
+  ScriptArgs args(prefix_, ticket.key,
+                  completion.result.size() + 2 * sizeof(redis::DecimalText) + 1);
+  args.add(redis::to_chars(fence, static_cast<std::int64_t>(ticket.fence)))
+      .add(detail::to_redis(detail::finished_state(completion.status)))
+      .add(completion.result)
+      .add(redis::ms_text(ttl, completion.ttl));
   return impl_->eval<Status>(redis::script_record_commit, std::move(args), true, &decode_commit);
 }
 
 net::awaitable<Status> AsyncRedisStore::async_abort(const Ticket& ticket) {
   redis::DecimalText fence;
-  std::vector<std::string> args{
-      record_key(ticket.key),
-      std::string(redis::to_chars(fence, static_cast<std::int64_t>(ticket.fence)))};
+  ScriptArgs args(prefix_, ticket.key, sizeof(redis::DecimalText));
+  args.add(redis::to_chars(fence, static_cast<std::int64_t>(ticket.fence)));
   return impl_->eval<Status>(redis::script_record_abort, std::move(args), false, &decode_abort);
 }
 
@@ -487,10 +519,9 @@ net::awaitable<Status> AsyncRedisStore::async_extend(const Ticket& ticket,
                                                      std::chrono::milliseconds lease) {
   redis::DecimalText fence;
   redis::DecimalText ms;
-  std::vector<std::string> args{
-      record_key(ticket.key),
-      std::string(redis::to_chars(fence, static_cast<std::int64_t>(ticket.fence))),
-      std::string(redis::ms_text(ms, lease))};
+  ScriptArgs args(prefix_, ticket.key, 2 * sizeof(redis::DecimalText));
+  args.add(redis::to_chars(fence, static_cast<std::int64_t>(ticket.fence)))
+      .add(redis::ms_text(ms, lease));
   return impl_->eval<Status>(redis::script_record_extend, std::move(args), false, &decode_extend);
 }
 

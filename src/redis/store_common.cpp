@@ -8,11 +8,9 @@
 
 namespace idem::redis {
 
-std::string tagged_key(std::string_view prefix, std::string_view key) {
+void append_tagged_key(std::string& out, std::string_view prefix, std::string_view key) {
   static constexpr std::string_view kHex = "0123456789abcdef";
   std::uint64_t h = detail::hash_bytes(key);
-  std::string out;
-  out.reserve(prefix.size() + 18 + key.size());
   out.append(prefix);
   out.push_back('{');
   std::array<char, 16> digits;
@@ -22,6 +20,12 @@ std::string tagged_key(std::string_view prefix, std::string_view key) {
   out.append(digits.data(), digits.size());
   out.push_back('}');
   out.append(key);
+}
+
+std::string tagged_key(std::string_view prefix, std::string_view key) {
+  std::string out;
+  out.reserve(prefix.size() + 18 + key.size());
+  append_tagged_key(out, prefix, key);
   return out;
 }
 

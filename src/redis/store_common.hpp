@@ -19,6 +19,8 @@ namespace idem::redis {
 /// `<prefix>{<16 hex digits of XXH3-64(key)>}<key>`: the tag picks the cluster slot and is
 /// brace-free whatever the key holds; the raw bytes after it keep every key distinct.
 std::string tagged_key(std::string_view prefix, std::string_view key);
+/// tagged_key appended to `out`, for a caller that gathers a command's arguments in one buffer.
+void append_tagged_key(std::string& out, std::string_view prefix, std::string_view key);
 
 /// The fingerprint as 16 bytes, high half first.
 std::array<char, 16> fingerprint_bytes(const Fingerprint& fp) noexcept;

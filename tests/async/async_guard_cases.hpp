@@ -356,9 +356,15 @@ TYPED_TEST_P(AsyncGuardCases, ACancelDuringTheCommitStillRecordsTheResult) {
   AsyncGuard guard{slow, Options{.scope = "cancel-commit"}};
   Spawned<Outcome<int>> call;
   net::cancellation_signal signal;
-  spawn_cancellable(this->io(), guard.async_execute("k", [] { return 5; }), signal, call);
-  net::steady_timer at(this->io(), 20ms);
-  at.async_wait([&](auto) { signal.emit(net::cancellation_type::terminal); });
+  // The cancellation comes 20 ms after the handler ran, inside the commit's 100 ms (a fixed
+  // time from the start could fall in a first claim that opens the connection).
+  net::steady_timer at(this->io());
+  auto handler = [&] {
+    at.expires_after(20ms);
+    at.async_wait([&](auto) { signal.emit(net::cancellation_type::terminal); });
+    return 5;
+  };
+  spawn_cancellable(this->io(), guard.async_execute("k", handler), signal, call);
   this->run_until([&] { return call.done; });
   ASSERT_TRUE(call.value.has_value()) << "the handler's result exists: it is returned";
   EXPECT_TRUE(call.value->recorded());

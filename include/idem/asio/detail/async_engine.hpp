@@ -142,9 +142,11 @@ class AsyncTarget {
   mutable CallTimer timer_;  // for observers that time or trace calls
 };
 
-inline boost::asio::awaitable<bool> cancellation_requested() {
-  const boost::asio::cancellation_state state = co_await boost::asio::this_coro::cancellation_state;
-  co_return state.cancelled() != boost::asio::cancellation_type::none;
+// Whether the coroutine's cancellation slot was triggered. Called with `co_await
+// this_coro::cancellation_state`, which reads the state without suspending: a helper coroutine
+// would cost a frame per call.
+inline bool cancelled(const boost::asio::cancellation_state& state) noexcept {
+  return state.cancelled() != boost::asio::cancellation_type::none;
 }
 
 [[noreturn]] inline void throw_cancelled() {
@@ -152,28 +154,32 @@ inline boost::asio::awaitable<bool> cancellation_requested() {
                                     "idem: async_execute cancelled");
 }
 
-/// claim_or_wait, pausing on a timer. A cancelled pause gives up (nothing is held): it throws.
+/// The rest of claim_or_wait once a claim found the key in progress: pause on a timer, claim
+/// again, until the holder finishes, the wait runs out (refuse_busy) or the claim is answered.
+/// A cancelled pause gives up (nothing is held): it throws. Kept out of the first claim's path,
+/// which most calls end on, so that they do not pay for its frame.
 template <class S>
-boost::asio::awaitable<Result<Claim>> async_claim_or_wait(const Policy& policy,
-                                                          AsyncTarget<S>& target) {
+boost::asio::awaitable<Result<Claim>> async_wait_for_holder(const Policy& policy,
+                                                            AsyncTarget<S>& target,
+                                                            const ClaimRequest& request,
+                                                            Claim busy) {
   WaitPacer pacer(policy.wait(), *policy.clock);
   std::optional<boost::asio::steady_timer> timer;
-  const ClaimRequest request = target.request();
-  begin_call(policy, target);
   for (;;) {
+    const auto pause = pacer.next_pause(busy);
+    if (!pause) co_return refuse_busy(policy, target, busy);
+    if (cancelled(co_await boost::asio::this_coro::cancellation_state)) throw_cancelled();
+    if (!timer) timer.emplace(co_await boost::asio::this_coro::executor);
+    timer->expires_after(*pause);
+    auto [waited] = co_await timer->async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+    if (waited) throw_cancelled();
     Result<Claim> claim = co_await target.store().async_claim(request);
     if (claim_refused(policy, target, claim)) co_return claim;
     if (claim->status != ClaimStatus::in_progress) {
       claim_answered(policy, target);
       co_return claim;
     }
-    const auto pause = pacer.next_pause(claim.value());
-    if (!pause) co_return refuse_busy(policy, target, claim.value());
-    if (co_await cancellation_requested()) throw_cancelled();
-    if (!timer) timer.emplace(co_await boost::asio::this_coro::executor);
-    timer->expires_after(*pause);
-    auto [waited] = co_await timer->async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
-    if (waited) throw_cancelled();
+    busy = std::move(claim).value();
   }
 }
 
@@ -273,9 +279,19 @@ boost::asio::awaitable<Outcome<T>> async_commit_result(const Policy& policy, Asy
 template <class R, class S, class Fn>
 boost::asio::awaitable<Outcome<R>> async_execute_steps(const Policy& policy, AsyncTarget<S>& target,
                                                        Fn& fn, bool caller_throws) {
-  Result<Claim> claimed = co_await async_claim_or_wait(policy, target);
+  // claim_or_wait: the first claim here, the waiting (rare) in a coroutine of its own.
+  const ClaimRequest request = target.request();
+  begin_call(policy, target);
+  Result<Claim> claimed = co_await target.store().async_claim(request);
+  if (!claim_refused(policy, target, claimed)) {
+    if (claimed->status == ClaimStatus::in_progress) {
+      claimed = co_await async_wait_for_holder(policy, target, request, std::move(claimed).value());
+    } else {
+      claim_answered(policy, target);
+    }
+  }
   const bool acquired = claimed && claimed->status == ClaimStatus::acquired;
-  if (co_await cancellation_requested()) {
+  if (cancelled(co_await boost::asio::this_coro::cancellation_state)) {
     // Cancelled while the claim was in flight: whatever it found, the caller gave up; a key
     // it acquired is settled as a failed handler's would be.
     if (acquired) {
