@@ -100,11 +100,18 @@ struct Backing {
   }
 };
 
+// The server binary: IDEM_HTTP_TEST_SERVER when set (ctest runs the PostgreSQL tests a second
+// time against http_payments_async this way), else the http_payments built with the test.
+inline std::string server_binary() {
+  const char* chosen = env("IDEM_HTTP_TEST_SERVER");
+  return chosen != nullptr ? chosen : IDEM_HTTP_PAYMENTS_SERVER;
+}
+
 // The server as a child process; the first stdout line names its port.
 class Server {
  public:
   Server(const Backing& backing, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args{IDEM_HTTP_PAYMENTS_SERVER, "--port", "0"};
+    std::vector<std::string> args{server_binary(), "--port", "0"};
     for (auto& a : backing.args()) args.push_back(a);
     for (auto& a : extra) args.push_back(a);
     int out[2];
@@ -125,7 +132,7 @@ class Server {
     char line[256] = {};
     if (std::fgets(line, sizeof line, f) == nullptr) {
       std::fclose(f);
-      throw std::runtime_error("http_payments did not start");
+      throw std::runtime_error(server_binary() + " did not start");
     }
     std::fclose(f);
     const std::string s(line);
