@@ -1,4 +1,5 @@
-// Misbehaving clients against the http_payments server (a child process, SQLite; label http):
+// Misbehaving clients against the http_payments server (a child process, SQLite; label http;
+// ctest runs them once more against http_payments_async on PostgreSQL, label async):
 // clients that send their head a line a second, a body that trickles in, a 300 MB body, more
 // connections than the server takes, and bad command lines. Each test asserts what the server
 // answered and that the other clients were still served. Waits are bounded; no duration is
@@ -75,6 +76,13 @@ class SlowClients {
 
 class HostileClients : public ::testing::Test {
  protected:
+  void SetUp() override {
+    if (kPg && (env("IDEM_TEST_PG_URI") == nullptr || env("IDEM_TEST_REDIS_URI") == nullptr)) {
+      GTEST_SKIP()
+          << "IDEM_TEST_PG_URI and IDEM_TEST_REDIS_URI are not set (scripts/test sets them)";
+    }
+  }
+
   // A client of its own, as another user of the service would have; bounded waits.
   std::unique_ptr<httplib::Client> client(int port) {
     auto c = std::make_unique<httplib::Client>("127.0.0.1", port);
@@ -300,7 +308,7 @@ TEST(HttpPaymentsCommandLine, BadArgumentsAreUsageErrors) {
       ::dup2(err[1], STDERR_FILENO);
       ::close(err[0]);
       ::close(err[1]);
-      std::vector<std::string> all{IDEM_HTTP_PAYMENTS_SERVER};
+      std::vector<std::string> all{server_binary()};
       all.insert(all.end(), args.begin(), args.end());
       std::vector<char*> argv;
       for (auto& a : all) argv.push_back(a.data());

@@ -21,6 +21,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #ifndef IDEM_HTTP_PAYMENTS_SERVER
@@ -36,10 +37,14 @@ inline const char* env(const char* name) {
   return v != nullptr && *v != '\0' ? v : nullptr;
 }
 
+// PostgreSQL + Redis when built with IDEM_HTTP_TEST_PG, or when IDEM_HTTP_TEST_BACKING is "pg"
+// (ctest runs the SQLite-built hostile-client tests so against http_payments_async, which
+// serves PostgreSQL only).
 #ifdef IDEM_HTTP_TEST_PG
-constexpr bool kPg = true;
+inline const bool kPg = true;
 #else
-constexpr bool kPg = false;
+inline const bool kPg = env("IDEM_HTTP_TEST_BACKING") != nullptr &&
+                        std::string_view(env("IDEM_HTTP_TEST_BACKING")) == "pg";
 #endif
 
 // Where one test's data lives: a SQLite file, or table and key prefixes on the shared servers.
