@@ -87,9 +87,9 @@ std::optional<Refusal> refusal_for(const error_code& ec, bool expired, const Tra
                        std::to_string(s.request_timeout.count()) + " ms"};
   }
   if (ec == http::error::header_limit) {
-    return Refusal{431, "Request Header Fields Too Large", "head_too_large",
-                   "the request line and headers exceed " + std::to_string(s.head_limit) +
-                       " bytes"};
+    return Refusal{
+        431, "Request Header Fields Too Large", "head_too_large",
+        "the request line and headers exceed " + std::to_string(s.head_limit) + " bytes"};
   }
   if (ec == http::error::body_limit) {
     return Refusal{413, "Payload Too Large", "body_too_large",
@@ -133,10 +133,9 @@ HttpRequest to_request(http::request<http::string_body>&& req) {
 }
 
 HttpResponse handler_failed(const char* what) {
-  return HttpResponse{
-      500,
-      {{"Content-Type", "application/problem+json"}},
-      payments::problem_body(500, "handler_failed", "Request failed", what)};
+  return HttpResponse{500,
+                      {{"Content-Type", "application/problem+json"}},
+                      payments::problem_body(500, "handler_failed", "Request failed", what)};
 }
 
 }  // namespace
@@ -237,7 +236,8 @@ net::awaitable<void> HttpServer::Impl::serve(std::shared_ptr<Connection> c) {
     }
     c->deadline.cancel();
     if (head_ec) {
-      if (std::optional<Refusal> r = refusal_for(head_ec, c->expired, s)) co_await refuse(*c, s, *r);
+      if (std::optional<Refusal> r = refusal_for(head_ec, c->expired, s))
+        co_await refuse(*c, s, *r);
       co_return;
     }
 

@@ -110,11 +110,16 @@ class PaymentRows {
            "p_event TEXT) RETURNS TABLE (paid_id TEXT, paid_amount BIGINT, paid_currency TEXT) "
            "LANGUAGE plpgsql AS $fn$ BEGIN "
            "PERFORM pg_advisory_xact_lock(hashtextextended(p_principal || ':' || p_key, 0)); "
-           "RETURN QUERY SELECT p.id, p.amount, p.currency FROM " + payments_ +
+           "RETURN QUERY SELECT p.id, p.amount, p.currency FROM " +
+           payments_ +
            " p WHERE p.principal = p_principal AND p.idempotency_key = p_key LIMIT 1; "
            "IF FOUND THEN RETURN; END IF; "
-           "INSERT INTO " + payments_ + " VALUES (p_id, p_principal, p_key, p_amount, p_currency); "
-           "INSERT INTO " + outbox_ + " VALUES (p_id, p_event); "
+           "INSERT INTO " +
+           payments_ +
+           " VALUES (p_id, p_principal, p_key, p_amount, p_currency); "
+           "INSERT INTO " +
+           outbox_ +
+           " VALUES (p_id, p_event); "
            "RETURN QUERY SELECT p_id, p_amount, p_currency; "
            "END $fn$");
     w.commit();

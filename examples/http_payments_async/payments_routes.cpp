@@ -34,10 +34,9 @@ HttpResponse json_response(int status, std::string body) {
 }
 
 HttpResponse problem(int status, std::string_view type, std::string title, std::string detail) {
-  return HttpResponse{
-      status,
-      {{"Content-Type", std::string(idem::http::kProblemContentType)}},
-      payments::problem_body(status, type, std::move(title), std::move(detail))};
+  return HttpResponse{status,
+                      {{"Content-Type", std::string(idem::http::kProblemContentType)}},
+                      payments::problem_body(status, type, std::move(title), std::move(detail))};
 }
 
 HttpResponse refused(const payments::Refusal& r) {
@@ -52,16 +51,18 @@ HttpResponse refused(const payments::Refusal& r) {
 // again, which replays the payment if it was recorded). A payment is its stored answer:
 // status, Location, Content-Type and body, marked Idempotent-Replayed on a repeat.
 HttpResponse answer(const idem::Outcome<StoredResponse>& out, bool replayed) {
-  if (auto p = idem::http::problem_for(out, {.type_base = std::string(payments::kProblemTypeBase)})) {
-    HttpResponse res{p->status, {{"Content-Type", std::string(idem::http::kProblemContentType)}},
-                     p->body};
+  if (auto p =
+          idem::http::problem_for(out, {.type_base = std::string(payments::kProblemTypeBase)})) {
+    HttpResponse res{
+        p->status, {{"Content-Type", std::string(idem::http::kProblemContentType)}}, p->body};
     if (p->retry_after) res.headers.emplace_back("Retry-After", std::to_string(*p->retry_after));
     return res;
   }
   const StoredResponse& stored = out.value();
   HttpResponse res{stored.status, {}, stored.body};
   for (const auto& [name, value] : stored.headers) {
-    if (!idem::http::equals_ignoring_case(name, "Content-Type")) res.headers.emplace_back(name, value);
+    if (!idem::http::equals_ignoring_case(name, "Content-Type"))
+      res.headers.emplace_back(name, value);
   }
   const std::string_view type = stored.header("Content-Type");
   res.headers.emplace_back("Content-Type",
@@ -99,8 +100,9 @@ class PaymentsRoutes::Impl {
   Impl(const net::any_io_executor& executor, const payments::Config& config)
       : config_(config),
         rows_(executor, config.pg_uri, config.prefix),
-        records_(executor, idem::AsyncPostgresStoreOptions{.uri = config.pg_uri,
-                                                           .table_prefix = config.prefix + "idem_"}),
+        records_(executor,
+                 idem::AsyncPostgresStoreOptions{.uri = config.pg_uri,
+                                                 .table_prefix = config.prefix + "idem_"}),
         record_guard_(records_, idem::Options{.scope = "payments", .lease = config.gateway_lease}),
         token_calls_(tokens_),
         token_guard_(token_calls_, tokens_.options()) {}
@@ -150,8 +152,8 @@ class PaymentsRoutes::Impl {
   // (for any key) it replays what it paid. Without one, the record's guard alone.
   net::awaitable<HttpResponse> post_payment(const HttpRequest& req) {
     std::variant<payments::PaymentRequest, payments::Refusal> checked =
-        payments::check_payment_request(req.header("Authorization"),
-                                        req.header("Idempotency-Key"), req.body);
+        payments::check_payment_request(req.header("Authorization"), req.header("Idempotency-Key"),
+                                        req.body);
     if (const auto* r = std::get_if<payments::Refusal>(&checked)) co_return refused(*r);
     const payments::PaymentRequest p = std::move(std::get<payments::PaymentRequest>(checked));
     const std::string token(req.header("Payment-Token"));
