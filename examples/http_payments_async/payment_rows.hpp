@@ -46,7 +46,13 @@ class PaymentRows {
     pipeline_ = std::make_shared<idem::pgasync::PgPipeline>(
         executor, std::move(s), [](idem::pgasync::PgPipeline& p) { p.open(); });
   }
-  ~PaymentRows() { pipeline_->close(); }
+  ~PaymentRows() {
+    try {
+      pipeline_->close();
+    } catch (...) {
+      // Out of memory for the message: the connection closes with the pipeline.
+    }
+  }
   PaymentRows(const PaymentRows&) = delete;
   PaymentRows& operator=(const PaymentRows&) = delete;
 
