@@ -286,6 +286,31 @@ TEST_F(HostileClients, ConnectionsOverTheBoundAreAnswered503AndOthersServedOnceS
   EXPECT_EQ(status, 200) << "no connection taken after four closed";
 }
 
+// SIGTERM stops the server gracefully: a payment in its handler when the signal comes is
+// answered, and the process exits 0. (http_payments_async only; http_payments keeps the
+// signal's default action.) The payment goes out on a connection the server has already
+// answered once, so it is in hand well before the signal, whatever the machine's load.
+TEST_F(HostileClients, SigtermAnswersThePaymentInHandAndExitsZero) {
+  Server server(backing, {"--delay-ms", "3000"});
+  RawSocket s(server.port());
+  ASSERT_TRUE(s.send("GET /health HTTP/1.1\r\nHost: test\r\n\r\n"));
+  const std::string health = s.receive(10s, "}");
+  ASSERT_EQ(health.rfind("HTTP/1.1 200", 0), 0u) << health;
+  ASSERT_TRUE(
+      s.send("POST /payments HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer alice\r\n"
+             "Idempotency-Key: k-term\r\nContent-Length: " +
+             std::to_string(kPayment.size()) + "\r\n\r\n" + kPayment));
+  std::this_thread::sleep_for(1s);  // the payment waits out its handler's 3 s
+  const int status = server.stop(SIGTERM);
+  const std::string paid = s.receive(10s, "}");
+  EXPECT_EQ(paid.rfind("HTTP/1.1 201", 0), 0u) << paid.substr(0, 200);
+  EXPECT_NE(paid.find("Connection: close"), std::string::npos) << paid.substr(0, 200);
+  ASSERT_TRUE(WIFEXITED(status)) << "ended by signal "
+                                 << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(backing.payments(), 1);
+}
+
 // A wrong argument is a usage error (exit 2, naming the option), never an abort.
 TEST(HttpPaymentsCommandLine, BadArgumentsAreUsageErrors) {
   const std::vector<std::vector<std::string>> cases{{"--port", "abc"},

@@ -148,12 +148,14 @@ class Server {
 
   int port() const { return port_; }
   pid_t pid() const { return pid_; }
-  void stop(int sig) {
-    if (pid_ <= 0) return;
+  // Sends `sig` and waits for the process; its wait status (-1 if it was stopped already).
+  int stop(int sig) {
+    if (pid_ <= 0) return -1;
     ::kill(pid_, sig);
     int status = 0;
     ::waitpid(pid_, &status, 0);
     pid_ = -1;
+    return status;
   }
 
  private:
