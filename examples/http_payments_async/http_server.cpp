@@ -54,20 +54,28 @@ struct Connection {
   // The request deadline. Beast's own expiry closes the socket, which would leave no way to
   // answer 408; this timer cancels the read instead, and the 408 goes out on the open socket.
   net::steady_timer deadline;
-  bool idle = false;     // waiting for a request's first byte
-  bool expired = false;  // the request deadline passed
+  std::uint64_t deadline_armed = 0;  // which arming a firing timer belongs to
+  bool idle = false;                 // waiting for a request's first byte
+  bool expired = false;              // the request deadline passed
 };
 
 void arm_deadline(const std::shared_ptr<Connection>& c, std::chrono::milliseconds d) {
   c->expired = false;
+  const std::uint64_t armed = ++c->deadline_armed;
   c->deadline.expires_after(d);
-  c->deadline.async_wait([weak = std::weak_ptr<Connection>(c)](const error_code& ec) {
-    if (ec) return;  // disarmed
-    if (std::shared_ptr<Connection> c = weak.lock()) {
-      c->expired = true;
-      c->stream.cancel();
-    }
+  c->deadline.async_wait([weak = std::weak_ptr<Connection>(c), armed](const error_code& ec) {
+    std::shared_ptr<Connection> c = weak.lock();
+    // A timer that expired just as it was disarmed still completes without an error: only the
+    // current arming may cancel the connection's operations (else it would cut the answer).
+    if (ec || !c || c->deadline_armed != armed) return;
+    c->expired = true;
+    c->stream.cancel();
   });
+}
+
+void disarm_deadline(Connection& c) {
+  ++c.deadline_armed;
+  c.deadline.cancel();
 }
 
 // A refusal the server makes on its own, outside any route, and closes after.
@@ -234,7 +242,7 @@ net::awaitable<void> HttpServer::Impl::serve(std::shared_ptr<Connection> c) {
       auto [ec, n] = co_await http::async_read(c->stream, buffer, parser, use_tuple);
       head_ec = ec;
     }
-    c->deadline.cancel();
+    disarm_deadline(*c);
     if (head_ec) {
       if (std::optional<Refusal> r = refusal_for(head_ec, c->expired, s))
         co_await refuse(*c, s, *r);
