@@ -1,7 +1,5 @@
 #pragma once
-// RFC 9457 problem documents: every error the payments service answers, from a route or from the
-// transport, is application/problem+json with type urn:idem:problem:<name>, title, status and
-// detail (idem/http/problem.hpp writes the body).
+// Problem documents (problem_body.hpp) as cpp-httplib answers.
 
 #include <httplib.h>
 
@@ -9,20 +7,9 @@
 #include <string_view>
 #include <utility>
 
-#include "idem/http/problem.hpp"
+#include "problem_body.hpp"
 
 namespace payments {
-
-inline constexpr std::string_view kProblemTypeBase = "urn:idem:problem:";
-
-inline std::string problem_body(int status, std::string_view type, std::string title,
-                                std::string detail) {
-  return idem::http::problem_json({.type = std::string(kProblemTypeBase) + std::string(type),
-                                   .title = std::move(title),
-                                   .status = status,
-                                   .detail = std::move(detail),
-                                   .instance = {}});
-}
 
 inline void problem(httplib::Response& res, int status, std::string_view type, std::string title,
                     std::string detail) {

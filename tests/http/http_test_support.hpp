@@ -21,6 +21,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #ifndef IDEM_HTTP_PAYMENTS_SERVER
@@ -36,10 +37,14 @@ inline const char* env(const char* name) {
   return v != nullptr && *v != '\0' ? v : nullptr;
 }
 
+// PostgreSQL + Redis when built with IDEM_HTTP_TEST_PG, or when IDEM_HTTP_TEST_BACKING is "pg"
+// (ctest runs the SQLite-built hostile-client tests so against http_payments_async, which
+// serves PostgreSQL only).
 #ifdef IDEM_HTTP_TEST_PG
-constexpr bool kPg = true;
+inline const bool kPg = true;
 #else
-constexpr bool kPg = false;
+inline const bool kPg = env("IDEM_HTTP_TEST_BACKING") != nullptr &&
+                        std::string_view(env("IDEM_HTTP_TEST_BACKING")) == "pg";
 #endif
 
 // Where one test's data lives: a SQLite file, or table and key prefixes on the shared servers.
@@ -100,11 +105,18 @@ struct Backing {
   }
 };
 
+// The server binary: IDEM_HTTP_TEST_SERVER when set (ctest runs the PostgreSQL tests a second
+// time against http_payments_async this way), else the http_payments built with the test.
+inline std::string server_binary() {
+  const char* chosen = env("IDEM_HTTP_TEST_SERVER");
+  return chosen != nullptr ? chosen : IDEM_HTTP_PAYMENTS_SERVER;
+}
+
 // The server as a child process; the first stdout line names its port.
 class Server {
  public:
   Server(const Backing& backing, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args{IDEM_HTTP_PAYMENTS_SERVER, "--port", "0"};
+    std::vector<std::string> args{server_binary(), "--port", "0"};
     for (auto& a : backing.args()) args.push_back(a);
     for (auto& a : extra) args.push_back(a);
     int out[2];
@@ -125,7 +137,7 @@ class Server {
     char line[256] = {};
     if (std::fgets(line, sizeof line, f) == nullptr) {
       std::fclose(f);
-      throw std::runtime_error("http_payments did not start");
+      throw std::runtime_error(server_binary() + " did not start");
     }
     std::fclose(f);
     const std::string s(line);
@@ -136,12 +148,14 @@ class Server {
 
   int port() const { return port_; }
   pid_t pid() const { return pid_; }
-  void stop(int sig) {
-    if (pid_ <= 0) return;
+  // Sends `sig` and waits for the process; its wait status (-1 if it was stopped already).
+  int stop(int sig) {
+    if (pid_ <= 0) return -1;
     ::kill(pid_, sig);
     int status = 0;
     ::waitpid(pid_, &status, 0);
     pid_ = -1;
+    return status;
   }
 
  private:

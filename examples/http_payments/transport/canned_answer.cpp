@@ -2,7 +2,7 @@
 
 #include <sys/socket.h>
 
-#include "problem_json.hpp"
+#include "problem_body.hpp"
 
 namespace transport {
 
