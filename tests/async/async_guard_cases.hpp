@@ -439,6 +439,125 @@ TYPED_TEST_P(AsyncGuardCases, ManyCoroutinesOnSeveralThreadsRunEachKeyOnce) {
   }
 }
 
+// ---- The two-phase form: async_begin, then async_commit or async_fail ------------------------
+
+TYPED_TEST_P(AsyncGuardCases, TwoPhaseCommitRecordsAndRepeatsReplay) {
+  if (!this->ready()) return;
+  AsyncGuard guard{this->store(), Options{.scope = "two-phase"}};
+  auto attempt = this->run(guard.template async_begin<int>("k", "pay 10"));
+  ASSERT_TRUE(attempt.acquired());
+  EXPECT_GT(attempt.fence(), 0U);
+  EXPECT_THROW((void)attempt.outcome(), std::logic_error);
+
+  auto second = this->run(guard.template async_begin<int>("k", "pay 10"));
+  ASSERT_FALSE(second.acquired()) << "the key is held";
+  EXPECT_EQ(second.outcome().error(), errc::in_progress);
+  EXPECT_GT(second.retry_after(), 0ms);
+
+  auto out = this->run(attempt.async_commit(7));
+  ASSERT_TRUE(out) << out.message();
+  EXPECT_TRUE(out.recorded());
+  EXPECT_EQ(out.value(), 7);
+  EXPECT_FALSE(attempt.acquired());
+  EXPECT_THROW((void)attempt.async_commit(8), std::logic_error);
+
+  auto again = this->run(guard.template async_begin<int>("k", "pay 10"));
+  ASSERT_FALSE(again.acquired());
+  ASSERT_TRUE(again.outcome()) << again.outcome().message();
+  EXPECT_TRUE(again.outcome().replayed());
+  EXPECT_EQ(again.outcome().value(), 7);
+  auto other = this->run(guard.template async_begin<int>("k", "pay 11"));
+  EXPECT_EQ(other.outcome().error(), errc::payload_mismatch);
+  auto bad = this->run(guard.template async_begin<void>(""));
+  EXPECT_EQ(bad.outcome().error(), errc::key_invalid);
+}
+
+TYPED_TEST_P(AsyncGuardCases, TwoPhaseFailReleasesTheKeyOrRemembersTheFailure) {
+  if (!this->ready()) return;
+  AsyncGuard guard{this->store(), Options{.scope = "two-phase-fail"}};
+  auto attempt = this->run(guard.template async_begin<void>("k"));
+  ASSERT_TRUE(attempt.acquired());
+  this->run(attempt.async_fail("card declined"));
+  EXPECT_FALSE(attempt.acquired());
+  auto retry = this->run(guard.template async_begin<void>("k"));
+  ASSERT_TRUE(retry.acquired()) << "a failure released the key";
+  EXPECT_TRUE(this->run(retry.async_commit()).recorded());
+
+  AsyncGuard remembering{this->store(),
+                         Options{.scope = "two-phase-remember", .remember_failures = true}};
+  auto failing = this->run(remembering.template async_begin<int>("k"));
+  ASSERT_TRUE(failing.acquired());
+  this->run(failing.async_fail("card declined"));
+  auto repeat = this->run(remembering.template async_begin<int>("k"));
+  ASSERT_FALSE(repeat.acquired()) << "the failure was recorded";
+  EXPECT_EQ(repeat.outcome().error(), errc::handler_failed);
+  EXPECT_NE(repeat.outcome().message().find("card declined"), std::string::npos)
+      << repeat.outcome().message();
+}
+
+TYPED_TEST_P(AsyncGuardCases, ADroppedAttemptIsSettledInTheBackground) {
+  if (!this->ready()) return;
+  SlowStore slow(this->store());
+  AsyncGuard guard{slow, Options{.scope = "two-phase-dropped"}};
+  {
+    auto dropped = this->run(guard.template async_begin<int>("k"));
+    ASSERT_TRUE(dropped.acquired());
+  }
+  auto next = this->run(guard.template async_begin<int>("k"));
+  EXPECT_TRUE(next.acquired()) << "the dropped attempt released the key";
+  EXPECT_EQ(slow.aborts.load(), 1);
+  EXPECT_TRUE(this->run(next.async_commit(1)).recorded());
+
+  AsyncGuard remembering{slow,
+                         Options{.scope = "two-phase-dropped-remember", .remember_failures = true}};
+  { auto dropped = this->run(remembering.template async_begin<int>("k")); }
+  auto repeat = this->run(remembering.template async_begin<int>("k"));
+  ASSERT_FALSE(repeat.acquired());
+  EXPECT_EQ(repeat.outcome().error(), errc::handler_failed);
+  EXPECT_NE(repeat.outcome().message().find("dropped"), std::string::npos)
+      << repeat.outcome().message();
+}
+
+TYPED_TEST_P(AsyncGuardCases, ACancelledBeginReleasesWhatItsClaimTook) {
+  if (!this->ready()) return;
+  SlowStore slow(this->store());
+  AsyncGuard guard{slow, Options{.scope = "two-phase-cancel-claim"}};
+  slow.claim_delay = 100ms;
+  Spawned<AsyncAttempt<int, SlowStore<typename TypeParam::Store>>> call;
+  net::cancellation_signal signal;
+  spawn_cancellable(this->io(), guard.template async_begin<int>("k"), signal, call);
+  net::steady_timer at(this->io(), 20ms);
+  at.async_wait([&](auto) { signal.emit(net::cancellation_type::terminal); });
+  this->run_until([&] { return call.done; });
+  EXPECT_TRUE(call.aborted());
+  EXPECT_EQ(slow.aborts.load(), 1) << "the claim completed and its key was released";
+  slow.claim_delay = 0ms;
+  auto next = this->run(guard.template async_begin<int>("k"));
+  EXPECT_TRUE(next.acquired());
+  EXPECT_TRUE(this->run(next.async_commit(2)).recorded());
+}
+
+TYPED_TEST_P(AsyncGuardCases, ATwoPhaseCommitFinishesWhenItsCallerIsCancelled) {
+  if (!this->ready()) return;
+  SlowStore slow(this->store());
+  AsyncGuard guard{slow, Options{.scope = "two-phase-cancel-commit"}};
+  auto attempt = this->run(guard.template async_begin<int>("k"));
+  ASSERT_TRUE(attempt.acquired());
+  slow.commit_delay = 100ms;
+  Spawned<Outcome<int>> call;
+  net::cancellation_signal signal;
+  spawn_cancellable(this->io(), attempt.async_commit(5), signal, call);
+  net::steady_timer at(this->io(), 20ms);
+  at.async_wait([&](auto) { signal.emit(net::cancellation_type::terminal); });
+  this->run_until([&] { return call.done; });
+  ASSERT_TRUE(call.value.has_value()) << "the work happened: its result is committed";
+  EXPECT_TRUE(call.value->recorded());
+  slow.commit_delay = 0ms;
+  auto replay = this->run(guard.template async_begin<int>("k"));
+  ASSERT_FALSE(replay.acquired());
+  EXPECT_EQ(replay.outcome().value(), 5);
+}
+
 REGISTER_TYPED_TEST_SUITE_P(
     AsyncGuardCases, FreshKeyRunsOnceAndRepeatsReplay, PlainAndVoidHandlersAreStoredResults,
     AnotherPayloadIsAMismatchAndABadKeyIsRefused, AThrowingHandlerLeavesTheKeyToARetry,
@@ -448,6 +567,8 @@ REGISTER_TYPED_TEST_SUITE_P(
     ACancelledHandlerReleasesItsKey, ACancelledHandlerIsRememberedUnderRememberFailures,
     ACancelDuringTheClaimReleasesWhatTheClaimTook, ACancelDuringAClaimThatFindsAReplayEndsTheCall,
     ACancelDuringTheCommitStillRecordsTheResult, ACancelDuringACommitRetryPauseStillRetries,
-    ManyCoroutinesOnSeveralThreadsRunEachKeyOnce);
+    ManyCoroutinesOnSeveralThreadsRunEachKeyOnce, TwoPhaseCommitRecordsAndRepeatsReplay,
+    TwoPhaseFailReleasesTheKeyOrRemembersTheFailure, ADroppedAttemptIsSettledInTheBackground,
+    ACancelledBeginReleasesWhatItsClaimTook, ATwoPhaseCommitFinishesWhenItsCallerIsCancelled);
 
 }  // namespace idem::testing

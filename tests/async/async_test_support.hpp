@@ -58,6 +58,13 @@ class IoRunner {
         [&] { return result.wait_for(std::chrono::seconds{0}) == std::future_status::ready; });
     return *result.get();
   }
+  void run(net::awaitable<void> task) {
+    auto wrapped = [](net::awaitable<void> t) -> net::awaitable<bool> {
+      co_await std::move(t);
+      co_return true;
+    };
+    (void)run(wrapped(std::move(task)));
+  }
   template <class Done>
   void run_until(Done done) {
     while (!done()) io_.run_one_for(std::chrono::milliseconds{5});
@@ -113,7 +120,7 @@ void spawn_cancellable(net::io_context& io, net::awaitable<T> task,
       net::bind_cancellation_slot(signal.slot(), [&out](std::exception_ptr e, std::optional<T> v) {
         out.done = true;
         out.error = e;
-        out.value = std::move(v);
+        if (v) out.value.emplace(std::move(*v));  // emplace: T need not be assignable
       }));
 }
 

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "idem/asio/async_attempt.hpp"
 #include "idem/asio/async_store.hpp"
 #include "idem/asio/detail/async_engine.hpp"
 #include "idem/codec.hpp"
@@ -84,6 +85,25 @@ class AsyncGuard {
   template <class Fn>
   [[nodiscard]] auto async_execute(const Key& key, Fn fn) {
     return async_execute(key, std::string_view{}, std::move(fn));
+  }
+
+  /// The two-phase form (docs/async.md, Two phases): claims `key`, and returns the key's answer
+  /// or a hold on it, which the caller settles with `co_await attempt.async_commit(value)` or
+  /// `async_fail(message)`. `T` is the result type (void allowed). A key the guard rejects is
+  /// answered key_invalid without a store call. The key and the payload are read before this
+  /// returns. Cancelled while its claim is in flight: a key it acquired is settled and
+  /// operation_aborted is thrown, as for async_execute.
+  template <class T>
+  [[nodiscard]] boost::asio::awaitable<AsyncAttempt<T, S>> async_begin(
+      const Key& key, std::string_view payload = {}) {
+    static_assert(std::is_void_v<T> || Codable<T>,
+                  "idem: the result type has no idem::codec<T>; specialise idem::codec for it "
+                  "(see idem/codec.hpp)");
+    detail::AsyncTarget<S> target(store_, options_, key, options_.hash(payload));
+    if (Failure bad = detail::validate_key(options_, key, policy_.store_name); bad.code) {
+      return detail::async_begin_refused<T>(policy_, std::move(target), std::move(bad));
+    }
+    return detail::async_begin_on<T>(policy_, std::move(target));
   }
 
   const Options& options() const noexcept { return options_; }

@@ -183,6 +183,17 @@ boost::asio::awaitable<Result<Claim>> async_wait_for_holder(const Policy& policy
   }
 }
 
+/// After the first claim of claim_or_wait: true when it ends the claim step (a failure, a
+/// refusal, or an answer: acquired, completed, failed); false when a live holder has the key and
+/// the caller goes on in async_wait_for_holder.
+template <class S>
+bool first_claim_ends(const Policy& policy, AsyncTarget<S>& target, Result<Claim>& claimed) {
+  if (claim_refused(policy, target, claimed)) return true;
+  if (claimed->status == ClaimStatus::in_progress) return false;
+  claim_answered(policy, target);
+  return true;
+}
+
 /// commit_with_retry, pausing on a timer. A cancellation does not stop it: the handler's work
 /// happened, so its result is committed (a cancelled pause only makes the next try sooner).
 template <class S>
@@ -283,12 +294,8 @@ boost::asio::awaitable<Outcome<R>> async_execute_steps(const Policy& policy, Asy
   const ClaimRequest request = target.request();
   begin_call(policy, target);
   Result<Claim> claimed = co_await target.store().async_claim(request);
-  if (!claim_refused(policy, target, claimed)) {
-    if (claimed->status == ClaimStatus::in_progress) {
-      claimed = co_await async_wait_for_holder(policy, target, request, std::move(claimed).value());
-    } else {
-      claim_answered(policy, target);
-    }
+  if (!first_claim_ends(policy, target, claimed)) {
+    claimed = co_await async_wait_for_holder(policy, target, request, std::move(claimed).value());
   }
   const bool acquired = claimed && claimed->status == ClaimStatus::acquired;
   if (cancelled(co_await boost::asio::this_coro::cancellation_state)) {
@@ -369,6 +376,35 @@ boost::asio::awaitable<Outcome<R>> async_execute_on(const Policy& policy, AsyncT
   co_await boost::asio::this_coro::throw_if_cancelled(caller_throws);
   if (failed) std::rethrow_exception(failed);
   co_return std::move(*out);
+}
+
+/// Runs `inner` to its end whatever the caller's cancellation (the engine's steps look at it
+/// themselves), restoring the caller's throw_if_cancelled before it returns or throws: for the
+/// steps that settle a key, which must finish once begun.
+template <class R>
+boost::asio::awaitable<R> uncancelled(boost::asio::awaitable<R> inner) {
+  const bool caller_throws = co_await boost::asio::this_coro::throw_if_cancelled();
+  co_await boost::asio::this_coro::throw_if_cancelled(false);
+  std::exception_ptr failed;
+  if constexpr (std::is_void_v<R>) {
+    try {
+      co_await std::move(inner);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    co_await boost::asio::this_coro::throw_if_cancelled(caller_throws);
+    if (failed) std::rethrow_exception(failed);
+  } else {
+    std::optional<R> out;
+    try {
+      out.emplace(co_await std::move(inner));
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    co_await boost::asio::this_coro::throw_if_cancelled(caller_throws);
+    if (failed) std::rethrow_exception(failed);
+    co_return std::move(*out);
+  }
 }
 
 template <class R>
