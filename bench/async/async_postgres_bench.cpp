@@ -146,10 +146,9 @@ void BM_Async_Postgres_Fresh(benchmark::State& state) {
   ServerCheck check;
   const int in_flight = static_cast<int>(state.range(0));
   while (state.KeepRunningBatch(in_flight * kPerCaller)) {
-    const bool ok = run_batch(io, in_flight, [&](int, int) -> net::awaitable<bool> {
-      auto out = co_await g.guard.async_execute(next_id("f"), kPayload, handler);
-      co_return out.recorded();
-    });
+    const bool ok = run_guard_batch(
+        io, in_flight, [&] { return g.guard.async_execute(next_id("f"), kPayload, handler); },
+        [](const auto& out) { return out.recorded(); });
     if (!ok) {
       state.SkipWithError("a fresh call was not recorded");
       return;
@@ -170,10 +169,10 @@ void BM_Async_Postgres_Replay(benchmark::State& state) {
   const int in_flight = static_cast<int>(state.range(0));
   int next = 0;
   while (state.KeepRunningBatch(in_flight * kPerCaller)) {
-    const bool ok = run_batch(io, in_flight, [&](int, int) -> net::awaitable<bool> {
-      auto out = co_await g.guard.async_execute(replay_id(next++ % kReplayKeys), kPayload, handler);
-      co_return out.replayed();
-    });
+    const bool ok = run_guard_batch(
+        io, in_flight,
+        [&] { return g.guard.async_execute(replay_id(next++ % kReplayKeys), kPayload, handler); },
+        [](const auto& out) { return out.replayed(); });
     if (!ok) {
       state.SkipWithError("a call was not a replay");
       return;
