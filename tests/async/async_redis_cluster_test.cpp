@@ -2,8 +2,9 @@
 // starts one): the guard's cases and the record-store conformance kit through the async path,
 // keys spread over every primary on one connection per node, records shared with a RedisStore
 // on a cluster client; and, under change (the AsyncRedisClusterChange suite, run alone), an ASK
-// redirection during a slot migration and a reshard of live keys while coroutines on several
-// threads call them (MOVED), no key's handler run twice.
+// redirection during a slot migration, a reshard of live keys while coroutines on several
+// threads call them (MOVED), no key's handler run twice, and a stalled primary failing only its
+// own calls.
 
 #include <gtest/gtest.h>
 
@@ -11,7 +12,9 @@
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <csignal>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -423,6 +426,81 @@ TEST_F(AsyncRedisClusterChange, ReshardOfLiveKeysRunsEachKeyOnce) {
   }
   EXPECT_GT(ledger.calls.load(), static_cast<int>(ids.size()) * 4);
   EXPECT_GT(store.moved(), 0u);
+}
+
+// A primary stopped (SIGSTOP) for less than the cluster's node timeout, so that no failover
+// starts: a commit in flight to it fails with outcome_unknown after command_timeout and a claim
+// for its slots with store_unavailable at once (its connection is in backoff), while calls to
+// the other primaries go on; once it runs again, the commit's retry lands and the key replays.
+TEST_F(AsyncRedisClusterChange, AStalledPrimaryFailsOnlyItsOwnCallsThenRecovers) {
+  IoRunner runner;
+  AsyncRedisStoreOptions options = async_cluster_options(prefix_);
+  options.connection.command_timeout = 150ms;
+  options.reconnect_backoff = 300ms;
+  AsyncRedisStore store(runner.io().get_executor(), options);
+  // Two keys on one primary, one on another.
+  std::string held, other_same, elsewhere;
+  ClusterNode stalled;
+  for (int i = 0; held.empty() || other_same.empty() || elsewhere.empty(); ++i) {
+    const std::string id = "k" + std::to_string(i);
+    const ClusterNode owner = owner_of(key_slot(store.record_key(id)));
+    if (stalled.id.empty()) stalled = owner;
+    if (owner.id == stalled.id) {
+      if (held.empty()) {
+        held = id;
+      } else if (other_same.empty()) {
+        other_same = id;
+      }
+    } else if (elsewhere.empty()) {
+      elsewhere = id;
+    }
+  }
+  auto claim = [&](const std::string& key) {
+    return runner.run(store.async_claim(ClaimRequest{.key = key, .lease = 5s, .retention = 60s}));
+  };
+  Result<Claim> first = claim(held);
+  ASSERT_TRUE(first && first->status == ClaimStatus::acquired);
+  ASSERT_TRUE(claim(elsewhere));  // both connections open
+  const Ticket ticket{.key = held, .fence = first->fence};
+  const Completion done{.status = ClaimStatus::completed, .result = "r", .ttl = 60s};
+
+  const std::string port = stalled.address.substr(stalled.address.rfind(':') + 1);
+  const char* dir = std::getenv("IDEM_TEST_REDIS_CLUSTER_DIR");
+  ASSERT_NE(dir, nullptr) << "scripts/lib/cluster.sh exports IDEM_TEST_REDIS_CLUSTER_DIR";
+  std::string pid_text;
+  {
+    std::ifstream in(std::string(dir) + "/" + port + "/redis.pid");
+    in >> pid_text;
+  }
+  ASSERT_FALSE(pid_text.empty());
+  const pid_t node_pid = static_cast<pid_t>(std::stol(pid_text));
+  ASSERT_EQ(::kill(node_pid, SIGSTOP), 0);
+  const auto stopped_at = std::chrono::steady_clock::now();
+  Status commit = runner.run(store.async_commit(ticket, done));
+  const auto commit_took = std::chrono::steady_clock::now() - stopped_at;
+  const auto before_other = std::chrono::steady_clock::now();
+  Result<Claim> same = claim(other_same);
+  const auto same_took = std::chrono::steady_clock::now() - before_other;
+  Result<Claim> other = claim(elsewhere + "-2");
+  ASSERT_EQ(::kill(node_pid, SIGCONT), 0);
+  const auto stalled_for = std::chrono::steady_clock::now() - stopped_at;
+
+  ASSERT_FALSE(commit.ok());
+  EXPECT_EQ(commit.error(), errc::outcome_unknown) << commit.failure().message;
+  EXPECT_LT(commit_took, 900ms);
+  ASSERT_FALSE(same);
+  EXPECT_EQ(same.error(), errc::store_unavailable) << same.failure().message;
+  EXPECT_LT(same_took, options.reconnect_backoff);  // no wait for the backoff, nor a retry
+  EXPECT_TRUE(other) << other.failure().message;
+  EXPECT_LT(stalled_for, 1000ms) << "long enough for the cluster to start a failover";
+
+  // Running again, after the backoff: the commit's retry lands, and the key replays.
+  std::this_thread::sleep_for(options.reconnect_backoff * 2);
+  Status retried = runner.run(store.async_commit(ticket, done));
+  EXPECT_TRUE(retried.ok()) << retried.failure().message;
+  Result<Claim> replay = claim(held);
+  ASSERT_TRUE(replay);
+  EXPECT_EQ(replay->status, ClaimStatus::completed);
 }
 
 }  // namespace
