@@ -58,14 +58,14 @@ struct Request {
 
   // Cluster routing.
   std::uint16_t slot = 0;
-  int attempts = 0;            // sends so far
-  SteadyTime deadline{};       // give up after
-  std::uint64_t seen = 0;      // the slot map generation of the last send
-  Link* ask_to = nullptr;      // ASK: the next send goes there, after ASKING
-  bool asking = false;         // ASKING precedes the command on its link
-  bool waited_for_map = false; // waited once for a slot map that serves its slot
-  bool in_doubt = false;       // a try of a commit went out and its reply was lost
-  std::string last;            // why the last try did not answer, for the give-up message
+  int attempts = 0;             // sends so far
+  SteadyTime deadline{};        // give up after
+  std::uint64_t seen = 0;       // the slot map generation of the last send
+  Link* ask_to = nullptr;       // ASK: the next send goes there, after ASKING
+  bool asking = false;          // ASKING precedes the command on its link
+  bool waited_for_map = false;  // waited once for a slot map that serves its slot
+  bool in_doubt = false;        // a try of a commit went out and its reply was lost
+  std::string last;             // why the last try did not answer, for the give-up message
 
   virtual ~Request() = default;
   // `reply` is valid during the call only; null with `failure` set when none came.
@@ -127,7 +127,6 @@ Status decode_abort(const redisReply& r, std::string_view where) {
 Status decode_extend(const redisReply& r, std::string_view where) {
   return decode_fenced(r, where, "extend");
 }
-
 
 // One server's connection: opened on demand, multiplexing every call sent to it, dropped when it
 // fails or times out, and opened again after a backoff. Lives on the Impl's strand, as long as
@@ -378,13 +377,12 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
       for (const redis::SlotRange& range : *ranges) {
         Link* owner = &link_for(range.host, range.port);
         std::fill(map.owners.begin() + range.first, map.owners.begin() + range.last + 1, owner);
-        if (std::find(map.primaries.begin(), map.primaries.end(), owner) ==
-            map.primaries.end()) {
+        if (std::find(map.primaries.begin(), map.primaries.end(), owner) == map.primaries.end()) {
           map.primaries.push_back(owner);
         }
       }
-      map.served = static_cast<std::size_t>(std::count_if(
-          map.owners.begin(), map.owners.end(), [](Link* l) { return l != nullptr; }));
+      map.served = static_cast<std::size_t>(std::count_if(map.owners.begin(), map.owners.end(),
+                                                          [](Link* l) { return l != nullptr; }));
       // The first map that serves every slot wins; a node that has not caught up may answer
       // with an old map that leaves slots unserved, used only when no node has a complete one.
       if (map.served == redis::kSlots) {
@@ -553,7 +551,7 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
 
   // A cluster, on the strand.
   bool cluster_ = false;
-  std::string unusable_;                               // a configuration no call can succeed with
+  std::string unusable_;                                // a configuration no call can succeed with
   std::map<std::string, std::unique_ptr<Link>> links_;  // by "host:port", for the Impl's life
   std::vector<Link*> seeds_;
   std::vector<Link*> owners_;     // the slot map: by slot, null: not known; empty before a read
