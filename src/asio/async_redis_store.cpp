@@ -2,12 +2,9 @@
 // Redis Cluster, each call routed to its key slot's primary.
 //
 // Everything that touches a hiredis context, and the routing state, runs on one strand. A Link
-// is one server's connection: hiredis asks for read and write readiness through its event hooks
-// (Watcher); each call is one EVALSHA whose callback hands the reply, while it is valid, to the
-// Impl, which decodes it and posts the result to the caller's executor, or on a cluster follows
-// a redirection first. A link's watchdog drops its connection when the oldest call in flight has
-// waited command_timeout (replies come in order, so "no reply for that long while a call waits"
-// is exactly that), or when a connect takes longer than connect_timeout.
+// (redis_link.hpp) is one server's connection; each call is one EVALSHA whose reply the link
+// hands, while it is valid, to the Impl, which decodes it and posts the result to the caller's
+// executor, or on a cluster follows a redirection first.
 
 #include <fmt/format.h>
 #include <hiredis/async.h>
@@ -19,7 +16,6 @@
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/dispatch.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -36,41 +32,19 @@
 #include "idem/asio/redis_store.hpp"
 #include "lua_scripts.hpp"
 #include "node.hpp"
+#include "redis_link.hpp"
 #include "store_common.hpp"
 
 namespace idem {
 
 namespace net = boost::asio;
-using SteadyTime = std::chrono::steady_clock::time_point;
+using redis_async::Link;
+using redis_async::Request;
+using redis_async::SteadyTime;
+using redis_async::text;
+using redis_async::unavailable;
 
 namespace {
-
-class Link;
-
-// One call in flight: its arguments (kept for a resend as EVAL after NOSCRIPT, or to another
-// node) and how it ends.
-struct Request {
-  const redis::Script* script = nullptr;  // null: a plain command, `args` its whole argv
-  std::vector<std::string> args;          // KEYS[1], then ARGV
-  bool commit = false;                    // a reply lost after it went out is outcome_unknown
-  bool went_out = false;                  // queued on a connection that was up
-  bool reloaded = false;                  // already resent as EVAL after NOSCRIPT
-
-  // Cluster routing.
-  std::uint16_t slot = 0;
-  int attempts = 0;             // sends so far
-  SteadyTime deadline{};        // give up after
-  std::uint64_t seen = 0;       // the slot map generation of the last send
-  Link* ask_to = nullptr;       // ASK: the next send goes there, after ASKING
-  bool asking = false;          // ASKING precedes the command on its link
-  bool waited_for_map = false;  // waited once for a slot map that serves its slot
-  bool in_doubt = false;        // a try of a commit went out and its reply was lost
-  std::string last;             // why the last try did not answer, for the give-up message
-
-  virtual ~Request() = default;
-  // `reply` is valid during the call only; null with `failure` set when none came.
-  virtual void finish(const redisReply* reply, Failure failure, std::string_view where) = 0;
-};
 
 template <class T, class Handler>
 struct Op final : Request {
@@ -86,10 +60,6 @@ struct Op final : Request {
   Decode decode;
   Handler handler;
 };
-
-Failure unavailable(std::string message) {
-  return make_failure(errc::store_unavailable, std::move(message));
-}
 
 // The record scripts' error replies (WRONGTYPE, IDEM_CORRUPT, others), or nullopt.
 Result<Claim> decode_claim(const redisReply& reply, std::string_view where) {
@@ -128,120 +98,16 @@ Status decode_extend(const redisReply& r, std::string_view where) {
   return decode_fenced(r, where, "extend");
 }
 
-// One server's connection: opened on demand, multiplexing every call sent to it, dropped when it
-// fails or times out, and opened again after a backoff. Lives on the Impl's strand, as long as
-// the Impl.
-class Link {
- public:
-  Link(AsyncRedisStore::Impl& impl, redis::ConnectionOptions options);
-
-  // Sends `request` (after ASKING when request->asking); its reply or failure goes to the
-  // Impl's answered() or failed().
-  void submit(std::unique_ptr<Request> request);
-  // Ends the connection (its calls fail) and stops the watchdog; no connection opens after.
-  void close();
-
-  const std::string& where() const noexcept { return where_; }
-  const std::string& host() const noexcept { return options_.host; }
-
- private:
-  // hiredis's event hooks: read and write readiness of the connection's socket on the strand.
-  struct Watcher : std::enable_shared_from_this<Watcher> {
-    Watcher(const net::strand<net::any_io_executor>& strand, redisAsyncContext* context)
-        : ac(context), socket(strand, context->c.fd) {}
-
-    void arm(bool read) {
-      bool& armed = read ? read_armed : write_armed;
-      if (armed || ac == nullptr) return;
-      armed = true;
-      socket.async_wait(read ? net::posix::stream_descriptor::wait_read
-                             : net::posix::stream_descriptor::wait_write,
-                        [self = shared_from_this(), read](boost::system::error_code ec) {
-                          (read ? self->read_armed : self->write_armed) = false;
-                          if (ec || self->ac == nullptr) return;
-                          if (read ? !self->reading : !self->writing) return;
-                          if (read) {
-                            redisAsyncHandleRead(self->ac);
-                          } else {
-                            redisAsyncHandleWrite(self->ac);
-                          }
-                          // The context may be gone now (cleanup ran).
-                          if (self->ac != nullptr && (read ? self->reading : self->writing)) {
-                            self->arm(read);
-                          }
-                        });
-    }
-
-    static void add_read(void* p) {
-      auto* w = static_cast<Watcher*>(p);
-      w->reading = true;
-      w->arm(true);
-    }
-    static void del_read(void* p) { static_cast<Watcher*>(p)->reading = false; }
-    static void add_write(void* p) {
-      auto* w = static_cast<Watcher*>(p);
-      w->writing = true;
-      w->arm(false);
-    }
-    static void del_write(void* p) { static_cast<Watcher*>(p)->writing = false; }
-    // The context is being freed: hiredis closes the socket; stop watching it.
-    static void cleanup(void* p) {
-      auto* w = static_cast<Watcher*>(p);
-      w->ac = nullptr;
-      w->reading = w->writing = false;
-      boost::system::error_code ignored;
-      w->socket.cancel(ignored);
-      (void)w->socket.release();
-      w->keep.reset();  // the pending waits hold their own references
-    }
-
-    redisAsyncContext* ac;
-    net::posix::stream_descriptor socket;
-    bool reading = false, writing = false, read_armed = false, write_armed = false;
-    std::shared_ptr<Watcher> keep;  // the context's reference, until cleanup
-  };
-
-  void send(std::unique_ptr<Request> request, bool eval_source);
-  static void on_reply(redisAsyncContext* ac, void* r, void* privdata);
-  bool connect();
-  template <class Args>
-  void setup_command(const Args& args);
-  static void on_connect(const redisAsyncContext* ac, int status);
-  static void on_disconnect(const redisAsyncContext* ac, int);
-  void failed_attempt();
-  void drop(std::string why);
-  void arm_watchdog();
-
-  AsyncRedisStore::Impl& impl_;
-  redis::ConnectionOptions options_;
-  std::string where_;
-  net::steady_timer watchdog_;
-  bool watchdog_armed_ = false;
-  bool closed_ = false;
-
-  redisAsyncContext* context_ = nullptr;  // null: not connected
-  bool connected_ = false;                // the connect completed
-  std::size_t in_flight_ = 0;
-  SteadyTime last_progress_{};
-  SteadyTime connect_started_{};
-  SteadyTime next_connect_{};
-  std::chrono::milliseconds backoff_;
-  std::string last_error_;    // why the last connection failed or ended
-  std::string last_failure_;  // the failure of a call that found no connection
-  std::string drop_reason_;   // why this store dropped the connection
-};
-
-std::string_view text(const redisReply& r) { return {r.str, r.len}; }
-
 }  // namespace
 
-class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStore::Impl> {
+class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStore::Impl>,
+                              public redis_async::LinkOwner {
  public:
   Impl(const net::any_io_executor& executor, AsyncRedisStoreOptions options)
       : options_(std::move(options)), strand_(net::make_strand(executor)) {
     if (options_.max_attempts < 1) options_.max_attempts = 1;
     if (options_.cluster_seeds.empty()) {
-      single_ = std::make_unique<Link>(*this, options_.connection);
+      single_ = make_link(options_.connection);
       return;
     }
     // A cluster: the seeds are the first nodes the slot map is read from.
@@ -294,7 +160,7 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
   }
 
   // A reply came for `request` from `link` (NOSCRIPT already handled there).
-  void answered(Link& link, std::unique_ptr<Request> request, const redisReply& reply) {
+  void answered(Link& link, std::unique_ptr<Request> request, const redisReply& reply) override {
     if (!cluster_ || request->script == nullptr || reply.type != REDIS_REPLY_ERROR) {
       request->finish(&reply, {}, link.where());
       return;
@@ -339,7 +205,7 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
   }
 
   // No reply will come for `request` from `link`: it failed, timed out, or found no connection.
-  void failed(Link& link, std::unique_ptr<Request> request, Failure failure) {
+  void failed(Link& link, std::unique_ptr<Request> request, Failure failure) override {
     if (!cluster_ || request->script == nullptr) {
       request->finish(nullptr, std::move(failure), link.where());
       return;
@@ -398,15 +264,12 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
   std::uint64_t connections_opened() const noexcept {
     return opened_.load(std::memory_order_relaxed);
   }
-  void count_opened() noexcept { opened_.fetch_add(1, std::memory_order_relaxed); }
+  std::shared_ptr<void> keep_alive() override { return shared_from_this(); }
   std::uint64_t moved() const noexcept { return moved_.load(std::memory_order_relaxed); }
   std::uint64_t asked() const noexcept { return asked_.load(std::memory_order_relaxed); }
   std::uint64_t slot_map_reads() const noexcept {
     return installed_.load(std::memory_order_relaxed);
   }
-
-  const AsyncRedisStoreOptions& options() const noexcept { return options_; }
-  const net::strand<net::any_io_executor>& strand() const noexcept { return strand_; }
 
  private:
   // One node's CLUSTER SLOTS, by link.
@@ -540,9 +403,16 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
       redis::ConnectionOptions o = options_.connection;
       o.host = host;
       o.port = port;
-      it = links_.emplace(std::move(name), std::make_unique<Link>(*this, std::move(o))).first;
+      it = links_.emplace(std::move(name), make_link(std::move(o))).first;
     }
     return *it->second;
+  }
+
+  std::unique_ptr<Link> make_link(redis::ConnectionOptions o) {
+    return std::make_unique<Link>(
+        *this, strand_, std::move(o),
+        redis_async::LinkBackoff{options_.reconnect_backoff, options_.max_reconnect_backoff},
+        opened_);
   }
 
   AsyncRedisStoreOptions options_;
@@ -568,234 +438,6 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
   std::atomic<std::uint64_t> opened_{0};
   std::atomic<std::uint64_t> moved_{0}, asked_{0}, installed_{0};
 };
-
-namespace {
-
-Link::Link(AsyncRedisStore::Impl& impl, redis::ConnectionOptions options)
-    : impl_(impl),
-      options_(std::move(options)),
-      watchdog_(impl.strand()),
-      backoff_(impl.options().reconnect_backoff) {
-  where_ = options_.unix_socket.empty() ? redis::node_address(options_.host, options_.port)
-                                        : options_.unix_socket;
-}
-
-void Link::close() {
-  closed_ = true;
-  watchdog_.cancel();
-  drop("the store was closed");
-}
-
-void Link::submit(std::unique_ptr<Request> request) {
-  if (context_ == nullptr && !connect()) {
-    impl_.failed(*this, std::move(request), unavailable(last_failure_));
-    return;
-  }
-  send(std::move(request), /*eval_source=*/false);
-}
-
-// EVALSHA (or EVAL with the source, after NOSCRIPT; or a plain command) on the open context.
-void Link::send(std::unique_ptr<Request> request, bool eval_source) {
-  std::array<const char*, 16> argv{};
-  std::array<std::size_t, 16> lens{};
-  std::size_t n = 0;
-  auto put = [&](std::string_view s) {
-    argv[n] = s.data();
-    lens[n] = s.size();
-    ++n;
-  };
-  if (const redis::Script* script = request->script) {
-    put(eval_source ? std::string_view("EVAL") : std::string_view("EVALSHA"));
-    put(eval_source ? script->source : script->sha);
-    put("1");
-  }
-  for (const std::string& a : request->args) put(a);
-  if (request->asking) {
-    // ASK: the importing node runs the next command on this connection for a key it does not
-    // serve yet. Its reply is not read: the command's own reply tells.
-    std::array<const char*, 1> asking{"ASKING"};
-    std::array<std::size_t, 1> asking_len{6};
-    (void)redisAsyncCommandArgv(context_, nullptr, nullptr, 1, asking.data(), asking_len.data());
-  }
-  request->went_out = connected_;
-  Request* raw = request.release();
-  if (redisAsyncCommandArgv(context_, &Link::on_reply, raw, static_cast<int>(n), argv.data(),
-                            lens.data()) != REDIS_OK) {
-    impl_.failed(*this, std::unique_ptr<Request>(raw),
-                 unavailable(fmt::format("redis {}: the connection is closing", where_)));
-    return;
-  }
-  if (in_flight_++ == 0) last_progress_ = std::chrono::steady_clock::now();
-  arm_watchdog();
-}
-
-void Link::on_reply(redisAsyncContext* ac, void* r, void* privdata) {
-  auto* self = static_cast<Link*>(ac->data);
-  std::unique_ptr<Request> request(static_cast<Request*>(privdata));
-  auto* reply = static_cast<redisReply*>(r);
-  if (self->in_flight_ > 0) --self->in_flight_;
-  self->last_progress_ = std::chrono::steady_clock::now();
-  if (reply == nullptr) {
-    // The connection failed or was dropped: no reply will come.
-    std::string why = !self->drop_reason_.empty() ? self->drop_reason_
-                      : ac->err != 0              ? std::string(ac->errstr)
-                                                  : std::string("connection closed");
-    Failure failure = unavailable(fmt::format("redis {}: {}", self->where_, why));
-    if (request->commit && request->went_out) failure = redis::reply_lost(std::move(failure));
-    self->impl_.failed(*self, std::move(request), std::move(failure));
-    return;
-  }
-  if (request->script != nullptr && redis::is_error(*reply, "NOSCRIPT") && !request->reloaded &&
-      ac == self->context_) {
-    // The server lost its script cache (a restart, SCRIPT FLUSH): EVAL loads and runs it.
-    request->reloaded = true;
-    self->send(std::move(request), /*eval_source=*/true);
-    return;
-  }
-  self->impl_.answered(*self, std::move(request), *reply);
-}
-
-bool Link::connect() {
-  const auto now = std::chrono::steady_clock::now();
-  if (closed_) {
-    last_failure_ = fmt::format("redis {}: the store was closed", where_);
-    return false;
-  }
-  if (now < next_connect_) {
-    last_failure_ = fmt::format(
-        "redis {}: not connected ({}); the next attempt in {} ms", where_, last_error_,
-        std::chrono::duration_cast<std::chrono::milliseconds>(next_connect_ - now).count());
-    return false;
-  }
-  const redis::ConnectionOptions& c = options_;
-  redisAsyncContext* ac = c.unix_socket.empty() ? redisAsyncConnect(c.host.c_str(), c.port)
-                                                : redisAsyncConnectUnix(c.unix_socket.c_str());
-  if (ac == nullptr || ac->err != 0) {
-    last_error_ = ac != nullptr ? ac->errstr : "out of memory";
-    if (ac != nullptr) redisAsyncFree(ac);
-    failed_attempt();
-    last_failure_ = fmt::format("redis {}: cannot connect: {}", where_, last_error_);
-    return false;
-  }
-  impl_.count_opened();
-  auto watcher = std::make_shared<Watcher>(impl_.strand(), ac);
-  watcher->keep = watcher;
-  ac->data = this;
-  ac->ev.data = watcher.get();
-  ac->ev.addRead = &Watcher::add_read;
-  ac->ev.delRead = &Watcher::del_read;
-  ac->ev.addWrite = &Watcher::add_write;
-  ac->ev.delWrite = &Watcher::del_write;
-  ac->ev.cleanup = &Watcher::cleanup;
-  redisAsyncSetConnectCallback(ac, &Link::on_connect);
-  redisAsyncSetDisconnectCallback(ac, &Link::on_disconnect);
-  context_ = ac;
-  connected_ = false;
-  drop_reason_.clear();
-  connect_started_ = now;
-  // AUTH and SELECT go first on the connection; an error reply to either drops it.
-  if (!c.password.empty()) {
-    std::vector<std::string_view> auth{"AUTH"};
-    if (!c.user.empty()) auth.emplace_back(c.user);
-    auth.emplace_back(c.password);
-    setup_command(auth);
-  }
-  if (c.db != 0) {
-    const std::string db = std::to_string(c.db);
-    const std::array<std::string_view, 2> select{"SELECT", db};
-    setup_command(select);
-  }
-  arm_watchdog();
-  return true;
-}
-
-template <class Args>
-void Link::setup_command(const Args& args) {
-  std::vector<const char*> argv;
-  std::vector<std::size_t> lens;
-  for (std::string_view a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  redisAsyncCommandArgv(
-      context_,
-      [](redisAsyncContext* ac, void* r, void*) {
-        auto* self = static_cast<Link*>(ac->data);
-        auto* reply = static_cast<redisReply*>(r);
-        if (reply != nullptr && reply->type == REDIS_REPLY_ERROR && ac == self->context_) {
-          self->drop(fmt::format("connection setup refused: {}", text(*reply)));
-        }
-      },
-      nullptr, static_cast<int>(argv.size()), argv.data(), lens.data());
-}
-
-void Link::on_connect(const redisAsyncContext* ac, int status) {
-  auto* self = static_cast<Link*>(ac->data);
-  if (ac != self->context_) return;
-  if (status == REDIS_OK) {
-    self->connected_ = true;
-    self->backoff_ = self->impl_.options().reconnect_backoff;
-    return;
-  }
-  // hiredis frees the context after this; its calls end with no reply.
-  self->last_error_ = ac->errstr;
-  self->drop_reason_ = fmt::format("cannot connect: {}", ac->errstr);
-  self->context_ = nullptr;
-  self->connected_ = false;
-  self->failed_attempt();
-}
-
-void Link::on_disconnect(const redisAsyncContext* ac, int) {
-  auto* self = static_cast<Link*>(ac->data);
-  if (ac != self->context_) return;
-  self->last_error_ = ac->err != 0 ? ac->errstr : "connection closed";
-  self->context_ = nullptr;
-  self->connected_ = false;
-  self->failed_attempt();
-}
-
-// Starts the backoff before the next connection attempt.
-void Link::failed_attempt() {
-  next_connect_ = std::chrono::steady_clock::now() + backoff_;
-  backoff_ = std::min(backoff_ * 2, impl_.options().max_reconnect_backoff);
-}
-
-// Frees the context: hiredis ends every call on it with no reply, which reads `why`.
-void Link::drop(std::string why) {
-  redisAsyncContext* ac = std::exchange(context_, nullptr);
-  if (ac == nullptr) return;
-  last_error_ = why;
-  drop_reason_ = std::move(why);
-  connected_ = false;
-  failed_attempt();
-  redisAsyncFree(ac);
-}
-
-void Link::arm_watchdog() {
-  if (watchdog_armed_) return;
-  const auto& c = options_;
-  const auto period =
-      std::max(std::chrono::milliseconds{1}, std::min(c.command_timeout, c.connect_timeout) / 4);
-  watchdog_armed_ = true;
-  watchdog_.expires_after(period);
-  watchdog_.async_wait([self = impl_.shared_from_this(), this](boost::system::error_code ec) {
-    watchdog_armed_ = false;
-    if (ec || context_ == nullptr) return;
-    const auto now = std::chrono::steady_clock::now();
-    const auto& c = options_;
-    if (!connected_ && now - connect_started_ > c.connect_timeout) {
-      drop(fmt::format("connecting took more than {} ms", c.connect_timeout.count()));
-      return;
-    }
-    if (in_flight_ > 0 && now - last_progress_ > c.command_timeout) {
-      drop(fmt::format("no reply within {} ms", c.command_timeout.count()));
-      return;
-    }
-    if (in_flight_ > 0 || !connected_) arm_watchdog();
-  });
-}
-
-}  // namespace
 
 AsyncRedisStore::AsyncRedisStore(const net::any_io_executor& executor,
                                  AsyncRedisStoreOptions options)
