@@ -168,9 +168,10 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
     if (std::optional<redis::Redirect> to = redis::parse_redirect(reply)) {
       request->last = fmt::format("redis {}: {}", link.where(), text(reply));
       Link& next = link_for(to->host, to->port);
+      request->redirect_to = &next;
+      request->ask = to->ask;
       if (to->ask) {
-        asked_.fetch_add(1, std::memory_order_relaxed);
-        request->ask_to = &next;  // this call only; the slot is still the source node's
+        asked_.fetch_add(1, std::memory_order_relaxed);  // the slot stays the source node's
       } else {
         moved_.fetch_add(1, std::memory_order_relaxed);
         if (to->slot < owners_.size()) owners_[to->slot] = &next;
@@ -304,16 +305,16 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
     route(std::move(request));
   }
 
-  // Sends `request` to the node named by ASK, else its slot's owner; waits for a slot map first
-  // when none names one.
+  // Sends `request` to the node a redirection named, else its slot's owner; waits for a slot map
+  // first when none names one.
   void route(std::unique_ptr<Request> request) {
     if (request->attempts >= options_.max_attempts ||
         std::chrono::steady_clock::now() >= request->deadline) {
       give_up(std::move(request));
       return;
     }
-    Link* link = std::exchange(request->ask_to, nullptr);
-    request->asking = link != nullptr;
+    Link* link = std::exchange(request->redirect_to, nullptr);
+    request->asking = link != nullptr && std::exchange(request->ask, false);
     if (link == nullptr) link = owners_.empty() ? nullptr : owners_[request->slot];
     if (link == nullptr) {
       if (request->waited_for_map) {

@@ -50,7 +50,8 @@ struct Request {
   int attempts = 0;             // sends so far
   SteadyTime deadline{};        // give up after
   std::uint64_t seen = 0;       // the slot map generation of the last send
-  Link* ask_to = nullptr;       // ASK: the next send goes there, after ASKING
+  Link* redirect_to = nullptr;  // MOVED or ASK: the next send goes there
+  bool ask = false;             // ... and after ASKING (ASK)
   bool asking = false;          // ASKING precedes the command on its link
   bool waited_for_map = false;  // waited once for a slot map that serves its slot
   bool in_doubt = false;        // a try of a commit went out and its reply was lost
