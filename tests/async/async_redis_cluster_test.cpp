@@ -448,6 +448,69 @@ TEST_F(AsyncRedisClusterChange, ReshardOfLiveKeysRunsEachKeyOnce) {
   EXPECT_GT(store.moved(), 0u);
 }
 
+// A manual failover (CLUSTER FAILOVER on a replica) while 32 coroutines on two threads call keys
+// on every primary: the old primary answers MOVED to a node the map knew as a replica, the store
+// reads the whole map again, no call fails and each key's handler runs once.
+TEST_F(AsyncRedisClusterChange, AManualFailoverIsFollowedAndNoKeyRunsTwice) {
+  const std::vector<ClusterNode> primaries = serving_primaries();
+  ASSERT_GE(primaries.size(), 3u);
+  ClusterNode replica;  // of a primary that serves slots
+  for (const ClusterNode& n : cluster_nodes()) {
+    for (const ClusterNode& p : primaries) {
+      if (!n.primary && !n.failed && n.primary_id == p.id) replica = n;
+    }
+  }
+  ASSERT_FALSE(replica.id.empty()) << "no primary has a replica";
+  const std::string old_primary = replica.primary_id;
+  IoRunner runner;
+  AsyncRedisStore store(runner.io().get_executor(), async_cluster_options(prefix_));
+  AsyncGuard guard{store, Options{.scope = "failover", .in_progress = Wait{.timeout = 10s}}};
+  std::vector<std::string> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back("id-" + std::to_string(i));
+
+  Ledger ledger(ids.size());
+  std::atomic<bool> stop{false};
+  std::atomic<int> finished{0};
+  constexpr int kCoroutines = 32;
+  spawn_callers(runner.io(), guard, ids, ledger, stop, finished, kCoroutines);
+  std::thread second([&] { runner.run_until([&] { return finished.load() == kCoroutines; }); });
+  bool promoted = false;
+  std::thread mover([&] {
+    std::this_thread::sleep_for(200ms);
+    EXPECT_EQ(redis_string(*node_client(replica.address), {"CLUSTER", "FAILOVER"}), "OK");
+    for (const auto deadline = std::chrono::steady_clock::now() + 10s;
+         !promoted && std::chrono::steady_clock::now() < deadline;) {
+      for (const ClusterNode& n : cluster_nodes()) promoted |= n.id == replica.id && n.primary;
+      if (!promoted) std::this_thread::sleep_for(50ms);
+    }
+    std::this_thread::sleep_for(300ms);
+    stop = true;
+  });
+  runner.run_until([&] { return finished.load() == kCoroutines; });
+  mover.join();
+  second.join();
+
+  ASSERT_TRUE(promoted) << "CLUSTER FAILOVER did not promote " << replica.address;
+  EXPECT_EQ(ledger.failures.load(), 0) << ledger.first_failure;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(ledger.runs[i].load(), 1) << ids[i];
+    EXPECT_EQ(ledger.values[i].size(), 1u) << ids[i];
+  }
+  EXPECT_GT(store.moved(), 0u);
+  EXPECT_GE(store.slot_map_reads(), 2u);  // the new primary was not in the first map
+  // Settled for the next test: the old primary a replica of the new one, replicas in sync.
+  bool demoted = false;
+  for (const auto deadline = std::chrono::steady_clock::now() + 10s;
+       !demoted && std::chrono::steady_clock::now() < deadline;) {
+    for (const ClusterNode& n : cluster_nodes()) {
+      demoted |= n.id == old_primary && !n.primary && n.primary_id == replica.id;
+    }
+    if (!demoted) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(demoted) << "the old primary did not become a replica of " << replica.address;
+  EXPECT_TRUE(wait_cluster_ok(20s, /*with_replicas=*/true));
+}
+
 // A primary stopped (SIGSTOP) for less than the cluster's node timeout, so that no failover
 // starts: a commit in flight to it fails with outcome_unknown after command_timeout and a claim
 // for its slots with store_unavailable at once (its connection is in backoff), while calls to
