@@ -43,8 +43,7 @@ std::uint16_t crc16(std::string_view bytes) noexcept {
 // Pause before try `attempt` (1 ms, doubling, at most 100 ms); false when it would pass the
 // deadline.
 bool pause_before_retry(int attempt, Deadline deadline) {
-  const auto pause = std::chrono::milliseconds{1 << std::min(attempt, 7)};
-  const auto capped = std::min<std::chrono::milliseconds>(pause, std::chrono::milliseconds{100});
+  const auto capped = retry_pause(attempt);
   if (Clock::now() + capped >= deadline) return false;
   std::this_thread::sleep_for(capped);
   return true;
@@ -53,6 +52,48 @@ bool pause_before_retry(int attempt, Deadline deadline) {
 std::string_view text(const redisReply& r) { return {r.str, r.len}; }
 
 }  // namespace
+
+std::chrono::milliseconds retry_pause(int attempt) noexcept {
+  const auto pause = std::chrono::milliseconds{1 << std::clamp(attempt, 0, 7)};
+  return std::min<std::chrono::milliseconds>(pause, std::chrono::milliseconds{100});
+}
+
+std::string node_address(std::string_view host, int port) {
+  return host.find(':') != std::string_view::npos ? fmt::format("[{}]:{}", host, port)
+                                                  : fmt::format("{}:{}", host, port);
+}
+
+std::optional<std::vector<SlotRange>> parse_cluster_slots(const redisReply& r,
+                                                          std::string_view from_host) {
+  if (r.type != REDIS_REPLY_ARRAY) return std::nullopt;
+  std::vector<SlotRange> ranges;
+  ranges.reserve(r.elements);
+  for (std::size_t i = 0; i < r.elements; ++i) {
+    const redisReply& range = *r.element[i];
+    if (range.type != REDIS_REPLY_ARRAY || range.elements < 3 ||
+        range.element[0]->type != REDIS_REPLY_INTEGER ||
+        range.element[1]->type != REDIS_REPLY_INTEGER ||
+        range.element[2]->type != REDIS_REPLY_ARRAY || range.element[2]->elements < 2) {
+      return std::nullopt;
+    }
+    const long long first = range.element[0]->integer;
+    const long long last = range.element[1]->integer;
+    const redisReply& primary = *range.element[2];
+    if (first < 0 || last < first || last >= static_cast<long long>(kSlots) ||
+        primary.element[1]->type != REDIS_REPLY_INTEGER) {
+      return std::nullopt;
+    }
+    std::string host = primary.element[0]->type == REDIS_REPLY_STRING
+                           ? std::string(text(*primary.element[0]))
+                           : std::string{};
+    if (host.empty() || host == "?") host = std::string(from_host);
+    ranges.push_back(SlotRange{.first = static_cast<std::uint16_t>(first),
+                               .last = static_cast<std::uint16_t>(last),
+                               .host = std::move(host),
+                               .port = static_cast<int>(primary.element[1]->integer)});
+  }
+  return ranges;
+}
 
 std::uint16_t key_slot(std::string_view key) noexcept {
   const auto open = key.find('{');
@@ -126,8 +167,7 @@ Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
 Cluster::~Cluster() = default;
 
 Node& Cluster::node(const std::string& host, int port) {
-  std::string name = host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port)
-                                                         : fmt::format("{}:{}", host, port);
+  std::string name = node_address(host, port);
   std::lock_guard lock(nodes_mutex_);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) {
@@ -147,34 +187,15 @@ Result<Cluster::SlotMap> Cluster::read_slots(Node& from, Deadline deadline) {
   if (r.type == REDIS_REPLY_ERROR) {
     return unavailable(fmt::format("redis {}: CLUSTER SLOTS: {}", from.where(), text(r)));
   }
-  auto malformed = [&] {
+  std::optional<std::vector<SlotRange>> ranges = parse_cluster_slots(r, from.options().host);
+  if (!ranges) {
     return unavailable(fmt::format("redis {}: CLUSTER SLOTS: unexpected reply", from.where()));
-  };
-  if (r.type != REDIS_REPLY_ARRAY) return malformed();
+  }
   SlotMap map;
   map.owners.assign(kSlots, nullptr);
-  for (std::size_t i = 0; i < r.elements; ++i) {
-    const redisReply& range = *r.element[i];
-    if (range.type != REDIS_REPLY_ARRAY || range.elements < 3 ||
-        range.element[0]->type != REDIS_REPLY_INTEGER ||
-        range.element[1]->type != REDIS_REPLY_INTEGER ||
-        range.element[2]->type != REDIS_REPLY_ARRAY || range.element[2]->elements < 2) {
-      return malformed();
-    }
-    const long long first = range.element[0]->integer;
-    const long long last = range.element[1]->integer;
-    const redisReply& primary = *range.element[2];
-    if (first < 0 || last < first || last >= static_cast<long long>(kSlots) ||
-        primary.element[1]->type != REDIS_REPLY_INTEGER) {
-      return malformed();
-    }
-    // An empty or unknown ("?") endpoint means: the address this reply came from.
-    std::string host = primary.element[0]->type == REDIS_REPLY_STRING
-                           ? std::string(text(*primary.element[0]))
-                           : std::string{};
-    if (host.empty() || host == "?") host = from.options().host;
-    Node* owner = &node(host, static_cast<int>(primary.element[1]->integer));
-    std::fill(map.owners.begin() + first, map.owners.begin() + last + 1, owner);
+  for (const SlotRange& range : *ranges) {
+    Node* owner = &node(range.host, range.port);
+    std::fill(map.owners.begin() + range.first, map.owners.begin() + range.last + 1, owner);
     if (std::find(map.primaries.begin(), map.primaries.end(), owner) == map.primaries.end()) {
       map.primaries.push_back(owner);
     }

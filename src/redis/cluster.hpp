@@ -33,6 +33,26 @@ struct Redirect {
 /// Parses a MOVED or ASK error reply; nullopt for any other reply.
 std::optional<Redirect> parse_redirect(const redisReply& reply);
 
+/// One range of a CLUSTER SLOTS reply: slots first..last served by the primary at host:port.
+struct SlotRange {
+  std::uint16_t first = 0;
+  std::uint16_t last = 0;
+  std::string host;
+  int port = 0;
+};
+/// Parses a CLUSTER SLOTS reply read from the node at `from_host` (an empty or unknown "?"
+/// endpoint means that address); nullopt when the reply is not one. Shared with
+/// AsyncRedisStore's routing.
+std::optional<std::vector<SlotRange>> parse_cluster_slots(const redisReply& reply,
+                                                          std::string_view from_host);
+
+/// A node's name in maps and messages: "host:port", "[host]:port" for IPv6.
+std::string node_address(std::string_view host, int port);
+
+/// The pause before try `attempt` after TRYAGAIN, CLUSTERDOWN or a failed node: 1 ms, doubling,
+/// at most 100 ms.
+std::chrono::milliseconds retry_pause(int attempt) noexcept;
+
 class Cluster {
  public:
   explicit Cluster(ClusterOptions options);

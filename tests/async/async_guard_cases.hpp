@@ -20,6 +20,7 @@
 #include <boost/asio/use_future.hpp>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -558,6 +559,67 @@ TYPED_TEST_P(AsyncGuardCases, ATwoPhaseCommitFinishesWhenItsCallerIsCancelled) {
   EXPECT_EQ(replay.outcome().value(), 5);
 }
 
+// Coroutines on three more io_contexts, each run by two threads, share the guard (and the store,
+// whose own I/O stays on io()): every result is handed back across contexts, and each key still
+// runs once.
+TYPED_TEST_P(AsyncGuardCases, CoroutinesOnSeveralIoContextsRunEachKeyOnce) {
+  if (!this->ready()) return;
+  constexpr int kContexts = 3;
+  constexpr int kThreadsEach = 2;
+  constexpr int kCallersEach = 16;
+  constexpr int kKeys = 12;
+  constexpr int kCallers = kContexts * kCallersEach;
+  AsyncGuard guard{this->store(),
+                   Options{.scope = "contexts", .in_progress = Wait{.timeout = 20s}}};
+  std::vector<std::atomic<int>> runs(kKeys);
+  std::mutex seen_mutex;
+  std::map<int, std::vector<std::string>> seen;
+  std::atomic<int> failures{0};
+  std::atomic<int> finished{0};
+  std::vector<std::unique_ptr<net::io_context>> contexts;
+  for (int x = 0; x < kContexts; ++x) {
+    contexts.push_back(std::make_unique<net::io_context>());
+    for (int c = 0; c < kCallersEach; ++c) {
+      const int caller = x * kCallersEach + c;
+      net::co_spawn(
+          *contexts.back(),
+          [&, caller]() -> net::awaitable<void> {
+            for (int i = 0; i < kKeys; ++i) {
+              const int k = (i + caller) % kKeys;
+              auto out = co_await guard.async_execute(
+                  "key-" + std::to_string(k), [&, k, caller]() -> net::awaitable<std::string> {
+                    runs[k].fetch_add(1);
+                    co_await pause(1ms);
+                    co_return "from " + std::to_string(caller);
+                  });
+              if (!out) {
+                failures.fetch_add(1);
+                continue;
+              }
+              std::lock_guard lock(seen_mutex);
+              seen[k].push_back(out.value());
+            }
+            finished.fetch_add(1);
+          },
+          net::detached);
+    }
+  }
+  std::vector<std::thread> threads;
+  for (auto& io : contexts) {
+    for (int t = 0; t < kThreadsEach; ++t) threads.emplace_back([&io] { io->run(); });
+  }
+  // The store's own context, on this thread and one more.
+  threads.emplace_back([&] { this->run_until([&] { return finished.load() == kCallers; }); });
+  this->run_until([&] { return finished.load() == kCallers; });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  for (int k = 0; k < kKeys; ++k) {
+    EXPECT_EQ(runs[k].load(), 1) << "key " << k;
+    ASSERT_EQ(seen[k].size(), static_cast<std::size_t>(kCallers));
+    for (const auto& v : seen[k]) EXPECT_EQ(v, seen[k].front());
+  }
+}
+
 REGISTER_TYPED_TEST_SUITE_P(
     AsyncGuardCases, FreshKeyRunsOnceAndRepeatsReplay, PlainAndVoidHandlersAreStoredResults,
     AnotherPayloadIsAMismatchAndABadKeyIsRefused, AThrowingHandlerLeavesTheKeyToARetry,
@@ -567,8 +629,9 @@ REGISTER_TYPED_TEST_SUITE_P(
     ACancelledHandlerReleasesItsKey, ACancelledHandlerIsRememberedUnderRememberFailures,
     ACancelDuringTheClaimReleasesWhatTheClaimTook, ACancelDuringAClaimThatFindsAReplayEndsTheCall,
     ACancelDuringTheCommitStillRecordsTheResult, ACancelDuringACommitRetryPauseStillRetries,
-    ManyCoroutinesOnSeveralThreadsRunEachKeyOnce, TwoPhaseCommitRecordsAndRepeatsReplay,
-    TwoPhaseFailReleasesTheKeyOrRemembersTheFailure, ADroppedAttemptIsSettledInTheBackground,
-    ACancelledBeginReleasesWhatItsClaimTook, ATwoPhaseCommitFinishesWhenItsCallerIsCancelled);
+    ManyCoroutinesOnSeveralThreadsRunEachKeyOnce, CoroutinesOnSeveralIoContextsRunEachKeyOnce,
+    TwoPhaseCommitRecordsAndRepeatsReplay, TwoPhaseFailReleasesTheKeyOrRemembersTheFailure,
+    ADroppedAttemptIsSettledInTheBackground, ACancelledBeginReleasesWhatItsClaimTook,
+    ATwoPhaseCommitFinishesWhenItsCallerIsCancelled);
 
 }  // namespace idem::testing

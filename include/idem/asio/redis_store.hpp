@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "idem/asio/async_store.hpp"
 #include "idem/redis/client.hpp"
@@ -21,9 +22,21 @@ namespace idem {
 struct AsyncRedisStoreOptions {
   /// Where and how to connect: host and port or unix_socket, user, password, db,
   /// connect_timeout and command_timeout. The pool's fields do not apply: there is one
-  /// connection. command_timeout bounds the wait of the oldest call in flight: when no reply
-  /// comes for that long, the connection is dropped and every call on it fails.
+  /// connection (per node, on a cluster). command_timeout bounds the wait of the oldest call in
+  /// flight: when no reply comes for that long, the connection is dropped and every call on it
+  /// fails. On a cluster: the options of every node's connection except the address, which
+  /// comes from the seeds and the slot map (ClusterOptions::node); db and unix_socket must stay
+  /// at their defaults.
   redis::ConnectionOptions connection{};
+  /// Redis Cluster mode when not empty (ClusterOptions::seeds): "host:port" of one or more
+  /// nodes ("[::1]:7000" for IPv6). The slot map (CLUSTER SLOTS) is read from the first that
+  /// answers, on the first call, and each call goes to the primary of its key's slot.
+  std::vector<std::string> cluster_seeds{};
+  /// On a cluster, the most sends one call makes (ClusterOptions::max_attempts, default 16):
+  /// redirections (MOVED, ASK), retries after TRYAGAIN or CLUSTERDOWN, and one retry after a
+  /// failed node once the slot map is read again. Whatever this allows, a call gives up
+  /// connect_timeout + command_timeout after its start.
+  int max_attempts = 16;
   /// Prepended to every record's Redis key (default "idem:"), as RedisStoreOptions::prefix: a
   /// RedisStore and an AsyncRedisStore with the same prefix share their records.
   std::string prefix = "idem:";
@@ -47,7 +60,13 @@ struct AsyncRedisStoreOptions {
 /// out is dropped; its calls fail (store_unavailable, or outcome_unknown for a commit that went
 /// out) and the next call after the backoff opens a new one.
 ///
-/// Thread-safe: calls may come from coroutines on any thread; the connection is driven on a
+/// On a Redis Cluster (cluster_seeds), each call goes to the primary that serves its key's slot,
+/// on that node's own multiplexed connection, opened on demand: MOVED updates the slot map and
+/// resends, ASK resends once to the importing node after ASKING, TRYAGAIN and CLUSTERDOWN pause
+/// and resend, and a failed node makes the map be read again before one more try (RedisStore's
+/// routing, with the same slot map parsing and key hashing).
+///
+/// Thread-safe: calls may come from coroutines on any thread; the connections are driven on a
 /// strand of `executor`. Destroy the store after every call on it has completed, with its
 /// executor's io_context still alive.
 class AsyncRedisStore {
@@ -69,8 +88,13 @@ class AsyncRedisStore {
 
   /// The Redis key that holds the record of `effective_key` (RedisStore::record_key's).
   std::string record_key(std::string_view effective_key) const;
-  /// Connections opened since construction (the first included).
+  /// Connections opened since construction (the first included; on a cluster, to all nodes).
   std::uint64_t connections_opened() const noexcept;
+  /// On a cluster: MOVED and ASK redirections followed, and slot maps installed, since
+  /// construction (RedisStats::moved, asked, slot_map_reads); 0 on one server.
+  std::uint64_t moved() const noexcept;
+  std::uint64_t asked() const noexcept;
+  std::uint64_t slot_map_reads() const noexcept;
 
   class Impl;
 

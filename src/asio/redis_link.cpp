@@ -1,0 +1,317 @@
+// One Redis server's asynchronous connection (redis_link.hpp).
+
+#include "redis_link.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <stdexcept>
+#include <utility>
+
+#include "cluster.hpp"
+#include "store_common.hpp"
+
+namespace idem::redis_async {
+
+Args Args::with_key(std::string_view prefix, std::string_view key, std::size_t more_bytes) {
+  Args args;
+  args.bytes_.reserve(prefix.size() + 18 + key.size() + more_bytes);
+  redis::append_tagged_key(args.bytes_, prefix, key);
+  args.ends_[args.n_ = 1] = static_cast<std::uint32_t>(args.bytes_.size());
+  return args;
+}
+
+Args& Args::add(std::string_view arg) {
+  if (n_ == kMax) throw std::logic_error("idem: redis_async::Args: more arguments than kMax");
+  bytes_.append(arg);
+  ends_[++n_] = static_cast<std::uint32_t>(bytes_.size());
+  return *this;
+}
+
+// hiredis's event hooks: read and write readiness of the connection's socket on the strand.
+struct Link::Watcher : std::enable_shared_from_this<Link::Watcher> {
+  Watcher(const net::strand<net::any_io_executor>& strand, redisAsyncContext* context)
+      : ac(context), socket(strand, context->c.fd) {}
+
+  void arm(bool read) {
+    bool& armed = read ? read_armed : write_armed;
+    if (armed || ac == nullptr) return;
+    armed = true;
+    socket.async_wait(
+        read ? net::posix::stream_descriptor::wait_read : net::posix::stream_descriptor::wait_write,
+        [self = shared_from_this(), read](boost::system::error_code ec) {
+          (read ? self->read_armed : self->write_armed) = false;
+          if (ec || self->ac == nullptr) return;
+          if (read ? !self->reading : !self->writing) return;
+          if (read) {
+            redisAsyncHandleRead(self->ac);
+          } else {
+            redisAsyncHandleWrite(self->ac);
+          }
+          // The context may be gone now (cleanup ran).
+          if (self->ac != nullptr && (read ? self->reading : self->writing)) {
+            self->arm(read);
+          }
+        });
+  }
+
+  static void add_read(void* p) {
+    auto* w = static_cast<Watcher*>(p);
+    w->reading = true;
+    w->arm(true);
+  }
+  static void del_read(void* p) { static_cast<Watcher*>(p)->reading = false; }
+  static void add_write(void* p) {
+    auto* w = static_cast<Watcher*>(p);
+    w->writing = true;
+    w->arm(false);
+  }
+  static void del_write(void* p) { static_cast<Watcher*>(p)->writing = false; }
+  // The context is being freed: hiredis closes the socket; stop watching it.
+  static void cleanup(void* p) {
+    auto* w = static_cast<Watcher*>(p);
+    w->ac = nullptr;
+    w->reading = w->writing = false;
+    boost::system::error_code ignored;
+    w->socket.cancel(ignored);
+    (void)w->socket.release();
+    w->keep.reset();  // the pending waits hold their own references
+  }
+
+  redisAsyncContext* ac;
+  net::posix::stream_descriptor socket;
+  bool reading = false, writing = false, read_armed = false, write_armed = false;
+  std::shared_ptr<Watcher> keep;  // the context's reference, until cleanup
+};
+
+Link::Link(LinkOwner& owner, const Strand& strand, redis::ConnectionOptions options,
+           LinkBackoff backoff, std::atomic<std::uint64_t>& opened)
+    : owner_(owner),
+      strand_(strand),
+      options_(std::move(options)),
+      backoff_options_(backoff),
+      opened_(opened),
+      watchdog_(strand),
+      backoff_(backoff.initial) {
+  where_ = options_.unix_socket.empty() ? redis::node_address(options_.host, options_.port)
+                                        : options_.unix_socket;
+}
+
+void Link::close() {
+  closed_ = true;
+  watchdog_.cancel();
+  drop("the store was closed");
+}
+
+void Link::submit(std::unique_ptr<Request> request) {
+  if (context_ == nullptr && !connect()) {
+    owner_.failed(*this, std::move(request), unavailable(last_failure_));
+    return;
+  }
+  send(std::move(request), /*eval_source=*/false);
+}
+
+// EVALSHA (or EVAL with the source, after NOSCRIPT; or a plain command) on the open context.
+void Link::send(std::unique_ptr<Request> request, bool eval_source) {
+  std::array<const char*, 16> argv{};
+  std::array<std::size_t, 16> lens{};
+  std::size_t n = 0;
+  auto put = [&](std::string_view s) {
+    argv[n] = s.data();
+    lens[n] = s.size();
+    ++n;
+  };
+  if (const redis::Script* script = request->script) {
+    put(eval_source ? std::string_view("EVAL") : std::string_view("EVALSHA"));
+    put(eval_source ? script->source : script->sha);
+    put("1");
+  }
+  for (std::size_t i = 0; i < request->args.size(); ++i) put(request->args[i]);
+  if (request->asking) {
+    // ASK: the importing node runs the next command on this connection for a key it does not
+    // serve yet. Its reply is not read: the command's own reply tells.
+    std::array<const char*, 1> asking{"ASKING"};
+    std::array<std::size_t, 1> asking_len{6};
+    (void)redisAsyncCommandArgv(context_, nullptr, nullptr, 1, asking.data(), asking_len.data());
+  }
+  request->went_out = connected_;
+  Request* raw = request.release();
+  if (redisAsyncCommandArgv(context_, &Link::on_reply, raw, static_cast<int>(n), argv.data(),
+                            lens.data()) != REDIS_OK) {
+    owner_.failed(*this, std::unique_ptr<Request>(raw),
+                  unavailable(fmt::format("redis {}: the connection is closing", where_)));
+    return;
+  }
+  if (in_flight_++ == 0) last_progress_ = std::chrono::steady_clock::now();
+  arm_watchdog();
+}
+
+void Link::on_reply(redisAsyncContext* ac, void* r, void* privdata) {
+  auto* self = static_cast<Link*>(ac->data);
+  std::unique_ptr<Request> request(static_cast<Request*>(privdata));
+  auto* reply = static_cast<redisReply*>(r);
+  if (self->in_flight_ > 0) --self->in_flight_;
+  self->last_progress_ = std::chrono::steady_clock::now();
+  if (reply == nullptr) {
+    // The connection failed or was dropped: no reply will come.
+    std::string why = !self->drop_reason_.empty() ? self->drop_reason_
+                      : ac->err != 0              ? std::string(ac->errstr)
+                                                  : std::string("connection closed");
+    Failure failure = unavailable(fmt::format("redis {}: {}", self->where_, why));
+    if (request->commit && request->went_out) failure = redis::reply_lost(std::move(failure));
+    self->owner_.failed(*self, std::move(request), std::move(failure));
+    return;
+  }
+  if (request->script != nullptr && redis::is_error(*reply, "NOSCRIPT") && !request->reloaded &&
+      ac == self->context_) {
+    // The server lost its script cache (a restart, SCRIPT FLUSH): EVAL loads and runs it.
+    request->reloaded = true;
+    self->send(std::move(request), /*eval_source=*/true);
+    return;
+  }
+  self->owner_.answered(*self, std::move(request), *reply);
+}
+
+bool Link::connect() {
+  const auto now = std::chrono::steady_clock::now();
+  if (closed_) {
+    last_failure_ = fmt::format("redis {}: the store was closed", where_);
+    return false;
+  }
+  if (now < next_connect_) {
+    last_failure_ = fmt::format(
+        "redis {}: not connected ({}); the next attempt in {} ms", where_, last_error_,
+        std::chrono::duration_cast<std::chrono::milliseconds>(next_connect_ - now).count());
+    return false;
+  }
+  const redis::ConnectionOptions& c = options_;
+  redisAsyncContext* ac = c.unix_socket.empty() ? redisAsyncConnect(c.host.c_str(), c.port)
+                                                : redisAsyncConnectUnix(c.unix_socket.c_str());
+  if (ac == nullptr || ac->err != 0) {
+    last_error_ = ac != nullptr ? ac->errstr : "out of memory";
+    if (ac != nullptr) redisAsyncFree(ac);
+    failed_attempt();
+    last_failure_ = fmt::format("redis {}: cannot connect: {}", where_, last_error_);
+    return false;
+  }
+  opened_.fetch_add(1, std::memory_order_relaxed);
+  auto watcher = std::make_shared<Watcher>(strand_, ac);
+  watcher->keep = watcher;
+  ac->data = this;
+  ac->ev.data = watcher.get();
+  ac->ev.addRead = &Watcher::add_read;
+  ac->ev.delRead = &Watcher::del_read;
+  ac->ev.addWrite = &Watcher::add_write;
+  ac->ev.delWrite = &Watcher::del_write;
+  ac->ev.cleanup = &Watcher::cleanup;
+  redisAsyncSetConnectCallback(ac, &Link::on_connect);
+  redisAsyncSetDisconnectCallback(ac, &Link::on_disconnect);
+  context_ = ac;
+  connected_ = false;
+  drop_reason_.clear();
+  connect_started_ = now;
+  // AUTH and SELECT go first on the connection; an error reply to either drops it.
+  if (!c.password.empty()) {
+    std::vector<std::string_view> auth{"AUTH"};
+    if (!c.user.empty()) auth.emplace_back(c.user);
+    auth.emplace_back(c.password);
+    setup_command(auth);
+  }
+  if (c.db != 0) {
+    const std::string db = std::to_string(c.db);
+    const std::array<std::string_view, 2> select{"SELECT", db};
+    setup_command(select);
+  }
+  arm_watchdog();
+  return true;
+}
+
+template <class Args>
+void Link::setup_command(const Args& args) {
+  std::vector<const char*> argv;
+  std::vector<std::size_t> lens;
+  for (std::string_view a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  redisAsyncCommandArgv(
+      context_,
+      [](redisAsyncContext* ac, void* r, void*) {
+        auto* self = static_cast<Link*>(ac->data);
+        auto* reply = static_cast<redisReply*>(r);
+        if (reply != nullptr && reply->type == REDIS_REPLY_ERROR && ac == self->context_) {
+          self->drop(fmt::format("connection setup refused: {}", text(*reply)));
+        }
+      },
+      nullptr, static_cast<int>(argv.size()), argv.data(), lens.data());
+}
+
+void Link::on_connect(const redisAsyncContext* ac, int status) {
+  auto* self = static_cast<Link*>(ac->data);
+  if (ac != self->context_) return;
+  if (status == REDIS_OK) {
+    self->connected_ = true;
+    self->backoff_ = self->backoff_options_.initial;
+    return;
+  }
+  // hiredis frees the context after this; its calls end with no reply.
+  self->last_error_ = ac->errstr;
+  self->drop_reason_ = fmt::format("cannot connect: {}", ac->errstr);
+  self->context_ = nullptr;
+  self->connected_ = false;
+  self->failed_attempt();
+}
+
+void Link::on_disconnect(const redisAsyncContext* ac, int) {
+  auto* self = static_cast<Link*>(ac->data);
+  if (ac != self->context_) return;
+  self->last_error_ = ac->err != 0 ? ac->errstr : "connection closed";
+  self->context_ = nullptr;
+  self->connected_ = false;
+  self->failed_attempt();
+}
+
+// Starts the backoff before the next connection attempt.
+void Link::failed_attempt() {
+  next_connect_ = std::chrono::steady_clock::now() + backoff_;
+  backoff_ = std::min(backoff_ * 2, backoff_options_.max);
+}
+
+// Frees the context: hiredis ends every call on it with no reply, which reads `why`.
+void Link::drop(std::string why) {
+  redisAsyncContext* ac = std::exchange(context_, nullptr);
+  if (ac == nullptr) return;
+  last_error_ = why;
+  drop_reason_ = std::move(why);
+  connected_ = false;
+  failed_attempt();
+  redisAsyncFree(ac);
+}
+
+void Link::arm_watchdog() {
+  if (watchdog_armed_) return;
+  const auto& c = options_;
+  const auto period =
+      std::max(std::chrono::milliseconds{1}, std::min(c.command_timeout, c.connect_timeout) / 4);
+  watchdog_armed_ = true;
+  watchdog_.expires_after(period);
+  watchdog_.async_wait([keep = owner_.keep_alive(), this](boost::system::error_code ec) {
+    watchdog_armed_ = false;
+    if (ec || context_ == nullptr) return;
+    const auto now = std::chrono::steady_clock::now();
+    const auto& c = options_;
+    if (!connected_ && now - connect_started_ > c.connect_timeout) {
+      drop(fmt::format("connecting took more than {} ms", c.connect_timeout.count()));
+      return;
+    }
+    if (in_flight_ > 0 && now - last_progress_ > c.command_timeout) {
+      drop(fmt::format("no reply within {} ms", c.command_timeout.count()));
+      return;
+    }
+    if (in_flight_ > 0 || !connected_) arm_watchdog();
+  });
+}
+
+}  // namespace idem::redis_async

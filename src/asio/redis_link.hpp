@@ -1,0 +1,165 @@
+#pragma once
+// One Redis server's asynchronous connection for AsyncRedisStore: a hiredis async context driven
+// by Asio on a strand, multiplexing every call sent to it, with its watchdog and reconnect
+// backoff. The store's Impl owns one Link per server (one, or a cluster's nodes) and routes
+// calls to them; a Link hands each reply or failure back to its LinkOwner. Internal to
+// idem_asio_redis.
+
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+
+#include <array>
+#include <atomic>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "idem/redis/client.hpp"
+#include "idem/result.hpp"
+#include "node.hpp"
+
+namespace idem::redis_async {
+
+namespace net = boost::asio;
+using SteadyTime = std::chrono::steady_clock::time_point;
+using Strand = net::strand<net::any_io_executor>;
+
+inline Failure unavailable(std::string message) {
+  return make_failure(errc::store_unavailable, std::move(message));
+}
+inline std::string_view text(const redisReply& r) { return {r.str, r.len}; }
+
+class Link;
+
+// A command's arguments gathered in one buffer: one allocation per call, kept until the reply
+// (for a resend as EVAL after NOSCRIPT, or to another node). For a script: KEYS[1] (the tagged
+// record key, from with_key), then ARGV.
+class Args {
+ public:
+  static constexpr std::size_t kMax = 6;
+
+  Args() = default;
+  /// KEYS[1] as the record key of `key` under `prefix`, with room for `more_bytes` of ARGV.
+  static Args with_key(std::string_view prefix, std::string_view key, std::size_t more_bytes);
+
+  Args& add(std::string_view arg);
+  std::size_t size() const noexcept { return n_; }
+  std::string_view operator[](std::size_t i) const noexcept {
+    return std::string_view(bytes_).substr(ends_[i], ends_[i + 1] - ends_[i]);
+  }
+
+ private:
+  std::string bytes_;
+  std::array<std::uint32_t, kMax + 1> ends_{};
+  std::size_t n_ = 0;
+};
+
+// One call in flight: its arguments (kept for a resend as EVAL after NOSCRIPT, or to another
+// node) and how it ends.
+struct Request {
+  const redis::Script* script = nullptr;  // null: a plain command, `args` its whole argv
+  Args args;                              // KEYS[1], then ARGV
+  bool commit = false;                    // a reply lost after it went out is outcome_unknown
+  bool went_out = false;                  // queued on a connection that was up
+  bool reloaded = false;                  // already resent as EVAL after NOSCRIPT
+
+  // Cluster routing.
+  std::uint16_t slot = 0;
+  int attempts = 0;             // sends so far
+  SteadyTime deadline{};        // give up after
+  std::uint64_t seen = 0;       // the slot map generation of the last send
+  Link* redirect_to = nullptr;  // MOVED or ASK: the next send goes there
+  bool ask = false;             // ... and after ASKING (ASK)
+  bool asking = false;          // ASKING precedes the command on its link
+  bool waited_for_map = false;  // waited once for a slot map that serves its slot
+  bool in_doubt = false;        // a try of a commit went out and its reply was lost
+  std::string last;             // why the last try did not answer, for the give-up message
+
+  virtual ~Request() = default;
+  // `reply` is valid during the call only; null with `failure` set when none came.
+  virtual void finish(const redisReply* reply, Failure failure, std::string_view where) = 0;
+};
+
+/// Where a Link's replies go: the store's router. Called on the strand, from hiredis's callbacks.
+class LinkOwner {
+ public:
+  /// A reply came for `request` (a NOSCRIPT already answered by resending the script's source).
+  virtual void answered(Link& link, std::unique_ptr<Request> request, const redisReply& reply) = 0;
+  /// No reply will come: the connection failed, timed out, or could not be opened.
+  virtual void failed(Link& link, std::unique_ptr<Request> request, Failure failure) = 0;
+  /// What keeps the owner (and so its links) alive while a link's timer waits.
+  virtual std::shared_ptr<void> keep_alive() = 0;
+
+ protected:
+  ~LinkOwner() = default;
+};
+
+/// After a failed connection, calls fail at once until `initial` has passed; it doubles after
+/// each failed attempt up to `max`, and starts over once a connection is made.
+struct LinkBackoff {
+  std::chrono::milliseconds initial{50};
+  std::chrono::milliseconds max{2000};
+};
+
+// One server's connection: opened on demand, multiplexing every call sent to it, dropped when it
+// fails or times out, and opened again after a backoff. Everything runs on the owner's strand;
+// the owner keeps its links as long as itself.
+class Link {
+ public:
+  Link(LinkOwner& owner, const Strand& strand, redis::ConnectionOptions options,
+       LinkBackoff backoff, std::atomic<std::uint64_t>& opened);
+  Link(const Link&) = delete;
+  Link& operator=(const Link&) = delete;
+
+  // Sends `request` (after ASKING when request->asking); its reply or failure goes to the
+  // owner's answered() or failed().
+  void submit(std::unique_ptr<Request> request);
+  // Ends the connection (its calls fail) and stops the watchdog; no connection opens after.
+  void close();
+
+  const std::string& where() const noexcept { return where_; }
+  const std::string& host() const noexcept { return options_.host; }
+
+ private:
+  struct Watcher;  // hiredis's event hooks on the socket (redis_link.cpp)
+
+  void send(std::unique_ptr<Request> request, bool eval_source);
+  static void on_reply(redisAsyncContext* ac, void* r, void* privdata);
+  bool connect();
+  template <class Args>
+  void setup_command(const Args& args);
+  static void on_connect(const redisAsyncContext* ac, int status);
+  static void on_disconnect(const redisAsyncContext* ac, int);
+  void failed_attempt();
+  void drop(std::string why);
+  void arm_watchdog();
+
+  LinkOwner& owner_;
+  const Strand& strand_;
+  redis::ConnectionOptions options_;
+  LinkBackoff backoff_options_;
+  std::atomic<std::uint64_t>& opened_;
+  std::string where_;
+  net::steady_timer watchdog_;
+  bool watchdog_armed_ = false;
+  bool closed_ = false;
+
+  redisAsyncContext* context_ = nullptr;  // null: not connected
+  bool connected_ = false;                // the connect completed
+  std::size_t in_flight_ = 0;
+  SteadyTime last_progress_{};
+  SteadyTime connect_started_{};
+  SteadyTime next_connect_{};
+  std::chrono::milliseconds backoff_;
+  std::string last_error_;    // why the last connection failed or ended
+  std::string last_failure_;  // the failure of a call that found no connection
+  std::string drop_reason_;   // why this store dropped the connection
+};
+
+}  // namespace idem::redis_async
