@@ -130,10 +130,11 @@ class GroupCommitStore {
     std::optional<Result<Claim>> claimed;
     std::optional<Status> committed;
     // Under the lane's mutex: taken into a group; answered; its caller holds (or was handed) a
-    // writer's place; its caller was woken (once per wait).
+    // writer's place; its caller waits on `wake`; its caller was woken (once per wait).
     bool taken = false;
     bool done = false;
     bool lead = false;
+    bool waiting = false;
     bool woken = false;
     std::uint64_t group = 0;  // the number of the group that answered it
     std::binary_semaphore wake{0};
@@ -162,9 +163,12 @@ class GroupCommitStore {
   // block on it at once).
   using Wakes = std::vector<std::binary_semaphore*>;
 
-  // Wakes a waiting caller, once (marked under the lane's mutex, released after it).
+  // Wakes a waiting caller, once (marked under the lane's mutex, released after it). A caller
+  // that is not waiting (a writer busy with another group) sees its answer under the mutex
+  // before it returns; a release for it could come after it returned, into a Call gone with
+  // its stack frame.
   static void wake(Call& c, Wakes& wakes) {
-    if (c.woken) return;
+    if (!c.waiting || c.woken) return;
     c.woken = true;
     wakes.push_back(&c.wake);
   }
@@ -177,10 +181,12 @@ class GroupCommitStore {
   // Waits, without the lock, until the call is answered or handed a writer's place; first
   // wakes the callers marked in `wakes`.
   static void wait(std::unique_lock<std::mutex>& lock, Call& call, Wakes& wakes) {
+    call.waiting = true;
     lock.unlock();
     release(wakes);
     call.wake.acquire();
     lock.lock();
+    call.waiting = false;
     call.woken = false;
   }
 
