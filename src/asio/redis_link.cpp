@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <cstring>
 #include <stdexcept>
 #include <utility>
 
@@ -17,17 +18,49 @@ namespace idem::redis_async {
 
 Args Args::with_key(std::string_view prefix, std::string_view key, std::size_t more_bytes) {
   Args args;
-  args.bytes_.reserve(prefix.size() + 18 + key.size() + more_bytes);
-  redis::append_tagged_key(args.bytes_, prefix, key);
-  args.ends_[args.n_ = 1] = static_cast<std::uint32_t>(args.bytes_.size());
+  const redis::KeyTag tag = redis::key_tag(key);
+  args.reserve(prefix.size() + tag.size() + key.size() + more_bytes);
+  args.put(prefix);
+  args.put(std::string_view(tag.data(), tag.size()));
+  args.put(key);
+  args.ends_[args.n_ = 1] = args.used_;
   return args;
 }
 
 Args& Args::add(std::string_view arg) {
   if (n_ == kMax) throw std::logic_error("idem: redis_async::Args: more arguments than kMax");
-  bytes_.append(arg);
-  ends_[++n_] = static_cast<std::uint32_t>(bytes_.size());
+  put(arg);
+  ends_[++n_] = used_;
   return *this;
+}
+
+void Args::reserve(std::size_t bytes) {
+  if (bytes <= kInline || on_heap_) return;
+  heap_.reserve(bytes);
+  heap_.assign(inline_.data(), used_);
+  on_heap_ = true;
+}
+
+void Args::put(std::string_view bytes) {
+  if (!on_heap_ && used_ + bytes.size() > kInline) reserve(2 * (used_ + bytes.size()));
+  if (on_heap_) {
+    heap_.append(bytes);
+  } else if (!bytes.empty()) {
+    std::memcpy(inline_.data() + used_, bytes.data(), bytes.size());
+  }
+  used_ += static_cast<std::uint32_t>(bytes.size());
+}
+
+void Args::take(Args& other) noexcept {
+  on_heap_ = other.on_heap_;
+  used_ = other.used_;
+  ends_ = other.ends_;
+  n_ = other.n_;
+  if (on_heap_) {
+    heap_ = std::move(other.heap_);
+  } else if (used_ != 0) {
+    std::memcpy(inline_.data(), other.inline_.data(), used_);
+  }
 }
 
 // hiredis's event hooks: read and write readiness of the connection's socket on the strand.
@@ -153,7 +186,7 @@ void Link::on_reply(redisAsyncContext* ac, void* r, void* privdata) {
   std::unique_ptr<Request> request(static_cast<Request*>(privdata));
   auto* reply = static_cast<redisReply*>(r);
   if (self->in_flight_ > 0) --self->in_flight_;
-  self->last_progress_ = std::chrono::steady_clock::now();
+  self->progressed_ = true;  // the watchdog's next tick reads the clock: not one read per reply
   if (reply == nullptr) {
     // The connection failed or was dropped: no reply will come.
     std::string why = !self->drop_reason_.empty() ? self->drop_reason_
@@ -301,6 +334,7 @@ void Link::arm_watchdog() {
     watchdog_armed_ = false;
     if (ec || context_ == nullptr) return;
     const auto now = std::chrono::steady_clock::now();
+    if (std::exchange(progressed_, false)) last_progress_ = now;
     const auto& c = options_;
     if (!connected_ && now - connect_started_ > c.connect_timeout) {
       drop(fmt::format("connecting took more than {} ms", c.connect_timeout.count()));

@@ -37,25 +37,44 @@ inline std::string_view text(const redisReply& r) { return {r.str, r.len}; }
 
 class Link;
 
-// A command's arguments gathered in one buffer: one allocation per call, kept until the reply
-// (for a resend as EVAL after NOSCRIPT, or to another node). For a script: KEYS[1] (the tagged
-// record key, from with_key), then ARGV.
+// A command's arguments gathered in one buffer, kept until the reply (for a resend as EVAL after
+// NOSCRIPT, or to another node). For a script: KEYS[1] (the tagged record key, from with_key),
+// then ARGV. Inline up to kInline bytes, as a claim's are: the call then needs no allocation of
+// its own for them; a longer command (a commit's result) moves to the heap.
 class Args {
  public:
   static constexpr std::size_t kMax = 6;
+  static constexpr std::size_t kInline = 128;
 
   Args() = default;
+  Args(Args&& other) noexcept { take(other); }
+  Args& operator=(Args&& other) noexcept {
+    if (this != &other) take(other);
+    return *this;
+  }
+  Args(const Args&) = delete;
+  Args& operator=(const Args&) = delete;
+  ~Args() = default;
+
   /// KEYS[1] as the record key of `key` under `prefix`, with room for `more_bytes` of ARGV.
   static Args with_key(std::string_view prefix, std::string_view key, std::size_t more_bytes);
 
   Args& add(std::string_view arg);
   std::size_t size() const noexcept { return n_; }
   std::string_view operator[](std::size_t i) const noexcept {
-    return std::string_view(bytes_).substr(ends_[i], ends_[i + 1] - ends_[i]);
+    return std::string_view(data() + ends_[i], ends_[i + 1] - ends_[i]);
   }
 
  private:
-  std::string bytes_;
+  const char* data() const noexcept { return on_heap_ ? heap_.data() : inline_.data(); }
+  void reserve(std::size_t bytes);
+  void put(std::string_view bytes);  // to the argument being built
+  void take(Args& other) noexcept;
+
+  std::array<char, kInline> inline_;
+  std::string heap_;
+  bool on_heap_ = false;
+  std::uint32_t used_ = 0;
   std::array<std::uint32_t, kMax + 1> ends_{};
   std::size_t n_ = 0;
 };
@@ -153,7 +172,8 @@ class Link {
   redisAsyncContext* context_ = nullptr;  // null: not connected
   bool connected_ = false;                // the connect completed
   std::size_t in_flight_ = 0;
-  SteadyTime last_progress_{};
+  SteadyTime last_progress_{};  // a reply came, or a call was sent to an idle connection
+  bool progressed_ = false;     // a reply came since the watchdog's last tick
   SteadyTime connect_started_{};
   SteadyTime next_connect_{};
   std::chrono::milliseconds backoff_;

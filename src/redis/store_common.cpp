@@ -8,17 +8,22 @@
 
 namespace idem::redis {
 
-void append_tagged_key(std::string& out, std::string_view prefix, std::string_view key) {
+KeyTag key_tag(std::string_view key) noexcept {
   static constexpr std::string_view kHex = "0123456789abcdef";
   std::uint64_t h = detail::hash_bytes(key);
-  out.append(prefix);
-  out.push_back('{');
-  std::array<char, 16> digits;
-  for (auto digit = digits.rbegin(); digit != digits.rend(); ++digit, h >>= 4) {
+  KeyTag tag;
+  tag.front() = '{';
+  tag.back() = '}';
+  for (auto digit = tag.rbegin() + 1; digit != tag.rend() - 1; ++digit, h >>= 4) {
     *digit = kHex[h & 0xf];
   }
-  out.append(digits.data(), digits.size());
-  out.push_back('}');
+  return tag;
+}
+
+void append_tagged_key(std::string& out, std::string_view prefix, std::string_view key) {
+  const KeyTag tag = key_tag(key);
+  out.append(prefix);
+  out.append(tag.data(), tag.size());
   out.append(key);
 }
 

@@ -19,6 +19,9 @@ namespace idem::redis {
 /// `<prefix>{<16 hex digits of XXH3-64(key)>}<key>`: the tag picks the cluster slot and is
 /// brace-free whatever the key holds; the raw bytes after it keep every key distinct.
 std::string tagged_key(std::string_view prefix, std::string_view key);
+/// The hash tag tagged_key puts between the prefix and the key: "{" 16 hex digits "}".
+using KeyTag = std::array<char, 18>;
+KeyTag key_tag(std::string_view key) noexcept;
 /// tagged_key appended to `out`, for a caller that gathers a command's arguments in one buffer.
 void append_tagged_key(std::string& out, std::string_view prefix, std::string_view key);
 

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <string_view>
 
 namespace idem::detail {
@@ -25,21 +26,32 @@ inline std::size_t put_varint(char* out, std::size_t n) noexcept {
 /// last, which runs to the end, so the join is unambiguous. Short keys live on the stack.
 class EffectiveKey {
  public:
-  EffectiveKey(std::string_view scope, std::string_view principal, std::string_view id) {
+  // The most bytes the key of these parts can take (the lengths' varints at their largest).
+  static constexpr std::size_t max_size(std::string_view scope, std::string_view principal,
+                                        std::string_view id) noexcept {
     constexpr std::size_t kMaxVarint = 10;
-    size_ = kMaxVarint * 2 + scope.size() + principal.size() + id.size();
+    return kMaxVarint * 2 + scope.size() + principal.size() + id.size();
+  }
+  // Writes the key's bytes to `out` (room for max_size) and returns how many.
+  static std::size_t encode(char* out, std::string_view scope, std::string_view principal,
+                            std::string_view id) noexcept {
+    std::size_t n = put_varint(out, scope.size());
+    append(out, n, scope);
+    n += put_varint(out + n, principal.size());
+    append(out, n, principal);
+    append(out, n, id);
+    return n;
+  }
+
+  EffectiveKey(std::string_view scope, std::string_view principal, std::string_view id) {
+    size_ = max_size(scope, principal, id);
     char* out = inline_.data();
     if (size_ > inline_.size()) {
       heap_ = std::make_unique<char[]>(size_);  // NOLINT(modernize-avoid-c-arrays): run-time size
       out = heap_.get();
     }
     data_ = out;
-    std::size_t n = put_varint(out, scope.size());
-    append(out, n, scope);
-    n += put_varint(out + n, principal.size());
-    append(out, n, principal);
-    append(out, n, id);
-    size_ = n;
+    size_ = encode(out, scope, principal, id);
   }
 
   EffectiveKey(const EffectiveKey&) = delete;
@@ -69,5 +81,14 @@ class EffectiveKey {
   const char* data_ = nullptr;
   std::size_t size_ = 0;
 };
+
+/// The effective key in a string, for what keeps it in a heap frame anyway (the async engine's
+/// coroutines), where EffectiveKey's inline buffer would only make the frame larger.
+inline std::string effective_key_string(std::string_view scope, std::string_view principal,
+                                        std::string_view id) {
+  std::string out(EffectiveKey::max_size(scope, principal, id), '\0');
+  out.resize(EffectiveKey::encode(out.data(), scope, principal, id));
+  return out;
+}
 
 }  // namespace idem::detail

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -107,14 +108,14 @@ class AsyncTarget {
   AsyncTarget(S& store, const Options& options, const Key& key, Fingerprint fingerprint)
       : store_(&store),
         options_(&options),
-        key_(options.scope, key.principal, key.id),
+        key_(effective_key_string(options.scope, key.principal, key.id)),
         fingerprint_(fingerprint) {
-    if (options.observer) id_.assign(key.id);
+    if (options.observer) observed_ = std::make_unique<Observed>(Observed{std::string(key.id), {}});
   }
 
   // What the steps send; they keep it in their own frames while the store's call runs.
   ClaimRequest request() const noexcept {
-    return ClaimRequest{key_.view(),
+    return ClaimRequest{key_,
                         fingerprint_,
                         options_->lease,
                         std::max(options_->ttl, options_->lease),
@@ -126,20 +127,28 @@ class AsyncTarget {
   }
 
   std::string_view scope() const noexcept { return options_->scope; }
-  std::string_view key_id() const noexcept { return id_; }
+  std::string_view key_id() const noexcept {
+    return observed_ ? std::string_view(observed_->id) : std::string_view();
+  }
   static std::string refusal_message(errc) { return {}; }
   std::chrono::milliseconds lease() const noexcept { return options_->lease; }
   S& store() const noexcept { return *store_; }
-  Ticket ticket(Fence fence) const noexcept { return Ticket{key_.view(), fence}; }
-  CallTimer& timer() const noexcept { return timer_; }
+  Ticket ticket(Fence fence) const noexcept { return Ticket{key_, fence}; }
+  // Called with an observer only (detail/engine.hpp looks at policy.observer first).
+  CallTimer& timer() const noexcept { return observed_->timer; }
 
  private:
   S* store_;
   const Options* options_;
-  EffectiveKey key_;
+  std::string key_;  // the effective key
   Fingerprint fingerprint_;
-  std::string id_;
-  mutable CallTimer timer_;  // for observers that time or trace calls
+  // What observers need, made only when there is one: without, the target (which the engine's
+  // coroutine frame holds) stays small.
+  struct Observed {
+    std::string id;
+    CallTimer timer;  // for observers that time or trace calls
+  };
+  std::unique_ptr<Observed> observed_;
 };
 
 // Whether the coroutine's cancellation slot was triggered. Called with `co_await
@@ -284,17 +293,17 @@ boost::asio::awaitable<Outcome<T>> async_commit_result(const Policy& policy, Asy
   co_return Outcome<T>::fresh(std::move(value), committed.failure());
 }
 
-/// execute_on as a coroutine. `caller_throws`: the caller's throw_if_cancelled, which the
-/// handler runs under; the engine's own steps run without it and look at cancellation
-/// themselves.
+/// The rest of execute_on once the first claim acquired the key or found a live holder: wait for
+/// the holder (rare), run the handler, commit or settle. `caller_throws`: the caller's
+/// throw_if_cancelled, which the handler runs under; the engine's own steps run without it and
+/// look at cancellation themselves. The Outcome goes to `out`, which async_execute_on's frame
+/// holds anyway: a result of the steps' own would take room in both frames.
 template <class R, class S, class Fn>
-boost::asio::awaitable<Outcome<R>> async_execute_steps(const Policy& policy, AsyncTarget<S>& target,
-                                                       Fn& fn, bool caller_throws) {
-  // claim_or_wait: the first claim here, the waiting (rare) in a coroutine of its own.
-  const ClaimRequest request = target.request();
-  begin_call(policy, target);
-  Result<Claim> claimed = co_await target.store().async_claim(request);
-  if (!first_claim_ends(policy, target, claimed)) {
+boost::asio::awaitable<void> async_execute_steps(const Policy& policy, AsyncTarget<S>& target,
+                                                 Fn& fn, bool caller_throws, Result<Claim> claimed,
+                                                 std::optional<Outcome<R>>& out) {
+  if (claimed && claimed->status == ClaimStatus::in_progress) {
+    const ClaimRequest request = target.request();
     claimed = co_await async_wait_for_holder(policy, target, request, std::move(claimed).value());
   }
   const bool acquired = claimed && claimed->status == ClaimStatus::acquired;
@@ -308,9 +317,15 @@ boost::asio::awaitable<Outcome<R>> async_execute_steps(const Policy& policy, Asy
     }
     throw_cancelled();
   }
-  if (!claimed) co_return Outcome<R>::failed(std::move(claimed).failure());
+  if (!claimed) {
+    out.emplace(Outcome<R>::failed(std::move(claimed).failure()));
+    co_return;
+  }
   Claim& claim = claimed.value();
-  if (!acquired) co_return answer_stored<R>(policy, target, claim);
+  if (!acquired) {
+    out.emplace(answer_stored<R>(policy, target, claim));
+    co_return;
+  }
   const Fence fence = claim.fence;
   if (claim.took_over) notify(policy, target, Event::took_over, fence, {});
 
@@ -356,25 +371,43 @@ boost::asio::awaitable<Outcome<R>> async_execute_steps(const Policy& policy, Asy
     co_await async_settle_failure(policy, target, fence, std::move(message), remember);
     std::rethrow_exception(thrown);
   }
-  co_return co_await async_commit_result<R>(policy, target, fence, std::move(*value));
+  out.emplace(co_await async_commit_result<R>(policy, target, fence, std::move(*value)));
 }
 
-/// Runs the steps with the engine's own handling of cancellation, restoring the caller's
-/// throw_if_cancelled (it belongs to the whole coroutine stack) before returning or throwing.
+/// execute_on as a coroutine, restoring the caller's throw_if_cancelled (it belongs to the whole
+/// coroutine stack) before returning or throwing. A call answered by its first claim (a replay,
+/// a remembered failure, a refusal, the store's failure) ends here, in this one coroutine frame;
+/// the others go on in async_execute_steps. A replay so costs one frame allocation, not two, and
+/// a smaller one: a coroutine's frame holds every local of every path it has.
 template <class R, class S, class Fn>
 boost::asio::awaitable<Outcome<R>> async_execute_on(const Policy& policy, AsyncTarget<S> target,
                                                     Fn fn) {
   const bool caller_throws = co_await boost::asio::this_coro::throw_if_cancelled();
   co_await boost::asio::this_coro::throw_if_cancelled(false);
+  begin_call(policy, target);
+  Result<Claim> claimed = co_await target.store().async_claim(target.request());
   std::optional<Outcome<R>> out;
   std::exception_ptr failed;
-  try {
-    out.emplace(co_await async_execute_steps<R>(policy, target, fn, caller_throws));
-  } catch (...) {
-    failed = std::current_exception();
+  bool gave_up = false;  // cancelled while the first claim was in flight, holding nothing
+  if (first_claim_ends(policy, target, claimed) &&
+      !(claimed && claimed->status == ClaimStatus::acquired)) {
+    if (cancelled(co_await boost::asio::this_coro::cancellation_state)) {
+      gave_up = true;
+    } else if (!claimed) {
+      out.emplace(Outcome<R>::failed(std::move(claimed).failure()));
+    } else {
+      out.emplace(answer_stored<R>(policy, target, claimed.value()));
+    }
+  } else {
+    try {
+      co_await async_execute_steps<R>(policy, target, fn, caller_throws, std::move(claimed), out);
+    } catch (...) {
+      failed = std::current_exception();
+    }
   }
   co_await boost::asio::this_coro::throw_if_cancelled(caller_throws);
   if (failed) std::rethrow_exception(failed);
+  if (gave_up) throw_cancelled();
   co_return std::move(*out);
 }
 
