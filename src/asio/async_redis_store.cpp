@@ -16,6 +16,7 @@
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -57,8 +58,29 @@ struct Op final : Request {
     net::post(executor, net::append(std::move(handler), std::move(value)));
   }
 
+  bool hold_answer(const redisReply& reply, std::string_view where) override {
+    held.emplace(decode(reply, where));
+    return true;
+  }
+
+  // The caller's coroutine resumes here when its executor is this thread's io_context (the
+  // common case of single_threaded), else through a dispatch: no post, no allocation for it.
+  void complete_in_place(std::unique_ptr<Request> self) override {
+    Handler h = std::move(handler);
+    T value = std::move(*held);
+    self.reset();  // `this` is gone: the caller's next call may reuse its memory
+    auto executor = net::get_associated_executor(h);
+    if (const auto* io = executor.template target<net::io_context::executor_type>();
+        io != nullptr && io->running_in_this_thread()) {
+      std::move(h)(std::move(value));
+    } else {
+      net::dispatch(executor, net::append(std::move(h), std::move(value)));
+    }
+  }
+
   Decode decode;
   Handler handler;
+  std::optional<T> held;  // the answer, between hold_answer and complete_in_place
 };
 
 // The record scripts' error replies (WRONGTYPE, IDEM_CORRUPT, others), or nullopt.
@@ -162,7 +184,7 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
   // A reply came for `request` from `link` (NOSCRIPT already handled there).
   void answered(Link& link, std::unique_ptr<Request> request, const redisReply& reply) override {
     if (!cluster_ || request->script == nullptr || reply.type != REDIS_REPLY_ERROR) {
-      request->finish(&reply, {}, link.where());
+      answer(link, std::move(request), reply);
       return;
     }
     if (std::optional<redis::Redirect> to = redis::parse_redirect(reply)) {
@@ -202,7 +224,17 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
       });
       return;
     }
-    request->finish(&reply, {}, link.where());  // any other error reply is the decoder's
+    answer(link, std::move(request), reply);  // any other error reply is the decoder's
+  }
+
+  // `reply` answers `request`. With single_threaded its caller resumes once the link's read is
+  // done (Link::complete_after_read) rather than through a post.
+  void answer(Link& link, std::unique_ptr<Request> request, const redisReply& reply) {
+    if (options_.single_threaded && request->hold_answer(reply, link.where())) {
+      link.complete_after_read(std::move(request));
+      return;
+    }
+    request->finish(&reply, {}, link.where());
   }
 
   // No reply will come for `request` from `link`: it failed, timed out, or found no connection.

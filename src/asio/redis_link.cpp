@@ -8,6 +8,7 @@
 #include <array>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <cstring>
+#include <exception>
 #include <stdexcept>
 #include <utility>
 
@@ -78,8 +79,11 @@ struct Link::Watcher : std::enable_shared_from_this<Link::Watcher> {
           (read ? self->read_armed : self->write_armed) = false;
           if (ec || self->ac == nullptr) return;
           if (read ? !self->reading : !self->writing) return;
+          std::vector<std::unique_ptr<Request>> answered;
           if (read) {
             redisAsyncHandleRead(self->ac);
+            // No caller has run yet, so the link is still there (even if cleanup ran).
+            answered.swap(self->link->held_);
           } else {
             redisAsyncHandleWrite(self->ac);
           }
@@ -87,7 +91,24 @@ struct Link::Watcher : std::enable_shared_from_this<Link::Watcher> {
           if (self->ac != nullptr && (read ? self->reading : self->writing)) {
             self->arm(read);
           }
+          // Last: a caller that resumes here may end the store, and this link with it.
+          complete_in_place(answered);
         });
+  }
+
+  // Hands each held answer to its caller. A caller's exception (rethrown after the others
+  // are answered) goes out of io_context::run, as one from a posted completion would.
+  static void complete_in_place(std::vector<std::unique_ptr<Request>>& answered) {
+    std::exception_ptr thrown;
+    for (auto& request : answered) {
+      try {
+        Request* raw = request.get();
+        raw->complete_in_place(std::move(request));
+      } catch (...) {
+        if (!thrown) thrown = std::current_exception();
+      }
+    }
+    if (thrown) std::rethrow_exception(thrown);
   }
 
   static void add_read(void* p) {
@@ -114,6 +135,7 @@ struct Link::Watcher : std::enable_shared_from_this<Link::Watcher> {
   }
 
   redisAsyncContext* ac;
+  Link* link = nullptr;  // whose answers a read may hold (Link::complete_after_read)
   net::posix::stream_descriptor socket;
   bool reading = false, writing = false, read_armed = false, write_armed = false;
   std::shared_ptr<Watcher> keep;  // the context's reference, until cleanup
@@ -232,6 +254,7 @@ bool Link::connect() {
   opened_.fetch_add(1, std::memory_order_relaxed);
   auto watcher = std::make_shared<Watcher>(strand_, ac);
   watcher->keep = watcher;
+  watcher->link = this;
   ac->data = this;
   ac->ev.data = watcher.get();
   ac->ev.addRead = &Watcher::add_read;

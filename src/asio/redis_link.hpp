@@ -101,8 +101,18 @@ struct Request {
   std::string last;             // why the last try did not answer, for the give-up message
 
   virtual ~Request() = default;
-  // `reply` is valid during the call only; null with `failure` set when none came.
+  // `reply` is valid during the call only; null with `failure` set when none came. The caller's
+  // wait ends through its executor (a post).
   virtual void finish(const redisReply* reply, Failure failure, std::string_view where) = 0;
+  // For a store whose callers run on the thread that reads the replies (single_threaded):
+  // decodes `reply` and keeps the answer, which complete_in_place() hands over once hiredis is
+  // done reading, without a post. false: this request cannot; finish() it instead.
+  virtual bool hold_answer(const redisReply& /*reply*/, std::string_view /*where*/) {
+    return false;
+  }
+  // Ends the caller's wait with the held answer, in this thread when its executor runs here.
+  // `self` is this request: it is freed before the caller resumes.
+  virtual void complete_in_place(std::unique_ptr<Request> /*self*/) {}
 };
 
 /// Where a Link's replies go: the store's router. Called on the strand, from hiredis's callbacks.
@@ -142,6 +152,12 @@ class Link {
   // Ends the connection (its calls fail) and stops the watchdog; no connection opens after.
   void close();
 
+  // Keeps `request`, whose answer it holds (Request::hold_answer), until hiredis is done with the
+  // read that brought it: then it completes in place, in the order the replies came.
+  void complete_after_read(std::unique_ptr<Request> request) {
+    held_.push_back(std::move(request));
+  }
+
   const std::string& where() const noexcept { return where_; }
   const std::string& host() const noexcept { return options_.host; }
 
@@ -180,6 +196,7 @@ class Link {
   std::string last_error_;    // why the last connection failed or ended
   std::string last_failure_;  // the failure of a call that found no connection
   std::string drop_reason_;   // why this store dropped the connection
+  std::vector<std::unique_ptr<Request>> held_;  // answered in the read now running
 };
 
 }  // namespace idem::redis_async
