@@ -50,6 +50,22 @@ struct RedisBackend : IoRunner {
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Redis, AsyncGuardCases, RedisBackend);
 
+// The same cases with single_threaded (IoRunner runs the io_context on the test's thread): a
+// caller resumes in place once the read that answered it is done, not through a post.
+struct RedisOneThreadBackend : RedisBackend {
+  static constexpr bool kOneThread = true;
+  void set_up() {
+    if (redis_uri() == nullptr) {
+      GTEST_SKIP() << "IDEM_TEST_REDIS_URI is not set; scripts/test starts a Redis and sets it";
+    }
+    AsyncRedisStoreOptions options = async_redis_options(unique_prefix("async1"));
+    options.single_threaded = true;
+    store_ = std::make_unique<AsyncRedisStore>(io().get_executor(), options);
+  }
+};
+
+INSTANTIATE_TYPED_TEST_SUITE_P(RedisOneThread, AsyncGuardCases, RedisOneThreadBackend);
+
 // --- The conformance kit, each call through the asynchronous store
 // -------------------------------- An idem::Store whose calls run AsyncRedisStore's awaitables to
 // their end.
