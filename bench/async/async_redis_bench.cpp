@@ -18,7 +18,6 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
-#include <boost/asio/posix/stream_descriptor.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -29,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "asio/hiredis_events.hpp"  // the store's event hooks, for the bare twin too
 #include "async_bench.hpp"
 #include "idem/asio/async_guard.hpp"
 #include "idem/asio/redis_store.hpp"
@@ -170,58 +170,14 @@ void BM_Async_Redis_Replay(benchmark::State& state) {
 
 // ---- The bare twin: raw hiredis async on Asio, callbacks only ---------------------------------
 
-// hiredis's event hooks on a stream_descriptor: the least an Asio program must do.
-struct BareWatcher {
-  BareWatcher(net::io_context& io, redisAsyncContext* c) : ac(c), socket(io, c->c.fd) {}
-  void arm(bool read) {
-    bool& armed = read ? read_armed : write_armed;
-    if (armed) return;
-    armed = true;
-    socket.async_wait(
-        read ? net::posix::stream_descriptor::wait_read : net::posix::stream_descriptor::wait_write,
-        [this, read](boost::system::error_code ec) {
-          (read ? read_armed : write_armed) = false;
-          if (ec || ac == nullptr) return;
-          if (read ? !reading : !writing) return;
-          if (read) {
-            redisAsyncHandleRead(ac);
-          } else {
-            redisAsyncHandleWrite(ac);
-          }
-          if (ac != nullptr && (read ? reading : writing)) arm(read);
-        });
-  }
-  redisAsyncContext* ac;
-  net::posix::stream_descriptor socket;
-  bool reading = false, writing = false, read_armed = false, write_armed = false;
-};
-
 class Bare {
  public:
   explicit Bare(net::io_context& io) {
     const auto o = idem::redis::ConnectionOptions::from_uri(uri()).value();
     ac_ = redisAsyncConnect(o.host.c_str(), o.port);
-    watcher_ = std::make_unique<BareWatcher>(io, ac_);
-    ac_->ev.data = watcher_.get();
-    ac_->ev.addRead = [](void* p) {
-      auto* w = static_cast<BareWatcher*>(p);
-      w->reading = true;
-      w->arm(true);
-    };
-    ac_->ev.delRead = [](void* p) { static_cast<BareWatcher*>(p)->reading = false; };
-    ac_->ev.addWrite = [](void* p) {
-      auto* w = static_cast<BareWatcher*>(p);
-      w->writing = true;
-      w->arm(false);
-    };
-    ac_->ev.delWrite = [](void* p) { static_cast<BareWatcher*>(p)->writing = false; };
-    ac_->ev.cleanup = [](void* p) {
-      auto* w = static_cast<BareWatcher*>(p);
-      w->ac = nullptr;
-      boost::system::error_code ignored;
-      w->socket.cancel(ignored);
-      (void)w->socket.release();
-    };
+    // The store's own event hooks (src/asio/hiredis_events.hpp), so that both sides drive hiredis
+    // alike: the comparison is of what the guard adds.
+    idem::redis_async::HiredisEvents::attach(ac_, io.get_executor());
     const auto fp = idem::redis::fingerprint_bytes(idem::xxh3_128(kPayload));
     fp_.assign(fp.data(), fp.size());
     lease_.assign(idem::redis::ms_text(lease_buf_, kLease));
@@ -313,7 +269,6 @@ class Bare {
   }
 
   redisAsyncContext* ac_ = nullptr;
-  std::unique_ptr<BareWatcher> watcher_;
   std::string fp_, lease_, ttl_;
   idem::redis::DecimalText lease_buf_, ttl_buf_;
 };

@@ -6,13 +6,13 @@
 
 #include <algorithm>
 #include <array>
-#include <boost/asio/posix/stream_descriptor.hpp>
 #include <cstring>
 #include <exception>
 #include <stdexcept>
 #include <utility>
 
 #include "cluster.hpp"
+#include "hiredis_events.hpp"
 #include "store_common.hpp"
 
 namespace idem::redis_async {
@@ -64,82 +64,26 @@ void Args::take(Args& other) noexcept {
   }
 }
 
-// hiredis's event hooks: read and write readiness of the connection's socket on the strand.
-struct Link::Watcher : std::enable_shared_from_this<Link::Watcher> {
-  Watcher(const net::strand<net::any_io_executor>& strand, redisAsyncContext* context)
-      : ac(context), socket(strand, context->c.fd) {}
-
-  void arm(bool read) {
-    bool& armed = read ? read_armed : write_armed;
-    if (armed || ac == nullptr) return;
-    armed = true;
-    socket.async_wait(
-        read ? net::posix::stream_descriptor::wait_read : net::posix::stream_descriptor::wait_write,
-        [self = shared_from_this(), read](boost::system::error_code ec) {
-          (read ? self->read_armed : self->write_armed) = false;
-          if (ec || self->ac == nullptr) return;
-          if (read ? !self->reading : !self->writing) return;
-          std::vector<std::unique_ptr<Request>> answered;
-          if (read) {
-            redisAsyncHandleRead(self->ac);
-            // No caller has run yet, so the link is still there (even if cleanup ran).
-            answered.swap(self->link->held_);
-          } else {
-            redisAsyncHandleWrite(self->ac);
-          }
-          // The context may be gone now (cleanup ran).
-          if (self->ac != nullptr && (read ? self->reading : self->writing)) {
-            self->arm(read);
-          }
-          // Last: a caller that resumes here may end the store, and this link with it.
-          complete_in_place(answered);
-        });
-  }
-
-  // Hands each held answer to its caller. A caller's exception (rethrown after the others
-  // are answered) goes out of io_context::run, as one from a posted completion would.
-  static void complete_in_place(std::vector<std::unique_ptr<Request>>& answered) {
-    std::exception_ptr thrown;
-    for (auto& request : answered) {
-      try {
-        Request* raw = request.get();
-        raw->complete_in_place(std::move(request));
-      } catch (...) {
-        if (!thrown) thrown = std::current_exception();
-      }
+// After a read of the connection: each answer held back during it goes to its caller, in the
+// order the replies came. Called once hiredis is done with the read, so no caller runs inside its
+// callbacks; a caller may end the store, and this link with it, so the answers leave the link
+// first. A caller's exception (rethrown after the others are answered) goes out of
+// io_context::run, as one from a posted completion would.
+void Link::complete_held() {
+  if (held_.empty()) return;
+  std::vector<std::unique_ptr<Request>> answered;
+  answered.swap(held_);
+  std::exception_ptr thrown;
+  for (auto& request : answered) {
+    try {
+      Request* raw = request.get();
+      raw->complete_in_place(std::move(request));
+    } catch (...) {
+      if (!thrown) thrown = std::current_exception();
     }
-    if (thrown) std::rethrow_exception(thrown);
   }
-
-  static void add_read(void* p) {
-    auto* w = static_cast<Watcher*>(p);
-    w->reading = true;
-    w->arm(true);
-  }
-  static void del_read(void* p) { static_cast<Watcher*>(p)->reading = false; }
-  static void add_write(void* p) {
-    auto* w = static_cast<Watcher*>(p);
-    w->writing = true;
-    w->arm(false);
-  }
-  static void del_write(void* p) { static_cast<Watcher*>(p)->writing = false; }
-  // The context is being freed: hiredis closes the socket; stop watching it.
-  static void cleanup(void* p) {
-    auto* w = static_cast<Watcher*>(p);
-    w->ac = nullptr;
-    w->reading = w->writing = false;
-    boost::system::error_code ignored;
-    w->socket.cancel(ignored);
-    (void)w->socket.release();
-    w->keep.reset();  // the pending waits hold their own references
-  }
-
-  redisAsyncContext* ac;
-  Link* link = nullptr;  // whose answers a read may hold (Link::complete_after_read)
-  net::posix::stream_descriptor socket;
-  bool reading = false, writing = false, read_armed = false, write_armed = false;
-  std::shared_ptr<Watcher> keep;  // the context's reference, until cleanup
-};
+  if (thrown) std::rethrow_exception(thrown);
+}
 
 Link::Link(LinkOwner& owner, const Strand& strand, redis::ConnectionOptions options,
            LinkBackoff backoff, std::atomic<std::uint64_t>& opened)
@@ -252,16 +196,9 @@ bool Link::connect() {
     return false;
   }
   opened_.fetch_add(1, std::memory_order_relaxed);
-  auto watcher = std::make_shared<Watcher>(strand_, ac);
-  watcher->keep = watcher;
-  watcher->link = this;
   ac->data = this;
-  ac->ev.data = watcher.get();
-  ac->ev.addRead = &Watcher::add_read;
-  ac->ev.delRead = &Watcher::del_read;
-  ac->ev.addWrite = &Watcher::add_write;
-  ac->ev.delWrite = &Watcher::del_write;
-  ac->ev.cleanup = &Watcher::cleanup;
+  // The link outlives every read of its connection: its store closes the connection first.
+  HiredisEvents::attach(ac, strand_, [this] { complete_held(); });
   redisAsyncSetConnectCallback(ac, &Link::on_connect);
   redisAsyncSetDisconnectCallback(ac, &Link::on_disconnect);
   context_ = ac;

@@ -162,9 +162,9 @@ class Link {
   const std::string& host() const noexcept { return options_.host; }
 
  private:
-  struct Watcher;  // hiredis's event hooks on the socket (redis_link.cpp)
 
   void send(std::unique_ptr<Request> request, bool eval_source);
+  void complete_held();
   static void on_reply(redisAsyncContext* ac, void* r, void* privdata);
   bool connect();
   template <class Args>
