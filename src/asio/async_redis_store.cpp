@@ -445,7 +445,7 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
     return std::make_unique<Link>(
         *this, strand_, std::move(o),
         redis_async::LinkBackoff{options_.reconnect_backoff, options_.max_reconnect_backoff},
-        opened_);
+        opened_, options_.single_threaded);
   }
 
   AsyncRedisStoreOptions options_;

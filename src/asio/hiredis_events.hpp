@@ -1,9 +1,9 @@
 #pragma once
 // hiredis's event hooks on Asio, for one redisAsyncContext: read readiness through async_wait on
-// the socket, and writes flushed once per turn of the executor (a post) instead of after a wait
-// for write readiness. The socket is nearly always writable, and that wait costs an epoll round
-// and two more system calls per command on a quiet connection; a post also gathers the commands
-// that the handlers of one turn send into one write. Used by redis_link (AsyncRedisStore) and by
+// the socket, and writes flushed at the end of a read (for the commands its callers sent) or of
+// a turn of the executor (a post), instead of after a wait for write readiness. The socket is
+// nearly always writable, and that wait costs an epoll round and two more system calls per
+// command on a quiet connection; gathering also sends many commands in one write. Used by redis_link (AsyncRedisStore) and by
 // the benchmarks' bare twins, so that both drive hiredis alike. Internal to idem_asio_redis.
 
 #include <hiredis/async.h>
@@ -52,16 +52,39 @@ class HiredisEvents : public std::enable_shared_from_this<HiredisEvents> {
                          if (ec || self->ac_ == nullptr) return;
                          if (read ? !self->reading_ : !self->writing_) return;
                          if (read) {
-                           redisAsyncHandleRead(self->ac_);
+                           self->read();
                          } else {
                            redisAsyncHandleWrite(self->ac_);
+                           if (self->ac_ != nullptr && self->writing_) self->arm(false);
                          }
-                         // The context may be gone now (cleanup ran).
-                         if (self->ac_ != nullptr && (read ? self->reading_ : self->writing_)) {
-                           self->arm(read);
-                         }
-                         if (read && self->after_read_) self->after_read_();
                        });
+  }
+
+  // A read, then after_read_: the commands its callers send meanwhile go out in one write at
+  // its end, without a post.
+  void read() {
+    struct Scope {
+      HiredisEvents& events;
+      explicit Scope(HiredisEvents& e) : events(e) { events.in_read_ = true; }
+      Scope(const Scope&) = delete;
+      Scope& operator=(const Scope&) = delete;
+      ~Scope() {
+        events.in_read_ = false;
+        if (std::exchange(events.write_after_read_, false)) events.flush_now();
+      }
+    } scope(*this);
+    redisAsyncHandleRead(ac_);
+    // The context may be gone now (cleanup ran).
+    if (ac_ != nullptr && reading_) arm(true);
+    if (after_read_) after_read_();
+  }
+
+  // Writes what hiredis holds now; what the socket does not take waits for write readiness.
+  void flush_now() {
+    if (ac_ == nullptr || !writing_ || write_armed_) return;
+    flushing_ = true;
+    redisAsyncHandleWrite(ac_);
+    flushing_ = false;
   }
 
   // Writes what hiredis holds at the end of this turn of the executor.
@@ -70,10 +93,7 @@ class HiredisEvents : public std::enable_shared_from_this<HiredisEvents> {
     flush_posted_ = true;
     boost::asio::post(socket_.get_executor(), [self = shared_from_this()] {
       self->flush_posted_ = false;
-      if (self->ac_ == nullptr || !self->writing_) return;
-      self->flushing_ = true;
-      redisAsyncHandleWrite(self->ac_);
-      self->flushing_ = false;
+      self->flush_now();
     });
   }
 
@@ -90,6 +110,8 @@ class HiredisEvents : public std::enable_shared_from_this<HiredisEvents> {
     // behind (the socket's buffer is full): wait until the socket is writable.
     if (e->flushing_ || (e->ac_->c.flags & REDIS_CONNECTED) == 0) {
       e->arm(false);
+    } else if (e->in_read_) {
+      e->write_after_read_ = true;
     } else {
       e->flush_soon();
     }
@@ -111,6 +133,7 @@ class HiredisEvents : public std::enable_shared_from_this<HiredisEvents> {
   std::function<void()> after_read_;
   bool reading_ = false, writing_ = false, read_armed_ = false, write_armed_ = false;
   bool flush_posted_ = false, flushing_ = false;
+  bool in_read_ = false, write_after_read_ = false;
   std::shared_ptr<HiredisEvents> keep_;  // the context's reference, until cleanup
 };
 

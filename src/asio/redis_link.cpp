@@ -86,9 +86,10 @@ void Link::complete_held() {
 }
 
 Link::Link(LinkOwner& owner, const Strand& strand, redis::ConnectionOptions options,
-           LinkBackoff backoff, std::atomic<std::uint64_t>& opened)
+           LinkBackoff backoff, std::atomic<std::uint64_t>& opened, bool one_thread)
     : owner_(owner),
       strand_(strand),
+      one_thread_(one_thread),
       options_(std::move(options)),
       backoff_options_(backoff),
       opened_(opened),
@@ -198,7 +199,10 @@ bool Link::connect() {
   opened_.fetch_add(1, std::memory_order_relaxed);
   ac->data = this;
   // The link outlives every read of its connection: its store closes the connection first.
-  HiredisEvents::attach(ac, strand_, [this] { complete_held(); });
+  // On one thread the socket's handlers need no strand.
+  const net::any_io_executor events = one_thread_ ? net::any_io_executor(strand_.get_inner_executor())
+                                                  : net::any_io_executor(strand_);
+  HiredisEvents::attach(ac, events, [this] { complete_held(); });
   redisAsyncSetConnectCallback(ac, &Link::on_connect);
   redisAsyncSetDisconnectCallback(ac, &Link::on_disconnect);
   context_ = ac;

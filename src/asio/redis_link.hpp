@@ -141,8 +141,10 @@ struct LinkBackoff {
 // the owner keeps its links as long as itself.
 class Link {
  public:
+  // `one_thread`: every call comes from the one thread that runs the executor
+  // (AsyncRedisStoreOptions::single_threaded).
   Link(LinkOwner& owner, const Strand& strand, redis::ConnectionOptions options,
-       LinkBackoff backoff, std::atomic<std::uint64_t>& opened);
+       LinkBackoff backoff, std::atomic<std::uint64_t>& opened, bool one_thread);
   Link(const Link&) = delete;
   Link& operator=(const Link&) = delete;
 
@@ -177,6 +179,7 @@ class Link {
 
   LinkOwner& owner_;
   const Strand& strand_;
+  bool one_thread_;
   redis::ConnectionOptions options_;
   LinkBackoff backoff_options_;
   std::atomic<std::uint64_t>& opened_;
