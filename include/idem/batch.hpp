@@ -17,6 +17,7 @@
 #include "idem/codec.hpp"
 #include "idem/context.hpp"
 #include "idem/detail/engine.hpp"
+#include "idem/detail/handler_call.hpp"
 #include "idem/error.hpp"
 #include "idem/key.hpp"
 #include "idem/outcome.hpp"
@@ -33,18 +34,6 @@ struct BatchItem {
 };
 
 namespace detail {
-
-template <class Fn>
-constexpr bool kBatchTakesContext = std::is_invocable_v<Fn&, std::size_t, Context&>;
-
-template <class Fn, bool = kBatchTakesContext<Fn>>
-struct BatchHandlerResult {
-  using type = std::remove_cvref_t<std::invoke_result_t<Fn&, std::size_t, Context&>>;
-};
-template <class Fn>
-struct BatchHandlerResult<Fn, false> {
-  using type = std::remove_cvref_t<std::invoke_result_t<Fn&, std::size_t>>;
-};
 
 /// A target whose first claim was already made (in the batch's claim step): claim_or_wait takes
 /// that answer first and asks the target again only to wait for a holder.
@@ -154,16 +143,10 @@ void execute_batch_on(const Policy& policy, S& store, std::vector<Target>& targe
       Context context(target.context_store(), target.ticket(fence), target.lease(),
                       claim.transaction);
       if constexpr (std::is_void_v<R>) {
-        if constexpr (kBatchTakesContext<Fn>) {
-          fn(index[k], context);
-        } else {
-          fn(index[k]);
-        }
+        call_handler(fn, context, index[k]);
         h.value.emplace();
-      } else if constexpr (kBatchTakesContext<Fn>) {
-        h.value.emplace(fn(index[k], context));
       } else {
-        h.value.emplace(fn(index[k]));
+        h.value.emplace(call_handler(fn, context, index[k]));
       }
     } catch (...) {
       const std::string message = exception_message(std::current_exception());
@@ -231,6 +214,6 @@ void execute_batch_on(const Policy& policy, S& store, std::vector<Target>& targe
 
 /// The result type of a batch handler `fn(std::size_t index[, idem::Context&])`.
 template <class Fn>
-using batch_result_t = typename detail::BatchHandlerResult<Fn>::type;
+using batch_result_t = detail::handler_return_t<Fn, Context, std::size_t>;
 
 }  // namespace idem

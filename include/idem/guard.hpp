@@ -21,6 +21,7 @@
 #include "idem/context.hpp"
 #include "idem/detail/effective_key.hpp"
 #include "idem/detail/engine.hpp"
+#include "idem/detail/handler_call.hpp"
 #include "idem/detail/key_check.hpp"
 #include "idem/error.hpp"
 #include "idem/key.hpp"
@@ -34,28 +35,6 @@
 namespace idem {
 
 namespace detail {
-template <class Fn>
-constexpr bool kTakesContext = std::is_invocable_v<Fn&, Context&>;
-
-template <class Fn, bool = kTakesContext<Fn>>
-struct HandlerResult {
-  using type = std::remove_cvref_t<std::invoke_result_t<Fn&, Context&>>;
-};
-template <class Fn>
-struct HandlerResult<Fn, false> {
-  using type = std::remove_cvref_t<std::invoke_result_t<Fn&>>;
-};
-
-/// Calls a handler with or without the Context.
-template <class Fn>
-decltype(auto) call_handler(Fn& fn, Context& context) {
-  if constexpr (kTakesContext<Fn>) {
-    return std::invoke(fn, context);
-  } else {
-    return std::invoke(fn);
-  }
-}
-
 /// execute() on a target: claim (or wait) and answer, or run the handler on the held key and
 /// commit its result. The engine's steps, as an Attempt takes them, on the caller's stack. A
 /// handler that throws settles the key (released, or remembered under remember_failures) and
@@ -174,7 +153,7 @@ class StoreTarget {
 
 /// The result type of a handler `fn`, called with or without an idem::Context&.
 template <class Fn>
-using handler_result_t = typename detail::HandlerResult<Fn>::type;
+using handler_result_t = detail::handler_return_t<Fn, Context>;
 
 /// Makes a handler idempotent: for each key the handler runs once, and repeats of the key get
 /// the stored result (docs/design.md §5). Thread-safe when the store is; holds a reference to

@@ -26,7 +26,7 @@ namespace idem {
 /// returns yields; called with or without an idem::AsyncContext&.
 template <class Fn>
 using async_handler_result_t =
-    typename detail::AwaitedValue<typename detail::AsyncHandlerReturn<Fn>::type>::type;
+    typename detail::AwaitedValue<detail::handler_return_t<Fn, AsyncContext>>::type;
 
 /// Makes a handler idempotent on an event loop: for each key the handler runs once, and repeats
 /// of the key get the stored result, as IdempotencyGuard does (docs/design.md §5), with the same

@@ -34,6 +34,7 @@
 #include "idem/detail/call_timer.hpp"
 #include "idem/detail/effective_key.hpp"
 #include "idem/detail/engine.hpp"
+#include "idem/detail/handler_call.hpp"
 #include "idem/key.hpp"
 #include "idem/options.hpp"
 #include "idem/outcome.hpp"
@@ -86,18 +87,6 @@ template <class T, class Executor>
 struct AwaitedValue<boost::asio::awaitable<T, Executor>> {
   using type = T;
   static constexpr bool awaitable = true;
-};
-
-template <class Fn>
-constexpr bool kTakesAsyncContext = std::is_invocable_v<Fn&, AsyncContext&>;
-
-template <class Fn, bool = kTakesAsyncContext<Fn>>
-struct AsyncHandlerReturn {
-  using type = std::remove_cvref_t<std::invoke_result_t<Fn&, AsyncContext&>>;
-};
-template <class Fn>
-struct AsyncHandlerReturn<Fn, false> {
-  using type = std::remove_cvref_t<std::invoke_result_t<Fn&>>;
 };
 
 /// What the engine claims for an AsyncGuard: one key of one asynchronous store. Owns the
@@ -335,14 +324,8 @@ boost::asio::awaitable<void> async_execute_steps(const Policy& policy, AsyncTarg
   {
     AsyncContext context(target.store(), target.ticket(fence), target.lease());
     co_await boost::asio::this_coro::throw_if_cancelled(caller_throws);
-    using Return = typename AsyncHandlerReturn<Fn>::type;
-    auto call = [&]() -> decltype(auto) {
-      if constexpr (kTakesAsyncContext<Fn>) {
-        return std::invoke(fn, context);
-      } else {
-        return std::invoke(fn);
-      }
-    };
+    using Return = handler_return_t<Fn, AsyncContext>;
+    auto call = [&]() -> decltype(auto) { return call_handler(fn, context); };
     // The handler's value (std::monostate for void), awaiting what it returns if that is an
     // awaitable.
     try {
