@@ -214,6 +214,10 @@ void PgPipeline::connected() {
     drop(fmt::format("cannot enter pipeline mode: {}", first_line(PQerrorMessage(conn_))));
     return;
   }
+  // Registered afresh (no wait is pending here): the connect's write waits left "writable" in
+  // the reactor's edge-triggered interest, and each read wait re-arms it, so every statement
+  // would wake the loop once more (an extra epoll_wait) for a socket that is merely writable.
+  release_socket();
   watch_socket();
   state_ = State::setting_up;
   arm_read();

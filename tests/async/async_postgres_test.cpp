@@ -184,7 +184,11 @@ TEST(AsyncPostgres, EachKeyRunsOnceAcrossConnectionsOfManyCoroutines) {
   for (int s = 0; s < kStores; ++s) {
     threads.emplace_back([&, s] {
       IoRunner runner;
-      AsyncPostgresStore store(runner.io().get_executor(), async_pg_options(prefix));
+      // Each store's coroutines run on its own thread: two stores are told so (no strand,
+      // replies resume their callers in place), the other goes through its strand.
+      AsyncPostgresStoreOptions o = async_pg_options(prefix);
+      o.single_threaded = s != 1;
+      AsyncPostgresStore store(runner.io().get_executor(), o);
       AsyncGuard guard{store, Options{.scope = "race", .in_progress = Wait{.timeout = 20s}}};
       int finished = 0;
       for (int c = 0; c < kCoroutines; ++c) {
@@ -253,7 +257,10 @@ TEST(AsyncPostgres, EachKeyRunsOnceAcrossProcessesOfManyCoroutines) {
       try {
         pqxx::connection counter(pg_test_uri());
         IoRunner runner;
-        AsyncPostgresStore store(runner.io().get_executor(), async_pg_options(prefix));
+        // Each child runs its coroutines on one thread: no strand.
+        AsyncPostgresStoreOptions o = async_pg_options(prefix);
+        o.single_threaded = true;
+        AsyncPostgresStore store(runner.io().get_executor(), o);
         AsyncGuard guard{store, Options{.scope = "procs", .in_progress = Wait{.timeout = 20s}}};
         // The counting statements block the loop's thread briefly: test bookkeeping only.
         auto record = [&](const std::string& sql) {
