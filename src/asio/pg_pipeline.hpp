@@ -19,6 +19,7 @@
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -33,6 +34,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -205,6 +207,15 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
     }
     void complete_in_place() override {
       auto executor = net::get_associated_executor(handler);
+      // On this thread's io_context, dispatch would run the handler right here: do so without
+      // its two type-erased wrappers. Any other executor (a strand, another context) decides.
+      if constexpr (std::is_same_v<decltype(executor), net::any_io_executor>) {
+        const auto* io = executor.template target<net::io_context::executor_type>();
+        if (io != nullptr && io->running_in_this_thread()) {
+          std::move(handler)(std::move(reply));
+          return;
+        }
+      }
       net::dispatch(executor, net::append(std::move(handler), std::move(reply)));
     }
     Handler handler;
