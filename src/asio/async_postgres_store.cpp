@@ -65,12 +65,25 @@ Query preparation(const char* name, const std::string& sql) {
   return q;
 }
 
-// A cell as a 64-bit integer; false when it is NULL or not one.
+// A cell as a 64-bit integer; false when it is NULL (libpq's empty text), out of the result, or
+// not one. Read from libpq's NUL-terminated text in one pass.
 bool as_i64(const Reply& r, int row, int col, std::int64_t& out) {
-  if (col >= r.column_count() || r.null(row, col)) return false;
-  const std::string_view text = r.text(row, col);
-  const char* end = text.data() + text.size();
-  return std::from_chars(text.data(), end, out).ptr == end;
+  const char* s = r.result ? PQgetvalue(r.result.get(), row, col) : nullptr;
+  if (s == nullptr) return false;
+  const bool negative = *s == '-';
+  if (negative) ++s;
+  if (*s == '\0') return false;
+  std::uint64_t v = 0;
+  int digits = 0;
+  for (; *s != '\0'; ++s) {
+    const unsigned d = static_cast<unsigned char>(*s) - unsigned{'0'};
+    if (d > 9 || ++digits > 19) return false;  // 19 digits never overflow 64 bits
+    v = v * 10 + d;
+  }
+  constexpr std::uint64_t kMax = std::uint64_t{1} << 63;  // |INT64_MIN|
+  if (v > (negative ? kMax : kMax - 1)) return false;
+  out = negative ? static_cast<std::int64_t>(std::uint64_t{0} - v) : static_cast<std::int64_t>(v);
+  return true;
 }
 
 Failure corrupt(std::string_view what) {

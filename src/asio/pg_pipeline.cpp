@@ -24,8 +24,34 @@ std::string first_line(const char* what) {
 
 }  // namespace
 
+namespace {
+
+int hex_digit(char c) noexcept {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// bytea's hex output ("\\x" and two digits a byte, the server's default), decoded straight into
+// `out`; false for anything else, which PQunescapeBytea then reads.
+bool from_hex(std::string_view text, std::string& out) {
+  if (text.size() < 2 || text[0] != '\\' || text[1] != 'x' || text.size() % 2 != 0) return false;
+  out.resize((text.size() - 2) / 2);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const int high = hex_digit(text[2 + 2 * i]);
+    const int low = hex_digit(text[3 + 2 * i]);
+    if (high < 0 || low < 0) return false;
+    out[i] = static_cast<char>(high << 4 | low);
+  }
+  return true;
+}
+
+}  // namespace
+
 bool Reply::bytes(int row, int col, std::string& out) const {
   if (null(row, col)) return false;
+  if (from_hex(text(row, col), out)) return true;
   std::size_t n = 0;
   unsigned char* decoded =
       PQunescapeBytea(reinterpret_cast<const unsigned char*>(PQgetvalue(result.get(), row, col)), &n);
@@ -279,7 +305,8 @@ void PgPipeline::on_readable() {
     drop(fmt::format("connection lost: {}", first_line(PQerrorMessage(conn_))));
     return;
   }
-  Answered answered;
+  Answered answered = std::move(spare_answered_);  // its room kept from the last read
+  answered.clear();
   take_results(answered);
   if (current(g)) {
     if (PQstatus(conn_) == CONNECTION_BAD) {
@@ -290,6 +317,8 @@ void PgPipeline::on_readable() {
     }
   }
   complete_answered(answered);
+  answered.clear();
+  spare_answered_ = std::move(answered);
 }
 
 // The replies come in order: the front query's result, a null, then its sync point's result.

@@ -261,6 +261,7 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
   std::uint64_t generation_ = 0;  // of the current connection
   std::deque<std::unique_ptr<Op>> in_flight_;
   std::deque<std::unique_ptr<Op>> waiting_;  // callers' queries before the setup is done
+  Answered spare_answered_;  // on_readable's list, kept between reads
   std::chrono::steady_clock::time_point last_progress_{};
   std::chrono::steady_clock::time_point connect_started_{};
   std::chrono::steady_clock::time_point next_connect_{};
