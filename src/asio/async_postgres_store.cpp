@@ -339,38 +339,56 @@ std::uint64_t AsyncPostgresStore::connections_opened() const noexcept {
   return impl_->pipeline().connections_opened();
 }
 
-// The calls' parameters are views of the request, ticket and completion, which the caller
-// keeps until the call completes (the AsyncStore contract); the pipeline holds the rest.
-net::awaitable<Result<Claim>> AsyncPostgresStore::async_claim(const ClaimRequest& request) {
-  if (request.key.empty()) co_return make_failure(errc::key_invalid, "effective key is empty");
-  const std::shared_ptr<Impl> impl = impl_;
-  pgasync::PgPipeline& pipeline = impl->pipeline();
-  for (int attempt = 0; attempt < kClaimAttempts; ++attempt) {
-    Reply r = co_await pipeline.run(claim_query(request));
-    if (!r.ok()) co_return statement_failure(r);
-    if (r.row_count() == 0) continue;  // the record changed under the statement: ask again
-    // claim_in_one: 1 acquired, fence, took_over, padding; or 0, fence, took_over, then the
-    // record's state, fp_hi, fp_lo, lease left, retention left, result.
+namespace {
+
+// The claim statement's answer, read where the reply is: claim_in_one's row is 1 acquired,
+// fence, took_over, padding; or 0, fence, took_over, then the record's state, fp_hi, fp_lo,
+// lease left, retention left, result. nullopt: the record changed under the statement (no row,
+// or a record the statement should have taken): ask again.
+struct ClaimAnswer {
+  Fingerprint fingerprint;
+
+  std::optional<Result<Claim>> operator()(const Reply& r) const {
+    if (!r.ok()) return Result<Claim>(statement_failure(r));
+    if (r.row_count() == 0) return std::nullopt;
     std::int64_t acquired = 0, fence = 0, took_over = 0;
     if (r.column_count() != 9 || !as_i64(r, 0, 0, acquired) || !as_i64(r, 0, 1, fence) ||
         !as_i64(r, 0, 2, took_over)) {
-      co_return corrupt("the claim's answer");
+      return Result<Claim>(corrupt("the claim's answer"));
     }
     if (acquired == 1) {
-      co_return Claim{.status = ClaimStatus::acquired,
-                      .fence = static_cast<Fence>(fence),
-                      .took_over = took_over != 0};
+      return Result<Claim>(Claim{.status = ClaimStatus::acquired,
+                                 .fence = static_cast<Fence>(fence),
+                                 .took_over = took_over != 0});
     }
     std::string result;
     Failure bad;
     const auto view = view_of(r, RecordColumns{3, 4, 5, 6, 7, 8}, fence, result, bad);
-    if (!view) co_return bad;
-    Claim answer = detail::classify(*view, request.fingerprint);
+    if (!view) return Result<Claim>(std::move(bad));
+    Claim answer = detail::classify(*view, fingerprint);
     // The statement takes every record a claim may take: finding one means it changed under
-    // the statement. Ask again.
-    if (answer.status != ClaimStatus::acquired) co_return answer;
+    // the statement.
+    if (answer.status == ClaimStatus::acquired) return std::nullopt;
+    return Result<Claim>(std::move(answer));
   }
-  co_return make_failure(errc::in_progress, "the record kept changing under the claim; retry");
+  static Result<Claim> exhausted() {
+    return make_failure(errc::in_progress, "the record kept changing under the claim; retry");
+  }
+};
+
+net::awaitable<Result<Claim>> refused_at_once(Failure failure) { co_return failure; }
+
+}  // namespace
+
+// The calls' parameters are views of the request, ticket and completion, which the caller
+// keeps until the call completes (the AsyncStore contract); the pipeline holds the rest.
+// A claim is answered where its reply is read, without a coroutine of its own.
+net::awaitable<Result<Claim>> AsyncPostgresStore::async_claim(const ClaimRequest& request) {
+  if (request.key.empty()) {
+    return refused_at_once(make_failure(errc::key_invalid, "effective key is empty"));
+  }
+  return impl_->pipeline().run_decoded<Result<Claim>>(
+      claim_query(request), ClaimAnswer{request.fingerprint}, kClaimAttempts);
 }
 
 net::awaitable<Status> AsyncPostgresStore::async_commit(const Ticket& ticket,

@@ -381,6 +381,10 @@ void PgPipeline::finish_front(Answered& answered) {
     op->complete();  // the setup's next step goes out now
     return;
   }
+  if (op->again()) {
+    send(std::move(op));
+    return;
+  }
   answered.push_back(std::move(op));
 }
 

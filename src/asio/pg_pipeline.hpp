@@ -167,6 +167,29 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
         net::use_awaitable);
   }
 
+  /// Runs `query` and answers `decode(reply)`, decoded where the reply is read, before the
+  /// caller resumes: the caller needs no coroutine of its own around run(). `decode` returns
+  /// nullopt to have the query sent again (at most `tries` times in all; then it answers
+  /// `decode.exhausted()`), and must answer a Reply that failed.
+  template <class T, class Decode>
+  net::awaitable<T> run_decoded(Query query, Decode decode, int tries) {
+    return net::async_initiate<const net::use_awaitable_t<>&, void(T)>(
+        [self = shared_from_this(), query = std::move(query), decode = std::move(decode),
+         tries](auto handler) mutable {
+          auto op = std::make_unique<DecodingOp<T, decltype(handler), Decode>>(
+              std::move(handler), std::move(decode), tries);
+          op->query = std::move(query);
+          if (self->settings_.single_threaded) {
+            self->submit(std::move(op));
+            return;
+          }
+          net::dispatch(self->executor_, [self, op = std::move(op)]() mutable {
+            self->submit(std::move(op));
+          });
+        },
+        net::use_awaitable);
+  }
+
   // --- for the setup, on the strand ---
   /// Sends a query of the setup; `done` hears its reply (also when the connection drops).
   void send_internal(Query query, std::function<void(Reply&)> done);
@@ -194,6 +217,8 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
     bool internal = false;  // the setup's: completed as soon as its reply is read
     Reply reply;
     virtual ~Op() = default;
+    /// Its reply is read: true to send the query again instead of completing.
+    virtual bool again() { return false; }
     virtual void complete() = 0;  // with `reply`, posted to the caller
     /// With `reply`, resuming the caller here when its executor runs on this thread.
     virtual void complete_in_place() { complete(); }
@@ -219,6 +244,42 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
       net::dispatch(executor, net::append(std::move(handler), std::move(reply)));
     }
     Handler handler;
+  };
+  template <class T, class Handler, class Decode>
+  struct DecodingOp final : Op {
+    DecodingOp(Handler&& h, Decode&& d, int tries)
+        : handler(std::move(h)), decode(std::move(d)), tries_left(tries) {}
+    bool again() override {
+      value = decode(reply);
+      if (value || --tries_left <= 0) return false;
+      went_out = answered = false;
+      reply = Reply{};
+      return true;
+    }
+    T answer() {
+      if (!value) value = decode(reply);  // a failure, or a decode that asked again too often
+      if (!value) value = decode.exhausted();
+      return std::move(*value);
+    }
+    void complete() override {
+      auto executor = net::get_associated_executor(handler);
+      net::post(executor, net::append(std::move(handler), answer()));
+    }
+    void complete_in_place() override {
+      auto executor = net::get_associated_executor(handler);
+      if constexpr (std::is_same_v<decltype(executor), net::any_io_executor>) {
+        const auto* io = executor.template target<net::io_context::executor_type>();
+        if (io != nullptr && io->running_in_this_thread()) {
+          std::move(handler)(answer());
+          return;
+        }
+      }
+      net::dispatch(executor, net::append(std::move(handler), answer()));
+    }
+    Handler handler;
+    Decode decode;
+    int tries_left;
+    std::optional<T> value;
   };
   struct InternalOp final : Op {
     InternalOp() { internal = true; }
