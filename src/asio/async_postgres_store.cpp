@@ -344,11 +344,11 @@ namespace {
 // The claim statement's answer, read where the reply is: claim_in_one's row is 1 acquired,
 // fence, took_over, padding; or 0, fence, took_over, then the record's state, fp_hi, fp_lo,
 // lease left, retention left, result. nullopt: the record changed under the statement (no row,
-// or a record the statement should have taken): ask again.
+// or a record the statement should have taken): ask again, the same query.
 struct ClaimAnswer {
   Fingerprint fingerprint;
 
-  std::optional<Result<Claim>> operator()(const Reply& r) const {
+  std::optional<Result<Claim>> operator()(const Reply& r, const Query&) const {
     if (!r.ok()) return Result<Claim>(statement_failure(r));
     if (r.row_count() == 0) return std::nullopt;
     std::int64_t acquired = 0, fence = 0, took_over = 0;
@@ -376,6 +376,26 @@ struct ClaimAnswer {
   }
 };
 
+// The fenced finish's answer; when it matched nothing, the read's: a retry whose earlier try
+// landed finds its own commit, else the lease is lost. The ticket and completion are the
+// caller's, alive until the call completes.
+struct CommitAnswer {
+  const Ticket* ticket;
+  const Completion* completion;
+
+  std::optional<Status> operator()(const Reply& r, Query& query) const {
+    if (!r.ok()) return Status(statement_failure(r));
+    if (query.name == kFinish) {
+      if (r.affected == 1) return Status{};
+      query = read_query(ticket->key);  // matched nothing: read the record
+      return std::nullopt;
+    }
+    if (r.row_count() == 0) return lease_lost();
+    return landed(r, ticket->fence, *completion) ? Status{} : lease_lost();
+  }
+  static Status exhausted() { return lease_lost(); }
+};
+
 net::awaitable<Result<Claim>> refused_at_once(Failure failure) { co_return failure; }
 
 }  // namespace
@@ -393,16 +413,8 @@ net::awaitable<Result<Claim>> AsyncPostgresStore::async_claim(const ClaimRequest
 
 net::awaitable<Status> AsyncPostgresStore::async_commit(const Ticket& ticket,
                                                         const Completion& completion) {
-  const std::shared_ptr<Impl> impl = impl_;
-  pgasync::PgPipeline& pipeline = impl->pipeline();
-  Reply r = co_await pipeline.run(finish_query(ticket, completion));
-  if (!r.ok()) co_return statement_failure(r);
-  if (r.affected == 1) co_return Status{};
-  // Matched nothing: a retry whose earlier try landed finds its own commit; else lease lost.
-  Reply found = co_await pipeline.run(read_query(ticket.key));
-  if (!found.ok()) co_return statement_failure(found);
-  if (found.row_count() == 0) co_return lease_lost();
-  co_return landed(found, ticket.fence, completion) ? Status{} : lease_lost();
+  return impl_->pipeline().run_decoded<Status>(finish_query(ticket, completion),
+                                               CommitAnswer{&ticket, &completion}, 2);
 }
 
 net::awaitable<Status> AsyncPostgresStore::async_abort(const Ticket& ticket) {

@@ -167,10 +167,11 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
         net::use_awaitable);
   }
 
-  /// Runs `query` and answers `decode(reply)`, decoded where the reply is read, before the
-  /// caller resumes: the caller needs no coroutine of its own around run(). `decode` returns
-  /// nullopt to have the query sent again (at most `tries` times in all; then it answers
-  /// `decode.exhausted()`), and must answer a Reply that failed.
+  /// Runs `query` and answers `decode(reply, query)`, decoded where the reply is read, before
+  /// the caller resumes: the caller needs no coroutine of its own around run(). `decode`
+  /// returns nullopt to have `query` sent again, as it is or as decode rewrote it (at most
+  /// `tries` sends in all; then it answers `decode.exhausted()`), and must answer a Reply that
+  /// failed.
   template <class T, class Decode>
   net::awaitable<T> run_decoded(Query query, Decode decode, int tries) {
     return net::async_initiate<const net::use_awaitable_t<>&, void(T)>(
@@ -250,14 +251,14 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
     DecodingOp(Handler&& h, Decode&& d, int tries)
         : handler(std::move(h)), decode(std::move(d)), tries_left(tries) {}
     bool again() override {
-      value = decode(reply);
+      value = decode(reply, query);
       if (value || --tries_left <= 0) return false;
       went_out = answered = false;
       reply = Reply{};
       return true;
     }
     T answer() {
-      if (!value) value = decode(reply);  // a failure, or a decode that asked again too often
+      if (!value) value = decode(reply, query);  // a failure, or a decode that asked too often
       if (!value) value = decode.exhausted();
       return std::move(*value);
     }
