@@ -120,8 +120,8 @@ std::optional<detail::RecordView<milliseconds>> view_of(const Reply& r, RecordCo
                                                         std::int64_t fence, std::string& result,
                                                         Failure& bad) {
   std::int64_t state = 0, hi = 0, lo = 0, lease = 0, expires = 0;
-  if (at.result >= r.column_count() || !as_i64(r, 0, at.state, state) ||
-      !as_i64(r, 0, at.hi, hi) || !as_i64(r, 0, at.lo, lo) || !as_i64(r, 0, at.lease, lease) ||
+  if (at.result >= r.column_count() || !as_i64(r, 0, at.state, state) || !as_i64(r, 0, at.hi, hi) ||
+      !as_i64(r, 0, at.lo, lo) || !as_i64(r, 0, at.lease, lease) ||
       !as_i64(r, 0, at.expires, expires)) {
     bad = corrupt("a record's columns");
     return std::nullopt;

@@ -53,8 +53,8 @@ bool Reply::bytes(int row, int col, std::string& out) const {
   if (null(row, col)) return false;
   if (from_hex(text(row, col), out)) return true;
   std::size_t n = 0;
-  unsigned char* decoded =
-      PQunescapeBytea(reinterpret_cast<const unsigned char*>(PQgetvalue(result.get(), row, col)), &n);
+  unsigned char* decoded = PQunescapeBytea(
+      reinterpret_cast<const unsigned char*>(PQgetvalue(result.get(), row, col)), &n);
   if (decoded == nullptr) return false;
   out.assign(reinterpret_cast<const char*>(decoded), n);
   PQfreemem(decoded);
@@ -165,8 +165,8 @@ void PgPipeline::send(std::unique_ptr<Op> op) {
       sent = PQsendQueryPrepared(conn_, q.name, n, value_ptrs, length_ptrs, formats, 0);
       break;
     case Query::text:
-      sent = PQsendQueryParams(conn_, q.sql.c_str(), n, nullptr, value_ptrs, length_ptrs, formats,
-                               0);
+      sent =
+          PQsendQueryParams(conn_, q.sql.c_str(), n, nullptr, value_ptrs, length_ptrs, formats, 0);
       break;
     case Query::prepare:
       sent = PQsendPrepare(conn_, q.name, q.sql.c_str(), 0, nullptr);

@@ -1,7 +1,8 @@
 #pragma once
-// PgPipeline: one libpq connection in pipeline mode, driven by Asio on a strand. Each query goes
-// out as it comes, followed by a sync point of its own (so each runs in its own implicit
-// transaction and an error in one never aborts another), and the replies are matched in order.
+// PgPipeline: one libpq connection in pipeline mode, driven by Asio on a strand (or, for callers
+// on one thread, single_threaded, without one). Each query goes out as it comes, followed by a
+// sync point of its own (so each runs in its own implicit transaction and an error in one never
+// aborts another), and the replies are matched in order.
 // Used by AsyncPostgresStore (async_postgres_store.cpp), which gives it its setup: the schema
 // check and the prepared statements every new connection runs before the callers' queries.
 //
@@ -160,9 +161,8 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
             self->submit(std::move(op));
             return;
           }
-          net::dispatch(self->executor_, [self, op = std::move(op)]() mutable {
-            self->submit(std::move(op));
-          });
+          net::dispatch(self->executor_,
+                        [self, op = std::move(op)]() mutable { self->submit(std::move(op)); });
         },
         net::use_awaitable);
   }
@@ -184,9 +184,8 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
             self->submit(std::move(op));
             return;
           }
-          net::dispatch(self->executor_, [self, op = std::move(op)]() mutable {
-            self->submit(std::move(op));
-          });
+          net::dispatch(self->executor_,
+                        [self, op = std::move(op)]() mutable { self->submit(std::move(op)); });
         },
         net::use_awaitable);
   }
@@ -211,6 +210,22 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
   }
 
  private:
+  // Completes `handler` with `value`: right here when its executor is this thread's io_context
+  // (what dispatch does there, without its two type-erased wrappers), else as its executor
+  // decides (a strand, another context).
+  template <class Handler, class Value>
+  static void resume_here(Handler& handler, Value&& value) {
+    auto executor = net::get_associated_executor(handler);
+    if constexpr (std::is_same_v<decltype(executor), net::any_io_executor>) {
+      const auto* io = executor.template target<net::io_context::executor_type>();
+      if (io != nullptr && io->running_in_this_thread()) {
+        std::move(handler)(std::forward<Value>(value));
+        return;
+      }
+    }
+    net::dispatch(executor, net::append(std::move(handler), std::forward<Value>(value)));
+  }
+
   struct Op {
     Query query;
     bool went_out = false;  // sent on the connection
@@ -231,19 +246,7 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
       auto executor = net::get_associated_executor(handler);
       net::post(executor, net::append(std::move(handler), std::move(reply)));
     }
-    void complete_in_place() override {
-      auto executor = net::get_associated_executor(handler);
-      // On this thread's io_context, dispatch would run the handler right here: do so without
-      // its two type-erased wrappers. Any other executor (a strand, another context) decides.
-      if constexpr (std::is_same_v<decltype(executor), net::any_io_executor>) {
-        const auto* io = executor.template target<net::io_context::executor_type>();
-        if (io != nullptr && io->running_in_this_thread()) {
-          std::move(handler)(std::move(reply));
-          return;
-        }
-      }
-      net::dispatch(executor, net::append(std::move(handler), std::move(reply)));
-    }
+    void complete_in_place() override { resume_here(handler, std::move(reply)); }
     Handler handler;
   };
   template <class T, class Handler, class Decode>
@@ -266,17 +269,7 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
       auto executor = net::get_associated_executor(handler);
       net::post(executor, net::append(std::move(handler), answer()));
     }
-    void complete_in_place() override {
-      auto executor = net::get_associated_executor(handler);
-      if constexpr (std::is_same_v<decltype(executor), net::any_io_executor>) {
-        const auto* io = executor.template target<net::io_context::executor_type>();
-        if (io != nullptr && io->running_in_this_thread()) {
-          std::move(handler)(answer());
-          return;
-        }
-      }
-      net::dispatch(executor, net::append(std::move(handler), answer()));
-    }
+    void complete_in_place() override { resume_here(handler, answer()); }
     Handler handler;
     Decode decode;
     int tries_left;
@@ -323,7 +316,7 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
   std::uint64_t generation_ = 0;  // of the current connection
   std::deque<std::unique_ptr<Op>> in_flight_;
   std::deque<std::unique_ptr<Op>> waiting_;  // callers' queries before the setup is done
-  Answered spare_answered_;  // on_readable's list, kept between reads
+  Answered spare_answered_;                  // on_readable's list, kept between reads
   std::chrono::steady_clock::time_point last_progress_{};
   std::chrono::steady_clock::time_point connect_started_{};
   std::chrono::steady_clock::time_point next_connect_{};

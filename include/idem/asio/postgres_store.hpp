@@ -57,8 +57,8 @@ struct AsyncPostgresStoreOptions {
 /// the handler's whole run, which one shared pipelined connection cannot do (docs/async.md).
 ///
 /// Thread-safe: calls may come from coroutines on any thread; the connection is driven on a
-/// strand of `executor` (unless single_threaded). Destroy the store after every call on it has completed, with its
-/// executor's io_context still alive.
+/// strand of `executor` (unless single_threaded). Destroy the store after every call on it has
+/// completed, with its executor's io_context still alive.
 class AsyncPostgresStore {
  public:
   static constexpr std::string_view kStoreName = "postgres";  // observers' label
