@@ -316,6 +316,67 @@ TEST(AsyncPostgres, EachKeyRunsOnceAcrossProcessesOfManyCoroutines) {
   }
 }
 
+// A single_threaded store resumes each caller in place as its reply is read, one after
+// another. Here every caller's completion throws (its co_spawn handler does): the exceptions
+// leave io_context::run_one (Asio may gather those of one read into multiple_exceptions), and
+// every caller still gets its answer and its completion, none lost with the read that threw.
+TEST(AsyncPostgres, SingleThreadedCallersWhoseCompletionThrowsStillGetEveryAnswer) {
+  if (pg_test_uri() == nullptr) GTEST_SKIP() << kNoPg;
+  constexpr int kCallers = 8;
+  AsyncPostgresStoreOptions o = async_pg_options(unique_tables("throw"));
+  o.single_threaded = true;
+  net::io_context io;
+  AsyncPostgresStore store(io.get_executor(), o);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  bool connected = false;
+  net::co_spawn(
+      io,
+      [&]() -> net::awaitable<void> {
+        const ClaimRequest warm{.key = "warm-up", .lease = 1s};
+        const Result<Claim> claimed = co_await store.async_claim(warm);
+        EXPECT_TRUE(claimed) << claimed.failure().describe();
+        connected = true;
+      },
+      net::detached);
+  while (!connected && std::chrono::steady_clock::now() < deadline) io.run_one_for(50ms);
+  ASSERT_TRUE(connected);
+
+  int answered = 0;
+  int completed = 0;
+  int thrown = 0;
+  for (int c = 0; c < kCallers; ++c) {
+    net::co_spawn(
+        io,
+        [&, c]() -> net::awaitable<void> {
+          const std::string key = "caller-" + std::to_string(c);
+          const ClaimRequest request{
+              .key = key, .fingerprint = {1, 2}, .lease = 10s, .retention = 60s};
+          const Result<Claim> claimed = co_await store.async_claim(request);
+          if (claimed && claimed->status == ClaimStatus::acquired) ++answered;
+        },
+        [&](const std::exception_ptr&) {
+          ++completed;
+          throw std::runtime_error("the caller's completion");
+        });
+  }
+  auto step = [&](auto run) {
+    try {
+      run();
+    } catch (const std::exception&) {
+      ++thrown;
+    }
+  };
+  step([&] { io.poll(); });            // the callers start and send their claims
+  std::this_thread::sleep_for(200ms);  // their replies arrive, to be read together
+  while (completed < kCallers && std::chrono::steady_clock::now() < deadline) {
+    step([&] { io.run_one_for(50ms); });
+  }
+  step([&] { io.poll(); });  // an exception gathered with the last completion
+  EXPECT_EQ(answered, kCallers);
+  EXPECT_EQ(completed, kCallers);
+  EXPECT_GE(thrown, 1);
+}
+
 // The server process of the store's connection stops answering (SIGSTOP): a claim and a commit
 // in flight on it fail within the reply timeout, the claim with store_unavailable, the commit
 // with outcome_unknown; once the server answers again, the commit's retry under the same fence
