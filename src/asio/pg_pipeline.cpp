@@ -2,7 +2,9 @@
 
 #include "asio/pg_pipeline.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -82,6 +84,7 @@ PgPipeline::PgPipeline(const net::any_io_executor& executor, PipelineSettings se
       executor_(settings_.single_threaded ? executor
                                           : net::any_io_executor(net::make_strand(executor))),
       socket_(executor_),
+      write_socket_(executor_),
       watchdog_(executor_),
       backoff_(settings_.reconnect_backoff) {}
 
@@ -229,6 +232,7 @@ void PgPipeline::watch_socket() {
 
 void PgPipeline::release_socket() {
   read_armed_ = write_armed_ = false;
+  close_write_socket();
   if (!socket_.is_open()) return;
   boost::system::error_code ignored;
   socket_.cancel(ignored);
@@ -277,16 +281,39 @@ void PgPipeline::arm_read() {
                      });
 }
 
+// The wait is made on a descriptor of its own (a duplicate of the connection's), closed once the
+// socket is writable: "writable" then never enters the reactor's edge-triggered interest in the
+// connection's descriptor, where it would stay and, each read wait re-arming it, wake the loop
+// again and again for the rest of the connection's life. Without a descriptor to spare, the
+// connection's own is used.
 void PgPipeline::arm_write() {
   if (write_armed_ || !socket_.is_open()) return;
+  net::posix::stream_descriptor* waiter = &socket_;
+  const int fd = ::fcntl(socket_.native_handle(), F_DUPFD_CLOEXEC, 0);
+  if (fd >= 0) {
+    boost::system::error_code failed;
+    write_socket_.assign(fd, failed);
+    if (failed) {
+      ::close(fd);
+    } else {
+      waiter = &write_socket_;
+    }
+  }
   write_armed_ = true;
-  socket_.async_wait(net::posix::stream_descriptor::wait_write,
+  waiter->async_wait(net::posix::stream_descriptor::wait_write,
                      [self = shared_from_this(), g = generation_](boost::system::error_code ec) {
                        if (!self->current(g)) return;
                        self->write_armed_ = false;
+                       self->close_write_socket();
                        if (ec) return;
                        self->flush();
                      });
+}
+
+void PgPipeline::close_write_socket() {
+  if (!write_socket_.is_open()) return;
+  boost::system::error_code ignored;
+  write_socket_.close(ignored);  // ours: the duplicate
 }
 
 void PgPipeline::flush() {

@@ -292,6 +292,7 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
   void release_socket();
   void arm_read();
   void arm_write();
+  void close_write_socket();
   void on_readable();
   void flush();
   void take_results(Answered& answered);
@@ -305,6 +306,7 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
   Setup setup_;
   net::any_io_executor executor_;  // a strand of the store's executor, or it (single_threaded)
   net::posix::stream_descriptor socket_;
+  net::posix::stream_descriptor write_socket_;  // a duplicate of the socket, while a send waits
   net::steady_timer watchdog_;
   bool watchdog_armed_ = false;
   bool read_armed_ = false;

@@ -346,6 +346,64 @@ TEST(AsyncPostgres, AnEightMiBResultIsCommittedAndReplayedByteForByte) {
   EXPECT_EQ(store.connections_opened(), 1u);
 }
 
+// A commit sent while the server process does not read (SIGSTOP, shorter than the reply
+// timeout): 32 MiB fill the socket's buffers, so the connection waits until it can send the
+// rest. Once the server reads again the commit lands and replays byte for byte, and the calls
+// after it on the same connection still work.
+TEST(AsyncPostgres, ACommitThatMustWaitToBeSentLandsOnceTheServerReads) {
+  if (pg_test_uri() == nullptr) GTEST_SKIP() << kNoPg;
+  const std::string app = "idem_async_send_" + std::to_string(::getpid());
+  AsyncPostgresStoreOptions o = async_pg_options(unique_tables("send"));
+  o.uri = std::string(pg_test_uri()) + "?application_name=" + app;
+  IoRunner runner;
+  AsyncPostgresStore store(runner.io().get_executor(), o);
+  const Fingerprint fp{5, 6};
+  const ClaimRequest request{.key = "big", .fingerprint = fp, .lease = 30s, .retention = 60s};
+  const Result<Claim> claimed = runner.run(store.async_claim(request));
+  ASSERT_TRUE(claimed && claimed->status == ClaimStatus::acquired);
+  std::string big(32 << 20, '\0');
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 131 % 251);
+  const Ticket ticket{"big", claimed->fence};
+  const Completion completion{ClaimStatus::completed, big, 60s};
+
+  pqxx::connection admin(pg_test_uri());
+  pqxx::nontransaction q(admin);
+  const pqxx::result found =
+      q.exec("SELECT pid FROM pg_stat_activity WHERE application_name = " + q.quote(app));
+  ASSERT_EQ(found.size(), 1u);
+  const pid_t backend = found[0][0].as<int>();
+  ASSERT_EQ(::kill(backend, SIGSTOP), 0) << "cannot stop the server process " << backend;
+  struct Resume {
+    pid_t pid;
+    ~Resume() { ::kill(pid, SIGCONT); }
+  } resume{backend};
+  std::optional<Status> committed;
+  net::co_spawn(
+      runner.io(),
+      [&]() -> net::awaitable<void> {
+        committed.emplace(co_await store.async_commit(ticket, completion));
+      },
+      net::detached);
+  const auto stalled_until = std::chrono::steady_clock::now() + 300ms;
+  runner.run_until([&] { return std::chrono::steady_clock::now() > stalled_until; });
+  EXPECT_FALSE(committed.has_value()) << "answered while the server was stopped";
+  ::kill(backend, SIGCONT);
+  runner.run_until([&] { return committed.has_value(); });
+  ASSERT_TRUE(*committed) << committed->failure().describe();
+
+  const Result<Claim> replay = runner.run(store.async_claim(request));
+  ASSERT_TRUE(replay) << replay.failure().describe();
+  EXPECT_EQ(replay->status, ClaimStatus::completed);
+  EXPECT_TRUE(replay->result == big) << "the replayed result differs";
+  for (int i = 0; i < 20; ++i) {
+    const std::string key = "after-" + std::to_string(i);
+    const ClaimRequest next{.key = key, .fingerprint = fp, .lease = 10s, .retention = 60s};
+    const Result<Claim> after = runner.run(store.async_claim(next));
+    ASSERT_TRUE(after && after->status == ClaimStatus::acquired) << key;
+  }
+  EXPECT_EQ(store.connections_opened(), 1u);
+}
+
 // A single_threaded store resumes each caller in place as its reply is read, one after
 // another. Here every caller's completion throws (its co_spawn handler does): the exceptions
 // leave io_context::run_one (Asio may gather those of one read into multiple_exceptions), and
