@@ -119,10 +119,19 @@ class ServerCheck {
 
 // ---- The guarded side -------------------------------------------------------------------------
 
+// IDEM_BENCH_ASYNC_STRAND=1: the store's calls go through its strand, as when several threads
+// call it; by default the store is told it has one thread (single_threaded), as the Redis
+// benchmarks' store is.
+bool single_threaded() {
+  const char* v = std::getenv("IDEM_BENCH_ASYNC_STRAND");
+  return v == nullptr || std::string_view(v) != "1";
+}
+
 struct Guarded {
   explicit Guarded(net::io_context& io)
       : store(io.get_executor(),
-              idem::AsyncPostgresStoreOptions{.uri = g_uri, .table_prefix = g_prefix}),
+              idem::AsyncPostgresStoreOptions{
+                  .uri = g_uri, .table_prefix = g_prefix, .single_threaded = single_threaded()}),
         guard(store, idem::Options{.scope = std::string(kScope), .lease = kLease, .ttl = kTtl}) {}
   idem::AsyncPostgresStore store;
   idem::AsyncGuard<idem::AsyncPostgresStore> guard;

@@ -74,8 +74,8 @@ class PaymentRows {
     q.formats.assign(q.values.size(), 0);
     idem::pgasync::Reply r = co_await pipeline_->run(std::move(q));
     if (!r.ok()) throw std::runtime_error(r.failure.describe());
-    if (r.rows.size() != 1) throw std::runtime_error("payments_insert_once answered no row");
-    co_return as_payment(r.rows[0]);
+    if (r.row_count() != 1) throw std::runtime_error("payments_insert_once answered no row");
+    co_return as_payment(r.row(0));
   }
 
   /// The payment `id` if it belongs to `principal`; throws std::runtime_error when the query
@@ -89,8 +89,8 @@ class PaymentRows {
     q.formats.assign(q.values.size(), 0);
     idem::pgasync::Reply r = co_await pipeline_->run(std::move(q));
     if (!r.ok()) throw std::runtime_error(r.failure.describe());
-    if (r.rows.empty()) co_return std::nullopt;
-    co_return as_payment(r.rows[0]);
+    if (r.row_count() == 0) co_return std::nullopt;
+    co_return as_payment(r.row(0));
   }
 
  private:

@@ -41,15 +41,11 @@ constexpr int kClaimAttempts = 4;
 constexpr milliseconds kReplyMargin{1000};
 
 std::string i64_text(std::int64_t v) { return std::to_string(v); }
-std::string u64_as_i64(std::uint64_t v) { return i64_text(std::bit_cast<std::int64_t>(v)); }
 
-Query prepared(const char* name, std::vector<std::string> values, std::vector<int> formats,
-               bool commit = false) {
+Query prepared(const char* name, bool commit = false) {
   Query q;
   q.kind = Query::prepared;
   q.name = name;
-  q.values = std::move(values);
-  q.formats = std::move(formats);
   q.commit = commit;
   return q;
 }
@@ -69,11 +65,25 @@ Query preparation(const char* name, const std::string& sql) {
   return q;
 }
 
-// A cell as a 64-bit integer; false when it is NULL or not one.
-bool as_i64(const std::optional<std::string>& cell, std::int64_t& out) {
-  if (!cell) return false;
-  const char* end = cell->data() + cell->size();
-  return std::from_chars(cell->data(), end, out).ptr == end;
+// A cell as a 64-bit integer; false when it is NULL (libpq's empty text), out of the result, or
+// not one. Read from libpq's NUL-terminated text in one pass.
+bool as_i64(const Reply& r, int row, int col, std::int64_t& out) {
+  const char* s = r.result ? PQgetvalue(r.result.get(), row, col) : nullptr;
+  if (s == nullptr) return false;
+  const bool negative = *s == '-';
+  if (negative) ++s;
+  if (*s == '\0') return false;
+  std::uint64_t v = 0;
+  int digits = 0;
+  for (; *s != '\0'; ++s) {
+    const unsigned d = static_cast<unsigned char>(*s) - unsigned{'0'};
+    if (d > 9 || ++digits > 19) return false;  // 19 digits never overflow 64 bits
+    v = v * 10 + d;
+  }
+  constexpr std::uint64_t kMax = std::uint64_t{1} << 63;  // |INT64_MIN|
+  if (v > (negative ? kMax : kMax - 1)) return false;
+  out = negative ? static_cast<std::int64_t>(std::uint64_t{0} - v) : static_cast<std::int64_t>(v);
+  return true;
 }
 
 Failure corrupt(std::string_view what) {
@@ -98,14 +108,21 @@ Failure statement_failure(const Reply& r) {
   return r.failure;
 }
 
-// The record in the way, as the record model sees it: columns state, fp_hi, fp_lo, lease ms
-// left, retention ms left, result from `first` on; its fence given.
-std::optional<detail::RecordView<milliseconds>> view_of(const Reply::Row& row, std::size_t first,
-                                                        std::int64_t fence, Failure& bad) {
+// Where a record's columns are in a row: state, fp_hi, fp_lo, lease ms left, retention ms
+// left, result.
+struct RecordColumns {
+  int state, hi, lo, lease, expires, result;
+};
+
+// The record in row 0 of `r`, as the record model sees it, its fence given; its result
+// decoded into `result`, which the view points at.
+std::optional<detail::RecordView<milliseconds>> view_of(const Reply& r, RecordColumns at,
+                                                        std::int64_t fence, std::string& result,
+                                                        Failure& bad) {
   std::int64_t state = 0, hi = 0, lo = 0, lease = 0, expires = 0;
-  if (row.size() < first + 6 || !as_i64(row[first], state) || !as_i64(row[first + 1], hi) ||
-      !as_i64(row[first + 2], lo) || !as_i64(row[first + 3], lease) ||
-      !as_i64(row[first + 4], expires)) {
+  if (at.result >= r.column_count() || !as_i64(r, 0, at.state, state) || !as_i64(r, 0, at.hi, hi) ||
+      !as_i64(r, 0, at.lo, lo) || !as_i64(r, 0, at.lease, lease) ||
+      !as_i64(r, 0, at.expires, expires)) {
     bad = corrupt("a record's columns");
     return std::nullopt;
   }
@@ -115,57 +132,71 @@ std::optional<detail::RecordView<milliseconds>> view_of(const Reply::Row& row, s
     bad = make_failure(errc::record_corrupt, "SQL record has unknown state " + i64_text(state));
     return std::nullopt;
   }
+  if (!r.null(0, at.result) && !r.bytes(0, at.result, result)) {
+    bad = corrupt("a record's result");
+    return std::nullopt;
+  }
   return detail::RecordView<milliseconds>{
       .state = *decoded,
       .fingerprint = {std::bit_cast<std::uint64_t>(hi), std::bit_cast<std::uint64_t>(lo)},
       .fence = static_cast<Fence>(fence),
       .lease_left = milliseconds{lease},
       .expires_in = milliseconds{expires},
-      .result = row[first + 5] ? std::string_view(*row[first + 5]) : std::string_view()};
+      .result = result};
 }
 
-// The calls' statements and parameters (keys and results as binary bytea, numbers as text).
-// Built outside the coroutines: g++ 12 rejects braced lists of strings inside one.
+// The calls' statements and parameters (keys and results as binary bytea, viewed where the
+// caller holds them until the reply; numbers as text).
 Query claim_query(const ClaimRequest& request) {
-  return prepared(kClaim,
-                  {std::string(request.key), u64_as_i64(request.fingerprint.high),
-                   u64_as_i64(request.fingerprint.low), "1", i64_text(request.lease.count()),
-                   i64_text(std::max(request.retention, request.lease).count())},
-                  {1, 0, 0, 0, 0, 0});
+  Query q = prepared(kClaim);
+  q.params.bytes(request.key);
+  q.params.number(std::bit_cast<std::int64_t>(request.fingerprint.high));
+  q.params.number(std::bit_cast<std::int64_t>(request.fingerprint.low));
+  q.params.number(1);
+  q.params.number(request.lease.count());
+  q.params.number(std::max(request.retention, request.lease).count());
+  return q;
 }
 
 Query finish_query(const Ticket& ticket, const Completion& completion) {
-  return prepared(
-      kFinish,
-      {std::string(ticket.key), i64_text(static_cast<std::int64_t>(ticket.fence)),
-       i64_text(static_cast<int>(detail::to_sql(detail::finished_state(completion.status)))),
-       std::string(completion.result), i64_text(completion.ttl.count())},
-      {1, 0, 0, 1, 0}, /*commit=*/true);
+  Query q = prepared(kFinish, /*commit=*/true);
+  q.params.bytes(ticket.key);
+  q.params.number(static_cast<std::int64_t>(ticket.fence));
+  q.params.number(static_cast<int>(detail::to_sql(detail::finished_state(completion.status))));
+  q.params.bytes(completion.result);
+  q.params.number(completion.ttl.count());
+  return q;
 }
 
-Query read_query(std::string_view key) { return prepared(kRead, {std::string(key)}, {1}); }
+Query read_query(std::string_view key) {
+  Query q = prepared(kRead);
+  q.params.bytes(key);
+  return q;
+}
 
 Query release_query(const Ticket& ticket) {
-  return prepared(kRelease,
-                  {std::string(ticket.key), i64_text(static_cast<std::int64_t>(ticket.fence))},
-                  {1, 0});
+  Query q = prepared(kRelease);
+  q.params.bytes(ticket.key);
+  q.params.number(static_cast<std::int64_t>(ticket.fence));
+  return q;
 }
 
 Query extend_query(const Ticket& ticket, milliseconds lease) {
-  return prepared(kExtend,
-                  {std::string(ticket.key), i64_text(static_cast<std::int64_t>(ticket.fence)),
-                   i64_text(lease.count())},
-                  {1, 0, 0});
+  Query q = prepared(kExtend);
+  q.params.bytes(ticket.key);
+  q.params.number(static_cast<std::int64_t>(ticket.fence));
+  q.params.number(lease.count());
+  return q;
 }
 
 // The read statement's row (state, fp_hi, fp_lo, fence, lease left, retention left, result):
 // whether it holds `completion` as committed under `fence`.
-bool landed(const Reply::Row& row, Fence fence, const Completion& completion) {
+bool landed(const Reply& r, Fence fence, const Completion& completion) {
   std::int64_t found_fence = 0;
-  if (row.size() != 7 || !as_i64(row[3], found_fence)) return false;
-  const Reply::Row shaped{row[0], row[1], row[2], row[4], row[5], row[6]};
+  if (r.column_count() != 7 || !as_i64(r, 0, 3, found_fence)) return false;
+  std::string result;
   Failure bad;
-  const auto view = view_of(shaped, 0, found_fence, bad);
+  const auto view = view_of(r, RecordColumns{0, 1, 2, 4, 5, 6}, found_fence, result, bad);
   return view && detail::check_fence(*view, fence, &completion) == detail::FenceCheck::landed;
 }
 
@@ -182,7 +213,8 @@ class AsyncPostgresStore::Impl {
         .connect_budget = pg::connect_budget(conninfo, options.connect_timeout),
         .reply_timeout = options.statement_timeout + kReplyMargin,
         .reconnect_backoff = options.reconnect_backoff,
-        .max_reconnect_backoff = options.max_reconnect_backoff};
+        .max_reconnect_backoff = options.max_reconnect_backoff,
+        .single_threaded = options.single_threaded};
     pipeline_ = std::make_shared<pgasync::PgPipeline>(
         executor, std::move(s), [this](pgasync::PgPipeline& p) { set_up(p); });
   }
@@ -200,11 +232,11 @@ class AsyncPostgresStore::Impl {
         [](Reply&) {});
     p.send_internal(plain_sql(pg::schema_probe(text_)), [this, &p, g](Reply& r) {
       if (!p.current(g)) return;
-      if (!r.ok() || r.rows.size() != 1 || r.rows[0].size() != 3) {
+      if (!r.ok() || r.row_count() != 1 || r.column_count() != 3) {
         p.drop("schema check failed: " + r.failure.message);
         return;
       }
-      const Reply::Row& row = r.rows[0];
+      const Reply::Row row = r.row(0);
       if (row[1] == "on") {
         p.drop(
             "the server is read-only (a hot standby, or default_transaction_read_only "
@@ -246,7 +278,7 @@ class AsyncPostgresStore::Impl {
     p.send_internal(plain_sql(text_.select_version), [this, &p, g](Reply& r) {
       if (!p.current(g)) return;
       std::int64_t version = -1;
-      if (!r.ok() || r.rows.size() != 1 || r.rows[0].empty() || !as_i64(r.rows[0][0], version)) {
+      if (!r.ok() || r.row_count() != 1 || !as_i64(r, 0, 0, version)) {
         p.drop("cannot read the schema version: " + r.failure.message);
         return;
       }
@@ -307,57 +339,82 @@ std::uint64_t AsyncPostgresStore::connections_opened() const noexcept {
   return impl_->pipeline().connections_opened();
 }
 
-net::awaitable<Result<Claim>> AsyncPostgresStore::async_claim(const ClaimRequest& request) {
-  if (request.key.empty()) co_return make_failure(errc::key_invalid, "effective key is empty");
-  const std::shared_ptr<Impl> impl = impl_;
-  const Fingerprint fingerprint = request.fingerprint;
-  const Query query = claim_query(request);
-  for (int attempt = 0; attempt < kClaimAttempts; ++attempt) {
-    Reply r = co_await impl->pipeline().run(query);
-    if (!r.ok()) co_return statement_failure(r);
-    if (r.rows.empty()) continue;  // the record changed under the statement: ask again
-    // claim_in_one: 1 acquired, fence, took_over, padding; or 0, fence, took_over, then the
-    // record's state, fp_hi, fp_lo, lease left, retention left, result.
-    const Reply::Row& row = r.rows[0];
+namespace {
+
+// The claim statement's answer, read where the reply is: claim_in_one's row is 1 acquired,
+// fence, took_over, padding; or 0, fence, took_over, then the record's state, fp_hi, fp_lo,
+// lease left, retention left, result. nullopt: the record changed under the statement (no row,
+// or a record the statement should have taken): ask again, the same query.
+struct ClaimAnswer {
+  Fingerprint fingerprint;
+
+  std::optional<Result<Claim>> operator()(const Reply& r, const Query&) const {
+    if (!r.ok()) return Result<Claim>(statement_failure(r));
+    if (r.row_count() == 0) return std::nullopt;
     std::int64_t acquired = 0, fence = 0, took_over = 0;
-    if (row.size() != 9 || !as_i64(row[0], acquired) || !as_i64(row[1], fence) ||
-        !as_i64(row[2], took_over)) {
-      co_return corrupt("the claim's answer");
+    if (r.column_count() != 9 || !as_i64(r, 0, 0, acquired) || !as_i64(r, 0, 1, fence) ||
+        !as_i64(r, 0, 2, took_over)) {
+      return Result<Claim>(corrupt("the claim's answer"));
     }
     if (acquired == 1) {
-      co_return Claim{.status = ClaimStatus::acquired,
-                      .fence = static_cast<Fence>(fence),
-                      .took_over = took_over != 0};
+      return Result<Claim>(Claim{.status = ClaimStatus::acquired,
+                                 .fence = static_cast<Fence>(fence),
+                                 .took_over = took_over != 0});
     }
+    std::string result;
     Failure bad;
-    const auto view = view_of(row, 3, fence, bad);
-    if (!view) co_return bad;
+    const auto view = view_of(r, RecordColumns{3, 4, 5, 6, 7, 8}, fence, result, bad);
+    if (!view) return Result<Claim>(std::move(bad));
     Claim answer = detail::classify(*view, fingerprint);
     // The statement takes every record a claim may take: finding one means it changed under
-    // the statement. Ask again.
-    if (answer.status != ClaimStatus::acquired) co_return answer;
+    // the statement.
+    if (answer.status == ClaimStatus::acquired) return std::nullopt;
+    return Result<Claim>(std::move(answer));
   }
-  co_return make_failure(errc::in_progress, "the record kept changing under the claim; retry");
+  static Result<Claim> exhausted() {
+    return make_failure(errc::in_progress, "the record kept changing under the claim; retry");
+  }
+};
+
+// The fenced finish's answer; when it matched nothing, the read's: a retry whose earlier try
+// landed finds its own commit, else the lease is lost. The ticket and completion are the
+// caller's, alive until the call completes.
+struct CommitAnswer {
+  const Ticket* ticket;
+  const Completion* completion;
+
+  std::optional<Status> operator()(const Reply& r, Query& query) const {
+    if (!r.ok()) return Status(statement_failure(r));
+    if (query.name == kFinish) {
+      if (r.affected == 1) return Status{};
+      query = read_query(ticket->key);  // matched nothing: read the record
+      return std::nullopt;
+    }
+    if (r.row_count() == 0) return lease_lost();
+    return landed(r, ticket->fence, *completion) ? Status{} : lease_lost();
+  }
+  static Status exhausted() { return lease_lost(); }
+};
+
+net::awaitable<Result<Claim>> refused_at_once(Failure failure) { co_return failure; }
+
+}  // namespace
+
+// The calls' parameters are views of the request, ticket and completion, which the caller
+// keeps until the call completes (the AsyncStore contract); the pipeline holds the rest.
+// A claim is answered where its reply is read, without a coroutine of its own.
+net::awaitable<Result<Claim>> AsyncPostgresStore::async_claim(const ClaimRequest& request) {
+  if (request.key.empty()) {
+    return refused_at_once(make_failure(errc::key_invalid, "effective key is empty"));
+  }
+  return impl_->pipeline().run_decoded<Result<Claim>>(
+      claim_query(request), ClaimAnswer{request.fingerprint}, kClaimAttempts);
 }
 
 net::awaitable<Status> AsyncPostgresStore::async_commit(const Ticket& ticket,
                                                         const Completion& completion) {
-  const std::shared_ptr<Impl> impl = impl_;
-  Query finish = finish_query(ticket, completion);
-  const Fence fence = ticket.fence;
-  const ClaimStatus status = completion.status;
-  const std::chrono::milliseconds ttl = completion.ttl;
-  const std::string result(completion.result);
-  Query read = read_query(ticket.key);
-  Reply r = co_await impl->pipeline().run(std::move(finish));
-  if (!r.ok()) co_return statement_failure(r);
-  if (r.affected == 1) co_return Status{};
-  // Matched nothing: a retry whose earlier try landed finds its own commit; else lease lost.
-  Reply found = co_await impl->pipeline().run(std::move(read));
-  if (!found.ok()) co_return statement_failure(found);
-  if (found.rows.empty()) co_return lease_lost();
-  const Completion sent{status, result, ttl};
-  co_return landed(found.rows[0], fence, sent) ? Status{} : lease_lost();
+  return impl_->pipeline().run_decoded<Status>(finish_query(ticket, completion),
+                                               CommitAnswer{&ticket, &completion}, 2);
 }
 
 net::awaitable<Status> AsyncPostgresStore::async_abort(const Ticket& ticket) {

@@ -2,7 +2,9 @@
 
 #include "asio/pg_pipeline.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -22,40 +24,68 @@ std::string first_line(const char* what) {
   return s;
 }
 
-// A result's rows as text cells, bytea decoded to its bytes.
-void read_rows(const PGresult* r, Reply& reply) {
-  const int rows = PQntuples(r);
-  const int cols = PQnfields(r);
-  reply.rows.reserve(static_cast<std::size_t>(rows));
-  for (int i = 0; i < rows; ++i) {
-    Reply::Row row(static_cast<std::size_t>(cols));
-    for (int c = 0; c < cols; ++c) {
-      if (PQgetisnull(r, i, c) != 0) continue;
-      const char* v = PQgetvalue(r, i, c);
-      if (PQftype(r, c) == kByteaOid) {
-        std::size_t n = 0;
-        unsigned char* bytes = PQunescapeBytea(reinterpret_cast<const unsigned char*>(v), &n);
-        if (bytes == nullptr) throw std::bad_alloc();
-        row[static_cast<std::size_t>(c)].emplace(reinterpret_cast<const char*>(bytes), n);
-        PQfreemem(bytes);
-      } else {
-        row[static_cast<std::size_t>(c)].emplace(v, static_cast<std::size_t>(PQgetlength(r, i, c)));
-      }
-    }
-    reply.rows.push_back(std::move(row));
+}  // namespace
+
+namespace {
+
+int hex_digit(char c) noexcept {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// bytea's hex output ("\\x" and two digits a byte, the server's default), decoded straight into
+// `out`; false for anything else, which PQunescapeBytea then reads.
+bool from_hex(std::string_view text, std::string& out) {
+  if (text.size() < 2 || text[0] != '\\' || text[1] != 'x' || text.size() % 2 != 0) return false;
+  out.resize((text.size() - 2) / 2);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const int high = hex_digit(text[2 + 2 * i]);
+    const int low = hex_digit(text[3 + 2 * i]);
+    if (high < 0 || low < 0) return false;
+    out[i] = static_cast<char>(high << 4 | low);
   }
-  const char* affected = PQcmdTuples(const_cast<PGresult*>(r));
-  reply.affected = affected != nullptr && *affected != '\0' ? std::atoll(affected) : 0;
+  return true;
 }
 
 }  // namespace
 
+bool Reply::bytes(int row, int col, std::string& out) const {
+  if (null(row, col)) return false;
+  if (from_hex(text(row, col), out)) return true;
+  std::size_t n = 0;
+  unsigned char* decoded = PQunescapeBytea(
+      reinterpret_cast<const unsigned char*>(PQgetvalue(result.get(), row, col)), &n);
+  if (decoded == nullptr) return false;
+  out.assign(reinterpret_cast<const char*>(decoded), n);
+  PQfreemem(decoded);
+  return true;
+}
+
+Reply::Row Reply::row(int i) const {
+  const int cols = column_count();
+  Row cells(static_cast<std::size_t>(cols));
+  for (int c = 0; c < cols; ++c) {
+    if (null(i, c)) continue;
+    auto& cell = cells[static_cast<std::size_t>(c)].emplace();
+    if (PQftype(result.get(), c) == kByteaOid) {
+      (void)bytes(i, c, cell);
+    } else {
+      cell.assign(text(i, c));
+    }
+  }
+  return cells;
+}
+
 PgPipeline::PgPipeline(const net::any_io_executor& executor, PipelineSettings settings, Setup setup)
     : settings_(std::move(settings)),
       setup_(std::move(setup)),
-      strand_(net::make_strand(executor)),
-      socket_(strand_),
-      watchdog_(strand_),
+      executor_(settings_.single_threaded ? executor
+                                          : net::any_io_executor(net::make_strand(executor))),
+      socket_(executor_),
+      write_socket_(executor_),
+      watchdog_(executor_),
       backoff_(settings_.reconnect_backoff) {}
 
 PgPipeline::~PgPipeline() {
@@ -69,7 +99,7 @@ void PgPipeline::close() {
 }
 
 void PgPipeline::fail(Op& op, const std::string& why) const {
-  op.reply.rows.clear();
+  op.reply.result.reset();
   op.reply.failure = make_failure(errc::store_unavailable,
                                   fmt::format("idem: postgres {}: {}", settings_.where, why));
   if (op.query.commit && op.went_out) {
@@ -110,28 +140,39 @@ void PgPipeline::send_internal(Query query, std::function<void(Reply&)> done) {
 
 void PgPipeline::send(std::unique_ptr<Op> op) {
   const Query& q = op->query;
+  // Parameters handed over (values) or held in place (params).
+  std::array<const char*, Params::kMax> held{};
   std::vector<const char*> values;
   std::vector<int> lengths;
-  values.reserve(q.values.size());
-  lengths.reserve(q.values.size());
-  for (const std::string& v : q.values) {
-    values.push_back(v.data());
-    lengths.push_back(static_cast<int>(v.size()));
+  const char* const* value_ptrs = held.data();
+  const int* length_ptrs = q.params.lengths();
+  const int* formats = q.params.formats();
+  int n = q.params.size();
+  if (!q.values.empty()) {
+    values.reserve(q.values.size());
+    lengths.reserve(q.values.size());
+    for (const std::string& v : q.values) {
+      values.push_back(v.data());
+      lengths.push_back(static_cast<int>(v.size()));
+    }
+    value_ptrs = values.data();
+    length_ptrs = lengths.data();
+    formats = q.formats.empty() ? nullptr : q.formats.data();
+    n = static_cast<int>(values.size());
+  } else {
+    q.params.point(held);
   }
-  const int n = static_cast<int>(values.size());
-  const int* formats = q.formats.empty() ? nullptr : q.formats.data();
   int sent = 0;
   switch (q.kind) {
     case Query::prepared:
-      sent =
-          PQsendQueryPrepared(conn_, q.name.c_str(), n, values.data(), lengths.data(), formats, 0);
+      sent = PQsendQueryPrepared(conn_, q.name, n, value_ptrs, length_ptrs, formats, 0);
       break;
     case Query::text:
-      sent = PQsendQueryParams(conn_, q.sql.c_str(), n, nullptr, values.data(), lengths.data(),
-                               formats, 0);
+      sent =
+          PQsendQueryParams(conn_, q.sql.c_str(), n, nullptr, value_ptrs, length_ptrs, formats, 0);
       break;
     case Query::prepare:
-      sent = PQsendPrepare(conn_, q.name.c_str(), q.sql.c_str(), 0, nullptr);
+      sent = PQsendPrepare(conn_, q.name, q.sql.c_str(), 0, nullptr);
       break;
   }
   op->went_out = sent == 1;
@@ -191,6 +232,7 @@ void PgPipeline::watch_socket() {
 
 void PgPipeline::release_socket() {
   read_armed_ = write_armed_ = false;
+  close_write_socket();
   if (!socket_.is_open()) return;
   boost::system::error_code ignored;
   socket_.cancel(ignored);
@@ -202,6 +244,10 @@ void PgPipeline::connected() {
     drop(fmt::format("cannot enter pipeline mode: {}", first_line(PQerrorMessage(conn_))));
     return;
   }
+  // Registered afresh (no wait is pending here): the connect's write waits left "writable" in
+  // the reactor's edge-triggered interest, and each read wait re-arms it, so every statement
+  // would wake the loop once more (an extra epoll_wait) for a socket that is merely writable.
+  release_socket();
   watch_socket();
   state_ = State::setting_up;
   arm_read();
@@ -235,16 +281,39 @@ void PgPipeline::arm_read() {
                      });
 }
 
+// The wait is made on a descriptor of its own (a duplicate of the connection's), closed once the
+// socket is writable: "writable" then never enters the reactor's edge-triggered interest in the
+// connection's descriptor, where it would stay and, each read wait re-arming it, wake the loop
+// again and again for the rest of the connection's life. Without a descriptor to spare, the
+// connection's own is used.
 void PgPipeline::arm_write() {
   if (write_armed_ || !socket_.is_open()) return;
+  net::posix::stream_descriptor* waiter = &socket_;
+  const int fd = ::fcntl(socket_.native_handle(), F_DUPFD_CLOEXEC, 0);
+  if (fd >= 0) {
+    boost::system::error_code failed;
+    write_socket_.assign(fd, failed);
+    if (failed) {
+      ::close(fd);
+    } else {
+      waiter = &write_socket_;
+    }
+  }
   write_armed_ = true;
-  socket_.async_wait(net::posix::stream_descriptor::wait_write,
+  waiter->async_wait(net::posix::stream_descriptor::wait_write,
                      [self = shared_from_this(), g = generation_](boost::system::error_code ec) {
                        if (!self->current(g)) return;
                        self->write_armed_ = false;
+                       self->close_write_socket();
                        if (ec) return;
                        self->flush();
                      });
+}
+
+void PgPipeline::close_write_socket() {
+  if (!write_socket_.is_open()) return;
+  boost::system::error_code ignored;
+  write_socket_.close(ignored);  // ours: the duplicate
 }
 
 void PgPipeline::flush() {
@@ -263,18 +332,25 @@ void PgPipeline::on_readable() {
     drop(fmt::format("connection lost: {}", first_line(PQerrorMessage(conn_))));
     return;
   }
-  take_results();
-  if (!current(g)) return;
-  if (PQstatus(conn_) == CONNECTION_BAD) {
-    drop(fmt::format("connection lost: {}", first_line(PQerrorMessage(conn_))));
-    return;
+  Answered answered = std::move(spare_answered_);  // its room kept from the last read
+  answered.clear();
+  take_results(answered);
+  if (current(g)) {
+    if (PQstatus(conn_) == CONNECTION_BAD) {
+      drop(fmt::format("connection lost: {}", first_line(PQerrorMessage(conn_))));
+    } else {
+      if (flushing_) flush();
+      if (current(g)) arm_read();
+    }
   }
-  if (flushing_) flush();
-  if (current(g)) arm_read();
+  complete_answered(answered);
+  answered.clear();
+  spare_answered_ = std::move(answered);
 }
 
 // The replies come in order: the front query's result, a null, then its sync point's result.
-void PgPipeline::take_results() {
+// The callers' answered queries are collected, and completed once every reply in hand is read.
+void PgPipeline::take_results(Answered& answered) {
   const std::uint64_t g = generation_;
   int nulls = 0;
   while (current(g) && !in_flight_.empty() && PQisBusy(conn_) == 0) {
@@ -288,34 +364,33 @@ void PgPipeline::take_results() {
     const ExecStatusType status = PQresultStatus(r);
     if (status == PGRES_PIPELINE_SYNC) {
       PQclear(r);
-      finish_front();
+      finish_front(answered);
       continue;
     }
-    if (!op.answered) {
-      op.answered = true;
-      if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) {
-        try {
-          read_rows(r, op.reply);
-        } catch (...) {
-          op.reply.failure =
-              make_failure(errc::store_unavailable, "idem: postgres store: out of memory");
-        }
-      } else {
-        const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-        op.reply.sqlstate = state != nullptr ? state : "";
-        op.reply.failure = make_failure(
-            errc::store_unavailable,
-            status == PGRES_PIPELINE_ABORTED
-                ? fmt::format("idem: postgres {}: an earlier statement failed", settings_.where)
-                : fmt::format("idem: postgres {}: {}", settings_.where,
-                              first_line(PQresultErrorMessage(r))));
-      }
+    if (op.answered) {
+      PQclear(r);
+      continue;
     }
+    op.answered = true;
+    if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) {
+      const char* affected = PQcmdTuples(r);
+      op.reply.affected = *affected != '\0' ? std::atoll(affected) : 0;
+      op.reply.result.reset(r);  // its rows are read in place by the caller
+      continue;
+    }
+    const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    op.reply.sqlstate = state != nullptr ? state : "";
+    op.reply.failure = make_failure(
+        errc::store_unavailable,
+        status == PGRES_PIPELINE_ABORTED
+            ? fmt::format("idem: postgres {}: an earlier statement failed", settings_.where)
+            : fmt::format("idem: postgres {}: {}", settings_.where,
+                          first_line(PQresultErrorMessage(r))));
     PQclear(r);
   }
 }
 
-void PgPipeline::finish_front() {
+void PgPipeline::finish_front(Answered& answered) {
   std::unique_ptr<Op> op = std::move(in_flight_.front());
   in_flight_.pop_front();
   last_progress_ = Clock::now();
@@ -329,7 +404,37 @@ void PgPipeline::finish_front() {
     drop(why);
     return;
   }
-  op->complete();
+  if (op->internal) {
+    op->complete();  // the setup's next step goes out now
+    return;
+  }
+  if (op->again()) {
+    send(std::move(op));
+    return;
+  }
+  answered.push_back(std::move(op));
+}
+
+// On one thread, the callers resume here, one after another (each sends its next query as it
+// goes); else their answers are posted to their executors. Should a caller's completion throw,
+// the others are still answered (posted) before the exception leaves.
+void PgPipeline::complete_answered(Answered& answered) {
+  if (!settings_.single_threaded) {
+    for (auto& op : answered) op->complete();
+    return;
+  }
+  std::size_t next = 0;
+  struct PostTheRest {
+    Answered& ops;
+    std::size_t& next;
+    ~PostTheRest() {
+      for (; next < ops.size(); ++next) ops[next]->complete();
+    }
+  } rest{answered, next};
+  while (next < answered.size()) {
+    std::unique_ptr<Op> op = std::move(answered[next++]);
+    op->complete_in_place();
+  }
 }
 
 void PgPipeline::drop(const std::string& why) {

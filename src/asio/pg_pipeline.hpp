@@ -1,7 +1,8 @@
 #pragma once
-// PgPipeline: one libpq connection in pipeline mode, driven by Asio on a strand. Each query goes
-// out as it comes, followed by a sync point of its own (so each runs in its own implicit
-// transaction and an error in one never aborts another), and the replies are matched in order.
+// PgPipeline: one libpq connection in pipeline mode, driven by Asio on a strand (or, for callers
+// on one thread, single_threaded, without one). Each query goes out as it comes, followed by a
+// sync point of its own (so each runs in its own implicit transaction and an error in one never
+// aborts another), and the replies are matched in order.
 // Used by AsyncPostgresStore (async_postgres_store.cpp), which gives it its setup: the schema
 // check and the prepared statements every new connection runs before the callers' queries.
 //
@@ -12,17 +13,20 @@
 
 #include <libpq-fe.h>
 
+#include <array>
 #include <atomic>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/append.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -30,6 +34,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -40,26 +46,88 @@ namespace idem::pgasync {
 
 namespace net = boost::asio;
 
+/// Up to kMax parameters of a statement, held without allocating: bytes the caller keeps alive
+/// until the statement's reply (a key, a result), and numbers written here in their text form.
+class Params {
+ public:
+  static constexpr int kMax = 6;
+
+  /// Binary bytes (a bytea): a view, not a copy.
+  void bytes(std::string_view b) { add(b.data(), static_cast<int>(b.size()), 1); }
+  /// A number, as text.
+  void number(std::int64_t v) {
+    char* text = numbers_[static_cast<std::size_t>(count_)].data();
+    char* end = std::to_chars(text, text + kNumberSize - 1, v).ptr;
+    *end = '\0';  // libpq reads text parameters up to their NUL
+    add(nullptr, static_cast<int>(end - text), 0);
+  }
+  int size() const noexcept { return count_; }
+  /// The value pointers and lengths for libpq; valid while this object is neither moved nor gone.
+  void point(std::array<const char*, kMax>& values) const noexcept {
+    for (std::size_t i = 0; i < static_cast<std::size_t>(count_); ++i) {
+      values[i] = views_[i] != nullptr ? views_[i] : numbers_[i].data();
+    }
+  }
+  const int* lengths() const noexcept { return lengths_.data(); }
+  const int* formats() const noexcept { return formats_.data(); }
+
+ private:
+  static constexpr std::size_t kNumberSize = 24;  // an int64's digits, its sign and a NUL
+
+  void add(const char* data, int length, int format) {
+    const auto i = static_cast<std::size_t>(count_++);
+    views_[i] = data;
+    lengths_[i] = length;
+    formats_[i] = format;
+  }
+
+  int count_ = 0;
+  std::array<const char*, kMax> views_{};  // null: the number in numbers_
+  std::array<int, kMax> lengths_{};
+  std::array<int, kMax> formats_{};
+  std::array<std::array<char, kNumberSize>, kMax> numbers_;
+};
+
 /// One statement to run: a prepared one by name, a text on its own, or (prepare) the
 /// preparation of `text` under `name`.
 struct Query {
   enum Kind : std::uint8_t { prepared, text, prepare } kind = prepared;
-  std::string name;
-  std::string sql;
-  std::vector<std::string> values;  // parameters, in their text form or raw bytes (binary)
-  std::vector<int> formats;         // per parameter: 0 text, 1 binary (bytea)
-  bool commit = false;              // a reply lost after it went out: outcome_unknown
+  const char* name = "";  // prepared and prepare: a name that outlives the query (a literal)
+  std::string sql;        // text and prepare
+  /// Parameters handed over, in their text form or raw bytes (binary)...
+  std::vector<std::string> values;
+  std::vector<int> formats;  // per value: 0 text, 1 binary (bytea)
+  /// ...or, with `values` empty, held in place (the store's own calls: nothing to allocate).
+  Params params;
+  bool commit = false;  // a reply lost after it went out: outcome_unknown
 };
 
-/// A statement's answer: its rows (text cells; bytea columns decoded to their bytes; nullopt
-/// for NULL) and the rows it changed, or why it failed.
+/// A statement's answer: its result (read in place: text cells, bytea decoded on request) and
+/// the rows it changed, or why it failed.
 struct Reply {
   using Row = std::vector<std::optional<std::string>>;
+  struct ClearResult {
+    void operator()(PGresult* r) const noexcept { PQclear(r); }
+  };
+
   Failure failure;  // code set: the statement did not answer (or answered an error)
   std::string sqlstate;
-  std::vector<Row> rows;
+  std::unique_ptr<PGresult, ClearResult> result;  // when ok()
   long long affected = 0;
+
   bool ok() const noexcept { return !failure.code; }
+  int row_count() const noexcept { return result ? PQntuples(result.get()) : 0; }
+  int column_count() const noexcept { return result ? PQnfields(result.get()) : 0; }
+  bool null(int row, int col) const noexcept { return PQgetisnull(result.get(), row, col) != 0; }
+  /// A cell as the server sent it (bytea still escaped); empty for NULL.
+  std::string_view text(int row, int col) const noexcept {
+    return {PQgetvalue(result.get(), row, col),
+            static_cast<std::size_t>(PQgetlength(result.get(), row, col))};
+  }
+  /// A bytea cell's bytes into `out`; false when it is NULL or cannot be decoded.
+  bool bytes(int row, int col, std::string& out) const;
+  /// A row as text cells, bytea decoded to its bytes, nullopt for NULL.
+  Row row(int i) const;
 };
 
 struct PipelineSettings {
@@ -69,6 +137,9 @@ struct PipelineSettings {
   std::chrono::milliseconds reply_timeout{6000};
   std::chrono::milliseconds reconnect_backoff{50};
   std::chrono::milliseconds max_reconnect_backoff{2000};
+  /// Every caller runs on the one thread of the executor's io_context: no strand, queries go
+  /// out from the caller's own initiation and replies resume their callers in place.
+  bool single_threaded = false;
 };
 
 class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
@@ -86,9 +157,35 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
         [self = shared_from_this(), query = std::move(query)](auto handler) mutable {
           auto op = std::make_unique<HandlerOp<decltype(handler)>>(std::move(handler));
           op->query = std::move(query);
-          net::dispatch(self->strand_, [self, op = std::move(op)]() mutable {
-            self->submit(std::unique_ptr<Op>(op.release()));
-          });
+          if (self->settings_.single_threaded) {
+            self->submit(std::move(op));
+            return;
+          }
+          net::dispatch(self->executor_,
+                        [self, op = std::move(op)]() mutable { self->submit(std::move(op)); });
+        },
+        net::use_awaitable);
+  }
+
+  /// Runs `query` and answers `decode(reply, query)`, decoded where the reply is read, before
+  /// the caller resumes: the caller needs no coroutine of its own around run(). `decode`
+  /// returns nullopt to have `query` sent again, as it is or as decode rewrote it (at most
+  /// `tries` sends in all; then it answers `decode.exhausted()`), and must answer a Reply that
+  /// failed.
+  template <class T, class Decode>
+  net::awaitable<T> run_decoded(Query query, Decode decode, int tries) {
+    return net::async_initiate<const net::use_awaitable_t<>&, void(T)>(
+        [self = shared_from_this(), query = std::move(query), decode = std::move(decode),
+         tries](auto handler) mutable {
+          auto op = std::make_unique<DecodingOp<T, decltype(handler), Decode>>(
+              std::move(handler), std::move(decode), tries);
+          op->query = std::move(query);
+          if (self->settings_.single_threaded) {
+            self->submit(std::move(op));
+            return;
+          }
+          net::dispatch(self->executor_,
+                        [self, op = std::move(op)]() mutable { self->submit(std::move(op)); });
         },
         net::use_awaitable);
   }
@@ -113,13 +210,34 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
   }
 
  private:
+  // Completes `handler` with `value`: right here when its executor is this thread's io_context
+  // (what dispatch does there, without its two type-erased wrappers), else as its executor
+  // decides (a strand, another context).
+  template <class Handler, class Value>
+  static void resume_here(Handler& handler, Value&& value) {
+    auto executor = net::get_associated_executor(handler);
+    if constexpr (std::is_same_v<decltype(executor), net::any_io_executor>) {
+      const auto* io = executor.template target<net::io_context::executor_type>();
+      if (io != nullptr && io->running_in_this_thread()) {
+        std::move(handler)(std::forward<Value>(value));
+        return;
+      }
+    }
+    net::dispatch(executor, net::append(std::move(handler), std::forward<Value>(value)));
+  }
+
   struct Op {
     Query query;
     bool went_out = false;  // sent on the connection
     bool answered = false;  // its first result is in `reply`
+    bool internal = false;  // the setup's: completed as soon as its reply is read
     Reply reply;
     virtual ~Op() = default;
-    virtual void complete() = 0;  // with `reply`
+    /// Its reply is read: true to send the query again instead of completing.
+    virtual bool again() { return false; }
+    virtual void complete() = 0;  // with `reply`, posted to the caller
+    /// With `reply`, resuming the caller here when its executor runs on this thread.
+    virtual void complete_in_place() { complete(); }
   };
   template <class Handler>
   struct HandlerOp final : Op {
@@ -128,12 +246,41 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
       auto executor = net::get_associated_executor(handler);
       net::post(executor, net::append(std::move(handler), std::move(reply)));
     }
+    void complete_in_place() override { resume_here(handler, std::move(reply)); }
     Handler handler;
   };
+  template <class T, class Handler, class Decode>
+  struct DecodingOp final : Op {
+    DecodingOp(Handler&& h, Decode&& d, int tries)
+        : handler(std::move(h)), decode(std::move(d)), tries_left(tries) {}
+    bool again() override {
+      value = decode(reply, query);
+      if (value || --tries_left <= 0) return false;
+      went_out = answered = false;
+      reply = Reply{};
+      return true;
+    }
+    T answer() {
+      if (!value) value = decode(reply, query);  // a failure, or a decode that asked too often
+      if (!value) value = decode.exhausted();
+      return std::move(*value);
+    }
+    void complete() override {
+      auto executor = net::get_associated_executor(handler);
+      net::post(executor, net::append(std::move(handler), answer()));
+    }
+    void complete_in_place() override { resume_here(handler, answer()); }
+    Handler handler;
+    Decode decode;
+    int tries_left;
+    std::optional<T> value;
+  };
   struct InternalOp final : Op {
+    InternalOp() { internal = true; }
     std::function<void(Reply&)> done;
     void complete() override { done(reply); }
   };
+  using Answered = std::vector<std::unique_ptr<Op>>;
   enum class State : std::uint8_t { idle, connecting, setting_up, open };
 
   void submit(std::unique_ptr<Op> op);
@@ -145,18 +292,21 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
   void release_socket();
   void arm_read();
   void arm_write();
+  void close_write_socket();
   void on_readable();
   void flush();
-  void take_results();
-  void finish_front();
+  void take_results(Answered& answered);
+  void finish_front(Answered& answered);
+  void complete_answered(Answered& answered);
   void fail(Op& op, const std::string& why) const;
   void failed_attempt();
   void arm_watchdog();
 
   PipelineSettings settings_;
   Setup setup_;
-  net::strand<net::any_io_executor> strand_;
+  net::any_io_executor executor_;  // a strand of the store's executor, or it (single_threaded)
   net::posix::stream_descriptor socket_;
+  net::posix::stream_descriptor write_socket_;  // a duplicate of the socket, while a send waits
   net::steady_timer watchdog_;
   bool watchdog_armed_ = false;
   bool read_armed_ = false;
@@ -168,6 +318,7 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
   std::uint64_t generation_ = 0;  // of the current connection
   std::deque<std::unique_ptr<Op>> in_flight_;
   std::deque<std::unique_ptr<Op>> waiting_;  // callers' queries before the setup is done
+  Answered spare_answered_;                  // on_readable's list, kept between reads
   std::chrono::steady_clock::time_point last_progress_{};
   std::chrono::steady_clock::time_point connect_started_{};
   std::chrono::steady_clock::time_point next_connect_{};

@@ -184,7 +184,11 @@ TEST(AsyncPostgres, EachKeyRunsOnceAcrossConnectionsOfManyCoroutines) {
   for (int s = 0; s < kStores; ++s) {
     threads.emplace_back([&, s] {
       IoRunner runner;
-      AsyncPostgresStore store(runner.io().get_executor(), async_pg_options(prefix));
+      // Each store's coroutines run on its own thread: two stores are told so (no strand,
+      // replies resume their callers in place), the other goes through its strand.
+      AsyncPostgresStoreOptions o = async_pg_options(prefix);
+      o.single_threaded = s != 1;
+      AsyncPostgresStore store(runner.io().get_executor(), o);
       AsyncGuard guard{store, Options{.scope = "race", .in_progress = Wait{.timeout = 20s}}};
       int finished = 0;
       for (int c = 0; c < kCoroutines; ++c) {
@@ -253,7 +257,10 @@ TEST(AsyncPostgres, EachKeyRunsOnceAcrossProcessesOfManyCoroutines) {
       try {
         pqxx::connection counter(pg_test_uri());
         IoRunner runner;
-        AsyncPostgresStore store(runner.io().get_executor(), async_pg_options(prefix));
+        // Each child runs its coroutines on one thread: no strand.
+        AsyncPostgresStoreOptions o = async_pg_options(prefix);
+        o.single_threaded = true;
+        AsyncPostgresStore store(runner.io().get_executor(), o);
         AsyncGuard guard{store, Options{.scope = "procs", .in_progress = Wait{.timeout = 20s}}};
         // The counting statements block the loop's thread briefly: test bookkeeping only.
         auto record = [&](const std::string& sql) {
@@ -307,6 +314,155 @@ TEST(AsyncPostgres, EachKeyRunsOnceAcrossProcessesOfManyCoroutines) {
     EXPECT_EQ(row[1].as<int>(), kProcesses * kCoroutines) << "key " << row[0].c_str();
     EXPECT_EQ(row[2].as<int>(), 1) << "key " << row[0].c_str() << ": callers got other values";
   }
+}
+
+// A result of 8 MiB, sent from where the caller holds it and read back from the server's hex
+// text: the commit lands, a claim replays it byte for byte, and the calls after it on the same
+// connection still work.
+TEST(AsyncPostgres, AnEightMiBResultIsCommittedAndReplayedByteForByte) {
+  if (pg_test_uri() == nullptr) GTEST_SKIP() << kNoPg;
+  IoRunner runner;
+  AsyncPostgresStore store(runner.io().get_executor(), async_pg_options(unique_tables("large")));
+  std::string large(8 << 20, '\0');
+  for (std::size_t i = 0; i < large.size(); ++i) large[i] = static_cast<char>(i * 131 % 251);
+  const Fingerprint fp{3, 4};
+  const ClaimRequest request{.key = "large", .fingerprint = fp, .lease = 10s, .retention = 60s};
+  const Result<Claim> claimed = runner.run(store.async_claim(request));
+  ASSERT_TRUE(claimed && claimed->status == ClaimStatus::acquired);
+  const Ticket ticket{"large", claimed->fence};
+  const Completion completion{ClaimStatus::completed, large, 60s};
+  const Status committed = runner.run(store.async_commit(ticket, completion));
+  ASSERT_TRUE(committed) << committed.failure().describe();
+  const Result<Claim> replay = runner.run(store.async_claim(request));
+  ASSERT_TRUE(replay) << replay.failure().describe();
+  EXPECT_EQ(replay->status, ClaimStatus::completed);
+  EXPECT_TRUE(replay->result == large) << "the replayed result differs";
+  for (int i = 0; i < 3; ++i) {
+    const std::string key = "after-" + std::to_string(i);
+    const ClaimRequest next{.key = key, .fingerprint = fp, .lease = 10s, .retention = 60s};
+    const Result<Claim> after = runner.run(store.async_claim(next));
+    ASSERT_TRUE(after && after->status == ClaimStatus::acquired) << key;
+  }
+  EXPECT_EQ(store.connections_opened(), 1u);
+}
+
+// A commit sent while the server process does not read (SIGSTOP, shorter than the reply
+// timeout): 32 MiB fill the socket's buffers, so the connection waits until it can send the
+// rest. Once the server reads again the commit lands and replays byte for byte, and the calls
+// after it on the same connection still work.
+TEST(AsyncPostgres, ACommitThatMustWaitToBeSentLandsOnceTheServerReads) {
+  if (pg_test_uri() == nullptr) GTEST_SKIP() << kNoPg;
+  const std::string app = "idem_async_send_" + std::to_string(::getpid());
+  AsyncPostgresStoreOptions o = async_pg_options(unique_tables("send"));
+  o.uri = std::string(pg_test_uri()) + "?application_name=" + app;
+  IoRunner runner;
+  AsyncPostgresStore store(runner.io().get_executor(), o);
+  const Fingerprint fp{5, 6};
+  const ClaimRequest request{.key = "big", .fingerprint = fp, .lease = 30s, .retention = 60s};
+  const Result<Claim> claimed = runner.run(store.async_claim(request));
+  ASSERT_TRUE(claimed && claimed->status == ClaimStatus::acquired);
+  std::string big(32 << 20, '\0');
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 131 % 251);
+  const Ticket ticket{"big", claimed->fence};
+  const Completion completion{ClaimStatus::completed, big, 60s};
+
+  pqxx::connection admin(pg_test_uri());
+  pqxx::nontransaction q(admin);
+  const pqxx::result found =
+      q.exec("SELECT pid FROM pg_stat_activity WHERE application_name = " + q.quote(app));
+  ASSERT_EQ(found.size(), 1u);
+  const pid_t backend = found[0][0].as<int>();
+  ASSERT_EQ(::kill(backend, SIGSTOP), 0) << "cannot stop the server process " << backend;
+  struct Resume {
+    pid_t pid;
+    ~Resume() { ::kill(pid, SIGCONT); }
+  } resume{backend};
+  std::optional<Status> committed;
+  net::co_spawn(
+      runner.io(),
+      [&]() -> net::awaitable<void> {
+        committed.emplace(co_await store.async_commit(ticket, completion));
+      },
+      net::detached);
+  const auto stalled_until = std::chrono::steady_clock::now() + 300ms;
+  runner.run_until([&] { return std::chrono::steady_clock::now() > stalled_until; });
+  EXPECT_FALSE(committed.has_value()) << "answered while the server was stopped";
+  ::kill(backend, SIGCONT);
+  runner.run_until([&] { return committed.has_value(); });
+  ASSERT_TRUE(*committed) << committed->failure().describe();
+
+  const Result<Claim> replay = runner.run(store.async_claim(request));
+  ASSERT_TRUE(replay) << replay.failure().describe();
+  EXPECT_EQ(replay->status, ClaimStatus::completed);
+  EXPECT_TRUE(replay->result == big) << "the replayed result differs";
+  for (int i = 0; i < 20; ++i) {
+    const std::string key = "after-" + std::to_string(i);
+    const ClaimRequest next{.key = key, .fingerprint = fp, .lease = 10s, .retention = 60s};
+    const Result<Claim> after = runner.run(store.async_claim(next));
+    ASSERT_TRUE(after && after->status == ClaimStatus::acquired) << key;
+  }
+  EXPECT_EQ(store.connections_opened(), 1u);
+}
+
+// A single_threaded store resumes each caller in place as its reply is read, one after
+// another. Here every caller's completion throws (its co_spawn handler does): the exceptions
+// leave io_context::run_one (Asio may gather those of one read into multiple_exceptions), and
+// every caller still gets its answer and its completion, none lost with the read that threw.
+TEST(AsyncPostgres, SingleThreadedCallersWhoseCompletionThrowsStillGetEveryAnswer) {
+  if (pg_test_uri() == nullptr) GTEST_SKIP() << kNoPg;
+  constexpr int kCallers = 8;
+  AsyncPostgresStoreOptions o = async_pg_options(unique_tables("throw"));
+  o.single_threaded = true;
+  net::io_context io;
+  AsyncPostgresStore store(io.get_executor(), o);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  bool connected = false;
+  net::co_spawn(
+      io,
+      [&]() -> net::awaitable<void> {
+        const ClaimRequest warm{.key = "warm-up", .lease = 1s};
+        const Result<Claim> claimed = co_await store.async_claim(warm);
+        EXPECT_TRUE(claimed) << claimed.failure().describe();
+        connected = true;
+      },
+      net::detached);
+  while (!connected && std::chrono::steady_clock::now() < deadline) io.run_one_for(50ms);
+  ASSERT_TRUE(connected);
+
+  int answered = 0;
+  int completed = 0;
+  int thrown = 0;
+  for (int c = 0; c < kCallers; ++c) {
+    net::co_spawn(
+        io,
+        [&, c]() -> net::awaitable<void> {
+          const std::string key = "caller-" + std::to_string(c);
+          const ClaimRequest request{
+              .key = key, .fingerprint = {1, 2}, .lease = 10s, .retention = 60s};
+          const Result<Claim> claimed = co_await store.async_claim(request);
+          if (claimed && claimed->status == ClaimStatus::acquired) ++answered;
+        },
+        [&](const std::exception_ptr&) {
+          ++completed;
+          throw std::runtime_error("the caller's completion");
+        });
+  }
+  auto step = [&](auto run) {
+    try {
+      run();
+    } catch (const std::exception&) {
+      ++thrown;
+    }
+  };
+  step([&] { io.poll(); });            // the callers start and send their claims
+  std::this_thread::sleep_for(200ms);  // their replies arrive, to be read together
+  while (completed < kCallers && std::chrono::steady_clock::now() < deadline) {
+    step([&] { io.run_one_for(50ms); });
+  }
+  step([&] { io.poll(); });  // an exception gathered with the last completion
+  EXPECT_EQ(answered, kCallers);
+  EXPECT_EQ(completed, kCallers);
+  EXPECT_GE(thrown, 1);
 }
 
 // The server process of the store's connection stops answering (SIGSTOP): a claim and a commit

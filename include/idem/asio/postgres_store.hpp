@@ -35,6 +35,11 @@ struct AsyncPostgresStoreOptions {
   /// over once a connection is made.
   std::chrono::milliseconds reconnect_backoff{50};
   std::chrono::milliseconds max_reconnect_backoff{2000};
+  /// true: every coroutine that calls the store runs on the one thread that runs its
+  /// executor's io_context, so calls go straight to the connection instead of through a strand,
+  /// and each reply resumes its caller as it is read instead of through a post (no hop either
+  /// way). false (default): calls may come from any thread.
+  bool single_threaded = false;
 };
 
 /// The unique-index record strategy on PostgreSQL in lease mode, as an idem::AsyncStore: the
@@ -52,8 +57,8 @@ struct AsyncPostgresStoreOptions {
 /// the handler's whole run, which one shared pipelined connection cannot do (docs/async.md).
 ///
 /// Thread-safe: calls may come from coroutines on any thread; the connection is driven on a
-/// strand of `executor`. Destroy the store after every call on it has completed, with its
-/// executor's io_context still alive.
+/// strand of `executor` (unless single_threaded). Destroy the store after every call on it has
+/// completed, with its executor's io_context still alive.
 class AsyncPostgresStore {
  public:
   static constexpr std::string_view kStoreName = "postgres";  // observers' label
