@@ -192,26 +192,29 @@ bool first_claim_ends(const Policy& policy, AsyncTarget<S>& target, Result<Claim
   return true;
 }
 
-/// commit_with_retry, pausing on a timer. A cancellation does not stop it: the handler's work
-/// happened, so its result is committed (a cancelled pause only makes the next try sooner).
+/// commit_with_retry after a first try that did not end it (`last`): notify, pause on a timer,
+/// try again, until CommitTries says a status is the answer. Kept apart from the first try,
+/// which most commits end on, so that they do not pay for this frame. A cancellation does not
+/// stop it: the handler's work happened, so its result is committed (a cancelled pause only
+/// makes the next try sooner).
 template <class S>
-boost::asio::awaitable<Status> async_commit_with_retry(const Policy& policy, AsyncTarget<S>& target,
-                                                       Fence fence, ClaimStatus status,
-                                                       std::string_view bytes) {
-  CommitTries tries(policy.commit_retry);
+boost::asio::awaitable<Status> async_commit_retries(const Policy& policy, AsyncTarget<S>& target,
+                                                    Fence fence, ClaimStatus status,
+                                                    std::string_view bytes, CommitTries tries,
+                                                    Status last) {
   std::optional<boost::asio::steady_timer> timer;
   const Ticket ticket = target.ticket(fence);
   const Completion completion = target.completion(status, bytes);
   for (;;) {
-    Status committed = co_await target.store().async_commit(ticket, completion);
-    if (tries.finished(committed)) {
-      if (!committed) report(policy, target, committed, fence);
-      co_return committed;
-    }
-    notify(policy, target, Event::commit_retried, fence, committed.error());
+    notify(policy, target, Event::commit_retried, fence, last.error());
     if (!timer) timer.emplace(co_await boost::asio::this_coro::executor);
     timer->expires_after(tries.next_pause());
     (void)co_await timer->async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+    last = co_await target.store().async_commit(ticket, completion);
+    if (tries.finished(last)) {
+      if (!last) report(policy, target, last, fence);
+      co_return last;
+    }
   }
 }
 
@@ -262,21 +265,35 @@ boost::asio::awaitable<Outcome<T>> async_commit_result(const Policy& policy, Asy
   }
   // `executed` ends the call, after the commit: it carries the commit's duration and error.
   handler_done(policy, target);
+  // A result over the limit is not stored: the failure is, so that repeats learn of it.
+  ClaimStatus status = ClaimStatus::completed;
+  std::optional<Failure> too_large;
+  std::string failure;
   if (bytes.size() > policy.max_result_size) {
-    Failure too_large = result_too_large(policy, bytes.size());
-    const std::string failure = encode_failure(errc::result_too_large, too_large.message);
-    Status remembered =
-        co_await async_commit_with_retry(policy, target, fence, ClaimStatus::failed, failure);
-    finish_settled(policy, target, Event::executed, fence, remembered.error());
-    notify(policy, target, Event::result_unrecorded, fence, too_large.code);
-    if (remembered.error() == errc::lease_lost) {
-      co_return Outcome<T>::fresh(std::move(value), remembered.failure());
-    }
-    co_return Outcome<T>::fresh(std::move(value), std::move(too_large));
+    too_large = result_too_large(policy, bytes.size());
+    failure = encode_failure(errc::result_too_large, too_large->message);
+    status = ClaimStatus::failed;
+    bytes = failure;
   }
+  // commit_with_retry: its first try in this frame (a commit that one try ends, as most do,
+  // makes no frame of its own), the others in async_commit_retries.
+  CommitTries tries(policy.commit_retry);
   Status committed =
-      co_await async_commit_with_retry(policy, target, fence, ClaimStatus::completed, bytes);
+      co_await target.store().async_commit(target.ticket(fence), target.completion(status, bytes));
+  if (!tries.finished(committed)) {
+    committed = co_await async_commit_retries(policy, target, fence, status, bytes, tries,
+                                              std::move(committed));
+  } else if (!committed) {
+    report(policy, target, committed, fence);
+  }
   finish_settled(policy, target, Event::executed, fence, committed.error());
+  if (too_large) {
+    notify(policy, target, Event::result_unrecorded, fence, too_large->code);
+    if (committed.error() == errc::lease_lost) {
+      co_return Outcome<T>::fresh(std::move(value), committed.failure());
+    }
+    co_return Outcome<T>::fresh(std::move(value), std::move(*too_large));
+  }
   if (committed) co_return Outcome<T>::fresh(std::move(value));
   notify(policy, target, Event::result_unrecorded, fence, committed.error());
   co_return Outcome<T>::fresh(std::move(value), committed.failure());
