@@ -3,15 +3,16 @@
 // the socket, and writes flushed at the end of a read (for the commands its callers sent) or of
 // a turn of the executor (a post), instead of after a wait for write readiness. The socket is
 // nearly always writable, and that wait costs an epoll round and two more system calls per
-// command on a quiet connection; gathering also sends many commands in one write. Used by redis_link (AsyncRedisStore) and by
-// the benchmarks' bare twins, so that both drive hiredis alike. Internal to idem_asio_redis.
+// command on a quiet connection; gathering also sends many commands in one write. Used by
+// redis_link (AsyncRedisStore) and by the benchmarks' bare twins, so that both drive hiredis alike.
+// Internal to idem_asio_redis.
 
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
 #include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
 #include <functional>
 #include <memory>
 #include <utility>

@@ -200,8 +200,9 @@ bool Link::connect() {
   ac->data = this;
   // The link outlives every read of its connection: its store closes the connection first.
   // On one thread the socket's handlers need no strand.
-  const net::any_io_executor events = one_thread_ ? net::any_io_executor(strand_.get_inner_executor())
-                                                  : net::any_io_executor(strand_);
+  const net::any_io_executor events = one_thread_
+                                          ? net::any_io_executor(strand_.get_inner_executor())
+                                          : net::any_io_executor(strand_);
   HiredisEvents::attach(ac, events, [this] { complete_held(); });
   redisAsyncSetConnectCallback(ac, &Link::on_connect);
   redisAsyncSetDisconnectCallback(ac, &Link::on_disconnect);

@@ -164,7 +164,6 @@ class Link {
   const std::string& host() const noexcept { return options_.host; }
 
  private:
-
   void send(std::unique_ptr<Request> request, bool eval_source);
   void complete_held();
   static void on_reply(redisAsyncContext* ac, void* r, void* privdata);
@@ -196,9 +195,9 @@ class Link {
   SteadyTime connect_started_{};
   SteadyTime next_connect_{};
   std::chrono::milliseconds backoff_;
-  std::string last_error_;    // why the last connection failed or ended
-  std::string last_failure_;  // the failure of a call that found no connection
-  std::string drop_reason_;   // why this store dropped the connection
+  std::string last_error_;                      // why the last connection failed or ended
+  std::string last_failure_;                    // the failure of a call that found no connection
+  std::string drop_reason_;                     // why this store dropped the connection
   std::vector<std::unique_ptr<Request>> held_;  // answered in the read now running
 };
 
