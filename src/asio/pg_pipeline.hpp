@@ -157,12 +157,7 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
         [self = shared_from_this(), query = std::move(query)](auto handler) mutable {
           auto op = std::make_unique<HandlerOp<decltype(handler)>>(std::move(handler));
           op->query = std::move(query);
-          if (self->settings_.single_threaded) {
-            self->submit(std::move(op));
-            return;
-          }
-          net::dispatch(self->executor_,
-                        [self, op = std::move(op)]() mutable { self->submit(std::move(op)); });
+          self->start(std::move(op));
         },
         net::use_awaitable);
   }
@@ -180,12 +175,7 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
           auto op = std::make_unique<DecodingOp<T, decltype(handler), Decode>>(
               std::move(handler), std::move(decode), tries);
           op->query = std::move(query);
-          if (self->settings_.single_threaded) {
-            self->submit(std::move(op));
-            return;
-          }
-          net::dispatch(self->executor_,
-                        [self, op = std::move(op)]() mutable { self->submit(std::move(op)); });
+          self->start(std::move(op));
         },
         net::use_awaitable);
   }
@@ -284,6 +274,16 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
   enum class State : std::uint8_t { idle, connecting, setting_up, open };
 
   void submit(std::unique_ptr<Op> op);
+  // submit() on the strand, or at once for a single_threaded pipeline (the caller is on it).
+  void start(std::unique_ptr<Op> op) {
+    if (settings_.single_threaded) {
+      submit(std::move(op));
+      return;
+    }
+    net::dispatch(executor_, [self = shared_from_this(), op = std::move(op)]() mutable {
+      self->submit(std::move(op));
+    });
+  }
   void send(std::unique_ptr<Op> op);
   void start_connect();
   void poll_connect(PostgresPollingStatusType status);

@@ -316,6 +316,25 @@ TEST(AsyncPostgres, EachKeyRunsOnceAcrossProcessesOfManyCoroutines) {
   }
 }
 
+// After `request` committed `result`: its replay answers `result` byte for byte, and `fresh`
+// new keys are still claimed on the store's one connection.
+void expect_replayed_then_claims_go_on(IoRunner& runner, AsyncPostgresStore& store,
+                                       const ClaimRequest& request, const std::string& result,
+                                       int fresh) {
+  const Result<Claim> replay = runner.run(store.async_claim(request));
+  ASSERT_TRUE(replay) << replay.failure().describe();
+  EXPECT_EQ(replay->status, ClaimStatus::completed);
+  EXPECT_TRUE(replay->result == result) << "the replayed result differs";
+  for (int i = 0; i < fresh; ++i) {
+    const std::string key = "after-" + std::to_string(i);
+    const ClaimRequest next{
+        .key = key, .fingerprint = request.fingerprint, .lease = 10s, .retention = 60s};
+    const Result<Claim> after = runner.run(store.async_claim(next));
+    ASSERT_TRUE(after && after->status == ClaimStatus::acquired) << key;
+  }
+  EXPECT_EQ(store.connections_opened(), 1u);
+}
+
 // A result of 8 MiB, sent from where the caller holds it and read back from the server's hex
 // text: the commit lands, a claim replays it byte for byte, and the calls after it on the same
 // connection still work.
@@ -333,17 +352,7 @@ TEST(AsyncPostgres, AnEightMiBResultIsCommittedAndReplayedByteForByte) {
   const Completion completion{ClaimStatus::completed, large, 60s};
   const Status committed = runner.run(store.async_commit(ticket, completion));
   ASSERT_TRUE(committed) << committed.failure().describe();
-  const Result<Claim> replay = runner.run(store.async_claim(request));
-  ASSERT_TRUE(replay) << replay.failure().describe();
-  EXPECT_EQ(replay->status, ClaimStatus::completed);
-  EXPECT_TRUE(replay->result == large) << "the replayed result differs";
-  for (int i = 0; i < 3; ++i) {
-    const std::string key = "after-" + std::to_string(i);
-    const ClaimRequest next{.key = key, .fingerprint = fp, .lease = 10s, .retention = 60s};
-    const Result<Claim> after = runner.run(store.async_claim(next));
-    ASSERT_TRUE(after && after->status == ClaimStatus::acquired) << key;
-  }
-  EXPECT_EQ(store.connections_opened(), 1u);
+  expect_replayed_then_claims_go_on(runner, store, request, large, 3);
 }
 
 // A commit sent while the server process does not read (SIGSTOP, shorter than the reply
@@ -391,17 +400,7 @@ TEST(AsyncPostgres, ACommitThatMustWaitToBeSentLandsOnceTheServerReads) {
   runner.run_until([&] { return committed.has_value(); });
   ASSERT_TRUE(*committed) << committed->failure().describe();
 
-  const Result<Claim> replay = runner.run(store.async_claim(request));
-  ASSERT_TRUE(replay) << replay.failure().describe();
-  EXPECT_EQ(replay->status, ClaimStatus::completed);
-  EXPECT_TRUE(replay->result == big) << "the replayed result differs";
-  for (int i = 0; i < 20; ++i) {
-    const std::string key = "after-" + std::to_string(i);
-    const ClaimRequest next{.key = key, .fingerprint = fp, .lease = 10s, .retention = 60s};
-    const Result<Claim> after = runner.run(store.async_claim(next));
-    ASSERT_TRUE(after && after->status == ClaimStatus::acquired) << key;
-  }
-  EXPECT_EQ(store.connections_opened(), 1u);
+  expect_replayed_then_claims_go_on(runner, store, request, big, 20);
 }
 
 // A single_threaded store resumes each caller in place as its reply is read, one after
