@@ -316,6 +316,30 @@ TEST(AsyncPostgres, EachKeyRunsOnceAcrossProcessesOfManyCoroutines) {
   }
 }
 
+// The server process of the connection named `app`, stopped (SIGSTOP) until this ends
+// (SIGCONT); pid 0 when it was not found or could not be stopped.
+struct StoppedBackend {
+  pid_t pid = 0;
+  StoppedBackend() = default;
+  StoppedBackend(const StoppedBackend&) = delete;
+  StoppedBackend& operator=(const StoppedBackend&) = delete;
+  ~StoppedBackend() {
+    if (pid > 0) ::kill(pid, SIGCONT);
+  }
+};
+
+std::unique_ptr<StoppedBackend> stop_backend(const std::string& app) {
+  auto stopped = std::make_unique<StoppedBackend>();
+  pqxx::connection admin(pg_test_uri());
+  pqxx::nontransaction q(admin);
+  const pqxx::result found =
+      q.exec("SELECT pid FROM pg_stat_activity WHERE application_name = " + q.quote(app));
+  if (found.size() == 1 && ::kill(found[0][0].as<int>(), SIGSTOP) == 0) {
+    stopped->pid = found[0][0].as<int>();
+  }
+  return stopped;
+}
+
 // After `request` committed `result`: its replay answers `result` byte for byte, and `fresh`
 // new keys are still claimed on the store's one connection.
 void expect_replayed_then_claims_go_on(IoRunner& runner, AsyncPostgresStore& store,
@@ -375,17 +399,9 @@ TEST(AsyncPostgres, ACommitThatMustWaitToBeSentLandsOnceTheServerReads) {
   const Ticket ticket{"big", claimed->fence};
   const Completion completion{ClaimStatus::completed, big, 60s};
 
-  pqxx::connection admin(pg_test_uri());
-  pqxx::nontransaction q(admin);
-  const pqxx::result found =
-      q.exec("SELECT pid FROM pg_stat_activity WHERE application_name = " + q.quote(app));
-  ASSERT_EQ(found.size(), 1u);
-  const pid_t backend = found[0][0].as<int>();
-  ASSERT_EQ(::kill(backend, SIGSTOP), 0) << "cannot stop the server process " << backend;
-  struct Resume {
-    pid_t pid;
-    ~Resume() { ::kill(pid, SIGCONT); }
-  } resume{backend};
+  const std::unique_ptr<StoppedBackend> stopped = stop_backend(app);
+  ASSERT_GT(stopped->pid, 0) << "cannot find or stop the server process of " << app;
+  const pid_t backend = stopped->pid;
   std::optional<Status> committed;
   net::co_spawn(
       runner.io(),
@@ -484,17 +500,9 @@ TEST(AsyncPostgres, SilentServerFailsCallsInFlightWithinTheReplyTimeout) {
   const Ticket ticket{"held", claimed->fence};
   const Completion completion{ClaimStatus::completed, "result", 60s};
 
-  pqxx::connection admin(pg_test_uri());
-  pqxx::nontransaction q(admin);
-  const pqxx::result found =
-      q.exec("SELECT pid FROM pg_stat_activity WHERE application_name = " + q.quote(app));
-  ASSERT_EQ(found.size(), 1u);
-  const pid_t backend = found[0][0].as<int>();
-  ASSERT_EQ(::kill(backend, SIGSTOP), 0) << "cannot stop the server process " << backend;
-  struct Resume {
-    pid_t pid;
-    ~Resume() { ::kill(pid, SIGCONT); }
-  } resume{backend};
+  const std::unique_ptr<StoppedBackend> stopped = stop_backend(app);
+  ASSERT_GT(stopped->pid, 0) << "cannot find or stop the server process of " << app;
+  const pid_t backend = stopped->pid;
 
   const auto start = std::chrono::steady_clock::now();
   std::optional<Result<Claim>> other;
