@@ -6,13 +6,12 @@
 // server, so it always runs.
 
 #include <arpa/inet.h>
+#include <benchmark/benchmark.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <benchmark/benchmark.h>
 
 #include <thread>
 
@@ -106,8 +105,8 @@ void register_floor_benchmarks() {
   benchmark::RegisterBenchmark("BM_Async_Loopback_RoundTrip/epoll", BM_Async_Loopback_RoundTrip,
                                true)
       ->UseRealTime();
-  benchmark::RegisterBenchmark("BM_Async_Loopback_RoundTrip/blocking",
-                               BM_Async_Loopback_RoundTrip, false)
+  benchmark::RegisterBenchmark("BM_Async_Loopback_RoundTrip/blocking", BM_Async_Loopback_RoundTrip,
+                               false)
       ->UseRealTime();
 }
 
