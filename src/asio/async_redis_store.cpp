@@ -16,7 +16,6 @@
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/dispatch.hpp>
-#include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -34,6 +33,7 @@
 #include "lua_scripts.hpp"
 #include "node.hpp"
 #include "redis_link.hpp"
+#include "resume_here.hpp"
 #include "store_common.hpp"
 
 namespace idem {
@@ -63,19 +63,12 @@ struct Op final : Request {
     return true;
   }
 
-  // The caller's coroutine resumes here when its executor is this thread's io_context (the
-  // common case of single_threaded), else through a dispatch: no post, no allocation for it.
+  // No post: the caller resumes here (detail::resume_here).
   void complete_in_place(std::unique_ptr<Request> self) override {
     Handler h = std::move(handler);
     T value = std::move(*held);
     self.reset();  // `this` is gone: the caller's next call may reuse its memory
-    auto executor = net::get_associated_executor(h);
-    if (const auto* io = executor.template target<net::io_context::executor_type>();
-        io != nullptr && io->running_in_this_thread()) {
-      std::move(h)(std::move(value));
-    } else {
-      net::dispatch(executor, net::append(std::move(h), std::move(value)));
-    }
+    detail::resume_here(h, std::move(value));
   }
 
   Decode decode;

@@ -20,7 +20,6 @@
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/dispatch.hpp>
-#include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -41,6 +40,7 @@
 
 #include "idem/error.hpp"
 #include "idem/outcome.hpp"
+#include "resume_here.hpp"
 
 namespace idem::pgasync {
 
@@ -200,22 +200,6 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
   }
 
  private:
-  // Completes `handler` with `value`: right here when its executor is this thread's io_context
-  // (what dispatch does there, without its two type-erased wrappers), else as its executor
-  // decides (a strand, another context).
-  template <class Handler, class Value>
-  static void resume_here(Handler& handler, Value&& value) {
-    auto executor = net::get_associated_executor(handler);
-    if constexpr (std::is_same_v<decltype(executor), net::any_io_executor>) {
-      const auto* io = executor.template target<net::io_context::executor_type>();
-      if (io != nullptr && io->running_in_this_thread()) {
-        std::move(handler)(std::forward<Value>(value));
-        return;
-      }
-    }
-    net::dispatch(executor, net::append(std::move(handler), std::forward<Value>(value)));
-  }
-
   struct Op {
     Query query;
     bool went_out = false;  // sent on the connection
@@ -236,7 +220,7 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
       auto executor = net::get_associated_executor(handler);
       net::post(executor, net::append(std::move(handler), std::move(reply)));
     }
-    void complete_in_place() override { resume_here(handler, std::move(reply)); }
+    void complete_in_place() override { detail::resume_here(handler, std::move(reply)); }
     Handler handler;
   };
   template <class T, class Handler, class Decode>
@@ -259,7 +243,7 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
       auto executor = net::get_associated_executor(handler);
       net::post(executor, net::append(std::move(handler), answer()));
     }
-    void complete_in_place() override { resume_here(handler, answer()); }
+    void complete_in_place() override { detail::resume_here(handler, answer()); }
     Handler handler;
     Decode decode;
     int tries_left;
