@@ -19,25 +19,6 @@
 _idem_cluster_dir=""
 _idem_cluster_ports=()
 
-# A port for a cluster node: it and its cluster bus port (port + 10000) free, so at most 55535.
-_idem_cluster_free_port() {
-  local port _
-  for _ in {1..200}; do
-    port=$((20000 + RANDOM % 35000))
-    if command -v python3 >/dev/null; then
-      python3 -c 'import socket, sys
-for p in (int(sys.argv[1]), int(sys.argv[1]) + 10000):
-    s = socket.socket(); s.bind(("127.0.0.1", p)); s.close()' "$port" 2>/dev/null || continue
-    elif (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null ||
-      (exec 3<>"/dev/tcp/127.0.0.1/$((port + 10000))") 2>/dev/null; then
-      continue
-    fi
-    echo "$port"
-    return 0
-  done
-  return 1
-}
-
 _idem_cluster_node_ok() {
   local port=$1 info
   info=$(redis-cli -h 127.0.0.1 -p "$port" cluster info 2>/dev/null) || return 1
@@ -66,10 +47,10 @@ start_redis_cluster() {
   _idem_cluster_ports=()
   local i port dir addrs=()
   for i in 1 2 3 4 5 6; do
-    port=$(_idem_cluster_free_port) || { _idem_say "no free port for a cluster node"; return 1; }
+    port=$(_idem_free_port 10000) || { _idem_say "no free port for a cluster node"; return 1; }
     # Two calls could pick the same port (or one's bus port); ask again until it is new.
     while [[ " ${_idem_cluster_ports[*]} " =~ \ ($port|$((port - 10000))|$((port + 10000)))\  ]]; do
-      port=$(_idem_cluster_free_port) || return 1
+      port=$(_idem_free_port 10000) || return 1
     done
     dir=$_idem_cluster_dir/$port
     mkdir -p "$dir" || return 1

@@ -39,21 +39,30 @@ _idem_show_log() {
   done
 }
 
-# Prints a port nobody listens on. Another process could take it before the server binds it;
-# the server then fails to start with a clear log line, which is rare enough to accept.
+# _idem_free_port [OFFSET]: prints a free port P (and P + OFFSET free too, for a Redis Cluster
+# node's bus port) below the kernel's ephemeral range (net.ipv4.ip_local_port_range). Tests stop
+# and restart servers on their ports; a port inside that range could meanwhile become the local
+# port of some outgoing connection, and the restarted server could not bind it. Another process
+# could still take a port before the server binds it; the server then fails to start with a
+# clear log line, which is rare enough to accept.
 _idem_free_port() {
-  if command -v python3 >/dev/null; then
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-    return
-  fi
-  local port _
-  for _ in {1..100}; do
-    port=$((20000 + RANDOM % 40000))
-    # A refused connection means the port is free.
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      echo "$port"
-      return 0
+  local offset=${1:-0} low=32768 port _
+  read -r low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || low=32768
+  local top=$((low - offset)) # exclusive
+  ((top > 11000)) || top=$((65536 - offset))
+  for _ in {1..200}; do
+    port=$((10000 + RANDOM % (top - 10000)))
+    if command -v python3 >/dev/null; then
+      python3 -c 'import socket, sys
+for p in {int(sys.argv[1]), int(sys.argv[1]) + int(sys.argv[2])}:
+    s = socket.socket(); s.bind(("127.0.0.1", p)); s.close()' "$port" "$offset" 2>/dev/null ||
+        continue
+    elif (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null ||
+      (exec 3<>"/dev/tcp/127.0.0.1/$((port + offset))") 2>/dev/null; then
+      continue # a connection was taken: somebody listens there
     fi
+    echo "$port"
+    return 0
   done
   return 1
 }
@@ -83,7 +92,7 @@ start_redis() {
     return 1
   fi
   _idem_redis_dir=$(mktemp -d "${TMPDIR:-/tmp}/idem-redis.XXXXXX") || return 1
-  _idem_redis_port=$(_idem_free_port) || { _idem_say "no free port for redis"; return 1; }
+  _idem_redis_port=$(_idem_free_port 0) || { _idem_say "no free port for redis"; return 1; }
   local log=$_idem_redis_dir/redis.log conf=$_idem_redis_dir/redis.conf
   # From a config file, so that a test can restart the same server on the same port: the
   # server names its file in INFO server (config_file), also exported as IDEM_TEST_REDIS_CONF.
@@ -159,7 +168,7 @@ start_postgres() {
   _idem_pg_dir=$(mktemp -d /tmp/idem-pg.XXXXXX) || return 1
   ((EUID != 0)) || chown postgres: "$_idem_pg_dir"
   local port log=$_idem_pg_dir/postgres.log
-  port=$(_idem_free_port) || { _idem_say "no free port for postgres"; return 1; }
+  port=$(_idem_free_port 0) || { _idem_say "no free port for postgres"; return 1; }
 
   if ! _idem_pg "$_idem_pg_bindir/initdb" -D "$_idem_pg_dir/data" -U postgres -A trust -E UTF8 \
       --locale=C --no-sync >"$_idem_pg_dir/initdb.log" 2>&1; then
@@ -211,7 +220,7 @@ start_postgres_replica() {
   _idem_pg_replica_dir=$(mktemp -d /tmp/idem-pg-replica.XXXXXX) || return 1
   ((EUID != 0)) || chown postgres: "$_idem_pg_replica_dir"
   local port log=$_idem_pg_replica_dir/postgres.log data=$_idem_pg_replica_dir/data
-  port=$(_idem_free_port) || { _idem_say "no free port for the postgres replica"; return 1; }
+  port=$(_idem_free_port 0) || { _idem_say "no free port for the postgres replica"; return 1; }
   if ! _idem_pg "$_idem_pg_bindir/pg_basebackup" -h 127.0.0.1 -p "$_idem_pg_port" -U postgres \
       -D "$data" -R -X stream -c fast --no-sync >"$_idem_pg_replica_dir/basebackup.log" 2>&1; then
     _idem_say "pg_basebackup from port $_idem_pg_port failed"
