@@ -194,7 +194,8 @@ class AsyncRedisClusterTest : public ::testing::Test {
     if (cluster_seeds() == nullptr) {
       GTEST_SKIP() << "IDEM_TEST_REDIS_CLUSTER_SEEDS is not set; scripts/test starts a cluster";
     }
-    ASSERT_TRUE(wait_cluster_ok(20s, /*with_replicas=*/false)) << "the cluster is not healthy";
+    ASSERT_TRUE(wait_cluster_ok(20s, /*with_replicas=*/false)) << "the cluster is not healthy:\n"
+                                                               << cluster_report();
     client_ = connect_cluster(cluster_options());
     ASSERT_NE(client_, nullptr);
     prefix_ = unique_prefix("acluster");
@@ -508,7 +509,7 @@ TEST_F(AsyncRedisClusterChange, AManualFailoverIsFollowedAndNoKeyRunsTwice) {
     if (!demoted) std::this_thread::sleep_for(50ms);
   }
   EXPECT_TRUE(demoted) << "the old primary did not become a replica of " << replica.address;
-  EXPECT_TRUE(wait_cluster_ok(20s, /*with_replicas=*/true));
+  EXPECT_TRUE(wait_cluster_ok(20s, /*with_replicas=*/true)) << cluster_report();
 }
 
 // A primary stopped (SIGSTOP) for less than the cluster's node timeout, so that no failover

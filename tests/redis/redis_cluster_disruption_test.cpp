@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -94,6 +95,29 @@ std::string node_info(const std::string& address, std::string_view field) {
   return info->str.substr(at + key.size(), end - at - key.size());
 }
 
+// Waits until `node`, a primary killed and restarted from its config file, is `heir`'s replica.
+// Redis makes a returning primary whose slots have moved the new owner's replica by itself, but
+// it can also leave it a primary without slots; after 10 s this does what an operator then does,
+// CLUSTER REPLICATE, so that the tests after this one find every primary with its replica.
+bool rejoin_as_replica(const ClusterNode& node, const ClusterNode& heir) {
+  const auto start = Clock::now();
+  bool told = false;
+  while (Clock::now() - start < 40s) {
+    for (const ClusterNode& n : cluster_nodes_seen_by(node.address)) {
+      if (!n.myself) continue;
+      if (!n.primary && n.primary_id == heir.id) return true;
+      if (!told && n.primary && n.slots.empty() && Clock::now() - start > 10s) {
+        told = true;
+        std::cerr << node.address << " came back as a primary without slots: CLUSTER REPLICATE "
+                  << heir.address << "\n";
+        (void)node_client(node.address)->command({"CLUSTER", "REPLICATE", heir.id});
+      }
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  return false;
+}
+
 long long cmdstat_calls(const std::string& address, std::string_view command) {
   auto c = node_client(address);
   Result<redis::Reply> info = c->command({"INFO", "commandstats"});
@@ -163,7 +187,8 @@ class RedisClusterDisruptionTest : public ::testing::Test {
     if (cluster_seeds() == nullptr) {
       GTEST_SKIP() << "IDEM_TEST_REDIS_CLUSTER_SEEDS is not set; scripts/test starts a cluster";
     }
-    ASSERT_TRUE(wait_cluster_ok(20s, /*with_replicas=*/true)) << "the cluster is not healthy";
+    ASSERT_TRUE(wait_cluster_ok(20s, /*with_replicas=*/true)) << "the cluster is not healthy:\n"
+                                                              << cluster_report();
     client_ = connect_cluster(cluster_options());
     ASSERT_NE(client_, nullptr);
     prefix_ = unique_prefix("disrupt");
@@ -398,7 +423,13 @@ TEST_F(RedisClusterDisruptionTest, FailoverAndKilledPrimaryLoseNoConfirmedCommit
   // Every confirmed result survived both failovers: a repeat replays it, the handler never runs.
   // Checked once the restarted node has rejoined as the heir's replica: until then it still
   // believes its old slot map, and a client that asks it first is told CLUSTERDOWN.
-  ASSERT_TRUE(wait_cluster_ok(30s, /*with_replicas=*/true)) << "the restarted node did not sync";
+  ASSERT_TRUE(rejoin_as_replica(victim, heir))
+      << "the restarted node " << victim.address << " did not become " << heir.address
+      << "'s replica:\n"
+      << cluster_report();
+  ASSERT_TRUE(wait_cluster_ok(30s, /*with_replicas=*/true))
+      << "the cluster did not settle after the restart:\n"
+      << cluster_report();
   auto fresh_client = connect_cluster(cluster_options());
   ASSERT_NE(fresh_client, nullptr);
   RedisStore again(fresh_client, RedisStoreOptions{.prefix = prefix_});

@@ -99,7 +99,8 @@ class RedisClusterStaleViewTest : public ::testing::Test {
     if (cluster_seeds() == nullptr) {
       GTEST_SKIP() << "IDEM_TEST_REDIS_CLUSTER_SEEDS is not set; scripts/test starts a cluster";
     }
-    ASSERT_TRUE(wait_cluster_ok(20s, /*with_replicas=*/false)) << "the cluster is not healthy";
+    ASSERT_TRUE(wait_cluster_ok(20s, /*with_replicas=*/false)) << "the cluster is not healthy:\n"
+                                                               << cluster_report();
     for (const ClusterNode& n : cluster_nodes()) {
       if (n.primary && !n.failed && !n.slots.empty()) primaries_.push_back(n);
     }

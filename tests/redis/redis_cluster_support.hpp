@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -83,41 +84,93 @@ struct ClusterNode {
   std::string address;  // host:port
   bool primary = false;
   bool failed = false;     // flagged fail or fail?
+  bool myself = false;     // the node that answered
   std::string primary_id;  // a replica's primary
   std::vector<std::pair<int, int>> slots;
 };
 
+/// The lines of a CLUSTER NODES reply.
+inline std::vector<ClusterNode> parse_cluster_nodes(const std::string& text) {
+  std::vector<ClusterNode> nodes;
+  std::stringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::stringstream fields(line);
+    ClusterNode n;
+    std::string address, flags, ignore;
+    fields >> n.id >> address >> flags >> n.primary_id;
+    n.address = address.substr(0, address.find('@'));
+    n.primary = flags.find("master") != std::string::npos;
+    n.failed = flags.find("fail") != std::string::npos;
+    n.myself = flags.find("myself") != std::string::npos;
+    if (n.primary_id == "-") n.primary_id.clear();
+    for (int i = 0; i < 4; ++i) fields >> ignore;  // ping, pong, epoch, link
+    for (std::string range; fields >> range;) {
+      if (range.front() == '[') continue;  // a slot being migrated
+      const auto dash = range.find('-');
+      const int first = std::stoi(range.substr(0, dash));
+      const int last = dash == std::string::npos ? first : std::stoi(range.substr(dash + 1));
+      n.slots.emplace_back(first, last);
+    }
+    nodes.push_back(std::move(n));
+  }
+  return nodes;
+}
+
+/// CLUSTER NODES as one node ("host:port") sees it; empty when it does not answer.
+inline std::vector<ClusterNode> cluster_nodes_seen_by(const std::string& address) {
+  Result<redis::Reply> r = node_client(address)->command({"CLUSTER", "NODES"});
+  if (!r || r->type != redis::Reply::Type::string) return {};
+  return parse_cluster_nodes(r->str);
+}
+
 /// CLUSTER NODES as seen by the first seed that answers.
 inline std::vector<ClusterNode> cluster_nodes() {
   for (const std::string& seed : seed_addresses()) {
-    auto c = node_client(seed);
-    Result<redis::Reply> r = c->command({"CLUSTER", "NODES"});
-    if (!r || r->type != redis::Reply::Type::string) continue;
-    std::vector<ClusterNode> nodes;
-    std::stringstream lines(r->str);
-    for (std::string line; std::getline(lines, line);) {
-      std::stringstream fields(line);
-      ClusterNode n;
-      std::string address, flags, ignore;
-      fields >> n.id >> address >> flags >> n.primary_id;
-      n.address = address.substr(0, address.find('@'));
-      n.primary = flags.find("master") != std::string::npos;
-      n.failed = flags.find("fail") != std::string::npos;
-      if (n.primary_id == "-") n.primary_id.clear();
-      for (int i = 0; i < 4; ++i) fields >> ignore;  // ping, pong, epoch, link
-      for (std::string range; fields >> range;) {
-        if (range.front() == '[') continue;  // a slot being migrated
-        const auto dash = range.find('-');
-        const int first = std::stoi(range.substr(0, dash));
-        const int last = dash == std::string::npos ? first : std::stoi(range.substr(dash + 1));
-        n.slots.emplace_back(first, last);
-      }
-      nodes.push_back(std::move(n));
-    }
-    return nodes;
+    std::vector<ClusterNode> nodes = cluster_nodes_seen_by(seed);
+    if (!nodes.empty()) return nodes;
   }
   ADD_FAILURE() << "no seed of " << cluster_seeds() << " answers CLUSTER NODES";
   return {};
+}
+
+/// What every node says of itself: its CLUSTER NODES line, cluster_state, and its replication
+/// role and link. For a failure message: a cluster that did not settle names the node that
+/// did not, rather than leaving it to guesswork.
+inline std::string cluster_report() {
+  std::vector<std::string> addresses = seed_addresses();
+  for (const ClusterNode& n : cluster_nodes()) {
+    if (std::find(addresses.begin(), addresses.end(), n.address) == addresses.end()) {
+      addresses.push_back(n.address);
+    }
+  }
+  auto field = [](const std::string& text, std::string_view name) {
+    const auto at = text.find(std::string(name) + ":");
+    if (at == std::string::npos) return std::string("?");
+    const auto begin = at + name.size() + 1;
+    return text.substr(begin, text.find_first_of("\r\n", begin) - begin);
+  };
+  std::string out;
+  for (const std::string& address : addresses) {
+    auto c = node_client(address);
+    Result<redis::Reply> nodes = c->command({"CLUSTER", "NODES"});
+    if (!nodes) {
+      out += address + ": " + nodes.failure().describe() + "\n";
+      continue;
+    }
+    std::string self = "(no myself line)";
+    std::stringstream lines(nodes->str);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find("myself") != std::string::npos) self = line;
+    }
+    Result<redis::Reply> info = c->command({"CLUSTER", "INFO"});
+    Result<redis::Reply> repl = c->command({"INFO", "replication"});
+    out += address + ": " + self +
+           "\n    cluster_state:" + (info ? field(info->str, "cluster_state") : "?") +
+           " role:" + (repl ? field(repl->str, "role") : "?") +
+           " master_link_status:" + (repl ? field(repl->str, "master_link_status") : "-") +
+           " connected_slaves:" + (repl ? field(repl->str, "connected_slaves") : "?") + "\n";
+  }
+  return out;
 }
 
 /// The node that serves `slot`, as CLUSTER NODES says.
