@@ -217,3 +217,69 @@ TEST(ObserverTest, EventsNameTheStoreAndUntimedCallsCarryNoDurations) {
 
 }  // namespace
 }  // namespace idem
+
+namespace idem {
+namespace {
+
+// The events of one call come in the order docs/guide.md gives ("Counters and events"): a call's
+// last event (executed or aborted) ends it, after the commit or release, and carries its error.
+TEST(ObserverTest, EventsOfOneCallComeInTheOrderTheGuideGives) {
+  std::vector<std::pair<Event, std::error_code>> seen;
+  auto observer =
+      std::make_shared<Observer>([&](const EventInfo& e) { seen.emplace_back(e.event, e.error); });
+  auto clock = std::make_shared<ManualClock>();
+  testing::FlakyStore store{MemoryStoreOptions{.clock = clock}};
+  IdempotencyGuard guard{store, Options{.scope = "order",
+                                        .lease = std::chrono::seconds{1},
+                                        .max_result_size = 8,
+                                        .clock = clock,
+                                        .observer = observer,
+                                        .commit_retry = {.attempts = 3}}};
+  auto events = [&] {
+    std::vector<Event> out;
+    for (const auto& [event, error] : seen) out.push_back(event);
+    seen.clear();
+    return out;
+  };
+  using E = Event;
+
+  // A takeover: took_over, executed.
+  auto stale = guard.begin<int>(Key{"t"});
+  ASSERT_TRUE(stale.acquired());
+  clock->advance(std::chrono::seconds{2});
+  seen.clear();
+  (void)guard.execute("t", [] { return 1; });
+  EXPECT_EQ(events(), (std::vector<E>{E::took_over, E::executed}));
+  (void)stale.commit(2);  // lease_lost, then executed with its error, result_unrecorded
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[1].second, make_error_code(errc::lease_lost));
+  EXPECT_EQ(events(), (std::vector<E>{E::lease_lost, E::executed, E::result_unrecorded}));
+
+  // A commit that keeps failing: a commit_retried per retry, store_error, executed (carrying
+  // the commit's error), result_unrecorded.
+  store.failing_commits = 3;
+  (void)guard.execute("c", [] { return 3; });
+  ASSERT_EQ(seen.size(), 5u);
+  EXPECT_EQ(seen[3].second, make_error_code(errc::store_unavailable));
+  EXPECT_EQ(events(), (std::vector<E>{E::commit_retried, E::commit_retried, E::store_error,
+                                      E::executed, E::result_unrecorded}));
+
+  // An oversized result: executed, result_unrecorded (result_too_large).
+  (void)guard.execute("big", [] { return std::string(64, 'x'); });
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1].second, make_error_code(errc::result_too_large));
+  EXPECT_EQ(events(), (std::vector<E>{E::executed, E::result_unrecorded}));
+
+  // A handler that throws and whose key cannot be released: store_error, then aborted.
+  store.failing_aborts = 1;
+  EXPECT_THROW((void)guard.execute("h", []() -> int { throw std::runtime_error("x"); }),
+               std::runtime_error);
+  EXPECT_EQ(events(), (std::vector<E>{E::store_error, E::aborted}));
+  // Released: aborted alone.
+  EXPECT_THROW((void)guard.execute("h2", []() -> int { throw std::runtime_error("x"); }),
+               std::runtime_error);
+  EXPECT_EQ(events(), (std::vector<E>{E::aborted}));
+}
+
+}  // namespace
+}  // namespace idem

@@ -1,6 +1,6 @@
 #pragma once
-// FlakyStore: a MemoryStore whose next claims or commits fail on demand, to drive the guard's
-// failure paths deterministically. Everything else is the real store. A commit can
+// FlakyStore: a MemoryStore whose next claims, commits or aborts fail on demand, to drive the
+// guard's failure paths deterministically. Everything else is the real store. A commit can
 //   fail          not run, answered store_unavailable (the store was not reached);
 //   lose_request  not run, answered outcome_unknown (cut on its way: the caller cannot know);
 //   lose_reply    run, then answered outcome_unknown (its answer lost on the way back).
@@ -22,6 +22,7 @@ class FlakyStore {
 
   std::atomic<int> failing_claims{0};
   std::atomic<int> failing_commits{0};
+  std::atomic<int> failing_aborts{0};       // not run, answered store_unavailable
   std::atomic<int> lost_commit_replies{0};  // applied by the store, then answered outcome_unknown
   std::atomic<int> commit_calls{0};
   std::atomic<int> abort_calls{0};
@@ -57,6 +58,7 @@ class FlakyStore {
   }
   Status abort(const Ticket& ticket) {
     abort_calls.fetch_add(1);
+    if (take(failing_aborts)) return Status(errc::store_unavailable, "injected abort failure");
     return inner_.abort(ticket);
   }
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
