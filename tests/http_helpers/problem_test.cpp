@@ -82,6 +82,19 @@ TEST(OutcomeStatus, AFreshValueWhoseCommitARetrySettlesIsThatError) {
   EXPECT_EQ(status_of(Outcome<int>::fresh(1, make_failure(errc::result_too_large)), 201), 201);
 }
 
+TEST(OutcomeStatus, AFreshValueATakeoverSupersededIsLeaseLost) {
+  // Another holder took the key over: its result, not this value, is the key's answer, and a
+  // repeat with the same key replays it.
+  const auto out = Outcome<int>::fresh(1, make_failure(errc::lease_lost, "taken over"));
+  EXPECT_EQ(answer_error(out), make_error_code(errc::lease_lost));
+  EXPECT_EQ(status_of(out, 201), 409);
+  const auto problem = problem_for(out);
+  ASSERT_TRUE(problem);
+  EXPECT_EQ(problem->status, 409);
+  EXPECT_EQ(problem->retry_after, 1);
+  EXPECT_NE(problem->body.find("\"detail\":\"taken over\""), std::string::npos);
+}
+
 TEST(OutcomeStatus, RetryAfterIsTheHeldKeysRemainingLeaseRoundedUp) {
   auto clock = std::make_shared<ManualClock>();
   MemoryStore store(MemoryStoreOptions{.clock = clock});

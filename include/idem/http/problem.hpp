@@ -99,10 +99,11 @@ inline std::int64_t retry_after_seconds(std::chrono::milliseconds wait) noexcept
 }
 
 /// The error an HTTP service answers for `out`, or an empty code when out.value() is the answer.
-/// Beside out.error(): a fresh value whose commit failed in a way a retry settles
-/// (store_unavailable, outcome_unknown) is that error, not a success: a transactional handler's
-/// effects were rolled back with the commit, or may have been, and the retry with the same key
-/// replays the result if it landed and runs the handler once if it did not.
+/// That is out.error() (lease_lost too, for a fresh value a takeover superseded: the other
+/// holder's result is the key's answer), and also a fresh value whose commit failed in a way a
+/// retry settles (store_unavailable, outcome_unknown): not a success, since a transactional
+/// handler's effects were rolled back with the commit, or may have been, and the retry with the
+/// same key replays the result if it landed and runs the handler once if it did not.
 template <class T>
 std::error_code answer_error(const Outcome<T>& out) noexcept {
   if (!out) return out.error();
