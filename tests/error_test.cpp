@@ -56,6 +56,7 @@ TEST(ErrorTest, HttpStatusOfEachCode) {
   EXPECT_EQ(http_status(errc::handler_failed), 500);
   EXPECT_EQ(http_status(errc::record_corrupt), 500);
   EXPECT_EQ(http_status(errc::outcome_unknown), 504);
+  EXPECT_EQ(http_status(errc::step_mismatch), 500);
   EXPECT_EQ(http_status(std::make_error_code(std::errc::io_error)), 500);
 }
 

@@ -378,6 +378,26 @@ TEST(AdminCliErrors, BadUriUnreachableStoresAndMissingTables) {
 #endif
 }
 
+// A row idem did not write (a state it never writes) is record_corrupt: exit status 1, named.
+TEST(AdminCliErrors, ARecordIdemDidNotWriteExitsWithStatusOne) {
+  const std::string path = "/tmp/idem_admin_test_corrupt_" + std::to_string(getpid()) + ".db";
+  std::filesystem::remove(path);
+  {
+    idem::SqliteStore store{idem::SqliteStoreOptions{.path = path}};
+    idem::IdempotencyGuard guard{store, idem::Options{.scope = "s"}};
+    ASSERT_TRUE(guard.execute(idem::Key{"k"}, [] { return 1; }).has_value());
+  }
+  ASSERT_EQ(std::system(("python3 -c \"import sqlite3; c = sqlite3.connect('" + path +
+                         "'); c.execute('UPDATE idem_records SET state = 9'); c.commit()\"")
+                            .c_str()),
+            0);
+  CliRun inspected = idem_cli("--store sqlite:" + path + " --scope s inspect k");
+  EXPECT_EQ(inspected.status, 1) << inspected.err;
+  EXPECT_NE(inspected.err.find("state 9, which idem never writes"), std::string::npos)
+      << inspected.err;
+  for (const char* suffix : {"", "-wal", "-shm", "-fences"}) std::filesystem::remove(path + suffix);
+}
+
 TEST(AdminCliErrors, HelpOnEverySubcommand) {
   for (const char* sub : {"inspect", "list", "release", "forget", "purge", "schema", "stats"}) {
     CliRun help = idem_cli(std::string("--store x ") + sub + " --help");
