@@ -7,7 +7,7 @@
 //   IDEM_BENCH_PG_URI=postgresql://user@host/db build/bench/idem_bench_entity
 //
 // Without IDEM_BENCH_PG_URI the PostgreSQL benchmarks are left out with a line. Figures:
-// docs/performance.md ("Entity stores").
+// docs/perf/history.md ("Entity stores").
 
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Statement.h>

@@ -11,7 +11,7 @@
 // (docs/sql.md, "Replicas").
 //
 // Without IDEM_BENCH_PG_URI it prints a line and exits 0. Tables are created with a prefix of
-// their own and dropped at the end. Figures: docs/performance.md ("SQL stores").
+// their own and dropped at the end. Figures: docs/perf/history.md ("SQL stores").
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>

@@ -9,7 +9,7 @@
 //
 //   build/bench/idem_bench_sqlite --benchmark_min_time=0.5
 //
-// Figures and how to read them: docs/performance.md ("SQL stores").
+// Figures and how to read them: docs/perf/history.md ("SQL stores").
 
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Statement.h>

@@ -27,7 +27,8 @@ struct MemoryRequestIdCacheOptions {
   /// defaults (idem::Options).
   Options guard{};
   /// Most entries kept (default 100 000). When full, a new request id evicts the oldest entry
-  /// that is not in progress (counted in evictions()); expired entries go first, uncounted.
+  /// that is not in progress or has expired (MemoryStore's eviction, docs/stores.md); only a
+  /// live entry's eviction counts in evictions().
   std::size_t capacity = 100'000;
   /// Independent shards, each with its own lock (default 16).
   std::size_t shards = 16;
