@@ -34,6 +34,7 @@
 #include "node.hpp"
 #include "redis_link.hpp"
 #include "resume_here.hpp"
+#include "sigpipe.hpp"
 #include "store_common.hpp"
 
 namespace idem {
@@ -121,6 +122,7 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
   Impl(const net::any_io_executor& executor, AsyncRedisStoreOptions options)
       : options_(std::move(options)), strand_(net::make_strand(executor)) {
     if (options_.max_attempts < 1) options_.max_attempts = 1;
+    if (options_.connection.ignore_sigpipe) redis::ignore_sigpipe_if_default();
     if (options_.cluster_seeds.empty()) {
       single_ = make_link(options_.connection);
       return;

@@ -3,6 +3,7 @@
 #include "redis_link.hpp"
 
 #include <fmt/format.h>
+#include <hiredis/hiredis.h>
 
 #include <algorithm>
 #include <array>
@@ -196,6 +197,7 @@ bool Link::connect() {
     last_failure_ = fmt::format("redis {}: cannot connect: {}", where_, last_error_);
     return false;
   }
+  if (c.keep_alive && c.unix_socket.empty()) (void)redisEnableKeepAlive(&ac->c);
   opened_.fetch_add(1, std::memory_order_relaxed);
   ac->data = this;
   // The link outlives every read of its connection: its store closes the connection first.

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "pipeline.hpp"
+#include "sigpipe.hpp"
 
 namespace idem::redis {
 
@@ -75,12 +76,7 @@ Node::Node(ConnectionOptions options)
             return ContextPool::Handle(c.value());
           },
           [](redisContext& c) { return !closed_by_server(c); }) {
-  if (options_.ignore_sigpipe) {
-    struct sigaction current {};
-    if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
-      std::signal(SIGPIPE, SIG_IGN);
-    }
-  }
+  if (options_.ignore_sigpipe) ignore_sigpipe_if_default();
   if (options_.pipeline_connections > 0) {
     pipeline_ = std::make_unique<Pipeline>(options_.pipeline_connections, options_.command_timeout,
                                            where_, [this] { return connect(); });

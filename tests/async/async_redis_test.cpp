@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -18,6 +20,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "async/async_guard_cases.hpp"
 #include "idem/asio/redis_store.hpp"
@@ -151,6 +154,71 @@ TEST_F(AsyncRedisTest, ReloadsItsScriptsAfterNoscript) {
   ASSERT_TRUE(replay.replayed()) << replay.message();
   ASSERT_TRUE(runner.run(guard.async_execute("k2", [] { return 3; })).recorded());
   EXPECT_EQ(async.connections_opened(), 1u);
+}
+
+// The TCP sockets of this process connected to `port` on the loopback.
+std::set<int> sockets_to(int port) {
+  std::set<int> out;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    const int fd = std::atoi(entry.path().filename().c_str());
+    sockaddr_in peer{};
+    socklen_t len = sizeof peer;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) == 0 &&
+        peer.sin_family == AF_INET && ntohs(peer.sin_port) == port) {
+      out.insert(fd);
+    }
+  }
+  return out;
+}
+
+// ConnectionOptions::keep_alive: the store's connection has SO_KEEPALIVE (a server that vanished
+// without closing is found by the kernel's probes), and has not when it is turned off.
+TEST_F(AsyncRedisTest, KeepAliveIsSetOnTheConnectionUnlessTurnedOff) {
+  if (!ready()) return;
+  AsyncRedisStoreOptions options = async_redis_options(prefix_);
+  ASSERT_TRUE(options.connection.unix_socket.empty());
+  for (const bool keep : {true, false}) {
+    IoRunner runner;
+    options.connection.keep_alive = keep;
+    const std::set<int> before = sockets_to(options.connection.port);
+    AsyncRedisStore async(runner.io().get_executor(), options);
+    AsyncGuard guard{async, Options{.scope = "keepalive"}};
+    ASSERT_TRUE(runner.run(guard.async_execute(keep ? "on" : "off", [] { return 1; })).recorded());
+    std::vector<int> opened;
+    for (int fd : sockets_to(options.connection.port)) {
+      if (before.count(fd) == 0) opened.push_back(fd);
+    }
+    ASSERT_EQ(opened.size(), 1u);
+    int on = -1;
+    socklen_t len = sizeof on;
+    ASSERT_EQ(::getsockopt(opened[0], SOL_SOCKET, SO_KEEPALIVE, &on, &len), 0);
+    EXPECT_EQ(on != 0, keep);
+  }
+}
+
+// ConnectionOptions::ignore_sigpipe: hiredis writes without MSG_NOSIGNAL, so a write to a
+// connection the server has closed raises SIGPIPE, which by default ends the process. The store
+// sets SIGPIPE to SIG_IGN when it is at SIG_DFL, unless turned off; checked in a child process,
+// whose signal dispositions are its own.
+TEST(AsyncRedisOptions, IgnoreSigpipeIgnoresSigpipeUnlessTurnedOff) {
+  for (const bool ignore : {true, false}) {
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      std::signal(SIGPIPE, SIG_DFL);
+      net::io_context io;
+      AsyncRedisStoreOptions options;
+      options.connection.ignore_sigpipe = ignore;
+      { AsyncRedisStore store(io.get_executor(), options); }
+      struct sigaction now {};
+      if (::sigaction(SIGPIPE, nullptr, &now) != 0) ::_exit(3);
+      ::_exit(now.sa_handler == (ignore ? SIG_IGN : SIG_DFL) ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status)) << status;
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "ignore_sigpipe = " << ignore;
+  }
 }
 
 // Several processes, each with its own connection and many coroutines on one thread, meet on

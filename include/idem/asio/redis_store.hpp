@@ -21,12 +21,12 @@ namespace idem {
 
 struct AsyncRedisStoreOptions {
   /// Where and how to connect: host and port or unix_socket, user, password, db,
-  /// connect_timeout and command_timeout. The pool's fields do not apply: there is one
-  /// connection (per node, on a cluster). command_timeout bounds the wait of the oldest call in
-  /// flight: when no reply comes for that long, the connection is dropped and every call on it
-  /// fails. On a cluster: the options of every node's connection except the address, which
-  /// comes from the seeds and the slot map (ClusterOptions::node); db and unix_socket must stay
-  /// at their defaults.
+  /// connect_timeout, command_timeout, keep_alive and ignore_sigpipe. The pool's fields do not
+  /// apply: there is one connection (per node, on a cluster). command_timeout bounds the wait of
+  /// the oldest call in flight: when no reply comes for that long, the connection is dropped and
+  /// every call on it fails. On a cluster: the options of every node's connection except the
+  /// address, which comes from the seeds and the slot map (ClusterOptions::node); db and
+  /// unix_socket must stay at their defaults.
   redis::ConnectionOptions connection{};
   /// Redis Cluster mode when not empty (ClusterOptions::seeds): "host:port" of one or more
   /// nodes ("[::1]:7000" for IPv6). The slot map (CLUSTER SLOTS) is read from the first that
