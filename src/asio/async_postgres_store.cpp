@@ -318,6 +318,11 @@ AsyncPostgresStoreOptions checked(AsyncPostgresStoreOptions options) {
         "idem: AsyncPostgresStoreOptions::table_prefix must be letters, digits and '_', not "
         "starting with a digit, at most 40 characters");
   }
+  if (options.connect_timeout.count() <= 0) {
+    throw std::invalid_argument(
+        "idem: AsyncPostgresStoreOptions::connect_timeout must be positive: every connect has a "
+        "bound");
+  }
   return options;
 }
 

@@ -65,6 +65,11 @@ PostgresStoreOptions checked(PostgresStoreOptions options) {
   if (!options.replica.uri.empty() && options.replica.pool_size == 0) {
     throw std::invalid_argument("idem::PostgresStore: replica.pool_size is 0");
   }
+  if (options.connect_timeout.count() <= 0 ||
+      (!options.replica.uri.empty() && options.replica.connect_timeout.count() <= 0)) {
+    throw std::invalid_argument(
+        "idem::PostgresStore: connect_timeout must be positive: every connect has a bound");
+  }
   return options;
 }
 
@@ -104,7 +109,8 @@ milliseconds connect_budget(const std::string& conninfo, milliseconds fallback) 
   const std::string* set = parsed ? find(*parsed, "connect_timeout") : nullptr;
   if (set == nullptr) return std::max(fallback, milliseconds{0});
   const long seconds = std::strtol(set->c_str(), nullptr, 10);
-  if (seconds <= 0) return milliseconds{0};
+  // libpq's zero (or less) is "wait forever"; the store keeps its own bound instead.
+  if (seconds <= 0) return std::max(fallback, milliseconds{0});
   return milliseconds{std::max(seconds, 2L) * 1000};
 }
 

@@ -26,7 +26,8 @@ PostgresStoreOptions replica_pool_options(const PostgresStoreOptions& options);
 std::string with_network_defaults(const std::string& conninfo);
 
 /// How long a connect may take: the connect_timeout `conninfo` sets (libpq's meaning: whole
-/// seconds, at least 2, zero or less for none), else `fallback`. Zero: no limit.
+/// seconds, at least 2), else `fallback`. A connect_timeout of zero or less, libpq's "wait
+/// forever", gives `fallback` too: the stores bound every connect.
 std::chrono::milliseconds connect_budget(const std::string& conninfo,
                                          std::chrono::milliseconds fallback);
 

@@ -25,6 +25,7 @@
 #include "idem/guard.hpp"
 #include "idem/stores/postgres_store.hpp"
 #include "idem/testing/record_store_conformance.hpp"
+#include "sql/pg_relay.hpp"
 
 namespace idem::testing {
 
@@ -166,6 +167,34 @@ TEST(AsyncPostgres, UnreachableServerIsUnavailablePromptly) {
     EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
   }
   EXPECT_EQ(store.connections_opened(), 1u) << "the second call did not wait for the backoff";
+}
+
+// A server that takes the connection and never answers it (the relay holds): the connect gives
+// up within connect_timeout, also when the connection string says connect_timeout=0, libpq's
+// "wait forever": the store keeps its own bound. A connect_timeout of zero is refused.
+TEST(AsyncPostgres, AConnectNobodyAnswersGivesUpWithinTheConnectTimeout) {
+  if (pg_test_uri() == nullptr) GTEST_SKIP() << kNoPg;
+  EXPECT_THROW(
+      AsyncPostgresStore(IoRunner().io().get_executor(),
+                         AsyncPostgresStoreOptions{.uri = "host=x", .connect_timeout = {}}),
+      std::invalid_argument);
+  auto through = pg_relay(pg_test_uri());
+  if (!through) GTEST_SKIP() << "the relay speaks IPv4; the test server is not on it";
+  through->relay->hold();
+  for (const std::string extra : {"", " connect_timeout=0"}) {
+    IoRunner runner;
+    AsyncPostgresStore store(runner.io().get_executor(),
+                             AsyncPostgresStoreOptions{.uri = through->uri + extra,
+                                                       .table_prefix = unique_tables("held"),
+                                                       .connect_timeout = 1s});
+    AsyncGuard guard{store, Options{.scope = "held"}};
+    const auto start = std::chrono::steady_clock::now();
+    auto out = runner.run(guard.async_execute("k", [] { return 1; }));
+    const auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_EQ(out.error(), errc::store_unavailable) << out.message();
+    EXPECT_NE(out.message().find("connecting took more than"), std::string::npos) << out.message();
+    EXPECT_LT(took, 3s) << extra;
+  }
 }
 
 // Several stores (one connection each), each on its own io_context thread with many coroutines,

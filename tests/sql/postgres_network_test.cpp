@@ -456,5 +456,28 @@ TEST(PostgresPoolWaitTest, ATransactionalClaimWaitsForAConnectionUpToItsBlockFor
   EXPECT_EQ(runs, 1);
 }
 
+// A server that takes the connection and never answers it (the relay holds): the connect gives
+// up within connect_timeout, also when the connection string says connect_timeout=0, libpq's
+// "wait forever": the store keeps its own bound.
+TEST(PostgresConnect, AConnectNobodyAnswersGivesUpWithinTheConnectTimeout) {
+  const auto uri = pg_uri();
+  if (!uri) GTEST_SKIP() << kNoPgMessage;
+  auto through = pg_relay(*uri);
+  if (!through) GTEST_SKIP() << "the relay speaks IPv4; the test server is not on it";
+  through->relay->hold();
+  for (const std::string extra : {"", " connect_timeout=0"}) {
+    PostgresStore store{PostgresStoreOptions{.uri = through->uri + extra,
+                                             .table_prefix = unique_name("held") + "_",
+                                             .connect_timeout = milliseconds{1000}}};
+    const auto start = std::chrono::steady_clock::now();
+    const Status ready = store.ensure_schema();
+    const auto took = std::chrono::steady_clock::now() - start;
+    ASSERT_FALSE(ready.ok()) << extra;
+    EXPECT_EQ(ready.error(), errc::store_unavailable) << ready.failure().describe();
+    EXPECT_GE(took, milliseconds{900}) << extra;
+    EXPECT_LT(took, milliseconds{3000}) << extra;
+  }
+}
+
 }  // namespace
 }  // namespace idem::testing

@@ -51,6 +51,13 @@ TEST(PostgresStoreOptionsTest, KeyValueConnectionStringsWorkAndBadOptionsThrow) 
                std::invalid_argument);
   EXPECT_THROW(PostgresStore(PostgresStoreOptions{.uri = "host=x", .table_prefix = "a b"}),
                std::invalid_argument);
+  // Every connect has a bound: no zero or negative connect_timeout, the replica's included.
+  EXPECT_THROW(PostgresStore(PostgresStoreOptions{.uri = "host=x", .connect_timeout = {}}),
+               std::invalid_argument);
+  EXPECT_THROW(PostgresStore(PostgresStoreOptions{
+                   .uri = "host=x",
+                   .replica = {.uri = "host=y", .connect_timeout = std::chrono::seconds{-1}}}),
+               std::invalid_argument);
   const auto uri = pg_uri();
   if (!uri) GTEST_SKIP() << kNoPgMessage;
   PostgresStore store{

@@ -25,7 +25,8 @@ struct AsyncPostgresStoreOptions {
   /// mode and an AsyncPostgresStore with the same prefix share their records.
   std::string table_prefix = "idem_";
   /// Longest connect (TCP, TLS, authentication, the schema check), unless the connection string
-  /// sets connect_timeout (libpq's whole seconds).
+  /// sets connect_timeout (libpq's whole seconds); its zero, libpq's "wait forever", keeps this
+  /// bound. Must be positive (std::invalid_argument).
   std::chrono::milliseconds connect_timeout{5000};
   /// statement_timeout on the connection. The client waits for the oldest call's reply up to
   /// this plus 1 s; then the connection is dropped and every call on it fails.

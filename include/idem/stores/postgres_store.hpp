@@ -25,7 +25,8 @@ struct PostgresReplicaOptions {
   /// (default): never wait, since the primary can answer at once.
   std::chrono::milliseconds acquire_timeout{0};
   /// Longest connect (TCP, TLS, authentication) of a new replica connection, in milliseconds,
-  /// unless the connection string sets connect_timeout (libpq's whole seconds, at least 2).
+  /// unless the connection string sets connect_timeout (libpq's whole seconds, at least 2; its
+  /// zero keeps this bound). Must be positive (std::invalid_argument).
   std::chrono::milliseconds connect_timeout{2000};
   /// statement_timeout on replica connections.
   std::chrono::milliseconds statement_timeout{1000};
@@ -62,7 +63,8 @@ struct PostgresStoreOptions {
   /// claim that may block waits up to its ClaimRequest::block_for if that is longer).
   std::chrono::milliseconds acquire_timeout{5000};
   /// Longest connect (TCP, TLS, authentication) of a new connection, in milliseconds, unless the
-  /// connection string sets connect_timeout (libpq's whole seconds, at least 2).
+  /// connection string sets connect_timeout (libpq's whole seconds, at least 2); its zero,
+  /// libpq's "wait forever", keeps this bound. Must be positive (std::invalid_argument).
   std::chrono::milliseconds connect_timeout{5000};
   /// statement_timeout on every connection: no call hangs on the server longer than this. The
   /// client gives a reply up to this plus 1 s (a transactional claim: its lock wait too), then
