@@ -91,7 +91,7 @@ struct Stats {
 
 /// The operations. Thread-safe. Errors are idem::errc codes with a message: store_unavailable
 /// (unreachable, missing table, another schema version), record_corrupt (a row idem did not
-/// write), key_invalid (an empty id).
+/// write), key_invalid (an empty id, or a cursor this store did not hand out).
 class Admin {
  public:
   virtual ~Admin() = default;
