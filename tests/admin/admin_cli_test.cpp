@@ -347,6 +347,9 @@ TEST(AdminCliErrors, BadUriUnreachableStoresAndMissingTables) {
   CliRun no_file = idem_cli("--store sqlite:/nonexistent/dir/x.db --scope s list");
   EXPECT_EQ(no_file.status, 3) << no_file.err;
   EXPECT_EQ(std::count(no_file.err.begin(), no_file.err.end(), '\n'), 1) << no_file.err;
+  // Unreachable whatever its name says: a path with "schema" in it is still status 3.
+  CliRun named = idem_cli("--store sqlite:/nonexistent/schema/x.db --scope s list");
+  EXPECT_EQ(named.status, 3) << named.err;
 
   // A database without idem's tables.
   const std::string empty = "/tmp/idem_admin_test_empty_" + std::to_string(getpid()) + ".db";

@@ -23,13 +23,11 @@ int fail(Exit code, const std::string& message) {
   return code;
 }
 
-// The exit status of an admin failure.
+// The exit status of an admin failure. A missing or outdated schema is not among them: the
+// schema report says so first (no_schema), so store_unavailable here is the store itself.
 int fail(const idem::Failure& f) {
   const auto e = f.code;
-  if (e == idem::errc::store_unavailable) {
-    const bool schema = f.message.find("schema") != std::string::npos;
-    return fail(schema ? Exit::no_schema : Exit::unreachable, f.message);
-  }
+  if (e == idem::errc::store_unavailable) return fail(Exit::unreachable, f.message);
   if (e == idem::errc::key_invalid) return fail(Exit::usage, f.message);
   return fail(Exit::failed, f.message);
 }
