@@ -139,7 +139,8 @@ class StreamConsumer {
   /// Reads a page (next()) and runs each message through `guard`: `fn(const StreamMessage&,
   /// idem::Context&)` returns the message's result (any type the guard can store). Acknowledges
   /// the messages the guard settled: a fresh result it recorded, a replay, or a refusal no retry
-  /// can change (payload_mismatch, key_invalid, a remembered handler_failed). The others stay
+  /// can change (payload_mismatch, key_invalid, a remembered handler_failed or
+  /// result_too_large), counted as rejected. The others stay
   /// pending and come back on a later next() (this consumer's, or another's by XAUTOCLAIM): a
   /// handler that threw, a commit that failed, a key another consumer holds, a store that is
   /// down.
