@@ -370,6 +370,34 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
   void wait_for_map(std::unique_ptr<Request> request, Link* failed) {
     waiting_.push_back(std::move(request));
     start_refresh(failed);
+    if (refreshing_) watch_waiting();
+  }
+
+  // A refresh asks the nodes one after another, each read bounded only by its connection's
+  // watchdog: past a waiting call's deadline the call gives up rather than wait for the rest.
+  void watch_waiting() {
+    if (waiting_.empty()) return;
+    SteadyTime first = waiting_.front()->deadline;
+    for (const auto& r : waiting_) first = std::min(first, r->deadline);
+    if (waiting_timer_armed_ && waiting_timer_.expiry() <= first) return;
+    waiting_timer_armed_ = true;
+    waiting_timer_.expires_at(first);
+    waiting_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec) return;  // re-armed earlier, or the refresh ended
+      self->waiting_timer_armed_ = false;
+      const SteadyTime now = std::chrono::steady_clock::now();
+      std::vector<std::unique_ptr<Request>> late;
+      std::erase_if(self->waiting_, [&](std::unique_ptr<Request>& r) {
+        if (r->deadline > now) return false;
+        late.push_back(std::move(r));
+        return true;
+      });
+      for (std::unique_ptr<Request>& r : late) {
+        r->last = "the slot map was still being read from the nodes in turn";
+        self->give_up(std::move(r));
+      }
+      self->watch_waiting();
+    });
   }
 
   // Reads the slot map again unless a read is under way: asks the known nodes in turn (the last
@@ -413,6 +441,10 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
     const bool read = best_.has_value();
     best_.reset();
     refreshing_ = false;
+    if (waiting_timer_armed_) {
+      waiting_timer_armed_ = false;
+      waiting_timer_.cancel();
+    }
     std::vector<std::unique_ptr<Request>> waiting = std::exchange(waiting_, {});
     for (std::unique_ptr<Request>& request : waiting) {
       if (read) {
@@ -462,6 +494,8 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
   std::optional<SlotMap> best_;  // the most complete map read so far by this refresh
   std::string refresh_failure_;
   std::vector<std::unique_ptr<Request>> waiting_;  // for the refresh under way
+  net::steady_timer waiting_timer_{strand_};       // the first waiting call's deadline
+  bool waiting_timer_armed_ = false;
 
   std::atomic<std::uint64_t> opened_{0};
   std::atomic<std::uint64_t> moved_{0}, asked_{0}, installed_{0};

@@ -7,6 +7,9 @@
 // own calls.
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -286,6 +289,61 @@ TEST_F(AsyncRedisClusterTest, UnreachableSeedsAndUnusableSettingsFailWithAReason
   ASSERT_FALSE(no);
   EXPECT_EQ(no.error(), errc::store_unavailable);
   EXPECT_NE(no.failure().message.find("database 0"), std::string::npos) << no.failure().message;
+}
+
+// A listening socket that never accepts nor reads: a connect to it succeeds (the kernel's
+// backlog) and a command sent there gets no reply, like a node that stalled.
+class SilentNode {
+ public:
+  SilentNode() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t n = sizeof a;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::listen(fd_, 64) != 0 || ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &n) != 0) {
+      return;
+    }
+    port_ = ntohs(a.sin_port);
+  }
+  ~SilentNode() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  SilentNode(const SilentNode&) = delete;
+  SilentNode& operator=(const SilentNode&) = delete;
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+// Seeds that take the connection and never answer: the slot map is read from them one after
+// another, each read bounded by its connection's watchdog; a call waiting for the map gives up
+// at its own deadline (connect_timeout + command_timeout) rather than after every read.
+TEST(AsyncRedisClusterSeeds, ACallWaitingForTheMapGivesUpAtItsDeadline) {
+  std::vector<std::unique_ptr<SilentNode>> silent;
+  AsyncRedisStoreOptions options;
+  options.connection.connect_timeout = std::chrono::milliseconds{100};
+  options.connection.command_timeout = std::chrono::milliseconds{500};
+  for (int i = 0; i < 4; ++i) {
+    silent.push_back(std::make_unique<SilentNode>());
+    ASSERT_NE(silent.back()->port(), 0);
+    options.cluster_seeds.push_back(silent.back()->address());
+  }
+  IoRunner runner;
+  AsyncRedisStore store(runner.io().get_executor(), options);
+  const auto start = std::chrono::steady_clock::now();
+  auto claim = runner.run(store.async_claim(ClaimRequest{.key = "k", .lease = 1s}));
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(claim);
+  EXPECT_EQ(claim.error(), errc::store_unavailable) << claim.failure().message;
+  EXPECT_NE(claim.failure().message.find("slot map"), std::string::npos) << claim.failure().message;
+  // The deadline is 600 ms; reading the four seeds in turn takes at least 4 x 500 ms.
+  EXPECT_GE(took, std::chrono::milliseconds{550});
+  EXPECT_LT(took, std::chrono::milliseconds{1500});
 }
 
 // --- The cluster under change (run alone)

@@ -35,10 +35,9 @@ struct AsyncRedisStoreOptions {
   /// On a cluster, the most sends one call makes (ClusterOptions::max_attempts, default 16):
   /// redirections (MOVED, ASK), retries after TRYAGAIN or CLUSTERDOWN, and one retry after a
   /// failed node once the slot map is read again. Whatever this allows, a call sends nothing
-  /// more once connect_timeout + command_timeout have passed since its start. What went out
-  /// waits for its reply as long as the connection's watchdog allows (up to about 1.5 ×
-  /// command_timeout), and a slot-map read asks the nodes one after another, each so bounded:
-  /// a call that meets several stalled nodes can take a few command_timeouts in all.
+  /// more, and stops waiting for a slot map, once connect_timeout + command_timeout have passed
+  /// since its start; a send already out waits for its reply as long as the connection's
+  /// watchdog allows (up to about 1.5 × command_timeout).
   int max_attempts = 16;
   /// Prepended to every record's Redis key (default "idem:"), as RedisStoreOptions::prefix: a
   /// RedisStore and an AsyncRedisStore with the same prefix share their records.
