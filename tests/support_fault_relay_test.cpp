@@ -18,17 +18,10 @@ using Clock = std::chrono::steady_clock;
 class EchoServer {
  public:
   EchoServer() {
-    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (listener_ < 0 || ::bind(listener_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-        ::listen(listener_, 16) != 0 ||
-        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      throw std::runtime_error("echo server: cannot listen");
-    }
-    port_ = ntohs(addr.sin_port);
+    const LoopbackListener listening = listen_on_loopback(16);
+    if (listening.fd < 0) throw std::runtime_error("echo server: cannot listen");
+    listener_ = listening.fd;
+    port_ = listening.port;
     accept_thread_ = std::thread([this] { accept_loop(); });
   }
   ~EchoServer() {

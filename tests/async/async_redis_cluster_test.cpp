@@ -7,8 +7,6 @@
 // own calls.
 
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,6 +32,7 @@
 #include "idem/testing/record_store_conformance.hpp"
 #include "redis/redis_cluster_support.hpp"
 #include "redis/redis_test_support.hpp"
+#include "support/free_port.hpp"
 
 namespace idem::testing {
 
@@ -296,16 +295,9 @@ TEST_F(AsyncRedisClusterTest, UnreachableSeedsAndUnusableSettingsFailWithAReason
 class SilentNode {
  public:
   SilentNode() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t n = sizeof a;
-    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-        ::listen(fd_, 64) != 0 || ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &n) != 0) {
-      return;
-    }
-    port_ = ntohs(a.sin_port);
+    const LoopbackListener listening = listen_on_loopback(64);
+    fd_ = listening.fd;
+    port_ = listening.port;
   }
   ~SilentNode() {
     if (fd_ >= 0) ::close(fd_);

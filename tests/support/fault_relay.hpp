@@ -43,6 +43,8 @@
 #include <utility>
 #include <vector>
 
+#include "support/free_port.hpp"
+
 namespace idem::testing {
 
 class FaultRelay {
@@ -52,19 +54,13 @@ class FaultRelay {
 
   /// Listens at once; throws std::runtime_error when it cannot.
   FaultRelay(std::string host, int port) : host_(std::move(host)), port_(port) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (listener_ < 0 || ::bind(listener_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-        ::listen(listener_, 64) != 0 ||
-        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
-        ::pipe(accept_wake_) != 0) {
+    const LoopbackListener listening = listen_on_loopback(64);
+    listener_ = listening.fd;
+    if (listener_ < 0 || ::pipe(accept_wake_) != 0) {
       if (listener_ >= 0) ::close(listener_);
       throw std::runtime_error("fault relay: cannot listen on 127.0.0.1");
     }
-    listen_port_ = ntohs(addr.sin_port);
+    listen_port_ = listening.port;
     accept_thread_ = std::thread([this] { accept_loop(); });
   }
   FaultRelay(const FaultRelay&) = delete;
