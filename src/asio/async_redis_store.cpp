@@ -24,7 +24,9 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -127,23 +129,29 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
       single_ = make_link(options_.connection);
       return;
     }
-    // A cluster: the seeds are the first nodes the slot map is read from.
+    // A cluster: the seeds are the first nodes the slot map is read from. Options no cluster
+    // allows are a programming error, refused here rather than answered as an outage.
     cluster_ = true;
-    auto refuse = [&](std::string why) { unusable_ = fmt::format("redis cluster: {}", why); };
+    const auto refuse = [](std::string_view why) {
+      return std::invalid_argument(fmt::format("idem::AsyncRedisStore: a cluster {}", why));
+    };
     if (options_.connection.db != 0) {
-      refuse("a cluster has only database 0");
-    } else if (!options_.connection.unix_socket.empty()) {
-      refuse("cluster nodes are reached over TCP");
+      throw refuse("has only database 0 (AsyncRedisStoreOptions::connection.db)");
     }
+    if (!options_.connection.unix_socket.empty()) {
+      throw refuse("is reached over TCP (AsyncRedisStoreOptions::connection.unix_socket)");
+    }
+    std::vector<redis::ConnectionOptions> seeds;
     for (const std::string& seed : options_.cluster_seeds) {
-      if (!unusable_.empty()) break;
       Result<redis::ConnectionOptions> parsed =
           redis::ConnectionOptions::from_uri("redis://" + seed);
       if (!parsed || parsed->db != 0) {
-        refuse(fmt::format("seed '{}' is not host:port", seed));
-      } else {
-        seeds_.push_back(&link_for(parsed->host, parsed->port));
+        throw refuse(fmt::format("seed '{}' is not host:port", seed));
       }
+      seeds.push_back(std::move(parsed).value());
+    }
+    for (const redis::ConnectionOptions& seed : seeds) {
+      seeds_.push_back(&link_for(seed.host, seed.port));
     }
   }
 
@@ -324,10 +332,6 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
       single_->submit(std::move(request));
       return;
     }
-    if (!unusable_.empty()) {
-      request->finish(nullptr, unavailable(unusable_), "cluster");
-      return;
-    }
     request->slot = redis::key_slot(request->args[0]);
     route(std::move(request));
   }
@@ -481,7 +485,6 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
 
   // A cluster, on the strand.
   bool cluster_ = false;
-  std::string unusable_;                                // a configuration no call can succeed with
   std::map<std::string, std::unique_ptr<Link>> links_;  // by "host:port", for the Impl's life
   std::vector<Link*> seeds_;
   std::vector<Link*> owners_;     // the slot map: by slot, null: not known; empty before a read

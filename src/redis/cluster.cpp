@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <stdexcept>
+#include <string>
+#include <string_view>
 #include <thread>
 
 namespace idem::redis {
@@ -143,25 +146,23 @@ std::optional<Redirect> parse_redirect(const redisReply& reply) {
 
 Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
   if (options_.max_attempts < 1) options_.max_attempts = 1;
-  auto refuse = [&](std::string why) {
-    unusable_ = unavailable(fmt::format("redis cluster: {}", why));
+  // Options no cluster allows are a programming error, refused here rather than answered as an
+  // outage on every call.
+  const auto refuse = [](std::string_view why) {
+    return std::invalid_argument(fmt::format("idem::redis::Client: a cluster {}", why));
   };
-  if (options_.node.db != 0) {
-    refuse("a cluster has only database 0");
-  } else if (!options_.node.unix_socket.empty()) {
-    refuse("cluster nodes are reached over TCP");
-  } else if (options_.seeds.empty()) {
-    refuse("no seed nodes");
+  if (options_.node.db != 0) throw refuse("has only database 0 (ClusterOptions::node.db)");
+  if (!options_.node.unix_socket.empty()) {
+    throw refuse("is reached over TCP (ClusterOptions::node.unix_socket must be empty)");
   }
+  if (options_.seeds.empty()) throw refuse("needs seed nodes (ClusterOptions::seeds is empty)");
+  std::vector<ConnectionOptions> seeds;
   for (const std::string& seed : options_.seeds) {
-    if (unusable_) return;
     Result<ConnectionOptions> parsed = ConnectionOptions::from_uri("redis://" + seed);
-    if (!parsed || parsed->db != 0) {
-      refuse(fmt::format("seed '{}' is not host:port", seed));
-    } else {
-      seeds_.push_back(&node(parsed->host, parsed->port));
-    }
+    if (!parsed || parsed->db != 0) throw refuse(fmt::format("seed '{}' is not host:port", seed));
+    seeds.push_back(std::move(parsed).value());
   }
+  for (const ConnectionOptions& seed : seeds) seeds_.push_back(&node(seed.host, seed.port));
 }
 
 Cluster::~Cluster() = default;
@@ -264,7 +265,6 @@ Status Cluster::refresh(std::uint64_t seen, Deadline deadline, const Node* faile
 }
 
 Result<Answer> Cluster::execute(std::string_view key, Call call) {
-  if (unusable_) return *unusable_;
   const Deadline deadline =
       Clock::now() + options_.node.connect_timeout + options_.node.command_timeout;
   const std::uint16_t slot = key_slot(key);
@@ -344,7 +344,6 @@ Result<Answer> Cluster::execute(std::string_view key, Call call) {
 }
 
 Status Cluster::ping() {
-  if (unusable_) return Status(*unusable_);
   const Deadline deadline =
       Clock::now() + options_.node.connect_timeout + options_.node.command_timeout;
   if (generation_.load(std::memory_order_acquire) == 0) {

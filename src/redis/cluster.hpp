@@ -99,7 +99,6 @@ class Cluster {
   void install(SlotMap map);
 
   ClusterOptions options_;
-  std::optional<Failure> unusable_;  // a configuration no call can succeed with
 
   mutable std::mutex nodes_mutex_;
   std::map<std::string, std::unique_ptr<Node>> nodes_;  // by "host:port"

@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -266,7 +267,7 @@ TEST_F(AsyncRedisClusterTest, SharesItsRecordsWithRedisStoreOnTheCluster) {
 }
 
 // Seeds that name no listening node: calls fail with store_unavailable within the call's
-// deadline, and a configuration no cluster allows is refused with its reason.
+// deadline; a configuration no cluster allows is refused at construction with its reason.
 TEST_F(AsyncRedisClusterTest, UnreachableSeedsAndUnusableSettingsFailWithAReason) {
   IoRunner runner;
   AsyncRedisStoreOptions dead = async_cluster_options(prefix_);
@@ -281,13 +282,25 @@ TEST_F(AsyncRedisClusterTest, UnreachableSeedsAndUnusableSettingsFailWithAReason
   EXPECT_LT(std::chrono::steady_clock::now() - start,
             dead.connection.connect_timeout + dead.connection.command_timeout + 1s);
 
+  // Options no cluster allows: refused at construction (a programming error, not an outage).
+  auto refusal = [&](const AsyncRedisStoreOptions& o) {
+    try {
+      AsyncRedisStore store(runner.io().get_executor(), o);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("not refused");
+  };
   AsyncRedisStoreOptions on_db = async_cluster_options(prefix_);
   on_db.connection.db = 2;
-  AsyncRedisStore refused(runner.io().get_executor(), on_db);
-  auto no = runner.run(refused.async_claim(ClaimRequest{.key = "k", .lease = 1s}));
-  ASSERT_FALSE(no);
-  EXPECT_EQ(no.error(), errc::store_unavailable);
-  EXPECT_NE(no.failure().message.find("database 0"), std::string::npos) << no.failure().message;
+  EXPECT_NE(refusal(on_db).find("database 0"), std::string::npos) << refusal(on_db);
+  AsyncRedisStoreOptions on_socket = async_cluster_options(prefix_);
+  on_socket.connection.unix_socket = "/tmp/redis.sock";
+  EXPECT_NE(refusal(on_socket).find("TCP"), std::string::npos) << refusal(on_socket);
+  AsyncRedisStoreOptions bad_seed = async_cluster_options(prefix_);
+  bad_seed.cluster_seeds.push_back("127.0.0.1:x");
+  EXPECT_NE(refusal(bad_seed).find("'127.0.0.1:x' is not host:port"), std::string::npos)
+      << refusal(bad_seed);
 }
 
 // A listening socket that never accepts nor reads: a connect to it succeeds (the kernel's

@@ -81,14 +81,30 @@ TEST(RedisClusterUriTest, UnusableUrisAreRefusedWithAReason) {
   }
 }
 
-TEST(RedisClusterClientTest, UnusableSettingsFailEveryCallWithAReason) {
-  redis::ClusterOptions no_seeds;
-  EXPECT_NE(redis::Client(no_seeds).ping().failure().message.find("no seed"), std::string::npos);
+// Options no cluster allows are a programming error: refused at construction, naming the field,
+// not answered store_unavailable (an outage) on every call.
+TEST(RedisClusterClientTest, UnusableSettingsAreRefusedAtConstructionWithAReason) {
+  auto refusal = [](const redis::ClusterOptions& o) {
+    try {
+      redis::Client client(o);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("not refused");
+  };
+  EXPECT_NE(refusal({}).find("seeds is empty"), std::string::npos) << refusal({});
   redis::ClusterOptions db{.seeds = {"127.0.0.1:1"}};
   db.node.db = 3;
-  redis::Client with_db(db);
-  EXPECT_NE(with_db.command({"GET", "k"}).failure().message.find("database 0"), std::string::npos);
-  EXPECT_TRUE(with_db.is_cluster());
+  EXPECT_NE(refusal(db).find("database 0"), std::string::npos) << refusal(db);
+  redis::ClusterOptions unix_socket{.seeds = {"127.0.0.1:1"}};
+  unix_socket.node.unix_socket = "/tmp/redis.sock";
+  EXPECT_NE(refusal(unix_socket).find("TCP"), std::string::npos) << refusal(unix_socket);
+  redis::ClusterOptions bad_seed{.seeds = {"127.0.0.1:1", "127.0.0.1:x"}};
+  EXPECT_NE(refusal(bad_seed).find("'127.0.0.1:x' is not host:port"), std::string::npos)
+      << refusal(bad_seed);
+  // The constructor still never connects: unreachable seeds are a call's failure.
+  redis::Client lazy(redis::ClusterOptions{.seeds = {"127.0.0.1:1"}});
+  EXPECT_TRUE(lazy.is_cluster());
 }
 
 TEST(RedisClusterClientTest, UnreachableSeedsFailWithinTheCallDeadline) {

@@ -26,7 +26,7 @@ struct AsyncRedisStoreOptions {
   /// the oldest call in flight: when no reply comes for that long, the connection is dropped and
   /// every call on it fails. On a cluster: the options of every node's connection except the
   /// address, which comes from the seeds and the slot map (ClusterOptions::node); db and
-  /// unix_socket must stay at their defaults.
+  /// unix_socket must stay at their defaults (the constructor throws std::invalid_argument).
   redis::ConnectionOptions connection{};
   /// Redis Cluster mode when not empty (ClusterOptions::seeds): "host:port" of one or more
   /// nodes ("[::1]:7000" for IPv6). The slot map (CLUSTER SLOTS) is read from the first that
@@ -75,6 +75,8 @@ class AsyncRedisStore {
  public:
   static constexpr std::string_view kStoreName = "redis";  // observers' label
 
+  /// Never connects (the first call does). Throws std::invalid_argument for cluster options no
+  /// cluster allows: db other than 0, unix_socket set, a seed that is not host:port.
   explicit AsyncRedisStore(const boost::asio::any_io_executor& executor,
                            AsyncRedisStoreOptions options = {});
   ~AsyncRedisStore();

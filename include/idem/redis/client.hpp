@@ -128,7 +128,9 @@ class Client {
  public:
   /// Connects lazily: the constructor never blocks and never fails on an unreachable server.
   explicit Client(ConnectionOptions options = {});
-  /// Cluster mode. Also lazy: the slot map is read by the first call.
+  /// Cluster mode. Also lazy: the slot map is read by the first call. Throws
+  /// std::invalid_argument for options no cluster allows: no seeds, a seed that is not
+  /// host:port, node.db other than 0, node.unix_socket set.
   explicit Client(ClusterOptions options);
   ~Client();
   Client(const Client&) = delete;
