@@ -88,11 +88,7 @@ std::string node_info(const std::string& address, std::string_view field) {
   auto c = node_client(address);
   Result<redis::Reply> info = c->command({"INFO", "server"});
   if (!info) return {};
-  const std::string key = std::string(field) + ":";
-  const auto at = info->str.find(key);
-  if (at == std::string::npos) return {};
-  const auto end = info->str.find("\r\n", at);
-  return info->str.substr(at + key.size(), end - at - key.size());
+  return info_field(info->str, field).value_or("");
 }
 
 // Waits until `node`, a primary killed and restarted from its config file, is `heir`'s replica.

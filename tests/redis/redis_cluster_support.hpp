@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -133,6 +134,14 @@ inline std::vector<ClusterNode> cluster_nodes() {
   return {};
 }
 
+/// The value of `name` in an INFO or CLUSTER INFO reply ("name:value" lines), if it has one.
+inline std::optional<std::string> info_field(const std::string& text, std::string_view name) {
+  const auto at = text.find(std::string(name) + ":");
+  if (at == std::string::npos) return std::nullopt;
+  const auto begin = at + name.size() + 1;
+  return text.substr(begin, text.find_first_of("\r\n", begin) - begin);
+}
+
 /// What every node says of itself: its CLUSTER NODES line, cluster_state, and its replication
 /// role and link. For a failure message: a cluster that did not settle names the node that
 /// did not, rather than leaving it to guesswork.
@@ -144,10 +153,8 @@ inline std::string cluster_report() {
     }
   }
   auto field = [](const std::string& text, std::string_view name) {
-    const auto at = text.find(std::string(name) + ":");
-    if (at == std::string::npos) return std::string("?");
-    const auto begin = at + name.size() + 1;
-    return text.substr(begin, text.find_first_of("\r\n", begin) - begin);
+    std::optional<std::string> value = info_field(text, name);
+    return value ? *value : std::string("?");
   };
   std::string out;
   for (const std::string& address : addresses) {
