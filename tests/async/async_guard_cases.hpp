@@ -275,16 +275,18 @@ TYPED_TEST_P(AsyncGuardCases, ACancelledHandlerReleasesItsKey) {
   Spawned<Outcome<int>> call;
   net::cancellation_signal signal;
   int runs = 0;
+  // The cancellation is timed from the handler's start: timed from the call's, it could land in
+  // a first claim that opens the connection, and the handler would never run.
+  net::steady_timer at(this->io());
   spawn_cancellable(this->io(),
                     guard.async_execute("k",
                                         [&]() -> net::awaitable<int> {
                                           ++runs;
+                                          cancel_after(at, signal, 30ms);
                                           co_await pause(10s);  // cancelled long before
                                           co_return 1;
                                         }),
                     signal, call);
-  net::steady_timer at(this->io(), 30ms);
-  at.async_wait([&](auto) { signal.emit(net::cancellation_type::terminal); });
   this->run_until([&] { return call.done; });
   EXPECT_TRUE(call.aborted());
   // Released, not left held for its 10 s lease: the next call runs at once.
@@ -300,15 +302,15 @@ TYPED_TEST_P(AsyncGuardCases, ACancelledHandlerIsRememberedUnderRememberFailures
                    Options{.scope = "cancel-remember", .lease = 10s, .remember_failures = true}};
   Spawned<Outcome<int>> call;
   net::cancellation_signal signal;
+  net::steady_timer at(this->io());
   spawn_cancellable(this->io(),
                     guard.async_execute("k",
-                                        []() -> net::awaitable<int> {
+                                        [&]() -> net::awaitable<int> {
+                                          cancel_after(at, signal, 30ms);
                                           co_await pause(10s);
                                           co_return 1;
                                         }),
                     signal, call);
-  net::steady_timer at(this->io(), 30ms);
-  at.async_wait([&](auto) { signal.emit(net::cancellation_type::terminal); });
   this->run_until([&] { return call.done; });
   EXPECT_TRUE(call.aborted());
   auto replay = this->run(guard.async_execute("k", [] { return 2; }));
@@ -365,8 +367,7 @@ TYPED_TEST_P(AsyncGuardCases, ACancelDuringTheCommitStillRecordsTheResult) {
   // time from the start could fall in a first claim that opens the connection).
   net::steady_timer at(this->io());
   auto handler = [&] {
-    at.expires_after(20ms);
-    at.async_wait([&](auto) { signal.emit(net::cancellation_type::terminal); });
+    cancel_after(at, signal, 20ms);
     return 5;
   };
   spawn_cancellable(this->io(), guard.async_execute("k", handler), signal, call);
@@ -388,9 +389,13 @@ TYPED_TEST_P(AsyncGuardCases, ACancelDuringACommitRetryPauseStillRetries) {
                     .commit_retry = {.attempts = 3, .backoff = 200ms, .max_backoff = 200ms}}};
   Spawned<Outcome<int>> call;
   net::cancellation_signal signal;
-  spawn_cancellable(this->io(), guard.async_execute("k", [] { return 5; }), signal, call);
-  net::steady_timer at(this->io(), 50ms);
-  at.async_wait([&](auto) { signal.emit(net::cancellation_type::terminal); });
+  // 50 ms after the handler ran: inside the 200 ms pause after the first commit failed.
+  net::steady_timer at(this->io());
+  auto handler = [&] {
+    cancel_after(at, signal, 50ms);
+    return 5;
+  };
+  spawn_cancellable(this->io(), guard.async_execute("k", handler), signal, call);
   this->run_until([&] { return call.done; });
   ASSERT_TRUE(call.value.has_value());
   EXPECT_TRUE(call.value->recorded()) << call.value->commit_failure().message;

@@ -124,6 +124,14 @@ void spawn_cancellable(net::io_context& io, net::awaitable<T> task,
       }));
 }
 
+/// Emits a terminal cancellation on `signal` `delay` from now, through `timer` (which must outlive
+/// the wait). Tests call it from a handler, so the cancel is timed from where the call really is.
+inline void cancel_after(net::steady_timer& timer, net::cancellation_signal& signal,
+                         std::chrono::milliseconds delay) {
+  timer.expires_after(delay);
+  timer.async_wait([&signal](auto) { signal.emit(net::cancellation_type::terminal); });
+}
+
 /// An AsyncStore over another whose chosen calls first suspend on a timer, and which counts
 /// its calls; `fail_commits` commits answer store_unavailable before reaching the store.
 template <class Inner>
