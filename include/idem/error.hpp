@@ -51,6 +51,10 @@ enum class errc : int {
   /// steps recorded for its key by an earlier run, or a name came twice. The key keeps its
   /// recorded steps. Retry: no; the handler must take its steps in the same order (HTTP 500).
   step_mismatch,
+  /// A store's configuration cannot be used: a connection URI that does not parse or names
+  /// something the store does not support. Said by the call that reads it (from_uri), before
+  /// any connection; never an outage. Retry: no; fix the configuration (HTTP 500).
+  config_invalid,
 };
 
 }  // namespace idem
@@ -124,6 +128,8 @@ class ErrorCategory final : public std::error_category {
         return "commit may or may not have been recorded";
       case errc::step_mismatch:
         return "handler's steps differ from the steps recorded for the key";
+      case errc::config_invalid:
+        return "store configuration cannot be used";
     }
     return "unknown idem error";
   }
@@ -148,6 +154,7 @@ inline std::string_view to_string(errc e) noexcept {
     case errc::record_corrupt: return "record_corrupt";
     case errc::outcome_unknown: return "outcome_unknown";
     case errc::step_mismatch: return "step_mismatch";
+    case errc::config_invalid: return "config_invalid";
   }
   // clang-format on
   return "unknown";
@@ -187,6 +194,7 @@ inline int http_status(std::error_code ec) noexcept {
     case errc::handler_failed:
     case errc::record_corrupt:
     case errc::step_mismatch:
+    case errc::config_invalid:
       return 500;
   }
   return 500;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +19,23 @@ namespace {
 
 Failure unavailable(std::string message) {
   return make_failure(errc::store_unavailable, std::move(message));
+}
+
+Failure config_invalid(std::string message) {
+  return make_failure(errc::config_invalid, std::move(message));
+}
+
+// The URI as an error message may show it: a password in its user-info becomes "***", since
+// messages end up in logs.
+std::string redacted(std::string_view uri) {
+  const auto scheme_end = uri.find("://");
+  if (scheme_end == std::string_view::npos) return std::string(uri);
+  const auto info_begin = scheme_end + 3;
+  const auto at = uri.find('@', info_begin);
+  if (at == std::string_view::npos) return std::string(uri);
+  const auto colon = uri.substr(info_begin, at - info_begin).find(':');
+  const auto secret_begin = colon == std::string_view::npos ? info_begin : info_begin + colon + 1;
+  return fmt::format("{}***{}", uri.substr(0, secret_begin), uri.substr(at));
 }
 
 bool parse_int(std::string_view text, int& out) {
@@ -85,7 +103,7 @@ Reply convert(const redisReply& r) {
 Result<ConnectionOptions> ConnectionOptions::from_uri(std::string_view uri) {
   ConnectionOptions o;
   auto bad = [&](std::string_view why) {
-    return unavailable(fmt::format("redis URI '{}': {}", uri, why));
+    return config_invalid(fmt::format("redis URI '{}': {}", redacted(uri), why));
   };
   const auto scheme_end = uri.find("://");
   if (scheme_end == std::string_view::npos)
@@ -149,7 +167,7 @@ Result<ConnectionOptions> ConnectionOptions::from_uri(std::string_view uri) {
 Result<ClusterOptions> ClusterOptions::from_uri(std::string_view uri) {
   constexpr std::string_view kScheme = "redis+cluster://";
   auto bad = [&](std::string_view why) {
-    return unavailable(fmt::format("redis cluster URI '{}': {}", uri, why));
+    return config_invalid(fmt::format("redis cluster URI '{}': {}", redacted(uri), why));
   };
   if (uri.substr(0, kScheme.size()) != kScheme) {
     return bad("expected redis+cluster://[[user]:password@]host:port[,host:port...]");
@@ -292,7 +310,7 @@ Client::Client(ClusterOptions options) : impl_(std::make_unique<Impl>(std::move(
 Client::~Client() = default;
 
 Result<Reply> Client::command(std::span<const std::string_view> argv) {
-  if (argv.empty()) return unavailable("redis: empty command");
+  if (argv.empty()) throw std::invalid_argument("idem: redis::Client::command needs a command name");
   Result<Answer> answer = impl_->command(argv.size() > 1 ? argv[1] : std::string_view{}, argv);
   if (!answer) return std::move(answer).failure();
   return convert(*answer->reply);

@@ -378,6 +378,14 @@ TEST(AdminCliErrors, BadUriUnreachableStoresAndMissingTables) {
 #ifdef IDEM_TEST_WITH_REDIS
   EXPECT_EQ(redis.status, 3) << redis.err;
   EXPECT_EQ(std::count(redis.err.begin(), redis.err.end(), '\n'), 1) << redis.err;
+  // A Redis URI that does not parse is a usage error (2), not an unreachable store (3), and
+  // its password is not echoed.
+  CliRun unparsable = idem_cli("--store redis://app:hunter2@h:port --scope s list");
+  EXPECT_EQ(unparsable.status, 2) << unparsable.err;
+  EXPECT_NE(unparsable.err.find("bad port"), std::string::npos) << unparsable.err;
+  EXPECT_EQ(unparsable.err.find("hunter2"), std::string::npos) << unparsable.err;
+  CliRun unparsable_cluster = idem_cli("--store redis+cluster://h:1/3 --scope s list");
+  EXPECT_EQ(unparsable_cluster.status, 2) << unparsable_cluster.err;
 #endif
 }
 

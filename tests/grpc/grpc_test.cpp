@@ -133,6 +133,7 @@ TEST(GrpcStatus, EachCodeMapsAsDocumented) {
       {errc::result_too_large, StatusCode::INTERNAL},
       {errc::handler_failed, StatusCode::INTERNAL},
       {errc::step_mismatch, StatusCode::INTERNAL},
+      {errc::config_invalid, StatusCode::INTERNAL},
       {errc::record_corrupt, StatusCode::DATA_LOSS},
       {errc::outcome_unknown, StatusCode::UNAVAILABLE},
   };

@@ -53,9 +53,26 @@ TEST(RedisUriTest, UnusableUrisAreRefusedWithAReason) {
                           "redis://h:99999", "redis://h:port", "redis://h/db", "unix://relative"}) {
     Result<ConnectionOptions> o = ConnectionOptions::from_uri(uri);
     ASSERT_FALSE(o.has_value()) << uri;
-    EXPECT_EQ(o.error(), errc::store_unavailable);
+    // The configuration's fault, not an outage: no retry can get past it.
+    EXPECT_EQ(o.error(), errc::config_invalid);
+    EXPECT_FALSE(is_retryable(o.error()));
     EXPECT_NE(o.failure().message.find(uri), std::string::npos) << o.failure().message;
   }
+}
+
+TEST(RedisUriTest, ARefusedUrisPasswordIsNotInTheMessage) {
+  for (const char* uri : {"redis://app:hunter2@h:port", "redis://hunter2@h:99999",
+                          "unix://app:hunter2@relative"}) {
+    Result<ConnectionOptions> o = ConnectionOptions::from_uri(uri);
+    ASSERT_FALSE(o.has_value()) << uri;
+    EXPECT_EQ(o.failure().message.find("hunter2"), std::string::npos) << o.failure().message;
+    EXPECT_NE(o.failure().message.find("***@"), std::string::npos) << o.failure().message;
+  }
+}
+
+TEST(RedisClientTest, AnEmptyCommandIsAProgrammingErrorNotAnOutage) {
+  redis::Client client(ConnectionOptions{.host = "127.0.0.1", .port = 1});
+  EXPECT_THROW(client.command(std::span<const std::string_view>{}), std::invalid_argument);
 }
 
 TEST(RedisClientTest, UnreachableServerFailsFastWithStoreUnavailable) {

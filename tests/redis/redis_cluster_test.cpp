@@ -76,9 +76,13 @@ TEST(RedisClusterUriTest, UnusableUrisAreRefusedWithAReason) {
         "redis+cluster://h:1/2", "redis+cluster://h:x", "redis+cluster://h:1?db=2"}) {
     auto o = redis::ClusterOptions::from_uri(uri);
     ASSERT_FALSE(o) << uri;
-    EXPECT_EQ(o.failure().code, errc::store_unavailable);
+    EXPECT_EQ(o.failure().code, errc::config_invalid);
     EXPECT_NE(o.failure().message.find(uri), std::string::npos) << o.failure().message;
   }
+  auto secret = redis::ClusterOptions::from_uri("redis+cluster://app:hunter2@h:1,h:x");
+  ASSERT_FALSE(secret);
+  EXPECT_EQ(secret.failure().message.find("hunter2"), std::string::npos)
+      << secret.failure().message;
 }
 
 // Options no cluster allows are a programming error: refused at construction, naming the field,

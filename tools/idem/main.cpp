@@ -28,7 +28,8 @@ int fail(Exit code, const std::string& message) {
 int fail(const idem::Failure& f) {
   const auto e = f.code;
   if (e == idem::errc::store_unavailable) return fail(Exit::unreachable, f.message);
-  if (e == idem::errc::key_invalid) return fail(Exit::usage, f.message);
+  if (e == idem::errc::key_invalid || e == idem::errc::config_invalid)
+    return fail(Exit::usage, f.message);
   return fail(Exit::failed, f.message);
 }
 

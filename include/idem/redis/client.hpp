@@ -57,7 +57,7 @@ struct ConnectionOptions {
 
   /// Parses `redis://[[user]:password@]host[:port][/db]`, `rediss` is refused (no TLS), and
   /// `unix://[[user]:password@]/path/to/socket[?db=N]`. Other fields keep their defaults.
-  /// errc::store_unavailable with a message when the URI cannot be used.
+  /// errc::config_invalid with a message (the password shown as ***) when the URI cannot be used.
   static Result<ConnectionOptions> from_uri(std::string_view uri);
 };
 
@@ -76,8 +76,8 @@ struct ClusterOptions {
   int max_attempts = 16;
 
   /// Parses `redis+cluster://[[user]:password@]host:port[,host:port...]`: the seeds, and the
-  /// user and password of every node. Other fields keep their defaults. errc::store_unavailable
-  /// with a message when the URI cannot be used.
+  /// user and password of every node. Other fields keep their defaults. errc::config_invalid
+  /// with a message (the password shown as ***) when the URI cannot be used.
   static Result<ClusterOptions> from_uri(std::string_view uri);
 };
 
