@@ -28,6 +28,7 @@
 #include "idem/stores/redis_store.hpp"
 #include "idem/testing/record_store_conformance.hpp"
 #include "redis/redis_test_support.hpp"
+#include "support/free_port.hpp"
 
 namespace idem::testing {
 
@@ -93,7 +94,7 @@ struct BlockingAsyncRedis {
 
 template <>
 struct StoreTraits<BlockingAsyncRedis> {
-  static constexpr std::chrono::milliseconds lease{250};
+  static constexpr std::chrono::milliseconds lease{500};
   static std::unique_ptr<BlockingAsyncRedis> make() {
     if (redis_uri() == nullptr) {
       [] { GTEST_SKIP() << "IDEM_TEST_REDIS_URI is not set; scripts/test sets it"; }();
@@ -293,7 +294,7 @@ class CrashableServer {
     dir_ =
         std::filesystem::temp_directory_path() / ("idem-async-redis-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
-    port_ = free_port();
+    port_ = restartable_server_port();
   }
   ~CrashableServer() {
     kill();
@@ -329,18 +330,6 @@ class CrashableServer {
   }
 
  private:
-  static int free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    socklen_t len = sizeof addr;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    ::close(fd);
-    return ntohs(addr.sin_port);
-  }
-
   std::filesystem::path dir_;
   int port_ = 0;
   pid_t pid_ = -1;
@@ -364,8 +353,11 @@ TEST(AsyncRedisRestart, CrashMidRunIsUnavailableThenRecoversAndNothingRunsTwice)
   IoRunner runner;
   AsyncRedisStore store(runner.io().get_executor(), o);
   AsyncGuard guard{
+      // The lease outlasts the outage and the restart with room to spare: a holder whose commit
+      // lands after its lease could be taken over, and its key would run twice for a reason
+      // other than the crash.
       store, Options{.scope = "crash",
-                     .lease = 1s,
+                     .lease = 5s,
                      .in_progress = Wait{.timeout = 20s},
                      .commit_retry = {.attempts = 100, .backoff = 50ms, .max_backoff = 100ms}}};
   constexpr int kCoroutines = 16;

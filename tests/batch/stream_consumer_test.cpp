@@ -9,9 +9,7 @@
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Statement.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,28 +29,17 @@
 #include "idem/stores/sqlite_store.hpp"
 #include "idem/stores/sqlite_transaction.hpp"
 #include "sql/sql_test_support.hpp"
+#include "support/free_port.hpp"
 
 namespace idem::testing {
 namespace {
 
 using namespace std::chrono_literals;
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t n = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 // A durable redis-server of the test's own, crashed with SIGKILL and started again on demand.
 class DurableRedis {
  public:
-  explicit DurableRedis(const std::string& dir) : dir_(dir), port_(free_port()) {}
+  explicit DurableRedis(const std::string& dir) : dir_(dir), port_(restartable_server_port()) {}
   ~DurableRedis() { crash(); }
 
   bool start() {
