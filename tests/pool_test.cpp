@@ -144,7 +144,8 @@ TEST(ConnectionPoolTest, AnAcquireGivesUpAtItsDeadlineWithPoolExhausted) {
     EXPECT_GE(waited, 200ms);
     EXPECT_LT(waited, 5s);
     EXPECT_EQ(e.busy(), 1u);
-    EXPECT_GE(e.waited(), 190ms);  // the deadline less the moment acquire() began
+    // The deadline less the moment acquire() began: a preempted test thread may begin late.
+    EXPECT_GE(e.waited(), 100ms);
     EXPECT_LE(e.waited(), 200ms);
     EXPECT_EQ(std::string(e.what()), "connection pool exhausted: all 1 connections busy for " +
                                          std::to_string(e.waited().count()) + " ms");

@@ -104,7 +104,7 @@ struct BlockingAsyncPostgres {
 
 template <>
 struct StoreTraits<BlockingAsyncPostgres> {
-  static constexpr std::chrono::milliseconds lease{250};
+  static constexpr std::chrono::milliseconds lease{500};
   static std::unique_ptr<BlockingAsyncPostgres> make() {
     if (pg_test_uri() == nullptr) {
       [] { GTEST_SKIP() << kNoPg; }();
@@ -598,9 +598,10 @@ TEST(AsyncPostgresRestart, StopMidRunIsUnavailableThenRecoversAndNothingRunsTwic
   IoRunner runner;
   AsyncPostgresStore store(runner.io().get_executor(), o);
   AsyncGuard guard{
+      // The lease outlasts the stop and the restart with room to spare (see AsyncRedisRestart).
       store, Options{.scope = "restart",
-                     .lease = 5s,
-                     .in_progress = Wait{.timeout = 30s},
+                     .lease = 15s,
+                     .in_progress = Wait{.timeout = 60s},
                      .commit_retry = {.attempts = 200, .backoff = 50ms, .max_backoff = 100ms}}};
   constexpr int kCoroutines = 16;
   constexpr int kKeys = 40;

@@ -85,7 +85,7 @@ struct BlockingAsyncRedisCluster {
 
 template <>
 struct StoreTraits<BlockingAsyncRedisCluster> {
-  static constexpr std::chrono::milliseconds lease{250};
+  static constexpr std::chrono::milliseconds lease{500};
   static std::unique_ptr<BlockingAsyncRedisCluster> make() {
     if (cluster_seeds() == nullptr) {
       [] { GTEST_SKIP() << "IDEM_TEST_REDIS_CLUSTER_SEEDS is not set; scripts/test sets it"; }();

@@ -587,7 +587,9 @@ TEST_F(PgGroupTest, GroupFailsWhileAnotherIsInFlight) {
   // Both first callers became writers; the one whose call the other took goes back to waiting
   // now. Were it still awake when the second pair arrives, it would write whatever is queued by
   // then without collecting (a group of one), and the pair would split into two groups.
-  std::this_thread::sleep_for(std::chrono::milliseconds{200});
+  // Nothing outside says when it is back; a second is ample even on a loaded machine (the
+  // first group's trigger holds it for 3 s, so the pair still meets it in flight).
+  std::this_thread::sleep_for(std::chrono::seconds{1});
   for (std::size_t i = 0; i < 2; ++i) {
     threads.emplace_back([&, i] {
       second[i] = grouped.claim(claim_of(key(i == 0 ? "poison" : "b1")));

@@ -18,7 +18,7 @@ namespace idem::testing {
 
 // The client every suite case starts from, or null after a skip (unset) or failure.
 struct ClusterSuiteBase {
-  static constexpr std::chrono::milliseconds lease{250};
+  static constexpr std::chrono::milliseconds lease{500};
 
   static std::shared_ptr<redis::Client> client() {
     if (cluster_seeds() == nullptr) {

@@ -65,7 +65,7 @@ class TimedStore {
 // The deadline of one cluster call with cluster_options(), and slack for a loaded machine.
 std::chrono::milliseconds call_bound() {
   const redis::ClusterOptions o = cluster_options();
-  return o.node.connect_timeout + o.node.command_timeout + 500ms;
+  return o.node.connect_timeout + o.node.command_timeout + 1500ms;
 }
 
 std::string record_name(RedisStore& store, std::string_view scope, std::string_view id) {

@@ -22,7 +22,7 @@ struct ConformanceRedisStore : RedisStore {
 
 template <>
 struct StoreTraits<ConformanceRedisStore> {
-  static constexpr std::chrono::milliseconds lease{250};
+  static constexpr std::chrono::milliseconds lease{500};
 
   static std::unique_ptr<ConformanceRedisStore> make() {
     // A skip or fatal failure recorded during SetUp keeps the test body from running.

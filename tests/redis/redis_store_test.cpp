@@ -182,12 +182,17 @@ TEST_F(RedisStoreTest, LeaseExpiryTakeoverThroughTheGuardFencesTheSlowHolderOff)
   RedisStore& store = *store_;
   IdempotencyGuard guard{store, Options{.scope = "takeover", .lease = 200ms}};
   std::atomic<bool> slow_started{false};
+  std::atomic<bool> taken_over{false};
   Fence slow_fence = 0;
   std::thread slow([&] {
     auto out = guard.execute("k", [&](Context& ctx) {
       slow_fence = ctx.fence();
       slow_started = true;
-      std::this_thread::sleep_for(600ms);  // past its lease; someone takes over meanwhile
+      // Past its lease until someone has taken over (a fixed sleep could end first on a slow
+      // machine, and the commit would land before the takeover).
+      const auto give_up = std::chrono::steady_clock::now() + 10s;
+      while (!taken_over && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(1ms);
       return "slow"s;
     });
     ASSERT_TRUE(out.has_value());
@@ -199,6 +204,7 @@ TEST_F(RedisStoreTest, LeaseExpiryTakeoverThroughTheGuardFencesTheSlowHolderOff)
   std::this_thread::sleep_for(300ms);
   auto fast = guard.execute("k", [&](Context& ctx) {
     EXPECT_EQ(ctx.fence(), slow_fence + 1);
+    taken_over = true;
     return "fast"s;
   });
   ASSERT_TRUE(fast) << fast.message();
@@ -345,10 +351,12 @@ TEST_F(RedisStoreTest, FindAbandonedDropsTheIndexEntriesOfRunsNoLongerInFlight) 
   const Completion completed{ClaimStatus::completed, "r", 1h};
   ASSERT_TRUE(store_->commit(Ticket{done_key, done.fence}, completed).ok());
   EXPECT_EQ(redis_integer(*client_, {"HEXISTS", store_->record_key(done_key), "q"}), 0);
-  // Expired: gone from Redis with its request.
-  Result<Claim> expired = store_->claim(ClaimRequest{scoped(scope, "expired"), {1, 2}, 50ms, 50ms});
-  ASSERT_TRUE(expired.has_value());
-  keep("expired", expired->fence);
+  // Expired: gone from Redis with its request. Deleted by hand, as if it expired: a lease short
+  // enough to lapse inside the test could lapse before the request is kept, on a slow machine.
+  const std::string expired_key = scoped(scope, "expired");
+  const Claim expired = acquire(expired_key);
+  keep("expired", expired.fence);
+  ASSERT_EQ(redis_integer(*client_, {"DEL", store_->record_key(expired_key)}), 1);
   // Kept by two runs of the same request: the first run's entry goes, the second's stays.
   const Claim first = acquire(scoped(scope, "again"));
   keep("again", first.fence);
@@ -372,7 +380,6 @@ TEST_F(RedisStoreTest, FindAbandonedDropsTheIndexEntriesOfRunsNoLongerInFlight) 
   // Live: stays.
   const Claim live = acquire(scoped(scope, "live"));
   keep("live", live.fence);
-  std::this_thread::sleep_for(200ms);  // "expired" expires
 
   ASSERT_EQ(index_entries(*client_, index, scope).size(), 7u);
   Result<std::vector<Abandoned>> found = store_->find_abandoned(scope_keys(scope), 100);

@@ -12,7 +12,7 @@ namespace idem::testing {
 
 template <>
 struct TokenStoreTraits<RedisTokenStore> {
-  static constexpr std::chrono::milliseconds lease{250};
+  static constexpr std::chrono::milliseconds lease{500};
 
   static std::unique_ptr<RedisTokenStore> make(Options guard) {
     if (redis_uri() == nullptr) {

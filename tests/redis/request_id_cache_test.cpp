@@ -13,7 +13,7 @@ namespace idem::testing {
 
 template <>
 struct RequestIdCacheTraits<RequestIdCache> {
-  static constexpr std::chrono::milliseconds lease{250};
+  static constexpr std::chrono::milliseconds lease{500};
 
   static std::unique_ptr<RequestIdCache> make(Options guard) {
     if (redis_uri() == nullptr) {
@@ -115,11 +115,11 @@ TEST(RequestIdCacheTest, AHolderPastItsLeaseCommitsNothingEvenWithoutATakeover) 
   RequestIdCache cache(client, RequestIdCacheOptions{.prefix = unique_prefix("req-late")});
   const detail::EffectiveKey key(cache.options().scope, "t", "slow");
   Result<Claim> held = cache.claim(ClaimRequest{
-      key.view(), {1, 1}, std::chrono::milliseconds{100}, std::chrono::milliseconds{100}});
+      key.view(), {1, 1}, std::chrono::milliseconds{1000}, std::chrono::milliseconds{1000}});
   ASSERT_TRUE(held);
   ASSERT_EQ(held->status, ClaimStatus::acquired);
   EXPECT_EQ(redis_integer(*client, {"EXISTS", cache.entry_key(Key{"slow", "t"})}), 1);
-  std::this_thread::sleep_for(std::chrono::milliseconds{200});  // the marker expired
+  std::this_thread::sleep_for(std::chrono::milliseconds{1200});  // the marker expired
   const Completion done{ClaimStatus::completed, "late", std::chrono::minutes{1}};
   EXPECT_EQ(cache.commit(Ticket{key.view(), held->fence}, done).error(), errc::lease_lost);
   EXPECT_EQ(redis_integer(*client, {"EXISTS", cache.entry_key(Key{"slow", "t"})}), 0);

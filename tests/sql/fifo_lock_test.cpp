@@ -19,8 +19,11 @@ using Clock = FifoLock::Clock;
 
 Clock::time_point in(milliseconds d) { return Clock::now() + d; }
 
+// Until `n` callers wait; fails the test after 10 s rather than hang it.
 void wait_for_waiters(FifoLock& lock, std::size_t n) {
-  while (lock.waiting() < n) std::this_thread::sleep_for(milliseconds{1});
+  const auto give_up = Clock::now() + std::chrono::seconds{10};
+  while (lock.waiting() < n && Clock::now() < give_up) std::this_thread::sleep_for(milliseconds{1});
+  EXPECT_GE(lock.waiting(), n) << "waiters did not queue within 10 s";
 }
 
 TEST(FifoLockTest, WaitersGetTheLockInArrivalOrder) {
@@ -52,7 +55,7 @@ TEST(FifoLockTest, AWaiterPastItsDeadlineLeavesTheQueueAndPassesItsTurnOn) {
   ASSERT_TRUE(lock.lock_until(in(milliseconds{0})));
   EXPECT_FALSE(lock.lock_until(in(milliseconds{0})));  // held: no wait at all
   auto impatient =
-      std::async(std::launch::async, [&] { return lock.lock_until(in(milliseconds{100})); });
+      std::async(std::launch::async, [&] { return lock.lock_until(in(milliseconds{1000})); });
   wait_for_waiters(lock, 1);
   auto patient =
       std::async(std::launch::async, [&] { return lock.lock_until(in(std::chrono::seconds{60})); });

@@ -207,7 +207,9 @@ TEST_P(PostgresReplicaTest, InProgressAndExpiredRecordsAreLeftToThePrimary) {
   // open transaction, so the replica has no row at all).
   std::promise<void> release;
   std::promise<void> inside;
-  IdempotencyGuard writer{*writer_, Options{.scope = "pay", .ttl = milliseconds{1500}}};
+  // The ttl leaves room for the catch-up, a new store and its first read before the record
+  // expires, on a loaded machine too.
+  IdempotencyGuard writer{*writer_, Options{.scope = "pay", .ttl = milliseconds{4000}}};
   auto holder = std::async(std::launch::async, [&] {
     return writer.execute("held", "p", [&] {
       inside.set_value();
@@ -233,7 +235,7 @@ TEST_P(PostgresReplicaTest, InProgressAndExpiredRecordsAreLeftToThePrimary) {
   auto live = reader.execute("held", "p", [] { return 9; });
   ASSERT_TRUE(live.has_value()) << live.message();
   EXPECT_EQ(live.value(), 7);
-  std::this_thread::sleep_for(milliseconds{1600});
+  std::this_thread::sleep_for(milliseconds{4100});
   auto expired = reader.execute("held", "p", [] { return 9; });
   ASSERT_FALSE(expired.has_value());
   EXPECT_EQ(expired.error(), errc::store_unavailable);  // it went on to the (unreachable) primary

@@ -129,9 +129,11 @@ IDEM_TESTING_CASE(CommitAfterOwnLeaseRanOutButNoTakeoverSucceeds) {
 IDEM_TESTING_CASE(ExtendKeepsTheLeaseAlive) {
   const auto k = this->key();
   const Claim held = this->acquired(k);
-  this->advance(this->kLease / 2);
-  ASSERT_TRUE(this->store().extend(Ticket{k, held.fence}, this->kLease * 2).ok());
-  this->advance(this->kLease);  // past the original lease, within the extended one
+  // Early in the lease, and for long, so that a slow machine's delays cannot push the extend
+  // past the first lease or the check past the second.
+  this->advance(this->kLease / 4);
+  ASSERT_TRUE(this->store().extend(Ticket{k, held.fence}, this->kLease * 4).ok());
+  this->advance(this->kLease + this->kLease / 4);  // past the original lease, within the new one
   EXPECT_EQ(this->claim(k)->status, ClaimStatus::in_progress);
 }
 

@@ -240,11 +240,13 @@ IDEM_TESTING_CASE(AKeptRequestIsFoundOnceItsRunIsAbandoned) {
   const std::string other = scoped_key(this->key("other scope"), "released");
   const std::string request("req\0\r\n", 6);
   std::map<std::string, Fence> fences;
-  for (const std::string& k : {released, lapsed, bare, other}) fences[k] = this->acquired(k).fence;
+  for (const std::string& k : {released, bare, other}) fences[k] = this->acquired(k).fence;
   Result<Claim> long_lease = this->claim(live, {1, 2}, this->kTtl / 2);
   ASSERT_TRUE(long_lease.has_value()) << long_lease.failure().describe();
   fences[live] = long_lease->fence;
-  for (const std::string& k : {released, lapsed, live, other}) {
+  // Claimed last, with kLease: the check below must come before it lapses.
+  fences[lapsed] = this->acquired(lapsed).fence;
+  for (const std::string& k : {lapsed, released, live, other}) {
     const Status kept = this->store().keep_request(Ticket{k, fences[k]}, request + k);
     ASSERT_TRUE(kept.ok()) << kept.failure().describe();
   }
