@@ -34,7 +34,7 @@ namespace idem {
       return StatusCode::DATA_LOSS;
     case errc::result_too_large:
     case errc::handler_failed:
-    case errc::step_mismatch:  // the handler's steps differ from the key's: a fault, not a retry
+    case errc::step_mismatch:   // the handler's steps differ from the key's: a fault, not a retry
     case errc::config_invalid:  // the service's own configuration, not the caller's request
       return StatusCode::INTERNAL;
   }

@@ -310,7 +310,8 @@ Client::Client(ClusterOptions options) : impl_(std::make_unique<Impl>(std::move(
 Client::~Client() = default;
 
 Result<Reply> Client::command(std::span<const std::string_view> argv) {
-  if (argv.empty()) throw std::invalid_argument("idem: redis::Client::command needs a command name");
+  if (argv.empty())
+    throw std::invalid_argument("idem: redis::Client::command needs a command name");
   Result<Answer> answer = impl_->command(argv.size() > 1 ? argv[1] : std::string_view{}, argv);
   if (!answer) return std::move(answer).failure();
   return convert(*answer->reply);

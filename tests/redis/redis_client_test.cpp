@@ -61,8 +61,8 @@ TEST(RedisUriTest, UnusableUrisAreRefusedWithAReason) {
 }
 
 TEST(RedisUriTest, ARefusedUrisPasswordIsNotInTheMessage) {
-  for (const char* uri : {"redis://app:hunter2@h:port", "redis://hunter2@h:99999",
-                          "unix://app:hunter2@relative"}) {
+  for (const char* uri :
+       {"redis://app:hunter2@h:port", "redis://hunter2@h:99999", "unix://app:hunter2@relative"}) {
     Result<ConnectionOptions> o = ConnectionOptions::from_uri(uri);
     ASSERT_FALSE(o.has_value()) << uri;
     EXPECT_EQ(o.failure().message.find("hunter2"), std::string::npos) << o.failure().message;
