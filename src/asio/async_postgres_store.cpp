@@ -313,6 +313,9 @@ AsyncPostgresStoreOptions checked(AsyncPostgresStoreOptions options) {
   if (options.uri.empty()) {
     throw std::invalid_argument("idem: AsyncPostgresStoreOptions::uri is empty");
   }
+  if (const auto why = pg::conninfo_error(options.uri)) {
+    throw std::invalid_argument("idem: AsyncPostgresStoreOptions::uri cannot be used: " + *why);
+  }
   if (!sql::valid_prefix(options.table_prefix)) {
     throw std::invalid_argument(
         "idem: AsyncPostgresStoreOptions::table_prefix must be letters, digits and '_', not "

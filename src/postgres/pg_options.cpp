@@ -55,8 +55,46 @@ const std::string* find(const Parsed& parsed, std::string_view keyword) {
 
 }  // namespace
 
+std::optional<std::string> conninfo_error(const std::string& conninfo) {
+  char* error = nullptr;
+  PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &error);
+  if (options != nullptr) PQconninfoFree(options);
+  if (error == nullptr) {
+    if (options != nullptr) return std::nullopt;
+    return "libpq could not read it (out of memory)";
+  }
+  std::string why = error;
+  PQfreemem(error);
+  while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+  // libpq quotes a URI it cannot read whole: its password is shown as *** instead, since the
+  // message ends up in logs.
+  const auto scheme_end = conninfo.find("://");
+  const auto at = conninfo.find('@');
+  if (scheme_end != std::string::npos && at != std::string::npos && at > scheme_end) {
+    const auto colon = conninfo.find(':', scheme_end + 3);
+    if (colon != std::string::npos && colon < at) {
+      const std::string redacted = conninfo.substr(0, colon + 1) + "***" + conninfo.substr(at);
+      for (auto pos = why.find(conninfo); pos != std::string::npos;
+           pos = why.find(conninfo, pos + redacted.size())) {
+        why.replace(pos, conninfo.size(), redacted);
+      }
+    }
+  }
+  return why;
+}
+
 PostgresStoreOptions checked(PostgresStoreOptions options) {
   if (options.uri.empty()) throw std::invalid_argument("idem::PostgresStore: uri is empty");
+  // A connection string libpq cannot read would fail every connect, and each call would report
+  // an outage (store_unavailable) for what is a configuration error: refused here instead.
+  if (const auto why = conninfo_error(options.uri)) {
+    throw std::invalid_argument("idem::PostgresStore: uri cannot be used: " + *why);
+  }
+  if (!options.replica.uri.empty()) {
+    if (const auto why = conninfo_error(options.replica.uri)) {
+      throw std::invalid_argument("idem::PostgresStore: replica.uri cannot be used: " + *why);
+    }
+  }
   if (options.pool_size == 0) throw std::invalid_argument("idem::PostgresStore: pool_size is 0");
   if (!sql::valid_prefix(options.table_prefix)) {
     throw std::invalid_argument("idem::PostgresStore: table_prefix '" + options.table_prefix +

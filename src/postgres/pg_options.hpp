@@ -4,15 +4,21 @@
 // where the user did not set them.
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "idem/stores/postgres_store.hpp"
 
 namespace idem::pg {
 
-/// `options` when they are usable; throws std::invalid_argument for an empty uri, a zero
-/// pool_size (also the replica's, when it has a uri) or a table prefix with other characters
-/// than letters, digits and '_'.
+/// Why libpq cannot read `conninfo` (a URI or key=value string: bad syntax, an unknown option),
+/// in libpq's words; nullopt when it can. Reading it makes no connection.
+std::optional<std::string> conninfo_error(const std::string& conninfo);
+
+/// `options` when they are usable; throws std::invalid_argument for an empty uri or one libpq
+/// cannot read (conninfo_error), a zero pool_size (also the replica's, when it has a uri), a
+/// connect_timeout that is not positive, or a table prefix with other characters than letters,
+/// digits and '_'.
 PostgresStoreOptions checked(PostgresStoreOptions options);
 
 /// The options of the replica's pool, from a store's checked options that name a replica: its

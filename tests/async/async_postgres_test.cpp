@@ -169,6 +169,23 @@ TEST(AsyncPostgres, UnreachableServerIsUnavailablePromptly) {
   EXPECT_EQ(store.connections_opened(), 1u) << "the second call did not wait for the backoff";
 }
 
+// A connection string libpq cannot read is refused at construction, in libpq's words, with its
+// password not shown: no connect would ever succeed, and each call would report an outage.
+TEST(AsyncPostgresOptions, AnUnreadableUriIsRefusedAtConstruction) {
+  for (const std::string bad :
+       {"postgresql://app:hunter2@h/db?no_such_option=1", "host=x no_such_keyword=1"}) {
+    IoRunner runner;
+    try {
+      AsyncPostgresStore store(runner.io().get_executor(), AsyncPostgresStoreOptions{.uri = bad});
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const std::invalid_argument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("uri cannot be used: "), std::string::npos) << what;
+      EXPECT_EQ(what.find("hunter2"), std::string::npos) << what;
+    }
+  }
+}
+
 // A server that takes the connection and never answers it (the relay holds): the connect gives
 // up within connect_timeout, also when the connection string says connect_timeout=0, libpq's
 // "wait forever": the store keeps its own bound. A connect_timeout of zero is refused.

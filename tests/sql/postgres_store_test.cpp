@@ -58,6 +58,25 @@ TEST(PostgresStoreOptionsTest, KeyValueConnectionStringsWorkAndBadOptionsThrow) 
                    .uri = "host=x",
                    .replica = {.uri = "host=y", .connect_timeout = std::chrono::seconds{-1}}}),
                std::invalid_argument);
+  // A connection string libpq cannot read is a configuration error, refused here in libpq's
+  // words (each connect would otherwise report an outage), and its password is not shown.
+  for (const std::string bad : {"postgresql://app:hunter2@h/db?no_such_option=1",
+                                "postgresql://app:hunter2@[::1/db", "host=x no_such_keyword=1"}) {
+    for (const bool as_replica : {false, true}) {
+      PostgresStoreOptions o{.uri = as_replica ? "host=x" : bad};
+      if (as_replica) o.replica.uri = bad;
+      try {
+        PostgresStore store(o);
+        ADD_FAILURE() << "accepted " << bad;
+      } catch (const std::invalid_argument& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find(as_replica ? "replica.uri cannot be used: " : "uri cannot be used: "),
+                  std::string::npos)
+            << what;
+        EXPECT_EQ(what.find("hunter2"), std::string::npos) << what;
+      }
+    }
+  }
   const auto uri = pg_uri();
   if (!uri) GTEST_SKIP() << kNoPgMessage;
   PostgresStore store{
