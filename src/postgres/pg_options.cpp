@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/redacted_uri.hpp"
 #include "sql/statements.hpp"
 
 namespace idem::pg {
@@ -66,19 +67,12 @@ std::optional<std::string> conninfo_error(const std::string& conninfo) {
   std::string why = error;
   PQfreemem(error);
   while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-  // libpq quotes a URI it cannot read whole: its password is shown as *** instead, since the
-  // message ends up in logs.
-  const auto scheme_end = conninfo.find("://");
-  const auto at = conninfo.find('@');
-  if (scheme_end != std::string::npos && at != std::string::npos && at > scheme_end) {
-    const auto colon = conninfo.find(':', scheme_end + 3);
-    if (colon != std::string::npos && colon < at) {
-      const std::string redacted = conninfo.substr(0, colon + 1) + "***" + conninfo.substr(at);
-      for (auto pos = why.find(conninfo); pos != std::string::npos;
-           pos = why.find(conninfo, pos + redacted.size())) {
-        why.replace(pos, conninfo.size(), redacted);
-      }
-    }
+  // libpq quotes a URI it cannot read whole: its password is shown as *** instead.
+  const std::string redacted = detail::redacted_uri(conninfo, detail::LoneUserInfo::user);
+  if (redacted == conninfo) return why;
+  for (auto pos = why.find(conninfo); pos != std::string::npos;
+       pos = why.find(conninfo, pos + redacted.size())) {
+    why.replace(pos, conninfo.size(), redacted);
   }
   return why;
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "client_impl.hpp"
+#include "common/redacted_uri.hpp"
 
 namespace idem::redis {
 
@@ -25,17 +26,8 @@ Failure config_invalid(std::string message) {
   return make_failure(errc::config_invalid, std::move(message));
 }
 
-// The URI as an error message may show it: a password in its user-info becomes "***", since
-// messages end up in logs.
 std::string redacted(std::string_view uri) {
-  const auto scheme_end = uri.find("://");
-  if (scheme_end == std::string_view::npos) return std::string(uri);
-  const auto info_begin = scheme_end + 3;
-  const auto at = uri.find('@', info_begin);
-  if (at == std::string_view::npos) return std::string(uri);
-  const auto colon = uri.substr(info_begin, at - info_begin).find(':');
-  const auto secret_begin = colon == std::string_view::npos ? info_begin : info_begin + colon + 1;
-  return fmt::format("{}***{}", uri.substr(0, secret_begin), uri.substr(at));
+  return detail::redacted_uri(uri, detail::LoneUserInfo::password);
 }
 
 bool parse_int(std::string_view text, int& out) {

@@ -14,13 +14,20 @@
 
 namespace idem::testing {
 
+/// 127.0.0.1:`port` (0: the kernel picks one at bind).
+inline sockaddr_in loopback_address(int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  return addr;
+}
+
 /// The port, or 0 when no socket could be bound.
 inline int free_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return 0;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sockaddr_in addr = loopback_address(0);
   socklen_t len = sizeof addr;
   int port = 0;
   if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
@@ -46,10 +53,7 @@ inline int restartable_server_port() {
     const int port = ports(pick);
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) break;
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    sockaddr_in addr = loopback_address(port);
     const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
     ::close(fd);
     if (free) return port;
@@ -67,9 +71,7 @@ inline LoopbackListener listen_on_loopback(int backlog) {
   LoopbackListener out;
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return out;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sockaddr_in addr = loopback_address(0);
   socklen_t len = sizeof addr;
   if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(fd, backlog) != 0 ||
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
