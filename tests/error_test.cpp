@@ -17,7 +17,7 @@ constexpr errc kAll[] = {errc::key_invalid,    errc::payload_mismatch,   errc::i
                          errc::token_invalid,  errc::invalid_transition, errc::version_conflict,
                          errc::lease_lost,     errc::store_unavailable,  errc::result_too_large,
                          errc::handler_failed, errc::record_corrupt,     errc::outcome_unknown,
-                         errc::step_mismatch,  errc::config_invalid};
+                         errc::step_mismatch,  errc::config_invalid,     errc::handler_aborted};
 
 TEST(ErrorTest, EveryCodeHasItsOwnMessageInTheIdemCategory) {
   std::set<std::string> messages;
@@ -58,6 +58,7 @@ TEST(ErrorTest, HttpStatusOfEachCode) {
   EXPECT_EQ(http_status(errc::outcome_unknown), 504);
   EXPECT_EQ(http_status(errc::step_mismatch), 500);
   EXPECT_EQ(http_status(errc::config_invalid), 500);
+  EXPECT_EQ(http_status(errc::handler_aborted), 500);
   EXPECT_EQ(http_status(std::make_error_code(std::errc::io_error)), 500);
 }
 
@@ -68,7 +69,7 @@ TEST(ErrorTest, RetryGuidance) {
   }
   EXPECT_EQ(retryable,
             (std::set<errc>{errc::in_progress, errc::store_unavailable, errc::version_conflict,
-                            errc::lease_lost, errc::outcome_unknown}));
+                            errc::lease_lost, errc::outcome_unknown, errc::handler_aborted}));
   EXPECT_FALSE(is_retryable(std::make_error_code(std::errc::io_error)));
 }
 

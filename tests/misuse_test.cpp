@@ -82,6 +82,22 @@ TEST(ErrorTest, ErrorCodesHaveNamesForLogs) {
             "generic:" + std::to_string(static_cast<int>(std::errc::connection_refused)));
 }
 
+// A ttl that is set must be positive: zero is refused, never read as "the default" (an unset ttl
+// is the owner's default), by every owner of a guard.
+TEST(OptionsTest, AZeroTtlIsRefusedWhereverAGuardIsBuilt) {
+  MemoryStore store;
+  EXPECT_THROW(IdempotencyGuard(store, Options{.ttl = 0ms}), std::invalid_argument);
+  EXPECT_THROW(IdempotencyGuard(store, Options{.ttl = -1ms}), std::invalid_argument);
+  EXPECT_THROW((VersionStore<MemoryBackend>{{.guard = {.ttl = 0ms}}}), std::invalid_argument);
+  EXPECT_THROW((MemoryRequestIdCache{{.guard = {.ttl = 0ms}}}), std::invalid_argument);
+  EXPECT_THROW((MemoryTokenStore{{.guard = {.ttl = 0ms}}}), std::invalid_argument);
+  const auto redrive = [](Context&, std::string_view) { return std::string("done"); };
+  EXPECT_THROW((Completer<MemoryStore>{store, Options{.ttl = 0ms}, redrive}),
+               std::invalid_argument);
+  IdempotencyGuard shortest{store, Options{.ttl = 1ms}};
+  EXPECT_EQ(shortest.options().ttl, 1ms);
+}
+
 TEST(OptionsTest, SettingOneGuardFieldKeepsTheOwnersOtherDefaults) {
   VersionStore<MemoryBackend> accounts{{.guard = {.scope = "accounts"}}};
   EXPECT_EQ(accounts.options().scope, "accounts");

@@ -270,15 +270,49 @@ TEST(ObserverTest, EventsOfOneCallComeInTheOrderTheGuideGives) {
   EXPECT_EQ(seen[1].second, make_error_code(errc::result_too_large));
   EXPECT_EQ(events(), (std::vector<E>{E::executed, E::result_unrecorded}));
 
-  // A handler that throws and whose key cannot be released: store_error, then aborted.
+  // A handler that throws and whose key cannot be released: store_error, then aborted, whose
+  // error says the failure was not remembered (the key is left to its lease).
   store.failing_aborts = 1;
   EXPECT_THROW((void)guard.execute("h", []() -> int { throw std::runtime_error("x"); }),
                std::runtime_error);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1].second, make_error_code(errc::handler_aborted));
   EXPECT_EQ(events(), (std::vector<E>{E::store_error, E::aborted}));
-  // Released: aborted alone.
+  // Released: aborted alone, handler_aborted.
   EXPECT_THROW((void)guard.execute("h2", []() -> int { throw std::runtime_error("x"); }),
                std::runtime_error);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].second, make_error_code(errc::handler_aborted));
   EXPECT_EQ(events(), (std::vector<E>{E::aborted}));
+
+  // A batch keeps the same order: a commit that keeps failing (the batch's own commit, then the
+  // retries) ends with executed, carrying the commit's error, then result_unrecorded.
+  store.failing_commits = 4;
+  const std::vector<BatchItem> items{{Key{"bc"}}};
+  (void)guard.execute_batch(items, [](std::size_t) { return 5; });
+  ASSERT_EQ(seen.size(), 6u);
+  EXPECT_EQ(seen[4].second, make_error_code(errc::store_unavailable));
+  EXPECT_EQ(events(), (std::vector<E>{E::commit_retried, E::commit_retried, E::commit_retried,
+                                      E::store_error, E::executed, E::result_unrecorded}));
+  // A batch item that throws: aborted, handler_aborted. ("bc" is still held: its commit failed.)
+  const std::vector<BatchItem> throwing{{Key{"bt"}}};
+  (void)guard.execute_batch(throwing, [](std::size_t) -> int { throw std::runtime_error("x"); });
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].second, make_error_code(errc::handler_aborted));
+  EXPECT_EQ(events(), (std::vector<E>{E::aborted}));
+}
+
+// Under remember_failures the aborted event says the failure was remembered.
+TEST(ObserverTest, AnAbortedEventSaysWhetherTheFailureWasRemembered) {
+  std::vector<std::error_code> aborted;
+  auto observer = std::make_shared<Observer>([&](const EventInfo& e) {
+    if (e.event == Event::aborted) aborted.push_back(e.error);
+  });
+  MemoryStore store;
+  IdempotencyGuard guard{store, Options{.remember_failures = true, .observer = observer}};
+  EXPECT_THROW((void)guard.execute("k", []() -> int { throw std::runtime_error("x"); }),
+               std::runtime_error);
+  EXPECT_EQ(aborted, (std::vector<std::error_code>{make_error_code(errc::handler_failed)}));
 }
 
 }  // namespace

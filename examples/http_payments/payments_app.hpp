@@ -70,7 +70,7 @@ class App {
 
   static idem::LayerSettings gateway_settings(const idem::Options& o) {
     return idem::LayerSettings{
-        .name = "request_id", .scope = o.scope, .lease = o.lease, .ttl = o.ttl};
+        .name = "request_id", .scope = o.scope, .lease = o.lease, .ttl = *o.ttl};
   }
 
   void open_records() {

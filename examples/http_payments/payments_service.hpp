@@ -97,7 +97,8 @@ class PaymentsService final : public Service {
         answer(res, with_token_.execute(request, handler));
       }
     } catch (const std::exception& e) {
-      problem(res, 500, "handler_failed", "Payment failed", e.what());
+      // The key was released (no remember_failures here): a retry pays again (handler_aborted).
+      problem(res, 500, "handler_aborted", "Payment failed", e.what());
     }
   }
 

@@ -140,10 +140,12 @@ HttpRequest to_request(http::request<http::string_body>&& req) {
   return r;
 }
 
-HttpResponse handler_failed(const char* what) {
+// The guard released the key of a handler that threw (no remember_failures here): a retry of the
+// request runs it again, which the problem's type says (errc::handler_aborted).
+HttpResponse handler_aborted(const char* what) {
   return HttpResponse{500,
                       {{"Content-Type", "application/problem+json"}},
-                      payments::problem_body(500, "handler_failed", "Request failed", what)};
+                      payments::problem_body(500, "handler_aborted", "Request failed", what)};
 }
 
 }  // namespace
@@ -257,7 +259,7 @@ net::awaitable<void> HttpServer::Impl::serve(std::shared_ptr<Connection> c) {
     try {
       answer = co_await handler.handle(request);
     } catch (const std::exception& e) {
-      answer = handler_failed(e.what());
+      answer = handler_aborted(e.what());
     }
     ++answered;
     const bool keep = client_keeps && answered < s.keep_alive_requests && !stopping;

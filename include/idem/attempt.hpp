@@ -75,7 +75,7 @@ class [[nodiscard]] Attempt {
         fence_(other.fence_),
         transaction_(other.transaction_),
         holding_(std::exchange(other.holding_, false)),
-        failed_(other.failed_) {}
+        settled_(other.settled_) {}
   Attempt& operator=(Attempt&&) = delete;
   Attempt(const Attempt&) = delete;
   Attempt& operator=(const Attempt&) = delete;
@@ -94,8 +94,9 @@ class [[nodiscard]] Attempt {
   bool acquired() const noexcept { return holding_; }
 
   /// The key's answer when it was not acquired: a replayed value (replayed()), a remembered
-  /// failure, or a refusal (in_progress, payload_mismatch, a store's refusal or failure).
-  /// Throws std::logic_error while the key is held (there is no answer yet).
+  /// failure, or a refusal (in_progress, payload_mismatch, a store's refusal or failure); after
+  /// fail(), what fail() returned, with its message. Throws std::logic_error while the key is
+  /// held (there is no answer yet) and after commit() (commit() returned the outcome).
   Outcome<T>& outcome() & { return answer(); }
   Outcome<T>&& outcome() && { return std::move(answer()); }
   /// The refusal's computed Retry-After (Outcome::retry_after()); zero while holding.
@@ -138,6 +139,7 @@ class [[nodiscard]] Attempt {
   Outcome<T> commit(Stored value) requires(!std::is_void_v<T>) {
     require_holding("commit()");
     holding_ = false;
+    settled_ = true;
     context_.reset();
     return detail::commit_result<T>(*policy_, target_, fence_, std::move(value));
   }
@@ -145,18 +147,24 @@ class [[nodiscard]] Attempt {
   Outcome<T> commit() requires std::is_void_v<T> {
     require_holding("commit()");
     holding_ = false;
+    settled_ = true;
     context_.reset();
     return detail::commit_result<T>(*policy_, target_, fence_, std::monostate{});
   }
 
   /// The work failed: releases the key so a retry runs again, or records `message` as
   /// errc::handler_failed under Options::remember_failures (after undoing what the work wrote
-  /// through the store's transaction). Holding only. Failures of the store are reported to the
-  /// observer; the key is then left to its lease.
-  void fail(std::string_view message) {
+  /// through the store's transaction). Holding only. Returns what became of the key, which
+  /// outcome() then holds with `message`: errc::handler_failed, remembered (repeats replay it
+  /// until ttl), or errc::handler_aborted, not remembered (released, or, when the store did not
+  /// answer, left to its lease: a retry runs the work again). Failures of the store are reported
+  /// to the observer.
+  std::error_code fail(std::string_view message) {
     require_holding("fail()");
-    failed_ = true;
-    settle(policy_->remember_failures, /*undo=*/true, message);
+    settled_ = true;
+    const errc settled = settle(policy_->remember_failures, /*undo=*/true, message);
+    answer_.emplace(Outcome<T>::failed(make_failure(settled, std::string(message))));
+    return make_error_code(settled);
   }
 
   // The guard's and layer chain's view of what was claimed; not for callers.
@@ -166,9 +174,8 @@ class [[nodiscard]] Attempt {
   Outcome<T>& answer() {
     if (!answer_) {
       throw std::logic_error(
-          holding_  ? "idem: Attempt::outcome() while the key is held: commit() or fail() it"
-          : failed_ ? "idem: Attempt::outcome() after fail(): a failed attempt has no outcome"
-                    : "idem: Attempt::outcome() after commit(): commit() returned the outcome");
+          holding_ ? "idem: Attempt::outcome() while the key is held: commit() or fail() it"
+                   : "idem: Attempt::outcome() after commit(): commit() returned the outcome");
     }
     return *answer_;
   }
@@ -176,14 +183,15 @@ class [[nodiscard]] Attempt {
   void require_holding(const char* what) const {
     if (holding_) return;
     throw std::logic_error(std::string("idem: Attempt::") + what +
-                           (answer_ ? " on an attempt that did not acquire the key (see outcome())"
-                                    : " after the attempt was settled"));
+                           (settled_
+                                ? " after the attempt was settled"
+                                : " on an attempt that did not acquire the key (see outcome())"));
   }
 
-  void settle(bool remember, bool undo, std::string_view message) {
+  errc settle(bool remember, bool undo, std::string_view message) {
     holding_ = false;
     context_.reset();
-    detail::settle_failure(*policy_, target_, fence_, message, remember, undo);
+    return detail::settle_failure(*policy_, target_, fence_, message, remember, undo);
   }
 
   const detail::Policy* policy_;
@@ -192,7 +200,7 @@ class [[nodiscard]] Attempt {
   Fence fence_ = 0;
   decltype(Claim::transaction) transaction_{};
   bool holding_ = false;
-  bool failed_ = false;  // settled by fail(), for outcome()'s message
+  bool settled_ = false;  // by commit() or fail(), for the messages of misuse
   std::optional<Context> context_;
 };
 

@@ -103,8 +103,9 @@ std::vector<Status> commit_all(S& store, std::span<const CommitRequest> requests
 /// them all, answers the keys it did not acquire as execute() would (replays, refusals, waits
 /// under the Wait policy), runs `fn(item index[, Context&])` on each acquired key in order,
 /// then commits the results together. A handler that throws settles its key as execute() does
-/// (released, or remembered under remember_failures) and its item's answer is handler_failed
-/// with the exception's message; the other items carry on. A commit that fails other than by
+/// and its item's answer says how, with the exception's message: handler_aborted when the key
+/// was released (a retry runs it again), handler_failed when the failure is remembered
+/// (remember_failures); the other items carry on. A commit that fails other than by
 /// lease_lost is retried for its key alone under the guard's CommitRetry.
 template <class R, class S, class Target, class Fn>
 void execute_batch_on(const Policy& policy, S& store, std::vector<Target>& targets,
@@ -149,11 +150,12 @@ void execute_batch_on(const Policy& policy, S& store, std::vector<Target>& targe
         h.value.emplace(call_handler(fn, context, index[k]));
       }
     } catch (...) {
-      const std::string message = exception_message(std::current_exception());
+      std::string message = exception_message(std::current_exception());
       const bool remember = policy.remember_failures;
-      settle_failure(policy, target, fence, remember ? message : std::string{}, remember,
-                     /*undo_effects=*/true);
-      answer.emplace(Outcome<R>::failed(make_failure(errc::handler_failed, message)));
+      const errc settled =
+          settle_failure(policy, target, fence, remember ? message : std::string{}, remember,
+                         /*undo_effects=*/true);
+      answer.emplace(Outcome<R>::failed(make_failure(settled, std::move(message))));
       held.pop_back();
       continue;
     }
@@ -167,9 +169,10 @@ void execute_batch_on(const Policy& policy, S& store, std::vector<Target>& targe
         }
       } catch (...) {
         // The work happened: remembered as handler_failed, as execute() does.
-        const std::string message = exception_message(std::current_exception());
-        settle_failure(policy, target, fence, message, /*remember=*/true, /*undo_effects=*/false);
-        answer.emplace(Outcome<R>::failed(make_failure(errc::handler_failed, message)));
+        std::string message = exception_message(std::current_exception());
+        const errc settled = settle_failure(policy, target, fence, message, /*remember=*/true,
+                                            /*undo_effects=*/false);
+        answer.emplace(Outcome<R>::failed(make_failure(settled, std::move(message))));
         held.pop_back();
         continue;
       }
@@ -191,7 +194,6 @@ void execute_batch_on(const Policy& policy, S& store, std::vector<Target>& targe
   for (std::size_t j = 0; j < held.size(); ++j) {
     Held& h = held[j];
     Target& target = targets[h.target];
-    notify(policy, target, Event::executed, h.fence, {});
     Status committed = std::move(statuses[j]);
     if (!committed && committed.error() != errc::lease_lost) {
       notify(policy, target, Event::commit_retried, h.fence, committed.error());
@@ -200,6 +202,8 @@ void execute_batch_on(const Policy& policy, S& store, std::vector<Target>& targe
       report(policy, target, committed, h.fence);
       target.abandon();
     }
+    // As execute(): `executed` once the commit, retries included, is done, with its error.
+    notify(policy, target, Event::executed, h.fence, committed.error());
     std::optional<Outcome<R>>& answer = answers[index[h.target]];
     if (committed) {
       answer.emplace(Outcome<R>::fresh(std::move(*h.value)));

@@ -173,12 +173,12 @@ class Completer {
       return owner_->store_.claim(ClaimRequest{record_->key,
                                                o.hash(record_->request),
                                                o.lease,
-                                               std::max(o.ttl, o.lease),
+                                               held_retention(*o.ttl, o.lease),
                                                {},
                                                rewindable_});
     }
     Status commit(Fence fence, ClaimStatus status, std::string_view bytes) {
-      return owner_->store_.commit(ticket(fence), Completion{status, bytes, owner_->options_.ttl});
+      return owner_->store_.commit(ticket(fence), Completion{status, bytes, *owner_->options_.ttl});
     }
     Status abort(Fence fence) { return owner_->store_.abort(ticket(fence)); }
     Status extend(Fence fence, std::chrono::milliseconds lease) {

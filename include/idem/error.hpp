@@ -34,8 +34,9 @@ enum class errc : int {
   /// The handler's encoded result is larger than Options::max_result_size. The handler ran;
   /// repeats of the key get this code instead of running it again. Retry: no (HTTP 500).
   result_too_large,
-  /// The handler threw on an earlier attempt and Options::remember_failures replays that
-  /// failure until the record expires. Retry: not before expiry (HTTP 500).
+  /// The handler failed (threw, or its Attempt failed) and the failure is remembered for the key
+  /// (Options::remember_failures, or a result that could not be encoded): this call and every
+  /// repeat until the record expires get it. Retry: not before expiry (HTTP 500).
   handler_failed,
   /// The store holds bytes under the key that idem cannot decode (corrupted or written by
   /// something else). Never mistaken for a result. Retry: no; inspect the store (HTTP 500).
@@ -55,6 +56,11 @@ enum class errc : int {
   /// something the store does not support. Said by the call that reads it (from_uri), before
   /// any connection; never an outage. Retry: no; fix the configuration (HTTP 500).
   config_invalid,
+  /// The handler failed in this call (threw, or its Attempt failed) and its key was released,
+  /// not remembered: nothing of the failed run is kept, and a retry of the same request runs the
+  /// handler again. Answered for the failed item of a batch, by Attempt::fail(), and to
+  /// observers. Retry: yes, the same request (HTTP 500).
+  handler_aborted,
 };
 
 }  // namespace idem
@@ -84,7 +90,7 @@ inline std::error_code make_error_code(errc e) noexcept {
 int http_status(std::error_code ec) noexcept;
 
 /// True where retrying the same request later can succeed (in_progress, store_unavailable,
-/// version_conflict after a re-read, lease_lost, outcome_unknown).
+/// version_conflict after a re-read, lease_lost, outcome_unknown, handler_aborted).
 bool is_retryable(std::error_code ec) noexcept;
 
 /// Thrown by Outcome::value() when the outcome holds an error.
@@ -130,6 +136,8 @@ class ErrorCategory final : public std::error_category {
         return "handler's steps differ from the steps recorded for the key";
       case errc::config_invalid:
         return "store configuration cannot be used";
+      case errc::handler_aborted:
+        return "handler failed and its key was released; a retry runs it again";
     }
     return "unknown idem error";
   }
@@ -155,6 +163,7 @@ inline std::string_view to_string(errc e) noexcept {
     case errc::outcome_unknown: return "outcome_unknown";
     case errc::step_mismatch: return "step_mismatch";
     case errc::config_invalid: return "config_invalid";
+    case errc::handler_aborted: return "handler_aborted";
   }
   // clang-format on
   return "unknown";
@@ -195,6 +204,7 @@ inline int http_status(std::error_code ec) noexcept {
     case errc::record_corrupt:
     case errc::step_mismatch:
     case errc::config_invalid:
+    case errc::handler_aborted:
       return 500;
   }
   return 500;
@@ -208,6 +218,7 @@ inline bool is_retryable(std::error_code ec) noexcept {
     case errc::version_conflict:
     case errc::lease_lost:
     case errc::outcome_unknown:
+    case errc::handler_aborted:
       return true;
     default:
       return false;

@@ -138,9 +138,11 @@ template <class O>
   if (outcome) return status;
   return {grpc_status(outcome.error()), outcome.message()};
 }
-/// What a handler's exception answers: INTERNAL, with its what() (an idem::Error: its code's
-/// status).
-::grpc::Status grpc_handler_threw(const std::exception_ptr& error);
+/// What a handler's exception answers once its key was settled as `settled` (Attempt::fail()'s
+/// answer; none for a call without a key): an idem::Error's own code's status; otherwise
+/// `settled`'s (ABORTED for handler_aborted: the key was released, a retry runs it again;
+/// INTERNAL for handler_failed, remembered, and without a key), with the exception's what().
+::grpc::Status grpc_handler_threw(const std::exception_ptr& error, std::error_code settled = {});
 std::string exception_text(const std::exception_ptr& error);
 
 bool is_release_code(const GrpcOptions& options, ::grpc::StatusCode code) noexcept;
@@ -236,6 +238,14 @@ class GrpcPendingCall {
     if (attempt_) attempt_->fail(status.error_message());
     reactor->Finish(status);
   }
+  /// The work threw `error`: settles the key as Attempt::fail() does and finishes the RPC with
+  /// what that answers (detail::grpc_handler_threw).
+  void threw(const std::exception_ptr& error) {
+    ::grpc::ServerUnaryReactor* reactor = take_reactor("threw()");
+    std::error_code settled;
+    if (attempt_) settled = attempt_->fail(detail::exception_text(error));
+    reactor->Finish(detail::grpc_handler_threw(error, settled));
+  }
 
  private:
   ::grpc::ServerUnaryReactor* take_reactor(const char* what) {
@@ -272,7 +282,8 @@ class GrpcGuard {
 
   /// Synchronous API: runs `handler(response)` (or `handler(response, idem::Context&)`), which
   /// fills the response and returns its grpc::Status, once per key; repeats get its answer.
-  /// A handler that throws releases the key and the call answers INTERNAL.
+  /// A handler that throws releases the key and the call answers ABORTED (a retry runs it
+  /// again), or under remember_failures records the failure and answers INTERNAL.
   template <class Request, class Response, class Handler>
   ::grpc::Status unary(::grpc::ServerContext& context, const Request& request, Response& response,
                        Handler&& handler) {
@@ -283,8 +294,11 @@ class GrpcGuard {
     try {
       status = detail::call_grpc_handler(handler, response, attempt);
     } catch (...) {
-      if (attempt != nullptr) attempt->fail(detail::exception_text(std::current_exception()));
-      return detail::grpc_handler_threw(std::current_exception());
+      std::error_code settled;
+      if (attempt != nullptr) {
+        settled = attempt->fail(detail::exception_text(std::current_exception()));
+      }
+      return detail::grpc_handler_threw(std::current_exception(), settled);
     }
     if (attempt == nullptr) return status;
     return detail::settle_grpc_call(*attempt, options_, status, response);
@@ -293,7 +307,7 @@ class GrpcGuard {
   /// Callback API: returns the call's reactor. When the call holds its key (or has none and none
   /// is required), `start` gets a PendingCall<Response> whose finish(status) answers the call, now
   /// or later; otherwise the call is answered at once (replay, refusal) and `start` is not called.
-  /// A `start` that throws releases the key and the call answers INTERNAL.
+  /// A `start` that throws settles the key as a throwing synchronous handler does.
   template <class Request, class Response, class Start>
   ::grpc::ServerUnaryReactor* unary(::grpc::CallbackServerContext& context, const Request& request,
                                     Response& response, Start&& start) {
@@ -308,7 +322,7 @@ class GrpcGuard {
       std::invoke(start, std::move(call));
     } catch (...) {
       // A `start` taking the call by value has settled it already, as a dropped call.
-      if (call.pending()) call.release(detail::grpc_handler_threw(std::current_exception()));
+      if (call.pending()) call.threw(std::current_exception());
     }
     return reactor;
   }

@@ -96,14 +96,14 @@ class StoreTarget {
     return ClaimRequest{key_.view(),
                         fingerprint_,
                         options_->lease,
-                        std::max(options_->ttl, options_->lease),
+                        held_retention(*options_->ttl, options_->lease),
                         block_for_,
                         /*rewindable=*/options_->remember_failures};
   }
   Result<Claim> claim() { return store_->claim(claim_request()); }
   CommitRequest commit_request(Fence fence, ClaimStatus status,
                                std::string_view bytes) const noexcept {
-    return CommitRequest{ticket(fence), Completion{status, bytes, options_->ttl}};
+    return CommitRequest{ticket(fence), Completion{status, bytes, *options_->ttl}};
   }
   Status commit(Fence fence, ClaimStatus status, std::string_view bytes) {
     const CommitRequest r = commit_request(fence, status, bytes);
@@ -177,8 +177,8 @@ class IdempotencyGuard {
   template <class T>
   using Attempt = idem::Attempt<T, detail::StoreTarget<S>>;
 
-  /// Throws std::invalid_argument when an option is out of range (lease not positive, ttl
-  /// negative). Unset options take their defaults (see idem::Options).
+  /// Throws std::invalid_argument when an option is out of range (lease or ttl not positive). Unset
+  /// options take their defaults (see idem::Options).
   explicit IdempotencyGuard(S& store, Options options = {})
       : store_(store),
         options_(with_defaults(std::move(options), OptionDefaults{})),
@@ -204,7 +204,8 @@ class IdempotencyGuard {
   /// Runs `fn` once for `key`; repeats with the same payload replay its result, a repeat with
   /// another payload is errc::payload_mismatch. `fn` may take an idem::Context&. If `fn`
   /// throws, the claim is released (or recorded as failed under remember_failures) and the
-  /// exception propagates.
+  /// exception propagates; the observer's `aborted` event says which (handler_aborted or
+  /// handler_failed).
   template <class Fn>
   [[nodiscard]] Outcome<handler_result_t<Fn>> execute(const Key& key, std::string_view payload,
                                                       Fn&& fn) {
@@ -244,9 +245,9 @@ class IdempotencyGuard {
   /// with the batch operations of idem::BatchStore; others are called per key). Returns one
   /// Outcome per item, in order: fresh, replayed, or refused (key_invalid, payload_mismatch,
   /// in_progress, ...) as for that key alone. Handlers run one after the other on this thread.
-  /// A handler that throws does not end the batch: its key is released (or its failure
-  /// remembered under remember_failures) and its Outcome is errc::handler_failed with the
-  /// exception's message. See docs/batches.md.
+  /// A handler that throws does not end the batch: its Outcome carries the exception's message
+  /// and says what became of its key: errc::handler_aborted, released (retry the item), or
+  /// errc::handler_failed, remembered under remember_failures (do not). See docs/batches.md.
   template <class Fn>
   [[nodiscard]] std::vector<Outcome<batch_result_t<Fn>>> execute_batch(
       std::span<const BatchItem> items, Fn&& fn) {

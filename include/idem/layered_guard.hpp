@@ -102,7 +102,7 @@ constexpr void check_layer_store() {
 }
 
 inline LayerSettings settings_from(const Options& o, std::string name) {
-  return LayerSettings{std::move(name), o.scope, o.lease, o.ttl, std::chrono::milliseconds{0}};
+  return LayerSettings{std::move(name), o.scope, o.lease, *o.ttl, std::chrono::milliseconds{0}};
 }
 
 /// `settings` for a layer over `store`, named `kind` when unnamed. A store with options() keeps
@@ -412,7 +412,7 @@ class LayerChain {
 
     const EffectiveKey effective(s.scope, key.principal, key.id);
     Result<Claim> claimed = layer.store().claim(
-        ClaimRequest{effective.view(), fingerprint_, s.lease, std::max(s.ttl, s.lease),
+        ClaimRequest{effective.view(), fingerprint_, s.lease, held_retention(s.ttl, s.lease),
                      std::max(s.block_for, policy_->block_for()),
                      /*rewindable=*/L::kind == LayerKind::record && policy_->remember_failures});
     if (!claimed) {

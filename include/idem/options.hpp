@@ -38,17 +38,18 @@ struct CommitRetry {
 /// Every field has a default, and setting some fields keeps the defaults of the others. Three
 /// fields may be left unset, so that a strategy built on a guard (VersionStore,
 /// StateMachineStore, the request-ID caches, the token stores) can put its own default there:
-/// `scope` (empty), `ttl` (zero) and `in_progress` (no value). A plain IdempotencyGuard reads them
-/// as no scope, 24 hours and FailFast.
+/// `scope` (empty), `ttl` and `in_progress` (no value). A plain IdempotencyGuard reads them as no
+/// scope, 24 hours and FailFast.
 struct Options {
   /// Names the operation ("payments.charge"); part of every effective key. Empty: the owner's
   /// scope ("version", "state", "request-id", "token"), or none for a plain guard.
   std::string scope{};
   /// How long a holder may run before another caller may take the key over.
   std::chrono::milliseconds lease{std::chrono::seconds{30}};
-  /// How long a completed (or failed) record replays. Zero: the owner's default (24 hours; 10
-  /// minutes for the request-ID caches).
-  std::chrono::milliseconds ttl{0};
+  /// How long a completed (or failed) record replays; positive (zero or less: the guard's
+  /// constructor throws std::invalid_argument). Unset: the owner's default (24 hours; 10 minutes
+  /// for the request-ID caches).
+  std::optional<std::chrono::milliseconds> ttl{};
   /// What a caller does when the key is held by another: FailFast or Wait{...}. Unset: FailFast,
   /// or Wait{} for the version and state-machine stores (their holders are short transactions).
   std::optional<InProgressPolicy> in_progress{};
@@ -85,7 +86,7 @@ struct OptionDefaults {
 /// `options` with its unset fields filled from `defaults`; fields the user set are kept.
 inline Options with_defaults(Options options, const OptionDefaults& defaults) {
   if (options.scope.empty()) options.scope = defaults.scope;
-  if (options.ttl.count() == 0) options.ttl = defaults.ttl;
+  if (!options.ttl) options.ttl = defaults.ttl;
   if (!options.in_progress) options.in_progress = defaults.in_progress;
   return options;
 }

@@ -5,6 +5,7 @@
 // lease_until, result, expires_at. Each of claim, commit, abort and extend is one atomic step in
 // the backend; none checks and then writes in two steps.
 
+#include <algorithm>
 #include <chrono>
 #include <concepts>
 #include <cstdint>
@@ -25,10 +26,12 @@ using Fence = std::uint64_t;
 
 /// What claim() asks for.
 struct ClaimRequest {
-  std::string_view key{};                 // effective key: opaque bytes, never empty
-  Fingerprint fingerprint{};              // of the request payload
-  std::chrono::milliseconds lease{};      // how long the new holder may run before takeover
-  std::chrono::milliseconds retention{};  // how long an unfinished record is kept at least
+  std::string_view key{};             // effective key: opaque bytes, never empty
+  Fingerprint fingerprint{};          // of the request payload
+  std::chrono::milliseconds lease{};  // how long the new holder may run before takeover
+  /// How long an unfinished record is kept at least; a store keeps it no less than
+  /// held_retention(retention, lease).
+  std::chrono::milliseconds retention{};
   /// How long a store that blocks on the holder (a row lock in transactional mode) may wait for
   /// it before answering in_progress; zero: never block. Stores without blocking ignore it.
   std::chrono::milliseconds block_for{};
@@ -64,6 +67,16 @@ struct Claim {
   std::chrono::milliseconds expires_in{0};
 };
 
+/// How long a store keeps a record in progress at least, from its claim or from its holder's last
+/// extend: the request's retention, and never less than twice the lease. A lease therefore ends a
+/// whole lease before its record may, so a claim made after the lease ran out always finds the
+/// record (a takeover: the same payload only, reported, with the run's steps and kept request),
+/// never a key as good as new (docs/design.md §2).
+constexpr std::chrono::milliseconds held_retention(std::chrono::milliseconds retention,
+                                                   std::chrono::milliseconds lease) noexcept {
+  return std::max(retention, 2 * lease);
+}
+
 /// Identifies a holder: the key and the fence its claim returned.
 struct Ticket {
   std::string_view key{};
@@ -79,7 +92,8 @@ struct Completion {
 
 /// A record store. claim() takes the key or says what holds it; commit() stores the end of a
 /// held record; abort() releases it (a later claim may run again, under a larger fence);
-/// extend() renews the holder's lease. commit, abort and extend return errc::lease_lost when the
+/// extend() renews the holder's lease and keeps the record at least held_retention(0, lease) from
+/// now. commit, abort and extend return errc::lease_lost when the
 /// ticket's fence is no longer the record's. A commit repeated under its fence after it landed
 /// (its answer was lost on the way) succeeds when the record holds that very completion: the
 /// same fence, state and result bytes; it changes nothing then.

@@ -154,7 +154,7 @@ Query claim_query(const ClaimRequest& request) {
   q.params.number(std::bit_cast<std::int64_t>(request.fingerprint.low));
   q.params.number(1);
   q.params.number(request.lease.count());
-  q.params.number(std::max(request.retention, request.lease).count());
+  q.params.number(held_retention(request.retention, request.lease).count());
   return q;
 }
 

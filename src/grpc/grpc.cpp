@@ -26,6 +26,7 @@ namespace idem {
     case errc::in_progress:
     case errc::lease_lost:
     case errc::version_conflict:
+    case errc::handler_aborted:  // released: the same request may run again
       return StatusCode::ABORTED;
     case errc::store_unavailable:
     case errc::outcome_unknown:
@@ -278,13 +279,14 @@ std::string exception_text(const std::exception_ptr& error) {
   }
 }
 
-::grpc::Status grpc_handler_threw(const std::exception_ptr& error) {
+::grpc::Status grpc_handler_threw(const std::exception_ptr& error, std::error_code settled) {
   try {
     std::rethrow_exception(error);
   } catch (const Error& e) {
     return {grpc_status(e.code()), e.what()};
   } catch (...) {
-    return {::grpc::StatusCode::INTERNAL, "the handler threw: " + exception_text(error)};
+    const ::grpc::StatusCode code = settled ? grpc_status(settled) : ::grpc::StatusCode::INTERNAL;
+    return {code, "the handler threw: " + exception_text(error)};
   }
 }
 

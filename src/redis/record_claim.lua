@@ -17,7 +17,9 @@ if redis.replicate_commands then redis.replicate_commands() end  -- Redis < 5: T
 local key = KEYS[1]
 local fingerprint = ARGV[1]
 local lease = math.max(tonumber(ARGV[2]), 1)
-local retention = math.max(tonumber(ARGV[3]), lease)
+-- A record in progress outlives its lease by another lease (held_retention() in C++): a claim
+-- after the lease ran out is always a takeover, never a fresh key.
+local retention = math.max(tonumber(ARGV[3]), 2 * lease)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 

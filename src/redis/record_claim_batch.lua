@@ -56,7 +56,7 @@ end
 local replies = {}
 for i, key in ipairs(KEYS) do
   local lease = math.max(tonumber(ARGV[3 * i - 1]), 1)
-  local retention = math.max(tonumber(ARGV[3 * i]), lease)
+  local retention = math.max(tonumber(ARGV[3 * i]), 2 * lease)  -- held_retention()
   replies[i] = claim(key, ARGV[3 * i - 2], lease, retention)
 end
 return replies

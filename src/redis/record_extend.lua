@@ -13,5 +13,6 @@ local lease = math.max(tonumber(ARGV[2]), 1)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('HSET', key, 'l', string.format('%.0f', now + lease))
-if redis.call('PTTL', key) < lease then redis.call('PEXPIRE', key, lease) end
+-- The record outlives the new lease by another lease (held_retention() in C++).
+if redis.call('PTTL', key) < 2 * lease then redis.call('PEXPIRE', key, 2 * lease) end
 return REPLY_DONE

@@ -114,7 +114,7 @@ GroupAnswers Engine::write_group(std::span<const CommitRequest> commits,
     if (!first_claim[i] || claims[i].key.empty()) continue;
     const ClaimRequest& r = claims[i];
     claim_args.push_back(ClaimArgs{r.key, r.fingerprint, r.lease.count(),
-                                   std::max(r.retention, r.lease).count(), 1});
+                                   held_retention(r.retention, r.lease).count(), 1});
     claim_at.push_back(i);
   }
 

@@ -145,7 +145,7 @@ std::optional<Result<Claim>> Engine::classify(const ClaimRow& row, const ClaimRe
 
 Result<Claim> Engine::claim_lease(const ClaimRequest& request) {
   const ClaimArgs args{request.key, request.fingerprint, request.lease.count(),
-                       std::max(request.retention, request.lease).count(), 1};
+                       held_retention(request.retention, request.lease).count(), 1};
   Session* session = nullptr;
   bool broken = false;
   try {
@@ -189,7 +189,7 @@ Result<Claim> Engine::claim_transactional(const ClaimRequest& request) {
   }
   // The session draws the fence once the claim holds the key (Session::claim).
   const ClaimArgs args{request.key, request.fingerprint, request.lease.count(),
-                       std::max(request.retention, request.lease).count(), 1};
+                       held_retention(request.retention, request.lease).count(), 1};
   Session* session = nullptr;
   bool broken = false;
   try {

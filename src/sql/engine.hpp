@@ -51,7 +51,7 @@ struct ClaimArgs {
   std::string_view key;
   Fingerprint fingerprint;
   std::int64_t lease_ms = 0;
-  std::int64_t keep_ms = 0;  // retention: max(request retention, lease)
+  std::int64_t keep_ms = 0;  // retention: held_retention(request retention, lease)
   Fence min_fence = 1;       // the fence is max(old fence + 1, min_fence[, drawn fence])
 };
 

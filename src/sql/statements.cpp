@@ -121,7 +121,7 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
       "WHERE key = {p1} AND fence = {p2} AND state = {held}");
   extend = fill(
       "UPDATE {rec} SET lease_until = {now} + {p3}, "
-      "expires_at = {greatest}(expires_at, {now} + {p3}) "
+      "expires_at = {greatest}(expires_at, {now} + 2 * {p3}) "
       "WHERE key = {p1} AND fence = {p2} AND state = {held}");
   purge = fill(
       "DELETE FROM {rec} WHERE key IN "

@@ -86,7 +86,9 @@ TYPED_TEST_P(BatchTest, ThrowingHandlerReleasesOnlyItsKey) {
     return static_cast<int>(i);
   });
   EXPECT_EQ(out[0].value(), 0);
-  EXPECT_EQ(out[1].error(), errc::handler_failed);
+  // Released, not remembered: the item says so, and a consumer retries it.
+  EXPECT_EQ(out[1].error(), errc::handler_aborted);
+  EXPECT_TRUE(is_retryable(out[1].error()));
   EXPECT_NE(out[1].message().find("card declined"), std::string::npos);
   EXPECT_EQ(out[2].value(), 2);
   // b was released: it runs again; a and c replay.
@@ -100,6 +102,32 @@ TYPED_TEST_P(BatchTest, ThrowingHandlerReleasesOnlyItsKey) {
   EXPECT_EQ(again[1].value(), 11);
   EXPECT_TRUE(again[1].recorded());
   EXPECT_EQ(again[2].value(), 2);
+}
+
+// Under remember_failures a throwing item's failure is remembered, and its answer says so: not
+// retryable, and its repeats replay it without running the handler.
+TYPED_TEST_P(BatchTest, ARememberedFailureIsHandlerFailed) {
+  if (this->IsSkipped()) return;
+  auto& store = this->store();
+  IdempotencyGuard guard(store, Options{.scope = "batch.remembered", .remember_failures = true});
+  const std::vector<BatchItem> items{{Key{"a"}}, {Key{"b"}}};
+  int runs = 0;
+  auto out = guard.execute_batch(items, [&](std::size_t i) -> int {
+    ++runs;
+    if (i == 1) throw std::runtime_error("card declined");
+    return static_cast<int>(i);
+  });
+  EXPECT_EQ(out[0].value(), 0);
+  EXPECT_EQ(out[1].error(), errc::handler_failed);
+  EXPECT_FALSE(is_retryable(out[1].error()));
+  EXPECT_NE(out[1].message().find("card declined"), std::string::npos);
+  auto again = guard.execute_batch(items, [&](std::size_t) {
+    ++runs;
+    return -1;
+  });
+  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(again[1].error(), errc::handler_failed);
+  EXPECT_TRUE(again[1].replayed());
 }
 
 // Batch holders get fences: a key released by an abort is claimed by the batch under a larger
@@ -195,7 +223,8 @@ TYPED_TEST_P(BatchTest, ConcurrentBatchesRunEachKeyOnce) {
 }
 
 REGISTER_TYPED_TEST_SUITE_P(BatchTest, MixedBatchAnswersEachKeyAsAlone,
-                            ThrowingHandlerReleasesOnlyItsKey, BatchClaimsRaiseTheFence,
-                            BatchTakesOverAnExpiredLease, ConcurrentBatchesRunEachKeyOnce);
+                            ThrowingHandlerReleasesOnlyItsKey, ARememberedFailureIsHandlerFailed,
+                            BatchClaimsRaiseTheFence, BatchTakesOverAnExpiredLease,
+                            ConcurrentBatchesRunEachKeyOnce);
 
 }  // namespace idem::testing

@@ -132,6 +132,7 @@ TEST(GrpcStatus, EachCodeMapsAsDocumented) {
       {errc::store_unavailable, StatusCode::UNAVAILABLE},
       {errc::result_too_large, StatusCode::INTERNAL},
       {errc::handler_failed, StatusCode::INTERNAL},
+      {errc::handler_aborted, StatusCode::ABORTED},
       {errc::step_mismatch, StatusCode::INTERNAL},
       {errc::config_invalid, StatusCode::INTERNAL},
       {errc::record_corrupt, StatusCode::DATA_LOSS},

@@ -84,6 +84,18 @@ TYPED_TEST_P(TwoPhaseTest, ADroppedAttemptReleasesTheKey) {
   ASSERT_TRUE(next.commit("after the drop"));
 }
 
+TYPED_TEST_P(TwoPhaseTest, FailSaysTheFailureIsRememberedUnderRememberFailures) {
+  typename TestFixture::Guard guard{this->store(), this->options({.remember_failures = true})};
+  auto a = guard.template begin<int>("k");
+  ASSERT_TRUE(a.acquired()) << a.outcome().message();
+  EXPECT_EQ(a.fail("card declined"), errc::handler_failed);
+  EXPECT_EQ(a.outcome().error(), errc::handler_failed);
+  EXPECT_FALSE(is_retryable(a.outcome().error()));
+  auto repeat = guard.template begin<int>("k");
+  ASSERT_FALSE(repeat.acquired());
+  EXPECT_EQ(repeat.outcome().error(), errc::handler_failed);
+}
+
 TYPED_TEST_P(TwoPhaseTest, ADroppedAttemptIsRememberedUnderRememberFailures) {
   typename TestFixture::Guard guard{this->store(), this->options({.remember_failures = true})};
   { ASSERT_TRUE(guard.template begin<std::string>("k").acquired()); }
@@ -118,8 +130,12 @@ TYPED_TEST_P(TwoPhaseTest, FailReleasesTheKeyAndTheRetryAcquires) {
   auto a = guard.template begin<int>("k");
   ASSERT_TRUE(a.acquired()) << a.outcome().message();
   const Fence first = a.fence();
-  a.fail("card declined");
+  // Released, not remembered: fail() and the outcome after it say so (a retry runs again).
+  EXPECT_EQ(a.fail("card declined"), errc::handler_aborted);
   EXPECT_FALSE(a.acquired());
+  EXPECT_EQ(a.outcome().error(), errc::handler_aborted);
+  EXPECT_TRUE(is_retryable(a.outcome().error()));
+  EXPECT_EQ(a.outcome().message(), "card declined");
 
   auto retry = guard.template begin<int>("k");
   ASSERT_TRUE(retry.acquired()) << retry.outcome().message();
@@ -156,10 +172,10 @@ TYPED_TEST_P(TwoPhaseTest, UsingAnAttemptInTheWrongStateThrowsLogicError) {
   failed.fail("gave up");
   EXPECT_THROW(failed.fail("again"), std::logic_error);
   EXPECT_THROW((void)failed.commit(1), std::logic_error);
-  // The message names what happened to the attempt: it was failed, not committed.
-  const std::string after_fail = logic_error_of([&] { (void)failed.outcome(); });
-  EXPECT_NE(after_fail.find("fail()"), std::string::npos) << after_fail;
-  EXPECT_EQ(after_fail.find("after commit()"), std::string::npos) << after_fail;
+  // The message names what happened to the attempt: it was settled, not refused.
+  const std::string after_fail = logic_error_of([&] { (void)failed.commit(1); });
+  EXPECT_NE(after_fail.find("settled"), std::string::npos) << after_fail;
+  EXPECT_EQ(failed.outcome().error(), errc::handler_aborted);  // fail()'s answer
   const std::string after_commit = logic_error_of([&] { (void)held.outcome(); });
   EXPECT_NE(after_commit.find("after commit()"), std::string::npos) << after_commit;
   EXPECT_EQ(guard.template begin<int>("k").outcome().value(), 7);  // nothing above changed it
@@ -246,9 +262,10 @@ TYPED_TEST_P(TwoPhaseTest, ThreadsRacingOnOneKeyAcquireItOnce) {
 
 REGISTER_TYPED_TEST_SUITE_P(
     TwoPhaseTest, ADroppedAttemptReleasesTheKey, ADroppedAttemptIsRememberedUnderRememberFailures,
-    CommitRecordsTheValueAndARepeatReplaysIt, FailReleasesTheKeyAndTheRetryAcquires,
-    UsingAnAttemptInTheWrongStateThrowsLogicError, AnAttemptMovedToAnotherThreadCommitsThere,
-    RetryAfterOnARefusedBeginIsWithinTheLease, ThreadsRacingOnOneKeyAcquireItOnce);
+    FailSaysTheFailureIsRememberedUnderRememberFailures, CommitRecordsTheValueAndARepeatReplaysIt,
+    FailReleasesTheKeyAndTheRetryAcquires, UsingAnAttemptInTheWrongStateThrowsLogicError,
+    AnAttemptMovedToAnotherThreadCommitsThere, RetryAfterOnARefusedBeginIsWithinTheLease,
+    ThreadsRacingOnOneKeyAcquireItOnce);
 
 // ---- lease mode -----------------------------------------------------------------------------
 

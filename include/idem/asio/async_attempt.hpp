@@ -122,15 +122,22 @@ class [[nodiscard]] AsyncAttempt {
   }
   /// The work failed: releases the key so that a retry runs again, or under
   /// Options::remember_failures records `message` as errc::handler_failed. Holding only.
-  /// Failures of the store go to the observer; the key is then left to its lease.
-  boost::asio::awaitable<void> async_fail(std::string message) {
+  /// Returns what became of the key, as Attempt::fail() does: errc::handler_failed
+  /// (remembered) or errc::handler_aborted (not: a retry runs the work again). Failures of the
+  /// store go to the observer; the key is then left to its lease.
+  boost::asio::awaitable<std::error_code> async_fail(std::string message) {
     require_holding("async_fail()");
     holding_ = false;
-    return detail::uncancelled(detail::async_settle_failure(
-        *policy_, target_, fence_, std::move(message), policy_->remember_failures));
+    return detail::uncancelled(settle_failed(policy_, target_, fence_, std::move(message)));
   }
 
  private:
+  static boost::asio::awaitable<std::error_code> settle_failed(const detail::Policy* policy,
+                                                               detail::AsyncTarget<S>& target,
+                                                               Fence fence, std::string message) {
+    co_return make_error_code(co_await detail::async_settle_failure(
+        *policy, target, fence, std::move(message), policy->remember_failures));
+  }
   static boost::asio::awaitable<void> settle_dropped(const detail::Policy* policy,
                                                      detail::AsyncTarget<S> target, Fence fence) {
     std::string message = "the claim was dropped without async_commit() or async_fail()";

@@ -84,7 +84,9 @@ inline void check_policy(Policy& policy, const char* owner) {
 /// Throws std::invalid_argument when an option is out of range.
 inline Policy policy_of(const Options& o) {
   if (o.lease.count() <= 0) throw std::invalid_argument("idem: Options::lease must be > 0");
-  if (o.ttl.count() < 0) throw std::invalid_argument("idem: Options::ttl must be >= 0");
+  if (!o.ttl || o.ttl->count() <= 0) {
+    throw std::invalid_argument("idem: Options::ttl must be > 0 (leave it unset for the default)");
+  }
   Policy policy{o.max_key_size,      o.max_result_size, o.hash,  o.in_progress.value_or(FailFast{}),
                 o.remember_failures, o.commit_retry,    o.clock, o.observer};
   check_policy(policy, "Options");
@@ -311,9 +313,12 @@ Status commit_with_retry(const Policy& policy, Target& target, Fence fence, Clai
 /// the failure, so it is never left stuck until the lease runs out. `undo_effects`: what the
 /// handler wrote through the store's transaction (and an entity's move) must not commit with a
 /// remembered failure; a target that cannot rewind them gets its key released instead. Failures
-/// here are reported, never thrown.
+/// here are reported, never thrown. Returns what became of the key: handler_failed when the
+/// failure is remembered (repeats replay it), handler_aborted when it is not (released, or left
+/// to its lease when the store did not answer): a retry of the request runs again. The `aborted`
+/// event carries the same code.
 template <class Target>
-void settle_failure(const Policy& policy, Target& target, Fence fence, std::string_view message,
+errc settle_failure(const Policy& policy, Target& target, Fence fence, std::string_view message,
                     bool remember, bool undo_effects) {
   handler_done(policy, target);
   if constexpr (Target::kRewindable) {
@@ -333,7 +338,9 @@ void settle_failure(const Policy& policy, Target& target, Fence fence, std::stri
     settled = target.abort(fence);
   }
   if (!settled) report(policy, target, settled, fence);
-  finish_settled(policy, target, Event::aborted, fence, {});
+  const errc outcome = remember && settled ? errc::handler_failed : errc::handler_aborted;
+  finish_settled(policy, target, Event::aborted, fence, make_error_code(outcome));
+  return outcome;
 }
 
 /// The failure a result of `size` bytes over the policy's limit is remembered as.

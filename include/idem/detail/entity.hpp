@@ -170,7 +170,7 @@ class EntityTarget {
     return refuse_(a.current);
   }
   Status commit(Fence fence, ClaimStatus status, std::string_view bytes) {
-    return impl_->commit(ticket(fence), Completion{status, bytes, options_->ttl});
+    return impl_->commit(ticket(fence), Completion{status, bytes, *options_->ttl});
   }
   Status abort(Fence fence) { return impl_->abort(ticket(fence)); }
   Status extend(Fence fence, std::chrono::milliseconds lease) {

@@ -30,14 +30,14 @@ RecordView<> record_at(const Entry& e, Clock::time_point now) noexcept {
 }
 
 /// Takes `e` for `request`: held under the next fence, leased for request.lease and kept at
-/// least as long as the retention (or the lease). Call under the entry's lock.
+/// least held_retention(). Call under the entry's lock.
 template <class Entry>
 Claim acquire_record(Entry& e, const ClaimRequest& request, Clock::time_point now, bool took_over) {
   e.state = RecordState::held;
   e.fingerprint = request.fingerprint;
   e.fence += 1;
   e.lease_until = now + request.lease;
-  e.expires_at = now + std::max(request.retention, request.lease);
+  e.expires_at = now + held_retention(request.retention, request.lease);
   e.result.clear();
   return Claim{.status = ClaimStatus::acquired, .fence = e.fence, .took_over = took_over};
 }

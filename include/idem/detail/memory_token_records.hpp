@@ -99,7 +99,7 @@ class MemoryTokenRecords {
     return with_holder(ticket, [&](auto it) {
       Entry& e = it->second;
       e.lease_until = now + lease;
-      e.expires_at = std::max(e.expires_at, e.lease_until);
+      e.expires_at = std::max(e.expires_at, now + held_retention({}, lease));
     });
   }
 

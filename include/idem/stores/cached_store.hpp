@@ -298,7 +298,7 @@ class CachedStore {
     auto it = shard.holders.find(key);
     if (it == shard.holders.end()) it = shard.holders.try_emplace(std::string(request.key)).first;
     it->second = Holder{fence, request.fingerprint,
-                        now + request.lease + std::max(request.retention, request.lease)};
+                        now + request.lease + held_retention(request.retention, request.lease)};
   }
 
   void forget_holder(const Ticket& ticket) {

@@ -190,7 +190,7 @@ class MemoryStore {
     const auto now = clock_->now();
     return with_holder(ticket, [&](Entry& e) {
       e.lease_until = now + lease;
-      e.expires_at = std::max(e.expires_at, e.lease_until);
+      e.expires_at = std::max(e.expires_at, now + held_retention({}, lease));
     });
   }
 

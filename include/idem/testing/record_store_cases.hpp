@@ -117,6 +117,52 @@ IDEM_TESTING_CASE(ExpiredLeaseWithAnotherPayloadIsStillAMismatch) {
   EXPECT_EQ(this->claim(k, {2, 2})->status, ClaimStatus::mismatch);
 }
 
+// A record in progress outlives its lease by another lease, whatever retention the claim asked
+// for (idem::held_retention): a claim after the lease ran out finds the record, so another payload
+// is still a mismatch and the same payload takes it over (docs/design.md §2, §4). Leases of two
+// kLease, looked at a quarter lease after they end: a slow machine's late wake-up has three
+// quarters of a lease before the record may go.
+IDEM_TESTING_CASE(ALeaseEndsAWholeLeaseBeforeItsRecord) {
+  const auto k = this->key();
+  const auto lease = 2 * this->kLease;
+  // Retention as short as the lease: what a guard whose ttl is below its lease used to ask for.
+  Result<Claim> held = this->store().claim(
+      ClaimRequest{.key = k, .fingerprint = {1, 1}, .lease = lease, .retention = lease});
+  ASSERT_TRUE(held.has_value()) << held.failure().describe();
+  ASSERT_EQ(held->status, ClaimStatus::acquired);
+  this->advance(lease + lease / 4);
+  EXPECT_EQ(this->claim(k, {2, 2})->status, ClaimStatus::mismatch);
+  if constexpr (HoldsUntilFinished<S>) {
+    EXPECT_EQ(this->claim(k, {1, 1})->status, ClaimStatus::in_progress);
+    return;
+  }
+  Result<Claim> takeover = this->claim(k, {1, 1});
+  ASSERT_TRUE(takeover.has_value()) << takeover.failure().describe();
+  EXPECT_EQ(takeover->status, ClaimStatus::acquired);
+  EXPECT_TRUE(takeover->took_over);
+  EXPECT_GT(takeover->fence, held->fence);
+}
+
+// An extend keeps the record a whole lease past the new lease's end, as a claim does.
+IDEM_TESTING_CASE(AnExtendedLeaseEndsAWholeLeaseBeforeItsRecord) {
+  const auto k = this->key();
+  const auto lease = 2 * this->kLease;
+  Result<Claim> held = this->store().claim(ClaimRequest{
+      .key = k, .fingerprint = {1, 1}, .lease = this->kLease, .retention = this->kLease});
+  ASSERT_TRUE(held.has_value()) << held.failure().describe();
+  ASSERT_EQ(held->status, ClaimStatus::acquired);
+  this->advance(this->kLease / 4);
+  ASSERT_TRUE(this->store().extend(Ticket{k, held->fence}, lease).ok());
+  // The new lease ends two kLease after the extend, the record no sooner than four.
+  this->advance(lease + lease / 4);
+  EXPECT_EQ(this->claim(k, {2, 2})->status, ClaimStatus::mismatch);
+  if constexpr (HoldsUntilFinished<S>) return;
+  Result<Claim> takeover = this->claim(k, {1, 1});
+  ASSERT_TRUE(takeover.has_value()) << takeover.failure().describe();
+  EXPECT_EQ(takeover->status, ClaimStatus::acquired);
+  EXPECT_TRUE(takeover->took_over);
+}
+
 IDEM_TESTING_CASE(CommitAfterOwnLeaseRanOutButNoTakeoverSucceeds) {
   const auto k = this->key();
   const Claim held = this->acquired(k);

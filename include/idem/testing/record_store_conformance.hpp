@@ -59,9 +59,9 @@ bool register_record_store_conformance(const char* prefix, const char* file, int
       CommittedResultReplaysByteForByte, EmptyResultIsAStoredResult,
       AnotherFingerprintIsAMismatchWhileHeldAndAfter, AbortReleasesAndTheNextClaimHasALargerFence,
       StaleFenceAfterAbortAndReclaimIsLeaseLost, ExpiredLeaseIsTakenOverAndTheOldHolderFencedOff,
-      ExpiredLeaseWithAnotherPayloadIsStillAMismatch,
-      CommitAfterOwnLeaseRanOutButNoTakeoverSucceeds, ExtendKeepsTheLeaseAlive,
-      CompletedRecordExpiresAfterItsTtl, FailedRecordReplaysItsBytes,
+      ExpiredLeaseWithAnotherPayloadIsStillAMismatch, ALeaseEndsAWholeLeaseBeforeItsRecord,
+      AnExtendedLeaseEndsAWholeLeaseBeforeItsRecord, CommitAfterOwnLeaseRanOutButNoTakeoverSucceeds,
+      ExtendKeepsTheLeaseAlive, CompletedRecordExpiresAfterItsTtl, FailedRecordReplaysItsBytes,
       ReplaysSayHowLongTheRecordStillLives, CommitTwiceIsLeaseLostTheSecondTime,
       CommitRepeatedUnderItsFenceAfterItLandedSucceeds, CommitOfAnUnknownKeyIsLeaseLost,
       KeysAreOpaqueBytes>(suite.c_str(), file, line);

@@ -107,12 +107,12 @@ class AsyncTarget {
     return ClaimRequest{key_,
                         fingerprint_,
                         options_->lease,
-                        std::max(options_->ttl, options_->lease),
+                        held_retention(*options_->ttl, options_->lease),
                         std::chrono::milliseconds{0},
                         /*rewindable=*/false};
   }
   Completion completion(ClaimStatus status, std::string_view bytes) const noexcept {
-    return Completion{status, bytes, options_->ttl};
+    return Completion{status, bytes, *options_->ttl};
   }
 
   std::string_view scope() const noexcept { return options_->scope; }
@@ -219,11 +219,12 @@ boost::asio::awaitable<Status> async_commit_retries(const Policy& policy, AsyncT
 }
 
 /// settle_failure for a store without rewind (lease mode): release the key, or remember the
-/// failure. Failures here are reported, never thrown. Callers pass `message` as a named
-/// variable: g++ 12 frees a temporary built in a conditional expression twice when it becomes
-/// a coroutine's parameter.
+/// failure. Failures here are reported, never thrown. Returns what became of the key, as
+/// settle_failure() does (handler_failed: remembered; handler_aborted: not). Callers pass
+/// `message` as a named variable: g++ 12 frees a temporary built in a conditional expression
+/// twice when it becomes a coroutine's parameter.
 template <class S>
-boost::asio::awaitable<void> async_settle_failure(const Policy& policy, AsyncTarget<S>& target,
+boost::asio::awaitable<errc> async_settle_failure(const Policy& policy, AsyncTarget<S>& target,
                                                   Fence fence, std::string message, bool remember) {
   handler_done(policy, target);
   const Ticket ticket = target.ticket(fence);
@@ -236,7 +237,9 @@ boost::asio::awaitable<void> async_settle_failure(const Policy& policy, AsyncTar
     settled = co_await target.store().async_abort(ticket);
   }
   if (!settled) report(policy, target, settled, fence);
-  finish_settled(policy, target, Event::aborted, fence, {});
+  const errc outcome = remember && settled ? errc::handler_failed : errc::handler_aborted;
+  finish_settled(policy, target, Event::aborted, fence, make_error_code(outcome));
+  co_return outcome;
 }
 
 /// commit_result and commit_bytes: encode, the result limit, commit with retry.
