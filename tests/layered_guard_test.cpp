@@ -75,7 +75,7 @@ struct Fixture : ::testing::Test {
         std::move(options),
         RequestIdLayer(gateway, LayerSettings{.name = "gateway",
                                               .scope = cache.options().scope,
-                                              .ttl = cache.options().ttl}),
+                                              .ttl = *cache.options().ttl}),
         TokenLayer(token_spy, LayerSettings{.name = "token", .scope = tokens.options().scope}),
         RecordLayer(db, LayerSettings{.name = "db", .scope = "payments"}));
   }

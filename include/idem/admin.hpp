@@ -108,12 +108,16 @@ class Admin {
 
   /// Releases a key held in progress, as the holder's abort would: the record keeps its fence, so
   /// the next claim (any payload) runs the handler under a larger fence and the old holder's
-  /// commit answers lease_lost. `only_fence` (non-zero): only if the holder still has that fence.
+  /// commit answers lease_lost. The run's steps and kept request stay, as after an abort: the
+  /// same request resumes at its first unfinished step, and a Completer can finish it.
+  /// `only_fence` (non-zero): only if the holder still has that fence.
   virtual Result<Change> release(std::string_view scope, const Key& key, Fence only_fence = 0) = 0;
 
   /// Removes a record in any state (a remembered failure, a result to run again), so that the
   /// next claim of the key runs the handler with any payload, under a fence above every fence
-  /// the key had.
+  /// the key had. Nothing of the forgotten run stays: its result, its steps and its kept request
+  /// go (a release keeps the last two). A CachedStore in another process may still replay the
+  /// record for up to its max_ttl; in this process, forget through cached_admin().
   virtual Result<Change> forget(std::string_view scope, const Key& key) = 0;
 
   /// Removes up to `max_records` records past their expiry; how many went. Redis expires records

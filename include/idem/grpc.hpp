@@ -355,20 +355,12 @@ class GrpcGuard {
     thread_local std::string payload;  // begin() hashes it and keeps nothing
     payload.clear();
     protobuf::append_deterministic(request, payload);
-    auto attempt = std::make_unique<Attempt<std::string>>(
-        guard_.template begin<std::string>(Key{key.id, principal}, payload));
+    // A call with a deadline claims for it (lease zero: the guard's): one store call, no extend.
+    auto attempt = std::make_unique<Attempt<std::string>>(guard_.template begin<std::string>(
+        Key{key.id, principal}, payload, CallOptions{.lease = lease}));
     if (!attempt->acquired()) {
       out.answer = detail::grpc_answer(context, std::move(*attempt).outcome(), response);
       return out;
-    }
-    if (lease.count() > 0 && lease != guard_.options().lease) {
-      // One more store call, for calls with a deadline. On a store failure the claim keeps the
-      // guard's lease: the handler still runs once.
-      if (idem::Status extended = attempt->extend(lease); extended.error() == errc::lease_lost) {
-        attempt->fail("the lease was lost before the handler ran");
-        out.answer = ::grpc::Status(grpc_status(extended.error()), extended.failure().describe());
-        return out;
-      }
     }
     out.attempt = std::move(attempt);
     return out;

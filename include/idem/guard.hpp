@@ -81,12 +81,13 @@ class StoreTarget {
   static constexpr bool kRewindable = RewindableStore<S>;
 
   StoreTarget(S& store, const Options& options, const Key& key, Fingerprint fingerprint,
-              std::chrono::milliseconds block_for)
+              std::chrono::milliseconds block_for, const CallOptions& call = {})
       : store_(&store),
         options_(&options),
         key_(options.scope, key.principal, key.id),
         fingerprint_(fingerprint),
-        block_for_(block_for) {
+        block_for_(block_for),
+        lease_(call.lease.count() > 0 ? call.lease : options.lease) {
     // Observers name the key after the caller's Key may be gone (two-phase use): keep a copy,
     // only when someone listens.
     if (options.observer) id_.assign(key.id);
@@ -95,8 +96,8 @@ class StoreTarget {
   ClaimRequest claim_request() const noexcept {
     return ClaimRequest{key_.view(),
                         fingerprint_,
-                        options_->lease,
-                        held_retention(*options_->ttl, options_->lease),
+                        lease_,
+                        held_retention(*options_->ttl, lease_),
                         block_for_,
                         /*rewindable=*/options_->remember_failures};
   }
@@ -133,7 +134,7 @@ class StoreTarget {
   std::string_view scope() const noexcept { return options_->scope; }
   std::string_view key_id() const noexcept { return id_; }
   static std::string refusal_message(errc) { return {}; }  // the code's message says it all
-  std::chrono::milliseconds lease() const noexcept { return options_->lease; }
+  std::chrono::milliseconds lease() const noexcept { return lease_; }
   S& context_store() const noexcept { return *store_; }
   Ticket ticket(Fence fence) const noexcept { return Ticket{key_.view(), fence}; }
   CallTimer& timer() const noexcept { return timer_; }
@@ -144,6 +145,7 @@ class StoreTarget {
   EffectiveKey key_;
   Fingerprint fingerprint_;
   std::chrono::milliseconds block_for_;
+  std::chrono::milliseconds lease_;  // the call's (CallOptions::lease) or the guard's
   std::string id_;
   std::string_view request_{};
   bool keeping_ = false;
@@ -209,6 +211,14 @@ class IdempotencyGuard {
   template <class Fn>
   [[nodiscard]] Outcome<handler_result_t<Fn>> execute(const Key& key, std::string_view payload,
                                                       Fn&& fn) {
+    return execute(key, payload, CallOptions{}, std::forward<Fn>(fn));
+  }
+
+  /// execute() with this call's own choices (CallOptions: a lease for a call with a deadline).
+  /// Throws std::invalid_argument for a negative lease.
+  template <class Fn>
+  [[nodiscard]] Outcome<handler_result_t<Fn>> execute(const Key& key, std::string_view payload,
+                                                      const CallOptions& call, Fn&& fn) {
     using R = handler_result_t<Fn>;
     static_assert(std::is_void_v<R> || Codable<R>,
                   "idem: the handler's result type has no idem::codec<T>; specialise idem::codec "
@@ -216,8 +226,9 @@ class IdempotencyGuard {
     if (Failure bad = validate(key); bad.code) {
       return Outcome<R>::failed(std::move(bad));
     }
+    check(call);
     detail::StoreTarget<S> target(store_, options_, key, options_.hash(payload),
-                                  policy_.block_for());
+                                  policy_.block_for(), call);
     if (options_.keep_request) target.keep(payload);
     return detail::execute_on<R>(policy_, target, fn);
   }
@@ -228,14 +239,23 @@ class IdempotencyGuard {
   /// outlive the Attempt.
   template <class T>
   [[nodiscard]] Attempt<T> begin(const Key& key, std::string_view payload = {}) {
+    return begin<T>(key, payload, CallOptions{});
+  }
+
+  /// begin() with this call's own choices (CallOptions: a lease for a call with a deadline, so
+  /// that its claim asks for it at once). Throws std::invalid_argument for a negative lease.
+  template <class T>
+  [[nodiscard]] Attempt<T> begin(const Key& key, std::string_view payload,
+                                 const CallOptions& call) {
     static_assert(std::is_void_v<T> || Codable<T>,
                   "idem: the result type has no idem::codec<T>; specialise idem::codec for it "
                   "(see idem/codec.hpp)");
+    check(call);
     if (Failure bad = validate(key); bad.code) {
       return Attempt<T>(std::move(bad), detail::StoreTarget<S>(store_, options_, key, {}, {}));
     }
     detail::StoreTarget<S> target(store_, options_, key, options_.hash(payload),
-                                  policy_.block_for());
+                                  policy_.block_for(), call);
     if (options_.keep_request) target.keep(payload);  // kept by the Attempt's claim, at once
     return Attempt<T>(policy_, std::move(target));
   }
@@ -280,6 +300,12 @@ class IdempotencyGuard {
   S& store() noexcept { return store_; }
 
  private:
+  static void check(const CallOptions& call) {
+    if (call.lease.count() < 0) {
+      throw std::invalid_argument("idem: CallOptions::lease must be >= 0 (0: the guard's lease)");
+    }
+  }
+
   // The key's refusal (key_invalid, reported to the observer), or no failure.
   Failure validate(const Key& key) const {
     return detail::validate_key(options_, key, policy_.store_name);

@@ -76,6 +76,13 @@ struct Options {
   std::size_t max_kept_request = std::size_t{64} << 10;
 };
 
+/// What one call may choose apart from its guard's Options (IdempotencyGuard::begin, execute).
+struct CallOptions {
+  /// The holder's lease for this call; zero keeps the guard's (Options::lease). A call that has
+  /// a deadline (an RPC's) claims for the deadline's time at once: no extend after the claim.
+  std::chrono::milliseconds lease{0};
+};
+
 /// The defaults an owner of a guard gives the fields its user left unset (see Options).
 struct OptionDefaults {
   std::string_view scope{};

@@ -22,6 +22,9 @@ return {rec[1], rec[2] or '', rec[3] or '0', (tonumber(rec[4]) or 0) - now,
 // KEYS[1] the record; ARGV[1] 'release' (held records only) or 'forget' (any state);
 // ARGV[2] the holder's fence to match, '0' for any. Marks the record released and drops its
 // result; the fence and expiry stay, so the next claim continues above the fence. Never DEL.
+// A release keeps the run's steps and kept request (the run goes on, as after an abort); a
+// forget drops them too (record_step_save.lua, record_keep_request.lua name the fields), so no
+// later run of the key sees anything of the forgotten one.
 // Returns {changed, <kRead's fields>} or {0} when absent.
 inline constexpr const char* kRelease = R"lua(
 local t = redis.call('TIME')
@@ -33,12 +36,17 @@ local failure = ''
 if rec[1] == 'F' then failure = redis.call('HGET', KEYS[1], 'r') or '' end
 local before = {rec[1], rec[2] or '', rec[3] or '0', (tonumber(rec[4]) or 0) - now,
                 redis.call('PEXPIRETIME', KEYS[1]), len, failure}
-local ok = rec[1] ~= 'R'
+local ok = true  -- a forget changes any record, a released one included (its run's steps go)
 if ARGV[1] == 'release' and rec[1] ~= 'P' then ok = false end
 if ARGV[2] ~= '0' and rec[3] ~= ARGV[2] then ok = false end
 if ok then
   redis.call('HSET', KEYS[1], 's', 'R')
   redis.call('HDEL', KEYS[1], 'r')
+  if ARGV[1] == 'forget' then
+    local count = tonumber(redis.call('HGET', KEYS[1], 'sc')) or 0
+    for i = 0, count - 1 do redis.call('HDEL', KEYS[1], 'x' .. i, 'y' .. i) end
+    redis.call('HDEL', KEYS[1], 'sf', 'sc', 'q', 'qn', 'qf')
+  end
 end
 return {ok and 1 or 0, before[1], before[2], before[3], before[4], before[5], before[6], before[7]}
 )lua";

@@ -21,5 +21,12 @@ if rec[1] ~= STATE_HELD then
 end
 redis.call('HSET', key, 's', ARGV[2], 'r', ARGV[3])
 redis.call('HDEL', key, 'q', 'qn', 'qf')  -- a kept request (record_keep_request.lua) goes
+-- and so do the run's steps (record_step_save.lua): a finished record replays, it runs nothing,
+-- and no later run of the key (after a forget) may resume the finished one's steps.
+local steps = tonumber(redis.call('HGET', key, 'sc'))
+if steps then
+  for i = 0, steps - 1 do redis.call('HDEL', key, 'x' .. i, 'y' .. i) end
+  redis.call('HDEL', key, 'sf', 'sc')
+end
 redis.call('PEXPIRE', key, math.max(tonumber(ARGV[4]), 1))
 return REPLY_DONE

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <memory>
+#include <stdexcept>
 #include <tuple>
 #include <utility>
 
@@ -71,6 +73,8 @@ class RedisAdmin final : public Admin {
  public:
   RedisAdmin(redis::Client& client, RedisAdminOptions options)
       : client_(client), options_(std::move(options)) {}
+  RedisAdmin(std::shared_ptr<redis::Client> client, RedisAdminOptions options)
+      : owned_(std::move(client)), client_(*owned_), options_(std::move(options)) {}
 
   std::string_view store_name() const noexcept override { return "redis"; }
 
@@ -372,6 +376,7 @@ class RedisAdmin final : public Admin {
     return {};
   }
 
+  std::shared_ptr<redis::Client> owned_;  // the client, when the admin keeps it alive
   redis::Client& client_;
   RedisAdminOptions options_;
 };
@@ -380,6 +385,12 @@ class RedisAdmin final : public Admin {
 
 std::unique_ptr<Admin> redis_admin(redis::Client& client, RedisAdminOptions options) {
   return std::make_unique<RedisAdmin>(client, std::move(options));
+}
+
+std::unique_ptr<Admin> redis_admin(std::shared_ptr<redis::Client> client,
+                                   RedisAdminOptions options) {
+  if (!client) throw std::invalid_argument("idem: redis_admin needs a client");
+  return std::make_unique<RedisAdmin>(std::move(client), std::move(options));
 }
 
 }  // namespace idem::admin

@@ -112,6 +112,8 @@ SqlAdmin::SqlAdmin(const Dialect& dialect, const std::string& prefix, const char
       columns, text_.records, p(1), p(2), p(3), p(4), p(5), p(6));
   mark_released_ = fmt::format("UPDATE {} SET state = {}, result = NULL WHERE key = {}",
                                text_.records, static_cast<int>(State::released), p(1));
+  // A forget's: the run's steps and kept request (the row of index -1) go with its result.
+  drop_steps_ = fmt::format("DELETE FROM {} WHERE key = {}", text_.steps, p(1));
   const std::string counts = fmt::format(
       "SELECT state, count(*), sum(CASE WHEN expires_at <= {} THEN 1 ELSE 0 END) FROM {}",
       dialect.now_ms, text_.records);
@@ -244,11 +246,16 @@ Result<admin::Change> SqlAdmin::mark_released(std::string_view scope, const Key&
     change.before = info.value();
     const bool held = info->state == admin::State::in_progress;
     const bool matches = only_fence == 0 || info->fence == only_fence;
-    if ((only_held && !held) || !matches || info->state == admin::State::released) {
+    // A release changes a held record only; a forget any record, a released one included (its
+    // run's steps and kept request go).
+    if ((only_held && !held) || !matches) {
       db_->rollback();
       return change;
     }
     change.changed = db_->exec(mark_released_, params) == 1;
+    // A release keeps the run's steps and kept request (the run goes on, as after an abort); a
+    // forget drops them: no later run of the key sees anything of the forgotten one.
+    if (!only_held) db_->exec(drop_steps_, params);
     db_->commit();
     return change;
   });

@@ -70,7 +70,8 @@ class SqlAdmin final : public admin::Admin {
   std::unique_ptr<AdminConnection> db_;
   std::mutex mutex_;
   bool schema_checked_ = false;
-  std::string select_one_, select_page_, mark_released_, count_states_, count_all_states_;
+  std::string select_one_, select_page_, mark_released_, drop_steps_, count_states_,
+      count_all_states_;
 };
 
 }  // namespace idem::sql

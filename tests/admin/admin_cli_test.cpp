@@ -265,6 +265,23 @@ TEST_P(AdminCli, ForgetThenClaimNeverReusesAFence) {
   EXPECT_EQ(json_number(after.out, "fence"), last) << "the forgotten record keeps its fence";
 }
 
+// Global options are read after the command too, where people type them; a forget says how long
+// other processes' caches may still replay the record.
+TEST_P(AdminCli, GlobalOptionsAfterTheCommandAndTheForgetsCacheNote) {
+  const std::string scope = unique_scope("after");
+  with_guard(scope, [&](auto& guard) {
+    ASSERT_TRUE(guard.execute(idem::Key{"done"}, "p", [] { return 1; }).has_value());
+  });
+  CliRun listed =
+      idem_cli("list --state completed --store " + q(uri_) + " --json --scope " + q(scope));
+  ASSERT_EQ(listed.status, 0) << listed.err;
+  EXPECT_NE(listed.out.find("\"id\":\"done\""), std::string::npos) << listed.out;
+  CliRun forgot = idem_cli("forget done --yes --store " + q(uri_) + " --scope " + q(scope));
+  ASSERT_EQ(forgot.status, 0) << forgot.err;
+  EXPECT_NE(forgot.err.find("max_ttl"), std::string::npos) << forgot.err;
+  EXPECT_EQ(forgot.out.find("max_ttl"), std::string::npos) << "the note goes to stderr";
+}
+
 TEST_P(AdminCli, PagingThroughTenThousandKeysReturnsEachOnce) {
   const std::string scope = unique_scope("paging");
   constexpr int kKeys = 10'000;

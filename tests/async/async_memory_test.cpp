@@ -1,11 +1,15 @@
 // AsyncGuard on MemoryStore through ImmediateStore: every call completes at once. And what
 // observers see of async calls.
 
+#include <boost/asio/detached.hpp>
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
 #include "async/async_guard_cases.hpp"
+#include "idem/detail/effective_key.hpp"
 #include "idem/observer.hpp"
 #include "idem/stores/memory_store.hpp"
 
@@ -85,6 +89,45 @@ TEST(AsyncObserver, KeepRequestIsRefusedAtConstruction) {
   ImmediateStore<MemoryStore> store{memory};
   EXPECT_THROW((AsyncGuard{store, Options{.scope = "kept", .keep_request = true}}),
                std::invalid_argument);
+}
+
+}  // namespace idem::testing
+
+namespace idem::testing {
+
+// The guard's clock is the Wait policy's only clock: on a ManualClock (a store and guard in a
+// test) the wait's deadline and its pauses both read it, so waiting on a live holder ends at the
+// wait's timeout, in virtual time, at once.
+TEST(AsyncWait, EndsOnAManualClockAtItsTimeout) {
+  auto clock = std::make_shared<ManualClock>();
+  MemoryStore memory{MemoryStoreOptions{.clock = clock}};
+  ImmediateStore<MemoryStore> store{memory};
+  AsyncGuard guard{store, Options{.scope = "wait",
+                                  .lease = std::chrono::hours{1},
+                                  .in_progress = Wait{.timeout = std::chrono::seconds{5}},
+                                  .clock = clock}};
+  const detail::EffectiveKey k("wait", {}, "held");
+  ASSERT_EQ(memory
+                .claim(ClaimRequest{.key = k.view(),
+                                    .fingerprint = xxh3_128(""),
+                                    .lease = std::chrono::hours{1},
+                                    .retention = std::chrono::hours{1}})
+                ->status,
+            ClaimStatus::acquired);
+  IoRunner runner;
+  const auto started = clock->now();
+  std::optional<Outcome<int>> out;
+  auto call = [&]() -> net::awaitable<void> {
+    out.emplace(co_await guard.async_execute(Key{"held"}, [] { return 1; }));
+  };
+  net::co_spawn(runner.io(), call(), net::detached);
+  // Bounded in real time: a wait that never ends fails here instead of hanging the suite.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds{10};
+  runner.run_until([&] { return out.has_value() || std::chrono::steady_clock::now() > give_up; });
+  ASSERT_TRUE(out.has_value()) << "the wait did not end";
+  EXPECT_EQ(out->error(), errc::in_progress);
+  EXPECT_GE(clock->now() - started, std::chrono::seconds{5});
+  EXPECT_LT(clock->now() - started, std::chrono::seconds{6});
 }
 
 }  // namespace idem::testing

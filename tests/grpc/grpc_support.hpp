@@ -1,7 +1,7 @@
 #pragma once
 // What the gRPC tests share: a payments server in this process (synchronous or callback API, on
-// a MemoryStore, a counting Charger), one call with chosen metadata, and the example's server as a
-// child process.
+// a MemoryStore that counts its calls, a counting Charger), one call with chosen metadata, and the
+// example's server as a child process.
 
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "payments_service.hpp"
+#include "support/counting_store.hpp"
 
 extern char** environ;  // NOLINT: POSIX
 
@@ -29,15 +30,14 @@ using Metadata = std::vector<std::pair<std::string, std::string>>;
 
 enum class Api { sync, callback };
 
-/// A payments server on 127.0.0.1 (a port the system picks) over a MemoryStore.
+/// A payments server on 127.0.0.1 (a port the system picks) over a MemoryStore (counted).
 class InProcessServer {
  public:
   explicit InProcessServer(Api api, std::chrono::milliseconds delay = {}) : charger_(delay) {
     if (api == Api::sync) {
-      service_ = std::make_unique<payments::PaymentsService<idem::MemoryStore>>(store_, charger_);
+      service_ = std::make_unique<payments::PaymentsService<Store>>(store_, charger_);
     } else {
-      service_ =
-          std::make_unique<payments::PaymentsCallbackService<idem::MemoryStore>>(store_, charger_);
+      service_ = std::make_unique<payments::PaymentsCallbackService<Store>>(store_, charger_);
     }
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
@@ -49,11 +49,14 @@ class InProcessServer {
   InProcessServer(const InProcessServer&) = delete;
   InProcessServer& operator=(const InProcessServer&) = delete;
 
+  using Store = idem::testing::CountingStore;
+
   int port() const { return port_; }
   std::int64_t charges() const { return charger_.charges(); }
+  Store& store() { return store_; }
 
  private:
-  idem::MemoryStore store_;
+  Store store_;
   payments::Charger charger_;
   std::unique_ptr<grpc::Service> service_;
   std::unique_ptr<grpc::Server> server_;

@@ -197,11 +197,13 @@ class GrpcWrapper : public ::testing::Test {
   }
 };
 
-TEST_F(GrpcWrapper, AHandlerThatThrowsReleasesTheKeyAndAnswersInternal) {
+// The key was released: ABORTED, a code a client's retry policy retries (handler_aborted).
+TEST_F(GrpcWrapper, AHandlerThatThrowsReleasesTheKeyAndAnswersAborted) {
   Call first(keyed("k"));
   const grpc::Status threw = call(
       first, [](v1::Receipt&) -> grpc::Status { throw std::runtime_error("provider timeout"); });
-  EXPECT_EQ(threw.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_EQ(threw.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_TRUE(idem::grpc_retryable(threw.error_code()));
   EXPECT_NE(threw.error_message().find("provider timeout"), std::string::npos);
   Call retry(keyed("k"));
   EXPECT_TRUE(call(retry, [](v1::Receipt& out) {
@@ -410,6 +412,43 @@ TEST_P(GrpcEndToEnd, ConcurrentRepeatsChargeEachKeyOnceAndAnswerAlike) {
   EXPECT_EQ(differing.load(), 0);
   EXPECT_EQ(server.charges(), static_cast<std::int64_t>(answers.size()));
   EXPECT_EQ(replays.load(), kThreads * kPerThread - static_cast<int>(answers.size()));
+}
+
+// Under remember_failures the failure is remembered: INTERNAL, not retried, and replayed.
+TEST(GrpcRemembered, AHandlerThatThrowsIsRememberedAndAnswersInternal) {
+  idem::MemoryStore store;
+  MemoryGuard guard{store, idem::Options{.scope = "remembered", .remember_failures = true}};
+  MemoryRpc rpc{guard};
+  const v1::ChargeRequest request = request_of(1999);
+  int runs = 0;
+  auto handler = [&](v1::Receipt&) -> grpc::Status {
+    ++runs;
+    throw std::runtime_error("card declined");
+  };
+  Call first(keyed("k"));
+  const grpc::Status threw = rpc.unary(first.context, request, first.receipt, handler);
+  EXPECT_EQ(threw.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_FALSE(idem::grpc_retryable(threw.error_code()));
+  Call again(keyed("k"));
+  const grpc::Status replay = rpc.unary(again.context, request, again.receipt, handler);
+  EXPECT_EQ(replay.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_TRUE(again.replayed());
+  EXPECT_EQ(runs, 1);
+}
+
+// A call with a deadline claims for the deadline's time in its claim: a fresh call is one claim
+// and one commit, no extend, and the claim asked for the deadline plus the grace.
+TEST_P(GrpcEndToEnd, ACallWithADeadlineClaimsForItWithoutAnExtend) {
+  InProcessServer server(GetParam());
+  auto stub = stub_for(server.port());
+  const Answer a = charge(*stub, request_of(700), keyed("deadline"), 2000ms);
+  ASSERT_TRUE(a.status.ok()) << a.status.error_message();
+  EXPECT_EQ(server.store().claims.load(), 1);
+  EXPECT_EQ(server.store().commits.load(), 1);
+  EXPECT_EQ(server.store().extends.load(), 0);
+  const auto lease = server.store().last_claim_lease_ms.load();
+  EXPECT_GT(lease, 5000);  // the deadline left (under 2 s) plus the 5 s grace
+  EXPECT_LE(lease, 7000);
 }
 
 // A charge slower than the client's deadline: the client gives up, retries with the same key, is

@@ -29,6 +29,27 @@ TEST(ProblemJson, HoldsTypeTitleStatusAndDetailEscaped) {
             R"({"type":"about:blank","title":"a\u0001\u007f","status":500})");
 }
 
+// A detail is often a handler's exception text, which may hold any bytes: the body stays valid
+// JSON (RFC 8259: UTF-8), well-formed UTF-8 kept, every other byte replaced by U+FFFD.
+TEST(ProblemJson, BytesThatAreNotUtf8BecomeTheReplacementCharacter) {
+  const std::string replacement = "\xef\xbf\xbd";
+  const auto detail_of = [](std::string_view detail) {
+    const std::string body =
+        problem_json({.title = "t", .status = 500, .detail = std::string(detail)});
+    const std::string head = R"({"type":"about:blank","title":"t","status":500,"detail":")";
+    EXPECT_EQ(body.substr(0, head.size()), head) << body;
+    return body.substr(head.size(), body.size() - head.size() - 2);
+  };
+  EXPECT_EQ(detail_of("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x92\xb3"),
+            "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x92\xb3");       // é € 💳 kept
+  EXPECT_EQ(detail_of("a\xffb"), "a" + replacement + "b");      // not a lead byte
+  EXPECT_EQ(detail_of("\xc3"), replacement);                    // cut short
+  EXPECT_EQ(detail_of("\xc0\xaf"), replacement + replacement);  // overlong '/'
+  EXPECT_EQ(detail_of("\xed\xa0\x80"), replacement + replacement + replacement);  // surrogate
+  EXPECT_EQ(detail_of("\xf4\x90\x80\x80"), replacement + replacement + replacement + replacement);
+  EXPECT_EQ(detail_of("\x80x"), replacement + "x");  // a continuation byte alone
+}
+
 TEST(ProblemJson, TypeIsTheServicesDocumentationOrAUrnNamingTheError) {
   const Problem urn = problem_of(errc::payload_mismatch, "another body");
   EXPECT_EQ(urn.type, "urn:idem:problem:payload_mismatch");

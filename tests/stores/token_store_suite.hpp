@@ -17,6 +17,7 @@
 
 #include "idem/detail/token.hpp"
 #include "idem/idem.hpp"
+#include "idem/stores/cached_store.hpp"
 
 namespace idem::testing {
 
@@ -287,6 +288,24 @@ TYPED_TEST_P(TokenStoreSuite, BeginHoldsTheTokenUntilCommitOrFail) {
   EXPECT_EQ(malformed.outcome().error(), errc::token_invalid) << malformed.outcome().message();
 }
 
+// A CachedStore in front answers what the token store would: a consumed token replays from the
+// cache, and the same token with another payload is still token_invalid (the cache passes it on),
+// never payload_mismatch.
+TYPED_TEST_P(TokenStoreSuite, BehindACacheATokenUsedWithAnotherPayloadIsStillInvalid) {
+  const std::string t = this->issue();
+  CachedStore<TypeParam&> cached{CachedStoreOptions{}, this->store()};
+  IdempotencyGuard guard{cached, this->store().options()};
+  auto first = guard.execute(Key{t}, "order=1", [] { return std::string("receipt"); });
+  ASSERT_TRUE(first) << first.message();
+  auto replay = guard.execute(Key{t}, "order=1", [] { return std::string("other"); });
+  ASSERT_TRUE(replay.replayed()) << replay.message();
+  EXPECT_EQ(replay.value(), "receipt");
+  EXPECT_EQ(cached.hits(), 1u);
+  auto other = guard.execute(Key{t}, "order=2", [] { return std::string("never"); });
+  EXPECT_EQ(other.error(), errc::token_invalid) << other.message();
+  EXPECT_EQ(this->store().execute(t, "order=2", [] { return 1; }).error(), errc::token_invalid);
+}
+
 REGISTER_TYPED_TEST_SUITE_P(
     TokenStoreSuite, IssuedTokensAre128RandomBitsInBase64Url, FirstUseRunsAndARepeatReplays,
     UnknownForgedAndMalformedTokensAreInvalid, RefusedTokensAreRejectionsNotStoreErrors,
@@ -294,6 +313,6 @@ REGISTER_TYPED_TEST_SUITE_P(
     HandlerThatThrowsReturnsTheTokenToPending, AbortAfterTheTokensExpiryLeavesItInvalid,
     ConsumedTokenReplaysUntilTtlThenIsInvalid, ExpiredLeaseIsTakenOverAndTheOldHolderFencedOff,
     CommitRepeatedUnderItsFenceAfterItLandedSucceeds, DoubleSubmitFromEightThreadsRunsOnce,
-    BeginHoldsTheTokenUntilCommitOrFail);
+    BeginHoldsTheTokenUntilCommitOrFail, BehindACacheATokenUsedWithAnotherPayloadIsStillInvalid);
 
 }  // namespace idem::testing

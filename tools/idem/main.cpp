@@ -38,6 +38,9 @@ int fail(const idem::Failure& f) {
 int main(int argc, char** argv) {
   CLI::App app{"idem: inspect and repair an idem record store"};
   app.require_subcommand(1);
+  // The global options (--store, --scope, --json, ...) also after the command, where people type
+  // them: `idem --store URI list --json`.
+  app.fallthrough();
   std::string uri, scope, table_prefix = "idem_", redis_prefix = "idem:";
   bool json = false;
   app.add_option("--store", uri,
@@ -157,6 +160,12 @@ int main(int argc, char** argv) {
     if (!change) return fail(change.failure());
     idem::cli::print_change(std::cout, release->parsed() ? "released" : "forgotten", change.value(),
                             json);
+    if (forget->parsed() && change->changed) {
+      // On stderr: a --json answer on stdout stays one JSON document.
+      std::cerr << "idem: note: a process with a CachedStore in front of this store may replay "
+                   "the forgotten record until its cached copy expires: at most its "
+                   "CachedStoreOptions::max_ttl (5 minutes by default). See docs/operations.md.\n";
+    }
     if (!change->before) return fail(Exit::not_found, "no record under that key in scope " + scope);
     if (!change->changed) {
       return fail(Exit::not_found,

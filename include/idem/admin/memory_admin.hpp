@@ -159,7 +159,8 @@ class MemoryAdmin final : public Admin {
     if (key.id.empty()) return make_failure(errc::key_invalid, "the key id is empty");
     const std::string k = detail::effective_key(scope, key);
     const auto hk = MemoryStore::hashed(k);
-    std::string dropped;  // the result's buffer, freed after the lock
+    std::string dropped;                              // the result's buffer, freed after the lock
+    decltype(MemoryStore::Entry::run) forgotten_run;  // a forget's steps and request, likewise
     MemoryStore::Shard& shard = store_.shard_for(hk);
     std::lock_guard lock(shard.mutex);
     MemoryStore::Entry* e = shard.records.find(hk);
@@ -167,12 +168,14 @@ class MemoryAdmin final : public Admin {
     if (e == nullptr) return change;
     change.before = info_of(*e, k, scope, store_.clock_->now());
     const bool held = e->state == idem::detail::RecordState::held;
-    if ((only_held && !held) || (only_fence != 0 && e->fence != only_fence) ||
-        e->state == idem::detail::RecordState::released) {
-      return change;
-    }
+    // A release changes a held record only; a forget any record, a released one included (its
+    // run's steps and kept request go).
+    if ((only_held && !held) || (only_fence != 0 && e->fence != only_fence)) return change;
     e->state = idem::detail::RecordState::released;
     e->result.swap(dropped);
+    // A release keeps the run's steps and kept request (the run goes on, as after an abort); a
+    // forget drops them: no later run of the key sees anything of the forgotten one.
+    if (!only_held) e->run.swap(forgotten_run);
     change.changed = true;
     return change;
   }

@@ -18,5 +18,9 @@ struct RedisAdminOptions {
 
 /// An admin over `client` (one server or a cluster), which must outlive it.
 std::unique_ptr<Admin> redis_admin(redis::Client& client, RedisAdminOptions options = {});
+/// An admin that shares `client` (a RedisStore's, say) and keeps it alive. Throws
+/// std::invalid_argument for a null client.
+std::unique_ptr<Admin> redis_admin(std::shared_ptr<redis::Client> client,
+                                   RedisAdminOptions options = {});
 
 }  // namespace idem::admin

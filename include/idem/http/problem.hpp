@@ -13,6 +13,7 @@
 //   // outcome.value() is the key's answer
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -36,12 +37,59 @@ struct Problem {
   std::string instance{};  // left out of the body when empty
 };
 
-/// `s` as a JSON string, quotes included. Bytes that are not ASCII pass through unchanged.
+namespace detail {
+
+/// The length of the well-formed UTF-8 sequence (RFC 3629: no overlong forms, no surrogates,
+/// nothing above U+10FFFF) that starts `s`, or 0 when `s` does not start with one.
+inline std::size_t utf8_sequence(std::string_view s) noexcept {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char lead = byte(0);
+  std::size_t n = 0;
+  unsigned char low = 0x80;  // the second byte's range, narrowed for the lead bytes that need it
+  unsigned char high = 0xbf;
+  if (lead < 0x80) return 1;
+  if (lead >= 0xc2 && lead <= 0xdf) {
+    n = 2;
+  } else if (lead >= 0xe0 && lead <= 0xef) {
+    n = 3;
+    if (lead == 0xe0) low = 0xa0;   // overlong
+    if (lead == 0xed) high = 0x9f;  // surrogates
+  } else if (lead >= 0xf0 && lead <= 0xf4) {
+    n = 4;
+    if (lead == 0xf0) low = 0x90;   // overlong
+    if (lead == 0xf4) high = 0x8f;  // above U+10FFFF
+  } else {
+    return 0;
+  }
+  if (s.size() < n || byte(1) < low || byte(1) > high) return 0;
+  for (std::size_t i = 2; i < n; ++i) {
+    if (byte(i) < 0x80 || byte(i) > 0xbf) return 0;
+  }
+  return n;
+}
+
+}  // namespace detail
+
+/// `s` as a JSON string, quotes included: always valid JSON. Well-formed UTF-8 passes through;
+/// each byte that is not part of a well-formed sequence becomes U+FFFD, the replacement
+/// character (RFC 8259 requires UTF-8 text).
 inline std::string json_string(std::string_view s) {
   constexpr std::string_view kHex = "0123456789abcdef";
   std::string out = "\"";
-  for (const char c : s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const char c = s[i];
     const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x80) {
+      const std::size_t n = detail::utf8_sequence(s.substr(i));
+      if (n == 0) {
+        out += "\xef\xbf\xbd";
+        ++i;
+      } else {
+        out.append(s.substr(i, n));
+        i += n;
+      }
+      continue;
+    }
     if (c == '"' || c == '\\') {
       out.push_back('\\');
       out.push_back(c);
@@ -58,6 +106,7 @@ inline std::string json_string(std::string_view s) {
     } else {
       out.push_back(c);
     }
+    ++i;
   }
   out.push_back('"');
   return out;

@@ -47,8 +47,8 @@ struct CachedStoreOptions {
 };
 
 /// Keeps recently completed records of the store S in process memory, so that a hot replay costs
-/// no round trip: a claim of a cached key answers completed (or failed, or mismatch for another
-/// fingerprint) exactly as the backend would, without calling it.
+/// no round trip: a claim of a cached key with the same payload answers completed (or failed)
+/// exactly as the backend would, without calling it.
 ///
 /// It caches only what the backend confirmed: a completed (or failed) record after a successful
 /// commit through this object, or a claim that returned one together with its time left
@@ -88,12 +88,15 @@ class CachedStore {
   CachedStore(const CachedStore&) = delete;
   CachedStore& operator=(const CachedStore&) = delete;
 
-  /// A live cached record answers without calling S; otherwise S's claim, whose completed or
-  /// failed answer fills the cache when S says how long the record has left.
+  /// A live cached record of the request's payload replays without calling S; otherwise S's
+  /// claim, whose completed or failed answer fills the cache when S says how long the record has
+  /// left. Another payload always goes to S, which words the refusal (payload_mismatch, or a
+  /// token store's token_invalid).
   Result<Claim> claim(const ClaimRequest& request) {
     const auto now = clock_->now();
     const HashedKey key = hashed(request.key);
     Shard& shard = shard_for(key);
+    std::uint64_t generation = 0;  // S's answer fills the cache only if nothing was invalidated
     {
       std::lock_guard lock(shard.mutex);
       auto it = shard.entries.find(key);
@@ -106,14 +109,15 @@ class CachedStore {
                                                              .result = e.result},
                                         request.fingerprint);
         // A cached record is completed or failed: only its expiry makes it claimable.
-        if (answer.status != ClaimStatus::acquired) {
+        if (answer.status == ClaimStatus::completed || answer.status == ClaimStatus::failed) {
           shard.hits.fetch_add(1, std::memory_order_relaxed);
           shard.move_to_back(&e);
           return answer;
         }
-        shard.erase(&e);  // expired: not an eviction
+        if (answer.status == ClaimStatus::acquired) shard.erase(&e);  // expired: not evicted
       }
       shard.misses.fetch_add(1, std::memory_order_relaxed);
+      generation = shard.generation.load(std::memory_order_relaxed);
     }
 
     Result<Claim> claimed = inner_.claim(request);
@@ -122,8 +126,11 @@ class CachedStore {
     if (c.status == ClaimStatus::acquired) {
       remember_holder(shard, request, c.fence, now);
     } else if (cacheable(c.status) && c.expires_in.count() > 0) {
-      fill(shard, key, request.fingerprint, c.fence, c.status, c.result,
-           now + std::min(c.expires_in, max_ttl_));
+      std::lock_guard lock(shard.mutex);
+      if (shard.generation.load(std::memory_order_relaxed) == generation) {
+        fill_locked(shard, key, request.fingerprint, c.fence, c.status, c.result,
+                    now + std::min(c.expires_in, max_ttl_));
+      }
     }
     return claimed;
   }
@@ -132,16 +139,18 @@ class CachedStore {
   /// its holder claimed with.
   Status commit(const Ticket& ticket, const Completion& completion) {
     const auto before = clock_->now();  // the backend's expiry is later than before + ttl
-    Status status = inner_.commit(ticket, completion);
     const HashedKey key = hashed(ticket.key);
     Shard& shard = shard_for(key);
+    const std::uint64_t generation = shard.generation.load(std::memory_order_acquire);
+    Status status = inner_.commit(ticket, completion);
     std::lock_guard lock(shard.mutex);
     auto it = shard.holders.find(key);
     if (it == shard.holders.end() || it->second.fence != ticket.fence) return status;
     const Fingerprint fingerprint = it->second.fingerprint;
     // Keep the holder through a retryable failure: the guard commits again with the same ticket.
     if (status.ok() || status.error() == errc::lease_lost) shard.holders.erase(it);
-    if (status.ok() && cacheable(completion.status) && completion.ttl.count() > 0) {
+    if (status.ok() && cacheable(completion.status) && completion.ttl.count() > 0 &&
+        shard.generation.load(std::memory_order_relaxed) == generation) {
       fill_locked(shard, key, fingerprint, ticket.fence, completion.status, completion.result,
                   before + std::min(completion.ttl, max_ttl_));
     }
@@ -187,7 +196,7 @@ class CachedStore {
   /// The wrapped store.
   Inner& inner() noexcept { return inner_; }
 
-  /// Claims answered from the cache (completed, failed or mismatch) without calling S.
+  /// Claims answered from the cache (completed or failed) without calling S.
   std::uint64_t hits() const noexcept { return sum(&Shard::hits); }
   /// Claims passed on to S.
   std::uint64_t misses() const noexcept { return sum(&Shard::misses); }
@@ -212,12 +221,26 @@ class CachedStore {
     return n;
   }
 
+  /// Drops the cached record of `key` (an effective key), if any, so that its next claim asks S:
+  /// for records changed in S behind this object's back (an operator's forget or release; see
+  /// idem::admin::cached_admin, which calls it). An answer of S read before this call and
+  /// arriving after it does not fill the cache again.
+  void invalidate(std::string_view key) {
+    const HashedKey hk = hashed(key);
+    Shard& shard = shard_for(hk);
+    std::lock_guard lock(shard.mutex);
+    auto it = shard.entries.find(hk);
+    if (it != shard.entries.end()) shard.erase(&it->second);
+    shard.generation.fetch_add(1, std::memory_order_release);
+  }
+
   /// Drops every cached record (for instance after records were deleted from the backend by
-  /// hand). Holders in flight keep their fingerprints.
+  /// hand), as invalidate() does for one. Holders in flight keep their fingerprints.
   void clear() {
     for (Shard& shard : shards_) {
       std::lock_guard lock(shard.mutex);
       while (shard.head != nullptr) shard.erase(shard.head);
+      shard.generation.fetch_add(1, std::memory_order_release);
     }
   }
 
@@ -258,6 +281,9 @@ class CachedStore {
     std::atomic<std::uint64_t> hits{0};
     std::atomic<std::uint64_t> misses{0};
     std::atomic<std::uint64_t> evictions{0};
+    // Bumped (under the lock) by invalidate() and clear(): an answer of S read before the bump
+    // must not fill the cache after it. Read without the lock before a commit.
+    std::atomic<std::uint64_t> generation{0};
 
     void push_back(Entry* e) noexcept {
       e->prev = tail;
@@ -307,12 +333,6 @@ class CachedStore {
     std::lock_guard lock(shard.mutex);
     auto it = shard.holders.find(key);
     if (it != shard.holders.end() && it->second.fence == ticket.fence) shard.holders.erase(it);
-  }
-
-  void fill(Shard& shard, const HashedKey& key, const Fingerprint& fingerprint, Fence fence,
-            ClaimStatus status, std::string_view result, Clock::time_point expires_at) {
-    std::lock_guard lock(shard.mutex);
-    fill_locked(shard, key, fingerprint, fence, status, result, expires_at);
   }
 
   void fill_locked(Shard& shard, const HashedKey& key, const Fingerprint& fingerprint, Fence fence,

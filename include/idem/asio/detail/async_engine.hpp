@@ -14,6 +14,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_state.hpp>
 #include <boost/asio/error.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -152,6 +153,34 @@ inline bool cancelled(const boost::asio::cancellation_state& state) noexcept {
                                     "idem: async_execute cancelled");
 }
 
+/// A pause of the asynchronous guard, on the policy's clock (the one its deadlines read): for
+/// the steady clock a timer of the coroutine's event loop; for an injected clock (a ManualClock
+/// in a test) that clock's own sleep_for(), which must not block (a ManualClock moves at once),
+/// and then a yield to the loop. True when the pause was cancelled.
+class AsyncPause {
+ public:
+  explicit AsyncPause(Clock& clock)
+      : clock_(&clock), real_time_(dynamic_cast<SteadyClock*>(&clock) != nullptr) {}
+
+  boost::asio::awaitable<bool> pause(Clock::duration d) {
+    if (!real_time_) {
+      clock_->sleep_for(d);
+      co_await boost::asio::post(co_await boost::asio::this_coro::executor,
+                                 boost::asio::use_awaitable);
+      co_return false;
+    }
+    if (!timer_) timer_.emplace(co_await boost::asio::this_coro::executor);
+    timer_->expires_after(d);
+    auto [waited] = co_await timer_->async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+    co_return static_cast<bool>(waited);
+  }
+
+ private:
+  Clock* clock_;
+  bool real_time_;
+  std::optional<boost::asio::steady_timer> timer_;
+};
+
 /// The rest of claim_or_wait once a claim found the key in progress: pause on a timer, claim
 /// again, until the holder finishes, the wait runs out (refuse_busy) or the claim is answered.
 /// A cancelled pause gives up (nothing is held): it throws. Kept out of the first claim's path,
@@ -162,15 +191,12 @@ boost::asio::awaitable<Result<Claim>> async_wait_for_holder(const Policy& policy
                                                             const ClaimRequest& request,
                                                             Claim busy) {
   WaitPacer pacer(policy.wait(), *policy.clock);
-  std::optional<boost::asio::steady_timer> timer;
+  AsyncPause pauses(*policy.clock);
   for (;;) {
     const auto pause = pacer.next_pause(busy);
     if (!pause) co_return refuse_busy(policy, target, busy);
     if (cancelled(co_await boost::asio::this_coro::cancellation_state)) throw_cancelled();
-    if (!timer) timer.emplace(co_await boost::asio::this_coro::executor);
-    timer->expires_after(*pause);
-    auto [waited] = co_await timer->async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
-    if (waited) throw_cancelled();
+    if (co_await pauses.pause(*pause)) throw_cancelled();
     Result<Claim> claim = co_await target.store().async_claim(request);
     if (claim_refused(policy, target, claim)) co_return claim;
     if (claim->status != ClaimStatus::in_progress) {
@@ -202,14 +228,12 @@ boost::asio::awaitable<Status> async_commit_retries(const Policy& policy, AsyncT
                                                     Fence fence, ClaimStatus status,
                                                     std::string_view bytes, CommitTries tries,
                                                     Status last) {
-  std::optional<boost::asio::steady_timer> timer;
+  AsyncPause pauses(*policy.clock);
   const Ticket ticket = target.ticket(fence);
   const Completion completion = target.completion(status, bytes);
   for (;;) {
     notify(policy, target, Event::commit_retried, fence, last.error());
-    if (!timer) timer.emplace(co_await boost::asio::this_coro::executor);
-    timer->expires_after(tries.next_pause());
-    (void)co_await timer->async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+    (void)co_await pauses.pause(tries.next_pause());
     last = co_await target.store().async_commit(ticket, completion);
     if (tries.finished(last)) {
       if (!last) report(policy, target, last, fence);
