@@ -32,5 +32,10 @@ idem_header_unit(json idem_json ${IDEM_JSON_HEADERS})
 idem_header_unit(prometheus idem_prometheus ${IDEM_PROMETHEUS_HEADERS})
 idem_header_unit(spdlog idem_spdlog ${IDEM_SPDLOG_HEADERS})
 idem_header_unit(asio idem_asio ${IDEM_ASIO_HEADERS})
+if(TARGET idem_testing AND TARGET idem_asio)
+  add_library(idem_testing_asio_unit INTERFACE) # the kit's asynchronous headers need both
+  target_link_libraries(idem_testing_asio_unit INTERFACE idem_testing idem_asio)
+  idem_header_unit(testing_asio idem_testing_asio_unit ${IDEM_TESTING_ASIO_HEADERS})
+endif()
 # No unit for idem::asio_redis and idem::asio_postgres: src/asio/ includes each of their headers,
 # and every pass over Boost.Asio's headers costs clang-tidy half a minute.

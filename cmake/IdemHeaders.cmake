@@ -44,10 +44,17 @@ file(GLOB_RECURSE IDEM_ASIO_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_include}
 list(REMOVE_ITEM IDEM_ASIO_HEADERS ${IDEM_ASIO_REDIS_HEADERS} ${IDEM_ASIO_POSTGRES_HEADERS})
 file(GLOB_RECURSE IDEM_TESTING_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_include}"
      "${_idem_include}/idem/testing/*.hpp")
+# The kit's asynchronous face and blocking adapter: shipped with the kit, and usable where
+# idem::asio is linked too (Boost.Asio).
+set(IDEM_TESTING_ASIO_HEADERS
+  idem/testing/async_face.hpp
+  idem/testing/blocking_store.hpp)
+list(REMOVE_ITEM IDEM_TESTING_HEADERS ${IDEM_TESTING_ASIO_HEADERS})
 
 file(GLOB_RECURSE IDEM_CORE_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_include}"
      "${_idem_include}/idem/*.hpp")
-foreach(_idem_list SQL SQLITE POSTGRES REDIS GRPC ASIO ASIO_REDIS ASIO_POSTGRES TESTING JSON PROMETHEUS SPDLOG)
+foreach(_idem_list SQL SQLITE POSTGRES REDIS GRPC ASIO ASIO_REDIS ASIO_POSTGRES TESTING TESTING_ASIO JSON
+                  PROMETHEUS SPDLOG)
   foreach(_idem_header IN LISTS IDEM_${_idem_list}_HEADERS)
     if(NOT _idem_header IN_LIST IDEM_CORE_HEADERS)
       message(FATAL_ERROR "cmake/IdemHeaders.cmake: IDEM_${_idem_list}_HEADERS names "

@@ -21,9 +21,12 @@
 #include <vector>
 
 #include "async/async_guard_cases.hpp"
+#include "idem/admin/postgres_admin.hpp"
 #include "idem/asio/postgres_store.hpp"
 #include "idem/guard.hpp"
 #include "idem/stores/postgres_store.hpp"
+#include "idem/testing/async_face.hpp"
+#include "idem/testing/blocking_store.hpp"
 #include "idem/testing/record_store_conformance.hpp"
 #include "sql/pg_relay.hpp"
 
@@ -82,24 +85,15 @@ struct PostgresBackend : IoRunner {
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, AsyncGuardCases, PostgresBackend);
 
-// --- The conformance kit, each call through the asynchronous store ---------------------------
-struct BlockingAsyncPostgres {
-  explicit BlockingAsyncPostgres(std::string table_prefix)
-      : prefix(std::move(table_prefix)),
-        async(runner.io().get_executor(), async_pg_options(prefix)) {}
-
-  Result<Claim> claim(const ClaimRequest& r) { return runner.run(async.async_claim(r)); }
-  Status commit(const Ticket& t, const Completion& c) {
-    return runner.run(async.async_commit(t, c));
-  }
-  Status abort(const Ticket& t) { return runner.run(async.async_abort(t)); }
-  Status extend(const Ticket& t, std::chrono::milliseconds l) {
-    return runner.run(async.async_extend(t, l));
-  }
-
-  IoRunner runner;
+// --- The conformance kit, each call through the asynchronous store -------------------------------
+// The table prefix, set before the store is made with it.
+struct TablePrefix {
   std::string prefix;
-  AsyncPostgresStore async;
+};
+
+struct BlockingAsyncPostgres : TablePrefix, BlockingStore<AsyncPostgresStore> {
+  explicit BlockingAsyncPostgres(std::string table_prefix)
+      : TablePrefix{std::move(table_prefix)}, BlockingStore(async_pg_options(prefix)) {}
 };
 
 template <>
@@ -118,6 +112,10 @@ struct StoreTraits<BlockingAsyncPostgres> {
   static void advance(BlockingAsyncPostgres&, std::chrono::milliseconds d) {
     std::this_thread::sleep_for(d);
   }
+  static std::unique_ptr<admin::Admin> admin(BlockingAsyncPostgres& store) {
+    return admin::postgres_admin({.uri = pg_test_uri(), .table_prefix = store.prefix});
+  }
+  using async_face = AsyncFace<BlockingAsyncPostgres>;
 };
 
 }  // namespace idem::testing

@@ -26,10 +26,13 @@
 #include <vector>
 
 #include "async/async_guard_cases.hpp"
+#include "idem/admin/redis_admin.hpp"
 #include "idem/asio/redis_store.hpp"
 #include "idem/detail/effective_key.hpp"
 #include "idem/guard.hpp"
 #include "idem/stores/redis_store.hpp"
+#include "idem/testing/async_face.hpp"
+#include "idem/testing/blocking_store.hpp"
 #include "idem/testing/record_store_conformance.hpp"
 #include "redis/redis_cluster_support.hpp"
 #include "redis/redis_test_support.hpp"
@@ -64,23 +67,14 @@ struct RedisClusterBackend : IoRunner {
 INSTANTIATE_TYPED_TEST_SUITE_P(RedisCluster, AsyncGuardCases, RedisClusterBackend);
 
 // --- The conformance kit, each call through the asynchronous store on the cluster ---------------
-struct BlockingAsyncRedisCluster {
-  explicit BlockingAsyncRedisCluster(std::string key_prefix)
-      : prefix(std::move(key_prefix)),
-        async(runner.io().get_executor(), async_cluster_options(prefix)) {}
-
-  Result<Claim> claim(const ClaimRequest& r) { return runner.run(async.async_claim(r)); }
-  Status commit(const Ticket& t, const Completion& c) {
-    return runner.run(async.async_commit(t, c));
-  }
-  Status abort(const Ticket& t) { return runner.run(async.async_abort(t)); }
-  Status extend(const Ticket& t, std::chrono::milliseconds l) {
-    return runner.run(async.async_extend(t, l));
-  }
-
-  IoRunner runner;
+// The key prefix, set before the store is made with it.
+struct KeyPrefix {
   std::string prefix;
-  AsyncRedisStore async;
+};
+
+struct BlockingAsyncRedisCluster : KeyPrefix, BlockingStore<AsyncRedisStore> {
+  explicit BlockingAsyncRedisCluster(std::string key_prefix)
+      : KeyPrefix{std::move(key_prefix)}, BlockingStore(async_cluster_options(prefix)) {}
 };
 
 template <>
@@ -99,6 +93,10 @@ struct StoreTraits<BlockingAsyncRedisCluster> {
   static void advance(BlockingAsyncRedisCluster&, std::chrono::milliseconds d) {
     std::this_thread::sleep_for(d);
   }
+  static std::unique_ptr<admin::Admin> admin(BlockingAsyncRedisCluster& store) {
+    return admin::redis_admin(connect_cluster(cluster_options()), {.prefix = store.prefix});
+  }
+  using async_face = AsyncFace<BlockingAsyncRedisCluster>;
 };
 
 }  // namespace idem::testing

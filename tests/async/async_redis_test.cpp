@@ -23,9 +23,12 @@
 #include <vector>
 
 #include "async/async_guard_cases.hpp"
+#include "idem/admin/redis_admin.hpp"
 #include "idem/asio/redis_store.hpp"
 #include "idem/guard.hpp"
 #include "idem/stores/redis_store.hpp"
+#include "idem/testing/async_face.hpp"
+#include "idem/testing/blocking_store.hpp"
 #include "idem/testing/record_store_conformance.hpp"
 #include "redis/redis_test_support.hpp"
 #include "support/free_port.hpp"
@@ -70,26 +73,15 @@ struct RedisOneThreadBackend : RedisBackend {
 
 INSTANTIATE_TYPED_TEST_SUITE_P(RedisOneThread, AsyncGuardCases, RedisOneThreadBackend);
 
-// --- The conformance kit, each call through the asynchronous store
-// -------------------------------- An idem::Store whose calls run AsyncRedisStore's awaitables to
-// their end.
-struct BlockingAsyncRedis {
-  explicit BlockingAsyncRedis(std::string key_prefix)
-      : prefix(std::move(key_prefix)),
-        async(runner.io().get_executor(), async_redis_options(prefix)) {}
-
-  Result<Claim> claim(const ClaimRequest& r) { return runner.run(async.async_claim(r)); }
-  Status commit(const Ticket& t, const Completion& c) {
-    return runner.run(async.async_commit(t, c));
-  }
-  Status abort(const Ticket& t) { return runner.run(async.async_abort(t)); }
-  Status extend(const Ticket& t, std::chrono::milliseconds l) {
-    return runner.run(async.async_extend(t, l));
-  }
-
-  IoRunner runner;
+// --- The conformance kit, each call through the asynchronous store -------------------------------
+// The key prefix, set before the store is made with it.
+struct KeyPrefix {
   std::string prefix;
-  AsyncRedisStore async;
+};
+
+struct BlockingAsyncRedis : KeyPrefix, BlockingStore<AsyncRedisStore> {
+  explicit BlockingAsyncRedis(std::string key_prefix)
+      : KeyPrefix{std::move(key_prefix)}, BlockingStore(async_redis_options(prefix)) {}
 };
 
 template <>
@@ -108,6 +100,10 @@ struct StoreTraits<BlockingAsyncRedis> {
   static void advance(BlockingAsyncRedis&, std::chrono::milliseconds d) {
     std::this_thread::sleep_for(d);
   }
+  static std::unique_ptr<admin::Admin> admin(BlockingAsyncRedis& store) {
+    return admin::redis_admin(connect_redis(redis_options()), {.prefix = store.prefix});
+  }
+  using async_face = AsyncFace<BlockingAsyncRedis>;
 };
 
 }  // namespace idem::testing

@@ -3,9 +3,14 @@
 
 #include <memory>
 
+#include "idem/admin/cached_admin.hpp"
+#include "idem/admin/memory_admin.hpp"
 #include "idem/idem.hpp"
 #include "idem/stores/cached_store.hpp"
 #include "idem/testing/record_store_conformance.hpp"
+#ifdef IDEM_TEST_WITH_ASIO
+#include "idem/testing/async_face.hpp"
+#endif
 
 namespace idem::testing {
 
@@ -21,6 +26,13 @@ struct StoreTraits<CachedMemory> {
                                           MemoryStoreOptions{.shards = 8, .clock = clock()});
   }
   static void advance(CachedMemory&, std::chrono::milliseconds d) { clock()->advance(d); }
+  static std::shared_ptr<Clock> clock(CachedMemory&) { return clock(); }
+  static std::unique_ptr<admin::Admin> admin(CachedMemory& store) {
+    return admin::cached_admin(store, std::make_unique<admin::MemoryAdmin>(store.inner()));
+  }
+#ifdef IDEM_TEST_WITH_ASIO
+  using async_face = AsyncFace<CachedMemory>;  // the asynchronous guard, over an ImmediateStore
+#endif
 
   static std::shared_ptr<ManualClock>& clock() {
     static std::shared_ptr<ManualClock> c;

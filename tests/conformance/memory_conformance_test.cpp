@@ -1,9 +1,14 @@
-// The record-store conformance kit on MemoryStore, its time driven by a ManualClock.
+// The record-store conformance kit on MemoryStore, its time driven by a ManualClock, through every
+// face: the asynchronous guard's too, with the store as an ImmediateStore.
 
 #include <memory>
 
+#include "idem/admin/memory_admin.hpp"
 #include "idem/idem.hpp"
 #include "idem/testing/record_store_conformance.hpp"
+#ifdef IDEM_TEST_WITH_ASIO
+#include "idem/testing/async_face.hpp"
+#endif
 
 namespace idem::testing {
 
@@ -16,6 +21,13 @@ struct StoreTraits<MemoryStore> {
     return std::make_unique<MemoryStore>(MemoryStoreOptions{.shards = 8, .clock = clock()});
   }
   static void advance(MemoryStore&, std::chrono::milliseconds d) { clock()->advance(d); }
+  static std::shared_ptr<Clock> clock(MemoryStore&) { return clock(); }
+  static std::unique_ptr<admin::Admin> admin(MemoryStore& store) {
+    return std::make_unique<admin::MemoryAdmin>(store);
+  }
+#ifdef IDEM_TEST_WITH_ASIO
+  using async_face = AsyncFace<MemoryStore>;  // the asynchronous guard, over an ImmediateStore
+#endif
 
   static std::shared_ptr<ManualClock>& clock() {
     static std::shared_ptr<ManualClock> c;

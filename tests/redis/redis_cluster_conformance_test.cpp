@@ -5,6 +5,7 @@
 #include <memory>
 #include <thread>
 
+#include "idem/admin/redis_admin.hpp"
 #include "idem/stores/redis_store.hpp"
 #include "idem/stores/redis_token_store.hpp"
 #include "idem/stores/request_id_cache.hpp"
@@ -41,12 +42,25 @@ struct ClusterSuiteBase {
   }
 };
 
+// A RedisStore on the cluster that remembers its client and key prefix.
+struct ClusterStore : RedisStore {
+  ClusterStore(std::shared_ptr<redis::Client> c, std::string key_prefix)
+      : RedisStore(c, RedisStoreOptions{.prefix = key_prefix}),
+        client(std::move(c)),
+        prefix(std::move(key_prefix)) {}
+  std::shared_ptr<redis::Client> client;
+  std::string prefix;
+};
+
 template <>
-struct StoreTraits<RedisStore> : ClusterSuiteBase {
-  static std::unique_ptr<RedisStore> make() {
+struct StoreTraits<ClusterStore> : ClusterSuiteBase {
+  static std::unique_ptr<ClusterStore> make() {
     auto c = client();
     if (!c) return nullptr;
-    return std::make_unique<RedisStore>(c, RedisStoreOptions{.prefix = unique_prefix("cconf")});
+    return std::make_unique<ClusterStore>(c, unique_prefix("cconf"));
+  }
+  static std::unique_ptr<admin::Admin> admin(ClusterStore& store) {
+    return admin::redis_admin(store.client, {.prefix = store.prefix});
   }
 };
 
@@ -75,4 +89,4 @@ INSTANTIATE_TYPED_TEST_SUITE_P(RedisCluster, RequestIdCacheSuite, ::testing::Typ
 
 }  // namespace idem::testing
 
-IDEM_RECORD_STORE_CONFORMANCE(RedisCluster, idem::RedisStore);
+IDEM_RECORD_STORE_CONFORMANCE(RedisCluster, idem::testing::ClusterStore);

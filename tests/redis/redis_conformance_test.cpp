@@ -6,17 +6,20 @@
 #include <string>
 #include <thread>
 
+#include "idem/admin/redis_admin.hpp"
 #include "idem/stores/redis_store.hpp"
 #include "idem/testing/record_store_conformance.hpp"
 #include "redis/redis_test_support.hpp"
 
 namespace idem::testing {
 
-// A RedisStore that remembers its key prefix.
+// A RedisStore that remembers its client and key prefix.
 struct ConformanceRedisStore : RedisStore {
-  ConformanceRedisStore(std::shared_ptr<redis::Client> client, std::string key_prefix)
-      : RedisStore(std::move(client), RedisStoreOptions{.prefix = key_prefix}),
+  ConformanceRedisStore(std::shared_ptr<redis::Client> c, std::string key_prefix)
+      : RedisStore(c, RedisStoreOptions{.prefix = key_prefix}),
+        client(std::move(c)),
         prefix(std::move(key_prefix)) {}
+  std::shared_ptr<redis::Client> client;
   std::string prefix;
 };
 
@@ -37,6 +40,9 @@ struct StoreTraits<ConformanceRedisStore> {
   }
   static void advance(ConformanceRedisStore&, std::chrono::milliseconds d) {
     std::this_thread::sleep_for(d);
+  }
+  static std::unique_ptr<admin::Admin> admin(ConformanceRedisStore& store) {
+    return admin::redis_admin(store.client, {.prefix = store.prefix});
   }
 
   static std::unique_ptr<ConformanceRedisStore> open(std::string prefix) {

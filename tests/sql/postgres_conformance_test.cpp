@@ -5,6 +5,7 @@
 #include <memory>
 #include <thread>
 
+#include "idem/admin/postgres_admin.hpp"
 #include "idem/testing/record_store_conformance.hpp"
 #include "sql/sql_test_support.hpp"
 
@@ -40,6 +41,9 @@ struct PgTraits {
   static std::unique_ptr<PgModeStore<Mode>> reopen(PgModeStore<Mode>&) { return open(*pg_uri()); }
   static void advance(PgModeStore<Mode>&, std::chrono::milliseconds d) {
     std::this_thread::sleep_for(d);
+  }
+  static std::unique_ptr<admin::Admin> admin(PgModeStore<Mode>&) {
+    return admin::postgres_admin({.uri = *pg_uri(), .table_prefix = PgModeStore<Mode>::prefix()});
   }
 
  private:

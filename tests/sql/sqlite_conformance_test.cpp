@@ -5,6 +5,7 @@
 #include <memory>
 #include <thread>
 
+#include "idem/admin/sqlite_admin.hpp"
 #include "idem/testing/record_store_conformance.hpp"
 #include "sql/sql_test_support.hpp"
 
@@ -46,6 +47,9 @@ struct SqliteTraits {
   }
   static void advance(SqliteModeStore<Mode>&, std::chrono::milliseconds d) {
     std::this_thread::sleep_for(d);
+  }
+  static std::unique_ptr<admin::Admin> admin(SqliteModeStore<Mode>& store) {
+    return admin::sqlite_admin({.path = store.file()->path(), .table_prefix = "idem_"});
   }
 };
 

@@ -18,11 +18,15 @@
 // GTest::gtest_main. The cases run as <Prefix>/RecordStoreConformance.<Case>:
 //
 //   record_store_cases.hpp   each transition of the record through claim, commit, abort, extend
-//   guard_cases.hpp          IdempotencyGuard on the store: racing threads, throwing handlers
+//   guard_cases.hpp          IdempotencyGuard's store calls: a claim and a commit per fresh key
 //   rewind_cases.hpp         stores with rewind() (idem::RewindableStore)
 //   reopen_cases.hpp         stores whose traits can reopen their records (StoreTraits::reopen)
 //   step_cases.hpp           stores that keep a handler's steps (idem::StepStore), and requests
 //                            for a completer (idem::CompletableStore)
+//   face_cases.hpp           what callers see, on every face of the store (faces.hpp: execute(),
+//                            begin(), batches, LayeredGuard, CachedStore and GroupCommitStore in
+//                            front, the async guard), as <Prefix>/<Face>.<Case>; with an admin
+//                            (StoreTraits::admin) also forgets and releases racing callers
 //
 // Cases for an ability the store lacks are not registered at all.
 
@@ -32,6 +36,7 @@
 
 #include "idem/store.hpp"
 #include "idem/testing/detail/conformance_case.hpp"
+#include "idem/testing/face_cases.hpp"
 #include "idem/testing/guard_cases.hpp"
 #include "idem/testing/record_store_cases.hpp"
 #include "idem/testing/record_store_test.hpp"
@@ -65,9 +70,7 @@ bool register_record_store_conformance(const char* prefix, const char* file, int
       ReplaysSayHowLongTheRecordStillLives, CommitTwiceIsLeaseLostTheSecondTime,
       CommitRepeatedUnderItsFenceAfterItLandedSucceeds, CommitOfAnUnknownKeyIsLeaseLost,
       KeysAreOpaqueBytes>(suite.c_str(), file, line);
-  register_cases<S, GuardRunsEachKeyOnceUnderRacingThreads,
-                 GuardLeavesTheKeyOfAThrowingHandlerToARetry, GuardReplaysARememberedFailure>(
-      suite.c_str(), file, line);
+  register_cases<S, AFreshKeyIsAClaimAndACommitAndAReplayOneClaim>(suite.c_str(), file, line);
   if constexpr (RewindableStore<S>) {
     register_cases<S, RewindKeepsTheKeyHeldAndAFailureCommitsAfterIt,
                    AbortAfterRewindReleasesTheKey>(suite.c_str(), file, line);
@@ -93,6 +96,7 @@ bool register_record_store_conformance(const char* prefix, const char* file, int
                    AHolderWhoseStoreClosedIsTakenOverUnderALargerFence,
                    HoldersInTwoStoresFenceEachOtherOff>(suite.c_str(), file, line);
   }
+  face_cases::register_faces<S>(prefix, file, line);
   return true;
 }
 

@@ -24,6 +24,18 @@
 //       opens them. Records and fences then outlive the store object that wrote them, and
 //       holders in different stores fence each other off.
 //
+//   static std::unique_ptr<idem::admin::Admin> admin(MyStore& store);
+//       The store's admin (idem/admin.hpp): the faces' cases then also release and forget keys,
+//       alone and racing callers.
+//   static std::shared_ptr<idem::Clock> clock(MyStore& store);
+//       The clock advance() moves, when the store reads one of the process's (a ManualClock):
+//       the caches the faces put in front of the store expire by it. Default: the steady clock.
+//   static constexpr bool batches = false;
+//       The store cannot answer batches of claims (default: it can unless holds_until_finished):
+//       no batch and no group-commit face.
+//   using async_face = idem::testing::AsyncFace<MyStore>;   (idem/testing/async_face.hpp)
+//       The store also has an asynchronous face, with async_store() and async_run() (see there).
+//
 // A store with `Status rewind(const Ticket&)` (idem::RewindableStore) also gets the rewind cases.
 
 #include <chrono>
