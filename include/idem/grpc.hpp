@@ -35,6 +35,7 @@
 #include "idem/context.hpp"
 #include "idem/error.hpp"
 #include "idem/key.hpp"
+#include "idem/options.hpp"
 
 namespace idem {
 
