@@ -270,7 +270,9 @@ IDEM_FACE_CASE(ALapsedLeaseIsATakeoverEvenWhenTheTtlIsShorter) {
   int runs = 0;
   Outcome<std::string> taken = f->run(Key{"k"}, "payload", [&](Context* ctx) {
     ++runs;
-    if (ctx != nullptr) EXPECT_GT(ctx->fence(), dead.fence);
+    if (ctx != nullptr) {
+      EXPECT_GT(ctx->fence(), dead.fence);
+    }
     return std::string("taken over");
   });
   ASSERT_TRUE(taken.has_value()) << taken.message();
@@ -296,7 +298,9 @@ IDEM_FACE_CASE(AKeyTheAdminReleasedRunsAgain) {
   });
   ASSERT_TRUE(out.has_value()) << out.message();
   EXPECT_TRUE(out.executed());
-  if (F::kContext) EXPECT_GT(fence, dead.fence);
+  if (F::kContext) {
+    EXPECT_GT(fence, dead.fence);
+  }
   const detail::EffectiveKey k(s.scope, {}, "stuck");
   EXPECT_EQ(this->commit(k.view(), dead.fence, "late").error(), errc::lease_lost);
 }
