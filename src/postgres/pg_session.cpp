@@ -350,6 +350,24 @@ void PgSession::rollback_to_mark() {
   watched([&] { work_->handle().exec("ROLLBACK TO SAVEPOINT idem_handler"); });
 }
 
+void PgSession::step_savepoint() {
+  watched([&] {
+    if (!work_->begun()) {
+      work_->open_with("SAVEPOINT idem_step");
+    } else {
+      work_->handle().exec("SAVEPOINT idem_step");
+    }
+  });
+}
+
+// ROLLBACK TO SAVEPOINT also ends the aborted state a failed statement left the transaction in.
+void PgSession::end_step(bool keep) {
+  watched([&] {
+    work_->handle().exec(keep ? "RELEASE SAVEPOINT idem_step"
+                              : "ROLLBACK TO SAVEPOINT idem_step; RELEASE SAVEPOINT idem_step");
+  });
+}
+
 std::int64_t PgSession::run(const std::string& sql, std::span<const sql::Param> params) {
   return static_cast<std::int64_t>(pg::affected_rows(generic(sql, params)));
 }

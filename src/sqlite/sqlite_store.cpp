@@ -324,6 +324,11 @@ class SqliteSession final : public sql::Session {
 
   void mark() override { db_.exec("SAVEPOINT idem_handler"); }
   void rollback_to_mark() override { db_.exec("ROLLBACK TO SAVEPOINT idem_handler"); }
+  void step_savepoint() override { db_.exec("SAVEPOINT idem_step"); }
+  void end_step(bool keep) override {
+    db_.exec(keep ? "RELEASE SAVEPOINT idem_step"
+                  : "ROLLBACK TO SAVEPOINT idem_step; RELEASE SAVEPOINT idem_step");
+  }
 
   NativeTransaction native() noexcept override { return NativeTransaction(transaction_); }
 

@@ -23,6 +23,8 @@
 //   reopen_cases.hpp         stores whose traits can reopen their records (StoreTraits::reopen)
 //   step_cases.hpp           stores that keep a handler's steps (idem::StepStore), and requests
 //                            for a completer (idem::CompletableStore)
+//   atomic_step_cases.hpp    stores with atomic steps (idem::AtomicStepStore) whose traits can
+//                            write through the step's transaction (WritesInTransactions)
 //
 // Cases for an ability the store lacks are not registered at all.
 
@@ -31,6 +33,7 @@
 #include <string>
 
 #include "idem/store.hpp"
+#include "idem/testing/atomic_step_cases.hpp"
 #include "idem/testing/detail/conformance_case.hpp"
 #include "idem/testing/guard_cases.hpp"
 #include "idem/testing/record_store_cases.hpp"
@@ -86,6 +89,19 @@ bool register_record_store_conformance(const char* prefix, const char* file, int
       register_cases<S, AKeptRequestIsFoundOnceItsRunIsAbandoned, AStaleHolderKeepsNoRequest,
                      FinishedAndExpiredRunsAreNotAbandoned, ACompleterFinishesTheRunAGuardKept>(
           suite.c_str(), file, line);
+    }
+  }
+  if constexpr (AtomicStepStore<S> && WritesInTransactions<S>) {
+    register_cases<S, AThrowingAtomicStepLeavesNoWritesWhenTheHandlerGoesOn,
+                   AStepWhoseStatementFailedLeavesTheHandlersTransactionUsable,
+                   AStepsWritesRemainExactlyWhenItsRecordDoes,
+                   ANestedAtomicStepIsPartOfItsOuterStep>(suite.c_str(), file, line);
+    if constexpr (RewindableStore<S>) {
+      register_cases<S, ARememberedFailureAfterAFailedStepCommitsWithoutItsWrites>(suite.c_str(),
+                                                                                  file, line);
+    }
+    if constexpr (!HoldsUntilFinished<S>) {
+      register_cases<S, AStaleHoldersAtomicStepLeavesNoWrites>(suite.c_str(), file, line);
     }
   }
   if constexpr (Reopenable<S>) {
