@@ -273,6 +273,9 @@ class Engine {
   Result<Claim> claim_lease(const ClaimRequest& request);
   Result<Claim> claim_transactional(const ClaimRequest& request);
   std::optional<Claim> held_here(const ClaimRequest& request);
+  // A transactional claim that failed to get its turn (`f`): held_here()'s answer when a
+  // holder of this store has the key, else `f`.
+  Result<Claim> busy(const ClaimRequest& request, Failure f);
   // Turns a row that is not acquired into what the caller must do; nullopt: ask again.
   static std::optional<Result<Claim>> classify(const ClaimRow& row, const ClaimRequest& request);
   // Removes and returns the open transaction of `ticket`, if this process holds it.

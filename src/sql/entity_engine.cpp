@@ -110,6 +110,21 @@ struct SqlEntities::Impl {
   Failure failure(bool& broken, bool claim) const noexcept {
     return backend->failure(std::current_exception(), broken, claim);
   }
+
+  // A claim that failed to get its turn (`f`): in_progress when a holder of this store has the
+  // operation (its transaction is open), else `f` (SQLite: the file stayed locked by another
+  // operation's holder, store_unavailable).
+  Result<CasAnswer> busy(std::string_view op_key, Failure f) {
+    if (f.code != errc::in_progress) {
+      std::lock_guard lock(mutex);
+      for (const auto& [held, o] : open) {
+        if (held.first == op_key) {
+          return CasAnswer::of(Claim{.status = ClaimStatus::in_progress, .fence = held.second});
+        }
+      }
+    }
+    return f;
+  }
 };
 
 namespace {
@@ -238,7 +253,7 @@ Result<CasAnswer> SqlEntities::claim(const CasRequest& r) {
   try {
     session = m.backend->acquire(r.block_for);
   } catch (...) {
-    return m.failure(broken, true);
+    return m.busy(r.op_key, m.failure(broken, true));
   }
   Checkout s(*m.backend, session);
   std::string update;
@@ -307,7 +322,7 @@ Result<CasAnswer> SqlEntities::claim(const CasRequest& r) {
                                 row.empty() ? std::string() : row[0].value_or("NULL"));
     }
   } catch (...) {
-    return m.failure(s.broken, true);
+    return m.busy(r.op_key, m.failure(s.broken, true));
   }
   return make_failure(errc::in_progress, "the operation kept changing under the claim; retry");
 }

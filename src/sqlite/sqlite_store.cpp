@@ -596,14 +596,17 @@ class SqliteBackend final : public sql::Backend {
   std::string_view store_name() const noexcept override { return SqliteStore::kStoreName; }
   PoolStats pool_stats() const noexcept override { return pool_.stats(); }
 
+  // A file that stayed locked is store_unavailable for every call, a transactional claim's too:
+  // the write lock is the whole file's, so it says nothing about the claim's own key (the
+  // engine answers in_progress for a key a holder of this store has).
   Failure failure(std::exception_ptr error, bool& broken,
-                  bool transactional_claim) const noexcept override {
+                  bool /*transactional_claim*/) const noexcept override {
     try {
       std::rethrow_exception(std::move(error));
     } catch (const SQLite::Exception& e) {
       const int code = e.getErrorCode();
       if (code == SQLITE_BUSY || code == SQLITE_LOCKED) {
-        return make_failure(transactional_claim ? errc::in_progress : errc::store_unavailable,
+        return make_failure(errc::store_unavailable,
                             fmt::format("idem: sqlite {} is locked by another writer: {}",
                                         options_.path, e.what()));
       }
@@ -615,8 +618,7 @@ class SqliteBackend final : public sql::Backend {
                           fmt::format("idem: sqlite {}: {} (code {})", options_.path, e.what(),
                                       e.getExtendedErrorCode()));
     } catch (const SqliteBusy& e) {
-      return make_failure(transactional_claim ? errc::in_progress : errc::store_unavailable,
-                          e.what());
+      return make_failure(errc::store_unavailable, e.what());
     } catch (const SqliteError& e) {
       return make_failure(errc::store_unavailable, e.what());
     } catch (const std::bad_alloc&) {

@@ -23,6 +23,7 @@
 //   reopen_cases.hpp         stores whose traits can reopen their records (StoreTraits::reopen)
 //   step_cases.hpp           stores that keep a handler's steps (idem::StepStore), and requests
 //                            for a completer (idem::CompletableStore)
+//   held_key_cases.hpp       in_progress only for a key a live holder has
 //   atomic_step_cases.hpp    stores with atomic steps (idem::AtomicStepStore) whose traits can
 //                            write through the step's transaction (WritesInTransactions)
 //
@@ -36,6 +37,7 @@
 #include "idem/testing/atomic_step_cases.hpp"
 #include "idem/testing/detail/conformance_case.hpp"
 #include "idem/testing/guard_cases.hpp"
+#include "idem/testing/held_key_cases.hpp"
 #include "idem/testing/record_store_cases.hpp"
 #include "idem/testing/record_store_test.hpp"
 #include "idem/testing/reopen_cases.hpp"
@@ -91,6 +93,7 @@ bool register_record_store_conformance(const char* prefix, const char* file, int
           suite.c_str(), file, line);
     }
   }
+  register_cases<S, AKeyNobodyHoldsIsNeverInProgress>(suite.c_str(), file, line);
   if constexpr (AtomicStepStore<S> && WritesInTransactions<S>) {
     register_cases<S, AThrowingAtomicStepLeavesNoWritesWhenTheHandlerGoesOn,
                    AStepWhoseStatementFailedLeavesTheHandlersTransactionUsable,
