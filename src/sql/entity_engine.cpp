@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "idem/detail/record_model.hpp"
+#include "postgres/pg_schema.hpp"
 
 namespace idem::detail {
 
@@ -39,7 +40,7 @@ struct SqlEntities::Impl {
   std::string fences;  // PostgreSQL: the sequence op-log fences are drawn from
 
   // Statement text, built once from checked identifiers.
-  std::string create_ops, lookup, insert_op, finish_op, bump, read;
+  std::string lookup, insert_op, finish_op, bump, read;
   std::string transition_head;  // "UPDATE t SET c = ?2 WHERE id = ?1 AND c IN (" + markers
 
   std::mutex mutex;
@@ -70,11 +71,6 @@ struct SqlEntities::Impl {
 
   void build() {
     const sql::Dialect& d = *dialect;
-    create_ops = fmt::format(
-        "CREATE TABLE IF NOT EXISTS {0} (key {1} PRIMARY KEY, entity TEXT NOT NULL, "
-        "fence {2} NOT NULL, state {3} NOT NULL, fp_hi {2} NOT NULL, fp_lo {2} NOT NULL, "
-        "produced TEXT NOT NULL, result {1}, created_ms {2} NOT NULL){4}",
-        ops, d.blob, d.int64, d.int16, d.table_suffix);
     // One row: 0 and the operation's op-log row (the stored_operation columns), or, when it has
     // none, a new fence (CASE draws only then). Run only once the claim holds the operation's
     // key (hold() comes first).
@@ -229,13 +225,12 @@ Status SqlEntities::ensure_schema() {
   try {
     s->begin(milliseconds{10'000});
     // Several processes may start at once: PostgreSQL's CREATE IF NOT EXISTS can still collide.
+    // The record stores create the op log too (it is part of their schema): the same lock.
     if (std::string_view(m.dialect->name) == "postgres") {
       sql::Row ignored;
-      (void)s->first_row("SELECT pg_advisory_xact_lock(7302585012475907)", {}, ignored, 0);
-      // CACHE 1 (the default): nextval() hands values out in call order.
-      s->run("CREATE SEQUENCE IF NOT EXISTS " + m.fences + " AS bigint CACHE 1", {});
+      (void)s->first_row(pg::kSchemaLock, {}, ignored, 0);
     }
-    s->run(m.create_ops, {});
+    for (const std::string& ddl : m.backend->statements().create_entity_ops) s->run(ddl, {});
     s->commit();
   } catch (...) {
     return m.failure(s.broken, false);
@@ -470,8 +465,8 @@ detail::SqlEntities make_entities(std::unique_ptr<Backend> backend, const Dialec
   impl->dialect = &dialect;
   impl->kind = kind;
   impl->table = table;
-  impl->ops = op_log_prefix + "entity_ops";
-  impl->fences = op_log_prefix + "entity_fences";
+  impl->ops = impl->backend->statements().entity_ops;
+  impl->fences = impl->backend->statements().entity_fences;
   impl->build();
   return detail::SqlEntities(std::move(impl));
 }
