@@ -81,3 +81,41 @@ TEST_F(SqliteEntityStore, AnOperationNobodyHoldsIsNeverInProgressWhileAnotherHol
 }
 
 }  // namespace idem::testing
+
+namespace idem::testing {
+
+// A store built while another store's handler holds the file's write lock (a worker started
+// beside a running one): its ensure_schema() finds the op log with a read and answers at once,
+// instead of waiting for the lock (and answering store_unavailable when the handler outlasts
+// the wait). stats() names the store and its one connection.
+TEST_F(SqliteEntityStore, EnsureSchemaBesideARunningHandlerWaitsForNobody) {
+  auto first = orders();
+  ASSERT_TRUE(first->ensure_schema().ok());
+  target_.create_order(*first, "o-1");
+  std::promise<void> inside;
+  std::promise<void> finish;
+  std::shared_future<void> finish_future = finish.get_future().share();
+  auto holder = std::async(std::launch::async, [&] {
+    return first->execute(EventKey{"o-1", "PAY"}, [&] {
+      inside.set_value();
+      finish_future.wait_for(std::chrono::seconds{30});
+      return 1;
+    });
+  });
+  inside.get_future().wait();
+  auto second = orders();
+  auto schema = std::async(std::launch::async, [&] { return second->ensure_schema(); });
+  const bool answered = schema.wait_for(std::chrono::seconds{3}) == std::future_status::ready;
+  finish.set_value();
+  EXPECT_TRUE(answered) << "ensure_schema() waited for the running handler";
+  const Status ready = schema.get();
+  EXPECT_TRUE(ready.ok()) << ready.failure().describe();
+  ASSERT_TRUE(holder.get().has_value());
+  const StoreStats stats = first->stats();
+  EXPECT_EQ(stats.store, "sqlite");
+  ASSERT_TRUE(stats.pool);
+  EXPECT_EQ(stats.pool->size, 1u);
+  EXPECT_EQ(stats.pool->opened, 1u);
+}
+
+}  // namespace idem::testing
