@@ -177,13 +177,7 @@ class StateMachineStore {
 
   /// The store's own figures (idem/store_stats.hpp): SQL backends, their name ("sqlite",
   /// "postgres") and connection pool; memory, its name. No round trip.
-  StoreStats stats() const noexcept {
-    if constexpr (requires(const typename Backend::Impl& impl) { impl.stats(); }) {
-      return impl_.stats();
-    } else {
-      return StoreStats{.store = "memory"};
-    }
-  }
+  StoreStats stats() const noexcept { return detail::entity_stats(impl_); }
 
  private:
   Machine machine_;

@@ -211,13 +211,7 @@ class VersionStore {
 
   /// The store's own figures (idem/store_stats.hpp): SQL backends, their name ("sqlite",
   /// "postgres") and connection pool; memory, its name. No round trip.
-  StoreStats stats() const noexcept {
-    if constexpr (requires(const typename Backend::Impl& impl) { impl.stats(); }) {
-      return impl_.stats();
-    } else {
-      return StoreStats{.store = "memory"};
-    }
-  }
+  StoreStats stats() const noexcept { return detail::entity_stats(impl_); }
 
  private:
   static std::optional<std::uint64_t> parse(std::string_view s) noexcept {
