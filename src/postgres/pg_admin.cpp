@@ -75,11 +75,23 @@ class PgAdminConnection final : public sql::AdminConnection {
 
   std::vector<std::string> missing(const sql::Statements& text) override {
     std::vector<std::string> absent;
-    for (const std::string& name :
-         {text.schema, text.records, text.records + "_expires_at", text.fences}) {
+    auto check = [&](const std::string& name, const char* absent_sql) {
       const std::array p{sql::Param{.kind = sql::Param::text, .string = name}};
-      const pqxx::result r = run("SELECT to_regclass($1) IS NULL", p);
+      const pqxx::result r = run(absent_sql, p);
       if (!r.empty() && std::string_view(r[0][0].c_str()) == "t") absent.push_back(name);
+    };
+    for (const std::string& name :
+         {text.schema, text.records, text.records + "_expires_at", text.fences, text.steps,
+          text.entity_ops, text.entity_fences}) {
+      check(name, "SELECT to_regclass($1) IS NULL");
+    }
+    check(text.steps + "_drop", "SELECT to_regproc($1) IS NULL");
+    const std::string trigger_absent =
+        "SELECT NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = $1 AND tgrelid = "
+        "to_regclass('" +
+        text.records + "'))";
+    for (const std::string& name : {text.steps + "_end", text.steps + "_gone"}) {
+      check(name, trigger_absent.c_str());
     }
     return absent;
   }
@@ -91,12 +103,6 @@ class PgAdminConnection final : public sql::AdminConnection {
                                .connect_timeout = options_.connect_timeout,
                                .statement_timeout = options_.statement_timeout};
     sql::make_postgres_backend(store)->create_schema();
-  }
-
-  std::string ddl(const sql::Statements& text) const override {
-    return fmt::format("{};\n{};\n{};\nCREATE SEQUENCE IF NOT EXISTS {} AS bigint CACHE 1;\n{};\n",
-                       text.create_schema_table, text.create_records_table,
-                       text.create_expiry_index, text.fences, text.insert_version);
   }
 
   Failure failure(std::exception_ptr error) const noexcept override {

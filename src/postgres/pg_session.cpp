@@ -161,16 +161,20 @@ void PgSession::create_schema(const sql::Statements& text) {
     // A hot standby given as the primary: say so now rather than fail every claim.
     if (found.at(1).as<std::string>() == "on") throw UnusableServer(kReadOnly);
     const bool tables = found.at(0).as<bool>();
-    if (!tables || !found.at(2).as<bool>()) {
+    auto version = [&] { return exec(text.select_version).at(0).at(0).as<long long>(-1); };
+    // An earlier version is upgraded (schema_ddl ends with the version's update).
+    auto earlier = [&] {
+      const long long v = version();
+      return v >= 1 && v < sql::kSchemaVersion;
+    };
+    if (!tables || !found.at(2).as<bool>() || earlier()) {
       exec(kSchemaLock);
       for (const std::string& ddl : schema_ddl(text, tables)) exec(ddl);
     }
-    const pqxx::result v = exec(text.select_version);
-    const auto version = v.at(0).at(0).as<long long>();
-    if (version != sql::kSchemaVersion) {
+    if (const long long found_version = version(); found_version != sql::kSchemaVersion) {
       throw UnusableServer(
           fmt::format("idem: table {} says schema version {}, this library knows {}", text.schema,
-                      version, sql::kSchemaVersion));
+                      found_version, sql::kSchemaVersion));
     }
     watched([&] { tx->commit(); });
   } catch (...) {
@@ -348,6 +352,24 @@ void PgSession::mark() {
 
 void PgSession::rollback_to_mark() {
   watched([&] { work_->handle().exec("ROLLBACK TO SAVEPOINT idem_handler"); });
+}
+
+void PgSession::step_savepoint() {
+  watched([&] {
+    if (!work_->begun()) {
+      work_->open_with("SAVEPOINT idem_step");
+    } else {
+      work_->handle().exec("SAVEPOINT idem_step");
+    }
+  });
+}
+
+// ROLLBACK TO SAVEPOINT also ends the aborted state a failed statement left the transaction in.
+void PgSession::end_step(bool keep) {
+  watched([&] {
+    work_->handle().exec(keep ? "RELEASE SAVEPOINT idem_step"
+                              : "ROLLBACK TO SAVEPOINT idem_step; RELEASE SAVEPOINT idem_step");
+  });
 }
 
 std::int64_t PgSession::run(const std::string& sql, std::span<const sql::Param> params) {

@@ -94,6 +94,8 @@ class PgSession final : public sql::Session {
   void rollback() noexcept override;
   void mark() override;
   void rollback_to_mark() override;
+  void step_savepoint() override;
+  void end_step(bool keep) override;
   NativeTransaction native() noexcept override {
     if (!work_) return {};
     transaction_.transaction = &work_->handle();

@@ -195,13 +195,13 @@ Result<Claim> Engine::claim_transactional(const ClaimRequest& request) {
   try {
     session = backend_->acquire(request.block_for);
   } catch (...) {
-    return failure(broken, /*transactional_claim=*/true);
+    return busy(request, failure(broken, /*transactional_claim=*/true));
   }
   Checkout s(*backend_, session);
   try {
     s->begin(request.block_for);
   } catch (...) {
-    return failure(s.broken(), /*transactional_claim=*/true);
+    return busy(request, failure(s.broken(), /*transactional_claim=*/true));
   }
   try {
     for (int attempt = 0; attempt < kClaimAttempts; ++attempt) {
@@ -231,9 +231,18 @@ Result<Claim> Engine::claim_transactional(const ClaimRequest& request) {
   } catch (...) {
     Failure f = failure(s.broken(), /*transactional_claim=*/true);
     s->rollback();
-    return f;
+    return busy(request, std::move(f));
   }
   return make_failure(errc::in_progress, "the record kept changing under the claim; retry");
+}
+
+Result<Claim> Engine::busy(const ClaimRequest& request, Failure f) {
+  // The wait ran out while a holder of this store still has the key: it is in progress. Any
+  // other key answers the failure (SQLite: the file stayed locked, store_unavailable).
+  if (f.code != errc::in_progress) {
+    if (std::optional<Claim> held = held_here(request)) return *held;
+  }
+  return f;
 }
 
 std::optional<Engine::Open> Engine::take_open(const Ticket& ticket) {

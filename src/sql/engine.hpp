@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -148,6 +149,13 @@ class Session {
   /// Transactional mode: undoes every write since mark(); the transaction and the locks taken
   /// before the mark stay. Works in a transaction a failed statement left aborted.
   virtual void rollback_to_mark() = 0;
+  /// An open transaction: a savepoint for one atomic step (Context::atomic_step) inside it, so
+  /// that a step that fails takes its writes with it and leaves the transaction to its holder.
+  /// Steps nest: each call opens one more, end_step() ends the newest.
+  virtual void step_savepoint() = 0;
+  /// Ends the newest step savepoint: `keep`, its writes stay in the transaction; otherwise they
+  /// are rolled back first. Works in a transaction a failed statement left aborted.
+  virtual void end_step(bool keep) = 0;
   /// The open transaction handed to handlers, tagged with its backend (the handles of
   /// sqlite_transaction.hpp and postgres_transaction.hpp).
   virtual NativeTransaction native() noexcept = 0;
@@ -265,6 +273,9 @@ class Engine {
   Result<Claim> claim_lease(const ClaimRequest& request);
   Result<Claim> claim_transactional(const ClaimRequest& request);
   std::optional<Claim> held_here(const ClaimRequest& request);
+  // A transactional claim that failed to get its turn (`f`): held_here()'s answer when a
+  // holder of this store has the key, else `f`.
+  Result<Claim> busy(const ClaimRequest& request, Failure f);
   // Turns a row that is not acquired into what the caller must do; nullopt: ask again.
   static std::optional<Result<Claim>> classify(const ClaimRow& row, const ClaimRequest& request);
   // Removes and returns the open transaction of `ticket`, if this process holds it.
@@ -279,8 +290,20 @@ class Engine {
   // A row of the steps table (a step, or the kept request at index -1), fenced.
   Status save_row(const Ticket& ticket, std::int64_t index, std::string_view name,
                   std::string_view result);
-  // The open transaction's session of a transactional holder in this process, or null.
+  // The session whose transaction the ticket's steps run in: a transactional holder's in this
+  // process, or in lease mode the transaction of an atomic step this thread runs for the
+  // ticket; null when there is none.
   Session* held_session(const Ticket& ticket);
+  // Transactional mode: the holder's connection failed; it is dropped when the holder ends.
+  void mark_broken(const Ticket& ticket);
+  // An atomic step inside an open transaction, under a savepoint of its own (Session::
+  // step_savepoint): kept when the step and its record saved, rolled back otherwise.
+  Status step_in_savepoint(Session& session, const Ticket& ticket, std::uint32_t index,
+                           std::string_view name, AtomicStepBody body);
+  // Lease mode: runs an atomic step's body in `session`'s transaction, which steps inside it
+  // (nested atomic steps, plain steps) join meanwhile.
+  bool run_stepping(Session& session, const Ticket& ticket, AtomicStepBody body,
+                    std::string& result);
   // Runs `statement` on the ticket's session: the holder's own in transactional mode, one from
   // the backend in lease mode. Maps failures; null session: lease lost.
   template <class Fn>
@@ -295,6 +318,14 @@ class Engine {
   std::mutex open_mutex_;
   Registry open_;
   std::deque<Ended> ended_;  // under open_mutex_, oldest first
+  // Lease mode: the atomic steps running now, each in its own transaction (run_stepping).
+  struct Stepping {
+    std::string key;
+    Fence fence = 0;
+    std::thread::id thread;
+    Session* session = nullptr;
+  };
+  std::vector<Stepping> stepping_;  // under open_mutex_
 };
 
 /// Backends of the two dialects, for stores other than SqlStore (src/sqlite, src/postgres).

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <charconv>
+#include <thread>
 #include <utility>
 
 #include "sql/engine.hpp"
@@ -27,6 +28,16 @@ Failure lease_lost_failure() {
 
 Session* Engine::held_session(const Ticket& ticket) {
   std::lock_guard lock(open_mutex_);
+  if (mode_ == SqlMode::lease) {
+    // The transaction of an atomic step this thread is running for the ticket, if any.
+    const std::thread::id me = std::this_thread::get_id();
+    for (auto it = stepping_.rbegin(); it != stepping_.rend(); ++it) {
+      if (it->thread == me && it->fence == ticket.fence && it->key == ticket.key) {
+        return it->session;
+      }
+    }
+    return nullptr;
+  }
   auto [first, last] = open_.equal_range(ticket.key);
   for (auto it = first; it != last; ++it) {
     if (it->second.fence == ticket.fence) return it->second.session;
@@ -34,21 +45,29 @@ Session* Engine::held_session(const Ticket& ticket) {
   return nullptr;
 }
 
+void Engine::mark_broken(const Ticket& ticket) {
+  std::lock_guard lock(open_mutex_);
+  auto [first, last] = open_.equal_range(ticket.key);
+  for (auto it = first; it != last; ++it) {
+    if (it->second.fence == ticket.fence) it->second.broken = true;
+  }
+}
+
 template <class Fn>
 auto Engine::on_step_session(const Ticket& ticket, Fn&& statement)
     -> Result<decltype(statement(std::declval<Session&>()))> {
   if (Status schema = ensure_schema(); !schema) return schema.failure();
   bool broken = false;
-  if (mode_ == SqlMode::transactional) {
-    // The holder's own session, in the holder's thread (inside its handler).
-    Session* session = held_session(ticket);
-    if (session == nullptr) return lease_lost_failure();
+  // Transactional mode: the holder's own session, in the holder's thread (inside its handler).
+  // Lease mode: the transaction of the atomic step this step runs in, if it runs in one.
+  if (Session* session = held_session(ticket)) {
     try {
       return statement(*session);
     } catch (...) {
       return failure(broken);
     }
   }
+  if (mode_ == SqlMode::transactional) return lease_lost_failure();
   try {
     Session* session = backend_->acquire(std::chrono::milliseconds{0});
     bool session_broken = false;
@@ -144,16 +163,40 @@ Status Engine::save_row(const Ticket& ticket, std::int64_t index, std::string_vi
   return {};
 }
 
+Status Engine::step_in_savepoint(Session& session, const Ticket& ticket, std::uint32_t index,
+                                 std::string_view name, AtomicStepBody body) {
+  bool broken = false;
+  try {
+    session.step_savepoint();
+  } catch (...) {
+    Failure f = failure(broken);
+    if (broken) mark_broken(ticket);
+    return f;
+  }
+  std::string result;
+  Status answer = body.run(body.state, session.native(), result)
+                      ? save_step(ticket, StepWrite{index, name, result})
+                      : Status(step_failed());
+  try {
+    session.end_step(answer.ok());
+  } catch (...) {
+    Failure f = failure(broken);
+    if (broken) mark_broken(ticket);
+    return f;
+  }
+  return answer;
+}
+
 Status Engine::save_step_atomically(const Ticket& ticket, std::uint32_t index,
                                     std::string_view name, AtomicStepBody body) {
-  if (mode_ == SqlMode::transactional) {
-    // The handler's transaction is the step's: its writes and the step commit with the record.
-    Session* session = held_session(ticket);
-    if (session == nullptr) return lease_lost_failure();
-    std::string result;
-    if (!body.run(body.state, session->native(), result)) return step_failed();
-    return save_step(ticket, StepWrite{index, name, result});
+  // Transactional mode: the handler's transaction is the step's, and its writes and the step
+  // commit with the record; a savepoint takes them back if the step fails, and leaves the
+  // handler's transaction usable. Lease mode, a step inside another: the same in the outer
+  // step's transaction.
+  if (Session* joined = held_session(ticket)) {
+    return step_in_savepoint(*joined, ticket, index, name, body);
   }
+  if (mode_ == SqlMode::transactional) return lease_lost_failure();
   if (Status schema = ensure_schema(); !schema) return schema;
   bool broken = false;
   Session* session = nullptr;
@@ -173,7 +216,7 @@ Status Engine::save_step_atomically(const Ticket& ticket, std::uint32_t index,
     if (session->rows(backend_->statements().holding, held, 0).empty()) {
       session->rollback();
       answer = lease_lost_failure();
-    } else if (!body.run(body.state, session->native(), result)) {
+    } else if (!run_stepping(*session, ticket, body, result)) {
       session->rollback();
       answer = step_failed();
     } else {
@@ -198,6 +241,24 @@ Status Engine::save_step_atomically(const Ticket& ticket, std::uint32_t index,
   }
   backend_->release(session, session_broken);
   return answer;
+}
+
+bool Engine::run_stepping(Session& session, const Ticket& ticket, AtomicStepBody body,
+                          std::string& result) {
+  const std::thread::id me = std::this_thread::get_id();
+  {
+    std::lock_guard lock(open_mutex_);
+    stepping_.push_back(Stepping{std::string(ticket.key), ticket.fence, me, &session});
+  }
+  const bool ran = body.run(body.state, session.native(), result);  // catches what fn throws
+  std::lock_guard lock(open_mutex_);
+  for (auto it = stepping_.begin(); it != stepping_.end(); ++it) {
+    if (it->session == &session) {
+      stepping_.erase(it);
+      break;
+    }
+  }
+  return ran;
 }
 
 }  // namespace idem::sql

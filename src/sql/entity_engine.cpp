@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "idem/detail/record_model.hpp"
+#include "postgres/pg_schema.hpp"
 
 namespace idem::detail {
 
@@ -39,7 +40,7 @@ struct SqlEntities::Impl {
   std::string fences;  // PostgreSQL: the sequence op-log fences are drawn from
 
   // Statement text, built once from checked identifiers.
-  std::string create_ops, lookup, insert_op, finish_op, bump, read;
+  std::string lookup, insert_op, finish_op, bump, read, read_op;
   std::string transition_head;  // "UPDATE t SET c = ?2 WHERE id = ?1 AND c IN (" + markers
 
   std::mutex mutex;
@@ -58,6 +59,7 @@ struct SqlEntities::Impl {
     Fence fence = 0;
     Failure failure;
     std::chrono::steady_clock::time_point at;
+    bool in_doubt = false;  // the COMMIT went out and no answer came back
   };
   static constexpr std::chrono::minutes kEndedKeptFor{5};
   std::deque<Ended> ended;  // under mutex, oldest first
@@ -70,11 +72,6 @@ struct SqlEntities::Impl {
 
   void build() {
     const sql::Dialect& d = *dialect;
-    create_ops = fmt::format(
-        "CREATE TABLE IF NOT EXISTS {0} (key {1} PRIMARY KEY, entity TEXT NOT NULL, "
-        "fence {2} NOT NULL, state {3} NOT NULL, fp_hi {2} NOT NULL, fp_lo {2} NOT NULL, "
-        "produced TEXT NOT NULL, result {1}, created_ms {2} NOT NULL){4}",
-        ops, d.blob, d.int64, d.int16, d.table_suffix);
     // One row: 0 and the operation's op-log row (the stored_operation columns), or, when it has
     // none, a new fence (CASE draws only then). Run only once the claim holds the operation's
     // key (hold() comes first).
@@ -87,6 +84,7 @@ struct SqlEntities::Impl {
         "INSERT INTO {} (key, entity, fence, state, fp_hi, fp_lo, produced, result, created_ms) "
         "VALUES ({}, {}, {}, {}, {}, {}, {}, NULL, {}) ON CONFLICT (key) DO NOTHING",
         ops, p(1), p(2), p(3), held, p(4), p(5), p(6), d.now_ms);
+    read_op = fmt::format("SELECT state, fence, result FROM {} WHERE key = {}", ops, p(1));
     finish_op = fmt::format(
         "UPDATE {} SET state = {}, result = {} WHERE key = {} AND fence = {} AND state = {}", ops,
         p(3), p(4), p(1), p(2), held);
@@ -109,6 +107,21 @@ struct SqlEntities::Impl {
 
   Failure failure(bool& broken, bool claim) const noexcept {
     return backend->failure(std::current_exception(), broken, claim);
+  }
+
+  // A claim that failed to get its turn (`f`): in_progress when a holder of this store has the
+  // operation (its transaction is open), else `f` (SQLite: the file stayed locked by another
+  // operation's holder, store_unavailable).
+  Result<CasAnswer> busy(std::string_view op_key, Failure f) {
+    if (f.code != errc::in_progress) {
+      std::lock_guard lock(mutex);
+      for (const auto& [held, o] : open) {
+        if (held.first == op_key) {
+          return CasAnswer::of(Claim{.status = ClaimStatus::in_progress, .fence = held.second});
+        }
+      }
+    }
+    return f;
   }
 };
 
@@ -197,6 +210,10 @@ SqlEntities::~SqlEntities() {
 
 const std::string& SqlEntities::op_log_table() const noexcept { return impl_->ops; }
 
+StoreStats SqlEntities::stats() const noexcept {
+  return StoreStats{.store = impl_->backend->store_name(), .pool = impl_->backend->pool_stats()};
+}
+
 Status SqlEntities::ensure_schema() {
   Impl& m = *impl_;
   {
@@ -211,16 +228,37 @@ Status SqlEntities::ensure_schema() {
     return m.failure(broken, false);
   }
   Checkout s(*m.backend, session);
+  const bool postgres = std::string_view(m.dialect->name) == "postgres";
   try {
-    s->begin(milliseconds{10'000});
-    // Several processes may start at once: PostgreSQL's CREATE IF NOT EXISTS can still collide.
-    if (std::string_view(m.dialect->name) == "postgres") {
-      sql::Row ignored;
-      (void)s->first_row("SELECT pg_advisory_xact_lock(7302585012475907)", {}, ignored, 0);
-      // CACHE 1 (the default): nextval() hands values out in call order.
-      s->run("CREATE SEQUENCE IF NOT EXISTS " + m.fences + " AS bigint CACHE 1", {});
+    // A read first, which waits for no writer: a store opened beside a running handler (on
+    // SQLite, the holder of the file's write lock) finds its op log without waiting for it.
+    sql::Row found;
+    const std::array<sql::Param, 2> names{text(m.ops), text(m.fences)};
+    const bool present =
+        postgres ? s->first_row("SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL",
+                                names, found, 0) &&
+                       found.size() == 1 && found[0] == "t"
+                 : s->first_row("SELECT count(*) FROM sqlite_master WHERE name = ?1",
+                                std::span(names).first(1), found, 0) &&
+                       found.size() == 1 && found[0] == "1";
+    if (present) {
+      std::lock_guard lock(m.mutex);
+      m.schema_ready = true;
+      return {};
     }
-    s->run(m.create_ops, {});
+  } catch (...) {
+    return m.failure(s.broken, false);
+  }
+  try {
+    // SQLite: the write lock, waited for as long as the store's busy_timeout.
+    s->begin(postgres ? milliseconds{10'000} : milliseconds{0});
+    // Several processes may start at once: PostgreSQL's CREATE IF NOT EXISTS can still collide.
+    // The record stores create the op log too (it is part of their schema): the same lock.
+    if (postgres) {
+      sql::Row ignored;
+      (void)s->first_row(pg::kSchemaLock, {}, ignored, 0);
+    }
+    for (const std::string& ddl : m.backend->statements().create_entity_ops) s->run(ddl, {});
     s->commit();
   } catch (...) {
     return m.failure(s.broken, false);
@@ -238,7 +276,7 @@ Result<CasAnswer> SqlEntities::claim(const CasRequest& r) {
   try {
     session = m.backend->acquire(r.block_for);
   } catch (...) {
-    return m.failure(broken, true);
+    return m.busy(r.op_key, m.failure(broken, true));
   }
   Checkout s(*m.backend, session);
   std::string update;
@@ -307,30 +345,86 @@ Result<CasAnswer> SqlEntities::claim(const CasRequest& r) {
                                 row.empty() ? std::string() : row[0].value_or("NULL"));
     }
   } catch (...) {
-    return m.failure(s.broken, true);
+    return m.busy(r.op_key, m.failure(s.broken, true));
   }
   return make_failure(errc::in_progress, "the operation kept changing under the claim; retry");
 }
 
 namespace {
 
+// Whether the op log holds `completion` as committed under `fence`: a commit whose answer was
+// lost finds its own commit landed (the record stores read their record the same way). On a
+// session of its own; nullopt when the read fails too.
+std::optional<bool> op_landed(SqlEntities::Impl& m, const std::string& op_key, Fence fence,
+                              const Completion& completion) {
+  try {
+    Checkout s(*m.backend, m.backend->acquire(milliseconds{0}));
+    try {
+      sql::Row row;
+      const std::array<sql::Param, 1> key{bytes(op_key)};
+      if (!s->first_row(m.read_op, key, row, 1u << 2)) return false;
+      return row.size() == 3 &&
+             integer_column(row[0]) ==
+                 static_cast<std::int64_t>(to_sql(finished_state(completion.status))) &&
+             integer_column(row[1]) == static_cast<std::int64_t>(fence) &&
+             row[2].value_or(std::string()) == completion.result;
+    } catch (...) {
+      (void)m.failure(s.broken, false);
+      return std::nullopt;
+    }
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+// A commit that broke once its COMMIT went out: success if the op log holds it, the failure of
+// a transaction that did not commit if it holds none, outcome_unknown if the read fails too.
+Status commit_in_doubt(SqlEntities::Impl& m, const std::string& op_key, Fence fence,
+                       const Completion& completion, Failure f) {
+  const std::optional<bool> landed = op_landed(m, op_key, fence, completion);
+  if (landed == true) return {};
+  if (landed == false) {
+    f.message =
+        "the connection was lost while committing and the operation is not in the op log: the "
+        "entity change and the handler's writes were rolled back: " +
+        f.describe();
+    return f;
+  }
+  f.code = make_error_code(errc::outcome_unknown);
+  f.message =
+      "connection lost while committing, and the op log could not be read; the entity change "
+      "and the handler's writes in it may or may not have committed (a retry replays the "
+      "result if they did): " +
+      f.describe();
+  return f;
+}
+
 // `done` sets `committing` just before it sends COMMIT: a session that breaks from there on
-// leaves the outcome unknown; before it, the database rolls the transaction back.
+// leaves the outcome unknown until the op log is read; before it, the database rolls the
+// transaction back. `completion`: null for an abort.
 template <class Done>
-Status finish(SqlEntities::Impl& m, const Ticket& ticket, Done&& done) {
+Status finish(SqlEntities::Impl& m, const Ticket& ticket, const Completion* completion,
+              Done&& done) {
   std::optional<SqlEntities::Impl::Open> open;
+  std::optional<SqlEntities::Impl::Ended> ended;
   {
     std::lock_guard lock(m.mutex);
     auto it = m.open.find(std::pair{std::string(ticket.key), ticket.fence});
     if (it == m.open.end()) {
       m.forget_ended_before(std::chrono::steady_clock::now() - m.kEndedKeptFor);
       for (const SqlEntities::Impl::Ended& e : m.ended) {
-        if (e.fence == ticket.fence && e.op_key == ticket.key) return e.failure;
+        if (e.fence == ticket.fence && e.op_key == ticket.key) ended = e;
       }
-      return lease_lost();
+      if (!ended) return lease_lost();
+    } else {
+      open = std::move(it->second);
+      m.open.erase(it);
     }
-    open = std::move(it->second);
-    m.open.erase(it);
+  }
+  if (ended) {
+    // A retry of a commit still in doubt: the op log may be readable now.
+    if (!ended->in_doubt || completion == nullptr) return ended->failure;
+    return commit_in_doubt(m, ended->op_key, ticket.fence, *completion, ended->failure);
   }
   Checkout s(*m.backend, open->session);
   bool committing = false;
@@ -338,24 +432,24 @@ Status finish(SqlEntities::Impl& m, const Ticket& ticket, Done&& done) {
     return done(s, open->op_key, committing);
   } catch (...) {
     Failure f = m.failure(s.broken, false);
-    // A connection lost while the COMMIT was on its way leaves the outcome unknown here.
-    if (s.broken && committing) {
-      f.code = make_error_code(errc::outcome_unknown);
-      f.message =
-          "connection lost while committing; the entity change and the handler's writes in it "
-          "may or may not have committed (a retry replays the result if they did): " +
-          f.describe();
+    const bool in_doubt = s.broken && committing && completion != nullptr;
+    Status answer;
+    if (in_doubt) {
+      answer = commit_in_doubt(m, open->op_key, ticket.fence, *completion, f);
     } else {
       f.message =
           "transaction did not commit; the entity change and the handler's writes in it were "
           "rolled back: " +
           f.describe();
+      answer = f;
     }
+    if (answer.ok()) return answer;
     std::lock_guard lock(m.mutex);
     const auto now = std::chrono::steady_clock::now();
     m.forget_ended_before(now - m.kEndedKeptFor);
-    m.ended.push_back(SqlEntities::Impl::Ended{open->op_key, ticket.fence, f, now});
-    return f;
+    m.ended.push_back(SqlEntities::Impl::Ended{open->op_key, ticket.fence, answer.failure(), now,
+                                               answer.error() == errc::outcome_unknown});
+    return answer;
   }
 }
 
@@ -363,7 +457,8 @@ Status finish(SqlEntities::Impl& m, const Ticket& ticket, Done&& done) {
 
 Status SqlEntities::commit(const Ticket& ticket, const Completion& completion) {
   Impl& m = *impl_;
-  return finish(m, ticket, [&](Checkout& s, const std::string& op_key, bool& committing) -> Status {
+  return finish(m, ticket, &completion,
+                [&](Checkout& s, const std::string& op_key, bool& committing) -> Status {
     const SqlState state = to_sql(finished_state(completion.status));
     const std::array<sql::Param, 4> args{
         bytes(op_key), integer(static_cast<std::int64_t>(ticket.fence)),
@@ -376,7 +471,7 @@ Status SqlEntities::commit(const Ticket& ticket, const Completion& completion) {
 }
 
 Status SqlEntities::abort(const Ticket& ticket) {
-  return finish(*impl_, ticket, [](Checkout& s, const std::string&, bool&) -> Status {
+  return finish(*impl_, ticket, nullptr, [](Checkout& s, const std::string&, bool&) -> Status {
     s->rollback();
     return {};
   });
@@ -455,8 +550,8 @@ detail::SqlEntities make_entities(std::unique_ptr<Backend> backend, const Dialec
   impl->dialect = &dialect;
   impl->kind = kind;
   impl->table = table;
-  impl->ops = op_log_prefix + "entity_ops";
-  impl->fences = op_log_prefix + "entity_fences";
+  impl->ops = impl->backend->statements().entity_ops;
+  impl->fences = impl->backend->statements().entity_fences;
   impl->build();
   return detail::SqlEntities(std::move(impl));
 }

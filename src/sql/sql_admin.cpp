@@ -286,7 +286,12 @@ Result<std::size_t> SqlAdmin::purge_expired(std::size_t max_records) {
   });
 }
 
-std::string SqlAdmin::schema_text() const { return db_->ddl(text_); }
+// The DDL the stores run (Statements::schema_ddl), one statement a line.
+std::string SqlAdmin::schema_text() const {
+  std::string out;
+  for (const std::string& ddl : text_.schema_ddl) out += ddl + ";\n";
+  return out;
+}
 
 Result<admin::SchemaReport> SqlAdmin::check_schema() {
   return run<admin::SchemaReport>([&]() -> Result<admin::SchemaReport> { return report(); },
@@ -304,8 +309,8 @@ Result<admin::SchemaReport> SqlAdmin::migrate_schema() {
         } catch (...) {
           db_->rollback();  // no database yet (a new SQLite file): created below
         }
-        // Version 1 is the only version so far: migrating is creating what is missing. A later
-        // version adds its upgrade steps here, in the same transaction as the version bump.
+        // The stores' own creation: it creates what is missing and raises an earlier version
+        // (1: without the steps and the entity op log) in the same transaction.
         db_->create_schema();
         schema_checked_ = false;
         return report();

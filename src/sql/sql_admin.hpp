@@ -27,12 +27,10 @@ class AdminConnection {
   virtual void begin() = 0;
   virtual void commit() = 0;
   virtual void rollback() noexcept = 0;
-  /// Which of the schema's tables, indexes and sequences are absent.
+  /// Which of the schema's objects (tables, indexes, triggers, functions, sequences) are absent.
   virtual std::vector<std::string> missing(const Statements& text) = 0;
   /// The stores' own schema creation (idempotent, under the database's lock for it).
   virtual void create_schema() = 0;
-  /// The schema's DDL as the stores run it.
-  virtual std::string ddl(const Statements& text) const = 0;
   virtual Failure failure(std::exception_ptr error) const noexcept = 0;
 };
 

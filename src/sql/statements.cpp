@@ -178,6 +178,29 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
       "WHERE substr(r.key, 1, {p3}) = {p1} AND r.expires_at > {now} "
       "AND (r.state = {released} OR (r.state = {held} AND r.lease_until <= {now})) LIMIT {p2}");
   holding = fill("SELECT fence FROM {rec} WHERE key = {p1} AND fence = {p2} AND state = {held}");
+  entity_ops = prefix + "entity_ops";
+  entity_fences = prefix + "entity_fences";
+  create_entity_ops.push_back(fill(
+      fmt::format("CREATE TABLE IF NOT EXISTS {} (key {{blob}} PRIMARY KEY, entity TEXT NOT NULL, "
+                  "fence {{i64}} NOT NULL, state {{i16}} NOT NULL, fp_hi {{i64}} NOT NULL, "
+                  "fp_lo {{i64}} NOT NULL, produced TEXT NOT NULL, result {{blob}}, "
+                  "created_ms {{i64}} NOT NULL){{suffix}}",
+                  entity_ops)
+          .c_str()));
+  // PostgreSQL's fences come from sequences; CACHE 1 (the default): nextval() hands values out
+  // in call order.
+  const auto sequence = [](const std::string& name) {
+    return "CREATE SEQUENCE IF NOT EXISTS " + name + " AS bigint CACHE 1";
+  };
+  if (postgres) create_entity_ops.push_back(sequence(entity_fences));
+  upgrade_version = fill("UPDATE {sch} SET version = {version} WHERE version < {version}");
+  schema_ddl = {create_schema_table, create_records_table, create_expiry_index};
+  if (postgres) schema_ddl.push_back(sequence(fences));
+  schema_ddl.insert(schema_ddl.end(), create_steps.begin(), create_steps.end());
+  schema_ddl.insert(schema_ddl.end(), create_entity_ops.begin(), create_entity_ops.end());
+  schema_ddl.push_back(insert_version);
+  schema_ddl.push_back(upgrade_version);
+
   load_steps = fill_steps(
       "SELECT s.idx, s.name, s.result FROM {rec} r LEFT JOIN {steps} s ON s.key = r.key "
       "AND s.idx >= 0 AND s.fp_hi = r.fp_hi AND s.fp_lo = r.fp_lo "

@@ -26,8 +26,11 @@ struct Dialect {
 extern const Dialect kSqlite;
 extern const Dialect kPostgres;
 
-/// The schema version this library writes and reads.
-inline constexpr int kSchemaVersion = 1;
+/// The schema version this library writes and reads. 1: the schema and records tables and the
+/// expiry index (PostgreSQL: and the fence sequence). 2: and the steps table with its triggers,
+/// and the entity stores' op log (PostgreSQL: and its fence sequence). A store that finds 1
+/// upgrades it (Statements::schema_ddl creates what is missing, then upgrade_version).
+inline constexpr int kSchemaVersion = 2;
 
 /// Statement texts for one dialect and table prefix. The prefix was checked to be an identifier.
 struct Statements {
@@ -84,6 +87,18 @@ struct Statements {
   // find_abandoned: ?1 key prefix, ?2 limit, ?3 prefix length -> (key, request) of records in
   // progress past their lease or released, not expired, with a request of their fingerprint.
   std::string find_abandoned;
+
+  // The entity stores' op log (src/sql/entity_engine.cpp) and, on PostgreSQL, the sequence its
+  // fences are drawn from.
+  std::string entity_ops;     // the op log's name
+  std::string entity_fences;  // PostgreSQL: the op log's fence sequence
+  std::vector<std::string> create_entity_ops;
+  // The version of a schema of an earlier version, once schema_ddl made it current.
+  std::string upgrade_version;
+  // The whole schema of this version, in order, each statement safe to run again: what a store
+  // runs when something is missing, `idem schema print` prints and share/idem/schema-*.sql
+  // ships. Run on a database of an earlier version, it upgrades it.
+  std::vector<std::string> schema_ddl;
 };
 
 /// True when `prefix` is safe to paste into SQL as part of an identifier.

@@ -71,7 +71,10 @@ class SqliteAdminConnection final : public sql::AdminConnection {
   }
 
   std::vector<std::string> missing(const sql::Statements& text) override {
-    std::vector<std::string> wanted = {text.schema, text.records, text.records + "_expires_at"};
+    const std::vector<std::string> wanted = {text.schema,          text.records,
+                                             text.records + "_expires_at",
+                                             text.steps,           text.steps + "_end",
+                                             text.steps + "_gone", text.entity_ops};
     std::vector<std::string> absent;
     SQLite::Statement st(db(), "SELECT count(*) FROM sqlite_master WHERE name = ?1");
     for (const std::string& name : wanted) {
@@ -89,11 +92,6 @@ class SqliteAdminConnection final : public sql::AdminConnection {
                              .busy_timeout = options_.busy_timeout};
     std::unique_ptr<sql::Backend> backend = sql::make_sqlite_backend(store);
     backend->create_schema();
-  }
-
-  std::string ddl(const sql::Statements& text) const override {
-    return fmt::format("{};\n{};\n{};\n{};\n", text.create_schema_table, text.create_records_table,
-                       text.create_expiry_index, text.insert_version);
   }
 
   Failure failure(std::exception_ptr error) const noexcept override {

@@ -14,6 +14,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <memory>
 #include <optional>
@@ -324,6 +325,11 @@ class SqliteSession final : public sql::Session {
 
   void mark() override { db_.exec("SAVEPOINT idem_handler"); }
   void rollback_to_mark() override { db_.exec("ROLLBACK TO SAVEPOINT idem_handler"); }
+  void step_savepoint() override { db_.exec("SAVEPOINT idem_step"); }
+  void end_step(bool keep) override {
+    db_.exec(keep ? "RELEASE SAVEPOINT idem_step"
+                  : "ROLLBACK TO SAVEPOINT idem_step; RELEASE SAVEPOINT idem_step");
+  }
 
   NativeTransaction native() noexcept override { return NativeTransaction(transaction_); }
 
@@ -481,29 +487,29 @@ class SqliteSession final : public sql::Session {
   // so a store opened while another connection holds the write lock (a transactional handler,
   // perhaps in another process) does not wait for it.
   bool schema_present() {
+    // Files of an earlier version lack the steps and the op log: created then (schema_ddl).
+    const std::array<const std::string*, 7> names{
+        &text_.schema, &text_.records, &expiry_index_, &text_.steps, &steps_end_, &steps_gone_,
+        &text_.entity_ops};
     SQLite::Statement objects(
-        db_, "SELECT count(*) FROM sqlite_master WHERE name IN (?1, ?2, ?3, ?4, ?5, ?6)");
-    objects.bind(1, text_.schema);
-    objects.bind(2, text_.records);
-    objects.bind(3, text_.records + "_expires_at");
-    objects.bind(4, text_.steps);  // files of an earlier release lack the steps: created then
-    objects.bind(5, text_.steps + "_end");
-    objects.bind(6, text_.steps + "_gone");
-    if (!objects.executeStep() || objects.getColumn(0).getInt64() != 6) return false;
+        db_, "SELECT count(*) FROM sqlite_master WHERE name IN (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      objects.bind(static_cast<int>(i) + 1, *names[i]);
+    }
+    if (!objects.executeStep() || objects.getColumn(0).getInt64() != std::ssize(names)) {
+      return false;
+    }
     return check_version();
   }
 
-  // Creates what is missing and the version row, under the write lock; IMMEDIATE keeps two
-  // processes from interleaving, and the statements check again what the other may have created.
+  // Creates what is missing, the version row, and raises an earlier version to this one, under
+  // the write lock; IMMEDIATE keeps two processes from interleaving, and the statements check
+  // again what the other may have created.
   void create_schema(Clock::time_point deadline) {
     const Writing writing(*this, deadline);
     db_.exec("BEGIN IMMEDIATE");
     try {
-      db_.exec(text_.create_schema_table);
-      db_.exec(text_.create_records_table);
-      db_.exec(text_.create_expiry_index);
-      for (const std::string& ddl : text_.create_steps) db_.exec(ddl);
-      db_.exec(text_.insert_version);
+      for (const std::string& ddl : text_.schema_ddl) db_.exec(ddl);
       (void)check_version();
       db_.exec("COMMIT");
     } catch (...) {
@@ -512,11 +518,13 @@ class SqliteSession final : public sql::Session {
     }
   }
 
-  // False when the schema table holds no version yet.
+  // False when the schema table holds no version yet, or an earlier one (create_schema
+  // upgrades it).
   bool check_version() {
     SQLite::Statement version(db_, text_.select_version);
     if (!version.executeStep() || version.getColumn(0).isNull()) return false;
     const auto v = version.getColumn(0).getInt64();
+    if (v >= 1 && v < sql::kSchemaVersion) return false;
     if (v != sql::kSchemaVersion) {
       throw SqliteError(
           fmt::format("idem: table {} says schema version {}, this library knows version {}",
@@ -545,6 +553,9 @@ class SqliteSession final : public sql::Session {
   detail::SqliteTransactionHandle transaction_{db_};  // what handlers get: this connection
   sql::FenceFile fences_;  // transactional fences: idem_next_fence() draws from it
   const sql::Statements& text_;
+  const std::string expiry_index_ = text_.records + "_expires_at";
+  const std::string steps_end_ = text_.steps + "_end";
+  const std::string steps_gone_ = text_.steps + "_gone";
   bool in_transaction_ = false;
   std::optional<Prepared> upsert_, upsert_drawn_, read_, finish_, release_, extend_, purge_,
       raise_floor_;
@@ -591,14 +602,17 @@ class SqliteBackend final : public sql::Backend {
   std::string_view store_name() const noexcept override { return SqliteStore::kStoreName; }
   PoolStats pool_stats() const noexcept override { return pool_.stats(); }
 
+  // A file that stayed locked is store_unavailable for every call, a transactional claim's too:
+  // the write lock is the whole file's, so it says nothing about the claim's own key (the
+  // engine answers in_progress for a key a holder of this store has).
   Failure failure(std::exception_ptr error, bool& broken,
-                  bool transactional_claim) const noexcept override {
+                  bool /*transactional_claim*/) const noexcept override {
     try {
       std::rethrow_exception(std::move(error));
     } catch (const SQLite::Exception& e) {
       const int code = e.getErrorCode();
       if (code == SQLITE_BUSY || code == SQLITE_LOCKED) {
-        return make_failure(transactional_claim ? errc::in_progress : errc::store_unavailable,
+        return make_failure(errc::store_unavailable,
                             fmt::format("idem: sqlite {} is locked by another writer: {}",
                                         options_.path, e.what()));
       }
@@ -610,8 +624,7 @@ class SqliteBackend final : public sql::Backend {
                           fmt::format("idem: sqlite {}: {} (code {})", options_.path, e.what(),
                                       e.getExtendedErrorCode()));
     } catch (const SqliteBusy& e) {
-      return make_failure(transactional_claim ? errc::in_progress : errc::store_unavailable,
-                          e.what());
+      return make_failure(errc::store_unavailable, e.what());
     } catch (const SqliteError& e) {
       return make_failure(errc::store_unavailable, e.what());
     } catch (const std::bad_alloc&) {

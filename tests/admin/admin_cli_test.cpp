@@ -19,6 +19,7 @@
 #include <sstream>
 #include <string>
 
+#include "cli_run.hpp"
 #include "idem/admin/memory_admin.hpp"
 #include "idem/guard.hpp"
 #include "idem/stores/memory_store.hpp"
@@ -32,45 +33,12 @@
 #endif
 
 namespace {
+using idem::testing::CliRun;
+using idem::testing::idem_cli;
+using idem::testing::q;
+using idem::testing::slurp;
 
 using namespace std::chrono_literals;
-
-struct CliRun {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string q(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Runs the idem command with `args` (already quoted where needed).
-CliRun idem_cli(const std::string& args) {
-  static int n = 0;
-  const std::string err =
-      "/tmp/idem_admin_test_err_" + std::to_string(getpid()) + "_" + std::to_string(n++);
-  const std::string cmd = std::string(IDEM_CLI_PATH) + " " + args + " 2>" + err;
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  char buf[4096];
-  std::size_t got = 0;
-  while ((got = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, got);
-  const int w = pclose(p);
-  r.status = WIFEXITED(w) ? WEXITSTATUS(w) : -1;
-  r.err = slurp(err);
-  std::filesystem::remove(err);
-  return r;
-}
 
 std::string unique_scope(const std::string& what) {
   static int n = 0;

@@ -6,6 +6,11 @@
 
 namespace idem::testing {
 
+// The message that carries an operation's COMMIT (a simple query, after its last statement).
+bool commit_message(std::string_view chunk) {
+  return !chunk.empty() && chunk[0] == 'Q' && chunk.find("COMMIT") != std::string_view::npos;
+}
+
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, EntityStoreTest, PostgresTarget);
 INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, EntityProcessTest, PostgresTarget);
 
@@ -15,49 +20,79 @@ TEST(PostgresEntityStoreTest, TableAndColumnNamesThatAreNotIdentifiersAreRefused
       PostgresStoreOptions{.uri = "postgresql://nobody@127.0.0.1:1/none"});
 }
 
-// The COMMIT of an operation reaches the server, which commits it, and its reply is lost: the
-// caller gets its value with outcome_unknown, and the guard's retries of the commit hear the same
-// (nobody took the operation over: never lease_lost). It landed: a repeat replays, and the
-// handler's write committed once.
-TEST(PostgresEntityStoreTest, ACommitWhoseReplyIsLostIsOutcomeUnknownNotALeaseLost) {
-  PostgresTarget target;
-  std::string why;
-  if (!target.set_up(why)) GTEST_SKIP() << why;
-  auto through = pg_relay(target.location());
-  if (!through) GTEST_SKIP() << "the relay speaks IPv4; the test server is not on it";
-  PostgresStoreOptions connection = target.connection();
-  connection.uri = through->uri;
-  VersionStore<PostgresBackend> accounts(VersionStoreOptions<PostgresBackend>{
-      .backend = connection,
-      .table = EntityTable{target.names().accounts(), "id", "version"},
-      .guard = Options{.scope = "accounts"}});
-  target.create_account(accounts, "a-1", 100);
-  int runs = 0;
-  auto debit = [&](std::function<void()> after_handler = {}) {
-    return accounts.execute(VersionKey{"a-1", 0, "debit-1"}, [&](Context& ctx) {
-      ++runs;
-      target.add_effect(ctx, "debit-1");
+// An account store whose connections go through a fault relay; debit() runs the handler, which
+// counts its runs and writes an effect in the operation's transaction.
+class RelayedAccounts : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!target_.set_up(why)) GTEST_SKIP() << why;
+    through_ = pg_relay(target_.location());
+    if (!through_) GTEST_SKIP() << "the relay speaks IPv4; the test server is not on it";
+    PostgresStoreOptions connection = target_.connection();
+    connection.uri = through_->uri;
+    accounts_ = std::make_unique<VersionStore<PostgresBackend>>(VersionStoreOptions<PostgresBackend>{
+        .backend = connection,
+        .table = EntityTable{target_.names().accounts(), "id", "version"},
+        .guard = Options{.scope = "accounts"}});
+    target_.create_account(*accounts_, "a-1", 100);
+  }
+  VersionOutcome<int> debit(const std::function<void()>& after_handler = {}) {
+    return accounts_->execute(VersionKey{"a-1", 0, "debit-1"}, [&](Context& ctx) {
+      ++runs_;
+      target_.add_effect(ctx, "debit-1");
       if (after_handler) after_handler();
-      return 40 + runs;
+      return 40 + runs_;
     });
-  };
-  auto out = debit([&] {
-    through->relay->lose_reply_after([](std::string_view chunk) {
-      return !chunk.empty() && chunk[0] == 'Q' && chunk.find("COMMIT") != std::string_view::npos;
-    });
-  });
-  ASSERT_TRUE(through->relay->one_shot_fired());
+  }
+  FaultRelay& relay() { return *through_->relay; }
+
+  PostgresTarget target_;
+  std::optional<PgRelay> through_;
+  std::unique_ptr<VersionStore<PostgresBackend>> accounts_;
+  int runs_ = 0;
+};
+
+// The COMMIT of an operation reaches the server, which commits it, and its reply is lost: the
+// store reads the op log on another connection, finds its own commit there, and answers
+// success, not outcome_unknown (nor a lease_lost no takeover caused). A repeat replays, and the
+// handler's write committed once.
+TEST_F(RelayedAccounts, ACommitWhoseReplyIsLostFindsItselfInTheOpLog) {
+  auto out = debit([&] { relay().lose_reply_after(commit_message); });
+  ASSERT_TRUE(relay().one_shot_fired());
   ASSERT_TRUE(out.has_value()) << out.message();
-  EXPECT_TRUE(out) << "a commit in doubt is no takeover: " << out.message();
   EXPECT_EQ(out.value(), 41);
-  EXPECT_FALSE(out.recorded());
-  EXPECT_EQ(out.commit_error(), errc::outcome_unknown) << out.commit_failure().describe();
+  EXPECT_TRUE(out.recorded()) << out.commit_failure().describe();
   auto again = debit();
   ASSERT_TRUE(again.has_value()) << again.message();
   EXPECT_TRUE(again.replayed());
   EXPECT_EQ(again.value(), 41);
-  EXPECT_EQ(runs, 1);
-  EXPECT_EQ(target.effects("debit-1"), 1);
+  EXPECT_EQ(runs_, 1);
+  EXPECT_EQ(target_.effects("debit-1"), 1);
+  // stats(): the store's name and its pool, which dropped the connection the relay cut.
+  const StoreStats stats = accounts_->stats();
+  EXPECT_EQ(stats.store, "postgres");
+  ASSERT_TRUE(stats.pool);
+  EXPECT_GE(stats.pool->opened, 2u);
+  EXPECT_GE(stats.pool->discarded, 1u);
+}
+
+// The COMMIT is cut on its way: the server rolls the transaction back. The store reads the op
+// log, finds no commit of its own, and says the transaction did not commit (store_unavailable),
+// not outcome_unknown; a repeat runs the handler once more, and its write commits once.
+TEST_F(RelayedAccounts, ACommitCutOnItsWayIsFoundMissingFromTheOpLog) {
+  auto out = debit([&] { relay().cut_before(commit_message); });
+  ASSERT_TRUE(relay().one_shot_fired());
+  ASSERT_TRUE(out.has_value()) << out.message();
+  EXPECT_EQ(out.value(), 41);
+  EXPECT_FALSE(out.recorded());
+  EXPECT_EQ(out.commit_error(), errc::store_unavailable) << out.commit_failure().describe();
+  auto again = debit();
+  ASSERT_TRUE(again.has_value()) << again.message();
+  EXPECT_TRUE(again.executed());
+  EXPECT_EQ(again.value(), 42);
+  EXPECT_EQ(target_.effects("debit-1"), 1);
+  EXPECT_EQ(accounts_->version("a-1").value(), 1u);
 }
 
 }  // namespace idem::testing

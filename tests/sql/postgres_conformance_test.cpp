@@ -1,6 +1,7 @@
 // The record-store conformance kit on PostgresStore, lease and transactional mode. Each test
 // binary run uses tables of its own (a unique prefix). Time is the server's clock: advance()
-// sleeps. reopen() opens another store on the same tables, as another process would.
+// sleeps. reopen() opens another store on the same tables, as another process would. The
+// atomic-step cases write to a table <prefix>tags beside them.
 
 #include <memory>
 #include <thread>
@@ -39,6 +40,19 @@ struct PgTraits {
     return open(*uri);
   }
   static std::unique_ptr<PgModeStore<Mode>> reopen(PgModeStore<Mode>&) { return open(*pg_uri()); }
+  // Writes through an atomic step's transaction (WritesInTransactions).
+  static void write(PgModeStore<Mode>&, const NativeTransaction& tx, std::string_view tag) {
+    pg_transaction(tx).exec_params("INSERT INTO " + tags() + " (tag) VALUES ($1)",
+                                   std::string(tag));
+  }
+  static std::size_t written(PgModeStore<Mode>&, std::string_view tag) {
+    pqxx::connection c(*pg_uri());
+    return pqxx::nontransaction(c)
+        .exec_params("SELECT count(*) FROM " + tags() + " WHERE tag = $1", std::string(tag))
+        .at(0)
+        .at(0)
+        .template as<std::size_t>();
+  }
   static void advance(PgModeStore<Mode>&, std::chrono::milliseconds d) {
     std::this_thread::sleep_for(d);
   }
@@ -47,7 +61,13 @@ struct PgTraits {
   }
 
  private:
+  static std::string tags() { return PgModeStore<Mode>::prefix() + "tags"; }
   static std::unique_ptr<PgModeStore<Mode>> open(const std::string& uri) {
+    {
+      pqxx::connection c(uri);
+      pqxx::nontransaction(c).exec("CREATE TABLE IF NOT EXISTS " + tags() +
+                                   " (tag text PRIMARY KEY)");
+    }
     auto store = std::make_unique<PgModeStore<Mode>>(uri);
     const Status ready = store->ensure_schema();
     EXPECT_TRUE(ready.ok()) << "PostgreSQL at IDEM_TEST_PG_URI is unreachable: "

@@ -38,7 +38,23 @@ struct SqliteTraits {
   static constexpr std::chrono::milliseconds lease{600};
   static constexpr bool holds_until_finished = Mode == SqlMode::transactional;
   static std::unique_ptr<SqliteModeStore<Mode>> make() {
-    return std::make_unique<SqliteModeStore<Mode>>(std::make_shared<TempDb>());
+    auto file = std::make_shared<TempDb>();
+    SQLite::Database(file->path(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE)
+        .exec("CREATE TABLE tags (tag TEXT PRIMARY KEY)");
+    return std::make_unique<SqliteModeStore<Mode>>(std::move(file));
+  }
+  // Writes through an atomic step's transaction (WritesInTransactions).
+  static void write(SqliteModeStore<Mode>&, const NativeTransaction& tx, std::string_view tag) {
+    SQLite::Statement insert(sqlite_transaction(tx), "INSERT INTO tags (tag) VALUES (?1)");
+    insert.bind(1, std::string(tag));
+    insert.exec();
+  }
+  static std::size_t written(SqliteModeStore<Mode>& store, std::string_view tag) {
+    SQLite::Database db(store.file()->path(), SQLite::OPEN_READONLY);
+    SQLite::Statement count(db, "SELECT count(*) FROM tags WHERE tag = ?1");
+    count.bind(1, std::string(tag));
+    count.executeStep();
+    return static_cast<std::size_t>(count.getColumn(0).getInt64());
   }
   // In transactional mode the other store's claims wait for the holder's write lock, which the
   // cases never give up meanwhile: a short wait keeps them quick.

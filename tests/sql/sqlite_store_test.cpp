@@ -49,7 +49,9 @@ namespace idem::testing {
 namespace {
 
 // SQLite has one writer per file: an open transactional claim holds it, so a claim of another
-// key waits up to busy_timeout and then answers in_progress; after the holder commits it runs.
+// key waits up to busy_timeout and then answers store_unavailable (the file is busy; nobody holds
+// that key, so never in_progress); a duplicate of the held key answers in_progress; after the
+// holder commits the other key runs.
 TEST(SqliteTransactionalTest, AnOpenHandlerHoldsTheFileForOtherKeysUpToBusyTimeout) {
   TempDb db;
   SqliteStore store{SqliteStoreOptions{.path = db.path(),
@@ -70,9 +72,12 @@ TEST(SqliteTransactionalTest, AnOpenHandlerHoldsTheFileForOtherKeysUpToBusyTimeo
   auto other = guard.execute("b", [] { return 2; });
   const auto waited = std::chrono::steady_clock::now() - start;
   ASSERT_FALSE(other.has_value());
-  EXPECT_EQ(other.error(), errc::in_progress);
+  EXPECT_EQ(other.error(), errc::store_unavailable) << other.message();
   EXPECT_GE(waited, std::chrono::milliseconds{250});
   EXPECT_LT(waited, std::chrono::seconds{3});
+  auto duplicate = guard.execute("a", [] { return 3; });
+  ASSERT_FALSE(duplicate.has_value());
+  EXPECT_EQ(duplicate.error(), errc::in_progress) << duplicate.message();
   // stats(): the store's one connection is the holder's; the other claim queued and gave up.
   StoreStats stats = store.stats();
   EXPECT_EQ(stats.store, "sqlite");
@@ -222,9 +227,11 @@ namespace idem::testing {
 namespace {
 
 // A store built while another process runs a transactional handler (a worker started by a
-// deploy): its first call checks the schema without the write lock the handler holds, so a
-// duplicate answers in_progress as the docs say, and ensure_schema() answers at once.
-TEST(SqliteNewStoreTest, BuiltWhileAnotherProcessRunsAHandlerItAnswersInProgress) {
+// deploy): its first call checks the schema without the write lock the handler holds, so
+// ensure_schema() answers at once, and a claim waits for the lock as any claim does and answers
+// store_unavailable when it runs out: the file is busy, and which key the other process holds
+// is not known here (in_progress is only for a key a holder of the same store has).
+TEST(SqliteNewStoreTest, BuiltWhileAnotherProcessRunsAHandlerItAnswersStoreUnavailable) {
   TempDb db;
   const Target t{Backend::sqlite, db.path(), "idem_"};
   create_business_table(t);
@@ -238,7 +245,7 @@ TEST(SqliteNewStoreTest, BuiltWhileAnotherProcessRunsAHandlerItAnswersInProgress
     int runs = 0;
     auto same = guard.execute("order-1", [&] { return ++runs; });
     ASSERT_FALSE(same.has_value());
-    EXPECT_EQ(same.error(), errc::in_progress) << same.message();
+    EXPECT_EQ(same.error(), errc::store_unavailable) << same.message();
     EXPECT_EQ(runs, 0);
   }
   {
@@ -249,12 +256,12 @@ TEST(SqliteNewStoreTest, BuiltWhileAnotherProcessRunsAHandlerItAnswersInProgress
     EXPECT_LT(std::chrono::steady_clock::now() - start, options.busy_timeout);
   }
   {
-    // Another key: the file's one write lock is the handler's, so it is in_progress too.
+    // Another key: the file's one write lock is the handler's; nobody holds this key.
     SqliteStore store{options};
     IdempotencyGuard guard{store, Options{.scope = "orders"}};
     auto other = guard.execute("order-2", [] { return 2; });
     ASSERT_FALSE(other.has_value());
-    EXPECT_EQ(other.error(), errc::in_progress) << other.message();
+    EXPECT_EQ(other.error(), errc::store_unavailable) << other.message();
   }
   holder.kill9();
   SqliteStore store{options};
@@ -337,9 +344,10 @@ namespace {
 
 // Two stores of one process on one file: a transactional handler of the first holds the file's
 // writers' lock of the process until it commits. A claim of the second waits for it in the
-// process up to max(block_for, busy_timeout): without leave to block it answers in_progress (the
-// same key, or any other: the file's one write lock is the handler's), a lease-mode write answers
-// store_unavailable, and a claim that may block replays once the handler has committed.
+// process up to max(block_for, busy_timeout): without leave to block it answers store_unavailable
+// (the same key, or any other: the file's one write lock is the handler's, and the other store
+// does not know which key it holds), as does a lease-mode write, and a claim that may block
+// replays once the handler has committed.
 TEST(SqliteWritersTest, AHandlerOfOneStoreHoldsTheFileForTheProcessesOtherStores) {
   TempDb db;
   const auto busy = milliseconds{300};
@@ -367,7 +375,7 @@ TEST(SqliteWritersTest, AHandlerOfOneStoreHoldsTheFileForTheProcessesOtherStores
   for (const char* key : {"a", "b"}) {
     auto out = fail_fast.execute(key, [] { return std::string("second"); });
     ASSERT_FALSE(out.has_value()) << key;
-    EXPECT_EQ(out.error(), errc::in_progress) << key << ": " << out.message();
+    EXPECT_EQ(out.error(), errc::store_unavailable) << key << ": " << out.message();
   }
   IdempotencyGuard lease{lease_store, Options{.scope = "s"}};
   auto lease_out = lease.execute("c", [] { return std::string("third"); });

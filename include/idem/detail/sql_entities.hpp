@@ -11,6 +11,7 @@
 #include "idem/detail/entity.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
+#include "idem/store_stats.hpp"
 
 namespace idem {
 struct SqliteStoreOptions;
@@ -43,6 +44,8 @@ class SqlEntities {
   Status ensure_schema();
   /// The op log's table name (<table_prefix>entity_ops).
   const std::string& op_log_table() const noexcept;
+  /// The backend's name ("sqlite", "postgres") and its connection pool's figures.
+  StoreStats stats() const noexcept;
 
  private:
   std::unique_ptr<Impl> impl_;

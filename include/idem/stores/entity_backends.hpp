@@ -7,6 +7,7 @@
 
 #include "idem/detail/entity.hpp"
 #include "idem/detail/memory_entities.hpp"
+#include "idem/store_stats.hpp"
 
 // An installed idem has an adapter's headers only if it was built with that adapter, so each SQL
 // backend is declared where its adapter's header is present.
@@ -20,6 +21,19 @@
 #endif
 
 namespace idem {
+
+namespace detail {
+/// An entity store's figures (VersionStore::stats, StateMachineStore::stats): the SQL backends'
+/// own; memory has only its name.
+template <class Impl>
+StoreStats entity_stats(const Impl& impl) noexcept {
+  if constexpr (requires { impl.stats(); }) {
+    return impl.stats();
+  } else {
+    return StoreStats{.store = "memory"};
+  }
+}
+}  // namespace detail
 
 /// Entities in process memory, created with the store's put(). The claim takes the entity's lock
 /// (waiting up to the guard's Wait::timeout) and holds it while the handler runs; commit applies

@@ -89,7 +89,9 @@ class SqlStore {
   Status save_step(const Ticket& ticket, const StepWrite& step);
   /// Runs an atomic step (Context::atomic_step): lease mode, in a transaction of its own on one
   /// of the store's connections, the fenced save last, then COMMIT; transactional mode, in the
-  /// holder's transaction. lease_lost or a failure: nothing of the step remains.
+  /// holder's transaction under a savepoint of its own. A step inside another runs in the
+  /// outer step's transaction, under its own savepoint. lease_lost or a failure: nothing of the
+  /// step remains (the savepoint is rolled back), and the holder's transaction goes on.
   Status save_step_atomically(const Ticket& ticket, std::uint32_t index, std::string_view name,
                               AtomicStepBody body);
   /// Keeps the run's request beside its steps (idem::CompletableStore), fenced. In

@@ -18,6 +18,7 @@
 #include "idem/guard.hpp"
 #include "idem/options.hpp"
 #include "idem/outcome.hpp"
+#include "idem/store_stats.hpp"
 #include "idem/stores/entity_backends.hpp"
 
 namespace idem {
@@ -200,6 +201,17 @@ class VersionStore {
   }
 
   const Options& options() const noexcept { return options_; }
+
+  /// SQL backends: creates the op log if absent (the first claim does it), reading first, so
+  /// that a store opened beside a running handler waits for nobody; call it to fail early at
+  /// start-up.
+  Status ensure_schema() requires(!std::same_as<Backend, MemoryBackend>) {
+    return impl_.ensure_schema();
+  }
+
+  /// The store's own figures (idem/store_stats.hpp): SQL backends, their name ("sqlite",
+  /// "postgres") and connection pool; memory, its name. No round trip.
+  StoreStats stats() const noexcept { return detail::entity_stats(impl_); }
 
  private:
   static std::optional<std::uint64_t> parse(std::string_view s) noexcept {

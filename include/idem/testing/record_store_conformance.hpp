@@ -27,6 +27,9 @@
 //                            begin(), batches, LayeredGuard, CachedStore and GroupCommitStore in
 //                            front, the async guard), as <Prefix>/<Face>.<Case>; with an admin
 //                            (StoreTraits::admin) also forgets and releases racing callers
+//   held_key_cases.hpp       in_progress only for a key a live holder has
+//   atomic_step_cases.hpp    stores with atomic steps (idem::AtomicStepStore) whose traits can
+//                            write through the step's transaction (WritesInTransactions)
 //
 // Cases for an ability the store lacks are not registered at all.
 
@@ -35,9 +38,11 @@
 #include <string>
 
 #include "idem/store.hpp"
+#include "idem/testing/atomic_step_cases.hpp"
 #include "idem/testing/detail/conformance_case.hpp"
 #include "idem/testing/face_cases.hpp"
 #include "idem/testing/guard_cases.hpp"
+#include "idem/testing/held_key_cases.hpp"
 #include "idem/testing/record_store_cases.hpp"
 #include "idem/testing/record_store_test.hpp"
 #include "idem/testing/reopen_cases.hpp"
@@ -89,6 +94,20 @@ bool register_record_store_conformance(const char* prefix, const char* file, int
       register_cases<S, AKeptRequestIsFoundOnceItsRunIsAbandoned, AStaleHolderKeepsNoRequest,
                      FinishedAndExpiredRunsAreNotAbandoned, ACompleterFinishesTheRunAGuardKept>(
           suite.c_str(), file, line);
+    }
+  }
+  register_cases<S, AKeyNobodyHoldsIsNeverInProgress>(suite.c_str(), file, line);
+  if constexpr (AtomicStepStore<S> && WritesInTransactions<S>) {
+    register_cases<S, AThrowingAtomicStepLeavesNoWritesWhenTheHandlerGoesOn,
+                   AStepWhoseStatementFailedLeavesTheHandlersTransactionUsable,
+                   AStepsWritesRemainExactlyWhenItsRecordDoes,
+                   ANestedAtomicStepIsPartOfItsOuterStep>(suite.c_str(), file, line);
+    if constexpr (RewindableStore<S>) {
+      register_cases<S, ARememberedFailureAfterAFailedStepCommitsWithoutItsWrites>(suite.c_str(),
+                                                                                  file, line);
+    }
+    if constexpr (!HoldsUntilFinished<S>) {
+      register_cases<S, AStaleHoldersAtomicStepLeavesNoWrites>(suite.c_str(), file, line);
     }
   }
   if constexpr (Reopenable<S>) {

@@ -35,6 +35,13 @@
 //       no batch and no group-commit face.
 //   using async_face = idem::testing::AsyncFace<MyStore>;   (idem/testing/async_face.hpp)
 //       The store also has an asynchronous face, with async_store() and async_run() (see there).
+//   static void write(MyStore&, const idem::NativeTransaction& tx, std::string_view tag);
+//   static std::size_t written(MyStore&, std::string_view tag);
+//       For a store with atomic steps (idem::AtomicStepStore): write() inserts `tag` through the
+//       step's transaction tx into a table of unique tags (a second write of the same tag in one
+//       transaction throws, as a statement the database refuses); written() counts the rows
+//       tagged `tag` that committed. The atomic-step cases check what remains of a step's
+//       writes (idem/testing/atomic_step_cases.hpp).
 //
 // A store with `Status rewind(const Ticket&)` (idem::RewindableStore) also gets the rewind cases.
 
