@@ -117,7 +117,7 @@ class [[nodiscard]] Outcome {
   }
 
  private:
-  template <class... A>
+  template <class... A>  // NOLINTNEXTLINE(modernize-use-equals-delete): not a copy; has a body
   explicit Outcome(A&&... a) : state_(std::forward<A>(a)...) {}
 
   bool superseded() const noexcept {

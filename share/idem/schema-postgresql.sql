@@ -7,6 +7,7 @@ CREATE TABLE IF NOT EXISTS idem_steps (key bytea NOT NULL, idx bigint NOT NULL, 
 CREATE OR REPLACE FUNCTION idem_steps_drop() RETURNS trigger LANGUAGE plpgsql AS $idem$ BEGIN DELETE FROM idem_steps WHERE key = OLD.key; RETURN NULL; END $idem$;
 CREATE OR REPLACE TRIGGER idem_steps_end AFTER UPDATE OF state ON idem_records FOR EACH ROW WHEN (NEW.state IN (1, 2)) EXECUTE FUNCTION idem_steps_drop();
 CREATE OR REPLACE TRIGGER idem_steps_gone AFTER DELETE ON idem_records FOR EACH ROW EXECUTE FUNCTION idem_steps_drop();
+CREATE OR REPLACE TRIGGER idem_steps_expired AFTER UPDATE OF fence ON idem_records FOR EACH ROW WHEN (OLD.expires_at <= CAST(extract(epoch FROM statement_timestamp()) * 1000 AS bigint)) EXECUTE FUNCTION idem_steps_drop();
 CREATE TABLE IF NOT EXISTS idem_entity_ops (key bytea PRIMARY KEY, entity TEXT NOT NULL, fence bigint NOT NULL, state smallint NOT NULL, fp_hi bigint NOT NULL, fp_lo bigint NOT NULL, produced TEXT NOT NULL, result bytea, created_ms bigint NOT NULL);
 CREATE SEQUENCE IF NOT EXISTS idem_entity_fences AS bigint CACHE 1;
 INSERT INTO idem_schema (version) SELECT 2 WHERE NOT EXISTS (SELECT 1 FROM idem_schema);

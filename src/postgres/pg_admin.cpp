@@ -80,9 +80,8 @@ class PgAdminConnection final : public sql::AdminConnection {
       const pqxx::result r = run(absent_sql, p);
       if (!r.empty() && std::string_view(r[0][0].c_str()) == "t") absent.push_back(name);
     };
-    for (const std::string& name :
-         {text.schema, text.records, text.records + "_expires_at", text.fences, text.steps,
-          text.entity_ops, text.entity_fences}) {
+    for (const std::string& name : {text.schema, text.records, text.records + "_expires_at",
+                                    text.fences, text.steps, text.entity_ops, text.entity_fences}) {
       check(name, "SELECT to_regclass($1) IS NULL");
     }
     check(text.steps + "_drop", "SELECT to_regproc($1) IS NULL");
@@ -90,7 +89,7 @@ class PgAdminConnection final : public sql::AdminConnection {
         "SELECT NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = $1 AND tgrelid = "
         "to_regclass('" +
         text.records + "'))";
-    for (const std::string& name : {text.steps + "_end", text.steps + "_gone"}) {
+    for (const std::string& name : text.step_triggers) {
       check(name, trigger_absent.c_str());
     }
     return absent;

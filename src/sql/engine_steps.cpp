@@ -1,6 +1,7 @@
 // The SQL engine's steps (idem::StepStore): a key's steps in a table beside its records, written
 // by one fenced statement (statements.cpp), in the holder's transaction in transactional mode.
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <thread>
@@ -31,12 +32,10 @@ Session* Engine::held_session(const Ticket& ticket) {
   if (mode_ == SqlMode::lease) {
     // The transaction of an atomic step this thread is running for the ticket, if any.
     const std::thread::id me = std::this_thread::get_id();
-    for (auto it = stepping_.rbegin(); it != stepping_.rend(); ++it) {
-      if (it->thread == me && it->fence == ticket.fence && it->key == ticket.key) {
-        return it->session;
-      }
-    }
-    return nullptr;
+    const auto step = std::find_if(stepping_.rbegin(), stepping_.rend(), [&](const Stepping& s) {
+      return s.thread == me && s.fence == ticket.fence && s.key == ticket.key;
+    });
+    return step == stepping_.rend() ? nullptr : step->session;
   }
   auto [first, last] = open_.equal_range(ticket.key);
   for (auto it = first; it != last; ++it) {

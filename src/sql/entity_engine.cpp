@@ -235,12 +235,13 @@ Status SqlEntities::ensure_schema() {
     sql::Row found;
     const std::array<sql::Param, 2> names{text(m.ops), text(m.fences)};
     const bool present =
-        postgres ? s->first_row("SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL",
-                                names, found, 0) &&
-                       found.size() == 1 && found[0] == "t"
-                 : s->first_row("SELECT count(*) FROM sqlite_master WHERE name = ?1",
-                                std::span(names).first(1), found, 0) &&
-                       found.size() == 1 && found[0] == "1";
+        postgres
+            ? s->first_row("SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL",
+                           names, found, 0) &&
+                  found.size() == 1 && found[0] == "t"
+            : s->first_row("SELECT count(*) FROM sqlite_master WHERE name = ?1",
+                           std::span(names).first(1), found, 0) &&
+                  found.size() == 1 && found[0] == "1";
     if (present) {
       std::lock_guard lock(m.mutex);
       m.schema_ready = true;
@@ -459,15 +460,15 @@ Status SqlEntities::commit(const Ticket& ticket, const Completion& completion) {
   Impl& m = *impl_;
   return finish(m, ticket, &completion,
                 [&](Checkout& s, const std::string& op_key, bool& committing) -> Status {
-    const SqlState state = to_sql(finished_state(completion.status));
-    const std::array<sql::Param, 4> args{
-        bytes(op_key), integer(static_cast<std::int64_t>(ticket.fence)),
-        integer(static_cast<std::int64_t>(state)), bytes(completion.result)};
-    if (s->run(m.finish_op, args) != 1) return lease_lost();
-    committing = true;
-    s->commit();
-    return {};
-  });
+                  const SqlState state = to_sql(finished_state(completion.status));
+                  const std::array<sql::Param, 4> args{
+                      bytes(op_key), integer(static_cast<std::int64_t>(ticket.fence)),
+                      integer(static_cast<std::int64_t>(state)), bytes(completion.result)};
+                  if (s->run(m.finish_op, args) != 1) return lease_lost();
+                  committing = true;
+                  s->commit();
+                  return {};
+                });
 }
 
 Status SqlEntities::abort(const Ticket& ticket) {

@@ -129,6 +129,7 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
   raise_floor = fill("UPDATE {sch} SET fence_floor = {greatest}(fence_floor, {p1})");
 
   steps = prefix + "steps";
+  step_triggers = {steps + "_end", steps + "_gone", steps + "_expired"};
   const bool postgres = d.param == '$';
   auto fill_steps = [&](const char* text) {
     return fill(
@@ -158,6 +159,11 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
     create_steps.push_back(
         fill_steps("CREATE OR REPLACE TRIGGER {steps}_gone AFTER DELETE ON {rec} FOR EACH ROW "
                    "EXECUTE FUNCTION {steps}_drop()"));
+    // A claim that takes an expired record (a new fence over a row past its expiry) starts a new
+    // run: the expired run's steps go, whatever its payload.
+    create_steps.push_back(fill_steps(
+        "CREATE OR REPLACE TRIGGER {steps}_expired AFTER UPDATE OF fence ON {rec} FOR EACH ROW "
+        "WHEN (OLD.expires_at <= {now}) EXECUTE FUNCTION {steps}_drop()"));
   } else {
     create_steps.push_back(fill_steps(
         "CREATE TRIGGER IF NOT EXISTS {steps}_end AFTER UPDATE OF state ON {rec} "
@@ -165,6 +171,9 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
     create_steps.push_back(
         fill_steps("CREATE TRIGGER IF NOT EXISTS {steps}_gone AFTER DELETE ON {rec} "
                    "BEGIN DELETE FROM {steps} WHERE key = OLD.key; END"));
+    create_steps.push_back(fill_steps(
+        "CREATE TRIGGER IF NOT EXISTS {steps}_expired AFTER UPDATE OF fence ON {rec} "
+        "WHEN OLD.expires_at <= {now} BEGIN DELETE FROM {steps} WHERE key = NEW.key; END"));
   }
   save_step = fill_steps(
       "INSERT INTO {steps} (key, idx, name, fp_hi, fp_lo, result) "

@@ -73,6 +73,9 @@ struct Statements {
   // again.
   std::string steps;  // the table's name
   std::vector<std::string> create_steps;
+  // The triggers on the records table that drop a run's steps: when the record finishes, goes,
+  // or is claimed past its expiry (the names the schema checks look for).
+  std::vector<std::string> step_triggers;
   // save_step: ?1 key, ?2 index, ?3 name, ?4 result, ?5 fence. Copies the record's fingerprint
   // onto the step, only while the fence holds the record (PostgreSQL: under a share lock of its
   // row, so a takeover waits for the step and then sees it); no row inserted: lease lost.

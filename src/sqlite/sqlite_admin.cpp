@@ -71,10 +71,9 @@ class SqliteAdminConnection final : public sql::AdminConnection {
   }
 
   std::vector<std::string> missing(const sql::Statements& text) override {
-    const std::vector<std::string> wanted = {text.schema,          text.records,
-                                             text.records + "_expires_at",
-                                             text.steps,           text.steps + "_end",
-                                             text.steps + "_gone", text.entity_ops};
+    std::vector<std::string> wanted = {text.schema, text.records, text.records + "_expires_at",
+                                       text.steps, text.entity_ops};
+    wanted.insert(wanted.end(), text.step_triggers.begin(), text.step_triggers.end());
     std::vector<std::string> absent;
     SQLite::Statement st(db(), "SELECT count(*) FROM sqlite_master WHERE name = ?1");
     for (const std::string& name : wanted) {

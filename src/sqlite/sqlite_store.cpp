@@ -488,11 +488,14 @@ class SqliteSession final : public sql::Session {
   // perhaps in another process) does not wait for it.
   bool schema_present() {
     // Files of an earlier version lack the steps and the op log: created then (schema_ddl).
-    const std::array<const std::string*, 7> names{
-        &text_.schema, &text_.records, &expiry_index_, &text_.steps, &steps_end_, &steps_gone_,
-        &text_.entity_ops};
-    SQLite::Statement objects(
-        db_, "SELECT count(*) FROM sqlite_master WHERE name IN (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+    std::vector<const std::string*> names{&text_.schema, &text_.records, &expiry_index_,
+                                          &text_.steps, &text_.entity_ops};
+    for (const std::string& trigger : text_.step_triggers) names.push_back(&trigger);
+    std::string list;
+    for (std::size_t i = 1; i <= names.size(); ++i)
+      list += (i > 1 ? ", ?" : "?") + std::to_string(i);
+    SQLite::Statement objects(db_,
+                              "SELECT count(*) FROM sqlite_master WHERE name IN (" + list + ")");
     for (std::size_t i = 0; i < names.size(); ++i) {
       objects.bind(static_cast<int>(i) + 1, *names[i]);
     }
@@ -554,8 +557,6 @@ class SqliteSession final : public sql::Session {
   sql::FenceFile fences_;  // transactional fences: idem_next_fence() draws from it
   const sql::Statements& text_;
   const std::string expiry_index_ = text_.records + "_expires_at";
-  const std::string steps_end_ = text_.steps + "_end";
-  const std::string steps_gone_ = text_.steps + "_gone";
   bool in_transaction_ = false;
   std::optional<Prepared> upsert_, upsert_drawn_, read_, finish_, release_, extend_, purge_,
       raise_floor_;

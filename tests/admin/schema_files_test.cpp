@@ -41,8 +41,9 @@ Dump sqlite_dump(const std::string& path) {
   SQLite::Database db(path, SQLite::OPEN_READONLY);
   Dump out;
   SQLite::Statement objects(
-      db, "SELECT type || ' ' || name || ' ON ' || tbl_name || ': ' || coalesce(sql, '') FROM "
-          "sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name");
+      db,
+      "SELECT type || ' ' || name || ' ON ' || tbl_name || ': ' || coalesce(sql, '') FROM "
+      "sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name");
   while (objects.executeStep()) out.push_back(objects.getColumn(0).getString());
   SQLite::Statement version(db, "SELECT version, fence_floor FROM idem_schema");
   while (version.executeStep()) {
@@ -153,8 +154,8 @@ class PgNamespace {
 
   std::string uri() const {
     const std::string base = pg_base_uri();
-    return base + (base.find('?') == std::string::npos ? "?" : "&") +
-           "options=-csearch_path%3D" + name_;
+    return base + (base.find('?') == std::string::npos ? "?" : "&") + "options=-csearch_path%3D" +
+           name_;
   }
   void exec(const std::string& sql) const {
     pqxx::connection c(pg_base_uri());
@@ -192,8 +193,7 @@ class PgNamespace {
     add("SELECT pg_get_functiondef(p.oid) FROM pg_proc p JOIN pg_namespace n ON n.oid = "
         "p.pronamespace WHERE n.nspname = " +
         ns + " ORDER BY p.proname");
-    add("SELECT 'version ' || version || ' floor ' || fence_floor FROM " + name_ +
-        ".idem_schema");
+    add("SELECT 'version ' || version || ' floor ' || fence_floor FROM " + name_ + ".idem_schema");
     return out;
   }
 

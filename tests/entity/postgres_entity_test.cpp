@@ -31,10 +31,11 @@ class RelayedAccounts : public ::testing::Test {
     if (!through_) GTEST_SKIP() << "the relay speaks IPv4; the test server is not on it";
     PostgresStoreOptions connection = target_.connection();
     connection.uri = through_->uri;
-    accounts_ = std::make_unique<VersionStore<PostgresBackend>>(VersionStoreOptions<PostgresBackend>{
-        .backend = connection,
-        .table = EntityTable{target_.names().accounts(), "id", "version"},
-        .guard = Options{.scope = "accounts"}});
+    accounts_ =
+        std::make_unique<VersionStore<PostgresBackend>>(VersionStoreOptions<PostgresBackend>{
+            .backend = connection,
+            .table = EntityTable{target_.names().accounts(), "id", "version"},
+            .guard = Options{.scope = "accounts"}});
     target_.create_account(*accounts_, "a-1", 100);
   }
   VersionOutcome<int> debit(const std::function<void()>& after_handler = {}) {

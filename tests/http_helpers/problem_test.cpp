@@ -41,10 +41,12 @@ TEST(ProblemJson, BytesThatAreNotUtf8BecomeTheReplacementCharacter) {
     return body.substr(head.size(), body.size() - head.size() - 2);
   };
   EXPECT_EQ(detail_of("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x92\xb3"),
-            "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x92\xb3");       // é € 💳 kept
-  EXPECT_EQ(detail_of("a\xffb"), "a" + replacement + "b");      // not a lead byte
-  EXPECT_EQ(detail_of("\xc3"), replacement);                    // cut short
-  EXPECT_EQ(detail_of("\xc0\xaf"), replacement + replacement);  // overlong '/'
+            "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x92\xb3");  // é € 💳 kept
+  EXPECT_EQ(detail_of("a\xff"
+                      "b"),
+            "a" + replacement + "b");                                             // not a lead byte
+  EXPECT_EQ(detail_of("\xc3"), replacement);                                      // cut short
+  EXPECT_EQ(detail_of("\xc0\xaf"), replacement + replacement);                    // overlong '/'
   EXPECT_EQ(detail_of("\xed\xa0\x80"), replacement + replacement + replacement);  // surrogate
   EXPECT_EQ(detail_of("\xf4\x90\x80\x80"), replacement + replacement + replacement + replacement);
   EXPECT_EQ(detail_of("\x80x"), replacement + "x");  // a continuation byte alone

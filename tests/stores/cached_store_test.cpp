@@ -220,7 +220,9 @@ TEST_F(CachedStoreTest, ByteBoundEvictsAndSkipsRecordsLargerThanAShard) {
   EXPECT_EQ(claim(cached, "big")->result, large);
 }
 
-TEST_F(CachedStoreTest, AnotherFingerprintIsAMismatchFromTheCache) {
+// A cached record answers its own payload only: another payload goes to the store, which words
+// the refusal (a token store says token_invalid), and the cached record stays.
+TEST_F(CachedStoreTest, AnotherFingerprintIsAskedOfTheStore) {
   CachedStore<CountingStore> cached{options(), backend_};
   const Claim held = claim(cached, "k", kFp).value();
   ASSERT_TRUE(
@@ -231,14 +233,16 @@ TEST_F(CachedStoreTest, AnotherFingerprintIsAMismatchFromTheCache) {
   ASSERT_TRUE(other.has_value());
   EXPECT_EQ(other->status, ClaimStatus::mismatch);
   EXPECT_EQ(other->fence, held.fence);
-  EXPECT_EQ(cached.inner().claims.load(), before);
-  EXPECT_EQ(claim(backend_, "k", kOtherFp)->status, ClaimStatus::mismatch);  // as the store says
+  EXPECT_EQ(cached.inner().claims.load(), before + 1);
+  EXPECT_EQ(claim(cached, "k", kFp)->result, "r");  // still cached: no store call
+  EXPECT_EQ(cached.inner().claims.load(), before + 1);
 
   IdempotencyGuard guard{cached, Options{.scope = "t", .clock = clock_}};
   ASSERT_TRUE(guard.execute("g", "one", [] { return 1; }).recorded());
   auto refused = guard.execute("g", "two", [] { return 2; });
   EXPECT_EQ(refused.error(), errc::payload_mismatch);
-  EXPECT_EQ(cached.hits(), 2u);
+  EXPECT_TRUE(guard.execute("g", "one", [] { return 3; }).replayed());
+  EXPECT_EQ(cached.hits(), 2u);  // the two replays of "r" and of "one"
 }
 
 TEST_F(CachedStoreTest, FailedRecordsAreCachedUnlessTurnedOff) {

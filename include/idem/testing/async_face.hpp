@@ -17,7 +17,6 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
-
 #include <future>
 #include <memory>
 #include <optional>
@@ -34,11 +33,15 @@ namespace idem::testing {
 
 /// The traits give the cell's own asynchronous store (above).
 template <class S>
-concept TraitsAsyncStore = requires(S& store) { StoreTraits<S>::async_store(store); };
+concept TraitsAsyncStore = requires(S& store) {
+  StoreTraits<S>::async_store(store);
+};
 
 /// The cell is a BlockingStore over its asynchronous store.
 template <class S>
-concept BlockingOverAsync = requires(S& store) { store.async(); };
+concept BlockingOverAsync = requires(S& store) {
+  store.async();
+};
 
 template <class S>
 concept OwnAsyncStore = TraitsAsyncStore<S> || BlockingOverAsync<S>;

@@ -28,8 +28,8 @@ namespace idem::testing {
 ///   static std::size_t written(S& store, std::string_view tag);
 ///       How many rows tagged `tag` have committed (0 or 1), read outside any claim.
 template <class S>
-concept WritesInTransactions =
-    requires(S& store, const NativeTransaction& tx, std::string_view tag) {
+concept WritesInTransactions = requires(S& store, const NativeTransaction& tx,
+                                        std::string_view tag) {
   StoreTraits<S>::write(store, tx, tag);
   { StoreTraits<S>::written(store, tag) } -> std::convertible_to<std::size_t>;
 };
@@ -171,14 +171,13 @@ IDEM_TESTING_CASE(ANestedAtomicStepIsPartOfItsOuterStep) {
 // the failed step's in any mode.
 IDEM_TESTING_CASE(ARememberedFailureAfterAFailedStepCommitsWithoutItsWrites) {
   S& store = this->store();
-  IdempotencyGuard guard{store,
-                         Options{.scope = this->key("scope"), .remember_failures = true}};
+  IdempotencyGuard guard{store, Options{.scope = this->key("scope"), .remember_failures = true}};
   const std::string done = this->key("done");
   const std::string failed = this->key("failed");
   EXPECT_THROW((void)guard.execute("k",
                                    [&](Context& ctx) -> int {
-                                     ctx.atomic_step("done",
-                                                     [&](Context& c) { write_tag(store, c, done); });
+                                     ctx.atomic_step(
+                                         "done", [&](Context& c) { write_tag(store, c, done); });
                                      try {
                                        ctx.atomic_step("fails", [&](Context& c) {
                                          write_tag(store, c, failed);

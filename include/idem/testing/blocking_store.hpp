@@ -8,7 +8,6 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
-
 #include <chrono>
 #include <future>
 #include <optional>
@@ -28,7 +27,8 @@ template <AsyncStore A>
 class BlockingStore {
  public:
   template <class... Args>
-  explicit BlockingStore(Args&&... args) : async_(io_.get_executor(), std::forward<Args>(args)...) {}
+  explicit BlockingStore(Args&&... args)
+      : async_(io_.get_executor(), std::forward<Args>(args)...) {}
   BlockingStore(const BlockingStore&) = delete;
   BlockingStore& operator=(const BlockingStore&) = delete;
 

@@ -43,8 +43,10 @@ class FaceTest : public RecordStoreTest<typename F::Store> {
   Claim claimed_elsewhere(const FaceSetup& s, const Key& key, std::string_view payload,
                           std::chrono::milliseconds retention) {
     const detail::EffectiveKey k(s.scope, key.principal, key.id);
-    Result<Claim> c = this->store().claim(ClaimRequest{
-        .key = k.view(), .fingerprint = xxh3_128(payload), .lease = s.lease, .retention = retention});
+    Result<Claim> c = this->store().claim(ClaimRequest{.key = k.view(),
+                                                       .fingerprint = xxh3_128(payload),
+                                                       .lease = s.lease,
+                                                       .retention = retention});
     EXPECT_TRUE(c.has_value()) << (c ? "" : c.failure().describe());
     if (!c) return Claim{};
     EXPECT_EQ(c->status, ClaimStatus::acquired);
@@ -80,17 +82,17 @@ class SeenEvents {
 
 // Declares the face case `Name` and opens its body; inside, `this->` reaches the fixture, `F` is
 // the face's type and `S` the store's.
-#define IDEM_FACE_CASE(Name)                                      \
-  template <class F>                                              \
-  class Name final : public ::idem::testing::FaceTest<F> {        \
-   public:                                                        \
-    static constexpr const char* kName = #Name;                   \
-    using S = typename F::Store;                                  \
-                                                                  \
-   private:                                                       \
-    void TestBody() override;                                     \
-  };                                                              \
-  template <class F>                                              \
+#define IDEM_FACE_CASE(Name)                               \
+  template <class F>                                       \
+  class Name final : public ::idem::testing::FaceTest<F> { \
+   public:                                                 \
+    static constexpr const char* kName = #Name;            \
+    using S = typename F::Store;                           \
+                                                           \
+   private:                                                \
+    void TestBody() override;                              \
+  };                                                       \
+  template <class F>                                       \
   void Name<F>::TestBody()  // NOLINT(bugprone-macro-parentheses): Name names a class
 
 namespace idem::testing::face_cases {
@@ -257,14 +259,12 @@ IDEM_FACE_CASE(ABadKeyIsRefusedBeforeTheStore) {
 IDEM_FACE_CASE(ALapsedLeaseIsATakeoverEvenWhenTheTtlIsShorter) {
   SeenEvents seen;
   const milliseconds lease = 2 * this->kLease;
-  const FaceSetup s =
-      this->setup({.lease = lease, .ttl = lease / 4, .observer = seen.observer()});
+  const FaceSetup s = this->setup({.lease = lease, .ttl = lease / 4, .observer = seen.observer()});
   auto f = this->face(s);
   const Claim dead = this->claimed_elsewhere(s, Key{"k"}, "payload", s.ttl);
   this->advance(lease + lease / 4);
-  Outcome<std::string> other = f->run(Key{"k"}, "other payload", [](Context*) {
-    return std::string("must not run");
-  });
+  Outcome<std::string> other =
+      f->run(Key{"k"}, "other payload", [](Context*) { return std::string("must not run"); });
   EXPECT_EQ(other.error(), errc::payload_mismatch) << other.message();
   (void)seen.take();
   int runs = 0;

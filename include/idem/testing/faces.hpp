@@ -232,7 +232,7 @@ class BatchFace {
       : store_(store), guard_(store, faces::options_for(setup, aborted_)) {}
 
   Outcome<std::string> run(const Key& key, std::string_view payload, const FaceHandler& fn) {
-    const BatchItem items[] = {BatchItem{key, payload}};
+    const std::array<BatchItem, 1> items{BatchItem{key, payload}};
     std::vector<Outcome<std::string>> out = guard_.execute_batch(
         std::span<const BatchItem>(items), [&](std::size_t, Context& ctx) { return fn(&ctx); });
     return std::move(out.front());
@@ -321,9 +321,7 @@ class GroupedFace {
   static constexpr bool kContext = true;
 
   GroupedFace(S& store, const FaceSetup& setup)
-      : store_(store),
-        grouped_(store),
-        guard_(grouped_, faces::options_for(setup, aborted_)) {}
+      : store_(store), grouped_(store), guard_(grouped_, faces::options_for(setup, aborted_)) {}
 
   Outcome<std::string> run(const Key& key, std::string_view payload, const FaceHandler& fn) {
     return faces::catching(aborted_, key, [&] {

@@ -87,8 +87,8 @@ bool register_record_store_conformance(const char* prefix, const char* file, int
                    GuardResumesAHandlerAtItsFirstUnfinishedStep>(suite.c_str(), file, line);
     if constexpr (!HoldsUntilFinished<S>) {
       register_cases<S, ATakeoverGetsTheOldHoldersStepsAndFencesItOff,
-                     GuardRefusesStepsInAnotherOrderAndKeepsTheKeysSteps>(suite.c_str(), file,
-                                                                          line);
+                     GuardRefusesStepsInAnotherOrderAndKeepsTheKeysSteps,
+                     AnExpiredRunLeavesNoStepsToTheNextOne>(suite.c_str(), file, line);
     }
     if constexpr (CompletableStore<S> && !HoldsUntilFinished<S>) {
       register_cases<S, AKeptRequestIsFoundOnceItsRunIsAbandoned, AStaleHolderKeepsNoRequest,
@@ -104,7 +104,7 @@ bool register_record_store_conformance(const char* prefix, const char* file, int
                    ANestedAtomicStepIsPartOfItsOuterStep>(suite.c_str(), file, line);
     if constexpr (RewindableStore<S>) {
       register_cases<S, ARememberedFailureAfterAFailedStepCommitsWithoutItsWrites>(suite.c_str(),
-                                                                                  file, line);
+                                                                                   file, line);
     }
     if constexpr (!HoldsUntilFinished<S>) {
       register_cases<S, AStaleHoldersAtomicStepLeavesNoWrites>(suite.c_str(), file, line);

@@ -97,6 +97,24 @@ IDEM_TESTING_CASE(AFinishedRecordKeepsNoSteps) {
   EXPECT_TRUE(steps->empty()) << "a new run of an expired key starts afresh";
 }
 
+// A run that expired in progress (its holder gone, the record past its retention) is over: the
+// next claim of the same request starts afresh, without its steps (docs/steps.md).
+IDEM_TESTING_CASE(AnExpiredRunLeavesNoStepsToTheNextOne) {
+  const auto k = this->key();
+  Result<Claim> held = this->store().claim(ClaimRequest{
+      .key = k, .fingerprint = {1, 2}, .lease = this->kLease, .retention = this->kLease});
+  ASSERT_TRUE(held.has_value()) << held.failure().describe();
+  ASSERT_EQ(held->status, ClaimStatus::acquired);
+  ASSERT_TRUE(this->store().save_step(Ticket{k, held->fence}, StepWrite{0, "a", "1"}).ok());
+  // Past the record's retention (twice the lease, idem::held_retention).
+  this->advance(2 * this->kLease + this->kLease / 2);
+  const Claim again = this->acquired(k);
+  EXPECT_FALSE(again.took_over);
+  Result<std::vector<StepRecord>> steps = this->store().load_steps(Ticket{k, again.fence});
+  ASSERT_TRUE(steps.has_value()) << steps.failure().describe();
+  EXPECT_TRUE(steps->empty()) << "the expired run's step came back";
+}
+
 IDEM_TESTING_CASE(AnotherPayloadStartsWithoutTheSteps) {
   const auto k = this->key();
   const Claim first = this->acquired(k, {1, 1});

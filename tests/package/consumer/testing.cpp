@@ -66,7 +66,7 @@ class MapStore {
     r.fingerprint = request.fingerprint;
     ++r.fence;
     r.lease_until = now + request.lease;
-    r.expires_at = now + std::max(request.retention, request.lease);
+    r.expires_at = now + idem::held_retention(request.retention, request.lease);
     r.result.clear();
     return idem::Claim{
         .status = idem::ClaimStatus::acquired, .fence = r.fence, .took_over = took_over};
@@ -103,8 +103,9 @@ class MapStore {
     std::lock_guard lock(table_->mutex);
     Record* r = find(ticket.key);
     if (r == nullptr || !held(*r, ticket.fence)) return lease_lost(ticket);
-    r->lease_until = table_->clock->now() + lease;
-    r->expires_at = std::max(r->expires_at, r->lease_until);
+    const auto now = table_->clock->now();
+    r->lease_until = now + lease;
+    r->expires_at = std::max(r->expires_at, now + idem::held_retention({}, lease));
     return {};
   }
 
