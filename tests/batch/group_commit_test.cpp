@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "idem/admin/sqlite_admin.hpp"
 #include "idem/detail/record_model.hpp"
 #include "idem/stores/group_commit_store.hpp"
 #include "idem/testing/record_store_conformance.hpp"
@@ -63,6 +64,9 @@ struct StoreTraits<GroupedSqliteStore> {
   }
   static std::unique_ptr<GroupedSqliteStore> reopen(GroupedSqliteStore& store) {
     return std::make_unique<GroupedSqliteStore>(store.file(), std::chrono::milliseconds{300});
+  }
+  static std::unique_ptr<admin::Admin> admin(GroupedSqliteStore& store) {
+    return admin::sqlite_admin({.path = store.file()->path(), .table_prefix = "idem_"});
   }
   static void advance(GroupedSqliteStore&, std::chrono::milliseconds d) {
     std::this_thread::sleep_for(d);

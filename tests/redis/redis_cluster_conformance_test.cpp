@@ -59,6 +59,12 @@ struct StoreTraits<ClusterStore> : ClusterSuiteBase {
     if (!c) return nullptr;
     return std::make_unique<ClusterStore>(c, unique_prefix("cconf"));
   }
+  // Another client over the same cluster and prefix: what a restarted process opens.
+  static std::unique_ptr<ClusterStore> reopen(ClusterStore& store) {
+    auto c = client();
+    if (!c) return nullptr;
+    return std::make_unique<ClusterStore>(c, store.prefix);
+  }
   static std::unique_ptr<admin::Admin> admin(ClusterStore& store) {
     return admin::redis_admin(store.client, {.prefix = store.prefix});
   }

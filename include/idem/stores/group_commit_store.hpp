@@ -18,11 +18,13 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "idem/batch_store.hpp"
 #include "idem/result.hpp"
+#include "idem/steps.hpp"
 #include "idem/store.hpp"
 #include "idem/store_stats.hpp"
 
@@ -56,9 +58,9 @@ struct GroupCommitOptions {
 /// A step that fails fails each of its calls with the store's error, and writes none of them.
 ///
 /// Each call keeps the store's single-key answer (fences, replays, mismatches, in_progress).
-/// abort, extend and rewind go to the store directly. Thread-safe; holds a reference to the
-/// store, which must outlive it. Transactional SQL stores have no batches (every call would
-/// fail): use their own claims.
+/// abort, extend, rewind, steps and kept requests go to the store directly. Thread-safe; holds a
+/// reference to the store, which must outlive it. Transactional SQL stores have no batches (every
+/// call would fail): use their own claims.
 template <class S>
 class GroupCommitStore {
   static_assert(BatchStore<S>, "idem::GroupCommitStore<S>: S needs claim_batch and commit_batch");
@@ -96,6 +98,27 @@ class GroupCommitStore {
     return store_.extend(ticket, lease);
   }
   Status rewind(const Ticket& ticket) requires RewindableStore<S> { return store_.rewind(ticket); }
+
+  /// S's steps and kept requests, where S keeps them (idem::StepStore, AtomicStepStore,
+  /// CompletableStore): they belong to a held key, saved under its fence, so they go to the
+  /// store directly; a caller's commit returns only once written, after its steps.
+  Result<std::vector<StepRecord>> load_steps(const Ticket& ticket) requires StepStore<S> {
+    return store_.load_steps(ticket);
+  }
+  Status save_step(const Ticket& ticket, const StepWrite& step) requires StepStore<S> {
+    return store_.save_step(ticket, step);
+  }
+  Status save_step_atomically(const Ticket& ticket, std::uint32_t index, std::string_view name,
+                              AtomicStepBody body) requires AtomicStepStore<S> {
+    return store_.save_step_atomically(ticket, index, name, body);
+  }
+  Status keep_request(const Ticket& ticket, std::string_view request) requires CompletableStore<S> {
+    return store_.keep_request(ticket, request);
+  }
+  Result<std::vector<Abandoned>> find_abandoned(std::string_view prefix,
+                                                std::size_t limit) requires CompletableStore<S> {
+    return store_.find_abandoned(prefix, limit);
+  }
 
   /// A batch is a group already: written at once, beside the groups.
   std::vector<Result<Claim>> claim_batch(std::span<const ClaimRequest> requests) {
