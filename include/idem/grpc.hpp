@@ -10,10 +10,11 @@
 //     return rpc.unary(*ctx, *req, *out, [&](Receipt& r) { return charge(*req, r); });
 //   }
 //
-// Per call: the key is the client's `idempotency-key` metadata entry, the payload the request's
-// deterministic serialisation, and the stored result the response message or the error status
-// the handler returned (code, message and details), so a repeat gets the same answer, marked
-// `idempotent-replayed: true` in its trailing metadata.
+// Per call: the key is the client's `idempotency-key` metadata entry (without surrounding blanks;
+// a blank one is refused, as over HTTP), the payload the request's deterministic serialisation,
+// and the stored result the response message or the error status the handler returned (code,
+// message and details), so a repeat gets the same answer, marked `idempotent-replayed: true` in
+// its trailing metadata.
 
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/server_callback.h>
@@ -92,10 +93,12 @@ struct GrpcOptions {
 
 namespace detail {
 
-/// The key of a call, or why the call is refused (INVALID_ARGUMENT) before anything runs.
+/// The key of a call, or why the call is refused (INVALID_ARGUMENT) before anything runs: two
+/// entries, a binary one, or a value that is empty or only blanks. Spaces and tabs around the
+/// value are not part of the key (idem::key_text, the rule of the HTTP Idempotency-Key too).
 struct GrpcKey {
   ::grpc::Status refused;  // not OK: answer it
-  std::string_view id;     // the entry's value; views the call's metadata
+  std::string_view id;     // the entry's value without surrounding blanks; views the metadata
   bool present = false;    // false with refused OK: no key, and none is required
 };
 GrpcKey read_grpc_key(const ::grpc::ServerContextBase& context, const GrpcOptions& options);

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "idem/codecs/protobuf.hpp"
+#include "idem/key_text.hpp"
 
 namespace idem {
 
@@ -177,9 +178,11 @@ GrpcKey read_grpc_key(const ::grpc::ServerContextBase& context, const GrpcOption
   } else if (count == 0 && options.require_key) {
     key.refused = invalid("missing '" + std::string(name) +
                           "' metadata: this method needs an idempotency key");
+  } else if (count == 1 && key_text(id).empty()) {
+    key.refused = invalid("the '" + std::string(name) + "' metadata is empty or blank");
   } else {
     key.present = count == 1;
-    key.id = id;
+    key.id = key_text(id);  // " k", "k " and "k" are one key, as over HTTP
   }
   return key;
 }

@@ -29,6 +29,7 @@
 
 #include "async/async_test_support.hpp"
 #include "idem/asio/async_guard.hpp"
+#include "idem/clock.hpp"
 
 namespace idem::testing {
 
@@ -183,6 +184,48 @@ TYPED_TEST_P(AsyncGuardCases, ALiveHolderIsRefusedWithItsLeaseLeft) {
   EXPECT_EQ(refused->error(), errc::in_progress);
   EXPECT_GT(refused->retry_after(), 5s);
   EXPECT_LE(refused->retry_after(), 10s);
+  EXPECT_TRUE(held->recorded());
+}
+
+// The retry hint is when the holder is likely done (the 90th percentile of the guard's recent
+// handler durations, here 7 ms on the guard's clock), not the 10 s left on its lease.
+TYPED_TEST_P(AsyncGuardCases, ARefusalsRetryHintIsTheGuardsRecentHandlerDurations) {
+  if (!this->ready()) return;
+  auto clock = std::make_shared<ManualClock>();
+  AsyncGuard guard{this->store(), Options{.scope = "hint", .lease = 10s, .clock = clock}};
+  for (int i = 0; i < 10; ++i) {
+    auto fast = this->run(guard.async_execute("fast-" + std::to_string(i), [&] {
+      clock->advance(7ms);
+      return i;
+    }));
+    ASSERT_TRUE(fast.has_value()) << fast.message();
+  }
+  bool release = false;
+  std::optional<Outcome<int>> held;
+  std::optional<Outcome<int>> refused;
+  net::co_spawn(
+      this->io(),
+      [&]() -> net::awaitable<void> {
+        held.emplace(co_await guard.async_execute("k", [&]() -> net::awaitable<int> {
+          while (!release) co_await pause(1ms);
+          co_return 1;
+        }));
+      },
+      net::detached);
+  net::co_spawn(
+      this->io(),
+      [&]() -> net::awaitable<void> {
+        co_await pause(20ms);  // the holder has claimed by then
+        refused.emplace(co_await guard.async_execute("k", [] { return 2; }));
+        release = true;
+      },
+      net::detached);
+  this->run_until([&] { return held.has_value() && refused.has_value(); });
+  EXPECT_EQ(refused->error(), errc::in_progress);
+  EXPECT_EQ(refused->retry_after(), 7ms);
+  const auto* lease = std::get_if<HolderLease>(&refused->refusal());
+  ASSERT_NE(lease, nullptr);
+  EXPECT_GT(lease->remaining, 5s);
   EXPECT_TRUE(held->recorded());
 }
 
@@ -635,7 +678,8 @@ REGISTER_TYPED_TEST_SUITE_P(
     AsyncGuardCases, FreshKeyRunsOnceAndRepeatsReplay, PlainAndVoidHandlersAreStoredResults,
     AnotherPayloadIsAMismatchAndABadKeyIsRefused, AThrowingHandlerLeavesTheKeyToARetry,
     ARememberedFailureReplays, AnOversizedResultIsReturnedAndRemembered,
-    ALiveHolderIsRefusedWithItsLeaseLeft, AWaiterPausesOnATimerAndReplaysTheHoldersResult,
+    ALiveHolderIsRefusedWithItsLeaseLeft, ARefusalsRetryHintIsTheGuardsRecentHandlerDurations,
+    AWaiterPausesOnATimerAndReplaysTheHoldersResult,
     AHandlerRenewsItsLeaseThroughTheContext, ACancelledWaitGivesUpHoldingNothing,
     ACancelledHandlerReleasesItsKey, ACancelledHandlerIsRememberedUnderRememberFailures,
     ACancelDuringTheClaimReleasesWhatTheClaimTook, ACancelDuringAClaimThatFindsAReplayEndsTheCall,

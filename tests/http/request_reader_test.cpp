@@ -137,8 +137,7 @@ TEST(RequestReader, AmbiguousFramingIsRefused) {
                            "-3\r\nabc\r\n0\r\n\r\n"),
             400);
   EXPECT_EQ(refusal_status("POST / HTTP/1.1\r\nHost : t\r\n\r\n"), 400);
-  EXPECT_EQ(refusal_status("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
-            400);
+  EXPECT_EQ(refusal_status("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"), 400);
 }
 
 TEST(RequestReader, ATransferCodingOtherThanChunkedIs501) {
@@ -160,9 +159,9 @@ TEST(RequestReader, Http11NeedsExactlyOneHost) {
 }
 
 TEST(RequestReader, ControlBytesInAFieldValueAreRefusedWhole) {
-  EXPECT_EQ(refusal_status(std::string("GET / HTTP/1.1\r\nHost: t\r\nIdempotency-Key: X\0A\r\n\r\n",
-                                       49)),
-            400);
+  EXPECT_EQ(
+      refusal_status(std::string("GET / HTTP/1.1\r\nHost: t\r\nIdempotency-Key: X\0A\r\n\r\n", 49)),
+      400);
   EXPECT_EQ(refusal_status("GET / HTTP/1.1\r\nHost: t\r\nX: a\x01\r\n\r\n"), 400);
   EXPECT_EQ(refusal_status("GET / HTTP/1.1\r\nHost: t\r\nX: a\x7f\r\n\r\n"), 400);
   EXPECT_EQ(refusal_status("GET / HTTP/1.1\r\nHost: t\r\nX: a\rb\r\n\r\n"), 400);
@@ -180,8 +179,9 @@ TEST(RequestReader, LimitsAreKeptBeforeTheBodyIsRead) {
                            "3e9\r\n" +
                            std::string(1001, 'x') + "\r\n0\r\n\r\n"),
             413);
-  EXPECT_EQ(refusal_status("GET / HTTP/1.1\r\nHost: t\r\nX: " + std::string(3000, 'x') + "\r\n\r\n"),
-            431);
+  EXPECT_EQ(
+      refusal_status("GET / HTTP/1.1\r\nHost: t\r\nX: " + std::string(3000, 'x') + "\r\n\r\n"),
+      431);
   // A head that never ends is refused once it passes the limit, not buffered on.
   const transport::TransportSettings s = settings();
   RequestReader reader(s);
