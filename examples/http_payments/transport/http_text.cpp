@@ -1,9 +1,8 @@
 #include "transport/http_text.hpp"
 
+#include <boost/beast/http/status.hpp>
 #include <ctime>
 #include <ostream>  // before Beast's status.hpp, which prints a status without including it
-
-#include <boost/beast/http/status.hpp>
 
 namespace transport {
 

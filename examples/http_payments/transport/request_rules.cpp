@@ -57,9 +57,9 @@ void limit(RequestParser& parser, const TransportSettings& settings) {
 std::optional<Refusal> refusal_for(const boost::system::error_code& error,
                                    const TransportSettings& settings) {
   if (error == http::error::header_limit) {
-    return Refusal{431, "Request Header Fields Too Large", "head_too_large",
-                   "the request line and headers exceed " + std::to_string(settings.head_limit) +
-                       " bytes"};
+    return Refusal{
+        431, "Request Header Fields Too Large", "head_too_large",
+        "the request line and headers exceed " + std::to_string(settings.head_limit) + " bytes"};
   }
   if (error == http::error::body_limit) {
     return Refusal{413, "Payload Too Large", "body_too_large",
