@@ -1,8 +1,12 @@
 #include "transport/http_text.hpp"
 
-#include <boost/beast/http/status.hpp>
 #include <ctime>
-#include <ostream>  // before Beast's status.hpp, which prints a status without including it
+
+// Beast's status.hpp prints a status on a std::ostream without including <ostream>.
+// clang-format off
+#include <ostream>
+#include <boost/beast/http/status.hpp>
+// clang-format on
 
 namespace transport {
 
