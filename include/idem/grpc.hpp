@@ -52,6 +52,14 @@ inline ::grpc::StatusCode grpc_status(errc e) noexcept { return grpc_status(make
 /// `retry-after-ms` the server sent) and UNAVAILABLE (with backoff).
 bool grpc_retryable(::grpc::StatusCode code) noexcept;
 
+/// A status's grpc-status-details-bin in gRPC's rich error model: a serialised google.rpc.Status
+/// of `code` and `message` with one detail, a google.protobuf.Any of `detail_type` (a type URL,
+/// "type.googleapis.com/<full message name>") and `detail` (that message serialised); no detail
+/// when `detail_type` is empty. Clients of that model (grpcio's rpc_status, grpc-js,
+/// StatusProto) parse details as this message: a status's details are one, or empty.
+std::string grpc_status_details(::grpc::StatusCode code, std::string_view message,
+                                std::string_view detail_type = {}, std::string_view detail = {});
+
 /// Where a call's principal comes from: the tenant or caller the key belongs to.
 using GrpcPrincipal = std::function<std::string(const ::grpc::ServerContextBase&)>;
 

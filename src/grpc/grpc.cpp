@@ -138,14 +138,7 @@ std::string retry_info_status(::grpc::StatusCode code, const std::string& messag
   if (nanos != 0) put_varint_field(duration, 2, nanos);
   std::string retry_info;
   put_bytes_field(retry_info, 1, duration);
-  std::string any;
-  put_bytes_field(any, 1, kGrpcRetryInfoType);
-  put_bytes_field(any, 2, retry_info);
-  std::string status;
-  put_varint_field(status, 1, static_cast<std::uint64_t>(code));
-  if (!message.empty()) put_bytes_field(status, 2, message);
-  put_bytes_field(status, 3, any);
-  return status;
+  return grpc_status_details(code, message, kGrpcRetryInfoType, retry_info);
 }
 
 }  // namespace
@@ -299,4 +292,21 @@ bool is_release_code(const GrpcOptions& options, ::grpc::StatusCode code) noexce
 }
 
 }  // namespace detail
+
+std::string grpc_status_details(::grpc::StatusCode code, std::string_view message,
+                                std::string_view detail_type, std::string_view detail) {
+  std::string status;  // google.rpc.Status
+  if (code != ::grpc::StatusCode::OK) {
+    detail::put_varint_field(status, 1, static_cast<std::uint64_t>(code));
+  }
+  if (!message.empty()) detail::put_bytes_field(status, 2, message);
+  if (!detail_type.empty()) {
+    std::string any;  // google.protobuf.Any
+    detail::put_bytes_field(any, 1, detail_type);
+    if (!detail.empty()) detail::put_bytes_field(any, 2, detail);
+    detail::put_bytes_field(status, 3, any);
+  }
+  return status;
+}
+
 }  // namespace idem
