@@ -74,6 +74,9 @@ GrpcPrincipal principal_from_peer_identity();
 inline constexpr std::string_view kGrpcKeyMetadata = "idempotency-key";
 inline constexpr std::string_view kGrpcReplayedMetadata = "idempotent-replayed";
 inline constexpr std::string_view kGrpcRetryAfterMetadata = "retry-after-ms";
+/// The same delay under the name gRPC's client retry policy reads (gRFC A6): a channel whose
+/// service config retries ABORTED waits that long before its next attempt.
+inline constexpr std::string_view kGrpcRetryPushbackMetadata = "grpc-retry-pushback-ms";
 /// The type of the detail an in_progress status carries (gRPC's rich error model): a
 /// google.rpc.RetryInfo whose retry_delay is the holder's lease left.
 inline constexpr std::string_view kGrpcRetryInfoType = "type.googleapis.com/google.rpc.RetryInfo";

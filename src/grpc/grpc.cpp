@@ -258,8 +258,10 @@ void append_grpc_response(const google::protobuf::MessageLite& response, std::st
   if (replayed) context.AddTrailingMetadata(std::string(kGrpcReplayedMetadata), "true");
   const ::grpc::StatusCode code = grpc_status(error);
   if (error == errc::in_progress && retry_after.count() > 0) {
-    context.AddTrailingMetadata(std::string(kGrpcRetryAfterMetadata),
-                                std::to_string(retry_after.count()));
+    const std::string ms = std::to_string(retry_after.count());
+    context.AddTrailingMetadata(std::string(kGrpcRetryAfterMetadata), ms);
+    // gRPC's own retry policy waits this long before its next attempt (instead of its backoff).
+    context.AddTrailingMetadata(std::string(kGrpcRetryPushbackMetadata), ms);
     return {code, message, retry_info_status(code, message, retry_after)};
   }
   return {code, message};
