@@ -211,7 +211,7 @@ TEST_F(HostileCorpus, ChunkedFollowedByAnotherCodingIsRefusedAtOnce) {
       send(request("POST /payments HTTP/1.1",
                    {"Host: test", "Authorization: Bearer alice", "Idempotency-Key: k-identity",
                     "Content-Type: application/json", "Transfer-Encoding: chunked, identity"},
-                   "24\r\n" + kPayment + "\r\n0\r\n\r\n"));
+                   "23\r\n" + kPayment + "\r\n0\r\n\r\n"));
   EXPECT_EQ(a.status, 501) << describe(a);
   EXPECT_TRUE(a.closed);
   EXPECT_EQ(backing_.payments(), 0);
@@ -252,7 +252,7 @@ TEST_F(HostileCorpus, ANegativeChunkSizeIs400AtOnce) {
   const Answer a = send(request("POST /payments HTTP/1.1",
                                 {"Host: test", "Authorization: Bearer alice",
                                  "Idempotency-Key: k-chunk", "Transfer-Encoding: chunked"},
-                                "-24\r\n" + kPayment + "\r\n0\r\n\r\n"));
+                                "-23\r\n" + kPayment + "\r\n0\r\n\r\n"));
   EXPECT_EQ(a.status, 400) << describe(a);
   EXPECT_TRUE(a.closed);
   EXPECT_EQ(backing_.payments(), 0);
