@@ -42,6 +42,35 @@ class AsyncGuardCases : public ::testing::Test {
   // single_threaded): the cases that spread callers over threads keep them on the test's.
   static constexpr bool kOneThread = requires { Backend::kOneThread; };
 
+  // A coroutine holds "k" until a second one, 20 ms later, is answered on it: the holder's outcome
+  // and the second one's.
+  template <class Guard>
+  std::pair<std::optional<Outcome<int>>, std::optional<Outcome<int>>> refused_while_held(
+      Guard& guard) {
+    bool release = false;
+    std::optional<Outcome<int>> held;
+    std::optional<Outcome<int>> refused;
+    net::co_spawn(
+        io(),
+        [&]() -> net::awaitable<void> {
+          held.emplace(co_await guard.async_execute("k", [&]() -> net::awaitable<int> {
+            while (!release) co_await pause(1ms);
+            co_return 1;
+          }));
+        },
+        net::detached);
+    net::co_spawn(
+        io(),
+        [&]() -> net::awaitable<void> {
+          co_await pause(20ms);  // the holder has claimed by then
+          refused.emplace(co_await guard.async_execute("k", [] { return 2; }));
+          release = true;
+        },
+        net::detached);
+    run_until([&] { return held.has_value() && refused.has_value(); });
+    return {std::move(held), std::move(refused)};
+  }
+
   void SetUp() override { backend_.set_up(); }
   bool ready() const { return backend_.ready(); }
   typename Backend::Store& store() { return backend_.store(); }
@@ -160,27 +189,7 @@ TYPED_TEST_P(AsyncGuardCases, AnOversizedResultIsReturnedAndRemembered) {
 TYPED_TEST_P(AsyncGuardCases, ALiveHolderIsRefusedWithItsLeaseLeft) {
   if (!this->ready()) return;
   AsyncGuard guard{this->store(), Options{.scope = "busy", .lease = 10s}};
-  bool release = false;
-  std::optional<Outcome<int>> held;
-  std::optional<Outcome<int>> refused;
-  net::co_spawn(
-      this->io(),
-      [&]() -> net::awaitable<void> {
-        held.emplace(co_await guard.async_execute("k", [&]() -> net::awaitable<int> {
-          while (!release) co_await pause(1ms);
-          co_return 1;
-        }));
-      },
-      net::detached);
-  net::co_spawn(
-      this->io(),
-      [&]() -> net::awaitable<void> {
-        co_await pause(20ms);  // the holder has claimed by then
-        refused.emplace(co_await guard.async_execute("k", [] { return 2; }));
-        release = true;
-      },
-      net::detached);
-  this->run_until([&] { return held.has_value() && refused.has_value(); });
+  auto [held, refused] = this->refused_while_held(guard);
   EXPECT_EQ(refused->error(), errc::in_progress);
   EXPECT_GT(refused->retry_after(), 5s);
   EXPECT_LE(refused->retry_after(), 10s);
@@ -200,27 +209,7 @@ TYPED_TEST_P(AsyncGuardCases, ARefusalsRetryHintIsTheGuardsRecentHandlerDuration
     }));
     ASSERT_TRUE(fast.has_value()) << fast.message();
   }
-  bool release = false;
-  std::optional<Outcome<int>> held;
-  std::optional<Outcome<int>> refused;
-  net::co_spawn(
-      this->io(),
-      [&]() -> net::awaitable<void> {
-        held.emplace(co_await guard.async_execute("k", [&]() -> net::awaitable<int> {
-          while (!release) co_await pause(1ms);
-          co_return 1;
-        }));
-      },
-      net::detached);
-  net::co_spawn(
-      this->io(),
-      [&]() -> net::awaitable<void> {
-        co_await pause(20ms);  // the holder has claimed by then
-        refused.emplace(co_await guard.async_execute("k", [] { return 2; }));
-        release = true;
-      },
-      net::detached);
-  this->run_until([&] { return held.has_value() && refused.has_value(); });
+  auto [held, refused] = this->refused_while_held(guard);
   EXPECT_EQ(refused->error(), errc::in_progress);
   EXPECT_EQ(refused->retry_after(), 7ms);
   const auto* lease = std::get_if<HolderLease>(&refused->refusal());

@@ -32,7 +32,9 @@ TEST(BearerPrincipal, ANameWithAControlByteOrASpaceIsNoPrincipal) {
   EXPECT_FALSE(bearer_principal("Bearer mallory\x01"));
   EXPECT_FALSE(bearer_principal("Bearer mallory\x7f"));
   EXPECT_FALSE(bearer_principal("Bearer mallory alice"));
-  EXPECT_FALSE(bearer_principal("Bearer al\xc3\xafce"));
+  EXPECT_FALSE(
+      bearer_principal("Bearer al\xc3\xaf"
+                       "ce"));
   EXPECT_EQ(bearer_principal("Bearer a-Z_0.9~+/="), "a-Z_0.9~+/=");
 }
 
