@@ -26,6 +26,12 @@ def resp(*parts):
     return out
 
 
+def head(*lines):
+    """A request head: the lines, each ended by CRLF, then the blank line."""
+    return b"".join(line + b"\r\n" for line in lines) + b"\r\n"
+
+
+PAYMENT = b'{"amount": 1250, "currency": "EUR"}'
 FP = b"f" * 16  # the fingerprint fuzz/redis_reply_fuzz.cpp's cache decoder expects
 HOLDER = bytes(range(1, 9))
 
@@ -47,6 +53,58 @@ SEEDS = {
         "bearer": b"bearer  alice",
         "stored": b'idem-http/1 201\nLocation: /payments/pay_1\nETag: "1"\n\n{"id":"pay_1"}',
         "stored_bad": b"idem-http/1 20x\n\n{}",
+    },
+    # The payments example's transport: the first byte is how many bytes arrive at a time (0:
+    # all at once), the rest what a client sends. The hostile corpus of
+    # tests/http/http_hostile_corpus_test.cpp, and requests it is judged against.
+    "fuzz_http_request": {
+        "get": b"\x00" + head(b"GET /health HTTP/1.1", b"Host: t"),
+        "post": b"\x05" + head(b"POST /payments HTTP/1.1", b"Host: t", b"Authorization: Bearer a",
+                             b"Idempotency-Key: k", b"Content-Length: 35") + PAYMENT,
+        "chunked": b"\x03" + head(b"POST /payments HTTP/1.1", b"Host: t",
+                                b"Transfer-Encoding: chunked") + b"23;x=1\r\n" + PAYMENT
+                   + b"\r\n0\r\n\r\n",
+        "pipelined": b"\x00" + head(b"GET /health HTTP/1.1", b"Host: t") * 3,
+        "http10": b"\x00" + head(b"GET /health HTTP/1.0"),
+        "expect": b"\x00" + head(b"POST / HTTP/1.1", b"Host: t", b"Expect: 100-continue",
+                               b"Content-Length: 2") + b"ok",
+        "stalled_chunked": b"\x00" + head(b"POST /payments HTTP/1.1", b"Host: t",
+                                        b"Transfer-Encoding: chunked"),
+        "stalled_length": b"\x00" + head(b"POST /payments HTTP/1.1", b"Host: t",
+                                       b"Content-Length: 500000"),
+        "two_lengths": b"\x00" + head(b"POST /payments HTTP/1.1", b"Host: t", b"Content-Length: 35",
+                                    b"Content-Length: 39") + PAYMENT + b"GET ",
+        "xchunked": b"\x00" + head(b"POST / HTTP/1.1", b"Host: t", b"Transfer-Encoding: xchunked",
+                                 b"Content-Length: 35") + PAYMENT,
+        "chunked_identity": b"\x00" + head(b"POST / HTTP/1.1", b"Host: t",
+                                         b"Transfer-Encoding: chunked, identity") + b"0\r\n\r\n",
+        "te_and_length": b"\x00" + head(b"POST / HTTP/1.1", b"Host: t",
+                                      b"Transfer-Encoding: chunked", b"Content-Length: 5")
+                         + b"0\r\n\r\n",
+        "te_in_http10": b"\x00" + head(b"POST / HTTP/1.0", b"Transfer-Encoding: chunked")
+                        + b"0\r\n\r\n",
+        "plus_length": b"\x00" + head(b"POST / HTTP/1.1", b"Host: t", b"Content-Length: +35")
+                       + PAYMENT,
+        "negative_length": b"\x00" + head(b"POST / HTTP/1.1", b"Host: t", b"Content-Length: -1"),
+        "huge_length": b"\x00" + head(b"POST / HTTP/1.1", b"Host: t",
+                                    b"Content-Length: 99999999999999999999"),
+        "no_host": b"\x00" + head(b"GET /health HTTP/1.1"),
+        "two_hosts": b"\x00" + head(b"GET /health HTTP/1.1", b"Host: a", b"Host: b"),
+        "space_before_colon": b"\x00" + head(b"GET / HTTP/1.1", b"Host : t"),
+        "negative_chunk": b"\x00" + head(b"POST / HTTP/1.1", b"Host: t",
+                                       b"Transfer-Encoding: chunked") + b"-23\r\n" + PAYMENT,
+        "nul_key": b"\x00" + head(b"POST / HTTP/1.1", b"Host: t", b"Idempotency-Key: X\x00AAAA"),
+        "nul_bearer": b"\x00" + head(b"GET / HTTP/1.1", b"Host: t",
+                                   b"Authorization: Bearer mallory\x00-not-alice"),
+        "cr_value": b"\x00" + head(b"GET / HTTP/1.1", b"Host: t", b"X-Note: a\rb"),
+        "control_value": b"\x00" + head(b"GET / HTTP/1.1", b"Host: t", b"X-Note: a\x01b"),
+        "delete_value": b"\x00" + head(b"GET / HTTP/1.1", b"Host: t", b"X-Note: a\x7fb"),
+        "two_keys": b"\x00" + head(b"POST / HTTP/1.1", b"Host: t", b"Idempotency-Key: a",
+                                 b"Idempotency-Key: b", b"Content-Length: 0"),
+        "obs_fold": b"\x00" + head(b"GET / HTTP/1.1", b"Host: t", b"X-Note: a", b" b"),
+        "bare_lf": b"\x00GET / HTTP/1.1\nHost: t\n\n",
+        "http2": b"\x00PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+        "long_head": b"\x40" + b"GET / HTTP/1.1\r\nX: " + b"x" * 3000,
     },
     "fuzz_redis_reply": {
         "acquired": resp([0, 7, 0]), "took_over": resp([0, 8, 1]),

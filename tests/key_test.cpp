@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "idem/detail/effective_key.hpp"
+#include "idem/key_text.hpp"
 
 namespace idem {
 namespace {
@@ -57,6 +58,18 @@ TEST(KeyTest, ConvertsFromStringsWithoutAPrincipal) {
   EXPECT_TRUE(from_string.principal.empty());
   EXPECT_EQ(with_principal.principal, "tenant-7");
   EXPECT_NE(from_string, with_principal);
+}
+
+// The rule for a key sent as text (HTTP field, gRPC metadata): blanks around it are not part of
+// it, and a value of only blanks is no key.
+TEST(KeyTextTest, SpacesAndTabsAroundTheKeyAreNotPartOfIt) {
+  EXPECT_EQ(key_text(" k"), "k");
+  EXPECT_EQ(key_text("k "), "k");
+  EXPECT_EQ(key_text("\t k \t"), "k");
+  EXPECT_EQ(key_text("k 1"), "k 1");
+  EXPECT_EQ(key_text("   "), "");
+  EXPECT_EQ(key_text(""), "");
+  EXPECT_EQ(key_text("\nk"), "\nk");  // only spaces and tabs: other bytes are the caller's rules
 }
 
 }  // namespace

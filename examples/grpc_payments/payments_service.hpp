@@ -23,8 +23,11 @@ namespace payments {
 /// Charges a card: the work a retried call must not repeat.
 class Charger {
  public:
-  /// A card that is always declined (FAILED_PRECONDITION, with the reason in the details).
+  /// A card that is always declined: FAILED_PRECONDITION, with a DeclineReason in the status's
+  /// details (a google.rpc.Status, gRPC's rich error model).
   static constexpr std::string_view kDeclinedCard = "4000000000000002";
+  static constexpr std::string_view kDeclineReasonType =
+      "type.googleapis.com/payments.v1.DeclineReason";
 
   explicit Charger(std::chrono::milliseconds delay = {}) : delay_(delay) {}
   virtual ~Charger() = default;
@@ -38,7 +41,11 @@ class Charger {
       return {grpc::StatusCode::INVALID_ARGUMENT, "amount_cents must be positive"};
     }
     if (request.card() == kDeclinedCard) {
-      return {grpc::StatusCode::FAILED_PRECONDITION, "card declined", "reason=insufficient_funds"};
+      v1::DeclineReason reason;
+      reason.set_reason("insufficient_funds");
+      return {grpc::StatusCode::FAILED_PRECONDITION, "card declined",
+              idem::grpc_status_details(grpc::StatusCode::FAILED_PRECONDITION, "card declined",
+                                        kDeclineReasonType, reason.SerializeAsString())};
     }
     receipt.set_payment_id(new_payment_id());
     receipt.set_amount_cents(request.amount_cents());

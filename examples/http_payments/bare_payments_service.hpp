@@ -16,6 +16,7 @@
 #include "payments_database.hpp"
 #include "payments_service.hpp"
 #include "problem_json.hpp"
+#include "transport/router.hpp"
 
 namespace payments {
 
@@ -23,9 +24,9 @@ class BarePaymentsService final : public Service {
  public:
   BarePaymentsService(Database& db, std::chrono::milliseconds delay) : db_(db), delay_(delay) {}
 
-  void mount(httplib::Server& server) override {
+  void mount(transport::Router& server) override {
     mount_common_routes(server, db_);
-    server.Post("/payments", [this](const httplib::Request& req, httplib::Response& res) {
+    server.post("/payments", [this](const httplib::Request& req, httplib::Response& res) {
       std::optional<PaymentRequest> r = read_payment_request(req, res);
       if (!r) return;
       try {

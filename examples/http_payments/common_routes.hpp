@@ -9,14 +9,15 @@
 #include "payment_request.hpp"
 #include "payments_database.hpp"
 #include "problem_json.hpp"
+#include "transport/router.hpp"
 
 namespace payments {
 
-inline void mount_common_routes(httplib::Server& server, Database& db) {
-  server.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+inline void mount_common_routes(transport::Router& server, Database& db) {
+  server.get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"ok"})", "application/json");
   });
-  server.Get(R"(/payments/([A-Za-z0-9_]+))",
+  server.get(R"(/payments/([A-Za-z0-9_]+))",
              [&db](const httplib::Request& req, httplib::Response& res) {
                const std::optional<std::string> principal = principal_of(req);
                if (!principal) return unauthorized(res);

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "idem/observer.hpp"
+#include "transport/router.hpp"
 #ifdef IDEM_HTTP_PAYMENTS_PROMETHEUS
 #include "idem/prometheus.hpp"
 #endif
@@ -31,8 +32,8 @@ template <class S>
 void watch_store(std::string name, const S& store) {
   metrics().watch_store(std::move(name), store);
 }
-inline void mount_metrics(httplib::Server& server) {
-  server.Get("/metrics", [](const httplib::Request&, httplib::Response& res) {
+inline void mount_metrics(transport::Router& server) {
+  server.get("/metrics", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics().text(), "text/plain; version=0.0.4");
   });
 }
@@ -40,7 +41,7 @@ inline void mount_metrics(httplib::Server& server) {
 inline std::shared_ptr<idem::Observer> metrics_observer() { return nullptr; }
 template <class S>
 void watch_store(std::string, const S&) {}
-inline void mount_metrics(httplib::Server&) {}
+inline void mount_metrics(transport::Router&) {}
 #endif
 
 }  // namespace payments

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include "idem/http/idempotency_key.hpp"
 #include "request_headers.hpp"
@@ -42,18 +43,19 @@ inline Refusal unauthorized_refusal() {
           "send Authorization: Bearer <name> (demo authentication)"};
 }
 
-/// The request, or why it is refused. The arguments are the Authorization and Idempotency-Key
-/// headers (empty when absent) and the body.
-inline std::variant<PaymentRequest, Refusal> check_payment_request(std::string_view authorization,
-                                                                   std::string_view key_header,
-                                                                   std::string_view body_text) {
+/// The request, or why it is refused. The arguments are the Authorization header (empty when
+/// absent), the value of every Idempotency-Key field in the order received (two are refused: the
+/// key is one sf-string) and the body.
+inline std::variant<PaymentRequest, Refusal> check_payment_request(
+    std::string_view authorization, const std::vector<std::string_view>& key_fields,
+    std::string_view body_text) {
   std::optional<std::string> principal = bearer_principal(authorization);
   if (!principal) return unauthorized_refusal();
-  idem::http::ParsedKey parsed = idem::http::parse_idempotency_key(key_header);
+  idem::http::ParsedKey parsed = idem::http::parse_idempotency_key_fields(key_fields);
   if (!parsed) {
     return Refusal{
         400, "key_invalid", std::string(parsed.reason()),
-        "POST /payments needs an Idempotency-Key header: a quoted string (parameters after "
+        "POST /payments needs one Idempotency-Key header: a quoted string (parameters after "
         "it are ignored) or printable ASCII, at most 255 bytes"};
   }
   json body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);

@@ -6,8 +6,10 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include "payment_checks.hpp"
 #include "problem_json.hpp"
@@ -28,8 +30,11 @@ inline std::optional<std::string> principal_of(const httplib::Request& req) {
 /// The request, or nullopt with the refusal already written to `res`.
 inline std::optional<PaymentRequest> read_payment_request(const httplib::Request& req,
                                                           httplib::Response& res) {
-  std::variant<PaymentRequest, Refusal> r = check_payment_request(
-      req.get_header_value("Authorization"), req.get_header_value("Idempotency-Key"), req.body);
+  std::vector<std::string_view> keys;
+  const auto [first, last] = req.headers.equal_range("Idempotency-Key");
+  for (auto it = first; it != last; ++it) keys.emplace_back(it->second);
+  std::variant<PaymentRequest, Refusal> r =
+      check_payment_request(req.get_header_value("Authorization"), keys, req.body);
   if (auto* refusal = std::get_if<Refusal>(&r)) {
     refuse(res, *refusal);
     return std::nullopt;

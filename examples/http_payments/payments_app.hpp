@@ -21,6 +21,7 @@
 #include "payments_config.hpp"
 #include "payments_database.hpp"
 #include "payments_service.hpp"
+#include "transport/router.hpp"
 
 namespace payments {
 
@@ -63,7 +64,7 @@ class App {
     }
   }
 
-  void mount(httplib::Server& server) { service_->mount(server); }
+  void mount(transport::Router& server) { service_->mount(server); }
 
  private:
   using HotReplays = idem::CachedStore<idem::RequestIdCache&>;

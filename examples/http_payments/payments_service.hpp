@@ -21,16 +21,17 @@
 #include "payment_request.hpp"
 #include "payments_database.hpp"
 #include "problem_json.hpp"
+#include "transport/router.hpp"
 
 namespace payments {
 
 using namespace std::chrono_literals;
 
-/// What the service mounts on an httplib::Server.
+/// What the service mounts on the transport's Router.
 class Service {
  public:
   virtual ~Service() = default;
-  virtual void mount(httplib::Server& server) = 0;
+  virtual void mount(transport::Router& server) = 0;
 };
 
 template <class Cache, class Tokens>
@@ -49,10 +50,10 @@ class PaymentsService final : public Service {
         without_token_(idem::LayeredOptions{.observer = metrics_observer()},
                        idem::RequestIdLayer<Cache>{cache, gateway}, record_layer(records)) {}
 
-  void mount(httplib::Server& server) override {
+  void mount(transport::Router& server) override {
     mount_common_routes(server, db_);
     mount_metrics(server);
-    server.Get("/tokens", [this](const httplib::Request&, httplib::Response& res) {
+    server.get("/tokens", [this](const httplib::Request&, httplib::Response& res) {
       idem::Result<std::string> token = tokens_.issue(10min);
       if (!token) {
         return problem(res, 503, "store_unavailable", "Token store unavailable",
@@ -61,7 +62,7 @@ class PaymentsService final : public Service {
       res.status = 201;
       res.set_content(json{{"token", token.value()}}.dump(), "application/json");
     });
-    server.Post("/payments", [this](const httplib::Request& req, httplib::Response& res) {
+    server.post("/payments", [this](const httplib::Request& req, httplib::Response& res) {
       post_payment(req, res);
     });
   }

@@ -28,6 +28,14 @@ struct HttpRequest {
     }
     return {};
   }
+  /// Every value of header `name` (any case), in the order received.
+  std::vector<std::string_view> values(std::string_view name) const {
+    std::vector<std::string_view> out;
+    for (const auto& [n, v] : headers) {
+      if (idem::http::equals_ignoring_case(n, name)) out.emplace_back(v);
+    }
+    return out;
+  }
 };
 
 struct HttpResponse {

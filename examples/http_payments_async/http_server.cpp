@@ -23,7 +23,6 @@
 #include <boost/beast/http/write.hpp>
 #include <cstdint>
 #include <exception>
-#include <limits>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -32,6 +31,8 @@
 
 #include "problem_body.hpp"
 #include "transport/canned_answer.hpp"
+#include "transport/http_text.hpp"
+#include "transport/request_rules.hpp"
 
 namespace payments_async {
 
@@ -78,42 +79,11 @@ void disarm_deadline(Connection& c) {
   c.deadline.cancel();
 }
 
-// A refusal the server makes on its own, outside any route, and closes after.
-struct Refusal {
-  int status;
-  const char* reason;
-  const char* type;
-  std::string detail;
-};
-
-// Why reading a request failed, as the answer it gets; nullopt when there is no one to answer
-// (the client closed or reset the connection).
-std::optional<Refusal> refusal_for(const error_code& ec, bool expired, const TransportSettings& s) {
-  if (expired) {
-    return Refusal{408, "Request Timeout", "request_timeout",
-                   "the request did not arrive whole within " +
-                       std::to_string(s.request_timeout.count()) + " ms"};
-  }
-  if (ec == http::error::header_limit) {
-    return Refusal{
-        431, "Request Header Fields Too Large", "head_too_large",
-        "the request line and headers exceed " + std::to_string(s.head_limit) + " bytes"};
-  }
-  if (ec == http::error::body_limit) {
-    return Refusal{413, "Payload Too Large", "body_too_large",
-                   "the body may hold at most " + std::to_string(s.body_limit) + " bytes"};
-  }
-  if (ec.category() == http::make_error_code(http::error::end_of_stream).category() &&
-      ec != http::error::end_of_stream && ec != http::error::partial_message) {
-    return Refusal{400, "Bad Request", "bad_request", "the request is not valid HTTP/1.1"};
-  }
-  return std::nullopt;
-}
-
 // Writes the refusal (Connection: close), then reads and drops what the client still sends,
 // for linger_timeout and linger_bytes at most, so that it reads the answer instead of a reset.
-net::awaitable<void> refuse(Connection& c, const TransportSettings& s, const Refusal& r) {
-  const std::string bytes = transport::canned_answer(r.status, r.reason, r.type, r.detail);
+net::awaitable<void> refuse(Connection& c, const TransportSettings& s,
+                            const transport::Refusal& r) {
+  const std::string bytes = transport::canned_answer(r);
   c.stream.expires_after(s.write_timeout);
   auto [ec, written] = co_await net::async_write(c.stream, net::buffer(bytes), use_tuple);
   if (ec) co_return;
@@ -187,10 +157,7 @@ net::awaitable<void> HttpServer::Impl::accept_loop() {
     {
       std::lock_guard lock(mutex);
       if (connections.size() >= settings.max_connections) {
-        transport::send_canned_answer(socket.native_handle(), 503, "Service Unavailable",
-                                      "too_many_connections",
-                                      "the server has " + std::to_string(settings.max_connections) +
-                                          " connections open; retry later");
+        transport::send_canned_answer(socket.native_handle(), transport::busy_refusal(settings));
         error_code ignored;
         socket.close(ignored);
         continue;
@@ -222,32 +189,29 @@ net::awaitable<void> HttpServer::Impl::serve(std::shared_ptr<Connection> c) {
     }
     c->stream.expires_never();
     arm_deadline(c, s.request_timeout);
-    http::request_parser<http::string_body> parser;
-    parser.header_limit(static_cast<std::uint32_t>(
-        std::min<std::size_t>(s.head_limit, std::numeric_limits<std::uint32_t>::max())));
-    parser.body_limit(static_cast<std::uint64_t>(s.body_limit));
+    transport::RequestParser parser;
+    transport::limit(parser, s);
     auto [head_ec, head_n] = co_await http::async_read_header(c->stream, buffer, parser, use_tuple);
-    if (!head_ec) {
-      if (const auto length = parser.content_length(); length && *length > s.body_limit) {
-        head_ec = http::error::body_limit;  // refused before any of it is read
-      }
-    }
-    if (!head_ec && !parser.is_done() &&
-        beast::iequals(parser.get()[http::field::expect], "100-continue")) {
+    std::optional<transport::Refusal> refused;
+    if (!head_ec) refused = transport::head_refusal(parser);
+    if (!head_ec && !refused && transport::expects_continue(parser)) {
       http::response<http::empty_body> go_on{http::status::continue_, parser.get().version()};
       c->stream.expires_after(s.write_timeout);
       auto [ec, n] = co_await http::async_write(c->stream, go_on, use_tuple);
       if (ec) co_return;
       c->stream.expires_never();
     }
-    if (!head_ec && !parser.is_done()) {
+    if (!head_ec && !refused && !parser.is_done()) {
       auto [ec, n] = co_await http::async_read(c->stream, buffer, parser, use_tuple);
       head_ec = ec;
     }
     disarm_deadline(*c);
     if (head_ec) {
-      if (std::optional<Refusal> r = refusal_for(head_ec, c->expired, s))
-        co_await refuse(*c, s, *r);
+      refused = c->expired ? transport::timeout_refusal(s) : transport::refusal_for(head_ec, s);
+      if (!refused) co_return;  // the client left: no one to answer
+    }
+    if (refused) {
+      co_await refuse(*c, s, *refused);
       co_return;
     }
 
@@ -268,6 +232,7 @@ net::awaitable<void> HttpServer::Impl::serve(std::shared_ptr<Connection> c) {
     res.result(static_cast<unsigned>(answer.status));
     for (const auto& [name, value] : answer.headers) res.insert(name, value);
     res.body() = std::move(answer.body);
+    res.set(http::field::date, transport::http_date());
     res.keep_alive(keep);
     res.prepare_payload();
     c->stream.expires_after(s.write_timeout);

@@ -152,7 +152,7 @@ class PaymentsRoutes::Impl {
   // (for any key) it replays what it paid. Without one, the record's guard alone.
   net::awaitable<HttpResponse> post_payment(const HttpRequest& req) {
     std::variant<payments::PaymentRequest, payments::Refusal> checked =
-        payments::check_payment_request(req.header("Authorization"), req.header("Idempotency-Key"),
+        payments::check_payment_request(req.header("Authorization"), req.values("Idempotency-Key"),
                                         req.body);
     if (const auto* r = std::get_if<payments::Refusal>(&checked)) co_return refused(*r);
     const payments::PaymentRequest p = std::move(std::get<payments::PaymentRequest>(checked));

@@ -3,7 +3,8 @@
 # tests/http/ both include this file. Sets IDEM_HTTP_PAYMENTS_ASYNC to ON (in the including
 # scope) when it can be built: with idem::asio_postgres (Boost.Asio and the PostgreSQL adapter)
 # and nlohmann-json. It shares the blocking example's transport-neutral pieces (command line,
-# request checks, problem bodies, canned answers) from examples/http_payments.
+# request checks, problem bodies, canned answers, the rules it reads requests by) from
+# examples/http_payments.
 if(TARGET http_payments_async)
   set(IDEM_HTTP_PAYMENTS_ASYNC ON)
   return()
@@ -38,7 +39,9 @@ add_executable(http_payments_async
   ${CMAKE_CURRENT_LIST_DIR}/http_server.cpp
   ${CMAKE_CURRENT_LIST_DIR}/payments_routes.cpp
   ${_blocking}/command_line.cpp
-  ${_blocking}/transport/canned_answer.cpp)
+  ${_blocking}/transport/canned_answer.cpp
+  ${_blocking}/transport/http_text.cpp
+  ${_blocking}/transport/request_rules.cpp)
 # payment_rows.hpp drives its connection with idem's PgPipeline (src/asio/pg_pipeline.hpp),
 # which idem::asio_postgres carries.
 target_include_directories(http_payments_async PRIVATE ${CMAKE_CURRENT_LIST_DIR} ${_blocking}

@@ -52,6 +52,9 @@ class PrefetchedClaim {
   std::string_view scope() const noexcept { return target_->scope(); }
   std::string_view key_id() const noexcept { return target_->key_id(); }
   std::string refusal_message(errc e) const { return target_->refusal_message(e); }
+  HandlerStart& handler_start() const noexcept requires TimesHandlers<Target> {
+    return target_->handler_start();
+  }
 
  private:
   Target* target_;

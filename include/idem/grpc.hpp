@@ -10,10 +10,11 @@
 //     return rpc.unary(*ctx, *req, *out, [&](Receipt& r) { return charge(*req, r); });
 //   }
 //
-// Per call: the key is the client's `idempotency-key` metadata entry, the payload the request's
-// deterministic serialisation, and the stored result the response message or the error status
-// the handler returned (code, message and details), so a repeat gets the same answer, marked
-// `idempotent-replayed: true` in its trailing metadata.
+// Per call: the key is the client's `idempotency-key` metadata entry (without surrounding blanks;
+// a blank one is refused, as over HTTP), the payload the request's deterministic serialisation,
+// and the stored result the response message or the error status the handler returned (code,
+// message and details), so a repeat gets the same answer, marked `idempotent-replayed: true` in
+// its trailing metadata.
 
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/server_callback.h>
@@ -51,6 +52,14 @@ inline ::grpc::StatusCode grpc_status(errc e) noexcept { return grpc_status(make
 /// `retry-after-ms` the server sent) and UNAVAILABLE (with backoff).
 bool grpc_retryable(::grpc::StatusCode code) noexcept;
 
+/// A status's grpc-status-details-bin in gRPC's rich error model: a serialised google.rpc.Status
+/// of `code` and `message` with one detail, a google.protobuf.Any of `detail_type` (a type URL,
+/// "type.googleapis.com/<full message name>") and `detail` (that message serialised); no detail
+/// when `detail_type` is empty. Clients of that model (grpcio's rpc_status, grpc-js,
+/// StatusProto) parse details as this message: a status's details are one, or empty.
+std::string grpc_status_details(::grpc::StatusCode code, std::string_view message,
+                                std::string_view detail_type = {}, std::string_view detail = {});
+
 /// Where a call's principal comes from: the tenant or caller the key belongs to.
 using GrpcPrincipal = std::function<std::string(const ::grpc::ServerContextBase&)>;
 
@@ -65,6 +74,9 @@ GrpcPrincipal principal_from_peer_identity();
 inline constexpr std::string_view kGrpcKeyMetadata = "idempotency-key";
 inline constexpr std::string_view kGrpcReplayedMetadata = "idempotent-replayed";
 inline constexpr std::string_view kGrpcRetryAfterMetadata = "retry-after-ms";
+/// The same delay under the name gRPC's client retry policy reads (gRFC A6): a channel whose
+/// service config retries ABORTED waits that long before its next attempt.
+inline constexpr std::string_view kGrpcRetryPushbackMetadata = "grpc-retry-pushback-ms";
 /// The type of the detail an in_progress status carries (gRPC's rich error model): a
 /// google.rpc.RetryInfo whose retry_delay is the holder's lease left.
 inline constexpr std::string_view kGrpcRetryInfoType = "type.googleapis.com/google.rpc.RetryInfo";
@@ -92,10 +104,12 @@ struct GrpcOptions {
 
 namespace detail {
 
-/// The key of a call, or why the call is refused (INVALID_ARGUMENT) before anything runs.
+/// The key of a call, or why the call is refused (INVALID_ARGUMENT) before anything runs: two
+/// entries, a binary one, or a value that is empty or only blanks. Spaces and tabs around the
+/// value are not part of the key (idem::key_text, the rule of the HTTP Idempotency-Key too).
 struct GrpcKey {
   ::grpc::Status refused;  // not OK: answer it
-  std::string_view id;     // the entry's value; views the call's metadata
+  std::string_view id;     // the entry's value without surrounding blanks; views the metadata
   bool present = false;    // false with refused OK: no key, and none is required
 };
 GrpcKey read_grpc_key(const ::grpc::ServerContextBase& context, const GrpcOptions& options);

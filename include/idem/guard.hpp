@@ -138,6 +138,7 @@ class StoreTarget {
   S& context_store() const noexcept { return *store_; }
   Ticket ticket(Fence fence) const noexcept { return Ticket{key_.view(), fence}; }
   CallTimer& timer() const noexcept { return timer_; }
+  HandlerStart& handler_start() const noexcept { return handler_start_; }
 
  private:
   S* store_;
@@ -150,6 +151,7 @@ class StoreTarget {
   std::string_view request_{};
   bool keeping_ = false;
   mutable CallTimer timer_;  // for observers that time or trace calls
+  mutable HandlerStart handler_start_;
 };
 }  // namespace detail
 

@@ -355,6 +355,7 @@ class LayerChain {
   std::chrono::milliseconds lease() const noexcept { return settings(kRecord).lease; }
   RecordStore& context_store() const noexcept { return std::get<kRecord>(*layers_).store(); }
   Ticket ticket(Fence fence) const noexcept { return Ticket{held_[kRecord].key, fence}; }
+  HandlerStart& handler_start() const noexcept { return handler_start_; }
 
   /// The layer that answered (the record layer once every layer is held).
   std::size_t answered() const noexcept { return at_; }
@@ -488,6 +489,7 @@ class LayerChain {
   Result<Claim> record_claim_{Claim{}};
   std::size_t at_ = 0;
   std::uint32_t skipped_ = 0;
+  mutable HandlerStart handler_start_;
 };
 
 }  // namespace detail

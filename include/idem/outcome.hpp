@@ -91,12 +91,15 @@ class [[nodiscard]] Outcome {
     static const Refusal none{};
     return has_value() ? none : std::get<1>(state_).refusal;
   }
-  /// errc::in_progress: how long the key's holder has left on its lease, the earliest moment a
-  /// retry can take over (an HTTP layer's Retry-After); zero otherwise, or when the store cannot
-  /// tell.
+  /// errc::in_progress: when a retry is likely to succeed (an HTTP layer's Retry-After, gRPC's
+  /// retry-after-ms): the guard's estimate of when the holder is done (the 90th percentile of
+  /// its recent handler durations), never past the end of the holder's lease, when a takeover
+  /// becomes possible; the lease left while the guard has no estimate. Zero otherwise, or when
+  /// neither is known.
   std::chrono::milliseconds retry_after() const noexcept {
     const auto* lease = std::get_if<HolderLease>(&refusal());
-    return lease != nullptr ? lease->remaining : std::chrono::milliseconds{0};
+    if (lease == nullptr) return std::chrono::milliseconds{0};
+    return lease->retry_after.count() > 0 ? lease->retry_after : lease->remaining;
   }
 
   /// The value (or the remembered failure) came from the store; the handler did not run.

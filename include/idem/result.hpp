@@ -17,9 +17,12 @@
 namespace idem {
 
 /// errc::in_progress: how long the holder's lease had left when the key was refused (zero: the
-/// store cannot tell, as when a transactional claim gave up waiting on a row lock).
+/// store cannot tell, as when a transactional claim gave up waiting on a row lock), and when a
+/// retry is likely to succeed: the guard's recent handler durations (their 90th percentile),
+/// never past the lease left; zero when the guard has no estimate.
 struct HolderLease {
   std::chrono::milliseconds remaining{0};
+  std::chrono::milliseconds retry_after{0};
 };
 /// errc::version_conflict: the version the entity is at.
 struct CurrentVersion {

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "idem/codecs/protobuf.hpp"
+#include "idem/key_text.hpp"
 
 namespace idem {
 
@@ -137,14 +138,7 @@ std::string retry_info_status(::grpc::StatusCode code, const std::string& messag
   if (nanos != 0) put_varint_field(duration, 2, nanos);
   std::string retry_info;
   put_bytes_field(retry_info, 1, duration);
-  std::string any;
-  put_bytes_field(any, 1, kGrpcRetryInfoType);
-  put_bytes_field(any, 2, retry_info);
-  std::string status;
-  put_varint_field(status, 1, static_cast<std::uint64_t>(code));
-  if (!message.empty()) put_bytes_field(status, 2, message);
-  put_bytes_field(status, 3, any);
-  return status;
+  return grpc_status_details(code, message, kGrpcRetryInfoType, retry_info);
 }
 
 }  // namespace
@@ -177,9 +171,11 @@ GrpcKey read_grpc_key(const ::grpc::ServerContextBase& context, const GrpcOption
   } else if (count == 0 && options.require_key) {
     key.refused = invalid("missing '" + std::string(name) +
                           "' metadata: this method needs an idempotency key");
+  } else if (count == 1 && key_text(id).empty()) {
+    key.refused = invalid("the '" + std::string(name) + "' metadata is empty or blank");
   } else {
     key.present = count == 1;
-    key.id = id;
+    key.id = key_text(id);  // " k", "k " and "k" are one key, as over HTTP
   }
   return key;
 }
@@ -262,8 +258,10 @@ void append_grpc_response(const google::protobuf::MessageLite& response, std::st
   if (replayed) context.AddTrailingMetadata(std::string(kGrpcReplayedMetadata), "true");
   const ::grpc::StatusCode code = grpc_status(error);
   if (error == errc::in_progress && retry_after.count() > 0) {
-    context.AddTrailingMetadata(std::string(kGrpcRetryAfterMetadata),
-                                std::to_string(retry_after.count()));
+    const std::string ms = std::to_string(retry_after.count());
+    context.AddTrailingMetadata(std::string(kGrpcRetryAfterMetadata), ms);
+    // gRPC's own retry policy waits this long before its next attempt (instead of its backoff).
+    context.AddTrailingMetadata(std::string(kGrpcRetryPushbackMetadata), ms);
     return {code, message, retry_info_status(code, message, retry_after)};
   }
   return {code, message};
@@ -296,4 +294,21 @@ bool is_release_code(const GrpcOptions& options, ::grpc::StatusCode code) noexce
 }
 
 }  // namespace detail
+
+std::string grpc_status_details(::grpc::StatusCode code, std::string_view message,
+                                std::string_view detail_type, std::string_view detail) {
+  std::string status;  // google.rpc.Status
+  if (code != ::grpc::StatusCode::OK) {
+    detail::put_varint_field(status, 1, static_cast<std::uint64_t>(code));
+  }
+  if (!message.empty()) detail::put_bytes_field(status, 2, message);
+  if (!detail_type.empty()) {
+    std::string any;  // google.protobuf.Any
+    detail::put_bytes_field(any, 1, detail_type);
+    if (!detail.empty()) detail::put_bytes_field(any, 2, detail);
+    detail::put_bytes_field(status, 3, any);
+  }
+  return status;
+}
+
 }  // namespace idem

@@ -29,6 +29,7 @@
 
 #include "async/async_test_support.hpp"
 #include "idem/asio/async_guard.hpp"
+#include "idem/clock.hpp"
 
 namespace idem::testing {
 
@@ -40,6 +41,35 @@ class AsyncGuardCases : public ::testing::Test {
   // A backend whose store takes its calls from one thread only (AsyncRedisStore with
   // single_threaded): the cases that spread callers over threads keep them on the test's.
   static constexpr bool kOneThread = requires { Backend::kOneThread; };
+
+  // A coroutine holds "k" until a second one, 20 ms later, is answered on it: the holder's outcome
+  // and the second one's.
+  template <class Guard>
+  std::pair<std::optional<Outcome<int>>, std::optional<Outcome<int>>> refused_while_held(
+      Guard& guard) {
+    bool release = false;
+    std::optional<Outcome<int>> held;
+    std::optional<Outcome<int>> refused;
+    net::co_spawn(
+        io(),
+        [&]() -> net::awaitable<void> {
+          held.emplace(co_await guard.async_execute("k", [&]() -> net::awaitable<int> {
+            while (!release) co_await pause(1ms);
+            co_return 1;
+          }));
+        },
+        net::detached);
+    net::co_spawn(
+        io(),
+        [&]() -> net::awaitable<void> {
+          co_await pause(20ms);  // the holder has claimed by then
+          refused.emplace(co_await guard.async_execute("k", [] { return 2; }));
+          release = true;
+        },
+        net::detached);
+    run_until([&] { return held.has_value() && refused.has_value(); });
+    return {std::move(held), std::move(refused)};
+  }
 
   void SetUp() override { backend_.set_up(); }
   bool ready() const { return backend_.ready(); }
@@ -159,30 +189,32 @@ TYPED_TEST_P(AsyncGuardCases, AnOversizedResultIsReturnedAndRemembered) {
 TYPED_TEST_P(AsyncGuardCases, ALiveHolderIsRefusedWithItsLeaseLeft) {
   if (!this->ready()) return;
   AsyncGuard guard{this->store(), Options{.scope = "busy", .lease = 10s}};
-  bool release = false;
-  std::optional<Outcome<int>> held;
-  std::optional<Outcome<int>> refused;
-  net::co_spawn(
-      this->io(),
-      [&]() -> net::awaitable<void> {
-        held.emplace(co_await guard.async_execute("k", [&]() -> net::awaitable<int> {
-          while (!release) co_await pause(1ms);
-          co_return 1;
-        }));
-      },
-      net::detached);
-  net::co_spawn(
-      this->io(),
-      [&]() -> net::awaitable<void> {
-        co_await pause(20ms);  // the holder has claimed by then
-        refused.emplace(co_await guard.async_execute("k", [] { return 2; }));
-        release = true;
-      },
-      net::detached);
-  this->run_until([&] { return held.has_value() && refused.has_value(); });
+  auto [held, refused] = this->refused_while_held(guard);
   EXPECT_EQ(refused->error(), errc::in_progress);
   EXPECT_GT(refused->retry_after(), 5s);
   EXPECT_LE(refused->retry_after(), 10s);
+  EXPECT_TRUE(held->recorded());
+}
+
+// The retry hint is when the holder is likely done (the 90th percentile of the guard's recent
+// handler durations, here 7 ms on the guard's clock), not the 10 s left on its lease.
+TYPED_TEST_P(AsyncGuardCases, ARefusalsRetryHintIsTheGuardsRecentHandlerDurations) {
+  if (!this->ready()) return;
+  auto clock = std::make_shared<ManualClock>();
+  AsyncGuard guard{this->store(), Options{.scope = "hint", .lease = 10s, .clock = clock}};
+  for (int i = 0; i < 10; ++i) {
+    auto fast = this->run(guard.async_execute("fast-" + std::to_string(i), [&] {
+      clock->advance(7ms);
+      return i;
+    }));
+    ASSERT_TRUE(fast.has_value()) << fast.message();
+  }
+  auto [held, refused] = this->refused_while_held(guard);
+  EXPECT_EQ(refused->error(), errc::in_progress);
+  EXPECT_EQ(refused->retry_after(), 7ms);
+  const auto* lease = std::get_if<HolderLease>(&refused->refusal());
+  ASSERT_NE(lease, nullptr);
+  EXPECT_GT(lease->remaining, 5s);
   EXPECT_TRUE(held->recorded());
 }
 
@@ -635,9 +667,10 @@ REGISTER_TYPED_TEST_SUITE_P(
     AsyncGuardCases, FreshKeyRunsOnceAndRepeatsReplay, PlainAndVoidHandlersAreStoredResults,
     AnotherPayloadIsAMismatchAndABadKeyIsRefused, AThrowingHandlerLeavesTheKeyToARetry,
     ARememberedFailureReplays, AnOversizedResultIsReturnedAndRemembered,
-    ALiveHolderIsRefusedWithItsLeaseLeft, AWaiterPausesOnATimerAndReplaysTheHoldersResult,
-    AHandlerRenewsItsLeaseThroughTheContext, ACancelledWaitGivesUpHoldingNothing,
-    ACancelledHandlerReleasesItsKey, ACancelledHandlerIsRememberedUnderRememberFailures,
+    ALiveHolderIsRefusedWithItsLeaseLeft, ARefusalsRetryHintIsTheGuardsRecentHandlerDurations,
+    AWaiterPausesOnATimerAndReplaysTheHoldersResult, AHandlerRenewsItsLeaseThroughTheContext,
+    ACancelledWaitGivesUpHoldingNothing, ACancelledHandlerReleasesItsKey,
+    ACancelledHandlerIsRememberedUnderRememberFailures,
     ACancelDuringTheClaimReleasesWhatTheClaimTook, ACancelDuringAClaimThatFindsAReplayEndsTheCall,
     ACancelDuringTheCommitStillRecordsTheResult, ACancelDuringACommitRetryPauseStillRetries,
     ManyCoroutinesOnSeveralThreadsRunEachKeyOnce, CoroutinesOnSeveralIoContextsRunEachKeyOnce,

@@ -169,6 +169,7 @@ TYPED_TEST_P(GuardBehaviour, PayloadMismatchIsRefusedWithoutRunning) {
   EXPECT_EQ(runs, 1);
 }
 
+// Before any handler has finished, the guard has no estimate: the hint is the lease left.
 TYPED_TEST_P(GuardBehaviour, InProgressRetryAfterIsTheHoldersLeaseLeft) {
   auto& g = this->make(GuardSetup{.lease = seconds{10}});
   auto holder = g.template begin<int>("k");
@@ -190,6 +191,53 @@ TYPED_TEST_P(GuardBehaviour, InProgressRetryAfterIsTheHoldersLeaseLeft) {
   ASSERT_TRUE(holder.commit(1));
   // A replay is no refusal: nothing to wait for.
   EXPECT_EQ(g.template begin<int>("k").retry_after(), milliseconds{0});
+}
+
+// The retry hint is when the holder is likely done: the 90th percentile of the guard's recent
+// handler durations (the execute form and the two-phase form both teach it), never past the
+// lease left. A duplicate of a 7 ms call is told 7 ms, not the 10 s left on the lease.
+TYPED_TEST_P(GuardBehaviour, InProgressRetryAfterIsWhenTheHolderIsLikelyDone) {
+  auto& g = this->make(GuardSetup{.lease = seconds{10}});
+  for (int i = 0; i < 9; ++i) {
+    ASSERT_TRUE(g.execute("fast-" + std::to_string(i), "p", [&] {
+      g.clock().advance(milliseconds{7});
+      return 1;
+    }));
+  }
+  auto held = g.template begin<int>("fast-last");
+  ASSERT_TRUE(held.acquired());
+  g.clock().advance(milliseconds{7});
+  ASSERT_TRUE(held.commit(1));
+
+  auto holder = g.template begin<int>("k");
+  ASSERT_TRUE(holder.acquired());
+  g.clock().advance(milliseconds{2});
+  auto refused = g.template begin<int>("k");
+  ASSERT_FALSE(refused.acquired());
+  EXPECT_EQ(refused.outcome().error(), errc::in_progress);
+  EXPECT_EQ(refused.retry_after(), milliseconds{7});
+  EXPECT_EQ(refused.outcome().retry_after(), milliseconds{7});
+  const auto* lease = std::get_if<HolderLease>(&refused.outcome().refusal());
+  ASSERT_NE(lease, nullptr);
+  EXPECT_EQ(lease->remaining, milliseconds{9998});  // the lease left is still told
+  EXPECT_EQ(lease->retry_after, milliseconds{7});
+  ASSERT_TRUE(holder.commit(1));
+}
+
+// A handler slower than the lease: the hint stops at the lease's end, when a retry can take the
+// key over.
+TYPED_TEST_P(GuardBehaviour, TheRetryHintNeverPassesTheLeaseLeft) {
+  auto& g = this->make(GuardSetup{.lease = seconds{10}});
+  ASSERT_TRUE(g.execute("slow", "p", [&] {
+    g.clock().advance(seconds{4});
+    return 1;
+  }));
+  auto holder = g.template begin<int>("k");
+  ASSERT_TRUE(holder.acquired());
+  EXPECT_EQ(g.template begin<int>("k").retry_after(), milliseconds{4000});
+  g.clock().advance(seconds{7});
+  EXPECT_EQ(g.template begin<int>("k").retry_after(), milliseconds{3000});
+  ASSERT_TRUE(holder.commit(1));
 }
 
 TYPED_TEST_P(GuardBehaviour, WaitReplaysOnceTheHolderCommits) {
@@ -484,7 +532,8 @@ TYPED_TEST_P(GuardBehaviour, KeysAreValidatedBeforeAnyStoreCall) {
 
 REGISTER_TYPED_TEST_SUITE_P(
     GuardBehaviour, FreshThenReplayRunsTheHandlerOnce, PayloadMismatchIsRefusedWithoutRunning,
-    InProgressRetryAfterIsTheHoldersLeaseLeft, WaitReplaysOnceTheHolderCommits,
+    InProgressRetryAfterIsTheHoldersLeaseLeft, InProgressRetryAfterIsWhenTheHolderIsLikelyDone,
+    TheRetryHintNeverPassesTheLeaseLeft, WaitReplaysOnceTheHolderCommits,
     WaitTakesOverOnceTheLeasePasses, RememberedFailureReplaysAsHandlerFailedAndDoesNotRerun,
     DefaultFailureReleasesTheKeyAndTheRetryRuns, DroppedAttemptReleasesOrIsRemembered,
     TooLargeResultIsRememberedWhileTheCallerGetsItsValue, ACodecViewIsWhatTheStoreKeeps,

@@ -50,6 +50,26 @@ long long retry_info_ms(const std::string& status_bytes) {
   return -1;
 }
 
+// The reason of the DeclineReason detail in a google.rpc.Status's bytes (read without the
+// status's generated code), or "" when the bytes are no such status.
+std::string decline_reason(const std::string& status_bytes) {
+  using google::protobuf::UnknownField;
+  google::protobuf::UnknownFieldSet status;
+  if (!status.ParseFromString(status_bytes)) return {};
+  for (int i = 0; i < status.field_count(); ++i) {
+    const UnknownField& detail = status.field(i);
+    google::protobuf::Any any;
+    v1::DeclineReason reason;
+    if (detail.number() == 3 && detail.type() == UnknownField::TYPE_LENGTH_DELIMITED &&
+        any.ParseFromString(detail.length_delimited()) &&
+        any.type_url() == payments::Charger::kDeclineReasonType &&
+        reason.ParseFromString(any.value())) {
+      return reason.reason();
+    }
+  }
+  return {};
+}
+
 // ---- The protobuf codec ------------------------------------------------------------------------
 
 using ReceiptCodec = idem::codec<v1::Receipt>;
@@ -333,7 +353,7 @@ TEST_P(GrpcEndToEnd, AnErrorStatusReplaysAsItself) {
   const Answer again = charge(*stub, declined, keyed("order-4"));
   ASSERT_EQ(first.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_EQ(first.status.error_message(), "card declined");
-  EXPECT_EQ(first.status.error_details(), "reason=insufficient_funds");
+  EXPECT_EQ(decline_reason(first.status.error_details()), "insufficient_funds");
   EXPECT_FALSE(first.replayed);
   EXPECT_EQ(again.status.error_code(), first.status.error_code());
   EXPECT_EQ(again.status.error_message(), first.status.error_message());
@@ -354,6 +374,7 @@ TEST_P(GrpcEndToEnd, BadKeyMetadataIsInvalidArgumentAndRunsNothing) {
   const std::vector<Case> cases{
       {"no key", {{"x-tenant", "t"}}, "missing 'idempotency-key'"},
       {"empty key", {{"idempotency-key", ""}}, "empty"},
+      {"blank key", {{"idempotency-key", "   "}}, "blank"},
       {"key over the limit", {{"idempotency-key", std::string(257, 'k')}}, "257 bytes"},
       {"binary key", {{"idempotency-key-bin", "k-bin"}}, "binary metadata"},
       {"binary beside text", {{"idempotency-key", "k"}, {"idempotency-key-bin", "k"}}, "binary"},
@@ -370,6 +391,61 @@ TEST_P(GrpcEndToEnd, BadKeyMetadataIsInvalidArgumentAndRunsNothing) {
   // The longest key allowed runs.
   EXPECT_TRUE(charge(*stub, request, {{"idempotency-key", std::string(256, 'k')}}).status.ok());
   EXPECT_EQ(server.charges(), 1);
+}
+
+// Blanks around a key are not part of it (idem::key_text, as over HTTP): " k", "k " and "k" are
+// one charge.
+TEST_P(GrpcEndToEnd, KeysDifferingOnlyInSurroundingBlanksAreOneCharge) {
+  InProcessServer server(GetParam());
+  auto stub = stub_for(server.port());
+  const v1::ChargeRequest request = request_of(2500);
+  const Answer first = charge(*stub, request, keyed("k"));
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  for (const char* key : {" k", "k ", "  k  "}) {
+    const Answer a = charge(*stub, request, keyed(key));
+    ASSERT_TRUE(a.status.ok()) << key << ": " << a.status.error_message();
+    EXPECT_TRUE(a.replayed) << key;
+    EXPECT_EQ(a.bytes(), first.bytes()) << key;
+  }
+  EXPECT_EQ(server.charges(), 1);
+}
+
+// The retry hint of a duplicate is when the holder is likely done (the guard's recent charge
+// durations), not the lease left (the call's 20 s deadline plus 5 s of grace): short for a fast
+// charge, longer for a slow one, in milliseconds either way.
+long long duplicate_retry_after(Api api, std::chrono::milliseconds charge_time, int warm_ups) {
+  InProcessServer server(api, charge_time);
+  auto stub = stub_for(server.port());
+  for (int i = 0; i < warm_ups; ++i) {
+    const Answer a = charge(*stub, request_of(100 + i), keyed("warm-" + std::to_string(i)));
+    EXPECT_TRUE(a.status.ok()) << a.status.error_message();
+  }
+  const v1::ChargeRequest request = request_of(4200);
+  std::thread holder([&] { EXPECT_TRUE(charge(*stub, request, keyed("dup")).status.ok()); });
+  // The holder's charge has begun (so its claim is in) when the charger counts it.
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (server.charges() < warm_ups + 1 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(1ms);
+  }
+  const Answer a = charge(*stub, request, keyed("dup"));
+  holder.join();
+  EXPECT_EQ(a.status.error_code(), grpc::StatusCode::ABORTED) << a.status.error_message();
+  const long long retry_after = a.retry_after_ms.empty() ? -1 : std::stoll(a.retry_after_ms);
+  EXPECT_EQ(retry_info_ms(a.status.error_details()), retry_after);
+  EXPECT_EQ(server.charges(), warm_ups + 1);
+  return retry_after;
+}
+
+TEST_P(GrpcEndToEnd, ADuplicateOfAFastChargeIsToldToRetrySoon) {
+  const long long retry_after = duplicate_retry_after(GetParam(), 300ms, 3);
+  EXPECT_GE(retry_after, 1);
+  EXPECT_LE(retry_after, 2000) << "the lease left was 25 s; a charge takes 300 ms";
+}
+
+TEST_P(GrpcEndToEnd, ADuplicateOfASlowChargeIsToldToRetryLater) {
+  const long long retry_after = duplicate_retry_after(GetParam(), 1500ms, 1);
+  EXPECT_GE(retry_after, 1500) << "a charge takes 1.5 s";
+  EXPECT_LE(retry_after, 5000) << "the lease left was 25 s; a charge takes 1.5 s";
 }
 
 // 32 client threads, 200 charges each, over keys picked at random so that most are repeated, often

@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace idem::http {
 namespace {
@@ -106,11 +107,29 @@ TEST(IdempotencyKeyHeader, EveryRefusalHasItsOwnReason) {
   for (const KeyRefusal r :
        {KeyRefusal::missing, KeyRefusal::empty, KeyRefusal::not_printable, KeyRefusal::bad_escape,
         KeyRefusal::unterminated, KeyRefusal::bad_parameter, KeyRefusal::not_a_string,
-        KeyRefusal::too_long}) {
+        KeyRefusal::too_long, KeyRefusal::repeated}) {
     EXPECT_TRUE(describe(r).starts_with("Idempotency-Key ")) << describe(r);
     reasons.insert(describe(r));
   }
-  EXPECT_EQ(reasons.size(), 8U);
+  EXPECT_EQ(reasons.size(), 9U);
+}
+
+// The field is one sf-string: two fields are a list, refused whatever their values (never the
+// first of them, which a proxy in front might not have picked).
+TEST(IdempotencyKeyFields, MoreThanOneFieldIsRefusedWhateverTheValues) {
+  using Fields = std::vector<std::string_view>;
+  EXPECT_EQ(parse_idempotency_key_fields(Fields{"k-1", "k-2"}).refusal(), KeyRefusal::repeated);
+  EXPECT_EQ(parse_idempotency_key_fields(Fields{"k-1", "k-1"}).refusal(), KeyRefusal::repeated);
+  EXPECT_EQ(parse_idempotency_key_fields(Fields{"\"k\"", "", "k"}).refusal(), KeyRefusal::repeated);
+  EXPECT_FALSE(parse_idempotency_key_fields(Fields{"k-1", "k-2"}).ok());
+}
+
+TEST(IdempotencyKeyFields, OneFieldIsItsKeyAndNoneIsMissing) {
+  EXPECT_EQ(parse_idempotency_key_fields(std::vector<std::string>{" \"k-1\";p=1 "}).key(), "k-1");
+  EXPECT_EQ(parse_idempotency_key_fields(std::vector<std::string_view>{}).refusal(),
+            KeyRefusal::missing);
+  EXPECT_EQ(parse_idempotency_key_fields(std::vector<std::string_view>{"k\x01"}).refusal(),
+            KeyRefusal::not_printable);
 }
 
 }  // namespace

@@ -13,12 +13,10 @@
 #include <cerrno>
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <system_error>
 #include <utility>
 
 #include "transport/canned_answer.hpp"
-#include "transport/request_head.hpp"
 
 namespace transport {
 
@@ -26,9 +24,7 @@ namespace {
 
 // Deadlines are checked this often: each is kept to within this much.
 constexpr auto kDeadlineCheck = std::chrono::milliseconds{50};
-// A body up to this size is read before a thread takes the request, so that a client trickling
-// a small body holds no thread either. Larger bodies are read by the thread, under the deadline.
-constexpr std::size_t kSmallBody = 64 * 1024;
+constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
 void name_of(int fd, bool peer, std::string& ip, int& port) {
   sockaddr_storage addr{};
@@ -48,8 +44,8 @@ void name_of(int fd, bool peer, std::string& ip, int& port) {
   ip = text;
 }
 
-// Answers go out as soon as they are written (the transport sends each in one write): without
-// TCP_NODELAY a keep-alive answer can wait for the client's delayed ACK, 40 ms on Linux.
+// Answers go out as soon as they are written (each in one write): without TCP_NODELAY a
+// keep-alive answer can wait for the client's delayed ACK, 40 ms on Linux.
 void prepare_socket(int fd) {
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   const int on = 1;
@@ -57,10 +53,10 @@ void prepare_socket(int fd) {
 }
 
 // One-shot: once a thread is woken for a connection, no other is until it waits again.
-// Level-triggered: waiting again with bytes unread wakes a thread at once.
-epoll_event one_shot(int fd) {
+// Level-triggered: waiting again with bytes unread (or room to write) wakes a thread at once.
+epoll_event one_shot(int fd, bool write) {
   epoll_event ev{};
-  ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
+  ev.events = (write ? EPOLLOUT : EPOLLIN) | EPOLLRDHUP | EPOLLONESHOT;
   ev.data.fd = fd;
   return ev;
 }
@@ -104,14 +100,14 @@ bool ConnectionLoop::admit(int fd) {
     if (open >= settings_.max_connections) return false;
   } while (!open_.compare_exchange_weak(open, open + 1));
   prepare_socket(fd);
-  auto c = std::make_shared<Connection>();
+  auto c = std::make_shared<Connection>(settings_);
   c->fd = fd;
   c->waiting_since = Clock::now();
   name_of(fd, true, c->peer_ip, c->peer_port);
   name_of(fd, false, c->local_ip, c->local_port);
   std::lock_guard lock(mutex_);
   connections_[fd] = std::move(c);
-  epoll_event ev = one_shot(fd);
+  epoll_event ev = one_shot(fd, false);
   if (stopping_.load() || ::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) != 0) close_locked(fd);
   return true;
 }
@@ -135,29 +131,19 @@ std::shared_ptr<Connection> ConnectionLoop::take(int fd) {
 }
 
 void ConnectionLoop::handle(const std::shared_ptr<Connection>& c) {
+  if (c->lingering) return linger(c);
+  if (!c->out.empty() && !send_and_go_on(c)) return;
   char buf[16 * 1024];
-  if (c->lingering) {
-    for (;;) {
+  bool ended = false;
+  for (;;) {
+    // Parse what is in hand; read more only when it is not a whole request.
+    RequestReader::Step step = c->reader.read(c->in);
+    while (step == RequestReader::Step::more && !ended) {
       const ssize_t n = ::recv(c->fd, buf, sizeof buf, 0);
       if (n > 0) {
-        c->lingered += static_cast<std::size_t>(n);
-        if (c->lingered < settings_.linger_bytes) continue;
-      } else if (n < 0 && errno == EINTR) {
-        continue;
-      } else if (n < 0 && errno == EAGAIN) {
-        return wait_again(c);
-      }
-      return close(c);  // the client finished, failed, or sent too much
-    }
-  }
-  for (;;) {
-    // Take what has come, up to a head and a small body; the rest stays in the socket.
-    bool ended = false;
-    const std::size_t room = settings_.head_limit + kSmallBody;
-    while (c->in.size() < room) {
-      const ssize_t n = ::recv(c->fd, buf, std::min(sizeof buf, room - c->in.size()), 0);
-      if (n > 0) {
+        if (c->request_start == Clock::time_point{}) c->request_start = Clock::now();
         c->in.append(buf, static_cast<std::size_t>(n));
+        step = c->reader.read(c->in);
       } else if (n < 0 && errno == EINTR) {
         continue;
       } else {
@@ -165,45 +151,109 @@ void ConnectionLoop::handle(const std::shared_ptr<Connection>& c) {
         break;
       }
     }
-    if (!c->in.empty() && c->request_start == Clock::time_point{}) {
-      c->request_start = Clock::now();
-    }
-    const std::size_t end = head_end(c->in);
-    if (end == std::string_view::npos || end > settings_.head_limit) {
-      if (c->in.size() >= settings_.head_limit) {
-        send_canned_answer(c->fd, 431, "Request Header Fields Too Large", "head_too_large",
-                           "the request line and headers exceed " +
-                               std::to_string(settings_.head_limit) + " bytes");
-        return close(c);
-      }
-      return ended ? close(c) : wait_again(c);  // the rest of the head is on its way
-    }
-    const std::size_t body = body_to_wait_for(std::string_view(c->in).substr(0, end), kSmallBody);
-    if (c->in.size() < end + body) return ended ? close(c) : wait_again(c);
-
-    switch (answer_(*c)) {
-      case After::close:
-        return close(c);
-      case After::linger:
-        ::shutdown(c->fd, SHUT_WR);  // the answer is complete: the client sees its end
-        c->lingering = true;
-        c->linger_until = Clock::now() + settings_.linger_timeout;
-        c->in.clear();
-        return wait_again(c);
-      case After::keep:
+    switch (step) {
+      case RequestReader::Step::refused:
+        c->out = canned_answer(c->reader.refusal());
+        c->close_after_out = true;
+        c->interim_out = false;
+        send_and_go_on(c);
+        return;
+      case RequestReader::Step::more:
+        if (ended) return close(c);  // the client left, mid-request or between requests
+        if (c->reader.take_continue()) {
+          c->out = kContinue;
+          c->close_after_out = false;
+          c->interim_out = true;
+          if (!send_and_go_on(c)) return;
+          continue;  // the body may have come already
+        }
+        return wait_again(c, Wait::read);
+      case RequestReader::Step::done:
         break;
     }
-    c->request_start = {};
+    if (ended) c->reader.end();
+    const bool keep = answer_(*c);
+    ++c->answered;
+    c->close_after_out = !keep;
+    c->interim_out = false;
+    c->reader.next();
+    // The next request's clock starts now if the client sent it already (pipelining).
     c->waiting_since = Clock::now();
-    if (c->in.empty()) return ended ? close(c) : wait_again(c);
-    // The client sent its next request already (pipelining): answer it without waiting.
+    c->request_start = c->in.empty() ? Clock::time_point{} : c->waiting_since;
+    if (!send_and_go_on(c)) return;
+    if (ended && c->in.empty()) return close(c);
   }
 }
 
-void ConnectionLoop::wait_again(const std::shared_ptr<Connection>& c) {
+bool ConnectionLoop::send_and_go_on(const std::shared_ptr<Connection>& c) {
+  switch (send_out(*c)) {
+    case Sent::failed:
+      close(c);
+      return false;
+    case Sent::partly:
+      wait_again(c, Wait::write);  // the rest when the client makes room, by write_deadline
+      return false;
+    case Sent::all:
+      break;
+  }
+  if (c->close_after_out) {
+    start_linger(c);
+    return false;
+  }
+  return true;
+}
+
+ConnectionLoop::Sent ConnectionLoop::send_out(Connection& c) {
+  if (c.out_sent == 0) c.write_deadline = Clock::now() + settings_.write_timeout;
+  while (c.out_sent < c.out.size()) {
+    const ssize_t n =
+        ::send(c.fd, c.out.data() + c.out_sent, c.out.size() - c.out_sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      c.out_sent += static_cast<std::size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && errno == EAGAIN) {
+      return Sent::partly;
+    } else {
+      return Sent::failed;
+    }
+  }
+  c.out.clear();
+  c.out_sent = 0;
+  return Sent::all;
+}
+
+// The last answer is out: the client sees its end at once, and what it still sends (a body left
+// unread, pipelined requests) is read and dropped for a bounded time, so that closing does not
+// reset the connection under an answer the client has not read yet.
+void ConnectionLoop::start_linger(const std::shared_ptr<Connection>& c) {
+  ::shutdown(c->fd, SHUT_WR);
+  c->lingering = true;
+  c->linger_until = Clock::now() + settings_.linger_timeout;
+  c->in.clear();
+  linger(c);
+}
+
+void ConnectionLoop::linger(const std::shared_ptr<Connection>& c) {
+  char buf[16 * 1024];
+  for (;;) {
+    const ssize_t n = ::recv(c->fd, buf, sizeof buf, 0);
+    if (n > 0) {
+      c->lingered += static_cast<std::size_t>(n);
+      if (c->lingered < settings_.linger_bytes) continue;
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && errno == EAGAIN) {
+      return wait_again(c, Wait::read);
+    }
+    return close(c);  // the client finished, failed, or sent too much
+  }
+}
+
+void ConnectionLoop::wait_again(const std::shared_ptr<Connection>& c, Wait wait) {
   std::lock_guard lock(mutex_);
   c->in_hand = false;
-  epoll_event ev = one_shot(c->fd);
+  epoll_event ev = one_shot(c->fd, wait == Wait::write);
   if (stopping_.load() || ::epoll_ctl(epoll_, EPOLL_CTL_MOD, c->fd, &ev) != 0) {
     close_locked(c->fd);
   }
@@ -230,14 +280,14 @@ void ConnectionLoop::watch_deadlines() {
     std::lock_guard lock(mutex_);
     std::vector<int> expired;
     for (const auto& [fd, c] : connections_) {
-      if (c->in_hand) continue;  // its thread keeps the deadline while it reads
+      if (c->in_hand) continue;  // a thread has it: it puts it back, or closes it, at once
       if (c->lingering) {
         if (now >= c->linger_until) expired.push_back(fd);
+      } else if (!c->out.empty()) {
+        if (now >= c->write_deadline) expired.push_back(fd);  // the client does not read
       } else if (c->request_start != Clock::time_point{}) {
         if (now - c->request_start >= settings_.request_timeout) {
-          send_canned_answer(fd, 408, "Request Timeout", "request_timeout",
-                             "the request did not arrive whole within " +
-                                 std::to_string(settings_.request_timeout.count()) + " ms");
+          send_canned_answer(fd, timeout_refusal(settings_));
           expired.push_back(fd);
         }
       } else if (now - c->waiting_since >= settings_.keep_alive_timeout) {

@@ -1,10 +1,13 @@
 #pragma once
-// Where connections wait for their next request, and the threads that answer them. Every
-// connection is registered, one-shot, in one epoll set that all request threads wait on: a thread
-// woken for a connection reads what has come, and takes the request only once its head (and a
-// small body) is in hand; otherwise it goes back to waiting at once. A client that sends its
-// head a byte a second therefore costs a socket and a buffer, never a thread, and is closed
-// when the request's deadline passes. A keep-alive request costs one wake-up of one thread.
+// Where connections wait, and the threads that read and answer them. Every connection is
+// registered, one-shot, in one epoll set that all threads wait on. A thread woken for a
+// connection reads what has come and feeds it to the connection's RequestReader (Boost.Beast's
+// parser), head and body alike; it answers only a whole request, and otherwise puts the
+// connection back at once. A client that sends its head a byte a second, or announces a body and
+// never sends it, therefore costs a socket and a buffer, never a thread, and is answered 408 when
+// the request's deadline passes. An answer the client does not take at once waits in the epoll
+// set too (for room to write), within the write timeout. A keep-alive request costs one wake-up
+// of one thread.
 
 #include <atomic>
 #include <cstddef>
@@ -22,13 +25,11 @@ namespace transport {
 
 class ConnectionLoop {
  public:
-  /// What to do with a connection once its request is answered.
-  enum class After { keep, linger, close };
-  /// Answers one request: its head, and a small body, are at the start of `c.in`. Runs on a
-  /// request thread; the request's bytes are taken from `c.in` (what follows stays).
-  using Answer = std::function<After(Connection& c)>;
+  /// Answers the whole request in `c.reader` on a thread of the loop: writes the answer's bytes
+  /// to `c.out` and returns whether the connection may carry another request.
+  using Answer = std::function<bool(Connection& c)>;
 
-  /// Starts settings.threads request threads and the deadline thread.
+  /// Starts settings.threads threads and the deadline thread.
   ConnectionLoop(const TransportSettings& settings, Answer answer);
   ~ConnectionLoop();
   ConnectionLoop(const ConnectionLoop&) = delete;
@@ -43,11 +44,20 @@ class ConnectionLoop {
   std::size_t open_connections() const { return open_.load(); }
 
  private:
+  enum class Wait { read, write };
+  enum class Sent { all, partly, failed };
+
   void run();
   void watch_deadlines();
   std::shared_ptr<Connection> take(int fd);
   void handle(const std::shared_ptr<Connection>& c);
-  void wait_again(const std::shared_ptr<Connection>& c);
+  void linger(const std::shared_ptr<Connection>& c);
+  // After c->out was filled: sends it, then goes on as its kind says. True when the thread may
+  // go on with the connection (read or parse its next bytes).
+  bool send_and_go_on(const std::shared_ptr<Connection>& c);
+  Sent send_out(Connection& c);
+  void start_linger(const std::shared_ptr<Connection>& c);
+  void wait_again(const std::shared_ptr<Connection>& c, Wait wait);
   void close(const std::shared_ptr<Connection>& c);
   void close_locked(int fd);  // mutex_ held
 

@@ -32,6 +32,7 @@
 #include "idem/clock.hpp"
 #include "idem/codec.hpp"
 #include "idem/detail/call_timer.hpp"
+#include "idem/detail/duration_estimate.hpp"
 #include "idem/detail/failure_record.hpp"
 #include "idem/detail/protocol.hpp"
 #include "idem/error.hpp"
@@ -56,6 +57,8 @@ struct Policy {
   std::shared_ptr<Clock> clock = nullptr;
   std::shared_ptr<Observer> observer = nullptr;
   std::string_view store_name{};  // observers' label for the store
+  // The guard's recent handler durations: the retry hint of an in_progress refusal.
+  std::shared_ptr<DurationEstimate> durations = std::make_shared<DurationEstimate>();
 
   const Wait* wait() const noexcept { return std::get_if<Wait>(&in_progress); }
   std::chrono::milliseconds block_for() const noexcept {
@@ -140,9 +143,17 @@ void claim_answered(const Policy& policy, const Target& target) {
   }
 }
 
+/// The claim is answered; when it acquired, the handler starts.
+template <class Target>
+void claim_answered(const Policy& policy, const Target& target, const Claim& claim) {
+  if (claim.status == ClaimStatus::acquired) handler_started(*policy.clock, target);
+  claim_answered(policy, target);
+}
+
 /// The handler is done (its commit or settlement starts).
 template <class Target>
 void handler_done(const Policy& policy, const Target& target) {
+  handler_ended(policy.durations.get(), *policy.clock, target);
   if constexpr (TimedTarget<Target>) {
     if (policy.observer && target.timer().timed)
       target.timer().durations.handler = target.timer().lap();
@@ -247,12 +258,14 @@ bool claim_refused(const Policy& policy, const Target& target, Result<Claim>& cl
   return false;
 }
 
-/// The refusal of a caller that found a live holder and stopped waiting (or never waits).
+/// The refusal of a caller that found a live holder and stopped waiting (or never waits), with
+/// the holder's lease left and when a retry is likely to succeed (detail/duration_estimate.hpp).
 template <class Target>
 Failure refuse_busy(const Policy& policy, const Target& target, const Claim& busy) {
   finish(policy, target, Event::in_progress, busy.fence, make_error_code(errc::in_progress));
   Failure refused = make_failure(errc::in_progress, target.refusal_message(errc::in_progress));
-  refused.refusal = HolderLease{busy.lease_remaining};
+  refused.refusal =
+      HolderLease{busy.lease_remaining, retry_hint(policy.durations.get(), busy.lease_remaining)};
   return refused;
 }
 
@@ -266,7 +279,7 @@ Result<Claim> claim_or_wait(const Policy& policy, Target& target) {
     Result<Claim> claim = target.claim();
     if (claim_refused(policy, target, claim)) return claim;
     if (claim->status != ClaimStatus::in_progress) {
-      claim_answered(policy, target);
+      claim_answered(policy, target, claim.value());
       return claim;
     }
     if (const auto pause = pacer.next_pause(claim.value())) {

@@ -5,13 +5,17 @@
 // draft defines none of: they are checked for syntax and ignored. Many clients send the key
 // bare (no quotes); KeyRules::accept_bare takes such a value as it is.
 //
-// No HTTP framework is needed: hand in the header's value as the framework gives it.
+// The field is one sf-string: a request that carries it twice (two fields, whatever their
+// values) has no key; parse_idempotency_key_fields() takes every value the request carries and
+// refuses two. No HTTP framework is needed: hand in the values as the framework gives them.
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
+
+#include "idem/key_text.hpp"
 
 namespace idem::http {
 
@@ -25,6 +29,7 @@ enum class KeyRefusal : std::uint8_t {
   bad_parameter,  // what follows the string is not ;key[=value] parameters
   not_a_string,   // a bare value where only an sf-string is accepted
   too_long,       // more bytes of key than KeyRules::max_bytes
+  repeated,       // more than one Idempotency-Key field: a list, not one key
 };
 
 /// The refusal in words, fit for a problem+json title.
@@ -46,6 +51,8 @@ constexpr std::string_view describe(KeyRefusal r) noexcept {
       return "Idempotency-Key is not a quoted string";
     case KeyRefusal::too_long:
       return "Idempotency-Key is too long";
+    case KeyRefusal::repeated:
+      return "Idempotency-Key appears in more than one field: the key is one sf-string";
   }
   return "Idempotency-Key is refused";
 }
@@ -184,12 +191,11 @@ inline bool parse_parameters(std::string_view s, std::size_t at) {
 }  // namespace detail
 
 /// The key an Idempotency-Key header value carries. Leading and trailing spaces and tabs are
-/// ignored. A quoted value is an sf-string, unescaped, with parameters after it checked and
-/// ignored ("k";p=1 is the key k). A bare value (KeyRules::accept_bare) is the key as it is.
+/// ignored (idem::key_text, the rule gRPC keys follow too). A quoted value is an sf-string,
+/// unescaped, with parameters after it checked and ignored ("k";p=1 is the key k). A bare value
+/// (KeyRules::accept_bare) is the key as it is.
 inline ParsedKey parse_idempotency_key(std::string_view value, const KeyRules& rules = {}) {
-  auto blank = [](char c) { return c == ' ' || c == '\t'; };
-  while (!value.empty() && blank(value.front())) value.remove_prefix(1);
-  while (!value.empty() && blank(value.back())) value.remove_suffix(1);
+  value = key_text(value);
   if (value.empty()) return ParsedKey::refused(KeyRefusal::missing);
 
   std::string key;
@@ -208,6 +214,21 @@ inline ParsedKey parse_idempotency_key(std::string_view value, const KeyRules& r
   }
   if (key.size() > rules.max_bytes) return ParsedKey::refused(KeyRefusal::too_long);
   return ParsedKey::accepted(std::move(key));
+}
+
+/// The key of a request from every Idempotency-Key field value it carries (`values`: any range
+/// of strings or string views, in the order received): none is KeyRefusal::missing, more than
+/// one KeyRefusal::repeated (never the first of them: a proxy and the service could each pick
+/// another), one is parse_idempotency_key(value).
+template <class Values>
+ParsedKey parse_idempotency_key_fields(const Values& values, const KeyRules& rules = {}) {
+  std::string_view only;
+  std::size_t count = 0;
+  for (const auto& value : values) {
+    if (++count > 1) return ParsedKey::refused(KeyRefusal::repeated);
+    only = std::string_view(value);
+  }
+  return parse_idempotency_key(only, rules);
 }
 
 /// `key` as an sf-string: quoted, with " and backslash escaped. Parses back to `key` when the

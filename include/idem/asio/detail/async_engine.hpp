@@ -126,6 +126,7 @@ class AsyncTarget {
   Ticket ticket(Fence fence) const noexcept { return Ticket{key_, fence}; }
   // Called with an observer only (detail/engine.hpp looks at policy.observer first).
   CallTimer& timer() const noexcept { return observed_->timer; }
+  HandlerStart& handler_start() const noexcept { return handler_start_; }
 
  private:
   S* store_;
@@ -139,6 +140,7 @@ class AsyncTarget {
     CallTimer timer;  // for observers that time or trace calls
   };
   std::unique_ptr<Observed> observed_;
+  mutable HandlerStart handler_start_;
 };
 
 // Whether the coroutine's cancellation slot was triggered. Called with `co_await
@@ -200,7 +202,7 @@ boost::asio::awaitable<Result<Claim>> async_wait_for_holder(const Policy& policy
     Result<Claim> claim = co_await target.store().async_claim(request);
     if (claim_refused(policy, target, claim)) co_return claim;
     if (claim->status != ClaimStatus::in_progress) {
-      claim_answered(policy, target);
+      claim_answered(policy, target, claim.value());
       co_return claim;
     }
     busy = std::move(claim).value();
@@ -214,7 +216,7 @@ template <class S>
 bool first_claim_ends(const Policy& policy, AsyncTarget<S>& target, Result<Claim>& claimed) {
   if (claim_refused(policy, target, claimed)) return true;
   if (claimed->status == ClaimStatus::in_progress) return false;
-  claim_answered(policy, target);
+  claim_answered(policy, target, claimed.value());
   return true;
 }
 

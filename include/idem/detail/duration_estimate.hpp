@@ -1,0 +1,94 @@
+#pragma once
+// How long a guard's handlers take, for the retry hint of an in_progress refusal: a caller that
+// finds the key held is told to come back when the holder is likely done (the 90th percentile of
+// the guard's recent handler durations), never later than the holder's lease ends (when a
+// takeover becomes possible), instead of always the whole lease left. A 7 ms charge's duplicate
+// retries in 7 ms, not 30 s. The guard keeps one estimate (its scope's); the last 64 durations,
+// in a ring of relaxed atomics: recording is one fetch_add and one store, reading (on a
+// refusal) copies the ring and selects. Before any handler has finished the hint is the lease
+// left, as it always was.
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "idem/clock.hpp"
+
+namespace idem::detail {
+
+class DurationEstimate {
+ public:
+  static constexpr std::size_t kSamples = 64;
+
+  /// One handler's duration (from its claim to its commit or release).
+  void record(std::chrono::nanoseconds took) noexcept {
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(took).count();
+    // Zero marks an empty slot: a handler quicker than a microsecond counts as one.
+    const auto kept = static_cast<std::uint32_t>(std::clamp<std::int64_t>(us, 1, UINT32_MAX));
+    samples_[next_.fetch_add(1, std::memory_order_relaxed) % kSamples].store(
+        kept, std::memory_order_relaxed);
+  }
+
+  /// The 90th percentile of the recorded durations (the last kSamples), or nullopt before any.
+  std::optional<std::chrono::microseconds> p90() const noexcept {
+    std::array<std::uint32_t, kSamples> copy{};
+    std::size_t n = 0;
+    for (const auto& s : samples_) {
+      if (const std::uint32_t v = s.load(std::memory_order_relaxed); v != 0) copy[n++] = v;
+    }
+    if (n == 0) return std::nullopt;
+    const auto at = copy.begin() + static_cast<std::ptrdiff_t>((n * 9) / 10);
+    std::nth_element(copy.begin(), at, copy.begin() + static_cast<std::ptrdiff_t>(n));
+    return std::chrono::microseconds{*at};
+  }
+
+ private:
+  std::atomic<std::uint64_t> next_{0};
+  std::array<std::atomic<std::uint32_t>, kSamples> samples_{};  // microseconds; 0: empty
+};
+
+/// When a target's handler began: kept by the targets whose handlers the estimate learns from.
+struct HandlerStart {
+  Clock::time_point at{};
+};
+
+template <class Target>
+concept TimesHandlers = requires(const Target& t) {
+  { t.handler_start() } -> std::same_as<HandlerStart&>;
+};
+
+/// The claim acquired: the handler starts now.
+template <class Target>
+void handler_started(const Clock& clock, const Target& target) noexcept {
+  if constexpr (TimesHandlers<Target>) target.handler_start().at = clock.now();
+}
+
+/// The handler is done (its commit or release starts): its duration joins the estimate.
+template <class Target>
+void handler_ended(DurationEstimate* estimate, const Clock& clock, const Target& target) noexcept {
+  if constexpr (TimesHandlers<Target>) {
+    HandlerStart& start = target.handler_start();
+    if (estimate == nullptr || start.at == Clock::time_point{}) return;
+    estimate->record(clock.now() - start.at);
+    start.at = {};
+  }
+}
+
+/// The retry hint of a refusal whose holder has `lease_left` (zero: unknown): the estimate's
+/// 90th percentile rounded up to a millisecond, at most the lease left; the lease left when
+/// there is no estimate.
+inline std::chrono::milliseconds retry_hint(const DurationEstimate* estimate,
+                                            std::chrono::milliseconds lease_left) noexcept {
+  const std::optional<std::chrono::microseconds> p90 =
+      estimate != nullptr ? estimate->p90() : std::nullopt;
+  if (!p90) return lease_left;
+  const auto expected = std::chrono::ceil<std::chrono::milliseconds>(*p90);
+  return lease_left.count() > 0 ? std::min(expected, lease_left) : expected;
+}
+
+}  // namespace idem::detail
