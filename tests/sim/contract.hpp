@@ -1,0 +1,133 @@
+#pragma once
+// The record as docs/design.md describes it (§2-§4, §9, the admin's release/forget/purge and
+// the steps of steps.md), kept per key beside the store under test. Every call that reaches the
+// store is checked here at the moment it runs: the store's answer must be one the contract
+// allows for the record as the contract knows it, and the contract then follows the answer.
+// Where the contract leaves the store a choice (a record kept longer than its promised time),
+// either answer is accepted and the next answer decides.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "idem/batch_store.hpp"
+#include "idem/steps.hpp"
+#include "idem/store.hpp"
+#include "sim/checks.hpp"
+#include "sim/scheduler.hpp"
+
+namespace idem::sim {
+
+enum class StoreMode : std::uint8_t { lease, transactional };
+
+struct ContractOptions {
+  StoreMode mode = StoreMode::lease;
+  /// How long past its lease a record in progress is kept at least (the record must outlive its
+  /// lease, so that a takeover finds it); also past a lease renewed by extend.
+  Duration lease_margin = std::chrono::milliseconds{1};
+  /// Lease mode: each claim's fence is the record's plus one (a new record: above every fence the
+  /// key had). Off: only above every earlier fence.
+  bool fences_by_one = true;
+  /// Boundaries (lease end, expiry) are known to within this (0: exact, a simulated clock).
+  Duration tolerance{};
+};
+
+/// One key's record as the contract has it.
+struct KeyRecord {
+  enum class State : std::uint8_t { absent, released, held, completed, failed };
+  State state = State::absent;
+  Fingerprint fingerprint{};
+  Fence fence = 0;      // the record's
+  Fence max_fence = 0;  // the largest fence the key ever had, any record
+  Time claimed_at{};
+  Time lease_until{};
+  Time keep_until{};  // held or released: kept at least until then
+  Time expires_at{};  // completed or failed: replays until then
+  std::string result;
+  std::uint64_t epoch = 0;  // a finished record that went (expiry, forget, purge) ends one
+  std::vector<StepRecord> steps;
+  std::uint64_t chain = 0;  // the run chain the steps belong to: a new one whenever they go
+  std::optional<std::string> request;
+  bool took_over = false;  // the current hold began as a takeover
+  Fence admin_fenced = 0;  // the largest fence the admin (release, forget, purge) took a hold from
+
+  struct Landed {
+    Fence fence;
+    ClaimStatus status;
+    std::string result;
+    std::uint64_t epoch;
+  };
+  std::vector<Landed> landed;  // every commit that landed, in order
+};
+
+std::string_view to_string(KeyRecord::State state) noexcept;
+/// A key's bytes, printable.
+std::string printable(std::string_view key);
+
+class Contract {
+ public:
+  Contract(ContractOptions options, Violations& violations)
+      : options_(options), violations_(&violations) {}
+
+  const ContractOptions& options() const noexcept { return options_; }
+
+  // Store calls that reached the store, at `now` (they are atomic there).
+  void claim(const ClaimRequest& request, const Result<Claim>& answer, Time now);
+  void commit(const Ticket& ticket, const Completion& completion, const Status& answer, Time now);
+  void abort(const Ticket& ticket, const Status& answer, Time now);
+  void extend(const Ticket& ticket, std::chrono::milliseconds lease, const Status& answer,
+              Time now);
+  void load_steps(const Ticket& ticket, const Result<std::vector<StepRecord>>& answer, Time now);
+  void save_step(const Ticket& ticket, const StepWrite& step, const Status& answer, Time now);
+  void keep_request(const Ticket& ticket, std::string_view request, const Status& answer,
+                    Time now);
+  void find_abandoned(std::string_view prefix, const Result<std::vector<Abandoned>>& answer,
+                      Time now);
+
+  // The admin's operations, as they ran.
+  void release(std::string_view key, Fence only_fence, bool changed, Time now);
+  void forget(std::string_view key, bool changed, Time now);
+  /// After a purge: `still_there(key)` says whether the store kept the key's record.
+  template <class StillThere>
+  void purge(Time now, StillThere&& still_there) {
+    for (auto& [key, record] : keys_) purge_one(key, record, now, still_there(key));
+  }
+  /// The store lost every record (a memory store's process restarted): a new store.
+  void wipe();
+
+  // Transactional mode: the holder's transaction under `fence` rolled back (abort, a dropped
+  // connection, a crash), or back to the savepoint after the claim (rewind).
+  void rolled_back(std::string_view key, Fence fence);
+  void rewound(std::string_view key, Fence fence);
+
+  /// Hears of every commit that lands (the ledger's check).
+  std::function<void(std::string_view key, Fence fence, ClaimStatus status, Time now)> on_landed;
+
+  /// The key's record, or null when the contract never saw it.
+  const KeyRecord* find(std::string_view key) const;
+  const std::map<std::string, KeyRecord, std::less<>>& keys() const noexcept { return keys_; }
+
+ private:
+  struct Expect;
+  Expect expect_claim(const KeyRecord& record, const Fingerprint& fingerprint, Time at) const;
+  bool allowed(const KeyRecord& record, const ClaimRequest& request, const Claim& claim,
+               Time now, Check& broken, std::string& why) const;
+  void acquire(KeyRecord& record, const ClaimRequest& request, const Claim& claim, Time now);
+  void purge_one(const std::string& key, KeyRecord& record, Time now, bool still_there);
+  bool holds(const KeyRecord& record, Fence fence) const noexcept;
+  void fail(Check check, std::string_view key, std::string what);
+
+  ContractOptions options_;
+  Violations* violations_;
+  std::map<std::string, KeyRecord, std::less<>> keys_;
+  // Transactional mode: each open transaction's record as it was before its claim.
+  std::map<std::pair<std::string, Fence>, KeyRecord, std::less<>> before_;
+  std::map<std::pair<std::string, Fence>, std::vector<StepRecord>, std::less<>> savepoints_;
+};
+
+}  // namespace idem::sim

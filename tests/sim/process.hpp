@@ -1,0 +1,233 @@
+#pragma once
+// A simulated process: its connection to the server, what it keeps in memory in front of it (a
+// CachedStore, a GroupCommitStore: lost when it crashes), its guard and completer, and the
+// operations its callers run on them. An incarnation lives until its process crashes; a restart
+// builds a new one.
+
+#include <memory>
+#include <type_traits>
+#include <string>
+#include <vector>
+
+#include "idem/batch.hpp"
+#include "idem/completer.hpp"
+#include "idem/guard.hpp"
+#include "idem/stores/cached_store.hpp"
+#include "idem/stores/group_commit_store.hpp"
+#include "sim/network.hpp"
+#include "sim/probe.hpp"
+#include "sim/scenario.hpp"
+#include "sim/sim_sync.hpp"
+#include "sim/world.hpp"
+
+namespace idem::sim {
+
+/// Thrown in a handler whose process crashed: it unwinds the caller.
+struct Crashed {};
+
+class Process {
+ public:
+  Process(World& world, int id) : world_(&world), id_(id) {}
+  virtual ~Process() = default;
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  int id() const noexcept { return id_; }
+  /// Runs one operation of a caller of this process (on its task).
+  void run(const Op& op);
+
+ protected:
+  virtual void run_guarded(const Op& op) = 0;
+  virtual void run_completer() {}
+  World& world() { return *world_; }
+
+ private:
+  void run_admin(const Op& op);
+
+  World* world_;
+  int id_;
+};
+
+/// The guard's operations over one store stack.
+template <class Store>
+class Caller {
+ public:
+  Caller(World& world, Store& store) : world_(&world), guard_(store, world.guard_options()) {}
+
+  void run(const Op& op);
+
+ private:
+  void execute(const Op& op);
+  void two_phase(const Op& op);
+  void batch(const Op& op);
+
+  World* world_;
+  IdempotencyGuard<Store> guard_;
+};
+
+template <class Store>
+void Caller<Store>::run(const Op& op) {
+  switch (op.kind) {
+    case OpKind::execute:
+      execute(op);
+      break;
+    case OpKind::commit:
+    case OpKind::fail:
+    case OpKind::drop:
+      two_phase(op);
+      break;
+    case OpKind::batch:
+      batch(op);
+      break;
+    default:
+      break;
+  }
+}
+
+template <class Store>
+void Caller<Store>::execute(const Op& op) {
+  World& w = *world_;
+  const Item item = op.items.front();
+  w.begin_call(item.key, item.payload);
+  const std::string payload = w.payload(item.key, item.payload);
+  try {
+    Outcome<std::string> out = guard_.execute(
+        w.key(item.key), payload, [&](Context& ctx) { return w.handle(ctx, op.handler, item.key); });
+    w.end_call(out);
+  } catch (const Crashed&) {
+    w.end_call_settled(/*threw=*/true);
+  } catch (const std::exception& e) {
+    w.end_call_threw(e.what());
+  }
+}
+
+template <class Store>
+void Caller<Store>::two_phase(const Op& op) {
+  World& w = *world_;
+  const Item item = op.items.front();
+  w.begin_call(item.key, item.payload);
+  const std::string payload = w.payload(item.key, item.payload);
+  auto attempt = guard_.template begin<std::string>(w.key(item.key), payload);
+  if (!attempt.acquired()) {
+    w.end_call(std::move(attempt).outcome());
+    return;
+  }
+  std::string value;
+  try {
+    value = w.handle(attempt.context(), op.handler, item.key);
+  } catch (const Crashed&) {
+    attempt.fail("crashed");
+    w.end_call_settled(true);
+    return;
+  } catch (const std::exception& e) {
+    attempt.fail(e.what());
+    w.end_call_settled(true);
+    return;
+  }
+  if (op.kind == OpKind::fail) {
+    attempt.fail("the caller failed the attempt");
+    w.end_call_settled(true);
+  } else if (op.kind == OpKind::drop) {
+    { auto dropped = std::move(attempt); }
+    w.end_call_settled(true);
+  } else {
+    w.end_call(attempt.commit(std::move(value)));
+  }
+}
+
+template <class Store>
+void Caller<Store>::batch(const Op& op) {
+  World& w = *world_;
+  std::vector<Key> keys;
+  std::vector<std::string> payloads;
+  std::vector<BatchItem> items;
+  keys.reserve(op.items.size());
+  payloads.reserve(op.items.size());
+  for (const Item& i : op.items) {
+    keys.push_back(w.key(i.key));
+    payloads.push_back(w.payload(i.key, i.payload));
+  }
+  for (std::size_t i = 0; i < op.items.size(); ++i) items.push_back(BatchItem{keys[i], payloads[i]});
+  w.begin_call(op.items.front().key, op.items.front().payload);
+  w.stats().add(Stat::batches);
+  std::vector<Outcome<std::string>> outs = guard_.execute_batch(
+      items, [&](std::size_t i, Context& ctx) { return w.handle(ctx, op.handler, op.items[i].key); });
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    w.end_batch_item(op.items[i].key, op.items[i].payload, outs[i], i + 1 == outs.size());
+  }
+}
+
+/// A process whose guard runs over `Stack` (its connection, and what it keeps in front of it).
+template <class Stack>
+class ProcessOf final : public Process {
+ public:
+  ProcessOf(World& world, int id)
+      : Process(world, id),
+        stack_(world),
+        probe_(stack_.top(), world, Stack::kCache),
+        caller_(world, probe_) {
+    if constexpr (Stack::kCompleter) {
+      if (world.scenario().keep_request) {
+        completer_ = std::make_unique<Completer<typename Stack::Link>>(
+            stack_.link, world.options(),
+            [&world](Context& ctx, std::string_view request) {
+              return world.handle_kept(ctx, request);
+            },
+            CompleterOptions{.concurrency = 1, .max_attempts = 2, .batch = 8});
+      }
+    }
+  }
+
+ private:
+  using Top = std::remove_reference_t<decltype(std::declval<Stack&>().top())>;
+  void run_guarded(const Op& op) override { caller_.run(op); }
+  void run_completer() override {
+    if constexpr (Stack::kCompleter) {
+      if (completer_) {
+        world().stats().add(Stat::completer_passes);
+        (void)completer_->run_once();
+      }
+    }
+  }
+
+  Stack stack_;
+  Probe<Top> probe_;
+  Caller<Probe<Top>> caller_;
+  std::conditional_t<Stack::kCompleter, std::unique_ptr<Completer<typename Stack::Link>>, bool>
+      completer_{};
+};
+
+/// The stacks: the connection alone, a CachedStore in front of it, a GroupCommitStore in front.
+template <class Backend>
+struct DirectStack {
+  using Link = sim::Link<Backend>;
+  static constexpr bool kCache = false;
+  static constexpr bool kCompleter = CompletableStore<Link>;
+  explicit DirectStack(World& world) : link(world.template network_of<Backend>()) {}
+  Link& top() { return link; }
+  Link link;
+};
+
+struct CachedStack {
+  using Link = sim::Link<Server>;
+  static constexpr bool kCache = true;
+  static constexpr bool kCompleter = true;
+  explicit CachedStack(World& world)
+      : link(world.network()),
+        cache(CachedStoreOptions{.shards = 1, .max_entries = 64, .clock = world.clock()}, link) {}
+  CachedStore<Link&>& top() { return cache; }
+  Link link;
+  CachedStore<Link&> cache;
+};
+
+struct GroupStack {
+  using Link = sim::Link<Server>;
+  static constexpr bool kCache = false;
+  static constexpr bool kCompleter = false;
+  explicit GroupStack(World& world) : link(world.network()), group(link, GroupCommitOptions{}) {}
+  GroupCommitStore<Link, SimSync>& top() { return group; }
+  Link link;
+  GroupCommitStore<Link, SimSync> group;
+};
+
+}  // namespace idem::sim

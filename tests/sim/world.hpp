@@ -1,0 +1,179 @@
+#pragma once
+// One run of a scenario: the scheduler and its virtual clock, the record server (lease mode) or
+// the transactional server, the network, the processes and their callers, the world's events
+// (crashes, restarts, clock jumps, dropped sessions), and the checks: the contract at the
+// store, the database, the ledger, and each guard call's outcome and events as it ends.
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "idem/context.hpp"
+#include "idem/observer.hpp"
+#include "idem/options.hpp"
+#include "idem/outcome.hpp"
+#include "sim/checks.hpp"
+#include "sim/contract.hpp"
+#include "sim/database.hpp"
+#include "sim/ledger.hpp"
+#include "sim/network.hpp"
+#include "sim/probe.hpp"
+#include "sim/scenario.hpp"
+#include "sim/scheduler.hpp"
+#include "sim/server.hpp"
+#include "sim/stats.hpp"
+#include "sim/trace.hpp"
+#include "sim/tx_server.hpp"
+
+namespace idem::sim {
+
+struct RunOptions {
+  bool trace = false;
+  std::uint64_t max_steps = 40'000;
+};
+
+struct RunReport {
+  bool failed = false;
+  Violation violation;
+  std::uint64_t digest = 0;  // the schedule taken: equal digests, equal runs
+  std::uint64_t steps = 0;
+  Stats stats;
+  std::vector<std::string> trace;
+};
+
+/// Runs `scenario` under its schedule seed.
+RunReport run(const Scenario& scenario, const RunOptions& options = {});
+
+class Process;
+
+/// A guard call in progress on one task: what the checks at its end need.
+struct CallState {
+  bool active = false;
+  int key = 0;
+  int payload = 0;
+  std::string effective;  // the key's effective key
+  Time start{};
+  Duration held_start{};
+  Duration jumped_start{};  // the clock's jumps so far, when the call began
+  struct Answer {
+    std::string effective;
+    Fingerprint fingerprint;
+    Claim claim;
+  };
+  std::vector<Answer> claims;  // the last claim answer per key and payload
+  int acquired = 0;                 // claims that acquired
+  int takeovers = 0;                // of them, takeovers
+  std::array<int, 11> events{};     // observer events heard, by idem::Event
+  struct Run {
+    std::string effective;
+    std::uint64_t id = 0;
+    Fence fence = 0;
+    std::string value;
+  };
+  std::vector<Run> runs;
+  Duration handler_time{};     // virtual time inside handlers
+  Duration held_in_handler{};  // of the held-up time, inside handlers
+};
+
+class World final : public ClaimWatcher {
+ public:
+  World(const Scenario& scenario, const RunOptions& options);
+  ~World() override;
+
+  RunReport run();
+
+  // --- For the processes and their callers ---------------------------------------------------
+  const Scenario& scenario() const noexcept { return scenario_; }
+  Scheduler& scheduler() noexcept { return scheduler_; }
+  std::shared_ptr<Clock> clock() const noexcept { return clock_; }
+  Stats& stats() noexcept { return stats_; }
+  Trace& trace() noexcept { return trace_; }
+  Violations& violations() noexcept { return violations_; }
+  Network<Server>& network() noexcept { return *network_; }
+  Network<TxServer>& tx_network() noexcept { return *tx_network_; }
+  Server& server() noexcept { return *server_; }
+
+  /// The guard options every caller uses (scope "sim"); guard_options() adds the observer.
+  const Options& options() const noexcept { return options_; }
+  Options guard_options() const;
+  template <class Backend>
+  Network<Backend>& network_of() {
+    if constexpr (std::is_same_v<Backend, TxServer>) {
+      return *tx_network_;
+    } else {
+      return *network_;
+    }
+  }
+  static constexpr std::string_view kScope = "sim";
+  Key key(int k) const;
+  std::string payload(int key, int p) const;
+  std::string effective(int k) const;
+
+  /// The running task's call.
+  CallState& call();
+  void begin_call(int key, int payload);
+  /// Checks one guard call's outcome as it ends (see world.cpp for each check).
+  void end_call(const Outcome<std::string>& outcome);
+  /// A call whose handler threw (execute), or whose holder failed or dropped its attempt.
+  void end_call_threw(const std::string& what);
+  void end_call_settled(bool threw);
+  /// One item of a batch (the call ends with the last).
+  void end_batch_item(int key, int payload, const Outcome<std::string>& outcome, bool last);
+  void observe(const EventInfo& event);
+
+  /// The handler every caller runs (plan `plan`, on key `key`): see world.cpp.
+  std::string handle(Context& ctx, const HandlerPlan& plan, int key);
+  /// The completer's handler: the kept request names the key.
+  std::string handle_kept(Context& ctx, std::string_view request);
+  /// The dead task's handler stops here (its process crashed).
+  void check_alive();
+
+  // ClaimWatcher
+  void claimed(const ClaimRequest& request, const Result<Claim>& answer,
+               bool from_cache) override;
+  std::uint64_t calls_sent() const override;
+
+ private:
+  bool between();
+  void crash(int process);
+  void restart_process(int plan, Duration after);
+  void spawn_actors(int plan, Process& process, bool resume);
+  void jump_clock();
+  void check_bound(const CallState& c, std::size_t items);
+  void check_events(const CallState& c, const Outcome<std::string>* outcome, bool threw);
+  void check_outcome(CallState& c, const std::string& effective, const Fingerprint& fingerprint,
+                     const Outcome<std::string>& out, bool batch);
+  void check_cached_answer(const ClaimRequest& request, const Claim& answer);
+  void step_ran(const std::string& effective, Fence fence, int index);
+  std::unique_ptr<Process> make_process(int plan);
+
+  Scenario scenario_;
+  RunOptions run_options_;
+  Violations violations_;
+  Stats stats_;
+  Scheduler scheduler_;
+  std::shared_ptr<Clock> clock_;
+  Trace trace_;
+  Options options_;
+  std::shared_ptr<Observer> observer_;
+  Contract contract_;
+  Database database_;
+  Ledger ledger_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<TxServer> tx_server_;
+  std::unique_ptr<Network<Server>> network_;
+  std::unique_ptr<Network<TxServer>> tx_network_;
+  std::vector<std::unique_ptr<Process>> processes_;  // every incarnation, dead ones too
+  std::vector<int> incarnation_;                     // per process plan: its live one
+  std::vector<std::vector<std::size_t>> next_op_;    // per plan and actor: the next operation
+  std::vector<CallState> calls_;                     // per task
+  std::uint64_t runs_ = 0;
+  Duration jumped_{};  // the clock's jumps so far
+  int events_left_ = 0;
+};
+
+}  // namespace idem::sim
