@@ -197,7 +197,16 @@ void execute_batch_on(const Policy& policy, S& store, std::vector<Target>& targe
     Status committed = std::move(statuses[j]);
     if (!committed && committed.error() != errc::lease_lost) {
       notify(policy, target, Event::commit_retried, h.fence, committed.error());
-      committed = commit_with_retry(policy, target, h.fence, ClaimStatus::completed, h.bytes);
+      Status retried = commit_with_retry(policy, target, h.fence, ClaimStatus::completed, h.bytes);
+      // The batch's own commit may have landed without its answer: then retries that could not
+      // reach the store leave the commit in doubt (outcome_unknown), not failed (§8).
+      if (retried.error() == errc::store_unavailable &&
+          committed.error() == errc::outcome_unknown) {
+        retried =
+            Status(errc::outcome_unknown, committed.failure().describe() +
+                                              "; the last try: " + retried.failure().describe());
+      }
+      committed = std::move(retried);
     } else if (!committed) {
       report(policy, target, committed, h.fence);
       target.abandon();

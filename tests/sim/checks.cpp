@@ -28,8 +28,9 @@ constexpr std::array<CheckText, kChecks> kText{{
     {"no_forgotten_replay",
      "nothing of a forgotten, purged or expired record comes back: no replay, no steps (§12)"},
     {"calls_return", "every call returns within its bound; nothing deadlocks (§6)"},
-    {"steps_once", "a saved step never runs again in its run chain; load returns the saved "
-                   "steps (steps.md)"},
+    {"steps_once",
+     "a saved step never runs again in its run chain; load returns the saved "
+     "steps (steps.md)"},
     {"observer_matches", "the observer hears what happened: one final event, takeovers (§5)"},
     {"retry_advice", "an error that says a retry cannot help is true of the key (§11)"},
     {"ledger_fencing",

@@ -148,8 +148,8 @@ bool Contract::allowed(const KeyRecord& r, const ClaimRequest& request, const Cl
   // Near a boundary the store's clock may be on either side of it (real stores).
   Expect options[2] = {expect_claim(r, request.fingerprint, now - options_.tolerance),
                        expect_claim(r, request.fingerprint, now + options_.tolerance)};
-  const std::string record = std::string(to_string(r.state)) + " record (fence " +
-                             std::to_string(r.fence) + ")";
+  const std::string record =
+      std::string(to_string(r.state)) + " record (fence " + std::to_string(r.fence) + ")";
   for (const Expect& e : options) {
     if (e.status != c.status) continue;
     switch (c.status) {
@@ -222,7 +222,7 @@ void Contract::acquire(KeyRecord& r, const ClaimRequest& request, const Claim& c
   r.max_fence = std::max(r.max_fence, c.fence);
   r.claimed_at = now;
   r.lease_until = now + request.lease;
-  r.keep_until = std::max(now + request.retention, r.lease_until + options_.lease_margin);
+  r.keep_until = std::max(now + request.retention, now + options_.held_leases * request.lease);
   r.result.clear();
   r.took_over = c.took_over;
 }
@@ -292,7 +292,8 @@ void Contract::commit(const Ticket& ticket, const Completion& completion, const 
              std::string(to_string(r.state)) + " record under fence " + std::to_string(r.fence));
     return;
   }
-  if (answer.error() != errc::lease_lost) {
+  // Transactional mode: a holder whose connection dropped hears that failure again (§8).
+  if (answer.error() != errc::lease_lost && options_.mode == StoreMode::lease) {
     fail(Check::store_answers, key,
          "a stale commit answered " + status_text(answer) + " instead of lease_lost");
   }
@@ -329,7 +330,7 @@ void Contract::extend(const Ticket& ticket, milliseconds lease, const Status& an
       return;
     }
     r.lease_until = now + lease;
-    r.keep_until = std::max(r.keep_until, r.lease_until + options_.lease_margin);
+    r.keep_until = std::max(r.keep_until, now + options_.held_leases * lease);
     return;
   }
   if (answer) {
@@ -347,8 +348,7 @@ void Contract::load_steps(const Ticket& ticket, const Result<std::vector<StepRec
     if (answer) {
       fail(Check::taken_over_never_commits, key,
            "steps loaded under fence " + std::to_string(ticket.fence) + " of a " +
-               std::string(to_string(r.state)) + " record under fence " +
-               std::to_string(r.fence));
+               std::string(to_string(r.state)) + " record under fence " + std::to_string(r.fence));
     }
     return;
   }
@@ -377,8 +377,7 @@ void Contract::save_step(const Ticket& ticket, const StepWrite& step, const Stat
     if (answer) {
       fail(Check::taken_over_never_commits, key,
            "a step saved under fence " + std::to_string(ticket.fence) + " of a " +
-               std::string(to_string(r.state)) + " record under fence " +
-               std::to_string(r.fence));
+               std::string(to_string(r.state)) + " record under fence " + std::to_string(r.fence));
     }
     return;
   }
@@ -422,11 +421,11 @@ void Contract::find_abandoned(std::string_view prefix, const Result<std::vector<
       return;
     }
     const auto it = keys_.find(a.key);
-    const bool abandoned =
-        it != keys_.end() &&
-        (it->second.state == State::released ||
-         (it->second.state == State::held && now >= it->second.lease_until)) &&
-        now < it->second.keep_until && it->second.request && *it->second.request == a.request;
+    const bool abandoned = it != keys_.end() &&
+                           (it->second.state == State::released ||
+                            (it->second.state == State::held && now >= it->second.lease_until)) &&
+                           now < it->second.keep_until && it->second.request &&
+                           *it->second.request == a.request;
     if (!abandoned) {
       fail(Check::no_forgotten_replay, a.key,
            "find_abandoned returned a record that is not abandoned with that request (" +
@@ -507,11 +506,9 @@ void Contract::rolled_back(std::string_view key, Fence fence) {
   if (holds(r, fence)) {
     const Fence max_fence = r.max_fence;
     std::vector<KeyRecord::Landed> landed = std::move(r.landed);
-    const std::uint64_t epoch = r.epoch;
     r = it->second;
     r.max_fence = max_fence;  // a rollback never returns a fence
     r.landed = std::move(landed);
-    r.epoch = epoch;
   }
   before_.erase(it);
   savepoints_.erase({std::string(key), fence});

@@ -27,9 +27,9 @@ enum class StoreMode : std::uint8_t { lease, transactional };
 
 struct ContractOptions {
   StoreMode mode = StoreMode::lease;
-  /// How long past its lease a record in progress is kept at least (the record must outlive its
-  /// lease, so that a takeover finds it); also past a lease renewed by extend.
-  Duration lease_margin = std::chrono::milliseconds{1};
+  /// A record in progress is kept at least this many leases from its claim and from its
+  /// holder's last extend (§2: its lease ends a whole lease before the record may expire).
+  int held_leases = 2;
   /// Lease mode: each claim's fence is the record's plus one (a new record: above every fence the
   /// key had). Off: only above every earlier fence.
   bool fences_by_one = true;
@@ -84,8 +84,7 @@ class Contract {
               Time now);
   void load_steps(const Ticket& ticket, const Result<std::vector<StepRecord>>& answer, Time now);
   void save_step(const Ticket& ticket, const StepWrite& step, const Status& answer, Time now);
-  void keep_request(const Ticket& ticket, std::string_view request, const Status& answer,
-                    Time now);
+  void keep_request(const Ticket& ticket, std::string_view request, const Status& answer, Time now);
   void find_abandoned(std::string_view prefix, const Result<std::vector<Abandoned>>& answer,
                       Time now);
 
@@ -115,8 +114,8 @@ class Contract {
  private:
   struct Expect;
   Expect expect_claim(const KeyRecord& record, const Fingerprint& fingerprint, Time at) const;
-  bool allowed(const KeyRecord& record, const ClaimRequest& request, const Claim& claim,
-               Time now, Check& broken, std::string& why) const;
+  bool allowed(const KeyRecord& record, const ClaimRequest& request, const Claim& claim, Time now,
+               Check& broken, std::string& why) const;
   void acquire(KeyRecord& record, const ClaimRequest& request, const Claim& claim, Time now);
   void purge_one(const std::string& key, KeyRecord& record, Time now, bool still_there);
   bool holds(const KeyRecord& record, Fence fence) const noexcept;

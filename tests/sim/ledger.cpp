@@ -17,10 +17,10 @@ bool Ledger::write(std::string_view key, Fence fence, std::uint64_t run, Time no
   const KeyRecord* record = contract_->find(key);
   if (record != nullptr && record->state == KeyRecord::State::completed &&
       now < record->expires_at && record->fence != fence && e.any && e.high >= record->fence) {
-    violations_->add(Check::ledger_fencing,
-                     "key " + printable(key) + ": a write under fence " + std::to_string(fence) +
-                         " accepted after the key completed under fence " +
-                         std::to_string(record->fence));
+    violations_->add(Check::ledger_fencing, "key " + printable(key) + ": a write under fence " +
+                                                std::to_string(fence) +
+                                                " accepted after the key completed under fence " +
+                                                std::to_string(record->fence));
     return false;
   }
   e.any = true;
@@ -33,10 +33,10 @@ void Ledger::committed(std::string_view key, Fence fence, Time /*now*/) {
   const auto it = keys_.find(key);
   if (it == keys_.end() || !it->second.any) return;
   if (it->second.high > fence) {
-    violations_->add(Check::ledger_fencing,
-                     "key " + printable(key) + ": completed under fence " +
-                         std::to_string(fence) + " while downstream already holds fence " +
-                         std::to_string(it->second.high) + "'s write");
+    violations_->add(Check::ledger_fencing, "key " + printable(key) + ": completed under fence " +
+                                                std::to_string(fence) +
+                                                " while downstream already holds fence " +
+                                                std::to_string(it->second.high) + "'s write");
   }
 }
 

@@ -127,8 +127,7 @@ int run_one(const Scenario& scenario, bool trace) {
   }
   std::printf("FAILED: %s\n  promise: %s\n  %s\n",
               std::string(name(report.violation.check)).c_str(),
-              std::string(promise(report.violation.check)).c_str(),
-              report.violation.what.c_str());
+              std::string(promise(report.violation.check)).c_str(), report.violation.what.c_str());
   return 1;
 }
 
@@ -239,8 +238,9 @@ int main(int argc, char** argv) {
     std::printf("seed %llu fails %s with %zu operations; shrinking\n",
                 static_cast<unsigned long long>(*a.shrink),
                 std::string(name(report.violation.check)).c_str(), scenario.size());
-    const Scenario small = shrink(scenario, report.violation.check,
-                                  [](const std::string& line) { std::printf("%s\n", line.c_str()); });
+    const Scenario small = shrink(scenario, report.violation.check, [](const std::string& line) {
+      std::printf("%s\n", line.c_str());
+    });
     std::printf("shrunk to %zu operations:\n  idem-sim --replay '%s' --trace\n", small.size(),
                 to_text(small).c_str());
     return run_one(small, true);

@@ -11,20 +11,20 @@
 namespace idem::sim {
 
 // Mutation points in the library (numbers shared with the IDEM_SIM_MUTATE calls there).
-inline constexpr int kMutantCommitForgetsLanded = 1;   // detail/record_model.hpp
-inline constexpr int kMutantTakeoverAnyPayload = 2;    // detail/record_model.hpp
-inline constexpr int kMutantTakeoverLiveLease = 3;     // detail/record_model.hpp
-inline constexpr int kMutantExpiredStillReplays = 4;   // detail/record_model.hpp
-inline constexpr int kMutantAbortLowersFence = 5;      // stores/memory_store.hpp
-inline constexpr int kMutantStepsForAnyPayload = 6;    // stores/memory_store.hpp
-inline constexpr int kMutantLeaseLostRecorded = 7;     // detail/engine.hpp
-inline constexpr int kMutantNoRewind = 8;              // detail/engine.hpp
-inline constexpr int kMutantWaitForever = 9;           // detail/engine.hpp
-inline constexpr int kMutantForgetsDoubt = 10;         // detail/protocol.hpp
-inline constexpr int kMutantTakeoverUnreported = 11;   // guard.hpp
-inline constexpr int kMutantStepRunsAgain = 12;        // context.hpp
+inline constexpr int kMutantCommitForgetsLanded = 1;    // detail/record_model.hpp
+inline constexpr int kMutantTakeoverAnyPayload = 2;     // detail/record_model.hpp
+inline constexpr int kMutantTakeoverLiveLease = 3;      // detail/record_model.hpp
+inline constexpr int kMutantExpiredStillReplays = 4;    // detail/record_model.hpp
+inline constexpr int kMutantAbortLowersFence = 5;       // stores/memory_store.hpp
+inline constexpr int kMutantStepsForAnyPayload = 6;     // stores/memory_store.hpp
+inline constexpr int kMutantLeaseLostRecorded = 7;      // detail/engine.hpp
+inline constexpr int kMutantNoRewind = 8;               // detail/engine.hpp
+inline constexpr int kMutantWaitForever = 9;            // detail/engine.hpp
+inline constexpr int kMutantForgetsDoubt = 10;          // detail/protocol.hpp
+inline constexpr int kMutantTakeoverUnreported = 11;    // guard.hpp
+inline constexpr int kMutantStepRunsAgain = 12;         // context.hpp
 inline constexpr int kMutantCacheFillsLostCommit = 13;  // stores/cached_store.hpp
-inline constexpr int kMutantGroupAnswersSwapped = 14;  // stores/group_commit_store.hpp
+inline constexpr int kMutantGroupAnswersSwapped = 14;   // stores/group_commit_store.hpp
 // Mutation points in the simulator's own transactional server (it mirrors the SQL stores).
 inline constexpr int kMutantAtomicStepKeepsWrites = 20;  // tests/sim/tx_server.cpp
 
@@ -63,16 +63,14 @@ inline constexpr Mutant kMutants[] = {
      "a commit whose first try's reply was lost and whose last try could not reach the store "
      "reports store_unavailable (no try landed) instead of outcome_unknown",
      Check::lost_reply_is_recorded},
-    {kMutantTakeoverUnreported, "takeover-unreported",
-     "a takeover is not reported to the observer", Check::observer_matches},
+    {kMutantTakeoverUnreported, "takeover-unreported", "a takeover is not reported to the observer",
+     Check::observer_matches},
     {kMutantStepRunsAgain, "step-runs-again", "a recorded step's body runs again",
      Check::steps_once},
     {kMutantCacheFillsLostCommit, "cache-fills-lost-commit",
-     "CachedStore caches a completion its store refused (lease_lost)",
-     Check::replay_is_committed},
+     "CachedStore caches a completion its store refused (lease_lost)", Check::replay_is_committed},
     {kMutantGroupAnswersSwapped, "group-answers-swapped",
-     "GroupCommitStore hands a group's claim answers to the wrong callers",
-     Check::store_answers},
+     "GroupCommitStore hands a group's claim answers to the wrong callers", Check::store_answers},
     {kMutantAtomicStepKeepsWrites, "atomic-step-keeps-writes",
      "transactional mode: a throwing atomic step keeps its writes (no savepoint)",
      Check::failure_carries_no_effects},

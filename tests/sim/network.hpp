@@ -124,7 +124,9 @@ class Network {
     const auto delay = std::chrono::milliseconds(rng.between(0, 60));
     scheduler_->spawn(-1, "duplicate", [this, again = std::move(again), delay]() mutable {
       scheduler_->sleep_for(delay);
-      if (!down()) again();
+      if (down()) return;
+      again();
+      dropped();  // the copy's connection ends with it: what it opened rolls back
     });
   }
 
@@ -189,8 +191,10 @@ class Link {
         Kind::fenced, [&] { return backend().extend(ticket, lease); },
         [](bool ran) { return lost_status(ran, false); },
         [&] {
-          return std::function<void()>([this, key = std::string(ticket.key), f = ticket.fence,
-                                        lease] { (void)backend().extend(Ticket{key, f}, lease); });
+          return std::function<void()>(
+              [this, key = std::string(ticket.key), f = ticket.fence, lease] {
+                (void)backend().extend(Ticket{key, f}, lease);
+              });
         });
   }
   Status rewind(const Ticket& ticket) requires RewindableStore<Backend> {
@@ -215,21 +219,21 @@ class Link {
         Kind::fenced, [&] { return backend().save_step_atomically(ticket, index, name, body); },
         [](bool ran) { return lost_status(ran, false); }, [] { return std::function<void()>(); });
   }
-  Status keep_request(const Ticket& ticket, std::string_view request)
-    requires CompletableStore<Backend> {
+  Status keep_request(const Ticket& ticket,
+                      std::string_view request) requires CompletableStore<Backend> {
     return network_->rpc(
         Kind::fenced, [&] { return backend().keep_request(ticket, request); },
         [](bool ran) { return lost_status(ran, false); }, [] { return std::function<void()>(); });
   }
-  Result<std::vector<Abandoned>> find_abandoned(std::string_view prefix, std::size_t limit)
-    requires CompletableStore<Backend> {
+  Result<std::vector<Abandoned>> find_abandoned(std::string_view prefix, std::size_t limit) requires
+      CompletableStore<Backend> {
     return network_->rpc(
         Kind::read, [&] { return backend().find_abandoned(prefix, limit); },
         [](bool) -> Result<std::vector<Abandoned>> { return lost_status(false, false).failure(); },
         [] { return std::function<void()>(); });
   }
-  std::vector<Result<Claim>> claim_batch(std::span<const ClaimRequest> requests)
-    requires BatchStore<Backend> {
+  std::vector<Result<Claim>> claim_batch(std::span<const ClaimRequest> requests) requires
+      BatchStore<Backend> {
     return network_->rpc(
         Kind::batch_claim, [&] { return backend().claim_batch(requests); },
         [&](bool) {
@@ -238,8 +242,8 @@ class Link {
         },
         [] { return std::function<void()>(); });
   }
-  std::vector<Status> commit_batch(std::span<const CommitRequest> requests)
-    requires BatchStore<Backend> {
+  std::vector<Status> commit_batch(std::span<const CommitRequest> requests) requires
+      BatchStore<Backend> {
     return network_->rpc(
         Kind::batch_commit, [&] { return backend().commit_batch(requests); },
         [&](bool ran) { return std::vector<Status>(requests.size(), lost_status(ran, true)); },

@@ -58,24 +58,24 @@ class Probe {
                               AtomicStepBody body) requires AtomicStepStore<Inner> {
     return inner_->save_step_atomically(ticket, index, name, body);
   }
-  Status keep_request(const Ticket& ticket, std::string_view request)
-    requires CompletableStore<Inner> {
+  Status keep_request(const Ticket& ticket,
+                      std::string_view request) requires CompletableStore<Inner> {
     return inner_->keep_request(ticket, request);
   }
-  Result<std::vector<Abandoned>> find_abandoned(std::string_view prefix, std::size_t limit)
-    requires CompletableStore<Inner> {
+  Result<std::vector<Abandoned>> find_abandoned(std::string_view prefix, std::size_t limit) requires
+      CompletableStore<Inner> {
     return inner_->find_abandoned(prefix, limit);
   }
-  std::vector<Result<Claim>> claim_batch(std::span<const ClaimRequest> requests)
-    requires BatchStore<Inner> {
+  std::vector<Result<Claim>> claim_batch(std::span<const ClaimRequest> requests) requires
+      BatchStore<Inner> {
     std::vector<Result<Claim>> answers = inner_->claim_batch(requests);
     for (std::size_t i = 0; i < answers.size() && i < requests.size(); ++i) {
       watcher_->claimed(requests[i], answers[i], false);
     }
     return answers;
   }
-  std::vector<Status> commit_batch(std::span<const CommitRequest> requests)
-    requires BatchStore<Inner> {
+  std::vector<Status> commit_batch(std::span<const CommitRequest> requests) requires
+      BatchStore<Inner> {
     return inner_->commit_batch(requests);
   }
 

@@ -5,8 +5,8 @@
 // builds a new one.
 
 #include <memory>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "idem/batch.hpp"
@@ -39,6 +39,9 @@ class Process {
  protected:
   virtual void run_guarded(const Op& op) = 0;
   virtual void run_completer() {}
+  /// The admin of this process changed `key` in the store: what this process keeps of it goes
+  /// (as idem::admin::cached_admin does for a CachedStore).
+  virtual void admin_changed(std::string_view key) { (void)key; }
   World& world() { return *world_; }
 
  private:
@@ -91,8 +94,9 @@ void Caller<Store>::execute(const Op& op) {
   w.begin_call(item.key, item.payload);
   const std::string payload = w.payload(item.key, item.payload);
   try {
-    Outcome<std::string> out = guard_.execute(
-        w.key(item.key), payload, [&](Context& ctx) { return w.handle(ctx, op.handler, item.key); });
+    Outcome<std::string> out = guard_.execute(w.key(item.key), payload, [&](Context& ctx) {
+      return w.handle(ctx, op.handler, item.key);
+    });
     w.end_call(out);
   } catch (const Crashed&) {
     w.end_call_settled(/*threw=*/true);
@@ -120,13 +124,11 @@ void Caller<Store>::two_phase(const Op& op) {
     w.end_call_settled(true);
     return;
   } catch (const std::exception& e) {
-    attempt.fail(e.what());
-    w.end_call_settled(true);
+    w.end_call_failed(attempt.fail(e.what()));
     return;
   }
   if (op.kind == OpKind::fail) {
-    attempt.fail("the caller failed the attempt");
-    w.end_call_settled(true);
+    w.end_call_failed(attempt.fail("the caller failed the attempt"));
   } else if (op.kind == OpKind::drop) {
     { auto dropped = std::move(attempt); }
     w.end_call_settled(true);
@@ -147,13 +149,15 @@ void Caller<Store>::batch(const Op& op) {
     keys.push_back(w.key(i.key));
     payloads.push_back(w.payload(i.key, i.payload));
   }
-  for (std::size_t i = 0; i < op.items.size(); ++i) items.push_back(BatchItem{keys[i], payloads[i]});
-  w.begin_call(op.items.front().key, op.items.front().payload);
+  for (std::size_t i = 0; i < op.items.size(); ++i)
+    items.push_back(BatchItem{keys[i], payloads[i]});
+  w.begin_call(op.items.front().key, op.items.front().payload, op.items.size());
   w.stats().add(Stat::batches);
   std::vector<Outcome<std::string>> outs = guard_.execute_batch(
-      items, [&](std::size_t i, Context& ctx) { return w.handle(ctx, op.handler, op.items[i].key); });
+      items,
+      [&](std::size_t i, Context& ctx) { return w.handle(ctx, op.handler, op.items[i].key, i); });
   for (std::size_t i = 0; i < outs.size(); ++i) {
-    w.end_batch_item(op.items[i].key, op.items[i].payload, outs[i], i + 1 == outs.size());
+    w.end_batch_item(i, op.items[i].key, op.items[i].payload, outs[i], i + 1 == outs.size());
   }
 }
 
@@ -181,6 +185,9 @@ class ProcessOf final : public Process {
  private:
   using Top = std::remove_reference_t<decltype(std::declval<Stack&>().top())>;
   void run_guarded(const Op& op) override { caller_.run(op); }
+  void admin_changed(std::string_view key) override {
+    if constexpr (requires { stack_.top().invalidate(key); }) stack_.top().invalidate(key);
+  }
   void run_completer() override {
     if constexpr (Stack::kCompleter) {
       if (completer_) {
@@ -214,7 +221,11 @@ struct CachedStack {
   static constexpr bool kCompleter = true;
   explicit CachedStack(World& world)
       : link(world.network()),
-        cache(CachedStoreOptions{.shards = 1, .max_entries = 64, .clock = world.clock()}, link) {}
+        cache(CachedStoreOptions{.shards = 1,
+                                 .max_entries = 64,
+                                 .max_ttl = world.cache_max_ttl(),
+                                 .clock = world.clock()},
+              link) {}
   CachedStore<Link&>& top() { return cache; }
   Link link;
   CachedStore<Link&> cache;

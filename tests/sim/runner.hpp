@@ -21,10 +21,10 @@ struct Failure {
 };
 
 struct Sweep {
-  std::uint64_t first = 1;   // the first seed
-  std::uint64_t count = 1;   // seeds in all
-  unsigned jobs = 1;         // worker threads
-  bool progress = false;     // a line on stderr now and then
+  std::uint64_t first = 1;  // the first seed
+  std::uint64_t count = 1;  // seeds in all
+  unsigned jobs = 1;        // worker threads
+  bool progress = false;    // a line on stderr now and then
   bool stop_at_failure = true;
   /// Each seed's scenario is changed by this before it runs (the shrinker's filters), if set.
   std::function<void(Scenario&)> adjust;
@@ -41,6 +41,7 @@ SweepResult sweep(const Sweep& sweep);
 
 /// Cuts a failing scenario down while it still fails the same check: fewer processes, actors,
 /// operations, items, handler features and faults, trying a few schedules for each cut.
-Scenario shrink(const Scenario& failing, Check check, const std::function<void(const std::string&)>& log);
+Scenario shrink(const Scenario& failing, Check check,
+                const std::function<void(const std::string&)>& log);
 
 }  // namespace idem::sim

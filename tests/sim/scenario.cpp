@@ -172,7 +172,8 @@ std::string to_text(const Scenario& s) {
   put(out, "dr", s.faults.delay_reply);
   put(out, "du", s.faults.duplicate);
   put(out, "la", s.faults.latency);
-  put(out, "ld", std::chrono::duration_cast<std::chrono::milliseconds>(s.faults.long_delay).count());
+  put(out, "ld",
+      std::chrono::duration_cast<std::chrono::milliseconds>(s.faults.long_delay).count());
   put(out, "crash", s.crash_rate);
   put(out, "restart", s.restart_rate);
   put(out, "jump", s.jump_rate);

@@ -35,15 +35,15 @@ struct HandlerPlan {
 };
 
 enum class OpKind : char {
-  execute = 'e',        // guard.execute
-  commit = 'c',         // begin, the handler, commit(value)
-  fail = 'f',           // begin, the handler, fail(message)
-  drop = 'd',           // begin, the handler, the Attempt destroyed while holding
-  batch = 'b',          // guard.execute_batch over several items
-  release = 'R',        // the admin releases a key
-  forget = 'F',         // the admin forgets a key
-  purge = 'P',          // the admin purges expired records
-  completer = 'C',      // one pass of the completer
+  execute = 'e',    // guard.execute
+  commit = 'c',     // begin, the handler, commit(value)
+  fail = 'f',       // begin, the handler, fail(message)
+  drop = 'd',       // begin, the handler, the Attempt destroyed while holding
+  batch = 'b',      // guard.execute_batch over several items
+  release = 'R',    // the admin releases a key
+  forget = 'F',     // the admin forgets a key
+  purge = 'P',      // the admin purges expired records
+  completer = 'C',  // one pass of the completer
 };
 
 struct Item {

@@ -99,8 +99,8 @@ RunEnd Scheduler::run(const std::function<bool()>& between, std::uint64_t max_st
     for (auto& t : tasks_) {
       Task& task = *t;
       if (task.state == Task::State::done) continue;
-      const bool waiting_on_time = task.state == Task::State::sleeping ||
-                                   (task.state == Task::State::blocked && task.timed);
+      const bool waiting_on_time =
+          task.state == Task::State::sleeping || (task.state == Task::State::blocked && task.timed);
       if (waiting_on_time && task.wake <= now_) task.state = Task::State::ready;
       if (task.state == Task::State::ready) {
         if (task.dead) {

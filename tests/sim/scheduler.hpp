@@ -28,11 +28,11 @@ struct Task {
   std::string name;
   std::unique_ptr<Fiber> fiber;
   State state = State::ready;
-  Time wake{};           // sleeping; blocked with a deadline
-  bool timed = false;    // blocked: with a deadline
+  Time wake{};            // sleeping; blocked with a deadline
+  bool timed = false;     // blocked: with a deadline
   bool notified = false;  // blocked: woken by a notify, not by its deadline
-  bool dead = false;     // its process crashed: its calls are lost, its sleeps end at once
-  Duration held_up{};    // virtual time spent in injected delays and waits, for call bounds
+  bool dead = false;      // its process crashed: its calls are lost, its sleeps end at once
+  Duration held_up{};     // virtual time spent in injected delays and waits, for call bounds
   std::uint64_t store_calls = 0;  // calls that went out to the store
 };
 

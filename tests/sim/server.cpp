@@ -41,28 +41,37 @@ Server::Server(Scheduler& scheduler, std::shared_ptr<Clock> clock, Contract& con
 
 Result<Claim> Server::claim(const ClaimRequest& request) {
   Result<Claim> answer = store_->claim(request);
-  if (trace_->on()) trace_->add(*scheduler_, "store: claim " + printable(request.key) + " -> " + answer_text(answer));
+  if (trace_->on())
+    trace_->add(*scheduler_,
+                "store: claim " + printable(request.key) + " -> " + answer_text(answer));
   contract_->claim(request, answer, scheduler_->now());
   return answer;
 }
 
 Status Server::commit(const Ticket& ticket, const Completion& completion) {
   Status answer = store_->commit(ticket, completion);
-  if (trace_->on()) trace_->add(*scheduler_, "store: commit " + printable(ticket.key) + " fence " + std::to_string(ticket.fence) + " " + std::string(completion.result) + " -> " + answer_text(answer));
+  if (trace_->on())
+    trace_->add(*scheduler_, "store: commit " + printable(ticket.key) + " fence " +
+                                 std::to_string(ticket.fence) + " " +
+                                 std::string(completion.result) + " -> " + answer_text(answer));
   contract_->commit(ticket, completion, answer, scheduler_->now());
   return answer;
 }
 
 Status Server::abort(const Ticket& ticket) {
   Status answer = store_->abort(ticket);
-  if (trace_->on()) trace_->add(*scheduler_, "store: abort " + printable(ticket.key) + " fence " + std::to_string(ticket.fence) + " -> " + answer_text(answer));
+  if (trace_->on())
+    trace_->add(*scheduler_, "store: abort " + printable(ticket.key) + " fence " +
+                                 std::to_string(ticket.fence) + " -> " + answer_text(answer));
   contract_->abort(ticket, answer, scheduler_->now());
   return answer;
 }
 
 Status Server::extend(const Ticket& ticket, std::chrono::milliseconds lease) {
   Status answer = store_->extend(ticket, lease);
-  if (trace_->on()) trace_->add(*scheduler_, "store: extend " + printable(ticket.key) + " fence " + std::to_string(ticket.fence) + " -> " + answer_text(answer));
+  if (trace_->on())
+    trace_->add(*scheduler_, "store: extend " + printable(ticket.key) + " fence " +
+                                 std::to_string(ticket.fence) + " -> " + answer_text(answer));
   contract_->extend(ticket, lease, answer, scheduler_->now());
   return answer;
 }
@@ -81,7 +90,10 @@ Result<std::vector<StepRecord>> Server::load_steps(const Ticket& ticket) {
 
 Status Server::save_step(const Ticket& ticket, const StepWrite& step) {
   Status answer = store_->save_step(ticket, step);
-  if (trace_->on()) trace_->add(*scheduler_, "store: save step " + std::to_string(step.index) + " of " + printable(ticket.key) + " fence " + std::to_string(ticket.fence) + " -> " + answer_text(answer));
+  if (trace_->on())
+    trace_->add(*scheduler_, "store: save step " + std::to_string(step.index) + " of " +
+                                 printable(ticket.key) + " fence " + std::to_string(ticket.fence) +
+                                 " -> " + answer_text(answer));
   contract_->save_step(ticket, step, answer, scheduler_->now());
   return answer;
 }
@@ -100,7 +112,9 @@ Status Server::save_step_atomically(const Ticket& ticket, std::uint32_t index,
 
 Status Server::keep_request(const Ticket& ticket, std::string_view request) {
   Status answer = store_->keep_request(ticket, request);
-  if (trace_->on()) trace_->add(*scheduler_, "store: keep the request of " + printable(ticket.key) + " fence " + std::to_string(ticket.fence) + " -> " + answer_text(answer));
+  if (trace_->on())
+    trace_->add(*scheduler_, "store: keep the request of " + printable(ticket.key) + " fence " +
+                                 std::to_string(ticket.fence) + " -> " + answer_text(answer));
   contract_->keep_request(ticket, request, answer, scheduler_->now());
   return answer;
 }
@@ -137,8 +151,7 @@ Result<admin::Change> Server::release(std::string_view scope, const Key& key, Fe
 Result<admin::Change> Server::forget(std::string_view scope, const Key& key) {
   Result<admin::Change> change = admin_->forget(scope, key);
   if (change) {
-    contract_->forget(admin::detail::effective_key(scope, key), change->changed,
-                      scheduler_->now());
+    contract_->forget(admin::detail::effective_key(scope, key), change->changed, scheduler_->now());
   }
   return change;
 }
@@ -155,8 +168,7 @@ Result<std::size_t> Server::purge() {
       std::string principal;
       std::string id;
       if (!admin::detail::split_key(key, scope, principal, id)) return false;
-      Result<std::optional<admin::RecordInfo>> found =
-          admin_->inspect(scope, Key{id, principal});
+      Result<std::optional<admin::RecordInfo>> found = admin_->inspect(scope, Key{id, principal});
       return found && found->has_value();
     });
   }

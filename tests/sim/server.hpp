@@ -26,8 +26,8 @@ namespace idem::sim {
 
 class Server {
  public:
-  Server(Scheduler& scheduler, std::shared_ptr<Clock> clock, Contract& contract,
-         Database& database, Trace& trace);
+  Server(Scheduler& scheduler, std::shared_ptr<Clock> clock, Contract& contract, Database& database,
+         Trace& trace);
 
   Result<Claim> claim(const ClaimRequest& request);
   Status commit(const Ticket& ticket, const Completion& completion);

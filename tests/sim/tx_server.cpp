@@ -44,6 +44,7 @@ Status TxServer::gone(std::string_view key, Fence fence) const {
 }
 
 void TxServer::roll_back(Txn& txn) {
+  trace_->add(*scheduler_, "tx store: fence " + std::to_string(txn.fence) + " rolls back");
   txn.open = false;
   contract_->rolled_back(txn.key, txn.fence);
 }
@@ -72,11 +73,21 @@ Result<Claim> TxServer::claim(const ClaimRequest& request) {
                  .fence = t.fence,
                  .transaction = NativeTransaction(t.writes)};
   }();
+  if (trace_->on()) {
+    trace_->add(*scheduler_, "tx store: claim " + printable(request.key) + " -> " +
+                                 (answer ? std::to_string(static_cast<int>(answer->status)) +
+                                               " fence " + std::to_string(answer->fence)
+                                         : answer.failure().describe()));
+  }
   contract_->claim(request, answer, scheduler_->now());
   return answer;
 }
 
 Status TxServer::commit(const Ticket& ticket, const Completion& completion) {
+  if (trace_->on()) {
+    trace_->add(*scheduler_, "tx store: commit " + printable(ticket.key) + " fence " +
+                                 std::to_string(ticket.fence) + " " + printable(completion.result));
+  }
   Status answer;
   if (Txn* t = open_txn(ticket.key, ticket.fence)) {
     Row& row = rows_[t->key];
@@ -90,16 +101,25 @@ Status TxServer::commit(const Ticket& ticket, const Completion& completion) {
     database_->commit(t->writes.writes);
     return answer;
   }
+  for (auto& t : txns_) {
+    if (t->open && t->key == ticket.key) {
+      // Another holder's transaction locks the row: the fenced update waits, then gives up.
+      answer = Status(errc::store_unavailable, "the record's row is locked by another holder");
+      contract_->commit(ticket, completion, answer, scheduler_->now());
+      return answer;
+    }
+  }
   const auto row = rows_.find(ticket.key);
   const Row empty;
-  const detail::FenceCheck check =
-      detail::check_fence(view(row == rows_.end() ? empty : row->second), ticket.fence, &completion);
+  const detail::FenceCheck check = detail::check_fence(
+      view(row == rows_.end() ? empty : row->second), ticket.fence, &completion);
   if (check != detail::FenceCheck::landed) answer = gone(ticket.key, ticket.fence);
   contract_->commit(ticket, completion, answer, scheduler_->now());
   return answer;
 }
 
 Status TxServer::abort(const Ticket& ticket) {
+  trace_->add(*scheduler_, "tx store: abort fence " + std::to_string(ticket.fence));
   Status answer;
   Txn* t = open_txn(ticket.key, ticket.fence);
   if (t == nullptr) answer = gone(ticket.key, ticket.fence);
@@ -185,8 +205,8 @@ bool TxServer::drop_session(std::uint64_t pick) {
   }
   if (open.empty()) return false;
   Txn& t = *open[pick % open.size()];
-  failed_[{t.key, t.fence}] =
-      Status(errc::store_unavailable, "the database ended the session; its transaction rolled back");
+  failed_[{t.key, t.fence}] = Status(errc::store_unavailable,
+                                     "the database ended the session; its transaction rolled back");
   roll_back(t);
   trace_->add(*scheduler_, "the database ends the session of fence " + std::to_string(t.fence));
   stats_->add(Stat::session_drops);

@@ -29,10 +29,13 @@ ContractOptions contract_options(const Scenario& s) {
 std::string describe(const Outcome<std::string>& out) {
   if (out.has_value()) {
     std::string text = (out.replayed() ? "replayed " : "fresh ") + out.value();
-    if (!out.replayed()) text += out.recorded() ? " (recorded)" : " (" + out.message() + ")";
+    if (!out.replayed()) {
+      text += out.recorded() ? " (recorded)" : " (" + out.commit_failure().describe() + ")";
+    }
     return text;
   }
-  return std::string(out.replayed() ? "replayed error: " : "error: ") + out.message();
+  return std::string(out.replayed() ? "replayed error " : "error ") +
+         std::string(to_string(static_cast<errc>(out.error().value()))) + ": " + out.message();
 }
 
 std::string claim_text(const Claim& c) {
@@ -138,20 +141,21 @@ void World::restart_process(int plan, Duration after) {
     const ProcessPlan& p = scenario_.processes[static_cast<std::size_t>(plan)];
     for (std::size_t a = 0; a < p.actors.size(); ++a) {
       if (next_op_[plan][a] >= p.actors[a].ops.size()) continue;
-      scheduler_.spawn(process.id(), "p" + std::to_string(plan) + "." + std::to_string(a) + "#" +
-                                         std::to_string(process.id()),
-                       [this, &process, plan, a, &p] {
-                         std::size_t& next = next_op_[plan][a];
-                         const auto& ops = p.actors[a].ops;
-                         while (next < ops.size()) {
-                           const Op& op = ops[next];
-                           if (op.pause_ms > 0) scheduler_.sleep_for(ms(op.pause_ms));
-                           if (scheduler_.current()->dead) return;
-                           process.run(op);
-                           if (scheduler_.current()->dead) return;  // a restart redoes it
-                           ++next;
-                         }
-                       });
+      scheduler_.spawn(
+          process.id(),
+          "p" + std::to_string(plan) + "." + std::to_string(a) + "#" + std::to_string(process.id()),
+          [this, &process, plan, a, &p] {
+            std::size_t& next = next_op_[plan][a];
+            const auto& ops = p.actors[a].ops;
+            while (next < ops.size()) {
+              const Op& op = ops[next];
+              if (op.pause_ms > 0) scheduler_.sleep_for(ms(op.pause_ms));
+              if (scheduler_.current()->dead) return;
+              process.run(op);
+              if (scheduler_.current()->dead) return;  // a restart redoes it
+              ++next;
+            }
+          });
     }
   };
   if (after <= Duration::zero()) {
@@ -195,11 +199,11 @@ bool World::between() {
     } else {
       stats_.add(Stat::restarts);
       const Duration down = ms(static_cast<int>(rng.between(1, s.lease_ms)));
-      trace_.add(scheduler_, "the store restarts (records kept), down for " +
-                                 std::to_string(milliseconds(std::chrono::duration_cast<
-                                                                 milliseconds>(down))
-                                                    .count()) +
-                                 " ms");
+      trace_.add(
+          scheduler_,
+          "the store restarts (records kept), down for " +
+              std::to_string(milliseconds(std::chrono::duration_cast<milliseconds>(down)).count()) +
+              " ms");
       if (network_) network_->restart(scheduler_.now() + down);
       if (tx_network_) {
         tx_network_->restart(scheduler_.now() + down);
@@ -244,10 +248,10 @@ void World::jump_clock() {
     if (to <= now) to = now + Duration(1);
   }
   stats_.add(Stat::clock_jumps);
-  trace_.add(scheduler_, "the clock jumps " +
-                             std::to_string(std::chrono::duration<double, std::milli>(to - now)
-                                                .count()) +
-                             " ms");
+  trace_.add(scheduler_,
+             "the clock jumps " +
+                 std::to_string(std::chrono::duration<double, std::milli>(to - now).count()) +
+                 " ms");
   jumped_ += to - now;
   scheduler_.jump(to - now);
 }
@@ -315,12 +319,17 @@ void Process::run_admin(const Op& op) {
       w.stats().add(Stat::admin_releases);
       w.trace().add(s, "admin releases " + std::string(key.id));
       (void)w.server().release(World::kScope, key, 0);
+      admin_changed(w.effective(op.items.front().key));
       break;
-    case OpKind::forget:
+    case OpKind::forget: {
       w.stats().add(Stat::admin_forgets);
       w.trace().add(s, "admin forgets " + std::string(key.id));
-      (void)w.server().forget(World::kScope, key);
+      const KeyRecord* r = w.contract().find(w.effective(op.items.front().key));
+      const std::uint64_t epoch = r != nullptr ? r->epoch : 0;
+      if (w.server().forget(World::kScope, key)) w.forgot(op.items.front().key, id(), epoch);
+      admin_changed(w.effective(op.items.front().key));
       break;
+    }
     default:
       w.stats().add(Stat::admin_purges);
       w.trace().add(s, "admin purges");
@@ -341,10 +350,11 @@ std::uint64_t World::calls_sent() const {
   return const_cast<Scheduler&>(scheduler_).current()->store_calls;
 }
 
-void World::begin_call(int key, int payload) {
+void World::begin_call(int key, int payload, std::size_t items) {
   CallState& c = call();
   c = CallState{};
   c.active = true;
+  c.items = items;
   c.key = key;
   c.payload = payload;
   c.effective = effective(key);
@@ -361,6 +371,7 @@ void World::observe(const EventInfo& e) {
   if (!c.active) return;
   const auto i = static_cast<std::size_t>(e.event);
   if (i < c.events.size()) ++c.events[i];
+  if (e.event == Event::aborted) c.aborted = e.error;
 }
 
 void World::claimed(const ClaimRequest& request, const Result<Claim>& answer, bool from_cache) {
@@ -379,14 +390,7 @@ void World::claimed(const ClaimRequest& request, const Result<Claim>& answer, bo
       stats_.add(Stat::takeovers);
     }
   }
-  bool found = false;
-  for (CallState::Answer& last : c.claims) {
-    if (last.effective == request.key && last.fingerprint == request.fingerprint) {
-      last.claim = a;
-      found = true;
-    }
-  }
-  if (!found) c.claims.push_back(CallState::Answer{std::string(request.key), request.fingerprint, a});
+  c.claims.push_back(CallState::Answer{std::string(request.key), request.fingerprint, a});
   if (from_cache && !t->dead) check_cached_answer(request, a);
 }
 
@@ -398,29 +402,48 @@ void World::check_cached_answer(const ClaimRequest& request, const Claim& a) {
   using State = KeyRecord::State;
   if (a.status == ClaimStatus::completed || a.status == ClaimStatus::failed) {
     const State want = a.status == ClaimStatus::failed ? State::failed : State::completed;
-    if (r == nullptr || r->state != want || now >= r->expires_at) {
+    const bool current = r != nullptr && r->state == want && now < r->expires_at;
+    if (current && r->result == a.result && r->fingerprint == request.fingerprint) return;
+    // A cache in another process than the admin's that forgot the record may replay it up to
+    // its max_ttl (the admin cannot reach it); its own process's cache must not.
+    const int process = scheduler_.current()->process;
+    for (const KeyRecord::Landed& l : r != nullptr ? r->landed : std::vector<KeyRecord::Landed>{}) {
+      if (l.result != a.result) continue;
+      for (const Forget& f : forgets_) {
+        if (f.effective == request.key && f.epoch == l.epoch && f.process != process &&
+            now < f.at + cache_max_ttl()) {
+          return;
+        }
+      }
+    }
+    if (!current) {
       violations_.add(Check::no_forgotten_replay,
                       "key " + key + ": the cache replayed a record the store no longer has (" +
                           std::string(r == nullptr ? "absent" : to_string(r->state)) + ")");
-    } else if (r->result != a.result || r->fingerprint != request.fingerprint) {
-      violations_.add(Check::replay_is_committed,
-                      "key " + key + ": the cache replayed bytes that are not the committed result");
+    } else {
+      violations_.add(
+          Check::replay_is_committed,
+          "key " + key + ": the cache replayed bytes that are not the committed result");
     }
     return;
   }
   if (a.status == ClaimStatus::mismatch) {
-    const bool live = r != nullptr && r->fingerprint != request.fingerprint &&
-                      (r->state == State::held ||
-                       ((r->state == State::completed || r->state == State::failed) &&
-                        now < r->expires_at));
+    const bool live =
+        r != nullptr && r->fingerprint != request.fingerprint &&
+        (r->state == State::held ||
+         ((r->state == State::completed || r->state == State::failed) && now < r->expires_at));
     if (!live) {
       violations_.add(Check::no_forgotten_replay,
                       "key " + key + ": the cache answered mismatch for a record that is gone");
     }
     return;
   }
-  violations_.add(Check::store_answers, "key " + key + ": the cache answered a claim itself: " +
-                                            claim_text(a));
+  violations_.add(Check::store_answers,
+                  "key " + key + ": the cache answered a claim itself: " + claim_text(a));
+}
+
+void World::forgot(int key, int process, std::uint64_t epoch) {
+  forgets_.push_back(Forget{effective(key), scheduler_.now(), process, epoch});
 }
 
 void World::check_alive() {
@@ -438,7 +461,7 @@ void World::step_ran(const std::string& effective, Fence fence, int index) {
   }
 }
 
-std::string World::handle(Context& ctx, const HandlerPlan& plan, int key) {
+std::string World::handle(Context& ctx, const HandlerPlan& plan, int key, std::size_t item) {
   check_alive();
   Task& task = *scheduler_.current();
   CallState& c = call();
@@ -448,7 +471,7 @@ std::string World::handle(Context& ctx, const HandlerPlan& plan, int key) {
   stats_.add(Stat::handler_runs);
   std::string value = "r" + std::to_string(run);
   if (plan.big) value.append(64, 'x');
-  if (c.active) c.runs.push_back(CallState::Run{eff, run, fence, value});
+  if (c.active) c.runs.push_back(CallState::Run{item, eff, run, fence, value});
   trace_.add(scheduler_, "run " + std::to_string(run) + " of " + printable(eff) + " under fence " +
                              std::to_string(fence));
   const Time t0 = scheduler_.now();
@@ -475,15 +498,18 @@ std::string World::handle(Context& ctx, const HandlerPlan& plan, int key) {
         (void)ctx.atomic_step(name, [&](Context& inner) -> std::string {
           check_alive();
           step_ran(eff, fence, i);
-          sim_transaction(inner.native_transaction()).writes.push_back(Write{eff, run, fence, i, fail});
-          if (fail) throw StepFailure("step " + name + " of run " + std::to_string(run) + " failed");
+          sim_transaction(inner.native_transaction())
+              .writes.push_back(Write{eff, run, fence, i, fail});
+          if (fail)
+            throw StepFailure("step " + name + " of run " + std::to_string(run) + " failed");
           return result;
         });
       } else {
         (void)ctx.step(name, [&]() -> std::string {
           check_alive();
           step_ran(eff, fence, i);
-          if (fail) throw StepFailure("step " + name + " of run " + std::to_string(run) + " failed");
+          if (fail)
+            throw StepFailure("step " + name + " of run " + std::to_string(run) + " failed");
           return result;
         });
       }
@@ -499,7 +525,8 @@ std::string World::handle(Context& ctx, const HandlerPlan& plan, int key) {
   if (plan.extend) {
     const Status extended = ctx.extend_lease();
     check_alive();
-    if (!extended) throw std::runtime_error("the lease could not be renewed: " + extended.failure().describe());
+    if (!extended)
+      throw std::runtime_error("the lease could not be renewed: " + extended.failure().describe());
   }
   if (plan.ledger) {
     check_alive();
@@ -509,7 +536,8 @@ std::string World::handle(Context& ctx, const HandlerPlan& plan, int key) {
   }
   if (scenario_.mode == StoreMode::transactional) {
     check_alive();
-    sim_transaction(ctx.native_transaction()).writes.push_back(Write{eff, run, fence, -1, plan.throws});
+    sim_transaction(ctx.native_transaction())
+        .writes.push_back(Write{eff, run, fence, -1, plan.throws});
   }
   if (plan.throws) {
     stats_.add(Stat::handler_throws);
@@ -568,37 +596,45 @@ void World::check_events(const CallState& c, const Outcome<std::string>* out, bo
                     "key " + printable(c.effective) + ": the observer heard " +
                         std::to_string(heard(Event::executed)) + " executed, " +
                         std::to_string(heard(Event::replayed)) + " replayed, " +
-                        std::to_string(heard(Event::took_over)) + " took_over (the call took over " +
-                        std::to_string(c.takeovers) + " times), " +
-                        std::to_string(heard(Event::result_unrecorded)) +
+                        std::to_string(heard(Event::took_over)) +
+                        " took_over (the call took over " + std::to_string(c.takeovers) +
+                        " times), " + std::to_string(heard(Event::result_unrecorded)) +
                         " result_unrecorded, " + std::to_string(heard(Event::aborted)) +
                         " aborted; wrong: " + wrong +
                         (out != nullptr ? "; outcome " + describe(*out) : std::string()));
   }
 }
 
-void World::check_outcome(CallState& c, const std::string& eff, const Fingerprint& fingerprint,
-                          const Outcome<std::string>& out, bool batch) {
+void World::check_outcome(CallState& c, std::size_t item, const std::string& eff,
+                          const Fingerprint& fingerprint, const Outcome<std::string>& out,
+                          bool batch) {
   const KeyRecord* r = contract_.find(eff);
   const std::string key = printable(eff);
-  const Claim* last = nullptr;
-  for (const CallState::Answer& a : c.claims) {
-    if (a.effective == eff && a.fingerprint == fingerprint) last = &a.claim;
-  }
+  // The claim answers of this key and payload (a batch may name them more than once).
+  auto answered = [&](ClaimStatus status, const std::string* bytes) {
+    for (const CallState::Answer& a : c.claims) {
+      if (a.effective == eff && a.fingerprint == fingerprint && a.claim.status == status &&
+          (bytes == nullptr || a.claim.result == *bytes)) {
+        return true;
+      }
+    }
+    return false;
+  };
   if (out.has_value()) {
     const std::string& v = out.value();
     if (out.replayed()) {
       stats_.add(Stat::replays);
-      if (last == nullptr || last->status != ClaimStatus::completed || last->result != v) {
-        violations_.add(Check::replay_is_committed,
-                        "key " + key + ": the guard replayed " + v + " but its claim answered " +
-                            (last == nullptr ? std::string("nothing") : claim_text(*last)));
+      if (!answered(ClaimStatus::completed, &v)) {
+        violations_.add(Check::replay_is_committed, "key " + key + ": the guard replayed " + v +
+                                                        ", which no claim of the call answered");
       }
       return;
     }
     const CallState::Run* run = nullptr;
     for (const CallState::Run& candidate : c.runs) {
-      if (candidate.effective == eff && candidate.value == v) run = &candidate;
+      if (candidate.item == item && candidate.effective == eff && candidate.value == v) {
+        run = &candidate;
+      }
     }
     if (run == nullptr) {
       violations_.add(Check::replay_is_committed,
@@ -635,27 +671,68 @@ void World::check_outcome(CallState& c, const std::string& eff, const Fingerprin
   const std::error_code e = out.error();
   if (out.replayed()) {
     stats_.add(Stat::replays);
-    if (last == nullptr || last->status != ClaimStatus::failed) {
+    if (!answered(ClaimStatus::failed, nullptr)) {
       violations_.add(Check::replay_is_committed,
                       "key " + key + ": a replayed failure whose claim did not answer failed");
     }
     return;
   }
   stats_.add(Stat::refusals);
-  if (batch && e == errc::handler_failed) {
-    // "Retry helps: no" (§11): true only if the key remembers the failure.
-    const bool remembered = r != nullptr && r->state == KeyRecord::State::failed;
-    if (!remembered) {
-      violations_.add(Check::retry_advice,
-                      "key " + key + ": a batch item answered handler_failed (a retry cannot help) "
-                                     "while its key is " +
-                          std::string(r == nullptr ? "absent" : to_string(r->state)) +
-                          ": a retry runs the handler again");
-    }
+  if (batch && (e == errc::handler_failed || e == errc::handler_aborted)) {
+    check_settled(c, item, eff, e);
   }
-  if (e == errc::payload_mismatch && (last == nullptr || last->status != ClaimStatus::mismatch)) {
+  if (e == errc::payload_mismatch && !answered(ClaimStatus::mismatch, nullptr)) {
     violations_.add(Check::store_answers, "key " + key + ": payload_mismatch without a mismatch");
   }
+}
+
+void World::check_settled(const CallState& c, std::size_t item, const std::string& eff,
+                          std::error_code said) {
+  // Whether a retry can help (§7, §11): handler_failed only if the key remembers the failure,
+  // handler_aborted only if it does not (unless the settlement's answer never came back).
+  const KeyRecord* r = contract_.find(eff);
+  const std::string key = printable(eff);
+  // Remembered: a failure under one of this call's fences landed (whatever came after it).
+  bool remembered = false;
+  for (const CallState::Run& run : c.runs) {
+    if (r == nullptr || run.effective != eff || run.item != item) continue;
+    for (const KeyRecord::Landed& l : r->landed) {
+      if (l.fence == run.fence && l.status == ClaimStatus::failed) remembered = true;
+    }
+  }
+  const bool doubt = c.events[static_cast<std::size_t>(Event::store_error)] > 0 ||
+                     c.events[static_cast<std::size_t>(Event::lease_lost)] > 0;
+  if (said == errc::handler_failed && !remembered && !doubt) {
+    violations_.add(Check::retry_advice,
+                    "key " + key +
+                        ": the failed call said handler_failed (a retry cannot help), "
+                        "and no failure of its run landed: a retry runs the handler "
+                        "again");
+  } else if (said == errc::handler_aborted && remembered && !doubt) {
+    violations_.add(Check::retry_advice,
+                    "key " + key +
+                        ": the failed call said handler_aborted (a retry runs it "
+                        "again) while its key remembers the failure");
+  } else if (said != errc::handler_failed && said != errc::handler_aborted) {
+    violations_.add(Check::retry_advice,
+                    "key " + key + ": a failed call settled with " + said.message());
+  }
+}
+
+void World::end_call_failed(std::error_code said) {
+  CallState& c = call();
+  c.active = false;
+  if (scheduler_.current()->dead) return;
+  trace_.add(scheduler_, "call on " + printable(c.effective) + " ends: failed, " + said.message());
+  check_bound(c, 1);
+  check_events(c, nullptr, true);
+  if (c.aborted != said) {
+    violations_.add(Check::observer_matches, "key " + printable(c.effective) + ": fail() said " +
+                                                 said.message() + " and the aborted event " +
+                                                 c.aborted.message());
+    return;
+  }
+  check_settled(c, 0, c.effective, said);
 }
 
 void World::end_call(const Outcome<std::string>& out) {
@@ -664,7 +741,7 @@ void World::end_call(const Outcome<std::string>& out) {
   if (scheduler_.current()->dead) return;
   trace_.add(scheduler_, "call on " + printable(c.effective) + " ends: " + describe(out));
   check_bound(c, 1);
-  check_outcome(c, c.effective, options_.hash(payload(c.key, c.payload)), out, false);
+  check_outcome(c, 0, c.effective, options_.hash(payload(c.key, c.payload)), out, false);
   check_events(c, &out, false);
 }
 
@@ -675,6 +752,7 @@ void World::end_call_threw(const std::string& what) {
   trace_.add(scheduler_, "call on " + printable(c.effective) + " ends: threw " + what);
   check_bound(c, 1);
   check_events(c, nullptr, true);
+  if (!violations_.any() && c.runs.size() > 0) check_settled(c, 0, c.effective, c.aborted);
 }
 
 void World::end_call_settled(bool threw) {
@@ -684,16 +762,18 @@ void World::end_call_settled(bool threw) {
   trace_.add(scheduler_, "call on " + printable(c.effective) + " ends: settled as a failure");
   check_bound(c, 1);
   check_events(c, nullptr, threw);
+  if (!violations_.any() && threw && c.runs.size() > 0) check_settled(c, 0, c.effective, c.aborted);
 }
 
-void World::end_batch_item(int key, int payload, const Outcome<std::string>& out, bool last) {
+void World::end_batch_item(std::size_t item, int key, int payload, const Outcome<std::string>& out,
+                           bool last) {
   CallState& c = call();
   if (last) c.active = false;
   if (scheduler_.current()->dead) return;
   const std::string eff = effective(key);
   trace_.add(scheduler_, "batch item " + printable(eff) + ": " + describe(out));
-  check_outcome(c, eff, options_.hash(this->payload(key, payload)), out, true);
-  if (last) check_bound(c, c.claims.size() + 1);
+  check_outcome(c, item, eff, options_.hash(this->payload(key, payload)), out, true);
+  if (last) check_bound(c, c.items);
 }
 
 }  // namespace idem::sim

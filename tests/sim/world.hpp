@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,6 +56,7 @@ struct CallState {
   bool active = false;
   int key = 0;
   int payload = 0;
+  std::size_t items = 1;  // a batch: its items
   std::string effective;  // the key's effective key
   Time start{};
   Duration held_start{};
@@ -64,11 +66,13 @@ struct CallState {
     Fingerprint fingerprint;
     Claim claim;
   };
-  std::vector<Answer> claims;  // the last claim answer per key and payload
-  int acquired = 0;                 // claims that acquired
-  int takeovers = 0;                // of them, takeovers
-  std::array<int, 11> events{};     // observer events heard, by idem::Event
+  std::vector<Answer> claims;    // every claim answer the guard got, in order
+  int acquired = 0;              // claims that acquired
+  int takeovers = 0;             // of them, takeovers
+  std::array<int, 11> events{};  // observer events heard, by idem::Event
+  std::error_code aborted;       // the last aborted event's error: how the failure settled
   struct Run {
+    std::size_t item = 0;  // a batch's item
     std::string effective;
     std::uint64_t id = 0;
     Fence fence = 0;
@@ -96,6 +100,7 @@ class World final : public ClaimWatcher {
   Network<Server>& network() noexcept { return *network_; }
   Network<TxServer>& tx_network() noexcept { return *tx_network_; }
   Server& server() noexcept { return *server_; }
+  const Contract& contract() const noexcept { return contract_; }
 
   /// The guard options every caller uses (scope "sim"); guard_options() adds the observer.
   const Options& options() const noexcept { return options_; }
@@ -115,26 +120,34 @@ class World final : public ClaimWatcher {
 
   /// The running task's call.
   CallState& call();
-  void begin_call(int key, int payload);
+  void begin_call(int key, int payload, std::size_t items = 1);
   /// Checks one guard call's outcome as it ends (see world.cpp for each check).
   void end_call(const Outcome<std::string>& outcome);
   /// A call whose handler threw (execute), or whose holder failed or dropped its attempt.
   void end_call_threw(const std::string& what);
   void end_call_settled(bool threw);
+  /// A begin() whose holder called fail(), which said `said`.
+  void end_call_failed(std::error_code said);
   /// One item of a batch (the call ends with the last).
-  void end_batch_item(int key, int payload, const Outcome<std::string>& outcome, bool last);
+  void end_batch_item(std::size_t item, int key, int payload, const Outcome<std::string>& outcome,
+                      bool last);
   void observe(const EventInfo& event);
+  /// The admin in process `process` forgot `key` (before the forget: `epoch`).
+  void forgot(int key, int process, std::uint64_t epoch);
+  /// How long a CachedStore keeps a record at most (CachedStoreOptions::max_ttl).
+  std::chrono::milliseconds cache_max_ttl() const noexcept {
+    return std::chrono::milliseconds(4 * scenario_.lease_ms);
+  }
 
   /// The handler every caller runs (plan `plan`, on key `key`): see world.cpp.
-  std::string handle(Context& ctx, const HandlerPlan& plan, int key);
+  std::string handle(Context& ctx, const HandlerPlan& plan, int key, std::size_t item = 0);
   /// The completer's handler: the kept request names the key.
   std::string handle_kept(Context& ctx, std::string_view request);
   /// The dead task's handler stops here (its process crashed).
   void check_alive();
 
   // ClaimWatcher
-  void claimed(const ClaimRequest& request, const Result<Claim>& answer,
-               bool from_cache) override;
+  void claimed(const ClaimRequest& request, const Result<Claim>& answer, bool from_cache) override;
   std::uint64_t calls_sent() const override;
 
  private:
@@ -145,9 +158,11 @@ class World final : public ClaimWatcher {
   void jump_clock();
   void check_bound(const CallState& c, std::size_t items);
   void check_events(const CallState& c, const Outcome<std::string>* outcome, bool threw);
-  void check_outcome(CallState& c, const std::string& effective, const Fingerprint& fingerprint,
-                     const Outcome<std::string>& out, bool batch);
+  void check_outcome(CallState& c, std::size_t item, const std::string& effective,
+                     const Fingerprint& fingerprint, const Outcome<std::string>& out, bool batch);
   void check_cached_answer(const ClaimRequest& request, const Claim& answer);
+  void check_settled(const CallState& c, std::size_t item, const std::string& effective,
+                     std::error_code said);
   void step_ran(const std::string& effective, Fence fence, int index);
   std::unique_ptr<Process> make_process(int plan);
 
@@ -170,7 +185,14 @@ class World final : public ClaimWatcher {
   std::vector<std::unique_ptr<Process>> processes_;  // every incarnation, dead ones too
   std::vector<int> incarnation_;                     // per process plan: its live one
   std::vector<std::vector<std::size_t>> next_op_;    // per plan and actor: the next operation
-  std::vector<CallState> calls_;                     // per task
+  std::deque<CallState> calls_;  // per task (a deque: references stay valid as it grows)
+  struct Forget {
+    std::string effective;
+    Time at;
+    int process;
+    std::uint64_t epoch;  // the epoch it ended
+  };
+  std::vector<Forget> forgets_;
   std::uint64_t runs_ = 0;
   Duration jumped_{};  // the clock's jumps so far
   int events_left_ = 0;

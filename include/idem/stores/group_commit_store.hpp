@@ -170,7 +170,7 @@ class GroupCommitStore {
     TimePoint answered_at{};
     TimePoint last_start{};
     ClockDuration group_time{};  // moving averages of how long a group takes to write,
-    double group_size = 1;         // and of the calls it carries
+    double group_size = 1;       // and of the calls it carries
   };
 
   // Semaphores to release once the lane's mutex is let go (a woken caller then does not
