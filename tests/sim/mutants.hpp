@@ -11,20 +11,23 @@
 namespace idem::sim {
 
 // Mutation points in the library (numbers shared with the IDEM_SIM_MUTATE calls there).
-inline constexpr int kMutantCommitForgetsLanded = 1;    // detail/record_model.hpp
-inline constexpr int kMutantTakeoverAnyPayload = 2;     // detail/record_model.hpp
-inline constexpr int kMutantTakeoverLiveLease = 3;      // detail/record_model.hpp
-inline constexpr int kMutantExpiredStillReplays = 4;    // detail/record_model.hpp
-inline constexpr int kMutantAbortLowersFence = 5;       // stores/memory_store.hpp
-inline constexpr int kMutantStepsForAnyPayload = 6;     // stores/memory_store.hpp
-inline constexpr int kMutantLeaseLostRecorded = 7;      // detail/engine.hpp
-inline constexpr int kMutantNoRewind = 8;               // detail/engine.hpp
-inline constexpr int kMutantWaitForever = 9;            // detail/engine.hpp
-inline constexpr int kMutantForgetsDoubt = 10;          // detail/protocol.hpp
-inline constexpr int kMutantTakeoverUnreported = 11;    // guard.hpp
-inline constexpr int kMutantStepRunsAgain = 12;         // context.hpp
-inline constexpr int kMutantCacheFillsLostCommit = 13;  // stores/cached_store.hpp
-inline constexpr int kMutantGroupAnswersSwapped = 14;   // stores/group_commit_store.hpp
+inline constexpr int kMutantCommitForgetsLanded = 1;      // detail/record_model.hpp
+inline constexpr int kMutantTakeoverAnyPayload = 2;       // detail/record_model.hpp
+inline constexpr int kMutantTakeoverLiveLease = 3;        // detail/record_model.hpp
+inline constexpr int kMutantExpiredStillReplays = 4;      // detail/record_model.hpp
+inline constexpr int kMutantAbortLowersFence = 5;         // stores/memory_store.hpp
+inline constexpr int kMutantStepsForAnyPayload = 6;       // stores/memory_store.hpp
+inline constexpr int kMutantLeaseLostRecorded = 7;        // detail/engine.hpp
+inline constexpr int kMutantNoRewind = 8;                 // detail/engine.hpp
+inline constexpr int kMutantWaitForever = 9;              // detail/engine.hpp
+inline constexpr int kMutantForgetsDoubt = 10;            // detail/protocol.hpp
+inline constexpr int kMutantTakeoverUnreported = 11;      // guard.hpp
+inline constexpr int kMutantStepRunsAgain = 12;           // context.hpp
+inline constexpr int kMutantCacheFillsLostCommit = 13;    // stores/cached_store.hpp
+inline constexpr int kMutantGroupAnswersSwapped = 14;     // stores/group_commit_store.hpp
+inline constexpr int kMutantBatchForgetsDoubt = 15;       // batch.hpp
+inline constexpr int kMutantBatchNotRetryable = 18;       // batch.hpp
+inline constexpr int kMutantRetentionEndsWithLease = 19;  // store.hpp
 // Mutation points in the simulator's own transactional server (it mirrors the SQL stores).
 inline constexpr int kMutantAtomicStepKeepsWrites = 20;  // tests/sim/tx_server.cpp
 
@@ -71,6 +74,18 @@ inline constexpr Mutant kMutants[] = {
      "CachedStore caches a completion its store refused (lease_lost)", Check::replay_is_committed},
     {kMutantGroupAnswersSwapped, "group-answers-swapped",
      "GroupCommitStore hands a group's claim answers to the wrong callers", Check::store_answers},
+    {kMutantBatchForgetsDoubt, "batch-forgets-doubt",
+     "a batch's commit whose answer was lost, retried for its key without reaching the store, "
+     "reports store_unavailable (nothing landed) instead of outcome_unknown",
+     Check::lost_reply_is_recorded},
+    {kMutantBatchNotRetryable, "batch-not-retryable",
+     "a batch item whose handler threw and whose key was released answers handler_failed (a "
+     "retry cannot help)",
+     Check::retry_advice},
+    {kMutantRetentionEndsWithLease, "retention-ends-with-lease",
+     "a record in progress is kept only max(ttl, lease): with ttl <= lease it expires with its "
+     "lease, so another payload takes it and a takeover goes unreported",
+     Check::takeover_same_payload},
     {kMutantAtomicStepKeepsWrites, "atomic-step-keeps-writes",
      "transactional mode: a throwing atomic step keeps its writes (no savepoint)",
      Check::failure_carries_no_effects},

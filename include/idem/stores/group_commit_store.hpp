@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "idem/batch_store.hpp"
+#include "idem/detail/sim_hooks.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
 #include "idem/store_stats.hpp"
@@ -393,7 +394,8 @@ class GroupCommitStore {
       }
       for (std::size_t i = 0; i < claimers.size(); ++i) {
         if (i < answers.size()) {
-          claimers[i]->claimed.emplace(std::move(answers[i]));
+          const std::size_t at = IDEM_SIM_MUTATE(14) ? claimers.size() - 1 - i : i;
+          claimers[i]->claimed.emplace(std::move(answers[at]));
         } else {
           claimers[i]->claimed.emplace(make_failure(
               errc::store_unavailable,
