@@ -454,7 +454,8 @@ void Contract::forget(std::string_view key, bool /*changed*/, Time /*now*/) {
   KeyRecord& r = keys_[std::string(key)];
   // Removed in any state: the next claim starts a new record, above every fence the key had.
   if (finished(r.state)) ++r.epoch;
-  if (r.state == State::held) r.admin_fenced = std::max(r.admin_fenced, r.fence);
+  // A holder of it (or one whose commit landed unheard) hears lease_lost from now on.
+  if (r.state != State::absent) r.admin_fenced = std::max(r.admin_fenced, r.fence);
   r.state = State::absent;
   ++r.chain;
   r.steps.clear();
@@ -479,7 +480,8 @@ void Contract::purge_one(const std::string& key, KeyRecord& r, Time now, bool st
   }
   if (still_there) return;
   if (finished(r.state)) ++r.epoch;
-  if (r.state == State::held) r.admin_fenced = std::max(r.admin_fenced, r.fence);
+  // A holder of it (or one whose commit landed unheard) hears lease_lost from now on.
+  if (r.state != State::absent) r.admin_fenced = std::max(r.admin_fenced, r.fence);
   r.state = State::absent;
   ++r.chain;
   r.steps.clear();

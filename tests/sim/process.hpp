@@ -181,6 +181,12 @@ class ProcessOf final : public Process {
       }
     }
   }
+  ~ProcessOf() override {
+    if constexpr (requires { stack_.group.groups(); }) {
+      world().stats().add(Stat::groups, stack_.group.groups());
+      world().stats().add(Stat::grouped_calls, stack_.group.grouped_calls());
+    }
+  }
 
  private:
   using Top = std::remove_reference_t<decltype(std::declval<Stack&>().top())>;
@@ -192,7 +198,11 @@ class ProcessOf final : public Process {
     if constexpr (Stack::kCompleter) {
       if (completer_) {
         world().stats().add(Stat::completer_passes);
-        (void)completer_->run_once();
+        const auto pass = completer_->run_once();
+        if (pass) {
+          world().stats().add(Stat::completer_redrives,
+                              pass->completed + pass->failed + pass->gave_up);
+        }
       }
     }
   }
@@ -235,7 +245,9 @@ struct GroupStack {
   using Link = sim::Link<Server>;
   static constexpr bool kCache = false;
   static constexpr bool kCompleter = false;
-  explicit GroupStack(World& world) : link(world.network()), group(link, GroupCommitOptions{}) {}
+  explicit GroupStack(World& world)
+      : link(world.network()),
+        group(link, GroupCommitOptions{.max_delay = std::chrono::microseconds{500}}) {}
   GroupCommitStore<Link, SimSync>& top() { return group; }
   Link link;
   GroupCommitStore<Link, SimSync> group;

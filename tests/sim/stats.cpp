@@ -6,13 +6,14 @@ namespace idem::sim {
 
 const char* name(Stat stat) noexcept {
   static constexpr const char* kNames[kStats] = {
-      "store calls",      "lost requests", "lost replies",   "delayed replies",
-      "duplicates",       "latencies",     "refused (down)", "process crashes",
-      "store restarts",   "store wipes",   "clock jumps",    "sessions dropped",
-      "admin releases",   "admin forgets", "admin purges",   "guard calls",
-      "handler runs",     "replays",       "refusals",       "takeovers",
-      "handler throws",   "steps run",     "steps replayed", "batches",
-      "completer passes", "cache hits",    "groups written",
+      "store calls",      "lost requests",  "lost replies",   "delayed replies",
+      "duplicates",       "latencies",      "refused (down)", "process crashes",
+      "store restarts",   "store wipes",    "clock jumps",    "sessions dropped",
+      "admin releases",   "admin forgets",  "admin purges",   "guard calls",
+      "handler runs",     "replays",        "refusals",       "takeovers",
+      "handler throws",   "steps run",      "steps replayed", "batches",
+      "completer passes", "completer runs", "cache hits",     "groups written",
+      "grouped calls",    "layered calls",
   };
   const auto i = static_cast<std::size_t>(stat);
   return i < kStats ? kNames[i] : "?";

@@ -34,8 +34,11 @@ enum class Stat : std::uint8_t {
   steps_replayed,
   batches,
   completer_passes,
+  completer_redrives,
   cache_hits,
   groups,
+  grouped_calls,
+  layered_calls,
   count_
 };
 

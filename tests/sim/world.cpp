@@ -272,6 +272,7 @@ RunReport World::run() {
     }
   }
   if (!violations_.any()) database_.check_final(scenario_.mode == StoreMode::transactional);
+  processes_.clear();  // (their figures go into the stats)
   RunReport report;
   report.failed = violations_.any();
   if (report.failed) report.violation = violations_.first();
