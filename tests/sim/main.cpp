@@ -7,6 +7,7 @@
 //   idem-sim --mutants [--seeds N]             each defect of tests/sim/mutants.hpp is caught
 //   idem-sim --mutant NAME ...                 any of the above with one defect put back
 //   idem-sim --determinism N                   each of N seeds twice: the same schedule
+//   idem-sim --regressions FILE                each case passes; its mutant still fails it
 //
 // Exit status: 0 when nothing failed (for --mutants: when every mutant was caught).
 
@@ -38,6 +39,7 @@ struct Args {
   bool mutants = false;
   std::string mutant;
   std::optional<std::uint64_t> determinism;
+  std::optional<std::string> regressions;
   bool trace = false;
   bool quiet = false;
 };
@@ -84,6 +86,8 @@ Args parse_args(int argc, char** argv) {
       a.mutant = value();
     } else if (arg == "--determinism") {
       a.determinism = number(value());
+    } else if (arg == "--regressions") {
+      a.regressions = value();
     } else if (arg == "--trace") {
       a.trace = true;
     } else if (arg == "--quiet") {
@@ -209,6 +213,67 @@ int run_determinism(const Args& a) {
   return 0;
 }
 
+// Each line of `path`: "name | mutant | scenario". The scenario must pass under every one of
+// kSchedules schedules, and fail under at least one with its mutant put back: the case still
+// reaches the defect it was found with.
+int run_regressions(const std::string& path) {
+  constexpr int kSchedules = 300;
+  std::FILE* file = std::fopen(path.c_str(), "r");
+  if (file == nullptr) usage("cannot read the regressions file");
+  int failed = 0;
+  int cases = 0;
+  char buffer[8192];
+  while (std::fgets(buffer, sizeof buffer, file) != nullptr) {
+    std::string line(buffer);
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+    if (line.empty() || line[0] == '#') continue;
+    const std::size_t bar1 = line.find('|');
+    const std::size_t bar2 = bar1 == std::string::npos ? bar1 : line.find('|', bar1 + 1);
+    if (bar2 == std::string::npos) usage("a regression is: name | mutant | scenario");
+    auto trim = [](std::string t) {
+      while (!t.empty() && t.front() == ' ') t.erase(t.begin());
+      while (!t.empty() && t.back() == ' ') t.pop_back();
+      return t;
+    };
+    const std::string name = trim(line.substr(0, bar1));
+    const std::string mutant = trim(line.substr(bar1 + 1, bar2 - bar1 - 1));
+    std::string error;
+    const auto scenario = parse(line.substr(bar2 + 1), error);
+    const Mutant* m = mutant_named(mutant);
+    if (!scenario || m == nullptr) {
+      std::printf("%s: cannot read it (%s)\n", name.c_str(), !scenario ? error.c_str() : "mutant");
+      ++failed;
+      continue;
+    }
+    ++cases;
+    int passes = 0;
+    int caught = 0;
+    for (int i = 0; i < kSchedules; ++i) {
+      Scenario s = *scenario;
+      s.seed = i == 0 ? scenario->seed : mix(scenario->seed, static_cast<std::uint64_t>(i));
+      idem::detail::sim_mutant = 0;
+      const RunReport fixed = run(s);
+      if (!fixed.failed) {
+        ++passes;
+      } else if (passes == i) {
+        std::printf("%s: FAILED under schedule %d: %s: %s\n", name.c_str(), i,
+                    std::string(idem::sim::name(fixed.violation.check)).c_str(),
+                    fixed.violation.what.c_str());
+      }
+      idem::detail::sim_mutant = m->id;
+      if (run(s).failed) ++caught;
+    }
+    idem::detail::sim_mutant = 0;
+    const bool ok = passes == kSchedules && caught > 0;
+    if (!ok) ++failed;
+    std::printf("%-36s %s: passes %d of %d schedules; its mutant fails %d\n", name.c_str(),
+                ok ? "ok" : "FAILED", passes, kSchedules, caught);
+  }
+  std::fclose(file);
+  std::printf("%d of %d regression cases pass\n", cases - failed, cases);
+  return failed == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -219,6 +284,7 @@ int main(int argc, char** argv) {
     idem::detail::sim_mutant = m->id;
   }
   if (a.mutants) return run_mutants(a);
+  if (a.regressions) return run_regressions(*a.regressions);
   if (a.determinism) return run_determinism(a);
   if (a.seed) return run_one(generate(*a.seed), a.trace || true);
   if (a.replay) {
