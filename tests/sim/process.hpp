@@ -12,8 +12,10 @@
 #include "idem/batch.hpp"
 #include "idem/completer.hpp"
 #include "idem/guard.hpp"
+#include "idem/layered_guard.hpp"
 #include "idem/stores/cached_store.hpp"
 #include "idem/stores/group_commit_store.hpp"
+#include "idem/stores/memory_request_id_cache.hpp"
 #include "sim/network.hpp"
 #include "sim/probe.hpp"
 #include "sim/scenario.hpp"
@@ -54,8 +56,16 @@ class Process {
 /// The guard's operations over one store stack.
 template <class Store>
 class Caller {
+  using Layered = LayeredGuard<RequestIdLayer<MemoryRequestIdCache>, RecordLayer<Store>>;
+
  public:
-  Caller(World& world, Store& store) : world_(&world), guard_(store, world.guard_options()) {}
+  Caller(World& world, Store& store)
+      : world_(&world),
+        guard_(store, world.guard_options()),
+        requests_(MemoryRequestIdCacheOptions{
+            .guard = request_options(world), .shards = 1, .clock = world.clock()}),
+        layered_(layered_options(world), RequestIdLayer<MemoryRequestIdCache>(requests_),
+                 RecordLayer<Store>(store, record_settings(world))) {}
 
   void run(const Op& op);
 
@@ -63,9 +73,33 @@ class Caller {
   void execute(const Op& op);
   void two_phase(const Op& op);
   void batch(const Op& op);
+  void layered(const Op& op);
+
+  static Options request_options(World& world) {
+    Options o;
+    o.lease = world.options().lease;
+    o.ttl = world.options().ttl;
+    return o;
+  }
+  static LayerSettings record_settings(World& world) {
+    const Options& o = world.options();
+    return LayerSettings{"record", o.scope, o.lease, *o.ttl, std::chrono::milliseconds{0}};
+  }
+  static LayeredOptions layered_options(World& world) {
+    const Options& o = world.options();
+    LayeredOptions l;
+    l.commit_retry = o.commit_retry;
+    l.clock = o.clock;
+    l.in_progress = o.in_progress.value_or(FailFast{});
+    l.remember_failures = o.remember_failures;
+    l.max_result_size = o.max_result_size;
+    return l;
+  }
 
   World* world_;
   IdempotencyGuard<Store> guard_;
+  MemoryRequestIdCache requests_;
+  Layered layered_;
 };
 
 template <class Store>
@@ -81,6 +115,9 @@ void Caller<Store>::run(const Op& op) {
       break;
     case OpKind::batch:
       batch(op);
+      break;
+    case OpKind::layered:
+      layered(op);
       break;
     default:
       break;
@@ -158,6 +195,29 @@ void Caller<Store>::batch(const Op& op) {
       [&](std::size_t i, Context& ctx) { return w.handle(ctx, op.handler, op.items[i].key, i); });
   for (std::size_t i = 0; i < outs.size(); ++i) {
     w.end_batch_item(i, op.items[i].key, op.items[i].payload, outs[i], i + 1 == outs.size());
+  }
+}
+
+template <class Store>
+void Caller<Store>::layered(const Op& op) {
+  World& w = *world_;
+  const Item item = op.items.front();
+  w.begin_call(item.key, item.payload);
+  w.call().layered = true;  // its events are per layer: not checked here
+  w.stats().add(Stat::layered_calls);
+  LayeredRequest request;
+  request.request_id = "q" + std::to_string(item.key) + "." + std::to_string(op.request);
+  request.business_key = std::string(w.key(item.key).id);
+  request.principal = std::string(w.key(item.key).principal);
+  request.payload = w.payload(item.key, item.payload);
+  try {
+    LayeredOutcome<std::string> out = layered_.execute(
+        request, [&](Context& ctx) { return w.handle(ctx, op.handler, item.key); });
+    w.end_layered(out, out.layer() == 0);
+  } catch (const Crashed&) {
+    w.end_call_settled(/*threw=*/true);
+  } catch (const std::exception& e) {
+    w.end_call_threw(e.what());
   }
 }
 

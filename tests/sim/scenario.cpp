@@ -63,10 +63,11 @@ Op make_op(Rng& rng, const Scenario& s, const ProcessPlan& p) {
     op.kind = lease ? OpKind::forget : OpKind::execute;
   } else if (roll < 91) {
     op.kind = lease ? OpKind::purge : OpKind::execute;
-  } else if (roll < 96) {
+  } else if (roll < 94) {
     op.kind = lease && s.keep_request && !p.group ? OpKind::completer : OpKind::execute;
   } else {
-    op.kind = OpKind::execute;
+    op.kind = lease ? OpKind::layered : OpKind::execute;
+    op.request = static_cast<int>(rng.below(2));
   }
   op.items.push_back(make_item(rng, s));
   if (op.kind == OpKind::batch) {
@@ -193,6 +194,7 @@ std::string to_text(const Scenario& s) {
           if (j > 0) out += '+';
           out += std::to_string(op.items[j].key) + "." + std::to_string(op.items[j].payload);
         }
+        if (op.kind == OpKind::layered) out += "#" + std::to_string(op.request);
         if (op.pause_ms > 0) out += "@" + std::to_string(op.pause_ms);
         const std::string plan = plan_text(op.handler);
         if (!plan.empty()) out += "{" + plan + "}";
@@ -307,6 +309,7 @@ bool read_op(Reader& r, Op& op) {
     case 'F':
     case 'P':
     case 'C':
+    case 'L':
       op.kind = static_cast<OpKind>(kind);
       break;
     default:
@@ -319,6 +322,11 @@ bool read_op(Reader& r, Op& op) {
     if (!payload) return false;
     op.items.push_back(Item{static_cast<int>(*key), static_cast<int>(*payload)});
   } while (r.eat_exact('+'));
+  if (r.eat_exact('#')) {
+    const auto request = r.number();
+    if (!request) return false;
+    op.request = static_cast<int>(*request);
+  }
   if (r.eat_exact('@')) {
     const auto pause = r.number();
     if (!pause) return false;

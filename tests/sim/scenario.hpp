@@ -44,6 +44,7 @@ enum class OpKind : char {
   forget = 'F',     // the admin forgets a key
   purge = 'P',      // the admin purges expired records
   completer = 'C',  // one pass of the completer
+  layered = 'L',    // LayeredGuard: a request-ID cache in front of the record
 };
 
 struct Item {
@@ -56,6 +57,7 @@ struct Op {
   std::vector<Item> items;  // the key and payload (a batch: several)
   HandlerPlan handler;
   int pause_ms = 0;  // before the operation
+  int request = 0;   // layered: the request id (a client's retries share one)
 };
 
 struct ActorPlan {

@@ -746,12 +746,40 @@ void World::end_call(const Outcome<std::string>& out) {
   check_events(c, &out, false);
 }
 
+void World::end_layered(const Outcome<std::string>& out, bool cache_answered) {
+  CallState& c = call();
+  c.active = false;
+  if (scheduler_.current()->dead) return;
+  trace_.add(scheduler_, "layered call on " + printable(c.effective) + " ends: " + describe(out) +
+                             (cache_answered ? " (from the request-ID layer)" : ""));
+  check_bound(c, 2);
+  if (!cache_answered) {
+    check_outcome(c, 0, c.effective, options_.hash(payload(c.key, c.payload)), out, false);
+    return;
+  }
+  // The request-ID layer holds only what the record layer committed first (§13).
+  if (out.has_value()) {
+    const KeyRecord* r = contract_.find(c.effective);
+    bool committed = false;
+    for (const KeyRecord::Landed& l : r != nullptr ? r->landed : std::vector<KeyRecord::Landed>{}) {
+      if (l.status == ClaimStatus::completed && l.result == out.value()) committed = true;
+    }
+    if (!committed) {
+      violations_.add(
+          Check::replay_is_committed,
+          "key " + printable(c.effective) +
+              ": the request-ID layer replayed a result the record never held: " + out.value());
+    }
+  }
+}
+
 void World::end_call_threw(const std::string& what) {
   CallState& c = call();
   c.active = false;
   if (scheduler_.current()->dead) return;
   trace_.add(scheduler_, "call on " + printable(c.effective) + " ends: threw " + what);
-  check_bound(c, 1);
+  check_bound(c, c.layered ? 2 : 1);
+  if (c.layered) return;
   check_events(c, nullptr, true);
   if (!violations_.any() && c.runs.size() > 0) check_settled(c, 0, c.effective, c.aborted);
 }
@@ -761,7 +789,8 @@ void World::end_call_settled(bool threw) {
   c.active = false;
   if (scheduler_.current()->dead) return;
   trace_.add(scheduler_, "call on " + printable(c.effective) + " ends: settled as a failure");
-  check_bound(c, 1);
+  check_bound(c, c.layered ? 2 : 1);
+  if (c.layered) return;
   check_events(c, nullptr, threw);
   if (!violations_.any() && threw && c.runs.size() > 0) check_settled(c, 0, c.effective, c.aborted);
 }

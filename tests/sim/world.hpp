@@ -57,6 +57,7 @@ struct CallState {
   int key = 0;
   int payload = 0;
   std::size_t items = 1;  // a batch: its items
+  bool layered = false;   // a LayeredGuard call (events are per layer)
   std::string effective;  // the key's effective key
   Time start{};
   Duration held_start{};
@@ -123,6 +124,8 @@ class World final : public ClaimWatcher {
   void begin_call(int key, int payload, std::size_t items = 1);
   /// Checks one guard call's outcome as it ends (see world.cpp for each check).
   void end_call(const Outcome<std::string>& outcome);
+  /// A LayeredGuard call; `cache_answered`: its request-ID layer answered.
+  void end_layered(const Outcome<std::string>& outcome, bool cache_answered);
   /// A call whose handler threw (execute), or whose holder failed or dropped its attempt.
   void end_call_threw(const std::string& what);
   void end_call_settled(bool threw);
