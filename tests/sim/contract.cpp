@@ -89,18 +89,20 @@ Contract::Expect Contract::expect_claim(const KeyRecord& r, const Fingerprint& f
                                         Time at) const {
   const bool lease_mode = options_.mode == StoreMode::lease;
   const bool by_one = lease_mode && options_.fences_by_one;
+  // An expired record: a store that deletes it starts the next one above every fence.
+  const bool by_one_expired = by_one && !options_.expiry_removes;
   Expect e;
   switch (r.state) {
     case State::absent:
       return e;
     case State::released:
-      e.by_one = by_one;
+      e.by_one = at < r.keep_until ? by_one : by_one_expired;
       e.carry = at < r.keep_until && r.fingerprint == fingerprint;
       return e;
     case State::completed:
     case State::failed:
       if (at >= r.expires_at) {
-        e.by_one = by_one;
+        e.by_one = by_one_expired;
         e.new_epoch = true;
         return e;
       }
@@ -115,7 +117,7 @@ Contract::Expect Contract::expect_claim(const KeyRecord& r, const Fingerprint& f
         return e;
       }
       if (at >= r.keep_until) {
-        e.by_one = by_one;
+        e.by_one = by_one_expired;
         return e;
       }
       if (r.fingerprint != fingerprint) {

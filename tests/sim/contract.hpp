@@ -35,6 +35,9 @@ struct ContractOptions {
   bool fences_by_one = true;
   /// Boundaries (lease end, expiry) are known to within this (0: exact, a simulated clock).
   Duration tolerance{};
+  /// The store deletes a record once it expires: a claim of an expired record may start a new
+  /// record above every earlier fence, not at the old record's next fence.
+  bool expiry_removes = false;
 };
 
 /// One key's record as the contract has it.

@@ -225,9 +225,9 @@ void Caller<Store>::layered(const Op& op) {
 template <class Stack>
 class ProcessOf final : public Process {
  public:
-  ProcessOf(World& world, int id)
+  ProcessOf(World& world, int id, Network<typename Stack::Server>& network)
       : Process(world, id),
-        stack_(world),
+        stack_(world, network),
         probe_(stack_.top(), world, Stack::kCache),
         caller_(world, probe_) {
     if constexpr (Stack::kCompleter) {
@@ -274,23 +274,27 @@ class ProcessOf final : public Process {
       completer_{};
 };
 
-/// The stacks: the connection alone, a CachedStore in front of it, a GroupCommitStore in front.
-template <class Backend>
+/// The stacks over a server type B: the connection alone, a CachedStore in front of it, a
+/// GroupCommitStore in front of it.
+template <class B>
 struct DirectStack {
-  using Link = sim::Link<Backend>;
+  using Server = B;
+  using Link = sim::Link<B>;
   static constexpr bool kCache = false;
   static constexpr bool kCompleter = CompletableStore<Link>;
-  explicit DirectStack(World& world) : link(world.template network_of<Backend>()) {}
+  DirectStack(World&, Network<B>& network) : link(network) {}
   Link& top() { return link; }
   Link link;
 };
 
+template <class B>
 struct CachedStack {
-  using Link = sim::Link<Server>;
+  using Server = B;
+  using Link = sim::Link<B>;
   static constexpr bool kCache = true;
-  static constexpr bool kCompleter = true;
-  explicit CachedStack(World& world)
-      : link(world.network()),
+  static constexpr bool kCompleter = CompletableStore<Link>;
+  CachedStack(World& world, Network<B>& network)
+      : link(network),
         cache(CachedStoreOptions{.shards = 1,
                                  .max_entries = 64,
                                  .max_ttl = world.cache_max_ttl(),
@@ -301,12 +305,14 @@ struct CachedStack {
   CachedStore<Link&> cache;
 };
 
+template <class B>
 struct GroupStack {
-  using Link = sim::Link<Server>;
+  using Server = B;
+  using Link = sim::Link<B>;
   static constexpr bool kCache = false;
   static constexpr bool kCompleter = false;
-  explicit GroupStack(World& world)
-      : link(world.network()),
+  GroupStack(World&, Network<B>& network)
+      : link(network),
         group(link, GroupCommitOptions{.max_delay = std::chrono::microseconds{500}}) {}
   GroupCommitStore<Link, SimSync>& top() { return group; }
   Link link;

@@ -1,6 +1,7 @@
 #include "sim/scheduler.hpp"
 
 #include <algorithm>
+#include <thread>
 #include <utility>
 
 namespace idem::sim {
@@ -9,10 +10,11 @@ namespace {
 thread_local Scheduler* running_scheduler = nullptr;
 }  // namespace
 
-Scheduler::Scheduler(std::uint64_t seed)
+Scheduler::Scheduler(std::uint64_t seed, bool real_time)
     : rng_(seed, /*stream=*/1),
+      real_time_(real_time),
       // Far from the epoch, so that "now minus a lease" never underflows.
-      now_(Time{} + std::chrono::hours(1)),
+      now_(real_time ? std::chrono::steady_clock::now() : Time{} + std::chrono::hours(1)),
       previous_(running_scheduler) {
   running_scheduler = this;
 }
@@ -45,7 +47,7 @@ void Scheduler::sleep_for(Duration d) {
     return;
   }
   task.state = Task::State::sleeping;
-  task.wake = now_ + d;
+  task.wake = now() + d;
   switch_out(task);
 }
 
@@ -91,6 +93,7 @@ RunEnd Scheduler::run(const std::function<bool()>& between, std::uint64_t max_st
   for (;;) {
     if (steps_ >= max_steps) return RunEnd::too_long;
     if (between && !between()) return RunEnd::stopped;
+    if (real_time_) now_ = std::chrono::steady_clock::now();
     // Dead tasks first, in order: they unwind without reaching the world.
     Task* next = nullptr;
     ready.clear();
@@ -117,6 +120,7 @@ RunEnd Scheduler::run(const std::function<bool()>& between, std::uint64_t max_st
     if (next == nullptr) {
       if (ready.empty()) {
         if (earliest) {
+          if (real_time_) std::this_thread::sleep_until(*earliest);
           now_ = std::max(now_, *earliest);
           continue;
         }

@@ -41,12 +41,14 @@ enum class RunEnd { finished, deadlock, too_long, stopped };
 
 class Scheduler {
  public:
-  explicit Scheduler(std::uint64_t seed);
+  /// `real_time`: time is the machine's steady clock and sleeps take real time (runs against
+  /// real stores, whose leases are on their own clocks); the schedule is then not replayable.
+  explicit Scheduler(std::uint64_t seed, bool real_time = false);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  Time now() const noexcept { return now_; }
+  Time now() const noexcept { return real_time_ ? std::chrono::steady_clock::now() : now_; }
   /// The clock jumps forward (a world event between steps).
   void jump(Duration d) { now_ += d; }
   Rng& rng() noexcept { return rng_; }
@@ -90,6 +92,7 @@ class Scheduler {
   void switch_out(Task& task);
 
   Rng rng_;
+  bool real_time_;
   Time now_;
   std::vector<std::unique_ptr<Task>> tasks_;
   Task* current_ = nullptr;

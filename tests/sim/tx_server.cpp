@@ -209,7 +209,6 @@ bool TxServer::drop_session(std::uint64_t pick) {
                                      "the database ended the session; its transaction rolled back");
   roll_back(t);
   trace_->add(*scheduler_, "the database ends the session of fence " + std::to_string(t.fence));
-  stats_->add(Stat::session_drops);
   return true;
 }
 

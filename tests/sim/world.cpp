@@ -5,7 +5,10 @@
 #include <utility>
 
 #include "idem/detail/effective_key.hpp"
+#include "sim/backend.hpp"
 #include "sim/process.hpp"
+#include "sim/server.hpp"
+#include "sim/tx_server.hpp"
 
 namespace idem::sim {
 
@@ -20,9 +23,11 @@ struct StepFailure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-ContractOptions contract_options(const Scenario& s) {
+ContractOptions contract_options(const Scenario& s, const RunOptions& run) {
   ContractOptions o;
   o.mode = s.mode;
+  o.tolerance = run.tolerance;
+  o.expiry_removes = run.expiry_removes;
   return o;
 }
 
@@ -62,10 +67,10 @@ std::string claim_text(const Claim& c) {
 World::World(const Scenario& scenario, const RunOptions& options)
     : scenario_(scenario),
       run_options_(options),
-      scheduler_(scenario.seed),
+      scheduler_(scenario.seed, options.real_time),
       clock_(std::make_shared<SimClock>(scheduler_)),
       trace_(options.trace),
-      contract_(contract_options(scenario), violations_),
+      contract_(contract_options(scenario, options), violations_),
       database_(contract_, violations_),
       ledger_(contract_, violations_) {
   trace_.start(scheduler_.now());
@@ -86,13 +91,15 @@ World::World(const Scenario& scenario, const RunOptions& options)
   contract_.on_landed = [this](std::string_view key, Fence fence, ClaimStatus status, Time now) {
     if (status == ClaimStatus::completed) ledger_.committed(key, fence, now);
   };
-  if (scenario.mode == StoreMode::lease) {
-    server_ = std::make_unique<Server>(scheduler_, clock_, contract_, database_, trace_);
-    network_ = std::make_unique<Network<Server>>(scheduler_, *server_, scenario.faults, stats_);
+  if (options.backend) {
+    backend_ = options.backend(*this);
+  } else if (scenario.mode == StoreMode::lease) {
+    backend_ = std::make_unique<BackendOf<Server>>(scheduler_, scenario.faults, stats_, scheduler_,
+                                                   clock_, contract_, database_, trace_);
   } else {
-    tx_server_ = std::make_unique<TxServer>(scheduler_, contract_, database_, stats_, trace_);
-    tx_network_ =
-        std::make_unique<Network<TxServer>>(scheduler_, *tx_server_, scenario.faults, stats_);
+    backend_ = std::make_unique<BackendOf<TxServer>>(scheduler_, scenario.faults, stats_,
+                                                     scheduler_, contract_, database_, stats_,
+                                                     trace_);
   }
   events_left_ = scenario.max_events;
   next_op_.resize(scenario.processes.size());
@@ -123,14 +130,8 @@ std::string World::effective(int k) const {
 }
 
 std::unique_ptr<Process> World::make_process(int plan) {
-  const ProcessPlan& p = scenario_.processes[static_cast<std::size_t>(plan)];
   const int id = static_cast<int>(processes_.size());
-  if (scenario_.mode == StoreMode::transactional) {
-    return std::make_unique<ProcessOf<DirectStack<TxServer>>>(*this, id);
-  }
-  if (p.cache) return std::make_unique<ProcessOf<CachedStack>>(*this, id);
-  if (p.group) return std::make_unique<ProcessOf<GroupStack>>(*this, id);
-  return std::make_unique<ProcessOf<DirectStack<Server>>>(*this, id);
+  return backend_->make_process(*this, id, scenario_.processes[static_cast<std::size_t>(plan)]);
 }
 
 void World::restart_process(int plan, Duration after) {
@@ -187,36 +188,30 @@ bool World::between() {
     }
   } else if (s.restart_rate > 0 && rng.chance(static_cast<std::uint64_t>(s.restart_rate))) {
     --events_left_;
-    if (s.volatile_store) {
+    if (s.volatile_store && backend_->wipe()) {
       // The memory store lives in its process: the process restarts, every record gone.
       stats_.add(Stat::wipes);
       trace_.add(scheduler_, "the store's process restarts: every record is gone");
       for (std::size_t p = 0; p < incarnation_.size(); ++p) {
         if (incarnation_[p] >= 0) crash(static_cast<int>(p));
       }
-      server_->wipe();
       ledger_.reset();
     } else {
       stats_.add(Stat::restarts);
       const Duration down = ms(static_cast<int>(rng.between(1, s.lease_ms)));
-      trace_.add(
-          scheduler_,
-          "the store restarts (records kept), down for " +
-              std::to_string(milliseconds(std::chrono::duration_cast<milliseconds>(down)).count()) +
-              " ms");
-      if (network_) network_->restart(scheduler_.now() + down);
-      if (tx_network_) {
-        tx_network_->restart(scheduler_.now() + down);
-        // Every session ends with the server.
-        while (tx_server_->drop_session(0)) {
-        }
-      }
+      trace_.add(scheduler_, "the store restarts (records kept), down for " +
+                                 std::to_string(std::chrono::duration_cast<milliseconds>(down).count()) +
+                                 " ms");
+      backend_->restart(scheduler_.now() + down);
     }
   } else if (s.jump_rate > 0 && rng.chance(static_cast<std::uint64_t>(s.jump_rate))) {
     --events_left_;
     jump_clock();
-  } else if (s.drop_rate > 0 && tx_server_ && rng.chance(static_cast<std::uint64_t>(s.drop_rate))) {
-    if (tx_server_->drop_session(rng.next())) --events_left_;
+  } else if (s.drop_rate > 0 && rng.chance(static_cast<std::uint64_t>(s.drop_rate))) {
+    if (backend_->drop_session(rng.next())) {
+      stats_.add(Stat::session_drops);
+      --events_left_;
+    }
   }
   return true;
 }
@@ -228,7 +223,7 @@ void World::crash(int plan) {
   stats_.add(Stat::crashes);
   trace_.add(scheduler_, "process " + std::to_string(id) + " crashes");
   scheduler_.crash(id);
-  if (tx_server_) tx_server_->crash(id);
+  backend_->crashed(id);
   restart_process(plan, ms(static_cast<int>(scheduler_.rng().between(1, scenario_.lease_ms))));
 }
 
@@ -313,13 +308,13 @@ void Process::run_admin(const Op& op) {
   World& w = world();
   Scheduler& s = w.scheduler();
   s.yield();
-  if (s.current()->dead || w.network().down()) return;
+  if (s.current()->dead || w.backend().down()) return;
   const Key key = w.key(op.items.front().key);
   switch (op.kind) {
     case OpKind::release:
       w.stats().add(Stat::admin_releases);
       w.trace().add(s, "admin releases " + std::string(key.id));
-      (void)w.server().release(World::kScope, key, 0);
+      (void)w.backend().release(World::kScope, key);
       admin_changed(w.effective(op.items.front().key));
       break;
     case OpKind::forget: {
@@ -327,14 +322,14 @@ void Process::run_admin(const Op& op) {
       w.trace().add(s, "admin forgets " + std::string(key.id));
       const KeyRecord* r = w.contract().find(w.effective(op.items.front().key));
       const std::uint64_t epoch = r != nullptr ? r->epoch : 0;
-      if (w.server().forget(World::kScope, key)) w.forgot(op.items.front().key, id(), epoch);
+      if (w.backend().forget(World::kScope, key)) w.forgot(op.items.front().key, id(), epoch);
       admin_changed(w.effective(op.items.front().key));
       break;
     }
     default:
       w.stats().add(Stat::admin_purges);
       w.trace().add(s, "admin purges");
-      (void)w.server().purge();
+      (void)w.backend().purge();
       break;
   }
 }

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "idem/context.hpp"
+#include "idem/key.hpp"
 #include "idem/observer.hpp"
 #include "idem/options.hpp"
 #include "idem/outcome.hpp"
@@ -25,16 +27,27 @@
 #include "sim/probe.hpp"
 #include "sim/scenario.hpp"
 #include "sim/scheduler.hpp"
-#include "sim/server.hpp"
 #include "sim/stats.hpp"
 #include "sim/trace.hpp"
-#include "sim/tx_server.hpp"
 
 namespace idem::sim {
+
+class Backend;
+class World;
 
 struct RunOptions {
   bool trace = false;
   std::uint64_t max_steps = 40'000;
+  /// The backend the processes run against; unset: the simulated server (lease mode) or the
+  /// simulated transactional server, as the scenario says.
+  std::function<std::unique_ptr<Backend>(World&)> backend;
+  /// Time is the machine's: sleeps take real time (a real store's leases are on its clock).
+  bool real_time = false;
+  /// The contract's tolerance on time boundaries (a real store's clock is its own).
+  Duration tolerance{};
+  /// Whether the fence of a record that expired may start anywhere above the key's fences (a
+  /// store that deletes expired records) rather than at the record's next.
+  bool expiry_removes = false;
 };
 
 struct RunReport {
@@ -98,22 +111,15 @@ class World final : public ClaimWatcher {
   Stats& stats() noexcept { return stats_; }
   Trace& trace() noexcept { return trace_; }
   Violations& violations() noexcept { return violations_; }
-  Network<Server>& network() noexcept { return *network_; }
-  Network<TxServer>& tx_network() noexcept { return *tx_network_; }
-  Server& server() noexcept { return *server_; }
+  Backend& backend() noexcept { return *backend_; }
+  Contract& contract_mut() noexcept { return contract_; }
+  Database& database() noexcept { return database_; }
   const Contract& contract() const noexcept { return contract_; }
 
   /// The guard options every caller uses (scope "sim"); guard_options() adds the observer.
   const Options& options() const noexcept { return options_; }
   Options guard_options() const;
-  template <class Backend>
-  Network<Backend>& network_of() {
-    if constexpr (std::is_same_v<Backend, TxServer>) {
-      return *tx_network_;
-    } else {
-      return *network_;
-    }
-  }
+
   static constexpr std::string_view kScope = "sim";
   Key key(int k) const;
   std::string payload(int key, int p) const;
@@ -181,10 +187,7 @@ class World final : public ClaimWatcher {
   Contract contract_;
   Database database_;
   Ledger ledger_;
-  std::unique_ptr<Server> server_;
-  std::unique_ptr<TxServer> tx_server_;
-  std::unique_ptr<Network<Server>> network_;
-  std::unique_ptr<Network<TxServer>> tx_network_;
+  std::unique_ptr<Backend> backend_;
   std::vector<std::unique_ptr<Process>> processes_;  // every incarnation, dead ones too
   std::vector<int> incarnation_;                     // per process plan: its live one
   std::vector<std::vector<std::size_t>> next_op_;    // per plan and actor: the next operation
