@@ -23,8 +23,7 @@ class Backend {
   virtual ~Backend() = default;
 
   /// A new incarnation of a process of `plan`.
-  virtual std::unique_ptr<Process> make_process(World& world, int id,
-                                                const ProcessPlan& plan) = 0;
+  virtual std::unique_ptr<Process> make_process(World& world, int id, const ProcessPlan& plan) = 0;
   /// The server restarts, its records kept: down until `until`, replies in flight lost.
   virtual void restart(Time until) = 0;
   virtual bool down() const = 0;

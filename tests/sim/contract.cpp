@@ -246,6 +246,23 @@ void Contract::claim(const ClaimRequest& request, const Result<Claim>& answer, T
   if (options_.mode == StoreMode::transactional) savepoints_[{key, c.fence}] = r.steps;
 }
 
+void Contract::claim_in_doubt(const ClaimRequest& request, Fence fence, Time now) {
+  const std::string key(request.key);
+  KeyRecord& r = keys_[key];
+  for (const bool took_over : {false, true}) {
+    const Claim c{.status = ClaimStatus::acquired, .fence = fence, .took_over = took_over};
+    Check broken = Check::store_answers;
+    std::string why;
+    if (allowed(r, request, c, now, broken, why)) {
+      acquire(r, request, c, now);
+      return;
+    }
+  }
+  fail(Check::store_answers, key,
+       "a claim whose answer was lost left the record under fence " + std::to_string(fence) +
+           ", which no claim the contract allows could have");
+}
+
 void Contract::commit(const Ticket& ticket, const Completion& completion, const Status& answer,
                       Time now) {
   const std::string key(ticket.key);

@@ -81,6 +81,9 @@ class Contract {
 
   // Store calls that reached the store, at `now` (they are atomic there).
   void claim(const ClaimRequest& request, const Result<Claim>& answer, Time now);
+  /// A claim whose answer was lost, and whose record now holds `fence` for its payload: it
+  /// acquired (a takeover or not, whichever the contract allows).
+  void claim_in_doubt(const ClaimRequest& request, Fence fence, Time now);
   void commit(const Ticket& ticket, const Completion& completion, const Status& answer, Time now);
   void abort(const Ticket& ticket, const Status& answer, Time now);
   void extend(const Ticket& ticket, std::chrono::milliseconds lease, const Status& answer,

@@ -76,7 +76,9 @@ class Network {
       return lost(false);
     }
     const std::uint64_t generation = generation_;
+    const Time sent = scheduler_->now();
     auto answer = call();
+    task.held_up += scheduler_->now() - sent;  // a real store's call takes real time
     if (rng.chance(rates_.duplicate)) {
       if (auto again = duplicate()) {
         stats_->add(Stat::duplicates);

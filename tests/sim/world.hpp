@@ -48,6 +48,13 @@ struct RunOptions {
   /// Whether the fence of a record that expired may start anywhere above the key's fences (a
   /// store that deletes expired records) rather than at the record's next.
   bool expiry_removes = false;
+  /// Handlers write the simulated database through their transactions (a real store's
+  /// transactions are its own: nothing is written there).
+  bool sim_transactions = true;
+  /// The store has atomic steps (idem::AtomicStepStore): some steps are atomic ones.
+  bool atomic_steps = true;
+  /// The guards' scope: runs sharing a real store's records each take their own.
+  std::string scope = "sim";
 };
 
 struct RunReport {
@@ -120,7 +127,7 @@ class World final : public ClaimWatcher {
   const Options& options() const noexcept { return options_; }
   Options guard_options() const;
 
-  static constexpr std::string_view kScope = "sim";
+  std::string_view scope() const noexcept { return options_.scope; }
   Key key(int k) const;
   std::string payload(int key, int p) const;
   std::string effective(int k) const;

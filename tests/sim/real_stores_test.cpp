@@ -1,0 +1,118 @@
+// The simulator's checks over the real stores (docs/simulation.md, "Real stores"): the real
+// engine and its faces against SQLite, PostgreSQL, Redis and a Redis Cluster, on the machine's
+// clock, with the simulated network's faults at each call and, where the store's connections go
+// through a FaultRelay (PostgreSQL, Redis), real network faults too. A few seeds per store, each
+// a scenario of the simulator scaled to real time (leases of 100-300 ms), so that the
+// simulated record server cannot drift from the stores it stands for. Not replayable bit for
+// bit: the stores keep time on their own clocks.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "idem/admin/postgres_admin.hpp"
+#include "idem/admin/redis_admin.hpp"
+#include "idem/admin/sqlite_admin.hpp"
+#include "idem/stores/postgres_store.hpp"
+#include "idem/stores/redis_store.hpp"
+#include "idem/stores/sqlite_store.hpp"
+#include "redis/redis_cluster_support.hpp"
+#include "redis/redis_test_support.hpp"
+#include "sim/backend.hpp"
+#include "sim/real_server.hpp"
+#include "sim/world.hpp"
+#include "sql/pg_relay.hpp"
+#include "sql/sql_test_support.hpp"
+#include "support/fault_relay.hpp"
+
+namespace idem::sim {
+namespace {
+
+constexpr int kTimeScale = 5;     // virtual milliseconds of a scenario -> real ones
+constexpr int kSeeds = 8;         // per store
+constexpr int kRelayFaults = 60;  // per mille of claims, commits, aborts, extends
+constexpr auto kTolerance = std::chrono::milliseconds{60};
+
+// The scenario of `seed`, as a real store can run it: lease mode, no clock jumps, no volatile
+// restart, times scaled.
+Scenario real_scenario(std::uint64_t seed) {
+  Scenario s = generate(seed);
+  s.mode = StoreMode::lease;
+  s.volatile_store = false;
+  s.jump_rate = 0;
+  s.drop_rate = 0;
+  s.lease_ms *= kTimeScale;
+  s.ttl_ms *= kTimeScale;
+  s.wait_ms *= kTimeScale;
+  s.faults.long_delay *= kTimeScale;
+  s.faults.max_latency *= kTimeScale;
+  for (ProcessPlan& p : s.processes) {
+    for (ActorPlan& a : p.actors) {
+      for (Op& op : a.ops) {
+        op.pause_ms *= kTimeScale;
+        op.handler.work_ms *= kTimeScale;
+      }
+    }
+  }
+  return s;
+}
+
+struct Deployment {
+  std::string name;
+  std::function<std::shared_ptr<void>(World&, std::unique_ptr<Backend>&)> make;
+};
+
+// Runs the seeds over the backend `make` builds for each; fails the test at the first
+// violation, printing the scenario and the run's trace.
+template <class S>
+void run_seeds(const std::string& store, bool atomic_steps, bool expiry_removes,
+               const std::function<std::shared_ptr<S>()>& make_store,
+               const std::function<std::unique_ptr<admin::Admin>()>& make_admin,
+               testing::FaultRelay* relay) {
+  for (std::uint64_t seed = 1; seed <= kSeeds; ++seed) {
+    const Scenario scenario = real_scenario(seed);
+    RunOptions options;
+    options.real_time = true;
+    options.tolerance = kTolerance;
+    options.expiry_removes = expiry_removes;
+    options.sim_transactions = false;
+    options.atomic_steps = atomic_steps;
+    options.trace = true;
+    options.scope = "sim" + std::to_string(::getpid()) + "." + std::to_string(seed);
+    options.backend = [&](World& world) -> std::unique_ptr<Backend> {
+      return std::make_unique<BackendOf<RealServer<S>>>(
+          world.scheduler(), scenario.faults, world.stats(), world.scheduler(),
+          world.contract_mut(), world.trace(), world.stats(), make_store(), make_admin(), relay,
+          kRelayFaults);
+    };
+    const RunReport report = run(scenario, options);
+    if (relay != nullptr) relay->pass();
+    if (report.failed) {
+      std::string trace;
+      for (const std::string& line : report.trace) trace += "  " + line + "\n";
+      FAIL() << store << ", seed " << seed << ": " << name(report.violation.check) << ": "
+             << report.violation.what << "\n  scenario: " << to_text(scenario) << "\n"
+             << trace;
+    }
+  }
+}
+
+TEST(SimRealStoresTest, SqliteRunsTheSimulatorsSeedsWithoutAViolation) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("idem-sim-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "records.db").string();
+  auto store = std::make_shared<SqliteStore>(SqliteStoreOptions{.path = path});
+  run_seeds<SqliteStore>(
+      "sqlite", /*atomic_steps=*/true, /*expiry_removes=*/false, [&] { return store; },
+      [&] { return admin::sqlite_admin(admin::SqliteAdminOptions{.path = path}); }, nullptr);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace idem::sim
