@@ -145,15 +145,43 @@ bool Contract::holds(const KeyRecord& r, Fence fence) const noexcept {
   return r.state == State::held && r.fence == fence;
 }
 
+bool Contract::went(KeyRecord& r, const Status& answer, Time now) {
+  if (!options_.expiry_removes || answer || answer.error() != errc::lease_lost) return false;
+  const Time until = finished(r.state) ? r.expires_at : r.keep_until;
+  if (r.state == State::absent || now + options_.tolerance < until) return false;
+  if (finished(r.state)) ++r.epoch;
+  // Its holder was fenced off by the expiry, not by a takeover (lease_lost all the same).
+  r.admin_fenced = std::max(r.admin_fenced, r.fence);
+  r.state = State::absent;
+  ++r.chain;
+  r.steps.clear();
+  r.request.reset();
+  r.result.clear();
+  return true;
+}
+
 bool Contract::allowed(const KeyRecord& r, const ClaimRequest& request, const Claim& c, Time now,
-                       Check& broken, std::string& why) const {
-  // Near a boundary the store's clock may be on either side of it (real stores).
-  Expect options[2] = {expect_claim(r, request.fingerprint, now - options_.tolerance),
-                       expect_claim(r, request.fingerprint, now + options_.tolerance)};
+                       Check& broken, std::string& why, Expect& matched) const {
+  // Near a boundary the store's clock may be on either side of it (real stores): every answer
+  // the record gives somewhere within the tolerance is allowed.
+  std::vector<Expect> options{expect_claim(r, request.fingerprint, now)};
+  if (options_.tolerance > Duration::zero()) {
+    const Time low = now - options_.tolerance;
+    const Time high = now + options_.tolerance;
+    options.push_back(expect_claim(r, request.fingerprint, low));
+    options.push_back(expect_claim(r, request.fingerprint, high));
+    for (const Time edge : {r.lease_until, r.keep_until, r.expires_at}) {
+      if (edge > low && edge <= high) {
+        options.push_back(expect_claim(r, request.fingerprint, edge - Duration(1)));
+        options.push_back(expect_claim(r, request.fingerprint, edge));
+      }
+    }
+  }
   const std::string record =
       std::string(to_string(r.state)) + " record (fence " + std::to_string(r.fence) + ")";
   for (const Expect& e : options) {
     if (e.status != c.status) continue;
+    matched = e;
     switch (c.status) {
       case ClaimStatus::acquired:
         if (e.took_over != c.took_over) continue;
@@ -210,8 +238,8 @@ bool Contract::allowed(const KeyRecord& r, const ClaimRequest& request, const Cl
   return false;
 }
 
-void Contract::acquire(KeyRecord& r, const ClaimRequest& request, const Claim& c, Time now) {
-  const Expect e = expect_claim(r, request.fingerprint, now);
+void Contract::acquire(KeyRecord& r, const ClaimRequest& request, const Claim& c, Time now,
+                       const Expect& e) {
   if (e.new_epoch) ++r.epoch;
   if (!e.carry) {
     ++r.chain;
@@ -236,13 +264,14 @@ void Contract::claim(const ClaimRequest& request, const Result<Claim>& answer, T
   const Claim& c = answer.value();
   Check broken = Check::store_answers;
   std::string why;
-  if (!allowed(r, request, c, now, broken, why)) {
+  Expect matched;
+  if (!allowed(r, request, c, now, broken, why, matched)) {
     fail(broken, key, why);
     return;
   }
   if (c.status != ClaimStatus::acquired) return;
   if (options_.mode == StoreMode::transactional) before_[{key, c.fence}] = r;
-  acquire(r, request, c, now);
+  acquire(r, request, c, now, matched);
   if (options_.mode == StoreMode::transactional) savepoints_[{key, c.fence}] = r.steps;
 }
 
@@ -253,8 +282,9 @@ void Contract::claim_in_doubt(const ClaimRequest& request, Fence fence, Time now
     const Claim c{.status = ClaimStatus::acquired, .fence = fence, .took_over = took_over};
     Check broken = Check::store_answers;
     std::string why;
-    if (allowed(r, request, c, now, broken, why)) {
-      acquire(r, request, c, now);
+    Expect matched;
+    if (allowed(r, request, c, now, broken, why, matched)) {
+      acquire(r, request, c, now, matched);
       return;
     }
   }
@@ -270,6 +300,7 @@ void Contract::commit(const Ticket& ticket, const Completion& completion, const 
   const bool landed_before = r.fence == ticket.fence && r.state == state_of(completion.status) &&
                              r.result == completion.result;
   if (holds(r, ticket.fence)) {
+    if (went(r, answer, now)) return;
     if (!answer) {
       fail(Check::store_answers, key,
            "the holder's commit under fence " + std::to_string(ticket.fence) +
@@ -297,6 +328,7 @@ void Contract::commit(const Ticket& ticket, const Completion& completion, const 
     return;
   }
   if (landed_before) {
+    if (went(r, answer, now)) return;
     if (!answer) {
       fail(Check::lost_reply_is_recorded, key,
            "a commit repeated under fence " + std::to_string(ticket.fence) +
@@ -318,9 +350,10 @@ void Contract::commit(const Ticket& ticket, const Completion& completion, const 
   }
 }
 
-void Contract::abort(const Ticket& ticket, const Status& answer, Time /*now*/) {
+void Contract::abort(const Ticket& ticket, const Status& answer, Time now) {
   const std::string key(ticket.key);
   KeyRecord& r = keys_[key];
+  if (holds(r, ticket.fence) && went(r, answer, now)) return;
   if (holds(r, ticket.fence)) {
     if (!answer) {
       fail(Check::store_answers, key, "the holder's abort was refused: " + status_text(answer));
@@ -343,6 +376,7 @@ void Contract::abort(const Ticket& ticket, const Status& answer, Time /*now*/) {
 void Contract::extend(const Ticket& ticket, milliseconds lease, const Status& answer, Time now) {
   const std::string key(ticket.key);
   KeyRecord& r = keys_[key];
+  if (holds(r, ticket.fence) && went(r, answer, now)) return;
   if (holds(r, ticket.fence)) {
     if (!answer) {
       fail(Check::store_answers, key, "the holder's extend was refused: " + status_text(answer));
@@ -360,9 +394,10 @@ void Contract::extend(const Ticket& ticket, milliseconds lease, const Status& an
 }
 
 void Contract::load_steps(const Ticket& ticket, const Result<std::vector<StepRecord>>& answer,
-                          Time /*now*/) {
+                          Time now) {
   const std::string key(ticket.key);
   KeyRecord& r = keys_[key];
+  if (holds(r, ticket.fence) && !answer && went(r, Status(answer.failure()), now)) return;
   if (!holds(r, ticket.fence)) {
     if (answer) {
       fail(Check::taken_over_never_commits, key,
@@ -389,9 +424,10 @@ void Contract::load_steps(const Ticket& ticket, const Result<std::vector<StepRec
 }
 
 void Contract::save_step(const Ticket& ticket, const StepWrite& step, const Status& answer,
-                         Time /*now*/) {
+                         Time now) {
   const std::string key(ticket.key);
   KeyRecord& r = keys_[key];
+  if (holds(r, ticket.fence) && went(r, answer, now)) return;
   if (!holds(r, ticket.fence)) {
     if (answer) {
       fail(Check::taken_over_never_commits, key,
@@ -415,9 +451,10 @@ void Contract::save_step(const Ticket& ticket, const StepWrite& step, const Stat
 }
 
 void Contract::keep_request(const Ticket& ticket, std::string_view request, const Status& answer,
-                            Time /*now*/) {
+                            Time now) {
   const std::string key(ticket.key);
   KeyRecord& r = keys_[key];
+  if (holds(r, ticket.fence) && went(r, answer, now)) return;
   if (!holds(r, ticket.fence)) {
     if (answer) {
       fail(Check::taken_over_never_commits, key, "a request kept under a stale fence");

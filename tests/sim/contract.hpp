@@ -120,11 +120,17 @@ class Contract {
  private:
   struct Expect;
   Expect expect_claim(const KeyRecord& record, const Fingerprint& fingerprint, Time at) const;
+  /// Whether `claim` is an answer the record allows near `now`; `matched`: the answer's reading
+  /// of the record (what an acquisition carries over).
   bool allowed(const KeyRecord& record, const ClaimRequest& request, const Claim& claim, Time now,
-               Check& broken, std::string& why) const;
-  void acquire(KeyRecord& record, const ClaimRequest& request, const Claim& claim, Time now);
+               Check& broken, std::string& why, Expect& matched) const;
+  void acquire(KeyRecord& record, const ClaimRequest& request, const Claim& claim, Time now,
+               const Expect& e);
   void purge_one(const std::string& key, KeyRecord& record, Time now, bool still_there);
   bool holds(const KeyRecord& record, Fence fence) const noexcept;
+  // A store that deletes expired records may have deleted this one by `now`: a call under its
+  // fence then answers lease_lost, and the record is gone (true: the answer was that).
+  bool went(KeyRecord& record, const Status& answer, Time now);
   void fail(Check check, std::string_view key, std::string what);
 
   ContractOptions options_;

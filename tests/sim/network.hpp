@@ -204,19 +204,19 @@ class Link {
         Kind::fenced, [&] { return backend().rewind(ticket); },
         [](bool ran) { return lost_status(ran, false); }, [] { return std::function<void()>(); });
   }
-  Result<std::vector<StepRecord>> load_steps(const Ticket& ticket) {
+  Result<std::vector<StepRecord>> load_steps(const Ticket& ticket) requires StepStore<Backend> {
     return network_->rpc(
         Kind::read, [&] { return backend().load_steps(ticket); },
         [](bool) -> Result<std::vector<StepRecord>> { return lost_status(false, false).failure(); },
         [] { return std::function<void()>(); });
   }
-  Status save_step(const Ticket& ticket, const StepWrite& step) {
+  Status save_step(const Ticket& ticket, const StepWrite& step) requires StepStore<Backend> {
     return network_->rpc(
         Kind::fenced, [&] { return backend().save_step(ticket, step); },
         [](bool ran) { return lost_status(ran, false); }, [] { return std::function<void()>(); });
   }
   Status save_step_atomically(const Ticket& ticket, std::uint32_t index, std::string_view name,
-                              AtomicStepBody body) {
+                              AtomicStepBody body) requires AtomicStepStore<Backend> {
     return network_->rpc(
         Kind::fenced, [&] { return backend().save_step_atomically(ticket, index, name, body); },
         [](bool ran) { return lost_status(ran, false); }, [] { return std::function<void()>(); });

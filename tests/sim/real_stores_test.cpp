@@ -74,6 +74,7 @@ void run_seeds(const std::string& store, bool atomic_steps, bool expiry_removes,
                const std::function<std::shared_ptr<S>()>& make_store,
                const std::function<std::unique_ptr<admin::Admin>()>& make_admin,
                testing::FaultRelay* relay) {
+  Stats explored;
   for (std::uint64_t seed = 1; seed <= kSeeds; ++seed) {
     const Scenario scenario = real_scenario(seed);
     RunOptions options;
@@ -91,6 +92,7 @@ void run_seeds(const std::string& store, bool atomic_steps, bool expiry_removes,
           kRelayFaults);
     };
     const RunReport report = run(scenario, options);
+    explored.merge(report.stats);
     if (relay != nullptr) relay->pass();
     if (report.failed) {
       std::string trace;
@@ -100,6 +102,14 @@ void run_seeds(const std::string& store, bool atomic_steps, bool expiry_removes,
              << trace;
     }
   }
+  std::printf(
+      "%s: %d seeds, %llu store calls, %llu guard calls, %llu requests and %llu replies "
+      "lost, %llu crashes\n",
+      store.c_str(), kSeeds, static_cast<unsigned long long>(explored.get(Stat::store_calls)),
+      static_cast<unsigned long long>(explored.get(Stat::guard_calls)),
+      static_cast<unsigned long long>(explored.get(Stat::lost_requests)),
+      static_cast<unsigned long long>(explored.get(Stat::lost_replies)),
+      static_cast<unsigned long long>(explored.get(Stat::crashes)));
 }
 
 TEST(SimRealStoresTest, SqliteRunsTheSimulatorsSeedsWithoutAViolation) {
@@ -112,6 +122,57 @@ TEST(SimRealStoresTest, SqliteRunsTheSimulatorsSeedsWithoutAViolation) {
       "sqlite", /*atomic_steps=*/true, /*expiry_removes=*/false, [&] { return store; },
       [&] { return admin::sqlite_admin(admin::SqliteAdminOptions{.path = path}); }, nullptr);
   std::filesystem::remove_all(dir);
+}
+
+TEST(SimRealStoresTest, PostgresThroughAFaultRelayRunsTheSimulatorsSeedsWithoutAViolation) {
+  const auto uri = testing::pg_uri();
+  if (!uri) GTEST_SKIP() << "IDEM_TEST_PG_URI is not set; scripts/test starts a server and sets it";
+  auto through = testing::pg_relay(*uri);
+  ASSERT_TRUE(through.has_value()) << "the PostgreSQL test server is not on IPv4";
+  const std::string prefix = "idem_sim" + std::to_string(::getpid()) + "_";
+  auto store = std::make_shared<PostgresStore>(
+      PostgresStoreOptions{.uri = through->uri, .table_prefix = prefix, .pool_size = 4});
+  run_seeds<PostgresStore>(
+      "postgres", /*atomic_steps=*/true, /*expiry_removes=*/false, [&] { return store; },
+      [&] {
+        return admin::postgres_admin(
+            admin::PostgresAdminOptions{.uri = *uri, .table_prefix = prefix});
+      },
+      through->relay.get());
+}
+
+TEST(SimRealStoresTest, RedisThroughAFaultRelayRunsTheSimulatorsSeedsWithoutAViolation) {
+  if (testing::redis_uri() == nullptr) {
+    GTEST_SKIP() << "IDEM_TEST_REDIS_URI is not set; scripts/test starts a Redis and sets it";
+  }
+  redis::ConnectionOptions direct = testing::redis_options();
+  testing::FaultRelay relay(direct.host, direct.port);
+  redis::ConnectionOptions options = direct;
+  options.host = "127.0.0.1";
+  options.port = relay.port();
+  options.connect_timeout = std::chrono::milliseconds{500};
+  options.command_timeout = std::chrono::milliseconds{500};
+  auto client = std::make_shared<redis::Client>(options);
+  auto admin_client = std::make_shared<redis::Client>(direct);
+  const std::string prefix = testing::unique_prefix("sim");
+  auto store = std::make_shared<RedisStore>(client, RedisStoreOptions{.prefix = prefix});
+  run_seeds<RedisStore>(
+      "redis", /*atomic_steps=*/false, /*expiry_removes=*/true, [&] { return store; },
+      [&] { return admin::redis_admin(*admin_client, admin::RedisAdminOptions{.prefix = prefix}); },
+      &relay);
+}
+
+TEST(SimRealStoresTest, RedisClusterRunsTheSimulatorsSeedsWithoutAViolation) {
+  if (testing::cluster_seeds() == nullptr) {
+    GTEST_SKIP() << "IDEM_TEST_REDIS_CLUSTER_SEEDS is not set; scripts/test starts a cluster";
+  }
+  auto client = std::make_shared<redis::Client>(testing::cluster_options());
+  const std::string prefix = testing::unique_prefix("simc");
+  auto store = std::make_shared<RedisStore>(client, RedisStoreOptions{.prefix = prefix});
+  run_seeds<RedisStore>(
+      "redis cluster", /*atomic_steps=*/false, /*expiry_removes=*/true, [&] { return store; },
+      [&] { return admin::redis_admin(*client, admin::RedisAdminOptions{.prefix = prefix}); },
+      nullptr);
 }
 
 }  // namespace

@@ -55,6 +55,7 @@ void Scheduler::yield() {
   Task& task = *current_;
   if (task.dead) return;
   task.state = Task::State::ready;
+  task.runnable_since = now();
   switch_out(task);
 }
 
@@ -70,6 +71,7 @@ bool Scheduler::block(std::optional<Time> deadline) {
 
 void Scheduler::notify(Task& task) {
   if (task.state != Task::State::blocked) return;
+  task.runnable_since = now();
   task.notified = true;
   task.state = Task::State::ready;
 }
@@ -133,6 +135,11 @@ RunEnd Scheduler::run(const std::function<bool()>& between, std::uint64_t max_st
     digest_ = mix(digest_, static_cast<std::uint64_t>(now_.time_since_epoch().count()));
     current_ = next;
     ++steps_;
+    if (real_time_ && next->fiber->started()) {
+      // The time it waited while others ran: real work of theirs, not a stall of its call.
+      const Time since = std::max(next->runnable_since, next->wake);
+      if (now() > since) next->held_up += now() - since;
+    }
     next->fiber->resume();
     current_ = nullptr;
     if (next->fiber->done()) next->state = Task::State::done;

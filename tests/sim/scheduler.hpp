@@ -34,6 +34,7 @@ struct Task {
   bool dead = false;      // its process crashed: its calls are lost, its sleeps end at once
   Duration held_up{};     // virtual time spent in injected delays and waits, for call bounds
   std::uint64_t store_calls = 0;  // calls that went out to the store
+  Time runnable_since{};          // real time: when it could have run again
 };
 
 /// How a run of the scheduler ended.
