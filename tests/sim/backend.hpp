@@ -36,11 +36,11 @@ class Backend {
   }
   /// The sessions of a crashed process end.
   virtual void crashed(int process) { (void)process; }
-  /// The admin's operations, each checked against the contract; false where there is no admin.
-  virtual bool release(std::string_view scope, const Key& key) = 0;
-  /// `epoch`: the key's epoch before the forget (for the caches' allowance).
-  virtual bool forget(std::string_view scope, const Key& key) = 0;
-  virtual bool purge() = 0;
+  /// The admin's operations, each checked against the contract (a failure where the store has
+  /// no admin).
+  virtual Result<admin::Change> release(std::string_view scope, const Key& key) = 0;
+  virtual Result<admin::Change> forget(std::string_view scope, const Key& key) = 0;
+  virtual Result<std::size_t> purge() = 0;
 };
 
 /// A backend over the server type S (Server, TxServer, or a real store behind RealServer).
@@ -86,25 +86,25 @@ class BackendOf final : public Backend {
   void crashed(int process) override {
     if constexpr (requires { server_.crash(process); }) server_.crash(process);
   }
-  bool release(std::string_view scope, const Key& key) override {
+  Result<admin::Change> release(std::string_view scope, const Key& key) override {
     if constexpr (requires { server_.release(scope, key, Fence{0}); }) {
-      return static_cast<bool>(server_.release(scope, key, Fence{0}));
+      return server_.release(scope, key, Fence{0});
     } else {
-      return false;
+      return make_failure(errc::store_unavailable, "no admin");
     }
   }
-  bool forget(std::string_view scope, const Key& key) override {
+  Result<admin::Change> forget(std::string_view scope, const Key& key) override {
     if constexpr (requires { server_.forget(scope, key); }) {
-      return static_cast<bool>(server_.forget(scope, key));
+      return server_.forget(scope, key);
     } else {
-      return false;
+      return make_failure(errc::store_unavailable, "no admin");
     }
   }
-  bool purge() override {
+  Result<std::size_t> purge() override {
     if constexpr (requires { server_.purge(); }) {
-      return static_cast<bool>(server_.purge());
+      return server_.purge();
     } else {
-      return false;
+      return make_failure(errc::store_unavailable, "no admin");
     }
   }
 

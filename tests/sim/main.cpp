@@ -160,7 +160,7 @@ int run_seeds(const Args& a) {
 int run_mutants(const Args& a) {
   const std::uint64_t budget = a.seeds.value_or(20'000);
   int missed = 0;
-  std::printf("%-26s %-28s %-28s %s\n", "mutant", "expected check", "caught by", "seeds");
+  std::printf("%-30s %-28s %-28s %s\n", "mutant", "expected check", "caught by", "seeds");
   for (const Mutant& m : kMutants) {
     idem::detail::sim_mutant = m.id;
     Sweep s;
@@ -170,12 +170,12 @@ int run_mutants(const Args& a) {
     const SweepResult r = sweep(s);
     if (!r.failure) {
       ++missed;
-      std::printf("%-26s %-28s %-28s not caught in %llu\n", std::string(m.name).c_str(),
+      std::printf("%-30s %-28s %-28s not caught in %llu\n", std::string(m.name).c_str(),
                   std::string(name(m.expected)).c_str(), "-",
                   static_cast<unsigned long long>(r.ran));
     } else {
       const Check got = r.failure->violation.check;
-      std::printf("%-26s %-28s %-28s %llu%s\n", std::string(m.name).c_str(),
+      std::printf("%-30s %-28s %-28s %llu%s\n", std::string(m.name).c_str(),
                   std::string(name(m.expected)).c_str(), std::string(name(got)).c_str(),
                   static_cast<unsigned long long>(r.failure->seed - a.from + 1),
                   got == m.expected ? "" : "  (another check first)");

@@ -26,8 +26,11 @@ inline constexpr int kMutantStepRunsAgain = 12;         // context.hpp
 inline constexpr int kMutantCacheFillsLostCommit = 13;  // stores/cached_store.hpp
 inline constexpr int kMutantGroupAnswersSwapped = 14;   // stores/group_commit_store.hpp
 inline constexpr int kMutantBatchForgetsDoubt = 15;     // batch.hpp
+inline constexpr int kMutantCacheOutlivesStore = 16;    // stores/cached_store.hpp
+inline constexpr int kMutantForgetKeepsSteps = 17;      // admin/memory_admin.hpp
 inline constexpr int kMutantBatchNotRetryable = 18;     // batch.hpp
 inline constexpr int kMutantRetentionEndsWithLease = 19;
+inline constexpr int kMutantCacheKeepsForgotten = 21;       // stores/cached_store.hpp
 inline constexpr int kMutantLayersCommitOutwardFirst = 22;  // layered_guard.hpp  // store.hpp
 // Mutation points in the simulator's own transactional server (it mirrors the SQL stores).
 inline constexpr int kMutantAtomicStepKeepsWrites = 20;  // tests/sim/tx_server.cpp
@@ -79,6 +82,13 @@ inline constexpr Mutant kMutants[] = {
      "a batch's commit whose answer was lost, retried for its key without reaching the store, "
      "reports store_unavailable (nothing landed) instead of outcome_unknown",
      Check::lost_reply_is_recorded},
+    {kMutantCacheOutlivesStore, "cache-outlives-store",
+     "CachedStore dates a record it caches from the commit try that answered, not the first: "
+     "after a lost reply it replays past the store's expiry",
+     Check::no_forgotten_replay},
+    {kMutantForgetKeepsSteps, "forget-keeps-steps",
+     "an admin's forget leaves the run's steps and kept request to the next run",
+     Check::no_forgotten_replay},
     {kMutantBatchNotRetryable, "batch-not-retryable",
      "a batch item whose handler threw and whose key was released answers handler_failed (a "
      "retry cannot help)",
@@ -87,6 +97,10 @@ inline constexpr Mutant kMutants[] = {
      "a record in progress is kept only max(ttl, lease): with ttl <= lease it expires with its "
      "lease, so another payload takes it and a takeover goes unreported",
      Check::takeover_same_payload},
+    {kMutantCacheKeepsForgotten, "cache-keeps-forgotten",
+     "a forget through the cache's own admin (cached_admin) leaves the cache replaying the "
+     "record",
+     Check::no_forgotten_replay},
     {kMutantLayersCommitOutwardFirst, "layers-commit-outward-first",
      "LayeredGuard commits its request-ID layer before the record, which may then refuse the "
      "commit",

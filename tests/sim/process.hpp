@@ -9,6 +9,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "idem/admin.hpp"
+#include "idem/admin/cached_admin.hpp"
 #include "idem/batch.hpp"
 #include "idem/completer.hpp"
 #include "idem/guard.hpp"
@@ -27,6 +29,26 @@ namespace idem::sim {
 /// Thrown in a handler whose process crashed: it unwinds the caller.
 struct Crashed {};
 
+/// The operator's admin as a process holds it: the backend's release, forget and purge (each
+/// checked against the contract); a process with a CachedStore wraps it in cached_admin().
+class BackendAdmin final : public admin::Admin {
+ public:
+  explicit BackendAdmin(World& world) : world_(&world) {}
+  std::string_view store_name() const noexcept override { return "sim"; }
+  Result<std::optional<admin::RecordInfo>> inspect(std::string_view, const Key&) override;
+  Result<admin::Page> list(std::string_view, const admin::ListRequest&) override;
+  Result<admin::Change> release(std::string_view scope, const Key& key, Fence only_fence) override;
+  Result<admin::Change> forget(std::string_view scope, const Key& key) override;
+  Result<std::size_t> purge_expired(std::size_t max_records) override;
+  std::string schema_text() const override { return {}; }
+  Result<admin::SchemaReport> check_schema() override;
+  Result<admin::SchemaReport> migrate_schema() override;
+  Result<admin::Stats> stats(std::string_view, bool) override;
+
+ private:
+  World* world_;
+};
+
 class Process {
  public:
   Process(World& world, int id) : world_(&world), id_(id) {}
@@ -41,9 +63,7 @@ class Process {
  protected:
   virtual void run_guarded(const Op& op) = 0;
   virtual void run_completer() {}
-  /// The admin of this process changed `key` in the store: what this process keeps of it goes
-  /// (as idem::admin::cached_admin does for a CachedStore).
-  virtual void admin_changed(std::string_view key) { (void)key; }
+  virtual admin::Admin& admin() = 0;
   World& world() { return *world_; }
 
  private:
@@ -251,8 +271,16 @@ class ProcessOf final : public Process {
  private:
   using Top = std::remove_reference_t<decltype(std::declval<Stack&>().top())>;
   void run_guarded(const Op& op) override { caller_.run(op); }
-  void admin_changed(std::string_view key) override {
-    if constexpr (requires { stack_.top().invalidate(key); }) stack_.top().invalidate(key);
+  admin::Admin& admin() override {
+    if (!admin_) {
+      auto backend = std::make_unique<BackendAdmin>(world());
+      if constexpr (Stack::kCache) {
+        admin_ = admin::cached_admin(stack_.cache, std::move(backend));
+      } else {
+        admin_ = std::move(backend);
+      }
+    }
+    return *admin_;
   }
   void run_completer() override {
     if constexpr (Stack::kCompleter) {
@@ -268,6 +296,7 @@ class ProcessOf final : public Process {
   }
 
   Stack stack_;
+  std::unique_ptr<admin::Admin> admin_;
   Probe<Top> probe_;
   Caller<Probe<Top>> caller_;
   std::conditional_t<Stack::kCompleter, std::unique_ptr<Completer<typename Stack::Link>>, bool>

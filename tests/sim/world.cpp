@@ -314,24 +314,45 @@ void Process::run_admin(const Op& op) {
     case OpKind::release:
       w.stats().add(Stat::admin_releases);
       w.trace().add(s, "admin releases " + std::string(key.id));
-      (void)w.backend().release(w.scope(), key);
-      admin_changed(w.effective(op.items.front().key));
+      (void)admin().release(w.scope(), key, 0);
       break;
     case OpKind::forget: {
       w.stats().add(Stat::admin_forgets);
       w.trace().add(s, "admin forgets " + std::string(key.id));
       const KeyRecord* r = w.contract().find(w.effective(op.items.front().key));
       const std::uint64_t epoch = r != nullptr ? r->epoch : 0;
-      if (w.backend().forget(w.scope(), key)) w.forgot(op.items.front().key, id(), epoch);
-      admin_changed(w.effective(op.items.front().key));
+      if (admin().forget(w.scope(), key)) w.forgot(op.items.front().key, id(), epoch);
       break;
     }
     default:
       w.stats().add(Stat::admin_purges);
       w.trace().add(s, "admin purges");
-      (void)w.backend().purge();
+      (void)admin().purge_expired(1000);
       break;
   }
+}
+
+Result<std::optional<admin::RecordInfo>> BackendAdmin::inspect(std::string_view, const Key&) {
+  return make_failure(errc::store_unavailable, "not simulated");
+}
+Result<admin::Page> BackendAdmin::list(std::string_view, const admin::ListRequest&) {
+  return make_failure(errc::store_unavailable, "not simulated");
+}
+Result<admin::Change> BackendAdmin::release(std::string_view scope, const Key& key, Fence) {
+  return world_->backend().release(scope, key);
+}
+Result<admin::Change> BackendAdmin::forget(std::string_view scope, const Key& key) {
+  return world_->backend().forget(scope, key);
+}
+Result<std::size_t> BackendAdmin::purge_expired(std::size_t) { return world_->backend().purge(); }
+Result<admin::SchemaReport> BackendAdmin::check_schema() {
+  return make_failure(errc::store_unavailable, "not simulated");
+}
+Result<admin::SchemaReport> BackendAdmin::migrate_schema() {
+  return make_failure(errc::store_unavailable, "not simulated");
+}
+Result<admin::Stats> BackendAdmin::stats(std::string_view, bool) {
+  return make_failure(errc::store_unavailable, "not simulated");
 }
 
 // --- Calls and their checks ----------------------------------------------------------------
