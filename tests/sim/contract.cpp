@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "idem/admin.hpp"
 #include "idem/error.hpp"
 
 namespace idem::sim {
@@ -28,6 +29,18 @@ std::string_view to_string(State state) noexcept {
 }
 
 std::string printable(std::string_view key) {
+  // An effective key reads as scope/principal/id.
+  std::size_t pos = 0;
+  std::size_t n = 0;
+  if (admin::detail::read_varint(key, pos, n) && n <= key.size() - pos) {
+    const std::string scope(key.substr(pos, n));
+    std::string principal;
+    std::string id;
+    if (admin::detail::split_key(key, scope, principal, id) && !id.empty()) {
+      key = {};
+      return printable(scope) + "/" + printable(principal) + "/" + printable(id);
+    }
+  }
   std::string out;
   for (char c : key) {
     const auto b = static_cast<unsigned char>(c);

@@ -112,6 +112,12 @@ void print_failure(const Failure& f) {
               static_cast<unsigned long long>(f.seed), std::string(name(f.violation.check)).c_str(),
               std::string(promise(f.violation.check)).c_str(), f.violation.what.c_str());
   std::printf("  scenario: %s\n", to_text(f.scenario).c_str());
+  // The schedule: the same seed again, every step of it told (a run is a function of its seed).
+  RunOptions traced;
+  traced.trace = true;
+  const RunReport again = run(f.scenario, traced);
+  std::printf("  schedule (%llu steps):\n", static_cast<unsigned long long>(again.steps));
+  for (const std::string& line : again.trace) std::printf("    %s\n", line.c_str());
   std::printf("  replay:   idem-sim --seed %llu --trace    (shrink: --shrink %llu)\n",
               static_cast<unsigned long long>(f.seed), static_cast<unsigned long long>(f.seed));
 }

@@ -74,8 +74,10 @@ Result<Claim> TxServer::claim(const ClaimRequest& request) {
                  .transaction = NativeTransaction(t.writes)};
   }();
   if (trace_->on()) {
+    static constexpr const char* kStatus[] = {"acquired", "completed", "failed", "in_progress",
+                                              "mismatch"};
     trace_->add(*scheduler_, "tx store: claim " + printable(request.key) + " -> " +
-                                 (answer ? std::to_string(static_cast<int>(answer->status)) +
+                                 (answer ? std::string(kStatus[static_cast<int>(answer->status)]) +
                                                " fence " + std::to_string(answer->fence)
                                          : answer.failure().describe()));
   }
@@ -138,6 +140,8 @@ Status TxServer::extend(const Ticket& ticket, std::chrono::milliseconds lease) {
 Status TxServer::rewind(const Ticket& ticket) {
   Txn* t = open_txn(ticket.key, ticket.fence);
   if (t == nullptr) return gone(ticket.key, ticket.fence);
+  trace_->add(*scheduler_, "tx store: fence " + std::to_string(ticket.fence) +
+                               " rewinds to its claim's savepoint");
   t->writes.writes.resize(t->savepoint_writes);
   t->steps.clear();
   contract_->rewound(ticket.key, ticket.fence);
