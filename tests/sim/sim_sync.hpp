@@ -76,10 +76,10 @@ class SimSemaphore {
 };
 
 struct SimSync {
-  using clock = SimSteadyClock;
-  using mutex = std::mutex;
-  using condition_variable = SimConditionVariable;
-  using semaphore = SimSemaphore;
+  using Clock = SimSteadyClock;
+  using Mutex = std::mutex;
+  using ConditionVariable = SimConditionVariable;
+  using Semaphore = SimSemaphore;
 };
 
 }  // namespace idem::sim

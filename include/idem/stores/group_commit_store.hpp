@@ -51,10 +51,10 @@ struct GroupCommitOptions {
 /// variable and semaphore. A test may give its own types with the same members, to run the
 /// callers under a scheduler of its own (tests/sim runs them on simulated time).
 struct GroupCommitSync {
-  using clock = std::chrono::steady_clock;
-  using mutex = std::mutex;
-  using condition_variable = std::condition_variable;
-  using semaphore = std::binary_semaphore;
+  using Clock = std::chrono::steady_clock;
+  using Mutex = std::mutex;
+  using ConditionVariable = std::condition_variable;
+  using Semaphore = std::binary_semaphore;
 };
 
 /// Wraps a BatchStore (SqliteStore or PostgresStore in lease mode, RedisStore) so that the
@@ -132,11 +132,11 @@ class GroupCommitStore {
   S& store() noexcept { return store_; }
 
  private:
-  using Clock = typename Sync::clock;
+  using Clock = typename Sync::Clock;
   using TimePoint = typename Clock::time_point;
   using ClockDuration = typename Clock::duration;
-  using Lock = std::unique_lock<typename Sync::mutex>;
-  using Semaphore = typename Sync::semaphore;
+  using Lock = std::unique_lock<typename Sync::Mutex>;
+  using Semaphore = typename Sync::Semaphore;
 
   // One caller's call, on its stack until it returns.
   struct Call {
@@ -157,8 +157,8 @@ class GroupCommitStore {
 
   // One queue of calls and the callers writing its groups (at most in_flight at a time).
   struct Lane {
-    typename Sync::mutex mutex;
-    typename Sync::condition_variable joined;  // writers collecting calls for their group
+    typename Sync::Mutex mutex;
+    typename Sync::ConditionVariable joined;  // writers collecting calls for their group
     std::deque<Call*> queue;
     std::size_t writing = 0;     // callers holding a writer's place
     std::size_t collecting = 0;  // of them, waiting for calls to join their group
