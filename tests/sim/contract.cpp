@@ -55,14 +55,6 @@ std::string printable(std::string_view key) {
   return out;
 }
 
-namespace {
-
-bool finished(State s) noexcept { return s == State::completed || s == State::failed; }
-
-State state_of(ClaimStatus status) noexcept {
-  return status == ClaimStatus::failed ? State::failed : State::completed;
-}
-
 std::string_view to_string(ClaimStatus s) noexcept {
   switch (s) {
     case ClaimStatus::acquired:
@@ -77,6 +69,26 @@ std::string_view to_string(ClaimStatus s) noexcept {
       return "mismatch";
   }
   return "?";
+}
+
+std::string claim_text(const Claim& c) {
+  switch (c.status) {
+    case ClaimStatus::acquired:
+      return std::string(c.took_over ? "took over" : "acquired") + " fence " +
+             std::to_string(c.fence);
+    case ClaimStatus::completed:
+      return "completed " + printable(c.result);
+    default:
+      return std::string(to_string(c.status));
+  }
+}
+
+namespace {
+
+bool finished(State s) noexcept { return s == State::completed || s == State::failed; }
+
+State state_of(ClaimStatus status) noexcept {
+  return status == ClaimStatus::failed ? State::failed : State::completed;
 }
 
 std::string ms(Duration d) {
@@ -162,14 +174,7 @@ bool Contract::went(KeyRecord& r, const Status& answer, Time now) {
   if (!options_.expiry_removes || answer || answer.error() != errc::lease_lost) return false;
   const Time until = finished(r.state) ? r.expires_at : r.keep_until;
   if (r.state == State::absent || now + options_.tolerance < until) return false;
-  if (finished(r.state)) ++r.epoch;
-  // Its holder was fenced off by the expiry, not by a takeover (lease_lost all the same).
-  r.admin_fenced = std::max(r.admin_fenced, r.fence);
-  r.state = State::absent;
-  ++r.chain;
-  r.steps.clear();
-  r.request.reset();
-  r.result.clear();
+  remove(r);  // its holder was fenced off by the expiry, not by a takeover
   return true;
 }
 
@@ -363,73 +368,55 @@ void Contract::commit(const Ticket& ticket, const Completion& completion, const 
   }
 }
 
+bool Contract::fenced(KeyRecord& r, std::string_view key, Fence fence, const Status& answer,
+                      Time now, std::string_view what) {
+  if (!holds(r, fence)) {
+    if (answer) {
+      fail(Check::taken_over_never_commits, key,
+           std::string(what) + " under fence " + std::to_string(fence) + " succeeded on a " +
+               std::string(to_string(r.state)) + " record under fence " + std::to_string(r.fence));
+    }
+    return false;
+  }
+  if (went(r, answer, now)) return false;
+  if (!answer) {
+    fail(Check::store_answers, key,
+         "the holder's " + std::string(what) + " was refused: " + status_text(answer));
+    return false;
+  }
+  return true;
+}
+
 void Contract::abort(const Ticket& ticket, const Status& answer, Time now) {
   const std::string key(ticket.key);
   KeyRecord& r = keys_[key];
-  if (holds(r, ticket.fence) && went(r, answer, now)) return;
-  if (holds(r, ticket.fence)) {
-    if (!answer) {
-      fail(Check::store_answers, key, "the holder's abort was refused: " + status_text(answer));
-      return;
-    }
-    if (options_.mode == StoreMode::transactional) {
-      rolled_back(key, ticket.fence);
-      return;
-    }
+  if (!fenced(r, key, ticket.fence, answer, now, "abort")) return;
+  if (options_.mode == StoreMode::transactional) {
+    rolled_back(key, ticket.fence);
+  } else {
     r.state = State::released;
-    return;
-  }
-  if (answer) {
-    fail(Check::taken_over_never_commits, key,
-         "an abort under fence " + std::to_string(ticket.fence) + " succeeded on a " +
-             std::string(to_string(r.state)) + " record under fence " + std::to_string(r.fence));
   }
 }
 
 void Contract::extend(const Ticket& ticket, milliseconds lease, const Status& answer, Time now) {
-  const std::string key(ticket.key);
-  KeyRecord& r = keys_[key];
-  if (holds(r, ticket.fence) && went(r, answer, now)) return;
-  if (holds(r, ticket.fence)) {
-    if (!answer) {
-      fail(Check::store_answers, key, "the holder's extend was refused: " + status_text(answer));
-      return;
-    }
-    r.lease_until = now + lease;
-    r.keep_until = std::max(r.keep_until, now + options_.held_leases * lease);
-    return;
-  }
-  if (answer) {
-    fail(Check::taken_over_never_commits, key,
-         "an extend under fence " + std::to_string(ticket.fence) + " succeeded on a " +
-             std::string(to_string(r.state)) + " record under fence " + std::to_string(r.fence));
-  }
+  KeyRecord& r = keys_[std::string(ticket.key)];
+  if (!fenced(r, ticket.key, ticket.fence, answer, now, "extend")) return;
+  r.lease_until = now + lease;
+  r.keep_until = std::max(r.keep_until, now + options_.held_leases * lease);
 }
 
 void Contract::load_steps(const Ticket& ticket, const Result<std::vector<StepRecord>>& answer,
                           Time now) {
-  const std::string key(ticket.key);
-  KeyRecord& r = keys_[key];
-  if (holds(r, ticket.fence) && !answer && went(r, Status(answer.failure()), now)) return;
-  if (!holds(r, ticket.fence)) {
-    if (answer) {
-      fail(Check::taken_over_never_commits, key,
-           "steps loaded under fence " + std::to_string(ticket.fence) + " of a " +
-               std::string(to_string(r.state)) + " record under fence " + std::to_string(r.fence));
-    }
-    return;
-  }
-  if (!answer) {
-    fail(Check::store_answers, key, "the holder's steps could not be loaded");
-    return;
-  }
+  KeyRecord& r = keys_[std::string(ticket.key)];
+  const Status loaded = answer ? Status{} : Status(answer.failure());
+  if (!fenced(r, ticket.key, ticket.fence, loaded, now, "load of steps")) return;
   const std::vector<StepRecord>& got = answer.value();
   bool same = got.size() == r.steps.size();
   for (std::size_t i = 0; same && i < got.size(); ++i) {
     same = got[i].name == r.steps[i].name && got[i].result == r.steps[i].result;
   }
   if (!same) {
-    fail(got.size() > r.steps.size() ? Check::no_forgotten_replay : Check::steps_once, key,
+    fail(got.size() > r.steps.size() ? Check::no_forgotten_replay : Check::steps_once, ticket.key,
          "load_steps under fence " + std::to_string(ticket.fence) + " returned " +
              std::to_string(got.size()) + " steps; the run chain saved " +
              std::to_string(r.steps.size()));
@@ -438,47 +425,25 @@ void Contract::load_steps(const Ticket& ticket, const Result<std::vector<StepRec
 
 void Contract::save_step(const Ticket& ticket, const StepWrite& step, const Status& answer,
                          Time now) {
-  const std::string key(ticket.key);
-  KeyRecord& r = keys_[key];
-  if (holds(r, ticket.fence) && went(r, answer, now)) return;
-  if (!holds(r, ticket.fence)) {
-    if (answer) {
-      fail(Check::taken_over_never_commits, key,
-           "a step saved under fence " + std::to_string(ticket.fence) + " of a " +
-               std::string(to_string(r.state)) + " record under fence " + std::to_string(r.fence));
-    }
-    return;
-  }
-  if (step.index > r.steps.size()) {
+  KeyRecord& r = keys_[std::string(ticket.key)];
+  if (holds(r, ticket.fence) && step.index > r.steps.size()) {
     if (answer || answer.error() != errc::step_mismatch) {
-      fail(Check::store_answers, key, "a step saved past the end answered " + status_text(answer));
+      fail(Check::store_answers, ticket.key,
+           "a step saved past the end answered " + status_text(answer));
     }
     return;
   }
-  if (!answer) {
-    fail(Check::store_answers, key, "the holder's step was refused: " + status_text(answer));
-    return;
-  }
+  if (!fenced(r, ticket.key, ticket.fence, answer, now, "step")) return;
   r.steps.resize(step.index);
   r.steps.push_back(StepRecord{std::string(step.name), std::string(step.result)});
 }
 
 void Contract::keep_request(const Ticket& ticket, std::string_view request, const Status& answer,
                             Time now) {
-  const std::string key(ticket.key);
-  KeyRecord& r = keys_[key];
-  if (holds(r, ticket.fence) && went(r, answer, now)) return;
-  if (!holds(r, ticket.fence)) {
-    if (answer) {
-      fail(Check::taken_over_never_commits, key, "a request kept under a stale fence");
-    }
-    return;
+  KeyRecord& r = keys_[std::string(ticket.key)];
+  if (fenced(r, ticket.key, ticket.fence, answer, now, "kept request")) {
+    r.request = std::string(request);
   }
-  if (!answer) {
-    fail(Check::store_answers, key, "the holder's request could not be kept");
-    return;
-  }
-  r.request = std::string(request);
 }
 
 void Contract::find_abandoned(std::string_view prefix, const Result<std::vector<Abandoned>>& answer,
@@ -519,17 +484,19 @@ void Contract::release(std::string_view key, Fence only_fence, bool changed, Tim
   }
 }
 
-void Contract::forget(std::string_view key, bool /*changed*/, Time /*now*/) {
-  KeyRecord& r = keys_[std::string(key)];
-  // Removed in any state: the next claim starts a new record, above every fence the key had.
+void Contract::remove(KeyRecord& r) {
   if (finished(r.state)) ++r.epoch;
-  // A holder of it (or one whose commit landed unheard) hears lease_lost from now on.
   if (r.state != State::absent) r.admin_fenced = std::max(r.admin_fenced, r.fence);
   r.state = State::absent;
   ++r.chain;
   r.steps.clear();
   r.request.reset();
   r.result.clear();
+}
+
+void Contract::forget(std::string_view key, bool /*changed*/, Time /*now*/) {
+  // Removed in any state: the next claim starts a new record, above every fence the key had.
+  remove(keys_[std::string(key)]);
 }
 
 void Contract::purge_one(const std::string& key, KeyRecord& r, Time now, bool still_there) {
@@ -547,15 +514,7 @@ void Contract::purge_one(const std::string& key, KeyRecord& r, Time now, bool st
     fail(Check::store_answers, key, "purge kept a record past its time");
     return;
   }
-  if (still_there) return;
-  if (finished(r.state)) ++r.epoch;
-  // A holder of it (or one whose commit landed unheard) hears lease_lost from now on.
-  if (r.state != State::absent) r.admin_fenced = std::max(r.admin_fenced, r.fence);
-  r.state = State::absent;
-  ++r.chain;
-  r.steps.clear();
-  r.request.reset();
-  r.result.clear();
+  if (!still_there) remove(r);
 }
 
 void Contract::wipe() {

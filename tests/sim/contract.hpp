@@ -69,6 +69,9 @@ struct KeyRecord {
 };
 
 std::string_view to_string(KeyRecord::State state) noexcept;
+std::string_view to_string(ClaimStatus status) noexcept;
+/// A claim's answer in a line: "took over fence 7", "completed r3", ...
+std::string claim_text(const Claim& claim);
 /// A key's bytes, printable.
 std::string printable(std::string_view key);
 
@@ -127,10 +130,18 @@ class Contract {
   void acquire(KeyRecord& record, const ClaimRequest& request, const Claim& claim, Time now,
                const Expect& e);
   void purge_one(const std::string& key, KeyRecord& record, Time now, bool still_there);
+  /// The record goes (forget, purge, expiry): a new one starts the next epoch's chain, above
+  /// every fence; its holder (or one whose commit landed unheard) hears lease_lost from now on.
+  static void remove(KeyRecord& record);
   bool holds(const KeyRecord& record, Fence fence) const noexcept;
   // A store that deletes expired records may have deleted this one by `now`: a call under its
   // fence then answers lease_lost, and the record is gone (true: the answer was that).
   bool went(KeyRecord& record, const Status& answer, Time now);
+  // A fenced call (`what`: abort, extend, a step, ...) answered `answer`: true when it is the
+  // holder's and succeeded, so that the caller applies its change; a stale call that succeeded,
+  // or the holder's that was refused, is a violation.
+  bool fenced(KeyRecord& record, std::string_view key, Fence fence, const Status& answer, Time now,
+              std::string_view what);
   void fail(Check check, std::string_view key, std::string what);
 
   ContractOptions options_;

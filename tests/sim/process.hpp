@@ -144,22 +144,29 @@ void Caller<Store>::run(const Op& op) {
   }
 }
 
+/// Runs `call`, which ends the world's call with its outcome; a handler's exception that comes
+/// out of it ends the call there.
+template <class Call>
+void ending_call(World& w, Call&& call) {
+  try {
+    call();
+  } catch (const Crashed&) {
+    w.end_call_settled(/*threw=*/true);
+  } catch (const std::exception& e) {
+    w.end_call_threw(e.what());
+  }
+}
+
 template <class Store>
 void Caller<Store>::execute(const Op& op) {
   World& w = *world_;
   const Item item = op.items.front();
   w.begin_call(item.key, item.payload);
   const std::string payload = w.payload(item.key, item.payload);
-  try {
-    Outcome<std::string> out = guard_.execute(w.key(item.key), payload, [&](Context& ctx) {
-      return w.handle(ctx, op.handler, item.key);
-    });
-    w.end_call(out);
-  } catch (const Crashed&) {
-    w.end_call_settled(/*threw=*/true);
-  } catch (const std::exception& e) {
-    w.end_call_threw(e.what());
-  }
+  ending_call(w, [&] {
+    w.end_call(guard_.execute(w.key(item.key), payload,
+                              [&](Context& ctx) { return w.handle(ctx, op.handler, item.key); }));
+  });
 }
 
 template <class Store>
@@ -230,15 +237,11 @@ void Caller<Store>::layered(const Op& op) {
   request.business_key = std::string(w.key(item.key).id);
   request.principal = std::string(w.key(item.key).principal);
   request.payload = w.payload(item.key, item.payload);
-  try {
+  ending_call(w, [&] {
     LayeredOutcome<std::string> out = layered_.execute(
         request, [&](Context& ctx) { return w.handle(ctx, op.handler, item.key); });
     w.end_layered(out, out.layer() == 0);
-  } catch (const Crashed&) {
-    w.end_call_settled(/*threw=*/true);
-  } catch (const std::exception& e) {
-    w.end_call_threw(e.what());
-  }
+  });
 }
 
 /// A process whose guard runs over `Stack` (its connection, and what it keeps in front of it).

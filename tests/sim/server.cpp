@@ -7,21 +7,7 @@ namespace idem::sim {
 namespace {
 std::string answer_text(const Status& s) { return s ? "ok" : s.failure().describe(); }
 std::string answer_text(const Result<Claim>& r) {
-  if (!r) return r.failure().describe();
-  switch (r->status) {
-    case ClaimStatus::acquired:
-      return std::string(r->took_over ? "took over" : "acquired") + " fence " +
-             std::to_string(r->fence);
-    case ClaimStatus::completed:
-      return "completed " + r->result;
-    case ClaimStatus::failed:
-      return "failed";
-    case ClaimStatus::in_progress:
-      return "in_progress";
-    case ClaimStatus::mismatch:
-      return "mismatch";
-  }
-  return "?";
+  return r ? claim_text(r.value()) : r.failure().describe();
 }
 
 MemoryStoreOptions store_options(std::shared_ptr<Clock> clock) {

@@ -74,12 +74,9 @@ Result<Claim> TxServer::claim(const ClaimRequest& request) {
                  .transaction = NativeTransaction(t.writes)};
   }();
   if (trace_->on()) {
-    static constexpr const char* kStatus[] = {"acquired", "completed", "failed", "in_progress",
-                                              "mismatch"};
-    trace_->add(*scheduler_, "tx store: claim " + printable(request.key) + " -> " +
-                                 (answer ? std::string(kStatus[static_cast<int>(answer->status)]) +
-                                               " fence " + std::to_string(answer->fence)
-                                         : answer.failure().describe()));
+    trace_->add(*scheduler_,
+                "tx store: claim " + printable(request.key) + " -> " +
+                    (answer ? claim_text(answer.value()) : answer.failure().describe()));
   }
   contract_->claim(request, answer, scheduler_->now());
   return answer;

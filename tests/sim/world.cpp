@@ -43,23 +43,6 @@ std::string describe(const Outcome<std::string>& out) {
          std::string(to_string(static_cast<errc>(out.error().value()))) + ": " + out.message();
 }
 
-std::string claim_text(const Claim& c) {
-  switch (c.status) {
-    case ClaimStatus::acquired:
-      return std::string(c.took_over ? "took over" : "acquired") + " fence " +
-             std::to_string(c.fence);
-    case ClaimStatus::completed:
-      return "completed " + c.result;
-    case ClaimStatus::failed:
-      return "failed";
-    case ClaimStatus::in_progress:
-      return "in_progress";
-    case ClaimStatus::mismatch:
-      return "mismatch";
-  }
-  return "?";
-}
-
 }  // namespace
 
 // --- Setting up ----------------------------------------------------------------------------
