@@ -35,6 +35,9 @@ struct FaultRates {
   Duration long_delay = std::chrono::milliseconds{100};  // a delayed reply: past the lease
 };
 
+/// The process number of the network's own tasks (the copies it delivers late).
+inline constexpr int kNetwork = -1;
+
 template <class Backend>
 class Network {
  public:
@@ -124,9 +127,9 @@ class Network {
   template <class Again>
   void deliver_later(Again again, Rng& rng) {
     const auto delay = std::chrono::milliseconds(rng.between(0, 60));
-    scheduler_->spawn(-1, "duplicate", [this, again = std::move(again), delay]() mutable {
+    scheduler_->spawn(kNetwork, "duplicate", [this, again = std::move(again), delay]() mutable {
       scheduler_->sleep_for(delay);
-      if (down()) return;
+      if (down() || scheduler_->current()->dead) return;
       again();
       dropped();  // the copy's connection ends with it: what it opened rolls back
     });

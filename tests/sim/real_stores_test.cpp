@@ -34,7 +34,7 @@ namespace idem::sim {
 namespace {
 
 constexpr int kTimeScale = 5;     // virtual milliseconds of a scenario -> real ones
-constexpr int kSeeds = 8;         // per store
+constexpr int kSeeds = 12;        // per store
 constexpr int kRelayFaults = 60;  // per mille of claims, commits, aborts, extends
 constexpr auto kTolerance = std::chrono::milliseconds{60};
 

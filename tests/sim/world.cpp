@@ -177,6 +177,7 @@ bool World::between() {
       for (std::size_t p = 0; p < incarnation_.size(); ++p) {
         if (incarnation_[p] >= 0) crash(static_cast<int>(p));
       }
+      scheduler_.crash(kNetwork);  // copies of the old process's messages go with it
       ledger_.reset();
     } else {
       stats_.add(Stat::restarts);
@@ -472,7 +473,10 @@ std::string World::handle(Context& ctx, const HandlerPlan& plan, int key, std::s
   stats_.add(Stat::handler_runs);
   std::string value = "r" + std::to_string(run);
   if (plan.big) value.append(64, 'x');
-  if (c.active) c.runs.push_back(CallState::Run{item, eff, run, fence, value});
+  if (c.active) {
+    const KeyRecord* r = contract_.find(eff);
+    c.runs.push_back(CallState::Run{item, eff, run, fence, value, r != nullptr ? r->epoch : 0});
+  }
   trace_.add(scheduler_, "run " + std::to_string(run) + " of " + printable(eff) + " under fence " +
                              std::to_string(fence));
   const Time t0 = scheduler_.now();
@@ -703,7 +707,9 @@ void World::check_settled(const CallState& c, std::size_t item, const std::strin
   for (const CallState::Run& run : c.runs) {
     if (r == nullptr || run.effective != eff || run.item != item) continue;
     for (const KeyRecord::Landed& l : r->landed) {
-      if (l.fence == run.fence && l.status == ClaimStatus::failed) remembered = true;
+      if (l.fence == run.fence && l.epoch == run.epoch && l.status == ClaimStatus::failed) {
+        remembered = true;
+      }
     }
   }
   const bool doubt = c.events[static_cast<std::size_t>(Event::store_error)] > 0 ||

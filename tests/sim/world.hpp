@@ -98,6 +98,7 @@ struct CallState {
     std::uint64_t id = 0;
     Fence fence = 0;
     std::string value;
+    std::uint64_t epoch = 0;  // the key's epoch as it ran (a wiped store reuses fences)
   };
   std::vector<Run> runs;
   Duration handler_time{};     // virtual time inside handlers
