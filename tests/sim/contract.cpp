@@ -184,7 +184,7 @@ bool Contract::allowed(const KeyRecord& r, const ClaimRequest& request, const Cl
   // the record gives somewhere within the tolerance is allowed.
   std::vector<Expect> options{expect_claim(r, request.fingerprint, now)};
   if (options_.tolerance > Duration::zero()) {
-    const Time low = now - options_.tolerance;
+    const Time low = now - options_.tolerance - call_time_;
     const Time high = now + options_.tolerance;
     options.push_back(expect_claim(r, request.fingerprint, low));
     options.push_back(expect_claim(r, request.fingerprint, high));
@@ -263,6 +263,7 @@ void Contract::acquire(KeyRecord& r, const ClaimRequest& request, const Claim& c
     ++r.chain;
     r.steps.clear();
     r.request.reset();
+    r.request_in_doubt = false;
   }
   r.state = State::held;
   r.fingerprint = request.fingerprint;
@@ -379,6 +380,10 @@ bool Contract::fenced(KeyRecord& r, std::string_view key, Fence fence, const Sta
     return false;
   }
   if (went(r, answer, now)) return false;
+  // A real store's call that failed on its way (a timeout, a dropped connection) says nothing.
+  if (answer.error() == errc::store_unavailable || answer.error() == errc::outcome_unknown) {
+    return false;
+  }
   if (!answer) {
     fail(Check::store_answers, key,
          "the holder's " + std::string(what) + " was refused: " + status_text(answer));
@@ -446,6 +451,16 @@ void Contract::keep_request(const Ticket& ticket, std::string_view request, cons
   }
 }
 
+void Contract::resync_steps(const Ticket& ticket, const std::vector<StepRecord>& steps) {
+  KeyRecord& r = keys_[std::string(ticket.key)];
+  if (holds(r, ticket.fence)) r.steps = steps;
+}
+
+void Contract::request_in_doubt(const Ticket& ticket) {
+  KeyRecord& r = keys_[std::string(ticket.key)];
+  if (holds(r, ticket.fence)) r.request_in_doubt = true;
+}
+
 void Contract::find_abandoned(std::string_view prefix, const Result<std::vector<Abandoned>>& answer,
                               Time now) {
   if (!answer) return;
@@ -491,6 +506,7 @@ void Contract::remove(KeyRecord& r) {
   ++r.chain;
   r.steps.clear();
   r.request.reset();
+  r.request_in_doubt = false;
   r.result.clear();
 }
 
@@ -503,7 +519,7 @@ void Contract::purge_one(const std::string& key, KeyRecord& r, Time now, bool st
   if (r.state == State::absent) return;
   const Time until = finished(r.state) ? r.expires_at : r.keep_until;
   const bool may_go = now + options_.tolerance >= until;
-  const bool must_go = now - options_.tolerance >= until;
+  const bool must_go = now - options_.tolerance - call_time_ >= until;
   if (!still_there && !may_go) {
     fail(Check::no_forgotten_replay, key,
          std::string("purge removed a ") + std::string(to_string(r.state)) + " record " +

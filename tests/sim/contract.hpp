@@ -56,7 +56,8 @@ struct KeyRecord {
   std::vector<StepRecord> steps;
   std::uint64_t chain = 0;  // the run chain the steps belong to: a new one whenever they go
   std::optional<std::string> request;
-  bool took_over = false;  // the current hold began as a takeover
+  bool request_in_doubt = false;  // a real store's keep_request whose answer was lost
+  bool took_over = false;         // the current hold began as a takeover
   Fence admin_fenced = 0;  // the largest fence the admin (release, forget, purge) took a hold from
 
   struct Landed {
@@ -81,6 +82,9 @@ class Contract {
       : options_(options), violations_(&violations) {}
 
   const ContractOptions& options() const noexcept { return options_; }
+  /// The call about to be reported took `d` (a real store): the store decided at some moment
+  /// in the `d` before it came back, so the boundaries near then are read either way.
+  void took(Duration d) noexcept { call_time_ = d; }
 
   // Store calls that reached the store, at `now` (they are atomic there).
   void claim(const ClaimRequest& request, const Result<Claim>& answer, Time now);
@@ -94,6 +98,10 @@ class Contract {
   void load_steps(const Ticket& ticket, const Result<std::vector<StepRecord>>& answer, Time now);
   void save_step(const Ticket& ticket, const StepWrite& step, const Status& answer, Time now);
   void keep_request(const Ticket& ticket, std::string_view request, const Status& answer, Time now);
+  /// A real store's call whose answer was lost: the holder's steps read back, or its kept
+  /// request no longer known (any request find_abandoned reports for it is taken).
+  void resync_steps(const Ticket& ticket, const std::vector<StepRecord>& steps);
+  void request_in_doubt(const Ticket& ticket);
   void find_abandoned(std::string_view prefix, const Result<std::vector<Abandoned>>& answer,
                       Time now);
 
@@ -145,6 +153,7 @@ class Contract {
   void fail(Check check, std::string_view key, std::string what);
 
   ContractOptions options_;
+  Duration call_time_{};
   Violations* violations_;
   std::map<std::string, KeyRecord, std::less<>> keys_;
   // Transactional mode: each open transaction's record as it was before its claim.

@@ -60,44 +60,33 @@ class RealServer {
 
   Result<Claim> claim(const ClaimRequest& request) {
     const bool faulty = arm();
+    const Time sent = scheduler_->now();
     Result<Claim> answer = store_->claim(request);
+    Timed timed(*contract_, scheduler_->now() - sent);
     disarm(faulty);
-    note("claim " + printable(request.key), answer ? "answered" : answer.failure().describe());
-    if (answer || !faulty) {
-      contract_->claim(request, answer, scheduler_->now());
-    } else if (const auto info = inspect(request.key)) {
-      // In doubt: the claim acquired if the record is now held under a fence above the
-      // contract's, for this payload.
-      const KeyRecord* r = contract_->find(request.key);
-      if (info->state == admin::State::in_progress && info->fingerprint == request.fingerprint &&
-          (r == nullptr || info->fence > r->fence)) {
-        contract_->claim_in_doubt(request, info->fence, scheduler_->now());
-      }
-    }
+    note("claim " + printable(request.key),
+         answer ? claim_text(answer.value()) : answer.failure().describe());
+    report_claim(request, answer);
     return answer;
   }
   Status commit(const Ticket& ticket, const Completion& completion) {
     const bool faulty = arm();
+    const Time sent = scheduler_->now();
     Status answer = store_->commit(ticket, completion);
+    Timed timed(*contract_, scheduler_->now() - sent);
     disarm(faulty);
     note("commit " + printable(ticket.key) + " fence " + std::to_string(ticket.fence),
          answer ? "ok" : answer.failure().describe());
-    if (answer || !faulty) {
-      contract_->commit(ticket, completion, answer, scheduler_->now());
-    } else if (const auto info = inspect(ticket.key)) {
-      const admin::State done =
-          completion.status == ClaimStatus::failed ? admin::State::failed : admin::State::completed;
-      if (info->state == done && info->fence == ticket.fence) {
-        contract_->commit(ticket, completion, Status{}, scheduler_->now());  // it landed
-      }
-    }
+    report_commit(ticket, completion, answer);
     return answer;
   }
   Status abort(const Ticket& ticket) {
     const bool faulty = arm();
+    const Time sent = scheduler_->now();
     Status answer = store_->abort(ticket);
+    Timed timed(*contract_, scheduler_->now() - sent);
     disarm(faulty);
-    if (answer || !faulty) {
+    if (answer || !in_doubt(answer)) {
       contract_->abort(ticket, answer, scheduler_->now());
     } else if (const auto info = inspect(ticket.key)) {
       if (info->state == admin::State::released && info->fence == ticket.fence) {
@@ -108,9 +97,11 @@ class RealServer {
   }
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
     const bool faulty = arm();
+    const Time sent = scheduler_->now();
     Status answer = store_->extend(ticket, lease);
+    Timed timed(*contract_, scheduler_->now() - sent);
     disarm(faulty);
-    if (answer || !faulty) {
+    if (answer || !in_doubt(answer)) {
       contract_->extend(ticket, lease, answer, scheduler_->now());
     } else if (const auto info = inspect(ticket.key)) {
       // In doubt: renewed if the lease left is now more than the contract's.
@@ -124,12 +115,14 @@ class RealServer {
   }
   Result<std::vector<StepRecord>> load_steps(const Ticket& ticket) requires StepStore<S> {
     Result<std::vector<StepRecord>> answer = store_->load_steps(ticket);
-    contract_->load_steps(ticket, answer, scheduler_->now());
+    if (answer || !in_doubt(Status(answer.failure()))) {
+      contract_->load_steps(ticket, answer, scheduler_->now());
+    }
     return answer;
   }
   Status save_step(const Ticket& ticket, const StepWrite& step) requires StepStore<S> {
     Status answer = store_->save_step(ticket, step);
-    contract_->save_step(ticket, step, answer, scheduler_->now());
+    report_step(ticket, step, answer);
     return answer;
   }
   Status save_step_atomically(const Ticket& ticket, std::uint32_t index, std::string_view name,
@@ -148,35 +141,42 @@ class RealServer {
         },
         &watched};
     Status answer = store_->save_step_atomically(ticket, index, name, watching);
-    if (answer || answer.error() == errc::lease_lost) {
-      contract_->save_step(ticket, StepWrite{index, name, watched.result}, answer,
-                           scheduler_->now());
+    if (answer || answer.error() == errc::lease_lost || in_doubt(answer)) {
+      report_step(ticket, StepWrite{index, name, watched.result}, answer);
     }
     return answer;
   }
   Status keep_request(const Ticket& ticket, std::string_view request) requires CompletableStore<S> {
     Status answer = store_->keep_request(ticket, request);
-    contract_->keep_request(ticket, request, answer, scheduler_->now());
+    if (in_doubt(answer)) {
+      contract_->request_in_doubt(ticket);
+    } else {
+      contract_->keep_request(ticket, request, answer, scheduler_->now());
+    }
     return answer;
   }
   Result<std::vector<Abandoned>> find_abandoned(std::string_view prefix,
                                                 std::size_t limit) requires CompletableStore<S> {
     Result<std::vector<Abandoned>> answer = store_->find_abandoned(prefix, limit);
-    contract_->find_abandoned(prefix, answer, scheduler_->now());
+    if (answer) contract_->find_abandoned(prefix, answer, scheduler_->now());
     return answer;
   }
   std::vector<Result<Claim>> claim_batch(std::span<const ClaimRequest> requests) requires
       BatchStore<S> {
+    const Time sent = scheduler_->now();
     std::vector<Result<Claim>> answers = store_->claim_batch(requests);
+    Timed timed(*contract_, scheduler_->now() - sent);
     for (std::size_t i = 0; i < answers.size() && i < requests.size(); ++i) {
-      contract_->claim(requests[i], answers[i], scheduler_->now());
+      report_claim(requests[i], answers[i]);
     }
     return answers;
   }
   std::vector<Status> commit_batch(std::span<const CommitRequest> requests) requires BatchStore<S> {
+    const Time sent = scheduler_->now();
     std::vector<Status> answers = store_->commit_batch(requests);
+    Timed timed(*contract_, scheduler_->now() - sent);
     for (std::size_t i = 0; i < answers.size() && i < requests.size(); ++i) {
-      contract_->commit(requests[i].ticket, requests[i].completion, answers[i], scheduler_->now());
+      report_commit(requests[i].ticket, requests[i].completion, answers[i]);
     }
     return answers;
   }
@@ -209,6 +209,59 @@ class RealServer {
   }
 
  private:
+  // A claim's answer to the contract; in doubt, the claim acquired if the record is now held
+  // under a fence above the contract's, for this payload.
+  void report_claim(const ClaimRequest& request, const Result<Claim>& answer) {
+    if (answer) {
+      contract_->claim(request, answer, scheduler_->now());
+      return;
+    }
+    const auto info = inspect(request.key);
+    if (!info) return;
+    const KeyRecord* r = contract_->find(request.key);
+    if (info->state == admin::State::in_progress && info->fingerprint == request.fingerprint &&
+        (r == nullptr || info->fence > r->fence)) {
+      contract_->claim_in_doubt(request, info->fence, scheduler_->now());
+    }
+  }
+  // A commit's answer; in doubt, it landed if the record now holds it under the ticket's fence.
+  void report_commit(const Ticket& ticket, const Completion& completion, const Status& answer) {
+    if (answer || !in_doubt(answer)) {
+      contract_->commit(ticket, completion, answer, scheduler_->now());
+      return;
+    }
+    const auto info = inspect(ticket.key);
+    const admin::State done =
+        completion.status == ClaimStatus::failed ? admin::State::failed : admin::State::completed;
+    if (info && info->state == done && info->fence == ticket.fence) {
+      contract_->commit(ticket, completion, Status{}, scheduler_->now());  // it landed
+    }
+  }
+  // A step's answer; in doubt, the steps are read back (the holder's, if it still holds).
+  void report_step(const Ticket& ticket, const StepWrite& step, const Status& answer) {
+    if (!in_doubt(answer)) {
+      contract_->save_step(ticket, step, answer, scheduler_->now());
+      return;
+    }
+    Result<std::vector<StepRecord>> steps = store_->load_steps(ticket);
+    if (steps) contract_->resync_steps(ticket, steps.value());
+  }
+
+  // An answer that does not say whether the call ran: the connection failed or timed out (a
+  // relay's fault, or the store's own timeout on a loaded machine).
+  static bool in_doubt(const Status& answer) {
+    return answer.error() == errc::store_unavailable || answer.error() == errc::outcome_unknown;
+  }
+
+  // While it lives, the contract reads boundaries knowing how long the reported call took.
+  struct Timed {
+    Timed(Contract& c, Duration d) : contract(&c) { c.took(d); }
+    ~Timed() { contract->took({}); }
+    Timed(const Timed&) = delete;
+    Timed& operator=(const Timed&) = delete;
+    Contract* contract;
+  };
+
   // Arms a one-shot fault on the relay for the coming call, by chance; true when armed.
   bool arm() {
     if (relay_ == nullptr ||
@@ -218,9 +271,11 @@ class RealServer {
     const auto any = [](std::string_view) { return true; };
     if (scheduler_->rng().chance(500)) {
       stats_->add(Stat::lost_requests);
+      note("relay", "cuts the next request before the server");
       relay_->cut_before(any);
     } else {
       stats_->add(Stat::lost_replies);
+      note("relay", "loses the next reply after the server");
       relay_->lose_reply_after(any);
     }
     return true;
@@ -237,7 +292,12 @@ class RealServer {
     const auto parts = split_effective(std::string(effective), principal, id);
     if (!parts) return std::nullopt;
     Result<std::optional<admin::RecordInfo>> found = admin_->inspect(parts->first, parts->second);
-    if (!found || !found->has_value()) return std::nullopt;
+    if (!found || !found->has_value()) {
+      note("in doubt: " + printable(effective), found ? "no record" : found.failure().describe());
+      return std::nullopt;
+    }
+    note("in doubt: " + printable(effective), std::string(admin::to_string(found->value().state)) +
+                                                  " fence " + std::to_string(found->value().fence));
     return *found.value();
   }
 
