@@ -55,13 +55,11 @@ class Network {
   }
   bool down() const noexcept { return scheduler_->now() < down_until_; }
 
-  enum class Kind { claim, commit, fenced, read, batch_claim, batch_commit };
-
   /// One call: `call()` runs at the server (atomically) unless a fault or a crash stops it;
   /// `lost(maybe_ran)` is the caller's answer when it never hears back; `duplicate()` returns
   /// the same request, owning its bytes, to deliver again later (or null).
   template <class Call, class Lost, class Duplicate>
-  auto rpc(Kind kind, Call&& call, Lost&& lost, Duplicate&& duplicate) -> decltype(call()) {
+  auto rpc(Call&& call, Lost&& lost, Duplicate&& duplicate) -> decltype(call()) {
     Task& task = *scheduler_->current();
     if (task.dead) return lost(false);
     ++task.store_calls;
@@ -158,7 +156,7 @@ class Link {
 
   Result<Claim> claim(const ClaimRequest& request) {
     return network_->rpc(
-        Kind::claim, [&] { return backend().claim(request); },
+        [&] { return backend().claim(request); },
         [](bool) -> Result<Claim> { return lost_status(false, false).failure(); },
         [&] {
           return std::function<void()>([this, key = std::string(request.key), r = request] {
@@ -170,7 +168,7 @@ class Link {
   }
   Status commit(const Ticket& ticket, const Completion& completion) {
     return network_->rpc(
-        Kind::commit, [&] { return backend().commit(ticket, completion); },
+        [&] { return backend().commit(ticket, completion); },
         [](bool ran) { return lost_status(ran, true); },
         [&] {
           return std::function<void()>([this, key = std::string(ticket.key), f = ticket.fence,
@@ -183,8 +181,7 @@ class Link {
   }
   Status abort(const Ticket& ticket) {
     return network_->rpc(
-        Kind::fenced, [&] { return backend().abort(ticket); },
-        [](bool ran) { return lost_status(ran, false); },
+        [&] { return backend().abort(ticket); }, [](bool ran) { return lost_status(ran, false); },
         [&] {
           return std::function<void()>([this, key = std::string(ticket.key), f = ticket.fence] {
             (void)backend().abort(Ticket{key, f});
@@ -192,71 +189,68 @@ class Link {
         });
   }
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
-    return network_->rpc(
-        Kind::fenced, [&] { return backend().extend(ticket, lease); },
-        [](bool ran) { return lost_status(ran, false); },
-        [&] {
-          return std::function<void()>(
-              [this, key = std::string(ticket.key), f = ticket.fence, lease] {
-                (void)backend().extend(Ticket{key, f}, lease);
-              });
-        });
+    return network_->rpc([&] { return backend().extend(ticket, lease); },
+                         [](bool ran) { return lost_status(ran, false); },
+                         [&] {
+                           return std::function<void()>(
+                               [this, key = std::string(ticket.key), f = ticket.fence, lease] {
+                                 (void)backend().extend(Ticket{key, f}, lease);
+                               });
+                         });
   }
   Status rewind(const Ticket& ticket) requires RewindableStore<Backend> {
-    return network_->rpc(
-        Kind::fenced, [&] { return backend().rewind(ticket); },
-        [](bool ran) { return lost_status(ran, false); }, [] { return std::function<void()>(); });
+    return network_->rpc([&] { return backend().rewind(ticket); },
+                         [](bool ran) { return lost_status(ran, false); },
+                         [] { return std::function<void()>(); });
   }
   Result<std::vector<StepRecord>> load_steps(const Ticket& ticket) requires StepStore<Backend> {
     return network_->rpc(
-        Kind::read, [&] { return backend().load_steps(ticket); },
+        [&] { return backend().load_steps(ticket); },
         [](bool) -> Result<std::vector<StepRecord>> { return lost_status(false, false).failure(); },
         [] { return std::function<void()>(); });
   }
   Status save_step(const Ticket& ticket, const StepWrite& step) requires StepStore<Backend> {
-    return network_->rpc(
-        Kind::fenced, [&] { return backend().save_step(ticket, step); },
-        [](bool ran) { return lost_status(ran, false); }, [] { return std::function<void()>(); });
+    return network_->rpc([&] { return backend().save_step(ticket, step); },
+                         [](bool ran) { return lost_status(ran, false); },
+                         [] { return std::function<void()>(); });
   }
   Status save_step_atomically(const Ticket& ticket, std::uint32_t index, std::string_view name,
                               AtomicStepBody body) requires AtomicStepStore<Backend> {
-    return network_->rpc(
-        Kind::fenced, [&] { return backend().save_step_atomically(ticket, index, name, body); },
-        [](bool ran) { return lost_status(ran, false); }, [] { return std::function<void()>(); });
+    return network_->rpc([&] { return backend().save_step_atomically(ticket, index, name, body); },
+                         [](bool ran) { return lost_status(ran, false); },
+                         [] { return std::function<void()>(); });
   }
   Status keep_request(const Ticket& ticket,
                       std::string_view request) requires CompletableStore<Backend> {
-    return network_->rpc(
-        Kind::fenced, [&] { return backend().keep_request(ticket, request); },
-        [](bool ran) { return lost_status(ran, false); }, [] { return std::function<void()>(); });
+    return network_->rpc([&] { return backend().keep_request(ticket, request); },
+                         [](bool ran) { return lost_status(ran, false); },
+                         [] { return std::function<void()>(); });
   }
   Result<std::vector<Abandoned>> find_abandoned(std::string_view prefix, std::size_t limit) requires
       CompletableStore<Backend> {
     return network_->rpc(
-        Kind::read, [&] { return backend().find_abandoned(prefix, limit); },
+        [&] { return backend().find_abandoned(prefix, limit); },
         [](bool) -> Result<std::vector<Abandoned>> { return lost_status(false, false).failure(); },
         [] { return std::function<void()>(); });
   }
   std::vector<Result<Claim>> claim_batch(std::span<const ClaimRequest> requests) requires
       BatchStore<Backend> {
-    return network_->rpc(
-        Kind::batch_claim, [&] { return backend().claim_batch(requests); },
-        [&](bool) {
-          return std::vector<Result<Claim>>(requests.size(),
-                                            Result<Claim>(lost_status(false, false).failure()));
-        },
-        [] { return std::function<void()>(); });
+    return network_->rpc([&] { return backend().claim_batch(requests); },
+                         [&](bool) {
+                           return std::vector<Result<Claim>>(
+                               requests.size(), Result<Claim>(lost_status(false, false).failure()));
+                         },
+                         [] { return std::function<void()>(); });
   }
   std::vector<Status> commit_batch(std::span<const CommitRequest> requests) requires
       BatchStore<Backend> {
     return network_->rpc(
-        Kind::batch_commit, [&] { return backend().commit_batch(requests); },
+        [&] { return backend().commit_batch(requests); },
         [&](bool ran) { return std::vector<Status>(requests.size(), lost_status(ran, true)); },
         [] { return std::function<void()>(); });
   }
 
  private:
-  using Kind = typename Network<Backend>::Kind;
   Backend& backend() { return network_->backend(); }
   Network<Backend>* network_;
 };
