@@ -250,7 +250,13 @@ RunReport World::run() {
                                                      " steps; still running:" + who);
     }
   }
-  if (!violations_.any()) database_.check_final(scenario_.mode == StoreMode::transactional);
+  if (!violations_.any()) {
+    database_.check_final(scenario_.mode == StoreMode::transactional &&
+                          run_options_.sim_transactions);
+  }
+  if (!violations_.any() && run_options_.check_effects) {
+    run_options_.check_effects(contract_, violations_);
+  }
   processes_.clear();  // (their figures go into the stats)
   RunReport report;
   report.failed = violations_.any();
@@ -503,10 +509,7 @@ std::string World::handle(Context& ctx, const HandlerPlan& plan, int key, std::s
         (void)ctx.atomic_step(name, [&](Context& inner) -> std::string {
           check_alive();
           step_ran(eff, fence, i);
-          if (run_options_.sim_transactions) {
-            sim_transaction(inner.native_transaction())
-                .writes.push_back(Write{eff, run, fence, i, fail});
-          }
+          write(inner.native_transaction(), Write{eff, run, fence, i, fail});
           if (fail)
             throw StepFailure("step " + name + " of run " + std::to_string(run) + " failed");
           return result;
@@ -544,16 +547,23 @@ std::string World::handle(Context& ctx, const HandlerPlan& plan, int key, std::s
       throw std::runtime_error("downstream refused fence " + std::to_string(fence));
     }
   }
-  if (scenario_.mode == StoreMode::transactional && run_options_.sim_transactions) {
+  if (scenario_.mode == StoreMode::transactional) {
     check_alive();
-    sim_transaction(ctx.native_transaction())
-        .writes.push_back(Write{eff, run, fence, -1, plan.throws});
+    write(ctx.native_transaction(), Write{eff, run, fence, -1, plan.throws});
   }
   if (plan.throws) {
     stats_.add(Stat::handler_throws);
     throw std::runtime_error("run " + std::to_string(run) + " declined");
   }
   return value;
+}
+
+void World::write(NativeTransaction transaction, const Write& w) {
+  if (run_options_.sim_transactions) {
+    sim_transaction(transaction).writes.push_back(w);
+  } else if (run_options_.write_effect) {
+    run_options_.write_effect(transaction, w);
+  }
 }
 
 std::string World::handle_kept(Context& ctx, std::string_view request) {

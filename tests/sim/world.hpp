@@ -55,6 +55,10 @@ struct RunOptions {
   bool atomic_steps = true;
   /// The guards' scope: runs sharing a real store's records each take their own.
   std::string scope = "sim";
+  /// Where handlers write in transactional mode when not in the simulated database (a real
+  /// store's transaction), and the check of those writes once the run is over.
+  std::function<void(NativeTransaction, const Write&)> write_effect;
+  std::function<void(const Contract&, Violations&)> check_effects;
 };
 
 struct RunReport {
@@ -162,6 +166,8 @@ class World final : public ClaimWatcher {
   std::string handle_kept(Context& ctx, std::string_view request);
   /// The dead task's handler stops here (its process crashed).
   void check_alive();
+  /// A handler's (or atomic step's) write through its transaction.
+  void write(NativeTransaction transaction, const Write& w);
 
   // ClaimWatcher
   void claimed(const ClaimRequest& request, const Result<Claim>& answer, bool from_cache) override;
