@@ -197,6 +197,13 @@ bool Contract::allowed(const KeyRecord& r, const ClaimRequest& request, const Cl
   }
   const std::string record =
       std::string(to_string(r.state)) + " record (fence " + std::to_string(r.fence) + ")";
+  // Transactional mode: a store that knows the holder's payload (the holder is in its own
+  // process) may answer another payload's claim mismatch rather than in_progress.
+  if (options_.mode == StoreMode::transactional && r.state == State::held &&
+      r.fingerprint != request.fingerprint && c.status == ClaimStatus::mismatch) {
+    matched = Expect{.status = ClaimStatus::mismatch};
+    return true;
+  }
   for (const Expect& e : options) {
     if (e.status != c.status) continue;
     matched = e;

@@ -8,6 +8,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -45,23 +47,40 @@ inline std::optional<std::pair<std::string, Key>> split_effective(const std::str
 template <class S>
 class RealServer {
  public:
-  /// `relay` (may be null): the FaultRelay the store's connections go through.
+  /// `make_store`: a store (for every process in lease mode; one per process in transactional
+  /// mode, whose crash ends its sessions). `relay` (may be null): the FaultRelay the stores'
+  /// connections go through.
   RealServer(Scheduler& scheduler, Contract& contract, Trace& trace, Stats& stats,
-             std::shared_ptr<S> store, std::unique_ptr<admin::Admin> admin,
+             std::function<std::shared_ptr<S>()> make_store, std::unique_ptr<admin::Admin> admin,
              testing::FaultRelay* relay, int fault_per_mille)
       : scheduler_(&scheduler),
         contract_(&contract),
         trace_(&trace),
         stats_(&stats),
-        store_(std::move(store)),
+        make_store_(std::move(make_store)),
         admin_(std::move(admin)),
         relay_(relay),
-        fault_per_mille_(fault_per_mille) {}
+        fault_per_mille_(fault_per_mille),
+        transactional_(contract.options().mode == StoreMode::transactional) {}
+
+  /// Transactional mode: a crashed process's store goes, and its sessions roll back.
+  void crash(int process) {
+    if (!transactional_) return;
+    for (auto it = open_.begin(); it != open_.end();) {
+      if (it->second == process) {
+        contract_->rolled_back(it->first.first, it->first.second);
+        it = open_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    stores_.erase(process);
+  }
 
   Result<Claim> claim(const ClaimRequest& request) {
     const bool faulty = arm();
     const Time sent = scheduler_->now();
-    Result<Claim> answer = store_->claim(request);
+    Result<Claim> answer = store().claim(request);
     Timed timed(*contract_, scheduler_->now() - sent);
     disarm(faulty);
     note("claim " + printable(request.key),
@@ -72,7 +91,7 @@ class RealServer {
   Status commit(const Ticket& ticket, const Completion& completion) {
     const bool faulty = arm();
     const Time sent = scheduler_->now();
-    Status answer = store_->commit(ticket, completion);
+    Status answer = store().commit(ticket, completion);
     Timed timed(*contract_, scheduler_->now() - sent);
     disarm(faulty);
     note("commit " + printable(ticket.key) + " fence " + std::to_string(ticket.fence),
@@ -83,11 +102,19 @@ class RealServer {
   Status abort(const Ticket& ticket) {
     const bool faulty = arm();
     const Time sent = scheduler_->now();
-    Status answer = store_->abort(ticket);
+    Status answer = store().abort(ticket);
     Timed timed(*contract_, scheduler_->now() - sent);
     disarm(faulty);
-    if (answer || !in_doubt(answer)) {
+    note("abort " + printable(ticket.key) + " fence " + std::to_string(ticket.fence),
+         answer ? "ok" : answer.failure().describe());
+    if (answer && transactional_ &&
+        !open_.contains(std::pair{std::string(ticket.key), ticket.fence})) {
+      // The transaction already ended (its connection dropped): the abort rolled back nothing.
+    } else if (answer || !in_doubt(answer)) {
       contract_->abort(ticket, answer, scheduler_->now());
+      if (answer) open_.erase({std::string(ticket.key), ticket.fence});
+    } else if (transactional_) {
+      session_ended(ticket);  // an abort that reached the store rolled back, as a dropped one did
     } else if (const auto info = inspect(ticket.key)) {
       if (info->state == admin::State::released && info->fence == ticket.fence) {
         contract_->abort(ticket, Status{}, scheduler_->now());
@@ -98,11 +125,15 @@ class RealServer {
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
     const bool faulty = arm();
     const Time sent = scheduler_->now();
-    Status answer = store_->extend(ticket, lease);
+    Status answer = store().extend(ticket, lease);
     Timed timed(*contract_, scheduler_->now() - sent);
     disarm(faulty);
+    note("extend " + printable(ticket.key) + " fence " + std::to_string(ticket.fence),
+         answer ? "ok" : answer.failure().describe());
     if (answer || !in_doubt(answer)) {
       contract_->extend(ticket, lease, answer, scheduler_->now());
+    } else if (transactional_) {
+      session_ended(ticket);
     } else if (const auto info = inspect(ticket.key)) {
       // In doubt: renewed if the lease left is now more than the contract's.
       const KeyRecord* r = contract_->find(ticket.key);
@@ -113,15 +144,26 @@ class RealServer {
     }
     return answer;
   }
+  Status rewind(const Ticket& ticket) requires RewindableStore<S> {
+    Status answer = store().rewind(ticket);
+    note("rewind " + printable(ticket.key) + " fence " + std::to_string(ticket.fence),
+         answer ? "ok" : answer.failure().describe());
+    if (answer) {
+      contract_->rewound(ticket.key, ticket.fence);
+    } else if (in_doubt(answer)) {
+      session_ended(ticket);
+    }
+    return answer;
+  }
   Result<std::vector<StepRecord>> load_steps(const Ticket& ticket) requires StepStore<S> {
-    Result<std::vector<StepRecord>> answer = store_->load_steps(ticket);
+    Result<std::vector<StepRecord>> answer = store().load_steps(ticket);
     if (answer || !in_doubt(Status(answer.failure()))) {
       contract_->load_steps(ticket, answer, scheduler_->now());
     }
     return answer;
   }
   Status save_step(const Ticket& ticket, const StepWrite& step) requires StepStore<S> {
-    Status answer = store_->save_step(ticket, step);
+    Status answer = store().save_step(ticket, step);
     report_step(ticket, step, answer);
     return answer;
   }
@@ -140,14 +182,14 @@ class RealServer {
           return ran;
         },
         &watched};
-    Status answer = store_->save_step_atomically(ticket, index, name, watching);
+    Status answer = store().save_step_atomically(ticket, index, name, watching);
     if (answer || answer.error() == errc::lease_lost || in_doubt(answer)) {
       report_step(ticket, StepWrite{index, name, watched.result}, answer);
     }
     return answer;
   }
   Status keep_request(const Ticket& ticket, std::string_view request) requires CompletableStore<S> {
-    Status answer = store_->keep_request(ticket, request);
+    Status answer = store().keep_request(ticket, request);
     if (in_doubt(answer)) {
       contract_->request_in_doubt(ticket);
     } else {
@@ -157,14 +199,14 @@ class RealServer {
   }
   Result<std::vector<Abandoned>> find_abandoned(std::string_view prefix,
                                                 std::size_t limit) requires CompletableStore<S> {
-    Result<std::vector<Abandoned>> answer = store_->find_abandoned(prefix, limit);
+    Result<std::vector<Abandoned>> answer = store().find_abandoned(prefix, limit);
     if (answer) contract_->find_abandoned(prefix, answer, scheduler_->now());
     return answer;
   }
   std::vector<Result<Claim>> claim_batch(std::span<const ClaimRequest> requests) requires
       BatchStore<S> {
     const Time sent = scheduler_->now();
-    std::vector<Result<Claim>> answers = store_->claim_batch(requests);
+    std::vector<Result<Claim>> answers = store().claim_batch(requests);
     Timed timed(*contract_, scheduler_->now() - sent);
     for (std::size_t i = 0; i < answers.size() && i < requests.size(); ++i) {
       report_claim(requests[i], answers[i]);
@@ -173,7 +215,7 @@ class RealServer {
   }
   std::vector<Status> commit_batch(std::span<const CommitRequest> requests) requires BatchStore<S> {
     const Time sent = scheduler_->now();
-    std::vector<Status> answers = store_->commit_batch(requests);
+    std::vector<Status> answers = store().commit_batch(requests);
     Timed timed(*contract_, scheduler_->now() - sent);
     for (std::size_t i = 0; i < answers.size() && i < requests.size(); ++i) {
       report_commit(requests[i].ticket, requests[i].completion, answers[i]);
@@ -214,8 +256,12 @@ class RealServer {
   void report_claim(const ClaimRequest& request, const Result<Claim>& answer) {
     if (answer) {
       contract_->claim(request, answer, scheduler_->now());
+      if (transactional_ && answer->status == ClaimStatus::acquired) {
+        open_[{std::string(request.key), answer->fence}] = scheduler_->current()->process;
+      }
       return;
     }
+    if (transactional_) return;  // a claim cut off rolled back with its connection
     const auto info = inspect(request.key);
     if (!info) return;
     const KeyRecord* r = contract_->find(request.key);
@@ -228,6 +274,7 @@ class RealServer {
   void report_commit(const Ticket& ticket, const Completion& completion, const Status& answer) {
     if (answer || !in_doubt(answer)) {
       contract_->commit(ticket, completion, answer, scheduler_->now());
+      if (answer) open_.erase({std::string(ticket.key), ticket.fence});
       return;
     }
     const auto info = inspect(ticket.key);
@@ -235,6 +282,9 @@ class RealServer {
         completion.status == ClaimStatus::failed ? admin::State::failed : admin::State::completed;
     if (info && info->state == done && info->fence == ticket.fence) {
       contract_->commit(ticket, completion, Status{}, scheduler_->now());  // it landed
+      open_.erase({std::string(ticket.key), ticket.fence});
+    } else {
+      session_ended(ticket);
     }
   }
   // A step's answer; in doubt, the steps are read back (the holder's, if it still holds).
@@ -243,7 +293,8 @@ class RealServer {
       contract_->save_step(ticket, step, answer, scheduler_->now());
       return;
     }
-    Result<std::vector<StepRecord>> steps = store_->load_steps(ticket);
+    session_ended(ticket);
+    Result<std::vector<StepRecord>> steps = store().load_steps(ticket);
     if (steps) contract_->resync_steps(ticket, steps.value());
   }
 
@@ -305,14 +356,34 @@ class RealServer {
     if (trace_->on()) trace_->add(*scheduler_, "store: " + what + " -> " + answer);
   }
 
+  // The running process's store.
+  S& store() {
+    const int process = transactional_ ? scheduler_->current()->process : 0;
+    std::shared_ptr<S>& s = stores_[process];
+    if (!s) s = make_store_();
+    return *s;
+  }
+
+  // Transactional mode: a call on the holder's session that failed on its way ended the
+  // session (the store drops a connection it cannot trust; the database rolls back what it had
+  // open). The record cannot say so itself: another connection sees only committed rows.
+  void session_ended(const Ticket& ticket) {
+    if (!transactional_) return;
+    contract_->rolled_back(ticket.key, ticket.fence);
+    open_.erase({std::string(ticket.key), ticket.fence});
+  }
+
   Scheduler* scheduler_;
   Contract* contract_;
   Trace* trace_;
   Stats* stats_;
-  std::shared_ptr<S> store_;
+  std::function<std::shared_ptr<S>()> make_store_;
+  std::map<int, std::shared_ptr<S>> stores_;                        // by process (lease mode: one)
+  std::map<std::pair<std::string, Fence>, int, std::less<>> open_;  // open transactions' process
   std::unique_ptr<admin::Admin> admin_;
   testing::FaultRelay* relay_;
   int fault_per_mille_;
+  bool transactional_;
 };
 
 }  // namespace idem::sim
