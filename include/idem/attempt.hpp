@@ -15,6 +15,7 @@
 #include "idem/codec.hpp"
 #include "idem/context.hpp"
 #include "idem/detail/engine.hpp"
+#include "idem/detail/sim_hooks.hpp"
 #include "idem/error.hpp"
 #include "idem/outcome.hpp"
 #include "idem/result.hpp"
@@ -54,7 +55,9 @@ class [[nodiscard]] Attempt {
     fence_ = claim.fence;
     transaction_ = claim.transaction;
     holding_ = true;
-    if (claim.took_over) detail::notify(*policy_, target_, Event::took_over, fence_, {});
+    if (claim.took_over && !IDEM_SIM_MUTATE(11)) {
+      detail::notify(*policy_, target_, Event::took_over, fence_, {});
+    }
     if constexpr (requires { target_.keep_request(fence_); }) {
       if (Status kept = target_.keep_request(fence_); !kept) {
         settle(/*remember=*/false, /*undo=*/false, {});

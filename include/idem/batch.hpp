@@ -18,6 +18,7 @@
 #include "idem/context.hpp"
 #include "idem/detail/engine.hpp"
 #include "idem/detail/handler_call.hpp"
+#include "idem/detail/sim_hooks.hpp"
 #include "idem/error.hpp"
 #include "idem/key.hpp"
 #include "idem/outcome.hpp"
@@ -141,7 +142,8 @@ void execute_batch_on(const Policy& policy, S& store, std::vector<Target>& targe
       continue;
     }
     const Fence fence = claim.fence;
-    if (claim.took_over) notify(policy, target, Event::took_over, fence, {});
+    if (claim.took_over && !IDEM_SIM_MUTATE(11))
+      notify(policy, target, Event::took_over, fence, {});
     Held& h = held.emplace_back(Held{k, fence, std::nullopt, {}, {}});
     try {
       Context context(target.context_store(), target.ticket(fence), target.lease(),
@@ -158,7 +160,8 @@ void execute_batch_on(const Policy& policy, S& store, std::vector<Target>& targe
       const errc settled =
           settle_failure(policy, target, fence, remember ? message : std::string{}, remember,
                          /*undo_effects=*/true);
-      answer.emplace(Outcome<R>::failed(make_failure(settled, std::move(message))));
+      const errc said = IDEM_SIM_MUTATE(18) ? errc::handler_failed : settled;
+      answer.emplace(Outcome<R>::failed(make_failure(said, std::move(message))));
       held.pop_back();
       continue;
     }
@@ -200,7 +203,16 @@ void execute_batch_on(const Policy& policy, S& store, std::vector<Target>& targe
     Status committed = std::move(statuses[j]);
     if (!committed && committed.error() != errc::lease_lost) {
       notify(policy, target, Event::commit_retried, h.fence, committed.error());
-      committed = commit_with_retry(policy, target, h.fence, ClaimStatus::completed, h.bytes);
+      Status retried = commit_with_retry(policy, target, h.fence, ClaimStatus::completed, h.bytes);
+      // The batch's own commit may have landed without its answer: then retries that could not
+      // reach the store leave the commit in doubt (outcome_unknown), not failed (§8).
+      if (retried.error() == errc::store_unavailable && !IDEM_SIM_MUTATE(15) &&
+          committed.error() == errc::outcome_unknown) {
+        retried =
+            Status(errc::outcome_unknown, committed.failure().describe() +
+                                              "; the last try: " + retried.failure().describe());
+      }
+      committed = std::move(retried);
     } else if (!committed) {
       report(policy, target, committed, h.fence);
       target.abandon();

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "idem/codec.hpp"
+#include "idem/detail/sim_hooks.hpp"
 #include "idem/error.hpp"
 #include "idem/result.hpp"
 #include "idem/steps.hpp"
@@ -60,7 +61,7 @@ class Context {
         std::is_void_v<R> || Codable<R>,
         "idem: a step's result type has no idem::codec<T>; specialise idem::codec for it");
     const std::size_t index = next_step(name);
-    if (index < steps_->recorded.size()) {
+    if (index < steps_->recorded.size() && !IDEM_SIM_MUTATE(12)) {
       return replay_step<R>(index);
     } else if constexpr (std::is_void_v<R>) {
       call_step(fn);
@@ -96,7 +97,7 @@ class Context {
           "idem::AtomicStepStore)");
     }
     const std::size_t index = next_step(name);
-    if (index < steps_->recorded.size()) {
+    if (index < steps_->recorded.size() && !IDEM_SIM_MUTATE(12)) {
       return replay_step<R>(index);
     } else {
       using Stored = std::conditional_t<std::is_void_v<R>, bool, R>;

@@ -23,6 +23,7 @@
 #include "idem/detail/engine.hpp"
 #include "idem/detail/handler_call.hpp"
 #include "idem/detail/key_check.hpp"
+#include "idem/detail/sim_hooks.hpp"
 #include "idem/error.hpp"
 #include "idem/key.hpp"
 #include "idem/observer.hpp"
@@ -46,7 +47,7 @@ Outcome<R> execute_on(const Policy& policy, Target& target, Fn& fn) {
   Claim& claim = claimed.value();
   if (claim.status != ClaimStatus::acquired) return answer_stored<R>(policy, target, claim);
   const Fence fence = claim.fence;
-  if (claim.took_over) notify(policy, target, Event::took_over, fence, {});
+  if (claim.took_over && !IDEM_SIM_MUTATE(11)) notify(policy, target, Event::took_over, fence, {});
   if constexpr (requires { target.keep_request(fence); }) {
     if (Status kept = target.keep_request(fence); !kept) {
       settle_failure(policy, target, fence, {}, /*remember=*/false, /*undo_effects=*/false);

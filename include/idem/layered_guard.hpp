@@ -28,6 +28,7 @@
 #include "idem/detail/effective_key.hpp"
 #include "idem/detail/engine.hpp"
 #include "idem/detail/failure_record.hpp"
+#include "idem/detail/sim_hooks.hpp"
 #include "idem/detail/token.hpp"
 #include "idem/error.hpp"
 #include "idem/guard.hpp"
@@ -311,6 +312,11 @@ class LayerChain {
   }
 
   Status commit(Fence fence, ClaimStatus status, std::string_view bytes) {
+    // The durable layer holds the result: now the caches may answer for it.
+    const auto commit_outward = [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (commit_outer<kRecord - 1 - I>(status, bytes), ...);
+    };
+    if (IDEM_SIM_MUTATE(22)) commit_outward(std::make_index_sequence<kRecord>{});
     Held& record = held_[kRecord];
     if (record.claimed) {
       Status s = std::get<kRecord>(*layers_).store().commit(
@@ -318,10 +324,6 @@ class LayerChain {
       if (!s) return s;
       record.claimed = false;
     }
-    // The durable layer holds the result: now the caches may answer for it.
-    const auto commit_outward = [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (commit_outer<kRecord - 1 - I>(status, bytes), ...);
-    };
     commit_outward(std::make_index_sequence<kRecord>{});
     return {};
   }

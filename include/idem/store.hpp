@@ -11,7 +11,9 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
+#include "idem/detail/sim_hooks.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/result.hpp"
 #include "idem/transaction.hpp"
@@ -74,6 +76,7 @@ struct Claim {
 /// never a key as good as new (docs/design.md §2).
 constexpr std::chrono::milliseconds held_retention(std::chrono::milliseconds retention,
                                                    std::chrono::milliseconds lease) noexcept {
+  if (!std::is_constant_evaluated() && IDEM_SIM_MUTATE(19)) return std::max(retention, lease);
   return std::max(retention, 2 * lease);
 }
 

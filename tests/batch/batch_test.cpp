@@ -1,9 +1,12 @@
 // The batch conformance cases (batch_cases.hpp) on every store that has batches, and the SQL
 // stores' own batch rules.
 
+#include <chrono>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "batch/batch_cases.hpp"
 #include "idem/idem.hpp"
@@ -85,6 +88,50 @@ TEST(SqlBatch, TransactionalModeRefusesBatches) {
     EXPECT_EQ(o.error(), errc::store_unavailable);
     EXPECT_NE(o.message().find("SqlMode::lease"), std::string::npos) << o.message();
   }
+}
+
+// A MemoryStore with batches whose batch commit lands and loses its answer (outcome_unknown), and
+// whose later single commits cannot reach it (store_unavailable).
+class LostBatchCommitReply {
+ public:
+  Result<Claim> claim(const ClaimRequest& r) { return inner_.claim(r); }
+  Status commit(const Ticket&, const Completion&) {
+    return Status(errc::store_unavailable, "the store cannot be reached");
+  }
+  Status abort(const Ticket& t) { return inner_.abort(t); }
+  Status extend(const Ticket& t, std::chrono::milliseconds l) { return inner_.extend(t, l); }
+  std::vector<Result<Claim>> claim_batch(std::span<const ClaimRequest> requests) {
+    std::vector<Result<Claim>> out;
+    for (const ClaimRequest& r : requests) out.push_back(inner_.claim(r));
+    return out;
+  }
+  std::vector<Status> commit_batch(std::span<const CommitRequest> requests) {
+    for (const CommitRequest& r : requests) (void)inner_.commit(r.ticket, r.completion);
+    return std::vector<Status>(requests.size(), Status(errc::outcome_unknown, "reply lost"));
+  }
+  MemoryStore& inner() { return inner_; }
+
+ private:
+  MemoryStore inner_;
+};
+
+// The batch's commit landed without its answer; the retries for the key could not reach the
+// store: the commit is in doubt (outcome_unknown), never "nothing landed" (store_unavailable).
+TEST(BatchCommitRetry, ACommitInDoubtStaysInDoubtWhenItsRetriesCannotReachTheStore) {
+  LostBatchCommitReply store;
+  IdempotencyGuard guard(store, Options{.scope = "batch.doubt",
+                                        .commit_retry = {2, std::chrono::milliseconds{0},
+                                                         std::chrono::milliseconds{0}}});
+  const std::vector<BatchItem> items{{Key{"a"}}};
+  auto out = guard.execute_batch(items, [](std::size_t) { return 7; });
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_TRUE(out[0].has_value());
+  EXPECT_FALSE(out[0].recorded());
+  EXPECT_EQ(out[0].commit_error(), errc::outcome_unknown) << out[0].commit_failure().describe();
+  // It had landed: a repeat replays it.
+  auto again = guard.execute(Key{"a"}, [] { return 8; });
+  EXPECT_TRUE(again.replayed());
+  EXPECT_EQ(again.value(), 7);
 }
 
 }  // namespace idem::testing

@@ -156,6 +156,39 @@ TEST_F(CachedStoreTest, CommittedEntryExpiresNoLaterThanTheRecord) {
   EXPECT_EQ(cached.inner().claims.load(), 2);
 }
 
+// A store whose first commit lands and loses its answer (outcome_unknown), as a dropped
+// connection does; the guard's retry then finds its own completion.
+class LostFirstCommitReply {
+ public:
+  explicit LostFirstCommitReply(MemoryStore& inner) : inner_(inner) {}
+  Result<Claim> claim(const ClaimRequest& r) { return inner_.claim(r); }
+  Status commit(const Ticket& t, const Completion& c) {
+    Status landed = inner_.commit(t, c);
+    if (landed && !lost_.exchange(true)) return Status(errc::outcome_unknown, "reply lost");
+    return landed;
+  }
+  Status abort(const Ticket& t) { return inner_.abort(t); }
+  Status extend(const Ticket& t, milliseconds lease) { return inner_.extend(t, lease); }
+
+ private:
+  MemoryStore& inner_;
+  std::atomic<bool> lost_{false};
+};
+
+TEST_F(CachedStoreTest, ARetriedCommitIsCachedNoLongerThanTheTryThatLanded) {
+  // The first try landed at t0 (the record expires at t0 + ttl) and its answer was lost; the
+  // retry, 5 s later, hears success. The cached copy must go by t0 + ttl, not t0 + 5 s + ttl.
+  CachedStore<LostFirstCommitReply> cached{options({.max_ttl = std::chrono::hours{1}}), backend_};
+  Result<Claim> c = claim(cached, "k");
+  ASSERT_EQ(c->status, ClaimStatus::acquired);
+  const Completion done{ClaimStatus::completed, "r", seconds{10}};
+  ASSERT_EQ(cached.commit(Ticket{"k", c->fence}, done).error(), errc::outcome_unknown);
+  clock_->advance(seconds{5});
+  ASSERT_TRUE(cached.commit(Ticket{"k", c->fence}, done).ok());  // finds its own completion
+  clock_->advance(seconds{6});  // 11 s after the landed try: the record expired in the store
+  EXPECT_EQ(claim(cached, "k")->status, ClaimStatus::acquired);
+}
+
 TEST_F(CachedStoreTest, MaxTtlShortensTheEntryButNotTheRecord) {
   CachedStore<CountingStore> cached{options({.max_ttl = seconds{1}}), backend_};
   complete(cached, "k", seconds{3600});

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "idem/admin.hpp"
+#include "idem/detail/sim_hooks.hpp"
 #include "idem/stores/memory_store.hpp"
 
 namespace idem::admin {
@@ -175,7 +176,7 @@ class MemoryAdmin final : public Admin {
     e->result.swap(dropped);
     // A release keeps the run's steps and kept request (the run goes on, as after an abort); a
     // forget drops them: no later run of the key sees anything of the forgotten one.
-    if (!only_held) e->run.swap(forgotten_run);
+    if (!only_held && !IDEM_SIM_MUTATE(17)) e->run.swap(forgotten_run);
     change.changed = true;
     return change;
   }

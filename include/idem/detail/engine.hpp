@@ -35,6 +35,7 @@
 #include "idem/detail/duration_estimate.hpp"
 #include "idem/detail/failure_record.hpp"
 #include "idem/detail/protocol.hpp"
+#include "idem/detail/sim_hooks.hpp"
 #include "idem/error.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/observer.hpp"
@@ -218,8 +219,9 @@ class WaitPacer {
       deadline_ = now + wait_->timeout;
       backoff_ = wait_->initial_backoff;
     }
-    if (now >= deadline_) return std::nullopt;
-    auto pause = std::min<Clock::duration>(backoff_, deadline_ - now);
+    if (now >= deadline_ && !IDEM_SIM_MUTATE(9)) return std::nullopt;
+    auto pause = IDEM_SIM_MUTATE(9) ? Clock::duration(backoff_)
+                                    : std::min<Clock::duration>(backoff_, deadline_ - now);
     if (busy.lease_remaining.count() > 0) {
       pause = std::min<Clock::duration>(pause, busy.lease_remaining + std::chrono::milliseconds{1});
     }
@@ -335,7 +337,7 @@ errc settle_failure(const Policy& policy, Target& target, Fence fence, std::stri
                     bool remember, bool undo_effects) {
   handler_done(policy, target);
   if constexpr (Target::kRewindable) {
-    if (remember && undo_effects) {
+    if (remember && undo_effects && !IDEM_SIM_MUTATE(8)) {
       if (Status rewound = target.rewind(fence); !rewound) {
         report(policy, target, rewound, fence);
         remember = false;
@@ -388,6 +390,7 @@ Outcome<T> commit_bytes(const Policy& policy, Target& target, Fence fence, Store
     return Outcome<T>::fresh(std::forward<Stored>(value), std::move(too_large));
   }
   Status committed = commit_with_retry(policy, target, fence, ClaimStatus::completed, bytes);
+  if (IDEM_SIM_MUTATE(7) && committed.error() == errc::lease_lost) committed = Status{};
   executed(committed.error());
   if (committed) return Outcome<T>::fresh(std::forward<Stored>(value));
   notify(policy, target, Event::result_unrecorded, fence, committed.error());

@@ -12,6 +12,7 @@
 
 #include "idem/clock.hpp"
 #include "idem/codec.hpp"
+#include "idem/detail/sim_hooks.hpp"
 #include "idem/error.hpp"
 #include "idem/options.hpp"
 #include "idem/outcome.hpp"
@@ -61,7 +62,9 @@ class CommitTries {
   bool finished(Status& status) {
     ++tries_;
     if (status.ok()) return true;
-    if (status.error() == errc::outcome_unknown && !doubt_) doubt_ = status.failure();
+    if (status.error() == errc::outcome_unknown && !doubt_ && !IDEM_SIM_MUTATE(10)) {
+      doubt_ = status.failure();
+    }
     if (status.error() != errc::lease_lost && tries_ < policy_.attempts) return false;
     if (status.error() == errc::store_unavailable && doubt_) {
       status = Status(errc::outcome_unknown,

@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "idem/clock.hpp"
+#include "idem/detail/sim_hooks.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/store.hpp"
 
@@ -86,15 +87,18 @@ struct RecordView {
 template <class Duration>
 Claim classify(const RecordView<Duration>& record, const Fingerprint& fingerprint) {
   using std::chrono::milliseconds;
-  const bool expired = record.expires_in && *record.expires_in <= Duration::zero();
+  const bool expired = record.expires_in && *record.expires_in <= Duration::zero() &&
+                       !(IDEM_SIM_MUTATE(4) && record.state != RecordState::held);
   if (record.state == RecordState::absent || record.state == RecordState::released || expired) {
     return Claim{.status = ClaimStatus::acquired, .fence = record.fence};
   }
-  if (record.fingerprint != fingerprint) {
+  const bool lapsed = record.state == RecordState::held && record.lease_left &&
+                      *record.lease_left <= Duration::zero();
+  if (record.fingerprint != fingerprint && !(IDEM_SIM_MUTATE(2) && lapsed)) {
     return Claim{.status = ClaimStatus::mismatch, .fence = record.fence};
   }
   if (record.state == RecordState::held) {
-    if (record.lease_left && *record.lease_left <= Duration::zero()) {
+    if (record.lease_left && (*record.lease_left <= Duration::zero() || IDEM_SIM_MUTATE(3))) {
       return Claim{.status = ClaimStatus::acquired, .fence = record.fence, .took_over = true};
     }
     return Claim{.status = ClaimStatus::in_progress,
@@ -125,7 +129,7 @@ FenceCheck check_fence(const RecordView<Duration>& record, Fence fence,
                        const Completion* repeat) noexcept {
   if (record.state == RecordState::absent || record.fence != fence) return FenceCheck::lost;
   if (record.state == RecordState::held) return FenceCheck::held;
-  if (repeat != nullptr && record.state == finished_state(repeat->status) &&
+  if (repeat != nullptr && !IDEM_SIM_MUTATE(1) && record.state == finished_state(repeat->status) &&
       record.result == repeat->result) {
     return FenceCheck::landed;
   }

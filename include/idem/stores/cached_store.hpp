@@ -20,6 +20,7 @@
 #include "idem/clock.hpp"
 #include "idem/detail/hashed_key.hpp"
 #include "idem/detail/record_model.hpp"
+#include "idem/detail/sim_hooks.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/result.hpp"
 #include "idem/steps.hpp"
@@ -147,12 +148,22 @@ class CachedStore {
     auto it = shard.holders.find(key);
     if (it == shard.holders.end() || it->second.fence != ticket.fence) return status;
     const Fingerprint fingerprint = it->second.fingerprint;
-    // Keep the holder through a retryable failure: the guard commits again with the same ticket.
-    if (status.ok() || status.error() == errc::lease_lost) shard.holders.erase(it);
-    if (status.ok() && cacheable(completion.status) && completion.ttl.count() > 0 &&
+    // An earlier try whose answer was lost may have landed: S's expiry counts from that try.
+    const auto since =
+        it->second.tried && !IDEM_SIM_MUTATE(16) ? std::min(it->second.first_try, before) : before;
+    if (status.ok() || status.error() == errc::lease_lost) {
+      shard.holders.erase(it);
+    } else if (!it->second.tried) {
+      // Keep the holder through a retryable failure: the guard commits again with the same
+      // ticket.
+      it->second.tried = true;
+      it->second.first_try = before;
+    }
+    const bool landed = status.ok() || (IDEM_SIM_MUTATE(13) && status.error() == errc::lease_lost);
+    if (landed && cacheable(completion.status) && completion.ttl.count() > 0 &&
         shard.generation.load(std::memory_order_relaxed) == generation) {
       fill_locked(shard, key, fingerprint, ticket.fence, completion.status, completion.result,
-                  before + std::min(completion.ttl, max_ttl_));
+                  since + std::min(completion.ttl, max_ttl_));
     }
     return status;
   }
@@ -226,6 +237,7 @@ class CachedStore {
   /// idem::admin::cached_admin, which calls it). An answer of S read before this call and
   /// arriving after it does not fill the cache again.
   void invalidate(std::string_view key) {
+    if (IDEM_SIM_MUTATE(21)) return;
     const HashedKey hk = hashed(key);
     Shard& shard = shard_for(hk);
     std::lock_guard lock(shard.mutex);
@@ -264,7 +276,9 @@ class CachedStore {
   struct Holder {
     Fence fence = 0;
     Fingerprint fingerprint;
-    Clock::time_point stale_at{};  // past this, a holder that never finished may be dropped
+    Clock::time_point stale_at{};   // past this, a holder that never finished may be dropped
+    bool tried = false;             // a commit failed, and the guard will try again
+    Clock::time_point first_try{};  // when that first failed commit began
   };
 
   using HashedKey = detail::HashedKey;

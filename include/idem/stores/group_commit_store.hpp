@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "idem/batch_store.hpp"
+#include "idem/detail/sim_hooks.hpp"
 #include "idem/result.hpp"
 #include "idem/steps.hpp"
 #include "idem/store.hpp"
@@ -48,6 +49,16 @@ struct GroupCommitOptions {
   std::size_t in_flight = 1;
 };
 
+/// What a GroupCommitStore's callers wait on: the standard library's clock, mutex, condition
+/// variable and semaphore. A test may give its own types with the same members, to run the
+/// callers under a scheduler of its own (tests/sim runs them on simulated time).
+struct GroupCommitSync {
+  using Clock = std::chrono::steady_clock;
+  using Mutex = std::mutex;
+  using ConditionVariable = std::condition_variable;
+  using Semaphore = std::binary_semaphore;
+};
+
 /// Wraps a BatchStore (SqliteStore or PostgresStore in lease mode, RedisStore) so that the
 /// claims and commits of concurrent callers are written together: the first caller to arrive
 /// while no group is being written writes the queued calls (commits first, then claims) through
@@ -61,7 +72,7 @@ struct GroupCommitOptions {
 /// abort, extend, rewind, steps and kept requests go to the store directly. Thread-safe; holds a
 /// reference to the store, which must outlive it. Transactional SQL stores have no batches (every
 /// call would fail): use their own claims.
-template <class S>
+template <class S, class Sync = GroupCommitSync>
 class GroupCommitStore {
   static_assert(BatchStore<S>, "idem::GroupCommitStore<S>: S needs claim_batch and commit_batch");
 
@@ -144,7 +155,11 @@ class GroupCommitStore {
   S& store() noexcept { return store_; }
 
  private:
-  using Clock = std::chrono::steady_clock;
+  using Clock = typename Sync::Clock;
+  using TimePoint = typename Clock::time_point;
+  using ClockDuration = typename Clock::duration;
+  using Lock = std::unique_lock<typename Sync::Mutex>;
+  using Semaphore = typename Sync::Semaphore;
 
   // One caller's call, on its stack until it returns.
   struct Call {
@@ -160,13 +175,13 @@ class GroupCommitStore {
     bool waiting = false;
     bool woken = false;
     std::uint64_t group = 0;  // the number of the group that answered it
-    std::binary_semaphore wake{0};
+    Semaphore wake{0};
   };
 
   // One queue of calls and the callers writing its groups (at most in_flight at a time).
   struct Lane {
-    std::mutex mutex;
-    std::condition_variable joined;  // writers collecting calls for their group
+    typename Sync::Mutex mutex;
+    typename Sync::ConditionVariable joined;  // writers collecting calls for their group
     std::deque<Call*> queue;
     std::size_t writing = 0;     // callers holding a writer's place
     std::size_t collecting = 0;  // of them, waiting for calls to join their group
@@ -176,15 +191,15 @@ class GroupCommitStore {
     // time: the next group waits a little for them).
     std::uint64_t answered = 0;  // groups answered so far: the last one's number
     std::size_t returning = 0;
-    Clock::time_point answered_at{};
-    Clock::time_point last_start{};
-    Clock::duration group_time{};  // moving averages of how long a group takes to write,
-    double group_size = 1;         // and of the calls it carries
+    TimePoint answered_at{};
+    TimePoint last_start{};
+    ClockDuration group_time{};  // moving averages of how long a group takes to write,
+    double group_size = 1;       // and of the calls it carries
   };
 
   // Semaphores to release once the lane's mutex is let go (a woken caller then does not
   // block on it at once).
-  using Wakes = std::vector<std::binary_semaphore*>;
+  using Wakes = std::vector<Semaphore*>;
 
   // Wakes a waiting caller, once (marked under the lane's mutex, released after it). A caller
   // that is not waiting (a writer busy with another group) sees its answer under the mutex
@@ -197,13 +212,13 @@ class GroupCommitStore {
   }
 
   static void release(Wakes& wakes) {
-    for (std::binary_semaphore* w : wakes) w->release();
+    for (Semaphore* w : wakes) w->release();
     wakes.clear();
   }
 
   // Waits, without the lock, until the call is answered or handed a writer's place; first
   // wakes the callers marked in `wakes`.
-  static void wait(std::unique_lock<std::mutex>& lock, Call& call, Wakes& wakes) {
+  static void wait(Lock& lock, Call& call, Wakes& wakes) {
     call.waiting = true;
     lock.unlock();
     release(wakes);
@@ -229,7 +244,7 @@ class GroupCommitStore {
   void run(Call& call) {
     Lane& lane = *lanes_[next_lane_.fetch_add(1, std::memory_order_relaxed) % lanes_.size()];
     Wakes wakes;
-    std::unique_lock lock(lane.mutex);
+    Lock lock(lane.mutex);
     lane.queue.push_back(&call);
     // This thread's last call on this lane, if the last group answered carried it.
     thread_local struct {
@@ -281,15 +296,15 @@ class GroupCommitStore {
       groups_.fetch_add(1, std::memory_order_relaxed);
       grouped_calls_.fetch_add(n, std::memory_order_relaxed);
       ++lane.in_flight;
-      const Clock::time_point started = Clock::now();
+      const TimePoint started = Clock::now();
       lane.last_start = started;
       lock.unlock();
       release(wakes);
       write(group);
-      const Clock::duration took = Clock::now() - started;
+      const ClockDuration took = Clock::now() - started;
       lock.lock();
       lane.group_time =
-          lane.group_time == Clock::duration{} ? took : (lane.group_time * 7 + took) / 8;
+          lane.group_time == ClockDuration{} ? took : (lane.group_time * 7 + took) / 8;
       lane.group_size = (lane.group_size * 7 + static_cast<double>(group.size())) / 8;
       --lane.in_flight;
       if (lane.collecting > 0) lane.joined.notify_all();  // a place in flight is free
@@ -326,9 +341,9 @@ class GroupCommitStore {
   // Before a writer takes its group: waits up to max_delay for more calls and, while other
   // groups of the lane are in flight, for the next group's turn (below). Ends early once the
   // queue holds max_batch calls or the caller's own call was taken by another writer.
-  void collect(Lane& lane, std::unique_lock<std::mutex>& lock, Call& call) {
-    const Clock::time_point now = Clock::now();
-    const Clock::time_point delayed = now + options_.max_delay;
+  void collect(Lane& lane, Lock& lock, Call& call) {
+    const TimePoint now = Clock::now();
+    const TimePoint delayed = now + options_.max_delay;
     auto full = [&] { return call.taken || lane.queue.size() >= options_.max_batch; };
     if (full()) return;
     ++lane.collecting;
@@ -402,7 +417,8 @@ class GroupCommitStore {
       }
       for (std::size_t i = 0; i < claimers.size(); ++i) {
         if (i < answers.size()) {
-          claimers[i]->claimed.emplace(std::move(answers[i]));
+          const std::size_t at = IDEM_SIM_MUTATE(14) ? claimers.size() - 1 - i : i;
+          claimers[i]->claimed.emplace(std::move(answers[at]));
         } else {
           claimers[i]->claimed.emplace(make_failure(
               errc::store_unavailable,

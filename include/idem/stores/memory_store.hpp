@@ -18,6 +18,7 @@
 #include "idem/detail/hashed_key.hpp"
 #include "idem/detail/memory_record.hpp"
 #include "idem/detail/record_table.hpp"
+#include "idem/detail/sim_hooks.hpp"
 #include "idem/detail/spin_mutex.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/result.hpp"
@@ -85,7 +86,8 @@ class MemoryStore {
     if (!answer.took_over) shard.move_to_back(&e);
     // Steps carry over to a takeover or a run after an abort of the same request; an expired
     // record or another payload starts without them.
-    if (e.run && (now >= e.expires_at || e.fingerprint != request.fingerprint)) {
+    if (e.run &&
+        (now >= e.expires_at || (e.fingerprint != request.fingerprint && !IDEM_SIM_MUTATE(6)))) {
       e.run.swap(stale_run);
     }
     return detail::acquire_record(e, request, now, answer.took_over);
@@ -183,6 +185,7 @@ class MemoryStore {
     return with_holder(ticket, [&](Entry& e) {
       e.state = RecordState::released;
       e.result.swap(released);
+      if (IDEM_SIM_MUTATE(5)) e.fence -= 1;
     });
   }
 
