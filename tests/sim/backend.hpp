@@ -57,10 +57,10 @@ class BackendOf final : public Backend {
   std::unique_ptr<Process> make_process(World& world, int id, const ProcessPlan& plan) override {
     using Link = sim::Link<S>;
     if constexpr (BatchStore<Link>) {
-      if (plan.group) return std::make_unique<ProcessOf<GroupStack<S>>>(world, id, network_);
+      if (plan.group) return std::make_unique<ProcessOf<GroupStack<S>>>(world, id, network_, plan);
     }
-    if (plan.cache) return std::make_unique<ProcessOf<CachedStack<S>>>(world, id, network_);
-    return std::make_unique<ProcessOf<DirectStack<S>>>(world, id, network_);
+    if (plan.cache) return std::make_unique<ProcessOf<CachedStack<S>>>(world, id, network_, plan);
+    return std::make_unique<ProcessOf<DirectStack<S>>>(world, id, network_, plan);
   }
   void restart(Time until) override {
     network_.restart(until);

@@ -11,27 +11,28 @@
 namespace idem::sim {
 
 // Mutation points in the library (numbers shared with the IDEM_SIM_MUTATE calls there).
-inline constexpr int kMutantCommitForgetsLanded = 1;    // detail/record_model.hpp
-inline constexpr int kMutantTakeoverAnyPayload = 2;     // detail/record_model.hpp
-inline constexpr int kMutantTakeoverLiveLease = 3;      // detail/record_model.hpp
-inline constexpr int kMutantExpiredStillReplays = 4;    // detail/record_model.hpp
-inline constexpr int kMutantAbortLowersFence = 5;       // stores/memory_store.hpp
-inline constexpr int kMutantStepsForAnyPayload = 6;     // stores/memory_store.hpp
-inline constexpr int kMutantLeaseLostRecorded = 7;      // detail/engine.hpp
-inline constexpr int kMutantNoRewind = 8;               // detail/engine.hpp
-inline constexpr int kMutantWaitForever = 9;            // detail/engine.hpp
-inline constexpr int kMutantForgetsDoubt = 10;          // detail/protocol.hpp
-inline constexpr int kMutantTakeoverUnreported = 11;    // guard.hpp
-inline constexpr int kMutantStepRunsAgain = 12;         // context.hpp
-inline constexpr int kMutantCacheFillsLostCommit = 13;  // stores/cached_store.hpp
-inline constexpr int kMutantGroupAnswersSwapped = 14;   // stores/group_commit_store.hpp
-inline constexpr int kMutantBatchForgetsDoubt = 15;     // batch.hpp
-inline constexpr int kMutantCacheOutlivesStore = 16;    // stores/cached_store.hpp
-inline constexpr int kMutantForgetKeepsSteps = 17;      // admin/memory_admin.hpp
-inline constexpr int kMutantBatchNotRetryable = 18;     // batch.hpp
-inline constexpr int kMutantRetentionEndsWithLease = 19;
-inline constexpr int kMutantCacheKeepsForgotten = 21;       // stores/cached_store.hpp
-inline constexpr int kMutantLayersCommitOutwardFirst = 22;  // layered_guard.hpp  // store.hpp
+inline constexpr int kMutantCommitForgetsLanded = 1;          // detail/record_model.hpp
+inline constexpr int kMutantTakeoverAnyPayload = 2;           // detail/record_model.hpp
+inline constexpr int kMutantTakeoverLiveLease = 3;            // detail/record_model.hpp
+inline constexpr int kMutantExpiredStillReplays = 4;          // detail/record_model.hpp
+inline constexpr int kMutantAbortLowersFence = 5;             // stores/memory_store.hpp
+inline constexpr int kMutantStepsForAnyPayload = 6;           // stores/memory_store.hpp
+inline constexpr int kMutantLeaseLostRecorded = 7;            // detail/engine.hpp
+inline constexpr int kMutantNoRewind = 8;                     // detail/engine.hpp
+inline constexpr int kMutantWaitForever = 9;                  // detail/engine.hpp
+inline constexpr int kMutantForgetsDoubt = 10;                // detail/protocol.hpp
+inline constexpr int kMutantTakeoverUnreported = 11;          // guard.hpp
+inline constexpr int kMutantStepRunsAgain = 12;               // context.hpp
+inline constexpr int kMutantCacheFillsLostCommit = 13;        // stores/cached_store.hpp
+inline constexpr int kMutantGroupAnswersSwapped = 14;         // stores/group_commit_store.hpp
+inline constexpr int kMutantBatchForgetsDoubt = 15;           // batch.hpp
+inline constexpr int kMutantCacheOutlivesStore = 16;          // stores/cached_store.hpp
+inline constexpr int kMutantForgetKeepsSteps = 17;            // admin/memory_admin.hpp
+inline constexpr int kMutantBatchNotRetryable = 18;           // batch.hpp
+inline constexpr int kMutantRetentionEndsWithLease = 19;      // store.hpp
+inline constexpr int kMutantCacheKeepsForgotten = 21;         // stores/cached_store.hpp
+inline constexpr int kMutantLayersCommitOutwardFirst = 22;    // layered_guard.hpp
+inline constexpr int kMutantGroupWriterMissesItsAnswer = 23;  // stores/group_commit_store.hpp
 // Mutation points in the simulator's own transactional server (it mirrors the SQL stores).
 inline constexpr int kMutantAtomicStepKeepsWrites = 20;  // tests/sim/tx_server.cpp
 
@@ -105,6 +106,10 @@ inline constexpr Mutant kMutants[] = {
      "LayeredGuard commits its request-ID layer before the record, which may then refuse the "
      "commit",
      Check::replay_is_committed},
+    {kMutantGroupWriterMissesItsAnswer, "group-writer-misses-its-answer",
+     "GroupCommitStore with two groups in flight: a writer whose call another writer's group "
+     "answered while it collected waits for an answer nobody sends",
+     Check::calls_return},
     {kMutantAtomicStepKeepsWrites, "atomic-step-keeps-writes",
      "transactional mode: a throwing atomic step keeps its writes (no savepoint)",
      Check::failure_carries_no_effects},

@@ -248,9 +248,9 @@ void Caller<Store>::layered(const Op& op) {
 template <class Stack>
 class ProcessOf final : public Process {
  public:
-  ProcessOf(World& world, int id, Network<typename Stack::Server>& network)
+  ProcessOf(World& world, int id, Network<typename Stack::Server>& network, const ProcessPlan& plan)
       : Process(world, id),
-        stack_(world, network),
+        stack_(make_stack(world, network, plan)),
         probe_(stack_.top(), world, Stack::kCache),
         caller_(world, probe_) {
     if constexpr (Stack::kCompleter) {
@@ -273,6 +273,16 @@ class ProcessOf final : public Process {
 
  private:
   using Top = std::remove_reference_t<decltype(std::declval<Stack&>().top())>;
+  // The stack, given the process's plan where it takes one (a group's writers in flight).
+  static Stack make_stack(World& world, Network<typename Stack::Server>& network,
+                          const ProcessPlan& plan) {
+    if constexpr (std::is_constructible_v<Stack, World&, Network<typename Stack::Server>&,
+                                          const ProcessPlan&>) {
+      return Stack(world, network, plan);
+    } else {
+      return Stack(world, network);
+    }
+  }
   void run_guarded(const Op& op) override { caller_.run(op); }
   admin::Admin& admin() override {
     if (!admin_) {
@@ -343,9 +353,10 @@ struct GroupStack {
   using Link = sim::Link<B>;
   static constexpr bool kCache = false;
   static constexpr bool kCompleter = false;
-  GroupStack(World&, Network<B>& network)
+  GroupStack(World&, Network<B>& network, const ProcessPlan& plan)
       : link(network),
-        group(link, GroupCommitOptions{.max_delay = std::chrono::microseconds{500}}) {}
+        group(link, GroupCommitOptions{.max_delay = std::chrono::microseconds{500},
+                                       .in_flight = plan.group_in_flight}) {}
   GroupCommitStore<Link, SimSync>& top() { return group; }
   Link link;
   GroupCommitStore<Link, SimSync> group;

@@ -115,6 +115,7 @@ Scenario generate(std::uint64_t seed) {
       const std::uint64_t front = rng.below(100);
       p.cache = front < 25;
       p.group = front >= 25 && front < 45 && !s.keep_request;
+      p.group_in_flight = p.group && front >= 35 ? 2 : 1;  // no draw: seeds keep their runs
     }
     const int actors =
         std::min(actors_left, static_cast<int>(rng.between(1, i == 0 && processes == 1 ? 4 : 2)));
@@ -183,7 +184,7 @@ std::string to_text(const Scenario& s) {
   for (const ProcessPlan& p : s.processes) {
     out += " | p";
     if (p.cache) out += 'c';
-    if (p.group) out += 'g';
+    if (p.group) out += p.group_in_flight == 2 ? "g2" : "g";
     for (const ActorPlan& a : p.actors) {
       out += " :";
       for (std::size_t i = 0; i < a.ops.size(); ++i) {
@@ -231,6 +232,14 @@ class Reader {
       return true;
     }
     return false;
+  }
+  std::optional<std::uint64_t> unsigned_number() {
+    std::uint64_t v = 0;
+    const char* begin = text_.data() + pos_;
+    const auto [end, ec] = std::from_chars(begin, text_.data() + text_.size(), v);
+    if (ec != std::errc{} || end == begin) return std::nullopt;
+    pos_ += static_cast<std::size_t>(end - begin);
+    return v;
   }
   std::optional<long long> number() {
     long long v = 0;
@@ -356,15 +365,22 @@ std::optional<Scenario> parse(std::string_view text, std::string& error) {
       s.mode = v == "tx" ? StoreMode::transactional : StoreMode::lease;
       continue;
     }
+    if (name == "seed") {  // any 64-bit seed, as the shrinker prints it
+      const auto seed = r.unsigned_number();
+      if (!seed) {
+        error = "expected a number from 0 to 2^64-1 after seed=";
+        return std::nullopt;
+      }
+      s.seed = *seed;
+      continue;
+    }
     const auto v = r.number();
     if (!v) {
       error = "expected a number after " + std::string(name) + "=";
       return std::nullopt;
     }
     const auto i = static_cast<int>(*v);
-    if (name == "seed") {
-      s.seed = static_cast<std::uint64_t>(*v);
-    } else if (name == "vol") {
+    if (name == "vol") {
       s.volatile_store = i != 0;
     } else if (name == "lease") {
       s.lease_ms = i;
@@ -420,6 +436,7 @@ std::optional<Scenario> parse(std::string_view text, std::string& error) {
         p.cache = true;
       } else if (r.eat_exact('g')) {
         p.group = true;
+        if (r.eat_exact('2')) p.group_in_flight = 2;
       } else {
         break;
       }

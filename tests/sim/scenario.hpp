@@ -65,8 +65,9 @@ struct ActorPlan {
 };
 
 struct ProcessPlan {
-  bool cache = false;  // a CachedStore in front of the store
-  bool group = false;  // a GroupCommitStore in front of the store
+  bool cache = false;               // a CachedStore in front of the store
+  bool group = false;               // a GroupCommitStore in front of the store
+  std::size_t group_in_flight = 1;  // its groups written at once (GroupCommitOptions)
   std::vector<ActorPlan> actors;
 };
 

@@ -14,7 +14,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <semaphore>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -24,6 +23,7 @@
 
 #include "idem/batch_store.hpp"
 #include "idem/detail/sim_hooks.hpp"
+#include "idem/detail/wake_signal.hpp"
 #include "idem/result.hpp"
 #include "idem/steps.hpp"
 #include "idem/store.hpp"
@@ -49,14 +49,14 @@ struct GroupCommitOptions {
   std::size_t in_flight = 1;
 };
 
-/// What a GroupCommitStore's callers wait on: the standard library's clock, mutex, condition
-/// variable and semaphore. A test may give its own types with the same members, to run the
-/// callers under a scheduler of its own (tests/sim runs them on simulated time).
+/// What a GroupCommitStore's callers wait on: the standard library's clock, mutex and condition
+/// variable, and a semaphore of idem's own. A test may give its own types with the same members, to
+/// run the callers under a scheduler of its own (tests/sim runs them on simulated time).
 struct GroupCommitSync {
   using Clock = std::chrono::steady_clock;
   using Mutex = std::mutex;
   using ConditionVariable = std::condition_variable;
-  using Semaphore = std::binary_semaphore;
+  using Semaphore = detail::WakeSignal;  // not std::binary_semaphore: see wake_signal.hpp
 };
 
 /// Wraps a BatchStore (SqliteStore or PostgresStore in lease mode, RedisStore) so that the
@@ -274,7 +274,12 @@ class GroupCommitStore {
       call.lead = true;
     }
     while (!call.done) {
-      if (!call.taken) collect(lane, lock, call);
+      if (!call.taken) {
+        collect(lane, lock, call);
+        // Collecting let the lock go: another writer's group may have taken and answered the
+        // call meanwhile, and nobody wakes a writer that then waited for it.
+        if (call.done && !IDEM_SIM_MUTATE(23)) break;
+      }
       if (lane.queue.empty()) {
         // This call is in a group another writer is writing: wait for it as anyone does.
         --lane.writing;

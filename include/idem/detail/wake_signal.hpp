@@ -1,0 +1,38 @@
+#pragma once
+// WakeSignal: a binary semaphore on a mutex and a condition variable, for one waiter at a time.
+// Not std::binary_semaphore: libstdc++'s can lose a wakeup under contention and leave its waiter
+// asleep for good (GCC bugs 98033 and 104928; GCC 12 as Debian 12 ships it is affected).
+
+#include <condition_variable>
+#include <cstddef>
+#include <mutex>
+
+namespace idem::detail {
+
+class WakeSignal {
+ public:
+  explicit WakeSignal(std::ptrdiff_t initial) : count_(initial) {}
+  WakeSignal(const WakeSignal&) = delete;
+  WakeSignal& operator=(const WakeSignal&) = delete;
+
+  void release() {
+    {
+      std::lock_guard lock(mutex_);
+      ++count_;
+    }
+    woken_.notify_one();
+  }
+
+  void acquire() {
+    std::unique_lock lock(mutex_);
+    woken_.wait(lock, [&] { return count_ > 0; });
+    --count_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable woken_;
+  std::ptrdiff_t count_;
+};
+
+}  // namespace idem::detail
