@@ -30,7 +30,7 @@
 #include <string>
 #include <string_view>
 
-#include "idem/detail/effective_key.hpp"
+#include "idem/engine/effective_key.hpp"
 #include "idem/stores/memory_store.hpp"
 #include "idem/stores/redis_store.hpp"
 #include "lua_scripts.hpp"  // the record store's scripts, so the bare twin sends the same bytes

@@ -27,7 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "idem/detail/effective_key.hpp"
+#include "idem/engine/effective_key.hpp"
 #include "idem/guard.hpp"
 #include "idem/stores/cached_store.hpp"
 #include "idem/stores/memory_store.hpp"

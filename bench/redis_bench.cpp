@@ -36,7 +36,7 @@
 #include <string_view>
 #include <vector>
 
-#include "idem/detail/effective_key.hpp"
+#include "idem/engine/effective_key.hpp"
 #include "idem/guard.hpp"
 #include "idem/stores/cached_store.hpp"
 #include "idem/stores/redis_store.hpp"

@@ -11,8 +11,8 @@
 #include <string_view>
 
 #include "fuzz_check.hpp"
-#include "idem/detail/effective_key.hpp"
-#include "idem/detail/entity.hpp"
+#include "idem/engine/effective_key.hpp"
+#include "idem/engine/entity.hpp"
 #include "idem/guard.hpp"
 #include "idem/stores/memory_store.hpp"
 

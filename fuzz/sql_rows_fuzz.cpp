@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "fuzz_check.hpp"
-#include "idem/detail/record_model.hpp"
+#include "idem/engine/record_model.hpp"
 #include "idem/stores/sqlite_store.hpp"
 #include "sql/entity_engine.hpp"
 

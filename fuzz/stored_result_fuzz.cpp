@@ -1,5 +1,5 @@
 // A stored record's result bytes as the guard reads them back: a failed record's failure
-// (detail/failure_record.hpp) and a completed record's replay (detail/protocol.hpp). A failure
+// (engine/failure_record.hpp) and a completed record's replay (engine/protocol.hpp). A failure
 // never decodes to success; bytes that are not a failure are record_corrupt; a replay is a value
 // only when the codec reads the bytes, else a failure, never a fresh or completed value.
 
@@ -9,8 +9,8 @@
 #include <string_view>
 
 #include "fuzz_check.hpp"
-#include "idem/detail/failure_record.hpp"
-#include "idem/detail/protocol.hpp"
+#include "idem/engine/failure_record.hpp"
+#include "idem/engine/protocol.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-/* A caller: the guard's protocol engine (detail/engine.hpp) running one call (execute(), or the
+/* A caller: the guard's protocol engine (engine/engine.hpp) running one call (execute(), or the
  * two-phase idem::Attempt: begin, commit / fail, extend, destroyed while holding), repeated up
  * to ATTEMPTS times while the answer invites a retry (a Wait poll, or the client retrying).
  *

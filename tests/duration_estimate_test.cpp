@@ -1,7 +1,7 @@
-// detail/duration_estimate.hpp: the recent handler durations a guard keeps for the retry hint of
+// engine/duration_estimate.hpp: the recent handler durations a guard keeps for the retry hint of
 // an in_progress refusal (their 90th percentile, never past the holder's lease left).
 
-#include "idem/detail/duration_estimate.hpp"
+#include "idem/engine/duration_estimate.hpp"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 #include <tuple>
 #include <vector>
 
-#include "idem/detail/effective_key.hpp"
+#include "idem/engine/effective_key.hpp"
 #include "idem/key_text.hpp"
 
 namespace idem {

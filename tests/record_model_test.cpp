@@ -1,7 +1,7 @@
-// The record model (include/idem/detail/record_model.hpp): every transition of classify(), the
+// The record model (include/idem/engine/record_model.hpp): every transition of classify(), the
 // fenced calls' rule, and the encodings the backends store states and answers under.
 
-#include "idem/detail/record_model.hpp"
+#include "idem/engine/record_model.hpp"
 
 #include <gtest/gtest.h>
 

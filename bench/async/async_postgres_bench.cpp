@@ -29,8 +29,8 @@
 #include "async_bench.hpp"
 #include "idem/asio/async_guard.hpp"
 #include "idem/asio/postgres_store.hpp"
-#include "idem/detail/effective_key.hpp"
-#include "idem/detail/record_model.hpp"
+#include "idem/engine/effective_key.hpp"
+#include "idem/engine/record_model.hpp"
 #include "idem/fingerprint.hpp"
 #include "sql/statements.hpp"  // the store's statement texts, so the bare twin sends the same SQL
 

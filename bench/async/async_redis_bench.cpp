@@ -32,7 +32,7 @@
 #include "async_bench.hpp"
 #include "idem/asio/async_guard.hpp"
 #include "idem/asio/redis_store.hpp"
-#include "idem/detail/effective_key.hpp"
+#include "idem/engine/effective_key.hpp"
 #include "lua_scripts.hpp"   // the embedded scripts, so the bare twin sends the same bytes
 #include "store_common.hpp"  // tagged_key, fingerprint_bytes: the same key names and arguments
 

@@ -139,7 +139,7 @@ class Admin {
 
 namespace detail {
 
-/// The principal and id of an effective key under `scope` (idem/detail/effective_key.hpp's
+/// The principal and id of an effective key under `scope` (idem/engine/effective_key.hpp's
 /// layout); false when the bytes are not a key of that scope.
 bool split_key(std::string_view effective, std::string_view scope, std::string& principal,
                std::string& id);

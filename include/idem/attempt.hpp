@@ -14,8 +14,8 @@
 
 #include "idem/codec.hpp"
 #include "idem/context.hpp"
-#include "idem/detail/engine.hpp"
-#include "idem/detail/sim_hooks.hpp"
+#include "idem/engine/engine.hpp"
+#include "idem/engine/sim_hooks.hpp"
 #include "idem/error.hpp"
 #include "idem/outcome.hpp"
 #include "idem/result.hpp"

@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "idem/context.hpp"
-#include "idem/detail/effective_key.hpp"
-#include "idem/detail/engine.hpp"
-#include "idem/detail/failure_record.hpp"
+#include "idem/engine/effective_key.hpp"
+#include "idem/engine/engine.hpp"
+#include "idem/engine/failure_record.hpp"
 #include "idem/guard.hpp"
 #include "idem/options.hpp"
 #include "idem/steps.hpp"

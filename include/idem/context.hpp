@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "idem/codec.hpp"
-#include "idem/detail/sim_hooks.hpp"
+#include "idem/engine/sim_hooks.hpp"
 #include "idem/error.hpp"
 #include "idem/result.hpp"
 #include "idem/steps.hpp"

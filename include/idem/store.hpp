@@ -13,7 +13,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "idem/detail/sim_hooks.hpp"
+#include "idem/engine/sim_hooks.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/result.hpp"
 #include "idem/transaction.hpp"

@@ -13,7 +13,7 @@
 
 #include "asio/pg_pipeline.hpp"
 #include "idem/asio/postgres_store.hpp"
-#include "idem/detail/record_model.hpp"
+#include "idem/engine/record_model.hpp"
 #include "postgres/pg_options.hpp"
 #include "postgres/pg_schema.hpp"
 #include "sql/statements.hpp"

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "idem/detail/record_model.hpp"
+#include "idem/engine/record_model.hpp"
 #include "postgres/pg_session.hpp"
 
 namespace idem::pg {

@@ -1,5 +1,5 @@
 -- RedisStore claim (docs/design.md §3): one atomic step on the record's hash, by the record
--- model's claim rules (classify() in include/idem/detail/record_model.hpp).
+-- model's claim rules (classify() in include/idem/engine/record_model.hpp).
 -- KEYS[1]  the record: fields s (state), f (fingerprint), n (fence), l (lease end, ms),
 --          r (result bytes, completed or failed records only)
 -- ARGV[1]  fingerprint (16 bytes)   ARGV[2] lease, ms   ARGV[3] retention, ms

@@ -1,5 +1,5 @@
 -- RedisStore / RedisTokenStore commit: the holder under ARGV[1] stores its end, by the record
--- model's fence rule (check_fence() in include/idem/detail/record_model.hpp).
+-- model's fence rule (check_fence() in include/idem/engine/record_model.hpp).
 -- KEYS[1]  the record
 -- ARGV[1]  fence (decimal)   ARGV[2] state, STATE_COMPLETED or STATE_FAILED   ARGV[3] result bytes
 -- ARGV[4]  ttl, ms (below 1 becomes 1: PEXPIRE 0 would delete at once, EX 0 is an error)

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "idem/detail/effective_key.hpp"
+#include "idem/engine/effective_key.hpp"
 #include "lua_scripts.hpp"
 #include "store_common.hpp"
 

@@ -7,8 +7,8 @@
 #include <array>
 #include <cstring>
 
-#include "idem/detail/effective_key.hpp"
-#include "idem/detail/token.hpp"
+#include "idem/engine/effective_key.hpp"
+#include "idem/engine/token.hpp"
 #include "lua_scripts.hpp"
 #include "store_common.hpp"
 

@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "client_impl.hpp"
-#include "idem/detail/record_model.hpp"
+#include "idem/engine/record_model.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/store.hpp"
 

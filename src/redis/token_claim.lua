@@ -1,5 +1,5 @@
 -- RedisTokenStore claim: consuming a one-time token is the claim, by the record model's claim
--- rules (classify() in include/idem/detail/record_model.hpp; an issued token is claimed like a
+-- rules (classify() in include/idem/engine/record_model.hpp; an issued token is claimed like a
 -- released record).
 -- KEYS[1]  the token: a string STATE_ISSUED while freshly issued (SET NX PX), then a hash with
 --          the record fields of record_claim.lua (s = STATE_ISSUED pending again after an abort,

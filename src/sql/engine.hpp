@@ -24,7 +24,7 @@
 
 #include "common/connection_pool.hpp"
 #include "idem/batch_store.hpp"
-#include "idem/detail/record_model.hpp"
+#include "idem/engine/record_model.hpp"
 #include "idem/result.hpp"
 #include "idem/steps.hpp"
 #include "idem/store.hpp"

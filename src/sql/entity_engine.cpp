@@ -24,7 +24,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "idem/detail/record_model.hpp"
+#include "idem/engine/record_model.hpp"
 #include "postgres/pg_schema.hpp"
 
 namespace idem::detail {

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "idem/detail/record_model.hpp"
+#include "idem/engine/record_model.hpp"
 
 namespace idem::sql {
 
@@ -46,7 +46,7 @@ bool valid_prefix(const std::string& prefix) noexcept {
 namespace {
 
 // The upsert, shared by both dialects: the record model's claim rules (classify() in
-// include/idem/detail/record_model.hpp) for the records a claim takes, with the states named as
+// include/idem/engine/record_model.hpp) for the records a claim takes, with the states named as
 // stored ({held}, {released}: detail::SqlState). A takeover is a compare-and-set on the exact row
 // the statement locked: the WHERE is evaluated on the latest committed version of it.
 constexpr const char* kUpsert =

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "async/async_guard_cases.hpp"
-#include "idem/detail/effective_key.hpp"
+#include "idem/engine/effective_key.hpp"
 #include "idem/observer.hpp"
 #include "idem/stores/memory_store.hpp"
 

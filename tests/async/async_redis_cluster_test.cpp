@@ -28,7 +28,7 @@
 #include "async/async_guard_cases.hpp"
 #include "idem/admin/redis_admin.hpp"
 #include "idem/asio/redis_store.hpp"
-#include "idem/detail/effective_key.hpp"
+#include "idem/engine/effective_key.hpp"
 #include "idem/guard.hpp"
 #include "idem/stores/redis_store.hpp"
 #include "idem/testing/async_face.hpp"

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "idem/admin/sqlite_admin.hpp"
-#include "idem/detail/record_model.hpp"
+#include "idem/engine/record_model.hpp"
 #include "idem/stores/group_commit_store.hpp"
 #include "idem/testing/record_store_conformance.hpp"
 #include "sql/pg_relay.hpp"

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "idem/detail/effective_key.hpp"
+#include "idem/engine/effective_key.hpp"
 #include "idem/guard.hpp"
 #include "idem/stores/redis_store.hpp"
 #include "redis/redis_cluster_support.hpp"

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "idem/admin/redis_admin.hpp"
-#include "idem/detail/effective_key.hpp"
+#include "idem/engine/effective_key.hpp"
 #include "idem/guard.hpp"
 #include "idem/stores/redis_store.hpp"
 #include "redis/process_race.hpp"

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "idem/detail/effective_key.hpp"
+#include "idem/engine/effective_key.hpp"
 #include "idem/idem.hpp"
 #include "idem/stores/redis_store.hpp"
 #include "redis/redis_test_support.hpp"

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "idem/admin/redis_admin.hpp"
-#include "idem/detail/effective_key.hpp"
+#include "idem/engine/effective_key.hpp"
 #include "idem/idem.hpp"
 #include "redis/process_race.hpp"
 #include "redis/redis_test_support.hpp"

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "abandoned_index.hpp"
-#include "idem/detail/record_model.hpp"
+#include "idem/engine/record_model.hpp"
 #include "lua_scripts.hpp"
 #include "store_common.hpp"
 

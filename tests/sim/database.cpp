@@ -1,6 +1,6 @@
 #include "sim/database.hpp"
 
-#include "idem/detail/failure_record.hpp"
+#include "idem/engine/failure_record.hpp"
 
 namespace idem::sim {
 

@@ -1,26 +1,26 @@
 #pragma once
-// The defects the simulator can put back (IDEM_SIM_MUTATE, idem/detail/sim_hooks.hpp), each a
+// The defects the simulator can put back (IDEM_SIM_MUTATE, idem/engine/sim_hooks.hpp), each a
 // bug the library had or could have, and the check expected to catch it. scripts/sim --mutants
 // runs each and fails unless its check catches it within the seeds the test command runs.
 
 #include <string_view>
 
-#include "idem/detail/sim_hooks.hpp"
+#include "idem/engine/sim_hooks.hpp"
 #include "sim/checks.hpp"
 
 namespace idem::sim {
 
 // Mutation points in the library (numbers shared with the IDEM_SIM_MUTATE calls there).
-inline constexpr int kMutantCommitForgetsLanded = 1;          // detail/record_model.hpp
-inline constexpr int kMutantTakeoverAnyPayload = 2;           // detail/record_model.hpp
-inline constexpr int kMutantTakeoverLiveLease = 3;            // detail/record_model.hpp
-inline constexpr int kMutantExpiredStillReplays = 4;          // detail/record_model.hpp
+inline constexpr int kMutantCommitForgetsLanded = 1;          // engine/record_model.hpp
+inline constexpr int kMutantTakeoverAnyPayload = 2;           // engine/record_model.hpp
+inline constexpr int kMutantTakeoverLiveLease = 3;            // engine/record_model.hpp
+inline constexpr int kMutantExpiredStillReplays = 4;          // engine/record_model.hpp
 inline constexpr int kMutantAbortLowersFence = 5;             // stores/memory_store.hpp
 inline constexpr int kMutantStepsForAnyPayload = 6;           // stores/memory_store.hpp
-inline constexpr int kMutantLeaseLostRecorded = 7;            // detail/engine.hpp
-inline constexpr int kMutantNoRewind = 8;                     // detail/engine.hpp
-inline constexpr int kMutantWaitForever = 9;                  // detail/engine.hpp
-inline constexpr int kMutantForgetsDoubt = 10;                // detail/protocol.hpp
+inline constexpr int kMutantLeaseLostRecorded = 7;            // engine/engine.hpp
+inline constexpr int kMutantNoRewind = 8;                     // engine/engine.hpp
+inline constexpr int kMutantWaitForever = 9;                  // engine/engine.hpp
+inline constexpr int kMutantForgetsDoubt = 10;                // engine/protocol.hpp
 inline constexpr int kMutantTakeoverUnreported = 11;          // guard.hpp
 inline constexpr int kMutantStepRunsAgain = 12;               // context.hpp
 inline constexpr int kMutantCacheFillsLostCommit = 13;        // stores/cached_store.hpp

@@ -23,7 +23,7 @@
 #include "idem/admin/postgres_admin.hpp"
 #include "idem/admin/redis_admin.hpp"
 #include "idem/admin/sqlite_admin.hpp"
-#include "idem/detail/failure_record.hpp"
+#include "idem/engine/failure_record.hpp"
 #include "idem/stores/postgres_store.hpp"
 #include "idem/stores/postgres_transaction.hpp"
 #include "idem/stores/redis_store.hpp"

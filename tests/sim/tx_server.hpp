@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "idem/detail/record_model.hpp"
+#include "idem/engine/record_model.hpp"
 #include "idem/steps.hpp"
 #include "idem/store.hpp"
 #include "sim/contract.hpp"

@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "idem/detail/effective_key.hpp"
+#include "idem/engine/effective_key.hpp"
 #include "sim/backend.hpp"
 #include "sim/process.hpp"
 #include "sim/server.hpp"

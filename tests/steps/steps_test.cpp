@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "idem/detail/effective_key.hpp"
+#include "idem/engine/effective_key.hpp"
 #include "idem/idem.hpp"
 #include "sql/sql_test_support.hpp"
 #ifdef IDEM_STEPS_WITH_REDIS

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "idem/detail/token.hpp"
+#include "idem/engine/token.hpp"
 #include "idem/idem.hpp"
 #include "idem/stores/cached_store.hpp"
 

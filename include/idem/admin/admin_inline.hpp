@@ -8,8 +8,8 @@
 #include <string_view>
 
 #include "idem/admin.hpp"
-#include "idem/detail/effective_key.hpp"
-#include "idem/detail/failure_record.hpp"
+#include "idem/engine/effective_key.hpp"
+#include "idem/engine/failure_record.hpp"
 #include "idem/key.hpp"
 
 namespace idem::admin {

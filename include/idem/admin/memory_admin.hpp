@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "idem/admin.hpp"
-#include "idem/detail/sim_hooks.hpp"
+#include "idem/engine/sim_hooks.hpp"
 #include "idem/stores/memory_store.hpp"
 
 namespace idem::admin {

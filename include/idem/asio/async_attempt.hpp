@@ -20,7 +20,7 @@
 
 #include "idem/asio/async_store.hpp"
 #include "idem/asio/detail/async_engine.hpp"
-#include "idem/detail/engine.hpp"
+#include "idem/engine/engine.hpp"
 #include "idem/outcome.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"

@@ -7,7 +7,7 @@
 #include <concepts>
 #include <string_view>
 
-#include "idem/detail/call_timer.hpp"
+#include "idem/engine/call_timer.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
 

@@ -13,8 +13,8 @@
 #include <unordered_map>
 #include <utility>
 
-#include "idem/detail/entity.hpp"
-#include "idem/detail/record_model.hpp"
+#include "idem/engine/entity.hpp"
+#include "idem/engine/record_model.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
 

@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "idem/clock.hpp"
-#include "idem/detail/record_model.hpp"
+#include "idem/engine/record_model.hpp"
 #include "idem/store.hpp"
 
 namespace idem::detail {

@@ -15,7 +15,7 @@
 #include "idem/clock.hpp"
 #include "idem/detail/hashed_key.hpp"
 #include "idem/detail/memory_record.hpp"
-#include "idem/detail/record_model.hpp"
+#include "idem/engine/record_model.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"

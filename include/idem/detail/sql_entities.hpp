@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "idem/detail/entity.hpp"
+#include "idem/engine/entity.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
 #include "idem/store_stats.hpp"

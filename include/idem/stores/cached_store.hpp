@@ -19,8 +19,8 @@
 
 #include "idem/clock.hpp"
 #include "idem/detail/hashed_key.hpp"
-#include "idem/detail/record_model.hpp"
-#include "idem/detail/sim_hooks.hpp"
+#include "idem/engine/record_model.hpp"
+#include "idem/engine/sim_hooks.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/result.hpp"
 #include "idem/steps.hpp"

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "idem/batch_store.hpp"
-#include "idem/detail/sim_hooks.hpp"
 #include "idem/detail/wake_signal.hpp"
+#include "idem/engine/sim_hooks.hpp"
 #include "idem/result.hpp"
 #include "idem/steps.hpp"
 #include "idem/store.hpp"

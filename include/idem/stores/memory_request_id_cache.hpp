@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "idem/clock.hpp"
-#include "idem/detail/guarded_records.hpp"
+#include "idem/engine/guarded_records.hpp"
 #include "idem/guard.hpp"
 #include "idem/key.hpp"
 #include "idem/options.hpp"

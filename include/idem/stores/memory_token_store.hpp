@@ -10,10 +10,10 @@
 #include <utility>
 
 #include "idem/clock.hpp"
-#include "idem/detail/effective_key.hpp"
-#include "idem/detail/guarded_records.hpp"
 #include "idem/detail/memory_token_records.hpp"
-#include "idem/detail/token.hpp"
+#include "idem/engine/effective_key.hpp"
+#include "idem/engine/guarded_records.hpp"
+#include "idem/engine/token.hpp"
 #include "idem/guard.hpp"
 #include "idem/options.hpp"
 #include "idem/result.hpp"

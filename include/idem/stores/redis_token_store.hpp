@@ -11,8 +11,8 @@
 #include <string_view>
 #include <utility>
 
-#include "idem/detail/guarded_records.hpp"
-#include "idem/detail/token.hpp"
+#include "idem/engine/guarded_records.hpp"
+#include "idem/engine/token.hpp"
 #include "idem/guard.hpp"
 #include "idem/options.hpp"
 #include "idem/redis/client.hpp"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "idem/attempt.hpp"
-#include "idem/detail/engine.hpp"
+#include "idem/engine/engine.hpp"
 #include "idem/guard.hpp"
 #include "idem/options.hpp"
 #include "idem/outcome.hpp"

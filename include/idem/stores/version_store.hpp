@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "idem/attempt.hpp"
-#include "idem/detail/engine.hpp"
+#include "idem/engine/engine.hpp"
 #include "idem/guard.hpp"
 #include "idem/options.hpp"
 #include "idem/outcome.hpp"

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "idem/detail/effective_key.hpp"
+#include "idem/engine/effective_key.hpp"
 #include "idem/error.hpp"
 #include "idem/observer.hpp"
 #include "idem/steps.hpp"

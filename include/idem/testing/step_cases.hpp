@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "idem/detail/effective_key.hpp"
+#include "idem/engine/effective_key.hpp"
 #include "idem/idem.hpp"
 #include "idem/steps.hpp"
 #include "idem/testing/detail/conformance_case.hpp"

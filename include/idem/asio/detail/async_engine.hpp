@@ -1,7 +1,7 @@
 #pragma once
 // The protocol engine's steps as coroutines, for AsyncGuard: claim (or wait on a timer) ->
 // answer | hold -> commit with retry | settle a failure. The decisions are the blocking engine's
-// own (detail/engine.hpp: claim_refused, WaitPacer, refuse_busy, answer_stored, CommitTries,
+// own (engine/engine.hpp: claim_refused, WaitPacer, refuse_busy, answer_stored, CommitTries,
 // result_too_large); only the store calls and the pauses differ: they suspend.
 //
 // Cancellation (the coroutine's cancellation slot, e.g. from `||` or a bound slot) is looked at
@@ -32,10 +32,10 @@
 
 #include "idem/asio/async_store.hpp"
 #include "idem/codec.hpp"
-#include "idem/detail/call_timer.hpp"
-#include "idem/detail/effective_key.hpp"
-#include "idem/detail/engine.hpp"
-#include "idem/detail/handler_call.hpp"
+#include "idem/engine/call_timer.hpp"
+#include "idem/engine/effective_key.hpp"
+#include "idem/engine/engine.hpp"
+#include "idem/engine/handler_call.hpp"
 #include "idem/key.hpp"
 #include "idem/options.hpp"
 #include "idem/outcome.hpp"
@@ -124,7 +124,7 @@ class AsyncTarget {
   std::chrono::milliseconds lease() const noexcept { return options_->lease; }
   S& store() const noexcept { return *store_; }
   Ticket ticket(Fence fence) const noexcept { return Ticket{key_, fence}; }
-  // Called with an observer only (detail/engine.hpp looks at policy.observer first).
+  // Called with an observer only (engine/engine.hpp looks at policy.observer first).
   CallTimer& timer() const noexcept { return observed_->timer; }
   HandlerStart& handler_start() const noexcept { return handler_start_; }
 

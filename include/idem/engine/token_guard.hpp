@@ -7,7 +7,7 @@
 #include <type_traits>
 
 #include "idem/codec.hpp"
-#include "idem/detail/token.hpp"
+#include "idem/engine/token.hpp"
 #include "idem/guard.hpp"
 #include "idem/key.hpp"
 #include "idem/outcome.hpp"

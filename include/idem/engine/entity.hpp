@@ -12,7 +12,7 @@
 #include <string_view>
 #include <utility>
 
-#include "idem/detail/effective_key.hpp"
+#include "idem/engine/effective_key.hpp"
 #include "idem/error.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/key.hpp"

@@ -1,5 +1,5 @@
 #pragma once
-// The engine's small pieces: decoding a replay and the commit retry loop (detail/engine.hpp).
+// The engine's small pieces: decoding a replay and the commit retry loop (engine/engine.hpp).
 
 #include <algorithm>
 #include <chrono>
@@ -12,7 +12,7 @@
 
 #include "idem/clock.hpp"
 #include "idem/codec.hpp"
-#include "idem/detail/sim_hooks.hpp"
+#include "idem/engine/sim_hooks.hpp"
 #include "idem/error.hpp"
 #include "idem/options.hpp"
 #include "idem/outcome.hpp"

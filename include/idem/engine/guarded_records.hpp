@@ -9,7 +9,7 @@
 #include <string_view>
 #include <utility>
 
-#include "idem/detail/token_guard.hpp"
+#include "idem/engine/token_guard.hpp"
 #include "idem/guard.hpp"
 #include "idem/key.hpp"
 #include "idem/options.hpp"

@@ -16,7 +16,7 @@
 #include <string_view>
 
 #include "idem/clock.hpp"
-#include "idem/detail/sim_hooks.hpp"
+#include "idem/engine/sim_hooks.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/store.hpp"
 

@@ -31,11 +31,11 @@
 
 #include "idem/clock.hpp"
 #include "idem/codec.hpp"
-#include "idem/detail/call_timer.hpp"
-#include "idem/detail/duration_estimate.hpp"
-#include "idem/detail/failure_record.hpp"
-#include "idem/detail/protocol.hpp"
-#include "idem/detail/sim_hooks.hpp"
+#include "idem/engine/call_timer.hpp"
+#include "idem/engine/duration_estimate.hpp"
+#include "idem/engine/failure_record.hpp"
+#include "idem/engine/protocol.hpp"
+#include "idem/engine/sim_hooks.hpp"
 #include "idem/error.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/observer.hpp"
@@ -261,7 +261,7 @@ bool claim_refused(const Policy& policy, const Target& target, Result<Claim>& cl
 }
 
 /// The refusal of a caller that found a live holder and stopped waiting (or never waits), with
-/// the holder's lease left and when a retry is likely to succeed (detail/duration_estimate.hpp).
+/// the holder's lease left and when a retry is likely to succeed (engine/duration_estimate.hpp).
 template <class Target>
 Failure refuse_busy(const Policy& policy, const Target& target, const Claim& busy) {
   finish(policy, target, Event::in_progress, busy.fence, make_error_code(errc::in_progress));
