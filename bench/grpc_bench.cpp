@@ -31,7 +31,7 @@
 #include <string_view>
 
 #include "idem/engine/effective_key.hpp"
-#include "idem/stores/memory_store.hpp"
+#include "idem/memory/store.hpp"
 #include "idem/stores/redis_store.hpp"
 #include "lua_scripts.hpp"  // the record store's scripts, so the bare twin sends the same bytes
 #include "node.hpp"         // to_chars(DecimalText&, n)

@@ -29,8 +29,8 @@
 
 #include "idem/engine/effective_key.hpp"
 #include "idem/guard.hpp"
+#include "idem/memory/store.hpp"
 #include "idem/stores/cached_store.hpp"
-#include "idem/stores/memory_store.hpp"
 #include "latency.hpp"
 
 #ifdef IDEM_BENCH_COUNT_ALLOCS

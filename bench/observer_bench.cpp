@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "idem/guard.hpp"
+#include "idem/memory/store.hpp"
 #include "idem/prometheus.hpp"
-#include "idem/stores/memory_store.hpp"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include "idem/engine/effective_key.hpp"
 #include "idem/engine/entity.hpp"
 #include "idem/guard.hpp"
-#include "idem/stores/memory_store.hpp"
+#include "idem/memory/store.hpp"
 
 namespace {
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "idem/idem.hpp"
-#include "idem/stores/memory_request_id_cache.hpp"
-#include "idem/stores/memory_token_store.hpp"
+#include "idem/memory/request_id_cache.hpp"
+#include "idem/memory/token_store.hpp"
 #include "support/flaky_store.hpp"
 
 namespace idem {

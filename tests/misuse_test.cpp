@@ -11,9 +11,9 @@
 #include <thread>
 
 #include "idem/idem.hpp"
+#include "idem/memory/request_id_cache.hpp"
+#include "idem/memory/token_store.hpp"
 #include "idem/stores/entity_backends.hpp"
-#include "idem/stores/memory_request_id_cache.hpp"
-#include "idem/stores/memory_token_store.hpp"
 #include "idem/stores/state_machine_store.hpp"
 #include "idem/stores/version_store.hpp"
 

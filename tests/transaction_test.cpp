@@ -11,7 +11,7 @@
 
 #include "idem/context.hpp"
 #include "idem/guard.hpp"
-#include "idem/stores/memory_store.hpp"
+#include "idem/memory/store.hpp"
 
 namespace idem {
 namespace {

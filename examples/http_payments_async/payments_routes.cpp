@@ -16,7 +16,7 @@
 #include "idem/asio/async_store.hpp"
 #include "idem/asio/postgres_store.hpp"
 #include "idem/http.hpp"
-#include "idem/stores/memory_token_store.hpp"
+#include "idem/memory/token_store.hpp"
 #include "payment_checks.hpp"
 #include "payment_rows.hpp"
 #include "problem_body.hpp"

@@ -11,7 +11,7 @@
 // holder can never match it.
 //
 // The adapters' admins: idem/admin/sqlite_admin.hpp, postgres_admin.hpp, redis_admin.hpp (in the
-// compiled libraries), idem/admin/memory_admin.hpp (header-only).
+// compiled libraries), idem/memory/admin.hpp (header-only).
 
 #include <chrono>
 #include <cstddef>

@@ -20,9 +20,9 @@
 #include <string>
 
 #include "cli_run.hpp"
-#include "idem/admin/memory_admin.hpp"
 #include "idem/guard.hpp"
-#include "idem/stores/memory_store.hpp"
+#include "idem/memory/admin.hpp"
+#include "idem/memory/store.hpp"
 #include "idem/stores/sqlite_store.hpp"
 #ifdef IDEM_TEST_WITH_POSTGRES
 #include "idem/stores/postgres_store.hpp"

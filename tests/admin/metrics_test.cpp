@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "idem/guard.hpp"
+#include "idem/memory/store.hpp"
 #include "idem/prometheus.hpp"
 #include "idem/stores/cached_store.hpp"
-#include "idem/stores/memory_store.hpp"
 #include "idem/stores/sqlite_store.hpp"
 #include "prometheus_text.hpp"
 

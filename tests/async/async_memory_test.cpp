@@ -10,8 +10,8 @@
 
 #include "async/async_guard_cases.hpp"
 #include "idem/engine/effective_key.hpp"
+#include "idem/memory/store.hpp"
 #include "idem/observer.hpp"
-#include "idem/stores/memory_store.hpp"
 
 // Not in an anonymous namespace: the coroutine frames of the header's templates hold these types.
 namespace idem::testing {

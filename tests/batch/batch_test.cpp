@@ -10,7 +10,7 @@
 
 #include "batch/batch_cases.hpp"
 #include "idem/idem.hpp"
-#include "idem/stores/memory_store.hpp"
+#include "idem/memory/store.hpp"
 #include "idem/stores/redis_store.hpp"
 #include "redis/redis_cluster_support.hpp"
 #include "redis/redis_test_support.hpp"

@@ -23,8 +23,8 @@
 
 #include "idem/idem.hpp"
 #include "idem/layered_guard.hpp"
-#include "idem/stores/memory_request_id_cache.hpp"
-#include "idem/stores/memory_token_store.hpp"
+#include "idem/memory/request_id_cache.hpp"
+#include "idem/memory/token_store.hpp"
 
 namespace idem::testing {
 

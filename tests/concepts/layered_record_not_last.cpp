@@ -2,7 +2,7 @@
 // builds this file passes only if the compiler prints the guard's own explanation.
 
 #include "idem/layered_guard.hpp"
-#include "idem/stores/memory_request_id_cache.hpp"
+#include "idem/memory/request_id_cache.hpp"
 
 int main() {
   idem::MemoryStore records;

@@ -3,8 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "idem/memory/store.hpp"
 #include "idem/store.hpp"
-#include "idem/stores/memory_store.hpp"
 #include "support/flaky_store.hpp"
 
 namespace idem {

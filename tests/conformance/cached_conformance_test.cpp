@@ -4,8 +4,8 @@
 #include <memory>
 
 #include "idem/admin/cached_admin.hpp"
-#include "idem/admin/memory_admin.hpp"
 #include "idem/idem.hpp"
+#include "idem/memory/admin.hpp"
 #include "idem/stores/cached_store.hpp"
 #include "idem/testing/record_store_conformance.hpp"
 #ifdef IDEM_TEST_WITH_ASIO

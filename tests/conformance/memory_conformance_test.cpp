@@ -3,8 +3,8 @@
 
 #include <memory>
 
-#include "idem/admin/memory_admin.hpp"
 #include "idem/idem.hpp"
+#include "idem/memory/admin.hpp"
 #include "idem/testing/record_store_conformance.hpp"
 #ifdef IDEM_TEST_WITH_ASIO
 #include "idem/testing/async_face.hpp"

@@ -25,7 +25,7 @@ file(GLOB_RECURSE installed RELATIVE "${PREFIX}" "${PREFIX}/*")
 set(adapter_files "")
 foreach(file IN LISTS installed)
   if(file MATCHES "sqlite|postgres|redis|sql_|testing|json|grpc|protobuf|prometheus|spdlog|asio"
-     OR file MATCHES "/request_id_cache\\.hpp$")
+     OR file MATCHES "/stores/request_id_cache\\.hpp$")
     list(APPEND adapter_files "${file}")
   endif()
 endforeach()

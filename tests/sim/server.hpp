@@ -13,10 +13,10 @@
 #include <string_view>
 #include <vector>
 
-#include "idem/admin/memory_admin.hpp"
 #include "idem/batch_store.hpp"
+#include "idem/memory/admin.hpp"
+#include "idem/memory/store.hpp"
 #include "idem/steps.hpp"
-#include "idem/stores/memory_store.hpp"
 #include "sim/contract.hpp"
 #include "sim/database.hpp"
 #include "sim/scheduler.hpp"

@@ -1,9 +1,8 @@
 // The request-ID cache cases on MemoryRequestIdCache, plus its bound and eviction count.
 
-#include "idem/stores/memory_request_id_cache.hpp"
-
 #include <memory>
 
+#include "idem/memory/request_id_cache.hpp"
 #include "stores/request_id_cache_suite.hpp"
 
 namespace idem::testing {

@@ -1,8 +1,6 @@
 // MemoryStore's own promises: the capacity bound, counted eviction that spares in-progress
 // records, expiry, and sharding.
 
-#include "idem/stores/memory_store.hpp"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -11,6 +9,7 @@
 #include <vector>
 
 #include "idem/idem.hpp"
+#include "idem/memory/store.hpp"
 
 namespace idem {
 namespace {

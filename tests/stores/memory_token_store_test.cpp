@@ -1,9 +1,8 @@
 // The token store cases on MemoryTokenStore, its time driven by a ManualClock.
 
-#include "idem/stores/memory_token_store.hpp"
-
 #include <memory>
 
+#include "idem/memory/token_store.hpp"
 #include "stores/token_store_suite.hpp"
 
 namespace idem::testing {

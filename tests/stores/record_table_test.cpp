@@ -2,7 +2,7 @@
 // through growth and through erases that shift records back into the holes, including when many
 // keys share a home slot and runs wrap around the end of the array.
 
-#include "idem/detail/record_table.hpp"
+#include "idem/memory/detail/record_table.hpp"
 
 #include <gtest/gtest.h>
 

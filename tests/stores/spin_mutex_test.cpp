@@ -1,7 +1,7 @@
 // detail::SpinMutex, the shard lock of MemoryStore: mutual exclusion with more threads than
 // cores (so holders are preempted and waiters go to sleep), and a sleeping waiter is woken.
 
-#include "idem/detail/spin_mutex.hpp"
+#include "idem/memory/detail/spin_mutex.hpp"
 
 #include <gtest/gtest.h>
 

@@ -22,11 +22,11 @@
 #include "idem/engine/record_model.hpp"
 #include "idem/engine/sim_hooks.hpp"
 #include "idem/fingerprint.hpp"
+#include "idem/memory/store.hpp"  // for the static_assert at the end
 #include "idem/result.hpp"
 #include "idem/steps.hpp"
 #include "idem/store.hpp"
 #include "idem/store_stats.hpp"
-#include "idem/stores/memory_store.hpp"  // for the static_assert at the end
 
 namespace idem {
 

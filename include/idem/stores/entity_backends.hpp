@@ -5,8 +5,8 @@
 //   idem::SqliteBackend    link idem::sqlite: the user's table in a SQLite file
 //   idem::PostgresBackend  link idem::postgres: the user's table in PostgreSQL
 
-#include "idem/detail/memory_entities.hpp"
 #include "idem/engine/entity.hpp"
+#include "idem/memory/entities.hpp"
 #include "idem/store_stats.hpp"
 
 // An installed idem has an adapter's headers only if it was built with that adapter, so each SQL

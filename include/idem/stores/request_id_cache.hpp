@@ -1,7 +1,7 @@
 #pragma once
 // RequestIdCache: the gateway's request-ID response cache on Redis: entries in Redis
 // (detail::RedisRequestIdRecords) and the guard that claims through them, in the compiled adapter
-// idem::redis. The memory twin is MemoryRequestIdCache (memory_request_id_cache.hpp).
+// idem::redis. The memory twin is MemoryRequestIdCache (idem/memory/request_id_cache.hpp).
 
 #include <atomic>
 #include <chrono>

@@ -14,10 +14,10 @@
 #include "idem/engine/guarded_records.hpp"
 #include "idem/guard.hpp"
 #include "idem/key.hpp"
+#include "idem/memory/store.hpp"
 #include "idem/options.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
-#include "idem/stores/memory_store.hpp"
 
 namespace idem {
 

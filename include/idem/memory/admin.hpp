@@ -10,7 +10,7 @@
 
 #include "idem/admin.hpp"
 #include "idem/engine/sim_hooks.hpp"
-#include "idem/stores/memory_store.hpp"
+#include "idem/memory/store.hpp"
 
 namespace idem::admin {
 

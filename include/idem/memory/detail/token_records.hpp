@@ -14,9 +14,9 @@
 
 #include "idem/clock.hpp"
 #include "idem/detail/hashed_key.hpp"
-#include "idem/detail/memory_record.hpp"
 #include "idem/engine/record_model.hpp"
 #include "idem/fingerprint.hpp"
+#include "idem/memory/detail/record.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
 

@@ -10,11 +10,11 @@
 #include <utility>
 
 #include "idem/clock.hpp"
-#include "idem/detail/memory_token_records.hpp"
 #include "idem/engine/effective_key.hpp"
 #include "idem/engine/guarded_records.hpp"
 #include "idem/engine/token.hpp"
 #include "idem/guard.hpp"
+#include "idem/memory/detail/token_records.hpp"
 #include "idem/options.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"

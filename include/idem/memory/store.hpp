@@ -16,11 +16,11 @@
 
 #include "idem/clock.hpp"
 #include "idem/detail/hashed_key.hpp"
-#include "idem/detail/memory_record.hpp"
-#include "idem/detail/record_table.hpp"
-#include "idem/detail/spin_mutex.hpp"
 #include "idem/engine/sim_hooks.hpp"
 #include "idem/fingerprint.hpp"
+#include "idem/memory/detail/record.hpp"
+#include "idem/memory/detail/record_table.hpp"
+#include "idem/memory/detail/spin_mutex.hpp"
 #include "idem/result.hpp"
 #include "idem/steps.hpp"
 #include "idem/store.hpp"
@@ -29,7 +29,7 @@
 namespace idem {
 
 namespace admin {
-class MemoryAdmin;  // idem/admin/memory_admin.hpp: reads and releases records
+class MemoryAdmin;  // idem/memory/admin.hpp: reads and releases records
 }  // namespace admin
 
 struct MemoryStoreOptions {
