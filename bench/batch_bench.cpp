@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "idem/group_commit_store.hpp"
 #include "idem/guard.hpp"
-#include "idem/stores/group_commit_store.hpp"
 #include "idem/stores/postgres_store.hpp"
 #include "idem/stores/redis_store.hpp"
 #include "idem/stores/sqlite_store.hpp"

@@ -24,8 +24,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "idem/stores/state_machine_store.hpp"
-#include "idem/stores/version_store.hpp"
+#include "idem/state_machine_store.hpp"
+#include "idem/version_store.hpp"
 #include "latency.hpp"
 #include "postgres/pqxx_compat.hpp"  // the bare twins' calls, the same on libpqxx 6 and 7
 

@@ -27,10 +27,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "idem/cached_store.hpp"
 #include "idem/engine/effective_key.hpp"
 #include "idem/guard.hpp"
 #include "idem/memory/store.hpp"
-#include "idem/stores/cached_store.hpp"
 #include "latency.hpp"
 
 #ifdef IDEM_BENCH_COUNT_ALLOCS

@@ -28,8 +28,8 @@
 #include <string_view>
 #include <thread>
 
+#include "idem/cached_store.hpp"
 #include "idem/guard.hpp"
-#include "idem/stores/cached_store.hpp"
 #include "idem/stores/postgres_store.hpp"
 #include "latency.hpp"
 #include "postgres/pqxx_compat.hpp"  // the bare twins' calls, the same on libpqxx 6 and 7

@@ -36,9 +36,9 @@
 #include <string_view>
 #include <vector>
 
+#include "idem/cached_store.hpp"
 #include "idem/engine/effective_key.hpp"
 #include "idem/guard.hpp"
-#include "idem/stores/cached_store.hpp"
 #include "idem/stores/redis_store.hpp"
 #include "idem/stores/redis_token_store.hpp"
 #include "idem/stores/request_id_cache.hpp"

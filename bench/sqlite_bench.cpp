@@ -24,8 +24,8 @@
 #include <string_view>
 #include <vector>
 
+#include "idem/cached_store.hpp"
 #include "idem/guard.hpp"
-#include "idem/stores/cached_store.hpp"
 #include "idem/stores/sqlite_store.hpp"
 #include "latency.hpp"
 #include "sql/statements.hpp"

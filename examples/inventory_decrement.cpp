@@ -16,7 +16,7 @@
 
 #include "idem/idem.hpp"
 #include "idem/stores/sqlite_transaction.hpp"
-#include "idem/stores/version_store.hpp"
+#include "idem/version_store.hpp"
 
 namespace {
 

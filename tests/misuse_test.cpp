@@ -13,9 +13,9 @@
 #include "idem/idem.hpp"
 #include "idem/memory/request_id_cache.hpp"
 #include "idem/memory/token_store.hpp"
+#include "idem/state_machine_store.hpp"
 #include "idem/stores/entity_backends.hpp"
-#include "idem/stores/state_machine_store.hpp"
-#include "idem/stores/version_store.hpp"
+#include "idem/version_store.hpp"
 
 namespace idem {
 namespace {

@@ -11,9 +11,9 @@
 #include <utility>
 
 #include "bare_payments_service.hpp"
+#include "idem/cached_store.hpp"
 #include "idem/memory/request_id_cache.hpp"
 #include "idem/memory/token_store.hpp"
-#include "idem/stores/cached_store.hpp"
 #include "idem/stores/postgres_store.hpp"
 #include "idem/stores/redis_token_store.hpp"
 #include "idem/stores/request_id_cache.hpp"

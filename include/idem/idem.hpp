@@ -3,11 +3,11 @@
 // header-only stores and guards over them. The compiled adapters have their own headers under
 // idem/stores/.
 
+#include "idem/cached_store.hpp"
 #include "idem/completer.hpp"
 #include "idem/core.hpp"
 #include "idem/layered_guard.hpp"
 #include "idem/memory/request_id_cache.hpp"
 #include "idem/memory/store.hpp"
 #include "idem/memory/token_store.hpp"
-#include "idem/stores/cached_store.hpp"
 #include "idem/transition_table.hpp"

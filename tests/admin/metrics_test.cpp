@@ -12,10 +12,10 @@
 #include <thread>
 #include <vector>
 
+#include "idem/cached_store.hpp"
 #include "idem/guard.hpp"
 #include "idem/memory/store.hpp"
 #include "idem/prometheus.hpp"
-#include "idem/stores/cached_store.hpp"
 #include "idem/stores/sqlite_store.hpp"
 #include "prometheus_text.hpp"
 

@@ -4,9 +4,9 @@
 #include <memory>
 
 #include "idem/admin/cached_admin.hpp"
+#include "idem/cached_store.hpp"
 #include "idem/idem.hpp"
 #include "idem/memory/admin.hpp"
-#include "idem/stores/cached_store.hpp"
 #include "idem/testing/record_store_conformance.hpp"
 #ifdef IDEM_TEST_WITH_ASIO
 #include "idem/testing/async_face.hpp"

@@ -17,8 +17,8 @@
 #include <string>
 
 #include "idem/idem.hpp"
-#include "idem/stores/state_machine_store.hpp"
-#include "idem/stores/version_store.hpp"
+#include "idem/state_machine_store.hpp"
+#include "idem/version_store.hpp"
 
 namespace idem::testing {
 

@@ -5,7 +5,7 @@
 #include <memory>
 #include <thread>
 
-#include "idem/stores/cached_store.hpp"
+#include "idem/cached_store.hpp"
 #include "redis/redis_test_support.hpp"
 #include "stores/request_id_cache_suite.hpp"
 

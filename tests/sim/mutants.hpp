@@ -23,16 +23,16 @@ inline constexpr int kMutantWaitForever = 9;                  // engine/engine.h
 inline constexpr int kMutantForgetsDoubt = 10;                // engine/protocol.hpp
 inline constexpr int kMutantTakeoverUnreported = 11;          // guard.hpp
 inline constexpr int kMutantStepRunsAgain = 12;               // context.hpp
-inline constexpr int kMutantCacheFillsLostCommit = 13;        // stores/cached_store.hpp
-inline constexpr int kMutantGroupAnswersSwapped = 14;         // stores/group_commit_store.hpp
+inline constexpr int kMutantCacheFillsLostCommit = 13;        // cached_store.hpp
+inline constexpr int kMutantGroupAnswersSwapped = 14;         // group_commit_store.hpp
 inline constexpr int kMutantBatchForgetsDoubt = 15;           // batch.hpp
-inline constexpr int kMutantCacheOutlivesStore = 16;          // stores/cached_store.hpp
+inline constexpr int kMutantCacheOutlivesStore = 16;          // cached_store.hpp
 inline constexpr int kMutantForgetKeepsSteps = 17;            // memory/admin.hpp
 inline constexpr int kMutantBatchNotRetryable = 18;           // batch.hpp
 inline constexpr int kMutantRetentionEndsWithLease = 19;      // store.hpp
-inline constexpr int kMutantCacheKeepsForgotten = 21;         // stores/cached_store.hpp
+inline constexpr int kMutantCacheKeepsForgotten = 21;         // cached_store.hpp
 inline constexpr int kMutantLayersCommitOutwardFirst = 22;    // layered_guard.hpp
-inline constexpr int kMutantGroupWriterMissesItsAnswer = 23;  // stores/group_commit_store.hpp
+inline constexpr int kMutantGroupWriterMissesItsAnswer = 23;  // group_commit_store.hpp
 // Mutation points in the simulator's own transactional server (it mirrors the SQL stores).
 inline constexpr int kMutantAtomicStepKeepsWrites = 20;  // tests/sim/tx_server.cpp
 

@@ -2,7 +2,7 @@
 // cached records expire no later than the backend's, bounded size with counted eviction,
 // mismatch answered from the cache, and the guard under racing threads.
 
-#include "idem/stores/cached_store.hpp"
+#include "idem/cached_store.hpp"
 
 #include <gtest/gtest.h>
 

@@ -15,9 +15,9 @@
 #include <thread>
 #include <vector>
 
+#include "idem/cached_store.hpp"
 #include "idem/engine/token.hpp"
 #include "idem/idem.hpp"
-#include "idem/stores/cached_store.hpp"
 
 namespace idem::testing {
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "idem/group_commit_store.hpp"
 #include "idem/idem.hpp"
-#include "idem/stores/group_commit_store.hpp"
 #include "idem/stores/sqlite_store.hpp"
 #include "options.hpp"
 #ifdef IDEM_SOAK_POSTGRES

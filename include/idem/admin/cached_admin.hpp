@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "idem/admin.hpp"
-#include "idem/stores/cached_store.hpp"
+#include "idem/cached_store.hpp"
 
 namespace idem::admin {
 

@@ -24,14 +24,14 @@
 #include "idem/admin.hpp"
 #include "idem/admin/cached_admin.hpp"
 #include "idem/batch_store.hpp"
+#include "idem/cached_store.hpp"
 #include "idem/context.hpp"
+#include "idem/group_commit_store.hpp"
 #include "idem/guard.hpp"
 #include "idem/layered_guard.hpp"
 #include "idem/observer.hpp"
 #include "idem/options.hpp"
 #include "idem/outcome.hpp"
-#include "idem/stores/cached_store.hpp"
-#include "idem/stores/group_commit_store.hpp"
 #include "idem/testing/store_traits.hpp"
 
 namespace idem::testing {
