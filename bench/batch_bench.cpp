@@ -26,9 +26,9 @@
 
 #include "idem/group_commit_store.hpp"
 #include "idem/guard.hpp"
-#include "idem/stores/postgres_store.hpp"
+#include "idem/postgres/store.hpp"
+#include "idem/sqlite/store.hpp"
 #include "idem/stores/redis_store.hpp"
-#include "idem/stores/sqlite_store.hpp"
 
 namespace {
 

@@ -30,7 +30,7 @@
 
 #include "idem/cached_store.hpp"
 #include "idem/guard.hpp"
-#include "idem/stores/postgres_store.hpp"
+#include "idem/postgres/store.hpp"
 #include "latency.hpp"
 #include "postgres/pqxx_compat.hpp"  // the bare twins' calls, the same on libpqxx 6 and 7
 #include "sql/statements.hpp"

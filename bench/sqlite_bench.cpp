@@ -26,7 +26,7 @@
 
 #include "idem/cached_store.hpp"
 #include "idem/guard.hpp"
-#include "idem/stores/sqlite_store.hpp"
+#include "idem/sqlite/store.hpp"
 #include "latency.hpp"
 #include "sql/statements.hpp"
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "idem/idem.hpp"
-#include "idem/stores/sqlite_store.hpp"
+#include "idem/sqlite/store.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-# Detects the dependencies of the SQLite adapter idem_sqlite (idem::sqlite, src/sql/) and sets
+# Detects the dependencies of the SQLite adapter idem_sqlite (idem::sqlite, src/sqlite/) and sets
 # IDEM_HAVE_SQLITE, and IDEM_SQLITE_MISSING to what to install when something is missing. What the
 # adapter links (SQLiteCpp, SQLite3) is looked up in cmake/package/idem-sqlite-dependencies.cmake,
 # which an installed idem's config reads too; fmt is needed only to build the adapter

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "idem/idem.hpp"
-#include "idem/stores/sqlite_transaction.hpp"
+#include "idem/sqlite/transaction.hpp"
 #include "idem/version_store.hpp"
 
 namespace {

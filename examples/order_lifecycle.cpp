@@ -13,8 +13,8 @@
 #include <string>
 
 #include "idem/idem.hpp"
+#include "idem/sqlite/transaction.hpp"
 #include "idem/state_machine_store.hpp"
-#include "idem/stores/sqlite_transaction.hpp"
 
 namespace {
 

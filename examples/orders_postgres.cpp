@@ -13,8 +13,8 @@
 #include <string>
 
 #include "idem/idem.hpp"
-#include "idem/stores/postgres_store.hpp"
-#include "idem/stores/postgres_transaction.hpp"
+#include "idem/postgres/store.hpp"
+#include "idem/postgres/transaction.hpp"
 
 namespace {
 

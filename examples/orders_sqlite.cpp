@@ -14,8 +14,8 @@
 #include <string>
 
 #include "idem/idem.hpp"
-#include "idem/stores/sqlite_store.hpp"
-#include "idem/stores/sqlite_transaction.hpp"
+#include "idem/sqlite/store.hpp"
+#include "idem/sqlite/transaction.hpp"
 
 namespace {
 

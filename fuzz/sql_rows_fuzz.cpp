@@ -25,7 +25,7 @@
 
 #include "fuzz_check.hpp"
 #include "idem/engine/record_model.hpp"
-#include "idem/stores/sqlite_store.hpp"
+#include "idem/sqlite/store.hpp"
 #include "sql/entity_engine.hpp"
 
 namespace {

@@ -1,5 +1,5 @@
 // NativeTransaction: a claim's open transaction, typed by its backend. Handles here are fakes of
-// the adapters' (sqlite_transaction.hpp, postgres_transaction.hpp); tests/sql covers the real
+// the adapters' (sqlite/transaction.hpp, postgres/transaction.hpp); tests/sql covers the real
 // stores.
 
 #include "idem/transaction.hpp"

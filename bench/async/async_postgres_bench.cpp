@@ -28,10 +28,10 @@
 
 #include "async_bench.hpp"
 #include "idem/asio/async_guard.hpp"
-#include "idem/asio/postgres_store.hpp"
 #include "idem/engine/effective_key.hpp"
 #include "idem/engine/record_model.hpp"
 #include "idem/fingerprint.hpp"
+#include "idem/postgres/async_store.hpp"
 #include "sql/statements.hpp"  // the store's statement texts, so the bare twin sends the same SQL
 
 namespace {

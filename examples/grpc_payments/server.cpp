@@ -13,9 +13,9 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
-#include <idem/stores/postgres_store.hpp>
+#include <idem/postgres/store.hpp>
+#include <idem/sqlite/store.hpp>
 #include <idem/stores/redis_store.hpp>
-#include <idem/stores/sqlite_store.hpp>
 #include <memory>
 #include <stdexcept>
 #include <string>

@@ -17,8 +17,8 @@
 #include <pqxx/pqxx>
 #include <string>
 
-#include "idem/stores/postgres_transaction.hpp"
-#include "idem/stores/sqlite_transaction.hpp"
+#include "idem/postgres/transaction.hpp"
+#include "idem/sqlite/transaction.hpp"
 #include "payments_config.hpp"
 #include "pg_pool.hpp"
 

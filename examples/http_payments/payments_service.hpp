@@ -16,7 +16,7 @@
 #include "common_routes.hpp"
 #include "idem/http.hpp"
 #include "idem/layered_guard.hpp"
-#include "idem/stores/sql_store.hpp"
+#include "idem/sql/store.hpp"
 #include "metrics_route.hpp"
 #include "payment_request.hpp"
 #include "payments_database.hpp"

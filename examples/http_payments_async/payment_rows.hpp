@@ -24,7 +24,7 @@
 #include <string>
 #include <utility>
 
-#include "asio/pg_pipeline.hpp"
+#include "postgres/pg_pipeline.hpp"
 
 namespace payments_async {
 

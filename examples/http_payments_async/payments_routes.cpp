@@ -14,9 +14,9 @@
 
 #include "idem/asio/async_guard.hpp"
 #include "idem/asio/async_store.hpp"
-#include "idem/asio/postgres_store.hpp"
 #include "idem/http.hpp"
 #include "idem/memory/token_store.hpp"
+#include "idem/postgres/async_store.hpp"
 #include "payment_checks.hpp"
 #include "payment_rows.hpp"
 #include "problem_body.hpp"

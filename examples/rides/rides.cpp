@@ -26,8 +26,8 @@
 #include <thread>
 
 #include "idem/idem.hpp"
-#include "idem/stores/sqlite_store.hpp"
-#include "idem/stores/sqlite_transaction.hpp"
+#include "idem/sqlite/store.hpp"
+#include "idem/sqlite/transaction.hpp"
 
 namespace {
 

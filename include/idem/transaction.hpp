@@ -1,7 +1,7 @@
 #pragma once
 // NativeTransaction: the backend transaction a claim holds open for its handler, typed by the
 // backend it belongs to. The core names no backend type: each adapter's accessor header
-// (sqlite_transaction.hpp, postgres_transaction.hpp) defines its handle and hands the
+// (sqlite/transaction.hpp, postgres/transaction.hpp) defines its handle and hands the
 // transaction out, after checking that the claim holds one of its kind.
 
 #include <concepts>

@@ -31,11 +31,11 @@
 #include <vector>
 
 #include "cluster.hpp"
+#include "common/resume_here.hpp"
 #include "idem/asio/redis_store.hpp"
 #include "lua_scripts.hpp"
 #include "node.hpp"
 #include "redis_link.hpp"
-#include "resume_here.hpp"
 #include "sigpipe.hpp"
 #include "store_common.hpp"
 

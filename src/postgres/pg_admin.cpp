@@ -8,8 +8,8 @@
 #include <optional>
 #include <utility>
 
-#include "idem/admin/postgres_admin.hpp"
-#include "idem/stores/postgres_store.hpp"
+#include "idem/postgres/admin.hpp"
+#include "idem/postgres/store.hpp"
 #include "postgres/pg_connection.hpp"
 #include "postgres/pg_failure.hpp"
 #include "postgres/pg_options.hpp"

@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "common/connection_pool.hpp"
-#include "idem/stores/postgres_store.hpp"
+#include "idem/postgres/store.hpp"
 #include "postgres/pg_session.hpp"
 #include "postgres/reply_watchdog.hpp"
 #include "sql/engine.hpp"

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "idem/stores/postgres_store.hpp"
+#include "idem/postgres/store.hpp"
 
 namespace idem::pg {
 

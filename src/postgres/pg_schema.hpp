@@ -1,7 +1,7 @@
 #pragma once
 // The PostgreSQL store's schema steps, written once for PostgresStore (PgSession::create_schema)
-// and AsyncPostgresStore (src/asio): the probe of what exists, the lock under which processes
-// create what is missing, and the DDL in order.
+// and AsyncPostgresStore (async_store.cpp): the probe of what exists, the lock under which
+// processes create what is missing, and the DDL in order.
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "idem/stores/postgres_transaction.hpp"
+#include "idem/postgres/transaction.hpp"
 #include "postgres/pg_connection.hpp"
 #include "postgres/pg_transaction.hpp"
 #include "postgres/pqxx_compat.hpp"

@@ -4,11 +4,10 @@
 // (pg_transaction), and what failures mean (pg_failure). A transactional claim costs two round
 // trips: BEGIN travels with the claim, COMMIT with the finish.
 
-#include "idem/stores/postgres_store.hpp"
-
 #include <memory>
 #include <utility>
 
+#include "idem/postgres/store.hpp"
 #include "postgres/pg_backend.hpp"
 #include "postgres/pg_options.hpp"
 #include "sql/engine.hpp"

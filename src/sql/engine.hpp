@@ -26,10 +26,10 @@
 #include "idem/batch_store.hpp"
 #include "idem/engine/record_model.hpp"
 #include "idem/result.hpp"
+#include "idem/sql/store.hpp"
 #include "idem/steps.hpp"
 #include "idem/store.hpp"
 #include "idem/store_stats.hpp"
-#include "idem/stores/sql_store.hpp"
 #include "idem/transaction.hpp"
 #include "sql/statements.hpp"
 
@@ -157,7 +157,7 @@ class Session {
   /// are rolled back first. Works in a transaction a failed statement left aborted.
   virtual void end_step(bool keep) = 0;
   /// The open transaction handed to handlers, tagged with its backend (the handles of
-  /// sqlite_transaction.hpp and postgres_transaction.hpp).
+  /// sqlite/transaction.hpp and postgres/transaction.hpp).
   virtual NativeTransaction native() noexcept = 0;
 
   /// Generic statements for stores whose SQL is built at configuration (the entity stores):

@@ -1,11 +1,11 @@
 #pragma once
-// The entity stores' SQL engine (include/idem/detail/sql_entities.hpp), built by the adapters
+// The entity stores' SQL engine (include/idem/sql/entities.hpp), built by the adapters
 // from their backend and dialect.
 
 #include <memory>
 #include <string>
 
-#include "idem/detail/sql_entities.hpp"
+#include "idem/sql/entities.hpp"
 #include "sql/engine.hpp"
 #include "sql/statements.hpp"
 

@@ -14,8 +14,8 @@
 #include <optional>
 #include <string_view>
 
+#include "idem/postgres/store.hpp"
 #include "idem/store_stats.hpp"
-#include "idem/stores/postgres_store.hpp"
 #include "sql/engine.hpp"
 
 namespace idem::sql {

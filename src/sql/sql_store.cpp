@@ -1,7 +1,6 @@
-#include "idem/stores/sql_store.hpp"
-
 #include <utility>
 
+#include "idem/sql/store.hpp"
 #include "sql/engine.hpp"
 
 namespace idem {

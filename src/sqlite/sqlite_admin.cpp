@@ -1,8 +1,6 @@
 // The admin of a SQLite record store: the SQL admin (src/sql/sql_admin.hpp) over one SQLiteCpp
 // connection of its own. It never creates the file, except to migrate the schema.
 
-#include "idem/admin/sqlite_admin.hpp"
-
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Exception.h>
 #include <SQLiteCpp/Statement.h>
@@ -14,7 +12,8 @@
 #include <stdexcept>
 #include <utility>
 
-#include "idem/stores/sqlite_store.hpp"
+#include "idem/sqlite/admin.hpp"
+#include "idem/sqlite/store.hpp"
 #include "sql/sql_admin.hpp"
 
 namespace idem::admin {

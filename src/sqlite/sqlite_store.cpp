@@ -5,8 +5,6 @@
 // arrival order; processes sharing the file wait on each other through SQLite's busy handler,
 // and while opening it also through a retry of their own (see retry_while_locked).
 
-#include "idem/stores/sqlite_store.hpp"
-
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Exception.h>
 #include <SQLiteCpp/Statement.h>
@@ -27,7 +25,8 @@
 #include <vector>
 
 #include "common/connection_pool.hpp"
-#include "idem/stores/sqlite_transaction.hpp"
+#include "idem/sqlite/store.hpp"
+#include "idem/sqlite/transaction.hpp"
 #include "sql/engine.hpp"
 #include "sql/statements.hpp"
 #include "sqlite/fence_file.hpp"

@@ -23,9 +23,9 @@
 #include "idem/guard.hpp"
 #include "idem/memory/admin.hpp"
 #include "idem/memory/store.hpp"
-#include "idem/stores/sqlite_store.hpp"
+#include "idem/sqlite/store.hpp"
 #ifdef IDEM_TEST_WITH_POSTGRES
-#include "idem/stores/postgres_store.hpp"
+#include "idem/postgres/store.hpp"
 #endif
 #ifdef IDEM_TEST_WITH_REDIS
 #include "idem/redis/client.hpp"

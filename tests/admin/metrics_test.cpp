@@ -16,7 +16,7 @@
 #include "idem/guard.hpp"
 #include "idem/memory/store.hpp"
 #include "idem/prometheus.hpp"
-#include "idem/stores/sqlite_store.hpp"
+#include "idem/sqlite/store.hpp"
 #include "prometheus_text.hpp"
 
 namespace {

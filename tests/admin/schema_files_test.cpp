@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "cli_run.hpp"
-#include "idem/stores/sqlite_store.hpp"
+#include "idem/sqlite/store.hpp"
 #ifdef IDEM_TEST_WITH_POSTGRES
 #include <pqxx/pqxx>
 
-#include "idem/stores/postgres_store.hpp"
+#include "idem/postgres/store.hpp"
 #endif
 
 namespace idem::testing {

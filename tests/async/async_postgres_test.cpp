@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "async/async_guard_cases.hpp"
-#include "idem/admin/postgres_admin.hpp"
-#include "idem/asio/postgres_store.hpp"
 #include "idem/guard.hpp"
-#include "idem/stores/postgres_store.hpp"
+#include "idem/postgres/admin.hpp"
+#include "idem/postgres/async_store.hpp"
+#include "idem/postgres/store.hpp"
 #include "idem/testing/async_face.hpp"
 #include "idem/testing/blocking_store.hpp"
 #include "idem/testing/record_store_conformance.hpp"

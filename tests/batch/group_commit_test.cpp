@@ -24,9 +24,9 @@
 #include <thread>
 #include <vector>
 
-#include "idem/admin/sqlite_admin.hpp"
 #include "idem/engine/record_model.hpp"
 #include "idem/group_commit_store.hpp"
+#include "idem/sqlite/admin.hpp"
 #include "idem/testing/record_store_conformance.hpp"
 #include "sql/pg_relay.hpp"
 #include "sql/sql_test_support.hpp"

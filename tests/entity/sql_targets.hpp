@@ -11,8 +11,8 @@
 #include <pqxx/pqxx>
 
 #include "entity/entity_common.hpp"
-#include "idem/stores/postgres_transaction.hpp"
-#include "idem/stores/sqlite_transaction.hpp"
+#include "idem/postgres/transaction.hpp"
+#include "idem/sqlite/transaction.hpp"
 
 namespace idem::testing {
 

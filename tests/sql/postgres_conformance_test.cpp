@@ -6,7 +6,7 @@
 #include <memory>
 #include <thread>
 
-#include "idem/admin/postgres_admin.hpp"
+#include "idem/postgres/admin.hpp"
 #include "idem/testing/record_store_conformance.hpp"
 #include "sql/sql_test_support.hpp"
 

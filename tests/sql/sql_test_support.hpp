@@ -20,10 +20,10 @@
 #include <string>
 
 #include "idem/idem.hpp"
-#include "idem/stores/postgres_store.hpp"
-#include "idem/stores/postgres_transaction.hpp"
-#include "idem/stores/sqlite_store.hpp"
-#include "idem/stores/sqlite_transaction.hpp"
+#include "idem/postgres/store.hpp"
+#include "idem/postgres/transaction.hpp"
+#include "idem/sqlite/store.hpp"
+#include "idem/sqlite/transaction.hpp"
 
 namespace idem::testing {
 

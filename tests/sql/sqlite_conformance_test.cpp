@@ -5,7 +5,7 @@
 #include <memory>
 #include <thread>
 
-#include "idem/admin/sqlite_admin.hpp"
+#include "idem/sqlite/admin.hpp"
 #include "idem/testing/record_store_conformance.hpp"
 #include "sql/sql_test_support.hpp"
 

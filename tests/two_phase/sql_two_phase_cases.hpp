@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "idem/stores/postgres_transaction.hpp"
-#include "idem/stores/sqlite_transaction.hpp"
+#include "idem/postgres/transaction.hpp"
+#include "idem/sqlite/transaction.hpp"
 #include "sql/sql_test_support.hpp"
 #include "two_phase/process_race_cases.hpp"
 #include "two_phase/two_phase_cases.hpp"

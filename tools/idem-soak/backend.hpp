@@ -12,10 +12,10 @@
 
 #include "idem/group_commit_store.hpp"
 #include "idem/idem.hpp"
-#include "idem/stores/sqlite_store.hpp"
+#include "idem/sqlite/store.hpp"
 #include "options.hpp"
 #ifdef IDEM_SOAK_POSTGRES
-#include "idem/stores/postgres_store.hpp"
+#include "idem/postgres/store.hpp"
 #endif
 #ifdef IDEM_SOAK_REDIS
 #include "idem/stores/redis_store.hpp"

@@ -2,11 +2,11 @@
 #include <SQLiteCpp/Statement.h>
 
 #include "backend.hpp"
-#include "idem/stores/sqlite_transaction.hpp"
+#include "idem/sqlite/transaction.hpp"
 #ifdef IDEM_SOAK_POSTGRES
 #include <pqxx/pqxx>
 
-#include "idem/stores/postgres_transaction.hpp"
+#include "idem/postgres/transaction.hpp"
 #endif
 
 namespace idem::soak {

@@ -3,10 +3,10 @@
 #include <string_view>
 
 #ifdef IDEM_CLI_SQLITE
-#include "idem/admin/sqlite_admin.hpp"
+#include "idem/sqlite/admin.hpp"
 #endif
 #ifdef IDEM_CLI_POSTGRES
-#include "idem/admin/postgres_admin.hpp"
+#include "idem/postgres/admin.hpp"
 #endif
 #ifdef IDEM_CLI_REDIS
 #include "idem/admin/redis_admin.hpp"

@@ -11,13 +11,13 @@
 
 // An installed idem has an adapter's headers only if it was built with that adapter, so each SQL
 // backend is declared where its adapter's header is present.
-#if __has_include("idem/stores/sqlite_store.hpp")
-#include "idem/detail/sql_entities.hpp"
-#include "idem/stores/sqlite_store.hpp"
+#if __has_include("idem/sqlite/store.hpp")
+#include "idem/sql/entities.hpp"
+#include "idem/sqlite/store.hpp"
 #endif
-#if __has_include("idem/stores/postgres_store.hpp")
-#include "idem/detail/sql_entities.hpp"
-#include "idem/stores/postgres_store.hpp"
+#if __has_include("idem/postgres/store.hpp")
+#include "idem/postgres/store.hpp"
+#include "idem/sql/entities.hpp"
 #endif
 
 namespace idem {
@@ -46,7 +46,7 @@ struct MemoryBackend {
   }
 };
 
-#if __has_include("idem/stores/sqlite_store.hpp")
+#if __has_include("idem/sqlite/store.hpp")
 /// The user's table in a SQLite file (SqliteStoreOptions: path, table_prefix of the op log,
 /// busy_timeout, synchronous_full; its mode is not used). The handler runs inside the claim's
 /// transaction: idem::sqlite_transaction(ctx).
@@ -59,7 +59,7 @@ struct SqliteBackend {
 };
 #endif
 
-#if __has_include("idem/stores/postgres_store.hpp")
+#if __has_include("idem/postgres/store.hpp")
 /// The user's table in PostgreSQL (PostgresStoreOptions: uri, table_prefix of the op log, pool
 /// and timeouts; its mode is not used). The handler runs inside the claim's transaction:
 /// idem::pg_transaction(ctx).

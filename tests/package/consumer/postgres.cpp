@@ -2,8 +2,8 @@
 // store_unavailable.
 #include <cstdio>
 #include <idem/idem.hpp>
-#include <idem/stores/postgres_store.hpp>
-#include <idem/stores/postgres_transaction.hpp>
+#include <idem/postgres/store.hpp>
+#include <idem/postgres/transaction.hpp>
 
 int main() {
   idem::PostgresStore store{

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <idem/idem.hpp>
-#include <idem/stores/sqlite_store.hpp>
-#include <idem/stores/sqlite_transaction.hpp>
+#include <idem/sqlite/store.hpp>
+#include <idem/sqlite/transaction.hpp>
 #include <string>
 
 int main() {

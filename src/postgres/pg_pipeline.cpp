@@ -1,6 +1,6 @@
 // PgPipeline: one libpq connection in pipeline mode on an Asio strand (pg_pipeline.hpp).
 
-#include "asio/pg_pipeline.hpp"
+#include "postgres/pg_pipeline.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "idem/stores/sql_store.hpp"
+#include "idem/sql/store.hpp"
 
 namespace idem {
 

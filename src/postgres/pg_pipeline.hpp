@@ -3,7 +3,7 @@
 // on one thread, single_threaded, without one). Each query goes out as it comes, followed by a
 // sync point of its own (so each runs in its own implicit transaction and an error in one never
 // aborts another), and the replies are matched in order.
-// Used by AsyncPostgresStore (async_postgres_store.cpp), which gives it its setup: the schema
+// Used by AsyncPostgresStore (async_store.cpp), which gives it its setup: the schema
 // check and the prepared statements every new connection runs before the callers' queries.
 //
 // Every wait is bounded: a connect (with the setup) by the connect budget, the oldest query in
@@ -38,9 +38,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/resume_here.hpp"
 #include "idem/error.hpp"
 #include "idem/outcome.hpp"
-#include "resume_here.hpp"
 
 namespace idem::pgasync {
 

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <utility>
 
-#include "idem/stores/sql_store.hpp"
+#include "idem/sql/store.hpp"
 
 namespace idem {
 

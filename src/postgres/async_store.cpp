@@ -3,6 +3,8 @@
 // PostgreSQL dialect), and so is what their answers mean: the claim's classification by the
 // record model, the commit that finds its own landed commit, the fenced release and extend.
 
+#include "idem/postgres/async_store.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -11,10 +13,9 @@
 #include <stdexcept>
 #include <utility>
 
-#include "asio/pg_pipeline.hpp"
-#include "idem/asio/postgres_store.hpp"
 #include "idem/engine/record_model.hpp"
 #include "postgres/pg_options.hpp"
+#include "postgres/pg_pipeline.hpp"
 #include "postgres/pg_schema.hpp"
 #include "sql/statements.hpp"
 
