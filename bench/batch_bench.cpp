@@ -27,8 +27,8 @@
 #include "idem/group_commit_store.hpp"
 #include "idem/guard.hpp"
 #include "idem/postgres/store.hpp"
+#include "idem/redis/store.hpp"
 #include "idem/sqlite/store.hpp"
-#include "idem/stores/redis_store.hpp"
 
 namespace {
 

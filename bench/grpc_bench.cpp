@@ -32,7 +32,7 @@
 
 #include "idem/engine/effective_key.hpp"
 #include "idem/memory/store.hpp"
-#include "idem/stores/redis_store.hpp"
+#include "idem/redis/store.hpp"
 #include "lua_scripts.hpp"  // the record store's scripts, so the bare twin sends the same bytes
 #include "node.hpp"         // to_chars(DecimalText&, n)
 #include "payments_service.hpp"

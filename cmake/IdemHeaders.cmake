@@ -9,19 +9,12 @@ set(_idem_include "${PROJECT_SOURCE_DIR}/include")
 
 # The folders of the compiled backends (the SQL layer that SQLite and PostgreSQL share, and each
 # server's backend): none of their headers is the core's.
-set(IDEM_BACKEND_FOLDERS sql sqlite postgres)
+set(IDEM_BACKEND_FOLDERS sql sqlite postgres redis)
 
 set(IDEM_PROMETHEUS_HEADERS # the optional observer components: metrics, on prometheus-cpp
   idem/prometheus.hpp)
 set(IDEM_SPDLOG_HEADERS # and logs, on spdlog
   idem/spdlog.hpp)
-set(IDEM_REDIS_HEADERS
-  idem/admin/redis_admin.hpp
-  idem/redis/client.hpp
-  idem/redis/stream_consumer.hpp
-  idem/stores/redis_store.hpp
-  idem/stores/redis_token_store.hpp
-  idem/stores/request_id_cache.hpp)
 set(IDEM_GRPC_HEADERS
   idem/codecs/protobuf.hpp
   idem/grpc.hpp)
@@ -31,11 +24,8 @@ set(IDEM_JSON_HEADERS # the JSON codec, on nlohmann-json
 
 # The asynchronous guard, on Boost.Asio (idem::asio); each backend's asynchronous store
 # (<backend>/async_store.hpp) ships with that backend's idem::asio_<backend>.
-set(IDEM_ASIO_REDIS_HEADERS
-  idem/asio/redis_store.hpp)
 file(GLOB_RECURSE IDEM_ASIO_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_include}"
      "${_idem_include}/idem/asio/*.hpp")
-list(REMOVE_ITEM IDEM_ASIO_HEADERS ${IDEM_ASIO_REDIS_HEADERS})
 file(GLOB_RECURSE IDEM_TESTING_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_include}"
      "${_idem_include}/idem/testing/*.hpp")
 # The kit's asynchronous face and blocking adapter: shipped with the kit, and usable where
@@ -49,7 +39,7 @@ file(GLOB_RECURSE IDEM_CORE_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_include}
      "${_idem_include}/idem/*.hpp")
 list(JOIN IDEM_BACKEND_FOLDERS "|" _idem_folders)
 list(FILTER IDEM_CORE_HEADERS EXCLUDE REGEX "^idem/(${_idem_folders})/")
-foreach(_idem_list REDIS GRPC ASIO ASIO_REDIS TESTING TESTING_ASIO JSON PROMETHEUS SPDLOG)
+foreach(_idem_list GRPC ASIO TESTING TESTING_ASIO JSON PROMETHEUS SPDLOG)
   foreach(_idem_header IN LISTS IDEM_${_idem_list}_HEADERS)
     if(NOT _idem_header IN_LIST IDEM_CORE_HEADERS)
       message(FATAL_ERROR "cmake/IdemHeaders.cmake: IDEM_${_idem_list}_HEADERS names "

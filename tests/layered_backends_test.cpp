@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "idem/layered_guard.hpp"
-#include "idem/stores/redis_token_store.hpp"
-#include "idem/stores/request_id_cache.hpp"
+#include "idem/redis/request_id_cache.hpp"
+#include "idem/redis/token_store.hpp"
 #include "redis/redis_test_support.hpp"
 #include "sql/sql_test_support.hpp"
 #include "support/free_port.hpp"

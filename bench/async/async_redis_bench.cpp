@@ -28,12 +28,12 @@
 #include <utility>
 #include <vector>
 
-#include "asio/hiredis_events.hpp"  // the store's event hooks, for the bare twin too
 #include "async_bench.hpp"
 #include "idem/asio/async_guard.hpp"
-#include "idem/asio/redis_store.hpp"
 #include "idem/engine/effective_key.hpp"
-#include "lua_scripts.hpp"   // the embedded scripts, so the bare twin sends the same bytes
+#include "idem/redis/async_store.hpp"
+#include "lua_scripts.hpp"           // the embedded scripts, so the bare twin sends the same bytes
+#include "redis/hiredis_events.hpp"  // the store's event hooks, for the bare twin too
 #include "store_common.hpp"  // tagged_key, fingerprint_bytes: the same key names and arguments
 
 namespace {
@@ -175,7 +175,7 @@ class Bare {
   explicit Bare(net::io_context& io) {
     const auto o = idem::redis::ConnectionOptions::from_uri(uri()).value();
     ac_ = redisAsyncConnect(o.host.c_str(), o.port);
-    // The store's own event hooks (src/asio/hiredis_events.hpp), so that both sides drive hiredis
+    // The store's own event hooks (src/redis/hiredis_events.hpp), so that both sides drive hiredis
     // alike: the comparison is of what the guard adds.
     idem::redis_async::HiredisEvents::attach(ac_, io.get_executor());
     const auto fp = idem::redis::fingerprint_bytes(idem::xxh3_128(kPayload));

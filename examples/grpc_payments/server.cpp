@@ -14,8 +14,8 @@
 #include <cstdio>
 #include <exception>
 #include <idem/postgres/store.hpp>
+#include <idem/redis/store.hpp>
 #include <idem/sqlite/store.hpp>
-#include <idem/stores/redis_store.hpp>
 #include <memory>
 #include <stdexcept>
 #include <string>

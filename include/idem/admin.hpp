@@ -10,7 +10,7 @@
 // record), so the key's next claim gets a fence above every fence the key ever had and a stalled
 // holder can never match it.
 //
-// The adapters' admins: idem/sqlite/admin.hpp, postgres_admin.hpp, redis_admin.hpp (in the
+// The adapters' admins: idem/sqlite/admin.hpp, postgres/admin.hpp, redis/admin.hpp (in the
 // compiled libraries), idem/memory/admin.hpp (header-only).
 
 #include <chrono>

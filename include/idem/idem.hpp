@@ -1,7 +1,7 @@
 #pragma once
 // idem: make service handlers idempotent. The umbrella header: the core (idem/core.hpp) and the
-// header-only stores and guards over them. The compiled adapters have their own headers under
-// idem/stores/.
+// header-only stores and guards over them. The compiled backends have their own folders:
+// idem/sqlite/, idem/postgres/ and idem/redis/.
 
 #include "idem/cached_store.hpp"
 #include "idem/completer.hpp"

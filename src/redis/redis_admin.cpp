@@ -1,8 +1,6 @@
 // The admin of a RedisStore's records: one Lua script per operation on the record's own server;
 // listings and counts scan every primary of a cluster.
 
-#include "idem/admin/redis_admin.hpp"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -16,6 +14,7 @@
 #include "abandoned_index.hpp"
 #include "admin_scripts.hpp"
 #include "client_impl.hpp"
+#include "idem/redis/admin.hpp"
 #include "store_common.hpp"
 
 namespace idem::admin {

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "idem/stores/redis_store.hpp"
+#include "idem/redis/store.hpp"
 #include "lua_scripts.hpp"
 #include "store_common.hpp"
 

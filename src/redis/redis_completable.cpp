@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "abandoned_index.hpp"
-#include "idem/stores/redis_store.hpp"
+#include "idem/redis/store.hpp"
 #include "lua_scripts.hpp"
 #include "store_common.hpp"
 

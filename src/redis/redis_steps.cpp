@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "idem/stores/redis_store.hpp"
+#include "idem/redis/store.hpp"
 #include "lua_scripts.hpp"
 #include "store_common.hpp"
 

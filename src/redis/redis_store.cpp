@@ -1,9 +1,8 @@
 // RedisStore: the record scripts (record_*.lua) behind the idem::Store calls.
 
-#include "idem/stores/redis_store.hpp"
-
 #include <fmt/format.h>
 
+#include "idem/redis/store.hpp"
 #include "lua_scripts.hpp"
 #include "store_common.hpp"
 

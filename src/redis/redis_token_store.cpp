@@ -1,11 +1,10 @@
 // RedisTokenStore: issue with SET NX PX, consume with token_claim.lua, and the record scripts
 // for commit and extend (a consumed token is a record with the same fields).
 
-#include "idem/stores/redis_token_store.hpp"
-
 #include <fmt/format.h>
 
 #include "idem/engine/effective_key.hpp"
+#include "idem/redis/token_store.hpp"
 #include "lua_scripts.hpp"
 #include "store_common.hpp"
 

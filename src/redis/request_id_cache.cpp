@@ -1,6 +1,6 @@
 // RequestIdCache: one Redis string per request id; the cache_*.lua scripts behind the Store calls.
 
-#include "idem/stores/request_id_cache.hpp"
+#include "idem/redis/request_id_cache.hpp"
 
 #include <fmt/format.h>
 

@@ -29,7 +29,7 @@
 #endif
 #ifdef IDEM_TEST_WITH_REDIS
 #include "idem/redis/client.hpp"
-#include "idem/stores/redis_store.hpp"
+#include "idem/redis/store.hpp"
 #endif
 
 namespace {

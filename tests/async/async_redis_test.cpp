@@ -23,10 +23,10 @@
 #include <vector>
 
 #include "async/async_guard_cases.hpp"
-#include "idem/admin/redis_admin.hpp"
-#include "idem/asio/redis_store.hpp"
 #include "idem/guard.hpp"
-#include "idem/stores/redis_store.hpp"
+#include "idem/redis/admin.hpp"
+#include "idem/redis/async_store.hpp"
+#include "idem/redis/store.hpp"
 #include "idem/testing/async_face.hpp"
 #include "idem/testing/blocking_store.hpp"
 #include "idem/testing/record_store_conformance.hpp"

@@ -11,7 +11,7 @@
 #include "batch/batch_cases.hpp"
 #include "idem/idem.hpp"
 #include "idem/memory/store.hpp"
-#include "idem/stores/redis_store.hpp"
+#include "idem/redis/store.hpp"
 #include "redis/redis_cluster_support.hpp"
 #include "redis/redis_test_support.hpp"
 #include "sql/sql_test_support.hpp"

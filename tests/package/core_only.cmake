@@ -24,8 +24,7 @@ execute_process(COMMAND "${CMAKE_COMMAND}" --install "${build}" --prefix "${PREF
 file(GLOB_RECURSE installed RELATIVE "${PREFIX}" "${PREFIX}/*")
 set(adapter_files "")
 foreach(file IN LISTS installed)
-  if(file MATCHES "sqlite|postgres|redis|/sql/|testing|json|grpc|protobuf|prometheus|spdlog|asio"
-     OR file MATCHES "/stores/request_id_cache\\.hpp$")
+  if(file MATCHES "sqlite|postgres|redis|/sql/|testing|json|grpc|protobuf|prometheus|spdlog|asio")
     list(APPEND adapter_files "${file}")
   endif()
 endforeach()

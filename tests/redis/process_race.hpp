@@ -17,7 +17,7 @@
 
 #include "idem/guard.hpp"
 #include "idem/redis/client.hpp"
-#include "idem/stores/redis_store.hpp"
+#include "idem/redis/store.hpp"
 #include "redis/redis_test_support.hpp"
 
 namespace idem::testing {

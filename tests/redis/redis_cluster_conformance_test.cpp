@@ -5,10 +5,10 @@
 #include <memory>
 #include <thread>
 
-#include "idem/admin/redis_admin.hpp"
-#include "idem/stores/redis_store.hpp"
-#include "idem/stores/redis_token_store.hpp"
-#include "idem/stores/request_id_cache.hpp"
+#include "idem/redis/admin.hpp"
+#include "idem/redis/request_id_cache.hpp"
+#include "idem/redis/store.hpp"
+#include "idem/redis/token_store.hpp"
 #include "idem/testing/record_store_conformance.hpp"
 #include "redis/redis_cluster_support.hpp"
 #include "redis/redis_test_support.hpp"

@@ -19,7 +19,7 @@
 
 #include "idem/engine/effective_key.hpp"
 #include "idem/guard.hpp"
-#include "idem/stores/redis_store.hpp"
+#include "idem/redis/store.hpp"
 #include "redis/redis_cluster_support.hpp"
 #include "redis/redis_test_support.hpp"
 

@@ -8,10 +8,10 @@
 #include <stdexcept>
 #include <thread>
 
-#include "idem/admin/redis_admin.hpp"
 #include "idem/engine/effective_key.hpp"
 #include "idem/guard.hpp"
-#include "idem/stores/redis_store.hpp"
+#include "idem/redis/admin.hpp"
+#include "idem/redis/store.hpp"
 #include "redis/process_race.hpp"
 #include "redis/redis_cluster_support.hpp"
 #include "redis/redis_test_support.hpp"

@@ -6,8 +6,8 @@
 #include <string>
 #include <thread>
 
-#include "idem/admin/redis_admin.hpp"
-#include "idem/stores/redis_store.hpp"
+#include "idem/redis/admin.hpp"
+#include "idem/redis/store.hpp"
 #include "idem/testing/record_store_conformance.hpp"
 #include "redis/redis_test_support.hpp"
 

@@ -15,7 +15,7 @@
 
 #include "idem/engine/effective_key.hpp"
 #include "idem/idem.hpp"
-#include "idem/stores/redis_store.hpp"
+#include "idem/redis/store.hpp"
 #include "redis/redis_test_support.hpp"
 #include "support/bounded_calls.hpp"
 #include "support/fault_relay.hpp"

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "idem/idem.hpp"
-#include "idem/stores/redis_store.hpp"
+#include "idem/redis/store.hpp"
 #include "redis/redis_test_support.hpp"
 
 namespace idem::testing {

@@ -1,8 +1,6 @@
 // RedisStore beyond the conformance suite: the record's layout in Redis, bytes that stress the
 // protocol, expiry arithmetic, corrupt records, WAIT, and exactly-once across processes.
 
-#include "idem/stores/redis_store.hpp"
-
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
@@ -11,9 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include "idem/admin/redis_admin.hpp"
 #include "idem/engine/effective_key.hpp"
 #include "idem/idem.hpp"
+#include "idem/redis/admin.hpp"
+#include "idem/redis/store.hpp"
 #include "redis/process_race.hpp"
 #include "redis/redis_test_support.hpp"
 #include "support/fault_relay.hpp"

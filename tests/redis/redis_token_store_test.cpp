@@ -1,10 +1,9 @@
 // The token store cases on RedisTokenStore against a real server, plus its layout in Redis.
 
-#include "idem/stores/redis_token_store.hpp"
-
 #include <memory>
 #include <thread>
 
+#include "idem/redis/token_store.hpp"
 #include "redis/redis_test_support.hpp"
 #include "stores/token_store_suite.hpp"
 

@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "idem/stores/redis_store.hpp"
+#include "idem/redis/store.hpp"
 #include "redis/redis_test_support.hpp"
 #include "two_phase/process_race_cases.hpp"
 #include "two_phase/two_phase_cases.hpp"

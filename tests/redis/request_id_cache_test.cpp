@@ -1,6 +1,6 @@
 // The request-ID cache cases on RequestIdCache against a real server, plus its layout.
 
-#include "idem/stores/request_id_cache.hpp"
+#include "idem/redis/request_id_cache.hpp"
 
 #include <memory>
 #include <thread>

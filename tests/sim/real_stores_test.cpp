@@ -20,15 +20,15 @@
 #include <utility>
 #include <vector>
 
-#include "idem/admin/redis_admin.hpp"
 #include "idem/engine/failure_record.hpp"
 #include "idem/postgres/admin.hpp"
 #include "idem/postgres/store.hpp"
 #include "idem/postgres/transaction.hpp"
+#include "idem/redis/admin.hpp"
+#include "idem/redis/store.hpp"
 #include "idem/sqlite/admin.hpp"
 #include "idem/sqlite/store.hpp"
 #include "idem/sqlite/transaction.hpp"
-#include "idem/stores/redis_store.hpp"
 #include "redis/redis_cluster_support.hpp"
 #include "redis/redis_test_support.hpp"
 #include "sim/backend.hpp"

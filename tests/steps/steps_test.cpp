@@ -22,7 +22,7 @@
 #include "idem/idem.hpp"
 #include "sql/sql_test_support.hpp"
 #ifdef IDEM_STEPS_WITH_REDIS
-#include "idem/stores/redis_store.hpp"
+#include "idem/redis/store.hpp"
 #include "redis/redis_cluster_support.hpp"
 #include "redis/redis_test_support.hpp"
 #endif

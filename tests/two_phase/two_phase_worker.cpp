@@ -26,7 +26,7 @@
 #endif
 #ifdef IDEM_TWO_PHASE_REDIS
 #include "idem/redis/client.hpp"
-#include "idem/stores/redis_store.hpp"
+#include "idem/redis/store.hpp"
 #endif
 
 using namespace idem;

@@ -18,7 +18,7 @@
 #include "idem/postgres/store.hpp"
 #endif
 #ifdef IDEM_SOAK_REDIS
-#include "idem/stores/redis_store.hpp"
+#include "idem/redis/store.hpp"
 #endif
 
 namespace idem::soak {

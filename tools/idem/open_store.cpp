@@ -9,7 +9,7 @@
 #include "idem/postgres/admin.hpp"
 #endif
 #ifdef IDEM_CLI_REDIS
-#include "idem/admin/redis_admin.hpp"
+#include "idem/redis/admin.hpp"
 #include "idem/redis/client.hpp"
 #endif
 

@@ -6,8 +6,8 @@
 #include <chrono>
 #include <cstdio>
 #include <idem/asio/async_guard.hpp>
-#include <idem/asio/redis_store.hpp>
 #include <idem/idem.hpp>
+#include <idem/redis/async_store.hpp>
 #include <string>
 
 int main() {

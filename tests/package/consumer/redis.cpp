@@ -3,9 +3,9 @@
 #include <chrono>
 #include <cstdio>
 #include <idem/idem.hpp>
-#include <idem/stores/redis_store.hpp>
-#include <idem/stores/redis_token_store.hpp>
-#include <idem/stores/request_id_cache.hpp>
+#include <idem/redis/request_id_cache.hpp>
+#include <idem/redis/store.hpp>
+#include <idem/redis/token_store.hpp>
 #include <memory>
 
 int main() {

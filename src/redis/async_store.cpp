@@ -2,9 +2,11 @@
 // Redis Cluster, each call routed to its key slot's primary.
 //
 // Everything that touches a hiredis context, and the routing state, runs on one strand. A Link
-// (redis_link.hpp) is one server's connection; each call is one EVALSHA whose reply the link
+// (async_link.hpp) is one server's connection; each call is one EVALSHA whose reply the link
 // hands, while it is valid, to the Impl, which decodes it and posts the result to the caller's
 // executor, or on a cluster follows a redirection first.
+
+#include "idem/redis/async_store.hpp"
 
 #include <fmt/format.h>
 #include <hiredis/async.h>
@@ -30,12 +32,11 @@
 #include <utility>
 #include <vector>
 
+#include "async_link.hpp"
 #include "cluster.hpp"
 #include "common/resume_here.hpp"
-#include "idem/asio/redis_store.hpp"
 #include "lua_scripts.hpp"
 #include "node.hpp"
-#include "redis_link.hpp"
 #include "sigpipe.hpp"
 #include "store_common.hpp"
 

@@ -1,6 +1,6 @@
-// One Redis server's asynchronous connection (redis_link.hpp).
+// One Redis server's asynchronous connection (async_link.hpp).
 
-#include "redis_link.hpp"
+#include "async_link.hpp"
 
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>

@@ -4,7 +4,7 @@
 // a turn of the executor (a post), instead of after a wait for write readiness. The socket is
 // nearly always writable, and that wait costs an epoll round and two more system calls per
 // command on a quiet connection; gathering also sends many commands in one write. Used by
-// redis_link (AsyncRedisStore) and by the benchmarks' bare twins, so that both drive hiredis alike.
+// async_link (AsyncRedisStore) and by the benchmarks' bare twins, so that both drive hiredis alike.
 // Internal to idem_asio_redis.
 
 #include <hiredis/async.h>
