@@ -24,6 +24,9 @@
 #include <string>
 #include <unordered_map>
 
+#include "idem/memory/entities.hpp"
+#include "idem/postgres/entities.hpp"
+#include "idem/sqlite/entities.hpp"
 #include "idem/state_machine_store.hpp"
 #include "idem/version_store.hpp"
 #include "latency.hpp"

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "idem/idem.hpp"
+#include "idem/sqlite/entities.hpp"
 #include "idem/sqlite/transaction.hpp"
 #include "idem/version_store.hpp"
 

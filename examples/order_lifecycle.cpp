@@ -13,6 +13,7 @@
 #include <string>
 
 #include "idem/idem.hpp"
+#include "idem/sqlite/entities.hpp"
 #include "idem/sqlite/transaction.hpp"
 #include "idem/state_machine_store.hpp"
 

@@ -11,10 +11,10 @@
 #include <thread>
 
 #include "idem/idem.hpp"
+#include "idem/memory/entities.hpp"
 #include "idem/memory/request_id_cache.hpp"
 #include "idem/memory/token_store.hpp"
 #include "idem/state_machine_store.hpp"
-#include "idem/stores/entity_backends.hpp"
 #include "idem/version_store.hpp"
 
 namespace idem {

@@ -1,6 +1,7 @@
 #pragma once
 // StateMachineStore: the state-machine strategy (docs/design.md §12) on memory, SQLite or
-// PostgreSQL, chosen by a backend tag (idem/stores/entity_backends.hpp).
+// PostgreSQL, chosen by a backend tag: idem::MemoryBackend (idem/memory/entities.hpp),
+// SqliteBackend (idem/sqlite/entities.hpp) or PostgresBackend (idem/postgres/entities.hpp).
 
 #include <concepts>
 #include <optional>
@@ -12,11 +13,11 @@
 
 #include "idem/attempt.hpp"
 #include "idem/engine/engine.hpp"
+#include "idem/engine/entity.hpp"
 #include "idem/guard.hpp"
 #include "idem/options.hpp"
 #include "idem/outcome.hpp"
 #include "idem/store_stats.hpp"
-#include "idem/stores/entity_backends.hpp"
 #include "idem/transition_table.hpp"
 
 namespace idem {
@@ -161,7 +162,7 @@ class StateMachineStore {
 
   /// MemoryBackend: creates the entity in `state` (or moves it there).
   void put(std::string_view entity,
-           std::string state) requires std::same_as<Backend, MemoryBackend> {
+           std::string state) requires detail::PutsEntities<typename Backend::Impl> {
     impl_.put(entity, std::move(state));
   }
 
@@ -171,13 +172,13 @@ class StateMachineStore {
   /// SQL backends: creates the op log if absent (the first claim does it), reading first, so
   /// that a store opened beside a running handler waits for nobody; call it to fail early at
   /// start-up.
-  Status ensure_schema() requires(!std::same_as<Backend, MemoryBackend>) {
+  Status ensure_schema() requires detail::HasEntitySchema<typename Backend::Impl> {
     return impl_.ensure_schema();
   }
 
   /// The store's own figures (idem/store_stats.hpp): SQL backends, their name ("sqlite",
   /// "postgres") and connection pool; memory, its name. No round trip.
-  StoreStats stats() const noexcept { return detail::entity_stats(impl_); }
+  StoreStats stats() const noexcept { return impl_.stats(); }
 
  private:
   Machine machine_;

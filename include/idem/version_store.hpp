@@ -1,6 +1,7 @@
 #pragma once
 // VersionStore: the optimistic-version (CAS) strategy (docs/design.md §12) on memory, SQLite or
-// PostgreSQL, chosen by a backend tag (idem/stores/entity_backends.hpp).
+// PostgreSQL, chosen by a backend tag: idem::MemoryBackend (idem/memory/entities.hpp),
+// SqliteBackend (idem/sqlite/entities.hpp) or PostgresBackend (idem/postgres/entities.hpp).
 
 #include <algorithm>
 #include <charconv>
@@ -15,11 +16,11 @@
 
 #include "idem/attempt.hpp"
 #include "idem/engine/engine.hpp"
+#include "idem/engine/entity.hpp"
 #include "idem/guard.hpp"
 #include "idem/options.hpp"
 #include "idem/outcome.hpp"
 #include "idem/store_stats.hpp"
-#include "idem/stores/entity_backends.hpp"
 
 namespace idem {
 
@@ -196,7 +197,7 @@ class VersionStore {
 
   /// MemoryBackend: creates the entity (or sets its version).
   void put(std::string_view entity,
-           std::uint64_t version) requires std::same_as<Backend, MemoryBackend> {
+           std::uint64_t version) requires detail::PutsEntities<typename Backend::Impl> {
     impl_.put(entity, std::to_string(version));
   }
 
@@ -205,13 +206,13 @@ class VersionStore {
   /// SQL backends: creates the op log if absent (the first claim does it), reading first, so
   /// that a store opened beside a running handler waits for nobody; call it to fail early at
   /// start-up.
-  Status ensure_schema() requires(!std::same_as<Backend, MemoryBackend>) {
+  Status ensure_schema() requires detail::HasEntitySchema<typename Backend::Impl> {
     return impl_.ensure_schema();
   }
 
   /// The store's own figures (idem/store_stats.hpp): SQL backends, their name ("sqlite",
   /// "postgres") and connection pool; memory, its name. No round trip.
-  StoreStats stats() const noexcept { return detail::entity_stats(impl_); }
+  StoreStats stats() const noexcept { return impl_.stats(); }
 
  private:
   static std::optional<std::uint64_t> parse(std::string_view s) noexcept {

@@ -1,7 +1,7 @@
 // The entity stores (VersionStore, StateMachineStore) on PostgreSQL: the shared SQL engine over
 // the PostgreSQL backend (its connection pool) and dialect.
 
-#include "idem/postgres/store.hpp"
+#include "idem/postgres/entities.hpp"
 #include "sql/entity_engine.hpp"
 
 namespace idem::detail {

@@ -1,7 +1,7 @@
 // The entity stores (VersionStore, StateMachineStore) on SQLite: the shared SQL engine over the
 // SQLite backend and dialect.
 
-#include "idem/sqlite/store.hpp"
+#include "idem/sqlite/entities.hpp"
 #include "sql/entity_engine.hpp"
 
 namespace idem::detail {

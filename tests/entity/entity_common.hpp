@@ -17,6 +17,7 @@
 #include <string>
 
 #include "idem/idem.hpp"
+#include "idem/memory/entities.hpp"
 #include "idem/state_machine_store.hpp"
 #include "idem/version_store.hpp"
 

@@ -11,7 +11,9 @@
 #include <pqxx/pqxx>
 
 #include "entity/entity_common.hpp"
+#include "idem/postgres/entities.hpp"
 #include "idem/postgres/transaction.hpp"
+#include "idem/sqlite/entities.hpp"
 #include "idem/sqlite/transaction.hpp"
 
 namespace idem::testing {

@@ -3,6 +3,7 @@
 // request their backends answer, the operation's key, and the engine target over a backend.
 
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -129,6 +130,19 @@ inline std::optional<std::size_t> get_varint(std::string_view in, std::size_t& a
   }
   return std::nullopt;
 }
+
+/// A backend whose entities the store creates itself (memory: put()), rather than the user's own
+/// table.
+template <class Impl>
+concept PutsEntities = requires(Impl& impl, std::string_view entity, std::string value) {
+  impl.put(entity, std::move(value));
+};
+
+/// A backend with a schema of its own to create (SQL: the op log).
+template <class Impl>
+concept HasEntitySchema = requires(Impl& impl) {
+  { impl.ensure_schema() } -> std::same_as<Status>;
+};
 
 /// What the engine claims for an entity store: one operation on one entity, as a conditional
 /// update of the entity (the CasRequest `shape`: expected version, or from-states and to-state)

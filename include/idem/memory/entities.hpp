@@ -1,6 +1,7 @@
 #pragma once
-// The entity stores' memory backend: entities with a version and a state, an op log, and a lock
-// per entity held from claim to commit or abort (the memory twin of the SQL transaction).
+// The entity stores' memory backend (idem::MemoryBackend, header-only): entities with a version
+// and a state, an op log, and a lock per entity held from claim to commit or abort (the memory
+// twin of the SQL transaction).
 
 #include <chrono>
 #include <condition_variable>
@@ -17,6 +18,7 @@
 #include "idem/engine/record_model.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
+#include "idem/store_stats.hpp"
 
 namespace idem::detail {
 
@@ -109,6 +111,9 @@ class MemoryEntities {
     return {};  // the holder keeps the entity until it finishes: there is no lease to run out
   }
 
+  /// Memory has no figures of its own: only its name.
+  StoreStats stats() const noexcept { return StoreStats{.store = "memory"}; }
+
  private:
   struct Entity {
     std::string value;
@@ -156,3 +161,18 @@ class MemoryEntities {
 };
 
 }  // namespace idem::detail
+
+namespace idem {
+
+/// Entities in process memory, created with the store's put(). The claim takes the entity's lock
+/// (waiting up to the guard's Wait::timeout) and holds it while the handler runs; commit applies
+/// the new version or state and records the result, abort leaves the entity as it was.
+struct MemoryBackend {
+  struct Options {};
+  using Impl = detail::MemoryEntities;
+  static Impl open(const Options&, detail::EntityKind kind, const EntityTable&) {
+    return Impl(kind);
+  }
+};
+
+}  // namespace idem

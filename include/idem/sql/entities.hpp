@@ -1,7 +1,7 @@
 #pragma once
 // The entity stores' SQL backend, written once over the SQL layer (src/sql/entity_engine.cpp);
-// SQLite and PostgreSQL differ only in the session and dialect they hand it. Names no
-// third-party type.
+// SQLite and PostgreSQL differ only in the session and dialect they hand it
+// (idem/sqlite/entities.hpp, idem/postgres/entities.hpp). Names no third-party type.
 
 #include <chrono>
 #include <memory>
@@ -12,11 +12,6 @@
 #include "idem/result.hpp"
 #include "idem/store.hpp"
 #include "idem/store_stats.hpp"
-
-namespace idem {
-struct SqliteStoreOptions;
-struct PostgresStoreOptions;
-}  // namespace idem
 
 namespace idem::detail {
 
@@ -50,13 +45,5 @@ class SqlEntities {
  private:
   std::unique_ptr<Impl> impl_;
 };
-
-// Defined in the compiled adapters (idem::sqlite, idem::postgres). The op log is
-// <connection.table_prefix>entity_ops; connection.mode is not used. Throw std::invalid_argument
-// for a bad identifier or option.
-SqlEntities open_sqlite_entities(const SqliteStoreOptions& connection, EntityKind kind,
-                                 const EntityTable& table);
-SqlEntities open_postgres_entities(const PostgresStoreOptions& connection, EntityKind kind,
-                                   const EntityTable& table);
 
 }  // namespace idem::detail

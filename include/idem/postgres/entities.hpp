@@ -1,0 +1,30 @@
+#pragma once
+// idem::PostgresBackend: the entity stores (VersionStore, StateMachineStore) on the user's table in
+// PostgreSQL (compiled library idem::postgres), over the shared SQL engine
+// (idem/sql/entities.hpp).
+
+#include "idem/engine/entity.hpp"
+#include "idem/postgres/store.hpp"
+#include "idem/sql/entities.hpp"
+
+namespace idem {
+
+namespace detail {
+// Defined in idem::postgres. The op log is <connection.table_prefix>entity_ops; connection.mode
+// is not used. Throws std::invalid_argument for a bad identifier or option.
+SqlEntities open_postgres_entities(const PostgresStoreOptions& connection, EntityKind kind,
+                                   const EntityTable& table);
+}  // namespace detail
+
+/// The user's table in PostgreSQL (PostgresStoreOptions: uri, table_prefix of the op log, pool
+/// and timeouts; its mode is not used). The handler runs inside the claim's transaction:
+/// idem::pg_transaction(ctx).
+struct PostgresBackend {
+  using Options = PostgresStoreOptions;
+  using Impl = detail::SqlEntities;
+  static Impl open(const Options& options, detail::EntityKind kind, const EntityTable& table) {
+    return detail::open_postgres_entities(options, kind, table);
+  }
+};
+
+}  // namespace idem
