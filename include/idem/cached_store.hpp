@@ -22,7 +22,6 @@
 #include "idem/engine/record_model.hpp"
 #include "idem/engine/sim_hooks.hpp"
 #include "idem/fingerprint.hpp"
-#include "idem/memory/store.hpp"  // for the static_assert at the end
 #include "idem/result.hpp"
 #include "idem/steps.hpp"
 #include "idem/store.hpp"
@@ -396,7 +395,5 @@ class CachedStore {
   std::vector<Shard> shards_;
   unsigned shard_bits_;
 };
-
-static_assert(Store<CachedStore<MemoryStore&>>);
 
 }  // namespace idem

@@ -41,6 +41,7 @@ class CountingStore {
 };
 static_assert(Store<CountingStore>);
 static_assert(Store<CachedStore<CountingStore>>);
+static_assert(Store<CachedStore<MemoryStore&>>);
 
 constexpr Fingerprint kFp{1, 1};
 constexpr Fingerprint kOtherFp{9, 9};
