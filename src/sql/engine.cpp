@@ -89,7 +89,7 @@ Engine::~Engine() {
 
 StoreStats Engine::stats() const noexcept {
   StoreStats out{.store = backend_->store_name(), .pool = backend_->pool_stats()};
-  if (replica_) out.replica = replica_->stats();
+  if (replica_) out.parts.set(replica_->stats());
   return out;
 }
 

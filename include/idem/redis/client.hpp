@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "idem/redis/stats.hpp"
 #include "idem/result.hpp"
 #include "idem/store_stats.hpp"
 
