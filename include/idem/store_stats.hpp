@@ -11,6 +11,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -51,6 +52,15 @@ class StatSink {
   /// A connection pool of the store's beside its own (`name`: "replica"), shown as the store's
   /// own pool is.
   virtual void pool(std::string_view name, const PoolStats& pool) = 0;
+
+  /// A family of counters told apart by one label: one figure per (label value, count).
+  void counters(std::string_view family, std::string_view help, std::string_view label,
+                std::initializer_list<std::pair<std::string_view, std::uint64_t>> counts) {
+    for (const auto& [value, count] : counts) {
+      figure(
+          {.family = family, .help = help, .label = label, .label_value = value, .value = count});
+    }
+  }
 };
 
 /// What a backend adds to StoreStats: any copyable type with `void report(StatSink&) const`.

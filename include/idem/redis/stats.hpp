@@ -1,11 +1,9 @@
 #pragma once
 // RedisStats: the Redis stores' own part of StoreStats (stats.parts.get<idem::RedisStats>()).
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
-#include <utility>
 
 #include "idem/store_stats.hpp"
 
@@ -28,21 +26,15 @@ struct RedisStats {
                  .help = "shared pipelining connections open now",
                  .counter = false,
                  .value = pipeline_connections});
-    const std::array<std::pair<std::string_view, std::uint64_t>, 5> events{{
-        {"pipeline_dropped", pipeline_dropped},
-        {"moved", moved},
-        {"asked", asked},
-        {"slot_map_read", slot_map_reads},
-        {"replication_timeout", replication_timeouts},
-    }};
-    for (const auto& [event, count] : events) {
-      sink.figure({.family = "store_redis_events_total",
-                   .help = "Redis routing and durability: pipelines dropped, cluster "
-                           "redirections, slot maps read, writes short of replicas",
-                   .label = "event",
-                   .label_value = event,
-                   .value = count});
-    }
+    sink.counters("store_redis_events_total",
+                  "Redis routing and durability: pipelines dropped, cluster redirections, slot "
+                  "maps read, writes short of replicas",
+                  "event",
+                  {{"pipeline_dropped", pipeline_dropped},
+                   {"moved", moved},
+                   {"asked", asked},
+                   {"slot_map_read", slot_map_reads},
+                   {"replication_timeout", replication_timeouts}});
   }
 };
 

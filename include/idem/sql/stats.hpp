@@ -2,10 +2,8 @@
 // ReplicaStats: a SQL store's replica reads, its own part of StoreStats
 // (stats.parts.get<idem::ReplicaStats>()); PostgresStore with PostgresReplicaOptions has it.
 
-#include <array>
 #include <cstdint>
 #include <string_view>
-#include <utility>
 
 #include "idem/store_stats.hpp"
 
@@ -20,19 +18,9 @@ struct ReplicaStats {
 
   /// As exporters show them: store_replica_reads_total{result=...} and the pool "replica".
   void report(StatSink& sink) const {
-    const std::array<std::pair<std::string_view, std::uint64_t>, 3> reads{{
-        {"hit", hits},
-        {"fall_through", fall_throughs},
-        {"error", errors},
-    }};
-    for (const auto& [result, count] : reads) {
-      sink.figure({.family = "store_replica_reads_total",
-                   .help = "claims read on the replica: answered there (hit) or passed to the "
-                           "primary",
-                   .label = "result",
-                   .label_value = result,
-                   .value = count});
-    }
+    sink.counters("store_replica_reads_total",
+                  "claims read on the replica: answered there (hit) or passed to the primary",
+                  "result", {{"hit", hits}, {"fall_through", fall_throughs}, {"error", errors}});
     sink.pool("replica", pool);
   }
 };
