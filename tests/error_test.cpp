@@ -73,6 +73,32 @@ TEST(ErrorTest, RetryGuidance) {
   EXPECT_FALSE(is_retryable(std::make_error_code(std::errc::io_error)));
 }
 
+// Every mapping reads one table: each code has its entry, and a value that is no code (a corrupt
+// stored code) has none, whichever way it is asked.
+TEST(ErrorTest, TheFactsTableHasOneEntryPerCodeAndNoOther) {
+  static_assert(to_string(errc::in_progress) == "in_progress");
+  for (errc e : kAll) {
+    const ErrcFacts* facts = facts_of(e);
+    ASSERT_NE(facts, nullptr) << static_cast<int>(e);
+    EXPECT_EQ(facts->code, e);
+    EXPECT_EQ(facts_of(make_error_code(e)), facts);
+    EXPECT_EQ(facts->name, to_string(e));
+    EXPECT_EQ(std::string(facts->message), make_error_code(e).message());
+    EXPECT_EQ(facts->http_status, http_status(e));
+    EXPECT_EQ(facts->retryable, is_retryable(e));
+  }
+  for (int value : {0, -3, static_cast<int>(std::size(kAll)) + 1, 999}) {
+    const auto e = static_cast<errc>(value);
+    EXPECT_EQ(facts_of(e), nullptr) << value;
+    EXPECT_EQ(to_string(e), "unknown") << value;
+    EXPECT_FALSE(is_retryable(make_error_code(e))) << value;
+    // An error_code whose value is 0 is no error, whatever its category.
+    EXPECT_EQ(http_status(make_error_code(e)), value == 0 ? 200 : 500) << value;
+  }
+  EXPECT_EQ(facts_of(std::error_code{}), nullptr);
+  EXPECT_EQ(facts_of(std::make_error_code(std::errc::io_error)), nullptr);
+}
+
 TEST(ErrorTest, ErrorIsASystemErrorWithCodeAndMessage) {
   const Error e(errc::in_progress, "order 42 is being charged");
   const std::system_error& base = e;

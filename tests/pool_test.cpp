@@ -358,22 +358,45 @@ TEST(ConnectionPoolTest, TheFactoryGetsTheOpenDeadline) {
   EXPECT_EQ(seen, open_by);
 }
 
-// A detached connection keeps its slot until give_back(); broken, its slot is freed.
-TEST(ConnectionPoolTest, ADetachedConnectionKeepsItsSlotUntilGivenBack) {
+// A connection given back is recycled (a rollback, in the SQL stores) before anyone else gets it;
+// one the recycle refuses, or throws on, is closed and its slot freed.
+TEST(ConnectionPoolTest, AConnectionGivenBackIsRecycledOrClosed) {
   Opener opener;
-  Pool pool({.max_open = 1}, opener.factory());
-  Pool::Handle raw = pool.acquire(in(1s)).detach();
-  EXPECT_EQ(pool.counters().in_use, 1u);
-  EXPECT_THROW((void)pool.acquire(Clock::now()), PoolExhausted);
-  pool.give_back(std::move(raw), false);
+  std::vector<int> recycled;
+  int refuse = 0;  // the id the recycle refuses
+  Pool pool({.max_open = 1}, opener.factory(), {}, [&](FakeConn& conn) {
+    recycled.push_back(conn.id);
+    if (conn.id == refuse) return false;
+    if (conn.id < 0) throw std::runtime_error("recycle failed");
+    return true;
+  });
+  {
+    Pool::Lease lease = pool.acquire(in(1s));
+    EXPECT_EQ(lease->id, 1);
+    EXPECT_TRUE(recycled.empty());  // nothing recycled before the lease ends
+  }
+  EXPECT_EQ(recycled, std::vector<int>{1});
   EXPECT_EQ(pool.counters().idle, 1u);
-  raw = pool.acquire(Clock::now()).detach();
-  EXPECT_EQ(raw->id, 1);
-  pool.give_back(std::move(raw), true);
-  const PoolCounters c = pool.counters();
-  EXPECT_EQ(c.in_use, 0u);
+  refuse = 1;
+  { EXPECT_EQ(pool.acquire(in(1s))->id, 1); }
+  PoolCounters c = pool.counters();
   EXPECT_EQ(c.idle, 0u);
+  EXPECT_EQ(c.in_use, 0u);
   EXPECT_EQ(c.discarded, 1u);
+  {
+    Pool::Lease lease = pool.acquire(in(1s));
+    EXPECT_EQ(lease->id, 2);  // a new one in the freed slot
+    lease->id = -2;           // and the recycle throws on it
+  }
+  c = pool.counters();
+  EXPECT_EQ(c.discarded, 2u);
+  EXPECT_EQ(c.idle + c.in_use, 0u);
+  {
+    Pool::Lease lease = pool.acquire(in(1s));
+    lease.discard();  // broken: closed without a recycle
+  }
+  EXPECT_EQ(recycled, (std::vector<int>{1, 1, -2}));
+  EXPECT_EQ(pool.counters().discarded, 3u);
 }
 
 }  // namespace

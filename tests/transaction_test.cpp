@@ -16,28 +16,34 @@
 namespace idem {
 namespace {
 
+// Kinds of the test's own, as an adapter defines its kind: the core knows none of them.
+constexpr TransactionKind fake_sqlite{
+    "SQLite", "a SqliteStore in SqlMode::transactional, or an entity store on SQLite"};
+constexpr TransactionKind fake_postgres{
+    "PostgreSQL", "a PostgresStore in SqlMode::transactional, or an entity store on PostgreSQL"};
+
 struct FakeSqliteHandle : detail::TransactionHandle {
-  static constexpr TransactionKind kKind = TransactionKind::sqlite;
+  static constexpr const TransactionKind& kKind = fake_sqlite;
   FakeSqliteHandle() : TransactionHandle(kKind) {}
   int connection = 7;
 };
 
 struct FakePostgresHandle : detail::TransactionHandle {
-  static constexpr TransactionKind kKind = TransactionKind::postgres;
+  static constexpr const TransactionKind& kKind = fake_postgres;
   FakePostgresHandle() : TransactionHandle(kKind) {}
   int transaction = 9;
 };
 
 TEST(NativeTransactionTest, NoneHoldsNoTransactionAndRefusesEveryKind) {
   const NativeTransaction none;
-  EXPECT_EQ(none.kind(), TransactionKind::none);
+  EXPECT_EQ(none.kind(), no_transaction);
   EXPECT_FALSE(none);
   try {
     (void)none.get<FakePostgresHandle>("idem::pg_transaction");
     FAIL() << "no transaction was handed out as one";
   } catch (const TransactionMismatch& e) {
-    EXPECT_EQ(e.asked(), TransactionKind::postgres);
-    EXPECT_EQ(e.held(), TransactionKind::none);
+    EXPECT_EQ(e.asked(), fake_postgres);
+    EXPECT_EQ(e.held(), no_transaction);
     EXPECT_EQ(std::string(e.what()),
               "idem::pg_transaction: asked for a PostgreSQL transaction, but the claim has no "
               "open transaction; only a PostgresStore in SqlMode::transactional, or an entity "
@@ -48,7 +54,7 @@ TEST(NativeTransactionTest, NoneHoldsNoTransactionAndRefusesEveryKind) {
 TEST(NativeTransactionTest, AHandleIsHandedOutToItsOwnKindOnly) {
   const FakeSqliteHandle sqlite;
   const NativeTransaction tx(sqlite);
-  EXPECT_EQ(tx.kind(), TransactionKind::sqlite);
+  EXPECT_EQ(tx.kind(), fake_sqlite);
   EXPECT_TRUE(tx);
   EXPECT_EQ(&tx.get<FakeSqliteHandle>("idem::sqlite_transaction"), &sqlite);
   EXPECT_EQ(tx.get<FakeSqliteHandle>("idem::sqlite_transaction").connection, 7);
@@ -56,8 +62,8 @@ TEST(NativeTransactionTest, AHandleIsHandedOutToItsOwnKindOnly) {
     (void)tx.get<FakePostgresHandle>("idem::pg_transaction");
     FAIL() << "a SQLite connection was handed out as a PostgreSQL transaction";
   } catch (const TransactionMismatch& e) {
-    EXPECT_EQ(e.asked(), TransactionKind::postgres);
-    EXPECT_EQ(e.held(), TransactionKind::sqlite);
+    EXPECT_EQ(e.asked(), fake_postgres);
+    EXPECT_EQ(e.held(), fake_sqlite);
     const std::string what = e.what();
     EXPECT_NE(what.find("idem::pg_transaction: asked for a PostgreSQL transaction, but the "
                         "claim holds a SQLite one"),
@@ -74,21 +80,25 @@ TEST(NativeTransactionTest, AMismatchIsAProgrammingErrorNotAnErrorCode) {
   // outage or refusal a retry could get past).
   static_assert(std::is_base_of_v<std::logic_error, TransactionMismatch>);
   static_assert(!std::is_base_of_v<std::system_error, TransactionMismatch>);
-  EXPECT_EQ(to_string(TransactionKind::none), "none");
-  EXPECT_EQ(to_string(TransactionKind::sqlite), "sqlite");
-  EXPECT_EQ(to_string(TransactionKind::postgres), "postgres");
+  EXPECT_EQ(to_string(no_transaction), "none");
+  EXPECT_EQ(to_string(fake_sqlite), "SQLite");
+  EXPECT_EQ(to_string(fake_postgres), "PostgreSQL");
+  // Kinds are their objects: two kinds with the same words are still two kinds.
+  static constexpr TransactionKind another_sqlite{"SQLite", "elsewhere"};
+  EXPECT_FALSE(another_sqlite == fake_sqlite);
+  EXPECT_TRUE(fake_sqlite == fake_sqlite);
 }
 
 TEST(NativeTransactionTest, AMemoryStoreHandlerSeesNoTransaction) {
   MemoryStore store;
   IdempotencyGuard guard{store, Options{.scope = "tx"}};
-  TransactionKind seen = TransactionKind::sqlite;
+  const TransactionKind* seen = &fake_sqlite;
   auto out = guard.execute("k", [&](Context& ctx) {
-    seen = ctx.native_transaction().kind();
+    seen = &ctx.native_transaction().kind();
     return 1;
   });
   ASSERT_TRUE(out) << out.message();
-  EXPECT_EQ(seen, TransactionKind::none);
+  EXPECT_EQ(seen, &no_transaction);
 }
 
 }  // namespace

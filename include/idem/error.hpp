@@ -1,6 +1,8 @@
 #pragma once
 // Error codes of idem: every refusal and failure is a std::error_code in the idem::errc category.
 
+#include <cstddef>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -8,7 +10,8 @@
 namespace idem {
 
 /// Why a call did not produce a fresh or replayed value. Each code says whether a retry can help.
-/// The values are stored (a failed record holds its code): new codes go last.
+/// The values are stored (a failed record holds its code): new codes go last, and into
+/// detail::errc_table below, which says everything else about each.
 enum class errc : int {
   /// The key is empty, longer than Options::max_key_size, or otherwise unusable.
   /// Retry: never with the same key; fix the request (HTTP 400).
@@ -71,8 +74,94 @@ struct std::is_error_code_enum<idem::errc> : std::true_type {};
 
 namespace idem {
 
+/// Everything idem says about one error code, in one place: every mapping below (the name, the
+/// message, the HTTP status, the gRPC status, whether a retry can help) is read from this table,
+/// so a code's answers cannot disagree between the faces that report it.
+struct ErrcFacts {
+  errc code;
+  /// The enumerator's name, for logs and metrics labels.
+  std::string_view name;
+  /// The category's message: what happened, in a few words.
+  std::string_view message;
+  /// The HTTP status a service answers with.
+  int http_status;
+  /// The gRPC status code (google.rpc.Code: 3 INVALID_ARGUMENT, 9 FAILED_PRECONDITION,
+  /// 10 ABORTED, 13 INTERNAL, 14 UNAVAILABLE, 15 DATA_LOSS), without gRPC's headers.
+  int grpc_status;
+  /// Whether retrying the same request later can succeed.
+  bool retryable;
+};
+
+namespace detail {
+
+namespace grpc_code {  // google.rpc.Code, the values gRPC's StatusCode has too
+inline constexpr int invalid_argument = 3, failed_precondition = 9, aborted = 10, internal = 13,
+                     unavailable = 14, data_loss = 15;
+}  // namespace grpc_code
+
+// One code a line, in the enumeration's order (checked below).
+// clang-format off
+inline constexpr ErrcFacts errc_table[] = {
+  {errc::key_invalid, "key_invalid", "key is empty, too long or unusable",
+   400, grpc_code::invalid_argument, false},
+  {errc::payload_mismatch, "payload_mismatch", "key was first used with another payload",
+   422, grpc_code::failed_precondition, false},
+  {errc::in_progress, "in_progress", "another request with this key is in progress",
+   409, grpc_code::aborted, true},
+  {errc::token_invalid, "token_invalid", "token is unknown, expired or already used",
+   400, grpc_code::invalid_argument, false},
+  {errc::invalid_transition, "invalid_transition", "event is not allowed from the current state",
+   409, grpc_code::failed_precondition, false},
+  {errc::version_conflict, "version_conflict", "entity version has moved on",
+   409, grpc_code::aborted, true},
+  {errc::lease_lost, "lease_lost", "lease expired and the key was taken over",
+   409, grpc_code::aborted, true},
+  {errc::store_unavailable, "store_unavailable", "store is unavailable",
+   503, grpc_code::unavailable, true},
+  {errc::result_too_large, "result_too_large", "result is larger than the configured maximum",
+   500, grpc_code::internal, false},
+  {errc::handler_failed, "handler_failed", "handler failed on an earlier attempt",
+   500, grpc_code::internal, false},
+  {errc::record_corrupt, "record_corrupt", "stored record cannot be decoded",
+   500, grpc_code::data_loss, false},
+  {errc::outcome_unknown, "outcome_unknown", "commit may or may not have been recorded",
+   504, grpc_code::unavailable, true},
+  // The handler's steps differ from the key's: a fault of the handler, not a retry.
+  {errc::step_mismatch, "step_mismatch",
+   "handler's steps differ from the steps recorded for the key",
+   500, grpc_code::internal, false},
+  // The service's own configuration, not the caller's request.
+  {errc::config_invalid, "config_invalid", "store configuration cannot be used",
+   500, grpc_code::internal, false},
+  // Released: the same request may run again.
+  {errc::handler_aborted, "handler_aborted",
+   "handler failed and its key was released; a retry runs it again",
+   500, grpc_code::aborted, true},
+};
+// clang-format on
+
+constexpr bool errc_table_in_order() {
+  int expected = 1;
+  for (const ErrcFacts& facts : errc_table) {
+    if (static_cast<int>(facts.code) != expected++) return false;
+  }
+  return true;
+}
+static_assert(errc_table_in_order(), "errc_table: one entry per code, in the enumeration's order");
+
+}  // namespace detail
+
+/// The facts of `e`, or nullptr for a value that is no idem::errc (a corrupt stored code).
+constexpr const ErrcFacts* facts_of(errc e) noexcept {
+  const auto index = static_cast<std::size_t>(e) - 1;  // a value below 1 wraps: out of range
+  return index < std::size(detail::errc_table) ? &detail::errc_table[index] : nullptr;
+}
+
 /// The enumerator's name ("payload_mismatch"), for logs and metrics labels.
-std::string_view to_string(errc e) noexcept;
+constexpr std::string_view to_string(errc e) noexcept {
+  const ErrcFacts* facts = facts_of(e);
+  return facts ? facts->name : "unknown";
+}
 
 /// For logs and metrics labels: "ok" for no error, the enumerator's name for an idem code
 /// (commit_error(), error()), else "<category>:<value>" ("system:111").
@@ -85,8 +174,14 @@ inline std::error_code make_error_code(errc e) noexcept {
   return {static_cast<int>(e), error_category()};
 }
 
+/// The facts of `ec` if it is an idem code, else nullptr.
+inline const ErrcFacts* facts_of(std::error_code ec) noexcept {
+  return ec && ec.category() == error_category() ? facts_of(static_cast<errc>(ec.value()))
+                                                 : nullptr;
+}
+
 /// The HTTP status a service should answer with for `ec`: 200 when there is no error, the status
-/// named on each idem::errc above, and 500 for codes of other categories.
+/// of the code's ErrcFacts, and 500 for codes of other categories.
 int http_status(std::error_code ec) noexcept;
 
 /// True where retrying the same request later can succeed (in_progress, store_unavailable,
@@ -107,67 +202,12 @@ class ErrorCategory final : public std::error_category {
   const char* name() const noexcept override { return "idem"; }
 
   std::string message(int value) const override {
-    switch (static_cast<errc>(value)) {
-      case errc::key_invalid:
-        return "key is empty, too long or unusable";
-      case errc::payload_mismatch:
-        return "key was first used with another payload";
-      case errc::in_progress:
-        return "another request with this key is in progress";
-      case errc::token_invalid:
-        return "token is unknown, expired or already used";
-      case errc::invalid_transition:
-        return "event is not allowed from the current state";
-      case errc::version_conflict:
-        return "entity version has moved on";
-      case errc::lease_lost:
-        return "lease expired and the key was taken over";
-      case errc::store_unavailable:
-        return "store is unavailable";
-      case errc::result_too_large:
-        return "result is larger than the configured maximum";
-      case errc::handler_failed:
-        return "handler failed on an earlier attempt";
-      case errc::record_corrupt:
-        return "stored record cannot be decoded";
-      case errc::outcome_unknown:
-        return "commit may or may not have been recorded";
-      case errc::step_mismatch:
-        return "handler's steps differ from the steps recorded for the key";
-      case errc::config_invalid:
-        return "store configuration cannot be used";
-      case errc::handler_aborted:
-        return "handler failed and its key was released; a retry runs it again";
-    }
-    return "unknown idem error";
+    const ErrcFacts* facts = facts_of(static_cast<errc>(value));
+    return std::string(facts ? facts->message : "unknown idem error");
   }
 };
 
 }  // namespace detail
-
-inline std::string_view to_string(errc e) noexcept {
-  // A table, one code a line (clang-format would split each case in two).
-  // clang-format off
-  switch (e) {
-    case errc::key_invalid: return "key_invalid";
-    case errc::payload_mismatch: return "payload_mismatch";
-    case errc::in_progress: return "in_progress";
-    case errc::token_invalid: return "token_invalid";
-    case errc::invalid_transition: return "invalid_transition";
-    case errc::version_conflict: return "version_conflict";
-    case errc::lease_lost: return "lease_lost";
-    case errc::store_unavailable: return "store_unavailable";
-    case errc::result_too_large: return "result_too_large";
-    case errc::handler_failed: return "handler_failed";
-    case errc::record_corrupt: return "record_corrupt";
-    case errc::outcome_unknown: return "outcome_unknown";
-    case errc::step_mismatch: return "step_mismatch";
-    case errc::config_invalid: return "config_invalid";
-    case errc::handler_aborted: return "handler_aborted";
-  }
-  // clang-format on
-  return "unknown";
-}
 
 inline std::string to_string(std::error_code ec) {
   if (!ec) return "ok";
@@ -183,46 +223,13 @@ inline const std::error_category& error_category() noexcept {
 
 inline int http_status(std::error_code ec) noexcept {
   if (!ec) return 200;
-  if (ec.category() != error_category()) return 500;
-  switch (static_cast<errc>(ec.value())) {
-    case errc::key_invalid:
-    case errc::token_invalid:
-      return 400;
-    case errc::payload_mismatch:
-      return 422;
-    case errc::in_progress:
-    case errc::invalid_transition:
-    case errc::version_conflict:
-    case errc::lease_lost:
-      return 409;
-    case errc::store_unavailable:
-      return 503;
-    case errc::outcome_unknown:
-      return 504;
-    case errc::result_too_large:
-    case errc::handler_failed:
-    case errc::record_corrupt:
-    case errc::step_mismatch:
-    case errc::config_invalid:
-    case errc::handler_aborted:
-      return 500;
-  }
-  return 500;
+  const ErrcFacts* facts = facts_of(ec);
+  return facts ? facts->http_status : 500;
 }
 
 inline bool is_retryable(std::error_code ec) noexcept {
-  if (ec.category() != error_category()) return false;
-  switch (static_cast<errc>(ec.value())) {
-    case errc::in_progress:
-    case errc::store_unavailable:
-    case errc::version_conflict:
-    case errc::lease_lost:
-    case errc::outcome_unknown:
-    case errc::handler_aborted:
-      return true;
-    default:
-      return false;
-  }
+  const ErrcFacts* facts = facts_of(ec);
+  return facts != nullptr && facts->retryable;
 }
 
 }  // namespace idem

@@ -1,15 +1,21 @@
 #pragma once
 // StoreStats: a store's own figures in one struct, read with the store's stats(): its connection
-// pool, its replica reads, its Redis routing, its records in memory, as each store has them.
+// pool, its records in memory, its cache and group commit, and the parts each backend adds of its
+// own (StatParts: a Redis client's routing, a PostgreSQL replica's reads), which the core does not
+// name.
 // What the guard sees of the calls (events, durations) is the Observer's; these are what the
 // store itself holds and did. Reading them takes no store round trip. docs/operations.md lists
 // them and what to watch.
 
+#include <any>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace idem {
 
@@ -25,24 +31,83 @@ struct PoolStats {
   std::uint64_t timeouts = 0;   ///< of those, calls that gave up (errc::store_unavailable)
 };
 
-/// PostgresStore's replay reads from a replica (PostgresReplicaOptions). Every claim counts
-/// once, as a hit or a fall-through.
-struct ReplicaStats {
-  std::uint64_t hits = 0;           ///< claims answered from the replica
-  std::uint64_t fall_throughs = 0;  ///< claims passed on to the primary
-  std::uint64_t errors = 0;         ///< failed replica reads (each also a fall-through)
-  PoolStats pool{};                 ///< the replica's own connection pool
+/// One number of a store's own figures, as an exporter shows it: a metric family, at most one
+/// label that tells the number from its siblings in the family, and the value.
+struct StatFigure {
+  std::string_view family;         ///< the metric family ("store_redis_events_total")
+  std::string_view help;           ///< the family's help text
+  bool counter = true;             ///< a count since the store was made; false: a gauge, now
+  std::string_view label{};        ///< the label's name ("event"); empty: none
+  std::string_view label_value{};  ///< its value ("moved")
+  std::uint64_t value = 0;
 };
 
-/// A Redis client's figures beyond its pools, summed over its servers.
-struct RedisStats {
-  std::size_t servers = 0;                 ///< servers the client has connections for
-  std::size_t pipeline_connections = 0;    ///< shared pipelining connections open now
-  std::uint64_t pipeline_dropped = 0;      ///< of those, dropped after a failure
-  std::uint64_t moved = 0;                 ///< Cluster: MOVED redirections followed
-  std::uint64_t asked = 0;                 ///< Cluster: ASK redirections followed
-  std::uint64_t slot_map_reads = 0;        ///< Cluster: slot maps read (CLUSTER SLOTS)
-  std::uint64_t replication_timeouts = 0;  ///< writes WAIT confirmed on too few replicas
+/// Where a backend's own figures go: an exporter (the Prometheus collector) implements it, and a
+/// backend's part of StoreStats reports to it, so that neither names the other.
+class StatSink {
+ public:
+  virtual ~StatSink() = default;
+  /// One number.
+  virtual void figure(const StatFigure& figure) = 0;
+  /// A connection pool of the store's beside its own (`name`: "replica"), shown as the store's
+  /// own pool is.
+  virtual void pool(std::string_view name, const PoolStats& pool) = 0;
+
+  /// A family of counters told apart by one label: one figure per (label value, count).
+  void counters(std::string_view family, std::string_view help, std::string_view label,
+                std::initializer_list<std::pair<std::string_view, std::uint64_t>> counts) {
+    for (const auto& [value, count] : counts) {
+      figure(
+          {.family = family, .help = help, .label = label, .label_value = value, .value = count});
+    }
+  }
+};
+
+/// What a backend adds to StoreStats: any copyable type with `void report(StatSink&) const`.
+template <class P>
+concept StatPart = std::copyable<P> && requires(const P& part, StatSink& sink) {
+  part.report(sink);
+};
+
+/// The backends' own parts of a StoreStats, one per type (the Redis stores' RedisStats, a
+/// PostgresStore's ReplicaStats): read typed with get<P>(), or all of them through a StatSink.
+class StatParts {
+ public:
+  /// Sets the part of P's type, replacing one set before; returns it.
+  template <StatPart P>
+  P& set(P part) {
+    if (P* held = get<P>()) return *held = std::move(part);
+    entries_.push_back(Entry{std::move(part), &report_part<P>});
+    return *std::any_cast<P>(&entries_.back().part);
+  }
+  /// The part of P's type, or nullptr when the store has none.
+  template <StatPart P>
+  const P* get() const noexcept {
+    for (const Entry& entry : entries_) {
+      if (const P* part = std::any_cast<P>(&entry.part)) return part;
+    }
+    return nullptr;
+  }
+  template <StatPart P>
+  P* get() noexcept {
+    return const_cast<P*>(std::as_const(*this).get<P>());
+  }
+  bool empty() const noexcept { return entries_.empty(); }
+  /// Every part's figures, in the order the parts were set.
+  void report(StatSink& sink) const {
+    for (const Entry& entry : entries_) entry.report(entry.part, sink);
+  }
+
+ private:
+  template <class P>
+  static void report_part(const std::any& part, StatSink& sink) {
+    std::any_cast<const P&>(part).report(sink);
+  }
+  struct Entry {
+    std::any part;
+    void (*report)(const std::any&, StatSink&);
+  };
+  std::vector<Entry> entries_;
 };
 
 /// CachedStore's figures, beside those of the store it wraps.
@@ -65,10 +130,11 @@ struct StoreStats {
   std::optional<std::uint64_t> records{};    ///< records held now (in-memory stores)
   std::optional<std::uint64_t> evictions{};  ///< records evicted by the capacity bound (memory)
   std::optional<PoolStats> pool{};           ///< the connection pool (Redis: all servers' summed)
-  std::optional<ReplicaStats> replica{};     ///< PostgresStore with a replica
-  std::optional<RedisStats> redis{};         ///< the Redis stores
   std::optional<CacheStats> cache{};         ///< a CachedStore (the rest: its wrapped store's)
   std::optional<GroupStats> group{};         ///< a GroupCommitStore (the rest: its store's)
+  /// The backend's own figures: RedisStats (idem/redis/stats.hpp), ReplicaStats
+  /// (idem/sql/stats.hpp), read as `stats.parts.get<idem::RedisStats>()`.
+  StatParts parts{};
 };
 
 /// A store that reports its own figures.

@@ -1,36 +1,47 @@
 #pragma once
 // NativeTransaction: the backend transaction a claim holds open for its handler, typed by the
-// backend it belongs to. The core names no backend type: each adapter's accessor header
-// (sqlite/transaction.hpp, postgres/transaction.hpp) defines its handle and hands the
-// transaction out, after checking that the claim holds one of its kind.
+// backend it belongs to. The core names no backend: each adapter's accessor header
+// (sqlite/transaction.hpp, postgres/transaction.hpp) defines its kind and its handle, and hands
+// the transaction out after checking that the claim holds one of its kind.
 
 #include <concepts>
-#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 
 namespace idem {
 
-/// Which backend's transaction a claim holds open.
-enum class TransactionKind : std::uint8_t {
-  none,      // no transaction: lease mode, the memory and Redis stores
-  sqlite,    // a SqliteStore in SqlMode::transactional, or an entity store on SQLite
-  postgres,  // a PostgresStore in SqlMode::transactional, or an entity store on PostgreSQL
+/// Which backend's transaction a claim holds open. The core names no backend: each adapter
+/// defines its kind, one `inline constexpr TransactionKind` in its accessor header
+/// (idem::sqlite_transaction_kind, idem::postgres_transaction_kind), and kinds compare by
+/// identity, so a new backend adds its kind without touching this file.
+class TransactionKind {
+ public:
+  /// `name`: the backend ("SQLite"); `runs_inside`: what runs a handler inside one, for the
+  /// message of a TransactionMismatch ("a SqliteStore in SqlMode::transactional, ...").
+  consteval TransactionKind(std::string_view name, std::string_view runs_inside) noexcept
+      : name_(name), runs_inside_(runs_inside) {}
+  TransactionKind(const TransactionKind&) = delete;  // a kind is its object: no copies
+  TransactionKind& operator=(const TransactionKind&) = delete;
+
+  constexpr std::string_view name() const noexcept { return name_; }
+  constexpr std::string_view runs_inside() const noexcept { return runs_inside_; }
+
+  /// The same kind: the same object.
+  friend constexpr bool operator==(const TransactionKind& a, const TransactionKind& b) noexcept {
+    return &a == &b;
+  }
+
+ private:
+  std::string_view name_;
+  std::string_view runs_inside_;
 };
 
-/// "none", "sqlite" or "postgres".
-constexpr std::string_view to_string(TransactionKind kind) noexcept {
-  switch (kind) {
-    case TransactionKind::none:
-      return "none";
-    case TransactionKind::sqlite:
-      return "sqlite";
-    case TransactionKind::postgres:
-      return "postgres";
-  }
-  return "unknown";
-}
+/// The kind of "no transaction": lease mode, the memory and Redis stores.
+inline constexpr TransactionKind no_transaction{"none", "nothing"};
+
+/// The kind's name: "none", "SQLite", "PostgreSQL", ...
+constexpr std::string_view to_string(const TransactionKind& kind) noexcept { return kind.name(); }
 
 /// Thrown when a handler asks for a transaction its claim does not hold: another backend's, or
 /// any when the claim holds none. A programming error (the store, its mode or the accessor is
@@ -39,55 +50,48 @@ constexpr std::string_view to_string(TransactionKind kind) noexcept {
 class TransactionMismatch : public std::logic_error {
  public:
   /// `accessor`: the function asked ("idem::pg_transaction").
-  TransactionMismatch(std::string_view accessor, TransactionKind asked, TransactionKind held)
-      : std::logic_error(describe(accessor, asked, held)), asked_(asked), held_(held) {}
+  TransactionMismatch(std::string_view accessor, const TransactionKind& asked,
+                      const TransactionKind& held)
+      : std::logic_error(describe(accessor, asked, held)), asked_(&asked), held_(&held) {}
 
   /// The kind the accessor hands out.
-  TransactionKind asked() const noexcept { return asked_; }
-  /// The kind the claim holds (TransactionKind::none: no transaction).
-  TransactionKind held() const noexcept { return held_; }
+  const TransactionKind& asked() const noexcept { return *asked_; }
+  /// The kind the claim holds (idem::no_transaction: none).
+  const TransactionKind& held() const noexcept { return *held_; }
 
  private:
-  static std::string_view backend(TransactionKind kind) noexcept {
-    return kind == TransactionKind::sqlite ? "SQLite" : "PostgreSQL";
-  }
-  static std::string_view runs_inside(TransactionKind kind) noexcept {
-    return kind == TransactionKind::sqlite
-               ? "a SqliteStore in SqlMode::transactional, or an entity store on SQLite"
-               : "a PostgresStore in SqlMode::transactional, or an entity store on PostgreSQL";
-  }
-  static std::string describe(std::string_view accessor, TransactionKind asked,
-                              TransactionKind held) {
+  static std::string describe(std::string_view accessor, const TransactionKind& asked,
+                              const TransactionKind& held) {
     std::string what(accessor);
-    what.append(": asked for a ").append(backend(asked)).append(" transaction, but the claim ");
-    if (held == TransactionKind::none) {
+    what.append(": asked for a ").append(asked.name()).append(" transaction, but the claim ");
+    if (held == no_transaction) {
       what.append("has no open transaction");
     } else {
-      what.append("holds a ").append(backend(held)).append(" one");
+      what.append("holds a ").append(held.name()).append(" one");
     }
     return what.append("; only ")
-        .append(runs_inside(asked))
+        .append(asked.runs_inside())
         .append(", runs the handler inside one");
   }
 
-  TransactionKind asked_;
-  TransactionKind held_;
+  const TransactionKind* asked_;
+  const TransactionKind* held_;
 };
 
 namespace detail {
 
 /// What an adapter's transaction handle starts with: its kind. An adapter derives one handle
-/// type per kind, with `static constexpr TransactionKind kKind` and the backend's object.
+/// type per kind, with `static constexpr const TransactionKind& kKind` and the backend's object.
 class TransactionHandle {
  public:
-  TransactionKind kind() const noexcept { return kind_; }
+  const TransactionKind& kind() const noexcept { return *kind_; }
 
  protected:
-  explicit constexpr TransactionHandle(TransactionKind kind) noexcept : kind_(kind) {}
+  explicit constexpr TransactionHandle(const TransactionKind& kind) noexcept : kind_(&kind) {}
   ~TransactionHandle() = default;
 
  private:
-  TransactionKind kind_;
+  const TransactionKind* kind_;
 };
 
 }  // namespace detail
@@ -106,8 +110,9 @@ class NativeTransaction {
   requires std::derived_from<Handle, detail::TransactionHandle>
   explicit NativeTransaction(const Handle& handle) noexcept : handle_(&handle) {}
 
-  TransactionKind kind() const noexcept {
-    return handle_ == nullptr ? TransactionKind::none : handle_->kind();
+  /// The kind of the transaction held; idem::no_transaction when none is.
+  const TransactionKind& kind() const noexcept {
+    return handle_ == nullptr ? no_transaction : handle_->kind();
   }
   /// Whether the claim holds a transaction.
   explicit operator bool() const noexcept { return handle_ != nullptr; }

@@ -88,6 +88,10 @@ class ConnectionPool {
   /// Whether an idle connection is still usable (no I/O beyond a quick check). noexcept in
   /// spirit: an exception counts as dead.
   using Probe = std::function<bool(Conn&)>;
+  /// Readies a connection given back for its next caller (a rollback of what the caller left
+  /// open) and says whether it can be lent again; outside the pool's lock. An exception counts
+  /// as "no": the connection is closed.
+  using Recycle = std::function<bool(Conn&)>;
 
   /// A lent connection; given back when the lease is destroyed (or reset), closed instead if
   /// discard() was called.
@@ -127,14 +131,6 @@ class ConnectionPool {
       broken_ = false;
     }
 
-    /// Takes the connection out of the lease, for callers that pass it through an interface of
-    /// raw pointers: its slot stays taken until it comes back through give_back().
-    Handle detach() noexcept {
-      pool_ = nullptr;
-      broken_ = false;
-      return std::move(conn_);
-    }
-
    private:
     friend class ConnectionPool;
     Lease(ConnectionPool* pool, Handle conn) noexcept : pool_(pool), conn_(std::move(conn)) {}
@@ -144,8 +140,11 @@ class ConnectionPool {
     bool broken_ = false;
   };
 
-  ConnectionPool(PoolOptions options, Factory open, Probe probe = {})
-      : options_(options), factory_(std::move(open)), probe_(std::move(probe)) {
+  ConnectionPool(PoolOptions options, Factory open, Probe probe = {}, Recycle recycle = {})
+      : options_(options),
+        factory_(std::move(open)),
+        probe_(std::move(probe)),
+        recycle_(std::move(recycle)) {
     if (options_.max_open == 0) options_.max_open = 1;
     // give_back() is noexcept: room for every idle connection up front (the stack never grows
     // past max_open), so that it does not allocate, for pools of up to 4096.
@@ -186,23 +185,6 @@ class ConnectionPool {
     return lend(std::move(taken), open_by, probe_always);
   }
 
-  /// Takes back a connection detached from its lease; `broken`: close it and free its slot.
-  void give_back(Handle conn, bool broken) noexcept {
-    if (broken || !conn) {
-      if (conn) discarded_.fetch_add(1, std::memory_order_relaxed);
-      conn.reset();  // outside the lock: closing may do I/O
-      free_slot();
-      return;
-    }
-    const auto now = Clock::now();
-    std::lock_guard lock(mutex_);
-    if (!waiters_.empty()) {
-      hand_over(Idle{std::move(conn), now});
-      return;
-    }
-    idle_.push_back(Idle{std::move(conn), now});
-  }
-
   PoolCounters counters() const noexcept {
     PoolCounters c;
     c.opened = opened_.load(std::memory_order_relaxed);
@@ -232,6 +214,32 @@ class ConnectionPool {
   const PoolOptions& options() const noexcept { return options_; }
 
  private:
+  // Takes back a lease's connection; `broken`: close it and free its slot.
+  void give_back(Handle conn, bool broken) noexcept {
+    if (!broken && conn && recycle_) broken = !recycled(*conn);
+    if (broken || !conn) {
+      if (conn) discarded_.fetch_add(1, std::memory_order_relaxed);
+      conn.reset();  // outside the lock: closing may do I/O
+      free_slot();
+      return;
+    }
+    const auto now = Clock::now();
+    std::lock_guard lock(mutex_);
+    if (!waiters_.empty()) {
+      hand_over(Idle{std::move(conn), now});
+      return;
+    }
+    idle_.push_back(Idle{std::move(conn), now});
+  }
+
+  bool recycled(Conn& conn) noexcept {
+    try {
+      return recycle_(conn);
+    } catch (...) {
+      return false;
+    }
+  }
+
   // An idle connection, or (conn null) a free slot to open one in.
   struct Idle {
     Handle conn;
@@ -343,6 +351,7 @@ class ConnectionPool {
   PoolOptions options_;
   Factory factory_;
   Probe probe_;
+  Recycle recycle_;
   mutable std::mutex mutex_;
   std::vector<Idle> idle_;      // a stack: the most recently given back on top
   std::list<Waiter*> waiters_;  // oldest first; each lives on its waiting thread's stack

@@ -13,34 +13,20 @@
 
 namespace idem {
 
+// errc_table names gRPC's codes by their numbers, without gRPC's headers.
+static_assert(detail::grpc_code::invalid_argument ==
+              static_cast<int>(::grpc::StatusCode::INVALID_ARGUMENT));
+static_assert(detail::grpc_code::failed_precondition ==
+              static_cast<int>(::grpc::StatusCode::FAILED_PRECONDITION));
+static_assert(detail::grpc_code::aborted == static_cast<int>(::grpc::StatusCode::ABORTED));
+static_assert(detail::grpc_code::internal == static_cast<int>(::grpc::StatusCode::INTERNAL));
+static_assert(detail::grpc_code::unavailable == static_cast<int>(::grpc::StatusCode::UNAVAILABLE));
+static_assert(detail::grpc_code::data_loss == static_cast<int>(::grpc::StatusCode::DATA_LOSS));
+
 ::grpc::StatusCode grpc_status(std::error_code ec) noexcept {
-  using ::grpc::StatusCode;
-  if (!ec) return StatusCode::OK;
-  if (ec.category() != error_category()) return StatusCode::INTERNAL;
-  switch (static_cast<errc>(ec.value())) {
-    case errc::key_invalid:
-    case errc::token_invalid:
-      return StatusCode::INVALID_ARGUMENT;
-    case errc::payload_mismatch:
-    case errc::invalid_transition:
-      return StatusCode::FAILED_PRECONDITION;
-    case errc::in_progress:
-    case errc::lease_lost:
-    case errc::version_conflict:
-    case errc::handler_aborted:  // released: the same request may run again
-      return StatusCode::ABORTED;
-    case errc::store_unavailable:
-    case errc::outcome_unknown:
-      return StatusCode::UNAVAILABLE;
-    case errc::record_corrupt:
-      return StatusCode::DATA_LOSS;
-    case errc::result_too_large:
-    case errc::handler_failed:
-    case errc::step_mismatch:   // the handler's steps differ from the key's: a fault, not a retry
-    case errc::config_invalid:  // the service's own configuration, not the caller's request
-      return StatusCode::INTERNAL;
-  }
-  return StatusCode::INTERNAL;
+  if (!ec) return ::grpc::StatusCode::OK;
+  const ErrcFacts* facts = facts_of(ec);
+  return facts ? static_cast<::grpc::StatusCode>(facts->grpc_status) : ::grpc::StatusCode::INTERNAL;
 }
 
 bool grpc_retryable(::grpc::StatusCode code) noexcept {

@@ -20,37 +20,28 @@ PgBackend::PgBackend(PostgresStoreOptions options, Role role)
       // Every idle session is probed (one zero-timeout poll) before it is lent.
       pool_(
           detail::PoolOptions{.max_open = options_.pool_size, .probe_idle_after = milliseconds{0}},
-          [this](SessionPool::Clock::time_point) {
+          [this](SessionPool::Clock::time_point) -> SessionPool::Handle {
             return std::make_unique<PgSession>(conninfo_, connect_budget_, text_,
                                                options_.statement_timeout, role_, watchdog_);
           },
-          [](const PgSession& session) { return session.looks_alive(); }) {}
+          [](sql::Session& session) { return static_cast<PgSession&>(session).looks_alive(); },
+          // Whatever the caller left open ends here, and a closed connection is not lent again.
+          [](sql::Session& session) {
+            auto& pg = static_cast<PgSession&>(session);
+            pg.rollback();
+            return pg.is_open();
+          }) {}
 
 PgBackend::~PgBackend() = default;
 
-sql::Session* PgBackend::acquire(milliseconds wait) {
+sql::SessionLease PgBackend::acquire(milliseconds wait) {
   const milliseconds limit = std::max(wait, options_.acquire_timeout);
-  return pool_.acquire(SessionPool::Clock::now() + limit).detach().release();
-}
-
-void PgBackend::release(sql::Session* session, bool broken) noexcept {
-  SessionPool::Handle s(static_cast<PgSession*>(session));
-  s->rollback();
-  const bool unusable = broken || !s->is_open();
-  pool_.give_back(std::move(s), unusable);
+  return pool_.acquire(SessionPool::Clock::now() + limit);
 }
 
 void PgBackend::create_schema() {
-  sql::Session* s = acquire(milliseconds{0});
-  bool broken = false;
-  try {
-    static_cast<PgSession*>(s)->create_schema(text_);
-  } catch (...) {
-    broken = !static_cast<PgSession*>(s)->is_open();
-    release(s, broken);
-    throw;
-  }
-  release(s, false);
+  sql::SessionLease s = acquire(milliseconds{0});
+  static_cast<PgSession&>(*s).create_schema(text_);  // a failure: the lease drops a closed one
 }
 
 Failure PgBackend::failure(std::exception_ptr error, bool& broken,

@@ -25,9 +25,9 @@ class PgBackend final : public sql::Backend {
   ~PgBackend() override;
 
   /// A session, waiting for a free connection up to `wait` or acquire_timeout, whichever is
-  /// longer (a transactional claim may wait its block_for); then detail::PoolExhausted.
-  sql::Session* acquire(std::chrono::milliseconds wait) override;
-  void release(sql::Session* session, bool broken) noexcept override;
+  /// longer (a transactional claim may wait its block_for); then detail::PoolExhausted. Given
+  /// back, its transaction is rolled back, and a connection that closed is dropped.
+  sql::SessionLease acquire(std::chrono::milliseconds wait) override;
   void create_schema() override;
   Failure failure(std::exception_ptr error, bool& broken,
                   bool transactional_claim) const noexcept override;
@@ -38,7 +38,7 @@ class PgBackend final : public sql::Backend {
   PoolStats pool_stats() const noexcept override { return pool_.stats(); }
 
  private:
-  using SessionPool = detail::ConnectionPool<PgSession>;
+  using SessionPool = sql::SessionPool;  // of PgSessions
 
   PostgresStoreOptions options_;
   Role role_;

@@ -87,6 +87,25 @@ void add_pool(Families& out, const Labels& store, std::string pool_name, const P
   }
 }
 
+// A backend's own figures (StoreStats::parts), as the series of their families.
+class FamilySink final : public StatSink {
+ public:
+  FamilySink(Families& out, const Labels& store) : out_(out), store_(store) {}
+  void figure(const StatFigure& f) override {
+    out_.add(
+        f.family, f.help, f.counter ? MetricType::Counter : MetricType::Gauge,
+        f.label.empty() ? store_ : with(store_, std::string(f.label), std::string(f.label_value)),
+        number(f.value));
+  }
+  void pool(std::string_view name, const PoolStats& pool) override {
+    add_pool(out_, store_, std::string(name), pool);
+  }
+
+ private:
+  Families& out_;
+  const Labels& store_;
+};
+
 }  // namespace
 
 void StoreCollectable::watch(std::string name, std::function<StoreStats()> read) {
@@ -109,17 +128,6 @@ std::vector<prometheus::MetricFamily> StoreCollectable::Collect() const {
               MetricType::Counter, store, number(*s.evictions));
     }
     if (s.pool) add_pool(out, store, "primary", *s.pool);
-    if (s.replica) {
-      const Counts<3> reads{{{"hit", s.replica->hits},
-                             {"fall_through", s.replica->fall_throughs},
-                             {"error", s.replica->errors}}};
-      for (const auto& [result, count] : reads) {
-        out.add("store_replica_reads_total",
-                "claims read on the replica: answered there (hit) or passed to the primary",
-                MetricType::Counter, with(store, "result", result), number(count));
-      }
-      add_pool(out, store, "replica", s.replica->pool);
-    }
     if (s.cache) {
       out.add("store_cache_entries", "records a CachedStore holds now", MetricType::Gauge, store,
               number(s.cache->entries));
@@ -139,21 +147,8 @@ std::vector<prometheus::MetricFamily> StoreCollectable::Collect() const {
               "calls those groups carried (over groups: the mean group size)", MetricType::Counter,
               store, number(s.group->calls));
     }
-    if (s.redis) {
-      out.add("store_redis_pipeline_connections", "shared pipelining connections open now",
-              MetricType::Gauge, store, number(s.redis->pipeline_connections));
-      const Counts<5> events{{{"pipeline_dropped", s.redis->pipeline_dropped},
-                              {"moved", s.redis->moved},
-                              {"asked", s.redis->asked},
-                              {"slot_map_read", s.redis->slot_map_reads},
-                              {"replication_timeout", s.redis->replication_timeouts}}};
-      for (const auto& [event, count] : events) {
-        out.add("store_redis_events_total",
-                "Redis routing and durability: pipelines dropped, cluster redirections, slot "
-                "maps read, writes short of replicas",
-                MetricType::Counter, with(store, "event", event), number(count));
-      }
-    }
+    FamilySink sink(out, store);
+    s.parts.report(sink);
   }
   return out.take();
 }

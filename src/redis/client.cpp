@@ -292,7 +292,9 @@ StoreStats Client::Impl::stats() const {
   } else {
     node_->add_stats(pool, redis);
   }
-  return StoreStats{.store = "redis", .pool = pool, .redis = redis};
+  StoreStats out{.store = "redis", .pool = pool};
+  out.parts.set(redis);
+  return out;
 }
 
 // --- Client ------------------------------------------------------------------------------------

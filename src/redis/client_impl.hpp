@@ -56,4 +56,8 @@ class Client::Impl {
   std::unique_ptr<Cluster> cluster_;  // or a cluster's nodes
 };
 
+/// What is behind `client`: for idem's Redis stores only, which is why Client has no public
+/// accessor.
+inline Client::Impl& impl_of(Client& client) noexcept { return *client.impl_; }
+
 }  // namespace idem::redis

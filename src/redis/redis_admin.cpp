@@ -81,7 +81,7 @@ class RedisAdmin final : public Admin {
     if (key.id.empty()) return make_failure(errc::key_invalid, "the key id is empty");
     const std::string name = record_name(scope, key);
     const std::array<std::string_view, 4> argv{"EVAL", redis::admin_scripts::kRead, "1", name};
-    Result<redis::Answer> a = client_.impl().command(name, argv);
+    Result<redis::Answer> a = redis::impl_of(client_).command(name, argv);
     if (!a) return std::move(a).failure();
     const redisReply& r = *a->reply;
     if (r.type == REDIS_REPLY_ERROR) return error_of(r, "inspect");
@@ -150,8 +150,8 @@ class RedisAdmin final : public Admin {
       if (index.size() <= options_.prefix.size() + redis::kIndexTagSize) continue;
       const std::string_view scope =
           std::string_view(index).substr(options_.prefix.size() + redis::kIndexTagSize);
-      Result<std::size_t> dropped = redis::walk_abandoned_index(client_.impl(), options_.prefix,
-                                                                index, scope, 0, /*found=*/nullptr);
+      Result<std::size_t> dropped = redis::walk_abandoned_index(
+          redis::impl_of(client_), options_.prefix, index, scope, 0, /*found=*/nullptr);
       if (!dropped) return std::move(dropped).failure();
     }
     return std::size_t{0};
@@ -262,7 +262,7 @@ class RedisAdmin final : public Admin {
     const std::string fence = std::to_string(only_fence);
     const std::array<std::string_view, 6> argv{
         "EVAL", redis::admin_scripts::kRelease, "1", name, mode, fence};
-    Result<redis::Answer> a = client_.impl().command(name, argv);
+    Result<redis::Answer> a = redis::impl_of(client_).command(name, argv);
     if (!a) return std::move(a).failure();
     const redisReply& r = *a->reply;
     if (r.type == REDIS_REPLY_ERROR) return error_of(r, mode);

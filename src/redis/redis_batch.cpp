@@ -87,7 +87,7 @@ std::vector<Result<Claim>> RedisStore::claim_batch(std::span<const ClaimRequest>
   std::vector<std::optional<Result<Claim>>> answers(requests.size());
   const redis::ReplicaWait wait{options_.durability, replication_timeouts_};
 
-  for (const std::vector<std::size_t>& group : call_groups(keys, client_->impl().is_cluster())) {
+  for (const std::vector<std::size_t>& group : call_groups(keys, impl_of(*client_).is_cluster())) {
     std::vector<std::string_view> key_args;
     std::vector<std::array<char, 16>> fps;
     std::vector<redis::DecimalText> numbers(group.size() * 2);
@@ -108,7 +108,7 @@ std::vector<Result<Claim>> RedisStore::claim_batch(std::span<const ClaimRequest>
       args.push_back(redis::ms_text(numbers[2 * g + 1], r.retention));
     }
     if (key_args.empty()) continue;
-    Result<redis::Answer> answer = client_->impl().eval_keys(
+    Result<redis::Answer> answer = impl_of(*client_).eval_keys(
         redis::script_record_claim_batch, key_args, args, &options_.durability, any_acquired);
     std::size_t k = 0;  // the reply's element of the next key sent
     for (const std::size_t i : group) {
@@ -142,7 +142,7 @@ std::vector<Status> RedisStore::commit_batch(std::span<const CommitRequest> requ
   std::vector<Status> answers(requests.size());
   const redis::ReplicaWait wait{options_.durability, replication_timeouts_};
 
-  for (const std::vector<std::size_t>& group : call_groups(keys, client_->impl().is_cluster())) {
+  for (const std::vector<std::size_t>& group : call_groups(keys, impl_of(*client_).is_cluster())) {
     std::vector<std::string_view> key_args;
     std::vector<redis::DecimalText> numbers(group.size() * 2);
     std::vector<std::string_view> args;
@@ -156,7 +156,7 @@ std::vector<Status> RedisStore::commit_batch(std::span<const CommitRequest> requ
       args.push_back(r.completion.result);
       args.push_back(redis::ms_text(numbers[2 * g + 1], r.completion.ttl));
     }
-    Result<redis::Answer> answer = client_->impl().eval_keys(
+    Result<redis::Answer> answer = impl_of(*client_).eval_keys(
         redis::script_record_commit_batch, key_args, args, &options_.durability, any_done,
         /*report_in_doubt=*/true);
     const bool short_wait = answer && !wait.check(answer.value(), "commit");

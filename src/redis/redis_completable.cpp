@@ -78,7 +78,7 @@ Status RedisStore::keep_request(const Ticket& ticket, std::string_view request) 
   redis::DecimalText fence;
   const std::string_view fence_text =
       redis::to_chars(fence, static_cast<std::int64_t>(ticket.fence));
-  redis::Client::Impl& client = client_->impl();
+  redis::Client::Impl& client = impl_of(*client_);
   if (!client.is_cluster()) {
     // One server: the entry and the request in one script, both or neither.
     const std::array<std::string_view, 2> keys{record, index};
@@ -105,7 +105,7 @@ Result<std::vector<Abandoned>> RedisStore::find_abandoned(std::string_view prefi
   std::vector<Abandoned> found;
   if (limit == 0) return found;
   Result<std::size_t> walked =
-      redis::walk_abandoned_index(client_->impl(), options_.prefix, index, prefix, limit, &found);
+      redis::walk_abandoned_index(impl_of(*client_), options_.prefix, index, prefix, limit, &found);
   if (!walked) return std::move(walked).failure();
   return found;
 }

@@ -38,7 +38,7 @@ Result<std::vector<StepRecord>> RedisStore::load_steps(const Ticket& ticket) {
   const std::array<std::string_view, 1> args{
       redis::to_chars(fence, static_cast<std::int64_t>(ticket.fence))};
   Result<redis::Answer> answer =
-      client_->impl().eval(redis::script_record_step_load, record_key(ticket.key), args);
+      impl_of(*client_).eval(redis::script_record_step_load, record_key(ticket.key), args);
   if (!answer) return std::move(answer).failure();
   const redisReply& r = *answer->reply;
   if (r.type != REDIS_REPLY_ARRAY || r.elements < 1 || r.element[0]->type != REDIS_REPLY_INTEGER ||
@@ -69,7 +69,7 @@ Status RedisStore::save_step(const Ticket& ticket, const StepWrite& step) {
       redis::to_chars(fence, static_cast<std::int64_t>(ticket.fence)),
       redis::to_chars(index, static_cast<std::int64_t>(step.index)), step.name, step.result};
   Result<redis::Answer> answer =
-      client_->impl().eval(redis::script_record_step_save, record_key(ticket.key), args);
+      impl_of(*client_).eval(redis::script_record_step_save, record_key(ticket.key), args);
   if (!answer) return std::move(answer).failure();
   const redisReply& r = *answer->reply;
   if (r.type != REDIS_REPLY_INTEGER) return odd_reply(answer->where, doing);

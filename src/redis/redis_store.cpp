@@ -30,23 +30,23 @@ Result<Claim> record_codes(Result<Claim> claim, redis::RedisClaimReply code) {
 }  // namespace
 
 Result<Claim> RedisStore::claim(const ClaimRequest& request) {
-  return redis::eval_claim(client_->impl(), redis::script_record_claim, record_key(request.key),
+  return redis::eval_claim(impl_of(*client_), redis::script_record_claim, record_key(request.key),
                            request, record_codes, {options_.durability, replication_timeouts_});
 }
 
 Status RedisStore::commit(const Ticket& ticket, const Completion& completion) {
-  return redis::eval_record_commit(client_->impl(), redis::script_record_commit,
+  return redis::eval_record_commit(impl_of(*client_), redis::script_record_commit,
                                    record_key(ticket.key), ticket.fence, completion,
                                    {options_.durability, replication_timeouts_});
 }
 
 Status RedisStore::abort(const Ticket& ticket) {
-  return redis::eval_record_abort(client_->impl(), redis::script_record_abort,
+  return redis::eval_record_abort(impl_of(*client_), redis::script_record_abort,
                                   record_key(ticket.key), ticket.fence);
 }
 
 Status RedisStore::extend(const Ticket& ticket, std::chrono::milliseconds lease) {
-  return redis::eval_record_extend(client_->impl(), redis::script_record_extend,
+  return redis::eval_record_extend(impl_of(*client_), redis::script_record_extend,
                                    record_key(ticket.key), ticket.fence, lease);
 }
 

@@ -28,7 +28,7 @@ Result<bool> RedisTokenRecords::add(std::string_view key, std::chrono::milliseco
   const std::string_view issued(&detail::redis_state::issued, 1);
   const std::array<std::string_view, 6> argv{"SET", tagged, issued,
                                              "NX",  "PX",   redis::ms_text(ms, ttl)};
-  Result<redis::Answer> answer = client_->impl().command(tagged, argv);
+  Result<redis::Answer> answer = impl_of(*client_).command(tagged, argv);
   if (!answer) return std::move(answer).failure();
   const redisReply& r = *answer->reply;
   if (r.type == REDIS_REPLY_ERROR)
@@ -52,23 +52,23 @@ Result<Claim> token_codes(Result<Claim> claim, redis::RedisClaimReply code) {
 }  // namespace
 
 Result<Claim> RedisTokenRecords::claim(const ClaimRequest& request) {
-  return redis::eval_claim(client_->impl(), redis::script_token_claim, redis_key(request.key),
+  return redis::eval_claim(impl_of(*client_), redis::script_token_claim, redis_key(request.key),
                            request, token_codes, {durability_, replication_timeouts_});
 }
 
 Status RedisTokenRecords::commit(const Ticket& ticket, const Completion& completion) {
-  return redis::eval_record_commit(client_->impl(), redis::script_record_commit,
+  return redis::eval_record_commit(impl_of(*client_), redis::script_record_commit,
                                    redis_key(ticket.key), ticket.fence, completion,
                                    {durability_, replication_timeouts_});
 }
 
 Status RedisTokenRecords::abort(const Ticket& ticket) {
-  return redis::eval_record_abort(client_->impl(), redis::script_token_abort, redis_key(ticket.key),
-                                  ticket.fence);
+  return redis::eval_record_abort(impl_of(*client_), redis::script_token_abort,
+                                  redis_key(ticket.key), ticket.fence);
 }
 
 Status RedisTokenRecords::extend(const Ticket& ticket, std::chrono::milliseconds lease) {
-  return redis::eval_record_extend(client_->impl(), redis::script_record_extend,
+  return redis::eval_record_extend(impl_of(*client_), redis::script_record_extend,
                                    redis_key(ticket.key), ticket.fence, lease);
 }
 

@@ -67,7 +67,7 @@ Result<Claim> RedisRequestIdRecords::claim(const ClaimRequest& request) {
   redis::DecimalText lease;
   const std::array<std::string_view, 2> args{std::string_view(marker.data(), marker.size()),
                                              redis::ms_text(lease, request.lease)};
-  Result<redis::Answer> answer = client_->impl().eval(redis::script_cache_claim, key, args);
+  Result<redis::Answer> answer = impl_of(*client_).eval(redis::script_cache_claim, key, args);
   if (!answer) return std::move(answer).failure();
   return redis::decode_cache_claim(*answer->reply, fence, fp, answer->where);
 }
@@ -79,15 +79,15 @@ Status RedisRequestIdRecords::commit(const Ticket& ticket, const Completion& com
       std::string_view(holder.data(), holder.size()),
       detail::to_redis(detail::finished_state(completion.status)), completion.result,
       redis::ms_text(ttl, completion.ttl)};
-  return redis::eval_commit(client_->impl(), redis::script_cache_commit, redis_key(ticket.key),
+  return redis::eval_commit(impl_of(*client_), redis::script_cache_commit, redis_key(ticket.key),
                             args);
 }
 
 Status RedisRequestIdRecords::abort(const Ticket& ticket) {
   const auto holder = holder_prefix(ticket.fence);
   const std::array<std::string_view, 1> args{std::string_view(holder.data(), holder.size())};
-  return redis::eval_fenced(client_->impl(), redis::script_cache_abort, redis_key(ticket.key), args,
-                            "abort");
+  return redis::eval_fenced(impl_of(*client_), redis::script_cache_abort, redis_key(ticket.key),
+                            args, "abort");
 }
 
 Status RedisRequestIdRecords::extend(const Ticket& ticket, std::chrono::milliseconds lease) {
@@ -95,7 +95,7 @@ Status RedisRequestIdRecords::extend(const Ticket& ticket, std::chrono::millisec
   redis::DecimalText ms;
   const std::array<std::string_view, 2> args{std::string_view(holder.data(), holder.size()),
                                              redis::ms_text(ms, lease)};
-  return redis::eval_fenced(client_->impl(), redis::script_cache_extend, redis_key(ticket.key),
+  return redis::eval_fenced(impl_of(*client_), redis::script_cache_extend, redis_key(ticket.key),
                             args, "extend");
 }
 

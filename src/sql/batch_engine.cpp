@@ -17,24 +17,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// Gives the session back on every path (broken ones are dropped by the backend).
-class Lent {
- public:
-  Lent(Backend& backend, Session* session) : backend_(backend), session_(session) {}
-  Lent(const Lent&) = delete;
-  Lent& operator=(const Lent&) = delete;
-  ~Lent() {
-    if (session_ != nullptr) backend_.release(session_, broken_);
-  }
-  Session* operator->() const noexcept { return session_; }
-  bool& broken() noexcept { return broken_; }
-
- private:
-  Backend& backend_;
-  Session* session_;
-  bool broken_ = false;
-};
-
 // Marks, for each position, whether it is the first of its key in the batch: only those go into
 // the batch step (a multi-row statement may not touch one row twice).
 template <class T, class KeyOf>
@@ -121,22 +103,21 @@ GroupAnswers Engine::write_group(std::span<const CommitRequest> commits,
   std::vector<std::optional<Status>> committed(commits.size());
   std::vector<std::optional<Result<Claim>>> claimed(claims.size());
   if (!finish_args.empty() || !claim_args.empty()) {
-    bool broken = false;
-    Session* session = nullptr;
+    SessionLease s;
     try {
-      session = backend_->acquire(milliseconds{0});
+      s = backend_->acquire(milliseconds{0});
     } catch (...) {
+      bool broken = false;
       const Failure f = failure(broken);
       return all_fail(f, f);
     }
-    Lent s(*backend_, session);
     Session::Written written;
     try {
       written = s->write_many(finish_args, claim_args);
     } catch (...) {
-      const Failure f = failure(s.broken());
+      const Failure f = failure(s);
       Failure in_doubt = f;
-      if (s.broken() && !finish_args.empty()) {
+      if (s.discarded() && !finish_args.empty()) {
         // The session broke with the step on its way: its commits may or may not have landed.
         in_doubt.code = make_error_code(errc::outcome_unknown);
         in_doubt.message =

@@ -15,27 +15,6 @@ using std::chrono::milliseconds;
 // PostgreSQL, where the read sees the statement's snapshot): ask again, a few times.
 constexpr int kClaimAttempts = 4;
 
-// Gives the session back on every path; broken sessions are dropped by the backend.
-class Checkout {
- public:
-  Checkout(Backend& backend, Session* session) : backend_(backend), session_(session) {}
-  Checkout(const Checkout&) = delete;
-  Checkout& operator=(const Checkout&) = delete;
-  ~Checkout() {
-    if (session_ != nullptr) backend_.release(session_, broken_);
-  }
-  Session* operator->() const noexcept { return session_; }
-  Session* get() const noexcept { return session_; }
-  Session* keep() noexcept { return std::exchange(session_, nullptr); }
-  void mark_broken() noexcept { broken_ = true; }
-  bool& broken() noexcept { return broken_; }
-
- private:
-  Backend& backend_;
-  Session* session_;
-  bool broken_ = false;
-};
-
 Status lease_lost() {
   return Status(errc::lease_lost, "the record is no longer held under this fence");
 }
@@ -81,20 +60,24 @@ Engine::Engine(std::unique_ptr<Backend> backend, SqlMode mode,
 
 Engine::~Engine() {
   // Holders that never finished: their transactions roll back.
-  for (auto& [key, open] : open_) {
-    open.session->rollback();
-    backend_->release(open.session, false);
-  }
+  for (auto& [key, open] : open_) open.session->rollback();
 }
 
 StoreStats Engine::stats() const noexcept {
   StoreStats out{.store = backend_->store_name(), .pool = backend_->pool_stats()};
-  if (replica_) out.replica = replica_->stats();
+  if (replica_) out.parts.set(replica_->stats());
   return out;
 }
 
 Failure Engine::failure(bool& broken, bool transactional_claim) const noexcept {
   return backend_->failure(std::current_exception(), broken, transactional_claim);
+}
+
+Failure Engine::failure(SessionLease& session, bool transactional_claim) const noexcept {
+  bool broken = false;
+  Failure f = failure(broken, transactional_claim);
+  if (broken) session.discard();
+  return f;
 }
 
 Status Engine::ensure_schema() {
@@ -146,14 +129,13 @@ std::optional<Result<Claim>> Engine::classify(const ClaimRow& row, const ClaimRe
 Result<Claim> Engine::claim_lease(const ClaimRequest& request) {
   const ClaimArgs args{request.key, request.fingerprint, request.lease.count(),
                        held_retention(request.retention, request.lease).count(), 1};
-  Session* session = nullptr;
-  bool broken = false;
+  SessionLease s;
   try {
-    session = backend_->acquire(milliseconds{0});
+    s = backend_->acquire(milliseconds{0});
   } catch (...) {
+    bool broken = false;
     return failure(broken);
   }
-  Checkout s(*backend_, session);
   try {
     for (int attempt = 0; attempt < kClaimAttempts; ++attempt) {
       std::optional<ClaimRow> row = s->claim(args);
@@ -161,7 +143,7 @@ Result<Claim> Engine::claim_lease(const ClaimRequest& request) {
       if (auto answer = classify(*row, request)) return std::move(*answer);
     }
   } catch (...) {
-    return failure(s.broken());
+    return failure(s);
   }
   return make_failure(errc::in_progress, "the record kept changing under the claim; retry");
 }
@@ -190,18 +172,17 @@ Result<Claim> Engine::claim_transactional(const ClaimRequest& request) {
   // The session draws the fence once the claim holds the key (Session::claim).
   const ClaimArgs args{request.key, request.fingerprint, request.lease.count(),
                        held_retention(request.retention, request.lease).count(), 1};
-  Session* session = nullptr;
-  bool broken = false;
+  SessionLease s;
   try {
-    session = backend_->acquire(request.block_for);
+    s = backend_->acquire(request.block_for);
   } catch (...) {
+    bool broken = false;
     return busy(request, failure(broken, /*transactional_claim=*/true));
   }
-  Checkout s(*backend_, session);
   try {
     s->begin(request.block_for);
   } catch (...) {
-    return busy(request, failure(s.broken(), /*transactional_claim=*/true));
+    return busy(request, failure(s, /*transactional_claim=*/true));
   }
   try {
     for (int attempt = 0; attempt < kClaimAttempts; ++attempt) {
@@ -210,16 +191,16 @@ Result<Claim> Engine::claim_transactional(const ClaimRequest& request) {
       if (row->acquired) {
         // A remembered failure must commit without the handler's writes: mark where they begin.
         if (request.rewindable) s->mark();
-        std::lock_guard lock(open_mutex_);
-        open_.emplace(
-            std::string(request.key),
-            Open{row->fence, request.fingerprint, std::chrono::steady_clock::now() + request.lease,
-                 s.get(), request.rewindable});
         Claim claim{.status = ClaimStatus::acquired,
                     .fence = row->fence,
                     .took_over = row->took_over,
                     .transaction = s->native()};
-        s.keep();  // the session now belongs to the holder until commit or abort
+        // The session now belongs to the holder until commit or abort.
+        std::lock_guard lock(open_mutex_);
+        open_.emplace(
+            std::string(request.key),
+            Open{row->fence, request.fingerprint, std::chrono::steady_clock::now() + request.lease,
+                 std::move(s), request.rewindable});
         return claim;
       }
       if (auto answer = classify(*row, request)) {
@@ -229,7 +210,7 @@ Result<Claim> Engine::claim_transactional(const ClaimRequest& request) {
     }
     s->rollback();
   } catch (...) {
-    Failure f = failure(s.broken(), /*transactional_claim=*/true);
+    Failure f = failure(s, /*transactional_claim=*/true);
     s->rollback();
     return busy(request, std::move(f));
   }
@@ -250,7 +231,7 @@ std::optional<Engine::Open> Engine::take_open(const Ticket& ticket) {
   auto [first, last] = open_.equal_range(ticket.key);
   for (auto it = first; it != last; ++it) {
     if (it->second.fence == ticket.fence) {
-      Open open = it->second;
+      Open open = std::move(it->second);
       open_.erase(it);
       return open;
     }
@@ -280,11 +261,11 @@ Status Engine::finish_ended(const Ticket& ticket, const Completion* completion) 
     // The COMMIT may have landed before the connection went: the table says whether it did.
     bool broken = false;
     try {
-      Checkout s(*backend_, backend_->acquire(milliseconds{0}));
+      SessionLease s = backend_->acquire(milliseconds{0});
       try {
-        if (landed(*s.get(), ticket, *completion)) return {};
+        if (landed(*s, ticket, *completion)) return {};
       } catch (...) {
-        (void)failure(s.broken());  // still unknown: the remembered answer says so
+        (void)failure(s);  // still unknown: the remembered answer says so
       }
     } catch (...) {
       (void)failure(broken);
@@ -296,8 +277,7 @@ Status Engine::finish_ended(const Ticket& ticket, const Completion* completion) 
 Status Engine::finish_transactional(const Ticket& ticket, const Completion* completion) {
   std::optional<Open> open = take_open(ticket);
   if (!open) return finish_ended(ticket, completion);
-  Checkout s(*backend_, open->session);
-  if (open->broken) s.mark_broken();
+  SessionLease& s = open->session;
   if (completion == nullptr) {
     s->rollback();
     return {};
@@ -309,8 +289,8 @@ Status Engine::finish_transactional(const Ticket& ticket, const Completion* comp
     }
     return {};
   } catch (...) {
-    Failure f = failure(s.broken());
-    const bool broken = s.broken();
+    Failure f = failure(s);
+    const bool broken = s.discarded();
     s->rollback();
     // A connection lost while the COMMIT was on its way leaves the outcome unknown to this
     // process; the record and the handler's writes share it, so a retry either replays or runs.
@@ -336,18 +316,18 @@ Status Engine::commit(const Ticket& ticket, const Completion& completion) {
   if (mode_ == SqlMode::transactional) return finish_transactional(ticket, &completion);
   bool broken = false;
   try {
-    Checkout s(*backend_, backend_->acquire(milliseconds{0}));
+    SessionLease s = backend_->acquire(milliseconds{0});
     try {
       if (!s->finish(ticket, finished_state(completion), completion.result,
                      completion.ttl.count())) {
-        return landed(*s.get(), ticket, completion) ? Status{} : lease_lost();
+        return landed(*s, ticket, completion) ? Status{} : lease_lost();
       }
       return {};
     } catch (...) {
-      Failure f = failure(s.broken());
+      Failure f = failure(s);
       // A session that broke under the finish (no reply) may have had it run; one the database
       // answered with an error did not.
-      if (!s.broken()) return f;
+      if (!s.discarded()) return f;
       return in_doubt(std::move(f),
                       "no reply to the commit; it may or may not have landed (a retry under "
                       "the same fence finds it if it did): ");
@@ -362,12 +342,12 @@ Status Engine::abort(const Ticket& ticket) {
   if (mode_ == SqlMode::transactional) return finish_transactional(ticket, nullptr);
   bool broken = false;
   try {
-    Checkout s(*backend_, backend_->acquire(milliseconds{0}));
+    SessionLease s = backend_->acquire(milliseconds{0});
     try {
       if (!s->release(ticket)) return lease_lost();
       return {};
     } catch (...) {
-      return failure(s.broken());
+      return failure(s);
     }
   } catch (...) {
     return failure(broken);
@@ -385,7 +365,7 @@ Status Engine::extend(const Ticket& ticket, std::chrono::milliseconds lease) {
       for (auto it = first; it != last; ++it) {
         if (it->second.fence == ticket.fence) {
           it->second.lease_until = std::chrono::steady_clock::now() + lease;
-          session = it->second.session;
+          session = it->second.session.get();
         }
       }
     }
@@ -400,12 +380,12 @@ Status Engine::extend(const Ticket& ticket, std::chrono::milliseconds lease) {
   }
   bool broken = false;
   try {
-    Checkout s(*backend_, backend_->acquire(milliseconds{0}));
+    SessionLease s = backend_->acquire(milliseconds{0});
     try {
       if (!s->extend(ticket, lease.count())) return lease_lost();
       return {};
     } catch (...) {
-      return failure(s.broken());
+      return failure(s);
     }
   } catch (...) {
     return failure(broken);
@@ -428,7 +408,7 @@ Status Engine::rewind(const Ticket& ticket) {
       throw std::logic_error(
           "idem: SqlStore::rewind needs a claim made with ClaimRequest::rewindable");
     }
-    session = held->session;
+    session = held->session.get();
   }
   // The holder's own session, in the holder's thread: nobody else touches it meanwhile.
   try {
@@ -438,7 +418,7 @@ Status Engine::rewind(const Ticket& ticket) {
     bool broken = false;
     Failure f = failure(broken);
     std::lock_guard lock(open_mutex_);
-    held->broken = held->broken || broken;
+    if (broken) held->session.discard();  // dropped when the holder ends
     return f;
   }
 }
@@ -448,11 +428,11 @@ Result<std::size_t> Engine::purge_expired(std::size_t max_rows) {
   if (max_rows == 0) return std::size_t{0};
   bool broken = false;
   try {
-    Checkout s(*backend_, backend_->acquire(milliseconds{0}));
+    SessionLease s = backend_->acquire(milliseconds{0});
     try {
       return s->purge(max_rows);
     } catch (...) {
-      return failure(s.broken());
+      return failure(s);
     }
   } catch (...) {
     return failure(broken);

@@ -184,6 +184,11 @@ class Session {
 /// ConnectionPool's own failure).
 using PoolBusy = detail::PoolExhausted;
 
+/// The backends' pool of sessions, and a session lent from it: given back (its transaction
+/// rolled back) when the lease ends, or closed if discard() was called.
+using SessionPool = detail::ConnectionPool<Session>;
+using SessionLease = SessionPool::Lease;
+
 /// How the engine reaches the database. Thread-safe.
 class Backend {
  public:
@@ -191,9 +196,7 @@ class Backend {
 
   /// A session for this thread, waiting up to `wait` (zero: the backend's default wait).
   /// Throws on failure (mapped by failure()).
-  virtual Session* acquire(std::chrono::milliseconds wait) = 0;
-  /// Gives a session back; `broken`: it must not be reused.
-  virtual void release(Session* session, bool broken) noexcept = 0;
+  virtual SessionLease acquire(std::chrono::milliseconds wait) = 0;
   /// Creates the tables if absent and checks the schema version (throws on failure).
   virtual void create_schema() = 0;
 
@@ -251,9 +254,8 @@ class Engine {
     Fence fence = 0;
     Fingerprint fingerprint;
     std::chrono::steady_clock::time_point lease_until;
-    Session* session = nullptr;
-    bool marked = false;  // the claim was rewindable: mark() was taken right after it
-    bool broken = false;  // a rewind failed on the connection: drop it when the holder ends
+    SessionLease session;  // discarded when a rewind failed on the connection
+    bool marked = false;   // the claim was rewindable: mark() was taken right after it
   };
   using Registry = std::multimap<std::string, Open, std::less<>>;
   // Transactions that failed to commit: a retried commit of the same ticket gets the same answer
@@ -287,6 +289,8 @@ class Engine {
   void forget_ended_before(std::chrono::steady_clock::time_point t);
 
   Failure failure(bool& broken, bool transactional_claim = false) const noexcept;
+  // The same for a failure on a lent session: discards it when the failure left it unusable.
+  Failure failure(SessionLease& session, bool transactional_claim = false) const noexcept;
   // A row of the steps table (a step, or the kept request at index -1), fenced.
   Status save_row(const Ticket& ticket, std::int64_t index, std::string_view name,
                   std::string_view result);

@@ -39,7 +39,7 @@ Session* Engine::held_session(const Ticket& ticket) {
   }
   auto [first, last] = open_.equal_range(ticket.key);
   for (auto it = first; it != last; ++it) {
-    if (it->second.fence == ticket.fence) return it->second.session;
+    if (it->second.fence == ticket.fence) return it->second.session.get();
   }
   return nullptr;
 }
@@ -48,7 +48,7 @@ void Engine::mark_broken(const Ticket& ticket) {
   std::lock_guard lock(open_mutex_);
   auto [first, last] = open_.equal_range(ticket.key);
   for (auto it = first; it != last; ++it) {
-    if (it->second.fence == ticket.fence) it->second.broken = true;
+    if (it->second.fence == ticket.fence) it->second.session.discard();
   }
 }
 
@@ -68,16 +68,11 @@ auto Engine::on_step_session(const Ticket& ticket, Fn&& statement)
   }
   if (mode_ == SqlMode::transactional) return lease_lost_failure();
   try {
-    Session* session = backend_->acquire(std::chrono::milliseconds{0});
-    bool session_broken = false;
+    SessionLease session = backend_->acquire(std::chrono::milliseconds{0});
     try {
-      auto answer = statement(*session);
-      backend_->release(session, false);
-      return answer;
+      return statement(*session);
     } catch (...) {
-      Failure f = failure(session_broken);
-      backend_->release(session, session_broken);
-      return f;
+      return failure(session);
     }
   } catch (...) {
     return failure(broken);
@@ -125,15 +120,11 @@ Result<std::vector<Abandoned>> Engine::find_abandoned(std::string_view prefix, s
   bool broken = false;
   std::vector<Row> rows;
   try {
-    Session* session = backend_->acquire(std::chrono::milliseconds{0});
+    SessionLease session = backend_->acquire(std::chrono::milliseconds{0});
     try {
       rows = session->rows(backend_->statements().find_abandoned, params, 0b11u);
-      backend_->release(session, false);
     } catch (...) {
-      bool session_broken = false;
-      Failure f = failure(session_broken);
-      backend_->release(session, session_broken);
-      return f;
+      return failure(session);
     }
   } catch (...) {
     return failure(broken);
@@ -197,14 +188,13 @@ Status Engine::save_step_atomically(const Ticket& ticket, std::uint32_t index,
   }
   if (mode_ == SqlMode::transactional) return lease_lost_failure();
   if (Status schema = ensure_schema(); !schema) return schema;
-  bool broken = false;
-  Session* session = nullptr;
+  SessionLease session;
   try {
     session = backend_->acquire(std::chrono::milliseconds{0});
   } catch (...) {
+    bool broken = false;
     return failure(broken);
   }
-  bool session_broken = false;
   Status answer;
   try {
     session->begin(kAtomicStepLockWait);
@@ -235,10 +225,9 @@ Status Engine::save_step_atomically(const Ticket& ticket, std::uint32_t index,
       }
     }
   } catch (...) {
-    answer = failure(session_broken);
+    answer = failure(session);
     session->rollback();
   }
-  backend_->release(session, session_broken);
   return answer;
 }
 

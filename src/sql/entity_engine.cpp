@@ -46,7 +46,7 @@ struct SqlEntities::Impl {
   std::mutex mutex;
   bool schema_ready = false;
   struct Open {
-    sql::Session* session = nullptr;
+    sql::SessionLease session;
     std::string op_key;
     bool marked = false;  // a rewindable claim: rewind() goes back to the mark after the op row
   };
@@ -131,25 +131,23 @@ sql::Param text(std::string_view s) { return {sql::Param::text, 0, s}; }
 sql::Param bytes(std::string_view s) { return {sql::Param::bytes, 0, s}; }
 sql::Param integer(std::int64_t n) { return {sql::Param::integer, n, {}}; }
 
-// Gives the session back on every path unless the holder keeps it.
+// A lent session whose transaction rolls back when it ends, unless the holder keeps it.
 class Checkout {
  public:
-  Checkout(sql::Backend& backend, sql::Session* s) : backend_(backend), session_(s) {}
+  explicit Checkout(sql::SessionLease lease) noexcept : lease_(std::move(lease)) {}
   Checkout(const Checkout&) = delete;
   Checkout& operator=(const Checkout&) = delete;
   ~Checkout() {
-    if (session_ != nullptr) {
-      session_->rollback();
-      backend_.release(session_, broken);
-    }
+    if (!lease_) return;
+    lease_->rollback();
+    if (broken) lease_.discard();
   }
-  sql::Session* operator->() const noexcept { return session_; }
-  sql::Session* keep() noexcept { return std::exchange(session_, nullptr); }
+  sql::Session* operator->() const noexcept { return lease_.get(); }
+  sql::SessionLease keep() noexcept { return std::move(lease_); }
   bool broken = false;
 
  private:
-  sql::Backend& backend_;
-  sql::Session* session_;
+  sql::SessionLease lease_;
 };
 
 constexpr int kClaimAttempts = 4;
@@ -202,10 +200,7 @@ SqlEntities::SqlEntities(SqlEntities&&) noexcept = default;
 SqlEntities& SqlEntities::operator=(SqlEntities&&) noexcept = default;
 SqlEntities::~SqlEntities() {
   if (!impl_) return;
-  for (auto& [key, open] : impl_->open) {
-    open.session->rollback();
-    impl_->backend->release(open.session, false);
-  }
+  for (auto& [key, open] : impl_->open) open.session->rollback();
 }
 
 const std::string& SqlEntities::op_log_table() const noexcept { return impl_->ops; }
@@ -220,14 +215,14 @@ Status SqlEntities::ensure_schema() {
     std::lock_guard lock(m.mutex);
     if (m.schema_ready) return {};
   }
-  bool broken = false;
-  sql::Session* session = nullptr;
+  sql::SessionLease session;
   try {
     session = m.backend->acquire(milliseconds{0});
   } catch (...) {
+    bool broken = false;
     return m.failure(broken, false);
   }
-  Checkout s(*m.backend, session);
+  Checkout s(std::move(session));
   const bool postgres = std::string_view(m.dialect->name) == "postgres";
   try {
     // A read first, which waits for no writer: a store opened beside a running handler (on
@@ -272,14 +267,14 @@ Status SqlEntities::ensure_schema() {
 Result<CasAnswer> SqlEntities::claim(const CasRequest& r) {
   Impl& m = *impl_;
   if (Status schema = ensure_schema(); !schema) return schema.failure();
-  bool broken = false;
-  sql::Session* session = nullptr;
+  sql::SessionLease session;
   try {
     session = m.backend->acquire(r.block_for);
   } catch (...) {
+    bool broken = false;
     return m.busy(r.op_key, m.failure(broken, true));
   }
-  Checkout s(*m.backend, session);
+  Checkout s(std::move(session));
   std::string update;
   std::array<sql::Param, 2> bump_params{text(r.entity), integer(as_i64(r.expected_version))};
   std::vector<sql::Param> move_params;
@@ -359,7 +354,7 @@ namespace {
 std::optional<bool> op_landed(SqlEntities::Impl& m, const std::string& op_key, Fence fence,
                               const Completion& completion) {
   try {
-    Checkout s(*m.backend, m.backend->acquire(milliseconds{0}));
+    Checkout s(m.backend->acquire(milliseconds{0}));
     try {
       sql::Row row;
       const std::array<sql::Param, 1> key{bytes(op_key)};
@@ -427,7 +422,7 @@ Status finish(SqlEntities::Impl& m, const Ticket& ticket, const Completion* comp
     if (!ended->in_doubt || completion == nullptr) return ended->failure;
     return commit_in_doubt(m, ended->op_key, ticket.fence, *completion, ended->failure);
   }
-  Checkout s(*m.backend, open->session);
+  Checkout s(std::move(open->session));
   bool committing = false;
   try {
     return done(s, open->op_key, committing);
@@ -489,7 +484,7 @@ Status SqlEntities::rewind(const Ticket& ticket) {
       throw std::logic_error(
           "idem: an entity store's rewind needs a claim made with ClaimRequest::rewindable");
     }
-    session = it->second.session;
+    session = it->second.session.get();
   }
   // The holder's own session, in the holder's thread. Undoes the entity's move and the
   // handler's writes; the op-log row stays, held, for the failure to be recorded in.
@@ -513,14 +508,14 @@ Status SqlEntities::extend(const Ticket& ticket, std::chrono::milliseconds) {
 
 Result<std::string> SqlEntities::current(std::string_view entity) {
   Impl& m = *impl_;
-  bool broken = false;
-  sql::Session* session = nullptr;
+  sql::SessionLease session;
   try {
     session = m.backend->acquire(milliseconds{0});
   } catch (...) {
+    bool broken = false;
     return m.failure(broken, false);
   }
-  Checkout s(*m.backend, session);
+  Checkout s(std::move(session));
   try {
     sql::Row row;
     const std::array<sql::Param, 1> args{text(entity)};

@@ -36,7 +36,7 @@ std::optional<ClaimRow> ReplicaReads::settled(std::string_view key) noexcept {
   if (Clock::now().time_since_epoch().count() < resting_until_.load(std::memory_order_relaxed)) {
     return fall_through();
   }
-  Session* session = nullptr;
+  SessionLease session;
   try {
     session = backend_->acquire(std::chrono::milliseconds{0});
   } catch (const PoolBusy&) {
@@ -50,10 +50,10 @@ std::optional<ClaimRow> ReplicaReads::settled(std::string_view key) noexcept {
   } catch (...) {
     bool broken = false;
     (void)backend_->failure(std::current_exception(), broken, false);
-    backend_->release(session, broken);
+    if (broken) session.discard();
     return failed();
   }
-  backend_->release(session, false);
+  session.reset();  // back to the pool before the answer is worked out
   if (!row || !is_settled(row->state) || row->expire_left_ms <= 0) return fall_through();
   bump(hits_);
   return row;

@@ -571,16 +571,16 @@ class SqliteBackend final : public sql::Backend {
         text_(sql::kSqlite, options_.table_prefix),
         writers_(sql::file_writers(options_.path)),
         pool_(detail::PoolOptions{.max_open = 1, .spin = sql::FifoLock::kSpin},
-              [this](Clock::time_point) {
+              [this](Clock::time_point) -> SessionPool::Handle {
                 auto session = std::make_unique<SqliteSession>(options_, text_, writers_);
                 session->open();
                 return session;
               }) {}
 
-  sql::Session* acquire(milliseconds wait) override {
+  sql::SessionLease acquire(milliseconds wait) override {
     const auto limit = std::max(wait, options_.busy_timeout);
     try {
-      return pool_.acquire(Clock::now() + limit).detach().release();
+      return pool_.acquire(Clock::now() + limit);
     } catch (const detail::PoolExhausted&) {
       throw SqliteBusy(fmt::format(
           "idem: sqlite store busy: no turn on {} within {} ms (another call holds its connection; "
@@ -589,13 +589,8 @@ class SqliteBackend final : public sql::Backend {
     }
   }
 
-  void release(sql::Session* session, bool broken) noexcept override {
-    pool_.give_back(SessionPool::Handle(static_cast<SqliteSession*>(session)), broken);
-  }
-
   void create_schema() override {
-    sql::Session* s = acquire(milliseconds{0});  // opens and creates
-    release(s, false);
+    (void)acquire(milliseconds{0});  // opening the session creates the schema
   }
 
   const sql::Statements& statements() const noexcept override { return text_; }
@@ -639,7 +634,7 @@ class SqliteBackend final : public sql::Backend {
   }
 
  private:
-  using SessionPool = detail::ConnectionPool<SqliteSession>;
+  using SessionPool = sql::SessionPool;  // of its one SqliteSession
 
   SqliteStoreOptions options_;
   sql::Statements text_;

@@ -16,6 +16,8 @@
 #include "idem/guard.hpp"
 #include "idem/memory/store.hpp"
 #include "idem/prometheus.hpp"
+#include "idem/redis/stats.hpp"
+#include "idem/sql/stats.hpp"
 #include "idem/sqlite/store.hpp"
 #include "prometheus_text.hpp"
 
@@ -100,6 +102,40 @@ TEST(PrometheusMetrics, CountsFromManyThreadsAreExact) {
   const std::string labels = "scope=\"t\",store=\"memory\"";
   EXPECT_EQ(sample(text, "idem_events_total{event=\"executed\"," + labels + "}"), 1000);
   EXPECT_EQ(sample(text, "idem_events_total{event=\"replayed\"," + labels + "}"), 1000);
+}
+
+// A backend's own part of StoreStats (here the Redis and replica parts, set by hand) is exported
+// through StatSink under its own families, with the exporter naming no backend.
+TEST(PrometheusMetrics, ABackendsOwnPartsAreExportedUnderTheirFamilies) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  idem::PrometheusMetrics metrics{registry};
+  metrics.watch_store("routes", [] {
+    idem::StoreStats stats{.store = "redis"};
+    stats.parts.set(idem::RedisStats{.pipeline_connections = 2, .moved = 3, .asked = 4});
+    stats.parts.set(idem::ReplicaStats{.hits = 5, .errors = 1, .pool = {.size = 4, .opened = 6}});
+    return stats;
+  });
+  const std::string text = valid_text(metrics);
+  const std::string store = "name=\"routes\",store=\"redis\"";
+  EXPECT_EQ(sample(text, "idem_store_redis_pipeline_connections{" + store + "}"), 2);
+  EXPECT_EQ(sample(text, "idem_store_redis_events_total{event=\"moved\"," + store + "}"), 3);
+  EXPECT_EQ(sample(text, "idem_store_redis_events_total{event=\"asked\"," + store + "}"), 4);
+  EXPECT_EQ(
+      sample(text,
+             "idem_store_replica_reads_total{name=\"routes\",result=\"hit\",store=\"redis\"}"),
+      5);
+  EXPECT_EQ(
+      sample(text,
+             "idem_store_replica_reads_total{name=\"routes\",result=\"error\",store=\"redis\"}"),
+      1);
+  EXPECT_EQ(sample(text, "idem_store_pool_size{name=\"routes\",pool=\"replica\",store=\"redis\"}"),
+            4);
+  EXPECT_EQ(sample(text,
+                   "idem_store_pool_events_total{event=\"opened\",name=\"routes\","
+                   "pool=\"replica\",store=\"redis\"}"),
+            6);
+  EXPECT_NE(text.find("# TYPE idem_store_redis_pipeline_connections gauge"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE idem_store_redis_events_total counter"), std::string::npos);
 }
 
 TEST(PrometheusMetrics, WatchedStoresFiguresAreReadAtTheScrape) {

@@ -157,14 +157,15 @@ TEST(RedisClientTest, PoolBoundsConnectionsAndAnswersUnavailableWhenExhausted) {
   // stats(): the ping that found both connections busy queued once and gave up.
   const StoreStats stats = client.stats();
   EXPECT_EQ(stats.store, "redis");
-  ASSERT_TRUE(stats.pool && stats.redis);
+  const RedisStats* redis = stats.parts.get<RedisStats>();
+  ASSERT_TRUE(stats.pool && redis);
   EXPECT_EQ(stats.pool->size, 2u);
   EXPECT_EQ(stats.pool->waits, 1u);
   EXPECT_EQ(stats.pool->timeouts, 1u);
   EXPECT_EQ(stats.pool->opened, 2u);
   EXPECT_EQ(stats.pool->in_use + stats.pool->idle, 2u);
-  EXPECT_EQ(stats.redis->servers, 1u);
-  EXPECT_EQ(stats.redis->moved + stats.redis->asked + stats.redis->slot_map_reads, 0u);
+  EXPECT_EQ(redis->servers, 1u);
+  EXPECT_EQ(redis->moved + redis->asked + redis->slot_map_reads, 0u);
 
   // Many threads share two connections without errors when they may wait for one.
   o.pool_wait = 5s;

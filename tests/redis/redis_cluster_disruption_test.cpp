@@ -230,7 +230,7 @@ TEST_F(RedisClusterDisruptionTest, AskDuringAMigrationIsFollowedWithoutUpdatingT
                          {"CLUSTER", "SETSLOT", slot_text, "MIGRATING", target.id}),
             "OK");
   const long long asking_before = cmdstat_calls(target.address, "asking");
-  const RedisStats before = *store.stats().redis;
+  const RedisStats before = *store.stats().parts.get<RedisStats>();
 
   // The key is not on the source: it answers ASK, and the record is made on the target.
   int runs = 0;
@@ -244,8 +244,9 @@ TEST_F(RedisClusterDisruptionTest, AskDuringAMigrationIsFollowedWithoutUpdatingT
   // Each call went to the source first and followed ASK: the map still names the source.
   // (claim + commit, then the replay's claim: three ASKING.)
   EXPECT_EQ(cmdstat_calls(target.address, "asking") - asking_before, 3);
-  EXPECT_EQ(store.stats().redis->asked - before.asked, 3u);  // stats() counts the same
-  EXPECT_EQ(store.stats().redis->moved, before.moved);
+  EXPECT_EQ(store.stats().parts.get<RedisStats>()->asked - before.asked,
+            3u);  // stats() counts the same
+  EXPECT_EQ(store.stats().parts.get<RedisStats>()->moved, before.moved);
 
   // The record is on the target (ASKING admits one command, on the same connection).
   const std::string name = record_name(store, "ask", id);
@@ -271,8 +272,8 @@ TEST_F(RedisClusterDisruptionTest, AskDuringAMigrationIsFollowedWithoutUpdatingT
   EXPECT_EQ(after.value(), "v1");
   EXPECT_EQ(runs, 1);
   EXPECT_EQ(cmdstat_calls(target.address, "asking"), asking_checked);  // no ASK any more
-  EXPECT_EQ(store.stats().redis->moved - before.moved, 1u);
-  EXPECT_EQ(store.stats().redis->asked - before.asked, 3u);
+  EXPECT_EQ(store.stats().parts.get<RedisStats>()->moved - before.moved, 1u);
+  EXPECT_EQ(store.stats().parts.get<RedisStats>()->asked - before.asked, 3u);
   EXPECT_EQ(owner_of(slot).id, target.id);
 }
 

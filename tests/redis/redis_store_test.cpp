@@ -253,8 +253,8 @@ TEST_F(RedisStoreTest, WaitShortfallIsReportedAndAnUnconfirmedCommitIsNotRecorde
   EXPECT_EQ(durable.replication_timeouts(), 1u + commits);  // a replay writes nothing: no WAIT
   const StoreStats stats = durable.stats();
   EXPECT_EQ(stats.store, "redis");
-  ASSERT_TRUE(stats.redis);
-  EXPECT_EQ(stats.redis->replication_timeouts, 1u + commits);
+  ASSERT_NE(stats.parts.get<RedisStats>(), nullptr);
+  EXPECT_EQ(stats.parts.get<RedisStats>()->replication_timeouts, 1u + commits);
 }
 
 // The commit's EVALSHA reaches Redis, which runs it; the connection is cut before its reply

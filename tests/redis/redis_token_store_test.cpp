@@ -53,10 +53,11 @@ TEST(RedisTokenStoreTest, PendingIsASetNxStringThenARecordHash) {
   // stats(): the client's, whose pool or pipeline served the issue, claim and commit.
   const StoreStats stats = store.stats();
   EXPECT_EQ(stats.store, "redis");
-  ASSERT_TRUE(stats.pool && stats.redis);
-  EXPECT_EQ(stats.redis->servers, 1u);
-  EXPECT_GE(stats.pool->opened + stats.redis->pipeline_connections, 1u);
-  EXPECT_EQ(stats.redis->replication_timeouts, 0u);
+  const RedisStats* redis = stats.parts.get<RedisStats>();
+  ASSERT_TRUE(stats.pool && redis);
+  EXPECT_EQ(redis->servers, 1u);
+  EXPECT_GE(stats.pool->opened + redis->pipeline_connections, 1u);
+  EXPECT_EQ(redis->replication_timeouts, 0u);
 }
 
 }  // namespace idem::testing

@@ -63,8 +63,9 @@ TEST(RequestIdCacheTest, EntryIsOneStringWithTheLeaseThenTheTtl) {
   EXPECT_EQ(entry.substr(25), "resp");
   const StoreStats stats = cache.stats();  // the client's figures
   EXPECT_EQ(stats.store, "redis");
-  ASSERT_TRUE(stats.pool && stats.redis);
-  EXPECT_EQ(stats.redis->servers, 1u);
+  const RedisStats* redis = stats.parts.get<RedisStats>();
+  ASSERT_TRUE(stats.pool && redis);
+  EXPECT_EQ(redis->servers, 1u);
   EXPECT_EQ(stats.pool->timeouts, 0u);
 }
 

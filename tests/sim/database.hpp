@@ -28,10 +28,14 @@ struct Write {
   bool failed = false;    // written by a step or handler that then threw
 };
 
+/// The kind of the simulated stores' transactions.
+inline constexpr TransactionKind sim_transaction_kind{"simulated",
+                                                      "a simulated store in transactional mode"};
+
 /// An open transaction of the simulated stores, as a handler reaches it.
 class SimTransaction final : public detail::TransactionHandle {
  public:
-  static constexpr TransactionKind kKind = TransactionKind::sqlite;
+  static constexpr const TransactionKind& kKind = sim_transaction_kind;
   SimTransaction() : TransactionHandle(kKind) {}
   std::vector<Write> writes;
 };

@@ -268,13 +268,14 @@ TEST_P(PostgresReplicaTest, UnreachableReplicaFallsThroughAndCountsErrors) {
   EXPECT_EQ(c.fall_throughs, 4u);
   // stats() has the same counts, and the replica's pool that never opened a connection.
   const StoreStats stats = eager->stats();
-  ASSERT_TRUE(stats.replica);
-  EXPECT_EQ(stats.replica->hits, 0u);
-  EXPECT_EQ(stats.replica->errors, 4u);
-  EXPECT_EQ(stats.replica->fall_throughs, 4u);
-  EXPECT_EQ(stats.replica->pool.size, 8u);
-  EXPECT_EQ(stats.replica->pool.opened, 0u);
-  EXPECT_EQ(stats.replica->pool.in_use + stats.replica->pool.idle, 0u);
+  const ReplicaStats* replica = stats.parts.get<ReplicaStats>();
+  ASSERT_NE(replica, nullptr);
+  EXPECT_EQ(replica->hits, 0u);
+  EXPECT_EQ(replica->errors, 4u);
+  EXPECT_EQ(replica->fall_throughs, 4u);
+  EXPECT_EQ(replica->pool.size, 8u);
+  EXPECT_EQ(replica->pool.opened, 0u);
+  EXPECT_EQ(replica->pool.in_use + replica->pool.idle, 0u);
   ASSERT_TRUE(stats.pool);  // the primary's, which answered every call
   EXPECT_GE(stats.pool->opened, 1u);
   EXPECT_EQ(stats.pool->timeouts, 0u);

@@ -50,7 +50,8 @@ TEST_F(MemoryStoreTest, StatsGiveTheRecordsHeldAndTheEvictions) {
   EXPECT_EQ(stats.store, "memory");
   EXPECT_EQ(stats.records, 0u);
   EXPECT_EQ(stats.evictions, 0u);
-  EXPECT_FALSE(stats.pool || stats.replica || stats.redis);  // none of those in memory
+  EXPECT_FALSE(stats.pool);  // no pool in memory, and no backend part
+  EXPECT_TRUE(stats.parts.empty());
   for (const char* k : {"a", "b", "c", "d", "e"}) complete(store, k);
   ASSERT_EQ(claim(store, "held")->status, ClaimStatus::acquired);
   stats = store.stats();

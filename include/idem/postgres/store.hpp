@@ -9,6 +9,7 @@
 #include <string_view>
 #include <utility>
 
+#include "idem/sql/stats.hpp"
 #include "idem/sql/store.hpp"
 
 namespace idem {
@@ -102,8 +103,8 @@ class PostgresStore : public SqlStore {
   /// letters, digits and '_'.
   explicit PostgresStore(PostgresStoreOptions options);
 
-  /// The replica read path's counters; all zero without a replica. stats().replica has them
-  /// too, with the replica's pool.
+  /// The replica read path's counters; all zero without a replica. stats().parts has them too
+  /// (idem::ReplicaStats), with the replica's pool.
   ReplicaCounters replica_counters() const noexcept;
 
  private:

@@ -9,12 +9,16 @@
 
 namespace idem {
 
+/// The kind of a PostgreSQL claim's transaction.
+inline constexpr TransactionKind postgres_transaction_kind{
+    "PostgreSQL", "a PostgresStore in SqlMode::transactional, or an entity store on PostgreSQL"};
+
 namespace detail {
 
 /// A PostgreSQL claim's transaction as NativeTransaction carries it. Built by the PostgreSQL
 /// sessions (src/postgres), which point it at each claim's transaction.
 struct PgTransactionHandle final : TransactionHandle {
-  static constexpr TransactionKind kKind = TransactionKind::postgres;
+  static constexpr const TransactionKind& kKind = postgres_transaction_kind;
   PgTransactionHandle() noexcept : TransactionHandle(kKind) {}
   pqxx::dbtransaction* transaction = nullptr;
 };

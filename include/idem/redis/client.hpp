@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "idem/redis/stats.hpp"
 #include "idem/result.hpp"
 #include "idem/store_stats.hpp"
 
@@ -163,11 +164,10 @@ class Client {
   /// redirections followed and slot maps read (StoreStats::redis). `store` is "redis".
   StoreStats stats() const;
 
-  /// The implementation, for idem's Redis stores (declared in src/redis/).
-  class Impl;
-  Impl& impl() noexcept { return *impl_; }
+  class Impl;  // declared in src/redis/, where idem's Redis stores reach it (impl_of)
 
  private:
+  friend Impl& impl_of(Client& client) noexcept;
   std::unique_ptr<Impl> impl_;
 };
 

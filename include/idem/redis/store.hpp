@@ -87,7 +87,8 @@ class RedisStore {
   StoreStats stats() const {
     StoreStats out = client_->stats();
     out.store = kStoreName;
-    out.redis->replication_timeouts = replication_timeouts();
+    if (auto* redis = out.parts.get<RedisStats>())
+      redis->replication_timeouts = replication_timeouts();
     return out;
   }
   redis::Client& client() noexcept { return *client_; }

@@ -46,7 +46,8 @@ class RedisTokenRecords {
   /// The client's figures (redis::Client::stats()) and this store's replication_timeouts().
   StoreStats stats() const {
     StoreStats out = client_->stats();
-    out.redis->replication_timeouts = replication_timeouts();
+    if (auto* redis = out.parts.get<RedisStats>())
+      redis->replication_timeouts = replication_timeouts();
     return out;
   }
 

@@ -9,12 +9,16 @@
 
 namespace idem {
 
+/// The kind of a SQLite claim's transaction.
+inline constexpr TransactionKind sqlite_transaction_kind{
+    "SQLite", "a SqliteStore in SqlMode::transactional, or an entity store on SQLite"};
+
 namespace detail {
 
 /// A SQLite claim's transaction as NativeTransaction carries it: the connection it runs on.
 /// Built by the SQLite sessions (src/sqlite).
 struct SqliteTransactionHandle final : TransactionHandle {
-  static constexpr TransactionKind kKind = TransactionKind::sqlite;
+  static constexpr const TransactionKind& kKind = sqlite_transaction_kind;
   explicit SqliteTransactionHandle(SQLite::Database& db) noexcept
       : TransactionHandle(kKind), database(&db) {}
   SQLite::Database* database;
