@@ -1,8 +1,8 @@
 #pragma once
 // Error codes of idem: every refusal and failure is a std::error_code in the idem::errc category.
 
+#include <array>
 #include <cstddef>
-#include <iterator>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -101,7 +101,7 @@ inline constexpr int invalid_argument = 3, failed_precondition = 9, aborted = 10
 
 // One code a line, in the enumeration's order (checked below).
 // clang-format off
-inline constexpr ErrcFacts errc_table[] = {
+inline constexpr std::array<ErrcFacts, 15> errc_table = {{
   {errc::key_invalid, "key_invalid", "key is empty, too long or unusable",
    400, grpc_code::invalid_argument, false},
   {errc::payload_mismatch, "payload_mismatch", "key was first used with another payload",
@@ -137,7 +137,7 @@ inline constexpr ErrcFacts errc_table[] = {
   {errc::handler_aborted, "handler_aborted",
    "handler failed and its key was released; a retry runs it again",
    500, grpc_code::aborted, true},
-};
+}};
 // clang-format on
 
 constexpr bool errc_table_in_order() {
@@ -154,7 +154,7 @@ static_assert(errc_table_in_order(), "errc_table: one entry per code, in the enu
 /// The facts of `e`, or nullptr for a value that is no idem::errc (a corrupt stored code).
 constexpr const ErrcFacts* facts_of(errc e) noexcept {
   const auto index = static_cast<std::size_t>(e) - 1;  // a value below 1 wraps: out of range
-  return index < std::size(detail::errc_table) ? &detail::errc_table[index] : nullptr;
+  return index < detail::errc_table.size() ? &detail::errc_table[index] : nullptr;
 }
 
 /// The enumerator's name ("payload_mismatch"), for logs and metrics labels.
