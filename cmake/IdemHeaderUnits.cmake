@@ -27,9 +27,12 @@ function(idem_header_unit name target)
 endfunction()
 
 idem_header_unit(core idem ${IDEM_CORE_HEADERS})
-idem_header_unit(sqlite idem_sqlite)
-idem_header_unit(postgres idem_postgres)
-idem_header_unit(redis idem_redis)
+idem_backends_built(_idem_backends)
+foreach(_idem_backend IN LISTS _idem_backends)
+  idem_header_unit(${_idem_backend} idem_${_idem_backend}) # the headers of its own folder
+endforeach()
+unset(_idem_backends)
+unset(_idem_backend)
 idem_header_unit(testing idem_testing ${IDEM_TESTING_HEADERS})
 idem_header_unit(json idem_json ${IDEM_JSON_HEADERS})
 # No unit for idem::grpc: src/grpc/grpc.cpp includes each of its headers, and one clang-tidy pass

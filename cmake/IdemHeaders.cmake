@@ -7,9 +7,19 @@
 # for FILE_SETs.
 set(_idem_include "${PROJECT_SOURCE_DIR}/include")
 
-# The folders of the compiled backends (the SQL layer that SQLite and PostgreSQL share, and each
-# server's backend): none of their headers is the core's.
-set(IDEM_BACKEND_FOLDERS sql sqlite postgres redis)
+# The folders of the compiled backends (each backend's, and the SQL layer that SQLite and
+# PostgreSQL share): an include/idem/<folder>/ with a src/<folder>/CMakeLists.txt. None of their
+# headers is the core's.
+set(IDEM_BACKEND_FOLDERS "")
+file(GLOB _idem_candidates RELATIVE "${_idem_include}/idem" "${_idem_include}/idem/*")
+foreach(_idem_folder IN LISTS _idem_candidates)
+  if(IS_DIRECTORY "${_idem_include}/idem/${_idem_folder}"
+     AND EXISTS "${PROJECT_SOURCE_DIR}/src/${_idem_folder}/CMakeLists.txt")
+    list(APPEND IDEM_BACKEND_FOLDERS ${_idem_folder})
+  endif()
+endforeach()
+unset(_idem_candidates)
+unset(_idem_folder)
 
 set(IDEM_PROMETHEUS_HEADERS # the optional observer components: metrics, on prometheus-cpp
   idem/prometheus.hpp)

@@ -4,17 +4,19 @@
 #     the header-only core: idem::idem in idemTargets.cmake with its headers, FindXxhash.cmake,
 #     and idem.pc.
 #   idem_package_component(<name> BUILT <bool> TARGETS <target>... OPTION <var>... NEEDS <text>
-#                          [REQUIRES <component>...] [PC_FLAGS_FROM <imported target>...])
+#                          [IN <folder>] [REQUIRES <component>...]
+#                          [PC_FLAGS_FROM <imported target>...])
 #     one component of find_package(idem COMPONENTS <name>). The config always knows it, and says
 #     what to install (NEEDS) and which options build it (OPTION) when this build left it out.
 #     REQUIRES: the components its targets link (asio_redis: asio and redis), whose dependencies
 #     and targets the config loads with it.
 #     When BUILT: its targets with their headers in idem-<name>-targets.cmake, the lookup of what
-#     they link (cmake/package/idem-<name>-dependencies.cmake, which sets IDEM_<NAME>_MISSING; none
+#     they link (<folder>/idem-<name>-dependencies.cmake, which sets IDEM_<NAME>_MISSING; none
 #     needed if the component links only the core) and idem-<name>.pc (from
-#     cmake/package/idem-<name>.pc.in, if there is one; @IDEM_PC_IMPORTED_CFLAGS@ and
+#     <folder>/idem-<name>.pc.in, if there is one; @IDEM_PC_IMPORTED_CFLAGS@ and
 #     @IDEM_PC_IMPORTED_LIBS@ there are the flags of the PC_FLAGS_FROM targets, libraries that
-#     ship no .pc file of their own).
+#     ship no .pc file of their own). <folder>: cmake/package by default; a backend's own
+#     src/<backend>/package (cmake/IdemBackends.cmake).
 #   idem_package_config()
 #     idemConfig.cmake and idemConfigVersion.cmake, after the last component.
 include(CMakePackageConfigHelpers)
@@ -86,7 +88,10 @@ function(idem_package_core)
 endfunction()
 
 function(idem_package_component name)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "BUILT;NEEDS" "TARGETS;OPTION;REQUIRES;PC_FLAGS_FROM")
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "BUILT;NEEDS;IN" "TARGETS;OPTION;REQUIRES;PC_FLAGS_FROM")
+  if(NOT ARG_IN)
+    set(ARG_IN "${_idem_package_in}")
+  endif()
   if(NOT ARG_OPTION OR NOT ARG_NEEDS OR NOT ARG_TARGETS)
     message(FATAL_ERROR "idem_package_component(${name}): give TARGETS, OPTION and NEEDS")
   endif()
@@ -107,17 +112,17 @@ set(_idem_requires_${name} ${ARG_REQUIRES})\n")
     RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}"
     FILE_SET HEADERS)
   install(EXPORT idem-${name}-targets NAMESPACE idem:: DESTINATION "${IDEM_CONFIG_DIR}")
-  if(EXISTS "${_idem_package_in}/idem-${name}-dependencies.cmake")
+  if(EXISTS "${ARG_IN}/idem-${name}-dependencies.cmake")
     # Configured: an @VARIABLE@ there records what this build found (libpqxx's version).
-    configure_file("${_idem_package_in}/idem-${name}-dependencies.cmake"
+    configure_file("${ARG_IN}/idem-${name}-dependencies.cmake"
                    "${PROJECT_BINARY_DIR}/package/idem-${name}-dependencies.cmake" @ONLY)
     install(FILES "${PROJECT_BINARY_DIR}/package/idem-${name}-dependencies.cmake"
             DESTINATION "${IDEM_CONFIG_DIR}")
   endif()
 
-  if(EXISTS "${_idem_package_in}/idem-${name}.pc.in")
+  if(EXISTS "${ARG_IN}/idem-${name}.pc.in")
     _idem_pc_flags(IDEM_PC_IMPORTED_CFLAGS IDEM_PC_IMPORTED_LIBS ${ARG_PC_FLAGS_FROM})
-    configure_file("${_idem_package_in}/idem-${name}.pc.in"
+    configure_file("${ARG_IN}/idem-${name}.pc.in"
                    "${PROJECT_BINARY_DIR}/pkgconfig/idem-${name}.pc" @ONLY)
     install(FILES "${PROJECT_BINARY_DIR}/pkgconfig/idem-${name}.pc"
             DESTINATION "${IDEM_PKGCONFIG_DIR}")

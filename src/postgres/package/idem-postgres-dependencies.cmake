@@ -1,13 +1,14 @@
 # What idem::postgres links: libpqxx and libpq (its bounded connect calls libpq), through
 # pkg-config (the imported target PkgConfig::IDEM_PQXX; Debian ships no CMake config for libpqxx).
-# Read by idem's own build (cmake/IdemPostgres.cmake) and, installed, by idemConfig.cmake when a
-# consumer asks for the postgres component. Sets
-# IDEM_POSTGRES_MISSING to what to install, or to "" when everything was found, and
-# IDEM_PQXX_VERSION to the libpqxx version found ("" when none).
+# Read by idem's own build (idem_backends(), cmake/IdemBackends.cmake) and, installed, by
+# idemConfig.cmake when a consumer asks for the postgres component. Sets IDEM_POSTGRES_MISSING to
+# what to install, or to "" when everything was found, IDEM_POSTGRES_NEEDS to what the component
+# needs, and IDEM_PQXX_VERSION to the libpqxx version found ("" when none).
 #
 # The adapter builds against libpqxx 6.4, and 7.7 or later in the 7 series (tested: 6.4 and
 # 7.10); 8.x is accepted with a warning, untested (docs/sql.md). An installed idem::postgres
 # was compiled against one libpqxx major version and needs that one.
+set(IDEM_POSTGRES_NEEDS "libpqxx (Debian/Ubuntu: libpqxx-dev)")
 set(IDEM_POSTGRES_MISSING "")
 set(IDEM_PQXX_VERSION "")
 # No semicolon in these texts: idemConfig.cmake passes them on as lists.

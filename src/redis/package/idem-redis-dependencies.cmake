@@ -1,7 +1,9 @@
 # What idem::redis links: hiredis, through pkg-config (the imported target PkgConfig::IDEM_HIREDIS;
-# hiredis's own CMake config sets variables only). Read by idem's own build (cmake/IdemRedis.cmake)
-# and, installed, by idemConfig.cmake when a consumer asks for the redis component. Sets
-# IDEM_REDIS_MISSING to what to install, or to "" when everything was found.
+# hiredis's own CMake config sets variables only). Read by idem's own build (idem_backends(),
+# cmake/IdemBackends.cmake) and, installed, by idemConfig.cmake when a consumer asks for the redis
+# component. Sets IDEM_REDIS_MISSING to what to install, or to "" when everything was found, and
+# IDEM_REDIS_NEEDS to what the component needs.
+set(IDEM_REDIS_NEEDS "hiredis (Debian/Ubuntu: libhiredis-dev)")
 set(IDEM_REDIS_MISSING "")
 find_package(PkgConfig QUIET)
 if(NOT PkgConfig_FOUND)
