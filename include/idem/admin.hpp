@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -133,6 +134,24 @@ class Admin {
 
   /// A scope's records counted by state (every scope: an empty scope and `all_scopes`).
   virtual Result<Stats> stats(std::string_view scope, bool all_scopes = false) = 0;
+};
+
+/// What an admin opened from a URI needs beside it: the prefixes the stores were given.
+struct UriOptions {
+  std::string table_prefix = "idem_";  // the SQL stores' table prefix
+  std::string key_prefix = "idem:";    // the Redis stores' key prefix
+};
+
+/// How a backend opens its admin from a URI, for a tool that takes any store's URI (the `idem`
+/// command): each compiled backend defines one (`idem::admin::<backend>_uri_opener`, in its
+/// admin.hpp), and the tool asks each built backend in turn.
+struct UriOpener {
+  /// The URIs it takes, for messages: "sqlite:PATH".
+  std::string_view forms;
+  /// The admin of the store `uri` names (holding what it needs alive), or nullptr when `uri` is
+  /// not this backend's. Throws idem::Error (config_invalid) or std::invalid_argument for a URI
+  /// of its own it cannot use.
+  std::unique_ptr<Admin> (*open)(std::string_view uri, const UriOptions& options);
 };
 
 // --- Shared by the adapters' admins --------------------------------------------------------------

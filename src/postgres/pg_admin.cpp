@@ -169,4 +169,11 @@ std::unique_ptr<Admin> postgres_admin(PostgresAdminOptions options) {
                                          std::make_unique<PgAdminConnection>(std::move(options)));
 }
 
+const UriOpener postgres_uri_opener{
+    .forms = "postgresql://...",
+    .open = [](std::string_view uri, const UriOptions& options) -> std::unique_ptr<Admin> {
+      if (!uri.starts_with("postgresql://") && !uri.starts_with("postgres://")) return nullptr;
+      return postgres_admin({.uri = std::string(uri), .table_prefix = options.table_prefix});
+    }};
+
 }  // namespace idem::admin

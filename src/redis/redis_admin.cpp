@@ -392,4 +392,27 @@ std::unique_ptr<Admin> redis_admin(std::shared_ptr<redis::Client> client,
   return std::make_unique<RedisAdmin>(std::move(client), std::move(options));
 }
 
+namespace {
+template <class Options>
+std::shared_ptr<redis::Client> client_for(std::string_view uri) {
+  Result<Options> options = Options::from_uri(uri);
+  if (!options) throw Error(options.failure().code, options.failure().message);
+  return std::make_shared<redis::Client>(std::move(options).value());
+}
+}  // namespace
+
+const UriOpener redis_uri_opener{
+    .forms = "redis://..., redis+cluster://...",
+    .open = [](std::string_view uri, const UriOptions& options) -> std::unique_ptr<Admin> {
+      std::shared_ptr<redis::Client> client;
+      if (uri.starts_with("redis+cluster://")) {
+        client = client_for<redis::ClusterOptions>(uri);
+      } else if (uri.starts_with("redis://") || uri.starts_with("unix://")) {
+        client = client_for<redis::ConnectionOptions>(uri);
+      } else {
+        return nullptr;
+      }
+      return redis_admin(std::move(client), {.prefix = options.key_prefix});
+    }};
+
 }  // namespace idem::admin

@@ -156,4 +156,14 @@ std::unique_ptr<Admin> sqlite_admin(SqliteAdminOptions options) {
       sql::kSqlite, prefix, "", std::make_unique<SqliteAdminConnection>(std::move(options)));
 }
 
+const UriOpener sqlite_uri_opener{
+    .forms = "sqlite:PATH",
+    .open = [](std::string_view uri, const UriOptions& options) -> std::unique_ptr<Admin> {
+      if (!uri.starts_with("sqlite:")) return nullptr;
+      std::string_view path = uri.substr(7);
+      if (path.starts_with("//")) path.remove_prefix(2);  // sqlite:///abs/path
+      if (path.empty()) throw std::invalid_argument("the sqlite URI names no file (sqlite:PATH)");
+      return sqlite_admin({.path = std::string(path), .table_prefix = options.table_prefix});
+    }};
+
 }  // namespace idem::admin

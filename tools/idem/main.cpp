@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <iostream>
+#include <memory>
 #include <string>
 
 #include "exit_codes.hpp"
@@ -116,9 +117,10 @@ int main(int argc, char** argv) {
   }
 
   std::string error;
-  idem::cli::OpenedStore store = idem::cli::open_store(uri, table_prefix, redis_prefix, error);
-  if (!store.admin) return fail(Exit::usage, error);
-  idem::admin::Admin& admin = *store.admin;
+  std::unique_ptr<idem::admin::Admin> opened =
+      idem::cli::open_store(uri, {.table_prefix = table_prefix, .key_prefix = redis_prefix}, error);
+  if (!opened) return fail(Exit::usage, error);
+  idem::admin::Admin& admin = *opened;
 
   if (schema->parsed()) {
     if (schema_print->parsed()) {

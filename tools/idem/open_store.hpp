@@ -1,6 +1,6 @@
 #pragma once
-// Opens the admin of the store a URI names: sqlite:PATH, postgresql://... (or postgres://),
-// redis://... and redis+cluster://...
+// Opens the admin of the store a URI names, through the admin openers of the backends this idem
+// was built with (a generated table: tools/idem/CMakeLists.txt).
 
 #include <memory>
 #include <string>
@@ -9,14 +9,9 @@
 
 namespace idem::cli {
 
-struct OpenedStore {
-  std::shared_ptr<void> keep;  // what the admin needs alive (a Redis client)
-  std::unique_ptr<admin::Admin> admin;
-};
-
-/// The store's admin, or an error message (an unusable or unknown URI, or an adapter this
+/// The store's admin, or nullptr with `error` set (an unusable or unknown URI, or a backend this
 /// build of idem lacks).
-OpenedStore open_store(const std::string& uri, const std::string& table_prefix,
-                       const std::string& redis_prefix, std::string& error);
+std::unique_ptr<admin::Admin> open_store(const std::string& uri, const admin::UriOptions& options,
+                                         std::string& error);
 
 }  // namespace idem::cli

@@ -23,4 +23,7 @@ std::unique_ptr<Admin> redis_admin(redis::Client& client, RedisAdminOptions opti
 std::unique_ptr<Admin> redis_admin(std::shared_ptr<redis::Client> client,
                                    RedisAdminOptions options = {});
 
+/// Opens redis://..., unix://... (one server) and redis+cluster://... (a cluster).
+extern const UriOpener redis_uri_opener;
+
 }  // namespace idem::admin

@@ -21,4 +21,7 @@ struct SqliteAdminOptions {
 /// Throws std::invalid_argument for an empty path or a bad table prefix.
 std::unique_ptr<Admin> sqlite_admin(SqliteAdminOptions options);
 
+/// Opens sqlite:PATH (and sqlite://PATH).
+extern const UriOpener sqlite_uri_opener;
+
 }  // namespace idem::admin
