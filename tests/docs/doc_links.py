@@ -22,14 +22,21 @@ def slug(heading):
     return text.replace(" ", "-")
 
 
+def prose_lines(path):
+    """(number, line) of each line of `path` outside code fences."""
+    fenced = False
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if FENCE.match(line):
+            fenced = not fenced
+        elif not fenced:
+            yield number, line
+
+
 def anchors_of(path, cache={}):
     if path not in cache:
-        found, seen, fenced = set(), {}, False
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if FENCE.match(line):
-                fenced = not fenced
-                continue
-            match = None if fenced else HEADING.match(line)
+        found, seen = set(), {}
+        for _, line in prose_lines(path):
+            match = HEADING.match(line)
             if match:
                 base = slug(match.group(1))
                 count = seen.get(base, 0)
@@ -47,13 +54,7 @@ def main():
                  if not any(part in skip or part.startswith("build") for part in
                             p.relative_to(root).parts)]
     for doc in sorted(documents):
-        fenced = False
-        for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
-            if FENCE.match(line):
-                fenced = not fenced
-                continue
-            if fenced:
-                continue
+        for number, line in prose_lines(doc):
             for target in LINK.findall(re.sub(r"`[^`]*`", "", line)):
                 if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I):
                     continue  # a URL (https:, mailto:)
