@@ -177,7 +177,7 @@ class Bare {
     ac_ = redisAsyncConnect(o.host.c_str(), o.port);
     // The store's own event hooks (src/redis/hiredis_events.hpp), so that both sides drive hiredis
     // alike: the comparison is of what the guard adds.
-    idem::redis_async::HiredisEvents::attach(ac_, io.get_executor());
+    idem::redis::detail::HiredisEvents::attach(ac_, io.get_executor());
     const auto fp = idem::redis::fingerprint_bytes(idem::xxh3_128(kPayload));
     fp_.assign(fp.data(), fp.size());
     lease_.assign(idem::redis::ms_text(lease_buf_, kLease));

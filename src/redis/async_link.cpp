@@ -12,11 +12,10 @@
 #include <stdexcept>
 #include <utility>
 
-#include "cluster.hpp"
 #include "hiredis_events.hpp"
 #include "store_common.hpp"
 
-namespace idem::redis_async {
+namespace idem::redis::detail {
 
 Args Args::with_key(std::string_view prefix, std::string_view key, std::size_t more_bytes) {
   Args args;
@@ -30,7 +29,7 @@ Args Args::with_key(std::string_view prefix, std::string_view key, std::size_t m
 }
 
 Args& Args::add(std::string_view arg) {
-  if (n_ == kMax) throw std::logic_error("idem: redis_async::Args: more arguments than kMax");
+  if (n_ == kMax) throw std::logic_error("idem: redis::detail::Args: more arguments than kMax");
   put(arg);
   ends_[++n_] = used_;
   return *this;
@@ -96,8 +95,7 @@ Link::Link(LinkOwner& owner, const Strand& strand, redis::ConnectionOptions opti
       opened_(opened),
       watchdog_(strand),
       backoff_(backoff.initial) {
-  where_ = options_.unix_socket.empty() ? redis::node_address(options_.host, options_.port)
-                                        : options_.unix_socket;
+  where_ = redis::server_name(options_);
 }
 
 void Link::close() {
@@ -108,7 +106,7 @@ void Link::close() {
 
 void Link::submit(std::unique_ptr<Request> request) {
   if (context_ == nullptr && !connect()) {
-    owner_.failed(*this, std::move(request), unavailable(last_failure_));
+    owner_.failed(*this, std::move(request), redis::unavailable(last_failure_));
     return;
   }
   send(std::move(request), /*eval_source=*/false);
@@ -116,20 +114,13 @@ void Link::submit(std::unique_ptr<Request> request) {
 
 // EVALSHA (or EVAL with the source, after NOSCRIPT; or a plain command) on the open context.
 void Link::send(std::unique_ptr<Request> request, bool eval_source) {
-  std::array<const char*, 16> argv{};
-  std::array<std::size_t, 16> lens{};
-  std::size_t n = 0;
-  auto put = [&](std::string_view s) {
-    argv[n] = s.data();
-    lens[n] = s.size();
-    ++n;
-  };
+  redis::HiredisArgv argv;
   if (const redis::Script* script = request->script) {
-    put(eval_source ? std::string_view("EVAL") : std::string_view("EVALSHA"));
-    put(eval_source ? script->source : script->sha);
-    put("1");
+    argv.add(eval_source ? std::string_view("EVAL") : std::string_view("EVALSHA"));
+    argv.add(eval_source ? script->source : script->sha);
+    argv.add("1");
   }
-  for (std::size_t i = 0; i < request->args.size(); ++i) put(request->args[i]);
+  for (std::size_t i = 0; i < request->args.size(); ++i) argv.add(request->args[i]);
   if (request->asking) {
     // ASK: the importing node runs the next command on this connection for a key it does not
     // serve yet. Its reply is not read: the command's own reply tells.
@@ -139,10 +130,10 @@ void Link::send(std::unique_ptr<Request> request, bool eval_source) {
   }
   request->went_out = connected_;
   Request* raw = request.release();
-  if (redisAsyncCommandArgv(context_, &Link::on_reply, raw, static_cast<int>(n), argv.data(),
-                            lens.data()) != REDIS_OK) {
+  if (redisAsyncCommandArgv(context_, &Link::on_reply, raw, argv.argc(), argv.argv(),
+                            argv.lens()) != REDIS_OK) {
     owner_.failed(*this, std::unique_ptr<Request>(raw),
-                  unavailable(fmt::format("redis {}: the connection is closing", where_)));
+                  redis::unavailable(fmt::format("redis {}: the connection is closing", where_)));
     return;
   }
   if (in_flight_++ == 0) last_progress_ = std::chrono::steady_clock::now();
@@ -160,7 +151,7 @@ void Link::on_reply(redisAsyncContext* ac, void* r, void* privdata) {
     std::string why = !self->drop_reason_.empty() ? self->drop_reason_
                       : ac->err != 0              ? std::string(ac->errstr)
                                                   : std::string("connection closed");
-    Failure failure = unavailable(fmt::format("redis {}: {}", self->where_, why));
+    Failure failure = redis::unavailable(fmt::format("redis {}: {}", self->where_, why));
     if (request->commit && request->went_out) failure = redis::reply_lost(std::move(failure));
     self->owner_.failed(*self, std::move(request), std::move(failure));
     return;
@@ -213,39 +204,22 @@ bool Link::connect() {
   drop_reason_.clear();
   connect_started_ = now;
   // AUTH and SELECT go first on the connection; an error reply to either drops it.
-  if (!c.password.empty()) {
-    std::vector<std::string_view> auth{"AUTH"};
-    if (!c.user.empty()) auth.emplace_back(c.user);
-    auth.emplace_back(c.password);
-    setup_command(auth);
-  }
-  if (c.db != 0) {
-    const std::string db = std::to_string(c.db);
-    const std::array<std::string_view, 2> select{"SELECT", db};
-    setup_command(select);
+  const redis::Handshake handshake(c);
+  for (const std::vector<std::string_view>& command : handshake.commands) {
+    redis::HiredisArgv argv(command);
+    redisAsyncCommandArgv(
+        context_,
+        [](redisAsyncContext* ac, void* r, void*) {
+          auto* self = static_cast<Link*>(ac->data);
+          auto* reply = static_cast<redisReply*>(r);
+          if (reply != nullptr && reply->type == REDIS_REPLY_ERROR && ac == self->context_) {
+            self->drop(fmt::format("connection setup refused: {}", redis::text(*reply)));
+          }
+        },
+        nullptr, argv.argc(), argv.argv(), argv.lens());
   }
   arm_watchdog();
   return true;
-}
-
-template <class Args>
-void Link::setup_command(const Args& args) {
-  std::vector<const char*> argv;
-  std::vector<std::size_t> lens;
-  for (std::string_view a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  redisAsyncCommandArgv(
-      context_,
-      [](redisAsyncContext* ac, void* r, void*) {
-        auto* self = static_cast<Link*>(ac->data);
-        auto* reply = static_cast<redisReply*>(r);
-        if (reply != nullptr && reply->type == REDIS_REPLY_ERROR && ac == self->context_) {
-          self->drop(fmt::format("connection setup refused: {}", text(*reply)));
-        }
-      },
-      nullptr, static_cast<int>(argv.size()), argv.data(), lens.data());
 }
 
 void Link::on_connect(const redisAsyncContext* ac, int status) {
@@ -315,4 +289,4 @@ void Link::arm_watchdog() {
   });
 }
 
-}  // namespace idem::redis_async
+}  // namespace idem::redis::detail

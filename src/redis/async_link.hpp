@@ -22,18 +22,14 @@
 
 #include "idem/redis/client.hpp"
 #include "idem/result.hpp"
-#include "node.hpp"
+#include "protocol.hpp"
+#include "slot_routing.hpp"
 
-namespace idem::redis_async {
+namespace idem::redis::detail {
 
 namespace net = boost::asio;
 using SteadyTime = std::chrono::steady_clock::time_point;
 using Strand = net::strand<net::any_io_executor>;
-
-inline Failure unavailable(std::string message) {
-  return make_failure(errc::store_unavailable, std::move(message));
-}
-inline std::string_view text(const redisReply& r) { return {r.str, r.len}; }
 
 class Link;
 
@@ -89,16 +85,11 @@ struct Request {
   bool reloaded = false;                  // already resent as EVAL after NOSCRIPT
 
   // Cluster routing.
-  std::uint16_t slot = 0;
-  int attempts = 0;             // sends so far
+  redis::Tries<Link> tries;
   SteadyTime deadline{};        // give up after
   std::uint64_t seen = 0;       // the slot map generation of the last send
-  Link* redirect_to = nullptr;  // MOVED or ASK: the next send goes there
-  bool ask = false;             // ... and after ASKING (ASK)
   bool asking = false;          // ASKING precedes the command on its link
   bool waited_for_map = false;  // waited once for a slot map that serves its slot
-  bool in_doubt = false;        // a try of a commit went out and its reply was lost
-  std::string last;             // why the last try did not answer, for the give-up message
 
   virtual ~Request() = default;
   // `reply` is valid during the call only; null with `failure` set when none came. The caller's
@@ -113,6 +104,14 @@ struct Request {
   // Ends the caller's wait with the held answer, in this thread when its executor runs here.
   // `self` is this request: it is freed before the caller resumes.
   virtual void complete_in_place(std::unique_ptr<Request> /*self*/) {}
+
+  // Durability (WAIT after a write): a reply `wrote` accepts is held (hold_answer) while WAIT
+  // runs on the same connection; the WAIT's outcome may replace the held answer (fail_held),
+  // which then goes to the caller through its executor (complete_posted) or in place.
+  bool (*wrote)(const redisReply&) = nullptr;
+  std::string_view operation;  // "claim", "commit": for the shortfall's report
+  virtual void fail_held(Failure /*failure*/) {}
+  virtual void complete_posted(std::unique_ptr<Request> /*self*/) {}
 };
 
 /// Where a Link's replies go: the store's router. Called on the strand, from hiredis's callbacks.
@@ -168,8 +167,6 @@ class Link {
   void complete_held();
   static void on_reply(redisAsyncContext* ac, void* r, void* privdata);
   bool connect();
-  template <class Args>
-  void setup_command(const Args& args);
   static void on_connect(const redisAsyncContext* ac, int status);
   static void on_disconnect(const redisAsyncContext* ac, int);
   void failed_attempt();
@@ -201,4 +198,4 @@ class Link {
   std::vector<std::unique_ptr<Request>> held_;  // answered in the read now running
 };
 
-}  // namespace idem::redis_async
+}  // namespace idem::redis::detail

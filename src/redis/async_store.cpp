@@ -33,21 +33,17 @@
 #include <vector>
 
 #include "async_link.hpp"
-#include "cluster.hpp"
 #include "common/resume_here.hpp"
 #include "lua_scripts.hpp"
-#include "node.hpp"
 #include "sigpipe.hpp"
 #include "store_common.hpp"
 
 namespace idem {
 
 namespace net = boost::asio;
-using redis_async::Link;
-using redis_async::Request;
-using redis_async::SteadyTime;
-using redis_async::text;
-using redis_async::unavailable;
+using redis::detail::Link;
+using redis::detail::Request;
+using redis::detail::SteadyTime;
 
 namespace {
 
@@ -75,52 +71,32 @@ struct Op final : Request {
     detail::resume_here(h, std::move(value));
   }
 
+  void fail_held(Failure failure) override { held.emplace(T(std::move(failure))); }
+
+  void complete_posted(std::unique_ptr<Request> /*self*/) override {
+    auto executor = net::get_associated_executor(handler);
+    net::post(executor, net::append(std::move(handler), std::move(*held)));
+  }
+
   Decode decode;
   Handler handler;
   std::optional<T> held;  // the answer, between hold_answer and complete_in_place
 };
 
-// The record scripts' error replies (WRONGTYPE, IDEM_CORRUPT, others), or nullopt.
-Result<Claim> decode_claim(const redisReply& reply, std::string_view where) {
-  if (reply.type == REDIS_REPLY_ERROR) return redis::error_reply_failure(reply, "claim", where);
-  redis::RedisClaimReply code{};
-  Result<Claim> claim = redis::decode_claim(reply, where, code);
-  if (claim && (code == redis::RedisClaimReply::token_unknown ||
-                code == redis::RedisClaimReply::token_mismatch)) {
-    return make_failure(errc::record_corrupt, "record claim script answered a token code");
-  }
-  return claim;
-}
-
-Status decode_fenced(const redisReply& reply, std::string_view where, std::string_view doing) {
-  if (reply.type == REDIS_REPLY_ERROR) return redis::error_reply_failure(reply, doing, where);
-  if (reply.type == REDIS_REPLY_INTEGER &&
-      reply.integer == static_cast<long long>(redis::RedisFencedReply::done)) {
-    return {};
-  }
-  if (reply.type == REDIS_REPLY_INTEGER &&
-      reply.integer == static_cast<long long>(redis::RedisFencedReply::lease_lost)) {
-    return Status(errc::lease_lost,
-                  fmt::format("{}: the record is no longer held under this fence", doing));
-  }
-  return make_failure(
-      errc::record_corrupt,
-      fmt::format("redis {}: unexpected script reply: {}: not 0 or 1", where, doing));
-}
 Status decode_commit(const redisReply& r, std::string_view where) {
-  return decode_fenced(r, where, "commit");
+  return redis::decode_fenced(r, where, "commit");
 }
 Status decode_abort(const redisReply& r, std::string_view where) {
-  return decode_fenced(r, where, "abort");
+  return redis::decode_fenced(r, where, "abort");
 }
 Status decode_extend(const redisReply& r, std::string_view where) {
-  return decode_fenced(r, where, "extend");
+  return redis::decode_fenced(r, where, "extend");
 }
 
 }  // namespace
 
 class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStore::Impl>,
-                              public redis_async::LinkOwner {
+                              public redis::detail::LinkOwner {
  public:
   Impl(const net::any_io_executor& executor, AsyncRedisStoreOptions options)
       : options_(std::move(options)), strand_(net::make_strand(executor)) {
@@ -130,50 +106,38 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
       single_ = make_link(options_.connection);
       return;
     }
-    // A cluster: the seeds are the first nodes the slot map is read from. Options no cluster
-    // allows are a programming error, refused here rather than answered as an outage.
-    cluster_ = true;
-    const auto refuse = [](std::string_view why) {
-      return std::invalid_argument(fmt::format("idem::AsyncRedisStore: a cluster {}", why));
-    };
-    if (options_.connection.db != 0) {
-      throw refuse("has only database 0 (AsyncRedisStoreOptions::connection.db)");
-    }
-    if (!options_.connection.unix_socket.empty()) {
-      throw refuse("is reached over TCP (AsyncRedisStoreOptions::connection.unix_socket)");
-    }
-    std::vector<redis::ConnectionOptions> seeds;
-    for (const std::string& seed : options_.cluster_seeds) {
-      Result<redis::ConnectionOptions> parsed =
-          redis::ConnectionOptions::from_uri("redis://" + seed);
-      if (!parsed || parsed->db != 0) {
-        throw refuse(fmt::format("seed '{}' is not host:port", seed));
-      }
-      seeds.push_back(std::move(parsed).value());
-    }
-    for (const redis::ConnectionOptions& seed : seeds) {
-      seeds_.push_back(&link_for(seed.host, seed.port));
-    }
+    // A cluster: the seeds are the first nodes the slot map is read from.
+    topology_ = std::make_unique<redis::Topology<Link>>(
+        options_.connection, options_.cluster_seeds,
+        redis::OptionNames{"AsyncRedisStore", "AsyncRedisStoreOptions::connection",
+                           "AsyncRedisStoreOptions::cluster_seeds"},
+        [this](redis::ConnectionOptions o) { return make_link(std::move(o)); });
   }
 
   // Ends every connection (their calls fail); the store's destructor.
   void close() {
     if (single_) single_->close();
-    for (auto& [name, link] : links_) link->close();
+    if (topology_) topology_->for_each_node([](Link& link) { link.close(); });
   }
 
   // Runs `script` with `args` and decodes its reply with `decode`, as an awaitable.
+  // `operation` ("claim", "commit"): with durability on, a reply `wrote` accepts waits for WAIT.
   template <class T>
-  net::awaitable<T> eval(const redis::Script& script, redis_async::Args args, bool commit,
-                         T (*decode)(const redisReply&, std::string_view)) {
+  net::awaitable<T> eval(const redis::Script& script, redis::detail::Args args, bool commit,
+                         T (*decode)(const redisReply&, std::string_view),
+                         bool (*wrote)(const redisReply&) = nullptr,
+                         std::string_view operation = {}) {
+    if (options_.durability.replicas <= 0) wrote = nullptr;
     return net::async_initiate<const net::use_awaitable_t<>&, void(T)>(
-        [self = shared_from_this(), &script, decode, commit,
+        [self = shared_from_this(), &script, decode, commit, wrote, operation,
          args = std::move(args)](auto handler) mutable {
           using Handler = decltype(handler);
           auto op = std::make_unique<Op<T, Handler>>(decode, std::move(handler));
           op->script = &script;
           op->args = std::move(args);
           op->commit = commit;
+          op->wrote = wrote;
+          op->operation = operation;
           if (self->options_.single_threaded) {
             self->start(std::unique_ptr<Request>(op.release()));
             return;
@@ -187,53 +151,42 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
 
   // A reply came for `request` from `link` (NOSCRIPT already handled there).
   void answered(Link& link, std::unique_ptr<Request> request, const redisReply& reply) override {
-    if (!cluster_ || request->script == nullptr || reply.type != REDIS_REPLY_ERROR) {
+    if (!topology_ || request->script == nullptr) {
       answer(link, std::move(request), reply);
       return;
     }
-    if (std::optional<redis::Redirect> to = redis::parse_redirect(reply)) {
-      request->last = fmt::format("redis {}: {}", link.where(), text(reply));
-      Link& next = link_for(to->host, to->port);
-      request->redirect_to = &next;
-      request->ask = to->ask;
-      if (to->ask) {
-        asked_.fetch_add(1, std::memory_order_relaxed);  // the slot stays the source node's
-      } else {
-        moved_.fetch_add(1, std::memory_order_relaxed);
-        if (to->slot < owners_.size()) owners_[to->slot] = &next;
-        // A node the map does not know as a primary (a promoted replica, a new node) likely took
-        // many slots at once: read the whole map rather than learn them one MOVED at a time.
-        if (std::find(primaries_.begin(), primaries_.end(), &next) == primaries_.end()) {
-          start_refresh(nullptr);
-        }
-      }
+    using Next = redis::Tries<Link>::Next;
+    const Next next = request->tries.on_reply(*topology_, reply, link.where());
+    if (next == Next::answer) {
+      answer(link, std::move(request), reply);
+      return;
+    }
+    if (next == Next::refresh || next == Next::refresh_pause) {
+      start_refresh(next == Next::refresh_pause ? &link : nullptr);
+    }
+    if (next == Next::resend || next == Next::refresh) {
       route(std::move(request));
       return;
     }
-    const bool down = redis::is_error(reply, "CLUSTERDOWN");
-    if (down || redis::is_error(reply, "TRYAGAIN")) {
-      request->last = fmt::format("redis {}: {}", link.where(), text(reply));
-      // Either the cluster is down, or this node has not caught up with it: read the map from
-      // the other nodes.
-      if (down) start_refresh(&link);
-      const auto pause = redis::retry_pause(request->attempts);
-      if (std::chrono::steady_clock::now() + pause >= request->deadline) {
-        give_up(std::move(request));
-        return;
-      }
-      auto timer = std::make_shared<net::steady_timer>(strand_, pause);
-      timer->async_wait([self = shared_from_this(), timer,
-                         request = std::move(request)](boost::system::error_code) mutable {
-        self->route(std::move(request));
-      });
+    const auto pause = redis::retry_pause(request->tries.attempts);
+    if (std::chrono::steady_clock::now() + pause >= request->deadline) {
+      give_up(std::move(request));
       return;
     }
-    answer(link, std::move(request), reply);  // any other error reply is the decoder's
+    auto timer = std::make_shared<net::steady_timer>(strand_, pause);
+    timer->async_wait([self = shared_from_this(), timer, request = std::move(request)](
+                          boost::system::error_code) mutable { self->route(std::move(request)); });
   }
 
   // `reply` answers `request`. With single_threaded its caller resumes once the link's read is
-  // done (Link::complete_after_read) rather than through a post.
+  // done (Link::complete_after_read) rather than through a post. A write that durability asks
+  // to confirm waits for WAIT on the same connection first.
   void answer(Link& link, std::unique_ptr<Request> request, const redisReply& reply) {
+    if (request->wrote != nullptr && request->wrote(reply)) {
+      (void)request->hold_answer(reply, link.where());
+      link.submit(std::make_unique<WaitFor>(*this, link, std::move(request)));
+      return;
+    }
     if (options_.single_threaded && request->hold_answer(reply, link.where())) {
       link.complete_after_read(std::move(request));
       return;
@@ -243,17 +196,16 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
 
   // No reply will come for `request` from `link`: it failed, timed out, or found no connection.
   void failed(Link& link, std::unique_ptr<Request> request, Failure failure) override {
-    if (!cluster_ || request->script == nullptr) {
+    if (!topology_ || request->script == nullptr) {
       request->finish(nullptr, std::move(failure), link.where());
       return;
     }
-    request->in_doubt = request->in_doubt || failure.code == errc::outcome_unknown;
-    request->last = failure.describe();
+    request->tries.failed(failure);
     // After a failover another node serves the slot: once the map is read again (by this call
     // or another since this one was sent), one more try goes to the slot's owner then. Reads
     // after a failure are spaced by reconnect_backoff, so calls meeting a dead node that still
     // owns its slots fail at once, as on one server.
-    if (generation_ != request->seen) {
+    if (topology_->generation() != request->seen) {
       route(std::move(request));
       return;
     }
@@ -266,34 +218,33 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
     give_up(std::move(request));
   }
 
+  // WAIT's outcome for `request`, whose answer is held: a shortfall is reported, and fails a
+  // commit (outcome_unknown: the write stands on the primary only). `in_read`: a reply came,
+  // so the caller may resume once the read is done.
+  void waited(Link& link, std::unique_ptr<Request> request, int acknowledged, bool in_read) {
+    const redis::ReplicaWait wait{options_.durability, replication_timeouts_};
+    if (!wait.check(acknowledged, request->operation) && request->operation == "commit") {
+      request->fail_held(wait.unconfirmed(link.where(), "commit", acknowledged));
+    }
+    if (in_read && options_.single_threaded) {
+      link.complete_after_read(std::move(request));
+      return;
+    }
+    Request* raw = request.get();
+    raw->complete_posted(std::move(request));
+  }
+
+  std::uint64_t replication_timeouts() const noexcept {
+    return replication_timeouts_.load(std::memory_order_relaxed);
+  }
+
   void slots_read(Link& link, const redisReply* reply, const Failure& failure) {
-    std::optional<std::vector<redis::SlotRange>> ranges;
     if (reply == nullptr) {
       refresh_failure_ = failure.describe();
-    } else if (reply->type == REDIS_REPLY_ERROR) {
-      refresh_failure_ = fmt::format("redis {}: CLUSTER SLOTS: {}", link.where(), text(*reply));
-    } else if (!(ranges = redis::parse_cluster_slots(*reply, link.host()))) {
-      refresh_failure_ = fmt::format("redis {}: CLUSTER SLOTS: unexpected reply", link.where());
-    } else {
-      SlotMap map;
-      map.owners.assign(redis::kSlots, nullptr);
-      for (const redis::SlotRange& range : *ranges) {
-        Link* owner = &link_for(range.host, range.port);
-        std::fill(map.owners.begin() + range.first, map.owners.begin() + range.last + 1, owner);
-        if (std::find(map.primaries.begin(), map.primaries.end(), owner) == map.primaries.end()) {
-          map.primaries.push_back(owner);
-        }
-      }
-      map.served = static_cast<std::size_t>(std::count_if(map.owners.begin(), map.owners.end(),
-                                                          [](Link* l) { return l != nullptr; }));
-      // The first map that serves every slot wins; a node that has not caught up may answer
-      // with an old map that leaves slots unserved, used only when no node has a complete one.
-      if (map.served == redis::kSlots) {
-        best_ = std::move(map);
-        end_refresh();
-        return;
-      }
-      if (!best_ || map.served > best_->served) best_ = std::move(map);
+    } else if (auto map = topology_->read(*reply, link.host(), link.where(), refresh_failure_);
+               map && best_.offer(std::move(*map))) {
+      end_refresh();
+      return;
     }
     read_next();
   }
@@ -302,20 +253,11 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
     return opened_.load(std::memory_order_relaxed);
   }
   std::shared_ptr<void> keep_alive() override { return shared_from_this(); }
-  std::uint64_t moved() const noexcept { return moved_.load(std::memory_order_relaxed); }
-  std::uint64_t asked() const noexcept { return asked_.load(std::memory_order_relaxed); }
-  std::uint64_t slot_map_reads() const noexcept {
-    return installed_.load(std::memory_order_relaxed);
-  }
+  std::uint64_t moved() const noexcept { return topology_ ? topology_->moved() : 0; }
+  std::uint64_t asked() const noexcept { return topology_ ? topology_->asked() : 0; }
+  std::uint64_t slot_map_reads() const noexcept { return topology_ ? topology_->generation() : 0; }
 
  private:
-  // One node's CLUSTER SLOTS, by link.
-  struct SlotMap {
-    std::vector<Link*> owners;     // by slot; null: served by nobody in this map
-    std::vector<Link*> primaries;  // in the order the reply names them
-    std::size_t served = 0;        // slots with an owner
-  };
-
   // A CLUSTER SLOTS read during a refresh: its answer goes to slots_read().
   struct SlotsRead final : Request {
     SlotsRead(Impl& i, Link& l) : impl(i), link(l) { args.add("CLUSTER").add("SLOTS"); }
@@ -326,31 +268,45 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
     Link& link;
   };
 
+  // The WAIT after a write, on the link that carried it (a plain command: never routed).
+  struct WaitFor final : Request {
+    WaitFor(Impl& i, Link& l, std::unique_ptr<Request> w) : impl(i), link(l), write(std::move(w)) {
+      const redis::WaitCommand command(i.options_.durability.replicas,
+                                       i.options_.durability.timeout);
+      for (std::string_view arg : command.argv) args.add(arg);
+    }
+    void finish(const redisReply* reply, Failure, std::string_view) override {
+      impl.waited(link, std::move(write), redis::acknowledged(reply), reply != nullptr);
+    }
+    Impl& impl;
+    Link& link;
+    std::unique_ptr<Request> write;
+  };
+
   void start(std::unique_ptr<Request> request) {
     const auto& c = options_.connection;
     request->deadline = std::chrono::steady_clock::now() + c.connect_timeout + c.command_timeout;
-    if (!cluster_) {
+    if (!topology_) {
       single_->submit(std::move(request));
       return;
     }
-    request->slot = redis::key_slot(request->args[0]);
+    request->tries.slot = redis::key_slot(request->args[0]);
     route(std::move(request));
   }
 
   // Sends `request` to the node a redirection named, else its slot's owner; waits for a slot map
   // first when none names one.
   void route(std::unique_ptr<Request> request) {
-    if (request->attempts >= options_.max_attempts ||
+    redis::Tries<Link>& tries = request->tries;
+    if (tries.attempts >= options_.max_attempts ||
         std::chrono::steady_clock::now() >= request->deadline) {
       give_up(std::move(request));
       return;
     }
-    Link* link = std::exchange(request->redirect_to, nullptr);
-    request->asking = link != nullptr && std::exchange(request->ask, false);
-    if (link == nullptr) link = owners_.empty() ? nullptr : owners_[request->slot];
+    Link* link = tries.next(*topology_, request->asking);
     if (link == nullptr) {
       if (request->waited_for_map) {
-        request->last = fmt::format("no node serves slot {}", request->slot);
+        tries.last = fmt::format("no node serves slot {}", tries.slot);
         give_up(std::move(request));
         return;
       }
@@ -358,17 +314,14 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
       wait_for_map(std::move(request), nullptr);
       return;
     }
-    ++request->attempts;
-    request->seen = generation_;
+    ++tries.attempts;
+    request->seen = topology_->generation();
     link->submit(std::move(request));
   }
 
   void give_up(std::unique_ptr<Request> request) {
-    Failure failure = unavailable(fmt::format(
-        "redis cluster: slot {}: gave up after {} tries: {}", request->slot, request->attempts,
-        request->last.empty() ? std::string("out of time") : request->last));
-    // A try that went out may have run, whatever the later ones met.
-    if (request->in_doubt) failure = redis::reply_lost(std::move(failure));
+    const auto& c = options_.connection;
+    Failure failure = request->tries.give_up(c.connect_timeout + c.command_timeout);
     request->finish(nullptr, std::move(failure), "cluster");
   }
 
@@ -398,30 +351,21 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
         return true;
       });
       for (std::unique_ptr<Request>& r : late) {
-        r->last = "the slot map was still being read from the nodes in turn";
+        r->tries.last = "the slot map was still being read from the nodes in turn";
         self->give_up(std::move(r));
       }
       self->watch_waiting();
     });
   }
 
-  // Reads the slot map again unless a read is under way: asks the known nodes in turn (the last
-  // map's primaries, the seeds, every node met since), `failed` last.
+  // Reads the slot map again unless a read is under way: asks the known nodes in turn,
+  // `failed` last.
   void start_refresh(Link* failed) {
     if (refreshing_) return;
     refreshing_ = true;
-    std::vector<Link*> candidates = primaries_;
-    candidates.insert(candidates.end(), seeds_.begin(), seeds_.end());
-    for (const auto& [name, link] : links_) candidates.push_back(link.get());
-    order_.clear();
-    for (Link* l : candidates) {
-      if (l != failed && std::find(order_.begin(), order_.end(), l) == order_.end()) {
-        order_.push_back(l);
-      }
-    }
-    if (failed != nullptr) order_.push_back(failed);
+    order_ = topology_->refresh_order(failed);
     next_read_ = 0;
-    best_.reset();
+    best_ = {};
     refresh_failure_ = "redis cluster: no node to read the slot map from";
     read_next();
   }
@@ -437,14 +381,7 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
 
   // Installs the best map read, if any, and routes the calls that waited for it.
   void end_refresh() {
-    if (best_) {
-      owners_ = std::move(best_->owners);
-      primaries_ = std::move(best_->primaries);
-      ++generation_;
-      installed_.fetch_add(1, std::memory_order_relaxed);
-    }
-    const bool read = best_.has_value();
-    best_.reset();
+    const bool read = best_.install(*topology_);
     refreshing_ = false;
     if (waiting_timer_armed_) {
       waiting_timer_armed_ = false;
@@ -455,28 +392,16 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
       if (read) {
         route(std::move(request));
       } else {
-        request->last = refresh_failure_;
+        request->tries.last = refresh_failure_;
         give_up(std::move(request));
       }
     }
   }
 
-  Link& link_for(const std::string& host, int port) {
-    std::string name = redis::node_address(host, port);
-    auto it = links_.find(name);
-    if (it == links_.end()) {
-      redis::ConnectionOptions o = options_.connection;
-      o.host = host;
-      o.port = port;
-      it = links_.emplace(std::move(name), make_link(std::move(o))).first;
-    }
-    return *it->second;
-  }
-
   std::unique_ptr<Link> make_link(redis::ConnectionOptions o) {
     return std::make_unique<Link>(
         *this, strand_, std::move(o),
-        redis_async::LinkBackoff{options_.reconnect_backoff, options_.max_reconnect_backoff},
+        redis::detail::LinkBackoff{options_.reconnect_backoff, options_.max_reconnect_backoff},
         opened_, options_.single_threaded);
   }
 
@@ -484,25 +409,20 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
   net::strand<net::any_io_executor> strand_;
   std::unique_ptr<Link> single_;  // one server
 
-  // A cluster, on the strand.
-  bool cluster_ = false;
-  std::map<std::string, std::unique_ptr<Link>> links_;  // by "host:port", for the Impl's life
-  std::vector<Link*> seeds_;
-  std::vector<Link*> owners_;     // the slot map: by slot, null: not known; empty before a read
-  std::vector<Link*> primaries_;  // of the last map read
-  std::uint64_t generation_ = 0;  // maps installed
+  // A cluster: its nodes and slot map; the refresh under way, on the strand.
+  std::unique_ptr<redis::Topology<Link>> topology_;
   SteadyTime next_failure_refresh_{};
   bool refreshing_ = false;
   std::vector<Link*> order_;  // the nodes a refresh asks, in turn
   std::size_t next_read_ = 0;
-  std::optional<SlotMap> best_;  // the most complete map read so far by this refresh
+  redis::BestMap<Link> best_;  // the most complete map read so far by this refresh
   std::string refresh_failure_;
   std::vector<std::unique_ptr<Request>> waiting_;  // for the refresh under way
   net::steady_timer waiting_timer_{strand_};       // the first waiting call's deadline
   bool waiting_timer_armed_ = false;
 
   std::atomic<std::uint64_t> opened_{0};
-  std::atomic<std::uint64_t> moved_{0}, asked_{0}, installed_{0};
+  std::atomic<std::uint64_t> replication_timeouts_{0};
 };
 
 AsyncRedisStore::AsyncRedisStore(const net::any_io_executor& executor,
@@ -529,36 +449,40 @@ std::uint64_t AsyncRedisStore::connections_opened() const noexcept {
 std::uint64_t AsyncRedisStore::moved() const noexcept { return impl_->moved(); }
 std::uint64_t AsyncRedisStore::asked() const noexcept { return impl_->asked(); }
 std::uint64_t AsyncRedisStore::slot_map_reads() const noexcept { return impl_->slot_map_reads(); }
+std::uint64_t AsyncRedisStore::replication_timeouts() const noexcept {
+  return impl_->replication_timeouts();
+}
 
 net::awaitable<Result<Claim>> AsyncRedisStore::async_claim(const ClaimRequest& request) {
   const auto fp = redis::fingerprint_bytes(request.fingerprint);
   redis::DecimalText lease;
   redis::DecimalText retention;
-  auto args =
-      redis_async::Args::with_key(prefix_, request.key, fp.size() + 2 * sizeof(redis::DecimalText));
+  auto args = redis::detail::Args::with_key(prefix_, request.key,
+                                            fp.size() + 2 * sizeof(redis::DecimalText));
   args.add(std::string_view(fp.data(), fp.size()))
       .add(redis::ms_text(lease, request.lease))
       .add(redis::ms_text(retention, request.retention));
   return impl_->eval<Result<Claim>>(redis::script_record_claim, std::move(args), false,
-                                    &decode_claim);
+                                    &redis::decode_record_claim, &redis::claim_acquired, "claim");
 }
 
 net::awaitable<Status> AsyncRedisStore::async_commit(const Ticket& ticket,
                                                      const Completion& completion) {
   redis::DecimalText fence;
   redis::DecimalText ttl;
-  auto args = redis_async::Args::with_key(
+  auto args = redis::detail::Args::with_key(
       prefix_, ticket.key, completion.result.size() + 2 * sizeof(redis::DecimalText) + 1);
   args.add(redis::to_chars(fence, static_cast<std::int64_t>(ticket.fence)))
       .add(detail::to_redis(detail::finished_state(completion.status)))
       .add(completion.result)
       .add(redis::ms_text(ttl, completion.ttl));
-  return impl_->eval<Status>(redis::script_record_commit, std::move(args), true, &decode_commit);
+  return impl_->eval<Status>(redis::script_record_commit, std::move(args), true, &decode_commit,
+                             &redis::fenced_ok, "commit");
 }
 
 net::awaitable<Status> AsyncRedisStore::async_abort(const Ticket& ticket) {
   redis::DecimalText fence;
-  auto args = redis_async::Args::with_key(prefix_, ticket.key, sizeof(redis::DecimalText));
+  auto args = redis::detail::Args::with_key(prefix_, ticket.key, sizeof(redis::DecimalText));
   args.add(redis::to_chars(fence, static_cast<std::int64_t>(ticket.fence)));
   return impl_->eval<Status>(redis::script_record_abort, std::move(args), false, &decode_abort);
 }
@@ -567,7 +491,7 @@ net::awaitable<Status> AsyncRedisStore::async_extend(const Ticket& ticket,
                                                      std::chrono::milliseconds lease) {
   redis::DecimalText fence;
   redis::DecimalText ms;
-  auto args = redis_async::Args::with_key(prefix_, ticket.key, 2 * sizeof(redis::DecimalText));
+  auto args = redis::detail::Args::with_key(prefix_, ticket.key, 2 * sizeof(redis::DecimalText));
   args.add(redis::to_chars(fence, static_cast<std::int64_t>(ticket.fence)))
       .add(redis::ms_text(ms, lease));
   return impl_->eval<Status>(redis::script_record_extend, std::move(args), false, &decode_extend);

@@ -18,10 +18,6 @@ namespace idem::redis {
 
 namespace {
 
-Failure unavailable(std::string message) {
-  return make_failure(errc::store_unavailable, std::move(message));
-}
-
 Failure config_invalid(std::string message) {
   return make_failure(errc::config_invalid, std::move(message));
 }
@@ -56,26 +52,16 @@ std::string percent_decode(std::string_view in) {
 
 // Converts a hiredis reply to the public Reply.
 Reply convert(const redisReply& r) {
+  static constexpr std::array<std::pair<int, Reply::Type>, 5> kTypes{{
+      {REDIS_REPLY_STRING, Reply::Type::string},
+      {REDIS_REPLY_STATUS, Reply::Type::status},
+      {REDIS_REPLY_ERROR, Reply::Type::error},
+      {REDIS_REPLY_INTEGER, Reply::Type::integer},
+      {REDIS_REPLY_ARRAY, Reply::Type::array},
+  }};
   Reply out;
-  switch (r.type) {
-    case REDIS_REPLY_STRING:
-      out.type = Reply::Type::string;
-      break;
-    case REDIS_REPLY_STATUS:
-      out.type = Reply::Type::status;
-      break;
-    case REDIS_REPLY_ERROR:
-      out.type = Reply::Type::error;
-      break;
-    case REDIS_REPLY_INTEGER:
-      out.type = Reply::Type::integer;
-      break;
-    case REDIS_REPLY_ARRAY:
-      out.type = Reply::Type::array;
-      break;
-    default:
-      out.type = Reply::Type::nil;
-      break;
+  for (const auto& [wire, type] : kTypes) {
+    if (r.type == wire) out.type = type;
   }
   if (r.type == REDIS_REPLY_STRING || r.type == REDIS_REPLY_STATUS || r.type == REDIS_REPLY_ERROR) {
     out.str.assign(r.str, r.len);
@@ -216,20 +202,8 @@ Result<Answer> Client::Impl::eval(const Script& script, std::string_view key,
   argv[2] = "1";
   argv[3] = key;
   std::copy(args.begin(), args.end(), argv.begin() + 4);
-  Call call{.argv = std::span<const std::string_view>(argv.data(), n),
-            .script = &script,
-            .report_in_doubt = report_in_doubt};
-  if (durability != nullptr && durability->replicas > 0) {
-    call.wait_replicas = durability->replicas;
-    call.wait_timeout = durability->timeout;
-    call.wrote = wrote;
-  }
-  Result<Answer> answer = route(key, call);
-  if (answer && answer->reply->type == REDIS_REPLY_ERROR) {
-    return error_reply_failure(*answer->reply, fmt::format("script {}", script.name),
-                               answer->where);
-  }
-  return answer;
+  return run_script(script, key, std::span<const std::string_view>(argv.data(), n), durability,
+                    wrote, report_in_doubt);
 }
 
 Result<Answer> Client::Impl::eval_keys(const Script& script, std::span<const std::string_view> keys,
@@ -245,13 +219,20 @@ Result<Answer> Client::Impl::eval_keys(const Script& script, std::span<const std
   argv.emplace_back(count);
   argv.insert(argv.end(), keys.begin(), keys.end());
   argv.insert(argv.end(), args.begin(), args.end());
+  return run_script(script, keys.front(), argv, durability, wrote, report_in_doubt);
+}
+
+Result<Answer> Client::Impl::run_script(const Script& script, std::string_view key,
+                                        std::span<const std::string_view> argv,
+                                        const Durability* durability,
+                                        bool (*wrote)(const redisReply&), bool report_in_doubt) {
   Call call{.argv = argv, .script = &script, .report_in_doubt = report_in_doubt};
   if (durability != nullptr && durability->replicas > 0) {
     call.wait_replicas = durability->replicas;
     call.wait_timeout = durability->timeout;
     call.wrote = wrote;
   }
-  Result<Answer> answer = route(keys.front(), call);
+  Result<Answer> answer = route(key, call);
   if (answer && answer->reply->type == REDIS_REPLY_ERROR) {
     return error_reply_failure(*answer->reply, fmt::format("script {}", script.name),
                                answer->where);

@@ -17,7 +17,7 @@
 #include <memory>
 #include <utility>
 
-namespace idem::redis_async {
+namespace idem::redis::detail {
 
 class HiredisEvents : public std::enable_shared_from_this<HiredisEvents> {
  public:
@@ -138,4 +138,4 @@ class HiredisEvents : public std::enable_shared_from_this<HiredisEvents> {
   std::shared_ptr<HiredisEvents> keep_;  // the context's reference, until cleanup
 };
 
-}  // namespace idem::redis_async
+}  // namespace idem::redis::detail

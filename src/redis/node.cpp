@@ -10,9 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <charconv>
 #include <csignal>
-#include <cstring>
 
 #include "pipeline.hpp"
 #include "sigpipe.hpp"
@@ -29,10 +27,6 @@ timeval to_timeval(std::chrono::milliseconds ms) {
   tv.tv_sec = static_cast<time_t>(count / 1000);
   tv.tv_usec = static_cast<suseconds_t>((count % 1000) * 1000);
   return tv;
-}
-
-Failure unavailable(std::string message) {
-  return make_failure(errc::store_unavailable, std::move(message));
 }
 
 // `wanted`, cut to what is left before `deadline` (at least 1 ms: 0 would mean "no timeout").
@@ -66,10 +60,10 @@ ConnectionOptions with_a_pool(ConnectionOptions options) {
 
 Node::Node(ConnectionOptions options)
     : options_(with_a_pool(std::move(options))),
-      where_(options_.unix_socket.empty() ? fmt::format("{}:{}", options_.host, options_.port)
-                                          : options_.unix_socket),
+      where_(server_name(options_)),
       pool_(
-          detail::PoolOptions{.max_open = options_.pool_size, .probe_idle_after = kCheckIdleAfter},
+          idem::detail::PoolOptions{.max_open = options_.pool_size,
+                                    .probe_idle_after = kCheckIdleAfter},
           [this](Deadline open_by) {
             Result<redisContext*> c = connect(open_by);
             if (!c) throw ConnectFailed{std::move(c).failure()};
@@ -87,7 +81,7 @@ Node::~Node() = default;
 
 std::size_t Node::open_connections() const {
   const std::size_t shared = pipeline_ ? pipeline_->open_connections() : 0;
-  const detail::PoolCounters pooled = pool_.counters();
+  const idem::detail::PoolCounters pooled = pool_.counters();
   return pooled.in_use + pooled.idle + shared;
 }
 
@@ -128,35 +122,13 @@ Result<redisContext*> Node::connect(Deadline deadline) {
   }
   if (options_.keep_alive && options_.unix_socket.empty()) (void)redisEnableKeepAlive(c);
 
-  auto run = [&](std::span<const std::string_view> argv, std::string_view what) -> std::string {
-    std::array<const char*, 3> args{};
-    std::array<std::size_t, 3> lens{};
-    for (std::size_t i = 0; i < argv.size(); ++i) {
-      args[i] = argv[i].data();
-      lens[i] = argv[i].size();
-    }
-    ReplyPtr r(static_cast<redisReply*>(
-        redisCommandArgv(c, static_cast<int>(argv.size()), args.data(), lens.data())));
-    if (!r) return fmt::format("{} failed: {}", what, c->errstr);
-    if (r->type == REDIS_REPLY_ERROR)
-      return fmt::format("{} refused: {}", what, std::string_view(r->str, r->len));
-    return {};
-  };
-  if (!options_.password.empty()) {
-    std::string error;
-    if (options_.user.empty()) {
-      const std::array<std::string_view, 2> argv{"AUTH", options_.password};
-      error = run(argv, "AUTH");
-    } else {
-      const std::array<std::string_view, 3> argv{"AUTH", options_.user, options_.password};
-      error = run(argv, "AUTH");
-    }
-    if (!error.empty()) return fail(error);
-  }
-  if (options_.db != 0) {
-    DecimalText buf;
-    const std::array<std::string_view, 2> argv{"SELECT", to_chars(buf, options_.db)};
-    if (std::string error = run(argv, "SELECT"); !error.empty()) return fail(error);
+  const Handshake handshake(options_);
+  for (const std::vector<std::string_view>& argv : handshake.commands) {
+    HiredisArgv args(argv);
+    ReplyPtr r(
+        static_cast<redisReply*>(redisCommandArgv(c, args.argc(), args.argv(), args.lens())));
+    if (!r) return fail(fmt::format("{} failed: {}", argv[0], c->errstr));
+    if (r->type == REDIS_REPLY_ERROR) return fail(fmt::format("{} refused: {}", argv[0], text(*r)));
   }
   return c;
 }
@@ -165,7 +137,7 @@ Result<Connection> Node::acquire(Deadline deadline, bool check_closed) {
   const auto wait_until = std::min<Deadline>(Clock::now() + options_.pool_wait, deadline);
   try {
     return Connection(this, pool_.acquire(wait_until, deadline, check_closed));
-  } catch (const detail::PoolExhausted& e) {
+  } catch (const idem::detail::PoolExhausted& e) {
     return unavailable(fmt::format("redis {}: {}", where_, e.what()));
   } catch (ConnectFailed& e) {
     return std::move(e.failure);
@@ -233,15 +205,9 @@ Result<Answer> Node::execute(const Call& call, Deadline deadline) {
   if (!reply) return std::move(reply).failure();
   Answer answer{std::move(reply).value(), -1, where_};
   if (call.wait_replicas > 0 && call.wrote != nullptr && call.wrote(*answer.reply)) {
-    DecimalText replicas;
-    DecimalText timeout;
-    const std::array<std::string_view, 3> argv{
-        "WAIT", to_chars(replicas, call.wait_replicas),
-        to_chars(timeout, std::max<std::int64_t>(call.wait_timeout.count(), 0))};
-    Result<ReplyPtr> acked = conn->command(argv);
-    answer.acknowledged = acked && acked.value()->type == REDIS_REPLY_INTEGER
-                              ? static_cast<int>(acked.value()->integer)
-                              : 0;
+    const WaitCommand wait(call.wait_replicas, call.wait_timeout);
+    Result<ReplyPtr> acked = conn->command(wait.argv);
+    answer.acknowledged = acknowledged(acked ? acked.value().get() : nullptr);
   }
   return answer;
 }
@@ -281,60 +247,13 @@ Failure Connection::io_failure(std::string_view doing, bool report_in_doubt) con
 }
 
 Result<ReplyPtr> Connection::command(std::span<const std::string_view> argv, bool report_in_doubt) {
-  constexpr std::size_t kInline = 16;
-  std::array<const char*, kInline> inline_args{};
-  std::array<std::size_t, kInline> inline_lens{};
-  std::vector<const char*> heap_args;
-  std::vector<std::size_t> heap_lens;
-  const char** args = inline_args.data();
-  std::size_t* lens = inline_lens.data();
-  if (argv.size() > kInline) {
-    heap_args.resize(argv.size());
-    heap_lens.resize(argv.size());
-    args = heap_args.data();
-    lens = heap_lens.data();
-  }
-  for (std::size_t i = 0; i < argv.size(); ++i) {
-    args[i] = argv[i].data();
-    lens[i] = argv[i].size();
-  }
+  HiredisArgv args(argv);
   ReplyPtr reply(static_cast<redisReply*>(
-      redisCommandArgv(lease_.get(), static_cast<int>(argv.size()), args, lens)));
+      redisCommandArgv(lease_.get(), args.argc(), args.argv(), args.lens())));
   if (!reply) {
     return io_failure(argv.empty() ? std::string_view("command") : argv[0], report_in_doubt);
   }
   return reply;
-}
-
-// --- Helpers -----------------------------------------------------------------------------------
-
-Failure reply_lost(Failure failure) {
-  failure.code = make_error_code(errc::outcome_unknown);
-  failure.message += "; the call was sent, and the server may have run it";
-  return failure;
-}
-
-bool is_error(const redisReply& reply, std::string_view prefix) noexcept {
-  return reply.type == REDIS_REPLY_ERROR && reply.len >= prefix.size() &&
-         std::memcmp(reply.str, prefix.data(), prefix.size()) == 0;
-}
-
-Failure error_reply_failure(const redisReply& reply, std::string_view doing,
-                            std::string_view where) {
-  const std::string_view text(reply.str, reply.len);
-  if (is_error(reply, "WRONGTYPE") || text.find("IDEM_CORRUPT") != std::string_view::npos) {
-    return make_failure(errc::record_corrupt,
-                        fmt::format("redis {}: {}: the key holds something that is not an idem "
-                                    "record ({})",
-                                    where, doing, text));
-  }
-  return unavailable(fmt::format("redis {}: {}: {}", where, doing, text));
-}
-
-std::string_view to_chars(DecimalText& buf, std::int64_t n) noexcept {
-  auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), n);
-  (void)ec;  // 24 bytes hold any int64
-  return {buf.data(), static_cast<std::size_t>(end - buf.data())};
 }
 
 }  // namespace idem::redis

@@ -19,26 +19,15 @@
 #include "idem/redis/client.hpp"
 #include "idem/result.hpp"
 #include "idem/store_stats.hpp"
+#include "protocol.hpp"
 
 namespace idem::redis {
-
-struct ReplyDeleter {
-  void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
-};
-using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
 
 struct ContextDeleter {
   void operator()(redisContext* c) const noexcept { redisFree(c); }
 };
 /// A node's blocking connections (src/common/connection_pool.hpp).
-using ContextPool = detail::ConnectionPool<redisContext, ContextDeleter>;
-
-/// A Lua script embedded at build time (lua_scripts.hpp, generated from src/redis/*.lua).
-struct Script {
-  std::string_view name;    // file name without .lua
-  std::string_view source;  // the exact bytes
-  std::string_view sha;     // SHA1 of source, lower-case hex, as EVALSHA wants it
-};
+using ContextPool = idem::detail::ConnectionPool<redisContext, ContextDeleter>;
 
 /// When a call must be over. A cluster call spends one budget across redirections and retries;
 /// Deadline::max() leaves each wait to its own option (pool_wait, connect and command timeouts).
@@ -102,7 +91,7 @@ class Node {
   /// Pooled and pipelined connections dropped (failed, or found closed) since construction.
   std::uint64_t dropped() const noexcept;
   /// The pool's own counters (the pipeline's connections are not in them).
-  detail::PoolCounters pool_counters() const noexcept { return pool_.counters(); }
+  idem::detail::PoolCounters pool_counters() const noexcept { return pool_.counters(); }
   /// Adds this server's pool to `pool` and its pipeline to `redis` (a Client's stats()).
   void add_stats(PoolStats& pool, RedisStats& redis) const;
   /// "host:port" or the socket path, for messages.
@@ -148,23 +137,5 @@ class Connection {
   ContextPool::Lease lease_;
   bool shortened_ = false;  // the reply timeout was cut by limit()
 };
-
-/// Turns an error reply into a Failure: WRONGTYPE and IDEM_CORRUPT are errc::record_corrupt,
-/// the rest errc::store_unavailable.
-Failure error_reply_failure(const redisReply& reply, std::string_view doing,
-                            std::string_view where);
-
-/// `failure` (an I/O failure or a timeout) of a call that went out, whose reply did not come:
-/// errc::outcome_unknown, since the server may have run it.
-Failure reply_lost(Failure failure);
-
-/// Whether `reply` is an error reply that starts with `prefix`.
-bool is_error(const redisReply& reply, std::string_view prefix) noexcept;
-
-/// Room for the decimal text of any int64 (at most 20 characters with the sign).
-using DecimalText = std::array<char, 24>;
-
-/// Decimal text of n, for arguments: a view into `buf`.
-std::string_view to_chars(DecimalText& buf, std::int64_t n) noexcept;
 
 }  // namespace idem::redis

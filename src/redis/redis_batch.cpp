@@ -39,15 +39,6 @@ std::vector<std::vector<std::size_t>> call_groups(const std::vector<std::string>
   return groups;
 }
 
-Result<Claim> record_codes(Result<Claim> claim, redis::RedisClaimReply code) {
-  using redis::RedisClaimReply;
-  if (claim &&
-      (code == RedisClaimReply::token_unknown || code == RedisClaimReply::token_mismatch)) {
-    return make_failure(errc::record_corrupt, "record claim script answered a token code");
-  }
-  return claim;
-}
-
 // Whether a batch reply wrote something worth a WAIT: an acquired claim, a commit done.
 bool any_acquired(const redisReply& r) {
   if (r.type != REDIS_REPLY_ARRAY) return false;
@@ -123,11 +114,11 @@ std::vector<Result<Claim>> RedisStore::claim_batch(std::span<const ClaimRequest>
         answers[i] = redis::error_reply_failure(e, "script record_claim_batch", answer->where);
       } else {
         redis::RedisClaimReply code{};
-        answers[i] = record_codes(redis::decode_claim(e, answer->where, code), code);
+        answers[i] = redis::record_codes(redis::decode_claim(e, answer->where, code), code);
       }
       ++k;
     }
-    if (answer) (void)wait.check(answer.value(), "claim");
+    if (answer) (void)wait.check(answer->acknowledged, "claim");
   }
   std::vector<Result<Claim>> out;
   out.reserve(answers.size());
@@ -159,7 +150,7 @@ std::vector<Status> RedisStore::commit_batch(std::span<const CommitRequest> requ
     Result<redis::Answer> answer = impl_of(*client_).eval_keys(
         redis::script_record_commit_batch, key_args, args, &options_.durability, any_done,
         /*report_in_doubt=*/true);
-    const bool short_wait = answer && !wait.check(answer.value(), "commit");
+    const bool short_wait = answer && !wait.check(answer->acknowledged, "commit");
     for (std::size_t g = 0; g < group.size(); ++g) {
       Status& status = answers[group[g]];
       if (!answer) {

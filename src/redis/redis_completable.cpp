@@ -85,7 +85,7 @@ Status RedisStore::keep_request(const Ticket& ticket, std::string_view request) 
     const std::array<std::string_view, 3> args{fence_text, request, member};
     Result<redis::Answer> answer = client.eval_keys(redis::script_record_keep_request, keys, args);
     if (!answer) return std::move(answer).failure();
-    return redis::decode_fenced(std::move(answer->reply), answer->where, doing);
+    return redis::decode_fenced(*answer->reply, answer->where, doing);
   }
   // A Cluster: the index is in another slot. The entry first: a request kept is always in the
   // index; an entry whose request never came (a crash between the calls, a lost lease) is

@@ -17,21 +17,10 @@ std::string RedisStore::record_key(std::string_view effective_key) const {
   return redis::tagged_key(options_.prefix, effective_key);
 }
 
-namespace {
-// The token codes are the token script's own; the record script never sends them.
-Result<Claim> record_codes(Result<Claim> claim, redis::RedisClaimReply code) {
-  using redis::RedisClaimReply;
-  if (claim &&
-      (code == RedisClaimReply::token_unknown || code == RedisClaimReply::token_mismatch)) {
-    return make_failure(errc::record_corrupt, "record claim script answered a token code");
-  }
-  return claim;
-}
-}  // namespace
-
 Result<Claim> RedisStore::claim(const ClaimRequest& request) {
   return redis::eval_claim(impl_of(*client_), redis::script_record_claim, record_key(request.key),
-                           request, record_codes, {options_.durability, replication_timeouts_});
+                           request, redis::record_codes,
+                           {options_.durability, replication_timeouts_});
 }
 
 Status RedisStore::commit(const Ticket& ticket, const Completion& completion) {

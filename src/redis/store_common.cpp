@@ -109,9 +109,23 @@ Result<Claim> decode_claim(const redisReply& reply, std::string_view where, Redi
   return corrupt_reply(where, fmt::format("unknown code {}", raw_code));
 }
 
-Status decode_fenced(Result<ReplyPtr> reply, std::string_view where, std::string_view doing) {
-  if (!reply) return std::move(reply).failure();
-  const redisReply& r = *reply.value();
+Result<Claim> record_codes(Result<Claim> claim, RedisClaimReply code) {
+  if (claim &&
+      (code == RedisClaimReply::token_unknown || code == RedisClaimReply::token_mismatch)) {
+    return make_failure(errc::record_corrupt, "record claim script answered a token code");
+  }
+  return claim;
+}
+
+Result<Claim> decode_record_claim(const redisReply& reply, std::string_view where) {
+  if (reply.type == REDIS_REPLY_ERROR) return error_reply_failure(reply, "claim", where);
+  RedisClaimReply code{};
+  Result<Claim> claim = decode_claim(reply, where, code);
+  return record_codes(std::move(claim), code);
+}
+
+Status decode_fenced(const redisReply& r, std::string_view where, std::string_view doing) {
+  if (r.type == REDIS_REPLY_ERROR) return error_reply_failure(r, doing, where);
   if (r.type != REDIS_REPLY_INTEGER)
     return corrupt_reply(where, fmt::format("{}: not 0 or 1", doing));
   if (r.integer == static_cast<long long>(RedisFencedReply::done)) return {};
@@ -169,8 +183,6 @@ Result<Claim> decode_cache_claim(const redisReply& r, Fence fence,
   return detail::classify(view, fingerprint_of({fingerprint.data(), fingerprint.size()}));
 }
 
-namespace {
-// Which replies wrote something worth a WAIT: an acquired claim, a fenced success.
 bool claim_acquired(const redisReply& r) {
   return r.type == REDIS_REPLY_ARRAY && r.elements > 0 &&
          r.element[0]->type == REDIS_REPLY_INTEGER &&
@@ -180,13 +192,11 @@ bool fenced_ok(const redisReply& r) {
   return r.type == REDIS_REPLY_INTEGER &&
          r.integer == static_cast<long long>(RedisFencedReply::done);
 }
-}  // namespace
 
-bool ReplicaWait::check(const Answer& answer, std::string_view operation) const {
-  if (answer.acknowledged < 0 || answer.acknowledged >= durability.replicas) return true;
+bool ReplicaWait::check(int acknowledged, std::string_view operation) const {
+  if (acknowledged < 0 || acknowledged >= durability.replicas) return true;
   timeouts.fetch_add(1, std::memory_order_relaxed);
-  if (durability.on_timeout)
-    durability.on_timeout(operation, answer.acknowledged, durability.replicas);
+  if (durability.on_timeout) durability.on_timeout(operation, acknowledged, durability.replicas);
   return false;
 }
 
@@ -213,7 +223,7 @@ Result<Claim> eval_claim(Client::Impl& client, const Script& script, std::string
   RedisClaimReply code{};
   Result<Claim> decoded = decode_claim(*answer->reply, answer->where, code);
   Result<Claim> claim = map(std::move(decoded), code);
-  if (claim && claim->status == ClaimStatus::acquired) wait.check(answer.value(), "claim");
+  if (claim && claim->status == ClaimStatus::acquired) wait.check(answer->acknowledged, "claim");
   return claim;
 }
 
@@ -221,7 +231,7 @@ Status eval_fenced(Client::Impl& client, const Script& script, std::string_view 
                    std::span<const std::string_view> args, std::string_view doing) {
   Result<Answer> answer = client.eval(script, key, args);
   if (!answer) return std::move(answer).failure();
-  return decode_fenced(std::move(answer->reply), answer->where, doing);
+  return decode_fenced(*answer->reply, answer->where, doing);
 }
 
 Status eval_commit(Client::Impl& client, const Script& script, std::string_view key,
@@ -231,8 +241,8 @@ Status eval_commit(Client::Impl& client, const Script& script, std::string_view 
       client.eval(script, key, args, wait != nullptr ? &wait->durability : nullptr, fenced_ok,
                   /*report_in_doubt=*/true);
   if (!answer) return std::move(answer).failure();
-  Status status = decode_fenced(std::move(answer->reply), answer->where, doing);
-  if (wait != nullptr && status.ok() && !wait->check(answer.value(), doing)) {
+  Status status = decode_fenced(*answer->reply, answer->where, doing);
+  if (wait != nullptr && status.ok() && !wait->check(answer->acknowledged, doing)) {
     return Status(wait->unconfirmed(answer->where, doing, answer->acknowledged));
   }
   return status;

@@ -31,8 +31,8 @@ std::array<char, 16> fingerprint_bytes(const Fingerprint& fp) noexcept;
 /// Milliseconds as decimal text, at least 1 (Redis refuses PX 0, and PEXPIRE 0 deletes).
 std::string_view ms_text(DecimalText& buf, std::chrono::milliseconds ms) noexcept;
 
-using detail::RedisClaimReply;
-using detail::RedisFencedReply;
+using idem::detail::RedisClaimReply;
+using idem::detail::RedisFencedReply;
 /// record_step_save.lua's third answer besides RedisFencedReply's: the steps before the index
 /// are missing.
 inline constexpr long long kStepReplyGap = 2;
@@ -43,9 +43,22 @@ inline constexpr long long kStepReplyGap = 2;
 /// errc::record_corrupt.
 Result<Claim> decode_claim(const redisReply& reply, std::string_view where, RedisClaimReply& code);
 
+/// A record claim script's answer: a token code (the token script's own) is
+/// errc::record_corrupt. A ClaimCodeMap.
+Result<Claim> record_codes(Result<Claim> claim, RedisClaimReply code);
+
+/// Decodes a record claim script's reply (decode_claim, record_codes; an error reply is
+/// error_reply_failure's).
+Result<Claim> decode_record_claim(const redisReply& reply, std::string_view where);
+
 /// Decodes a fenced script's reply (RedisFencedReply): done is success, lease_lost is
-/// errc::lease_lost, anything else is errc::record_corrupt.
-Status decode_fenced(Result<ReplyPtr> reply, std::string_view where, std::string_view doing);
+/// errc::lease_lost, an error reply is error_reply_failure's, anything else is
+/// errc::record_corrupt.
+Status decode_fenced(const redisReply& reply, std::string_view where, std::string_view doing);
+
+/// Which replies wrote something worth a WAIT: an acquired claim, a fenced success.
+bool claim_acquired(const redisReply& reply);
+bool fenced_ok(const redisReply& reply);
 
 /// A request-id cache entry: state (detail::redis_state: held, completed or failed), holder id
 /// (8 bytes, big-endian), fingerprint (16 bytes), then the result.
@@ -63,8 +76,8 @@ struct ReplicaWait {
   std::atomic<std::uint64_t>& timeouts;
 
   /// Counts and reports (Durability::on_timeout) a WAIT that fewer replicas acknowledged;
-  /// false then. True when enough acknowledged or no WAIT ran.
-  bool check(const Answer& answer, std::string_view operation) const;
+  /// false then. True when enough acknowledged or no WAIT ran (`acknowledged` < 0).
+  bool check(int acknowledged, std::string_view operation) const;
   /// errc::outcome_unknown: the write stands on `where` but replicas did not confirm it, so a
   /// failover could still lose it.
   Failure unconfirmed(std::string_view where, std::string_view operation, int acknowledged) const;

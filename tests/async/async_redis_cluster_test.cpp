@@ -99,9 +99,45 @@ struct StoreTraits<BlockingAsyncRedisCluster> {
   using async_face = AsyncFace<BlockingAsyncRedisCluster>;
 };
 
+// The same kit with durability on: every claim that acquires and every commit waits for one
+// replica of its primary (WAIT), as RedisStoreOptions::durability does on the blocking store.
+struct BlockingAsyncRedisClusterDurable : KeyPrefix, BlockingStore<AsyncRedisStore> {
+  static AsyncRedisStoreOptions durable(std::string prefix) {
+    AsyncRedisStoreOptions options = async_cluster_options(std::move(prefix));
+    options.durability = {.replicas = 1, .timeout = std::chrono::milliseconds{500}};
+    return options;
+  }
+  explicit BlockingAsyncRedisClusterDurable(std::string key_prefix)
+      : KeyPrefix{std::move(key_prefix)}, BlockingStore(durable(prefix)) {}
+};
+
+template <>
+struct StoreTraits<BlockingAsyncRedisClusterDurable> : StoreTraits<BlockingAsyncRedisCluster> {
+  static std::unique_ptr<BlockingAsyncRedisClusterDurable> make() {
+    if (cluster_seeds() == nullptr) {
+      [] { GTEST_SKIP() << "IDEM_TEST_REDIS_CLUSTER_SEEDS is not set; scripts/test sets it"; }();
+      return nullptr;
+    }
+    return std::make_unique<BlockingAsyncRedisClusterDurable>(unique_prefix("acluster-wait"));
+  }
+  static std::unique_ptr<BlockingAsyncRedisClusterDurable> reopen(
+      BlockingAsyncRedisClusterDurable& store) {
+    return std::make_unique<BlockingAsyncRedisClusterDurable>(store.prefix);
+  }
+  static void advance(BlockingAsyncRedisClusterDurable&, std::chrono::milliseconds d) {
+    std::this_thread::sleep_for(d);
+  }
+  static std::unique_ptr<admin::Admin> admin(BlockingAsyncRedisClusterDurable& store) {
+    return admin::redis_admin(connect_cluster(cluster_options()), {.prefix = store.prefix});
+  }
+  using async_face = AsyncFace<BlockingAsyncRedisClusterDurable>;
+};
+
 }  // namespace idem::testing
 
 IDEM_RECORD_STORE_CONFORMANCE(AsyncRedisCluster, idem::testing::BlockingAsyncRedisCluster);
+IDEM_RECORD_STORE_CONFORMANCE(AsyncRedisClusterDurable,
+                              idem::testing::BlockingAsyncRedisClusterDurable);
 
 namespace idem::testing {
 namespace {
@@ -262,6 +298,39 @@ TEST_F(AsyncRedisClusterTest, SharesItsRecordsWithRedisStoreOnTheCluster) {
     ASSERT_TRUE(back.replayed()) << back.message();
   }
   EXPECT_EQ(runs, 24);
+}
+
+// Durability on the cluster, whose primaries have a replica each: WAIT runs on the primary that
+// took each write (the claim that acquired, the commit), the replica acknowledges, and every
+// result is recorded; a replay writes nothing and waits for nothing.
+TEST_F(AsyncRedisClusterTest, DurableWritesWaitOnTheirPrimaryAndAreConfirmed) {
+  ASSERT_TRUE(wait_cluster_ok(20s, /*with_replicas=*/true)) << cluster_report();
+  const std::vector<ClusterNode> primaries = serving_primaries();
+  const auto waits = [&] {
+    long long total = 0;
+    for (const ClusterNode& n : primaries) total += cmdstat_calls(n.address, "wait");
+    return total;
+  };
+  AsyncRedisStoreOptions options = async_cluster_options(prefix_);
+  options.durability = {.replicas = 1, .timeout = 500ms};
+  IoRunner runner;
+  AsyncRedisStore store(runner.io().get_executor(), options);
+  AsyncGuard guard{store, Options{.scope = "durable"}};
+  constexpr int kKeys = 12;
+  const long long before = waits();
+  for (int i = 0; i < kKeys; ++i) {
+    auto out = runner.run(guard.async_execute("id-" + std::to_string(i), [i] { return i; }));
+    ASSERT_TRUE(out.recorded()) << out.message();
+  }
+  // Other clients of the shared cluster may WAIT too: at least this store's.
+  EXPECT_GE(waits() - before, 2 * kKeys);
+  EXPECT_EQ(store.replication_timeouts(), 0u);
+  for (int i = 0; i < kKeys; ++i) {
+    auto again = runner.run(guard.async_execute("id-" + std::to_string(i), [] { return -1; }));
+    ASSERT_TRUE(again.replayed()) << again.message();
+    EXPECT_EQ(again.value(), i);
+  }
+  EXPECT_EQ(store.replication_timeouts(), 0u);
 }
 
 // Seeds that name no listening node: calls fail with store_unavailable within the call's

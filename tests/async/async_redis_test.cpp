@@ -153,6 +153,50 @@ TEST_F(AsyncRedisTest, ReloadsItsScriptsAfterNoscript) {
   EXPECT_EQ(async.connections_opened(), 1u);
 }
 
+// Durability on the asynchronous store, as on RedisStore (RedisStoreTest's
+// WaitShortfallIsReportedAndAnUnconfirmedCommitIsNotRecorded): the test server has no replicas,
+// so WAIT 1 returns 0 after its timeout. The claim's shortfall is only reported; the commit's
+// reaches the caller as outcome_unknown, and the record stands on the primary. Both with calls
+// through the strand and with single_threaded (the caller resumed in place after the WAIT).
+TEST_F(AsyncRedisTest, WaitShortfallIsReportedAndAnUnconfirmedCommitIsNotRecorded) {
+  if (!ready()) return;
+  for (const bool one_thread : {false, true}) {
+    SCOPED_TRACE(one_thread ? "single_threaded" : "strand");
+    std::atomic<int> reports{0};
+    std::string last_op;
+    AsyncRedisStoreOptions options = async_redis_options(prefix_ + (one_thread ? "1:" : "n:"));
+    options.single_threaded = one_thread;
+    options.durability = {.replicas = 1,
+                          .timeout = std::chrono::milliseconds{20},
+                          .on_timeout = [&](std::string_view op, int acked, int wanted) {
+                            EXPECT_EQ(acked, 0);
+                            EXPECT_EQ(wanted, 1);
+                            last_op = op;
+                            reports.fetch_add(1);
+                          }};
+    IoRunner runner;
+    AsyncRedisStore durable(runner.io().get_executor(), options);
+    AsyncGuard guard{durable, Options{.scope = "wait"}};
+    auto out = runner.run(guard.async_execute("k", [] { return 7; }));
+    ASSERT_TRUE(out) << out.message();
+    EXPECT_EQ(out.value(), 7);
+    EXPECT_FALSE(out.recorded());
+    EXPECT_EQ(out.commit_error(), errc::outcome_unknown);
+    EXPECT_NE(out.commit_failure().message.find("commit not confirmed: 0 of 1 replicas"),
+              std::string::npos)
+        << out.commit_failure().message;
+    const int commits = Options{}.commit_retry.attempts;
+    EXPECT_EQ(reports.load(), 1 + commits);  // after the claim and after every commit attempt
+    EXPECT_EQ(last_op, "commit");
+    EXPECT_EQ(durable.replication_timeouts(), 1u + commits);
+    // The write stands on the primary: a repeat replays it, and a replay writes nothing: no WAIT.
+    auto replay = runner.run(guard.async_execute("k", [] { return 8; }));
+    ASSERT_TRUE(replay.replayed()) << replay.message();
+    EXPECT_EQ(replay.value(), 7);
+    EXPECT_EQ(durable.replication_timeouts(), 1u + commits);
+  }
+}
+
 // The TCP sockets of this process connected to `port` on the loopback.
 std::set<int> sockets_to(int port) {
   std::set<int> out;

@@ -49,11 +49,22 @@ TEST(RedisReplyDecodeTest, ClaimCodesOutsideTheScriptsRangeAreCorruptNotTruncate
 }
 
 TEST(RedisReplyDecodeTest, FencedRepliesOtherThanZeroOrOneAreCorruptNotLeaseLost) {
-  EXPECT_TRUE(decode_fenced(parse(":1\r\n"), "test", "commit").ok());
-  EXPECT_EQ(decode_fenced(parse(":0\r\n"), "test", "commit").error(), errc::lease_lost);
-  EXPECT_EQ(decode_fenced(parse(":7\r\n"), "test", "commit").error(), errc::record_corrupt);
-  EXPECT_EQ(decode_fenced(parse(":-1\r\n"), "test", "commit").error(), errc::record_corrupt);
-  EXPECT_EQ(decode_fenced(parse("$1\r\n1\r\n"), "test", "commit").error(), errc::record_corrupt);
+  EXPECT_TRUE(decode_fenced(*parse(":1\r\n"), "test", "commit").ok());
+  EXPECT_EQ(decode_fenced(*parse(":0\r\n"), "test", "commit").error(), errc::lease_lost);
+  EXPECT_EQ(decode_fenced(*parse(":7\r\n"), "test", "commit").error(), errc::record_corrupt);
+  EXPECT_EQ(decode_fenced(*parse(":-1\r\n"), "test", "commit").error(), errc::record_corrupt);
+  EXPECT_EQ(decode_fenced(*parse("$1\r\n1\r\n"), "test", "commit").error(), errc::record_corrupt);
+  // Error replies (both faces decode them here): a key that is not idem's is corrupt, the rest
+  // an outage.
+  EXPECT_EQ(
+      decode_fenced(*parse("-WRONGTYPE Operation against a key\r\n"), "test", "commit").error(),
+      errc::record_corrupt);
+  EXPECT_EQ(decode_fenced(*parse("-LOADING Redis is loading\r\n"), "test", "commit").error(),
+            errc::store_unavailable);
+  EXPECT_EQ(decode_record_claim(*parse("-IDEM_CORRUPT x\r\n"), "test").error(),
+            errc::record_corrupt);
+  EXPECT_EQ(decode_record_claim(*parse("*1\r\n:5\r\n"), "test").error(), errc::record_corrupt)
+      << "a token code from the record script";
 }
 
 TEST(RedisReplyDecodeTest, CacheEntriesOfAnUnknownStateAreCorruptEvenUnderAnotherFingerprint) {

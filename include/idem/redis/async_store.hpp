@@ -42,6 +42,13 @@ struct AsyncRedisStoreOptions {
   /// Prepended to every record's Redis key (default "idem:"), as RedisStoreOptions::prefix: a
   /// RedisStore and an AsyncRedisStore with the same prefix share their records.
   std::string prefix = "idem:";
+  /// Optional WAIT for replicas after a claim that acquired and after a commit (default off),
+  /// as RedisStoreOptions::durability: a commit that fewer replicas acknowledged in time fails
+  /// with errc::outcome_unknown, a claim's shortfall is only reported. WAIT runs on the
+  /// connection that carried the write, which the other calls to that server share: while it
+  /// waits (up to durability.timeout when replicas lag), the replies behind it wait too, so keep
+  /// command_timeout well above durability.timeout.
+  redis::Durability durability{};
   /// After a failed connection, calls fail at once (store_unavailable) until this pause has
   /// passed; it doubles after each failed attempt up to max_reconnect_backoff, and starts over
   /// once a connection is made.
@@ -99,6 +106,8 @@ class AsyncRedisStore {
   std::uint64_t moved() const noexcept;
   std::uint64_t asked() const noexcept;
   std::uint64_t slot_map_reads() const noexcept;
+  /// Writes for which WAIT returned fewer replicas than Durability::replicas asked for.
+  std::uint64_t replication_timeouts() const noexcept;
 
   class Impl;
 
