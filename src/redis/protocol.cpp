@@ -45,7 +45,7 @@ std::string server_name(const ConnectionOptions& options) {
              : fmt::format("{}:{}", options.host, options.port);
 }
 
-Handshake::Handshake(const ConnectionOptions& options) : db_{} {
+Handshake::Handshake(const ConnectionOptions& options) {
   if (!options.password.empty()) {
     std::vector<std::string_view>& auth = commands.emplace_back();
     auth.emplace_back("AUTH");

@@ -107,7 +107,7 @@ struct Handshake {
   std::vector<std::vector<std::string_view>> commands;
 
  private:
-  DecimalText db_;
+  DecimalText db_{};
 };
 
 /// `WAIT replicas timeout`, sent after a write on the connection that carried it.

@@ -186,22 +186,10 @@ class RedisAdmin final : public Admin {
     }
     Stats out;
     out.store = "redis";
-    for (const Entry& e : entries) {
-      switch (e.state) {
-        case State::in_progress:
-          ++out.in_progress;
-          break;
-        case State::completed:
-          ++out.completed;
-          break;
-        case State::failed:
-          ++out.failed;
-          break;
-        case State::released:
-          ++out.released;
-          break;
-      }
-    }
+    static_assert(State{0} == State::in_progress && State{3} == State::released);
+    const std::array<std::uint64_t*, 4> count{&out.in_progress, &out.completed, &out.failed,
+                                              &out.released};
+    for (const Entry& e : entries) ++*count.at(static_cast<std::size_t>(e.state));
     return out;
   }
 
