@@ -110,7 +110,7 @@ struct Request {
   // which then goes to the caller through its executor (complete_posted) or in place.
   bool (*wrote)(const redisReply&) = nullptr;
   std::string_view operation;  // "claim", "commit": for the shortfall's report
-  virtual void fail_held(Failure /*failure*/) {}
+  virtual void fail_held(const Failure& /*failure*/) {}
   virtual void complete_posted(std::unique_ptr<Request> /*self*/) {}
 };
 

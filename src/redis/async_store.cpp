@@ -71,7 +71,7 @@ struct Op final : Request {
     detail::resume_here(h, std::move(value));
   }
 
-  void fail_held(Failure failure) override { held.emplace(T(std::move(failure))); }
+  void fail_held(const Failure& failure) override { held.emplace(T(failure)); }
 
   void complete_posted(std::unique_ptr<Request> /*self*/) override {
     auto executor = net::get_associated_executor(handler);
