@@ -45,6 +45,7 @@ if(TARGET idem_testing AND TARGET idem_asio)
   target_link_libraries(idem_testing_asio_unit INTERFACE idem_testing idem_asio)
   idem_header_unit(testing_asio idem_testing_asio_unit ${IDEM_TESTING_ASIO_HEADERS})
 endif()
+idem_header_unit(asio_sqlite idem_asio_sqlite) # header-only: no source of its own includes it
 # No unit for idem::asio_redis and idem::asio_postgres: their async_store.cpp (src/redis/,
 # src/postgres/) includes their header, and every pass over Boost.Asio's headers costs clang-tidy
 # half a minute.
