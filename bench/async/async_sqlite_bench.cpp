@@ -94,8 +94,8 @@ void BM_Async_Sqlite_bare(benchmark::State& state, bool fresh) {
   const idem::Fingerprint fingerprint = idem::xxh3_128(kPayload);
   int next = 0;
   for (auto _ : state) {
-    const idem::detail::EffectiveKey key(
-        kOptions.scope, {}, fresh ? next_id("b") : replay_id(next++ % kReplayKeys));
+    const idem::detail::EffectiveKey key(kOptions.scope, {},
+                                         fresh ? next_id("b") : replay_id(next++ % kReplayKeys));
     idem::Result<idem::Claim> claim = store.claim(idem::ClaimRequest{
         .key = key.view(), .fingerprint = fingerprint, .lease = kLease, .retention = kTtl});
     const bool ok = claim && claim->status == (fresh ? idem::ClaimStatus::acquired

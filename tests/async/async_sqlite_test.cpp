@@ -172,7 +172,8 @@ TEST(AsyncSqlite, AWriteLockHeldElsewhereTimesCallsOutWithoutStoppingTheLoop) {
   const ClaimRequest a{.key = "a", .lease = 10s, .retention = 1h};
   const ClaimRequest b{.key = "b", .lease = 10s, .retention = 1h};
   net::co_spawn(
-      runner.io(), [&]() -> net::awaitable<void> { running.emplace(co_await store.async_claim(a)); },
+      runner.io(),
+      [&]() -> net::awaitable<void> { running.emplace(co_await store.async_claim(a)); },
       net::detached);
   net::co_spawn(
       runner.io(), [&]() -> net::awaitable<void> { queued.emplace(co_await store.async_claim(b)); },
@@ -226,8 +227,8 @@ std::vector<std::string> lines_of(const std::string& path) {
 
 struct AsyncRace {
   int processes = 3;
-  int threads = 2;    // running each process's io_context
-  int callers = 16;   // coroutines per process, each calling every key
+  int threads = 2;   // running each process's io_context
+  int callers = 16;  // coroutines per process, each calling every key
   int keys = 12;
 };
 

@@ -3,6 +3,8 @@
 // on while a call blocks, a call queued past its timeout never runs, the store's exceptions
 // reach the caller as themselves, and destroying the adapter answers every call in flight.
 
+#include "idem/asio/threaded_store.hpp"
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -19,7 +21,6 @@
 #include <vector>
 
 #include "async/async_test_support.hpp"
-#include "idem/asio/threaded_store.hpp"
 #include "idem/error.hpp"
 #include "idem/memory/store.hpp"
 
@@ -115,7 +116,8 @@ TEST(ThreadedAsyncStore, CallsRunOnItsThreadAndResumeOnTheCallersWithoutBlocking
   ASSERT_TRUE(store.store().wait_for_claim_at_gate());
   again({});
   const auto give_up = std::chrono::steady_clock::now() + 10s;
-  runner.run_until([&] { return claimed.has_value() || std::chrono::steady_clock::now() > give_up; });
+  runner.run_until(
+      [&] { return claimed.has_value() || std::chrono::steady_clock::now() > give_up; });
   ASSERT_TRUE(claimed.has_value());
   ASSERT_TRUE(*claimed) << claimed->failure().describe();
   EXPECT_EQ((*claimed)->status, ClaimStatus::acquired);
@@ -164,9 +166,7 @@ TEST(ThreadedAsyncStore, ACallQueuedPastItsTimeoutIsRefusedWithoutRunning) {
   std::this_thread::sleep_for(150ms);  // three times the second's queue_timeout
   store.store().set_gate(true);
   const auto give_up = std::chrono::steady_clock::now() + 10s;
-  runner.run_until([&] {
-    return (first && second) || std::chrono::steady_clock::now() > give_up;
-  });
+  runner.run_until([&] { return (first && second) || std::chrono::steady_clock::now() > give_up; });
   ASSERT_TRUE(first && second);
   EXPECT_TRUE(*first);
   ASSERT_FALSE(*second);

@@ -4,13 +4,13 @@
 // loop thread ever waits for the store. SQLite's asynchronous face (idem/sqlite/async_store.hpp)
 // is one; the mirror of idem::testing::BlockingStore.
 
+#include <atomic>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -98,9 +98,9 @@ class ThreadedAsyncStore {
     virtual ~Job() = default;
     Job(const Job&) = delete;
     Job& operator=(const Job&) = delete;
-    virtual void run(S& store) = 0;             // the call, then its answer
+    virtual void run(S& store) = 0;            // the call, then its answer
     virtual void refuse(std::string why) = 0;  // store_unavailable, without running
-    Clock::time_point deadline;                 // of its wait in the queue
+    Clock::time_point deadline;                // of its wait in the queue
   };
 
   template <class T, class Call, class Handler>
