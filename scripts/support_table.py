@@ -35,6 +35,7 @@ CELLS = {
     "AsyncRedis": "`AsyncRedisStore`",
     "AsyncRedisCluster": "`AsyncRedisStore` on a cluster",
     "AsyncPostgres": "`AsyncPostgresStore`",
+    "AsyncSqlite": "`sqlite::AsyncStore`",
 }
 
 FACES = [

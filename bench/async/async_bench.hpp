@@ -82,6 +82,8 @@ bool run_guard_batch(net::io_context& io, int in_flight, Start start, Check chec
 // IDEM_BENCH_PG_URI); false, with a line on stderr, when it is not (or cannot be used).
 bool register_redis_benchmarks();
 bool register_postgres_benchmarks();
+// SQLite's: always registered when built, on files of their own (async_sqlite_bench.cpp).
+void register_sqlite_benchmarks();
 // The kernel's own round trip over loopback, the floor under a lone call (loopback_floor.cpp):
 // always registered, it needs no server.
 void register_floor_benchmarks();

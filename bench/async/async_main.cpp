@@ -1,5 +1,5 @@
-// idem_bench_async: the benchmarks of every store whose server the environment names, and the
-// loopback round trip that is the floor under a lone call.
+// idem_bench_async: the benchmarks of every store whose server the environment names, SQLite's
+// (on files of their own), and the loopback round trip that is the floor under a lone call.
 //
 //   IDEM_BENCH_REDIS_URI=redis://127.0.0.1:6379 IDEM_BENCH_PG_URI=postgresql://u@host/db
 //   build/bench/idem_bench_async
@@ -19,6 +19,10 @@ int main(int argc, char** argv) {
 #endif
 #ifdef IDEM_BENCH_ASYNC_POSTGRES
   any = idem_bench_async::register_postgres_benchmarks() || any;
+#endif
+#ifdef IDEM_BENCH_ASYNC_SQLITE
+  idem_bench_async::register_sqlite_benchmarks();
+  any = true;
 #endif
   if (!any) std::fprintf(stderr, "idem_bench_async: no store's server named: the floor only\n");
   benchmark::RunSpecifiedBenchmarks();

@@ -26,6 +26,7 @@
 
 #include "idem/asio/async_guard.hpp"
 #include "idem/asio/async_store.hpp"
+#include "idem/guard.hpp"
 
 namespace idem::testing {
 
@@ -171,5 +172,25 @@ class SlowStore {
  private:
   Inner& inner_;
 };
+
+/// A blocking store and an asynchronous one that share their records (the same server and key
+/// layout, or the same file): each guard replays what the other recorded, and another payload
+/// is a mismatch for both. Returns how many times the handlers ran (2 when all is well).
+template <class Blocking, class Async>
+int runs_over_shared_records(Blocking& blocking, Async& async, IoRunner& runner) {
+  IdempotencyGuard sync_guard{blocking, Options{.scope = "shared"}};
+  AsyncGuard async_guard{async, Options{.scope = "shared"}};
+  int runs = 0;
+  EXPECT_TRUE(sync_guard.execute("a", "p", [&] { return ++runs; }).recorded());
+  auto replay = runner.run(async_guard.async_execute("a", "p", [&] { return ++runs; }));
+  EXPECT_TRUE(replay.replayed()) << replay.message();
+  EXPECT_TRUE(runner.run(async_guard.async_execute("b", "p", [&] { return ++runs; })).recorded());
+  auto back = sync_guard.execute("b", "p", [&] { return ++runs; });
+  EXPECT_TRUE(back.replayed()) << back.message();
+  EXPECT_EQ(back.has_value() ? back.value() : 0, 2);
+  EXPECT_EQ(runner.run(async_guard.async_execute("b", "other", [&] { return ++runs; })).error(),
+            errc::payload_mismatch);
+  return runs;
+}
 
 }  // namespace idem::testing

@@ -1,0 +1,200 @@
+#pragma once
+// ThreadedAsyncStore<S>: a blocking idem::Store as an idem::AsyncStore. The calls run one at a
+// time on a thread the adapter owns, and each caller resumes on its own executor, so no event
+// loop thread ever waits for the store. SQLite's asynchronous face (idem/sqlite/async_store.hpp)
+// is one; the mirror of idem::testing::BlockingStore.
+
+#include <atomic>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+
+#include "idem/asio/async_store.hpp"
+#include "idem/engine/call_timer.hpp"
+#include "idem/result.hpp"
+#include "idem/store.hpp"
+
+namespace idem {
+
+struct ThreadedStoreOptions {
+  /// The longest a call waits for the store's thread, behind the calls before it. A call still
+  /// waiting then is answered errc::store_unavailable without running: nothing of it happened.
+  /// A call that started is bounded by the store's own timeouts. Must be positive.
+  std::chrono::milliseconds queue_timeout{5000};
+};
+
+/// Owns a store S (made from the constructor's arguments) and one thread that runs its calls in
+/// arrival order. A call suspends its coroutine until its answer is posted to the coroutine's
+/// executor; what the store's call throws is rethrown there, the same exception. Calls may come
+/// from coroutines on any thread; S itself is only ever called from the adapter's thread (and
+/// from whoever uses store(), which S must then allow).
+///
+/// Destroying the adapter waits for the call running, if any, to finish; the calls still
+/// queued are answered store_unavailable without running. Either way every call is answered
+/// before the destructor returns, and its caller must not call the adapter again.
+template <Store S>
+class ThreadedAsyncStore {
+ public:
+  static constexpr std::string_view kStoreName = detail::store_name_of<S>();  // observers' label
+
+  /// Throws what S's constructor throws, and std::invalid_argument for a queue_timeout that is
+  /// not positive.
+  template <class... Args>
+  explicit ThreadedAsyncStore(ThreadedStoreOptions options, Args&&... args)
+      : store_(std::forward<Args>(args)...), queue_timeout_(options.queue_timeout) {
+    if (queue_timeout_.count() <= 0) {
+      throw std::invalid_argument("idem: ThreadedStoreOptions::queue_timeout must be positive");
+    }
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~ThreadedAsyncStore() {
+    {
+      std::lock_guard lock(mutex_);
+      closing_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+  ThreadedAsyncStore(const ThreadedAsyncStore&) = delete;
+  ThreadedAsyncStore& operator=(const ThreadedAsyncStore&) = delete;
+
+  boost::asio::awaitable<Result<Claim>> async_claim(const ClaimRequest& request) {
+    return submit<Result<Claim>>([&request](S& s) { return s.claim(request); });
+  }
+  boost::asio::awaitable<Status> async_commit(const Ticket& ticket, const Completion& completion) {
+    return submit<Status>([&ticket, &completion](S& s) { return s.commit(ticket, completion); });
+  }
+  boost::asio::awaitable<Status> async_abort(const Ticket& ticket) {
+    return submit<Status>([&ticket](S& s) { return s.abort(ticket); });
+  }
+  boost::asio::awaitable<Status> async_extend(const Ticket& ticket,
+                                              std::chrono::milliseconds lease) {
+    return submit<Status>([&ticket, lease](S& s) { return s.extend(ticket, lease); });
+  }
+
+  /// The blocking store, e.g. for a blocking guard in the same process when S is thread-safe.
+  S& store() noexcept { return store_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  struct Job {
+    explicit Job(Clock::time_point by) : deadline(by) {}
+    virtual ~Job() = default;
+    Job(const Job&) = delete;
+    Job& operator=(const Job&) = delete;
+    virtual void run(S& store) = 0;            // the call, then its answer
+    virtual void refuse(std::string why) = 0;  // store_unavailable, without running
+    Clock::time_point deadline;                // of its wait in the queue
+  };
+
+  template <class T, class Call, class Handler>
+  struct CallJob final : Job {
+    CallJob(Clock::time_point by, Call c, Handler h)
+        : Job(by),
+          call(std::move(c)),
+          handler(std::move(h)),
+          work(boost::asio::make_work_guard(boost::asio::get_associated_executor(handler))) {}
+
+    void run(S& store) override {
+      std::optional<T> out;
+      std::exception_ptr thrown;
+      try {
+        out.emplace(call(store));
+      } catch (...) {
+        thrown = std::current_exception();  // the caller rethrows it; `out` is not looked at
+        out.emplace(make_failure(errc::store_unavailable));
+      }
+      answer(std::move(thrown), std::move(*out));
+    }
+    void refuse(std::string why) override {
+      answer(nullptr, T(make_failure(errc::store_unavailable, std::move(why))));
+    }
+    // Resumes the caller on its own executor.
+    void answer(std::exception_ptr thrown, T value) {
+      boost::asio::post(work.get_executor(), [h = std::move(handler), thrown = std::move(thrown),
+                                              v = std::move(value)]() mutable {
+        std::move(h)(std::move(thrown), std::move(v));
+      });
+      work.reset();
+    }
+
+    Call call;
+    Handler handler;
+    boost::asio::executor_work_guard<boost::asio::associated_executor_t<Handler>> work;
+  };
+
+  template <class T, class Call>
+  boost::asio::awaitable<T> submit(Call call) {
+    return boost::asio::async_initiate<const boost::asio::use_awaitable_t<>&,
+                                       void(std::exception_ptr, T)>(
+        [this](auto handler, Call c) {
+          using Handler = decltype(handler);
+          enqueue(std::make_unique<CallJob<T, Call, Handler>>(Clock::now() + queue_timeout_,
+                                                              std::move(c), std::move(handler)));
+        },
+        boost::asio::use_awaitable, std::move(call));
+  }
+
+  void enqueue(std::unique_ptr<Job> job) {
+    {
+      std::lock_guard lock(mutex_);
+      if (!closing_) {
+        queue_.push_back(std::move(job));
+        wake_.notify_one();
+        return;
+      }
+    }
+    job->refuse(std::string(kStoreName) + ": the store is closed");
+  }
+
+  // The store's thread: takes what is queued, runs each call unless it waited too long or the
+  // store is closing; ends once it is closing and nothing is queued.
+  void serve() {
+    std::deque<std::unique_ptr<Job>> batch;
+    for (;;) {
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [this] { return closing_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        batch.swap(queue_);
+      }
+      for (auto& job : batch) {
+        if (closing_.load()) {
+          job->refuse(std::string(kStoreName) + ": the store was closed before the call ran");
+        } else if (Clock::now() > job->deadline) {
+          job->refuse(std::string(kStoreName) + ": the call waited more than " +
+                      std::to_string(queue_timeout_.count()) + " ms for the store's thread");
+        } else {
+          job->run(store_);
+        }
+      }
+      batch.clear();
+    }
+  }
+
+  S store_;
+  std::chrono::milliseconds queue_timeout_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::unique_ptr<Job>> queue_;  // under mutex_
+  std::atomic<bool> closing_{false};        // written under mutex_
+  std::thread thread_;                      // last: starts once the rest exists
+};
+
+}  // namespace idem
