@@ -51,12 +51,17 @@ class PaymentRows {
   /// std::runtime_error when the statement fails (the caller's key is then released).
   boost::asio::awaitable<json> insert_once(const json& payment, const std::string& principal,
                                            const std::string& key) {
+    // Built before the co_await: GCC 12 cannot keep a braced list alive across one.
+    std::vector<std::string> params{payment["id"].get<std::string>(),
+                                    principal,
+                                    key,
+                                    std::to_string(payment["amount"].get<long long>()),
+                                    payment["currency"].get<std::string>(),
+                                    json{{"type", "payment.succeeded"}, {"payment", payment}}.dump()};
     idem::Result<idem::postgres::QueryRows> r = co_await connection_.query(
         "SELECT paid_id, paid_amount, paid_currency FROM " + insert_once_ +
             "($1, $2, $3, $4, $5, $6)",
-        {payment["id"].get<std::string>(), principal, key,
-         std::to_string(payment["amount"].get<long long>()), payment["currency"].get<std::string>(),
-         json{{"type", "payment.succeeded"}, {"payment", payment}}.dump()});
+        std::move(params));
     if (!r) throw std::runtime_error(r.failure().describe());
     if (r->rows.size() != 1) throw std::runtime_error("payments_insert_once answered no row");
     co_return as_payment(r->rows[0]);
@@ -66,9 +71,10 @@ class PaymentRows {
   /// fails.
   boost::asio::awaitable<std::optional<json>> find(const std::string& id,
                                                    const std::string& principal) {
+    std::vector<std::string> params{id, principal};
     idem::Result<idem::postgres::QueryRows> r = co_await connection_.query(
         "SELECT id, amount, currency FROM " + payments_ + " WHERE id = $1 AND principal = $2",
-        {id, principal});
+        std::move(params));
     if (!r) throw std::runtime_error(r.failure().describe());
     if (r->rows.empty()) co_return std::nullopt;
     co_return as_payment(r->rows[0]);

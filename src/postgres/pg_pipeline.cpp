@@ -16,7 +16,7 @@ namespace idem::postgres::detail {
 
 PipelineSettings pipeline_settings(const ConnectionOptions& connection, std::string where) {
   std::string conninfo = with_network_defaults(connection.uri);
-  const milliseconds budget = connect_budget(conninfo, connection.connect_timeout);
+  const std::chrono::milliseconds budget = connect_budget(conninfo, connection.connect_timeout);
   return PipelineSettings{.conninfo = std::move(conninfo),
                           .where = std::move(where),
                           .connect_budget = budget,

@@ -470,7 +470,7 @@ TEST(AsyncPostgres, ACommitThatMustWaitToBeSentLandsOnceTheServerReads) {
   if (pg_test_uri() == nullptr) GTEST_SKIP() << kNoPg;
   const std::string app = "idem_async_send_" + std::to_string(::getpid());
   AsyncPostgresStoreOptions o = async_pg_options(unique_tables("send"));
-  o.uri = std::string(pg_test_uri()) + "?application_name=" + app;
+  o.connection.uri = std::string(pg_test_uri()) + "?application_name=" + app;
   IoRunner runner;
   AsyncPostgresStore store(runner.io().get_executor(), o);
   const Fingerprint fp{5, 6};
