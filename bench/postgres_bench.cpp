@@ -272,8 +272,10 @@ class BareLibpq {
   std::unique_ptr<PGconn, Clear> conn_;
 };
 
-void BM_BareLibpq_Fresh(benchmark::State& state) {
-  BareLibpq bare;
+// A bare twin's fresh key (claim, then finish) and replay, on libpqxx (Bare) or libpq (BareLibpq).
+template <class Twin>
+void bare_fresh(benchmark::State& state) {
+  Twin bare;
   idem_bench::Latency latency;
   for (auto _ : state) {
     const auto timer = latency.time();
@@ -283,8 +285,9 @@ void BM_BareLibpq_Fresh(benchmark::State& state) {
   latency.report(state);
 }
 
-void BM_BareLibpq_Replay(benchmark::State& state) {
-  BareLibpq bare;  // the records bare_replay_setup() stored
+template <class Twin>
+void bare_replay(benchmark::State& state) {
+  Twin bare;  // replays the records bare_replay_setup() stored under its own keys
   long long i = state.thread_index() * 97;
   idem_bench::Latency latency;
   for (auto _ : state) {
@@ -294,16 +297,10 @@ void BM_BareLibpq_Replay(benchmark::State& state) {
   latency.report(state);
 }
 
-void BM_Bare_Fresh(benchmark::State& state) {
-  Bare bare;
-  idem_bench::Latency latency;
-  for (auto _ : state) {
-    const auto timer = latency.time();
-    const std::string k = key("bare-fresh", g_counter.fetch_add(1));
-    bare.commit(k, bare.claim(k), handler());
-  }
-  latency.report(state);
-}
+void BM_Bare_Fresh(benchmark::State& state) { bare_fresh<Bare>(state); }
+void BM_BareLibpq_Fresh(benchmark::State& state) { bare_fresh<BareLibpq>(state); }
+void BM_Bare_Replay(benchmark::State& state) { bare_replay<Bare>(state); }
+void BM_BareLibpq_Replay(benchmark::State& state) { bare_replay<BareLibpq>(state); }
 
 void BM_BareTransactional_Fresh(benchmark::State& state) {
   Bare bare;
@@ -311,17 +308,6 @@ void BM_BareTransactional_Fresh(benchmark::State& state) {
   for (auto _ : state) {
     const auto timer = latency.time();
     bare.claim_and_commit_in_one(key("bare-fresh", g_counter.fetch_add(1)), handler());
-  }
-  latency.report(state);
-}
-
-void BM_Bare_Replay(benchmark::State& state) {
-  Bare bare;  // replays the records bare_replay_setup() stored under its own keys
-  long long i = state.thread_index() * 97;
-  idem_bench::Latency latency;
-  for (auto _ : state) {
-    const auto timer = latency.time();
-    benchmark::DoNotOptimize(bare.claim(key("bare-replay", i++ % kReplayKeys)));
   }
   latency.report(state);
 }
