@@ -307,7 +307,7 @@ struct PgFixture {
     }
   }
   idem::PostgresStoreOptions options() const {
-    return {.uri = g_pg_uri, .table_prefix = prefix, .pool_size = 2};
+    return {.connection = {.uri = g_pg_uri, .table_prefix = prefix}, .pool = {.size = 2}};
   }
   idem::EntityTable table(const char* column) const { return {prefix + "items", "id", column}; }
 };
@@ -344,19 +344,19 @@ void postgres_bare(benchmark::State& state, bool op_log, bool transition) {
     const auto timer = latency.time();
     const std::string key = "item/v" + std::to_string(v);
     pqxx::work w(c);
-    if (op_log && !idem::pg::exec_prepared(w, "lookup", key).empty()) {
+    if (op_log && !idem::postgres::detail::exec_prepared(w, "lookup", key).empty()) {
       state.SkipWithError("replayed");
     }
     const bool open = v % 2 == 0;
     const pqxx::result r = transition
-                               ? idem::pg::exec_prepared(w, "move", "item", open ? "HELD" : "OPEN",
+                               ? idem::postgres::detail::exec_prepared(w, "move", "item", open ? "HELD" : "OPEN",
                                                          open ? "OPEN" : "HELD")
-                               : idem::pg::exec_prepared(w, "bump", "item", v);
+                               : idem::postgres::detail::exec_prepared(w, "bump", "item", v);
     ++v;
     if (r.affected_rows() != 1) state.SkipWithError("conflict");
     if (op_log) {
-      idem::pg::exec_prepared(w, "insert", key);
-      idem::pg::exec_prepared(w, "finish", key, "1");
+      idem::postgres::detail::exec_prepared(w, "insert", key);
+      idem::postgres::detail::exec_prepared(w, "finish", key, "1");
     }
     w.commit();
   }

@@ -1,5 +1,5 @@
 // IdempotencyGuard over PostgresStore beside bare twins: the same prepared statements on libpqxx
-// without the library (the claim's one-statement upsert-or-read, the commit's fenced update), in
+// and on libpq itself (BareLibpq: the driver the asynchronous store runs on) without the library (the claim's one-statement upsert-or-read, the commit's fenced update), in
 // the same binary and run, with 1 and 8 client threads (the guard shares one store and its pool;
 // each bare thread has its own connection). The ratio is the library's overhead
 // (docs/design.md §14).
@@ -15,14 +15,17 @@
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
+#include <libpq-fe.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <pqxx/pqxx>
 #include <string>
 #include <string_view>
@@ -59,7 +62,7 @@ std::string key(std::string_view kind, long long i) {
 // One store for all threads of all guarded benchmarks; its pool holds 8 connections.
 idem::PostgresStore& store() {
   static idem::PostgresStore s{
-      idem::PostgresStoreOptions{.uri = g_uri, .table_prefix = g_prefix, .pool_size = 8}};
+      idem::PostgresStoreOptions{.connection = {.uri = g_uri, .table_prefix = g_prefix}, .pool = {.size = 8}}};
   return s;
 }
 
@@ -71,10 +74,7 @@ idem::IdempotencyGuard<idem::PostgresStore>& guard() {
 
 // The same tables in transactional mode: claim, handler and commit in one transaction.
 idem::IdempotencyGuard<idem::PostgresStore>& transactional_guard() {
-  static idem::PostgresStore s{idem::PostgresStoreOptions{.uri = g_uri,
-                                                          .mode = idem::SqlMode::transactional,
-                                                          .table_prefix = g_prefix,
-                                                          .pool_size = 8}};
+  static idem::PostgresStore s{idem::PostgresStoreOptions{.connection = {.uri = g_uri, .table_prefix = g_prefix}, .mode = idem::SqlMode::transactional, .pool = {.size = 8}}};
   static idem::IdempotencyGuard<idem::PostgresStore> g{s,
                                                        idem::Options{.scope = std::string(kScope)}};
   return g;
@@ -180,24 +180,24 @@ class Bare {
  public:
   Bare() : text_(idem::sql::kPostgres, g_prefix), conn_(g_uri) {
     // Prepared at once: SQL's EXECUTE (transactional twin) needs them on the server.
-    idem::pg::prepare(conn_, "claim", text_.claim_in_one);
-    idem::pg::prepare(conn_, "finish", text_.finish);
+    idem::postgres::detail::prepare(conn_, "claim", text_.claim_in_one);
+    idem::postgres::detail::prepare(conn_, "finish", text_.finish);
   }
   long long claim(const std::string& k) {
     pqxx::nontransaction tx(conn_);
-    const pqxx::result r = idem::pg::exec_prepared(
-        tx, "claim", idem::pg::bytes_param(k), static_cast<std::int64_t>(11),
+    const pqxx::result r = idem::postgres::detail::exec_prepared(
+        tx, "claim", idem::postgres::detail::bytes_param(k), static_cast<std::int64_t>(11),
         static_cast<std::int64_t>(22), static_cast<std::int64_t>(1),
         static_cast<std::int64_t>(kLease.count()), static_cast<std::int64_t>(kTtl.count()));
     if (r.empty()) return 0;
     if (r[0][0].as<int>() == 1) return r[0][1].as<long long>();
-    benchmark::DoNotOptimize(idem::pg::field_bytes(r[0][8]).size());
+    benchmark::DoNotOptimize(idem::postgres::detail::field_bytes(r[0][8]).size());
     return 0;
   }
   void commit(const std::string& k, long long fence, const std::string& result) {
     pqxx::nontransaction tx(conn_);
-    idem::pg::exec_prepared(tx, "finish", idem::pg::bytes_param(k),
-                            static_cast<std::int64_t>(fence), 1, idem::pg::bytes_param(result),
+    idem::postgres::detail::exec_prepared(tx, "finish", idem::postgres::detail::bytes_param(k),
+                            static_cast<std::int64_t>(fence), 1, idem::postgres::detail::bytes_param(result),
                             static_cast<std::int64_t>(kTtl.count()));
   }
   // Transactional mode as the store sends it: two messages, BEGIN with the claim, then the
@@ -217,8 +217,65 @@ class Bare {
   pqxx::connection conn_;
 };
 
-void BM_Bare_Fresh(benchmark::State& state) {
-  Bare bare;
+// The same two statements on libpq itself (blocking PQexecPrepared; keys and results as binary
+// bytea, numbers as text, as the pipelined connection of AsyncPostgresStore sends them): what the
+// blocking store's lease mode would cost without libpqxx.
+class BareLibpq {
+ public:
+  BareLibpq() : text_(idem::sql::kPostgres, g_prefix), conn_(PQconnectdb(g_uri.c_str())) {
+    if (PQstatus(conn_.get()) != CONNECTION_OK) throw std::runtime_error(PQerrorMessage(conn_.get()));
+    expect(PQprepare(conn_.get(), "claim", text_.claim_in_one.c_str(), 0, nullptr), PGRES_COMMAND_OK);
+    expect(PQprepare(conn_.get(), "finish", text_.finish.c_str(), 0, nullptr), PGRES_COMMAND_OK);
+  }
+  long long claim(const std::string& k) {
+    const std::string lease = std::to_string(kLease.count()), ttl = std::to_string(kTtl.count());
+    const std::array<const char*, 6> values{k.data(), "11", "22", "1", lease.c_str(), ttl.c_str()};
+    const std::array<int, 6> lengths{static_cast<int>(k.size()), 0, 0, 0, 0, 0};
+    const std::array<int, 6> formats{1, 0, 0, 0, 0, 0};
+    Result r = expect(PQexecPrepared(conn_.get(), "claim", 6, values.data(), lengths.data(),
+                                     formats.data(), 0),
+                      PGRES_TUPLES_OK);
+    if (PQntuples(r.get()) == 0) return 0;
+    if (std::string_view(PQgetvalue(r.get(), 0, 0)) == "1") {
+      return std::atoll(PQgetvalue(r.get(), 0, 1));
+    }
+    std::size_t n = 0;
+    unsigned char* bytes = PQunescapeBytea(
+        reinterpret_cast<const unsigned char*>(PQgetvalue(r.get(), 0, 8)), &n);
+    benchmark::DoNotOptimize(n);
+    PQfreemem(bytes);
+    return 0;
+  }
+  void commit(const std::string& k, long long fence, const std::string& result) {
+    const std::string f = std::to_string(fence), ttl = std::to_string(kTtl.count());
+    const std::array<const char*, 5> values{k.data(), f.c_str(), "1", result.data(), ttl.c_str()};
+    const std::array<int, 5> lengths{static_cast<int>(k.size()), 0, 0,
+                                     static_cast<int>(result.size()), 0};
+    const std::array<int, 5> formats{1, 0, 0, 1, 0};
+    expect(PQexecPrepared(conn_.get(), "finish", 5, values.data(), lengths.data(), formats.data(),
+                          0),
+           PGRES_COMMAND_OK);
+  }
+
+ private:
+  struct Clear {
+    void operator()(PGresult* r) const noexcept { PQclear(r); }
+    void operator()(PGconn* c) const noexcept { PQfinish(c); }
+  };
+  using Result = std::unique_ptr<PGresult, Clear>;
+  Result expect(PGresult* raw, ExecStatusType status) {
+    Result r(raw);
+    if (PQresultStatus(r.get()) != status) throw std::runtime_error(PQerrorMessage(conn_.get()));
+    return r;
+  }
+  idem::sql::Statements text_;
+  std::unique_ptr<PGconn, Clear> conn_;
+};
+
+// A bare twin's fresh key (claim, then finish) and replay, on libpqxx (Bare) or libpq (BareLibpq).
+template <class Twin>
+void bare_fresh(benchmark::State& state) {
+  Twin bare;
   idem_bench::Latency latency;
   for (auto _ : state) {
     const auto timer = latency.time();
@@ -228,23 +285,29 @@ void BM_Bare_Fresh(benchmark::State& state) {
   latency.report(state);
 }
 
+template <class Twin>
+void bare_replay(benchmark::State& state) {
+  Twin bare;  // replays the records bare_replay_setup() stored under its own keys
+  long long i = state.thread_index() * 97;
+  idem_bench::Latency latency;
+  for (auto _ : state) {
+    const auto timer = latency.time();
+    benchmark::DoNotOptimize(bare.claim(key("bare-replay", i++ % kReplayKeys)));
+  }
+  latency.report(state);
+}
+
+void BM_Bare_Fresh(benchmark::State& state) { bare_fresh<Bare>(state); }
+void BM_BareLibpq_Fresh(benchmark::State& state) { bare_fresh<BareLibpq>(state); }
+void BM_Bare_Replay(benchmark::State& state) { bare_replay<Bare>(state); }
+void BM_BareLibpq_Replay(benchmark::State& state) { bare_replay<BareLibpq>(state); }
+
 void BM_BareTransactional_Fresh(benchmark::State& state) {
   Bare bare;
   idem_bench::Latency latency;
   for (auto _ : state) {
     const auto timer = latency.time();
     bare.claim_and_commit_in_one(key("bare-fresh", g_counter.fetch_add(1)), handler());
-  }
-  latency.report(state);
-}
-
-void BM_Bare_Replay(benchmark::State& state) {
-  Bare bare;  // replays the records bare_replay_setup() stored under its own keys
-  long long i = state.thread_index() * 97;
-  idem_bench::Latency latency;
-  for (auto _ : state) {
-    const auto timer = latency.time();
-    benchmark::DoNotOptimize(bare.claim(key("bare-replay", i++ % kReplayKeys)));
   }
   latency.report(state);
 }
@@ -258,8 +321,10 @@ void bare_replay_setup() {
 }
 
 BENCHMARK(BM_Bare_Fresh)->Threads(1)->Threads(8)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_BareLibpq_Fresh)->Threads(1)->Threads(8)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Guard_Fresh)->Threads(1)->Threads(8)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Bare_Replay)->Threads(1)->Threads(8)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_BareLibpq_Replay)->Threads(1)->Threads(8)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Guard_Replay)->Threads(1)->Threads(8)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_GuardCached_Replay)
     ->Threads(1)
@@ -280,11 +345,7 @@ std::string g_replica_uri;
 
 // store()'s tables and pool, and a replica pool of 8 connections read first.
 idem::PostgresStore& replica_store() {
-  static idem::PostgresStore s{idem::PostgresStoreOptions{
-      .uri = g_uri,
-      .table_prefix = g_prefix,
-      .pool_size = 8,
-      .replica = idem::PostgresReplicaOptions{.uri = g_replica_uri, .pool_size = 8}}};
+  static idem::PostgresStore s{idem::PostgresStoreOptions{.connection = {.uri = g_uri, .table_prefix = g_prefix}, .pool = {.size = 8}, .replica = idem::PostgresReplicaOptions{.uri = g_replica_uri, .pool_size = 8}}};
   return s;
 }
 
@@ -312,16 +373,16 @@ void BM_GuardReplica_Replay(benchmark::State& state) {
 void BM_BareReplica_Replay(benchmark::State& state) {
   const idem::sql::Statements text(idem::sql::kPostgres, g_prefix);
   pqxx::connection conn(g_replica_uri);
-  idem::pg::prepare(conn, "read", text.read);
+  idem::postgres::detail::prepare(conn, "read", text.read);
   long long i = state.thread_index() * 97;
   idem_bench::Latency latency;
   for (auto _ : state) {
     const auto timer = latency.time();
     const std::string k = key("bare-replay", i++ % kReplayKeys);
     pqxx::nontransaction tx(conn);
-    const pqxx::result r = idem::pg::exec_prepared(tx, "read", idem::pg::bytes_param(k));
+    const pqxx::result r = idem::postgres::detail::exec_prepared(tx, "read", idem::postgres::detail::bytes_param(k));
     if (r.empty()) state.SkipWithError("not on the replica");
-    benchmark::DoNotOptimize(idem::pg::field_bytes(r[0][6]).size());
+    benchmark::DoNotOptimize(idem::postgres::detail::field_bytes(r[0][6]).size());
   }
   latency.report(state);
 }

@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
     }
     if (!config.pg_uri.empty()) {
       idem::PostgresStore store(
-          idem::PostgresStoreOptions{.uri = config.pg_uri, .table_prefix = "grpc_payments_"});
+          idem::PostgresStoreOptions{.connection = {.uri = config.pg_uri, .table_prefix = "grpc_payments_"}});
       return serve_sql(config, store);
     }
     idem::SqliteStore store(idem::SqliteStoreOptions{.path = config.db});

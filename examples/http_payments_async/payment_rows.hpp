@@ -1,7 +1,8 @@
 #pragma once
 // The payments service's own tables on PostgreSQL, written and read without blocking the event
 // loop: the same payments and outbox tables as the blocking service, on one pipelined libpq
-// connection driven by Asio (idem's PgPipeline, the connection AsyncPostgresStore runs on).
+// connection driven by Asio (idem::postgres::AsyncConnection, the connection AsyncPostgresStore
+// runs on).
 //
 // In lease mode the record and the handler's rows are not one transaction: a service killed
 // after its rows committed and before its record did leaves the key to be taken over, and the
@@ -16,15 +17,15 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <pqxx/pqxx>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
-#include "postgres/pg_pipeline.hpp"
+#include "idem/postgres/async_connection.hpp"
 
 namespace payments_async {
 
@@ -38,20 +39,9 @@ class PaymentRows {
               const std::string& prefix)
       : payments_(prefix + "payments"),
         outbox_(prefix + "payments_outbox"),
-        insert_once_(prefix + "payments_insert_once") {
+        insert_once_(prefix + "payments_insert_once"),
+        connection_(executor, idem::postgres::ConnectionOptions{.uri = uri}) {
     create_schema(uri);
-    idem::pgasync::PipelineSettings s;
-    s.conninfo = uri;
-    s.where = "payments database";
-    pipeline_ = std::make_shared<idem::pgasync::PgPipeline>(
-        executor, std::move(s), [](idem::pgasync::PgPipeline& p) { p.open(); });
-  }
-  ~PaymentRows() {
-    try {
-      pipeline_->close();
-    } catch (...) {
-      // Out of memory for the message: the connection closes with the pipeline.
-    }
   }
   PaymentRows(const PaymentRows&) = delete;
   PaymentRows& operator=(const PaymentRows&) = delete;
@@ -61,40 +51,37 @@ class PaymentRows {
   /// std::runtime_error when the statement fails (the caller's key is then released).
   boost::asio::awaitable<json> insert_once(const json& payment, const std::string& principal,
                                            const std::string& key) {
-    idem::pgasync::Query q;
-    q.kind = idem::pgasync::Query::text;
-    q.sql = "SELECT paid_id, paid_amount, paid_currency FROM " + insert_once_ +
-            "($1, $2, $3, $4, $5, $6)";
-    q.values = {payment["id"].get<std::string>(),
-                principal,
-                key,
-                std::to_string(payment["amount"].get<long long>()),
-                payment["currency"].get<std::string>(),
-                json{{"type", "payment.succeeded"}, {"payment", payment}}.dump()};
-    q.formats.assign(q.values.size(), 0);
-    idem::pgasync::Reply r = co_await pipeline_->run(std::move(q));
-    if (!r.ok()) throw std::runtime_error(r.failure.describe());
-    if (r.row_count() != 1) throw std::runtime_error("payments_insert_once answered no row");
-    co_return as_payment(r.row(0));
+    // Built before the co_await: GCC 12 cannot keep a braced list alive across one.
+    std::vector<std::string> params{payment["id"].get<std::string>(),
+                                    principal,
+                                    key,
+                                    std::to_string(payment["amount"].get<long long>()),
+                                    payment["currency"].get<std::string>(),
+                                    json{{"type", "payment.succeeded"}, {"payment", payment}}.dump()};
+    idem::Result<idem::postgres::QueryRows> r = co_await connection_.query(
+        "SELECT paid_id, paid_amount, paid_currency FROM " + insert_once_ +
+            "($1, $2, $3, $4, $5, $6)",
+        std::move(params));
+    if (!r) throw std::runtime_error(r.failure().describe());
+    if (r->rows.size() != 1) throw std::runtime_error("payments_insert_once answered no row");
+    co_return as_payment(r->rows[0]);
   }
 
   /// The payment `id` if it belongs to `principal`; throws std::runtime_error when the query
   /// fails.
   boost::asio::awaitable<std::optional<json>> find(const std::string& id,
                                                    const std::string& principal) {
-    idem::pgasync::Query q;
-    q.kind = idem::pgasync::Query::text;
-    q.sql = "SELECT id, amount, currency FROM " + payments_ + " WHERE id = $1 AND principal = $2";
-    q.values = {id, principal};
-    q.formats.assign(q.values.size(), 0);
-    idem::pgasync::Reply r = co_await pipeline_->run(std::move(q));
-    if (!r.ok()) throw std::runtime_error(r.failure.describe());
-    if (r.row_count() == 0) co_return std::nullopt;
-    co_return as_payment(r.row(0));
+    std::vector<std::string> params{id, principal};
+    idem::Result<idem::postgres::QueryRows> r = co_await connection_.query(
+        "SELECT id, amount, currency FROM " + payments_ + " WHERE id = $1 AND principal = $2",
+        std::move(params));
+    if (!r) throw std::runtime_error(r.failure().describe());
+    if (r->rows.empty()) co_return std::nullopt;
+    co_return as_payment(r->rows[0]);
   }
 
  private:
-  static json as_payment(const idem::pgasync::Reply::Row& row) {
+  static json as_payment(const std::vector<std::optional<std::string>>& row) {
     return json{{"id", row.at(0).value_or("")},
                 {"amount", std::stoll(row.at(1).value_or("0"))},
                 {"currency", row.at(2).value_or("")},
@@ -134,7 +121,7 @@ class PaymentRows {
   std::string payments_;
   std::string outbox_;
   std::string insert_once_;
-  std::shared_ptr<idem::pgasync::PgPipeline> pipeline_;
+  idem::postgres::AsyncConnection connection_;
 };
 
 }  // namespace payments_async

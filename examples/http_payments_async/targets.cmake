@@ -42,10 +42,7 @@ add_executable(http_payments_async
   ${_blocking}/transport/canned_answer.cpp
   ${_blocking}/transport/http_text.cpp
   ${_blocking}/transport/request_rules.cpp)
-# payment_rows.hpp drives its connection with idem's PgPipeline (src/postgres/pg_pipeline.hpp),
-# which idem::asio_postgres carries.
-target_include_directories(http_payments_async PRIVATE ${CMAKE_CURRENT_LIST_DIR} ${_blocking}
-                                                       ${PROJECT_SOURCE_DIR}/src)
+target_include_directories(http_payments_async PRIVATE ${CMAKE_CURRENT_LIST_DIR} ${_blocking})
 target_link_libraries(http_payments_async PRIVATE idem::asio_postgres
                       nlohmann_json::nlohmann_json idem_warnings)
 # GCC 12 takes Asio's recycling allocator of coroutine frames for a mismatched new/delete.

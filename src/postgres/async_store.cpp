@@ -22,8 +22,8 @@
 namespace idem {
 
 namespace net = boost::asio;
-using pgasync::Query;
-using pgasync::Reply;
+using postgres::detail::Query;
+using postgres::detail::Reply;
 using std::chrono::milliseconds;
 
 namespace {
@@ -37,9 +37,6 @@ constexpr const char* kRead = "idem_async_read";
 // A record changed between the claim statement's write and its read (the read sees the
 // statement's snapshot): ask again, a few times, as PostgresStore does.
 constexpr int kClaimAttempts = 4;
-
-// The reply margin past the statement timeout, as PostgresStore's (pg_session.hpp).
-constexpr milliseconds kReplyMargin{1000};
 
 std::string i64_text(std::int64_t v) { return std::to_string(v); }
 
@@ -101,10 +98,7 @@ Status lease_lost() {
 Failure statement_failure(const Reply& r) {
   if (r.sqlstate == "25006") {
     return make_failure(errc::store_unavailable,
-                        "idem: postgres server is read-only (a hot standby, or "
-                        "default_transaction_read_only is on): claims and commits need the "
-                        "primary (" +
-                            r.failure.message + ")");
+                        fmt::format("{} ({})", postgres::detail::kReadOnly, r.failure.message));
   }
   return r.failure;
 }
@@ -206,32 +200,29 @@ bool landed(const Reply& r, Fence fence, const Completion& completion) {
 class AsyncPostgresStore::Impl {
  public:
   Impl(const net::any_io_executor& executor, const AsyncPostgresStoreOptions& options)
-      : text_(sql::kPostgres, options.table_prefix), statement_timeout_(options.statement_timeout) {
-    const std::string conninfo = pg::with_network_defaults(options.uri);
-    pgasync::PipelineSettings s{
-        .conninfo = conninfo,
-        .where = "server",
-        .connect_budget = pg::connect_budget(conninfo, options.connect_timeout),
-        .reply_timeout = options.statement_timeout + kReplyMargin,
-        .reconnect_backoff = options.reconnect_backoff,
-        .max_reconnect_backoff = options.max_reconnect_backoff,
-        .single_threaded = options.single_threaded};
-    pipeline_ = std::make_shared<pgasync::PgPipeline>(
-        executor, std::move(s), [this](pgasync::PgPipeline& p) { set_up(p); });
+      : text_(sql::kPostgres, options.connection.table_prefix),
+        statement_timeout_(options.connection.statement_timeout) {
+    postgres::detail::PipelineSettings s =
+        postgres::detail::pipeline_settings(options.connection, "server");
+    s.reconnect_backoff = options.reconnect_backoff;
+    s.max_reconnect_backoff = options.max_reconnect_backoff;
+    s.single_threaded = options.single_threaded;
+    pipeline_ = std::make_shared<postgres::detail::PgPipeline>(
+        executor, std::move(s), [this](postgres::detail::PgPipeline& p) { set_up(p); });
   }
 
-  pgasync::PgPipeline& pipeline() { return *pipeline_; }
+  postgres::detail::PgPipeline& pipeline() { return *pipeline_; }
 
  private:
   // A new connection's setup, each step on the previous one's reply: the statement timeout and
   // a look at the tables; the tables if missing (under PostgresStore's advisory lock, in one
   // transaction); the schema version; the prepared statements. Then the callers' queries go.
-  void set_up(pgasync::PgPipeline& p) {
+  void set_up(postgres::detail::PgPipeline& p) {
     const std::uint64_t g = p.generation();
     p.send_internal(
         plain_sql(fmt::format("SET statement_timeout = {}", statement_timeout_.count())),
         [](Reply&) {});
-    p.send_internal(plain_sql(pg::schema_probe(text_)), [this, &p, g](Reply& r) {
+    p.send_internal(plain_sql(postgres::detail::schema_probe(text_)), [this, &p, g](Reply& r) {
       if (!p.current(g)) return;
       if (!r.ok() || r.row_count() != 1 || r.column_count() != 3) {
         p.drop("schema check failed: " + r.failure.message);
@@ -254,7 +245,7 @@ class AsyncPostgresStore::Impl {
   }
 
   // PostgresStore's DDL (pg_schema.hpp), in one transaction under its advisory lock.
-  void create_schema(pgasync::PgPipeline& p, std::uint64_t g, bool tables) {
+  void create_schema(postgres::detail::PgPipeline& p, std::uint64_t g, bool tables) {
     auto first_error = std::make_shared<std::string>();
     auto step = [&p, first_error](std::string sql) {
       p.send_internal(plain_sql(std::move(sql)), [first_error](Reply& r) {
@@ -262,8 +253,8 @@ class AsyncPostgresStore::Impl {
       });
     };
     step("BEGIN");
-    step(pg::kSchemaLock);
-    for (std::string& ddl : pg::schema_ddl(text_, tables)) step(std::move(ddl));
+    step(postgres::detail::kSchemaLock);
+    for (std::string& ddl : postgres::detail::schema_ddl(text_, tables)) step(std::move(ddl));
     p.send_internal(plain_sql("COMMIT"), [this, &p, g, first_error](Reply& r) {
       if (!p.current(g)) return;
       if (!r.ok() || !first_error->empty()) {
@@ -275,7 +266,7 @@ class AsyncPostgresStore::Impl {
     });
   }
 
-  void check_version(pgasync::PgPipeline& p, std::uint64_t g) {
+  void check_version(postgres::detail::PgPipeline& p, std::uint64_t g) {
     p.send_internal(plain_sql(text_.select_version), [this, &p, g](Reply& r) {
       if (!p.current(g)) return;
       std::int64_t version = -1;
@@ -305,28 +296,13 @@ class AsyncPostgresStore::Impl {
 
   sql::Statements text_;
   milliseconds statement_timeout_;
-  std::shared_ptr<pgasync::PgPipeline> pipeline_;
+  std::shared_ptr<postgres::detail::PgPipeline> pipeline_;
 };
 
 namespace {
 
 AsyncPostgresStoreOptions checked(AsyncPostgresStoreOptions options) {
-  if (options.uri.empty()) {
-    throw std::invalid_argument("idem: AsyncPostgresStoreOptions::uri is empty");
-  }
-  if (const auto why = pg::conninfo_error(options.uri)) {
-    throw std::invalid_argument("idem: AsyncPostgresStoreOptions::uri cannot be used: " + *why);
-  }
-  if (!sql::valid_prefix(options.table_prefix)) {
-    throw std::invalid_argument(
-        "idem: AsyncPostgresStoreOptions::table_prefix must be letters, digits and '_', not "
-        "starting with a digit, at most 40 characters");
-  }
-  if (options.connect_timeout.count() <= 0) {
-    throw std::invalid_argument(
-        "idem: AsyncPostgresStoreOptions::connect_timeout must be positive: every connect has a "
-        "bound");
-  }
+  postgres::detail::check(options.connection, "AsyncPostgresStore", "connection.");
   return options;
 }
 

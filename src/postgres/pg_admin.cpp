@@ -5,6 +5,7 @@
 
 #include <array>
 #include <map>
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -13,22 +14,12 @@
 #include "postgres/pg_connection.hpp"
 #include "postgres/pg_failure.hpp"
 #include "postgres/pg_options.hpp"
+#include "postgres/pg_values.hpp"
 #include "sql/sql_admin.hpp"
 
 namespace idem::admin {
 
 namespace {
-
-std::string hex_bytea(std::string_view b) {
-  static constexpr std::string_view kHex = "0123456789abcdef";
-  std::string out = "\\x";
-  for (char c : b) {
-    const auto u = static_cast<unsigned char>(c);
-    out.push_back(kHex[u >> 4]);
-    out.push_back(kHex[u & 0xf]);
-  }
-  return out;
-}
 
 class PgAdminConnection final : public sql::AdminConnection {
  public:
@@ -36,27 +27,11 @@ class PgAdminConnection final : public sql::AdminConnection {
 
   std::vector<sql::Row> query(const std::string& sql, std::span<const sql::Param> params,
                               unsigned blob_columns) override {
-    const pqxx::result r = run(sql, params);
-    std::vector<sql::Row> rows;
-    rows.reserve(r.size());
-    for (const auto& tuple : r) {
-      sql::Row& row = rows.emplace_back();
-      for (int i = 0; i < static_cast<int>(tuple.size()); ++i) {
-        const auto f = tuple[i];
-        if (f.is_null()) {
-          row.emplace_back(std::nullopt);
-        } else if (i < 32 && (blob_columns >> i & 1u) != 0) {
-          row.emplace_back(pg::field_bytes(f));
-        } else {
-          row.emplace_back(std::string(f.c_str(), f.size()));
-        }
-      }
-    }
-    return rows;
+    return postgres::detail::rows_of(run(sql, params), blob_columns);
   }
 
   std::int64_t exec(const std::string& sql, std::span<const sql::Param> params) override {
-    return static_cast<std::int64_t>(pg::affected_rows(run(sql, params)));
+    return static_cast<std::int64_t>(postgres::detail::affected_rows(run(sql, params)));
   }
 
   void begin() override { work_.emplace(connection()); }
@@ -96,63 +71,46 @@ class PgAdminConnection final : public sql::AdminConnection {
   }
 
   void create_schema() override {
-    PostgresStoreOptions store{.uri = options_.uri,
-                               .table_prefix = options_.table_prefix,
-                               .pool_size = 1,
-                               .connect_timeout = options_.connect_timeout,
-                               .statement_timeout = options_.statement_timeout};
+    const PostgresStoreOptions store{.connection = options_.connection, .pool = {.size = 1}};
     sql::make_postgres_backend(store)->create_schema();
   }
 
   Failure failure(std::exception_ptr error) const noexcept override {
     bool broken = false;
-    Failure f = pg::failure_of(std::move(error), broken, false);
+    Failure f = postgres::detail::failure_of(std::move(error), broken, false);
     return f;
   }
 
  private:
-  pg::Connection& connection() {
+  postgres::detail::Connection& connection() {
     if (!conn_) {
-      const std::string conninfo = pg::with_network_defaults(options_.uri);
-      conn_ = std::make_unique<pg::PgConnection>(
-          conninfo, pg::connect_budget(options_.uri, options_.connect_timeout));
+      const postgres::ConnectionOptions& o = options_.connection;
+      conn_ = std::make_unique<postgres::detail::PgConnection>(
+          postgres::detail::with_network_defaults(o.uri),
+          postgres::detail::connect_budget(o.uri, o.connect_timeout));
       pqxx::nontransaction tx(*conn_);
-      tx.exec(fmt::format("SET statement_timeout = {}", options_.statement_timeout.count()));
+      tx.exec(fmt::format("SET statement_timeout = {}", o.statement_timeout.count()));
       prepared_.clear();
     }
     return *conn_;
   }
 
   pqxx::result run(const std::string& sql, std::span<const sql::Param> params) {
-    pg::Connection& c = connection();
+    postgres::detail::Connection& c = connection();
     auto it = prepared_.find(sql);
     if (it == prepared_.end()) {
       std::string name = "idem_admin" + std::to_string(prepared_.size());
-      pg::prepare(c, name, sql);
+      postgres::detail::prepare(c, name, sql);
       it = prepared_.emplace(sql, std::move(name)).first;
     }
-    std::vector<std::string> values;
-    values.reserve(params.size());
-    for (const sql::Param& p : params) {
-      switch (p.kind) {
-        case sql::Param::integer:
-          values.push_back(std::to_string(p.number));
-          break;
-        case sql::Param::text:
-          values.emplace_back(p.string);
-          break;
-        case sql::Param::bytes:
-          values.push_back(hex_bytea(p.string));
-          break;
-      }
-    }
-    if (work_) return pg::exec_prepared_texts(*work_, it->second, values);
+    const std::vector<std::string> values = postgres::detail::text_values(params);
+    if (work_) return postgres::detail::exec_prepared_texts(*work_, it->second, values);
     pqxx::nontransaction tx(c);
-    return pg::exec_prepared_texts(tx, it->second, values);
+    return postgres::detail::exec_prepared_texts(tx, it->second, values);
   }
 
   PostgresAdminOptions options_;
-  std::unique_ptr<pg::PgConnection> conn_;
+  std::unique_ptr<postgres::detail::PgConnection> conn_;
   std::map<std::string, std::string> prepared_;
   std::optional<pqxx::work> work_;
 };
@@ -160,11 +118,11 @@ class PgAdminConnection final : public sql::AdminConnection {
 }  // namespace
 
 std::unique_ptr<Admin> postgres_admin(PostgresAdminOptions options) {
-  if (!sql::valid_prefix(options.table_prefix)) {
-    throw std::invalid_argument("idem::admin::postgres_admin: table_prefix '" +
-                                options.table_prefix + "' must be letters, digits and '_'");
+  const std::string prefix = options.connection.table_prefix;
+  if (!sql::valid_prefix(prefix)) {
+    throw std::invalid_argument("idem::admin::postgres_admin: connection.table_prefix '" + prefix +
+                                "' must be letters, digits and '_'");
   }
-  const std::string prefix = options.table_prefix;
   return std::make_unique<sql::SqlAdmin>(sql::kPostgres, prefix, " FOR UPDATE",
                                          std::make_unique<PgAdminConnection>(std::move(options)));
 }
@@ -173,7 +131,8 @@ const UriOpener postgres_uri_opener{
     .forms = "postgresql://...",
     .open = [](std::string_view uri, const UriOptions& options) -> std::unique_ptr<Admin> {
       if (!uri.starts_with("postgresql://") && !uri.starts_with("postgres://")) return nullptr;
-      return postgres_admin({.uri = std::string(uri), .table_prefix = options.table_prefix});
+      return postgres_admin(
+          {.connection = {.uri = std::string(uri), .table_prefix = options.table_prefix}});
     }};
 
 }  // namespace idem::admin

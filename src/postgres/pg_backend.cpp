@@ -7,22 +7,22 @@
 #include "postgres/pg_failure.hpp"
 #include "postgres/pg_options.hpp"
 
-namespace idem::pg {
+namespace idem::postgres::detail {
 
 using std::chrono::milliseconds;
 
 PgBackend::PgBackend(PostgresStoreOptions options, Role role)
     : options_(std::move(options)),
       role_(role),
-      conninfo_(with_network_defaults(options_.uri)),
-      connect_budget_(connect_budget(options_.uri, options_.connect_timeout)),
-      text_(sql::kPostgres, options_.table_prefix),
+      conninfo_(with_network_defaults(options_.connection.uri)),
+      connect_budget_(connect_budget(options_.connection.uri, options_.connection.connect_timeout)),
+      text_(sql::kPostgres, options_.connection.table_prefix),
       // Every idle session is probed (one zero-timeout poll) before it is lent.
       pool_(
-          detail::PoolOptions{.max_open = options_.pool_size, .probe_idle_after = milliseconds{0}},
+          idem::detail::PoolOptions{.max_open = options_.pool.size, .probe_idle_after = milliseconds{0}},
           [this](SessionPool::Clock::time_point) -> SessionPool::Handle {
             return std::make_unique<PgSession>(conninfo_, connect_budget_, text_,
-                                               options_.statement_timeout, role_, watchdog_);
+                                               options_.connection.statement_timeout, role_, watchdog_);
           },
           [](sql::Session& session) { return static_cast<PgSession&>(session).looks_alive(); },
           // Whatever the caller left open ends here, and a closed connection is not lent again.
@@ -35,7 +35,7 @@ PgBackend::PgBackend(PostgresStoreOptions options, Role role)
 PgBackend::~PgBackend() = default;
 
 sql::SessionLease PgBackend::acquire(milliseconds wait) {
-  const milliseconds limit = std::max(wait, options_.acquire_timeout);
+  const milliseconds limit = std::max(wait, options_.pool.acquire_timeout);
   return pool_.acquire(SessionPool::Clock::now() + limit);
 }
 
@@ -49,4 +49,4 @@ Failure PgBackend::failure(std::exception_ptr error, bool& broken,
   return failure_of(std::move(error), broken, transactional_claim);
 }
 
-}  // namespace idem::pg
+}  // namespace idem::postgres::detail

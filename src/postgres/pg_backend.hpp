@@ -16,7 +16,7 @@
 #include "sql/engine.hpp"
 #include "sql/statements.hpp"
 
-namespace idem::pg {
+namespace idem::postgres::detail {
 
 class PgBackend final : public sql::Backend {
  public:
@@ -25,7 +25,7 @@ class PgBackend final : public sql::Backend {
   ~PgBackend() override;
 
   /// A session, waiting for a free connection up to `wait` or acquire_timeout, whichever is
-  /// longer (a transactional claim may wait its block_for); then detail::PoolExhausted. Given
+  /// longer (a transactional claim may wait its block_for); then idem::detail::PoolExhausted. Given
   /// back, its transaction is rolled back, and a connection that closed is dropped.
   sql::SessionLease acquire(std::chrono::milliseconds wait) override;
   void create_schema() override;
@@ -33,7 +33,7 @@ class PgBackend final : public sql::Backend {
                   bool transactional_claim) const noexcept override;
   const sql::Statements& statements() const noexcept override { return text_; }
 
-  detail::PoolCounters pool_counters() const noexcept { return pool_.counters(); }
+  idem::detail::PoolCounters pool_counters() const noexcept { return pool_.counters(); }
   std::string_view store_name() const noexcept override { return PostgresStore::kStoreName; }
   PoolStats pool_stats() const noexcept override { return pool_.stats(); }
 
@@ -49,4 +49,4 @@ class PgBackend final : public sql::Backend {
   SessionPool pool_;
 };
 
-}  // namespace idem::pg
+}  // namespace idem::postgres::detail

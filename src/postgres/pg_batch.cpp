@@ -14,7 +14,7 @@
 #include "idem/engine/record_model.hpp"
 #include "postgres/pg_session.hpp"
 
-namespace idem::pg {
+namespace idem::postgres::detail {
 
 namespace {
 
@@ -252,4 +252,4 @@ sql::Session::Written PgSession::write_many_once(std::span<const sql::FinishArgs
   return out;
 }
 
-}  // namespace idem::pg
+}  // namespace idem::postgres::detail

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 
-namespace idem::pg {
+namespace idem::postgres::detail {
 
 namespace {
 
@@ -50,4 +50,4 @@ class ConnectDeadline {
 PgConnection::PgConnection(const std::string& conninfo, milliseconds connect_budget)
     : ConnectionBase(conninfo, ConnectDeadline(connect_budget)) {}
 
-}  // namespace idem::pg
+}  // namespace idem::postgres::detail

@@ -11,9 +11,9 @@
 
 #include "postgres/pqxx_compat.hpp"
 
-namespace idem::pg {
+namespace idem::postgres::detail {
 
-/// A libpqxx connection (pg::Connection) whose connect, libpq's non-blocking one, is bounded by
+/// A libpqxx connection (Connection) whose connect, libpq's non-blocking one, is bounded by
 /// `connect_budget` (zero: no bound); throws pqxx::broken_connection when the server refuses,
 /// fails, or does not finish the handshake in time. Never reopened by libpqxx.
 class PgConnection final : public ConnectionBase {
@@ -23,4 +23,4 @@ class PgConnection final : public ConnectionBase {
   PgConnection& operator=(const PgConnection&) = delete;
 };
 
-}  // namespace idem::pg
+}  // namespace idem::postgres::detail

@@ -11,7 +11,7 @@
 #include "postgres/pg_session.hpp"
 #include "postgres/pqxx_compat.hpp"
 
-namespace idem::pg {
+namespace idem::postgres::detail {
 
 namespace {
 
@@ -59,7 +59,7 @@ Failure failure_of(std::exception_ptr error, bool& broken, bool transactional_cl
     return unavailable(fmt::format("SQLSTATE {}", state), e.what());
   } catch (const UnusableServer& e) {
     return make_failure(errc::store_unavailable, e.what());
-  } catch (const detail::PoolExhausted& e) {
+  } catch (const idem::detail::PoolExhausted& e) {
     return make_failure(errc::store_unavailable, fmt::format("idem: postgres: {}", e.what()));
   } catch (const std::bad_alloc&) {
     return make_failure(errc::store_unavailable, "idem: postgres store: out of memory");
@@ -72,4 +72,4 @@ Failure failure_of(std::exception_ptr error, bool& broken, bool transactional_cl
   }
 }
 
-}  // namespace idem::pg
+}  // namespace idem::postgres::detail

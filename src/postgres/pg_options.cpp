@@ -15,7 +15,7 @@
 #include "common/redacted_uri.hpp"
 #include "sql/statements.hpp"
 
-namespace idem::pg {
+namespace idem::postgres::detail {
 
 namespace {
 
@@ -68,7 +68,7 @@ std::optional<std::string> conninfo_error(const std::string& conninfo) {
   PQfreemem(error);
   while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
   // libpq quotes a URI it cannot read whole: its password is shown as *** instead.
-  const std::string redacted = detail::redacted_uri(conninfo, detail::LoneUserInfo::user);
+  const std::string redacted = idem::detail::redacted_uri(conninfo, idem::detail::LoneUserInfo::user);
   if (redacted == conninfo) return why;
   for (auto pos = why.find(conninfo); pos != std::string::npos;
        pos = why.find(conninfo, pos + redacted.size())) {
@@ -77,43 +77,45 @@ std::optional<std::string> conninfo_error(const std::string& conninfo) {
   return why;
 }
 
-PostgresStoreOptions checked(PostgresStoreOptions options) {
-  if (options.uri.empty()) throw std::invalid_argument("idem::PostgresStore: uri is empty");
+void check(const ConnectionOptions& connection, std::string_view who, std::string_view field,
+           bool tables) {
+  auto refuse = [&](std::string_view why) {
+    throw std::invalid_argument(fmt::format("idem::{}: {}{}", who, field, why));
+  };
+  if (connection.uri.empty()) refuse("uri is empty");
   // A connection string libpq cannot read would fail every connect, and each call would report
   // an outage (store_unavailable) for what is a configuration error: refused here instead.
-  if (const auto why = conninfo_error(options.uri)) {
-    throw std::invalid_argument("idem::PostgresStore: uri cannot be used: " + *why);
+  if (const auto why = conninfo_error(connection.uri)) refuse("uri cannot be used: " + *why);
+  if (tables && !sql::valid_prefix(connection.table_prefix)) {
+    refuse("table_prefix '" + connection.table_prefix +
+           "' must be letters, digits and '_' (not starting with a digit)");
   }
-  if (!options.replica.uri.empty()) {
-    if (const auto why = conninfo_error(options.replica.uri)) {
-      throw std::invalid_argument("idem::PostgresStore: replica.uri cannot be used: " + *why);
+  if (connection.connect_timeout.count() <= 0) {
+    refuse("connect_timeout must be positive: every connect has a bound");
+  }
+}
+
+PostgresStoreOptions checked(PostgresStoreOptions options) {
+  check(options.connection, "PostgresStore", "connection.");
+  const PostgresReplicaOptions& r = options.replica;
+  if (options.pool.size == 0) throw std::invalid_argument("idem::PostgresStore: pool.size is 0");
+  if (!r.uri.empty()) {
+    check(replica_pool_options(options).connection, "PostgresStore", "replica.");
+    if (r.pool_size == 0) {
+      throw std::invalid_argument("idem::PostgresStore: replica.pool_size is 0");
     }
-  }
-  if (options.pool_size == 0) throw std::invalid_argument("idem::PostgresStore: pool_size is 0");
-  if (!sql::valid_prefix(options.table_prefix)) {
-    throw std::invalid_argument("idem::PostgresStore: table_prefix '" + options.table_prefix +
-                                "' must be letters, digits and '_' (not starting with a digit)");
-  }
-  if (!options.replica.uri.empty() && options.replica.pool_size == 0) {
-    throw std::invalid_argument("idem::PostgresStore: replica.pool_size is 0");
-  }
-  if (options.connect_timeout.count() <= 0 ||
-      (!options.replica.uri.empty() && options.replica.connect_timeout.count() <= 0)) {
-    throw std::invalid_argument(
-        "idem::PostgresStore: connect_timeout must be positive: every connect has a bound");
   }
   return options;
 }
 
 PostgresStoreOptions replica_pool_options(const PostgresStoreOptions& options) {
   const PostgresReplicaOptions& r = options.replica;
-  return PostgresStoreOptions{.uri = r.uri,
+  return PostgresStoreOptions{.connection = {.uri = r.uri,
+                                             .table_prefix = options.connection.table_prefix,
+                                             .connect_timeout = r.connect_timeout,
+                                             .statement_timeout = r.statement_timeout},
                               .mode = options.mode,
-                              .table_prefix = options.table_prefix,
-                              .pool_size = r.pool_size,
-                              .acquire_timeout = r.acquire_timeout,
-                              .connect_timeout = r.connect_timeout,
-                              .statement_timeout = r.statement_timeout};
+                              .pool = {.size = r.pool_size, .acquire_timeout = r.acquire_timeout}};
 }
 
 std::string with_network_defaults(const std::string& conninfo) {
@@ -146,4 +148,4 @@ milliseconds connect_budget(const std::string& conninfo, milliseconds fallback) 
   return milliseconds{std::max(seconds, 2L) * 1000};
 }
 
-}  // namespace idem::pg
+}  // namespace idem::postgres::detail

@@ -8,8 +8,20 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <utility>
 
-namespace idem::pgasync {
+#include "postgres/pg_options.hpp"
+
+namespace idem::postgres::detail {
+
+PipelineSettings pipeline_settings(const ConnectionOptions& connection, std::string where) {
+  std::string conninfo = with_network_defaults(connection.uri);
+  const std::chrono::milliseconds budget = connect_budget(conninfo, connection.connect_timeout);
+  return PipelineSettings{.conninfo = std::move(conninfo),
+                          .where = std::move(where),
+                          .connect_budget = budget,
+                          .reply_timeout = connection.statement_timeout + kReplyMargin};
+}
 
 namespace {
 
@@ -489,4 +501,4 @@ void PgPipeline::arm_watchdog() {
   });
 }
 
-}  // namespace idem::pgasync
+}  // namespace idem::postgres::detail

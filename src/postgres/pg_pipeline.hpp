@@ -41,8 +41,9 @@
 #include "common/resume_here.hpp"
 #include "idem/error.hpp"
 #include "idem/outcome.hpp"
+#include "idem/postgres/options.hpp"
 
-namespace idem::pgasync {
+namespace idem::postgres::detail {
 
 namespace net = boost::asio;
 
@@ -142,6 +143,11 @@ struct PipelineSettings {
   bool single_threaded = false;
 };
 
+/// A pipeline's settings for `connection` (checked): its conninfo with the network defaults,
+/// connect budget and reply deadline (statement_timeout + kReplyMargin). `where` names the
+/// server in messages.
+PipelineSettings pipeline_settings(const ConnectionOptions& connection, std::string where);
+
 class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
  public:
   /// Called on the strand once a new connection is up, in pipeline mode: sends its setup with
@@ -220,7 +226,7 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
       auto executor = net::get_associated_executor(handler);
       net::post(executor, net::append(std::move(handler), std::move(reply)));
     }
-    void complete_in_place() override { detail::resume_here(handler, std::move(reply)); }
+    void complete_in_place() override { idem::detail::resume_here(handler, std::move(reply)); }
     Handler handler;
   };
   template <class T, class Handler, class Decode>
@@ -243,7 +249,7 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
       auto executor = net::get_associated_executor(handler);
       net::post(executor, net::append(std::move(handler), answer()));
     }
-    void complete_in_place() override { detail::resume_here(handler, answer()); }
+    void complete_in_place() override { idem::detail::resume_here(handler, answer()); }
     Handler handler;
     Decode decode;
     int tries_left;
@@ -311,4 +317,4 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
   std::atomic<std::uint64_t> opened_{0};
 };
 
-}  // namespace idem::pgasync
+}  // namespace idem::postgres::detail

@@ -11,7 +11,7 @@
 
 #include "sql/statements.hpp"
 
-namespace idem::pg {
+namespace idem::postgres::detail {
 
 /// One row: (records, schema and expiry index all there), transaction_read_only ("on" on a hot
 /// standby), (the fence sequence, the steps table and its triggers, the entity op log and its
@@ -48,4 +48,4 @@ inline std::vector<std::string> schema_ddl(const sql::Statements& text, bool tab
   return ddl;
 }
 
-}  // namespace idem::pg
+}  // namespace idem::postgres::detail

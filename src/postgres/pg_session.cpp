@@ -12,8 +12,9 @@
 #include <utility>
 
 #include "postgres/pg_schema.hpp"
+#include "postgres/pg_values.hpp"
 
-namespace idem::pg {
+namespace idem::postgres::detail {
 
 namespace {
 
@@ -21,18 +22,6 @@ using std::chrono::milliseconds;
 
 std::int64_t as_i64(std::uint64_t v) { return std::bit_cast<std::int64_t>(v); }
 std::uint64_t as_u64(std::int64_t v) { return std::bit_cast<std::uint64_t>(v); }
-
-// bytea's text form: \x and two hex digits a byte.
-std::string hex_bytea(std::string_view b) {
-  static constexpr std::string_view kHex = "0123456789abcdef";
-  std::string hex = "\\x";
-  hex.reserve(2 + b.size() * 2);
-  for (const unsigned char c : b) {
-    hex.push_back(kHex[c >> 4]);
-    hex.push_back(kHex[c & 15]);
-  }
-  return hex;
-}
 
 constexpr const char* kClaim = "idem_claim";
 constexpr const char* kClaimDrawn = "idem_claim_drawn";
@@ -67,10 +56,10 @@ pqxx::result PgSession::run(const char* name, Args&&... args) {
   return watched([&] {
     if (work_) {
       if (!work_->begun()) work_->open_with({});  // not after a claim: BEGIN on its own
-      return pg::exec_prepared(work_->handle(), prepared(name), std::forward<Args>(args)...);
+      return exec_prepared(work_->handle(), prepared(name), std::forward<Args>(args)...);
     }
     pqxx::nontransaction tx(conn_);
-    return pg::exec_prepared(tx, prepared(name), std::forward<Args>(args)...);
+    return exec_prepared(tx, prepared(name), std::forward<Args>(args)...);
   });
 }
 
@@ -97,7 +86,7 @@ auto PgSession::watched(F&& f, int statements) -> decltype(f()) {
 
 PgSession::PgSession(const std::string& conninfo, milliseconds connect_budget,
                      const sql::Statements& text, milliseconds statement_timeout, Role role,
-                     pg::ReplyWatchdog& watchdog)
+                     ReplyWatchdog& watchdog)
     : conn_(conninfo, connect_budget),
       watch_(watchdog, conn_.sock()),
       records_(text.records),
@@ -225,7 +214,7 @@ std::optional<sql::ClaimRow> PgSession::claim(const sql::ClaimArgs& args) {
 std::optional<sql::ClaimRow> PgSession::read(std::string_view key) {
   const pqxx::result r = watched([&] {
     pqxx::nontransaction tx(conn_);
-    return pg::exec_prepared(tx, prepared(kRead), bytes_param(key));
+    return exec_prepared(tx, prepared(kRead), bytes_param(key));
   });
   if (r.empty()) return std::nullopt;
   const auto row = r[0];
@@ -241,18 +230,18 @@ std::optional<sql::ClaimRow> PgSession::read(std::string_view key) {
 
 bool PgSession::finish(const Ticket& ticket, sql::State state, std::string_view result,
                        std::int64_t ttl_ms) {
-  return pg::affected_rows(run(kFinish, bytes_param(ticket.key),
+  return affected_rows(run(kFinish, bytes_param(ticket.key),
                                static_cast<std::int64_t>(ticket.fence), static_cast<int>(state),
                                bytes_param(result), ttl_ms)) == 1;
 }
 
 bool PgSession::release(const Ticket& ticket) {
-  return pg::affected_rows(
+  return affected_rows(
              run(kRelease, bytes_param(ticket.key), static_cast<std::int64_t>(ticket.fence))) == 1;
 }
 
 bool PgSession::extend(const Ticket& ticket, std::int64_t lease_ms) {
-  return pg::affected_rows(run(kExtend, bytes_param(ticket.key),
+  return affected_rows(run(kExtend, bytes_param(ticket.key),
                                static_cast<std::int64_t>(ticket.fence), lease_ms)) == 1;
 }
 
@@ -261,12 +250,12 @@ std::size_t PgSession::purge(std::size_t max_rows) {
   return watched(
       [&] {
         pqxx::work tx(conn_);
-        const pqxx::result gone = pg::exec_prepared(
+        const pqxx::result gone = exec_prepared(
             tx, prepared(kPurge),
             static_cast<std::int64_t>(std::min<std::size_t>(max_rows, INT64_MAX)));
         std::int64_t top = 0;
         for (const auto& row : gone) top = std::max(top, row[0].as<std::int64_t>());
-        if (!gone.empty()) pg::exec_prepared(tx, prepared(kRaiseFloor), top);
+        if (!gone.empty()) exec_prepared(tx, prepared(kRaiseFloor), top);
         tx.commit();
         return gone.size();
       },
@@ -373,28 +362,8 @@ void PgSession::end_step(bool keep) {
 }
 
 std::int64_t PgSession::run(const std::string& sql, std::span<const sql::Param> params) {
-  return static_cast<std::int64_t>(pg::affected_rows(generic(sql, params)));
+  return static_cast<std::int64_t>(affected_rows(generic(sql, params)));
 }
-
-namespace {
-// A row of a generic query: binary columns (bit i of `blob_columns`) as their bytes, others as
-// their text.
-template <class PqRow>
-sql::Row cells(const PqRow& r, unsigned blob_columns) {
-  sql::Row row;
-  for (int i = 0; i < static_cast<int>(r.size()); ++i) {
-    const auto f = r[i];
-    if (f.is_null()) {
-      row.emplace_back(std::nullopt);
-    } else if (i < 32 && (blob_columns >> i & 1u) != 0) {
-      row.emplace_back(field_bytes(f));
-    } else {
-      row.emplace_back(std::string(f.c_str(), f.size()));
-    }
-  }
-  return row;
-}
-}  // namespace
 
 bool PgSession::first_row(const std::string& sql, std::span<const sql::Param> params, sql::Row& row,
                           unsigned blob_columns) {
@@ -407,11 +376,7 @@ bool PgSession::first_row(const std::string& sql, std::span<const sql::Param> pa
 
 std::vector<sql::Row> PgSession::rows(const std::string& sql, std::span<const sql::Param> params,
                                       unsigned blob_columns) {
-  const pqxx::result r = generic(sql, params);
-  std::vector<sql::Row> all;
-  all.reserve(r.size());
-  for (const auto& row : r) all.push_back(cells(row, blob_columns));
-  return all;
+  return rows_of(generic(sql, params), blob_columns);
 }
 
 pqxx::result PgSession::generic(const std::string& sql, std::span<const sql::Param> params) {
@@ -426,31 +391,17 @@ pqxx::result PgSession::generic_unwatched(const std::string& sql,
     declare(name, sql);
     it = generic_.emplace(sql, std::move(name)).first;
   }
-  std::vector<std::string> values;
-  values.reserve(params.size());
-  for (const sql::Param& p : params) {
-    switch (p.kind) {
-      case sql::Param::integer:
-        values.push_back(std::to_string(p.number));
-        break;
-      case sql::Param::text:
-        values.emplace_back(p.string);
-        break;
-      case sql::Param::bytes:
-        values.push_back(hex_bytea(p.string));
-        break;
-    }
-  }
+  const std::vector<std::string> values = text_values(params);
   if (work_ && !work_->begun()) return work_->open_with(execute(it->second, values));
-  if (work_) return pg::exec_prepared_texts(work_->handle(), prepared(it->second), values);
+  if (work_) return exec_prepared_texts(work_->handle(), prepared(it->second), values);
   pqxx::nontransaction tx(conn_);
-  return pg::exec_prepared_texts(tx, prepared(it->second), values);
+  return exec_prepared_texts(tx, prepared(it->second), values);
 }
 
 pqxx::result PgSession::run_texts(const char* name, const std::vector<std::string>& values) {
   return watched([&] {
     pqxx::nontransaction tx(conn_);
-    return pg::exec_prepared_texts(tx, prepared(name), values);
+    return exec_prepared_texts(tx, prepared(name), values);
   });
 }
 
@@ -462,7 +413,7 @@ const std::string& PgSession::prepared(const std::string& name) {
   const auto it = statements_.find(name);
   if (it == statements_.end()) throw std::logic_error("idem: statement " + name + " unknown");
   if (!it->second.prepared) {
-    pg::prepare(conn_, it->first, it->second.text);
+    prepare(conn_, it->first, it->second.text);
     it->second.prepared = true;
   }
   return it->first;
@@ -492,4 +443,4 @@ void PgSession::set_timeouts(milliseconds statement, milliseconds lock) {
   current_lock_ = lock;
 }
 
-}  // namespace idem::pg
+}  // namespace idem::postgres::detail

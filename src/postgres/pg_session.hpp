@@ -23,13 +23,14 @@
 
 #include "idem/postgres/transaction.hpp"
 #include "postgres/pg_connection.hpp"
+#include "postgres/pg_options.hpp"
 #include "postgres/pg_transaction.hpp"
 #include "postgres/pqxx_compat.hpp"
 #include "postgres/reply_watchdog.hpp"
 #include "sql/engine.hpp"
 #include "sql/statements.hpp"
 
-namespace idem::pg {
+namespace idem::postgres::detail {
 
 /// The server cannot serve the store: a read-only primary, or tables of another schema version.
 /// Not a fault of the connection, which stays usable.
@@ -41,15 +42,6 @@ struct UnusableServer : std::runtime_error {
 struct NoReply : std::runtime_error {
   explicit NoReply(std::chrono::milliseconds budget);
 };
-
-/// How long past the statement timeout in force a reply may take before the connection is given
-/// up: the server answers a statement it cancelled at once, so this is network time.
-inline constexpr std::chrono::milliseconds kReplyMargin{1000};
-
-/// Why a primary that is a hot standby (or read-only by default) fails claims and commits.
-inline constexpr const char* kReadOnly =
-    "idem: postgres server is read-only (a hot standby, or default_transaction_read_only is on): "
-    "claims and commits need the primary";
 
 /// The primary takes every statement; a replica session only reads records.
 enum class Role : std::uint8_t { primary, replica };
@@ -172,7 +164,7 @@ class PgSession final : public sql::Session {
   std::chrono::milliseconds current_statement_{-1};
   std::chrono::milliseconds current_lock_{-1};
   std::unique_ptr<PgTransaction> work_;
-  detail::PgTransactionHandle transaction_;  // what handlers get: work_'s transaction
+  idem::detail::PgTransactionHandle transaction_;  // what handlers get: work_'s transaction
   struct Statement {
     std::string text;
     bool prepared = false;  // on the server
@@ -181,4 +173,4 @@ class PgSession final : public sql::Session {
   std::unordered_map<std::string, std::string> generic_;   // statement text -> name
 };
 
-}  // namespace idem::pg
+}  // namespace idem::postgres::detail

@@ -3,7 +3,7 @@
 #include <exception>
 #include <utility>
 
-namespace idem::pg {
+namespace idem::postgres::detail {
 
 namespace {
 
@@ -68,4 +68,4 @@ void PgTransaction::send_commit() {
   committed_ = true;
 }
 
-}  // namespace idem::pg
+}  // namespace idem::postgres::detail

@@ -3,13 +3,13 @@
 // travel on its own: it goes in front of the transaction's first statement (open_with), and
 // COMMIT goes behind its last one (commit_with), so that a claim and a finish are one round trip
 // each. libpqxx's own transactions send BEGIN from their constructor, hence a
-// pg::ManualTransaction, whose failed statements also leave the transaction to the server.
+// ManualTransaction, whose failed statements also leave the transaction to the server.
 
 #include <string>
 
 #include "postgres/pqxx_compat.hpp"
 
-namespace idem::pg {
+namespace idem::postgres::detail {
 
 class PgTransaction final {
  public:
@@ -49,4 +49,4 @@ class PgTransaction final {
   ManualTransaction tx_;  // last: it ends (ROLLBACK) while the rest is still there
 };
 
-}  // namespace idem::pg
+}  // namespace idem::postgres::detail

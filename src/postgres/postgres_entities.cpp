@@ -6,10 +6,10 @@
 
 namespace idem::detail {
 
-SqlEntities open_postgres_entities(const PostgresStoreOptions& connection, EntityKind kind,
+SqlEntities open_postgres_entities(const PostgresStoreOptions& options, EntityKind kind,
                                    const EntityTable& table) {
-  return sql::make_entities(sql::make_postgres_backend(connection), sql::kPostgres, kind, table,
-                            connection.table_prefix);
+  return sql::make_entities(sql::make_postgres_backend(options), sql::kPostgres, kind, table,
+                            options.connection.table_prefix);
 }
 
 }  // namespace idem::detail

@@ -23,7 +23,7 @@ std::pair<PostgresStoreOptions, std::shared_ptr<sql::ReplicaReads>> with_replica
     PostgresStoreOptions options) {
   if (options.replica.uri.empty()) return {std::move(options), nullptr};
   auto reads = std::make_shared<sql::ReplicaReads>(
-      std::make_unique<pg::PgBackend>(pg::replica_pool_options(options), pg::Role::replica),
+      std::make_unique<postgres::detail::PgBackend>(postgres::detail::replica_pool_options(options), postgres::detail::Role::replica),
       options.replica.retry_after);
   return {std::move(options), std::move(reads)};
 }
@@ -31,16 +31,16 @@ std::pair<PostgresStoreOptions, std::shared_ptr<sql::ReplicaReads>> with_replica
 }  // namespace
 
 std::unique_ptr<sql::Backend> sql::make_postgres_backend(const PostgresStoreOptions& options) {
-  return std::make_unique<pg::PgBackend>(pg::checked(options), pg::Role::primary);
+  return std::make_unique<postgres::detail::PgBackend>(postgres::detail::checked(options), postgres::detail::Role::primary);
 }
 
 PostgresStore::PostgresStore(PostgresStoreOptions options)
-    : PostgresStore(with_replica(pg::checked(std::move(options)))) {}
+    : PostgresStore(with_replica(postgres::detail::checked(std::move(options)))) {}
 
 PostgresStore::PostgresStore(
     std::pair<PostgresStoreOptions, std::shared_ptr<sql::ReplicaReads>> parts)
     : SqlStore(std::make_unique<sql::Engine>(
-          std::make_unique<pg::PgBackend>(parts.first, pg::Role::primary), parts.first.mode,
+          std::make_unique<postgres::detail::PgBackend>(parts.first, postgres::detail::Role::primary), parts.first.mode,
           parts.second)),
       replica_(std::move(parts.second)) {}
 

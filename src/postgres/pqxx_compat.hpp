@@ -32,7 +32,7 @@
 #define IDEM_PQXX_PREPPED \
   (PQXX_VERSION_MAJOR > 7 || (PQXX_VERSION_MAJOR == 7 && PQXX_VERSION_MINOR >= 10))
 
-namespace idem::pg {
+namespace idem::postgres::detail {
 
 #if PQXX_VERSION_MAJOR == 6
 /// What transactions are opened on.
@@ -315,4 +315,4 @@ class ManualTransaction final : public pqxx::dbtransaction {
   bool begun_ = false;
 };
 
-}  // namespace idem::pg
+}  // namespace idem::postgres::detail

@@ -4,7 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-namespace idem::pg {
+namespace idem::postgres::detail {
 
 ReplyWatchdog::Watch::Watch(ReplyWatchdog& watchdog, int socket) noexcept
     : watchdog_(watchdog), socket_(socket < 0 ? -1 : ::fcntl(socket, F_DUPFD_CLOEXEC, 0)) {}
@@ -71,4 +71,4 @@ void ReplyWatchdog::run() {
   }
 }
 
-}  // namespace idem::pg
+}  // namespace idem::postgres::detail

@@ -14,7 +14,7 @@
 #include <mutex>
 #include <thread>
 
-namespace idem::pg {
+namespace idem::postgres::detail {
 
 class ReplyWatchdog {
  public:
@@ -64,4 +64,4 @@ class ReplyWatchdog {
   std::thread thread_;  // last: starts once the rest is ready
 };
 
-}  // namespace idem::pg
+}  // namespace idem::postgres::detail

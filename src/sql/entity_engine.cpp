@@ -252,7 +252,7 @@ Status SqlEntities::ensure_schema() {
     // The record stores create the op log too (it is part of their schema): the same lock.
     if (postgres) {
       sql::Row ignored;
-      (void)s->first_row(pg::kSchemaLock, {}, ignored, 0);
+      (void)s->first_row(postgres::detail::kSchemaLock, {}, ignored, 0);
     }
     for (const std::string& ddl : m.backend->statements().create_entity_ops) s->run(ddl, {});
     s->commit();

@@ -203,7 +203,7 @@ class PgNamespace {
 
 Dump postgres_store_dump() {
   PgNamespace made("store");
-  PostgresStore store{PostgresStoreOptions{.uri = made.uri(), .pool_size = 1}};
+  PostgresStore store{PostgresStoreOptions{.connection = {.uri = made.uri()}, .pool = {.size = 1}}};
   const Status ready = store.ensure_schema();
   EXPECT_TRUE(ready.ok()) << ready.failure().describe();
   return made.dump();
@@ -235,7 +235,7 @@ TEST(SchemaFiles, PostgresVersionOneIsOutdatedAndMigrateOrAStoreUpgradesIt) {
 
   PgNamespace opened("v1_opened");
   opened.exec(kPostgresVersion1);
-  PostgresStore store{PostgresStoreOptions{.uri = opened.uri(), .pool_size = 1}};
+  PostgresStore store{PostgresStoreOptions{.connection = {.uri = opened.uri()}, .pool = {.size = 1}}};
   const Status ready = store.ensure_schema();
   ASSERT_TRUE(ready.ok()) << ready.failure().describe();
   EXPECT_EQ(opened.dump(), expected);

@@ -23,6 +23,7 @@
 #include "async/async_guard_cases.hpp"
 #include "idem/guard.hpp"
 #include "idem/postgres/admin.hpp"
+#include "idem/postgres/async_connection.hpp"
 #include "idem/postgres/async_store.hpp"
 #include "idem/postgres/store.hpp"
 #include "idem/testing/async_face.hpp"
@@ -53,10 +54,7 @@ std::string unique_tables(const char* stem) {
 }
 
 AsyncPostgresStoreOptions async_pg_options(std::string prefix) {
-  return AsyncPostgresStoreOptions{.uri = pg_test_uri(),
-                                   .table_prefix = std::move(prefix),
-                                   .connect_timeout = 5s,
-                                   .statement_timeout = 5s};
+  return AsyncPostgresStoreOptions{.connection = {.uri = pg_test_uri(), .table_prefix = std::move(prefix), .connect_timeout = 5s, .statement_timeout = 5s}};
 }
 
 constexpr const char* kNoPg = "IDEM_TEST_PG_URI is not set; scripts/test starts a PostgreSQL";
@@ -113,7 +111,7 @@ struct StoreTraits<BlockingAsyncPostgres> {
     std::this_thread::sleep_for(d);
   }
   static std::unique_ptr<admin::Admin> admin(BlockingAsyncPostgres& store) {
-    return admin::postgres_admin({.uri = pg_test_uri(), .table_prefix = store.prefix});
+    return admin::postgres_admin({.connection = {.uri = pg_test_uri(), .table_prefix = store.prefix}});
   }
   using async_face = AsyncFace<BlockingAsyncPostgres>;
 };
@@ -129,7 +127,7 @@ namespace idem::testing {
 TEST(AsyncPostgres, SharesItsRecordsWithPostgresStore) {
   if (pg_test_uri() == nullptr) GTEST_SKIP() << kNoPg;
   const std::string prefix = unique_tables("shared");
-  PostgresStore blocking(PostgresStoreOptions{.uri = pg_test_uri(), .table_prefix = prefix});
+  PostgresStore blocking(PostgresStoreOptions{.connection = {.uri = pg_test_uri(), .table_prefix = prefix}});
   IoRunner runner;
   AsyncPostgresStore async(runner.io().get_executor(), async_pg_options(prefix));
   IdempotencyGuard sync_guard{blocking, Options{.scope = "shared"}};
@@ -148,15 +146,58 @@ TEST(AsyncPostgres, SharesItsRecordsWithPostgresStore) {
   EXPECT_EQ(async.connections_opened(), 1u);
 }
 
+// AsyncConnection, a service's own statements on the store's kind of connection: text
+// parameters in, text cells out (NULL as nullopt), the rows a write changed, and the server's
+// error for a bad statement, after which the connection still serves (each statement is a
+// transaction of its own).
+TEST(AsyncPostgresConnection, RunsStatementsWithParametersAndAnswersTheServersError) {
+  if (pg_test_uri() == nullptr) GTEST_SKIP() << kNoPg;
+  IoRunner runner;
+  postgres::AsyncConnection db(runner.io().get_executor(), {.uri = pg_test_uri()});
+  const std::string table = unique_tables("rows") + "t";
+  auto query = [&](std::string sql, std::vector<std::string> params = {}) {
+    return runner.run(db.query(std::move(sql), std::move(params)));
+  };
+  ASSERT_TRUE(query("CREATE TABLE " + table + " (id TEXT, n BIGINT, note TEXT)"));
+  auto inserted = query("INSERT INTO " + table + " VALUES ($1, $2, NULL), ($3, $4, 'x')",
+                        {"a", "41", "b", "42"});
+  ASSERT_TRUE(inserted) << inserted.failure().describe();
+  EXPECT_EQ(inserted->affected, 2u);
+  auto bad = query("INSERT INTO " + table + " VALUES ($1, $2)", {"c", "not a number"});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.failure().message.find("not a number"), std::string::npos)
+      << bad.failure().describe();
+  auto found = query("SELECT id, n, note FROM " + table + " WHERE n > $1 ORDER BY id", {"0"});
+  ASSERT_TRUE(found) << found.failure().describe();
+  ASSERT_EQ(found->rows.size(), 2u);
+  EXPECT_EQ(found->rows[0], (std::vector<std::optional<std::string>>{"a", "41", std::nullopt}));
+  EXPECT_EQ(found->rows[1], (std::vector<std::optional<std::string>>{"b", "42", "x"}));
+  EXPECT_TRUE(query("DROP TABLE " + table));
+}
+
+// Refused at construction: no uri, an unreadable one. Unreachable: store_unavailable within the
+// connect timeout.
+TEST(AsyncPostgresConnection, BadOptionsAreRefusedAndAnUnreachableServerIsUnavailable) {
+  IoRunner runner;
+  EXPECT_THROW(postgres::AsyncConnection(runner.io().get_executor(), {}), std::invalid_argument);
+  EXPECT_THROW(postgres::AsyncConnection(runner.io().get_executor(), {.uri = "host=x nope=1"}),
+               std::invalid_argument);
+  postgres::AsyncConnection db(
+      runner.io().get_executor(),
+      {.uri = "postgresql://postgres@127.0.0.1:1/none", .connect_timeout = 1s});
+  const auto start = std::chrono::steady_clock::now();
+  auto r = runner.run(db.query("SELECT 1"));
+  EXPECT_EQ(r.error(), errc::store_unavailable) << r.failure().describe();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+}
+
 // An unreachable server: calls answer store_unavailable within the connect timeout, and the
 // next ones at once during the backoff.
 TEST(AsyncPostgres, UnreachableServerIsUnavailablePromptly) {
   IoRunner runner;
   AsyncPostgresStore store(
       runner.io().get_executor(),
-      AsyncPostgresStoreOptions{.uri = "postgresql://postgres@127.0.0.1:1/none",
-                                .connect_timeout = 1s,
-                                .reconnect_backoff = 10s});
+      AsyncPostgresStoreOptions{.connection = {.uri = "postgresql://postgres@127.0.0.1:1/none", .connect_timeout = 1s}, .reconnect_backoff = 10s});
   AsyncGuard guard{store, Options{.scope = "down"}};
   for (int i = 0; i < 2; ++i) {
     const auto start = std::chrono::steady_clock::now();
@@ -174,7 +215,7 @@ TEST(AsyncPostgresOptions, AnUnreadableUriIsRefusedAtConstruction) {
        {"postgresql://app:hunter2@h/db?no_such_option=1", "host=x no_such_keyword=1"}) {
     IoRunner runner;
     try {
-      AsyncPostgresStore store(runner.io().get_executor(), AsyncPostgresStoreOptions{.uri = bad});
+      AsyncPostgresStore store(runner.io().get_executor(), AsyncPostgresStoreOptions{.connection = {.uri = bad}});
       ADD_FAILURE() << "accepted " << bad;
     } catch (const std::invalid_argument& e) {
       const std::string what = e.what();
@@ -191,7 +232,7 @@ TEST(AsyncPostgres, AConnectNobodyAnswersGivesUpWithinTheConnectTimeout) {
   if (pg_test_uri() == nullptr) GTEST_SKIP() << kNoPg;
   EXPECT_THROW(
       AsyncPostgresStore(IoRunner().io().get_executor(),
-                         AsyncPostgresStoreOptions{.uri = "host=x", .connect_timeout = {}}),
+                         AsyncPostgresStoreOptions{.connection = {.uri = "host=x", .connect_timeout = {}}}),
       std::invalid_argument);
   auto through = pg_relay(pg_test_uri());
   if (!through) GTEST_SKIP() << "the relay speaks IPv4; the test server is not on it";
@@ -199,9 +240,7 @@ TEST(AsyncPostgres, AConnectNobodyAnswersGivesUpWithinTheConnectTimeout) {
   for (const std::string extra : {"", " connect_timeout=0"}) {
     IoRunner runner;
     AsyncPostgresStore store(runner.io().get_executor(),
-                             AsyncPostgresStoreOptions{.uri = through->uri + extra,
-                                                       .table_prefix = unique_tables("held"),
-                                                       .connect_timeout = 1s});
+                             AsyncPostgresStoreOptions{.connection = {.uri = through->uri + extra, .table_prefix = unique_tables("held"), .connect_timeout = 1s}});
     AsyncGuard guard{store, Options{.scope = "held"}};
     const auto start = std::chrono::steady_clock::now();
     auto out = runner.run(guard.async_execute("k", [] { return 1; }));
@@ -431,7 +470,7 @@ TEST(AsyncPostgres, ACommitThatMustWaitToBeSentLandsOnceTheServerReads) {
   if (pg_test_uri() == nullptr) GTEST_SKIP() << kNoPg;
   const std::string app = "idem_async_send_" + std::to_string(::getpid());
   AsyncPostgresStoreOptions o = async_pg_options(unique_tables("send"));
-  o.uri = std::string(pg_test_uri()) + "?application_name=" + app;
+  o.connection.uri = std::string(pg_test_uri()) + "?application_name=" + app;
   IoRunner runner;
   AsyncPostgresStore store(runner.io().get_executor(), o);
   const Fingerprint fp{5, 6};
@@ -532,8 +571,8 @@ TEST(AsyncPostgres, SilentServerFailsCallsInFlightWithinTheReplyTimeout) {
   if (pg_test_uri() == nullptr) GTEST_SKIP() << kNoPg;
   const std::string app = "idem_async_stall_" + std::to_string(::getpid());
   AsyncPostgresStoreOptions o = async_pg_options(unique_tables("stall"));
-  o.uri = std::string(pg_test_uri()) + "?application_name=" + app;
-  o.statement_timeout = 300ms;
+  o.connection.uri = std::string(pg_test_uri()) + "?application_name=" + app;
+  o.connection.statement_timeout = 300ms;
   o.reconnect_backoff = 10ms;
   IoRunner runner;
   AsyncPostgresStore store(runner.io().get_executor(), o);
@@ -606,8 +645,8 @@ TEST(AsyncPostgresRestart, StopMidRunIsUnavailableThenRecoversAndNothingRunsTwic
                env_or_empty("IDEM_TEST_PG_DATA").empty())
       << "this test restarts the server and needs the variables scripts/lib/servers.sh exports";
   AsyncPostgresStoreOptions o = async_pg_options(unique_tables("restart"));
-  o.connect_timeout = 1s;
-  o.statement_timeout = 1s;
+  o.connection.connect_timeout = 1s;
+  o.connection.statement_timeout = 1s;
   o.reconnect_backoff = 20ms;
   o.max_reconnect_backoff = 100ms;
   IoRunner runner;

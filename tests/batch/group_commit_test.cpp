@@ -88,7 +88,7 @@ std::unique_ptr<SqlStore> open_store(const Place& p) {
         SqliteStoreOptions{.path = p.location, .table_prefix = p.prefix, .synchronous_full = true});
   }
   return std::make_unique<PostgresStore>(
-      PostgresStoreOptions{.uri = p.location, .table_prefix = p.prefix, .pool_size = 4});
+      PostgresStoreOptions{.connection = {.uri = p.location, .table_prefix = p.prefix}, .pool = {.size = 4}});
 }
 
 class GroupCommitTest : public ::testing::TestWithParam<Backend> {
@@ -415,7 +415,7 @@ class PgGroupTest : public ::testing::Test {
     if (!relay_) GTEST_SKIP() << "the PostgreSQL test server is not on IPv4";
     prefix_ = unique_name("gcpg") + "_";
     store_ = std::make_unique<PostgresStore>(
-        PostgresStoreOptions{.uri = relay_->uri, .table_prefix = prefix_, .pool_size = 1});
+        PostgresStoreOptions{.connection = {.uri = relay_->uri, .table_prefix = prefix_}, .pool = {.size = 1}});
     ASSERT_TRUE(store_->ensure_schema());
   }
 
@@ -572,7 +572,7 @@ TEST_F(PgGroupTest, GroupFailsWhileAnotherIsInFlight) {
       "'UTF8'))) EXECUTE FUNCTION " +
       prefix_ + "refuse()");
   PostgresStore pool(
-      PostgresStoreOptions{.uri = *pg_uri(), .table_prefix = prefix_, .pool_size = 4});
+      PostgresStoreOptions{.connection = {.uri = *pg_uri(), .table_prefix = prefix_}, .pool = {.size = 4}});
   GroupCommitStore<PostgresStore> grouped(
       pool,
       GroupCommitOptions{.max_delay = std::chrono::seconds{30}, .max_batch = 2, .in_flight = 2});

@@ -17,7 +17,7 @@ INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, EntityProcessTest, PostgresTarget);
 TEST(PostgresEntityStoreTest, TableAndColumnNamesThatAreNotIdentifiersAreRefused) {
   // Connections are lazy: the names are refused before any server is asked.
   expect_injection_refused<PostgresBackend>(
-      PostgresStoreOptions{.uri = "postgresql://nobody@127.0.0.1:1/none"});
+      PostgresStoreOptions{.connection = {.uri = "postgresql://nobody@127.0.0.1:1/none"}});
 }
 
 // An account store whose connections go through a fault relay; debit() runs the handler, which
@@ -30,7 +30,7 @@ class RelayedAccounts : public ::testing::Test {
     through_ = pg_relay(target_.location());
     if (!through_) GTEST_SKIP() << "the relay speaks IPv4; the test server is not on it";
     PostgresStoreOptions connection = target_.connection();
-    connection.uri = through_->uri;
+    connection.connection.uri = through_->uri;
     accounts_ =
         std::make_unique<VersionStore<PostgresBackend>>(VersionStoreOptions<PostgresBackend>{
             .backend = connection,

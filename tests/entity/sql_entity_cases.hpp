@@ -299,7 +299,11 @@ void expect_injection_refused(const typename Backend::Options& connection) {
         << name;
   }
   typename Backend::Options bad_prefix = connection;
-  bad_prefix.table_prefix = "x; DROP TABLE y; --";
+  if constexpr (requires { bad_prefix.connection; }) {
+    bad_prefix.connection.table_prefix = "x; DROP TABLE y; --";
+  } else {
+    bad_prefix.table_prefix = "x; DROP TABLE y; --";
+  }
   EXPECT_THROW((VersionStore<Backend>{VersionStoreOptions<Backend>{
                    .backend = bad_prefix, .table = EntityTable{"accounts", "id", "version"}}}),
                std::invalid_argument);

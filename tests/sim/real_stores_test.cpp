@@ -250,12 +250,12 @@ TEST(SimRealStoresTest, PostgresThroughAFaultRelayRunsTheSimulatorsSeedsWithoutA
   ASSERT_TRUE(through.has_value()) << "the PostgreSQL test server is not on IPv4";
   const std::string prefix = "idem_sim" + std::to_string(::getpid()) + "_";
   auto store = std::make_shared<PostgresStore>(
-      PostgresStoreOptions{.uri = through->uri, .table_prefix = prefix, .pool_size = 4});
+      PostgresStoreOptions{.connection = {.uri = through->uri, .table_prefix = prefix}, .pool = {.size = 4}});
   run_seeds<PostgresStore>(
       "postgres", RunHow{}, [&] { return store; },
       [&] {
         return admin::postgres_admin(
-            admin::PostgresAdminOptions{.uri = *uri, .table_prefix = prefix});
+            admin::PostgresAdminOptions{.connection = {.uri = *uri, .table_prefix = prefix}});
       },
       through->relay.get());
 }
@@ -342,14 +342,11 @@ TEST(SimRealStoresTest,
   run_seeds<PostgresStore>(
       "postgres transactional", how,
       [&] {
-        return std::make_shared<PostgresStore>(PostgresStoreOptions{.uri = through->uri,
-                                                                    .mode = SqlMode::transactional,
-                                                                    .table_prefix = prefix,
-                                                                    .pool_size = 2});
+        return std::make_shared<PostgresStore>(PostgresStoreOptions{.connection = {.uri = through->uri, .table_prefix = prefix}, .mode = SqlMode::transactional, .pool = {.size = 2}});
       },
       [&] {
         return admin::postgres_admin(
-            admin::PostgresAdminOptions{.uri = *uri, .table_prefix = prefix});
+            admin::PostgresAdminOptions{.connection = {.uri = *uri, .table_prefix = prefix}});
       },
       through->relay.get());
   pqxx::connection c(*uri);

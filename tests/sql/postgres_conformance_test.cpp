@@ -16,7 +16,7 @@ namespace {
 template <SqlMode Mode>
 struct PgModeStore : public PostgresStore {
   explicit PgModeStore(const std::string& uri)
-      : PostgresStore(PostgresStoreOptions{.uri = uri, .mode = Mode, .table_prefix = prefix()}) {}
+      : PostgresStore(PostgresStoreOptions{.connection = {.uri = uri, .table_prefix = prefix()}, .mode = Mode}) {}
   static const std::string& prefix() {
     static const std::string p = unique_name(Mode == SqlMode::lease ? "cl" : "ct") + "_";
     return p;
@@ -57,7 +57,8 @@ struct PgTraits {
     std::this_thread::sleep_for(d);
   }
   static std::unique_ptr<admin::Admin> admin(PgModeStore<Mode>&) {
-    return admin::postgres_admin({.uri = *pg_uri(), .table_prefix = PgModeStore<Mode>::prefix()});
+    return admin::postgres_admin(
+        {.connection = {.uri = *pg_uri(), .table_prefix = PgModeStore<Mode>::prefix()}});
   }
 
  private:

@@ -50,13 +50,7 @@ class PostgresNetworkTest : public ::testing::TestWithParam<SqlMode> {
   }
 
   PostgresStoreOptions options() const {
-    return PostgresStoreOptions{.uri = relay_.uri,
-                                .mode = GetParam(),
-                                .table_prefix = target_.prefix,
-                                .pool_size = 8,
-                                .acquire_timeout = milliseconds{500},
-                                .connect_timeout = milliseconds{1000},
-                                .statement_timeout = milliseconds{500}};
+    return PostgresStoreOptions{.connection = {.uri = relay_.uri, .table_prefix = target_.prefix, .connect_timeout = milliseconds{1000}, .statement_timeout = milliseconds{500}}, .mode = GetParam(), .pool = {.size = 8, .acquire_timeout= milliseconds{500}}};
   }
 
   bool transactional() const { return GetParam() == SqlMode::transactional; }
@@ -431,11 +425,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, PostgresNetworkTest,
 TEST(PostgresPoolWaitTest, ATransactionalClaimWaitsForAConnectionUpToItsBlockFor) {
   const auto uri = pg_uri();
   if (!uri) GTEST_SKIP() << kNoPgMessage;
-  PostgresStore store{PostgresStoreOptions{.uri = *uri,
-                                           .mode = SqlMode::transactional,
-                                           .table_prefix = unique_name("wait") + "_",
-                                           .pool_size = 1,
-                                           .acquire_timeout = milliseconds{100}}};
+  PostgresStore store{PostgresStoreOptions{.connection = {.uri = *uri, .table_prefix = unique_name("wait") + "_"}, .mode = SqlMode::transactional, .pool = {.size = 1, .acquire_timeout= milliseconds{100}}}};
   ASSERT_TRUE(store.ensure_schema().ok());
   IdempotencyGuard holder{store, Options{.scope = "wait"}};
   IdempotencyGuard waiter{store, Options{.scope = "wait", .in_progress = Wait{}}};
@@ -466,9 +456,7 @@ TEST(PostgresConnect, AConnectNobodyAnswersGivesUpWithinTheConnectTimeout) {
   if (!through) GTEST_SKIP() << "the relay speaks IPv4; the test server is not on it";
   through->relay->hold();
   for (const std::string extra : {"", " connect_timeout=0"}) {
-    PostgresStore store{PostgresStoreOptions{.uri = through->uri + extra,
-                                             .table_prefix = unique_name("held") + "_",
-                                             .connect_timeout = milliseconds{1000}}};
+    PostgresStore store{PostgresStoreOptions{.connection = {.uri = through->uri + extra, .table_prefix = unique_name("held") + "_", .connect_timeout = milliseconds{1000}}}};
     const auto start = std::chrono::steady_clock::now();
     const Status ready = store.ensure_schema();
     const auto took = std::chrono::steady_clock::now() - start;

@@ -46,24 +46,22 @@ std::string key_value_form(const std::string& uri) {
 }
 
 TEST(PostgresStoreOptionsTest, KeyValueConnectionStringsWorkAndBadOptionsThrow) {
-  EXPECT_THROW(PostgresStore(PostgresStoreOptions{.uri = ""}), std::invalid_argument);
-  EXPECT_THROW(PostgresStore(PostgresStoreOptions{.uri = "host=x", .pool_size = 0}),
+  EXPECT_THROW(PostgresStore(PostgresStoreOptions{.connection = {.uri = ""}}), std::invalid_argument);
+  EXPECT_THROW(PostgresStore(PostgresStoreOptions{.connection = {.uri = "host=x"}, .pool = {.size = 0}}),
                std::invalid_argument);
-  EXPECT_THROW(PostgresStore(PostgresStoreOptions{.uri = "host=x", .table_prefix = "a b"}),
+  EXPECT_THROW(PostgresStore(PostgresStoreOptions{.connection = {.uri = "host=x", .table_prefix = "a b"}}),
                std::invalid_argument);
   // Every connect has a bound: no zero or negative connect_timeout, the replica's included.
-  EXPECT_THROW(PostgresStore(PostgresStoreOptions{.uri = "host=x", .connect_timeout = {}}),
+  EXPECT_THROW(PostgresStore(PostgresStoreOptions{.connection = {.uri = "host=x", .connect_timeout = {}}}),
                std::invalid_argument);
-  EXPECT_THROW(PostgresStore(PostgresStoreOptions{
-                   .uri = "host=x",
-                   .replica = {.uri = "host=y", .connect_timeout = std::chrono::seconds{-1}}}),
+  EXPECT_THROW(PostgresStore(PostgresStoreOptions{.connection = {.uri = "host=x"}, .replica = {.uri = "host=y", .connect_timeout = std::chrono::seconds{-1}}}),
                std::invalid_argument);
   // A connection string libpq cannot read is a configuration error, refused here in libpq's
   // words (each connect would otherwise report an outage), and its password is not shown.
   for (const std::string bad : {"postgresql://app:hunter2@h/db?no_such_option=1",
                                 "postgresql://app:hunter2@[::1/db", "host=x no_such_keyword=1"}) {
     for (const bool as_replica : {false, true}) {
-      PostgresStoreOptions o{.uri = as_replica ? "host=x" : bad};
+      PostgresStoreOptions o{.connection = {.uri = as_replica ? "host=x" : bad}};
       if (as_replica) o.replica.uri = bad;
       try {
         PostgresStore store(o);
@@ -80,7 +78,7 @@ TEST(PostgresStoreOptionsTest, KeyValueConnectionStringsWorkAndBadOptionsThrow) 
   const auto uri = pg_uri();
   if (!uri) GTEST_SKIP() << kNoPgMessage;
   PostgresStore store{
-      PostgresStoreOptions{.uri = key_value_form(*uri), .table_prefix = unique_name("kv") + "_"}};
+      PostgresStoreOptions{.connection = {.uri = key_value_form(*uri), .table_prefix = unique_name("kv") + "_"}}};
   IdempotencyGuard guard{store, Options{.scope = "kv"}};
   int runs = 0;
   for (int i = 0; i < 2; ++i) {
@@ -97,11 +95,7 @@ TEST(PostgresStoreOptionsTest, KeyValueConnectionStringsWorkAndBadOptionsThrow) 
 TEST(PostgresPoolTest, ExhaustedPoolIsStoreUnavailableAfterTheAcquireTimeout) {
   const char* uri = std::getenv("IDEM_TEST_PG_URI");
   if (uri == nullptr) GTEST_SKIP() << kNoPgMessage;
-  PostgresStore store{PostgresStoreOptions{.uri = uri,
-                                           .mode = SqlMode::transactional,
-                                           .table_prefix = unique_name("pool") + "_",
-                                           .pool_size = 1,
-                                           .acquire_timeout = milliseconds{300}}};
+  PostgresStore store{PostgresStoreOptions{.connection = {.uri = uri, .table_prefix = unique_name("pool") + "_"}, .mode = SqlMode::transactional, .pool = {.size = 1, .acquire_timeout= milliseconds{300}}}};
   IdempotencyGuard guard{store, Options{.scope = "pool"}};
   int inner_runs = 0;
   Outcome<int> inner = Outcome<int>::failed(make_failure(errc::in_progress));
@@ -129,11 +123,7 @@ TEST(PostgresPoolTest, ExhaustedPoolIsStoreUnavailableAfterTheAcquireTimeout) {
 TEST(PostgresPoolTest, StatsCountTheCallsThatWaitedForAConnection) {
   const char* uri = std::getenv("IDEM_TEST_PG_URI");
   if (uri == nullptr) GTEST_SKIP() << kNoPgMessage;
-  PostgresStore store{PostgresStoreOptions{.uri = uri,
-                                           .mode = SqlMode::transactional,
-                                           .table_prefix = unique_name("stats") + "_",
-                                           .pool_size = 1,
-                                           .acquire_timeout = std::chrono::seconds{20}}};
+  PostgresStore store{PostgresStoreOptions{.connection = {.uri = uri, .table_prefix = unique_name("stats") + "_"}, .mode = SqlMode::transactional, .pool = {.size = 1, .acquire_timeout= std::chrono::seconds{20}}}};
   IdempotencyGuard guard{store, Options{.scope = "stats"}};
   constexpr std::uint64_t kWaiters = 4;
   std::vector<std::thread> waiters;
@@ -178,10 +168,7 @@ TEST(PostgresPoolTest, StatsCountTheCallsThatWaitedForAConnection) {
 TEST(PostgresPoolTest, AWaitingCallGetsAConnectionGivenBackBeforeItsAcquireTimeout) {
   const char* uri = std::getenv("IDEM_TEST_PG_URI");
   if (uri == nullptr) GTEST_SKIP() << kNoPgMessage;
-  PostgresStore store{PostgresStoreOptions{.uri = uri,
-                                           .table_prefix = unique_name("turn") + "_",
-                                           .pool_size = 1,
-                                           .acquire_timeout = std::chrono::seconds{3}}};
+  PostgresStore store{PostgresStoreOptions{.connection = {.uri = uri, .table_prefix = unique_name("turn") + "_"}, .pool = {.size = 1, .acquire_timeout= std::chrono::seconds{3}}}};
   ASSERT_TRUE(store.ensure_schema().ok());
   IdempotencyGuard guard{store, Options{.scope = "turn"}};
   std::atomic<bool> stop{false};
@@ -213,8 +200,7 @@ TEST(PostgresTimeoutTest, AClaimBlockedOnALockedRowIsStoreUnavailableAtTheStatem
   const char* uri = std::getenv("IDEM_TEST_PG_URI");
   if (uri == nullptr) GTEST_SKIP() << kNoPgMessage;
   const std::string prefix = unique_name("stmt") + "_";
-  PostgresStore store{PostgresStoreOptions{
-      .uri = uri, .table_prefix = prefix, .statement_timeout = milliseconds{300}}};
+  PostgresStore store{PostgresStoreOptions{.connection = {.uri = uri, .table_prefix = prefix, .statement_timeout = milliseconds{300}}}};
   IdempotencyGuard guard{store, Options{.scope = "stmt"}};
   int runs = 0;
   ASSERT_TRUE(guard.execute("k", [&] { return ++runs; }).executed());
@@ -256,10 +242,7 @@ TEST(PostgresLostReplyTest, ACommitWhoseReplyIsLostIsRecordedNotATakeover) {
       "host=127.0.0.1 port=" + std::to_string(relay.port()) +
       " sslmode=disable gssencmode=disable user=" + where[2].as<std::string>() +
       " dbname=" + where[3].as<std::string>();
-  PostgresStore store{PostgresStoreOptions{.uri = through_relay,
-                                           .mode = SqlMode::lease,
-                                           .table_prefix = unique_name("lost") + "_",
-                                           .pool_size = 1}};
+  PostgresStore store{PostgresStoreOptions{.connection = {.uri = through_relay, .table_prefix = unique_name("lost") + "_"}, .mode = SqlMode::lease, .pool = {.size = 1}}};
   auto observer = std::make_shared<Observer>();
   IdempotencyGuard guard{store, Options{.scope = "lost",
                                         .observer = observer,
@@ -296,7 +279,7 @@ TEST(PostgresFenceSequenceTest, TablesWithoutTheSequenceGetItOnFirstUse) {
   if (!uri) GTEST_SKIP() << kNoPgMessage;
   const std::string prefix = unique_name("seq") + "_";
   {
-    PostgresStore first{PostgresStoreOptions{.uri = *uri, .table_prefix = prefix}};
+    PostgresStore first{PostgresStoreOptions{.connection = {.uri = *uri, .table_prefix = prefix}}};
     ASSERT_TRUE(first.ensure_schema().ok());
   }
   {
@@ -306,7 +289,7 @@ TEST(PostgresFenceSequenceTest, TablesWithoutTheSequenceGetItOnFirstUse) {
     w.commit();
   }
   PostgresStore store{
-      PostgresStoreOptions{.uri = *uri, .mode = SqlMode::transactional, .table_prefix = prefix}};
+      PostgresStoreOptions{.connection = {.uri = *uri, .table_prefix = prefix}, .mode = SqlMode::transactional}};
   IdempotencyGuard guard{store, Options{.scope = "seq"}};
   Fence seen = 0;
   auto out = guard.execute("k", [&](Context& ctx) {

@@ -198,7 +198,7 @@ struct SqlTarget {
           SqliteStoreOptions{.path = where, .mode = mode, .table_prefix = prefix});
     }
     return std::make_unique<PostgresStore>(
-        PostgresStoreOptions{.uri = where, .mode = mode, .table_prefix = prefix, .pool_size = 2});
+        PostgresStoreOptions{.connection = {.uri = where, .table_prefix = prefix}, .mode = mode, .pool = {.size = 2}});
   }
   std::string rides() const { return prefix + "rides"; }
 

@@ -1,24 +1,17 @@
 #pragma once
 // The admin of a PostgreSQL record store (compiled library idem::postgres). See idem/admin.hpp.
 
-#include <chrono>
 #include <memory>
-#include <string>
 
 #include "idem/admin.hpp"
+#include "idem/postgres/options.hpp"
 
 namespace idem::admin {
 
 struct PostgresAdminOptions {
-  /// libpq connection string of the primary.
-  std::string uri{};
-  /// The stores' table prefix.
-  std::string table_prefix = "idem_";
-  /// Longest connect, in milliseconds.
-  std::chrono::milliseconds connect_timeout{5000};
-  /// statement_timeout of the admin's connection (a release waits at most this long for a row
-  /// a transactional holder has locked).
-  std::chrono::milliseconds statement_timeout{5000};
+  /// The primary and the stores' table prefix. statement_timeout also bounds how long a release
+  /// waits for a row a transactional holder has locked.
+  postgres::ConnectionOptions connection{};
 };
 
 /// Connects on first use. Throws std::invalid_argument for a bad table prefix.

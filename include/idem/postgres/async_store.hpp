@@ -12,25 +12,18 @@
 #include <string_view>
 
 #include "idem/asio/async_store.hpp"
+#include "idem/postgres/options.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
 
 namespace idem {
 
 struct AsyncPostgresStoreOptions {
-  /// libpq connection string, URI or key=value form, of the primary. TCP keepalives and
-  /// tcp_user_timeout are added where it does not set them, as for PostgresStore.
-  std::string uri{};
-  /// Prefixes the table names, as PostgresStoreOptions::table_prefix: a PostgresStore in lease
-  /// mode and an AsyncPostgresStore with the same prefix share their records.
-  std::string table_prefix = "idem_";
-  /// Longest connect (TCP, TLS, authentication, the schema check), unless the connection string
-  /// sets connect_timeout (libpq's whole seconds); its zero, libpq's "wait forever", keeps this
-  /// bound. Must be positive (std::invalid_argument).
-  std::chrono::milliseconds connect_timeout{5000};
-  /// statement_timeout on the connection. The client waits for the oldest call's reply up to
-  /// this plus 1 s; then the connection is dropped and every call on it fails.
-  std::chrono::milliseconds statement_timeout{5000};
+  /// As PostgresStoreOptions::connection: a PostgresStore in lease mode and an
+  /// AsyncPostgresStore with the same table prefix share their records. The client waits for
+  /// the oldest call's reply up to statement_timeout plus 1 s; then the connection is dropped
+  /// and every call on it fails.
+  postgres::ConnectionOptions connection{};
   /// After a failed or lost connection, calls fail at once (store_unavailable) until this pause
   /// has passed; it doubles after each failed attempt up to max_reconnect_backoff, and starts
   /// over once a connection is made.

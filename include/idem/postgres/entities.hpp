@@ -10,14 +10,14 @@
 namespace idem {
 
 namespace detail {
-// Defined in idem::postgres. The op log is <connection.table_prefix>entity_ops; connection.mode
-// is not used. Throws std::invalid_argument for a bad identifier or option.
-SqlEntities open_postgres_entities(const PostgresStoreOptions& connection, EntityKind kind,
+// Defined in idem::postgres. The op log is <options.connection.table_prefix>entity_ops;
+// options.mode is not used. Throws std::invalid_argument for a bad identifier or option.
+SqlEntities open_postgres_entities(const PostgresStoreOptions& options, EntityKind kind,
                                    const EntityTable& table);
 }  // namespace detail
 
-/// The user's table in PostgreSQL (PostgresStoreOptions: uri, table_prefix of the op log, pool
-/// and timeouts; its mode is not used). The handler runs inside the claim's transaction:
+/// The user's table in PostgreSQL (PostgresStoreOptions: the connection, whose table_prefix
+/// names the op log, and the pool; its mode is not used). The handler runs inside the claim's transaction:
 /// idem::pg_transaction(ctx).
 struct PostgresBackend {
   using Options = PostgresStoreOptions;

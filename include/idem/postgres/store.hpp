@@ -9,6 +9,7 @@
 #include <string_view>
 #include <utility>
 
+#include "idem/postgres/options.hpp"
 #include "idem/sql/stats.hpp"
 #include "idem/sql/store.hpp"
 
@@ -51,28 +52,13 @@ struct ReplicaCounters {
 };
 
 struct PostgresStoreOptions {
-  /// libpq connection string, URI ("postgresql://user@host:5432/db") or key=value form. The
+  /// The primary's connection string, the table prefix and each connection's timeouts. The
   /// primary: a read-only server (hot standby) fails every call with store_unavailable.
-  std::string uri{};
+  postgres::ConnectionOptions connection{};
   /// lease (default) or transactional; see idem::SqlMode.
   SqlMode mode = SqlMode::lease;
-  /// Prefixes the table and index names: <prefix>records, <prefix>schema. Letters, digits, '_'.
-  std::string table_prefix = "idem_";
-  /// Most connections open at once; a call waits for a free one up to acquire_timeout.
-  std::size_t pool_size = 8;
-  /// Longest wait for a free pooled connection before errc::store_unavailable (a transactional
-  /// claim that may block waits up to its ClaimRequest::block_for if that is longer).
-  std::chrono::milliseconds acquire_timeout{5000};
-  /// Longest connect (TCP, TLS, authentication) of a new connection, in milliseconds, unless the
-  /// connection string sets connect_timeout (libpq's whole seconds, at least 2); its zero,
-  /// libpq's "wait forever", keeps this bound. Must be positive (std::invalid_argument).
-  std::chrono::milliseconds connect_timeout{5000};
-  /// statement_timeout on every connection: no call hangs on the server longer than this. The
-  /// client gives a reply up to this plus 1 s (a transactional claim: its lock wait too), then
-  /// drops the connection: a silent network fails calls with errc::store_unavailable (a commit
-  /// that went out: errc::outcome_unknown) instead of hanging them (docs/sql.md, "Network
-  /// faults").
-  std::chrono::milliseconds statement_timeout{5000};
+  /// How many connections, and how long a call waits for a free one.
+  postgres::PoolOptions pool{};
   /// Opt-in replay reads from a replica (default: none).
   PostgresReplicaOptions replica{};
 };
@@ -98,7 +84,7 @@ class PostgresStore : public SqlStore {
  public:
   static constexpr std::string_view kStoreName = "postgres";  // observers' label
   /// Connects lazily: an unreachable server shows as errc::store_unavailable from the calls,
-  /// never as an exception here. Throws std::invalid_argument for an empty uri, a zero pool_size
+  /// never as an exception here. Throws std::invalid_argument for an empty uri, a zero pool size
   /// (also the replica's, when it has a uri) or a table prefix with other characters than
   /// letters, digits and '_'.
   explicit PostgresStore(PostgresStoreOptions options);

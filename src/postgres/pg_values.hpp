@@ -1,0 +1,75 @@
+#pragma once
+// The generic statements' values on libpqxx, for the store's sessions (pg_session.cpp) and the
+// admin (pg_admin.cpp): parameters as text (one dynamic list carries every kind), rows back as
+// the SQL layer's cells.
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "postgres/pqxx_compat.hpp"
+#include "sql/engine.hpp"
+
+namespace idem::postgres::detail {
+
+/// bytea's text form: \x and two hex digits a byte.
+inline std::string hex_bytea(std::string_view b) {
+  static constexpr std::string_view kHex = "0123456789abcdef";
+  std::string hex = "\\x";
+  hex.reserve(2 + b.size() * 2);
+  for (const unsigned char c : b) {
+    hex.push_back(kHex[c >> 4]);
+    hex.push_back(kHex[c & 15]);
+  }
+  return hex;
+}
+
+/// Each parameter's text form (bytes in bytea's hex form).
+inline std::vector<std::string> text_values(std::span<const sql::Param> params) {
+  std::vector<std::string> values;
+  values.reserve(params.size());
+  for (const sql::Param& p : params) {
+    switch (p.kind) {
+      case sql::Param::integer:
+        values.push_back(std::to_string(p.number));
+        break;
+      case sql::Param::text:
+        values.emplace_back(p.string);
+        break;
+      case sql::Param::bytes:
+        values.push_back(hex_bytea(p.string));
+        break;
+    }
+  }
+  return values;
+}
+
+/// A row of a generic query: binary columns (bit i of `blob_columns`) as their bytes, others as
+/// their text.
+template <class PqRow>
+sql::Row cells(const PqRow& r, unsigned blob_columns) {
+  sql::Row row;
+  for (int i = 0; i < static_cast<int>(r.size()); ++i) {
+    const auto f = r[i];
+    if (f.is_null()) {
+      row.emplace_back(std::nullopt);
+    } else if (i < 32 && (blob_columns >> i & 1u) != 0) {
+      row.emplace_back(field_bytes(f));
+    } else {
+      row.emplace_back(std::string(f.c_str(), f.size()));
+    }
+  }
+  return row;
+}
+
+/// Every row of `r`, as cells().
+inline std::vector<sql::Row> rows_of(const pqxx::result& r, unsigned blob_columns) {
+  std::vector<sql::Row> all;
+  all.reserve(r.size());
+  for (const auto& row : r) all.push_back(cells(row, blob_columns));
+  return all;
+}
+
+}  // namespace idem::postgres::detail
