@@ -10,11 +10,11 @@
 #include "idem/redis/store.hpp"
 #include "idem/redis/token_store.hpp"
 #include "idem/testing/record_store_conformance.hpp"
-#include "redis/redis_cluster_support.hpp"
-#include "redis/redis_test_support.hpp"
 #include "idem/testing/request_id_cache_conformance.hpp"
 #include "idem/testing/token_store_conformance.hpp"
+#include "redis/redis_cluster_support.hpp"
 #include "redis/redis_kit_traits.hpp"
+#include "redis/redis_test_support.hpp"
 
 namespace idem::testing {
 

@@ -4,9 +4,9 @@
 #include <thread>
 
 #include "idem/redis/token_store.hpp"
-#include "redis/redis_test_support.hpp"
 #include "idem/testing/token_store_conformance.hpp"
 #include "redis/redis_kit_traits.hpp"
+#include "redis/redis_test_support.hpp"
 
 namespace idem::testing {
 

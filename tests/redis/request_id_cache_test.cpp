@@ -6,9 +6,9 @@
 #include <thread>
 
 #include "idem/cached_store.hpp"
-#include "redis/redis_test_support.hpp"
 #include "idem/testing/request_id_cache_conformance.hpp"
 #include "redis/redis_kit_traits.hpp"
+#include "redis/redis_test_support.hpp"
 
 namespace idem::testing {
 

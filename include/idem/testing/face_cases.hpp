@@ -21,8 +21,8 @@
 #include "idem/error.hpp"
 #include "idem/observer.hpp"
 #include "idem/steps.hpp"
-#include "idem/testing/faces.hpp"
 #include "idem/testing/detail/conformance_case.hpp"
+#include "idem/testing/faces.hpp"
 #include "idem/testing/record_store_test.hpp"
 
 namespace idem::testing {
@@ -425,22 +425,28 @@ template <class F>
 void register_face(const char* prefix, const char* file, int line) {
   using S = typename F::Store;
   const std::string suite = std::string(prefix) + "/" + F::kName;
-  conformance::register_cases<F, EachKeyRunsOnceUnderRacingThreads, AFailedHandlerSaysItsKeyWasReleased,
-                      ARememberedFailureSaysSoAndReplays, ABadKeyIsRefusedBeforeTheStore>(suite.c_str(), file, line);
+  conformance::register_cases<F, EachKeyRunsOnceUnderRacingThreads,
+                              AFailedHandlerSaysItsKeyWasReleased,
+                              ARememberedFailureSaysSoAndReplays, ABadKeyIsRefusedBeforeTheStore>(
+      suite.c_str(), file, line);
   if constexpr (!HoldsUntilFinished<S>) {
     // A holder in another process that vanished is a transaction that rolls back there, and a
     // lease never runs out under one.
-    conformance::register_cases<F, EventsComeAsTheGuideSays, ALapsedLeaseIsATakeoverEvenWhenTheTtlIsShorter,
-                        AWaitingCallerGetsTheHoldersResultOrGivesUpInTime>(suite.c_str(), file, line);
+    conformance::register_cases<F, EventsComeAsTheGuideSays,
+                                ALapsedLeaseIsATakeoverEvenWhenTheTtlIsShorter,
+                                AWaitingCallerGetsTheHoldersResultOrGivesUpInTime>(suite.c_str(),
+                                                                                   file, line);
     if constexpr (AdminTraits<S>) {
       conformance::register_cases<F, AKeyTheAdminReleasedRunsAgain>(suite.c_str(), file, line);
     }
   }
   if constexpr (AdminTraits<S>) {
     conformance::register_cases<F, AForgottenRecordIsNeverReplayed,
-                        AForgetRacingCallersNeverBringsTheRecordBack>(suite.c_str(), file, line);
+                                AForgetRacingCallersNeverBringsTheRecordBack>(suite.c_str(), file,
+                                                                              line);
     if constexpr (F::kContext && StepStore<typename F::GuardStore>) {
-      conformance::register_cases<F, AForgottenRunLeavesNoStepsToTheNextOne>(suite.c_str(), file, line);
+      conformance::register_cases<F, AForgottenRunLeavesNoStepsToTheNextOne>(suite.c_str(), file,
+                                                                             line);
     }
   }
 }

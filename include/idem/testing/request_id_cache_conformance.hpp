@@ -99,8 +99,9 @@ IDEM_REQUEST_ID_CASE(ConcurrentDuplicatesForwardOnce) {
   constexpr int kThreads = 8;
   for (int round = 0; round < 5; ++round) {
     const Key id{"dup-" + std::to_string(round), "t"};
-    const RaceTally tally = this->race_on_one_key(
-        kThreads, "response", [&](const auto& handler) { return this->store().execute(id, handler); });
+    const RaceTally tally = this->race_on_one_key(kThreads, "response", [&](const auto& handler) {
+      return this->store().execute(id, handler);
+    });
     EXPECT_EQ(tally.runs, 1);
     EXPECT_EQ(tally.other, 0);
     EXPECT_EQ(tally.executed + tally.replayed + tally.busy, kThreads);
@@ -150,6 +151,22 @@ IDEM_REQUEST_ID_CASE(ACommitRepeatedByItsHolderAfterItLandedSucceeds) {
   EXPECT_EQ(this->store().commit(ticket, failed).error(), errc::lease_lost);
 }
 
+// The two-phase form: begin<T>() holds the request id until commit() or fail(); fail() frees it
+// for a retry; after commit() a repeat's outcome replays the response, and begin() and execute()
+// share entries.
+
+// The two-phase form: begin<T>() holds the request id until commit() or fail(); fail() frees it
+// for a retry; after commit() a repeat's outcome replays the response, and begin() and execute()
+// share entries; another body is payload_mismatch.
+IDEM_REQUEST_ID_CASE(BeginHoldsTheIdUntilCommitOrFail) {
+  this->make(Options{.scope = "gateway-begin", .lease = std::chrono::seconds{30}});
+  const Key request{"req-b", "tenant"};
+  ASSERT_NO_FATAL_FAILURE(
+      this->begin_holds_until_commit_or_fail(request, "body", "body", "HTTP/1.1 200 OK"));
+  auto other = this->store().template begin<std::string>(request, "another body");
+  ASSERT_FALSE(other.acquired());
+  EXPECT_EQ(other.outcome().error(), errc::payload_mismatch) << other.outcome().message();
+}
 
 // A cache in front (CachedStore) keeps a replay only as long as the entry is still replayed.
 IDEM_REQUEST_ID_CASE(ReplaysSayHowLongTheResponseIsStillKept) {
@@ -171,42 +188,28 @@ IDEM_REQUEST_ID_CASE(ReplaysSayHowLongTheResponseIsStillKept) {
   }
 }
 
-// The two-phase form: begin<T>() holds the request id until commit() or fail(); fail() frees it
-// for a retry; after commit() a repeat's outcome replays the response, and begin() and execute()
-// share entries.
-
-// The two-phase form: begin<T>() holds the request id until commit() or fail(); fail() frees it
-// for a retry; after commit() a repeat's outcome replays the response, and begin() and execute()
-// share entries; another body is payload_mismatch.
-IDEM_REQUEST_ID_CASE(BeginHoldsTheIdUntilCommitOrFail) {
-  this->make(Options{.scope = "gateway-begin", .lease = std::chrono::seconds{30}});
-  const Key request{"req-b", "tenant"};
-  ASSERT_NO_FATAL_FAILURE(
-      this->begin_holds_until_commit_or_fail(request, "body", "body", "HTTP/1.1 200 OK"));
-  auto other = this->store().template begin<std::string>(request, "another body");
-  ASSERT_FALSE(other.acquired());
-  EXPECT_EQ(other.outcome().error(), errc::payload_mismatch) << other.outcome().message();
-}
-
 }  // namespace idem::testing::request_id_cases
 
 namespace idem::testing {
 
-/// Registers the request-ID cases on C as `<prefix>/RequestIdCacheConformance.<Case>`; call it
-/// before RUN_ALL_TESTS (IDEM_REQUEST_ID_CACHE_CONFORMANCE does, during static initialisation).
+/// Registers the cases on C as `<prefix>/RequestIdCacheConformance.<Case>`; call it before
+/// RUN_ALL_TESTS (IDEM_REQUEST_ID_CACHE_CONFORMANCE does, during static initialisation).
 template <class C>
 bool register_request_id_cache_conformance(const char* prefix, const char* file, int line) {
-  const std::string suite = std::string(prefix) + "/RequestIdCacheConformance";
   using namespace request_id_cases;
-  conformance::register_cases<C, FirstRequestIsForwardedRepeatsGetItsResponse, TheSameIdFromAnotherPrincipalIsAnotherRequest, EmptyAndBinaryResponsesReplayExactly, AnotherPayloadUnderTheSameIdIsAMismatch, ConcurrentDuplicatesForwardOnce, AFailedForwardFreesTheIdForARetry, ResponsesExpireAfterTheirTtl, ACrashedHoldersMarkerExpiresAndItsLateCommitIsRefused, ACommitRepeatedByItsHolderAfterItLandedSucceeds, ReplaysSayHowLongTheResponseIsStillKept, BeginHoldsTheIdUntilCommitOrFail>(suite.c_str(), file, line);
-  return true;
+  return conformance::register_kit<
+      C, FirstRequestIsForwardedRepeatsGetItsResponse,
+      TheSameIdFromAnotherPrincipalIsAnotherRequest, EmptyAndBinaryResponsesReplayExactly,
+      AnotherPayloadUnderTheSameIdIsAMismatch, ConcurrentDuplicatesForwardOnce,
+      AFailedForwardFreesTheIdForARetry, ResponsesExpireAfterTheirTtl,
+      ACrashedHoldersMarkerExpiresAndItsLateCommitIsRefused,
+      ACommitRepeatedByItsHolderAfterItLandedSucceeds, ReplaysSayHowLongTheResponseIsStillKept,
+      BeginHoldsTheIdUntilCommitOrFail>(prefix, "RequestIdCacheConformance", file, line);
 }
 
 }  // namespace idem::testing
 
-/// Runs the request-ID cases on the cache type given after `Prefix` (an identifier naming it in
-/// test names). At namespace scope, once per cache type.
-#define IDEM_REQUEST_ID_CACHE_CONFORMANCE(Prefix, ...)                            \
-  [[maybe_unused]] static const bool idem_request_id_cache_conformance_##Prefix = \
-      ::idem::testing::register_request_id_cache_conformance<__VA_ARGS__>(#Prefix, __FILE__, \
-                                                                          __LINE__)
+/// Runs the cases on the cache type given after `Prefix` (an identifier naming it in test names).
+/// At namespace scope, once per type.
+#define IDEM_REQUEST_ID_CACHE_CONFORMANCE(Prefix, ...) \
+  IDEM_TESTING_REGISTER(register_request_id_cache_conformance, Prefix, __VA_ARGS__)

@@ -250,20 +250,25 @@ IDEM_TOKEN_CASE(BehindACacheATokenUsedWithAnotherPayloadIsStillInvalid) {
 
 namespace idem::testing {
 
-/// Registers the token cases on S as `<prefix>/TokenStoreConformance.<Case>`; call it before
+/// Registers the cases on S as `<prefix>/TokenStoreConformance.<Case>`; call it before
 /// RUN_ALL_TESTS (IDEM_TOKEN_STORE_CONFORMANCE does, during static initialisation).
 template <class S>
 bool register_token_store_conformance(const char* prefix, const char* file, int line) {
-  const std::string suite = std::string(prefix) + "/TokenStoreConformance";
   using namespace token_cases;
-  conformance::register_cases<S, IssuedTokensAre128RandomBitsInBase64Url, FirstUseRunsAndARepeatReplays, UnknownForgedAndMalformedTokensAreInvalid, RefusedTokensAreRejectionsNotStoreErrors, ExpiredTokenIsInvalid, ATokenUsedWithAnotherPayloadIsInvalid, HandlerThatThrowsReturnsTheTokenToPending, AbortAfterTheTokensExpiryLeavesItInvalid, ConsumedTokenReplaysUntilTtlThenIsInvalid, ExpiredLeaseIsTakenOverAndTheOldHolderFencedOff, CommitRepeatedUnderItsFenceAfterItLandedSucceeds, DoubleSubmitFromEightThreadsRunsOnce, BeginHoldsTheTokenUntilCommitOrFail, BehindACacheATokenUsedWithAnotherPayloadIsStillInvalid>(suite.c_str(), file, line);
-  return true;
+  return conformance::register_kit<
+      S, IssuedTokensAre128RandomBitsInBase64Url, FirstUseRunsAndARepeatReplays,
+      UnknownForgedAndMalformedTokensAreInvalid, RefusedTokensAreRejectionsNotStoreErrors,
+      ExpiredTokenIsInvalid, ATokenUsedWithAnotherPayloadIsInvalid,
+      HandlerThatThrowsReturnsTheTokenToPending, AbortAfterTheTokensExpiryLeavesItInvalid,
+      ConsumedTokenReplaysUntilTtlThenIsInvalid, ExpiredLeaseIsTakenOverAndTheOldHolderFencedOff,
+      CommitRepeatedUnderItsFenceAfterItLandedSucceeds, DoubleSubmitFromEightThreadsRunsOnce,
+      BeginHoldsTheTokenUntilCommitOrFail, BehindACacheATokenUsedWithAnotherPayloadIsStillInvalid>(
+      prefix, "TokenStoreConformance", file, line);
 }
 
 }  // namespace idem::testing
 
-/// Runs the token cases on the store type given after `Prefix` (an identifier naming it in test
-/// names). At namespace scope, once per store type.
-#define IDEM_TOKEN_STORE_CONFORMANCE(Prefix, ...)                            \
-  [[maybe_unused]] static const bool idem_token_store_conformance_##Prefix = \
-      ::idem::testing::register_token_store_conformance<__VA_ARGS__>(#Prefix, __FILE__, __LINE__)
+/// Runs the cases on the store type given after `Prefix` (an identifier naming it in test names).
+/// At namespace scope, once per type.
+#define IDEM_TOKEN_STORE_CONFORMANCE(Prefix, ...) \
+  IDEM_TESTING_REGISTER(register_token_store_conformance, Prefix, __VA_ARGS__)

@@ -7,23 +7,25 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "idem/testing/record_store_test.hpp"
 
 // Declares the case `Name` of the fixture template `Fixture` over the parameter `Param` and opens
 // its body; inside, `this->` reaches the fixture, `Param` names the case's parameter and `S` the
 // store's type (Fixture<Param>::Store).
-#define IDEM_TESTING_CASE_OF(Fixture, Param, Name)                                       \
-  template <class Param>                                                                 \
-  class Name final : public Fixture<Param> {                                             \
-   public:                                                                               \
-    using CaseFixture = Fixture<Param>;                                                  \
-    using S = typename CaseFixture::Store;                                               \
-    static constexpr const char* kName = #Name;                                          \
-                                                                                         \
-   private:                                                                              \
-    void TestBody() override;                                                            \
-  };                                                                                     \
-  template <class Param>                                                                 \
+#define IDEM_TESTING_CASE_OF(Fixture, Param, Name) \
+  template <class Param>                           \
+  class Name final : public Fixture<Param> {       \
+   public:                                         \
+    using CaseFixture = Fixture<Param>;            \
+    using S = typename CaseFixture::Store;         \
+    static constexpr const char* kName = #Name;    \
+                                                   \
+   private:                                        \
+    void TestBody() override;                      \
+  };                                               \
+  template <class Param>                           \
   void Name<Param>::TestBody()  // NOLINT(bugprone-macro-parentheses): Name names a class
 
 // A record-store case (RecordStoreTest<S>): `S` is the store's type.
@@ -40,4 +42,19 @@ void register_cases(const char* suite, const char* file, int line) {
    ...);
 }
 
+/// Registers Cases<S>... as `<prefix>/<kit>.<Case>`; true, for a static's initialiser.
+template <class S, template <class> class... Cases>
+bool register_kit(const char* prefix, const char* kit, const char* file, int line) {
+  const std::string suite = std::string(prefix) + "/" + kit;
+  register_cases<S, Cases...>(suite.c_str(), file, line);
+  return true;
+}
+
 }  // namespace idem::testing::conformance
+
+// Registers a kit's cases on the type given after `Prefix` (an identifier naming it in test
+// names) by calling `register_function<Type>(#Prefix, __FILE__, __LINE__)` during static
+// initialisation. At namespace scope, once per type.
+#define IDEM_TESTING_REGISTER(register_function, Prefix, ...)              \
+  [[maybe_unused]] static const bool idem_##register_function##_##Prefix = \
+      ::idem::testing::register_function<__VA_ARGS__>(#Prefix, __FILE__, __LINE__)
