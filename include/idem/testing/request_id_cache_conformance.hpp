@@ -192,20 +192,18 @@ IDEM_REQUEST_ID_CASE(ReplaysSayHowLongTheResponseIsStillKept) {
 
 namespace idem::testing {
 
-/// Registers the cases on C as `<prefix>/RequestIdCacheConformance.<Case>`; call it before
-/// RUN_ALL_TESTS (IDEM_REQUEST_ID_CACHE_CONFORMANCE does, during static initialisation).
-template <class C>
-bool register_request_id_cache_conformance(const char* prefix, const char* file, int line) {
-  using namespace request_id_cases;
-  return conformance::register_kit<
-      C, FirstRequestIsForwardedRepeatsGetItsResponse,
-      TheSameIdFromAnotherPrincipalIsAnotherRequest, EmptyAndBinaryResponsesReplayExactly,
-      AnotherPayloadUnderTheSameIdIsAMismatch, ConcurrentDuplicatesForwardOnce,
-      AFailedForwardFreesTheIdForARetry, ResponsesExpireAfterTheirTtl,
-      ACrashedHoldersMarkerExpiresAndItsLateCommitIsRefused,
-      ACommitRepeatedByItsHolderAfterItLandedSucceeds, ReplaysSayHowLongTheResponseIsStillKept,
-      BeginHoldsTheIdUntilCommitOrFail>(prefix, "RequestIdCacheConformance", file, line);
-}
+/// `register_request_id_cache_conformance<C>(prefix, file, line)` registers the cases on C as
+/// `<prefix>/RequestIdCacheConformance.<Case>`; call it before RUN_ALL_TESTS (the macro below does,
+/// during static initialisation).
+IDEM_TESTING_KIT(register_request_id_cache_conformance, "RequestIdCacheConformance",
+                 request_id_cases, FirstRequestIsForwardedRepeatsGetItsResponse,
+                 TheSameIdFromAnotherPrincipalIsAnotherRequest,
+                 EmptyAndBinaryResponsesReplayExactly, AnotherPayloadUnderTheSameIdIsAMismatch,
+                 ConcurrentDuplicatesForwardOnce, AFailedForwardFreesTheIdForARetry,
+                 ResponsesExpireAfterTheirTtl,
+                 ACrashedHoldersMarkerExpiresAndItsLateCommitIsRefused,
+                 ACommitRepeatedByItsHolderAfterItLandedSucceeds,
+                 ReplaysSayHowLongTheResponseIsStillKept, BeginHoldsTheIdUntilCommitOrFail);
 
 }  // namespace idem::testing
 

@@ -250,21 +250,20 @@ IDEM_TOKEN_CASE(BehindACacheATokenUsedWithAnotherPayloadIsStillInvalid) {
 
 namespace idem::testing {
 
-/// Registers the cases on S as `<prefix>/TokenStoreConformance.<Case>`; call it before
-/// RUN_ALL_TESTS (IDEM_TOKEN_STORE_CONFORMANCE does, during static initialisation).
-template <class S>
-bool register_token_store_conformance(const char* prefix, const char* file, int line) {
-  using namespace token_cases;
-  return conformance::register_kit<
-      S, IssuedTokensAre128RandomBitsInBase64Url, FirstUseRunsAndARepeatReplays,
-      UnknownForgedAndMalformedTokensAreInvalid, RefusedTokensAreRejectionsNotStoreErrors,
-      ExpiredTokenIsInvalid, ATokenUsedWithAnotherPayloadIsInvalid,
-      HandlerThatThrowsReturnsTheTokenToPending, AbortAfterTheTokensExpiryLeavesItInvalid,
-      ConsumedTokenReplaysUntilTtlThenIsInvalid, ExpiredLeaseIsTakenOverAndTheOldHolderFencedOff,
-      CommitRepeatedUnderItsFenceAfterItLandedSucceeds, DoubleSubmitFromEightThreadsRunsOnce,
-      BeginHoldsTheTokenUntilCommitOrFail, BehindACacheATokenUsedWithAnotherPayloadIsStillInvalid>(
-      prefix, "TokenStoreConformance", file, line);
-}
+/// `register_token_store_conformance<S>(prefix, file, line)` registers the cases on S as
+/// `<prefix>/TokenStoreConformance.<Case>`; call it before RUN_ALL_TESTS (the macro below does,
+/// during static initialisation).
+IDEM_TESTING_KIT(register_token_store_conformance, "TokenStoreConformance", token_cases,
+                 IssuedTokensAre128RandomBitsInBase64Url, FirstUseRunsAndARepeatReplays,
+                 UnknownForgedAndMalformedTokensAreInvalid,
+                 RefusedTokensAreRejectionsNotStoreErrors, ExpiredTokenIsInvalid,
+                 ATokenUsedWithAnotherPayloadIsInvalid, HandlerThatThrowsReturnsTheTokenToPending,
+                 AbortAfterTheTokensExpiryLeavesItInvalid,
+                 ConsumedTokenReplaysUntilTtlThenIsInvalid,
+                 ExpiredLeaseIsTakenOverAndTheOldHolderFencedOff,
+                 CommitRepeatedUnderItsFenceAfterItLandedSucceeds,
+                 DoubleSubmitFromEightThreadsRunsOnce, BeginHoldsTheTokenUntilCommitOrFail,
+                 BehindACacheATokenUsedWithAnotherPayloadIsStillInvalid);
 
 }  // namespace idem::testing
 

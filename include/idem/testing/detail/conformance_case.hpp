@@ -52,6 +52,17 @@ bool register_kit(const char* prefix, const char* kit, const char* file, int lin
 
 }  // namespace idem::testing::conformance
 
+// Defines `template <class S> bool register_function(prefix, file, line)`, which registers the
+// cases named after `ns` (a namespace) on S as `<prefix>/<kit>.<Case>`; at namespace scope in
+// idem::testing.
+#define IDEM_TESTING_KIT(register_function, kit, ns, ...)                      \
+  template <class S>                                                           \
+  bool register_function(const char* prefix, const char* file, int line) {     \
+    using namespace ns;                                                        \
+    return conformance::register_kit<S, __VA_ARGS__>(prefix, kit, file, line); \
+  }                                                                            \
+  static_assert(true, "a semicolon after the macro")
+
 // Registers a kit's cases on the type given after `Prefix` (an identifier naming it in test
 // names) by calling `register_function<Type>(#Prefix, __FILE__, __LINE__)` during static
 // initialisation. At namespace scope, once per type.
