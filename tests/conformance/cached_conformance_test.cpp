@@ -8,6 +8,7 @@
 #include "idem/idem.hpp"
 #include "idem/memory/admin.hpp"
 #include "idem/testing/record_store_conformance.hpp"
+#include "stores/manual_clock_traits.hpp"
 #ifdef IDEM_TEST_WITH_ASIO
 #include "idem/testing/async_face.hpp"
 #endif
@@ -17,27 +18,18 @@ namespace idem::testing {
 using CachedMemory = CachedStore<MemoryStore>;
 
 template <>
-struct StoreTraits<CachedMemory> {
-  static constexpr std::chrono::milliseconds lease{std::chrono::seconds{30}};
-
+struct StoreTraits<CachedMemory> : ManualTime<CachedMemory> {
   static std::unique_ptr<CachedMemory> make() {
-    clock() = std::make_shared<ManualClock>();
-    return std::make_unique<CachedMemory>(CachedStoreOptions{.shards = 4, .clock = clock()},
-                                          MemoryStoreOptions{.shards = 8, .clock = clock()});
+    const std::shared_ptr<ManualClock> c = fresh_clock();
+    return std::make_unique<CachedMemory>(CachedStoreOptions{.shards = 4, .clock = c},
+                                          MemoryStoreOptions{.shards = 8, .clock = c});
   }
-  static void advance(CachedMemory&, std::chrono::milliseconds d) { clock()->advance(d); }
-  static std::shared_ptr<Clock> clock(CachedMemory&) { return clock(); }
   static std::unique_ptr<admin::Admin> admin(CachedMemory& store) {
     return admin::cached_admin(store, std::make_unique<admin::MemoryAdmin>(store.inner()));
   }
 #ifdef IDEM_TEST_WITH_ASIO
   using async_face = AsyncFace<CachedMemory>;  // the asynchronous guard, over an ImmediateStore
 #endif
-
-  static std::shared_ptr<ManualClock>& clock() {
-    static std::shared_ptr<ManualClock> c;
-    return c;
-  }
 };
 
 }  // namespace idem::testing

@@ -6,6 +6,7 @@
 #include "idem/idem.hpp"
 #include "idem/memory/admin.hpp"
 #include "idem/testing/record_store_conformance.hpp"
+#include "stores/manual_clock_traits.hpp"
 #ifdef IDEM_TEST_WITH_ASIO
 #include "idem/testing/async_face.hpp"
 #endif
@@ -13,26 +14,16 @@
 namespace idem::testing {
 
 template <>
-struct StoreTraits<MemoryStore> {
-  static constexpr std::chrono::milliseconds lease{std::chrono::seconds{30}};
-
+struct StoreTraits<MemoryStore> : ManualTime<MemoryStore> {
   static std::unique_ptr<MemoryStore> make() {
-    clock() = std::make_shared<ManualClock>();
-    return std::make_unique<MemoryStore>(MemoryStoreOptions{.shards = 8, .clock = clock()});
+    return std::make_unique<MemoryStore>(MemoryStoreOptions{.shards = 8, .clock = fresh_clock()});
   }
-  static void advance(MemoryStore&, std::chrono::milliseconds d) { clock()->advance(d); }
-  static std::shared_ptr<Clock> clock(MemoryStore&) { return clock(); }
   static std::unique_ptr<admin::Admin> admin(MemoryStore& store) {
     return std::make_unique<admin::MemoryAdmin>(store);
   }
 #ifdef IDEM_TEST_WITH_ASIO
   using async_face = AsyncFace<MemoryStore>;  // the asynchronous guard, over an ImmediateStore
 #endif
-
-  static std::shared_ptr<ManualClock>& clock() {
-    static std::shared_ptr<ManualClock> c;
-    return c;
-  }
 };
 
 }  // namespace idem::testing

@@ -10,10 +10,11 @@
 #include "idem/redis/store.hpp"
 #include "idem/redis/token_store.hpp"
 #include "idem/testing/record_store_conformance.hpp"
+#include "idem/testing/request_id_cache_conformance.hpp"
+#include "idem/testing/token_store_conformance.hpp"
 #include "redis/redis_cluster_support.hpp"
+#include "redis/redis_kit_traits.hpp"
 #include "redis/redis_test_support.hpp"
-#include "stores/request_id_cache_suite.hpp"
-#include "stores/token_store_suite.hpp"
 
 namespace idem::testing {
 
@@ -71,28 +72,14 @@ struct StoreTraits<ClusterStore> : ClusterSuiteBase {
 };
 
 template <>
-struct TokenStoreTraits<RedisTokenStore> : ClusterSuiteBase {
-  static std::unique_ptr<RedisTokenStore> make(Options guard) {
-    auto c = client();
-    if (!c) return nullptr;
-    return std::make_unique<RedisTokenStore>(
-        c, RedisTokenStoreOptions{.prefix = unique_prefix("ctoken"), .guard = std::move(guard)});
-  }
-};
-
+struct TokenStoreTraits<RedisTokenStore>
+    : RedisKitTraits<RedisTokenStore, RedisTokenStoreOptions, ClusterSuiteBase::client> {};
 template <>
-struct RequestIdCacheTraits<RequestIdCache> : ClusterSuiteBase {
-  static std::unique_ptr<RequestIdCache> make(Options guard) {
-    auto c = client();
-    if (!c) return nullptr;
-    return std::make_unique<RequestIdCache>(
-        c, RequestIdCacheOptions{.prefix = unique_prefix("creq"), .guard = std::move(guard)});
-  }
-};
-
-INSTANTIATE_TYPED_TEST_SUITE_P(RedisCluster, TokenStoreSuite, ::testing::Types<RedisTokenStore>);
-INSTANTIATE_TYPED_TEST_SUITE_P(RedisCluster, RequestIdCacheSuite, ::testing::Types<RequestIdCache>);
+struct RequestIdCacheTraits<RequestIdCache>
+    : RedisKitTraits<RequestIdCache, RequestIdCacheOptions, ClusterSuiteBase::client> {};
 
 }  // namespace idem::testing
 
 IDEM_RECORD_STORE_CONFORMANCE(RedisCluster, idem::testing::ClusterStore);
+IDEM_TOKEN_STORE_CONFORMANCE(RedisCluster, idem::RedisTokenStore);
+IDEM_REQUEST_ID_CACHE_CONFORMANCE(RedisCluster, idem::RequestIdCache);

@@ -4,37 +4,17 @@
 #include <thread>
 
 #include "idem/redis/token_store.hpp"
+#include "idem/testing/token_store_conformance.hpp"
+#include "redis/redis_kit_traits.hpp"
 #include "redis/redis_test_support.hpp"
-#include "stores/token_store_suite.hpp"
 
 namespace idem::testing {
 
 template <>
-struct TokenStoreTraits<RedisTokenStore> {
-  static constexpr std::chrono::milliseconds lease{500};
+struct TokenStoreTraits<RedisTokenStore>
+    : RedisKitTraits<RedisTokenStore, RedisTokenStoreOptions, kit_redis_client> {};
 
-  static std::unique_ptr<RedisTokenStore> make(Options guard) {
-    if (redis_uri() == nullptr) {
-      skip();
-      return nullptr;
-    }
-    auto client = connect_redis(redis_options());
-    if (!client) {
-      fail();
-      return nullptr;
-    }
-    return std::make_unique<RedisTokenStore>(
-        client,
-        RedisTokenStoreOptions{.prefix = unique_prefix("token"), .guard = std::move(guard)});
-  }
-  static void advance(RedisTokenStore&, std::chrono::milliseconds d) {
-    std::this_thread::sleep_for(d);
-  }
-  static void skip() { GTEST_SKIP() << "IDEM_TEST_REDIS_URI is not set; scripts/test sets it"; }
-  static void fail() { FAIL() << "Redis at IDEM_TEST_REDIS_URI is unreachable"; }
-};
-
-INSTANTIATE_TYPED_TEST_SUITE_P(Redis, TokenStoreSuite, ::testing::Types<RedisTokenStore>);
+IDEM_TOKEN_STORE_CONFORMANCE(Redis, RedisTokenStore);
 
 TEST(RedisTokenStoreTest, PendingIsASetNxStringThenARecordHash) {
   IDEM_REQUIRE_REDIS(client);

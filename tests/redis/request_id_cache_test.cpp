@@ -6,36 +6,17 @@
 #include <thread>
 
 #include "idem/cached_store.hpp"
+#include "idem/testing/request_id_cache_conformance.hpp"
+#include "redis/redis_kit_traits.hpp"
 #include "redis/redis_test_support.hpp"
-#include "stores/request_id_cache_suite.hpp"
 
 namespace idem::testing {
 
 template <>
-struct RequestIdCacheTraits<RequestIdCache> {
-  static constexpr std::chrono::milliseconds lease{500};
+struct RequestIdCacheTraits<RequestIdCache>
+    : RedisKitTraits<RequestIdCache, RequestIdCacheOptions, kit_redis_client> {};
 
-  static std::unique_ptr<RequestIdCache> make(Options guard) {
-    if (redis_uri() == nullptr) {
-      skip();
-      return nullptr;
-    }
-    auto client = connect_redis(redis_options());
-    if (!client) {
-      fail();
-      return nullptr;
-    }
-    return std::make_unique<RequestIdCache>(
-        client, RequestIdCacheOptions{.prefix = unique_prefix("req"), .guard = std::move(guard)});
-  }
-  static void advance(RequestIdCache&, std::chrono::milliseconds d) {
-    std::this_thread::sleep_for(d);
-  }
-  static void skip() { GTEST_SKIP() << "IDEM_TEST_REDIS_URI is not set; scripts/test sets it"; }
-  static void fail() { FAIL() << "Redis at IDEM_TEST_REDIS_URI is unreachable"; }
-};
-
-INSTANTIATE_TYPED_TEST_SUITE_P(Redis, RequestIdCacheSuite, ::testing::Types<RequestIdCache>);
+IDEM_REQUEST_ID_CACHE_CONFORMANCE(Redis, RequestIdCache);
 
 TEST(RequestIdCacheTest, EntryIsOneStringWithTheLeaseThenTheTtl) {
   IDEM_REQUIRE_REDIS(client);

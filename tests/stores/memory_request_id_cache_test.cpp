@@ -3,28 +3,16 @@
 #include <memory>
 
 #include "idem/memory/request_id_cache.hpp"
-#include "stores/request_id_cache_suite.hpp"
+#include "idem/testing/request_id_cache_conformance.hpp"
+#include "stores/manual_clock_traits.hpp"
 
 namespace idem::testing {
 
 template <>
-struct RequestIdCacheTraits<MemoryRequestIdCache> {
-  static constexpr std::chrono::milliseconds lease{std::chrono::seconds{30}};
+struct RequestIdCacheTraits<MemoryRequestIdCache>
+    : ManualClockTraits<MemoryRequestIdCache, MemoryRequestIdCacheOptions> {};
 
-  static std::unique_ptr<MemoryRequestIdCache> make(Options guard) {
-    clock() = std::make_shared<ManualClock>();
-    guard.clock = clock();
-    return std::make_unique<MemoryRequestIdCache>(
-        MemoryRequestIdCacheOptions{.guard = std::move(guard), .clock = clock()});
-  }
-  static void advance(MemoryRequestIdCache&, std::chrono::milliseconds d) { clock()->advance(d); }
-  static std::shared_ptr<ManualClock>& clock() {
-    static std::shared_ptr<ManualClock> c;
-    return c;
-  }
-};
-
-INSTANTIATE_TYPED_TEST_SUITE_P(Memory, RequestIdCacheSuite, ::testing::Types<MemoryRequestIdCache>);
+IDEM_REQUEST_ID_CACHE_CONFORMANCE(Memory, MemoryRequestIdCache);
 
 TEST(MemoryRequestIdCacheTest, BoundedWithCountedEviction) {
   MemoryRequestIdCache cache{MemoryRequestIdCacheOptions{.capacity = 8, .shards = 1}};

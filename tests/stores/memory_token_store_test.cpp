@@ -3,28 +3,16 @@
 #include <memory>
 
 #include "idem/memory/token_store.hpp"
-#include "stores/token_store_suite.hpp"
+#include "idem/testing/token_store_conformance.hpp"
+#include "stores/manual_clock_traits.hpp"
 
 namespace idem::testing {
 
 template <>
-struct TokenStoreTraits<MemoryTokenStore> {
-  static constexpr std::chrono::milliseconds lease{std::chrono::seconds{30}};
+struct TokenStoreTraits<MemoryTokenStore>
+    : ManualClockTraits<MemoryTokenStore, MemoryTokenStoreOptions> {};
 
-  static std::unique_ptr<MemoryTokenStore> make(Options guard) {
-    clock() = std::make_shared<ManualClock>();
-    guard.clock = clock();
-    return std::make_unique<MemoryTokenStore>(
-        MemoryTokenStoreOptions{.guard = std::move(guard), .clock = clock()});
-  }
-  static void advance(MemoryTokenStore&, std::chrono::milliseconds d) { clock()->advance(d); }
-  static std::shared_ptr<ManualClock>& clock() {
-    static std::shared_ptr<ManualClock> c;
-    return c;
-  }
-};
-
-INSTANTIATE_TYPED_TEST_SUITE_P(Memory, TokenStoreSuite, ::testing::Types<MemoryTokenStore>);
+IDEM_TOKEN_STORE_CONFORMANCE(Memory, MemoryTokenStore);
 
 TEST(MemoryTokenStoreTest, PurgeRemovesExpiredTokens) {
   auto clock = std::make_shared<ManualClock>();

@@ -21,6 +21,7 @@
 #include "idem/error.hpp"
 #include "idem/observer.hpp"
 #include "idem/steps.hpp"
+#include "idem/testing/detail/conformance_case.hpp"
 #include "idem/testing/faces.hpp"
 #include "idem/testing/record_store_test.hpp"
 
@@ -82,18 +83,7 @@ class SeenEvents {
 
 // Declares the face case `Name` and opens its body; inside, `this->` reaches the fixture, `F` is
 // the face's type and `S` the store's.
-#define IDEM_FACE_CASE(Name)                               \
-  template <class F>                                       \
-  class Name final : public ::idem::testing::FaceTest<F> { \
-   public:                                                 \
-    static constexpr const char* kName = #Name;            \
-    using S = typename F::Store;                           \
-                                                           \
-   private:                                                \
-    void TestBody() override;                              \
-  };                                                       \
-  template <class F>                                       \
-  void Name<F>::TestBody()  // NOLINT(bugprone-macro-parentheses): Name names a class
+#define IDEM_FACE_CASE(Name) IDEM_TESTING_CASE_OF(::idem::testing::FaceTest, F, Name)
 
 namespace idem::testing::face_cases {
 
@@ -430,36 +420,33 @@ IDEM_FACE_CASE(AForgetRacingCallersNeverBringsTheRecordBack) {
   EXPECT_EQ(violations.load(), 0) << "a forgotten record was replayed after its forget returned";
 }
 
-/// Registers Cases<F>... under `suite`.
-template <class F, template <class> class... Cases>
-void register_face_cases(const std::string& suite, const char* file, int line) {
-  (::testing::RegisterTest(suite.c_str(), Cases<F>::kName, nullptr, nullptr, file, line,
-                           []() -> RecordStoreTest<typename F::Store>* { return new Cases<F>(); }),
-   ...);
-}
-
 /// Every case that applies to face F (of store F::Store) as `<prefix>/<F::kName>.<Case>`.
 template <class F>
 void register_face(const char* prefix, const char* file, int line) {
   using S = typename F::Store;
   const std::string suite = std::string(prefix) + "/" + F::kName;
-  register_face_cases<F, EachKeyRunsOnceUnderRacingThreads, AFailedHandlerSaysItsKeyWasReleased,
-                      ARememberedFailureSaysSoAndReplays, ABadKeyIsRefusedBeforeTheStore>(
-      suite, file, line);
+  conformance::register_cases<F, EachKeyRunsOnceUnderRacingThreads,
+                              AFailedHandlerSaysItsKeyWasReleased,
+                              ARememberedFailureSaysSoAndReplays, ABadKeyIsRefusedBeforeTheStore>(
+      suite.c_str(), file, line);
   if constexpr (!HoldsUntilFinished<S>) {
     // A holder in another process that vanished is a transaction that rolls back there, and a
     // lease never runs out under one.
-    register_face_cases<F, EventsComeAsTheGuideSays, ALapsedLeaseIsATakeoverEvenWhenTheTtlIsShorter,
-                        AWaitingCallerGetsTheHoldersResultOrGivesUpInTime>(suite, file, line);
+    conformance::register_cases<F, EventsComeAsTheGuideSays,
+                                ALapsedLeaseIsATakeoverEvenWhenTheTtlIsShorter,
+                                AWaitingCallerGetsTheHoldersResultOrGivesUpInTime>(suite.c_str(),
+                                                                                   file, line);
     if constexpr (AdminTraits<S>) {
-      register_face_cases<F, AKeyTheAdminReleasedRunsAgain>(suite, file, line);
+      conformance::register_cases<F, AKeyTheAdminReleasedRunsAgain>(suite.c_str(), file, line);
     }
   }
   if constexpr (AdminTraits<S>) {
-    register_face_cases<F, AForgottenRecordIsNeverReplayed,
-                        AForgetRacingCallersNeverBringsTheRecordBack>(suite, file, line);
+    conformance::register_cases<F, AForgottenRecordIsNeverReplayed,
+                                AForgetRacingCallersNeverBringsTheRecordBack>(suite.c_str(), file,
+                                                                              line);
     if constexpr (F::kContext && StepStore<typename F::GuardStore>) {
-      register_face_cases<F, AForgottenRunLeavesNoStepsToTheNextOne>(suite, file, line);
+      conformance::register_cases<F, AForgottenRunLeavesNoStepsToTheNextOne>(suite.c_str(), file,
+                                                                             line);
     }
   }
 }

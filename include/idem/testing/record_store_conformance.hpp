@@ -123,6 +123,5 @@ bool register_record_store_conformance(const char* prefix, const char* file, int
 
 /// Runs the conformance cases on the store type given after `Prefix` (an identifier naming it in
 /// test names; the type may contain commas). At namespace scope, once per store type.
-#define IDEM_RECORD_STORE_CONFORMANCE(Prefix, ...)                            \
-  [[maybe_unused]] static const bool idem_record_store_conformance_##Prefix = \
-      ::idem::testing::register_record_store_conformance<__VA_ARGS__>(#Prefix, __FILE__, __LINE__)
+#define IDEM_RECORD_STORE_CONFORMANCE(Prefix, ...) \
+  IDEM_TESTING_REGISTER(register_record_store_conformance, Prefix, __VA_ARGS__)

@@ -21,6 +21,7 @@ namespace idem::testing {
 template <class S>
 class RecordStoreTest : public ::testing::Test {
  public:
+  using Store = S;
   using Traits = StoreTraits<S>;
   static constexpr std::chrono::milliseconds kLease = Traits::lease;
   static constexpr std::chrono::milliseconds kTtl{std::chrono::hours{1}};
