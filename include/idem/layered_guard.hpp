@@ -124,85 +124,77 @@ LayerSettings settings_over(const S& store, LayerSettings settings, std::string_
   }
   return settings;
 }
+
+/// What every layer holds: its store and its settings, checked once.
+template <class S>
+class LayerBase {
+ public:
+  using store_type = S;
+  S& store() const noexcept { return *store_; }
+  const LayerSettings& settings() const noexcept { return settings_; }
+
+ protected:
+  LayerBase(S& store, LayerSettings settings) : store_(&store), settings_(std::move(settings)) {
+    check_layer_store<S>();
+  }
+
+ private:
+  S* store_;
+  LayerSettings settings_;
+};
 }  // namespace detail
 
 /// The gateway layer over a request-ID cache (RequestIdCache, MemoryRequestIdCache, or any store
 /// with options()). Key: Key{request_id, principal}. Scope, lease and ttl come from the cache's
 /// own options, so execute() on the cache and this layer share entries.
 template <class S>
-class RequestIdLayer {
+class RequestIdLayer : public detail::LayerBase<S> {
  public:
-  using store_type = S;
   static constexpr LayerKind kind = LayerKind::request_id;
 
   explicit RequestIdLayer(S& store) requires requires(S& s) {
     s.options();
-  } : store_(&store), settings_(detail::settings_from(store.options(), "request_id")) {
-    detail::check_layer_store<S>();
-  }
+  } : detail::LayerBase<S>(store, detail::settings_from(store.options(), "request_id")) {}
   /// Explicit settings (lease, ttl, name, block_for). Over a store with options(), the scope is
   /// the store's: leave it empty; another scope throws std::invalid_argument.
   RequestIdLayer(S& store, LayerSettings settings)
-      : store_(&store), settings_(detail::settings_over(store, std::move(settings), "request_id")) {
-    detail::check_layer_store<S>();
-  }
-  S& store() const noexcept { return *store_; }
-  const LayerSettings& settings() const noexcept { return settings_; }
+      : detail::LayerBase<S>(store, detail::settings_over(store, std::move(settings), "request_id")) {}
   static Key key_of(const LayeredRequest& r) noexcept { return Key{r.request_id, r.principal}; }
-
- private:
-  S* store_;
-  LayerSettings settings_;
 };
 
 /// The one-time token layer over MemoryTokenStore or RedisTokenStore. Key: the token, without
 /// principal (tokens are bearer: issue() knows no principal). A malformed token is refused
 /// (token_invalid) without a round trip.
 template <class S>
-class TokenLayer {
+class TokenLayer : public detail::LayerBase<S> {
  public:
-  using store_type = S;
   static constexpr LayerKind kind = LayerKind::token;
 
   explicit TokenLayer(S& store) requires requires(S& s) {
     s.options();
-  } : store_(&store), settings_(detail::settings_from(store.options(), "token")) {
-    detail::check_layer_store<S>();
-  }
-  /// Explicit settings (lease, ttl, name, block_for). Over a store with options(), the scope is
-  /// the store's: leave it empty; another scope throws std::invalid_argument.
+  } : detail::LayerBase<S>(store, detail::settings_from(store.options(), "token")) {}
+  /// As RequestIdLayer's.
   TokenLayer(S& store, LayerSettings settings)
-      : store_(&store), settings_(detail::settings_over(store, std::move(settings), "token")) {
-    detail::check_layer_store<S>();
-  }
-  S& store() const noexcept { return *store_; }
-  const LayerSettings& settings() const noexcept { return settings_; }
+      : detail::LayerBase<S>(store, detail::settings_over(store, std::move(settings), "token")) {}
   static Key key_of(const LayeredRequest& r) noexcept { return Key{r.token.view()}; }
-
- private:
-  S* store_;
-  LayerSettings settings_;
 };
 
 /// The durable layer over a record store (SqliteStore, PostgresStore, RedisStore, MemoryStore).
 /// Key: Key{business_key, principal}. In transactional mode the handler runs in its transaction.
 template <class S>
-class RecordLayer {
+class RecordLayer : public detail::LayerBase<S> {
  public:
-  using store_type = S;
   static constexpr LayerKind kind = LayerKind::record;
 
-  RecordLayer(S& store, LayerSettings settings) : store_(&store), settings_(std::move(settings)) {
-    detail::check_layer_store<S>();
-    if (settings_.name.empty()) settings_.name = "record";
-  }
-  S& store() const noexcept { return *store_; }
-  const LayerSettings& settings() const noexcept { return settings_; }
+  RecordLayer(S& store, LayerSettings settings)
+      : detail::LayerBase<S>(store, named(std::move(settings))) {}
   static Key key_of(const LayeredRequest& r) noexcept { return Key{r.business_key, r.principal}; }
 
  private:
-  S* store_;
-  LayerSettings settings_;
+  static LayerSettings named(LayerSettings settings) {
+    if (settings.name.empty()) settings.name = "record";
+    return settings;
+  }
 };
 
 /// What a LayeredGuard layer must offer; RequestIdLayer, TokenLayer and RecordLayer do.
