@@ -98,8 +98,8 @@ TEST_F(Fixture, PolicyIsTheGuardsOptionsAndRefusesTheLayersOwnFields) {
   EXPECT_EQ(guard.options().policy.max_result_size, Options{}.max_result_size);
   EXPECT_FALSE(guard.options().policy.remember_failures);
   int runs = 0;
-  auto too_long = guard.execute(
-      LayeredRequest{std::string(65, 'r'), token(), "o", "alice", ""}, [&] { ++runs; });
+  auto too_long = guard.execute(LayeredRequest{std::string(65, 'r'), token(), "o", "alice", ""},
+                                [&] { ++runs; });
   EXPECT_EQ(too_long.error(), errc::key_invalid);
   auto fits = guard.execute(LayeredRequest{"req-1", token(), "o", "alice", ""}, [&] { ++runs; });
   EXPECT_TRUE(fits.executed()) << fits.message();
@@ -273,9 +273,8 @@ TEST_F(Fixture, CacheDownFailsClosedByDefault) {
 
 TEST_F(Fixture, SkipCachePassesTheGatewayByButNeverTheRecord) {
   auto observer = std::make_shared<Observer>();
-  auto guard =
-      make(LayeredOptions{.on_layer_down = LayerDownPolicy::skip_cache,
-                           .policy = {.observer = observer}});
+  auto guard = make(LayeredOptions{.on_layer_down = LayerDownPolicy::skip_cache,
+                                   .policy = {.observer = observer}});
   gateway.down = true;
   int runs = 0;
   const std::string t = token();

@@ -154,11 +154,13 @@ class RequestIdLayer : public detail::LayerBase<S> {
 
   explicit RequestIdLayer(S& store) requires requires(S& s) {
     s.options();
-  } : detail::LayerBase<S>(store, detail::settings_from(store.options(), "request_id")) {}
+  } : detail::LayerBase<S>(store, detail::settings_from(store.options(), "request_id")) {
+  }
   /// Explicit settings (lease, ttl, name, block_for). Over a store with options(), the scope is
   /// the store's: leave it empty; another scope throws std::invalid_argument.
   RequestIdLayer(S& store, LayerSettings settings)
-      : detail::LayerBase<S>(store, detail::settings_over(store, std::move(settings), "request_id")) {}
+      : detail::LayerBase<S>(store,
+                             detail::settings_over(store, std::move(settings), "request_id")) {}
   static Key key_of(const LayeredRequest& r) noexcept { return Key{r.request_id, r.principal}; }
 };
 
@@ -172,7 +174,8 @@ class TokenLayer : public detail::LayerBase<S> {
 
   explicit TokenLayer(S& store) requires requires(S& s) {
     s.options();
-  } : detail::LayerBase<S>(store, detail::settings_from(store.options(), "token")) {}
+  } : detail::LayerBase<S>(store, detail::settings_from(store.options(), "token")) {
+  }
   /// As RequestIdLayer's.
   TokenLayer(S& store, LayerSettings settings)
       : detail::LayerBase<S>(store, detail::settings_over(store, std::move(settings), "token")) {}

@@ -38,6 +38,24 @@ inline std::optional<State> state_from_string(std::string_view text) noexcept {
 
 namespace detail {
 
+// Counts `n` records of `state` in `stats`.
+inline void count(Stats& stats, State state, std::uint64_t n = 1) noexcept {
+  switch (state) {
+    case State::in_progress:
+      stats.in_progress += n;
+      return;
+    case State::completed:
+      stats.completed += n;
+      return;
+    case State::failed:
+      stats.failed += n;
+      return;
+    case State::released:
+      stats.released += n;
+      return;
+  }
+}
+
 // Reads a LEB128 length at `pos`; false when the bytes end first or it is absurdly long.
 inline bool read_varint(std::string_view bytes, std::size_t& pos, std::size_t& n) {
   n = 0;
