@@ -86,6 +86,26 @@ struct Fixture : ::testing::Test {
   }
 };
 
+// LayeredOptions::policy is the guards' Options: its shared fields apply at every layer, one set
+// keeps the others' defaults, and the fields each layer has of its own are refused there.
+TEST_F(Fixture, PolicyIsTheGuardsOptionsAndRefusesTheLayersOwnFields) {
+  EXPECT_THROW((void)make(LayeredOptions{.policy = {.scope = "payments"}}), std::invalid_argument);
+  EXPECT_THROW((void)make(LayeredOptions{.policy = {.lease = 1s}}), std::invalid_argument);
+  EXPECT_THROW((void)make(LayeredOptions{.policy = {.ttl = 1h}}), std::invalid_argument);
+  EXPECT_THROW((void)make(LayeredOptions{.policy = {.keep_request = true}}), std::invalid_argument);
+  EXPECT_THROW((void)make(LayeredOptions{.policy = {.hash = nullptr}}), std::invalid_argument);
+  auto guard = make(LayeredOptions{.policy = {.max_key_size = 64}});
+  EXPECT_EQ(guard.options().policy.max_result_size, Options{}.max_result_size);
+  EXPECT_FALSE(guard.options().policy.remember_failures);
+  int runs = 0;
+  auto too_long = guard.execute(LayeredRequest{std::string(65, 'r'), token(), "o", "alice", ""},
+                                [&] { ++runs; });
+  EXPECT_EQ(too_long.error(), errc::key_invalid);
+  auto fits = guard.execute(LayeredRequest{"req-1", token(), "o", "alice", ""}, [&] { ++runs; });
+  EXPECT_TRUE(fits.executed()) << fits.message();
+  EXPECT_EQ(runs, 1);
+}
+
 TEST_F(Fixture, FreshRunCommitsInnermostFirstAndRepeatsReplayFromTheGateway) {
   auto guard = make();
   const std::string t = token();
@@ -253,8 +273,8 @@ TEST_F(Fixture, CacheDownFailsClosedByDefault) {
 
 TEST_F(Fixture, SkipCachePassesTheGatewayByButNeverTheRecord) {
   auto observer = std::make_shared<Observer>();
-  auto guard =
-      make(LayeredOptions{.on_layer_down = LayerDownPolicy::skip_cache, .observer = observer});
+  auto guard = make(LayeredOptions{.on_layer_down = LayerDownPolicy::skip_cache,
+                                   .policy = {.observer = observer}});
   gateway.down = true;
   int runs = 0;
   const std::string t = token();
@@ -293,7 +313,7 @@ TEST_F(Fixture, RecordCommitFailureLeavesNoCacheAnswering) {
     Status abort(const Ticket& t) { return s.abort(t); }
     Status extend(const Ticket& t, std::chrono::milliseconds l) { return s.extend(t, l); }
   } failing{inner};
-  LayeredGuard guard(LayeredOptions{.commit_retry = {.attempts = 2, .backoff = 0ms}},
+  LayeredGuard guard(LayeredOptions{.policy = {.commit_retry = {.attempts = 2, .backoff = 0ms}}},
                      RequestIdLayer(cache), RecordLayer(failing, LayerSettings{.scope = "pay"}));
   int runs = 0;
   auto out = guard.execute({"req-1", "", "order-1", "alice", "p"}, [&] { return ++runs; });
@@ -313,7 +333,7 @@ TEST_F(Fixture, RecordCommitFailureLeavesNoCacheAnswering) {
 TEST_F(Fixture, RecordCommitWhoseReplyIsLostIsRecordedAndFillsTheGateway) {
   testing::FlakyStore flaky;
   flaky.lost_commit_replies = 1;
-  LayeredGuard guard(LayeredOptions{.commit_retry = {.attempts = 3, .backoff = 0ms}},
+  LayeredGuard guard(LayeredOptions{.policy = {.commit_retry = {.attempts = 3, .backoff = 0ms}}},
                      RequestIdLayer(cache), RecordLayer(flaky, LayerSettings{.scope = "pay"}));
   int runs = 0;
   auto out = guard.execute({"req-1", "", "order-1", "alice", "p"}, [&] { return ++runs; });

@@ -44,10 +44,10 @@ class PaymentsService final : public Service {
       : tokens_(tokens),
         db_(db),
         delay_(delay),
-        with_token_(idem::LayeredOptions{.observer = metrics_observer()},
+        with_token_(idem::LayeredOptions{.policy = {.observer = metrics_observer()}},
                     idem::RequestIdLayer<Cache>{cache, gateway}, idem::TokenLayer{tokens},
                     record_layer(records)),
-        without_token_(idem::LayeredOptions{.observer = metrics_observer()},
+        without_token_(idem::LayeredOptions{.policy = {.observer = metrics_observer()}},
                        idem::RequestIdLayer<Cache>{cache, gateway}, record_layer(records)) {}
 
   void mount(transport::Router& server) override {

@@ -124,85 +124,80 @@ LayerSettings settings_over(const S& store, LayerSettings settings, std::string_
   }
   return settings;
 }
+
+/// What every layer holds: its store and its settings, checked once.
+template <class S>
+class LayerBase {
+ public:
+  using store_type = S;
+  S& store() const noexcept { return *store_; }
+  const LayerSettings& settings() const noexcept { return settings_; }
+
+ protected:
+  LayerBase(S& store, LayerSettings settings) : store_(&store), settings_(std::move(settings)) {
+    check_layer_store<S>();
+  }
+
+ private:
+  S* store_;
+  LayerSettings settings_;
+};
 }  // namespace detail
 
 /// The gateway layer over a request-ID cache (RequestIdCache, MemoryRequestIdCache, or any store
 /// with options()). Key: Key{request_id, principal}. Scope, lease and ttl come from the cache's
 /// own options, so execute() on the cache and this layer share entries.
 template <class S>
-class RequestIdLayer {
+class RequestIdLayer : public detail::LayerBase<S> {
  public:
-  using store_type = S;
   static constexpr LayerKind kind = LayerKind::request_id;
 
   explicit RequestIdLayer(S& store) requires requires(S& s) {
     s.options();
-  } : store_(&store), settings_(detail::settings_from(store.options(), "request_id")) {
-    detail::check_layer_store<S>();
+  } : detail::LayerBase<S>(store, detail::settings_from(store.options(), "request_id")) {
   }
   /// Explicit settings (lease, ttl, name, block_for). Over a store with options(), the scope is
   /// the store's: leave it empty; another scope throws std::invalid_argument.
   RequestIdLayer(S& store, LayerSettings settings)
-      : store_(&store), settings_(detail::settings_over(store, std::move(settings), "request_id")) {
-    detail::check_layer_store<S>();
-  }
-  S& store() const noexcept { return *store_; }
-  const LayerSettings& settings() const noexcept { return settings_; }
+      : detail::LayerBase<S>(store,
+                             detail::settings_over(store, std::move(settings), "request_id")) {}
   static Key key_of(const LayeredRequest& r) noexcept { return Key{r.request_id, r.principal}; }
-
- private:
-  S* store_;
-  LayerSettings settings_;
 };
 
 /// The one-time token layer over MemoryTokenStore or RedisTokenStore. Key: the token, without
 /// principal (tokens are bearer: issue() knows no principal). A malformed token is refused
 /// (token_invalid) without a round trip.
 template <class S>
-class TokenLayer {
+class TokenLayer : public detail::LayerBase<S> {
  public:
-  using store_type = S;
   static constexpr LayerKind kind = LayerKind::token;
 
   explicit TokenLayer(S& store) requires requires(S& s) {
     s.options();
-  } : store_(&store), settings_(detail::settings_from(store.options(), "token")) {
-    detail::check_layer_store<S>();
+  } : detail::LayerBase<S>(store, detail::settings_from(store.options(), "token")) {
   }
-  /// Explicit settings (lease, ttl, name, block_for). Over a store with options(), the scope is
-  /// the store's: leave it empty; another scope throws std::invalid_argument.
+  /// As RequestIdLayer's.
   TokenLayer(S& store, LayerSettings settings)
-      : store_(&store), settings_(detail::settings_over(store, std::move(settings), "token")) {
-    detail::check_layer_store<S>();
-  }
-  S& store() const noexcept { return *store_; }
-  const LayerSettings& settings() const noexcept { return settings_; }
+      : detail::LayerBase<S>(store, detail::settings_over(store, std::move(settings), "token")) {}
   static Key key_of(const LayeredRequest& r) noexcept { return Key{r.token.view()}; }
-
- private:
-  S* store_;
-  LayerSettings settings_;
 };
 
 /// The durable layer over a record store (SqliteStore, PostgresStore, RedisStore, MemoryStore).
 /// Key: Key{business_key, principal}. In transactional mode the handler runs in its transaction.
 template <class S>
-class RecordLayer {
+class RecordLayer : public detail::LayerBase<S> {
  public:
-  using store_type = S;
   static constexpr LayerKind kind = LayerKind::record;
 
-  RecordLayer(S& store, LayerSettings settings) : store_(&store), settings_(std::move(settings)) {
-    detail::check_layer_store<S>();
-    if (settings_.name.empty()) settings_.name = "record";
-  }
-  S& store() const noexcept { return *store_; }
-  const LayerSettings& settings() const noexcept { return settings_; }
+  RecordLayer(S& store, LayerSettings settings)
+      : detail::LayerBase<S>(store, named(std::move(settings))) {}
   static Key key_of(const LayeredRequest& r) noexcept { return Key{r.business_key, r.principal}; }
 
  private:
-  S* store_;
-  LayerSettings settings_;
+  static LayerSettings named(LayerSettings settings) {
+    if (settings.name.empty()) settings.name = "record";
+    return settings;
+  }
 };
 
 /// What a LayeredGuard layer must offer; RequestIdLayer, TokenLayer and RecordLayer do.
@@ -225,25 +220,14 @@ enum class LayerDownPolicy : std::uint8_t {
 struct LayeredOptions {
   /// What a layer that is down does to the call (default: fail closed).
   LayerDownPolicy on_layer_down = LayerDownPolicy::fail_closed;
-  /// Longest key id and principal, in bytes, at every layer.
-  std::size_t max_key_size = 256;
-  /// Largest encoded result, in bytes; larger ones are errc::result_too_large.
-  std::size_t max_result_size = std::size_t{1} << 20;
-  /// Payload fingerprint function (default XXH3-128).
-  PayloadHash hash = &xxh3_128;
-  /// Events per layer, with the layer's scope (default: none).
-  std::shared_ptr<Observer> observer = nullptr;
-  /// Retries of the record layer's commit (the outer layers' commits are tried once).
-  CommitRetry commit_retry{};
-  /// Time source for commit backoff and waiting (default: steady clock).
-  std::shared_ptr<Clock> clock = nullptr;
-  /// When a layer's key is held by another caller: FailFast (default) or Wait{...}. Waiting
-  /// releases the layers claimed so far and claims the chain again at each poll.
-  InProgressPolicy in_progress = FailFast{};
-  /// false (default): fn throwing releases every layer. true: the failure is recorded at every
-  /// layer (the record first, after undoing fn's writes in its transaction) and replayed as
-  /// errc::handler_failed until each layer's ttl.
-  bool remember_failures = false;
+  /// The policy every guard shares, applied at every layer: in_progress (FailFast when unset;
+  /// waiting releases the layers claimed so far and claims the chain again at each poll),
+  /// remember_failures (the failure is recorded at every layer, the record first after undoing
+  /// fn's writes in its transaction), max_key_size, max_result_size, hash, clock, observer
+  /// (events per layer, with the layer's scope) and commit_retry (the record layer's commit; the
+  /// outer layers' commits are tried once). Scope, lease and ttl are each layer's own
+  /// (LayerSettings): leave them, keep_request and max_kept_request at their defaults.
+  Options policy{};
 };
 
 /// Index of "no layer": the handler ran (LayeredOutcome::layer()).
@@ -535,14 +519,13 @@ class LayeredGuard {
   /// or wait policy is out of range.
   explicit LayeredGuard(Layers... layers) : LayeredGuard(LayeredOptions{}, std::move(layers)...) {}
   LayeredGuard(LayeredOptions options, Layers... layers)
-      : layers_(std::move(layers)...), options_(std::move(options)) {
+      : layers_(std::move(layers)...),
+        options_(std::move(options)),
+        policy_(detail::shared_policy(options_.policy, "LayeredOptions::policy")) {
     std::apply([](const auto&... l) { (check(l.settings()), ...); }, layers_);
-    if (!options_.clock) options_.clock = steady_clock();
-    policy_ = detail::Policy{
-        options_.max_key_size,      options_.max_result_size, options_.hash,  options_.in_progress,
-        options_.remember_failures, options_.commit_retry,    options_.clock, options_.observer};
+    check_layered(options_.policy);
+    options_.policy.clock = policy_.clock;
     policy_.store_name = "layered";  // observers' label; the layer is in the event's scope
-    detail::check_policy(policy_, "LayeredOptions");
   }
   // Every Attempt refers to the guard's layers and policy: the guard stays where it is.
   LayeredGuard(const LayeredGuard&) = delete;
@@ -558,7 +541,7 @@ class LayeredGuard {
     using R = handler_result_t<Fn>;
     static_assert(std::is_void_v<R> || Codable<R>,
                   "idem: the handler's result type has no idem::codec<T> (see idem/codec.hpp)");
-    Chain chain(layers_, policy_, options_.on_layer_down, request, options_.hash(request.payload));
+    Chain chain(layers_, policy_, options_.on_layer_down, request, policy_.hash(request.payload));
     Outcome<R> out = detail::execute_on<R>(policy_, chain, fn);
     if (out.executed()) {
       return LayeredOutcome<R>(std::move(out), kHandlerLayer, "handler", chain.skipped());
@@ -575,7 +558,7 @@ class LayeredGuard {
     static_assert(std::is_void_v<T> || Codable<T>,
                   "idem: the result type has no idem::codec<T> (see idem/codec.hpp)");
     return Attempt<T>(policy_, Chain(layers_, policy_, options_.on_layer_down, request,
-                                     options_.hash(request.payload)));
+                                     policy_.hash(request.payload)));
   }
 
   /// The answer of an Attempt from begin() that did not acquire, as execute() gives it: the
@@ -603,6 +586,16 @@ class LayeredGuard {
     if (s.lease.count() <= 0 || s.ttl.count() <= 0 || s.block_for.count() < 0) {
       throw std::invalid_argument("idem: layer '" + s.name +
                                   "' needs lease > 0, ttl > 0 and block_for >= 0");
+    }
+  }
+
+  // The guard's own fields of Options are the layers' here; set, they would be ignored.
+  static void check_layered(const Options& o) {
+    if (!o.scope.empty() || o.ttl || o.lease != Options{}.lease || o.keep_request ||
+        o.max_kept_request != Options{}.max_kept_request) {
+      throw std::invalid_argument(
+          "idem: LayeredOptions::policy sets scope, lease, ttl or keep_request; each layer has "
+          "its own scope, lease and ttl (LayerSettings), and a LayeredGuard keeps no request");
     }
   }
 

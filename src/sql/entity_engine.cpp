@@ -109,6 +109,16 @@ struct SqlEntities::Impl {
     return backend->failure(std::current_exception(), broken, claim);
   }
 
+  // A session for a read or the schema, taken without waiting, or the failure of taking one.
+  Result<sql::SessionLease> session_now() const {
+    try {
+      return backend->acquire(milliseconds{0});
+    } catch (...) {
+      bool broken = false;
+      return failure(broken, false);
+    }
+  }
+
   // A claim that failed to get its turn (`f`): in_progress when a holder of this store has the
   // operation (its transaction is open), else `f` (SQLite: the file stayed locked by another
   // operation's holder, store_unavailable).
@@ -215,14 +225,9 @@ Status SqlEntities::ensure_schema() {
     std::lock_guard lock(m.mutex);
     if (m.schema_ready) return {};
   }
-  sql::SessionLease session;
-  try {
-    session = m.backend->acquire(milliseconds{0});
-  } catch (...) {
-    bool broken = false;
-    return m.failure(broken, false);
-  }
-  Checkout s(std::move(session));
+  Result<sql::SessionLease> session = m.session_now();
+  if (!session) return session.failure();
+  Checkout s(std::move(session).value());
   const bool postgres = std::string_view(m.dialect->name) == "postgres";
   try {
     // A read first, which waits for no writer: a store opened beside a running handler (on
@@ -508,14 +513,9 @@ Status SqlEntities::extend(const Ticket& ticket, std::chrono::milliseconds) {
 
 Result<std::string> SqlEntities::current(std::string_view entity) {
   Impl& m = *impl_;
-  sql::SessionLease session;
-  try {
-    session = m.backend->acquire(milliseconds{0});
-  } catch (...) {
-    bool broken = false;
-    return m.failure(broken, false);
-  }
-  Checkout s(std::move(session));
+  Result<sql::SessionLease> session = m.session_now();
+  if (!session) return session.failure();
+  Checkout s(std::move(session).value());
   try {
     sql::Row row;
     const std::array<sql::Param, 1> args{text(entity)};

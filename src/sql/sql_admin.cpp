@@ -329,20 +329,7 @@ Result<admin::Stats> SqlAdmin::stats(std::string_view scope, bool all_scopes) {
     for (const Row& row : rows) {
       const auto n = static_cast<std::uint64_t>(number(row[1]));
       out.expired += static_cast<std::uint64_t>(number(row[2]));
-      switch (state_of(number(row[0])).value_or(admin::State::released)) {
-        case admin::State::in_progress:
-          out.in_progress += n;
-          break;
-        case admin::State::completed:
-          out.completed += n;
-          break;
-        case admin::State::failed:
-          out.failed += n;
-          break;
-        case admin::State::released:
-          out.released += n;
-          break;
-      }
+      admin::detail::count(out, state_of(number(row[0])).value_or(admin::State::released), n);
     }
     return out;
   });

@@ -150,13 +150,13 @@ class GuardAdapter {
 
 /// What every LayeredGuard adapter shares: its options, and a request per key.
 inline LayeredOptions layered_options(const GuardSetup& s, std::shared_ptr<Clock> clock) {
-  return LayeredOptions{.max_key_size = s.max_key_size,
-                        .max_result_size = s.max_result_size,
-                        .observer = s.observer,
-                        .commit_retry = s.commit_retry,
-                        .clock = std::move(clock),
-                        .in_progress = s.in_progress,
-                        .remember_failures = s.remember_failures};
+  return LayeredOptions{.policy = {.in_progress = s.in_progress,
+                                   .remember_failures = s.remember_failures,
+                                   .max_key_size = s.max_key_size,
+                                   .max_result_size = s.max_result_size,
+                                   .clock = std::move(clock),
+                                   .observer = s.observer,
+                                   .commit_retry = s.commit_retry}};
 }
 
 inline LayerSettings layer_settings(std::string name, std::string_view scope, const GuardSetup& s) {

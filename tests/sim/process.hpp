@@ -107,13 +107,11 @@ class Caller {
   }
   static LayeredOptions layered_options(World& world) {
     const Options& o = world.options();
-    LayeredOptions l;
-    l.commit_retry = o.commit_retry;
-    l.clock = o.clock;
-    l.in_progress = o.in_progress.value_or(FailFast{});
-    l.remember_failures = o.remember_failures;
-    l.max_result_size = o.max_result_size;
-    return l;
+    return LayeredOptions{.policy = {.in_progress = o.in_progress,
+                                     .remember_failures = o.remember_failures,
+                                     .max_result_size = o.max_result_size,
+                                     .clock = o.clock,
+                                     .commit_retry = o.commit_retry}};
   }
 
   World* world_;

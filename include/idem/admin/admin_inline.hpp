@@ -1,7 +1,9 @@
 #pragma once
 // The header-only parts of idem/admin.hpp: state names, key splitting, cursors.
 
+#include <array>
 #include <charconv>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -37,6 +39,13 @@ inline std::optional<State> state_from_string(std::string_view text) noexcept {
 }
 
 namespace detail {
+
+// Counts `n` records of `state` in `stats`.
+inline void count(Stats& stats, State state, std::uint64_t n = 1) noexcept {
+  static constexpr std::array<std::uint64_t Stats::*, 4> kCounters{
+      &Stats::in_progress, &Stats::completed, &Stats::failed, &Stats::released};  // State's order
+  stats.*kCounters[static_cast<std::size_t>(state)] += n;
+}
 
 // Reads a LEB128 length at `pos`; false when the bytes end first or it is absurdly long.
 inline bool read_varint(std::string_view bytes, std::size_t& pos, std::size_t& n) {

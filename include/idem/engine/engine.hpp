@@ -84,6 +84,15 @@ inline void check_policy(Policy& policy, const char* owner) {
   if (!policy.clock) policy.clock = steady_clock();
 }
 
+/// The policy fields of Options, which every guard shares (an unset in_progress is FailFast),
+/// checked by check_policy. Throws std::invalid_argument when one is out of range.
+inline Policy shared_policy(const Options& o, const char* owner) {
+  Policy policy{o.max_key_size,      o.max_result_size, o.hash,  o.in_progress.value_or(FailFast{}),
+                o.remember_failures, o.commit_retry,    o.clock, o.observer};
+  check_policy(policy, owner);
+  return policy;
+}
+
 /// The policy of a guard's Options, whose unset fields were filled (idem::with_defaults).
 /// Throws std::invalid_argument when an option is out of range.
 inline Policy policy_of(const Options& o) {
@@ -91,10 +100,7 @@ inline Policy policy_of(const Options& o) {
   if (!o.ttl || o.ttl->count() <= 0) {
     throw std::invalid_argument("idem: Options::ttl must be > 0 (leave it unset for the default)");
   }
-  Policy policy{o.max_key_size,      o.max_result_size, o.hash,  o.in_progress.value_or(FailFast{}),
-                o.remember_failures, o.commit_retry,    o.clock, o.observer};
-  check_policy(policy, "Options");
-  return policy;
+  return shared_policy(o, "Options");
 }
 
 /// A store's own refusal (bad key, token, transition, version) is not a failing store.

@@ -103,49 +103,33 @@ class MemoryAdmin final : public Admin {
       for (const MemoryStore::Entry* e = shard.head; e != nullptr; e = e->next) {
         if (!all_scopes && !shard.records.key_of(*e).starts_with(prefix)) continue;
         if (now >= e->expires_at) ++out.expired;
-        switch (e->state) {
-          case idem::detail::RecordState::held:
-            ++out.in_progress;
-            break;
-          case idem::detail::RecordState::completed:
-            ++out.completed;
-            break;
-          case idem::detail::RecordState::failed:
-            ++out.failed;
-            break;
-          default:
-            ++out.released;
-            break;
-        }
+        detail::count(out, state_of(e->state));
       }
     }
     return out;
   }
 
  private:
+  static State state_of(idem::detail::RecordState state) noexcept {
+    using idem::detail::RecordState;
+    if (state == RecordState::held) return State::in_progress;
+    if (state == RecordState::completed) return State::completed;
+    return state == RecordState::failed ? State::failed : State::released;
+  }
+
   static RecordInfo info_of(const MemoryStore::Entry& e, std::string_view k, std::string_view scope,
                             Clock::time_point now) {
     using std::chrono::duration_cast;
     using std::chrono::milliseconds;
     RecordInfo info;
     if (!detail::split_key(k, scope, info.principal, info.id)) info.id = k;
-    switch (e.state) {
-      case idem::detail::RecordState::held:
-        info.state = State::in_progress;
-        info.lease_left =
-            std::max(duration_cast<milliseconds>(e.lease_until - now), milliseconds{0});
-        break;
-      case idem::detail::RecordState::completed:
-        info.state = State::completed;
-        info.result_size = e.result.size();
-        break;
-      case idem::detail::RecordState::failed:
-        info.state = State::failed;
-        info.failure = detail::failure_text(e.result);
-        break;
-      default:
-        info.state = State::released;
-        break;
+    info.state = state_of(e.state);
+    if (info.state == State::in_progress) {
+      info.lease_left = std::max(duration_cast<milliseconds>(e.lease_until - now), milliseconds{0});
+    } else if (info.state == State::completed) {
+      info.result_size = e.result.size();
+    } else if (info.state == State::failed) {
+      info.failure = detail::failure_text(e.result);
     }
     info.fence = e.fence;
     info.fingerprint = e.fingerprint;

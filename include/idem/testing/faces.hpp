@@ -256,9 +256,9 @@ class LayeredFace {
 
   LayeredFace(S& store, const FaceSetup& setup)
       : store_(store),
-        guard_(LayeredOptions{.observer = faces::observer_for(setup, aborted_),
-                              .in_progress = setup.in_progress,
-                              .remember_failures = setup.remember_failures},
+        guard_(LayeredOptions{.policy = {.in_progress = setup.in_progress,
+                                         .remember_failures = setup.remember_failures,
+                                         .observer = faces::observer_for(setup, aborted_)}},
                RecordLayer<S>(store, LayerSettings{.name = "record",
                                                    .scope = setup.scope,
                                                    .lease = setup.lease,

@@ -8,10 +8,6 @@
 #include <atomic>
 #include <cstdint>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
-
 namespace idem::detail {
 
 /// Meets the Lockable requirements (std::lock_guard, std::unique_lock). Not recursive.
@@ -53,7 +49,7 @@ class SpinMutex {
 
   static void relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
-    _mm_pause();
+    __builtin_ia32_pause();  // _mm_pause(), without parsing <immintrin.h> (more than the core)
 #elif defined(__aarch64__)
     asm volatile("yield");
 #endif
