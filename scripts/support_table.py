@@ -34,6 +34,7 @@ CELLS = {
     "RedisCluster": "Redis Cluster",
     "AsyncRedis": "`AsyncRedisStore`",
     "AsyncRedisCluster": "`AsyncRedisStore` on a cluster",
+    "AsyncRedisClusterDurable": "`AsyncRedisStore` on a cluster, durable (`WAIT`)",
     "AsyncPostgres": "`AsyncPostgresStore`",
     "AsyncSqlite": "`sqlite::AsyncStore`",
 }
