@@ -158,13 +158,17 @@ const char* env(const char* name) {
 }
 
 idem::PostgresStore& postgres() {
-  static idem::PostgresStore store(idem::PostgresStoreOptions{.connection = {.uri = env("IDEM_BENCH_PG_URI"), .table_prefix = "bench_batch_" + std::to_string(::getpid()) + "_"}});
+  static idem::PostgresStore store(idem::PostgresStoreOptions{
+      .connection = {.uri = env("IDEM_BENCH_PG_URI"),
+                     .table_prefix = "bench_batch_" + std::to_string(::getpid()) + "_"}});
   return store;
 }
 
 idem::PostgresStore& postgres_pool32() {
-  static idem::PostgresStore store(
-      idem::PostgresStoreOptions{.connection = {.uri = env("IDEM_BENCH_PG_URI"), .table_prefix = "bench_batch_" + std::to_string(::getpid()) + "_"}, .pool = {.size = 32}});
+  static idem::PostgresStore store(idem::PostgresStoreOptions{
+      .connection = {.uri = env("IDEM_BENCH_PG_URI"),
+                     .table_prefix = "bench_batch_" + std::to_string(::getpid()) + "_"},
+      .pool = {.size = 32}});
   return store;
 }
 

@@ -348,10 +348,10 @@ void postgres_bare(benchmark::State& state, bool op_log, bool transition) {
       state.SkipWithError("replayed");
     }
     const bool open = v % 2 == 0;
-    const pqxx::result r = transition
-                               ? idem::postgres::detail::exec_prepared(w, "move", "item", open ? "HELD" : "OPEN",
-                                                         open ? "OPEN" : "HELD")
-                               : idem::postgres::detail::exec_prepared(w, "bump", "item", v);
+    const pqxx::result r =
+        transition ? idem::postgres::detail::exec_prepared(
+                         w, "move", "item", open ? "HELD" : "OPEN", open ? "OPEN" : "HELD")
+                   : idem::postgres::detail::exec_prepared(w, "bump", "item", v);
     ++v;
     if (r.affected_rows() != 1) state.SkipWithError("conflict");
     if (op_log) {

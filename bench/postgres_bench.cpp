@@ -1,8 +1,8 @@
 // IdempotencyGuard over PostgresStore beside bare twins: the same prepared statements on libpqxx
-// and on libpq itself (BareLibpq: the driver the asynchronous store runs on) without the library (the claim's one-statement upsert-or-read, the commit's fenced update), in
-// the same binary and run, with 1 and 8 client threads (the guard shares one store and its pool;
-// each bare thread has its own connection). The ratio is the library's overhead
-// (docs/design.md §14).
+// and on libpq itself (BareLibpq: the driver the asynchronous store runs on) without the library
+// (the claim's one-statement upsert-or-read, the commit's fenced update), in the same binary and
+// run, with 1 and 8 client threads (the guard shares one store and its pool; each bare thread has
+// its own connection). The ratio is the library's overhead (docs/design.md §14).
 //
 //   IDEM_BENCH_PG_URI=postgresql://user@host/db build/bench/idem_bench_postgres
 //
@@ -25,8 +25,8 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
-#include <stdexcept>
 #include <pqxx/pqxx>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -61,8 +61,8 @@ std::string key(std::string_view kind, long long i) {
 
 // One store for all threads of all guarded benchmarks; its pool holds 8 connections.
 idem::PostgresStore& store() {
-  static idem::PostgresStore s{
-      idem::PostgresStoreOptions{.connection = {.uri = g_uri, .table_prefix = g_prefix}, .pool = {.size = 8}}};
+  static idem::PostgresStore s{idem::PostgresStoreOptions{
+      .connection = {.uri = g_uri, .table_prefix = g_prefix}, .pool = {.size = 8}}};
   return s;
 }
 
@@ -74,7 +74,10 @@ idem::IdempotencyGuard<idem::PostgresStore>& guard() {
 
 // The same tables in transactional mode: claim, handler and commit in one transaction.
 idem::IdempotencyGuard<idem::PostgresStore>& transactional_guard() {
-  static idem::PostgresStore s{idem::PostgresStoreOptions{.connection = {.uri = g_uri, .table_prefix = g_prefix}, .mode = idem::SqlMode::transactional, .pool = {.size = 8}}};
+  static idem::PostgresStore s{
+      idem::PostgresStoreOptions{.connection = {.uri = g_uri, .table_prefix = g_prefix},
+                                 .mode = idem::SqlMode::transactional,
+                                 .pool = {.size = 8}}};
   static idem::IdempotencyGuard<idem::PostgresStore> g{s,
                                                        idem::Options{.scope = std::string(kScope)}};
   return g;
@@ -196,9 +199,9 @@ class Bare {
   }
   void commit(const std::string& k, long long fence, const std::string& result) {
     pqxx::nontransaction tx(conn_);
-    idem::postgres::detail::exec_prepared(tx, "finish", idem::postgres::detail::bytes_param(k),
-                            static_cast<std::int64_t>(fence), 1, idem::postgres::detail::bytes_param(result),
-                            static_cast<std::int64_t>(kTtl.count()));
+    idem::postgres::detail::exec_prepared(
+        tx, "finish", idem::postgres::detail::bytes_param(k), static_cast<std::int64_t>(fence), 1,
+        idem::postgres::detail::bytes_param(result), static_cast<std::int64_t>(kTtl.count()));
   }
   // Transactional mode as the store sends it: two messages, BEGIN with the claim, then the
   // fenced update with COMMIT (the prepared statements run by SQL's EXECUTE).
@@ -223,8 +226,10 @@ class Bare {
 class BareLibpq {
  public:
   BareLibpq() : text_(idem::sql::kPostgres, g_prefix), conn_(PQconnectdb(g_uri.c_str())) {
-    if (PQstatus(conn_.get()) != CONNECTION_OK) throw std::runtime_error(PQerrorMessage(conn_.get()));
-    expect(PQprepare(conn_.get(), "claim", text_.claim_in_one.c_str(), 0, nullptr), PGRES_COMMAND_OK);
+    if (PQstatus(conn_.get()) != CONNECTION_OK)
+      throw std::runtime_error(PQerrorMessage(conn_.get()));
+    expect(PQprepare(conn_.get(), "claim", text_.claim_in_one.c_str(), 0, nullptr),
+           PGRES_COMMAND_OK);
     expect(PQprepare(conn_.get(), "finish", text_.finish.c_str(), 0, nullptr), PGRES_COMMAND_OK);
   }
   long long claim(const std::string& k) {
@@ -232,16 +237,16 @@ class BareLibpq {
     const std::array<const char*, 6> values{k.data(), "11", "22", "1", lease.c_str(), ttl.c_str()};
     const std::array<int, 6> lengths{static_cast<int>(k.size()), 0, 0, 0, 0, 0};
     const std::array<int, 6> formats{1, 0, 0, 0, 0, 0};
-    Result r = expect(PQexecPrepared(conn_.get(), "claim", 6, values.data(), lengths.data(),
-                                     formats.data(), 0),
-                      PGRES_TUPLES_OK);
+    Result r = expect(
+        PQexecPrepared(conn_.get(), "claim", 6, values.data(), lengths.data(), formats.data(), 0),
+        PGRES_TUPLES_OK);
     if (PQntuples(r.get()) == 0) return 0;
     if (std::string_view(PQgetvalue(r.get(), 0, 0)) == "1") {
       return std::atoll(PQgetvalue(r.get(), 0, 1));
     }
     std::size_t n = 0;
-    unsigned char* bytes = PQunescapeBytea(
-        reinterpret_cast<const unsigned char*>(PQgetvalue(r.get(), 0, 8)), &n);
+    unsigned char* bytes =
+        PQunescapeBytea(reinterpret_cast<const unsigned char*>(PQgetvalue(r.get(), 0, 8)), &n);
     benchmark::DoNotOptimize(n);
     PQfreemem(bytes);
     return 0;
@@ -252,9 +257,9 @@ class BareLibpq {
     const std::array<int, 5> lengths{static_cast<int>(k.size()), 0, 0,
                                      static_cast<int>(result.size()), 0};
     const std::array<int, 5> formats{1, 0, 0, 1, 0};
-    expect(PQexecPrepared(conn_.get(), "finish", 5, values.data(), lengths.data(), formats.data(),
-                          0),
-           PGRES_COMMAND_OK);
+    expect(
+        PQexecPrepared(conn_.get(), "finish", 5, values.data(), lengths.data(), formats.data(), 0),
+        PGRES_COMMAND_OK);
   }
 
  private:
@@ -324,7 +329,11 @@ BENCHMARK(BM_Bare_Fresh)->Threads(1)->Threads(8)->UseRealTime()->Unit(benchmark:
 BENCHMARK(BM_BareLibpq_Fresh)->Threads(1)->Threads(8)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Guard_Fresh)->Threads(1)->Threads(8)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Bare_Replay)->Threads(1)->Threads(8)->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_BareLibpq_Replay)->Threads(1)->Threads(8)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_BareLibpq_Replay)
+    ->Threads(1)
+    ->Threads(8)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Guard_Replay)->Threads(1)->Threads(8)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_GuardCached_Replay)
     ->Threads(1)
@@ -345,7 +354,10 @@ std::string g_replica_uri;
 
 // store()'s tables and pool, and a replica pool of 8 connections read first.
 idem::PostgresStore& replica_store() {
-  static idem::PostgresStore s{idem::PostgresStoreOptions{.connection = {.uri = g_uri, .table_prefix = g_prefix}, .pool = {.size = 8}, .replica = idem::PostgresReplicaOptions{.uri = g_replica_uri, .pool_size = 8}}};
+  static idem::PostgresStore s{idem::PostgresStoreOptions{
+      .connection = {.uri = g_uri, .table_prefix = g_prefix},
+      .pool = {.size = 8},
+      .replica = idem::PostgresReplicaOptions{.uri = g_replica_uri, .pool_size = 8}}};
   return s;
 }
 
@@ -380,7 +392,8 @@ void BM_BareReplica_Replay(benchmark::State& state) {
     const auto timer = latency.time();
     const std::string k = key("bare-replay", i++ % kReplayKeys);
     pqxx::nontransaction tx(conn);
-    const pqxx::result r = idem::postgres::detail::exec_prepared(tx, "read", idem::postgres::detail::bytes_param(k));
+    const pqxx::result r =
+        idem::postgres::detail::exec_prepared(tx, "read", idem::postgres::detail::bytes_param(k));
     if (r.empty()) state.SkipWithError("not on the replica");
     benchmark::DoNotOptimize(idem::postgres::detail::field_bytes(r[0][6]).size());
   }

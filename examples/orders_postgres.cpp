@@ -65,7 +65,9 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  idem::PostgresStore store{idem::PostgresStoreOptions{.connection = {.uri = uri, .table_prefix = "idem_example_"}, .mode = idem::SqlMode::transactional}};
+  idem::PostgresStore store{
+      idem::PostgresStoreOptions{.connection = {.uri = uri, .table_prefix = "idem_example_"},
+                                 .mode = idem::SqlMode::transactional}};
   idem::IdempotencyGuard guard{store, idem::Options{.scope = "orders.place"}};
 
   auto place = [&](const std::string& request_id, const Order& order) {

@@ -129,8 +129,10 @@ bool single_threaded() {
 
 struct Guarded {
   explicit Guarded(net::io_context& io)
-      : store(io.get_executor(),
-              idem::AsyncPostgresStoreOptions{.connection = {.uri = g_uri, .table_prefix = g_prefix}, .single_threaded = single_threaded()}),
+      : store(
+            io.get_executor(),
+            idem::AsyncPostgresStoreOptions{.connection = {.uri = g_uri, .table_prefix = g_prefix},
+                                            .single_threaded = single_threaded()}),
         guard(store, idem::Options{.scope = std::string(kScope), .lease = kLease, .ttl = kTtl}) {}
   idem::AsyncPostgresStore store;
   idem::AsyncGuard<idem::AsyncPostgresStore> guard;

@@ -121,8 +121,8 @@ int main(int argc, char** argv) {
       return serve(config, store);
     }
     if (!config.pg_uri.empty()) {
-      idem::PostgresStore store(
-          idem::PostgresStoreOptions{.connection = {.uri = config.pg_uri, .table_prefix = "grpc_payments_"}});
+      idem::PostgresStore store(idem::PostgresStoreOptions{
+          .connection = {.uri = config.pg_uri, .table_prefix = "grpc_payments_"}});
       return serve_sql(config, store);
     }
     idem::SqliteStore store(idem::SqliteStoreOptions{.path = config.db});

@@ -81,8 +81,10 @@ class App {
                                    .mode = idem::SqlMode::transactional,
                                    .table_prefix = config_.prefix + "idem_"});
     } else {
-      records_ = std::make_unique<idem::PostgresStore>(
-          idem::PostgresStoreOptions{.connection = {.uri = config_.pg_uri, .table_prefix = config_.prefix + "idem_"}, .mode = idem::SqlMode::transactional, .pool = {.size = 16}});
+      records_ = std::make_unique<idem::PostgresStore>(idem::PostgresStoreOptions{
+          .connection = {.uri = config_.pg_uri, .table_prefix = config_.prefix + "idem_"},
+          .mode = idem::SqlMode::transactional,
+          .pool = {.size = 16}});
     }
     if (idem::Status s = records_->ensure_schema(); !s) {
       throw std::runtime_error("record store: " + s.failure().describe());

@@ -52,16 +52,17 @@ class PaymentRows {
   boost::asio::awaitable<json> insert_once(const json& payment, const std::string& principal,
                                            const std::string& key) {
     // Built before the co_await: GCC 12 cannot keep a braced list alive across one.
-    std::vector<std::string> params{payment["id"].get<std::string>(),
-                                    principal,
-                                    key,
-                                    std::to_string(payment["amount"].get<long long>()),
-                                    payment["currency"].get<std::string>(),
-                                    json{{"type", "payment.succeeded"}, {"payment", payment}}.dump()};
-    idem::Result<idem::postgres::QueryRows> r = co_await connection_.query(
-        "SELECT paid_id, paid_amount, paid_currency FROM " + insert_once_ +
-            "($1, $2, $3, $4, $5, $6)",
-        std::move(params));
+    std::vector<std::string> params{
+        payment["id"].get<std::string>(),
+        principal,
+        key,
+        std::to_string(payment["amount"].get<long long>()),
+        payment["currency"].get<std::string>(),
+        json{{"type", "payment.succeeded"}, {"payment", payment}}.dump()};
+    idem::Result<idem::postgres::QueryRows> r =
+        co_await connection_.query("SELECT paid_id, paid_amount, paid_currency FROM " +
+                                       insert_once_ + "($1, $2, $3, $4, $5, $6)",
+                                   std::move(params));
     if (!r) throw std::runtime_error(r.failure().describe());
     if (r->rows.size() != 1) throw std::runtime_error("payments_insert_once answered no row");
     co_return as_payment(r->rows[0]);

@@ -100,8 +100,10 @@ class PaymentsRoutes::Impl {
   Impl(const net::any_io_executor& executor, const payments::Config& config)
       : config_(config),
         rows_(executor, config.pg_uri, config.prefix),
-        records_(executor,
-                 idem::AsyncPostgresStoreOptions{.connection = {.uri = config.pg_uri, .table_prefix = config.prefix + "idem_"}}),
+        records_(
+            executor,
+            idem::AsyncPostgresStoreOptions{
+                .connection = {.uri = config.pg_uri, .table_prefix = config.prefix + "idem_"}}),
         record_guard_(records_, idem::Options{.scope = "payments", .lease = config.gateway_lease}),
         token_calls_(tokens_),
         token_guard_(token_calls_, tokens_.options()) {}

@@ -24,7 +24,8 @@ ConnectionOptions checked(ConnectionOptions options) {
 AsyncConnection::AsyncConnection(const boost::asio::any_io_executor& executor,
                                  ConnectionOptions options) {
   const ConnectionOptions c = checked(std::move(options));
-  const std::string set_timeout = fmt::format("SET statement_timeout = {}", c.statement_timeout.count());
+  const std::string set_timeout =
+      fmt::format("SET statement_timeout = {}", c.statement_timeout.count());
   pipeline_ = std::make_shared<detail::PgPipeline>(
       executor, detail::pipeline_settings(c, "server"), [set_timeout](detail::PgPipeline& p) {
         detail::Query q;
@@ -44,7 +45,7 @@ AsyncConnection::~AsyncConnection() {
 }
 
 boost::asio::awaitable<Result<QueryRows>> AsyncConnection::query(std::string sql,
-                                                                  std::vector<std::string> params) {
+                                                                 std::vector<std::string> params) {
   detail::Query q;
   q.kind = detail::Query::text;
   q.sql = std::move(sql);

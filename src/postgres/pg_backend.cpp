@@ -19,10 +19,12 @@ PgBackend::PgBackend(PostgresStoreOptions options, Role role)
       text_(sql::kPostgres, options_.connection.table_prefix),
       // Every idle session is probed (one zero-timeout poll) before it is lent.
       pool_(
-          idem::detail::PoolOptions{.max_open = options_.pool.size, .probe_idle_after = milliseconds{0}},
+          idem::detail::PoolOptions{.max_open = options_.pool.size,
+                                    .probe_idle_after = milliseconds{0}},
           [this](SessionPool::Clock::time_point) -> SessionPool::Handle {
             return std::make_unique<PgSession>(conninfo_, connect_budget_, text_,
-                                               options_.connection.statement_timeout, role_, watchdog_);
+                                               options_.connection.statement_timeout, role_,
+                                               watchdog_);
           },
           [](sql::Session& session) { return static_cast<PgSession&>(session).looks_alive(); },
           // Whatever the caller left open ends here, and a closed connection is not lent again.

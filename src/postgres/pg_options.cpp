@@ -68,7 +68,8 @@ std::optional<std::string> conninfo_error(const std::string& conninfo) {
   PQfreemem(error);
   while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
   // libpq quotes a URI it cannot read whole: its password is shown as *** instead.
-  const std::string redacted = idem::detail::redacted_uri(conninfo, idem::detail::LoneUserInfo::user);
+  const std::string redacted =
+      idem::detail::redacted_uri(conninfo, idem::detail::LoneUserInfo::user);
   if (redacted == conninfo) return why;
   for (auto pos = why.find(conninfo); pos != std::string::npos;
        pos = why.find(conninfo, pos + redacted.size())) {

@@ -231,8 +231,8 @@ std::optional<sql::ClaimRow> PgSession::read(std::string_view key) {
 bool PgSession::finish(const Ticket& ticket, sql::State state, std::string_view result,
                        std::int64_t ttl_ms) {
   return affected_rows(run(kFinish, bytes_param(ticket.key),
-                               static_cast<std::int64_t>(ticket.fence), static_cast<int>(state),
-                               bytes_param(result), ttl_ms)) == 1;
+                           static_cast<std::int64_t>(ticket.fence), static_cast<int>(state),
+                           bytes_param(result), ttl_ms)) == 1;
 }
 
 bool PgSession::release(const Ticket& ticket) {
@@ -242,7 +242,7 @@ bool PgSession::release(const Ticket& ticket) {
 
 bool PgSession::extend(const Ticket& ticket, std::int64_t lease_ms) {
   return affected_rows(run(kExtend, bytes_param(ticket.key),
-                               static_cast<std::int64_t>(ticket.fence), lease_ms)) == 1;
+                           static_cast<std::int64_t>(ticket.fence), lease_ms)) == 1;
 }
 
 // Two statements: a deadline of two statement timeouts.
@@ -250,9 +250,9 @@ std::size_t PgSession::purge(std::size_t max_rows) {
   return watched(
       [&] {
         pqxx::work tx(conn_);
-        const pqxx::result gone = exec_prepared(
-            tx, prepared(kPurge),
-            static_cast<std::int64_t>(std::min<std::size_t>(max_rows, INT64_MAX)));
+        const pqxx::result gone =
+            exec_prepared(tx, prepared(kPurge),
+                          static_cast<std::int64_t>(std::min<std::size_t>(max_rows, INT64_MAX)));
         std::int64_t top = 0;
         for (const auto& row : gone) top = std::max(top, row[0].as<std::int64_t>());
         if (!gone.empty()) exec_prepared(tx, prepared(kRaiseFloor), top);

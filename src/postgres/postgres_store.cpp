@@ -23,7 +23,8 @@ std::pair<PostgresStoreOptions, std::shared_ptr<sql::ReplicaReads>> with_replica
     PostgresStoreOptions options) {
   if (options.replica.uri.empty()) return {std::move(options), nullptr};
   auto reads = std::make_shared<sql::ReplicaReads>(
-      std::make_unique<postgres::detail::PgBackend>(postgres::detail::replica_pool_options(options), postgres::detail::Role::replica),
+      std::make_unique<postgres::detail::PgBackend>(postgres::detail::replica_pool_options(options),
+                                                    postgres::detail::Role::replica),
       options.replica.retry_after);
   return {std::move(options), std::move(reads)};
 }
@@ -31,7 +32,8 @@ std::pair<PostgresStoreOptions, std::shared_ptr<sql::ReplicaReads>> with_replica
 }  // namespace
 
 std::unique_ptr<sql::Backend> sql::make_postgres_backend(const PostgresStoreOptions& options) {
-  return std::make_unique<postgres::detail::PgBackend>(postgres::detail::checked(options), postgres::detail::Role::primary);
+  return std::make_unique<postgres::detail::PgBackend>(postgres::detail::checked(options),
+                                                       postgres::detail::Role::primary);
 }
 
 PostgresStore::PostgresStore(PostgresStoreOptions options)
@@ -39,9 +41,9 @@ PostgresStore::PostgresStore(PostgresStoreOptions options)
 
 PostgresStore::PostgresStore(
     std::pair<PostgresStoreOptions, std::shared_ptr<sql::ReplicaReads>> parts)
-    : SqlStore(std::make_unique<sql::Engine>(
-          std::make_unique<postgres::detail::PgBackend>(parts.first, postgres::detail::Role::primary), parts.first.mode,
-          parts.second)),
+    : SqlStore(std::make_unique<sql::Engine>(std::make_unique<postgres::detail::PgBackend>(
+                                                 parts.first, postgres::detail::Role::primary),
+                                             parts.first.mode, parts.second)),
       replica_(std::move(parts.second)) {}
 
 ReplicaCounters PostgresStore::replica_counters() const noexcept {

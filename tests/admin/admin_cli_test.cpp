@@ -94,7 +94,8 @@ class AdminCli : public ::testing::TestWithParam<std::string> {
     }
 #ifdef IDEM_TEST_WITH_POSTGRES
     if (GetParam() == "postgres") {
-      idem::PostgresStore store{idem::PostgresStoreOptions{.connection = {.uri = uri_}, .pool = {.size = 2}}};
+      idem::PostgresStore store{
+          idem::PostgresStoreOptions{.connection = {.uri = uri_}, .pool = {.size = 2}}};
       idem::IdempotencyGuard guard{store, extra};
       fn(guard);
     }

@@ -235,7 +235,8 @@ TEST(SchemaFiles, PostgresVersionOneIsOutdatedAndMigrateOrAStoreUpgradesIt) {
 
   PgNamespace opened("v1_opened");
   opened.exec(kPostgresVersion1);
-  PostgresStore store{PostgresStoreOptions{.connection = {.uri = opened.uri()}, .pool = {.size = 1}}};
+  PostgresStore store{
+      PostgresStoreOptions{.connection = {.uri = opened.uri()}, .pool = {.size = 1}}};
   const Status ready = store.ensure_schema();
   ASSERT_TRUE(ready.ok()) << ready.failure().describe();
   EXPECT_EQ(opened.dump(), expected);

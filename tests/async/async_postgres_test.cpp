@@ -54,7 +54,10 @@ std::string unique_tables(const char* stem) {
 }
 
 AsyncPostgresStoreOptions async_pg_options(std::string prefix) {
-  return AsyncPostgresStoreOptions{.connection = {.uri = pg_test_uri(), .table_prefix = std::move(prefix), .connect_timeout = 5s, .statement_timeout = 5s}};
+  return AsyncPostgresStoreOptions{.connection = {.uri = pg_test_uri(),
+                                                  .table_prefix = std::move(prefix),
+                                                  .connect_timeout = 5s,
+                                                  .statement_timeout = 5s}};
 }
 
 constexpr const char* kNoPg = "IDEM_TEST_PG_URI is not set; scripts/test starts a PostgreSQL";
@@ -111,7 +114,8 @@ struct StoreTraits<BlockingAsyncPostgres> {
     std::this_thread::sleep_for(d);
   }
   static std::unique_ptr<admin::Admin> admin(BlockingAsyncPostgres& store) {
-    return admin::postgres_admin({.connection = {.uri = pg_test_uri(), .table_prefix = store.prefix}});
+    return admin::postgres_admin(
+        {.connection = {.uri = pg_test_uri(), .table_prefix = store.prefix}});
   }
   using async_face = AsyncFace<BlockingAsyncPostgres>;
 };
@@ -127,7 +131,8 @@ namespace idem::testing {
 TEST(AsyncPostgres, SharesItsRecordsWithPostgresStore) {
   if (pg_test_uri() == nullptr) GTEST_SKIP() << kNoPg;
   const std::string prefix = unique_tables("shared");
-  PostgresStore blocking(PostgresStoreOptions{.connection = {.uri = pg_test_uri(), .table_prefix = prefix}});
+  PostgresStore blocking(
+      PostgresStoreOptions{.connection = {.uri = pg_test_uri(), .table_prefix = prefix}});
   IoRunner runner;
   AsyncPostgresStore async(runner.io().get_executor(), async_pg_options(prefix));
   IdempotencyGuard sync_guard{blocking, Options{.scope = "shared"}};
@@ -197,7 +202,9 @@ TEST(AsyncPostgres, UnreachableServerIsUnavailablePromptly) {
   IoRunner runner;
   AsyncPostgresStore store(
       runner.io().get_executor(),
-      AsyncPostgresStoreOptions{.connection = {.uri = "postgresql://postgres@127.0.0.1:1/none", .connect_timeout = 1s}, .reconnect_backoff = 10s});
+      AsyncPostgresStoreOptions{
+          .connection = {.uri = "postgresql://postgres@127.0.0.1:1/none", .connect_timeout = 1s},
+          .reconnect_backoff = 10s});
   AsyncGuard guard{store, Options{.scope = "down"}};
   for (int i = 0; i < 2; ++i) {
     const auto start = std::chrono::steady_clock::now();
@@ -215,7 +222,8 @@ TEST(AsyncPostgresOptions, AnUnreadableUriIsRefusedAtConstruction) {
        {"postgresql://app:hunter2@h/db?no_such_option=1", "host=x no_such_keyword=1"}) {
     IoRunner runner;
     try {
-      AsyncPostgresStore store(runner.io().get_executor(), AsyncPostgresStoreOptions{.connection = {.uri = bad}});
+      AsyncPostgresStore store(runner.io().get_executor(),
+                               AsyncPostgresStoreOptions{.connection = {.uri = bad}});
       ADD_FAILURE() << "accepted " << bad;
     } catch (const std::invalid_argument& e) {
       const std::string what = e.what();
@@ -230,17 +238,20 @@ TEST(AsyncPostgresOptions, AnUnreadableUriIsRefusedAtConstruction) {
 // "wait forever": the store keeps its own bound. A connect_timeout of zero is refused.
 TEST(AsyncPostgres, AConnectNobodyAnswersGivesUpWithinTheConnectTimeout) {
   if (pg_test_uri() == nullptr) GTEST_SKIP() << kNoPg;
-  EXPECT_THROW(
-      AsyncPostgresStore(IoRunner().io().get_executor(),
-                         AsyncPostgresStoreOptions{.connection = {.uri = "host=x", .connect_timeout = {}}}),
-      std::invalid_argument);
+  EXPECT_THROW(AsyncPostgresStore(IoRunner().io().get_executor(),
+                                  AsyncPostgresStoreOptions{
+                                      .connection = {.uri = "host=x", .connect_timeout = {}}}),
+               std::invalid_argument);
   auto through = pg_relay(pg_test_uri());
   if (!through) GTEST_SKIP() << "the relay speaks IPv4; the test server is not on it";
   through->relay->hold();
   for (const std::string extra : {"", " connect_timeout=0"}) {
     IoRunner runner;
-    AsyncPostgresStore store(runner.io().get_executor(),
-                             AsyncPostgresStoreOptions{.connection = {.uri = through->uri + extra, .table_prefix = unique_tables("held"), .connect_timeout = 1s}});
+    AsyncPostgresStore store(
+        runner.io().get_executor(),
+        AsyncPostgresStoreOptions{.connection = {.uri = through->uri + extra,
+                                                 .table_prefix = unique_tables("held"),
+                                                 .connect_timeout = 1s}});
     AsyncGuard guard{store, Options{.scope = "held"}};
     const auto start = std::chrono::steady_clock::now();
     auto out = runner.run(guard.async_execute("k", [] { return 1; }));

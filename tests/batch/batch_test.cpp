@@ -39,7 +39,9 @@ struct PostgresBatch : ::testing::Test {
   }
   PostgresStore& store() {
     if (!store_) {
-      store_.emplace(PostgresStoreOptions{.connection = {.uri = *pg_uri(), .table_prefix = unique_name("batch") + "_"}, .pool = {.size = 8}});
+      store_.emplace(PostgresStoreOptions{
+          .connection = {.uri = *pg_uri(), .table_prefix = unique_name("batch") + "_"},
+          .pool = {.size = 8}});
     }
     return *store_;
   }

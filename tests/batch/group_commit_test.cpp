@@ -87,8 +87,8 @@ std::unique_ptr<SqlStore> open_store(const Place& p) {
     return std::make_unique<SqliteStore>(
         SqliteStoreOptions{.path = p.location, .table_prefix = p.prefix, .synchronous_full = true});
   }
-  return std::make_unique<PostgresStore>(
-      PostgresStoreOptions{.connection = {.uri = p.location, .table_prefix = p.prefix}, .pool = {.size = 4}});
+  return std::make_unique<PostgresStore>(PostgresStoreOptions{
+      .connection = {.uri = p.location, .table_prefix = p.prefix}, .pool = {.size = 4}});
 }
 
 class GroupCommitTest : public ::testing::TestWithParam<Backend> {
@@ -414,8 +414,8 @@ class PgGroupTest : public ::testing::Test {
     relay_ = pg_relay(*pg_uri());
     if (!relay_) GTEST_SKIP() << "the PostgreSQL test server is not on IPv4";
     prefix_ = unique_name("gcpg") + "_";
-    store_ = std::make_unique<PostgresStore>(
-        PostgresStoreOptions{.connection = {.uri = relay_->uri, .table_prefix = prefix_}, .pool = {.size = 1}});
+    store_ = std::make_unique<PostgresStore>(PostgresStoreOptions{
+        .connection = {.uri = relay_->uri, .table_prefix = prefix_}, .pool = {.size = 1}});
     ASSERT_TRUE(store_->ensure_schema());
   }
 
@@ -571,8 +571,8 @@ TEST_F(PgGroupTest, GroupFailsWhileAnotherIsInFlight) {
       "records FOR EACH ROW WHEN (NEW.key IN (convert_to('poison', 'UTF8'), convert_to('slow', "
       "'UTF8'))) EXECUTE FUNCTION " +
       prefix_ + "refuse()");
-  PostgresStore pool(
-      PostgresStoreOptions{.connection = {.uri = *pg_uri(), .table_prefix = prefix_}, .pool = {.size = 4}});
+  PostgresStore pool(PostgresStoreOptions{.connection = {.uri = *pg_uri(), .table_prefix = prefix_},
+                                          .pool = {.size = 4}});
   GroupCommitStore<PostgresStore> grouped(
       pool,
       GroupCommitOptions{.max_delay = std::chrono::seconds{30}, .max_batch = 2, .in_flight = 2});

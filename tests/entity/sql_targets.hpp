@@ -155,7 +155,8 @@ class PostgresTarget {
   std::string location() const { return uri_; }
   const SqlNames& names() const { return names_; }
   Backend::Options connection() const {
-    return PostgresStoreOptions{.connection = {.uri = uri_, .table_prefix = names_.prefix}, .pool = {.size = 10}};
+    return PostgresStoreOptions{.connection = {.uri = uri_, .table_prefix = names_.prefix},
+                                .pool = {.size = 10}};
   }
 
   void exec(const std::string& sql) {

@@ -249,8 +249,8 @@ TEST(SimRealStoresTest, PostgresThroughAFaultRelayRunsTheSimulatorsSeedsWithoutA
   auto through = testing::pg_relay(*uri);
   ASSERT_TRUE(through.has_value()) << "the PostgreSQL test server is not on IPv4";
   const std::string prefix = "idem_sim" + std::to_string(::getpid()) + "_";
-  auto store = std::make_shared<PostgresStore>(
-      PostgresStoreOptions{.connection = {.uri = through->uri, .table_prefix = prefix}, .pool = {.size = 4}});
+  auto store = std::make_shared<PostgresStore>(PostgresStoreOptions{
+      .connection = {.uri = through->uri, .table_prefix = prefix}, .pool = {.size = 4}});
   run_seeds<PostgresStore>(
       "postgres", RunHow{}, [&] { return store; },
       [&] {
@@ -342,7 +342,10 @@ TEST(SimRealStoresTest,
   run_seeds<PostgresStore>(
       "postgres transactional", how,
       [&] {
-        return std::make_shared<PostgresStore>(PostgresStoreOptions{.connection = {.uri = through->uri, .table_prefix = prefix}, .mode = SqlMode::transactional, .pool = {.size = 2}});
+        return std::make_shared<PostgresStore>(
+            PostgresStoreOptions{.connection = {.uri = through->uri, .table_prefix = prefix},
+                                 .mode = SqlMode::transactional,
+                                 .pool = {.size = 2}});
       },
       [&] {
         return admin::postgres_admin(

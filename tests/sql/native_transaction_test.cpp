@@ -79,7 +79,9 @@ TEST(NativeTransactionTest, AMemoryStoreClaimRefusesBothAccessors) {
 TEST(NativeTransactionTest, APostgresTransactionalClaimHandsOutItsTransactionAndRefusesSqlite) {
   const std::optional<std::string> uri = pg_uri();
   if (!uri) GTEST_SKIP() << kNoPgMessage;
-  PostgresStore store{PostgresStoreOptions{.connection = {.uri = *uri, .table_prefix = unique_name("ntx") + "_"}, .mode = SqlMode::transactional}};
+  PostgresStore store{
+      PostgresStoreOptions{.connection = {.uri = *uri, .table_prefix = unique_name("ntx") + "_"},
+                           .mode = SqlMode::transactional}};
   EXPECT_FALSE(ask(store, kPostgres).has_value());
   expect_refusal(ask(store, kSqliteRef), "idem::sqlite_transaction", "SQLite",
                  "the claim holds a PostgreSQL one");
@@ -88,7 +90,9 @@ TEST(NativeTransactionTest, APostgresTransactionalClaimHandsOutItsTransactionAnd
 TEST(NativeTransactionTest, ALeaseModePostgresClaimRefusesBothAccessors) {
   const std::optional<std::string> uri = pg_uri();
   if (!uri) GTEST_SKIP() << kNoPgMessage;
-  PostgresStore store{PostgresStoreOptions{.connection = {.uri = *uri, .table_prefix = unique_name("ntx") + "_"}, .mode = SqlMode::lease}};
+  PostgresStore store{
+      PostgresStoreOptions{.connection = {.uri = *uri, .table_prefix = unique_name("ntx") + "_"},
+                           .mode = SqlMode::lease}};
   expect_refusal(ask(store, kSqliteRef), "idem::sqlite_transaction", "SQLite",
                  "the claim has no open transaction");
   expect_refusal(ask(store, kPostgresRef), "idem::pg_transaction", "PostgreSQL",

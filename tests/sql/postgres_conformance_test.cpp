@@ -16,7 +16,8 @@ namespace {
 template <SqlMode Mode>
 struct PgModeStore : public PostgresStore {
   explicit PgModeStore(const std::string& uri)
-      : PostgresStore(PostgresStoreOptions{.connection = {.uri = uri, .table_prefix = prefix()}, .mode = Mode}) {}
+      : PostgresStore(PostgresStoreOptions{.connection = {.uri = uri, .table_prefix = prefix()},
+                                           .mode = Mode}) {}
   static const std::string& prefix() {
     static const std::string p = unique_name(Mode == SqlMode::lease ? "cl" : "ct") + "_";
     return p;

@@ -66,7 +66,10 @@ class PostgresReplicaTest : public ::testing::TestWithParam<Config> {
 
   std::unique_ptr<PostgresStore> store(const std::string& primary, const std::string& replica,
                                        milliseconds retry_after = milliseconds{1000}) {
-    return std::make_unique<PostgresStore>(PostgresStoreOptions{.connection = {.uri = primary, .table_prefix = prefix_}, .mode = mode(), .replica = PostgresReplicaOptions{.uri = replica, .retry_after = retry_after}});
+    return std::make_unique<PostgresStore>(PostgresStoreOptions{
+        .connection = {.uri = primary, .table_prefix = prefix_},
+        .mode = mode(),
+        .replica = PostgresReplicaOptions{.uri = replica, .retry_after = retry_after}});
   }
 
   // Waits until the replica replayed everything the primary wrote so far.

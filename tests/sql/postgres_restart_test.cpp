@@ -46,8 +46,13 @@ class PostgresRestartTest : public ::testing::Test {
   }
 
   std::unique_ptr<PostgresStore> make(const Target& t, SqlMode mode) {
-    auto store =
-        std::make_unique<PostgresStore>(PostgresStoreOptions{.connection = {.uri = t.location, .table_prefix = t.prefix, .connect_timeout = seconds{2}, .statement_timeout = seconds{2}}, .mode = mode, .pool = {.size = 4, .acquire_timeout= seconds{2}}});
+    auto store = std::make_unique<PostgresStore>(
+        PostgresStoreOptions{.connection = {.uri = t.location,
+                                            .table_prefix = t.prefix,
+                                            .connect_timeout = seconds{2},
+                                            .statement_timeout = seconds{2}},
+                             .mode = mode,
+                             .pool = {.size = 4, .acquire_timeout = seconds{2}}});
     const Status ready = store->ensure_schema();
     EXPECT_TRUE(ready.ok()) << ready.failure().describe();
     return store;

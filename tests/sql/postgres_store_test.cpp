@@ -46,15 +46,21 @@ std::string key_value_form(const std::string& uri) {
 }
 
 TEST(PostgresStoreOptionsTest, KeyValueConnectionStringsWorkAndBadOptionsThrow) {
-  EXPECT_THROW(PostgresStore(PostgresStoreOptions{.connection = {.uri = ""}}), std::invalid_argument);
-  EXPECT_THROW(PostgresStore(PostgresStoreOptions{.connection = {.uri = "host=x"}, .pool = {.size = 0}}),
+  EXPECT_THROW(PostgresStore(PostgresStoreOptions{.connection = {.uri = ""}}),
                std::invalid_argument);
-  EXPECT_THROW(PostgresStore(PostgresStoreOptions{.connection = {.uri = "host=x", .table_prefix = "a b"}}),
-               std::invalid_argument);
+  EXPECT_THROW(
+      PostgresStore(PostgresStoreOptions{.connection = {.uri = "host=x"}, .pool = {.size = 0}}),
+      std::invalid_argument);
+  EXPECT_THROW(
+      PostgresStore(PostgresStoreOptions{.connection = {.uri = "host=x", .table_prefix = "a b"}}),
+      std::invalid_argument);
   // Every connect has a bound: no zero or negative connect_timeout, the replica's included.
-  EXPECT_THROW(PostgresStore(PostgresStoreOptions{.connection = {.uri = "host=x", .connect_timeout = {}}}),
-               std::invalid_argument);
-  EXPECT_THROW(PostgresStore(PostgresStoreOptions{.connection = {.uri = "host=x"}, .replica = {.uri = "host=y", .connect_timeout = std::chrono::seconds{-1}}}),
+  EXPECT_THROW(
+      PostgresStore(PostgresStoreOptions{.connection = {.uri = "host=x", .connect_timeout = {}}}),
+      std::invalid_argument);
+  EXPECT_THROW(PostgresStore(PostgresStoreOptions{
+                   .connection = {.uri = "host=x"},
+                   .replica = {.uri = "host=y", .connect_timeout = std::chrono::seconds{-1}}}),
                std::invalid_argument);
   // A connection string libpq cannot read is a configuration error, refused here in libpq's
   // words (each connect would otherwise report an outage), and its password is not shown.
@@ -77,8 +83,8 @@ TEST(PostgresStoreOptionsTest, KeyValueConnectionStringsWorkAndBadOptionsThrow) 
   }
   const auto uri = pg_uri();
   if (!uri) GTEST_SKIP() << kNoPgMessage;
-  PostgresStore store{
-      PostgresStoreOptions{.connection = {.uri = key_value_form(*uri), .table_prefix = unique_name("kv") + "_"}}};
+  PostgresStore store{PostgresStoreOptions{
+      .connection = {.uri = key_value_form(*uri), .table_prefix = unique_name("kv") + "_"}}};
   IdempotencyGuard guard{store, Options{.scope = "kv"}};
   int runs = 0;
   for (int i = 0; i < 2; ++i) {
@@ -95,7 +101,10 @@ TEST(PostgresStoreOptionsTest, KeyValueConnectionStringsWorkAndBadOptionsThrow) 
 TEST(PostgresPoolTest, ExhaustedPoolIsStoreUnavailableAfterTheAcquireTimeout) {
   const char* uri = std::getenv("IDEM_TEST_PG_URI");
   if (uri == nullptr) GTEST_SKIP() << kNoPgMessage;
-  PostgresStore store{PostgresStoreOptions{.connection = {.uri = uri, .table_prefix = unique_name("pool") + "_"}, .mode = SqlMode::transactional, .pool = {.size = 1, .acquire_timeout= milliseconds{300}}}};
+  PostgresStore store{
+      PostgresStoreOptions{.connection = {.uri = uri, .table_prefix = unique_name("pool") + "_"},
+                           .mode = SqlMode::transactional,
+                           .pool = {.size = 1, .acquire_timeout = milliseconds{300}}}};
   IdempotencyGuard guard{store, Options{.scope = "pool"}};
   int inner_runs = 0;
   Outcome<int> inner = Outcome<int>::failed(make_failure(errc::in_progress));
@@ -123,7 +132,10 @@ TEST(PostgresPoolTest, ExhaustedPoolIsStoreUnavailableAfterTheAcquireTimeout) {
 TEST(PostgresPoolTest, StatsCountTheCallsThatWaitedForAConnection) {
   const char* uri = std::getenv("IDEM_TEST_PG_URI");
   if (uri == nullptr) GTEST_SKIP() << kNoPgMessage;
-  PostgresStore store{PostgresStoreOptions{.connection = {.uri = uri, .table_prefix = unique_name("stats") + "_"}, .mode = SqlMode::transactional, .pool = {.size = 1, .acquire_timeout= std::chrono::seconds{20}}}};
+  PostgresStore store{
+      PostgresStoreOptions{.connection = {.uri = uri, .table_prefix = unique_name("stats") + "_"},
+                           .mode = SqlMode::transactional,
+                           .pool = {.size = 1, .acquire_timeout = std::chrono::seconds{20}}}};
   IdempotencyGuard guard{store, Options{.scope = "stats"}};
   constexpr std::uint64_t kWaiters = 4;
   std::vector<std::thread> waiters;
@@ -168,7 +180,9 @@ TEST(PostgresPoolTest, StatsCountTheCallsThatWaitedForAConnection) {
 TEST(PostgresPoolTest, AWaitingCallGetsAConnectionGivenBackBeforeItsAcquireTimeout) {
   const char* uri = std::getenv("IDEM_TEST_PG_URI");
   if (uri == nullptr) GTEST_SKIP() << kNoPgMessage;
-  PostgresStore store{PostgresStoreOptions{.connection = {.uri = uri, .table_prefix = unique_name("turn") + "_"}, .pool = {.size = 1, .acquire_timeout= std::chrono::seconds{3}}}};
+  PostgresStore store{
+      PostgresStoreOptions{.connection = {.uri = uri, .table_prefix = unique_name("turn") + "_"},
+                           .pool = {.size = 1, .acquire_timeout = std::chrono::seconds{3}}}};
   ASSERT_TRUE(store.ensure_schema().ok());
   IdempotencyGuard guard{store, Options{.scope = "turn"}};
   std::atomic<bool> stop{false};
@@ -200,7 +214,8 @@ TEST(PostgresTimeoutTest, AClaimBlockedOnALockedRowIsStoreUnavailableAtTheStatem
   const char* uri = std::getenv("IDEM_TEST_PG_URI");
   if (uri == nullptr) GTEST_SKIP() << kNoPgMessage;
   const std::string prefix = unique_name("stmt") + "_";
-  PostgresStore store{PostgresStoreOptions{.connection = {.uri = uri, .table_prefix = prefix, .statement_timeout = milliseconds{300}}}};
+  PostgresStore store{PostgresStoreOptions{
+      .connection = {.uri = uri, .table_prefix = prefix, .statement_timeout = milliseconds{300}}}};
   IdempotencyGuard guard{store, Options{.scope = "stmt"}};
   int runs = 0;
   ASSERT_TRUE(guard.execute("k", [&] { return ++runs; }).executed());
@@ -242,7 +257,10 @@ TEST(PostgresLostReplyTest, ACommitWhoseReplyIsLostIsRecordedNotATakeover) {
       "host=127.0.0.1 port=" + std::to_string(relay.port()) +
       " sslmode=disable gssencmode=disable user=" + where[2].as<std::string>() +
       " dbname=" + where[3].as<std::string>();
-  PostgresStore store{PostgresStoreOptions{.connection = {.uri = through_relay, .table_prefix = unique_name("lost") + "_"}, .mode = SqlMode::lease, .pool = {.size = 1}}};
+  PostgresStore store{PostgresStoreOptions{
+      .connection = {.uri = through_relay, .table_prefix = unique_name("lost") + "_"},
+      .mode = SqlMode::lease,
+      .pool = {.size = 1}}};
   auto observer = std::make_shared<Observer>();
   IdempotencyGuard guard{store, Options{.scope = "lost",
                                         .observer = observer,
@@ -288,8 +306,8 @@ TEST(PostgresFenceSequenceTest, TablesWithoutTheSequenceGetItOnFirstUse) {
     w.exec("DROP SEQUENCE " + prefix + "fences");
     w.commit();
   }
-  PostgresStore store{
-      PostgresStoreOptions{.connection = {.uri = *uri, .table_prefix = prefix}, .mode = SqlMode::transactional}};
+  PostgresStore store{PostgresStoreOptions{.connection = {.uri = *uri, .table_prefix = prefix},
+                                           .mode = SqlMode::transactional}};
   IdempotencyGuard guard{store, Options{.scope = "seq"}};
   Fence seen = 0;
   auto out = guard.execute("k", [&](Context& ctx) {

@@ -155,7 +155,10 @@ class PostgresTransactionTest : public ::testing::Test {
 
   // A store of one connection, so that every call below shares its session.
   std::unique_ptr<PostgresStore> make(SqlMode mode, const std::string& uri) {
-    auto store = std::make_unique<PostgresStore>(PostgresStoreOptions{.connection = {.uri = uri, .table_prefix = target_.prefix}, .mode = mode, .pool = {.size = 1}});
+    auto store = std::make_unique<PostgresStore>(
+        PostgresStoreOptions{.connection = {.uri = uri, .table_prefix = target_.prefix},
+                             .mode = mode,
+                             .pool = {.size = 1}});
     const Status ready = store->ensure_schema();
     EXPECT_TRUE(ready.ok()) << ready.failure().describe();
     return store;

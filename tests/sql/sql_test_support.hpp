@@ -105,7 +105,10 @@ inline std::unique_ptr<SqlStore> make_store(const Target& t, SqlMode mode,
     return std::make_unique<SqliteStore>(
         SqliteStoreOptions{.path = t.location, .mode = mode, .table_prefix = t.prefix});
   }
-  return std::make_unique<PostgresStore>(PostgresStoreOptions{.connection = {.uri = t.location, .table_prefix = t.prefix}, .mode = mode, .pool = {.size = pool_size}});
+  return std::make_unique<PostgresStore>(
+      PostgresStoreOptions{.connection = {.uri = t.location, .table_prefix = t.prefix},
+                           .mode = mode,
+                           .pool = {.size = pool_size}});
 }
 
 /// The business table a transactional handler writes to: (key text, note text).

@@ -170,7 +170,9 @@ int main(int argc, char** argv) {
   PostgresStore* replicated = nullptr;
   if (with_replica) {
     auto pg = std::make_unique<PostgresStore>(
-        PostgresStoreOptions{.connection = {.uri = t.location, .table_prefix = t.prefix}, .mode = mode, .replica = PostgresReplicaOptions{.uri = argv[10]}});
+        PostgresStoreOptions{.connection = {.uri = t.location, .table_prefix = t.prefix},
+                             .mode = mode,
+                             .replica = PostgresReplicaOptions{.uri = argv[10]}});
     replicated = pg.get();
     store = std::move(pg);
   } else {

@@ -197,8 +197,8 @@ struct SqlTarget {
       return std::make_unique<SqliteStore>(
           SqliteStoreOptions{.path = where, .mode = mode, .table_prefix = prefix});
     }
-    return std::make_unique<PostgresStore>(
-        PostgresStoreOptions{.connection = {.uri = where, .table_prefix = prefix}, .mode = mode, .pool = {.size = 2}});
+    return std::make_unique<PostgresStore>(PostgresStoreOptions{
+        .connection = {.uri = where, .table_prefix = prefix}, .mode = mode, .pool = {.size = 2}});
   }
   std::string rides() const { return prefix + "rides"; }
 

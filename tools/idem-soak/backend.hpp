@@ -41,7 +41,12 @@ decltype(auto) with_store(const SoakOptions& o, F&& f) {
     }
     case Backend::postgres: {
 #ifdef IDEM_SOAK_POSTGRES
-      PostgresStore store{PostgresStoreOptions{.connection = {.uri = o.target, .table_prefix = o.store_prefix(), .connect_timeout = 2s, .statement_timeout = 5s}, .mode = mode, .pool = {.size = 4, .acquire_timeout= 2s}}};
+      PostgresStore store{PostgresStoreOptions{.connection = {.uri = o.target,
+                                                              .table_prefix = o.store_prefix(),
+                                                              .connect_timeout = 2s,
+                                                              .statement_timeout = 5s},
+                                               .mode = mode,
+                                               .pool = {.size = 4, .acquire_timeout = 2s}}};
       if (o.group_commit) {
         // Two groups in flight: the soak covers that mode too (docs/batches.md).
         GroupCommitStore<PostgresStore> grouped(store, GroupCommitOptions{.in_flight = 2});

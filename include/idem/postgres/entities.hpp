@@ -17,8 +17,8 @@ SqlEntities open_postgres_entities(const PostgresStoreOptions& options, EntityKi
 }  // namespace detail
 
 /// The user's table in PostgreSQL (PostgresStoreOptions: the connection, whose table_prefix
-/// names the op log, and the pool; its mode is not used). The handler runs inside the claim's transaction:
-/// idem::pg_transaction(ctx).
+/// names the op log, and the pool; its mode is not used). The handler runs inside the claim's
+/// transaction: idem::pg_transaction(ctx).
 struct PostgresBackend {
   using Options = PostgresStoreOptions;
   using Impl = detail::SqlEntities;

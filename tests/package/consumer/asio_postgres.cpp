@@ -13,10 +13,9 @@
 int main() {
   boost::asio::io_context io;
   idem::AsyncPostgresStore store{
-      io.get_executor(),
-      idem::AsyncPostgresStoreOptions{.connection = {.uri = "postgresql://127.0.0.1:1/idem",
-                                                     .connect_timeout =
-                                                         std::chrono::milliseconds{300}}}};
+      io.get_executor(), idem::AsyncPostgresStoreOptions{
+                             .connection = {.uri = "postgresql://127.0.0.1:1/idem",
+                                            .connect_timeout = std::chrono::milliseconds{300}}}};
   idem::AsyncGuard guard{store, idem::Options{.scope = "package"}};
   std::string result = "not run";
   boost::asio::co_spawn(

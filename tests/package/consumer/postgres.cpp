@@ -7,8 +7,7 @@
 
 int main() {
   idem::PostgresStore store{
-      idem::PostgresStoreOptions{
-          .connection = {.uri = "postgresql://nobody@127.0.0.1:1/none"}}};
+      idem::PostgresStoreOptions{.connection = {.uri = "postgresql://nobody@127.0.0.1:1/none"}}};
   idem::IdempotencyGuard guard{store, idem::Options{.scope = "consumer"}};
   auto out = guard.execute("k", [] { return 1; });
   const bool ok = !out.has_value() && out.error() == idem::errc::store_unavailable;
