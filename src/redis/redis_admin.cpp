@@ -186,10 +186,7 @@ class RedisAdmin final : public Admin {
     }
     Stats out;
     out.store = "redis";
-    static_assert(State{0} == State::in_progress && State{3} == State::released);
-    const std::array<std::uint64_t*, 4> count{&out.in_progress, &out.completed, &out.failed,
-                                              &out.released};
-    for (const Entry& e : entries) ++*count.at(static_cast<std::size_t>(e.state));
+    for (const Entry& e : entries) detail::count(out, e.state);
     return out;
   }
 
