@@ -66,11 +66,8 @@ class Context {
       save(index, name, {});
     } else {
       R value = call_step(fn);
-      if constexpr (requires { codec<R>::view(value); }) {
-        save(index, name, codec<R>::view(value));
-      } else {
-        save(index, name, codec<R>::encode(value));
-      }
+      std::string encoded;
+      save(index, name, detail::stored_bytes(value, encoded));
       return value;
     }
   }

@@ -277,12 +277,7 @@ boost::asio::awaitable<Outcome<T>> async_commit_result(const Policy& policy, Asy
   if constexpr (!std::is_void_v<T>) {
     std::exception_ptr unencodable;
     try {
-      if constexpr (requires { codec<T>::view(value); }) {
-        bytes = codec<T>::view(value);
-      } else {
-        encoded = codec<T>::encode(value);
-        bytes = encoded;
-      }
+      bytes = stored_bytes(value, encoded);
     } catch (...) {
       unencodable = std::current_exception();
     }
