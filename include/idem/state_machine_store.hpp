@@ -125,9 +125,7 @@ class StateMachineStore : public detail::EntityGuard<Backend> {
           make_failure(errc::invalid_transition,
                        "event '" + std::string(key.event) + "' is not in the transition table")));
     }
-    // Built by append: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string.
-    std::string op(1, key.operation.empty() ? 'e' : 'o');
-    op.append(key.operation.empty() ? key.event : key.operation);
+    const std::string op = this->op_id(key.operation, 'e', key.event);
     if (Failure too_long = this->check_length(key.entity, op); too_long.code) {
       return TransitionOutcome<R>(Outcome<R>::failed(std::move(too_long)));
     }

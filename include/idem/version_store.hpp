@@ -123,9 +123,7 @@ class VersionStore : public detail::EntityGuard<Backend> {
                                                              std::string_view payload, Fn&& fn) {
     using R = handler_result_t<Fn>;
     const std::string version = std::to_string(key.expected_version);
-    // Built by append: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string.
-    std::string op(1, key.operation.empty() ? 'v' : 'o');
-    op.append(key.operation.empty() ? std::string_view(version) : key.operation);
+    const std::string op = this->op_id(key.operation, 'v', version);
     if (Failure too_long = this->check_length(key.entity, op); too_long.code) {
       return VersionOutcome<R>(Outcome<R>::failed(std::move(too_long)), std::nullopt);
     }

@@ -48,6 +48,15 @@ class EntityGuard {
     options_.clock = policy_.clock;
   }
 
+  /// The operation's id in the op log: 'o' and the caller's operation id, or, when it gave none,
+  /// `tag` and what the key implies (the expected version, the event). Built by append: GCC 12
+  /// warns falsely (-Wrestrict) on "literal" + std::string.
+  static std::string op_id(std::string_view operation, char tag, std::string_view implied) {
+    std::string op(1, operation.empty() ? tag : 'o');
+    op.append(operation.empty() ? implied : operation);
+    return op;
+  }
+
   /// errc::key_invalid when the entity and the operation id do not fit Options::max_key_size;
   /// otherwise no failure (no code).
   Failure check_length(std::string_view entity, std::string_view op) const {
