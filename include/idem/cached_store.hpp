@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -77,8 +76,7 @@ class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_refe
         clock_(options.clock ? std::move(options.clock) : steady_clock()),
         max_ttl_(options.max_ttl),
         cache_failures_(options.cache_failures),
-        shards_(std::bit_ceil(std::max<std::size_t>(options.shards, 1))),
-        shard_bits_(static_cast<unsigned>(std::countr_zero(shards_.size()))) {
+        shards_(options.shards) {
     const std::size_t n = shards_.size();
     for (Shard& shard : shards_) {
       shard.max_entries = std::max<std::size_t>((options.max_entries + n - 1) / n, 1);
@@ -360,16 +358,13 @@ class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_refe
 
   static HashedKey hashed(std::string_view key) noexcept { return detail::hashed(key); }
 
-  Shard& shard_for(const HashedKey& key) noexcept {
-    return shards_[detail::shard_index(key, shard_bits_)];
-  }
+  Shard& shard_for(const HashedKey& key) noexcept { return shards_.of(key); }
 
   S inner_;
   std::shared_ptr<Clock> clock_;
   std::chrono::milliseconds max_ttl_;
   bool cache_failures_;
-  std::vector<Shard> shards_;
-  unsigned shard_bits_;
+  detail::Shards<Shard> shards_;
 };
 
 }  // namespace idem
