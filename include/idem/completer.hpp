@@ -5,6 +5,7 @@
 // through a registered handler, which resumes at the run's first unfinished step (Context::step).
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -149,7 +150,7 @@ class Completer {
  private:
   enum class Verdict { completed, failed, gave_up, waiting };
   // The pass's counter of each verdict, in Verdict's order.
-  static constexpr std::size_t CompleterPass::*kTally[] = {
+  static constexpr std::array<std::size_t CompleterPass::*, 4> kTally = {
       &CompleterPass::completed, &CompleterPass::failed, &CompleterPass::gave_up,
       &CompleterPass::waiting};
 
