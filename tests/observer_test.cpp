@@ -7,7 +7,9 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "idem/idem.hpp"
@@ -64,6 +66,23 @@ TEST(ObserverTest, CountsEveryPathAndReportsEvents) {
   for (const EventInfo& e : events) took_over |= e.event == Event::took_over;
   EXPECT_TRUE(took_over);
   EXPECT_EQ(to_string(Event::result_unrecorded), "result_unrecorded");
+}
+
+TEST(ObserverTest, EveryEventHasItsOwnName) {
+  const std::pair<Event, std::string_view> names[] = {
+      {Event::executed, "executed"},
+      {Event::replayed, "replayed"},
+      {Event::in_progress, "in_progress"},
+      {Event::mismatched, "mismatched"},
+      {Event::rejected, "rejected"},
+      {Event::lease_lost, "lease_lost"},
+      {Event::aborted, "aborted"},
+      {Event::store_error, "store_error"},
+      {Event::took_over, "took_over"},
+      {Event::commit_retried, "commit_retried"},
+      {Event::result_unrecorded, "result_unrecorded"}};
+  for (const auto& [event, name] : names) EXPECT_EQ(to_string(event), name);
+  EXPECT_EQ(to_string(static_cast<Event>(200)), "unknown");  // a value no enumerator has
 }
 
 TEST(ObserverTest, OneObserverServesManyThreads) {
