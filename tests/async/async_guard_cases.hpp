@@ -40,7 +40,7 @@ class AsyncGuardCases : public ::testing::Test {
  protected:
   // A backend whose store takes its calls from one thread only (AsyncRedisStore with
   // single_threaded): the cases that spread callers over threads keep them on the test's.
-  static constexpr bool kOneThread = requires { Backend::kOneThread; };
+  static constexpr bool kOneThread = requires { requires Backend::kOneThread; };
 
   // A coroutine holds "k" until a second one, 20 ms later, is answered on it: the holder's outcome
   // and the second one's.

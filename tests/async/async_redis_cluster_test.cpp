@@ -26,118 +26,35 @@
 #include <vector>
 
 #include "async/async_guard_cases.hpp"
+#include "async/async_redis_cells.hpp"
 #include "idem/engine/effective_key.hpp"
 #include "idem/guard.hpp"
 #include "idem/redis/admin.hpp"
 #include "idem/redis/async_store.hpp"
 #include "idem/redis/store.hpp"
-#include "idem/testing/async_face.hpp"
-#include "idem/testing/blocking_store.hpp"
-#include "idem/testing/record_store_conformance.hpp"
+#include "idem/testing/async_store_conformance.hpp"
 #include "redis/redis_cluster_support.hpp"
 #include "redis/redis_test_support.hpp"
 #include "support/free_port.hpp"
 
 namespace idem::testing {
 
-/// The async store's options for the test cluster: every node a seed, the blocking cluster
-/// tests' timeouts.
-inline AsyncRedisStoreOptions async_cluster_options(std::string prefix) {
-  const redis::ClusterOptions o = cluster_options();
-  return AsyncRedisStoreOptions{
-      .connection = o.node, .cluster_seeds = o.seeds, .prefix = std::move(prefix)};
-}
-
-// --- The guard's cases ---------------------------------------------------------------------------
-struct RedisClusterBackend : IoRunner {
-  using Store = AsyncRedisStore;
-  void set_up() {
-    if (cluster_seeds() == nullptr) {
-      GTEST_SKIP() << "IDEM_TEST_REDIS_CLUSTER_SEEDS is not set; scripts/test starts a cluster";
-    }
-    store_ = std::make_unique<AsyncRedisStore>(io().get_executor(),
-                                               async_cluster_options(unique_prefix("acluster")));
-  }
-  bool ready() const { return store_ != nullptr; }
-  Store& store() { return *store_; }
-
-  std::unique_ptr<AsyncRedisStore> store_;
-};
-
-INSTANTIATE_TYPED_TEST_SUITE_P(RedisCluster, AsyncGuardCases, RedisClusterBackend);
-
-// --- The conformance kit, each call through the asynchronous store on the cluster ---------------
-// The key prefix, set before the store is made with it.
-struct KeyPrefix {
-  std::string prefix;
-};
-
-struct BlockingAsyncRedisCluster : KeyPrefix, BlockingStore<AsyncRedisStore> {
-  explicit BlockingAsyncRedisCluster(std::string key_prefix)
-      : KeyPrefix{std::move(key_prefix)}, BlockingStore(async_cluster_options(prefix)) {}
-};
-
-template <>
-struct StoreTraits<BlockingAsyncRedisCluster> {
-  static constexpr std::chrono::milliseconds lease{500};
-  static std::unique_ptr<BlockingAsyncRedisCluster> make() {
-    if (cluster_seeds() == nullptr) {
-      [] { GTEST_SKIP() << "IDEM_TEST_REDIS_CLUSTER_SEEDS is not set; scripts/test sets it"; }();
-      return nullptr;
-    }
-    return std::make_unique<BlockingAsyncRedisCluster>(unique_prefix("acluster-conf"));
-  }
-  static std::unique_ptr<BlockingAsyncRedisCluster> reopen(BlockingAsyncRedisCluster& store) {
-    return std::make_unique<BlockingAsyncRedisCluster>(store.prefix);
-  }
-  static void advance(BlockingAsyncRedisCluster&, std::chrono::milliseconds d) {
-    std::this_thread::sleep_for(d);
-  }
-  static std::unique_ptr<admin::Admin> admin(BlockingAsyncRedisCluster& store) {
-    return admin::redis_admin(connect_cluster(cluster_options()), {.prefix = store.prefix});
-  }
-  using async_face = AsyncFace<BlockingAsyncRedisCluster>;
-};
+INSTANTIATE_TYPED_TEST_SUITE_P(RedisCluster, AsyncGuardCases, CellBackend<AsyncRedisClusterCell>);
 
 // The same kit with durability on: every claim that acquires and every commit waits for one
 // replica of its primary (WAIT), as RedisStoreOptions::durability does on the blocking store.
-struct BlockingAsyncRedisClusterDurable : KeyPrefix, BlockingStore<AsyncRedisStore> {
-  static AsyncRedisStoreOptions durable(std::string prefix) {
-    AsyncRedisStoreOptions options = async_cluster_options(std::move(prefix));
-    options.durability = {.replicas = 1, .timeout = std::chrono::milliseconds{500}};
-    return options;
+struct AsyncRedisClusterDurableCell : AsyncRedisClusterCell {
+  static std::optional<AsyncRedisStoreOptions> options() {
+    std::optional<AsyncRedisStoreOptions> o = AsyncRedisClusterCell::options();
+    if (o) o->durability = {.replicas = 1, .timeout = std::chrono::milliseconds{500}};
+    return o;
   }
-  explicit BlockingAsyncRedisClusterDurable(std::string key_prefix)
-      : KeyPrefix{std::move(key_prefix)}, BlockingStore(durable(prefix)) {}
-};
-
-template <>
-struct StoreTraits<BlockingAsyncRedisClusterDurable> : StoreTraits<BlockingAsyncRedisCluster> {
-  static std::unique_ptr<BlockingAsyncRedisClusterDurable> make() {
-    if (cluster_seeds() == nullptr) {
-      [] { GTEST_SKIP() << "IDEM_TEST_REDIS_CLUSTER_SEEDS is not set; scripts/test sets it"; }();
-      return nullptr;
-    }
-    return std::make_unique<BlockingAsyncRedisClusterDurable>(unique_prefix("acluster-wait"));
-  }
-  static std::unique_ptr<BlockingAsyncRedisClusterDurable> reopen(
-      BlockingAsyncRedisClusterDurable& store) {
-    return std::make_unique<BlockingAsyncRedisClusterDurable>(store.prefix);
-  }
-  static void advance(BlockingAsyncRedisClusterDurable&, std::chrono::milliseconds d) {
-    std::this_thread::sleep_for(d);
-  }
-  static std::unique_ptr<admin::Admin> admin(BlockingAsyncRedisClusterDurable& store) {
-    return admin::redis_admin(connect_cluster(cluster_options()), {.prefix = store.prefix});
-  }
-  using async_face = AsyncFace<BlockingAsyncRedisClusterDurable>;
 };
 
 }  // namespace idem::testing
 
-IDEM_RECORD_STORE_CONFORMANCE(AsyncRedisCluster, idem::testing::BlockingAsyncRedisCluster);
-IDEM_RECORD_STORE_CONFORMANCE(AsyncRedisClusterDurable,
-                              idem::testing::BlockingAsyncRedisClusterDurable);
+IDEM_ASYNC_STORE_CONFORMANCE(AsyncRedisCluster, idem::testing::AsyncRedisClusterCell);
+IDEM_ASYNC_STORE_CONFORMANCE(AsyncRedisClusterDurable, idem::testing::AsyncRedisClusterDurableCell);
 
 namespace idem::testing {
 namespace {
