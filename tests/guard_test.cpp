@@ -437,6 +437,15 @@ class GuardStoreFailureTest : public ::testing::Test {
   std::shared_ptr<Observer> observer_ = std::make_shared<Observer>();
   IdempotencyGuard<testing::FlakyStore> guard_{
       store_, Options{.scope = "s", .clock = clock_, .observer = observer_}};
+
+  // A repeat of "k" with the handler `40 + ++runs` replays the first run's 41: it ran once.
+  void expect_a_repeat_replays_the_first_run(int& runs) {
+    Outcome<int> again = guard_.execute("k", [&] { return 40 + ++runs; });
+    ASSERT_TRUE(again) << again.message();
+    EXPECT_TRUE(again.replayed());
+    EXPECT_EQ(again.value(), 41);
+    EXPECT_EQ(runs, 1);
+  }
 };
 
 TEST_F(GuardStoreFailureTest, ClaimFailureIsStoreUnavailableAndTheHandlerDoesNotRun) {
@@ -482,11 +491,7 @@ TEST_F(GuardStoreFailureTest, CommitWhoseReplyIsLostIsRecordedNotATakeover) {
   EXPECT_FALSE(out.commit_error());
   EXPECT_EQ(store_.commit_calls.load(), 2);
   EXPECT_EQ(observer_->counters().lease_lost, 0u);
-  Outcome<int> again = guard_.execute("k", [&] { return 40 + ++runs; });
-  ASSERT_TRUE(again) << again.message();
-  EXPECT_TRUE(again.replayed());
-  EXPECT_EQ(again.value(), 41);
-  EXPECT_EQ(runs, 1);
+  expect_a_repeat_replays_the_first_run(runs);
 }
 
 // Every try of the commit lands or may have, and no answer comes back: the caller gets its value
@@ -502,11 +507,7 @@ TEST_F(GuardStoreFailureTest, CommitWhoseEveryReplyIsLostIsOutcomeUnknownAndARep
   EXPECT_EQ(store_.commit_calls.load(), 3);
   EXPECT_EQ(observer_->counters().store_errors, 1u);
   EXPECT_EQ(observer_->counters().lease_lost, 0u);
-  Outcome<int> again = guard_.execute("k", [&] { return 40 + ++runs; });
-  ASSERT_TRUE(again) << again.message();
-  EXPECT_TRUE(again.replayed());
-  EXPECT_EQ(again.value(), 41);
-  EXPECT_EQ(runs, 1);
+  expect_a_repeat_replays_the_first_run(runs);
 }
 
 // A first try whose answer was lost, then tries that cannot reach the store: those prove
@@ -525,11 +526,7 @@ TEST_F(GuardStoreFailureTest, ADoubtfulCommitStaysOutcomeUnknownWhenLaterTriesCa
       << out.commit_failure().describe();
   EXPECT_NE(out.commit_failure().describe().find("injected commit failure"), std::string::npos)
       << out.commit_failure().describe();
-  Outcome<int> again = guard_.execute("k", [&] { return 40 + ++runs; });
-  ASSERT_TRUE(again) << again.message();
-  EXPECT_TRUE(again.replayed());
-  EXPECT_EQ(again.value(), 41);
-  EXPECT_EQ(runs, 1);
+  expect_a_repeat_replays_the_first_run(runs);
 }
 
 // The commit is lost on its way every time (and, in the second round, the store then cannot be
