@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -19,12 +21,10 @@ namespace {
 // Both known sequences below replay, mismatch, reject, meet one in progress, abort and lose a
 // lease once each.
 void expect_one_of_each_other_outcome(const Counters& c) {
-  EXPECT_EQ(c.replayed, 1u);
-  EXPECT_EQ(c.mismatched, 1u);
-  EXPECT_EQ(c.rejected, 1u);
-  EXPECT_EQ(c.in_progress, 1u);
-  EXPECT_EQ(c.aborted, 1u);
-  EXPECT_EQ(c.lease_lost, 1u);
+  const std::map<std::string, std::uint64_t> once{
+      {"replayed", c.replayed}, {"mismatched", c.mismatched}, {"rejected", c.rejected},
+      {"in_progress", c.in_progress}, {"aborted", c.aborted}, {"lease_lost", c.lease_lost}};
+  for (const auto& [counter, value] : once) EXPECT_EQ(value, 1u) << counter;
 }
 
 TEST(ObserverTest, CountsEveryPathAndReportsEvents) {
