@@ -569,6 +569,19 @@ int pg_ctl(bool stop) {
   return std::system((cmd + " >/dev/null 2>&1").c_str());
 }
 
+// pg_ctl(stop) on a thread of its own, since it blocks, while `runner` runs the coroutines.
+int pg_ctl_while_running(IoRunner& runner, bool stop) {
+  std::atomic<bool> done{false};
+  int rc = -1;
+  std::thread ctl([&] {
+    rc = pg_ctl(stop);
+    done = true;
+  });
+  runner.run_until([&] { return done.load(); });
+  ctl.join();
+  return rc;
+}
+
 // Coroutines call keys without pause while the server stops and starts again: calls while it is
 // down answer store_unavailable promptly, calls after it is back succeed on a new connection,
 // and no key's handler runs twice (commits cut off by the stop are retried until they land).
@@ -587,27 +600,11 @@ TEST(AsyncPostgresRestart, StopMidRunIsUnavailableThenRecoversAndNothingRunsTwic
   OutageRun run;
   run.start(runner, store, 15s, 200);
   runner.run_until([&] { return run.runs.size() >= OutageRun::kKeys / 4; });
-  // pg_ctl blocks: the coroutines run on a thread of their own meanwhile.
-  std::atomic<bool> stopped{false};
-  int stop_rc = -1;
-  std::thread stopper([&] {
-    stop_rc = pg_ctl(/*stop=*/true);
-    stopped = true;
-  });
-  runner.run_until([&] { return stopped.load(); });
-  stopper.join();
-  EXPECT_EQ(stop_rc, 0) << "pg_ctl stop failed";
+  EXPECT_EQ(pg_ctl_while_running(runner, /*stop=*/true), 0) << "pg_ctl stop failed";
   run.down = true;
   const auto back_at = std::chrono::steady_clock::now() + 400ms;
   runner.run_until([&] { return std::chrono::steady_clock::now() >= back_at; });
-  std::atomic<bool> started{false};
-  int start_rc = -1;
-  std::thread starter([&] {
-    start_rc = pg_ctl(/*stop=*/false);
-    started = true;
-  });
-  runner.run_until([&] { return started.load(); });
-  starter.join();
+  const int start_rc = pg_ctl_while_running(runner, /*stop=*/false);
   run.down = false;
   ASSERT_EQ(start_rc, 0) << "pg_ctl start failed";
   runner.run_until([&] { return run.finished == OutageRun::kCoroutines; });

@@ -18,6 +18,14 @@
 
 namespace idem::testing {
 
+/// Whether the server's variable is set; if not, the case is skipped (scripts/test starts the
+/// servers and sets them).
+inline bool configured(const char* value, const char* variable) {
+  if (value != nullptr) return true;
+  [variable] { GTEST_SKIP() << variable << " is not set; scripts/test starts the server"; }();
+  return false;
+}
+
 inline AsyncRedisStoreOptions async_redis_options(std::string prefix) {
   return AsyncRedisStoreOptions{.connection = redis_options(), .prefix = std::move(prefix)};
 }
@@ -28,12 +36,7 @@ struct AsyncRedisCell {
   using Store = AsyncRedisStore;
   static constexpr std::chrono::milliseconds lease{500};
   static std::optional<AsyncRedisStoreOptions> options() {
-    if (redis_uri() == nullptr) {
-      [] {
-        GTEST_SKIP() << "IDEM_TEST_REDIS_URI is not set; scripts/test starts a Redis and sets it";
-      }();
-      return std::nullopt;
-    }
+    if (!configured(redis_uri(), "IDEM_TEST_REDIS_URI")) return std::nullopt;
     return async_redis_options(unique_prefix("async"));
   }
   static std::unique_ptr<admin::Admin> admin(const AsyncRedisStoreOptions& o) {
@@ -63,12 +66,7 @@ inline AsyncRedisStoreOptions async_cluster_options(std::string prefix) {
 // The single-server cell's store and lease, on the cluster.
 struct AsyncRedisClusterCell : AsyncRedisCell {
   static std::optional<AsyncRedisStoreOptions> options() {
-    if (cluster_seeds() == nullptr) {
-      [] {
-        GTEST_SKIP() << "IDEM_TEST_REDIS_CLUSTER_SEEDS is not set; scripts/test starts a cluster";
-      }();
-      return std::nullopt;
-    }
+    if (!configured(cluster_seeds(), "IDEM_TEST_REDIS_CLUSTER_SEEDS")) return std::nullopt;
     return async_cluster_options(unique_prefix("acluster"));
   }
   static std::unique_ptr<admin::Admin> admin(const AsyncRedisStoreOptions& o) {

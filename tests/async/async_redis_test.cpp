@@ -32,6 +32,7 @@
 #include "redis/process_race.hpp"
 #include "redis/redis_test_support.hpp"
 #include "support/free_port.hpp"
+#include "support/wait_shortfall.hpp"
 
 namespace idem::testing {
 
@@ -83,38 +84,18 @@ TEST_F(AsyncRedisTest, WaitShortfallIsReportedAndAnUnconfirmedCommitIsNotRecorde
   if (!ready()) return;
   for (const bool one_thread : {false, true}) {
     SCOPED_TRACE(one_thread ? "single_threaded" : "strand");
-    std::atomic<int> reports{0};
-    std::string last_op;
+    WaitShortfall shortfall;
     AsyncRedisStoreOptions options = async_redis_options(prefix_ + (one_thread ? "1:" : "n:"));
     options.single_threaded = one_thread;
     options.durability = {.replicas = 1,
                           .timeout = std::chrono::milliseconds{20},
-                          .on_timeout = [&](std::string_view op, int acked, int wanted) {
-                            EXPECT_EQ(acked, 0);
-                            EXPECT_EQ(wanted, 1);
-                            last_op = op;
-                            reports.fetch_add(1);
-                          }};
+                          .on_timeout = shortfall.on_timeout()};
     IoRunner runner;
     AsyncRedisStore durable(runner.io().get_executor(), options);
     AsyncGuard guard{durable, Options{.scope = "wait"}};
-    auto out = runner.run(guard.async_execute("k", [] { return 7; }));
-    ASSERT_TRUE(out) << out.message();
-    EXPECT_EQ(out.value(), 7);
-    EXPECT_FALSE(out.recorded());
-    EXPECT_EQ(out.commit_error(), errc::outcome_unknown);
-    EXPECT_NE(out.commit_failure().message.find("commit not confirmed: 0 of 1 replicas"),
-              std::string::npos)
-        << out.commit_failure().message;
-    const int commits = Options{}.commit_retry.attempts;
-    EXPECT_EQ(reports.load(), 1 + commits);  // after the claim and after every commit attempt
-    EXPECT_EQ(last_op, "commit");
-    EXPECT_EQ(durable.replication_timeouts(), 1u + commits);
-    // The write stands on the primary: a repeat replays it, and a replay writes nothing: no WAIT.
-    auto replay = runner.run(guard.async_execute("k", [] { return 8; }));
-    ASSERT_TRUE(replay.replayed()) << replay.message();
-    EXPECT_EQ(replay.value(), 7);
-    EXPECT_EQ(durable.replication_timeouts(), 1u + commits);
+    shortfall.expect_commit_unconfirmed_then_replayed(
+        [&](auto handler) { return runner.run(guard.async_execute("k", handler)); },
+        [&] { return durable.replication_timeouts(); });
   }
 }
 
