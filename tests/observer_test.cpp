@@ -22,8 +22,8 @@ namespace {
 // lease once each.
 void expect_one_of_each_other_outcome(const Counters& c) {
   const std::map<std::string, std::uint64_t> once{
-      {"replayed", c.replayed}, {"mismatched", c.mismatched}, {"rejected", c.rejected},
-      {"in_progress", c.in_progress}, {"aborted", c.aborted}, {"lease_lost", c.lease_lost}};
+      {"replayed", c.replayed},       {"mismatched", c.mismatched}, {"rejected", c.rejected},
+      {"in_progress", c.in_progress}, {"aborted", c.aborted},       {"lease_lost", c.lease_lost}};
   for (const auto& [counter, value] : once) EXPECT_EQ(value, 1u) << counter;
 }
 

@@ -9,8 +9,8 @@
 #include <regex>
 #include <sstream>
 #include <string>
-#include <utility>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "idem/cached_store.hpp"
@@ -54,11 +54,12 @@ TEST(PrometheusMetrics, KnownCallsGiveExpectedValuesInValidTextFormat) {
 
   const std::string text = valid_text(metrics);
   const std::string labels = "scope=\"pay\",store=\"memory\"";
-  for (const auto& [event, count] : {std::pair{"executed", 3}, std::pair{"replayed", 5},
-                                     std::pair{"mismatched", 1}, std::pair{"rejected", 1},
-                                     std::pair{"result_unrecorded", 0}}) {
-    EXPECT_EQ(sample(text, "idem_events_total{event=\"" + std::string(event) + "\"," + labels + "}"),
-              count)
+  for (const auto& [event, count] :
+       {std::pair{"executed", 3}, std::pair{"replayed", 5}, std::pair{"mismatched", 1},
+        std::pair{"rejected", 1}, std::pair{"result_unrecorded", 0}}) {
+    EXPECT_EQ(
+        sample(text, "idem_events_total{event=\"" + std::string(event) + "\"," + labels + "}"),
+        count)
         << event;
   }
   // Every call that reached the store was timed: 9 claims, 3 commits.

@@ -460,12 +460,12 @@ struct KeyTally {
   net::awaitable<void> caller(Guard& guard, int c) {
     for (int i = 0; i < keys; ++i) {
       const int k = (i + c) % keys;
-      auto out = co_await guard.async_execute(
-          "key-" + std::to_string(k), [this, k, c]() -> net::awaitable<std::string> {
-            runs[k].fetch_add(1);
-            co_await pause(std::chrono::milliseconds{1});
-            co_return "from " + std::to_string(c);
-          });
+      auto out = co_await guard.async_execute("key-" + std::to_string(k),
+                                              [this, k, c]() -> net::awaitable<std::string> {
+                                                runs[k].fetch_add(1);
+                                                co_await pause(std::chrono::milliseconds{1});
+                                                co_return "from " + std::to_string(c);
+                                              });
       if (!out) {
         failures.fetch_add(1);
         continue;
@@ -502,7 +502,8 @@ TYPED_TEST_P(AsyncGuardCases, ManyCoroutinesOnSeveralThreadsRunEachKeyOnce) {
   constexpr int kCallers = 64;
   AsyncGuard guard{this->store(), Options{.scope = "threads", .in_progress = Wait{.timeout = 20s}}};
   KeyTally tally(kKeys, kCallers);
-  for (int c = 0; c < kCallers; ++c) net::co_spawn(this->io(), tally.caller(guard, c), net::detached);
+  for (int c = 0; c < kCallers; ++c)
+    net::co_spawn(this->io(), tally.caller(guard, c), net::detached);
   std::vector<std::thread> threads;
   for (int t = 0; t < (TestFixture::kOneThread ? 0 : 3); ++t)
     threads.emplace_back([&] { this->run_until([&] { return tally.done(); }); });
@@ -518,8 +519,7 @@ void expect_remembered_failure(Fixture& fixture, Guard& guard, std::string_view 
   auto repeat = fixture.run(guard.template async_begin<int>("k"));
   ASSERT_FALSE(repeat.acquired()) << "the failure was recorded";
   EXPECT_EQ(repeat.outcome().error(), errc::handler_failed);
-  EXPECT_NE(repeat.outcome().message().find(why), std::string::npos)
-      << repeat.outcome().message();
+  EXPECT_NE(repeat.outcome().message().find(why), std::string::npos) << repeat.outcome().message();
 }
 
 // ---- The two-phase form: async_begin, then async_commit or async_fail ------------------------

@@ -167,7 +167,6 @@ class GuardAdapter : public AdapterRecords {
     return guard_.execute(key, payload, std::forward<Fn>(fn));
   }
 
-
  private:
   IdempotencyGuard<FaultStore> guard_;
 };
@@ -198,7 +197,6 @@ class LayeredAdapter : public LayeredCalls<LayeredAdapter> {
       : guard_(layered_options(s, clock_),
                RecordLayer(records_, layer_settings("record", kRecordScope, s))) {}
 
-
  private:
   friend LayeredCalls<LayeredAdapter>;
   static LayeredRequest request(const Key& key, std::string_view payload) {
@@ -220,7 +218,6 @@ class ThreeTierAdapter : public LayeredCalls<ThreeTierAdapter> {
                RequestIdLayer(cache_, layer_settings("gateway", cache_.options().scope, s)),
                TokenLayer(tokens_, layer_settings("token", tokens_.options().scope, s)),
                RecordLayer(records_, layer_settings("record", kRecordScope, s))) {}
-
 
  private:
   friend LayeredCalls<ThreeTierAdapter>;

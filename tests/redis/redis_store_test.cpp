@@ -15,8 +15,8 @@
 #include "idem/redis/store.hpp"
 #include "redis/process_race.hpp"
 #include "redis/redis_test_support.hpp"
-#include "support/wait_shortfall.hpp"
 #include "support/fault_relay.hpp"
+#include "support/wait_shortfall.hpp"
 
 namespace idem::testing {
 namespace {
@@ -220,9 +220,9 @@ TEST_F(RedisStoreTest, WaitShortfallIsReportedAndAnUnconfirmedCommitIsNotRecorde
   WaitShortfall shortfall;
   RedisStore durable(
       client_,
-      RedisStoreOptions{.prefix = prefix_,
-                        .durability = {
-                            .replicas = 1, .timeout = 20ms, .on_timeout = shortfall.on_timeout()}});
+      RedisStoreOptions{
+          .prefix = prefix_,
+          .durability = {.replicas = 1, .timeout = 20ms, .on_timeout = shortfall.on_timeout()}});
   IdempotencyGuard guard{durable, Options{.scope = "wait"}};
   shortfall.expect_commit_unconfirmed_then_replayed(
       [&](auto handler) { return guard.execute("k", handler); },
@@ -230,7 +230,8 @@ TEST_F(RedisStoreTest, WaitShortfallIsReportedAndAnUnconfirmedCommitIsNotRecorde
   const StoreStats stats = durable.stats();
   EXPECT_EQ(stats.store, "redis");
   ASSERT_NE(stats.parts.get<RedisStats>(), nullptr);
-  EXPECT_EQ(stats.parts.get<RedisStats>()->replication_timeouts, WaitShortfall::expected_timeouts());
+  EXPECT_EQ(stats.parts.get<RedisStats>()->replication_timeouts,
+            WaitShortfall::expected_timeouts());
 }
 
 // The commit's EVALSHA reaches Redis, which runs it; the connection is cut before its reply

@@ -416,9 +416,9 @@ TEST_P(PostgresReplicaTest, ProcessesAndThreadsRacingWithReplicaReadsRunEachKeyO
   tally.expect_each_key_ran_once(
       kKeys, 2 * kProcesses * kRounds * kThreads, [&](const std::string& key) {
         if (mode() == SqlMode::transactional) {
-          EXPECT_EQ(count_business_rows(Target{Backend::postgres, primary_, prefix_},
-                                        scope + "/" + key),
-                    1)
+          EXPECT_EQ(
+              count_business_rows(Target{Backend::postgres, primary_, prefix_}, scope + "/" + key),
+              1)
               << key;
         }
       });

@@ -530,11 +530,12 @@ TEST_P(SqlProcessTest, FourProcessesRacingRunEachKeyExactlyOnce) {
   }
   RaceTally tally;
   for (auto& w : workers) tally.add(*w);
-  tally.expect_each_key_ran_once(kKeys, kProcesses * kRounds * kThreads, [&](const std::string& key) {
-    if (mode() == SqlMode::transactional) {
-      EXPECT_EQ(count_business_rows(target(), scope + "/" + key), 1) << key;
-    }
-  });
+  tally.expect_each_key_ran_once(
+      kKeys, kProcesses * kRounds * kThreads, [&](const std::string& key) {
+        if (mode() == SqlMode::transactional) {
+          EXPECT_EQ(count_business_rows(target(), scope + "/" + key), 1) << key;
+        }
+      });
 }
 
 TEST_P(SqlProcessTest, KilledHolderIsTakenOverAfterItsLeaseOrRolledBack) {

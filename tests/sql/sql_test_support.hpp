@@ -115,9 +115,9 @@ inline void exec_directly(const Target& t, const std::string& sql,
 }
 
 inline void create_business_table(const Target& t) {
-  exec_directly(t,
-                "CREATE TABLE IF NOT EXISTS " + business_table(t) + " (key TEXT NOT NULL, note TEXT)",
-                SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+  exec_directly(
+      t, "CREATE TABLE IF NOT EXISTS " + business_table(t) + " (key TEXT NOT NULL, note TEXT)",
+      SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
 }
 
 /// Inserts a business row inside the handler's transaction.
