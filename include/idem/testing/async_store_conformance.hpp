@@ -80,7 +80,7 @@ struct StoreTraits<BlockingCell<Cell>> {
     Cell::admin(o);
   }
   { return Cell::admin(store.options()); }
-  using async_face = AsyncFace<S>;
+  using async_face = AsyncFace<S>;  // NOLINT(readability-identifier-naming): the traits' name
 };
 
 }  // namespace idem::testing
