@@ -1,7 +1,5 @@
 #pragma once
-// AsyncAttempt: the two-phase form of an AsyncGuard call. `co_await guard.async_begin<T>(key,
-// payload)` claims; the caller does the work however it likes (other coroutines, callbacks,
-// several steps) and settles the key with `co_await async_commit(value)` or `async_fail(why)`.
+// AsyncAttempt: the two-phase form of an AsyncGuard call (docs/two_phase.md).
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -27,20 +25,12 @@
 
 namespace idem {
 
-/// What `co_await guard.async_begin<T>(key, payload)` returns: the key's answer (a replayed
-/// value or failure, a refusal such as in_progress with retry_after()), or a hold on the key,
-/// as idem::Attempt is for IdempotencyGuard (docs/two_phase.md).
-///
-/// Holding (`acquired()`), the caller does the work and settles the key exactly once: `co_await
-/// async_commit(value)` records the value and returns the fresh Outcome; `co_await
-/// async_fail(message)` releases the key for a retry (or, under Options::remember_failures,
-/// records the failure). The settling calls finish whatever the caller's cancellation: the work
-/// happened. An AsyncAttempt destroyed while it holds the key (a forgotten path, an exception)
-/// cannot wait in its destructor: it starts the settlement, as async_fail would, as a detached
-/// coroutine on the executor it was begun on. That executor's io_context must run it, and the
-/// guard must outlive it.
-///
-/// Move-only. Refers to its guard and store. Not thread-safe: settle it from one coroutine.
+/// What `co_await guard.async_begin<T>(key, payload)` returns: the key's answer, or a hold on the
+/// key settled once by async_commit or async_fail, as idem::Attempt is for IdempotencyGuard. The
+/// settling calls finish whatever the caller's cancellation: the work happened. Dropped while
+/// holding, it settles as async_fail would, in a detached coroutine on the executor it was begun
+/// on, whose io_context must run it; the guard must outlive it. Move-only; settle it from one
+/// coroutine.
 template <class T, AsyncStore S>
 class [[nodiscard]] AsyncAttempt {
   using Stored = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
@@ -120,11 +110,8 @@ class [[nodiscard]] AsyncAttempt {
     return detail::uncancelled(
         detail::async_commit_result<T>(*policy_, target_, fence_, std::monostate{}));
   }
-  /// The work failed: releases the key so that a retry runs again, or under
-  /// Options::remember_failures records `message` as errc::handler_failed. Holding only.
-  /// Returns what became of the key, as Attempt::fail() does: errc::handler_failed
-  /// (remembered) or errc::handler_aborted (not: a retry runs the work again). Failures of the
-  /// store go to the observer; the key is then left to its lease.
+  /// The work failed: releases the key for a retry, or under Options::remember_failures records
+  /// `message`; returns what became of the key, as Attempt::fail() does. Holding only.
   boost::asio::awaitable<std::error_code> async_fail(std::string message) {
     require_holding("async_fail()");
     holding_ = false;
@@ -170,10 +157,8 @@ class [[nodiscard]] AsyncAttempt {
 
 namespace detail {
 
-/// async_begin's claim: claim_or_wait as async_execute_steps runs it, with the engine's own
-/// handling of cancellation: a claim in flight completes; if the caller was cancelled meanwhile
-/// a key it acquired is settled (released, or its failure remembered) and operation_aborted is
-/// thrown.
+/// async_begin's claim, with the engine's cancellation handling: a claim in flight completes; a
+/// key acquired by a caller cancelled meanwhile is settled and operation_aborted thrown.
 template <class T, class S>
 boost::asio::awaitable<AsyncAttempt<T, S>> async_begin_on(const Policy& policy,
                                                           AsyncTarget<S> target) {

@@ -1,14 +1,8 @@
 #pragma once
-// The protocol engine's steps as coroutines, for AsyncGuard: claim (or wait on a timer) ->
-// answer | hold -> commit with retry | settle a failure. The decisions are the blocking engine's
-// own (engine/engine.hpp: claim_refused, WaitPacer, refuse_busy, answer_stored, CommitTries,
-// result_too_large); only the store calls and the pauses differ: they suspend.
-//
-// Cancellation (the coroutine's cancellation slot, e.g. from `||` or a bound slot) is looked at
-// at each suspension point. Store calls are never cut short: the guard must learn what a claim
-// or a commit did. Before the handler's result exists a cancelled call settles what it holds and
-// throws boost::system::system_error(operation_aborted); once the result exists it is committed
-// and returned.
+// The protocol engine's steps as coroutines, for AsyncGuard: the blocking engine's decisions
+// (engine/engine.hpp), with store calls and pauses that suspend. Cancellation is looked at at each
+// suspension; store calls are never cut short. Before the result exists a cancelled call settles
+// what it holds and throws operation_aborted; once it exists it is committed and returned.
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -143,9 +137,8 @@ class AsyncTarget {
   mutable HandlerStart handler_start_;
 };
 
-// Whether the coroutine's cancellation slot was triggered. Called with `co_await
-// this_coro::cancellation_state`, which reads the state without suspending: a helper coroutine
-// would cost a frame per call.
+// Whether the coroutine's cancellation slot was triggered (read without suspending: a helper
+// coroutine would cost a frame per call).
 inline bool cancelled(const boost::asio::cancellation_state& state) noexcept {
   return state.cancelled() != boost::asio::cancellation_type::none;
 }
@@ -155,10 +148,8 @@ inline bool cancelled(const boost::asio::cancellation_state& state) noexcept {
                                     "idem: async_execute cancelled");
 }
 
-/// A pause of the asynchronous guard, on the policy's clock (the one its deadlines read): for
-/// the steady clock a timer of the coroutine's event loop; for an injected clock (a ManualClock
-/// in a test) that clock's own sleep_for(), which must not block (a ManualClock moves at once),
-/// and then a yield to the loop. True when the pause was cancelled.
+/// A pause on the policy's clock: a timer of the event loop for the steady clock; for an injected
+/// clock its own non-blocking sleep_for(), then a yield to the loop. True when cancelled.
 class AsyncPause {
  public:
   explicit AsyncPause(Clock& clock)
@@ -183,10 +174,9 @@ class AsyncPause {
   std::optional<boost::asio::steady_timer> timer_;
 };
 
-/// The rest of claim_or_wait once a claim found the key in progress: pause on a timer, claim
-/// again, until the holder finishes, the wait runs out (refuse_busy) or the claim is answered.
-/// A cancelled pause gives up (nothing is held): it throws. Kept out of the first claim's path,
-/// which most calls end on, so that they do not pay for its frame.
+/// The rest of claim_or_wait once a claim found the key in progress: pause, claim again, until
+/// the holder finishes, the wait runs out (refuse_busy) or the claim is answered. A cancelled
+/// pause throws (nothing is held). Apart from the first claim so that most calls skip its frame.
 template <class S>
 boost::asio::awaitable<Result<Claim>> async_wait_for_holder(const Policy& policy,
                                                             AsyncTarget<S>& target,
@@ -220,11 +210,9 @@ bool first_claim_ends(const Policy& policy, AsyncTarget<S>& target, Result<Claim
   return true;
 }
 
-/// commit_with_retry after a first try that did not end it (`last`): notify, pause on a timer,
-/// try again, until CommitTries says a status is the answer. Kept apart from the first try,
-/// which most commits end on, so that they do not pay for this frame. A cancellation does not
-/// stop it: the handler's work happened, so its result is committed (a cancelled pause only
-/// makes the next try sooner).
+/// commit_with_retry after a first try that did not end it (`last`), until CommitTries says a
+/// status is the answer; apart so that most commits skip its frame. Cancellation does not stop
+/// it: the work happened (a cancelled pause only makes the next try sooner).
 template <class S>
 boost::asio::awaitable<Status> async_commit_retries(const Policy& policy, AsyncTarget<S>& target,
                                                     Fence fence, ClaimStatus status,
@@ -244,11 +232,9 @@ boost::asio::awaitable<Status> async_commit_retries(const Policy& policy, AsyncT
   }
 }
 
-/// settle_failure for a store without rewind (lease mode): release the key, or remember the
-/// failure. Failures here are reported, never thrown. Returns what became of the key, as
-/// settle_failure() does (handler_failed: remembered; handler_aborted: not). Callers pass
-/// `message` as a named variable: g++ 12 frees a temporary built in a conditional expression
-/// twice when it becomes a coroutine's parameter.
+/// settle_failure for a store without rewind: release the key, or remember the failure; returns
+/// what became of it. Failures are reported, never thrown. `message` comes as a named variable:
+/// g++ 12 frees a temporary built in a conditional expression twice as a coroutine parameter.
 template <class S>
 boost::asio::awaitable<errc> async_settle_failure(const Policy& policy, AsyncTarget<S>& target,
                                                   Fence fence, std::string message, bool remember) {
@@ -310,8 +296,7 @@ boost::asio::awaitable<Outcome<T>> async_commit_result(const Policy& policy, Asy
     status = ClaimStatus::failed;
     bytes = failure;
   }
-  // commit_with_retry: its first try in this frame (a commit that one try ends, as most do,
-  // makes no frame of its own), the others in async_commit_retries.
+  // The first try in this frame (most commits end on it), the others in async_commit_retries.
   CommitTries tries(policy.commit_retry);
   Status committed =
       co_await target.store().async_commit(target.ticket(fence), target.completion(status, bytes));
@@ -334,11 +319,9 @@ boost::asio::awaitable<Outcome<T>> async_commit_result(const Policy& policy, Asy
   co_return Outcome<T>::fresh(std::move(value), committed.failure());
 }
 
-/// The rest of execute_on once the first claim acquired the key or found a live holder: wait for
-/// the holder (rare), run the handler, commit or settle. `caller_throws`: the caller's
-/// throw_if_cancelled, which the handler runs under; the engine's own steps run without it and
-/// look at cancellation themselves. The Outcome goes to `out`, which async_execute_on's frame
-/// holds anyway: a result of the steps' own would take room in both frames.
+/// The rest of execute_on once the first claim acquired the key or found a live holder: wait,
+/// run the handler (under `caller_throws`, the caller's throw_if_cancelled), commit or settle.
+/// The Outcome goes to `out`, held by async_execute_on's frame, to keep this frame small.
 template <class R, class S, class Fn>
 boost::asio::awaitable<void> async_execute_steps(const Policy& policy, AsyncTarget<S>& target,
                                                  Fn& fn, bool caller_throws, Result<Claim> claimed,
@@ -403,11 +386,9 @@ boost::asio::awaitable<void> async_execute_steps(const Policy& policy, AsyncTarg
   out.emplace(co_await async_commit_result<R>(policy, target, fence, std::move(*value)));
 }
 
-/// execute_on as a coroutine, restoring the caller's throw_if_cancelled (it belongs to the whole
-/// coroutine stack) before returning or throwing. A call answered by its first claim (a replay,
-/// a remembered failure, a refusal, the store's failure) ends here, in this one coroutine frame;
-/// the others go on in async_execute_steps. A replay so costs one frame allocation, not two, and
-/// a smaller one: a coroutine's frame holds every local of every path it has.
+/// execute_on as a coroutine, restoring the caller's throw_if_cancelled before returning or
+/// throwing. A call answered by its first claim ends in this one frame; the others go on in
+/// async_execute_steps, so a replay costs one small frame allocation, not two.
 template <class R, class S, class Fn>
 boost::asio::awaitable<Outcome<R>> async_execute_on(const Policy& policy, AsyncTarget<S> target,
                                                     Fn fn) {
@@ -440,9 +421,8 @@ boost::asio::awaitable<Outcome<R>> async_execute_on(const Policy& policy, AsyncT
   co_return std::move(*out);
 }
 
-/// Runs `inner` to its end whatever the caller's cancellation (the engine's steps look at it
-/// themselves), restoring the caller's throw_if_cancelled before it returns or throws: for the
-/// steps that settle a key, which must finish once begun.
+/// Runs `inner` to its end whatever the caller's cancellation, restoring the caller's
+/// throw_if_cancelled after: for the steps that settle a key, which must finish once begun.
 template <class R>
 boost::asio::awaitable<R> uncancelled(boost::asio::awaitable<R> inner) {
   const bool caller_throws = co_await boost::asio::this_coro::throw_if_cancelled();
