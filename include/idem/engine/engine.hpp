@@ -1,8 +1,7 @@
 #pragma once
-// The protocol engine: claim (or wait) -> answer | hold -> commit (with retry) | settle a failure.
-// IdempotencyGuard runs it over one store, LayeredGuard over an ordered chain of layers; both
-// reach it through idem::Attempt. A target is what the engine claims: it knows its key(s), its
-// lease and ttl, and how to commit, abort, extend and rewind what it claimed:
+// The protocol engine: claim (or wait) -> answer | hold -> commit (with retry) | settle a failure,
+// for IdempotencyGuard (one store) and LayeredGuard (a chain), through idem::Attempt. A target is
+// what the engine claims and how to settle it:
 //
 //   Result<Claim> claim();                              every store call of one claim attempt
 //   Status commit(Fence, ClaimStatus, std::string_view bytes);   completed or failed
@@ -209,9 +208,8 @@ void report(const Policy& policy, const Target& target, const Status& status, Fe
          status.error());
 }
 
-/// The wait policy's pacing while another caller holds the key: after each claim that found a
-/// live holder, the pause before the next claim, or none when the caller should give up (no
-/// Wait, or its timeout passed). The pause doubles up to max_backoff, is cut to the time left,
+/// The wait policy's pacing while another caller holds the key: the pause before the next claim,
+/// or none when the caller should give up. It doubles up to max_backoff, is cut to the time left,
 /// and ends just after the holder's lease does, when a takeover becomes possible.
 class WaitPacer {
  public:
@@ -330,14 +328,11 @@ Status commit_with_retry(const Policy& policy, Target& target, Fence fence, Clai
   return committed;
 }
 
-/// The holder failed (the handler threw, or fail() was called): release the key, or remember
-/// the failure, so it is never left stuck until the lease runs out. `undo_effects`: what the
-/// handler wrote through the store's transaction (and an entity's move) must not commit with a
-/// remembered failure; a target that cannot rewind them gets its key released instead. Failures
-/// here are reported, never thrown. Returns what became of the key: handler_failed when the
-/// failure is remembered (repeats replay it), handler_aborted when it is not (released, or left
-/// to its lease when the store did not answer): a retry of the request runs again. The `aborted`
-/// event carries the same code.
+/// The holder failed (the handler threw, or fail() was called): release the key, or remember the
+/// failure. `undo_effects`: the handler's writes through the store's transaction must not commit
+/// with a remembered failure; a target that cannot rewind them gets its key released instead.
+/// Failures are reported, never thrown. Returns handler_failed (remembered) or handler_aborted
+/// (released, or left to its lease); the `aborted` event carries the same code.
 template <class Target>
 errc settle_failure(const Policy& policy, Target& target, Fence fence, std::string_view message,
                     bool remember, bool undo_effects) {
