@@ -1,18 +1,7 @@
 #pragma once
-// codec<T> for any class type nlohmann-json can convert both ways (to_json/from_json, by ADL or an
-// adl_serializer): the result is stored as compact JSON text and read back with from_json.
-// Part of the json component (idem::json in CMake; Debian: nlohmann-json3-dev).
-//
-//   struct Receipt { std::string id; long cents; };
-//   NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Receipt, id, cents)
-//   #include <idem/codecs/json.hpp>   // Receipt is now Codable: guard.execute(key, [] { ...
-//   Receipt })
-//
-// Types with a codec of their own keep it: strings, byte vectors, integers, bool and enums, and
-// any type you specialise idem::codec for. JsonCodec<T> is the same codec by name, for a type
-// that is not picked up (template <> struct idem::codec<T> : idem::JsonCodec<T> {};).
-// Stored bytes that are not JSON, or JSON that from_json cannot turn into T, are
-// errc::record_corrupt, never an exception of nlohmann-json.
+// codec<T> for any class type nlohmann-json converts both ways (to_json/from_json): compact JSON
+// text (component idem::json). Types with a codec of their own keep it; JsonCodec<T> is the same
+// codec by name. Bytes that are not JSON or do not fit T are errc::record_corrupt.
 
 #include <cstddef>
 #include <cstdint>

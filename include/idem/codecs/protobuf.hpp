@@ -1,13 +1,7 @@
 #pragma once
-// codec<M> for every protobuf message type M: a handler may return a message, and its replay is
-// the same message. Part of idem::grpc (it needs protobuf).
-//
-//   idem::Outcome<payments::Receipt> r = guard.execute(key, payload, [&] { return charge(req); });
-//
-// encode() is protobuf's deterministic serialisation (map entries in key order), so one message
-// always gives the same bytes: a stored result, and a request used as a payload
-// (idem::protobuf::deterministic_bytes), compare byte for byte. decode() throws
-// idem::Error(errc::record_corrupt) on bytes that do not parse as M, naming M.
+// codec<M> for every protobuf message type M, part of idem::grpc: protobuf's deterministic
+// serialisation, so one message always gives the same bytes (a result or a payload compares byte
+// for byte). decode() throws idem::Error(errc::record_corrupt), naming M, on bytes that are not M.
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>

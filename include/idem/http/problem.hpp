@@ -1,16 +1,6 @@
 #pragma once
 // What an HTTP service answers when an idempotent call has no value to send: the status, an RFC
-// 9457 problem+json body and, where a retry can succeed, Retry-After in whole seconds computed
-// from Outcome::retry_after() (the holder's remaining lease for a key in flight).
-//
-//   if (auto problem = idem::http::problem_for(outcome, {.type_base =
-//   "https://example.com/errors/"})) {
-//     res.status = problem->status;
-//     res.set_content(problem->body, idem::http::kProblemContentType);
-//     if (problem->retry_after) res.set_header("Retry-After",
-//     std::to_string(*problem->retry_after)); return;
-//   }
-//   // outcome.value() is the key's answer
+// 9457 problem+json body and Retry-After where a retry can succeed (docs/http.md).
 
 #include <chrono>
 #include <cstddef>
@@ -147,12 +137,9 @@ inline std::int64_t retry_after_seconds(std::chrono::milliseconds wait) noexcept
   return ms > 1000 ? (ms + 999) / 1000 : 1;
 }
 
-/// The error an HTTP service answers for `out`, or an empty code when out.value() is the answer.
-/// That is out.error() (lease_lost too, for a fresh value a takeover superseded: the other
-/// holder's result is the key's answer), and also a fresh value whose commit failed in a way a
-/// retry settles (store_unavailable, outcome_unknown): not a success, since a transactional
-/// handler's effects were rolled back with the commit, or may have been, and the retry with the
-/// same key replays the result if it landed and runs the handler once if it did not.
+/// The error an HTTP service answers for `out`, or an empty code when out.value() is the answer:
+/// out.error() (lease_lost too), or a fresh value whose commit failed in a way a retry settles
+/// (store_unavailable, outcome_unknown): its effects may have been rolled back with the commit.
 template <class T>
 std::error_code answer_error(const Outcome<T>& out) noexcept {
   if (!out) return out.error();

@@ -1,17 +1,6 @@
 #pragma once
 // StoredResponse: an HTTP answer kept as a handler's result, so that a replay is the whole
-// response (status, the headers that describe the result, body), not only the body. Only the
-// headers on an allow-list are kept (Location, ETag, ...): per-connection and per-request headers
-// (Date, Set-Cookie, Connection) must not be replayed.
-//
-//   auto handler = [&](idem::Context& ctx) {
-//     ...
-//     return idem::http::StoredResponse{201, {{"Location", "/payments/" + id}}, body};
-//   };
-//   idem::Outcome<idem::http::StoredResponse> out = guard.execute(request, handler);
-//
-// codec<StoredResponse> stores "idem-http/1 <status>\n", one "<name>: <value>\n" per header, a
-// blank line, then the body; bytes in any other form decode to errc::record_corrupt.
+// response; only allow-listed headers are kept (docs/http.md, with the stored form).
 
 #include <algorithm>
 #include <array>
