@@ -1,17 +1,7 @@
 #pragma once
-// The operator's view of a record store: inspect a key, list keys by state, release a stuck
-// holder, forget a record, purge expired records, and check or migrate the schema. Each call is
-// one atomic step in the backend (one statement or transaction in SQL, one Lua script on Redis,
-// one critical section in memory), so an operator never races the guard into a half-changed
-// record.
-//
-// Fences are never reused: release keeps the record's fence, and forget removes the record only
-// with the backend's floor raised to its fence (or, on Redis, keeps the fence in a released
-// record), so the key's next claim gets a fence above every fence the key ever had and a stalled
-// holder can never match it.
-//
-// The adapters' admins: idem/sqlite/admin.hpp, postgres/admin.hpp, redis/admin.hpp (in the
-// compiled libraries), idem/memory/admin.hpp (header-only).
+// The operator's view of a record store (docs/operations.md#the-admin-api). Each call is one
+// atomic step in the backend, so an operator never races the guard into a half-changed record;
+// fences are never reused (release keeps the fence, forget raises the floor to it).
 
 #include <chrono>
 #include <cstddef>
@@ -107,18 +97,13 @@ class Admin {
   /// record that stays in that state throughout exactly once.
   virtual Result<Page> list(std::string_view scope, const ListRequest& request) = 0;
 
-  /// Releases a key held in progress, as the holder's abort would: the record keeps its fence, so
-  /// the next claim (any payload) runs the handler under a larger fence and the old holder's
-  /// commit answers lease_lost. The run's steps and kept request stay, as after an abort: the
-  /// same request resumes at its first unfinished step, and a Completer can finish it.
-  /// `only_fence` (non-zero): only if the holder still has that fence.
+  /// Releases a key held in progress, as the holder's abort would: the fence stays, so the old
+  /// holder's commit answers lease_lost; the run's steps and kept request stay, so the same
+  /// request resumes. `only_fence` (non-zero): only if the holder still has that fence.
   virtual Result<Change> release(std::string_view scope, const Key& key, Fence only_fence = 0) = 0;
-
-  /// Removes a record in any state (a remembered failure, a result to run again), so that the
-  /// next claim of the key runs the handler with any payload, under a fence above every fence
-  /// the key had. Nothing of the forgotten run stays: its result, its steps and its kept request
-  /// go (a release keeps the last two). A CachedStore in another process may still replay the
-  /// record for up to its max_ttl; in this process, forget through cached_admin().
+  /// Removes a record in any state, so the next claim runs the handler with any payload under a
+  /// larger fence; its result, steps and kept request go. A CachedStore elsewhere may replay it
+  /// for up to its max_ttl; in this process, forget through cached_admin().
   virtual Result<Change> forget(std::string_view scope, const Key& key) = 0;
 
   /// Removes up to `max_records` records past their expiry; how many went. Redis expires records

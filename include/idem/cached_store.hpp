@@ -47,23 +47,14 @@ struct CachedStoreOptions {
 };
 
 /// Keeps recently completed records of the store S in process memory, so that a hot replay costs
-/// no round trip: a claim of a cached key with the same payload answers completed (or failed)
-/// exactly as the backend would, without calling it.
+/// no round trip (docs/design.md §12). It caches only what the backend confirmed, never an
+/// in-progress record, and a cached record expires no later than the backend's (counted from
+/// before the commit or claim, at most max_ttl).
 ///
-/// It caches only what the backend confirmed: a completed (or failed) record after a successful
-/// commit through this object, or a claim that returned one together with its time left
-/// (Claim::expires_in). It never caches an in-progress record. A cached record expires no later
-/// than the backend's: at commit, at the time taken before the backend's commit plus
-/// min(completion.ttl, max_ttl); from a claim, at the time taken before the claim plus
-/// min(expires_in, max_ttl).
-///
-/// S is the store type (CachedStore owns it, constructed from the trailing constructor
-/// arguments) or a reference type (CachedStore<SqliteStore&> wraps a store that lives
-/// elsewhere). Thread-safe when S is; sharded, one lock per shard, never held across a call to S.
-///
-/// Cost: a hit is one lookup under a shard lock and a copy of the result; a miss adds the same
-/// lookup to the backend's claim; a fresh key adds two short critical sections (remembering the
-/// holder's fingerprint at claim, filling at commit).
+/// S is the store type (owned, built from the trailing constructor arguments) or a reference type
+/// (CachedStore<SqliteStore&>). Thread-safe when S is; one lock per shard, never held across a
+/// call to S. Cost: a hit is one lookup under a shard lock and a copy of the result; a miss adds
+/// that lookup to S's claim; a fresh key adds two short critical sections.
 template <class S>
 class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_reference_t<S>> {
  public:
@@ -88,9 +79,7 @@ class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_refe
   CachedStore& operator=(const CachedStore&) = delete;
 
   /// A live cached record of the request's payload replays without calling S; otherwise S's
-  /// claim, whose completed or failed answer fills the cache when S says how long the record has
-  /// left. Another payload always goes to S, which words the refusal (payload_mismatch, or a
-  /// token store's token_invalid).
+  /// claim, whose completed or failed answer fills the cache. Another payload always goes to S.
   Result<Claim> claim(const ClaimRequest& request) {
     const auto now = clock_->now();
     const HashedKey key = hashed(request.key);
@@ -152,8 +141,7 @@ class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_refe
     if (status.ok() || status.error() == errc::lease_lost) {
       shard.holders.erase(it);
     } else if (!it->second.tried) {
-      // Keep the holder through a retryable failure: the guard commits again with the same
-      // ticket.
+      // Keep the holder through a retryable failure: the guard commits again with its ticket.
       it->second.tried = true;
       it->second.first_try = before;
     }
@@ -202,10 +190,9 @@ class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_refe
     return n;
   }
 
-  /// Drops the cached record of `key` (an effective key), if any, so that its next claim asks S:
-  /// for records changed in S behind this object's back (an operator's forget or release; see
-  /// idem::admin::cached_admin, which calls it). An answer of S read before this call and
-  /// arriving after it does not fill the cache again.
+  /// Drops the cached record of `key` (an effective key), so its next claim asks S: for records
+  /// changed behind this object's back (cached_admin calls it). An answer of S read before this
+  /// call does not fill the cache after it.
   void invalidate(std::string_view key) {
     if (IDEM_SIM_MUTATE(21)) return;
     const HashedKey hk = hashed(key);

@@ -1,16 +1,7 @@
 #pragma once
-// codec<T>: how a handler's result crosses the store as bytes. Round trips are exact.
-//
-// Provided: std::string, std::vector<std::byte>, std::vector<std::uint8_t>, integers, bool and
-// enums. For your own type, specialise idem::codec:
-//
-//   template <> struct idem::codec<Receipt> {
-//     static std::string encode(const Receipt& r);
-//     static Receipt decode(std::string_view bytes);  // throw idem::Error(errc::record_corrupt)
-//   };                                                 // on bytes it cannot read
-//
-// A codec may also offer `static std::string_view view(const T&)` when a value already is its
-// own bytes; the guard then stores them without the copy encode() makes.
+// codec<T>: how a handler's result crosses the store as bytes; round trips are exact. For your
+// own type specialise idem::codec (encode, and a decode that throws idem::Error(record_corrupt)
+// on bytes it cannot read); an optional view(const T&) stores a value's own bytes without a copy.
 
 #include <bit>
 #include <concepts>

@@ -1,20 +1,6 @@
 #pragma once
-// idem::GrpcGuard: idempotent gRPC unary calls, for the synchronous and the callback APIs.
-// docs/grpc.md has the full story and the status table.
-//
-//   idem::IdempotencyGuard guard{store, idem::Options{.scope = "payments.charge"}};
-//   idem::GrpcGuard rpc{guard};
-//
-//   grpc::Status Charge(grpc::ServerContext* ctx, const ChargeRequest* req,
-//                       Receipt* out) override {
-//     return rpc.unary(*ctx, *req, *out, [&](Receipt& r) { return charge(*req, r); });
-//   }
-//
-// Per call: the key is the client's `idempotency-key` metadata entry (without surrounding blanks;
-// a blank one is refused, as over HTTP), the payload the request's deterministic serialisation,
-// and the stored result the response message or the error status the handler returned (code,
-// message and details), so a repeat gets the same answer, marked `idempotent-replayed: true` in
-// its trailing metadata.
+// idem::GrpcGuard: idempotent gRPC unary calls, for the synchronous and the callback APIs
+// (docs/grpc.md: usage, what happens per call, the status table).
 
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/server_callback.h>
@@ -40,11 +26,7 @@
 
 namespace idem {
 
-/// The gRPC status code a service answers with for `ec` (docs/grpc.md has the table): OK for no
-/// error; INVALID_ARGUMENT for key_invalid and token_invalid; FAILED_PRECONDITION for
-/// payload_mismatch and invalid_transition; ABORTED for in_progress, lease_lost and
-/// version_conflict; UNAVAILABLE for store_unavailable and outcome_unknown; DATA_LOSS for
-/// record_corrupt; INTERNAL for result_too_large, handler_failed and other categories' codes.
+/// The gRPC status code a service answers with for `ec` (the table: docs/grpc.md).
 ::grpc::StatusCode grpc_status(std::error_code ec) noexcept;
 inline ::grpc::StatusCode grpc_status(errc e) noexcept { return grpc_status(make_error_code(e)); }
 
@@ -52,11 +34,9 @@ inline ::grpc::StatusCode grpc_status(errc e) noexcept { return grpc_status(make
 /// `retry-after-ms` the server sent) and UNAVAILABLE (with backoff).
 bool grpc_retryable(::grpc::StatusCode code) noexcept;
 
-/// A status's grpc-status-details-bin in gRPC's rich error model: a serialised google.rpc.Status
-/// of `code` and `message` with one detail, a google.protobuf.Any of `detail_type` (a type URL,
-/// "type.googleapis.com/<full message name>") and `detail` (that message serialised); no detail
-/// when `detail_type` is empty. Clients of that model (grpcio's rpc_status, grpc-js,
-/// StatusProto) parse details as this message: a status's details are one, or empty.
+/// A status's grpc-status-details-bin (gRPC's rich error model): a serialised google.rpc.Status
+/// of `code` and `message` with one google.protobuf.Any detail of `detail_type` (a type URL) and
+/// `detail` (that message serialised); no detail when `detail_type` is empty.
 std::string grpc_status_details(::grpc::StatusCode code, std::string_view message,
                                 std::string_view detail_type = {}, std::string_view detail = {});
 
@@ -104,9 +84,8 @@ struct GrpcOptions {
 
 namespace detail {
 
-/// The key of a call, or why the call is refused (INVALID_ARGUMENT) before anything runs: two
-/// entries, a binary one, or a value that is empty or only blanks. Spaces and tabs around the
-/// value are not part of the key (idem::key_text, the rule of the HTTP Idempotency-Key too).
+/// The key of a call, or why it is refused (INVALID_ARGUMENT): two entries, a binary one, or a
+/// blank value. Surrounding spaces and tabs are not part of the key (idem::key_text).
 struct GrpcKey {
   ::grpc::Status refused;  // not OK: answer it
   std::string_view id;     // the entry's value without surrounding blanks; views the metadata
@@ -153,10 +132,8 @@ template <class O>
   if (outcome) return status;
   return {grpc_status(outcome.error()), outcome.message()};
 }
-/// What a handler's exception answers once its key was settled as `settled` (Attempt::fail()'s
-/// answer; none for a call without a key): an idem::Error's own code's status; otherwise
-/// `settled`'s (ABORTED for handler_aborted: the key was released, a retry runs it again;
-/// INTERNAL for handler_failed, remembered, and without a key), with the exception's what().
+/// What a handler's exception answers once its key was settled as `settled` (none without a key):
+/// an idem::Error's own code's status, else `settled`'s, with the exception's what().
 ::grpc::Status grpc_handler_threw(const std::exception_ptr& error, std::error_code settled = {});
 std::string exception_text(const std::exception_ptr& error);
 
@@ -296,9 +273,8 @@ class GrpcGuard {
   GrpcGuard& operator=(const GrpcGuard&) = delete;
 
   /// Synchronous API: runs `handler(response)` (or `handler(response, idem::Context&)`), which
-  /// fills the response and returns its grpc::Status, once per key; repeats get its answer.
-  /// A handler that throws releases the key and the call answers ABORTED (a retry runs it
-  /// again), or under remember_failures records the failure and answers INTERNAL.
+  /// fills the response and returns its status, once per key; repeats get its answer. A throwing
+  /// handler releases the key (ABORTED), or under remember_failures records it (INTERNAL).
   template <class Request, class Response, class Handler>
   ::grpc::Status unary(::grpc::ServerContext& context, const Request& request, Response& response,
                        Handler&& handler) {

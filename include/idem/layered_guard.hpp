@@ -1,7 +1,6 @@
 #pragma once
-// LayeredGuard: the three-tier defence (docs/design.md §13): gateway request-ID cache ->
-// one-time token -> unique-index record, each layer an idem::Store, driven as one
-// claim -> fn -> commit | abort.
+// LayeredGuard: the three-tier defence (request-ID cache -> one-time token -> unique-index
+// record), each layer an idem::Store; docs/layered.md.
 
 #include <algorithm>
 #include <array>
@@ -41,9 +40,8 @@
 
 namespace idem {
 
-/// Bytes a LayeredRequest owns: made from a std::string (moved in), a std::string_view or a
-/// literal, so that no field can outlive what it was built from (`req.token =
-/// tokens.issue(...).value()` keeps the token).
+/// Bytes a LayeredRequest owns (from a std::string, a std::string_view or a literal), so no
+/// field can outlive what it was built from.
 class RequestText {
  public:
   RequestText() = default;
@@ -60,9 +58,8 @@ class RequestText {
   std::string text_;
 };
 
-/// One request as a LayeredGuard sees it. Each layer derives its key from it: the gateway from
-/// (principal, request_id), the token layer from token, the record layer from (principal,
-/// business_key). Every layer fingerprints the same payload. It owns copies of its bytes.
+/// One request as a LayeredGuard sees it; each layer derives its key from it, every layer
+/// fingerprints the same payload. It owns copies of its bytes.
 struct LayeredRequest {
   RequestText request_id{};    // the gateway's request id (an Idempotency-Key header, ...)
   RequestText token{};         // a one-time token from a token store's issue()
@@ -81,9 +78,8 @@ enum class LayerKind : std::uint8_t {
 /// How a layer claims: the scope of its effective keys, the lease, how long results replay.
 struct LayerSettings {
   std::string name{};  // shown in outcomes and observers
-  /// The scope of the layer's effective keys. A RequestIdLayer or TokenLayer over a store with
-  /// options() (the caches, the token stores) uses the store's scope: leave it empty, or spell
-  /// that same scope; another one is refused (std::invalid_argument).
+  /// The scope of the layer's effective keys. Over a store with options() (the caches, the token
+  /// stores) it is the store's: leave it empty; another one is std::invalid_argument.
   std::string scope{};
   std::chrono::milliseconds lease{std::chrono::seconds{30}};  // holder's time before takeover
   std::chrono::milliseconds ttl{std::chrono::hours{24}};      // how long a result replays
@@ -106,9 +102,8 @@ inline LayerSettings settings_from(const Options& o, std::string name) {
   return LayerSettings{std::move(name), o.scope, o.lease, *o.ttl, std::chrono::milliseconds{0}};
 }
 
-/// `settings` for a layer over `store`, named `kind` when unnamed. A store with options() keeps
-/// its entries under its own scope, and its execute() and the layer must share them: an empty
-/// scope becomes the store's, another scope is refused (std::invalid_argument naming both).
+/// `settings` for a layer over `store`, named `kind` when unnamed; the scope rule of
+/// LayerSettings::scope.
 template <class S>
 LayerSettings settings_over(const S& store, LayerSettings settings, std::string_view kind) {
   if (settings.name.empty()) settings.name = kind;
@@ -144,9 +139,8 @@ class LayerBase {
 };
 }  // namespace detail
 
-/// The gateway layer over a request-ID cache (RequestIdCache, MemoryRequestIdCache, or any store
-/// with options()). Key: Key{request_id, principal}. Scope, lease and ttl come from the cache's
-/// own options, so execute() on the cache and this layer share entries.
+/// The gateway layer over a request-ID cache (or any store with options()): Key{request_id,
+/// principal}, with the cache's own scope, lease and ttl, so it shares entries with its execute().
 template <class S>
 class RequestIdLayer : public detail::LayerBase<S> {
  public:
@@ -156,8 +150,7 @@ class RequestIdLayer : public detail::LayerBase<S> {
     s.options();
   } : detail::LayerBase<S>(store, detail::settings_from(store.options(), "request_id")) {
   }
-  /// Explicit settings (lease, ttl, name, block_for). Over a store with options(), the scope is
-  /// the store's: leave it empty; another scope throws std::invalid_argument.
+  /// Explicit settings (lease, ttl, name, block_for); the scope rule of LayerSettings::scope.
   RequestIdLayer(S& store, LayerSettings settings)
       : detail::LayerBase<S>(store,
                              detail::settings_over(store, std::move(settings), "request_id")) {}
@@ -165,8 +158,7 @@ class RequestIdLayer : public detail::LayerBase<S> {
 };
 
 /// The one-time token layer over MemoryTokenStore or RedisTokenStore. Key: the token, without
-/// principal (tokens are bearer: issue() knows no principal). A malformed token is refused
-/// (token_invalid) without a round trip.
+/// principal (tokens are bearer). A malformed token is token_invalid without a round trip.
 template <class S>
 class TokenLayer : public detail::LayerBase<S> {
  public:
@@ -182,8 +174,8 @@ class TokenLayer : public detail::LayerBase<S> {
   static Key key_of(const LayeredRequest& r) noexcept { return Key{r.token.view()}; }
 };
 
-/// The durable layer over a record store (SqliteStore, PostgresStore, RedisStore, MemoryStore).
-/// Key: Key{business_key, principal}. In transactional mode the handler runs in its transaction.
+/// The durable layer over a record store; in transactional mode the handler runs in its
+/// transaction. Key: Key{business_key, principal}.
 template <class S>
 class RecordLayer : public detail::LayerBase<S> {
  public:
@@ -220,21 +212,17 @@ enum class LayerDownPolicy : std::uint8_t {
 struct LayeredOptions {
   /// What a layer that is down does to the call (default: fail closed).
   LayerDownPolicy on_layer_down = LayerDownPolicy::fail_closed;
-  /// The policy every guard shares, applied at every layer: in_progress (FailFast when unset;
-  /// waiting releases the layers claimed so far and claims the chain again at each poll),
-  /// remember_failures (the failure is recorded at every layer, the record first after undoing
-  /// fn's writes in its transaction), max_key_size, max_result_size, hash, clock, observer
-  /// (events per layer, with the layer's scope) and commit_retry (the record layer's commit; the
-  /// outer layers' commits are tried once). Scope, lease and ttl are each layer's own
-  /// (LayerSettings): leave them, keep_request and max_kept_request at their defaults.
+  /// The policy every guard shares, applied at every layer (docs/layered.md#options). Scope,
+  /// lease and ttl are each layer's (LayerSettings): leave them, keep_request and
+  /// max_kept_request at their defaults (std::invalid_argument otherwise).
   Options policy{};
 };
 
 /// Index of "no layer": the handler ran (LayeredOutcome::layer()).
 inline constexpr std::size_t kHandlerLayer = std::numeric_limits<std::size_t>::max();
 
-/// An Outcome plus which layer answered: the one that replayed, refused or was down, or
-/// kHandlerLayer ("handler") when fn ran. skipped() lists cache layers passed by while down.
+/// An Outcome plus which layer answered (replayed, refused or was down), or kHandlerLayer when
+/// fn ran.
 template <class T>
 class [[nodiscard]] LayeredOutcome : public Outcome<T> {
  public:
@@ -257,10 +245,9 @@ class [[nodiscard]] LayeredOutcome : public Outcome<T> {
 
 namespace detail {
 
-/// What the engine claims for a LayeredGuard: one key per layer, claimed outermost first. Its
-/// claim() stops at the first layer that answers and releases the layers claimed before it; a
-/// hold is a hold on every layer; commit() records the result in the durable (record) layer
-/// first, then outward; the record layer's fence, lease and transaction are the holder's.
+/// What the engine claims for a LayeredGuard: one key per layer, outermost first, stopping at
+/// the first that answers; commit() records the durable (record) layer first, then outward. The
+/// record layer's fence, lease and transaction are the holder's.
 template <class... Layers>
 class LayerChain {
   static constexpr std::size_t kLayers = sizeof...(Layers);
@@ -278,7 +265,6 @@ class LayerChain {
         request_(&request),
         fingerprint_(fingerprint) {}
 
-  /// Claims every layer in order; see the class comment.
   Result<Claim> claim() {
     skipped_ = 0;
     std::optional<Result<Claim>> stopped;
@@ -480,20 +466,12 @@ class LayerChain {
 
 }  // namespace detail
 
-/// Runs fn once per business intent behind several layers, outermost first. For each layer in
-/// order: claim its key; a replay answers from that layer, a refusal (in_progress,
-/// payload_mismatch, token_invalid, ...) stops the chain, a layer that is down fails the call
-/// (or is skipped, for a request_id layer under skip_cache). When every layer has claimed, fn runs
-/// once (in the record layer's transaction in transactional mode); its result is committed
-/// innermost first (the durable record before the caches), then outward. Whenever the chain stops
-/// or fn throws, the layers already claimed are aborted innermost first, outermost last, so a
-/// retry finds every layer free again (a token returns to pending). Under remember_failures, a
-/// throwing fn's failure is recorded at every layer instead. Under Wait, a held layer is polled.
-///
-/// It runs the same protocol engine as IdempotencyGuard (idem::Attempt): begin<T>(request) is
-/// the two-phase form. Cost: a fresh call is one claim and one commit per layer; a replay at
-/// layer i is i + 1 claims and i aborts. Thread-safe when the stores are. Holds references to
-/// the stores.
+/// Runs fn once per business intent behind several layers, outermost first: a layer's replay or
+/// refusal answers, a layer that is down fails the call (or is passed by under skip_cache); fn's
+/// result is committed innermost first, and a stopped chain or a throwing fn aborts the claimed
+/// layers innermost first (docs/layered.md). begin<T>(request) is the two-phase form.
+/// Cost: a fresh call is one claim and one commit per layer; a replay at layer i is i + 1 claims
+/// and i aborts. Thread-safe when the stores are. Holds references to the stores.
 template <class... Layers>
 class LayeredGuard {
   static_assert(sizeof...(Layers) >= 1, "idem::LayeredGuard needs at least one layer");
@@ -531,10 +509,9 @@ class LayeredGuard {
   LayeredGuard(const LayeredGuard&) = delete;
   LayeredGuard& operator=(const LayeredGuard&) = delete;
 
-  /// Runs fn once for the request's intent; see the class comment. fn may take an
-  /// idem::Context& (the record layer's fence, lease and transaction). If fn throws, every
-  /// claimed layer is aborted (or records the failure under remember_failures) and the
-  /// exception propagates.
+  /// Runs fn once for the request's intent; fn may take an idem::Context& (the record layer's).
+  /// If fn throws, the claimed layers are aborted (or record the failure under
+  /// remember_failures) and the exception propagates.
   template <class Fn>
   [[nodiscard]] LayeredOutcome<handler_result_t<Fn>> execute(const LayeredRequest& request,
                                                              Fn&& fn) {

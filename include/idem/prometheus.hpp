@@ -1,32 +1,6 @@
 #pragma once
-// idem::prometheus: the guard's events as Prometheus metrics (prometheus-cpp 1.0). The histograms
-// live in a registry the application owns; the event counts (counted per thread) and the stores'
-// figures are collected by collectable(). text() serves both (an application's own /metrics
-// route); with prometheus-cpp's Exposer, register the registry and collectable().
-//
-//   idem_events_total{scope, store, event}     every Observer event (idem::Event names)
-//   idem_claim_seconds{scope, store}           histograms of the timed calls' parts
-//   idem_handler_seconds{scope, store}         (Observer::Settings::time_one_in: a sample)
-//   idem_commit_seconds{scope, store}
-//
-// and, for the stores watched (watch_store), their own figures read at each scrape:
-//
-//   idem_store_records{name, store}                             in-memory stores
-//   idem_store_evictions_total{name, store}
-//   idem_store_pool_size{name, store, pool}                     pool: primary or replica
-//   idem_store_pool_connections{name, store, pool, state}       state: in_use, idle
-//   idem_store_pool_events_total{name, store, pool, event}      opened, reused, discarded,
-//                                                               waited, timed_out
-//   idem_store_replica_reads_total{name, store, result}         hit, fall_through, error
-//   idem_store_redis_pipeline_connections{name, store}
-//   idem_store_cache_entries{name, store}                       CachedStore
-//   idem_store_cache_events_total{name, store, event}           hit, miss, eviction
-//   idem_store_group_commit_groups_total{name, store}           GroupCommitStore
-//   idem_store_group_commit_calls_total{name, store}
-//   idem_store_redis_events_total{name, store, event}           pipeline_dropped, moved, asked,
-//                                                               slot_map_read, replication_timeout
-//
-// What to alert on: docs/operations.md.
+// idem::prometheus: the guard's events and the watched stores' figures as Prometheus metrics
+// (prometheus-cpp 1.0); the metric names and what to alert on: docs/operations.md.
 
 #include <prometheus/collectable.h>
 #include <prometheus/registry.h>
@@ -79,10 +53,8 @@ class PrometheusMetrics {
   void watch_store(std::string name, const S& store) {
     watch_store(std::move(name), std::function<StoreStats()>([&store] { return store.stats(); }));
   }
-  /// What the metrics collect themselves, outside the registry: idem_events_total (counted per
-  /// thread, summed at each collection) and the watched stores' figures. An application that
-  /// exposes the registry with prometheus-cpp's Exposer registers this beside it
-  /// (exposer.RegisterCollectable(metrics.collectable())); text() includes both.
+  /// What the metrics collect outside the registry: idem_events_total and the watched stores'
+  /// figures. With prometheus-cpp's Exposer, register this beside the registry; text() has both.
   std::shared_ptr<prometheus::Collectable> collectable() const;
 
   /// These metrics (the registry's and collectable()'s), in the Prometheus text exposition
