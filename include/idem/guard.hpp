@@ -160,15 +160,11 @@ class StoreTarget {
 template <class Fn>
 using handler_result_t = detail::handler_return_t<Fn, Context>;
 
-/// Makes a handler idempotent: for each key the handler runs once, and repeats of the key get
-/// the stored result (docs/design.md §5). Thread-safe when the store is; holds a reference to
-/// the store.
-///
-/// Two forms over one protocol engine: execute(key, payload, fn) wraps a handler; begin<T>(key,
-/// payload) returns an idem::Attempt for code that settles the key later (commit or fail).
-///
-/// Cost in store round trips: a fresh key is one claim and one commit; a replay is one claim;
-/// a refusal is one claim (or one per poll under the Wait policy).
+/// Makes a handler idempotent: for each key the handler runs once, and repeats get the stored
+/// result (docs/design.md §5). execute(key, payload, fn) wraps a handler; begin<T>(key, payload)
+/// returns an idem::Attempt. Thread-safe when the store is; holds a reference to the store.
+/// Cost: a fresh key is one claim and one commit; a replay or a refusal one claim (one per poll
+/// under Wait).
 template <class S>
 class IdempotencyGuard {
   static_assert(Store<S>,
@@ -206,11 +202,9 @@ class IdempotencyGuard {
     return execute(key, std::string_view{}, std::forward<Fn>(fn));
   }
 
-  /// Runs `fn` once for `key`; repeats with the same payload replay its result, a repeat with
-  /// another payload is errc::payload_mismatch. `fn` may take an idem::Context&. If `fn`
-  /// throws, the claim is released (or recorded as failed under remember_failures) and the
-  /// exception propagates; the observer's `aborted` event says which (handler_aborted or
-  /// handler_failed).
+  /// Runs `fn` once for `key`; repeats with the same payload replay its result, another payload
+  /// is errc::payload_mismatch. `fn` may take an idem::Context&. If `fn` throws, the claim is
+  /// released (or recorded as failed under remember_failures) and the exception propagates.
   template <class Fn>
   [[nodiscard]] Outcome<handler_result_t<Fn>> execute(const Key& key, std::string_view payload,
                                                       Fn&& fn) {
@@ -263,14 +257,10 @@ class IdempotencyGuard {
     return Attempt<T>(policy_, std::move(target));
   }
 
-  /// Runs `fn(i)` (or `fn(i, idem::Context&)`) once for each item i's key, as execute() would
-  /// for each, but claims every key in one store step and commits the results in one (stores
-  /// with the batch operations of idem::BatchStore; others are called per key). Returns one
-  /// Outcome per item, in order: fresh, replayed, or refused (key_invalid, payload_mismatch,
-  /// in_progress, ...) as for that key alone. Handlers run one after the other on this thread.
-  /// A handler that throws does not end the batch: its Outcome carries the exception's message
-  /// and says what became of its key: errc::handler_aborted, released (retry the item), or
-  /// errc::handler_failed, remembered under remember_failures (do not). See docs/batches.md.
+  /// Runs `fn(i)` (or `fn(i, idem::Context&)`) once for each item i's key, as execute() would,
+  /// but claims every key in one store step and commits the results in one (docs/batches.md).
+  /// One Outcome per item, in order; handlers run one after the other on this thread. A throwing
+  /// handler's Outcome carries its message and handler_aborted (released) or handler_failed.
   template <class Fn>
   [[nodiscard]] std::vector<Outcome<batch_result_t<Fn>>> execute_batch(
       std::span<const BatchItem> items, Fn&& fn) {

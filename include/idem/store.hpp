@@ -1,9 +1,6 @@
 #pragma once
-// The Store concept: what IdempotencyGuard needs from a strategy on a backend.
-//
-// A store keeps one record per effective key (docs/design.md §2, §3): state, fingerprint, fence,
-// lease_until, result, expires_at. Each of claim, commit, abort and extend is one atomic step in
-// the backend; none checks and then writes in two steps.
+// The Store concept: what IdempotencyGuard needs from a strategy on a backend (docs/design.md §2,
+// §3). Each of claim, commit, abort and extend is one atomic step in the backend.
 
 #include <algorithm>
 #include <chrono>
@@ -69,11 +66,9 @@ struct Claim {
   std::chrono::milliseconds expires_in{0};
 };
 
-/// How long a store keeps a record in progress at least, from its claim or from its holder's last
-/// extend: the request's retention, and never less than twice the lease. A lease therefore ends a
-/// whole lease before its record may, so a claim made after the lease ran out always finds the
-/// record (a takeover: the same payload only, reported, with the run's steps and kept request),
-/// never a key as good as new (docs/design.md §2).
+/// How long a store keeps a record in progress at least, from its claim or last extend: the
+/// request's retention, and never less than twice the lease, so a claim after the lease ran out
+/// always finds the record (a takeover), never a key as good as new (docs/design.md §2).
 constexpr std::chrono::milliseconds held_retention(std::chrono::milliseconds retention,
                                                    std::chrono::milliseconds lease) noexcept {
   if (!std::is_constant_evaluated() && IDEM_SIM_MUTATE(19)) return std::max(retention, lease);
@@ -93,19 +88,14 @@ struct Completion {
   std::chrono::milliseconds ttl{};              // how long repeats replay them
 };
 
-/// A record store. claim() takes the key or says what holds it; commit() stores the end of a
-/// held record; abort() releases it (a later claim may run again, under a larger fence);
-/// extend() renews the holder's lease and keeps the record at least held_retention(0, lease) from
-/// now. commit, abort and extend return errc::lease_lost when the
-/// ticket's fence is no longer the record's. A commit repeated under its fence after it landed
-/// (its answer was lost on the way) succeeds when the record holds that very completion: the
-/// same fence, state and result bytes; it changes nothing then.
+/// A record store. claim() takes the key or says what holds it; commit() stores the end of a held
+/// record; abort() releases it; extend() renews the holder's lease and keeps the record at least
+/// held_retention(0, lease) from now. commit, abort and extend return errc::lease_lost for a stale
+/// fence. A commit repeated after it landed succeeds when the record holds that very completion.
 ///
-/// A store whose handler runs inside the store's own transaction (SQL transactional mode, the
-/// entity stores) also has `Status rewind(const Ticket&)`: it undoes what the handler wrote in
-/// that transaction and what the claim changed beyond the record (an entity's version or state),
-/// keeping the key held, so that a failure can be committed without the failed handler's
-/// effects. It needs a claim made with ClaimRequest::rewindable. See RewindableStore.
+/// A store whose handler runs inside its own transaction also has `Status rewind(const Ticket&)`:
+/// it undoes the handler's writes and the claim's changes beyond the record, keeping the key held,
+/// so that a failure commits without them (a claim made with ClaimRequest::rewindable).
 template <class S>
 concept Store = requires(S& store, const ClaimRequest& request, const Ticket& ticket,
                          const Completion& completion, std::chrono::milliseconds lease) {

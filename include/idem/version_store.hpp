@@ -1,7 +1,6 @@
 #pragma once
-// VersionStore: the optimistic-version (CAS) strategy (docs/design.md §12) on memory, SQLite or
-// PostgreSQL, chosen by a backend tag: idem::MemoryBackend (idem/memory/entities.hpp),
-// SqliteBackend (idem/sqlite/entities.hpp) or PostgresBackend (idem/postgres/entities.hpp).
+// VersionStore: the optimistic-version (CAS) strategy on memory, SQLite or PostgreSQL, chosen by
+// a backend tag (MemoryBackend, SqliteBackend, PostgresBackend: each in its entities.hpp).
 
 #include <algorithm>
 #include <charconv>
@@ -73,26 +72,13 @@ struct VersionStoreOptions {
   Options guard{};
 };
 
-/// Optimistic concurrency on a versioned entity, idempotent per operation.
-///
-/// execute({entity, v}, fn): the claim is the conditional bump `SET version = version + 1 WHERE
-/// id = ? AND version = v`, and fn runs while it holds the entity: on SQL inside the claim's
+/// Optimistic concurrency on a versioned entity, idempotent per operation (the table of answers:
+/// docs/version_and_state.md). The claim is the conditional bump `SET version = version + 1 WHERE
+/// id = ? AND version = v`; fn runs while it holds the entity: on SQL inside the claim's
 /// transaction (sqlite_transaction(ctx) / pg_transaction(ctx)), which commits the bump, the
-/// handler's writes and the op-log row together, or rolls all of them back if fn throws or the
-/// process dies; in memory under the entity's lock. The op log records which operation produced
-/// each version:
-///
-/// | the entity is at...                    | execute({entity, v, op}, fn)                        |
-/// |----------------------------------------|-----------------------------------------------------|
-/// | version v                              | runs fn; the entity moves to v + 1                  |
-/// | any version, op already applied        | replays op's stored result                          |
-/// | another version, op not applied        | errc::version_conflict, current_version() set       |
-/// | held by another caller                 | waits (Options::in_progress) or errc::in_progress   |
-/// | no such entity                         | errc::key_invalid                                   |
-///
-/// Cost (SQL): a claim is BEGIN, op-log lookup, UPDATE, op-log INSERT; commit one UPDATE and
-/// COMMIT. A replay is BEGIN, lookup, ROLLBACK. Thread-safe. It runs the guards' protocol engine
-/// over its backend: every guard option applies.
+/// handler's writes and the op-log row together or rolls all back; in memory under the entity's
+/// lock. Cost (SQL): a claim is BEGIN, op-log lookup, UPDATE, op-log INSERT; commit one UPDATE
+/// and COMMIT; a replay BEGIN, lookup, ROLLBACK. Thread-safe; every guard option applies.
 template <class Backend>
 class VersionStore : public detail::EntityGuard<Backend> {
   using Base = detail::EntityGuard<Backend>;
@@ -142,13 +128,10 @@ class VersionStore : public detail::EntityGuard<Backend> {
     return VersionOutcome<R>(std::move(out), current);
   }
 
-  /// A read-modify-write loop: reads the entity's version, runs execute({entity, version,
-  /// operation}, payload, fn), and on errc::version_conflict (or in_progress) tries again from
-  /// the version the refusal reported, pausing with doubling backoff, at most retry.attempts
-  /// calls. fn must read what it modifies inside the claim (the SQL transaction, or under the
-  /// memory entity's lock). The operation id makes a retry of an operation that already applied
-  /// replay it instead of applying it twice. attempts() says how many calls it took. Pauses go
-  /// through the guard's Options::clock.
+  /// A read-modify-write loop: execute({entity, version, operation}, payload, fn) from the
+  /// entity's version, again from the reported version on version_conflict (or in_progress) with
+  /// doubling pauses on Options::clock, at most retry.attempts calls. fn must read what it
+  /// modifies inside the claim. The operation id makes a retry of an applied operation replay.
   template <class Fn>
   [[nodiscard]] VersionOutcome<handler_result_t<Fn>> retry(std::string_view entity,
                                                            std::string_view operation,

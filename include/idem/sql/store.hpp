@@ -1,7 +1,6 @@
 #pragma once
-// SqlStore: the unique-index record strategy on a SQL database (docs/design.md §12), shared by
-// the SQLite and PostgreSQL adapters. This header names no third-party type; the adapters live in
-// the compiled libraries idem::sqlite and idem::postgres.
+// SqlStore: the unique-index record strategy on a SQL database, shared by the SQLite and
+// PostgreSQL adapters (compiled in idem::sqlite and idem::postgres); no third-party type here.
 
 #include <chrono>
 #include <cstddef>
@@ -36,16 +35,12 @@ namespace sql {
 class Engine;  // src/sql/engine.hpp
 }  // namespace sql
 
-/// A record store over one table with a primary key on the effective key. Thread-safe. Not
-/// copyable; movable. Holding an adapter (SqliteStore, PostgresStore) through a SqlStore pointer
-/// is fine: the destructor is virtual, so deleting through the base releases the adapter's own
-/// members too.
-///
-/// Cost in round trips (lease mode): claim 1 statement (SQLite: one short write transaction),
-/// commit 1, abort 1, extend 1. Transactional mode adds BEGIN and COMMIT to the claim and commit.
-/// Errors of the database library never escape: they become idem::errc codes
-/// (store_unavailable, record_corrupt, in_progress for a transactional claim that may not wait,
-/// outcome_unknown for a commit whose session broke once it went out).
+/// A record store over one table with a primary key on the effective key. Thread-safe; movable,
+/// not copyable; the destructor is virtual (an adapter may be deleted through a SqlStore pointer).
+/// Cost in round trips (lease mode): claim, commit, abort, extend 1 statement each (SQLite: one
+/// short write transaction); transactional mode adds BEGIN and COMMIT. The database library's
+/// errors become idem::errc codes (store_unavailable, record_corrupt, in_progress,
+/// outcome_unknown).
 class SqlStore {
  public:
   static constexpr std::string_view kStoreName = "sql";  // observers' label
@@ -79,23 +74,18 @@ class SqlStore {
   /// writes its groups with it).
   GroupAnswers write_group(std::span<const CommitRequest> commits,
                            std::span<const ClaimRequest> claims);
-  /// The steps recorded for the ticket's record (idem::StepStore), kept in the table
-  /// <prefix>steps beside the records; lease_lost when the ticket no longer holds the record.
-  /// Transactional mode: read and written in the holder's transaction, so that a step's record
-  /// commits with what the step wrote through sqlite_transaction(ctx) / pg_transaction(ctx),
-  /// and rolls back with it.
+  /// The steps recorded for the ticket's record (idem::StepStore), in <prefix>steps; lease_lost
+  /// when the ticket no longer holds it. Transactional mode: in the holder's transaction.
   Result<std::vector<StepRecord>> load_steps(const Ticket& ticket);
   /// Records a step under the ticket's fence, one statement; lease_lost when it no longer holds.
   Status save_step(const Ticket& ticket, const StepWrite& step);
-  /// Runs an atomic step (Context::atomic_step): lease mode, in a transaction of its own on one
-  /// of the store's connections, the fenced save last, then COMMIT; transactional mode, in the
-  /// holder's transaction under a savepoint of its own. A step inside another runs in the
-  /// outer step's transaction, under its own savepoint. lease_lost or a failure: nothing of the
-  /// step remains (the savepoint is rolled back), and the holder's transaction goes on.
+  /// Runs an atomic step (Context::atomic_step): lease mode, in a transaction of its own, the
+  /// fenced save last; transactional mode, in the holder's transaction under a savepoint of its
+  /// own (docs/steps.md). lease_lost or a failure leaves nothing of the step.
   Status save_step_atomically(const Ticket& ticket, std::uint32_t index, std::string_view name,
                               AtomicStepBody body);
-  /// Keeps the run's request beside its steps (idem::CompletableStore), fenced. In
-  /// transactional mode it commits, and rolls back, with the holder's transaction.
+  /// Keeps the run's request beside its steps (idem::CompletableStore), fenced; in transactional
+  /// mode within the holder's transaction.
   Status keep_request(const Ticket& ticket, std::string_view request);
   /// At most `limit` abandoned records under the key prefix, by the database clock.
   Result<std::vector<Abandoned>> find_abandoned(std::string_view prefix, std::size_t limit);
