@@ -44,16 +44,12 @@ class Context {
   NativeTransaction native_transaction() const noexcept { return transaction_; }
 
   /// Runs `fn` (called with this Context& or with nothing) as the handler's next step, once per
-  /// key: its result is saved with the key's record, under this holder's fence, and a later run
-  /// of the handler for the key (a retry after a crash or a failure, a takeover) gets it back
-  /// without running `fn` again, continuing at the first step that did not finish. Steps must
-  /// come in the same order under the same names on every run, each name once: otherwise
-  /// idem::Error(errc::step_mismatch), and the key keeps its recorded steps. The result needs
-  /// an idem::codec (or is void). If `fn` throws, nothing is saved and the exception
-  /// propagates. Throws idem::Error with the store's code when the step cannot be loaded or
-  /// saved (errc::lease_lost: the key was taken over, stop), and std::logic_error on a store
-  /// that keeps no steps (see idem::StepStore). In SQL transactional mode the step's record is
-  /// written in the handler's transaction, so it commits with the step's own writes.
+  /// key: its result is saved with the record under this holder's fence, and a later run of the
+  /// key gets it back without running `fn` again (docs/steps.md). Steps come in the same order
+  /// under the same names on every run, each name once, else idem::Error(errc::step_mismatch).
+  /// The result needs an idem::codec (or is void). If `fn` throws, nothing is saved. Throws
+  /// idem::Error with the store's code when the step cannot be loaded or saved (lease_lost: stop),
+  /// and std::logic_error on a store that keeps no steps (idem::StepStore).
   template <class Fn>
   auto step(std::string_view name, Fn&& fn) {
     using R = step_result_t<Fn>;
@@ -72,14 +68,10 @@ class Context {
     }
   }
 
-  /// A step whose writes to the store's database commit together with its step record: `fn`
-  /// runs inside a transaction of the store's own, which it reaches through
-  /// sqlite_transaction(ctx) / pg_transaction(ctx) (Context::native_transaction()) while it
-  /// runs; the step's record is saved in the same transaction, under the fence, and then it
-  /// commits. If `fn` throws or the key was taken over meanwhile, the transaction rolls back
-  /// and neither its writes nor its record remain, so each such phase happens exactly once.
-  /// Otherwise as step(). In SQL transactional mode the handler's transaction is already that
-  /// transaction. Throws std::logic_error on a store without transactions (idem::AtomicStepStore).
+  /// A step whose writes commit together with its step record, in a transaction of the store's
+  /// own that `fn` reaches through sqlite_transaction(ctx) / pg_transaction(ctx); if `fn` throws
+  /// or the key was taken over, neither remains (docs/steps.md). Otherwise as step(). Throws
+  /// std::logic_error on a store without transactions (idem::AtomicStepStore).
   template <class Fn>
   auto atomic_step(std::string_view name, Fn&& fn) {
     using R = step_result_t<Fn>;

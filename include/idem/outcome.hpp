@@ -14,11 +14,8 @@
 
 namespace idem {
 
-/// The value of an idempotent call, or why there is none.
-///
-/// A value is either fresh (the handler ran in this call; recorded() says whether the store
-/// kept it) or replayed (it came from the store; the handler did not run). An error is one of
-/// idem::errc and comes with a message. Outcome<void> holds no value, only whether it succeeded.
+/// The value of an idempotent call, or why there is none: a fresh value (the handler ran;
+/// recorded() says whether the store kept it), a replayed one, or an idem::errc with a message.
 template <class T>
 class [[nodiscard]] Outcome {
   using Stored = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
@@ -62,10 +59,9 @@ class [[nodiscard]] Outcome {
   }
 
   bool has_value() const noexcept { return state_.index() == 0; }
-  /// True when the outcome is the key's answer: a replayed value, or a fresh value that repeats
-  /// will get too (or whose fate is unknown). False for errors, and for a fresh value whose
-  /// commit answered lease_lost: another holder took the key over and its result, not this
-  /// one, replays; error() then says lease_lost. `if (r) reply(200, r.value())` is right.
+  /// True when the outcome is the key's answer: a replayed value, or a fresh value repeats will
+  /// get too (or whose fate is unknown). False for errors and for a fresh value superseded by
+  /// another holder's (error() lease_lost). `if (r) reply(200, r.value())` is right.
   explicit operator bool() const noexcept { return has_value() && !superseded(); }
 
   /// The value; throws idem::Error carrying error() and message() when there is none.
@@ -91,11 +87,9 @@ class [[nodiscard]] Outcome {
     static const Refusal none{};
     return has_value() ? none : std::get<1>(state_).refusal;
   }
-  /// errc::in_progress: when a retry is likely to succeed (an HTTP layer's Retry-After, gRPC's
-  /// retry-after-ms): the guard's estimate of when the holder is done (the 90th percentile of
-  /// its recent handler durations), never past the end of the holder's lease, when a takeover
-  /// becomes possible; the lease left while the guard has no estimate. Zero otherwise, or when
-  /// neither is known.
+  /// errc::in_progress: when a retry is likely to succeed (Retry-After): the guard's estimate of
+  /// when the holder is done (p90 of recent handler durations), at most the holder's lease left;
+  /// that lease while there is no estimate. Zero otherwise, or when neither is known.
   std::chrono::milliseconds retry_after() const noexcept {
     const auto* lease = std::get_if<HolderLease>(&refusal());
     if (lease == nullptr) return std::chrono::milliseconds{0};

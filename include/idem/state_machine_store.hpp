@@ -1,7 +1,6 @@
 #pragma once
-// StateMachineStore: the state-machine strategy (docs/design.md §12) on memory, SQLite or
-// PostgreSQL, chosen by a backend tag: idem::MemoryBackend (idem/memory/entities.hpp),
-// SqliteBackend (idem/sqlite/entities.hpp) or PostgresBackend (idem/postgres/entities.hpp).
+// StateMachineStore: the state-machine strategy on memory, SQLite or PostgreSQL, chosen by a
+// backend tag (MemoryBackend, SqliteBackend, PostgresBackend: each in its entities.hpp).
 
 #include <concepts>
 #include <optional>
@@ -72,26 +71,12 @@ struct StateMachineStoreOptions {
   Options guard{};
 };
 
-/// Transitions of an entity's state, each applied once.
-///
-/// execute({entity, event}, fn): the claim is the conditional transition `SET state = <to> WHERE
-/// id = ? AND state IN (<allowed from>)`, and fn runs while it holds the entity: on SQL inside the
-/// claim's transaction (sqlite_transaction(ctx) / pg_transaction(ctx)), which commits the new
-/// state, the handler's writes and the op-log row together, or rolls all of them back if fn
-/// throws or the process dies; in memory under the entity's lock.
-///
-/// | the entity...                          | execute({entity, event, op}, fn)                   |
-/// |----------------------------------------|----------------------------------------------------|
-/// | is in one of the event's from-states   | runs fn; the entity moves to the event's to-state  |
-/// | had this operation applied             | replays its stored result                          |
-/// | is in another state                    | errc::invalid_transition naming the event, the     |
-/// |                                        | current state and the allowed from-states          |
-/// | event not in the table                 | errc::invalid_transition                           |
-/// | held by another caller                 | waits (Options::in_progress) or errc::in_progress  |
-/// | does not exist                         | errc::key_invalid                                  |
-///
-/// Cost as VersionStore's. Thread-safe. It runs the guards' protocol engine over its backend:
-/// every guard option applies.
+/// Transitions of an entity's state, each applied once (the table of answers:
+/// docs/version_and_state.md). The claim is the conditional transition `SET state = <to> WHERE id
+/// = ? AND state IN (<allowed from>)`; fn runs while it holds the entity: on SQL inside the
+/// claim's transaction, which commits the new state, the handler's writes and the op-log row
+/// together or rolls all back; in memory under the entity's lock. Cost as VersionStore's.
+/// Thread-safe; every guard option applies.
 template <StateMachine Machine, class Backend>
 class StateMachineStore : public detail::EntityGuard<Backend> {
   using Base = detail::EntityGuard<Backend>;

@@ -1,12 +1,6 @@
 #pragma once
-// Steps: recovery points inside a handler (docs/steps.md). What a store keeps of them, the
+// Steps: recovery points inside a handler (docs/steps.md): what a store keeps of them, the
 // concept of a store that keeps them, and the derived keys a step sends downstream.
-//
-// A key's steps live beside its record, under its fence: a step is saved only while the ticket
-// still holds the record, in one atomic step of the backend, so a stale holder's step never
-// lands. They survive an abort and a takeover (a later run of the same request resumes at the
-// first unfinished step) and go when the record completes or fails, or is removed. A run of
-// the key under another payload sees none of them.
 
 #include <array>
 #include <concepts>
@@ -48,18 +42,15 @@ concept StepStore = Store<S> && requires(S& store, const Ticket& ticket, const S
 };
 
 /// What an atomic step runs inside the store's own transaction: `run(state, transaction,
-/// result)` does the step's writes through `transaction`, puts the step's encoded result in
-/// `result` and returns true; false when the step failed (the caller keeps why), and the store
-/// rolls the transaction back.
+/// result)` writes through `transaction`, puts the encoded result in `result` and returns true;
+/// false when the step failed, and the store rolls back.
 struct AtomicStepBody {
   bool (*run)(void* state, NativeTransaction transaction, std::string& result) = nullptr;
   void* state = nullptr;
 };
 
 /// A StepStore that runs a step and saves its record in one transaction of its own
-/// (Context::atomic_step): the step's writes through that transaction and its record commit
-/// together, or neither does. lease_lost (and nothing written) when the ticket no longer holds
-/// the record when the step is saved.
+/// (Context::atomic_step): both commit, or neither; lease_lost when the ticket no longer holds.
 template <class S>
 concept AtomicStepStore = StepStore<S> &&
     requires(S& store, const Ticket& ticket, std::uint32_t index, std::string_view name,
@@ -85,9 +76,8 @@ concept CompletableStore = StepStore<S> &&
   { store.find_abandoned(bytes, limit) } -> std::same_as<Result<std::vector<Abandoned>>>;
 };
 
-/// The key a step sends to a downstream system as its own idempotency key: "idem-" and 32 hex
-/// digits of XXH3-128 over the record's effective key and the step's name. The same on every
-/// run of the record's key, in any process; different for every (key, step) pair.
+/// The key a step sends downstream as its own idempotency key: "idem-" and 32 hex digits of
+/// XXH3-128 over the record's effective key and the step's name (stable across runs/processes).
 inline std::string derive_step_key(std::string_view record_key, std::string_view step) {
   // Length-prefixed, so that ("ab", "c") and ("a", "bc") differ.
   std::string input;

@@ -1,8 +1,6 @@
 #pragma once
 // NativeTransaction: the backend transaction a claim holds open for its handler, typed by the
-// backend it belongs to. The core names no backend: each adapter's accessor header
-// (sqlite/transaction.hpp, postgres/transaction.hpp) defines its kind and its handle, and hands
-// the transaction out after checking that the claim holds one of its kind.
+// backend it belongs to; each adapter's accessor header defines its kind and handle.
 
 #include <concepts>
 #include <stdexcept>
@@ -11,10 +9,8 @@
 
 namespace idem {
 
-/// Which backend's transaction a claim holds open. The core names no backend: each adapter
-/// defines its kind, one `inline constexpr TransactionKind` in its accessor header
-/// (idem::sqlite_transaction_kind, idem::postgres_transaction_kind), and kinds compare by
-/// identity, so a new backend adds its kind without touching this file.
+/// Which backend's transaction a claim holds open. Each adapter defines its kind in its accessor
+/// header (idem::sqlite_transaction_kind, ...); kinds compare by identity.
 class TransactionKind {
  public:
   /// `name`: the backend ("SQLite"); `runs_inside`: what runs a handler inside one, for the
@@ -43,10 +39,8 @@ inline constexpr TransactionKind no_transaction{"none", "nothing"};
 /// The kind's name: "none", "SQLite", "PostgreSQL", ...
 constexpr std::string_view to_string(const TransactionKind& kind) noexcept { return kind.name(); }
 
-/// Thrown when a handler asks for a transaction its claim does not hold: another backend's, or
-/// any when the claim holds none. A programming error (the store, its mode or the accessor is
-/// the wrong one) that no retry gets past, hence a std::logic_error and never an idem::errc such
-/// as store_unavailable.
+/// Thrown when a handler asks for a transaction its claim does not hold (another backend's, or
+/// any when there is none): a programming error no retry gets past, never an idem::errc.
 class TransactionMismatch : public std::logic_error {
  public:
   /// `accessor`: the function asked ("idem::pg_transaction").

@@ -26,9 +26,8 @@ struct PostgresReplicaOptions {
   /// Longest wait for a free replica connection; past it the claim goes to the primary. Zero
   /// (default): never wait, since the primary can answer at once.
   std::chrono::milliseconds acquire_timeout{0};
-  /// Longest connect (TCP, TLS, authentication) of a new replica connection, in milliseconds,
-  /// unless the connection string sets connect_timeout (libpq's whole seconds, at least 2; its
-  /// zero keeps this bound). Must be positive (std::invalid_argument).
+  /// Longest connect of a new replica connection, in milliseconds, unless the connection string
+  /// sets connect_timeout. Must be positive (std::invalid_argument).
   std::chrono::milliseconds connect_timeout{2000};
   /// statement_timeout on replica connections.
   std::chrono::milliseconds statement_timeout{1000};
@@ -42,12 +41,10 @@ struct ReplicaCounters {
   /// Claims answered from the replica (a replay, a remembered failure, or a payload mismatch)
   /// without a statement on the primary.
   std::uint64_t hits = 0;
-  /// Claims passed on to the primary: no settled live record on the replica (absent, not yet
-  /// replicated, in progress, expired), the replica failing or resting after a failure
-  /// (retry_after), or every replica connection busy.
+  /// Claims passed on to the primary: no settled live record on the replica, the replica failing
+  /// or resting after a failure, or every replica connection busy.
   std::uint64_t fall_throughs = 0;
-  /// Replica reads that failed (unreachable, lost connection, statement error or timeout); each
-  /// is also a fall-through.
+  /// Replica reads that failed; each is also a fall-through.
   std::uint64_t errors = 0;
 };
 
@@ -67,19 +64,12 @@ namespace sql {
 class ReplicaReads;  // src/sql/replica_reads.hpp
 }  // namespace sql
 
-/// The unique-index record strategy on PostgreSQL. Thread-safe: a pool of connections, each used
-/// by one thread at a time; a broken connection is dropped and a new one opened on demand, so the
-/// store recovers by itself after a server restart. Statements are prepared once per connection.
-///
+/// The unique-index record strategy on PostgreSQL. Thread-safe: a pool of connections; a broken
+/// one is dropped and a new one opened on demand, so the store recovers after a server restart.
 /// In transactional mode a duplicate claim blocks on the holder's row lock for at most
-/// ClaimRequest::block_for (lock_timeout), then replays; with block_for zero it answers
-/// errc::in_progress at once.
-///
-/// With a replica (PostgresStoreOptions::replica), a claim first reads the key on the replica
-/// (1 statement there): a completed or failed record still live by the replica's clock answers
-/// (replay or mismatch) without the primary; anything else goes on to the primary's claim as
-/// without a replica. The replica can delay a replay to the primary, never run a handler twice
-/// or answer another result than the primary would.
+/// ClaimRequest::block_for (lock_timeout), then replays; zero: errc::in_progress at once. With a
+/// replica, a claim first reads the key there (1 statement): a live completed or failed record
+/// answers without the primary, anything else goes on to the primary (docs/sql.md, "Replicas").
 class PostgresStore : public SqlStore {
  public:
   static constexpr std::string_view kStoreName = "postgres";  // observers' label
