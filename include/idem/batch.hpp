@@ -1,7 +1,6 @@
 #pragma once
-// Batches: IdempotencyGuard::execute_batch claims many keys in one store step, runs the handler
-// for each key it acquired, and commits them in one step. This header holds the item type and the
-// engine's batch steps; the guard reaches them through execute_batch.
+// Batches: the item type and the engine's batch steps behind IdempotencyGuard::execute_batch
+// (docs/batches.md).
 
 #include <cstddef>
 #include <optional>
@@ -103,14 +102,11 @@ std::vector<Status> commit_all(S& store, std::span<const CommitRequest> requests
   return statuses;
 }
 
-/// The batch on `targets` (the valid items, in order; `index[k]` is target k's item): claims
-/// them all, answers the keys it did not acquire as execute() would (replays, refusals, waits
-/// under the Wait policy), runs `fn(item index[, Context&])` on each acquired key in order,
-/// then commits the results together. A handler that throws settles its key as execute() does
-/// and its item's answer says how, with the exception's message: handler_aborted when the key
-/// was released (a retry runs it again), handler_failed when the failure is remembered
-/// (remember_failures); the other items carry on. A commit that fails other than by
-/// lease_lost is retried for its key alone under the guard's CommitRetry.
+/// The batch on `targets` (the valid items, in order; `index[k]` is target k's item): claims them
+/// all, answers the keys it did not acquire as execute() would, runs `fn(item index[, Context&])`
+/// on each acquired key in order, then commits the results together. A throwing handler settles
+/// its key as execute() does; the other items carry on. A commit that fails other than by
+/// lease_lost is retried for its key alone under CommitRetry.
 template <class R, class S, class Target, class Fn>
 void execute_batch_on(const Policy& policy, S& store, std::vector<Target>& targets,
                       const std::vector<std::size_t>& index,

@@ -1,8 +1,6 @@
 #pragma once
-// Completer: finishes runs whose holder died (its lease ran out while in progress) or failed,
-// when the client never retries. It finds them in the store (idem::CompletableStore, records
-// claimed under Options::keep_request), claims each under its kept request and re-drives it
-// through a registered handler, which resumes at the run's first unfinished step (Context::step).
+// Completer: finishes runs whose holder died or failed when the client never retries, through a
+// registered handler that resumes at the run's first unfinished step (docs/steps.md).
 
 #include <algorithm>
 #include <array>
@@ -55,10 +53,9 @@ struct CompleterPass {
 };
 
 /// Re-drives the abandoned runs of one guard's scope. `handler(Context&, std::string_view
-/// request)` gets the kept payload and must be the guard's handler for it: the same steps in
-/// the same order and a result of the same type (repeats replay what it commits); it is called
-/// from up to CompleterOptions::concurrency threads at once. Thread-safe:
-/// run_once() from any thread, or start() a background loop. The store must outlive it.
+/// request)` must be the guard's handler for the kept payload (same steps, same result type); it
+/// is called from up to `concurrency` threads at once. Thread-safe: run_once() from any thread,
+/// or start() a background loop. The store must outlive it.
 template <class S>
 class Completer {
   static_assert(CompletableStore<S>,

@@ -73,21 +73,18 @@ struct Counters {
 };
 
 /// Counts every event and forwards it to an optional callback. Thread-safe; one Observer may
-/// serve many guards. Each thread counts in a block of its own (no locked instruction, no cache
-/// line shared between threads counting at once); counters() sums them.
+/// serve many guards. Each thread counts in a block of its own; counters() sums them.
 class Observer {
  public:
   using Callback = std::function<void(const EventInfo&)>;
 
   struct Settings {
-    /// Time one call in N on each thread (claim, handler, commit: EventInfo::durations on the
-    /// call's last event); 1 times every call, 0 (default) none. Each timed call reads the
-    /// steady clock about four times, which is a large share of an in-memory replay: sample.
+    /// Time one call in N on each thread (EventInfo::durations on the call's last event); 1
+    /// times every call, 0 (default) none. A timed call reads the steady clock about four times.
     std::uint32_t time_one_in = 0;
-    /// Span hooks for a tracing library: span_start is called as a guard call begins (the
-    /// event field is `executed`, a placeholder), span_end with its handle and the call's last
-    /// event (its attributes: scope, store, key, fence, error, durations). Both or neither.
-    /// A call whose key is refused before any store call opens no span.
+    /// Span hooks for a tracing library (both or neither): span_start as a guard call reaches
+    /// the store (event `executed`, a placeholder), span_end with its handle and the call's last
+    /// event. A key refused before any store call opens no span.
     std::function<SpanHandle(const EventInfo&)> span_start{};
     std::function<void(SpanHandle, const EventInfo&)> span_end{};
   };

@@ -35,20 +35,17 @@ struct CommitRetry {
   std::chrono::milliseconds max_backoff{200};  // longest pause between tries
 };
 
-/// Every field has a default, and setting some fields keeps the defaults of the others. Three
-/// fields may be left unset, so that a strategy built on a guard (VersionStore,
-/// StateMachineStore, the request-ID caches, the token stores) can put its own default there:
-/// `scope` (empty), `ttl` and `in_progress` (no value). A plain IdempotencyGuard reads them as no
-/// scope, 24 hours and FailFast.
+/// Every field has a default, and setting some keeps the others'. `scope`, `ttl` and
+/// `in_progress` may stay unset so that a strategy built on a guard can put its own default there;
+/// a plain IdempotencyGuard reads them as no scope, 24 hours and FailFast.
 struct Options {
   /// Names the operation ("payments.charge"); part of every effective key. Empty: the owner's
   /// scope ("version", "state", "request-id", "token"), or none for a plain guard.
   std::string scope{};
   /// How long a holder may run before another caller may take the key over.
   std::chrono::milliseconds lease{std::chrono::seconds{30}};
-  /// How long a completed (or failed) record replays; positive (zero or less: the guard's
-  /// constructor throws std::invalid_argument). Unset: the owner's default (24 hours; 10 minutes
-  /// for the request-ID caches).
+  /// How long a completed (or failed) record replays; positive (else std::invalid_argument).
+  /// Unset: the owner's default (24 hours; 10 minutes for the request-ID caches).
   std::optional<std::chrono::milliseconds> ttl{};
   /// What a caller does when the key is held by another: FailFast or Wait{...}. Unset: FailFast,
   /// or Wait{} for the version and state-machine stores (their holders are short transactions).
@@ -68,9 +65,9 @@ struct Options {
   std::shared_ptr<Observer> observer = nullptr;
   /// Retries of a failed commit before a fresh result is returned unrecorded.
   CommitRetry commit_retry{};
-  /// true: execute() keeps each claimed run's payload with its record (beside its steps, one
-  /// more store write per fresh run), so that an idem::Completer can finish the run if its
-  /// holder dies and the client never retries. Needs a store that can (idem::CompletableStore).
+  /// true: execute() keeps each claimed run's payload with its record (one more store write per
+  /// fresh run), so an idem::Completer can finish a run whose holder died. Needs a
+  /// CompletableStore.
   bool keep_request = false;
   /// Largest payload keep_request keeps, in bytes; a larger one runs as usual, not kept.
   std::size_t max_kept_request = std::size_t{64} << 10;

@@ -1,11 +1,7 @@
 #pragma once
-// StoreStats: a store's own figures in one struct, read with the store's stats(): its connection
-// pool, its records in memory, its cache and group commit, and the parts each backend adds of its
-// own (StatParts: a Redis client's routing, a PostgreSQL replica's reads), which the core does not
-// name.
-// What the guard sees of the calls (events, durations) is the Observer's; these are what the
-// store itself holds and did. Reading them takes no store round trip. docs/operations.md lists
-// them and what to watch.
+// StoreStats: a store's own figures, read with its stats() without a round trip: its connection
+// pool, records in memory, cache, group commit, and the parts a backend adds (StatParts). The
+// guard's view of calls is the Observer's. docs/operations.md lists them.
 
 #include <any>
 #include <concepts>
