@@ -153,13 +153,11 @@ class MemoryAdmin final : public Admin {
     if (e == nullptr) return change;
     change.before = info_of(*e, k, scope, store_.clock_->now());
     const bool held = e->state == idem::detail::RecordState::held;
-    // A release changes a held record only; a forget any record, a released one included (its
-    // run's steps and kept request go).
+    // A release changes a held record only; a forget any record.
     if ((only_held && !held) || (only_fence != 0 && e->fence != only_fence)) return change;
     e->state = idem::detail::RecordState::released;
     e->result.swap(dropped);
-    // A release keeps the run's steps and kept request (the run goes on, as after an abort); a
-    // forget drops them: no later run of the key sees anything of the forgotten one.
+    // A release keeps the run's steps and kept request (as after an abort); a forget drops them.
     if (!only_held && !IDEM_SIM_MUTATE(17)) e->run.swap(forgotten_run);
     change.changed = true;
     return change;

@@ -1,7 +1,6 @@
 #pragma once
 // The entity stores' memory backend (idem::MemoryBackend, header-only): entities with a version
-// and a state, an op log, and a lock per entity held from claim to commit or abort (the memory
-// twin of the SQL transaction).
+// and a state, an op log, and a per-entity lock held from claim to commit or abort.
 
 #include <chrono>
 #include <condition_variable>
@@ -95,8 +94,7 @@ class MemoryEntities {
     return finish(ticket, [](const std::string&, Open&) {});
   }
 
-  /// Keeps the entity where it was when the holder commits (a remembered failure); the holder
-  /// keeps the entity.
+  /// Keeps the entity where it was when the holder commits (a remembered failure).
   Status rewind(const Ticket& ticket) {
     std::lock_guard lock(mutex_);
     auto it = open_.find(std::pair{std::string(ticket.key), ticket.fence});

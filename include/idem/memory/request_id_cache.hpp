@@ -1,7 +1,6 @@
 #pragma once
-// MemoryRequestIdCache: the gateway's request-ID response cache in process memory, bounded, with
-// counted eviction: a MemoryStore and the guard that claims through it. Header-only; the Redis
-// twin is RequestIdCache.
+// MemoryRequestIdCache: the gateway's request-ID response cache in process memory, bounded.
+// Header-only; the Redis twin is RequestIdCache.
 
 #include <chrono>
 #include <cstddef>
@@ -22,13 +21,11 @@
 namespace idem {
 
 struct MemoryRequestIdCacheOptions {
-  /// The guard behind execute(): scope (unset: "request-id"), lease, ttl (how long a response
-  /// is replayed; unset: 10 min), in-progress policy and observer. Fields left unset keep these
-  /// defaults (idem::Options).
+  /// The guard behind execute(): scope (unset: "request-id"), lease, ttl (unset: 10 min),
+  /// in-progress policy, observer; unset fields keep these defaults.
   Options guard{};
-  /// Most entries kept (default 100 000). When full, a new request id evicts the oldest entry
-  /// that is not in progress or has expired (MemoryStore's eviction, docs/stores.md); only a
-  /// live entry's eviction counts in evictions().
+  /// Most entries kept (default 100 000). When full, a new request id evicts the oldest entry not
+  /// in progress (docs/stores.md); only a live entry's eviction counts in evictions().
   std::size_t capacity = 100'000;
   /// Independent shards, each with its own lock (default 16).
   std::size_t shards = 16;
@@ -36,13 +33,10 @@ struct MemoryRequestIdCacheOptions {
   std::shared_ptr<Clock> clock = nullptr;
 };
 
-/// Per (principal, request id), the first request runs fn and its response is replayed to
-/// repeats for ttl; a concurrent duplicate gets errc::in_progress (or waits). Same behaviour as
-/// RequestIdCache, in one process, on a bounded MemoryStore.
-///
-/// It is that MemoryStore plus an IdempotencyGuard over it; the scope is the guard's alone. Also
-/// an idem::Store over the guard's effective keys (it forwards to the MemoryStore), so it can be
-/// a RequestIdLayer of a LayeredGuard. Thread-safe.
+/// Per (principal, request id), the first request runs fn and its response replays to repeats
+/// for ttl; a concurrent duplicate gets errc::in_progress (or waits): RequestIdCache in one
+/// process, on a bounded MemoryStore with an IdempotencyGuard over it. Also an idem::Store over
+/// the guard's effective keys (a RequestIdLayer of a LayeredGuard). Thread-safe.
 class MemoryRequestIdCache : public detail::RequestIdFront<MemoryStore> {
  public:
   /// What the guard options' unset fields become (idem::Options).

@@ -41,9 +41,9 @@ struct MemoryStoreOptions {
   std::shared_ptr<Clock> clock = nullptr;
 };
 
-/// Records in a sharded hash table: one lock per shard chosen by key hash, no global lock.
-/// Every claim, commit, abort and extend is one critical section on one shard. Thread-safe;
-/// records live as long as the object (one process).
+/// Records in a sharded hash table: one lock per shard, no global lock; every claim, commit,
+/// abort and extend is one critical section on one shard. Thread-safe; records live as long as
+/// the object.
 class MemoryStore {
  public:
   static constexpr std::string_view kStoreName = "memory";  // observers' label
@@ -289,9 +289,8 @@ class MemoryStore {
       unlink(e);
       records.erase(*e);
     }
-    // Frees one slot: the oldest record that is not in progress (or is past its retention).
-    // In-progress records met on the way move to the back, so the next eviction does not walk
-    // them again; the walk is O(1) unless nearly every record is in progress.
+    // Frees one slot: the oldest record not in progress (or past its retention). In-progress
+    // records met on the way move to the back, so the walk is O(1) unless nearly all are.
     bool evict_one(Clock::time_point now) {
       for (std::size_t seen = 0, n = records.size(); seen < n; ++seen) {
         Entry* e = head;

@@ -1,6 +1,5 @@
 #pragma once
-// MemoryTokenStore: the one-time token strategy in process memory: token records
-// (detail::MemoryTokenRecords) and the guard that claims through them. Header-only.
+// MemoryTokenStore: the one-time token strategy in process memory. Header-only.
 
 #include <chrono>
 #include <cstddef>
@@ -23,30 +22,18 @@
 namespace idem {
 
 struct MemoryTokenStoreOptions {
-  /// The guard behind execute(): its scope names the token namespace (unset: "token"), and its
-  /// lease, ttl (how long a consumed token replays), in-progress policy and observer apply.
-  /// Fields left unset keep these defaults (idem::Options).
+  /// The guard behind execute(): scope (the token namespace; unset: "token"), lease, ttl (how
+  /// long a consumed token replays), in-progress policy, observer; unset fields keep these.
   Options guard{};
   /// Time source for token expiry and leases (default: steady clock).
   std::shared_ptr<Clock> clock = nullptr;
 };
 
-/// One-time tokens in process memory, for single-process services and tests; same behaviour as
-/// RedisTokenStore. issue() hands out a token; execute(token, fn) consumes it: the first request
-/// runs fn, a repeat of that request replays its result, and anything else is refused.
-///
-/// | the token is...                                  | execute(token, payload, fn)          |
-/// |--------------------------------------------------|--------------------------------------|
-/// | unknown, expired, or malformed                   | errc::token_invalid                  |
-/// | pending                                          | runs fn (the claim consumes it)      |
-/// | being consumed, same payload, lease live         | errc::in_progress (or waits)         |
-/// | consumed or being consumed with another payload  | errc::token_invalid                  |
-/// | consumed with the same payload                   | replays the result                   |
-/// | consumed, but fn threw                           | pending again, until its expiry      |
-///
-/// It is the token records plus an IdempotencyGuard over them; the scope is the guard's alone.
-/// Also an idem::Store over the guard's effective keys (it forwards to the records), so it can
-/// be a TokenLayer of a LayeredGuard. Thread-safe (one mutex).
+/// One-time tokens in process memory; same behaviour as RedisTokenStore (the table of answers:
+/// docs/redis.md). issue() hands out a token; execute(token, fn) consumes it: the first request
+/// runs fn, a repeat replays its result, anything else is token_invalid; a throwing fn returns the
+/// token to pending. The token records plus an IdempotencyGuard over them, and an idem::Store over
+/// its effective keys (a TokenLayer of a LayeredGuard). Thread-safe (one mutex).
 class MemoryTokenStore : public detail::TokenFront<detail::MemoryTokenRecords> {
  public:
   /// What the guard options' unset fields become (idem::Options).

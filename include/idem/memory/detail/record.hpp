@@ -1,8 +1,6 @@
 #pragma once
 // What MemoryStore and MemoryTokenStore share about a record entry: how it looks to the record
-// model (record_model.hpp) and how a claim takes it. Each store keeps its own Entry (with a
-// RecordState, a fingerprint, a fence, lease and expiry time points and the result) and its own
-// table and locking.
+// model and how a claim takes it. Each store keeps its own Entry, table and locking.
 
 #include <algorithm>
 

@@ -1,8 +1,6 @@
 #pragma once
 // RecordTable: an open-addressing hash table whose records carry their key bytes in the same
-// allocation. Used by MemoryStore, where a new key then costs one allocation instead of three
-// (std::unordered_map's node, the std::string key's buffer, the value) and a lookup compares
-// cached hashes in one flat array before it touches a record.
+// allocation (one allocation per new key; lookups compare cached hashes in one flat array).
 
 #include <cstddef>
 #include <cstring>

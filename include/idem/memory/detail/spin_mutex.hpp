@@ -1,9 +1,7 @@
 #pragma once
-// SpinMutex: a lock for critical sections of a few hundred nanoseconds. std::mutex (glibc) puts
-// a thread that finds the lock taken to sleep in the kernel at once; the sleep and the wake-up
-// cost microseconds, ten times the critical section it waited for. This lock first spins a
-// bounded while, then sleeps on the lock word (std::atomic::wait), so a holder preempted
-// mid-section costs the waiter no CPU.
+// SpinMutex: a lock for critical sections of a few hundred nanoseconds. It spins a bounded while
+// (std::mutex sleeps at once, and the wake-up costs ten times the section), then sleeps on the
+// lock word, so a holder preempted mid-section costs the waiter no CPU.
 
 #include <atomic>
 #include <cstdint>

@@ -1,6 +1,5 @@
 #pragma once
-// MemoryTokenRecords: the record store under MemoryTokenStore. Pending tokens and consumed-token
-// records in process memory, over effective keys; the token store's guard claims through it.
+// MemoryTokenRecords: the record store under MemoryTokenStore (pending and consumed tokens).
 
 #include <algorithm>
 #include <chrono>
@@ -22,10 +21,9 @@
 
 namespace idem::detail {
 
-/// An idem::Store whose keys exist only once added: a claim of a key never added (or expired) is
-/// errc::token_invalid, a claim of a pending one consumes it, and an abort returns it to pending
-/// until its own expiry. Keys are effective keys; the scope is the caller's (the token store's
-/// guard). Thread-safe (one mutex).
+/// An idem::Store whose keys exist only once added: a key never added (or expired) is
+/// token_invalid, a claim of a pending one consumes it, an abort returns it to pending until its
+/// own expiry. Keys are effective keys. Thread-safe (one mutex).
 class MemoryTokenRecords {
  public:
   explicit MemoryTokenRecords(std::shared_ptr<Clock> clock) : clock_(std::move(clock)) {}
