@@ -1,8 +1,6 @@
 #pragma once
 // AsyncConnection: a service's own statements on PostgreSQL without blocking its event loop, on
-// the connection AsyncPostgresStore runs on: libpq in pipeline mode driven by Boost.Asio, with
-// the same bounded connect, reply deadline and reconnect backoff. In the compiled library
-// idem::asio_postgres; no libpq type appears here.
+// libpq's pipeline mode driven by Boost.Asio, as AsyncPostgresStore (idem::asio_postgres).
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -28,15 +26,12 @@ struct QueryRows {
   std::uint64_t affected = 0;
 };
 
-/// One connection, opened on the first statement, that carries every statement in flight: each
-/// goes out as it comes and is a transaction of its own (a statement that needs more writes
-/// them as one: a function, a CTE). A connection that fails, or on which the oldest statement
-/// waited statement_timeout + 1 s for its reply, is dropped and its statements fail
-/// (store_unavailable: a statement on its way may or may not have run); the next one after the
-/// reconnect backoff (50 ms, doubling up to 2 s) opens a new one.
-///
-/// Thread-safe (calls go through a strand of `executor`). Destroy it after every statement on
-/// it has completed, with its executor's io_context still alive.
+/// One connection, opened on the first statement, carrying every statement in flight, each a
+/// transaction of its own. A connection that fails, or whose oldest statement waited
+/// statement_timeout + 1 s, is dropped and its statements fail (store_unavailable: one on its way
+/// may or may not have run); the next after the reconnect backoff (50 ms doubling to 2 s) opens a
+/// new one. Thread-safe (a strand of `executor`). Destroy it after every statement on it has
+/// completed, with its executor's io_context still alive.
 class AsyncConnection {
  public:
   /// Connects lazily; `options.table_prefix` is not used. Throws std::invalid_argument for an

@@ -19,40 +19,26 @@
 namespace idem {
 
 struct AsyncPostgresStoreOptions {
-  /// As PostgresStoreOptions::connection: a PostgresStore in lease mode and an
-  /// AsyncPostgresStore with the same table prefix share their records. The client waits for
-  /// the oldest call's reply up to statement_timeout plus 1 s; then the connection is dropped
-  /// and every call on it fails.
+  /// As PostgresStoreOptions::connection: the same table prefix shares records with a
+  /// PostgresStore in lease mode.
   postgres::ConnectionOptions connection{};
   /// After a failed or lost connection, calls fail at once (store_unavailable) until this pause
-  /// has passed; it doubles after each failed attempt up to max_reconnect_backoff, and starts
-  /// over once a connection is made.
+  /// has passed; it doubles up to max_reconnect_backoff, and starts over once connected.
   std::chrono::milliseconds reconnect_backoff{50};
   std::chrono::milliseconds max_reconnect_backoff{2000};
-  /// true: every coroutine that calls the store runs on the one thread that runs its
-  /// executor's io_context, so calls go straight to the connection instead of through a strand,
-  /// and each reply resumes its caller as it is read instead of through a post (no hop either
-  /// way). false (default): calls may come from any thread.
+  /// true: every coroutine that calls the store runs on the one thread that runs its executor's
+  /// io_context, so calls skip the strand and replies the post. false (default): any thread.
   bool single_threaded = false;
 };
 
-/// The unique-index record strategy on PostgreSQL in lease mode, as an idem::AsyncStore: the
-/// same table and statements as PostgresStore (src/sql/statements.cpp), so the two can serve
-/// the same keys. Creates the tables on its first connection if they are missing.
-///
-/// One connection, opened on the first call, in libpq's pipeline mode: each call is sent as it
-/// comes (a prepared statement and a sync point of its own, so each is its own transaction) and
-/// the replies are matched in order. A connection that fails, or on which the oldest call has
-/// waited statement_timeout + 1 s for its reply, is dropped: its calls fail with
-/// store_unavailable, or outcome_unknown for a commit that went out (a retry under the same
-/// fence finds it if it landed). The next call after the backoff opens a new one.
-///
-/// Transactional mode is not offered: its claim keeps a transaction open on a connection for
-/// the handler's whole run, which one shared pipelined connection cannot do (docs/async.md).
-///
-/// Thread-safe: calls may come from coroutines on any thread; the connection is driven on a
-/// strand of `executor` (unless single_threaded). Destroy the store after every call on it has
-/// completed, with its executor's io_context still alive.
+/// The unique-index record strategy on PostgreSQL in lease mode, as an idem::AsyncStore: the same
+/// table and statements as PostgresStore, so the two can serve the same keys (docs/async.md).
+/// One connection in libpq's pipeline mode, each call its own transaction, replies matched in
+/// order. A connection that fails, or whose oldest call waited statement_timeout + 1 s, is
+/// dropped: its calls fail with store_unavailable, or outcome_unknown for a commit that went out.
+/// Transactional mode is not offered (one shared pipelined connection cannot hold a handler's
+/// transaction). Thread-safe (a strand of `executor` unless single_threaded). Destroy it after
+/// every call on it has completed, with its executor's io_context still alive.
 class AsyncPostgresStore {
  public:
   static constexpr std::string_view kStoreName = "postgres";  // observers' label

@@ -1,7 +1,5 @@
 #pragma once
-// idem::PostgresBackend: the entity stores (VersionStore, StateMachineStore) on the user's table in
-// PostgreSQL (compiled library idem::postgres), over the shared SQL engine
-// (idem/sql/entities.hpp).
+// idem::PostgresBackend: the entity stores on the user's table in PostgreSQL (idem::postgres).
 
 #include "idem/engine/entity.hpp"
 #include "idem/postgres/store.hpp"

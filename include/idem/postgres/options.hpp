@@ -1,10 +1,6 @@
 #pragma once
 // What one PostgreSQL connection needs (ConnectionOptions), apart from how many of them a store
-// keeps (PoolOptions). PostgresStoreOptions, AsyncPostgresStoreOptions and PostgresAdminOptions
-// each hold a ConnectionOptions; set one field and the others keep their defaults:
-//
-//   idem::PostgresStoreOptions{.connection = {.uri = "postgresql://app@db/shop"},
-//                              .pool = {.size = 16}}
+// keeps (PoolOptions); each PostgreSQL store's and admin's options hold a ConnectionOptions.
 
 #include <chrono>
 #include <cstddef>
@@ -21,13 +17,11 @@ struct ConnectionOptions {
   /// Stores with the same prefix on the same database share their records.
   std::string table_prefix = "idem_";
   /// Longest connect (TCP, TLS, authentication), unless the connection string sets
-  /// connect_timeout (libpq's whole seconds, at least 2); its zero, libpq's "wait forever",
-  /// keeps this bound. Must be positive (std::invalid_argument).
+  /// connect_timeout (whose zero keeps this bound). Must be positive (std::invalid_argument).
   std::chrono::milliseconds connect_timeout{5000};
-  /// statement_timeout on the connection: no statement runs on the server longer than this. The
-  /// client waits for a reply up to this plus 1 s, then drops the connection: its calls fail
-  /// with errc::store_unavailable (a commit that went out: errc::outcome_unknown) instead of
-  /// hanging (docs/sql.md, "Network faults").
+  /// statement_timeout on the connection. The client waits for a reply up to this plus 1 s, then
+  /// drops the connection: its calls fail with store_unavailable (a commit that went out:
+  /// outcome_unknown) instead of hanging (docs/sql.md, "Network faults").
   std::chrono::milliseconds statement_timeout{5000};
 };
 

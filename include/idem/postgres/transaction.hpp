@@ -25,15 +25,11 @@ struct PgTransactionHandle final : TransactionHandle {
 
 }  // namespace detail
 
-/// The transaction the record commits with: statements run in it commit or roll back together
-/// with the record. Its BEGIN went to the server with the claim and its COMMIT goes with the
-/// record's finish, hence a pqxx::dbtransaction of the store's own rather than a pqxx::work
-/// (a pqxx::subtransaction on it is a savepoint); the same type on libpqxx 6 and 7, on which a
-/// failed statement leaves the transaction aborted until the store ends it. Valid only during
-/// the handler call; do not commit() or abort() it. Throws idem::TransactionMismatch (a
-/// std::logic_error) naming what the claim holds when it holds no PostgreSQL transaction: the
-/// store is not a PostgresStore in SqlMode::transactional (or an entity store on PostgreSQL),
-/// e.g. a SQLite store, lease mode or a memory store.
+/// The transaction the record commits with: statements run in it commit or roll back with the
+/// record. A pqxx::dbtransaction of the store's own (its BEGIN went with the claim, its COMMIT
+/// goes with the finish; a pqxx::subtransaction on it is a savepoint). Valid only during the
+/// handler call; do not commit() or abort() it. Throws idem::TransactionMismatch (a
+/// std::logic_error) when the claim holds no PostgreSQL transaction.
 inline pqxx::dbtransaction& pg_transaction(const NativeTransaction& transaction) {
   return *transaction.get<detail::PgTransactionHandle>("idem::pg_transaction").transaction;
 }
