@@ -1,7 +1,6 @@
 #pragma once
-// The entity stores' SQL backend, written once over the SQL layer (src/sql/entity_engine.cpp);
-// SQLite and PostgreSQL differ only in the session and dialect they hand it
-// (idem/sqlite/entities.hpp, idem/postgres/entities.hpp). Names no third-party type.
+// The entity stores' SQL backend, written once over the SQL layer; SQLite and PostgreSQL differ
+// only in the session and dialect they hand it. Names no third-party type.
 
 #include <chrono>
 #include <memory>

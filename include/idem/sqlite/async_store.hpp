@@ -10,20 +10,12 @@
 
 namespace idem::sqlite {
 
-/// A SqliteStore in lease mode behind one thread: the one connection's statements run there in
-/// arrival order (SQLite lets one writer at a time in anyway), and each caller resumes on its
-/// own executor. The same file, tables and records as a SqliteStore with the same options, so
-/// blocking and asynchronous services (and processes) can share keys; store() is that
-/// SqliteStore, thread-safe, for a blocking guard in the same process.
-///
-/// A call waits at most queue_timeout for the thread (default: the options' busy_timeout), then
-/// is answered store_unavailable without running; a running call is bounded by busy_timeout.
-/// Destroying the store finishes the running call and answers the queued ones store_unavailable.
-///
-/// Transactional mode is refused (docs/async.md): its claim holds SQLite's write lock and the
-/// connection for the handler's whole run, so the one thread could serve nobody else while a
-/// coroutine that may suspend for any time holds them, and the handler could reach the
-/// transaction only through blocking calls on the event loop's thread.
+/// A SqliteStore in lease mode behind one thread, whose statements run there in arrival order;
+/// each caller resumes on its own executor. The same file and records as a SqliteStore with the
+/// same options; store() is that SqliteStore, for a blocking guard in the same process. A call
+/// waits at most queue_timeout for the thread (default: busy_timeout), then is answered
+/// store_unavailable without running. Destroying the store finishes the running call and answers
+/// the queued ones store_unavailable. Transactional mode is refused (docs/async.md).
 class AsyncStore : public ThreadedAsyncStore<SqliteStore> {
  public:
   /// Throws std::invalid_argument for SqlMode::transactional, and for what SqliteStore refuses.

@@ -1,6 +1,5 @@
 #pragma once
-// idem::SqliteBackend: the entity stores (VersionStore, StateMachineStore) on the user's table in a
-// SQLite file (compiled library idem::sqlite), over the shared SQL engine (idem/sql/entities.hpp).
+// idem::SqliteBackend: the entity stores on the user's table in a SQLite file (idem::sqlite).
 
 #include "idem/engine/entity.hpp"
 #include "idem/sql/entities.hpp"

@@ -27,10 +27,9 @@ struct SqliteStoreOptions {
   bool synchronous_full = false;
 };
 
-/// The unique-index record strategy on SQLite, in WAL mode. Thread-safe: the store owns one
-/// connection and serialises its statements, as SQLite serialises writers anyway. The stores of
-/// one process on one file wait for each other in the process, in arrival order; processes
-/// sharing the file wait on each other through SQLite's busy handler. Both within busy_timeout.
+/// The unique-index record strategy on SQLite, in WAL mode. Thread-safe: one connection, its
+/// statements serialised. Stores of one process on one file wait for each other in arrival
+/// order, processes through SQLite's busy handler, both within busy_timeout.
 ///
 /// In transactional mode the claim's transaction holds SQLite's single write lock until commit
 /// or abort, so handlers of this file run one at a time (across processes too); keep them short.

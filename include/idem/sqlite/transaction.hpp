@@ -27,11 +27,9 @@ struct SqliteTransactionHandle final : TransactionHandle {
 }  // namespace detail
 
 /// The connection whose transaction the record commits with: statements run on it commit or roll
-/// back together with the record. Valid only during the handler call; do not BEGIN, COMMIT or
-/// ROLLBACK on it. Throws idem::TransactionMismatch (a std::logic_error) naming what the claim
-/// holds when it holds no SQLite transaction: the store is not a SqliteStore in
-/// SqlMode::transactional (or an entity store on SQLite), e.g. a PostgreSQL store, lease mode or
-/// a memory store.
+/// back with the record. Valid only during the handler call; do not BEGIN, COMMIT or ROLLBACK on
+/// it. Throws idem::TransactionMismatch (a std::logic_error) when the claim holds no SQLite
+/// transaction.
 inline SQLite::Database& sqlite_transaction(const NativeTransaction& transaction) {
   return *transaction.get<detail::SqliteTransactionHandle>("idem::sqlite_transaction").database;
 }
