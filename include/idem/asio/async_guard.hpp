@@ -28,21 +28,13 @@ template <class Fn>
 using async_handler_result_t =
     typename detail::AwaitedValue<detail::handler_return_t<Fn, AsyncContext>>::type;
 
-/// Makes a handler idempotent on an event loop: for each key the handler runs once, and repeats
-/// of the key get the stored result, as IdempotencyGuard does (docs/design.md §5), with the same
-/// options and the same Outcome. Every store call suspends the calling coroutine instead of its
-/// thread, and the Wait policy pauses on a timer.
-///
-/// Cancellation (a cancellation slot bound to the coroutine, `||` of awaitable operators): store
-/// calls in flight complete; a call cancelled before its handler's result exists releases a key
-/// it acquired (or, under remember_failures, records the failure) and throws
-/// boost::system::system_error(operation_aborted); a cancelled wait gives up holding nothing. A
-/// handler that throws (operation_aborted from its own cancelled awaits included) settles the
-/// key the same way and its exception propagates. Once the handler returned, its result is
-/// committed and returned whatever the cancellation.
-///
-/// Thread-safe when the store is: coroutines on any number of threads may share it. Holds a
-/// reference to the store; the guard must outlive every call it started.
+/// Makes a handler idempotent on an event loop, as IdempotencyGuard does (same options, same
+/// Outcome), with every store call and Wait pause suspending the coroutine instead of its thread.
+/// Cancellation: store calls in flight complete; a call cancelled before its handler's result
+/// exists settles a key it acquired and throws boost::system::system_error(operation_aborted); a
+/// throwing handler settles the key the same way; once the handler returned, its result is
+/// committed and returned (docs/async.md). Thread-safe when the store is. Holds a reference to
+/// the store; the guard must outlive every call it started.
 template <AsyncStore S>
 class AsyncGuard {
  public:
@@ -87,12 +79,10 @@ class AsyncGuard {
     return async_execute(key, std::string_view{}, std::move(fn));
   }
 
-  /// The two-phase form (docs/async.md, Two phases): claims `key`, and returns the key's answer
-  /// or a hold on it, which the caller settles with `co_await attempt.async_commit(value)` or
-  /// `async_fail(message)`. `T` is the result type (void allowed). A key the guard rejects is
-  /// answered key_invalid without a store call. The key and the payload are read before this
-  /// returns. Cancelled while its claim is in flight: a key it acquired is settled and
-  /// operation_aborted is thrown, as for async_execute.
+  /// The two-phase form (docs/async.md, Two phases): claims `key` and returns the key's answer or
+  /// a hold on it (AsyncAttempt); `T` may be void. A key the guard rejects is answered key_invalid
+  /// without a store call; key and payload are read before this returns. Cancellation as for
+  /// async_execute.
   template <class T>
   [[nodiscard]] boost::asio::awaitable<AsyncAttempt<T, S>> async_begin(
       const Key& key, std::string_view payload = {}) {

@@ -13,11 +13,10 @@
 
 namespace idem {
 
-/// A record store with the four calls of idem::Store (store.hpp), each an awaitable on Asio.
-/// The same atomic steps and answers; the caller suspends while the call is in flight. The
-/// request, ticket and completion must live until the awaitable completes (co_await it at
-/// once). A call in flight is not cancelled with its coroutine: it completes (within the store's
-/// own timeouts), so that the guard always learns what a claim or commit did.
+/// A record store with the four calls of idem::Store, each an awaitable on Asio: the same atomic
+/// steps and answers. The request, ticket and completion must live until the awaitable completes.
+/// A call in flight is not cancelled with its coroutine: it completes (within the store's own
+/// timeouts), so that the guard always learns what a claim or commit did.
 template <class S>
 concept AsyncStore = requires(S& store, const ClaimRequest& request, const Ticket& ticket,
                               const Completion& completion, std::chrono::milliseconds lease) {
@@ -28,9 +27,8 @@ concept AsyncStore = requires(S& store, const ClaimRequest& request, const Ticke
 };
 
 /// An idem::Store whose calls never block (MemoryStore, a CachedStore over one), as an
-/// AsyncStore: each call runs in place and completes at once. Over a store that does block
-/// (RedisStore, the SQL stores) it would stall the event loop's thread for every round trip:
-/// use their asynchronous stores instead. Holds a reference to the store.
+/// AsyncStore: each call runs in place. Over a blocking store it would stall the event loop for
+/// every round trip. Holds a reference to the store.
 template <Store S>
 class ImmediateStore {
  public:

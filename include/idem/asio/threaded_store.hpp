@@ -1,8 +1,6 @@
 #pragma once
-// ThreadedAsyncStore<S>: a blocking idem::Store as an idem::AsyncStore. The calls run one at a
-// time on a thread the adapter owns, and each caller resumes on its own executor, so no event
-// loop thread ever waits for the store. SQLite's asynchronous face (idem/sqlite/async_store.hpp)
-// is one; the mirror of idem::testing::BlockingStore.
+// ThreadedAsyncStore<S>: a blocking idem::Store as an idem::AsyncStore: the calls run one at a
+// time on a thread the adapter owns, and each caller resumes on its own executor.
 
 #include <atomic>
 #include <boost/asio/associated_executor.hpp>
@@ -32,21 +30,16 @@
 namespace idem {
 
 struct ThreadedStoreOptions {
-  /// The longest a call waits for the store's thread, behind the calls before it. A call still
-  /// waiting then is answered errc::store_unavailable without running: nothing of it happened.
-  /// A call that started is bounded by the store's own timeouts. Must be positive.
+  /// The longest a call waits behind the calls before it; then it is answered store_unavailable
+  /// without running. A call that started is bounded by the store's own timeouts. Positive.
   std::chrono::milliseconds queue_timeout{5000};
 };
 
 /// Owns a store S (made from the constructor's arguments) and one thread that runs its calls in
-/// arrival order. A call suspends its coroutine until its answer is posted to the coroutine's
-/// executor; what the store's call throws is rethrown there, the same exception. Calls may come
-/// from coroutines on any thread; S itself is only ever called from the adapter's thread (and
-/// from whoever uses store(), which S must then allow).
-///
-/// Destroying the adapter waits for the call running, if any, to finish; the calls still
-/// queued are answered store_unavailable without running. Either way every call is answered
-/// before the destructor returns, and its caller must not call the adapter again.
+/// arrival order; a call suspends its coroutine until its answer (or S's exception) is posted to
+/// the coroutine's executor. S is only called from that thread (and through store()).
+/// Destroying the adapter waits for the running call; queued calls are answered
+/// store_unavailable without running, all before the destructor returns.
 template <Store S>
 class ThreadedAsyncStore {
  public:
