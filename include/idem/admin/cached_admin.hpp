@@ -1,7 +1,6 @@
 #pragma once
 // The admin of a CachedStore (header-only): the backend's admin, which also drops each key it
-// releases or forgets from the cache, so that no guard of this process replays a record the
-// operator forgot. See docs/operations.md for what other processes' caches see.
+// releases or forgets from this process's cache (docs/operations.md).
 
 #include <memory>
 #include <optional>

@@ -1,9 +1,7 @@
 #pragma once
-// What an HTTP field value may hold (RFC 9110 section 5.5): visible ASCII, obs-text (bytes
-// 0x80-0xff), spaces and tabs. A NUL, CR, LF, another control byte or DEL makes the whole request
-// malformed: a service answers 400 and never reads the value up to that byte. (A framework that
-// hands values over as C strings cuts them at a NUL: "X\0AAAA" and "X\0BBBB" would be one key,
-// "Bearer mallory\0-not-alice" the principal mallory.)
+// What an HTTP field value may hold (RFC 9110 section 5.5): visible ASCII, obs-text, spaces and
+// tabs. A NUL, CR, LF, other control byte or DEL makes the whole request malformed (400): a
+// value cut at a NUL could make two keys one.
 
 #include <string_view>
 

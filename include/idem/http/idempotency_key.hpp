@@ -1,13 +1,7 @@
 #pragma once
-// The Idempotency-Key request header (IETF httpapi draft "The Idempotency-Key HTTP Header
-// Field"): its value is an sf-string (RFC 8941 Structured Field Values), "..." with \" and \\ as
-// its only escapes and printable ASCII inside, optionally followed by parameters, which the
-// draft defines none of: they are checked for syntax and ignored. Many clients send the key
-// bare (no quotes); KeyRules::accept_bare takes such a value as it is.
-//
-// The field is one sf-string: a request that carries it twice (two fields, whatever their
-// values) has no key; parse_idempotency_key_fields() takes every value the request carries and
-// refuses two. No HTTP framework is needed: hand in the values as the framework gives them.
+// The Idempotency-Key request header (IETF httpapi draft): an RFC 8941 sf-string, optionally with
+// parameters (checked and ignored); KeyRules::accept_bare also takes a bare value. A request
+// carrying the field twice has no key. No HTTP framework is needed (docs/http.md).
 
 #include <array>
 #include <cstddef>
@@ -187,9 +181,8 @@ inline bool parse_parameters(std::string_view s, std::size_t at) {
 
 }  // namespace detail
 
-/// The key an Idempotency-Key header value carries. Leading and trailing spaces and tabs are
-/// ignored (idem::key_text, the rule gRPC keys follow too). A quoted value is an sf-string,
-/// unescaped, with parameters after it checked and ignored ("k";p=1 is the key k). A bare value
+/// The key an Idempotency-Key header value carries, without surrounding spaces and tabs. A quoted
+/// value is an sf-string, unescaped, its parameters checked and ignored; a bare value
 /// (KeyRules::accept_bare) is the key as it is.
 inline ParsedKey parse_idempotency_key(std::string_view value, const KeyRules& rules = {}) {
   value = key_text(value);
@@ -213,10 +206,9 @@ inline ParsedKey parse_idempotency_key(std::string_view value, const KeyRules& r
   return ParsedKey::accepted(std::move(key));
 }
 
-/// The key of a request from every Idempotency-Key field value it carries (`values`: any range
-/// of strings or string views, in the order received): none is KeyRefusal::missing, more than
-/// one KeyRefusal::repeated (never the first of them: a proxy and the service could each pick
-/// another), one is parse_idempotency_key(value).
+/// The key of a request from every Idempotency-Key field value it carries (in the order
+/// received): none is KeyRefusal::missing, more than one KeyRefusal::repeated (never the first:
+/// a proxy and the service could each pick another), one is parse_idempotency_key(value).
 template <class Values>
 ParsedKey parse_idempotency_key_fields(const Values& values, const KeyRules& rules = {}) {
   std::string_view only;
