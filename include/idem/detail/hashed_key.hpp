@@ -1,6 +1,5 @@
 #pragma once
-// Hash tables keyed by effective keys, hashing each key once per call. Shared by the in-memory
-// stores.
+// Hash tables keyed by effective keys, hashing each key once per call (the in-memory stores).
 
 #include <algorithm>
 #include <bit>

@@ -1,9 +1,6 @@
 #pragma once
-// The calls about a held key that a store wrapping another (CachedStore, GroupCommitStore) passes
-// on unchanged: a held key's lease, rewind, steps and kept request are the wrapped store's, saved
-// under its fence, and the wrapper keeps nothing for a held key (GroupCommitStore: a caller's
-// commit returns only once written, after its steps). Each exists where the wrapped store has it,
-// so the wrapper claims the same optional capabilities.
+// The calls about a held key that a wrapping store (CachedStore, GroupCommitStore) passes on
+// unchanged (lease, rewind, steps, kept request), each where the wrapped store has it.
 
 #include <chrono>
 #include <cstddef>

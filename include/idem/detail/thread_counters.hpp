@@ -1,13 +1,8 @@
 #pragma once
 // ThreadCounters: N counters that many threads add to without a locked instruction or a shared
-// cache line. Each thread adds to a block of its own (one writer per block, so a relaxed load
-// and store suffice) and a read sums the blocks. A shared atomic counter costs a locked add on
-// every event and moves its cache line between cores when threads count at once; on an
-// in-memory replay that was a tenth of the call.
-//
-// A thread finds its block through a small thread-local cache keyed by the counters' id (never
-// reused, so a destroyed owner's entry never matches a new one). When a thread exits its blocks
-// are handed back, counts kept, and the next thread that starts counting adopts one.
+// cache line: each thread adds to a block of its own (relaxed load and store) and a read sums the
+// blocks. A thread finds its block through a thread-local cache keyed by a never-reused id; an
+// exiting thread hands its blocks back, counts kept, for the next thread to adopt.
 
 #include <array>
 #include <atomic>
