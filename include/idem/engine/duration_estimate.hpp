@@ -1,12 +1,8 @@
 #pragma once
-// How long a guard's handlers take, for the retry hint of an in_progress refusal: a caller that
-// finds the key held is told to come back when the holder is likely done (the 90th percentile of
-// the guard's recent handler durations), never later than the holder's lease ends (when a
-// takeover becomes possible), instead of always the whole lease left. A 7 ms charge's duplicate
-// retries in 7 ms, not 30 s. The guard keeps one estimate (its scope's); the last 64 durations,
-// in a ring of relaxed atomics: recording is one fetch_add and one store, reading (on a
-// refusal) copies the ring and selects. Before any handler has finished the hint is the lease
-// left, as it always was.
+// How long a guard's handlers take, for the retry hint of an in_progress refusal: come back when
+// the holder is likely done (p90 of recent handler durations), never later than its lease ends,
+// so a 7 ms charge's duplicate retries in 7 ms, not 30 s. The last 64 durations in a ring of
+// relaxed atomics: recording is one fetch_add and one store; reading copies the ring and selects.
 
 #include <algorithm>
 #include <array>
@@ -80,8 +76,7 @@ void handler_ended(DurationEstimate* estimate, const Clock& clock, const Target&
 }
 
 /// The retry hint of a refusal whose holder has `lease_left` (zero: unknown): the estimate's
-/// 90th percentile rounded up to a millisecond, at most the lease left; the lease left when
-/// there is no estimate.
+/// p90 rounded up to a millisecond, at most the lease left; the lease left without an estimate.
 inline std::chrono::milliseconds retry_hint(const DurationEstimate* estimate,
                                             std::chrono::milliseconds lease_left) noexcept {
   const std::optional<std::chrono::microseconds> p90 =

@@ -24,9 +24,8 @@
 namespace idem {
 
 /// The user's table an entity store works on: its name, the id column and the version (or
-/// state) column. Every name must be an identifier, [A-Za-z_][A-Za-z0-9_]*, at most 63 bytes;
-/// anything else is refused with std::invalid_argument when the store is built. Names are never
-/// taken from requests.
+/// state) column. Each name must be an identifier of at most 63 bytes (std::invalid_argument
+/// when the store is built); names never come from requests.
 struct EntityTable {
   std::string table{};
   std::string id_column = "id";
@@ -145,9 +144,8 @@ concept HasEntitySchema = requires(Impl& impl) {
 };
 
 /// What the engine claims for an entity store: one operation on one entity, as a conditional
-/// update of the entity (the CasRequest `shape`: expected version, or from-states and to-state)
-/// plus its op-log row. A refusal comes back as a typed failure from `refuse(current)`
-/// (version_conflict with CurrentVersion, invalid_transition with CurrentState).
+/// update of the entity (CasRequest) plus its op-log row; a refusal comes back typed from
+/// `refuse(current)`.
 template <class Impl, class Refuse>
 class EntityTarget {
  public:

@@ -1,7 +1,6 @@
 #pragma once
-// What VersionStore and StateMachineStore share: the backend's entity table, the guard's options
-// and policy, and the run of one operation on one entity through the protocol engine. Each store
-// adds its key's operation id, its conditional update (CasRequest) and its typed refusal.
+// What VersionStore and StateMachineStore share: the entity table, the guard's options and policy,
+// and the run of one operation through the protocol engine.
 
 #include <string>
 #include <string_view>
@@ -26,9 +25,8 @@ class EntityGuard {
 
   const Options& options() const noexcept { return options_; }
 
-  /// SQL backends: creates the op log if absent (the first claim does it), reading first, so
-  /// that a store opened beside a running handler waits for nobody; call it to fail early at
-  /// start-up.
+  /// SQL backends: creates the op log if absent (the first claim does it), reading first so that
+  /// it waits for nobody; call it to fail early at start-up.
   Status ensure_schema() requires HasEntitySchema<typename Backend::Impl> {
     return impl_.ensure_schema();
   }

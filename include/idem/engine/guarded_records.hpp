@@ -1,9 +1,6 @@
 #pragma once
-// What the token stores and the request-ID caches share: each is a record store plus the
-// IdempotencyGuard that claims through it, and is itself an idem::Store over the guard's
-// effective keys (so it can be a layer of a LayeredGuard). GuardedRecords holds the pair;
-// TokenFront and RequestIdFront add the two ways of naming a key (a bearer token; a request id
-// with its principal).
+// What the token stores and the request-ID caches share: a record store plus the IdempotencyGuard
+// that claims through it, itself an idem::Store over the guard's effective keys (a layer).
 
 #include <chrono>
 #include <string_view>
@@ -73,9 +70,9 @@ class TokenFront : public GuardedRecords<Records> {
     return execute_token(this->guard_, token, payload, fn);
   }
 
-  /// The two-phase form of execute(): claims `token` and returns an Attempt that answers
-  /// (outcome(): a replay, or a refusal such as token_invalid) or holds the token until its
-  /// commit(value) or fail(message); fail() returns it to pending. The store must outlive it.
+  /// The two-phase form of execute(): an Attempt that answers (a replay, token_invalid, ...) or
+  /// holds the token until commit(value) or fail(message), which returns it to pending. The store
+  /// must outlive it.
   template <class T>
   [[nodiscard]] Attempt<T> begin(std::string_view token, std::string_view payload = {}) {
     return begin_token<T>(this->guard_, token, payload);
@@ -104,9 +101,8 @@ class RequestIdFront : public GuardedRecords<Records> {
     return this->guard_.execute(request, payload, std::forward<Fn>(fn));
   }
 
-  /// The two-phase form of execute(): claims the request id and returns an Attempt that answers
-  /// (outcome(): a replayed response or a refusal) or holds the id until its commit(value) or
-  /// fail(message); fail() frees the id for a retry. The cache must outlive it.
+  /// The two-phase form of execute(): an Attempt that answers or holds the request id until
+  /// commit(value) or fail(message), which frees it for a retry. The cache must outlive it.
   template <class T>
   [[nodiscard]] Attempt<T> begin(const Key& request, std::string_view payload = {}) {
     return this->guard_.template begin<T>(request, payload);

@@ -49,11 +49,9 @@ Outcome<R> decode_replay(std::string&& bytes) {
   }
 }
 
-/// The commit retry policy's decisions, one try at a time: after each try, whether its status
-/// is the answer (a success, lease_lost, or the last try), and the doubling pause before the
-/// next. outcome_unknown is retried like store_unavailable (a retry that finds its own landed
-/// commit succeeds); once a try was in doubt, a last try that could not reach the store leaves
-/// the commit in doubt still, so the answer is outcome_unknown, not store_unavailable.
+/// The commit retry policy's decisions, one try at a time: whether a try's status is the answer
+/// (success, lease_lost, or the last try) and the doubling pause before the next. outcome_unknown
+/// is retried like store_unavailable; once a try was in doubt, the answer stays outcome_unknown.
 class CommitTries {
  public:
   explicit CommitTries(const CommitRetry& policy) : policy_(policy), pause_(policy.backoff) {}

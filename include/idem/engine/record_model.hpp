@@ -1,13 +1,8 @@
 #pragma once
 // The record every store keeps, written once: its states, the rules a claim and a repeated commit
-// follow, and the encodings the backends store states and answers under.
-//
-// Stores that decide in C++ (MemoryStore, MemoryTokenStore, CachedStore's hits, the entity op
-// logs, the SQL engine on the row a statement found, the request-id cache on the entry its script
-// found) call classify() and check_fence(). Where atomicity puts the decision on the server (the
-// SQL upsert, the Redis Lua scripts), the statement or script follows the same rules, and its
-// answer is decoded through the named encodings at the end of this file; the Lua scripts declare
-// the same names (REPLY_*, STATE_*), and tests/redis/reply_decode_test.cpp checks that they agree.
+// follow (classify(), check_fence(): stores deciding in C++ call them; the SQL upsert and the Lua
+// scripts follow them on the server), and the encodings of states and script replies, whose
+// names the Lua scripts declare too (tests/redis/reply_decode_test.cpp checks that they agree).
 
 #include <array>
 #include <chrono>
@@ -49,9 +44,7 @@ constexpr RecordState finished_state(ClaimStatus status) noexcept {
 }
 
 /// A record as a claim or a fenced call finds it. Times are what is left from the reader's now,
-/// in the reader's unit (Clock::duration in memory; milliseconds where a SQL statement or a
-/// script measured them on the server's clock), so that no unit conversion can round a lease
-/// that has not passed into one that has.
+/// in the reader's unit, so that no unit conversion can round a live lease into a passed one.
 template <class Duration = Clock::duration>
 struct RecordView {
   RecordState state = RecordState::absent;

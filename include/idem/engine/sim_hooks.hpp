@@ -1,8 +1,6 @@
 #pragma once
-// Mutation points for the deterministic simulator (tests/sim, docs/simulation.md): each
-// IDEM_SIM_MUTATE(n) marks a place where the simulator can put a known defect back, to show
-// that its checks catch it. In every build but the simulator's it is the constant false, and
-// the compiler removes the branch: the library's behaviour and cost do not change.
+// Mutation points for the deterministic simulator (docs/simulation.md): IDEM_SIM_MUTATE(n) puts a
+// known defect back under the simulator; in every other build it is the constant false.
 
 #if defined(IDEM_SIM_MUTANTS)
 namespace idem::detail {

@@ -1,7 +1,6 @@
 #pragma once
-// What the token stores' execute() and begin<T>() share: a malformed token is refused as
-// token_invalid before any store call; a well-formed one is claimed by the store's guard as
-// Key{token} (tokens are bearer: no principal).
+// What the token stores' execute() and begin<T>() share (token_invalid before any store call
+// for a malformed token).
 
 #include <string_view>
 #include <type_traits>
