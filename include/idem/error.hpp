@@ -13,11 +13,9 @@ namespace idem {
 /// The values are stored (a failed record holds its code): new codes go last, and into
 /// detail::errc_table below, which says everything else about each.
 enum class errc : int {
-  /// The key is empty, longer than Options::max_key_size, or otherwise unusable.
-  /// Retry: never with the same key; fix the request (HTTP 400).
+  /// The key is empty, longer than Options::max_key_size, or unusable. Retry: no (HTTP 400).
   key_invalid = 1,
-  /// The key was first used with another payload: misuse, never a replay.
-  /// Retry: never with this payload (HTTP 422).
+  /// The key was first used with another payload: misuse. Retry: never with it (HTTP 422).
   payload_mismatch,
   /// Another caller holds the key and has not finished. Retry: yes, later (HTTP 409).
   in_progress,
@@ -29,40 +27,32 @@ enum class errc : int {
   /// The entity's version moved on; re-read and retry the read-modify-write (HTTP 409).
   version_conflict,
   /// The caller's lease ran out and another caller took the key over: its commit changed
-  /// nothing. Retry: the key is now the new holder's; a retry replays or waits (HTTP 409).
+  /// nothing. Retry: replays or waits for the new holder (HTTP 409).
   lease_lost,
   /// The backend could not be reached or failed the call. Retry: yes, with backoff (HTTP 503).
   /// A commit that may have landed all the same is outcome_unknown instead.
   store_unavailable,
-  /// The handler's encoded result is larger than Options::max_result_size. The handler ran;
-  /// repeats of the key get this code instead of running it again. Retry: no (HTTP 500).
+  /// The encoded result is larger than Options::max_result_size; the handler ran, and repeats
+  /// get this code. Retry: no (HTTP 500).
   result_too_large,
-  /// The handler failed (threw, or its Attempt failed) and the failure is remembered for the key
-  /// (Options::remember_failures, or a result that could not be encoded): this call and every
-  /// repeat until the record expires get it. Retry: not before expiry (HTTP 500).
+  /// The handler failed and the failure is remembered for the key (Options::remember_failures,
+  /// or a result that could not be encoded) until the record expires. Retry: no (HTTP 500).
   handler_failed,
   /// The store holds bytes under the key that idem cannot decode (corrupted or written by
   /// something else). Never mistaken for a result. Retry: no; inspect the store (HTTP 500).
   record_corrupt,
-  /// A commit reached the store, or may have, and no answer came back (a reply lost, a
-  /// connection cut after the request went out, replicas that did not confirm the write), and
-  /// the guard's retries could not settle it: the result may or may not be recorded. The handler
-  /// ran. Retry: yes, with the same key; a repeat replays the result if it landed, else runs the
-  /// handler again (at once, or once the lease has passed). HTTP 504: like a gateway's upstream
-  /// that did not answer, the request may or may not have taken effect.
+  /// A commit reached the store, or may have, and no answer came back, and the guard's retries
+  /// could not settle it: the handler ran, the result may or may not be recorded. Retry: yes,
+  /// with the same key: a repeat replays the result if it landed, else runs again (HTTP 504).
   outcome_unknown,
-  /// A handler's steps (Context::step) came in another order or under other names than the
-  /// steps recorded for its key by an earlier run, or a name came twice. The key keeps its
-  /// recorded steps. Retry: no; the handler must take its steps in the same order (HTTP 500).
+  /// A handler's steps came in another order or under other names than those recorded for its
+  /// key, or a name came twice; the key keeps its recorded steps. Retry: no (HTTP 500).
   step_mismatch,
-  /// A store's configuration cannot be used: a connection URI that does not parse or names
-  /// something the store does not support. Said by the call that reads it (from_uri), before
-  /// any connection; never an outage. Retry: no; fix the configuration (HTTP 500).
+  /// A store's configuration (a connection URI) cannot be used; said by from_uri before any
+  /// connection, never an outage. Retry: no; fix the configuration (HTTP 500).
   config_invalid,
   /// The handler failed in this call (threw, or its Attempt failed) and its key was released,
-  /// not remembered: nothing of the failed run is kept, and a retry of the same request runs the
-  /// handler again. Answered for the failed item of a batch, by Attempt::fail(), and to
-  /// observers. Retry: yes, the same request (HTTP 500).
+  /// not remembered. Retry: yes, the same request runs the handler again (HTTP 500).
   handler_aborted,
 };
 
@@ -74,9 +64,8 @@ struct std::is_error_code_enum<idem::errc> : std::true_type {};
 
 namespace idem {
 
-/// Everything idem says about one error code, in one place: every mapping below (the name, the
-/// message, the HTTP status, the gRPC status, whether a retry can help) is read from this table,
-/// so a code's answers cannot disagree between the faces that report it.
+/// Everything idem says about one error code: every mapping below reads this table, so a code's
+/// answers cannot disagree between the faces that report it.
 struct ErrcFacts {
   errc code;
   /// The enumerator's name, for logs and metrics labels.
@@ -85,8 +74,7 @@ struct ErrcFacts {
   std::string_view message;
   /// The HTTP status a service answers with.
   int http_status;
-  /// The gRPC status code (google.rpc.Code: 3 INVALID_ARGUMENT, 9 FAILED_PRECONDITION,
-  /// 10 ABORTED, 13 INTERNAL, 14 UNAVAILABLE, 15 DATA_LOSS), without gRPC's headers.
+  /// The gRPC status code (google.rpc.Code), without gRPC's headers.
   int grpc_status;
   /// Whether retrying the same request later can succeed.
   bool retryable;
@@ -126,14 +114,11 @@ inline constexpr std::array<ErrcFacts, 15> errc_table = {{
    500, grpc_code::data_loss, false},
   {errc::outcome_unknown, "outcome_unknown", "commit may or may not have been recorded",
    504, grpc_code::unavailable, true},
-  // The handler's steps differ from the key's: a fault of the handler, not a retry.
   {errc::step_mismatch, "step_mismatch",
    "handler's steps differ from the steps recorded for the key",
    500, grpc_code::internal, false},
-  // The service's own configuration, not the caller's request.
   {errc::config_invalid, "config_invalid", "store configuration cannot be used",
    500, grpc_code::internal, false},
-  // Released: the same request may run again.
   {errc::handler_aborted, "handler_aborted",
    "handler failed and its key was released; a retry runs it again",
    500, grpc_code::aborted, true},

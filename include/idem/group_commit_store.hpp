@@ -1,7 +1,6 @@
 #pragma once
 // GroupCommitStore: concurrent callers' claims and commits coalesced into the batch steps of a
-// store (one write transaction on SQLite, one statement on PostgreSQL), so that many callers
-// share one sync of the log. Header-only.
+// store, so that many callers share one sync of the log. Header-only.
 
 #include <algorithm>
 #include <atomic>
@@ -33,26 +32,22 @@
 namespace idem {
 
 struct GroupCommitOptions {
-  /// How long the caller that writes a group waits for more callers to join it before it writes
-  /// (zero: it writes what has queued up at once; callers that arrive meanwhile form the next
-  /// group). A small delay trades each call's latency for larger groups.
+  /// How long the caller that writes a group waits for more callers to join it (zero: it writes
+  /// what has queued up at once). Trades each call's latency for larger groups.
   std::chrono::microseconds max_delay{0};
   /// The most calls one group writes; more wait for the next group.
   std::size_t max_batch = 256;
-  /// Groups written at the same time: callers are spread over this many queues, each written
-  /// by one caller at a time. 1 for SQLite, which has one writer per file anyway; a few for
-  /// PostgreSQL, whose server also shares one log flush among concurrent commits.
+  /// Groups written at the same time, callers spread over this many queues. 1 for SQLite (one
+  /// writer per file); a few for PostgreSQL.
   std::size_t writers = 1;
-  /// Groups of one queue written at the same time, each by its own caller on its own
-  /// connection: with 2, the next group is collected and sent while the previous one waits for
-  /// its commit to be flushed, so that flushes overlap without splitting the callers over
-  /// several queues. 1 for SQLite (one writer per file); 2 for PostgreSQL.
+  /// Groups of one queue written at the same time, each by its own caller on its own connection:
+  /// with 2, the next group is sent while the previous one's commit is flushed. 1 for SQLite; 2
+  /// for PostgreSQL.
   std::size_t in_flight = 1;
 };
 
-/// What a GroupCommitStore's callers wait on: the standard library's clock, mutex and condition
-/// variable, and a semaphore of idem's own. A test may give its own types with the same members, to
-/// run the callers under a scheduler of its own (tests/sim runs them on simulated time).
+/// What a GroupCommitStore's callers wait on; a test may give its own types with the same
+/// members to run the callers on simulated time (tests/sim).
 struct GroupCommitSync {
   using Clock = std::chrono::steady_clock;
   using Mutex = std::mutex;
@@ -61,18 +56,13 @@ struct GroupCommitSync {
 };
 
 /// Wraps a BatchStore (SqliteStore or PostgresStore in lease mode, RedisStore) so that the
-/// claims and commits of concurrent callers are written together: the first caller to arrive
-/// while no group is being written writes the queued calls (commits first, then claims) through
-/// the store's commit_batch and claim_batch, and the callers that arrive meanwhile wait, in the
-/// process, and form the next group, written by the first of them. Each caller returns once
-/// the step that carried its call returned: for the SQL stores, once the transaction that wrote
-/// it committed, as durable as the store's own commit (SQLite synchronous = FULL syncs it).
-/// A step that fails fails each of its calls with the store's error, and writes none of them.
-///
-/// Each call keeps the store's single-key answer (fences, replays, mismatches, in_progress).
-/// abort, extend, rewind, steps and kept requests go to the store directly. Thread-safe; holds a
-/// reference to the store, which must outlive it. Transactional SQL stores have no batches (every
-/// call would fail): use their own claims.
+/// claims and commits of concurrent callers are written together (docs/batches.md): a caller
+/// writes the queued calls (commits first, then claims) in one step while the callers that
+/// arrive meanwhile form the next group. Each caller returns once the step carrying its call
+/// returned (for SQL, committed, as durable as the store's own commit); a failed step fails each
+/// of its calls with the store's error. Each call keeps the store's single-key answer; abort,
+/// extend, rewind, steps and kept requests go to the store directly. Thread-safe; the store must
+/// outlive it. Transactional SQL stores have no batches: use their own claims.
 template <class S, class Sync = GroupCommitSync>
 class GroupCommitStore : public detail::HeldKeyCalls<GroupCommitStore<S, Sync>, S> {
   static_assert(BatchStore<S>, "idem::GroupCommitStore<S>: S needs claim_batch and commit_batch");
@@ -335,19 +325,16 @@ class GroupCommitStore : public detail::HeldKeyCalls<GroupCommitStore<S, Sync>, 
       lane.joined.wait_until(lock, delayed, full);
     }
     if (options_.in_flight == 1 && lanes_.size() == 1 && lane.returning > 0 && !full()) {
-      // One group at a time: the callers the last group answered are likely to call again at
-      // once (a claim is followed by its commit); waiting a little for them merges them with the
-      // callers already queued into one group, instead of groups alternating between the two.
-      // Bounded by half a group's time from the answer; a lone caller is not waited for (it is
-      // the caller itself). With several queues a caller's next call may go to another one.
+      // One group at a time: the callers the last group answered likely call again at once;
+      // waiting for them (at most half a group's time) merges them with those queued, instead of
+      // groups alternating between the two halves (docs/batches.md).
       lane.joined.wait_until(lock, lane.answered_at + lane.group_time / 2,
                              [&] { return full() || lane.returning == 0; });
     }
     if (options_.in_flight > 1 && lane.in_flight > 0 && !full()) {
-      // Overlapping groups: the next one goes out no sooner than 1/in_flight of a group's time
-      // after the last one started, and then once as many calls as a group carries on average
-      // have joined it, or a whole group's time after the last start, or when no group is in
-      // flight any more (nothing left to overlap).
+      // Overlapping groups (docs/batches.md): the next goes out no sooner than 1/in_flight of a
+      // group's time after the last start, then once an average group has joined, a whole
+      // group's time has passed, or no group is in flight.
       const auto k = static_cast<long>(options_.in_flight);
       lane.want = std::max<std::size_t>(1, static_cast<std::size_t>(lane.group_size + 0.5));
       auto idle = [&] { return full() || lane.in_flight == 0; };
