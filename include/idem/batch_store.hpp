@@ -16,16 +16,10 @@ struct CommitRequest {
   Completion completion{};
 };
 
-/// A Store that claims and commits many keys in one step of the backend (one transaction, one
-/// statement or one script call). Each answer is the one claim() or commit() would give for that
-/// key on its own, in the order of the requests: the batch changes the cost, never a key's
-/// fences, mismatches, replays or refusals. A key named twice in one batch is claimed twice, the
-/// second time finding the first claim's hold. A failure of the whole step is every key's
-/// failure; then none of the batch's records changed (or, for a commit whose answer was lost,
-/// outcome_unknown says that they may have).
-///
-/// IdempotencyGuard::execute_batch uses these when the store has them and calls claim() and
-/// commit() per key when it does not.
+/// A Store that claims and commits many keys in one step of the backend. Each answer is the one
+/// claim() or commit() would give for that key alone, in request order: a batch changes the
+/// cost, never a key's answer (a key named twice is claimed twice). A failure of the whole step
+/// is every key's failure, and none of the records changed (outcome_unknown: they may have).
 template <class S>
 concept BatchStore = Store<S> && requires(S& store, std::span<const ClaimRequest> claims,
                                           std::span<const CommitRequest> commits) {

@@ -1,9 +1,6 @@
 #pragma once
-// idem's light header: the guard and what it is written against (key, options, outcome, errors,
-// codecs, context, observer, clock and the Store concept), without any concrete store. For files
-// that take a store from elsewhere, or define one; the umbrella idem/idem.hpp adds the in-memory
-// stores, CachedStore, LayeredGuard and TransitionTable, and costs about twice as much to compile
-// (docs/building.md).
+// idem's light header: the guard and what it is written against, without any concrete store; the
+// umbrella idem/idem.hpp adds the header-only stores and guards (docs/building.md).
 
 #include "idem/attempt.hpp"
 #include "idem/clock.hpp"

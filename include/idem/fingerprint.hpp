@@ -1,9 +1,6 @@
 #pragma once
 // Fingerprint: a 128-bit hash of a request payload, stored at claim to tell replays from misuse.
-//
-// XXH3 comes from the xxhash library, through its stable API (idem::idem links it): the hash is
-// compiled once there, not in every file that includes this header, and no xxhash configuration
-// macro (XXH_INLINE_ALL and the like) is defined here, so none reaches the including file.
+// XXH3 is compiled once in idem::idem, so no xxhash configuration macro reaches the includer.
 
 #include <xxhash.h>
 

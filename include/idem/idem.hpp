@@ -1,7 +1,6 @@
 #pragma once
-// idem: make service handlers idempotent. The umbrella header: the core (idem/core.hpp) and the
-// header-only stores and guards over them. The compiled backends have their own folders:
-// idem/sqlite/, idem/postgres/ and idem/redis/.
+// idem: make service handlers idempotent. The umbrella header: the core and the header-only
+// stores and guards; the compiled backends have their own folders.
 
 #include "idem/cached_store.hpp"
 #include "idem/completer.hpp"

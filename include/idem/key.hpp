@@ -7,12 +7,9 @@
 
 namespace idem {
 
-/// The idempotency key of one business intent. Both parts are opaque bytes: NUL and non-UTF-8
-/// bytes are kept exactly. The same id from two principals names two intents.
-///
-/// `id` and `principal` view bytes the caller keeps alive, except an id given as a temporary
-/// std::string (`Key{std::to_string(n)}`, `guard.execute(make_id(), ...)`): the Key keeps that
-/// string itself, so no Key can outlive the bytes it names.
+/// The idempotency key of one business intent: opaque bytes (NUL and non-UTF-8 kept exactly);
+/// the same id from two principals names two intents. It views bytes the caller keeps alive,
+/// except an id given as a temporary std::string, which the Key keeps itself.
 class Key {
  public:
   Key(std::string_view key_id, std::string_view key_principal = {})  // NOLINT: implicit

@@ -1,9 +1,6 @@
 #pragma once
-// The rule for a key a client sends as text, shared by every protocol idem reads keys from (the
-// HTTP Idempotency-Key field, gRPC's idempotency-key metadata): spaces and tabs around the key
-// are not part of it. HTTP/1.1 parsers strip them around a field value (RFC 9112 section 5),
-// and HTTP/2, gRPC's transport, forbids them (RFC 9113 section 8.2.1), so no client can mean
-// them: " k", "k " and "k" are one key, and a value of only blanks is no key.
+// The rule for a key a client sends as text (HTTP Idempotency-Key, gRPC metadata): spaces and
+// tabs around it are not part of it, since HTTP/1.1 parsers strip them and HTTP/2 forbids them.
 
 #include <string_view>
 

@@ -1,6 +1,5 @@
 #pragma once
-// Result<T>: a value or an error code with a message. Stores return it from claim(); the guard
-// turns it into an Outcome for the caller.
+// Result<T>: a value or an error code with a message, as stores return it.
 
 #include <cassert>
 #include <chrono>
@@ -16,10 +15,9 @@
 
 namespace idem {
 
-/// errc::in_progress: how long the holder's lease had left when the key was refused (zero: the
-/// store cannot tell, as when a transactional claim gave up waiting on a row lock), and when a
-/// retry is likely to succeed: the guard's recent handler durations (their 90th percentile),
-/// never past the lease left; zero when the guard has no estimate.
+/// errc::in_progress: the holder's lease left when the key was refused (zero: unknown), and when
+/// a retry is likely to succeed (p90 of recent handler durations, at most the lease left; zero:
+/// no estimate).
 struct HolderLease {
   std::chrono::milliseconds remaining{0};
   std::chrono::milliseconds retry_after{0};

@@ -1,8 +1,6 @@
 #pragma once
-// idem::spdlog (header-only, on spdlog): an Observer callback that logs what an operator acts
-// on: refusals at info (in_progress, mismatched, rejected), lease_lost and took_over at warn,
-// store errors and results the store did not keep (result_unrecorded) at error. Executed and
-// replayed calls are not logged (count them with idem::prometheus).
+// idem::spdlog (header-only): an Observer callback that logs what an operator acts on: refusals
+// at info, lease_lost and took_over at warn, store errors and unrecorded results at error.
 
 #include <spdlog/spdlog.h>
 

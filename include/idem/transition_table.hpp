@@ -23,11 +23,10 @@ struct Transition {
   std::string to;
 };
 
-/// A state machine declared in C++: its states, the initial one, and its transitions. States and
-/// events are names (strings; enums through TransitionTable::of). The constructor rejects, with
-/// std::invalid_argument naming the culprit: an empty or repeated state, a transition naming an
-/// unknown state, an event declared twice, an empty from-list, and a state that no sequence of
-/// events reaches from the initial state.
+/// A state machine declared in C++: states (names; enums through of()), the initial one, and its
+/// transitions. The constructor throws std::invalid_argument naming the culprit for an empty or
+/// repeated state, an unknown state, an event declared twice, an empty from-list, or a state
+/// unreachable from the initial one.
 class TransitionTable {
  public:
   TransitionTable(std::string initial, std::vector<std::string> states,
