@@ -23,17 +23,11 @@
 
 namespace idem {
 
-/// What `guard.begin<T>(key, payload)` returns: either the key's answer (a replayed value or
-/// failure, or a refusal such as in_progress with retry_after()), or a hold on the key.
-///
-/// Holding (`acquired()`), the caller does the work and then settles the key exactly once:
-/// `commit(value)` records the value for repeats and returns the fresh Outcome; `fail(message)`
-/// releases the key for a retry (or, under Options::remember_failures, records the failure).
-/// An Attempt destroyed while it still holds the key settles it as fail() would, so a forgotten
-/// path never leaves the key stuck until its lease runs out.
-///
-/// Move-only. It refers to its guard and store, which must outlive it. Not thread-safe: settle
-/// it from one thread at a time (it may move between threads, as an event loop's callbacks do).
+/// What `guard.begin<T>(key, payload)` returns: the key's answer (a replay, a remembered failure
+/// or a refusal), or a hold on the key that the caller settles exactly once: commit(value)
+/// records the value and returns the fresh Outcome; fail(message) releases the key (or records
+/// the failure under remember_failures). Dropped while holding, it settles as fail() would.
+/// Move-only; its guard and store must outlive it. Settle it from one thread at a time.
 template <class T, class Target>
 class [[nodiscard]] Attempt {
   using Stored = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
@@ -96,10 +90,8 @@ class [[nodiscard]] Attempt {
   /// True while this Attempt holds the key: do the work, then commit() or fail().
   bool acquired() const noexcept { return holding_; }
 
-  /// The key's answer when it was not acquired: a replayed value (replayed()), a remembered
-  /// failure, or a refusal (in_progress, payload_mismatch, a store's refusal or failure); after
-  /// fail(), what fail() returned, with its message. Throws std::logic_error while the key is
-  /// held (there is no answer yet) and after commit() (commit() returned the outcome).
+  /// The key's answer when it was not acquired (a replay, a remembered failure, a refusal), or
+  /// after fail() what fail() returned. Throws std::logic_error while held and after commit().
   Outcome<T>& outcome() & { return answer(); }
   Outcome<T>&& outcome() && { return std::move(answer()); }
   /// The refusal's computed Retry-After (Outcome::retry_after()); zero while holding.
@@ -136,9 +128,8 @@ class [[nodiscard]] Attempt {
   }
 
   /// Records `value` for repeats and returns it as a fresh Outcome (recorded() says whether the
-  /// store kept it; commit_error() why not). Holding only. A value the codec cannot encode is
-  /// remembered as handler_failed (the work happened, repeats must not redo it) and the codec's
-  /// exception propagates.
+  /// store kept it). Holding only. A value the codec cannot encode is remembered as
+  /// handler_failed and the codec's exception propagates.
   Outcome<T> commit(Stored value) requires(!std::is_void_v<T>) {
     require_holding("commit()");
     holding_ = false;
@@ -155,13 +146,10 @@ class [[nodiscard]] Attempt {
     return detail::commit_result<T>(*policy_, target_, fence_, std::monostate{});
   }
 
-  /// The work failed: releases the key so a retry runs again, or records `message` as
-  /// errc::handler_failed under Options::remember_failures (after undoing what the work wrote
-  /// through the store's transaction). Holding only. Returns what became of the key, which
-  /// outcome() then holds with `message`: errc::handler_failed, remembered (repeats replay it
-  /// until ttl), or errc::handler_aborted, not remembered (released, or, when the store did not
-  /// answer, left to its lease: a retry runs the work again). Failures of the store are reported
-  /// to the observer.
+  /// The work failed: releases the key so a retry runs again, or under remember_failures records
+  /// `message` as errc::handler_failed (after undoing the work's writes through the store's
+  /// transaction). Holding only. Returns what became of the key, which outcome() then holds:
+  /// handler_failed (remembered) or handler_aborted (released, or left to its lease).
   std::error_code fail(std::string_view message) {
     require_holding("fail()");
     settled_ = true;

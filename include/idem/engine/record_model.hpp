@@ -59,19 +59,12 @@ struct RecordView {
   std::string_view result{};  // completed / failed: the stored bytes
 };
 
-/// What a claim of a request with `fingerprint` must do about `record`. In this order:
-///
-/// | the record is...                                   | answer                                  |
-/// |----------------------------------------------------|-----------------------------------------|
-/// | absent, released, or expired                       | acquired, took_over = false             |
-/// | of another fingerprint (any other state)           | mismatch                                |
-/// | completed / failed                                 | completed / failed: replay `result`     |
-/// | held, lease live (or held by a transaction)        | in_progress, lease_remaining            |
-/// | held, lease ran out                                | acquired, took_over = true              |
-///
-/// The fence of every answer is the record's. On `acquired` the caller takes the record (writes
-/// it under a larger fence) or, where a statement already took what it could, asks again.
-/// expires_in is rounded down and lease_remaining up to milliseconds; zero when not known.
+/// What a claim of a request with `fingerprint` must do about `record`, in this order: absent,
+/// released or expired: acquired; another fingerprint: mismatch; completed / failed: replay
+/// `result`; held with a live lease (or by a transaction): in_progress; held past its lease:
+/// acquired, took_over. The fence of every answer is the record's; on `acquired` the caller takes
+/// the record under a larger fence (or asks again). expires_in is rounded down and
+/// lease_remaining up to milliseconds; zero when not known.
 template <class Duration>
 Claim classify(const RecordView<Duration>& record, const Fingerprint& fingerprint) {
   using std::chrono::milliseconds;
