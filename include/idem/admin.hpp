@@ -131,8 +131,7 @@ struct UriOptions {
 /// command): each compiled backend defines one (`idem::admin::<backend>_uri_opener`, in its
 /// admin.hpp), and the tool asks each built backend in turn.
 struct UriOpener {
-  /// The URIs it takes, for messages: "sqlite:PATH".
-  std::string_view forms;
+  std::string_view forms;  ///< the URIs it takes, for messages: "sqlite:PATH"
   /// The admin of the store `uri` names (holding what it needs alive), or nullptr when `uri` is
   /// not this backend's. Throws idem::Error (config_invalid) or std::invalid_argument for a URI
   /// of its own it cannot use.

@@ -31,16 +31,14 @@
 namespace idem {
 
 struct CompleterOptions {
-  /// Records re-driven at once (threads of one pass).
-  std::size_t concurrency = 4;
+  std::size_t concurrency = 4;  ///< records re-driven at once (threads of one pass)
   /// Runs of one key by this completer before it records the key's failure
   /// (errc::handler_failed, replayed to the client's retries until the guard's ttl).
   int max_attempts = 5;
   /// Pause before a key whose run failed is tried again; doubles each failure up to max_backoff.
   std::chrono::milliseconds initial_backoff{200};
   std::chrono::milliseconds max_backoff{std::chrono::seconds{30}};
-  /// Records looked at per pass.
-  std::size_t batch = 256;
+  std::size_t batch = 256;  ///< records looked at per pass
 };
 
 /// What one pass did.

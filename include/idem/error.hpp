@@ -68,16 +68,11 @@ namespace idem {
 /// answers cannot disagree between the faces that report it.
 struct ErrcFacts {
   errc code;
-  /// The enumerator's name, for logs and metrics labels.
-  std::string_view name;
-  /// The category's message: what happened, in a few words.
-  std::string_view message;
-  /// The HTTP status a service answers with.
-  int http_status;
-  /// The gRPC status code (google.rpc.Code), without gRPC's headers.
-  int grpc_status;
-  /// Whether retrying the same request later can succeed.
-  bool retryable;
+  std::string_view name;     ///< the enumerator's name, for logs and metrics labels
+  std::string_view message;  ///< the category's message: what happened, in a few words
+  int http_status;           ///< the HTTP status a service answers with
+  int grpc_status;           ///< the gRPC status code (google.rpc.Code), without gRPC's headers
+  bool retryable;            ///< whether retrying the same request later can succeed
 };
 
 namespace detail {

@@ -35,8 +35,7 @@ struct GroupCommitOptions {
   /// How long the caller that writes a group waits for more callers to join it (zero: it writes
   /// what has queued up at once). Trades each call's latency for larger groups.
   std::chrono::microseconds max_delay{0};
-  /// The most calls one group writes; more wait for the next group.
-  std::size_t max_batch = 256;
+  std::size_t max_batch = 256;  ///< the most calls one group writes; more wait for the next group
   /// Groups written at the same time, callers spread over this many queues. 1 for SQLite (one
   /// writer per file); a few for PostgreSQL.
   std::size_t writers = 1;

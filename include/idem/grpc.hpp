@@ -66,8 +66,7 @@ struct GrpcOptions {
   std::string key_metadata{kGrpcKeyMetadata};
   /// true: a call without a key is INVALID_ARGUMENT. false: it runs its handler unguarded.
   bool require_key = true;
-  /// The key's principal; none: every caller shares one key space.
-  GrpcPrincipal principal{};
+  GrpcPrincipal principal{};  ///< the key's principal; none: every caller shares one key space
   /// A call with a deadline leases its key for the time left to the deadline plus this grace
   /// (a handler may finish after its client gave up), at most max_lease. Without a deadline the
   /// guard's Options::lease applies. A handler that may outrun its deadline by more than the

@@ -57,8 +57,7 @@ struct Options {
   std::size_t max_key_size = 256;
   /// Largest encoded result, in bytes; larger ones are errc::result_too_large.
   std::size_t max_result_size = std::size_t{1} << 20;
-  /// Payload fingerprint function (default XXH3-128).
-  PayloadHash hash = &xxh3_128;
+  PayloadHash hash = &xxh3_128;  ///< payload fingerprint function (default XXH3-128)
   /// Time source for waiting (default: steady clock). Shared stores use their own clock.
   std::shared_ptr<Clock> clock = nullptr;
   /// Counters and events (default: none; costs nothing when absent).

@@ -18,8 +18,7 @@
 namespace idem {
 
 struct PrometheusOptions {
-  /// Prepended to every metric name.
-  std::string prefix = "idem_";
+  std::string prefix = "idem_";  ///< prepended to every metric name
   /// Histogram bucket bounds, in seconds (default: 50 µs to 10 s).
   std::vector<double> buckets{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                               0.05,    0.1,    0.25,    0.5,    1,     2.5,    5,     10};

@@ -60,8 +60,7 @@ class [[nodiscard]] TransitionOutcome : public Outcome<T> {
 
 template <class Backend>
 struct StateMachineStoreOptions {
-  /// How to reach the database (MemoryBackend: nothing).
-  typename Backend::Options backend{};
+  typename Backend::Options backend{};  ///< how to reach the database (MemoryBackend: nothing)
   /// The user's table: name, id column (default "id"), state column (default "state"), holding
   /// state names as text. Not used by MemoryBackend.
   EntityTable table{.table = {}, .id_column = "id", .column = "state"};

@@ -61,8 +61,7 @@ struct CasRetry {
 
 template <class Backend>
 struct VersionStoreOptions {
-  /// How to reach the database (MemoryBackend: nothing).
-  typename Backend::Options backend{};
+  typename Backend::Options backend{};  ///< how to reach the database (MemoryBackend: nothing)
   /// The user's table: name, id column (default "id"), version column (default "version").
   /// Not used by MemoryBackend.
   EntityTable table{.table = {}, .id_column = "id", .column = "version"};

@@ -4,8 +4,7 @@
 
 #if defined(IDEM_SIM_MUTANTS)
 namespace idem::detail {
-/// The defect the simulator runs with (0: none).
-inline int sim_mutant = 0;
+inline int sim_mutant = 0;  ///< the defect the simulator runs with (0: none)
 }  // namespace idem::detail
 #define IDEM_SIM_MUTATE(n) (::idem::detail::sim_mutant == (n))
 #else

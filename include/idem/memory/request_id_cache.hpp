@@ -27,8 +27,7 @@ struct MemoryRequestIdCacheOptions {
   /// Most entries kept (default 100 000). When full, a new request id evicts the oldest entry not
   /// in progress (docs/stores.md); only a live entry's eviction counts in evictions().
   std::size_t capacity = 100'000;
-  /// Independent shards, each with its own lock (default 16).
-  std::size_t shards = 16;
+  std::size_t shards = 16;  ///< independent shards, each with its own lock (default 16)
   /// Time source for leases and expiry (default: steady clock).
   std::shared_ptr<Clock> clock = nullptr;
 };

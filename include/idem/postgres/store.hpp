@@ -21,16 +21,14 @@ struct PostgresReplicaOptions {
   /// libpq connection string of a read-only replica (a hot standby of the primary); empty (the
   /// default): every call goes to the primary.
   std::string uri{};
-  /// Most replica connections open at once (a pool of its own).
-  std::size_t pool_size = 8;
+  std::size_t pool_size = 8;  ///< most replica connections open at once (a pool of its own)
   /// Longest wait for a free replica connection; past it the claim goes to the primary. Zero
   /// (default): never wait, since the primary can answer at once.
   std::chrono::milliseconds acquire_timeout{0};
   /// Longest connect of a new replica connection, in milliseconds, unless the connection string
   /// sets connect_timeout. Must be positive (std::invalid_argument).
   std::chrono::milliseconds connect_timeout{2000};
-  /// statement_timeout on replica connections.
-  std::chrono::milliseconds statement_timeout{1000};
+  std::chrono::milliseconds statement_timeout{1000};  ///< statement_timeout on replica connections
   /// After a failed replica read, claims skip the replica for this long (zero: never skip).
   std::chrono::milliseconds retry_after{1000};
 };
@@ -44,20 +42,16 @@ struct ReplicaCounters {
   /// Claims passed on to the primary: no settled live record on the replica, the replica failing
   /// or resting after a failure, or every replica connection busy.
   std::uint64_t fall_throughs = 0;
-  /// Replica reads that failed; each is also a fall-through.
-  std::uint64_t errors = 0;
+  std::uint64_t errors = 0;  ///< replica reads that failed; each is also a fall-through
 };
 
 struct PostgresStoreOptions {
   /// The primary's connection string, the table prefix and each connection's timeouts. The
   /// primary: a read-only server (hot standby) fails every call with store_unavailable.
   postgres::ConnectionOptions connection{};
-  /// lease (default) or transactional; see idem::SqlMode.
-  SqlMode mode = SqlMode::lease;
-  /// How many connections, and how long a call waits for a free one.
-  postgres::PoolOptions pool{};
-  /// Opt-in replay reads from a replica (default: none).
-  PostgresReplicaOptions replica{};
+  SqlMode mode = SqlMode::lease;  ///< lease (default) or transactional; see idem::SqlMode
+  postgres::PoolOptions pool{};  ///< how many connections, and how long a call waits for a free one
+  PostgresReplicaOptions replica{};  ///< opt-in replay reads from a replica (default: none)
 };
 
 namespace sql {

@@ -12,8 +12,7 @@ namespace idem::admin {
 struct SqliteAdminOptions {
   /// The database file. Every operation but migrate_schema() needs it to exist.
   std::string path{};
-  /// The stores' table prefix.
-  std::string table_prefix = "idem_";
+  std::string table_prefix = "idem_";  ///< the stores' table prefix
   /// How long a write waits for the file's other writers.
   std::chrono::milliseconds busy_timeout{5000};
 };
@@ -21,7 +20,6 @@ struct SqliteAdminOptions {
 /// Throws std::invalid_argument for an empty path or a bad table prefix.
 std::unique_ptr<Admin> sqlite_admin(SqliteAdminOptions options);
 
-/// Opens sqlite:PATH (and sqlite://PATH).
-extern const UriOpener sqlite_uri_opener;
+extern const UriOpener sqlite_uri_opener;  ///< opens sqlite:PATH (and sqlite://PATH)
 
 }  // namespace idem::admin

@@ -11,10 +11,8 @@
 namespace idem {
 
 struct SqliteStoreOptions {
-  /// The database file; created if absent. Several processes may share it.
-  std::string path{};
-  /// lease (default) or transactional; see idem::SqlMode.
-  SqlMode mode = SqlMode::lease;
+  std::string path{};  ///< the database file; created if absent. Several processes may share it
+  SqlMode mode = SqlMode::lease;  ///< lease (default) or transactional; see idem::SqlMode
   /// Prefixes the table and index names: <prefix>records, <prefix>schema. Letters, digits, '_'.
   std::string table_prefix = "idem_";
   /// How long a write waits for the file's other writers (this process's other stores, in
