@@ -1,6 +1,5 @@
 #pragma once
 // CachedStore<S>: a local replay cache in front of any idem::Store (docs/design.md §12).
-// Header-only.
 
 #include <algorithm>
 #include <atomic>
@@ -30,20 +29,16 @@
 namespace idem {
 
 struct CachedStoreOptions {
-  /// Independent shards, each with its own lock; rounded up to a power of two.
-  std::size_t shards = 16;
+  std::size_t shards = 16;  ///< independent shards, each with its own lock; a power of two
   /// Most cached records in all (split evenly over the shards). A full shard evicts its least
   /// recently used record, counted in evictions().
   std::size_t max_entries = 100'000;
   /// Most bytes in all: key and result bytes plus a fixed per-record overhead (an estimate of
   /// the map node). A record larger than a shard's share is not cached.
-  std::size_t max_bytes = std::size_t{64} << 20;  // 64 MiB
-  /// The longest a cached record lives; never longer than the record in the backend either.
-  std::chrono::milliseconds max_ttl = std::chrono::minutes{5};
-  /// Also cache failed records (remember_failures): they replay until expiry like completed ones.
-  bool cache_failures = true;
-  /// Time source for cache expiry (default: steady clock). Share the backend's in tests.
-  std::shared_ptr<Clock> clock = nullptr;
+  std::size_t max_bytes = std::size_t{64} << 20;                // 64 MiB
+  std::chrono::milliseconds max_ttl = std::chrono::minutes{5};  ///< never past the backend's
+  bool cache_failures = true;              ///< also cache failed records: they replay until expiry
+  std::shared_ptr<Clock> clock = nullptr;  ///< for cache expiry (default: steady clock)
 };
 
 /// Keeps recently completed records of the store S in process memory, so that a hot replay costs
@@ -123,8 +118,7 @@ class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_refe
     return claimed;
   }
 
-  /// S's commit; on success the completed (or failed) record is cached under the fingerprint
-  /// its holder claimed with.
+  /// S's commit; on success the record is cached under the fingerprint its holder claimed with.
   Status commit(const Ticket& ticket, const Completion& completion) {
     const auto before = clock_->now();  // the backend's expiry is later than before + ttl
     const HashedKey key = hashed(ticket.key);
@@ -154,8 +148,7 @@ class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_refe
     return status;
   }
 
-  /// S's abort; the cache holds nothing for a held key, so there is nothing to drop but the
-  /// holder's fingerprint.
+  /// S's abort; only the holder's fingerprint is dropped (nothing is cached for a held key).
   Status abort(const Ticket& ticket) {
     Status status = inner_.abort(ticket);
     if (status.ok() || status.error() == errc::lease_lost) forget_holder(ticket);
@@ -203,8 +196,8 @@ class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_refe
     shard.generation.fetch_add(1, std::memory_order_release);
   }
 
-  /// Drops every cached record (for instance after records were deleted from the backend by
-  /// hand), as invalidate() does for one. Holders in flight keep their fingerprints.
+  /// Drops every cached record (after records were deleted from the backend by hand), as
+  /// invalidate() does for one. Holders in flight keep their fingerprints.
   void clear() {
     for (Shard& shard : shards_) {
       std::lock_guard lock(shard.mutex);

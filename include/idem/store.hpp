@@ -25,18 +25,15 @@ using Fence = std::uint64_t;
 
 /// What claim() asks for.
 struct ClaimRequest {
-  std::string_view key{};             // effective key: opaque bytes, never empty
-  Fingerprint fingerprint{};          // of the request payload
-  std::chrono::milliseconds lease{};  // how long the new holder may run before takeover
-  /// How long an unfinished record is kept at least; a store keeps it no less than
-  /// held_retention(retention, lease).
-  std::chrono::milliseconds retention{};
+  std::string_view key{};                 // effective key: opaque bytes, never empty
+  Fingerprint fingerprint{};              // of the request payload
+  std::chrono::milliseconds lease{};      // how long the new holder may run before takeover
+  std::chrono::milliseconds retention{};  ///< kept unfinished at least held_retention(this, lease)
   /// How long a store that blocks on the holder (a row lock in transactional mode) may wait for
   /// it before answering in_progress; zero: never block. Stores without blocking ignore it.
   std::chrono::milliseconds block_for{};
-  /// The guard may record a handler's failure (Options::remember_failures) and will then call
-  /// rewind() first. A store that runs the handler inside its own transaction marks, right after
-  /// the claim, the point rewind() goes back to; others ignore it.
+  /// The guard will rewind() before recording a handler's failure (remember_failures): a store
+  /// running the handler in its own transaction marks the point rewind() goes back to.
   bool rewindable = false;
 };
 
@@ -49,20 +46,18 @@ enum class ClaimStatus : std::uint8_t {
   mismatch,     // the key is held or stored with another fingerprint
 };
 
-/// The record the caller must act on, returned by the claim itself so that no second read is
-/// needed.
+/// The record the caller must act on, returned by the claim itself (no second read).
 struct Claim {
   ClaimStatus status = ClaimStatus::in_progress;
   Fence fence = 0;         // acquired: the caller's fence; otherwise the record's
   bool took_over = false;  // acquired by taking over an expired lease
   std::string result{};    // completed / failed: the stored bytes
   std::chrono::milliseconds lease_remaining{0};  // in_progress: time left on the holder's lease
-  /// acquired in transactional mode: the backend's open transaction, which commit or abort
-  /// ends. Handlers reach it through the adapters' accessors (sqlite_transaction(ctx),
-  /// pg_transaction(ctx)), which check its kind; none in lease mode and in stores without one.
+  /// acquired in transactional mode: the backend's open transaction, which commit or abort ends
+  /// (handlers reach it through sqlite_transaction(ctx), pg_transaction(ctx)); none otherwise.
   NativeTransaction transaction{};
-  /// completed / failed: time left before the record expires, rounded down; zero when the store
-  /// does not say. CachedStore caches a replayed record only when this is known.
+  /// completed / failed: time left before expiry, rounded down; zero when the store does not say
+  /// (CachedStore then does not cache the replay).
   std::chrono::milliseconds expires_in{0};
 };
 
