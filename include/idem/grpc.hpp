@@ -54,11 +54,9 @@ GrpcPrincipal principal_from_peer_identity();
 inline constexpr std::string_view kGrpcKeyMetadata = "idempotency-key";
 inline constexpr std::string_view kGrpcReplayedMetadata = "idempotent-replayed";
 inline constexpr std::string_view kGrpcRetryAfterMetadata = "retry-after-ms";
-/// The same delay under the name gRPC's client retry policy reads (gRFC A6): a channel whose
-/// service config retries ABORTED waits that long before its next attempt.
+/// The same delay under the name gRPC's client retry policy reads (gRFC A6).
 inline constexpr std::string_view kGrpcRetryPushbackMetadata = "grpc-retry-pushback-ms";
-/// The type of the detail an in_progress status carries (gRPC's rich error model): a
-/// google.rpc.RetryInfo whose retry_delay is the holder's lease left.
+/// The type of an in_progress status's detail: a google.rpc.RetryInfo (the holder's lease left).
 inline constexpr std::string_view kGrpcRetryInfoType = "type.googleapis.com/google.rpc.RetryInfo";
 
 struct GrpcOptions {
@@ -67,10 +65,9 @@ struct GrpcOptions {
   /// true: a call without a key is INVALID_ARGUMENT. false: it runs its handler unguarded.
   bool require_key = true;
   GrpcPrincipal principal{};  ///< the key's principal; none: every caller shares one key space
-  /// A call with a deadline leases its key for the time left to the deadline plus this grace
-  /// (a handler may finish after its client gave up), at most max_lease. Without a deadline the
-  /// guard's Options::lease applies. A handler that may outrun its deadline by more than the
-  /// grace renews its lease through its Context, or a retry may take the key over and run too.
+  /// A call with a deadline leases its key for the time left plus this grace, at most max_lease;
+  /// without one, Options::lease. A handler that may outrun its deadline by more renews its lease
+  /// through its Context, or a retry may take the key over.
   std::chrono::milliseconds deadline_grace{std::chrono::seconds{5}};
   std::chrono::milliseconds max_lease{std::chrono::minutes{10}};
   /// Codes a handler returns to say that nothing happened: the key is released, so a retry runs
@@ -110,8 +107,8 @@ void append_grpc_response(const google::protobuf::MessageLite& response, std::st
 /// status, marked replayed in the trailing metadata; DATA_LOSS for bytes that are neither.
 ::grpc::Status grpc_replay(::grpc::ServerContextBase& context, const std::string& bytes,
                            google::protobuf::MessageLite& response);
-/// The answer for a refusal: its status, with the holder's lease left as retry-after-ms and as a
-/// google.rpc.RetryInfo detail, and the replayed marker for a remembered failure.
+/// The answer for a refusal: its status with the holder's lease left (retry-after-ms and a
+/// RetryInfo detail), marked replayed for a remembered failure.
 ::grpc::Status grpc_refusal(::grpc::ServerContextBase& context, std::error_code error,
                             const std::string& message, std::chrono::milliseconds retry_after,
                             bool replayed);
@@ -124,8 +121,8 @@ template <class O>
   return grpc_refusal(context, outcome.error(), outcome.message(), outcome.retry_after(),
                       outcome.replayed());
 }
-/// The status of a commit that returned `outcome` for a handler's `status`: the handler's, unless
-/// another holder took the key over (lease_lost), whose answer is the key's.
+/// The status of a commit that returned `outcome` for a handler's `status`: the handler's, or
+/// the key's after a takeover (lease_lost).
 template <class O>
 ::grpc::Status grpc_committed(const O& outcome, const ::grpc::Status& status) {
   if (outcome) return status;
@@ -176,9 +173,8 @@ template <class A>
 }  // namespace detail
 
 /// A call of the callback API: the work finishes later, on any thread, with finish(status), which
-/// records the answer for repeats (the response when `status` is OK) and finishes the RPC.
-/// Move-only. Dropped without finish() or release(), it releases the key (a retry runs the work
-/// again) and finishes the RPC with INTERNAL.
+/// records the answer for repeats and finishes the RPC. Move-only. Dropped without finish() or
+/// release(), it releases the key and finishes the RPC with INTERNAL.
 template <class Response, class A>
 class GrpcPendingCall {
  public:
@@ -222,15 +218,13 @@ class GrpcPendingCall {
     reactor->Finish(attempt_ ? detail::settle_grpc_call(*attempt_, *options_, status, *response_)
                              : status);
   }
-  /// Releases the key without recording anything (a retry runs the work again) and finishes the
-  /// RPC with `status`.
+  /// Releases the key without recording anything and finishes the RPC with `status`.
   void release(const ::grpc::Status& status) {
     ::grpc::ServerUnaryReactor* reactor = take_reactor("release()");
     if (attempt_) attempt_->fail(status.error_message());
     reactor->Finish(status);
   }
-  /// The work threw `error`: settles the key as Attempt::fail() does and finishes the RPC with
-  /// what that answers (detail::grpc_handler_threw).
+  /// The work threw `error`: settles the key as Attempt::fail() does and finishes the RPC.
   void threw(const std::exception_ptr& error) {
     ::grpc::ServerUnaryReactor* reactor = take_reactor("threw()");
     std::error_code settled;
@@ -294,10 +288,10 @@ class GrpcGuard {
     return detail::settle_grpc_call(*attempt, options_, status, response);
   }
 
-  /// Callback API: returns the call's reactor. When the call holds its key (or has none and none
-  /// is required), `start` gets a PendingCall<Response> whose finish(status) answers the call, now
-  /// or later; otherwise the call is answered at once (replay, refusal) and `start` is not called.
-  /// A `start` that throws settles the key as a throwing synchronous handler does.
+  /// Callback API: returns the call's reactor. When the call holds its key (or needs none),
+  /// `start` gets a PendingCall<Response> whose finish(status) answers the call, now or later;
+  /// otherwise the call is answered at once and `start` is not called. A throwing `start` settles
+  /// the key as a throwing synchronous handler does.
   template <class Request, class Response, class Start>
   ::grpc::ServerUnaryReactor* unary(::grpc::CallbackServerContext& context, const Request& request,
                                     Response& response, Start&& start) {

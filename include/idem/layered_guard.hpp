@@ -40,8 +40,7 @@
 
 namespace idem {
 
-/// Bytes a LayeredRequest owns (from a std::string, a std::string_view or a literal), so no
-/// field can outlive what it was built from.
+/// Bytes a LayeredRequest owns, so no field can outlive what it was built from.
 class RequestText {
  public:
   RequestText() = default;
@@ -102,8 +101,7 @@ inline LayerSettings settings_from(const Options& o, std::string name) {
   return LayerSettings{std::move(name), o.scope, o.lease, *o.ttl, std::chrono::milliseconds{0}};
 }
 
-/// `settings` for a layer over `store`, named `kind` when unnamed; the scope rule of
-/// LayerSettings::scope.
+/// `settings` for a layer over `store`, named `kind` when unnamed (the scope rule above).
 template <class S>
 LayerSettings settings_over(const S& store, LayerSettings settings, std::string_view kind) {
   if (settings.name.empty()) settings.name = kind;
@@ -221,8 +219,7 @@ struct LayeredOptions {
 /// Index of "no layer": the handler ran (LayeredOutcome::layer()).
 inline constexpr std::size_t kHandlerLayer = std::numeric_limits<std::size_t>::max();
 
-/// An Outcome plus which layer answered (replayed, refused or was down), or kHandlerLayer when
-/// fn ran.
+/// An Outcome plus which layer answered (replayed, refused or was down), or kHandlerLayer.
 template <class T>
 class [[nodiscard]] LayeredOutcome : public Outcome<T> {
  public:
@@ -308,8 +305,8 @@ class LayerChain {
   Status rewind(Fence fence) requires kRewindable {
     return std::get<kRecord>(*layers_).store().rewind(ticket(fence));
   }
-  /// The record's commit failed for good: no cache may answer for a result the durable layer
-  /// does not hold, so the outer layers are released (the record is left to its lease).
+  /// The record's commit failed for good: no cache may answer for a result the record does not
+  /// hold, so the outer layers are released (the record is left to its lease).
   void abandon() {
     held_[kRecord].claimed = false;
     abort_claimed();
@@ -493,8 +490,8 @@ class LayeredGuard {
   template <class T>
   using Attempt = idem::Attempt<T, Chain>;
 
-  /// Throws std::invalid_argument when a layer's lease or ttl is not positive or the commit retry
-  /// or wait policy is out of range.
+  /// Throws std::invalid_argument when a layer's lease or ttl is not positive or a policy is out
+  /// of range.
   explicit LayeredGuard(Layers... layers) : LayeredGuard(LayeredOptions{}, std::move(layers)...) {}
   LayeredGuard(LayeredOptions options, Layers... layers)
       : layers_(std::move(layers)...),
@@ -527,9 +524,9 @@ class LayeredGuard {
     return LayeredOutcome<R>(std::move(out), at, layer_name(at), chain.skipped());
   }
 
-  /// The two-phase form: claims every layer and returns an Attempt that answers (outcome(): a
-  /// replay or refusal from the first layer that answered, named in the message) or holds every
-  /// layer until commit(value) or fail(message). The guard and its stores must outlive it.
+  /// The two-phase form: an Attempt that answers (the first layer that answered is named in the
+  /// message) or holds every layer until commit(value) or fail(message). The guard and its
+  /// stores must outlive it.
   template <class T>
   [[nodiscard]] Attempt<T> begin(const LayeredRequest& request) {
     static_assert(std::is_void_v<T> || Codable<T>,
@@ -538,8 +535,7 @@ class LayeredGuard {
                                      policy_.hash(request.payload)));
   }
 
-  /// The answer of an Attempt from begin() that did not acquire, as execute() gives it: the
-  /// Outcome plus the layer that answered and the layers skipped while down. Throws
+  /// The answer of an Attempt from begin() that did not acquire, as execute() gives it. Throws
   /// std::logic_error, as Attempt::outcome() does, while the attempt holds the layers.
   template <class T>
   [[nodiscard]] LayeredOutcome<T> answer(Attempt<T>&& attempt) const {
