@@ -31,16 +31,14 @@ class Context {
   /// The fence of this holder: pass it to downstream systems that can reject stale writers.
   Fence fence() const noexcept { return ticket_.fence; }
 
-  /// Renews the lease for `lease` from now (zero: the guard's configured lease), for handlers
-  /// that run longer than planned. One store round trip. errc::lease_lost when the key was
-  /// already taken over: the handler should stop.
+  /// Renews the lease for `lease` from now (zero: the guard's lease); one store round trip.
+  /// errc::lease_lost when the key was already taken over: the handler should stop.
   Status extend_lease(std::chrono::milliseconds lease = std::chrono::milliseconds{0}) {
     return extend_(store_, ticket_, lease.count() > 0 ? lease : default_lease_);
   }
 
-  /// In transactional mode, the backend's open transaction that the record commits with, tagged
-  /// with its backend; none otherwise. The adapters' accessors hand out the backend's object
-  /// (idem::sqlite_transaction(ctx), idem::pg_transaction(ctx)) and refuse another kind.
+  /// In transactional mode, the backend's open transaction the record commits with (reached
+  /// through idem::sqlite_transaction(ctx), idem::pg_transaction(ctx)); none otherwise.
   NativeTransaction native_transaction() const noexcept { return transaction_; }
 
   /// Runs `fn` (called with this Context& or with nothing) as the handler's next step, once per
@@ -119,9 +117,8 @@ class Context {
     }
   }
 
-  /// A key for the outside world: stable for this record's key and `step_name` (the same on
-  /// every run, retry and takeover, in any process), distinct for every other key or step. Send
-  /// it to a downstream API as its idempotency key, so that it deduplicates the step's call too.
+  /// A key for the outside world, stable for this record's key and `step_name` on every run and
+  /// process, distinct for any other: a downstream API's idempotency key for the step's call.
   std::string step_key(std::string_view step_name) const {
     return derive_step_key(ticket_.key, step_name);
   }
@@ -208,8 +205,8 @@ class Context {
     }
   }
 
-  // The index of the step `name` in this run: loads the recorded steps on the first call and
-  // checks that `name` is the one recorded there, and new in this run.
+  // The index of step `name` in this run: loads the recorded steps on the first call and checks
+  // that `name` is the one recorded there, and new in this run.
   std::size_t next_step(std::string_view name) {
     if (load_ == nullptr) {
       throw std::logic_error(
@@ -259,8 +256,7 @@ class Context {
     std::vector<std::string> names;    // the steps of this run so far
     std::size_t replayed = 0;
   };
-  // Made at the first step (when the recorded ones are loaded): a handler without steps, the
-  // common case, neither builds nor destroys any of it.
+  // Made at the first step: a handler without steps (the common case) builds none of it.
   std::unique_ptr<Steps> steps_;
 };
 

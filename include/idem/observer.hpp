@@ -15,8 +15,7 @@
 
 namespace idem {
 
-/// What happened in one guard call. Several events can happen in one call (took_over, then
-/// executed).
+/// What happened in one guard call; one call may have several (took_over, then executed).
 enum class Event : std::uint8_t {
   executed,           // the handler ran and returned
   replayed,           // a stored result (or remembered failure) answered
@@ -100,8 +99,8 @@ class Observer {
     time_mask_ = pow2 - 1;
   }
 
-  /// Whether the guard should time the call now starting (Settings::time_one_in, rounded up to
-  /// a power of two so that the choice is a mask, not a division).
+  /// Whether the guard should time the call now starting (Settings::time_one_in, rounded up to a
+  /// power of two: a mask, not a division).
   bool time_this_call() noexcept {
     if (time_mask_ == kNever) return false;
     thread_local std::uint32_t calls = 0;

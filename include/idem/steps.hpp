@@ -17,8 +17,7 @@
 
 namespace idem {
 
-/// A completed step as a store gives it back: its name and its encoded result. load_steps()
-/// returns them in the order they ran, the first at index 0.
+/// A completed step as a store gives it back (load_steps(): in the order they ran).
 struct StepRecord {
   std::string name{};
   std::string result{};
@@ -32,9 +31,8 @@ struct StepWrite {
 };
 
 /// A Store that keeps steps. Both calls are one atomic step of the backend that checks the
-/// ticket's fence: errc::lease_lost when the record is no longer held under it (nothing is
-/// written then). save_step() of an index that is already there replaces it (a step of a run
-/// under another payload).
+/// ticket's fence (errc::lease_lost, nothing written). save_step() of an existing index replaces
+/// it.
 template <class S>
 concept StepStore = Store<S> && requires(S& store, const Ticket& ticket, const StepWrite& step) {
   { store.load_steps(ticket) } -> std::same_as<Result<std::vector<StepRecord>>>;
@@ -58,17 +56,15 @@ concept AtomicStepStore = StepStore<S> &&
   { store.save_step_atomically(ticket, index, name, body) } -> std::same_as<Status>;
 };
 
-/// A record the completer may finish (idem::Completer): in progress with its lease run out, or
-/// released by a holder that failed, and neither finished nor expired; with the request it kept
-/// (Options::keep_request).
+/// A record the completer may finish: in progress past its lease, or released by a failed
+/// holder, neither finished nor expired, with the request it kept (Options::keep_request).
 struct Abandoned {
   std::string key{};      // the effective key
   std::string request{};  // the payload the record's run was claimed with
 };
 
-/// A StepStore that keeps a run's request beside its steps and finds abandoned records.
-/// keep_request() writes under the ticket's fence like save_step() (and goes with the steps);
-/// find_abandoned() returns at most `limit` records whose effective key starts with `prefix`.
+/// A StepStore that keeps a run's request beside its steps (fenced, like save_step()) and finds
+/// at most `limit` abandoned records whose effective key starts with `prefix`.
 template <class S>
 concept CompletableStore = StepStore<S> &&
     requires(S& store, const Ticket& ticket, std::string_view bytes, std::size_t limit) {

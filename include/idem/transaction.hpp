@@ -74,8 +74,8 @@ class TransactionMismatch : public std::logic_error {
 
 namespace detail {
 
-/// What an adapter's transaction handle starts with: its kind. An adapter derives one handle
-/// type per kind, with `static constexpr const TransactionKind& kKind` and the backend's object.
+/// What an adapter's transaction handle starts with: its kind (`static constexpr const
+/// TransactionKind& kKind` in each derived handle type).
 class TransactionHandle {
  public:
   const TransactionKind& kind() const noexcept { return *kind_; }
@@ -90,10 +90,9 @@ class TransactionHandle {
 
 }  // namespace detail
 
-/// The open transaction of a claim, or none: the kind and the adapter's handle to it. As cheap
-/// to copy as a pointer; valid while the claim holds the key. Stores build it (Claim::transaction);
-/// handlers reach the backend's object through an adapter's accessor
-/// (idem::sqlite_transaction(ctx), idem::pg_transaction(ctx)), which checks the kind.
+/// The open transaction of a claim, or none: the kind and the adapter's handle. As cheap to copy
+/// as a pointer; valid while the claim holds the key. Handlers reach the backend's object through
+/// an adapter's accessor, which checks the kind.
 class NativeTransaction {
  public:
   /// No transaction.
@@ -113,8 +112,7 @@ class NativeTransaction {
   /// The same transaction (or both none).
   friend bool operator==(const NativeTransaction&, const NativeTransaction&) = default;
 
-  /// The handle, when it is of Handle's kind; else throws TransactionMismatch naming `accessor`,
-  /// the kind asked for and the kind held.
+  /// The handle, when it is of Handle's kind; else throws TransactionMismatch.
   template <class Handle>
   requires std::derived_from<Handle, detail::TransactionHandle>
   const Handle& get(std::string_view accessor) const {
