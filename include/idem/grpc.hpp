@@ -60,10 +60,8 @@ inline constexpr std::string_view kGrpcRetryPushbackMetadata = "grpc-retry-pushb
 inline constexpr std::string_view kGrpcRetryInfoType = "type.googleapis.com/google.rpc.RetryInfo";
 
 struct GrpcOptions {
-  /// The metadata entry that holds the key: lowercase ASCII, not a binary ("-bin") entry.
-  std::string key_metadata{kGrpcKeyMetadata};
-  /// true: a call without a key is INVALID_ARGUMENT. false: it runs its handler unguarded.
-  bool require_key = true;
+  std::string key_metadata{kGrpcKeyMetadata};  ///< lowercase ASCII, not a binary ("-bin") entry
+  bool require_key = true;    ///< false: a call without a key runs its handler unguarded
   GrpcPrincipal principal{};  ///< the key's principal; none: every caller shares one key space
   /// A call with a deadline leases its key for the time left plus this grace, at most max_lease;
   /// without one, Options::lease. A handler that may outrun its deadline by more renews its lease

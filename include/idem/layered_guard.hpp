@@ -82,8 +82,7 @@ struct LayerSettings {
   std::string scope{};
   std::chrono::milliseconds lease{std::chrono::seconds{30}};  // holder's time before takeover
   std::chrono::milliseconds ttl{std::chrono::hours{24}};      // how long a result replays
-  /// How long a claim may block on a holder (transactional SQL stores' row lock); 0: never.
-  std::chrono::milliseconds block_for{0};
+  std::chrono::milliseconds block_for{0};  ///< longest block on a holder (SQL row lock); 0: never
 };
 
 namespace detail {
@@ -208,8 +207,7 @@ enum class LayerDownPolicy : std::uint8_t {
 };
 
 struct LayeredOptions {
-  /// What a layer that is down does to the call (default: fail closed).
-  LayerDownPolicy on_layer_down = LayerDownPolicy::fail_closed;
+  LayerDownPolicy on_layer_down = LayerDownPolicy::fail_closed;  ///< what a layer down does
   /// The policy every guard shares, applied at every layer (docs/layered.md#options). Scope,
   /// lease and ttl are each layer's (LayerSettings): leave them, keep_request and
   /// max_kept_request at their defaults (std::invalid_argument otherwise).

@@ -42,8 +42,7 @@ struct Options {
   /// Names the operation ("payments.charge"); part of every effective key. Empty: the owner's
   /// scope ("version", "state", "request-id", "token"), or none for a plain guard.
   std::string scope{};
-  /// How long a holder may run before another caller may take the key over.
-  std::chrono::milliseconds lease{std::chrono::seconds{30}};
+  std::chrono::milliseconds lease{std::chrono::seconds{30}};  ///< a holder's time before takeover
   /// How long a completed (or failed) record replays; positive (else std::invalid_argument).
   /// Unset: the owner's default (24 hours; 10 minutes for the request-ID caches).
   std::optional<std::chrono::milliseconds> ttl{};
@@ -53,23 +52,18 @@ struct Options {
   /// false (default): a handler that throws releases the key, so a retry runs it again.
   /// true: the failure is recorded and replayed as errc::handler_failed until ttl.
   bool remember_failures = false;
-  /// Longest key id and longest principal, in bytes; longer ones are errc::key_invalid.
-  std::size_t max_key_size = 256;
-  /// Largest encoded result, in bytes; larger ones are errc::result_too_large.
-  std::size_t max_result_size = std::size_t{1} << 20;
+  std::size_t max_key_size = 256;  ///< longest id and principal, in bytes (else key_invalid)
+  std::size_t max_result_size = std::size_t{1} << 20;  ///< largest result (else result_too_large)
   PayloadHash hash = &xxh3_128;  ///< payload fingerprint function (default XXH3-128)
   /// Time source for waiting (default: steady clock). Shared stores use their own clock.
   std::shared_ptr<Clock> clock = nullptr;
-  /// Counters and events (default: none; costs nothing when absent).
-  std::shared_ptr<Observer> observer = nullptr;
-  /// Retries of a failed commit before a fresh result is returned unrecorded.
-  CommitRetry commit_retry{};
+  std::shared_ptr<Observer> observer = nullptr;  ///< counters and events; none costs nothing
+  CommitRetry commit_retry{};  ///< retries of a failed commit before a result goes unrecorded
   /// true: execute() keeps each claimed run's payload with its record (one more store write per
   /// fresh run), so an idem::Completer can finish a run whose holder died. Needs a
   /// CompletableStore.
   bool keep_request = false;
-  /// Largest payload keep_request keeps, in bytes; a larger one runs as usual, not kept.
-  std::size_t max_kept_request = std::size_t{64} << 10;
+  std::size_t max_kept_request = std::size_t{64} << 10;  ///< larger payloads run, not kept
 };
 
 /// What one call may choose apart from its guard's Options (IdempotencyGuard::begin, execute).

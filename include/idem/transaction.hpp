@@ -33,8 +33,7 @@ class TransactionKind {
   std::string_view runs_inside_;
 };
 
-/// The kind of "no transaction": lease mode, the memory and Redis stores.
-inline constexpr TransactionKind no_transaction{"none", "nothing"};
+inline constexpr TransactionKind no_transaction{"none", "nothing"};  ///< lease mode, memory, Redis
 
 /// The kind's name: "none", "SQLite", "PostgreSQL", ...
 constexpr std::string_view to_string(const TransactionKind& kind) noexcept { return kind.name(); }

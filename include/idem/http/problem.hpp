@@ -117,8 +117,7 @@ struct ProblemStyle {
   /// The problem's type is this followed by the error's name ("in_progress"): a URN by default,
   /// or the base URL of the service's documentation ("https://example.com/errors/").
   std::string type_base = "urn:idem:problem:";
-  /// Set as each problem's instance (the request's path, say); empty leaves it out.
-  std::string instance{};
+  std::string instance{};  ///< each problem's instance (the request's path, say); empty: none
 };
 
 /// The problem for an error code: status from idem::http_status(), title from the code's

@@ -28,8 +28,7 @@ struct MemoryRequestIdCacheOptions {
   /// in progress (docs/stores.md); only a live entry's eviction counts in evictions().
   std::size_t capacity = 100'000;
   std::size_t shards = 16;  ///< independent shards, each with its own lock (default 16)
-  /// Time source for leases and expiry (default: steady clock).
-  std::shared_ptr<Clock> clock = nullptr;
+  std::shared_ptr<Clock> clock = nullptr;  ///< for leases and expiry (default: steady clock)
 };
 
 /// Per (principal, request id), the first request runs fn and its response replays to repeats

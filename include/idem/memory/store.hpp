@@ -32,13 +32,11 @@ class MemoryAdmin;  // idem/memory/admin.hpp: reads and releases records
 }  // namespace admin
 
 struct MemoryStoreOptions {
-  /// Independent shards, each with its own lock; rounded up to a power of two.
-  std::size_t shards = 64;
+  std::size_t shards = 64;  ///< independent shards, each with its own lock; a power of two
   /// Most records kept in all (split evenly over the shards); 0 means unbounded. When a shard is
   /// full, a claim of a new key evicts its oldest record that is not in progress.
   std::size_t capacity = 1'000'000;
-  /// Time source for leases and expiry (default: steady clock).
-  std::shared_ptr<Clock> clock = nullptr;
+  std::shared_ptr<Clock> clock = nullptr;  ///< for leases and expiry (default: steady clock)
 };
 
 /// Records in a sharded hash table: one lock per shard, no global lock; every claim, commit,

@@ -25,8 +25,7 @@ struct MemoryTokenStoreOptions {
   /// The guard behind execute(): scope (the token namespace; unset: "token"), lease, ttl (how
   /// long a consumed token replays), in-progress policy, observer; unset fields keep these.
   Options guard{};
-  /// Time source for token expiry and leases (default: steady clock).
-  std::shared_ptr<Clock> clock = nullptr;
+  std::shared_ptr<Clock> clock = nullptr;  ///< for expiry and leases (default: steady clock)
 };
 
 /// One-time tokens in process memory; same behaviour as RedisTokenStore (the table of answers:

@@ -17,7 +17,6 @@ struct PostgresAdminOptions {
 /// Connects on first use. Throws std::invalid_argument for a bad table prefix.
 std::unique_ptr<Admin> postgres_admin(PostgresAdminOptions options);
 
-/// Opens postgresql://... and postgres://... (libpq's URIs).
-extern const UriOpener postgres_uri_opener;
+extern const UriOpener postgres_uri_opener;  ///< opens postgresql://... and postgres://...
 
 }  // namespace idem::admin

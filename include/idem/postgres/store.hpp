@@ -29,8 +29,7 @@ struct PostgresReplicaOptions {
   /// sets connect_timeout. Must be positive (std::invalid_argument).
   std::chrono::milliseconds connect_timeout{2000};
   std::chrono::milliseconds statement_timeout{1000};  ///< statement_timeout on replica connections
-  /// After a failed replica read, claims skip the replica for this long (zero: never skip).
-  std::chrono::milliseconds retry_after{1000};
+  std::chrono::milliseconds retry_after{1000};  ///< skip the replica after a failed read; 0: never
 };
 
 /// What the replica read path did, since the store was made. Every claim of a store with a

@@ -12,9 +12,8 @@ namespace idem::admin {
 struct SqliteAdminOptions {
   /// The database file. Every operation but migrate_schema() needs it to exist.
   std::string path{};
-  std::string table_prefix = "idem_";  ///< the stores' table prefix
-  /// How long a write waits for the file's other writers.
-  std::chrono::milliseconds busy_timeout{5000};
+  std::string table_prefix = "idem_";            ///< the stores' table prefix
+  std::chrono::milliseconds busy_timeout{5000};  ///< a write's wait for the file's other writers
 };
 
 /// Throws std::invalid_argument for an empty path or a bad table prefix.
