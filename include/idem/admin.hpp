@@ -127,9 +127,8 @@ struct UriOptions {
   std::string key_prefix = "idem:";    // the Redis stores' key prefix
 };
 
-/// How a backend opens its admin from a URI, for a tool that takes any store's URI (the `idem`
-/// command): each compiled backend defines one (`idem::admin::<backend>_uri_opener`, in its
-/// admin.hpp), and the tool asks each built backend in turn.
+/// How a backend opens its admin from a URI, for a tool taking any store's URI (the `idem`
+/// command): each compiled backend defines one, `idem::admin::<backend>_uri_opener`.
 struct UriOpener {
   std::string_view forms;  ///< the URIs it takes, for messages: "sqlite:PATH"
   /// The admin of the store `uri` names (holding what it needs alive), or nullptr when `uri` is
@@ -146,11 +145,7 @@ namespace detail {
 /// layout); false when the bytes are not a key of that scope.
 bool split_key(std::string_view effective, std::string_view scope, std::string& principal,
                std::string& id);
-
-/// The bytes every effective key of `scope` starts with.
 std::string scope_prefix(std::string_view scope);
-
-/// The effective key of (scope, key).
 std::string effective_key(std::string_view scope, const Key& key);
 
 /// The failure text a failed record's bytes replay ("handler failed: card declined").

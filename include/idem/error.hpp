@@ -143,9 +143,8 @@ constexpr const ErrcFacts* facts_of(errc e) noexcept {
   return i < detail::errc_table.size() ? &detail::errc_table[i] : nullptr;
 }
 
-/// The enumerator's name ("payload_mismatch"), for logs and metrics labels. It reads the table by
-/// index, not through facts_of(): under -fsanitize=undefined GCC cannot test an element's address
-/// against null in a constant expression.
+/// The enumerator's name ("payload_mismatch"). It reads the table by index, not through
+/// facts_of(): under -fsanitize=undefined GCC cannot null-test an element's address in constexpr.
 constexpr std::string_view to_string(errc e) noexcept {
   const std::size_t i = detail::errc_index(e);
   return i < detail::errc_table.size() ? detail::errc_table[i].name : "unknown";

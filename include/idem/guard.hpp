@@ -36,10 +36,8 @@
 namespace idem {
 
 namespace detail {
-/// execute() on a target: claim (or wait) and answer, or run the handler on the held key and
-/// commit its result. The engine's steps, as an Attempt takes them, on the caller's stack. A
-/// handler that throws settles the key (released, or remembered under remember_failures) and
-/// the exception propagates.
+/// execute() on a target, as an Attempt takes the engine's steps, on the caller's stack. A
+/// throwing handler settles the key and the exception propagates.
 template <class R, class Target, class Fn>
 Outcome<R> execute_on(const Policy& policy, Target& target, Fn& fn) {
   Result<Claim> claimed = claim_or_wait(policy, target);

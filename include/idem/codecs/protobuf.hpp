@@ -17,9 +17,8 @@
 
 namespace idem::protobuf {
 
-/// Appends the deterministic serialisation of `message` to `out`. Throws idem::Error
-/// (errc::result_too_large past protobuf's 2 GiB limit, errc::record_corrupt for a message
-/// missing a proto2 required field).
+/// Appends the deterministic serialisation of `message` to `out`. Throws idem::Error:
+/// result_too_large past protobuf's 2 GiB, record_corrupt missing a proto2 required field.
 inline void append_deterministic(const google::protobuf::MessageLite& message, std::string& out) {
   const std::size_t size = message.ByteSizeLong();
   if (size > static_cast<std::size_t>(INT_MAX)) {

@@ -24,9 +24,8 @@ inline HashedKey hashed(std::string_view key) noexcept {
   return HashedKey{key, static_cast<std::size_t>(hash_bytes(key))};
 }
 
-/// A sharded table's shards, a power of two of them (`wanted` rounded up, at least one); a key's
-/// shard is chosen by the high bits of its hash, since the table inside a shard uses the hash
-/// modulo its bucket count.
+/// A sharded table's shards, a power of two of them (at least one); a key's shard is chosen by
+/// the high bits of its hash, since the table inside a shard uses it modulo its bucket count.
 template <class Shard>
 class Shards {
  public:

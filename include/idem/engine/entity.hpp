@@ -102,9 +102,8 @@ struct CasAnswer {
   }
 };
 
-/// The key an entity operation is recorded under: varint(|scope|) scope varint(0)
-/// varint(|entity|) entity varint(|op|) op, the effective key of (scope, no principal,
-/// entity + op). Injective: no two triples give the same bytes.
+/// The key an entity operation is recorded under: the effective key of (scope, no principal,
+/// entity + op), with a length before entity and op, so no two triples give the same bytes.
 inline std::string entity_op_key(std::string_view scope, std::string_view entity,
                                  std::string_view op) {
   std::string out(40 + scope.size() + entity.size() + op.size(), '\0');
