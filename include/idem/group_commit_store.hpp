@@ -165,14 +165,12 @@ class GroupCommitStore : public detail::HeldKeyCalls<GroupCommitStore<S, Sync>, 
     double group_size = 1;       // and of the calls it carries
   };
 
-  // Semaphores to release once the lane's mutex is let go (a woken caller then does not
-  // block on it at once).
+  // Released after the lane's mutex is let go, so a woken caller does not block on it at once.
   using Wakes = std::vector<Semaphore*>;
 
-  // Wakes a waiting caller, once (marked under the lane's mutex, released after it). A caller
-  // that is not waiting (a writer busy with another group) sees its answer under the mutex
-  // before it returns; a release for it could come after it returned, into a Call gone with
-  // its stack frame.
+  // Wakes a waiting caller, once (marked under the lane's mutex, released after it). A caller not
+  // waiting sees its answer under the mutex before it returns: a release for it could come after
+  // it returned, into a Call gone with its stack frame.
   static void wake(Call& c, Wakes& wakes) {
     if (!c.waiting || c.woken) return;
     c.woken = true;
@@ -184,8 +182,7 @@ class GroupCommitStore : public detail::HeldKeyCalls<GroupCommitStore<S, Sync>, 
     wakes.clear();
   }
 
-  // Waits, without the lock, until the call is answered or handed a writer's place; first
-  // wakes the callers marked in `wakes`.
+  // Waits unlocked until the call is answered or handed a writer's place; wakes `wakes` first.
   static void wait(Lock& lock, Call& call, Wakes& wakes) {
     call.waiting = true;
     lock.unlock();

@@ -105,8 +105,7 @@ class MemoryStore {
         &completion);
   }
 
-  /// Keeps the run's request with the ticket's record (idem::CompletableStore); lease_lost when
-  /// the ticket no longer holds it.
+  /// Keeps the run's request with the ticket's record (CompletableStore); lease_lost if not held.
   Status keep_request(const Ticket& ticket, std::string_view request) {
     auto fresh = std::make_unique<RunState>();  // made before the lock, freed after if unused
     std::optional<std::string> kept(request);
@@ -135,8 +134,7 @@ class MemoryStore {
     return found;
   }
 
-  /// The steps recorded for the ticket's record, in order; errc::lease_lost when the ticket no
-  /// longer holds it.
+  /// The steps recorded for the ticket's record, in order; lease_lost when it no longer holds it.
   Result<std::vector<StepRecord>> load_steps(const Ticket& ticket) {
     std::vector<StepRecord> steps;
     Status held = with_holder(ticket, [&](Entry& e) {
@@ -146,8 +144,7 @@ class MemoryStore {
     return steps;
   }
 
-  /// Records a step of the ticket's run; errc::lease_lost when the ticket no longer holds the
-  /// record. The copies are made before the lock.
+  /// Records a step of the ticket's run (copies made before the lock); lease_lost if not held.
   Status save_step(const Ticket& ticket, const StepWrite& step) {
     StepRecord saved{std::string(step.name), std::string(step.result)};
     StepRecord replaced;  // freed after the lock
@@ -236,8 +233,7 @@ class MemoryStore {
   friend class admin::MemoryAdmin;
   using RecordState = detail::RecordState;
 
-  // What a run in progress keeps beside its record (idem::CompletableStore); most records never
-  // have one, so an entry holds only a pointer.
+  // What a run keeps beside its record (CompletableStore); rare, so an entry holds a pointer.
   struct RunState {
     std::vector<StepRecord> steps;
     std::optional<std::string> request;  // the run's payload, if kept (Options::keep_request)
