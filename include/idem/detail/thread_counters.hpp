@@ -66,9 +66,8 @@ class ThreadCounters {
     bool many_writers = false;      // the overflow block: shared, so added to with a locked add
   };
 
-  // The blocks, owned by the counters and kept alive for exiting threads that hand theirs back.
-  // The overflow block counts for the threads that could not get a block of their own (memory
-  // ran out): counts stay exact, at the cost of a locked add for those threads.
+  // The blocks, kept alive for exiting threads that hand theirs back. The overflow block counts
+  // (with a locked add) for threads that could not get one of their own (memory ran out).
   struct Shared {
     Block overflow;
     std::atomic<Block*> head{&overflow};

@@ -117,8 +117,7 @@ inline std::string entity_op_key(std::string_view scope, std::string_view entity
   return out;
 }
 
-/// Reads a varint written by put_varint at `at`, advancing it; nullopt when the bytes are not
-/// one.
+/// Reads a varint written by put_varint at `at`, advancing it; nullopt when there is none.
 inline std::optional<std::size_t> get_varint(std::string_view in, std::size_t& at) noexcept {
   std::size_t value = 0;
   for (unsigned shift = 0; at < in.size() && shift < 64; shift += 7) {
@@ -129,8 +128,7 @@ inline std::optional<std::size_t> get_varint(std::string_view in, std::size_t& a
   return std::nullopt;
 }
 
-/// A backend whose entities the store creates itself (memory: put()), rather than the user's own
-/// table.
+/// A backend whose entities the store creates itself (memory: put()), not the user's table.
 template <class Impl>
 concept PutsEntities = requires(Impl& impl, std::string_view entity, std::string value) {
   impl.put(entity, std::move(value));

@@ -220,8 +220,7 @@ ParsedKey parse_idempotency_key_fields(const Values& values, const KeyRules& rul
   return parse_idempotency_key(only, rules);
 }
 
-/// `key` as an sf-string: quoted, with " and backslash escaped. Parses back to `key` when the
-/// key is printable ASCII.
+/// `key` as an sf-string: quoted, with " and backslash escaped (parses back for printable ASCII).
 inline std::string quote_key(std::string_view key) {
   std::string out = "\"";
   for (const char c : key) {

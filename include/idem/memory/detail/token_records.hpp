@@ -49,8 +49,7 @@ class MemoryTokenRecords {
       tokens_.erase(it);
       return unknown();
     }
-    // Expiry was decided above (an expired token is unknown, never claimable), so the view
-    // carries none; a replay then says nothing of the time left.
+    // Expiry was decided above (an expired token is unknown), so the view carries none.
     RecordView<> view = record_at(e, now);
     view.expires_in.reset();
     Claim answer = classify(view, request.fingerprint);
@@ -116,8 +115,7 @@ class MemoryTokenRecords {
 
  private:
   struct Entry {
-    // A token issued and not used yet (or returned by an abort) is a released record: the next
-    // claim takes it.
+    // An issued or aborted token is a released record: the next claim takes it.
     RecordState state = RecordState::released;
     Fingerprint fingerprint{};
     Fence fence = 0;
@@ -134,8 +132,7 @@ class MemoryTokenRecords {
     return make_failure(errc::token_invalid, "token was used by a request with another payload");
   }
 
-  // Runs `change` on the token only if the ticket still holds it. `repeat`: a commit's
-  // completion, which succeeds without a change when it already stands under the ticket's fence.
+  // Runs `change` on the token only if the ticket still holds it (as MemoryStore::with_holder).
   template <class Change>
   Status with_holder(const Ticket& ticket, Change&& change, const Completion* repeat = nullptr) {
     std::lock_guard lock(mutex_);
