@@ -45,7 +45,7 @@ class ThreadedAsyncStore {
  public:
   static constexpr std::string_view kStoreName = detail::store_name_of<S>();  // observers' label
 
-  /// Throws what S's constructor throws, and std::invalid_argument for a non-positive queue_timeout.
+  /// Throws what S's constructor throws; std::invalid_argument for a queue_timeout not positive.
   template <class... Args>
   explicit ThreadedAsyncStore(ThreadedStoreOptions options, Args&&... args)
       : store_(std::forward<Args>(args)...), queue_timeout_(options.queue_timeout) {
