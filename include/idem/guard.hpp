@@ -87,8 +87,7 @@ class StoreTarget {
         fingerprint_(fingerprint),
         block_for_(block_for),
         lease_(call.lease.count() > 0 ? call.lease : options.lease) {
-    // Observers name the key after the caller's Key may be gone (two-phase use): keep a copy,
-    // only when someone listens.
+    // Observers may name the key after the caller's Key is gone: keep a copy, only for them.
     if (options.observer) id_.assign(key.id);
   }
 
@@ -116,8 +115,7 @@ class StoreTarget {
   Status rewind(Fence fence) requires kRewindable { return store_->rewind(ticket(fence)); }
   void abandon() noexcept {}
 
-  /// execute() under Options::keep_request: the payload to keep with the run (not past
-  /// max_kept_request). It must outlive the target.
+  /// execute() under Options::keep_request: the payload to keep (within max_kept_request).
   void keep(std::string_view payload) noexcept {
     if (payload.size() <= options_->max_kept_request) {
       request_ = payload;
@@ -159,8 +157,7 @@ template <class Fn>
 using handler_result_t = detail::handler_return_t<Fn, Context>;
 
 /// Makes a handler idempotent: for each key the handler runs once, and repeats get the stored
-/// result (docs/design.md §5). execute(key, payload, fn) wraps a handler; begin<T>(key, payload)
-/// returns an idem::Attempt. Thread-safe when the store is; holds a reference to the store.
+/// result (docs/design.md §5). Thread-safe when the store is; holds a reference to the store.
 /// Cost: a fresh key is one claim and one commit; a replay or a refusal one claim (one per poll
 /// under Wait).
 template <class S>
@@ -176,8 +173,8 @@ class IdempotencyGuard {
   template <class T>
   using Attempt = idem::Attempt<T, detail::StoreTarget<S>>;
 
-  /// Throws std::invalid_argument when an option is out of range (lease or ttl not positive). Unset
-  /// options take their defaults (see idem::Options).
+  /// Throws std::invalid_argument when an option is out of range; unset options take their
+  /// defaults.
   explicit IdempotencyGuard(S& store, Options options = {})
       : store_(store),
         options_(with_defaults(std::move(options), OptionDefaults{})),
@@ -193,8 +190,7 @@ class IdempotencyGuard {
   IdempotencyGuard(const IdempotencyGuard&) = delete;
   IdempotencyGuard& operator=(const IdempotencyGuard&) = delete;
 
-  /// Runs `fn` once for `key`; repeats replay its result. Same as execute(key, "", fn): without
-  /// a payload every repeat of the key matches.
+  /// Runs `fn` once for `key`; repeats replay its result (execute(key, "", fn)).
   template <class Fn>
   [[nodiscard]] Outcome<handler_result_t<Fn>> execute(const Key& key, Fn&& fn) {
     return execute(key, std::string_view{}, std::forward<Fn>(fn));
@@ -228,17 +224,16 @@ class IdempotencyGuard {
     return detail::execute_on<R>(policy_, target, fn);
   }
 
-  /// The two-phase form: claims `key` and returns an Attempt that either answers (a replay, a
-  /// refusal; outcome()) or holds the key until its commit(value) or fail(message). T is the
-  /// result type; it must have an idem::codec<T> (or be void). The guard and the store must
-  /// outlive the Attempt.
+  /// The two-phase form: claims `key` and returns an Attempt that answers (outcome()) or holds
+  /// the key until commit(value) or fail(message). T needs an idem::codec<T> (or is void). The
+  /// guard and the store must outlive the Attempt.
   template <class T>
   [[nodiscard]] Attempt<T> begin(const Key& key, std::string_view payload = {}) {
     return begin<T>(key, payload, CallOptions{});
   }
 
-  /// begin() with this call's own choices (CallOptions: a lease for a call with a deadline, so
-  /// that its claim asks for it at once). Throws std::invalid_argument for a negative lease.
+  /// begin() with this call's own choices (CallOptions: a deadline's lease, claimed at once).
+  /// Throws std::invalid_argument for a negative lease.
   template <class T>
   [[nodiscard]] Attempt<T> begin(const Key& key, std::string_view payload,
                                  const CallOptions& call) {

@@ -21,16 +21,14 @@ class [[nodiscard]] Outcome {
   using Stored = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
 
  public:
-  /// A value the handler produced in this call and recorded. The value is taken by reference
-  /// and moved once, into the outcome: this is every fresh call's path.
+  /// A value the handler produced in this call and recorded (moved once: every fresh call's path).
   static Outcome fresh(Stored&& value) {
     Outcome o{std::in_place_index<0>, std::move(value)};
     o.recorded_ = true;
     return o;
   }
   static Outcome fresh(const Stored& value) { return fresh(Stored(value)); }
-  /// A value the handler produced in this call that the store did not record (or may not have):
-  /// `commit_failure` says why.
+  /// A value the handler produced in this call that the store did not (or may not) record.
   // commit_failure is moved into the outcome: clang-tidy 14 misses a move into a member of the
   // class template being defined.
   // NOLINTNEXTLINE(performance-unnecessary-value-param)
@@ -69,8 +67,7 @@ class [[nodiscard]] Outcome {
   decltype(auto) value() const& { return checked_value(*this); }
   decltype(auto) value() && { return checked_value(std::move(*this)); }
 
-  /// The error; empty when the outcome is a value, except lease_lost for a fresh value another
-  /// holder's result superseded (see operator bool).
+  /// The error; empty for a value, except lease_lost for a superseded fresh value.
   std::error_code error() const noexcept {
     if (has_value()) return superseded() ? commit_failure_->code : std::error_code{};
     return std::get<1>(state_).code;
@@ -81,8 +78,8 @@ class [[nodiscard]] Outcome {
     return std::get<1>(state_).describe();
   }
 
-  /// What the refusal knows beyond its code (HolderLease, CurrentVersion, CurrentState); empty
-  /// (std::monostate) for values and other failures.
+  /// What the refusal knows beyond its code (HolderLease, CurrentVersion, CurrentState); else
+  /// empty.
   const Refusal& refusal() const noexcept {
     static const Refusal none{};
     return has_value() ? none : std::get<1>(state_).refusal;
@@ -103,7 +100,7 @@ class [[nodiscard]] Outcome {
   /// The handler ran in this call (whether or not the result was recorded).
   bool executed() const noexcept { return has_value() && !replayed_; }
   /// Why a fresh value was not recorded (lease_lost, store_unavailable, result_too_large), or may
-  /// not have been (outcome_unknown: the commit may have landed; a repeat replays or runs).
+  /// not have been (outcome_unknown).
   std::error_code commit_error() const noexcept {
     return commit_failure_ ? commit_failure_->code : std::error_code{};
   }

@@ -26,8 +26,7 @@ struct HolderLease {
 struct CurrentVersion {
   std::uint64_t version = 0;
 };
-/// errc::invalid_transition: the state the entity is in, and the events its table allows from
-/// there.
+/// errc::invalid_transition: the entity's state, and the events its table allows from there.
 struct CurrentState {
   std::string state;
   std::vector<std::string> allowed_events;
