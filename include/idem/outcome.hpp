@@ -78,8 +78,7 @@ class [[nodiscard]] Outcome {
     return std::get<1>(state_).describe();
   }
 
-  /// What the refusal knows beyond its code (HolderLease, CurrentVersion, CurrentState); else
-  /// empty.
+  /// What a refusal knows beyond its code (HolderLease, CurrentVersion, CurrentState), or empty.
   const Refusal& refusal() const noexcept {
     static const Refusal none{};
     return has_value() ? none : std::get<1>(state_).refusal;
