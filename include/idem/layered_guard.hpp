@@ -86,16 +86,6 @@ struct LayerSettings {
 };
 
 namespace detail {
-template <class S>
-inline constexpr bool kLayerStore = Store<S>;
-
-template <class S>
-constexpr void check_layer_store() {
-  static_assert(kLayerStore<S>,
-                "idem layer: the store is not an idem::Store (claim/commit/abort/extend, see "
-                "idem/store.hpp)");
-}
-
 inline LayerSettings settings_from(const Options& o, std::string name) {
   return LayerSettings{std::move(name), o.scope, o.lease, *o.ttl, std::chrono::milliseconds{0}};
 }
@@ -127,7 +117,9 @@ class LayerBase {
 
  protected:
   LayerBase(S& store, LayerSettings settings) : store_(&store), settings_(std::move(settings)) {
-    check_layer_store<S>();
+    static_assert(Store<S>,
+                  "idem layer: the store is not an idem::Store (claim/commit/abort/extend, see "
+                  "idem/store.hpp)");
   }
 
  private:
