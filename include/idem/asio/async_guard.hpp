@@ -1,7 +1,6 @@
 #pragma once
-// AsyncGuard: IdempotencyGuard for coroutines on Boost.Asio. `co_await guard.async_execute(key,
-// payload, fn)` claims, runs fn, commits, and answers the same idem::Outcome<T>, suspending
-// instead of blocking on every store call and every pause (docs/async.md).
+// AsyncGuard: IdempotencyGuard for coroutines on Boost.Asio, suspending instead of blocking on
+// every store call and pause (docs/async.md).
 
 #include <boost/asio/awaitable.hpp>
 #include <stdexcept>
@@ -55,9 +54,8 @@ class AsyncGuard {
   AsyncGuard& operator=(const AsyncGuard&) = delete;
 
   /// Runs `fn` once for `key`; repeats with the same payload replay its result, another payload
-  /// is errc::payload_mismatch. `fn` returns T or an awaitable of T and may take an
-  /// idem::AsyncContext&. The key and the payload are read before this returns: the awaitable
-  /// keeps no reference to them. `fn` is moved into the call.
+  /// is errc::payload_mismatch. `fn` (moved into the call) returns T or an awaitable of T and may
+  /// take an idem::AsyncContext&. The awaitable keeps no reference to key or payload.
   template <class Fn>
   [[nodiscard]] boost::asio::awaitable<Outcome<async_handler_result_t<Fn>>> async_execute(
       const Key& key, std::string_view payload, Fn fn) {

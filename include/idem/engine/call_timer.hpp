@@ -26,8 +26,7 @@ struct CallTimer {
   }
 };
 
-/// The name observers label a store with: "memory", "sqlite", "postgres", "redis", "cached", ...
-/// A store may name itself with a `static constexpr std::string_view kStoreName`.
+/// The name observers label a store with: its `static constexpr std::string_view kStoreName`.
 template <class S>
 constexpr std::string_view store_name_of() noexcept {
   if constexpr (requires { S::kStoreName; }) {

@@ -1,6 +1,5 @@
 #pragma once
-// The guard's check of a key before any store call (docs/design.md §5, step 1), shared by the
-// blocking and the asynchronous guard.
+// The guard's check of a key before any store call (docs/design.md §5, step 1).
 
 #include <string>
 #include <string_view>
@@ -13,8 +12,7 @@
 
 namespace idem::detail {
 
-/// key_invalid when the id is empty, or the id or the principal is over max_key_size; else no
-/// failure.
+/// key_invalid when the id is empty, or the id or the principal is over max_key_size.
 inline Failure check_key(const Options& options, const Key& key) {
   if (key.id.empty()) return make_failure(errc::key_invalid, "idempotency key is empty");
   if (key.id.size() > options.max_key_size) {
@@ -30,8 +28,7 @@ inline Failure check_key(const Options& options, const Key& key) {
   return {};
 }
 
-/// check_key, and a refusal reported to the options' observer (Event::rejected), labelled with
-/// the guard's store.
+/// check_key, and a refusal reported to the observer (Event::rejected) with the guard's store.
 inline Failure validate_key(const Options& options, const Key& key, std::string_view store_name) {
   Failure bad = check_key(options, key);
   if (bad.code && options.observer) {

@@ -1,6 +1,5 @@
 #pragma once
-// One-time tokens: 128 bits from the OS CSPRNG, written as 22 characters of base64url. Shared by
-// MemoryTokenStore and RedisTokenStore.
+// One-time tokens: 128 bits from the OS CSPRNG as 22 base64url characters (the token stores).
 
 #include <array>
 #include <cerrno>

@@ -17,8 +17,7 @@ namespace idem::http {
 
 inline constexpr std::string_view kProblemContentType = "application/problem+json";
 
-/// An RFC 9457 problem document. `type` is a URI reference naming the kind of problem; a
-/// service points it at its own documentation of that problem.
+/// An RFC 9457 problem document; `type` is a URI reference naming the kind of problem.
 struct Problem {
   std::string type = "about:blank";
   std::string title{};
@@ -60,9 +59,8 @@ inline std::size_t utf8_sequence(std::string_view s) noexcept {
 
 }  // namespace detail
 
-/// `s` as a JSON string, quotes included: always valid JSON. Well-formed UTF-8 passes through;
-/// each byte that is not part of a well-formed sequence becomes U+FFFD, the replacement
-/// character (RFC 8259 requires UTF-8 text).
+/// `s` as a JSON string, quotes included: always valid JSON. Each byte that is not part of a
+/// well-formed UTF-8 sequence becomes U+FFFD (RFC 8259 requires UTF-8 text).
 inline std::string json_string(std::string_view s) {
   constexpr std::string_view kHex = "0123456789abcdef";
   std::string out = "\"";
@@ -155,9 +153,8 @@ int status_of(const Outcome<T>& out, int success = 200) noexcept {
   return e ? http_status(e) : success;
 }
 
-/// Retry-After (seconds) for `out`: none when there is nothing to retry or a retry cannot
-/// succeed; for a key in flight, the holder's remaining lease rounded up (the earliest takeover;
-/// a commit before then replays at the retry); otherwise 1.
+/// Retry-After (seconds) for `out`: none when a retry cannot succeed; for a key in flight, the
+/// holder's lease left rounded up (the earliest takeover); otherwise 1.
 template <class T>
 std::optional<std::int64_t> retry_after_of(const Outcome<T>& out) noexcept {
   const std::error_code e = answer_error(out);

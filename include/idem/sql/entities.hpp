@@ -15,8 +15,8 @@
 namespace idem::detail {
 
 /// Runs the claim as a conditional UPDATE of the user's table plus an op-log insert, in a
-/// transaction that stays open for the handler; commit writes the result into the op log and
-/// commits, abort rolls back. Thread-safe; movable.
+/// transaction open for the handler; commit records the result and commits, abort rolls back.
+/// Thread-safe; movable.
 class SqlEntities {
  public:
   struct Impl;

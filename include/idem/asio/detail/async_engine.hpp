@@ -44,8 +44,7 @@ class AsyncContext {
  public:
   /// The fence of this holder: pass it to downstream systems that can reject stale writers.
   Fence fence() const noexcept { return ticket_.fence; }
-  /// Renews the lease for `lease` from now (zero: the guard's lease). errc::lease_lost when the
-  /// key was taken over: the handler should stop.
+  /// Renews the lease for `lease` from now (zero: the guard's lease); lease_lost: stop.
   boost::asio::awaitable<Status> extend_lease(
       std::chrono::milliseconds lease = std::chrono::milliseconds{0}) {
     return extend_(store_, ticket_, lease.count() > 0 ? lease : default_lease_);
@@ -84,7 +83,7 @@ struct AwaitedValue<boost::asio::awaitable<T, Executor>> {
   static constexpr bool awaitable = true;
 };
 
-/// What the engine claims for an AsyncGuard: one key of one asynchronous store. Owns the
+/// What the engine claims for an AsyncGuard: one key of one asynchronous store. It owns the
 /// effective key, so a call may outlive its caller's Key.
 template <class S>
 class AsyncTarget {
@@ -127,8 +126,7 @@ class AsyncTarget {
   const Options* options_;
   std::string key_;  // the effective key
   Fingerprint fingerprint_;
-  // What observers need, made only when there is one: without, the target (which the engine's
-  // coroutine frame holds) stays small.
+  // Made only for observers, so that the target (in the engine's coroutine frame) stays small.
   struct Observed {
     std::string id;
     CallTimer timer;  // for observers that time or trace calls
@@ -199,9 +197,8 @@ boost::asio::awaitable<Result<Claim>> async_wait_for_holder(const Policy& policy
   }
 }
 
-/// After the first claim of claim_or_wait: true when it ends the claim step (a failure, a
-/// refusal, or an answer: acquired, completed, failed); false when a live holder has the key and
-/// the caller goes on in async_wait_for_holder.
+/// After the first claim of claim_or_wait: true when it ends the claim step; false when a live
+/// holder has the key and the caller goes on in async_wait_for_holder.
 template <class S>
 bool first_claim_ends(const Policy& policy, AsyncTarget<S>& target, Result<Claim>& claimed) {
   if (claim_refused(policy, target, claimed)) return true;
@@ -355,8 +352,7 @@ boost::asio::awaitable<void> async_execute_steps(const Policy& policy, AsyncTarg
     co_await boost::asio::this_coro::throw_if_cancelled(caller_throws);
     using Return = handler_return_t<Fn, AsyncContext>;
     auto call = [&]() -> decltype(auto) { return call_handler(fn, context); };
-    // The handler's value (std::monostate for void), awaiting what it returns if that is an
-    // awaitable.
+    // The handler's value (std::monostate for void), awaiting what it returns if awaitable.
     try {
       if constexpr (AwaitedValue<Return>::awaitable && std::is_void_v<R>) {
         co_await call();
@@ -375,8 +371,7 @@ boost::asio::awaitable<void> async_execute_steps(const Policy& policy, AsyncTarg
     co_await boost::asio::this_coro::throw_if_cancelled(false);
   }
   if (thrown) {
-    // Thrown or cancelled (operation_aborted from the handler's own awaits): release the key,
-    // or remember the failure.
+    // Thrown or cancelled (operation_aborted included): release the key, or remember the failure.
     const bool remember = policy.remember_failures;
     std::string message;
     if (remember) message = exception_message(thrown);

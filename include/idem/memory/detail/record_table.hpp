@@ -13,10 +13,9 @@
 
 namespace idem::detail {
 
-/// Maps key bytes to records of type V, looked up by a HashedKey (hashed once by the caller).
-/// Records never move while they are in the table, so pointers to them stay valid until erase().
-/// Not thread-safe: the caller locks. Linear probing, at most 3/4 full, backward-shift erase (no
-/// tombstones), so a lookup's walk stays short however many keys came and went.
+/// Maps key bytes to records of type V, looked up by a HashedKey. Records never move while in the
+/// table (pointers stay valid until erase()). Not thread-safe. Linear probing, at most 3/4 full,
+/// backward-shift erase (no tombstones), so lookups stay short however many keys came and went.
 template <class V>
 class RecordTable {
   // The record, then its key bytes in the same allocation.
