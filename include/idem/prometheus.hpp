@@ -41,13 +41,11 @@ class PrometheusMetrics {
   /// An Observer feeding these metrics (set it as Options::observer); `also`, when set, hears
   /// every event too (a logger: idem::spdlog_callback). The metrics must outlive it.
   std::shared_ptr<Observer> observer(Observer::Callback also = {});
-  /// Exports a store's own figures (its stats(), idem::StoreStats) as the idem_store_* metrics,
-  /// labelled {name, store}: `read` is called at every collection (text(), or an Exposer that
-  /// registered collectable()), never in between, so the figures cost nothing between scrapes. It
+  /// Exports a store's own figures (its stats()) as the idem_store_* metrics, labelled {name,
+  /// store}: `read` is called at each collection (text(), or an Exposer's), never in between. It
   /// must stay callable as long as the metrics are collected.
   void watch_store(std::string name, std::function<StoreStats()> read);
-  /// The same for a store (MemoryStore, SqliteStore, PostgresStore, RedisStore...), which must
-  /// outlive the metrics.
+  /// The same for a store (MemoryStore, SqliteStore, ...), which must outlive the metrics.
   template <HasStoreStats S>
   void watch_store(std::string name, const S& store) {
     watch_store(std::move(name), std::function<StoreStats()>([&store] { return store.stats(); }));
@@ -56,8 +54,7 @@ class PrometheusMetrics {
   /// figures. With prometheus-cpp's Exposer, register this beside the registry; text() has both.
   std::shared_ptr<prometheus::Collectable> collectable() const;
 
-  /// These metrics (the registry's and collectable()'s), in the Prometheus text exposition
-  /// format (version 0.0.4).
+  /// These metrics (the registry's and collectable()'s) in the Prometheus text format 0.0.4.
   std::string text() const;
 
   class Impl;

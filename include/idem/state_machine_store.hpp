@@ -22,8 +22,7 @@
 
 namespace idem {
 
-/// A state machine: anything with a table() that gives its idem::TransitionTable (the table
-/// itself is one).
+/// A state machine: anything with a table() giving its idem::TransitionTable (as the table does).
 template <class M>
 concept StateMachine = requires(const M& m) {
   { m.table() } -> std::convertible_to<const TransitionTable&>;
@@ -38,9 +37,8 @@ struct EventKey {
   std::string_view operation{};
 };
 
-/// An Outcome with what a transition refusal knows (its CurrentState refusal): the entity's state
-/// and the events the table allows from it on errc::invalid_transition (empty otherwise, and for
-/// an event the table does not declare).
+/// An Outcome with what a transition refusal knows: on errc::invalid_transition the entity's
+/// state and the events the table allows from it (empty otherwise, and for an undeclared event).
 template <class T>
 class [[nodiscard]] TransitionOutcome : public Outcome<T> {
  public:
@@ -64,9 +62,8 @@ struct StateMachineStoreOptions {
   /// The user's table: name, id column (default "id"), state column (default "state"), holding
   /// state names as text. Not used by MemoryBackend.
   EntityTable table{.table = {}, .id_column = "id", .column = "state"};
-  /// The guard behind execute(): scope (unset: "state"), in-progress policy (unset: Wait{}, a
-  /// claim waits for the entity's current holder), observer, result limits. Fields left unset
-  /// keep these defaults (idem::Options).
+  /// The guard behind execute(): scope (unset: "state"), in-progress policy (unset: Wait{}, for
+  /// the entity's current holder), observer, result limits; unset fields keep these defaults.
   Options guard{};
 };
 

@@ -25,9 +25,8 @@
 namespace idem {
 
 /// The key of a versioned operation: the entity, the version the caller read, and optionally an
-/// operation id. Without an id the operation is "the one at expected_version": its repeat
-/// replays. With an id the operation is the id itself, at whatever version it ran: a retry with
-/// a newer expected version replays it too (what a read-modify-write retry loop needs).
+/// operation id. Without an id the operation is "the one at expected_version"; with one it is the
+/// id itself, at whatever version it ran, so a retry at a newer version replays it too.
 struct VersionKey {
   std::string_view entity;
   std::uint64_t expected_version = 0;
@@ -62,12 +61,10 @@ struct CasRetry {
 template <class Backend>
 struct VersionStoreOptions {
   typename Backend::Options backend{};  ///< how to reach the database (MemoryBackend: nothing)
-  /// The user's table: name, id column (default "id"), version column (default "version").
-  /// Not used by MemoryBackend.
+  /// The user's table: name, id column ("id"), version column ("version"); not for memory.
   EntityTable table{.table = {}, .id_column = "id", .column = "version"};
-  /// The guard behind execute(): scope (unset: "version"), in-progress policy (unset: Wait{}, a
-  /// claim waits for the entity's current holder), observer, result limits. Fields left unset
-  /// keep these defaults (idem::Options).
+  /// The guard behind execute(): scope (unset: "version"), in-progress policy (unset: Wait{}, for
+  /// the entity's current holder), observer, result limits; unset fields keep these defaults.
   Options guard{};
 };
 
@@ -101,8 +98,7 @@ class VersionStore : public detail::EntityGuard<Backend> {
     return execute(key, std::string_view{}, std::forward<Fn>(fn));
   }
 
-  /// Runs fn once for the operation (see the class comment). A repeat with another payload is
-  /// errc::payload_mismatch.
+  /// Runs fn once for the operation; a repeat with another payload is errc::payload_mismatch.
   template <class Fn>
   [[nodiscard]] VersionOutcome<handler_result_t<Fn>> execute(const VersionKey& key,
                                                              std::string_view payload, Fn&& fn) {

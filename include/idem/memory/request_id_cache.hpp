@@ -47,8 +47,7 @@ class MemoryRequestIdCache : public detail::RequestIdFront<MemoryStore> {
                                           .capacity = options.capacity,
                                           .clock = std::move(options.clock)}) {}
 
-  // execute(request[, payload], fn), begin<T>(request[, payload]), options() and the
-  // idem::Store members come from detail::RequestIdFront.
+  // execute(), begin<T>(), options() and the idem::Store members come from RequestIdFront.
 
   /// Entries held now, of every state.
   std::size_t size() const { return records_.size(); }

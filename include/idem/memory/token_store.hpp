@@ -51,8 +51,7 @@ class MemoryTokenStore : public detail::TokenFront<detail::MemoryTokenRecords> {
     return token;
   }
 
-  // execute(token[, payload], fn), begin<T>(token[, payload]), options() and the idem::Store
-  // members come from detail::TokenFront.
+  // execute(), begin<T>(), options() and the idem::Store members come from TokenFront.
 
   /// Removes expired tokens; returns how many went.
   std::size_t purge_expired() { return records_.purge_expired(); }
