@@ -26,8 +26,8 @@ class SteadyClock final : public Clock {
   void sleep_for(duration d) override { std::this_thread::sleep_for(d); }
 };
 
-/// A clock that moves only when told: advance() by hand, and sleep_for() advances it instead of
-/// blocking, so that tests of leases, expiry and waiting are exact and instant. Thread-safe.
+/// A clock that moves only when told: advance() by hand; sleep_for() advances it instead of
+/// blocking, so tests of leases, expiry and waiting are exact and instant. Thread-safe.
 class ManualClock final : public Clock {
  public:
   time_point now() const override { return time_point{duration{ticks_.load()}}; }

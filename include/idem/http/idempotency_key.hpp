@@ -50,8 +50,8 @@ constexpr std::string_view describe(KeyRefusal r) noexcept {
 
 /// What parse_idempotency_key accepts.
 struct KeyRules {
-  /// Longest key in bytes (after unescaping). The guard's own limit is Options::max_key_size,
-  /// which the guard's scope and principal share; keep this below it.
+  /// Longest key in bytes (after unescaping); keep it below Options::max_key_size, which the
+  /// guard's scope and principal share.
   std::size_t max_bytes = 255;
   /// A value that does not start with a quote is taken whole as the key (printable ASCII only).
   bool accept_bare = true;
@@ -96,8 +96,8 @@ constexpr bool base64(char c) noexcept {
   return alpha(c) || digit(c) || c == '+' || c == '/' || c == '=';
 }
 
-/// RFC 8941 sf-string from `at` (the opening quote) into `out`; `at` ends after the closing
-/// quote. False with `why` set when it is not one.
+/// RFC 8941 sf-string from `at` (the opening quote) into `out`, `at` then past the closing quote;
+/// false with `why` set when it is not one.
 inline bool parse_string(std::string_view s, std::size_t& at, std::string* out, KeyRefusal& why) {
   for (++at; at < s.size(); ++at) {
     char c = s[at];
@@ -181,9 +181,8 @@ inline bool parse_parameters(std::string_view s, std::size_t at) {
 
 }  // namespace detail
 
-/// The key an Idempotency-Key header value carries, without surrounding spaces and tabs. A quoted
-/// value is an sf-string, unescaped, its parameters checked and ignored; a bare value
-/// (KeyRules::accept_bare) is the key as it is.
+/// The key an Idempotency-Key header value carries, without surrounding spaces and tabs: an
+/// sf-string unescaped (its parameters checked and ignored), or a bare value as it is.
 inline ParsedKey parse_idempotency_key(std::string_view value, const KeyRules& rules = {}) {
   value = key_text(value);
   if (value.empty()) return ParsedKey::refused(KeyRefusal::missing);
@@ -206,9 +205,9 @@ inline ParsedKey parse_idempotency_key(std::string_view value, const KeyRules& r
   return ParsedKey::accepted(std::move(key));
 }
 
-/// The key of a request from every Idempotency-Key field value it carries (in the order
-/// received): none is KeyRefusal::missing, more than one KeyRefusal::repeated (never the first:
-/// a proxy and the service could each pick another), one is parse_idempotency_key(value).
+/// The key of a request from every Idempotency-Key field value it carries: none is
+/// KeyRefusal::missing, several KeyRefusal::repeated (never the first: a proxy and the service
+/// could each pick another), one is parse_idempotency_key(value).
 template <class Values>
 ParsedKey parse_idempotency_key_fields(const Values& values, const KeyRules& rules = {}) {
   std::string_view only;

@@ -21,8 +21,7 @@ namespace idem::http {
 inline constexpr std::array<std::string_view, 6> kReplayedHeaders{
     "Content-Type", "Content-Location", "Location", "ETag", "Last-Modified", "Cache-Control"};
 
-/// ASCII letters compared without regard to case, as RFC 9110 compares header names and
-/// authentication schemes.
+/// ASCII letters compared without regard to case (RFC 9110 header names, auth schemes).
 constexpr bool equals_ignoring_case(std::string_view a, std::string_view b) noexcept {
   auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; };
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(),

@@ -15,10 +15,9 @@ struct SqliteStoreOptions {
   SqlMode mode = SqlMode::lease;  ///< lease (default) or transactional; see idem::SqlMode
   /// Prefixes the table and index names: <prefix>records, <prefix>schema. Letters, digits, '_'.
   std::string table_prefix = "idem_";
-  /// How long a write waits for the file's other writers (this process's other stores, in
-  /// arrival order, then other processes through SQLite's busy handler) before the call answers
-  /// errc::store_unavailable; also bounds opening the file. In transactional mode a claim may
-  /// wait longer (ClaimRequest::block_for).
+  /// How long a write waits for the file's other writers (this process's in arrival order, then
+  /// other processes' through SQLite's busy handler) before store_unavailable; also bounds
+  /// opening the file. A transactional claim may wait longer (ClaimRequest::block_for).
   std::chrono::milliseconds busy_timeout{5000};
   /// PRAGMA synchronous: false (default) = NORMAL, which in WAL mode may lose the last commits on
   /// power loss but never corrupts; true = FULL, every commit is synced.
