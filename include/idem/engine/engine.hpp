@@ -2,7 +2,6 @@
 // The protocol engine: claim (or wait) -> answer | hold -> commit (with retry) | settle a failure,
 // for IdempotencyGuard (one store) and LayeredGuard (a chain), through idem::Attempt. A target is
 // what the engine claims and how to settle it:
-//
 //   Result<Claim> claim();                              every store call of one claim attempt
 //   Status commit(Fence, ClaimStatus, std::string_view bytes);   completed or failed
 //   Status abort(Fence);  Status extend(Fence, ms);  Status rewind(Fence);
