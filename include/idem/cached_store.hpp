@@ -45,7 +45,6 @@ struct CachedStoreOptions {
 /// no round trip (docs/design.md §12). It caches only what the backend confirmed, never an
 /// in-progress record, and a cached record expires no later than the backend's (counted from
 /// before the commit or claim, at most max_ttl).
-///
 /// S is the store type (owned, built from the trailing constructor arguments) or a reference type
 /// (CachedStore<SqliteStore&>). Thread-safe when S is; one lock per shard, never held across a
 /// call to S. Cost: a hit is one lookup under a shard lock and a copy of the result; a miss adds

@@ -19,8 +19,7 @@ enum class errc : int {
   payload_mismatch,
   /// Another caller holds the key and has not finished. Retry: yes, later (HTTP 409).
   in_progress,
-  /// The one-time token is unknown, expired or consumed by another request.
-  /// Retry: with a new token (HTTP 400).
+  /// The one-time token is unknown, expired or used by another request. Retry: new token (400).
   token_invalid,
   /// The event is not allowed from the entity's current state. Retry: no (HTTP 409).
   invalid_transition,
@@ -38,8 +37,8 @@ enum class errc : int {
   /// The handler failed and the failure is remembered for the key (Options::remember_failures,
   /// or a result that could not be encoded) until the record expires. Retry: no (HTTP 500).
   handler_failed,
-  /// The store holds bytes under the key that idem cannot decode (corrupted or written by
-  /// something else). Never mistaken for a result. Retry: no; inspect the store (HTTP 500).
+  /// The store holds bytes under the key idem cannot decode; never mistaken for a result.
+  /// Retry: no; inspect the store (HTTP 500).
   record_corrupt,
   /// A commit reached the store, or may have, and no answer came back, and the guard's retries
   /// could not settle it: the handler ran, the result may or may not be recorded. Retry: yes,

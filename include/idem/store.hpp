@@ -87,7 +87,6 @@ struct Completion {
 /// record; abort() releases it; extend() renews the holder's lease and keeps the record at least
 /// held_retention(0, lease) from now. commit, abort and extend return errc::lease_lost for a stale
 /// fence. A commit repeated after it landed succeeds when the record holds that very completion.
-///
 /// A store whose handler runs inside its own transaction also has `Status rewind(const Ticket&)`:
 /// it undoes the handler's writes and the claim's changes beyond the record, keeping the key held,
 /// so that a failure commits without them (a claim made with ClaimRequest::rewindable).
