@@ -54,14 +54,12 @@ struct GroupCommitSync {
   using Semaphore = detail::WakeSignal;  // not std::binary_semaphore: see wake_signal.hpp
 };
 
-/// Wraps a BatchStore (SqliteStore or PostgresStore in lease mode, RedisStore) so that the
-/// claims and commits of concurrent callers are written together (docs/batches.md): a caller
-/// writes the queued calls (commits first, then claims) in one step while the callers that
-/// arrive meanwhile form the next group. Each caller returns once the step carrying its call
-/// returned (for SQL, committed, as durable as the store's own commit); a failed step fails each
-/// of its calls with the store's error. Each call keeps the store's single-key answer; abort,
-/// extend, rewind, steps and kept requests go to the store directly. Thread-safe; the store must
-/// outlive it. Transactional SQL stores have no batches: use their own claims.
+/// Wraps a BatchStore (SqliteStore or PostgresStore in lease mode, RedisStore) so that the claims
+/// and commits of concurrent callers are written together, one group per step (docs/batches.md).
+/// Each caller returns once the step carrying its call returned (for SQL, committed); a failed
+/// step fails each of its calls with the store's error. Each call keeps the store's single-key
+/// answer; abort, extend, rewind, steps and kept requests go to the store directly. Thread-safe;
+/// the store must outlive it. Transactional SQL stores have no batches: use their own claims.
 template <class S, class Sync = GroupCommitSync>
 class GroupCommitStore : public detail::HeldKeyCalls<GroupCommitStore<S, Sync>, S> {
   static_assert(BatchStore<S>, "idem::GroupCommitStore<S>: S needs claim_batch and commit_batch");

@@ -25,12 +25,10 @@
 
 namespace idem {
 
-/// What `co_await guard.async_begin<T>(key, payload)` returns: the key's answer, or a hold on the
-/// key settled once by async_commit or async_fail, as idem::Attempt is for IdempotencyGuard. The
-/// settling calls finish whatever the caller's cancellation: the work happened. Dropped while
-/// holding, it settles as async_fail would, in a detached coroutine on the executor it was begun
-/// on, whose io_context must run it; the guard must outlive it. Move-only; settle it from one
-/// coroutine.
+/// What `co_await guard.async_begin<T>(key, payload)` returns, as idem::Attempt is for
+/// IdempotencyGuard. Its settling calls finish whatever the caller's cancellation. Dropped while
+/// holding, it settles as async_fail would in a detached coroutine on the executor it was begun
+/// on, whose io_context must run it; the guard must outlive it. Move-only; one coroutine's.
 template <class T, AsyncStore S>
 class [[nodiscard]] AsyncAttempt {
   using Stored = std::conditional_t<std::is_void_v<T>, std::monostate, T>;

@@ -28,12 +28,11 @@ using async_handler_result_t =
     typename detail::AwaitedValue<detail::handler_return_t<Fn, AsyncContext>>::type;
 
 /// Makes a handler idempotent on an event loop, as IdempotencyGuard does (same options, same
-/// Outcome), with every store call and Wait pause suspending the coroutine instead of its thread.
-/// Cancellation: store calls in flight complete; a call cancelled before its handler's result
-/// exists settles a key it acquired and throws boost::system::system_error(operation_aborted); a
-/// throwing handler settles the key the same way; once the handler returned, its result is
-/// committed and returned (docs/async.md). Thread-safe when the store is. Holds a reference to
-/// the store; the guard must outlive every call it started.
+/// Outcome); store calls and Wait pauses suspend the coroutine instead of its thread. A call
+/// cancelled before its handler's result exists, or whose handler throws, settles a key it
+/// acquired (a cancelled one throws system_error(operation_aborted)); once the handler returned,
+/// its result is committed and returned (docs/async.md). Thread-safe when the store is. Holds a
+/// reference to the store; the guard must outlive every call it started.
 template <AsyncStore S>
 class AsyncGuard {
  public:
