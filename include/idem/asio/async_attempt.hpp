@@ -28,7 +28,7 @@ namespace idem {
 /// What `co_await guard.async_begin<T>(key, payload)` returns, as idem::Attempt is for
 /// IdempotencyGuard. Its settling calls finish whatever the caller's cancellation. Dropped while
 /// holding, it settles as async_fail would in a detached coroutine on the executor it was begun
-/// on, whose io_context must run it; the guard must outlive it. Move-only; one coroutine's.
+/// on, whose io_context must run it; the guard must outlive it. Move-only, not thread-safe.
 template <class T, AsyncStore S>
 class [[nodiscard]] AsyncAttempt {
   using Stored = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
