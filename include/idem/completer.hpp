@@ -32,8 +32,7 @@ namespace idem {
 
 struct CompleterOptions {
   std::size_t concurrency = 4;  ///< records re-driven at once (threads of one pass)
-  /// Runs of one key by this completer before it records the key's failure
-  /// (errc::handler_failed, replayed to the client's retries until the guard's ttl).
+  /// Runs of one key before the completer records its failure (handler_failed, until ttl).
   int max_attempts = 5;
   /// Pause before a key whose run failed is tried again; doubles each failure up to max_backoff.
   std::chrono::milliseconds initial_backoff{200};
@@ -78,8 +77,7 @@ class Completer {
           "idem: CompleterOptions needs concurrency > 0, max_attempts >= 1 and "
           "0 <= initial_backoff <= max_backoff");
     }
-    // The scope's keys all start with its length and bytes (detail::EffectiveKey): cut the
-    // principal's empty length and the id off the prefix.
+    // The scope's keys start with its length and bytes: cut the empty principal and id off.
     prefix_.resize(prefix_.size() - 1);
     redrive_ = [this, fn = std::move(handler)](const Abandoned& record) mutable {
       return run<std::remove_cvref_t<std::invoke_result_t<Fn&, Context&, std::string_view>>>(record,
@@ -191,8 +189,7 @@ class Completer {
     Clock::time_point next{};
   };
 
-  // Runs the handler on the record through the engine: claim (a takeover of the lapsed lease,
-  // or of a released record), resume, commit. The handler's exception propagates.
+  // Runs the handler on the record through the engine (claim, resume, commit); throws as it does.
   template <class R, class Fn>
   Verdict run(const Abandoned& record, Fn& fn) {
     Target target(*this, record, options_.remember_failures);

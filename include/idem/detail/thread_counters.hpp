@@ -26,8 +26,7 @@ class ThreadCounters {
 
   void add(std::size_t i) noexcept { local().add(i); }
 
-  /// The calling thread's own counts, for a caller that keeps them in a cache of its own: valid
-  /// while the counters live, used only on the thread that asked for them.
+  /// The calling thread's own counts, valid while the counters live, used only on this thread.
   class Local {
    public:
     Local() = default;
@@ -47,8 +46,7 @@ class ThreadCounters {
   };
   Local local() noexcept { return Local(&block()); }
 
-  /// The sum over every thread's block: exact once the adding threads are done; while they add,
-  /// each count read is one that was reached (counts only grow).
+  /// The sum over every thread's block: exact once the adding threads are done (counts only grow).
   std::uint64_t get(std::size_t i) const noexcept {
     std::uint64_t sum = 0;
     for (const Block* b = shared_->head.load(std::memory_order_acquire); b != nullptr;

@@ -21,9 +21,8 @@
 
 namespace idem::detail {
 
-/// An idem::Store whose keys exist only once added: a key never added (or expired) is
-/// token_invalid, a claim of a pending one consumes it, an abort returns it to pending until its
-/// own expiry. Keys are effective keys. Thread-safe (one mutex).
+/// An idem::Store whose keys exist only once added (else token_invalid); a claim of a pending key
+/// consumes it, an abort returns it to pending until its own expiry. Thread-safe (one mutex).
 class MemoryTokenRecords {
  public:
   explicit MemoryTokenRecords(std::shared_ptr<Clock> clock) : clock_(std::move(clock)) {}
