@@ -13,8 +13,7 @@ namespace idem {
 /// header (idem::sqlite_transaction_kind, ...); kinds compare by identity.
 class TransactionKind {
  public:
-  /// `name`: the backend ("SQLite"); `runs_inside`: what runs a handler inside one, for the
-  /// message of a TransactionMismatch ("a SqliteStore in SqlMode::transactional, ...").
+  /// `name`: the backend ("SQLite"); `runs_inside`: what runs a handler in one, for messages.
   consteval TransactionKind(std::string_view name, std::string_view runs_inside) noexcept
       : name_(name), runs_inside_(runs_inside) {}
   TransactionKind(const TransactionKind&) = delete;  // a kind is its object: no copies

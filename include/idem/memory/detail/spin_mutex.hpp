@@ -1,7 +1,6 @@
 #pragma once
-// SpinMutex: a lock for critical sections of a few hundred nanoseconds. It spins a bounded while
-// (std::mutex sleeps at once, and the wake-up costs ten times the section), then sleeps on the
-// lock word, so a holder preempted mid-section costs the waiter no CPU.
+// SpinMutex: a lock for sections of a few hundred nanoseconds: it spins a bounded while (a sleep
+// and wake-up cost ten times the section), then sleeps on the lock word (no CPU while preempted).
 
 #include <atomic>
 #include <cstdint>
