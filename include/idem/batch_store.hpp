@@ -33,9 +33,8 @@ struct GroupAnswers {
   std::vector<Result<Claim>> claims;
 };
 
-/// A BatchStore that writes commits and claims together, in one step of the backend (one
-/// transaction): the commits first, so that a claim of a key committed in the same step replays
-/// it. GroupCommitStore uses it when the store has it, else commit_batch then claim_batch.
+/// A BatchStore that writes commits, then claims, in one step of the backend (a claim replays a
+/// commit of the same step); GroupCommitStore uses it where the store has it.
 template <class S>
 concept GroupStore = BatchStore<S> && requires(S& store, std::span<const CommitRequest> commits,
                                                std::span<const ClaimRequest> claims) {
