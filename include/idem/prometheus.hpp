@@ -22,8 +22,7 @@ struct PrometheusOptions {
   /// Histogram bucket bounds, in seconds (default: 50 µs to 10 s).
   std::vector<double> buckets{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                               0.05,    0.1,    0.25,    0.5,    1,     2.5,    5,     10};
-  /// Time one guard call in N per thread for the histograms (Observer::Settings::time_one_in);
-  /// 0: no histograms, counters only. Counters count every event whatever this says.
+  /// Time one guard call in N per thread for the histograms; 0: none. Counters count every event.
   std::uint32_t time_one_in = 32;
 };
 

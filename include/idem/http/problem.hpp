@@ -112,8 +112,7 @@ inline std::string problem_json(const Problem& p) {
 
 /// How problem_for names problems.
 struct ProblemStyle {
-  /// The problem's type is this followed by the error's name ("in_progress"): a URN by default,
-  /// or the base URL of the service's documentation ("https://example.com/errors/").
+  /// The problem's type is this and the error's name: a URN, or a documentation base URL.
   std::string type_base = "urn:idem:problem:";
   std::string instance{};  ///< each problem's instance (the request's path, say); empty: none
 };
