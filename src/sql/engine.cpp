@@ -11,8 +11,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// A record changed between the claim statement and the read of what was in the way (possible on
-// PostgreSQL, where the read sees the statement's snapshot): ask again, a few times.
+// A record may change between the claim and the read of what was in the way: ask again.
 constexpr int kClaimAttempts = 4;
 
 Status lease_lost() {
@@ -23,7 +22,6 @@ State finished_state(const Completion& completion) {
   return detail::to_sql(detail::finished_state(completion.status));
 }
 
-// A row that is not acquired as the record model sees it; `state` decoded from its column.
 detail::RecordView<milliseconds> view_of(const ClaimRow& row, detail::RecordState state) {
   return {.state = state,
           .fingerprint = row.fingerprint,
@@ -33,17 +31,15 @@ detail::RecordView<milliseconds> view_of(const ClaimRow& row, detail::RecordStat
           .result = row.result};
 }
 
-// A commit's failure when its session broke after the finish was sent (a lost reply, the reply
-// watchdog, a connection gone under the COMMIT): it may or may not have landed.
+// A commit whose session broke after the finish was sent: it may or may not have landed.
 Failure in_doubt(Failure f, std::string_view what) {
   f.code = make_error_code(errc::outcome_unknown);
   f.message = std::string(what) + f.describe();
   return f;
 }
 
-// Whether the record holds `completion` as committed under the ticket's fence: a commit retried
-// after its answer was lost finds its own commit landed. Asked only when the fenced finish
-// matched nothing, so that a commit's usual path costs nothing more.
+// A commit retried after its answer was lost finds its own commit landed. Asked only when the
+// fenced finish matched nothing: the usual path costs nothing more.
 bool landed(Session& session, const Ticket& ticket, const Completion& completion) {
   const std::optional<ClaimRow> row = session.read(ticket.key);
   if (!row) return false;
@@ -120,8 +116,7 @@ std::optional<Result<Claim>> Engine::classify(const ClaimRow& row, const ClaimRe
                          : "SQL record has unknown state " + std::to_string(row.state)));
   }
   Claim answer = detail::classify(view_of(row, *state), request.fingerprint);
-  // The statement takes every record the model lets a claim take (released, expired, a lapsed
-  // lease): finding one means the record changed under it. Ask again.
+  // The statement takes every record a claim may take: finding one means it changed. Ask again.
   if (answer.status == ClaimStatus::acquired) return std::nullopt;
   return Result<Claim>(std::move(answer));
 }
@@ -164,12 +159,10 @@ std::optional<Claim> Engine::held_here(const ClaimRequest& request) {
 }
 
 Result<Claim> Engine::claim_transactional(const ClaimRequest& request) {
-  // A holder in this process: its transaction is open, so the row is locked. Without leave to
-  // block, answer at once from what we know.
+  // A holder in this process keeps the row locked: without leave to block, answer at once.
   if (request.block_for.count() <= 0) {
     if (std::optional<Claim> held = held_here(request)) return *held;
   }
-  // The session draws the fence once the claim holds the key (Session::claim).
   const ClaimArgs args{request.key, request.fingerprint, request.lease.count(),
                        held_retention(request.retention, request.lease).count(), 1};
   SessionLease s;
@@ -195,7 +188,6 @@ Result<Claim> Engine::claim_transactional(const ClaimRequest& request) {
                     .fence = row->fence,
                     .took_over = row->took_over,
                     .transaction = s->native()};
-        // The session now belongs to the holder until commit or abort.
         std::lock_guard lock(open_mutex_);
         open_.emplace(
             std::string(request.key),
@@ -218,8 +210,6 @@ Result<Claim> Engine::claim_transactional(const ClaimRequest& request) {
 }
 
 Result<Claim> Engine::busy(const ClaimRequest& request, Failure f) {
-  // The wait ran out while a holder of this store still has the key: it is in progress. Any
-  // other key answers the failure (SQLite: the file stayed locked, store_unavailable).
   if (f.code != errc::in_progress) {
     if (std::optional<Claim> held = held_here(request)) return *held;
   }

@@ -1,4 +1,3 @@
-// The admin operations on the SQL record table (src/sql/sql_admin.hpp).
 
 #include "sql/sql_admin.hpp"
 
@@ -61,7 +60,6 @@ State stored(admin::State state) {
   return State::released;
 }
 
-// A row of kColumns as a RecordInfo; record_corrupt for a state idem never writes.
 Result<admin::RecordInfo> to_info(const Row& row, std::string_view scope) {
   admin::RecordInfo info;
   const std::string key = row[0].value_or("");
@@ -103,8 +101,7 @@ SqlAdmin::SqlAdmin(const Dialect& dialect, const std::string& prefix, const char
                                           fmt::arg("failed", static_cast<int>(State::failed)));
   select_one_ =
       fmt::format("SELECT {} FROM {} WHERE key = {}{}", columns, text_.records, p(1), row_lock);
-  // Oldest first by expiry, the key breaking ties: (expires_at, key) is the cursor, so a page
-  // starts right after the last record of the previous one.
+  // Oldest first by expiry, then key: (expires_at, key) is the cursor.
   select_page_ = fmt::format(
       "SELECT {0} FROM {1} WHERE state = {2} AND substr(key, 1, {3}) = {4} "
       "AND (expires_at > {5} OR (expires_at = {5} AND key > {6})) "
@@ -112,7 +109,6 @@ SqlAdmin::SqlAdmin(const Dialect& dialect, const std::string& prefix, const char
       columns, text_.records, p(1), p(2), p(3), p(4), p(5), p(6));
   mark_released_ = fmt::format("UPDATE {} SET state = {}, result = NULL WHERE key = {}",
                                text_.records, static_cast<int>(State::released), p(1));
-  // A forget's: the run's steps and kept request (the row of index -1) go with its result.
   drop_steps_ = fmt::format("DELETE FROM {} WHERE key = {}", text_.steps, p(1));
   const std::string counts = fmt::format(
       "SELECT state, count(*), sum(CASE WHEN expires_at <= {} THEN 1 ELSE 0 END) FROM {}",
@@ -246,15 +242,12 @@ Result<admin::Change> SqlAdmin::mark_released(std::string_view scope, const Key&
     change.before = info.value();
     const bool held = info->state == admin::State::in_progress;
     const bool matches = only_fence == 0 || info->fence == only_fence;
-    // A release changes a held record only; a forget any record, a released one included (its
-    // run's steps and kept request go).
     if ((only_held && !held) || !matches) {
       db_->rollback();
       return change;
     }
     change.changed = db_->exec(mark_released_, params) == 1;
-    // A release keeps the run's steps and kept request (the run goes on, as after an abort); a
-    // forget drops them: no later run of the key sees anything of the forgotten one.
+    // A release keeps the run's steps (the run goes on, as after an abort); a forget drops them.
     if (!only_held) db_->exec(drop_steps_, params);
     db_->commit();
     return change;
@@ -286,7 +279,6 @@ Result<std::size_t> SqlAdmin::purge_expired(std::size_t max_records) {
   });
 }
 
-// The DDL the stores run (Statements::schema_ddl), one statement a line.
 std::string SqlAdmin::schema_text() const {
   std::string out;
   for (const std::string& ddl : text_.schema_ddl) out += ddl + ";\n";
@@ -309,8 +301,7 @@ Result<admin::SchemaReport> SqlAdmin::migrate_schema() {
         } catch (...) {
           db_->rollback();  // no database yet (a new SQLite file): created below
         }
-        // The stores' own creation: it creates what is missing and raises an earlier version
-        // (1: without the steps and the entity op log) in the same transaction.
+        // The stores' own creation also raises an earlier version, in the same transaction.
         db_->create_schema();
         schema_checked_ = false;
         return report();

@@ -45,10 +45,8 @@ bool valid_prefix(const std::string& prefix) noexcept {
 
 namespace {
 
-// The upsert, shared by both dialects: the record model's claim rules (classify() in
-// include/idem/engine/record_model.hpp) for the records a claim takes, with the states named as
-// stored ({held}, {released}: detail::SqlState). A takeover is a compare-and-set on the exact row
-// the statement locked: the WHERE is evaluated on the latest committed version of it.
+// The record model's claim rules (detail::classify) as one upsert. A takeover is a compare-and-set
+// on the row the statement locked: the WHERE sees its latest committed version.
 constexpr const char* kUpsert =
     "INSERT INTO {rec} AS r (key, state, fp_hi, fp_lo, fence, took_over, lease_until, "
     "expires_at, result) "
@@ -71,7 +69,6 @@ constexpr const char* kReadColumns =
 Statements::Statements(const Dialect& d, const std::string& prefix)
     : records(prefix + "records"), schema(prefix + "schema"), fences(prefix + "fences") {
   auto p = [&](int i) { return fmt::format("{}{}", d.param, i); };
-  // `drawn`: "" or, in transactional mode, the fence drawn, a term of the new row's max().
   auto fill = [&](const char* text, const std::string& drawn = "") {
     return fmt::format(
         fmt::runtime(text), fmt::arg("rec", records), fmt::arg("sch", schema),
@@ -100,8 +97,7 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
   select_version = fill("SELECT max(version) FROM {sch}");
 
   const std::string drawn = fmt::format(fmt::runtime(d.next_fence), fences) + ", ";
-  // The first column: 1 acquired, 0 the row in the way; an acquired row's other columns are
-  // padding.
+  // The first column: 1 acquired (the rest padding), 0 the row in the way.
   const std::string in_one = fmt::format(
       "WITH claimed AS ({}) "
       "SELECT 1, fence, took_over, 0, 0, 0, 0, 0, NULL FROM claimed "
@@ -159,8 +155,7 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
     create_steps.push_back(
         fill_steps("CREATE OR REPLACE TRIGGER {steps}_gone AFTER DELETE ON {rec} FOR EACH ROW "
                    "EXECUTE FUNCTION {steps}_drop()"));
-    // A claim that takes an expired record (a new fence over a row past its expiry) starts a new
-    // run: the expired run's steps go, whatever its payload.
+    // A claim of an expired record starts a new run: the expired run's steps go.
     create_steps.push_back(fill_steps(
         "CREATE OR REPLACE TRIGGER {steps}_expired AFTER UPDATE OF fence ON {rec} FOR EACH ROW "
         "WHEN (OLD.expires_at <= {now}) EXECUTE FUNCTION {steps}_drop()"));
@@ -196,8 +191,7 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
                   "created_ms {{i64}} NOT NULL){{suffix}}",
                   entity_ops)
           .c_str()));
-  // PostgreSQL's fences come from sequences; CACHE 1 (the default): nextval() hands values out
-  // in call order.
+  // CACHE 1 (the default): nextval() hands values out in call order.
   const auto sequence = [](const std::string& name) {
     return "CREATE SEQUENCE IF NOT EXISTS " + name + " AS bigint CACHE 1";
   };
