@@ -39,8 +39,7 @@ AsyncConnection::AsyncConnection(const boost::asio::any_io_executor& executor,
 AsyncConnection::~AsyncConnection() {
   try {
     pipeline_->close();
-  } catch (...) {
-    // Out of memory for the message: the connection closes with the pipeline.
+  } catch (...) {  // out of memory for the message: the connection closes with the pipeline
   }
 }
 

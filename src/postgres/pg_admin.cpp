@@ -1,5 +1,4 @@
-// The admin of a PostgreSQL record store: the SQL admin (src/sql/sql_admin.hpp) over one
-// connection of its own, with a statement timeout, connected on first use.
+// The admin of a PostgreSQL record store: the SQL admin over one connection, opened on first use.
 
 #include <fmt/format.h>
 

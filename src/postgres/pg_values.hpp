@@ -1,7 +1,5 @@
 #pragma once
-// The generic statements' values on libpqxx, for the store's sessions (pg_session.cpp) and the
-// admin (pg_admin.cpp): parameters as text (one dynamic list carries every kind), rows back as
-// the SQL layer's cells.
+// The generic statements' values on libpqxx: parameters as text, rows as the SQL layer's cells.
 
 #include <optional>
 #include <span>
@@ -26,7 +24,6 @@ inline std::string hex_bytea(std::string_view b) {
   return hex;
 }
 
-/// Each parameter's text form (bytes in bytea's hex form).
 inline std::vector<std::string> text_values(std::span<const sql::Param> params) {
   std::vector<std::string> values;
   values.reserve(params.size());
@@ -46,8 +43,7 @@ inline std::vector<std::string> text_values(std::span<const sql::Param> params) 
   return values;
 }
 
-/// A row of a generic query: binary columns (bit i of `blob_columns`) as their bytes, others as
-/// their text.
+/// A row of a generic query: columns whose bit is set in `blob_columns` as bytes, others as text.
 template <class PqRow>
 sql::Row cells(const PqRow& r, unsigned blob_columns) {
   sql::Row row;
@@ -64,7 +60,6 @@ sql::Row cells(const PqRow& r, unsigned blob_columns) {
   return row;
 }
 
-/// Every row of `r`, as cells().
 inline std::vector<sql::Row> rows_of(const pqxx::result& r, unsigned blob_columns) {
   std::vector<sql::Row> all;
   all.reserve(r.size());
