@@ -1,5 +1,4 @@
-// StoreCollectable: one metric family per figure, one series per watched store (and pool, and
-// event), built afresh at each collection from the stores' stats().
+// StoreCollectable: one metric family per figure, one series per watched store, at each scrape.
 
 #include "store_collectable.hpp"
 
@@ -20,11 +19,10 @@ using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
 using Labels = std::vector<ClientMetric::Label>;
-// A series' label value and its count.
 template <std::size_t N>
 using Counts = std::array<std::pair<const char*, std::uint64_t>, N>;
 
-// The families of one collection, by name, in the order they were first met.
+// The families of one collection, in the order they were first met.
 class Families {
  public:
   explicit Families(const std::string& prefix) : prefix_(prefix) {}
