@@ -27,18 +27,6 @@ std::vector<bool> first_of_key(std::span<const T> items, KeyOf key_of) {
 
 }  // namespace
 
-Session::Written Session::write_many(std::span<const FinishArgs> finishes,
-                                     std::span<const ClaimArgs> claims) {
-  Written out;
-  out.finished.reserve(finishes.size());
-  for (const FinishArgs& a : finishes) {
-    out.finished.push_back(finish(a.ticket, a.state, a.result, a.ttl_ms));
-  }
-  out.claimed.reserve(claims.size());
-  for (const ClaimArgs& a : claims) out.claimed.push_back(claim(a));
-  return out;
-}
-
 std::vector<Result<Claim>> Engine::claim_batch(std::span<const ClaimRequest> requests) {
   return write_group({}, requests).claims;
 }

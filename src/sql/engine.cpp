@@ -216,17 +216,19 @@ Result<Claim> Engine::busy(const ClaimRequest& request, Failure f) {
   return f;
 }
 
+Engine::Registry::iterator Engine::find_open(const Ticket& ticket) {
+  auto [it, last] = open_.equal_range(ticket.key);
+  while (it != last && it->second.fence != ticket.fence) ++it;
+  return it == last ? open_.end() : it;
+}
+
 std::optional<Engine::Open> Engine::take_open(const Ticket& ticket) {
   std::lock_guard lock(open_mutex_);
-  auto [first, last] = open_.equal_range(ticket.key);
-  for (auto it = first; it != last; ++it) {
-    if (it->second.fence == ticket.fence) {
-      Open open = std::move(it->second);
-      open_.erase(it);
-      return open;
-    }
-  }
-  return std::nullopt;
+  const auto it = find_open(ticket);
+  if (it == open_.end()) return std::nullopt;
+  Open open = std::move(it->second);
+  open_.erase(it);
+  return open;
 }
 
 void Engine::forget_ended_before(std::chrono::steady_clock::time_point t) {
@@ -330,54 +332,29 @@ Status Engine::commit(const Ticket& ticket, const Completion& completion) {
 Status Engine::abort(const Ticket& ticket) {
   if (Status schema = ensure_schema(); !schema) return schema;
   if (mode_ == SqlMode::transactional) return finish_transactional(ticket, nullptr);
-  bool broken = false;
-  try {
-    SessionLease s = backend_->acquire(milliseconds{0});
-    try {
-      if (!s->release(ticket)) return lease_lost();
-      return {};
-    } catch (...) {
-      return failure(s);
-    }
-  } catch (...) {
-    return failure(broken);
-  }
+  return on_lent_session([&](Session& s) { return s.release(ticket) ? Status{} : lease_lost(); });
 }
 
 Status Engine::extend(const Ticket& ticket, std::chrono::milliseconds lease) {
   if (Status schema = ensure_schema(); !schema) return schema;
-  if (mode_ == SqlMode::transactional) {
-    // The holder's own session, in the holder's thread (Context::extend_lease).
-    Session* session = nullptr;
-    {
-      std::lock_guard lock(open_mutex_);
-      auto [first, last] = open_.equal_range(ticket.key);
-      for (auto it = first; it != last; ++it) {
-        if (it->second.fence == ticket.fence) {
-          it->second.lease_until = std::chrono::steady_clock::now() + lease;
-          session = it->second.session.get();
-        }
-      }
-    }
-    if (session == nullptr) return lease_lost();
-    try {
-      if (!session->extend(ticket, lease.count())) return lease_lost();
-      return {};
-    } catch (...) {
-      bool broken = false;
-      return failure(broken);
+  if (mode_ == SqlMode::lease) {
+    return on_lent_session(
+        [&](Session& s) { return s.extend(ticket, lease.count()) ? Status{} : lease_lost(); });
+  }
+  // The holder's own session, in the holder's thread (Context::extend_lease).
+  Session* session = nullptr;
+  {
+    std::lock_guard lock(open_mutex_);
+    if (const auto it = find_open(ticket); it != open_.end()) {
+      it->second.lease_until = std::chrono::steady_clock::now() + lease;
+      session = it->second.session.get();
     }
   }
-  bool broken = false;
+  if (session == nullptr) return lease_lost();
   try {
-    SessionLease s = backend_->acquire(milliseconds{0});
-    try {
-      if (!s->extend(ticket, lease.count())) return lease_lost();
-      return {};
-    } catch (...) {
-      return failure(s);
-    }
+    return session->extend(ticket, lease.count()) ? Status{} : lease_lost();
   } catch (...) {
+    bool broken = false;
     return failure(broken);
   }
 }
@@ -389,11 +366,9 @@ Status Engine::rewind(const Ticket& ticket) {
   Open* held = nullptr;
   {
     std::lock_guard lock(open_mutex_);
-    auto [first, last] = open_.equal_range(ticket.key);
-    for (auto it = first; it != last; ++it) {
-      if (it->second.fence == ticket.fence) held = &it->second;
-    }
-    if (held == nullptr) return lease_lost();
+    const auto it = find_open(ticket);
+    if (it == open_.end()) return lease_lost();
+    held = &it->second;
     if (!held->marked) {
       throw std::logic_error(
           "idem: SqlStore::rewind needs a claim made with ClaimRequest::rewindable");
@@ -416,17 +391,7 @@ Status Engine::rewind(const Ticket& ticket) {
 Result<std::size_t> Engine::purge_expired(std::size_t max_rows) {
   if (Status schema = ensure_schema(); !schema) return schema.failure();
   if (max_rows == 0) return std::size_t{0};
-  bool broken = false;
-  try {
-    SessionLease s = backend_->acquire(milliseconds{0});
-    try {
-      return s->purge(max_rows);
-    } catch (...) {
-      return failure(s);
-    }
-  } catch (...) {
-    return failure(broken);
-  }
+  return on_lent_session([&](Session& s) -> Result<std::size_t> { return s.purge(max_rows); });
 }
 
 }  // namespace idem::sql

@@ -103,18 +103,15 @@ class Session {
   virtual std::size_t purge(std::size_t max_rows) = 0;
   /// Lease mode, batches and groups: the finishes, then the claims (distinct keys), in one
   /// transaction, answered in order; a throw leaves none written unless the session broke while
-  /// committing. The default runs one statement per item.
+  /// committing.
   struct Written {
     std::vector<bool> finished;                    // per finish: it matched the held record
     std::vector<std::optional<ClaimRow>> claimed;  // per claim, as claim() answers
   };
   virtual Written write_many(std::span<const FinishArgs> finishes,
-                             std::span<const ClaimArgs> claims);
+                             std::span<const ClaimArgs> claims) = 0;
   /// The record under `key` as it stands, without writing; nullopt when there is none.
-  virtual std::optional<ClaimRow> read(std::string_view key) {
-    (void)key;
-    throw std::logic_error("idem: this SQL session cannot read records on their own");
-  }
+  virtual std::optional<ClaimRow> read(std::string_view key) = 0;
 
   /// Transactional mode: opens the claim's transaction; `block_for` bounds lock waits in it.
   virtual void begin(std::chrono::milliseconds block_for) = 0;
@@ -147,20 +144,11 @@ class Session {
 
   /// Generic statements (the entity stores, steps), prepared once per session by text; params
   /// ?1/$1... run(): rows changed; first_row(): whether a row came back (into `row`).
-  virtual std::int64_t run(const std::string& sql, std::span<const Param> params) {
-    (void)sql, (void)params;
-    throw std::logic_error("idem: this SQL session has no generic statements");
-  }
+  virtual std::int64_t run(const std::string& sql, std::span<const Param> params) = 0;
   virtual bool first_row(const std::string& sql, std::span<const Param> params, Row& row,
-                         unsigned blob_columns) {
-    (void)sql, (void)params, (void)row, (void)blob_columns;
-    throw std::logic_error("idem: this SQL session has no generic statements");
-  }
+                         unsigned blob_columns) = 0;
   virtual std::vector<Row> rows(const std::string& sql, std::span<const Param> params,
-                                unsigned blob_columns) {
-    (void)sql, (void)params, (void)blob_columns;
-    throw std::logic_error("idem: this SQL session has no generic statements");
-  }
+                                unsigned blob_columns) = 0;
 };
 
 /// Thrown by Backend::acquire when every connection stayed busy past the wait.
@@ -252,6 +240,23 @@ class Engine {
   // Turns a row that is not acquired into what the caller must do; nullopt: ask again.
   static std::optional<Result<Claim>> classify(const ClaimRow& row, const ClaimRequest& request);
   std::optional<Open> take_open(const Ticket& ticket);
+  // The open transaction of `ticket` in this process, or open_.end(). Under open_mutex_.
+  Registry::iterator find_open(const Ticket& ticket);
+  // Runs `statement` on a session lent for it; maps failures, dropping a broken session.
+  template <class Fn>
+  auto on_lent_session(Fn&& statement) -> decltype(statement(std::declval<Session&>())) {
+    bool broken = false;
+    try {
+      SessionLease s = backend_->acquire(std::chrono::milliseconds{0});
+      try {
+        return statement(*s);
+      } catch (...) {
+        return failure(s);
+      }
+    } catch (...) {
+      return failure(broken);
+    }
+  }
   Status finish_transactional(const Ticket& ticket, const Completion* completion);
   // A ticket no open transaction holds: its remembered end, or lease_lost.
   Status finish_ended(const Ticket& ticket, const Completion* completion);

@@ -34,45 +34,31 @@ Session* Engine::held_session(const Ticket& ticket) {
     });
     return step == stepping_.rend() ? nullptr : step->session;
   }
-  auto [first, last] = open_.equal_range(ticket.key);
-  for (auto it = first; it != last; ++it) {
-    if (it->second.fence == ticket.fence) return it->second.session.get();
-  }
-  return nullptr;
+  const auto it = find_open(ticket);
+  return it == open_.end() ? nullptr : it->second.session.get();
 }
 
 void Engine::mark_broken(const Ticket& ticket) {
   std::lock_guard lock(open_mutex_);
-  auto [first, last] = open_.equal_range(ticket.key);
-  for (auto it = first; it != last; ++it) {
-    if (it->second.fence == ticket.fence) it->second.session.discard();
-  }
+  if (const auto it = find_open(ticket); it != open_.end()) it->second.session.discard();
 }
 
 template <class Fn>
 auto Engine::on_step_session(const Ticket& ticket, Fn&& statement)
     -> Result<decltype(statement(std::declval<Session&>()))> {
+  using R = Result<decltype(statement(std::declval<Session&>()))>;
   if (Status schema = ensure_schema(); !schema) return schema.failure();
-  bool broken = false;
   // The holder's own session, in the holder's thread (inside its handler).
   if (Session* session = held_session(ticket)) {
     try {
       return statement(*session);
     } catch (...) {
+      bool broken = false;
       return failure(broken);
     }
   }
   if (mode_ == SqlMode::transactional) return lease_lost_failure();
-  try {
-    SessionLease session = backend_->acquire(std::chrono::milliseconds{0});
-    try {
-      return statement(*session);
-    } catch (...) {
-      return failure(session);
-    }
-  } catch (...) {
-    return failure(broken);
-  }
+  return on_lent_session([&](Session& s) -> R { return statement(s); });
 }
 
 Result<std::vector<StepRecord>> Engine::load_steps(const Ticket& ticket) {
@@ -112,20 +98,12 @@ Result<std::vector<Abandoned>> Engine::find_abandoned(std::string_view prefix, s
       {{Param::bytes, 0, prefix},
        {Param::integer, static_cast<std::int64_t>(limit), {}},
        {Param::integer, static_cast<std::int64_t>(prefix.size()), {}}}};
-  bool broken = false;
-  std::vector<Row> rows;
-  try {
-    SessionLease session = backend_->acquire(std::chrono::milliseconds{0});
-    try {
-      rows = session->rows(backend_->statements().find_abandoned, params, 0b11u);
-    } catch (...) {
-      return failure(session);
-    }
-  } catch (...) {
-    return failure(broken);
-  }
+  Result<std::vector<Row>> rows = on_lent_session([&](Session& s) -> Result<std::vector<Row>> {
+    return s.rows(backend_->statements().find_abandoned, params, 0b11u);
+  });
+  if (!rows) return std::move(rows).failure();
   std::vector<Abandoned> found;
-  for (Row& row : rows) {
+  for (Row& row : rows.value()) {
     if (row.size() != 2 || !row[0]) continue;
     found.push_back(Abandoned{std::move(*row[0]), row[1] ? std::move(*row[1]) : std::string{}});
   }
