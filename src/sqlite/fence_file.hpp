@@ -20,8 +20,6 @@ class FenceFile {
   /// std::runtime_error when the file cannot be read or written.
   std::uint64_t draw();
 
-  const std::string& path() const noexcept { return path_; }
-
  private:
   std::string path_;
   int fd_ = -1;

@@ -173,21 +173,13 @@ class SqliteSession final : public sql::Session {
   std::optional<sql::ClaimRow> claim(const sql::ClaimArgs& args) override {
     // Transactional: begin()'s write lock holds the key; the upsert draws the fence.
     if (in_transaction_) return claim_in_open_transaction(args, *upsert_drawn_);
-    const Writing writing(*this, write_deadline());
-    db_.exec("BEGIN IMMEDIATE");
-    try {
-      std::optional<sql::ClaimRow> row = claim_in_open_transaction(args, *upsert_);
-      db_.exec("COMMIT");
-      return row;
-    } catch (...) {
-      (void)db_.tryExec("ROLLBACK");
-      throw;
-    }
+    return in_one_write(write_deadline(),
+                        [&] { return claim_in_open_transaction(args, *upsert_); });
   }
 
   Written write_many(std::span<const sql::FinishArgs> finishes,
                      std::span<const sql::ClaimArgs> claims) override {
-    return in_one_write([&] {
+    return in_one_write(write_deadline(), [&] {
       Written out;
       out.finished.reserve(finishes.size());
       for (const sql::FinishArgs& a : finishes) {
@@ -251,9 +243,7 @@ class SqliteSession final : public sql::Session {
   }
 
   std::size_t purge(std::size_t max_rows) override {
-    const Writing writing(*this, write_deadline());
-    db_.exec("BEGIN IMMEDIATE");
-    try {
+    return in_one_write(write_deadline(), [&] {
       SQLite::Statement& st = purge_->get();
       st.bind(1, static_cast<std::int64_t>(std::min<std::size_t>(max_rows, INT64_MAX)));
       std::size_t removed = 0;
@@ -267,12 +257,8 @@ class SqliteSession final : public sql::Session {
         floor.bind(1, top);
         floor.exec();
       }
-      db_.exec("COMMIT");
       return removed;
-    } catch (...) {
-      (void)db_.tryExec("ROLLBACK");
-      throw;
-    }
+    });
   }
 
   void begin(milliseconds block_for) override {
@@ -361,8 +347,8 @@ class SqliteSession final : public sql::Session {
   };
 
   template <class Body>
-  auto in_one_write(Body&& body) -> decltype(body()) {
-    const Writing writing(*this, write_deadline());
+  auto in_one_write(Clock::time_point deadline, Body&& body) -> decltype(body()) {
+    const Writing writing(*this, deadline);
     db_.exec("BEGIN IMMEDIATE");
     try {
       auto result = body();
@@ -479,16 +465,10 @@ class SqliteSession final : public sql::Session {
 
   // Creates what is missing under the write lock, which orders two processes creating at once.
   void create_schema(Clock::time_point deadline) {
-    const Writing writing(*this, deadline);
-    db_.exec("BEGIN IMMEDIATE");
-    try {
+    in_one_write(deadline, [&] {
       for (const std::string& ddl : text_.schema_ddl) db_.exec(ddl);
-      (void)check_version();
-      db_.exec("COMMIT");
-    } catch (...) {
-      (void)db_.tryExec("ROLLBACK");
-      throw;
-    }
+      return check_version();
+    });
   }
 
   // False when the schema table holds no version yet, or an earlier one.
@@ -586,9 +566,7 @@ class SqliteBackend final : public sql::Backend {
       return make_failure(errc::store_unavailable,
                           fmt::format("idem: sqlite {}: {} (code {})", options_.path, e.what(),
                                       e.getExtendedErrorCode()));
-    } catch (const SqliteBusy& e) {
-      return make_failure(errc::store_unavailable, e.what());
-    } catch (const SqliteError& e) {
+    } catch (const SqliteError& e) {  // SqliteBusy too
       return make_failure(errc::store_unavailable, e.what());
     } catch (const std::bad_alloc&) {
       return make_failure(errc::store_unavailable, "idem: sqlite store: out of memory");
