@@ -38,26 +38,11 @@ constexpr int kClaimAttempts = 4;
 std::string i64_text(std::int64_t v) { return std::to_string(v); }
 
 Query prepared(const char* name, bool commit = false) {
-  Query q;
-  q.kind = Query::prepared;
-  q.name = name;
-  q.commit = commit;
-  return q;
+  return {.kind = Query::prepared, .name = name, .commit = commit};
 }
-
-Query plain_sql(std::string sql) {
-  Query q;
-  q.kind = Query::text;
-  q.sql = std::move(sql);
-  return q;
-}
-
+Query plain_sql(std::string sql) { return {.kind = Query::text, .sql = std::move(sql)}; }
 Query preparation(const char* name, const std::string& sql) {
-  Query q;
-  q.kind = Query::prepare;
-  q.name = name;
-  q.sql = sql;
-  return q;
+  return {.kind = Query::prepare, .name = name, .sql = sql};
 }
 
 // A cell as a 64-bit integer, read in one pass; false for NULL, out of the result, or not one.

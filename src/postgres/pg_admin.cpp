@@ -76,8 +76,7 @@ class PgAdminConnection final : public sql::AdminConnection {
 
   Failure failure(std::exception_ptr error) const noexcept override {
     bool broken = false;
-    Failure f = postgres::detail::failure_of(std::move(error), broken, false);
-    return f;
+    return postgres::detail::failure_of(std::move(error), broken, false);
   }
 
  private:

@@ -29,7 +29,6 @@ class PgBackend final : public sql::Backend {
                   bool transactional_claim) const noexcept override;
   const sql::Statements& statements() const noexcept override { return text_; }
 
-  idem::detail::PoolCounters pool_counters() const noexcept { return pool_.counters(); }
   std::string_view store_name() const noexcept override { return PostgresStore::kStoreName; }
   PoolStats pool_stats() const noexcept override { return pool_.stats(); }
 

@@ -10,6 +10,7 @@
 
 #include "idem/engine/record_model.hpp"
 #include "postgres/pg_session.hpp"
+#include "postgres/pg_values.hpp"
 
 namespace idem::postgres::detail {
 
@@ -74,7 +75,6 @@ constexpr const char* kWriteManyText =
     "ON r.key = i.key WHERE NOT EXISTS (SELECT 1 FROM claimed c WHERE c.key = i.key)";
 
 std::int64_t as_i64(std::uint64_t v) { return std::bit_cast<std::int64_t>(v); }
-std::uint64_t as_u64(std::int64_t v) { return std::bit_cast<std::uint64_t>(v); }
 
 class ArrayText {  // an array literal
  public:
@@ -151,24 +151,6 @@ std::vector<std::string> finish_values(std::span<const sql::FinishArgs> args) {
   }
   return {close(std::move(keys)), close(std::move(fences)), close(std::move(states)),
           close(std::move(results)), close(std::move(ttls))};
-}
-
-// A claim's answer from claim_in_one's columns, starting at `at`.
-template <class Row>
-sql::ClaimRow claim_row(const Row& row, int at) {
-  sql::ClaimRow out;
-  out.acquired = row[at].template as<int>() == 1;
-  out.fence = static_cast<Fence>(row[at + 1].template as<std::int64_t>());
-  out.took_over = row[at + 2].template as<int>() != 0;
-  if (!out.acquired) {
-    out.state = static_cast<std::int16_t>(row[at + 3].template as<int>());
-    out.fingerprint = {as_u64(row[at + 4].template as<std::int64_t>()),
-                       as_u64(row[at + 5].template as<std::int64_t>())};
-    out.lease_left_ms = row[at + 6].template as<std::int64_t>();
-    out.expire_left_ms = row[at + 7].template as<std::int64_t>();
-    out.result = field_bytes(row[at + 8]);
-  }
-  return out;
 }
 
 // The item a row answers (1-based ordinality in column `at`) as an index; n when none.

@@ -35,10 +35,6 @@ std::string first_line(const char* what) {
   return s;
 }
 
-}  // namespace
-
-namespace {
-
 int hex_digit(char c) noexcept {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -167,7 +163,7 @@ void PgPipeline::send(std::unique_ptr<Op> op) {
     }
     value_ptrs = values.data();
     length_ptrs = lengths.data();
-    formats = q.formats.empty() ? nullptr : q.formats.data();
+    formats = nullptr;  // all text
     n = static_cast<int>(values.size());
   } else {
     q.params.point(held);

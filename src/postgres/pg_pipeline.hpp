@@ -84,11 +84,10 @@ class Params {
 struct Query {
   enum Kind : std::uint8_t { prepared, text, prepare } kind = prepared;
   const char* name = "";  // prepared and prepare: a name that outlives the query (a literal)
-  std::string sql;        // text and prepare
-  std::vector<std::string> values;  // parameters handed over...
-  std::vector<int> formats;         // per value: 0 text, 1 binary (bytea)
-  Params params;                    // ...or, with `values` empty, held in place
-  bool commit = false;              // a reply lost after it went out: outcome_unknown
+  std::string sql{};      // text and prepare
+  std::vector<std::string> values{};  // text parameters handed over...
+  Params params{};                    // ...or, with `values` empty, held in place
+  bool commit = false;                // a reply lost after it went out: outcome_unknown
 };
 
 /// A statement's answer: its result, read in place, and the rows it changed, or why it failed.

@@ -184,19 +184,7 @@ std::optional<sql::ClaimRow> PgSession::claim(const sql::ClaimArgs& args) {
                      args.lease_ms, args.keep_ms);
   });
   if (r.empty()) return std::nullopt;
-  const auto row = r[0];
-  sql::ClaimRow out;
-  out.acquired = row[0].as<int>() == 1;
-  out.fence = static_cast<Fence>(row[1].as<std::int64_t>());
-  out.took_over = row[2].as<int>() != 0;
-  if (!out.acquired) {
-    out.state = static_cast<std::int16_t>(row[3].as<int>());
-    out.fingerprint = {as_u64(row[4].as<std::int64_t>()), as_u64(row[5].as<std::int64_t>())};
-    out.lease_left_ms = row[6].as<std::int64_t>();
-    out.expire_left_ms = row[7].as<std::int64_t>();
-    out.result = field_bytes(row[8]);
-  }
-  return out;
+  return claim_row(r[0], 0);
 }
 
 std::optional<sql::ClaimRow> PgSession::read(std::string_view key) {

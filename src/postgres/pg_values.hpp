@@ -1,6 +1,8 @@
 #pragma once
 // The generic statements' values on libpqxx: parameters as text, rows as the SQL layer's cells.
 
+#include <bit>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -65,6 +67,24 @@ inline std::vector<sql::Row> rows_of(const pqxx::result& r, unsigned blob_column
   all.reserve(r.size());
   for (const auto& row : r) all.push_back(cells(row, blob_columns));
   return all;
+}
+
+/// A claim's answer from claim_in_one's columns, starting at `at`.
+template <class PqRow>
+sql::ClaimRow claim_row(const PqRow& row, int at) {
+  sql::ClaimRow out;
+  out.acquired = row[at].template as<int>() == 1;
+  out.fence = static_cast<Fence>(row[at + 1].template as<std::int64_t>());
+  out.took_over = row[at + 2].template as<int>() != 0;
+  if (!out.acquired) {
+    out.state = static_cast<std::int16_t>(row[at + 3].template as<int>());
+    out.fingerprint = {std::bit_cast<std::uint64_t>(row[at + 4].template as<std::int64_t>()),
+                       std::bit_cast<std::uint64_t>(row[at + 5].template as<std::int64_t>())};
+    out.lease_left_ms = row[at + 6].template as<std::int64_t>();
+    out.expire_left_ms = row[at + 7].template as<std::int64_t>();
+    out.result = field_bytes(row[at + 8]);
+  }
+  return out;
 }
 
 }  // namespace idem::postgres::detail
