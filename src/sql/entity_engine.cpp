@@ -226,24 +226,14 @@ Status SqlEntities::ensure_schema() {
             : s->first_row("SELECT count(*) FROM sqlite_master WHERE name = ?1",
                            std::span(names).first(1), found, 0) &&
                   found.size() == 1 && found[0] == "1";
-    if (present) {
-      std::lock_guard lock(m.mutex);
-      m.schema_ready = true;
-      return {};
+    if (!present) {
+      // SQLite: the write lock, waited for as long as the store's busy_timeout.
+      s->begin(postgres ? milliseconds{10'000} : milliseconds{0});
+      // CREATE IF NOT EXISTS can still collide between processes: the record stores' lock.
+      if (postgres) (void)s->first_row(postgres::detail::kSchemaLock, {}, found, 0);
+      for (const std::string& ddl : m.backend->statements().create_entity_ops) s->run(ddl, {});
+      s->commit();
     }
-  } catch (...) {
-    return m.failure(s.broken, false);
-  }
-  try {
-    // SQLite: the write lock, waited for as long as the store's busy_timeout.
-    s->begin(postgres ? milliseconds{10'000} : milliseconds{0});
-    // CREATE IF NOT EXISTS can still collide between processes: the record stores' lock.
-    if (postgres) {
-      sql::Row ignored;
-      (void)s->first_row(postgres::detail::kSchemaLock, {}, ignored, 0);
-    }
-    for (const std::string& ddl : m.backend->statements().create_entity_ops) s->run(ddl, {});
-    s->commit();
   } catch (...) {
     return m.failure(s.broken, false);
   }
