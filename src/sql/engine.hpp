@@ -41,11 +41,9 @@ namespace idem::sql {
 /// Record states as stored in the `state` column (the record model's SQL encoding).
 using State = detail::SqlState;
 
-/// ClaimRow::state of a row whose columns do not have the types idem writes (a foreign or
-/// damaged row): the engine answers errc::record_corrupt instead of coercing it to a state.
+/// ClaimRow::state of a row with columns of other types than idem writes: record_corrupt.
 inline constexpr std::int16_t kMalformedState = -1;
 
-/// What the claim statement asks.
 struct ClaimArgs {
   std::string_view key;
   Fingerprint fingerprint;
@@ -54,8 +52,7 @@ struct ClaimArgs {
   Fence min_fence = 1;       // the fence is max(old fence + 1, min_fence[, drawn fence])
 };
 
-/// What the claim statement answers: the acquired fence, or the record that is in the way.
-struct ClaimRow {
+struct ClaimRow {  // the acquired fence, or the record in the way
   bool acquired = false;
   Fence fence = 0;
   bool took_over = false;
@@ -66,27 +63,24 @@ struct ClaimRow {
   std::string result;
 };
 
-/// One fenced finish of a batch (Session::write_many).
-struct FinishArgs {
+struct FinishArgs {  // one fenced finish of a batch
   Ticket ticket;
   State state = State::completed;
   std::string_view result;
   std::int64_t ttl_ms = 0;
 };
 
-/// A parameter of a generic statement (the entity stores' statements, src/sql/entity_engine.cpp).
-struct Param {
+struct Param {  // of a generic statement
   enum Kind : std::uint8_t { integer, text, bytes } kind = integer;
   std::int64_t number = 0;    // integer
   std::string_view string{};  // text or bytes
 };
 
-/// The first row of a generic query, one cell per column; nullopt for NULL. Integers come as
-/// decimal text, binary columns (bit i of `blob_columns` set) as their raw bytes.
+/// A row of a generic query; nullopt for NULL, integers as decimal text, columns whose bit is set
+/// in `blob_columns` as their bytes.
 using Row = std::vector<std::optional<std::string>>;
 
-/// One database connection, used by one thread at a time. Methods throw the library's
-/// exceptions; the Engine maps them through Backend::failure().
+/// One database connection, used by one thread at a time; throws what Backend::failure() maps.
 class Session {
  public:
   virtual ~Session() = default;
@@ -120,8 +114,8 @@ class Session {
   virtual void hold(std::string_view table, std::string_view key) = 0;
   virtual void commit() = 0;
   virtual void rollback() noexcept = 0;
-  /// Transactional mode: finish() then commit(), in one round trip where the database allows.
-  /// False: the record is not held under the ticket's fence, and the transaction rolled back.
+  /// Transactional mode: finish() then commit(), one round trip where the database allows;
+  /// false (rolled back) when the record is not held under the ticket's fence.
   virtual bool finish_and_commit(const Ticket& ticket, State state, std::string_view result,
                                  std::int64_t ttl_ms) {
     if (!finish(ticket, state, result, ttl_ms)) {
@@ -154,8 +148,6 @@ class Session {
 /// Thrown by Backend::acquire when every connection stayed busy past the wait.
 using PoolBusy = detail::PoolExhausted;
 
-/// A lent session goes back (its transaction rolled back) when the lease ends, or closes if
-/// discard() was called.
 using SessionPool = detail::ConnectionPool<Session>;
 using SessionLease = SessionPool::Lease;
 
@@ -166,7 +158,7 @@ class Backend {
 
   /// A session, waiting up to `wait` (zero: the backend's default); throws on failure.
   virtual SessionLease acquire(std::chrono::milliseconds wait) = 0;
-  /// Creates the tables if absent and checks the schema version (throws on failure).
+  /// Creates the tables if absent and checks the schema version.
   virtual void create_schema() = 0;
 
   /// Maps `error` to a Failure; sets `broken` when the session is unusable. In a
@@ -211,8 +203,7 @@ class Engine {
   StoreStats stats() const noexcept;
 
  private:
-  // A transactional-mode holder in this process: its session keeps the transaction open.
-  struct Open {
+  struct Open {  // a transactional holder in this process: its session's transaction is open
     Fence fence = 0;
     Fingerprint fingerprint;
     std::chrono::steady_clock::time_point lease_until;
@@ -237,7 +228,7 @@ class Engine {
   std::optional<Claim> held_here(const ClaimRequest& request);
   // A transactional claim that failed to get its turn: held_here()'s answer, else `f`.
   Result<Claim> busy(const ClaimRequest& request, Failure f);
-  // Turns a row that is not acquired into what the caller must do; nullopt: ask again.
+  // A row that is not acquired as the caller's answer; nullopt: ask again.
   static std::optional<Result<Claim>> classify(const ClaimRow& row, const ClaimRequest& request);
   std::optional<Open> take_open(const Ticket& ticket);
   // The open transaction of `ticket` in this process, or open_.end(). Under open_mutex_.
@@ -260,19 +251,18 @@ class Engine {
   Status finish_transactional(const Ticket& ticket, const Completion* completion);
   // A ticket no open transaction holds: its remembered end, or lease_lost.
   Status finish_ended(const Ticket& ticket, const Completion* completion);
-  // Drops ended transactions older than `t` (under open_mutex_).
-  void forget_ended_before(std::chrono::steady_clock::time_point t);
+  void forget_ended_before(std::chrono::steady_clock::time_point t);  // under open_mutex_
 
   Failure failure(bool& broken, bool transactional_claim = false) const noexcept;
   // The same on a lent session, discarded when the failure left it unusable.
   Failure failure(SessionLease& session, bool transactional_claim = false) const noexcept;
-  // A row of the steps table (a step, or the kept request at index -1), fenced.
+  // A fenced row of the steps table (a step, or the kept request at index -1).
   Status save_row(const Ticket& ticket, std::int64_t index, std::string_view name,
                   std::string_view result);
   // The session the ticket's steps run in: a transactional holder's here, or (lease mode) an
   // atomic step's this thread runs for the ticket; null when there is none.
   Session* held_session(const Ticket& ticket);
-  // Transactional mode: the holder's connection failed; it is dropped when the holder ends.
+  // The holder's connection failed: dropped when the holder ends.
   void mark_broken(const Ticket& ticket);
   // An atomic step in an open transaction, under its own savepoint.
   Status step_in_savepoint(Session& session, const Ticket& ticket, std::uint32_t index,
