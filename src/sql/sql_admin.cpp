@@ -31,33 +31,15 @@ std::int64_t number(const std::optional<std::string>& cell) {
   return v;
 }
 
-std::optional<admin::State> state_of(std::int64_t stored) {
-  switch (stored) {
-    case static_cast<int>(State::held):
-      return admin::State::in_progress;
-    case static_cast<int>(State::completed):
-      return admin::State::completed;
-    case static_cast<int>(State::failed):
-      return admin::State::failed;
-    case static_cast<int>(State::released):
-      return admin::State::released;
-    default:
-      return std::nullopt;
-  }
-}
+// admin::State numbers the states as they are stored.
+static_assert(int(admin::State::in_progress) == int(State::held) &&
+              int(admin::State::completed) == int(State::completed) &&
+              int(admin::State::failed) == int(State::failed) &&
+              int(admin::State::released) == int(State::released));
 
-State stored(admin::State state) {
-  switch (state) {
-    case admin::State::in_progress:
-      return State::held;
-    case admin::State::completed:
-      return State::completed;
-    case admin::State::failed:
-      return State::failed;
-    case admin::State::released:
-      break;
-  }
-  return State::released;
+std::optional<admin::State> state_of(std::int64_t stored) {
+  if (stored < 0 || stored > int(State::released)) return std::nullopt;
+  return static_cast<admin::State>(stored);
 }
 
 Result<admin::RecordInfo> to_info(const Row& row, std::string_view scope) {
@@ -199,7 +181,7 @@ Result<admin::Page> SqlAdmin::list(std::string_view scope, const admin::ListRequ
   const std::string prefix = admin::detail::scope_prefix(scope);
   const std::size_t limit = std::max<std::size_t>(request.limit, 1);
   return run<admin::Page>([&]() -> Result<admin::Page> {
-    const std::array params{integer(static_cast<int>(stored(request.state))),
+    const std::array params{integer(static_cast<int>(request.state)),
                             integer(static_cast<std::int64_t>(prefix.size())),
                             bytes(prefix),
                             integer(after_expiry),
