@@ -45,7 +45,7 @@ Query preparation(const char* name, const std::string& sql) {
   return {.kind = Query::prepare, .name = name, .sql = sql};
 }
 
-// A cell as a 64-bit integer, read in one pass; false for NULL, out of the result, or not one.
+// A cell as a 64-bit integer, in one pass; false for NULL, out of the result, or not one.
 bool as_i64(const Reply& r, int row, int col, std::int64_t& out) {
   const char* s = r.result ? PQgetvalue(r.result.get(), row, col) : nullptr;
   if (s == nullptr) return false;
@@ -160,7 +160,6 @@ Query extend_query(const Ticket& ticket, milliseconds lease) {
   return q;
 }
 
-// Whether the read statement's row holds `completion` as committed under `fence`.
 bool landed(const Reply& r, Fence fence, const Completion& completion) {
   std::int64_t found_fence = 0;
   if (r.column_count() != 7 || !as_i64(r, 0, 3, found_fence)) return false;
@@ -189,7 +188,6 @@ class AsyncPostgresStore::Impl {
   postgres::detail::PgPipeline& pipeline() { return *pipeline_; }
 
  private:
-  // A new connection's setup, each step on the previous one's reply; then the callers' queries.
   void set_up(postgres::detail::PgPipeline& p) {
     const std::uint64_t g = p.generation();
     p.send_internal(

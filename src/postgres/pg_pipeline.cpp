@@ -146,7 +146,6 @@ void PgPipeline::send_internal(Query query, std::function<void(Reply&)> done) {
 
 void PgPipeline::send(std::unique_ptr<Op> op) {
   const Query& q = op->query;
-  // Parameters handed over (values) or held in place (params).
   std::array<const char*, Params::kMax> held{};
   std::vector<const char*> values;
   std::vector<int> lengths;

@@ -22,12 +22,11 @@ using Labels = std::vector<ClientMetric::Label>;
 template <std::size_t N>
 using Counts = std::array<std::pair<const char*, std::uint64_t>, N>;
 
-// The families of one collection, in the order they were first met.
 class Families {
  public:
   explicit Families(const std::string& prefix) : prefix_(prefix) {}
 
-  // One series; `help` is the family's, taken from its first series.
+  // `help` is the family's, taken from its first series.
   void add(std::string_view name, std::string_view help, MetricType type, Labels labels,
            double value) {
     const std::string full = prefix_ + std::string(name);
@@ -85,7 +84,6 @@ void add_pool(Families& out, const Labels& store, std::string pool_name, const P
   }
 }
 
-// A backend's own figures (StoreStats::parts), as the series of their families.
 class FamilySink final : public StatSink {
  public:
   FamilySink(Families& out, const Labels& store) : out_(out), store_(store) {}

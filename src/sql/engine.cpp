@@ -93,7 +93,6 @@ Status Engine::ensure_schema() {
 Result<Claim> Engine::claim(const ClaimRequest& request) {
   if (request.key.empty()) return make_failure(errc::key_invalid, "effective key is empty");
   if (replica_) {
-    // A settled, live record on the replica answers as the primary would, without it.
     if (std::optional<ClaimRow> row = replica_->settled(request.key)) {
       if (auto answer = classify(*row, request)) return std::move(*answer);
     }
@@ -375,7 +374,6 @@ Status Engine::rewind(const Ticket& ticket) {
     }
     session = held->session.get();
   }
-  // The holder's own session, in the holder's thread: nobody else touches it meanwhile.
   try {
     session->rollback_to_mark();
     return {};

@@ -156,7 +156,6 @@ Status lease_lost() {
 std::int64_t as_i64(std::uint64_t v) { return std::bit_cast<std::int64_t>(v); }
 std::uint64_t as_u64(std::int64_t v) { return std::bit_cast<std::uint64_t>(v); }
 
-// A whole decimal integer column; nullopt for NULL, text, a real or trailing bytes.
 std::optional<std::int64_t> integer_column(const std::optional<std::string>& cell) {
   if (!cell) return std::nullopt;
   std::int64_t v = 0;
@@ -308,7 +307,6 @@ Result<CasAnswer> SqlEntities::claim(const CasRequest& r) {
         return CasAnswer::of(
             Claim{.status = ClaimStatus::acquired, .fence = fence, .transaction = native});
       }
-      // Refused; the Checkout rolls the op-log row back.
       const std::array<sql::Param, 1> entity_param{text(r.entity)};
       if (!s->first_row(m.read, entity_param, row, 0)) {
         return CasAnswer::refused(CasAnswer::Refusal::missing);

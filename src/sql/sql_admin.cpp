@@ -15,7 +15,6 @@ namespace idem::sql {
 
 namespace {
 
-// The columns every read selects, in this order (see to_info).
 constexpr const char* kColumns =
     "key, state, fp_hi, fp_lo, fence, took_over, lease_until - {now}, expires_at - {now}, "
     "expires_at, COALESCE(length(result), 0), CASE WHEN state = {failed} THEN result END";
@@ -161,7 +160,6 @@ Result<std::optional<admin::RecordInfo>> SqlAdmin::inspect(std::string_view scop
   const std::string k = admin::detail::effective_key(scope, key);
   return run<std::optional<admin::RecordInfo>>([&]() -> Result<std::optional<admin::RecordInfo>> {
     const std::array params{bytes(k)};
-    // Without the row lock: a read alone.
     const std::string sql = select_one_.substr(0, select_one_.find(" FOR UPDATE"));
     const std::vector<Row> rows = db_->query(sql, params, kBlobColumns);
     if (rows.empty()) return std::optional<admin::RecordInfo>{};

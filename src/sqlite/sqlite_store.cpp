@@ -158,7 +158,6 @@ class SqliteSession final : public sql::Session {
   SqliteSession& operator=(const SqliteSession&) = delete;
   ~SqliteSession() override { rollback(); }
 
-  // Sets the connection up, the schema, the statements, waiting up to busy_timeout in all.
   void open() {
     const auto deadline = Clock::now() + busy_timeout_;
     retry_while_locked(db_, busy_timeout_, deadline, [&] {
@@ -360,7 +359,6 @@ class SqliteSession final : public sql::Session {
     }
   }
 
-  // A write outside the claim's transaction waits up to busy_timeout from its start.
   Clock::time_point write_deadline() const { return Clock::now() + busy_timeout_; }
 
   // This process's writers in arrival order, then SQLite's busy handler, until `deadline`.
@@ -512,7 +510,6 @@ class SqliteSession final : public sql::Session {
   std::unordered_map<std::string, std::unique_ptr<Prepared>> generic_;
 };
 
-// The store's one connection, in a pool of one: callers take turns in arrival order.
 class SqliteBackend final : public sql::Backend {
  public:
   explicit SqliteBackend(SqliteStoreOptions options)
