@@ -42,9 +42,10 @@ AsyncConnection::~AsyncConnection() {
 
 boost::asio::awaitable<Result<QueryRows>> AsyncConnection::query(std::string sql,
                                                                  std::vector<std::string> params) {
+  // A named query: GCC 12 destroys a braced temporary in a co_await expression twice.
+  detail::Query q{.kind = detail::Query::text, .sql = std::move(sql), .values = std::move(params)};
   const std::shared_ptr<detail::PgPipeline> pipeline = pipeline_;
-  detail::Reply r = co_await pipeline->run(
-      {.kind = detail::Query::text, .sql = std::move(sql), .values = std::move(params)});
+  detail::Reply r = co_await pipeline->run(std::move(q));
   if (!r.ok()) co_return std::move(r.failure);
   QueryRows answer{.affected = static_cast<std::uint64_t>(std::max(r.affected, 0LL))};
   answer.rows.reserve(static_cast<std::size_t>(r.row_count()));
