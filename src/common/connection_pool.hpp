@@ -1,21 +1,8 @@
 #pragma once
-// ConnectionPool: the connection pool of every compiled adapter (a Redis node, the PostgreSQL
-// primary and replica, the SQLite store's one connection). Internal to the adapters.
-//
-// - Bound: at most max_open connections exist at once, idle, lent or being opened.
-// - Reuse: idle connections form a stack, so the most recently returned (warm) one goes first.
-// - Wait: when every connection is busy, acquire() queues until its deadline. Waiters are served
-//   in arrival order: a connection given back goes straight to the oldest waiter (a broken one
-//   hands over its slot, and the waiter opens a new connection), so no later caller passes it.
-//   Past the deadline, PoolExhausted, which the adapter maps to errc::store_unavailable.
-// - Probe: a connection taken from idle that sat there at least probe_idle_after is checked by
-//   the probe first; a dead one is closed (its slot kept) and the next idle one, or a new one,
-//   taken instead, so the caller's first statement never goes to a connection the server closed.
-// - Discard: a connection given back broken is closed and its slot freed.
-// - Counters: PoolCounters, read in one call; stats() gives them as the stores' idem::PoolStats.
-//
-// Opening (the factory) and closing a connection, and the probe, run outside the pool's lock.
-// Thread-safe; a lease may be given back from any thread.
+// ConnectionPool: the connection pool of every compiled adapter (docs/stores.md#connection-pools):
+// bounded, the warmest idle connection first, waiters served in arrival order, idle connections
+// probed. Internal to the adapters. Thread-safe; the factory, closing and the probe run outside
+// the lock.
 
 #include <algorithm>
 #include <atomic>
@@ -42,9 +29,8 @@ struct PoolOptions {
   std::size_t max_open = 1;
   /// A connection idle at least this long is probed before it is lent; zero: every time.
   std::chrono::milliseconds probe_idle_after{0};
-  /// How long the oldest waiter spins (yielding) before it blocks: for pools whose connections
-  /// pass quickly from caller to caller, so that a hand-over does not wait for a sleeping
-  /// thread to be scheduled. Zero: block at once.
+  /// How long the oldest waiter spins before it blocks, so that a quick hand-over does not wait
+  /// for a sleeping thread to be scheduled. Zero: block at once.
   std::chrono::microseconds spin{0};
 };
 
@@ -59,8 +45,7 @@ struct PoolCounters {
   std::size_t idle = 0;         ///< connections idle now
 };
 
-/// Every connection stayed busy until the acquire's deadline. The message says how many and for
-/// how long; adapters put their name in front of it.
+/// Every connection stayed busy until the acquire's deadline; adapters prefix their name.
 class PoolExhausted : public std::runtime_error {
  public:
   PoolExhausted(std::size_t busy, std::chrono::milliseconds waited)
@@ -82,19 +67,15 @@ class ConnectionPool {
  public:
   using Clock = std::chrono::steady_clock;
   using Handle = std::unique_ptr<Conn, Deleter>;
-  /// Opens a connection, by `open_by` if it can (the deadline the caller gave acquire() for
-  /// that). Reports failure by throwing; a null handle counts as a failure too.
+  /// Opens a connection, by `open_by` if it can; throws on failure (a null handle fails too).
   using Factory = std::function<Handle(Clock::time_point open_by)>;
-  /// Whether an idle connection is still usable (no I/O beyond a quick check). noexcept in
-  /// spirit: an exception counts as dead.
+  /// Whether an idle connection is still usable, by a quick check; a throw counts as dead.
   using Probe = std::function<bool(Conn&)>;
-  /// Readies a connection given back for its next caller (a rollback of what the caller left
-  /// open) and says whether it can be lent again; outside the pool's lock. An exception counts
-  /// as "no": the connection is closed.
+  /// Readies a connection given back (a rollback) and says whether it can be lent again; a
+  /// throw counts as "no".
   using Recycle = std::function<bool(Conn&)>;
 
-  /// A lent connection; given back when the lease is destroyed (or reset), closed instead if
-  /// discard() was called.
+  /// A lent connection; given back when the lease ends, closed instead if discard() was called.
   class Lease {
    public:
     Lease() = default;
@@ -124,8 +105,7 @@ class ConnectionPool {
     void discard() noexcept { broken_ = true; }
     bool discarded() const noexcept { return broken_; }
 
-    /// Gives the connection back now (closes it if discarded).
-    void reset() noexcept {
+    void reset() noexcept {  // gives the connection back now
       if (conn_) pool_->give_back(std::move(conn_), broken_);
       pool_ = nullptr;
       broken_ = false;
@@ -146,8 +126,7 @@ class ConnectionPool {
         probe_(std::move(probe)),
         recycle_(std::move(recycle)) {
     if (options_.max_open == 0) options_.max_open = 1;
-    // give_back() is noexcept: room for every idle connection up front (the stack never grows
-    // past max_open), so that it does not allocate, for pools of up to 4096.
+    // Room for every idle connection up front, so that the noexcept give_back() never allocates.
     idle_.reserve(std::min<std::size_t>(options_.max_open, 4096));
   }
   ConnectionPool(const ConnectionPool&) = delete;
@@ -155,12 +134,9 @@ class ConnectionPool {
   /// Closes the idle connections; every lease must have ended.
   ~ConnectionPool() = default;
 
-  /// A connection: an idle one (probed if it sat long enough), else a new one while fewer than
-  /// max_open exist, else the first one given back before `deadline`. Throws PoolExhausted when
-  /// the deadline comes first, and whatever the factory throws (the slot is freed then).
-  /// `open_by` is handed to the factory. `probe_always`: probe an idle connection however briefly
-  /// it sat (a caller that must know a request it sends can reach the server, such as a commit
-  /// whose lost reply would leave its outcome unknown).
+  /// An idle connection, else a new one below max_open, else the first given back before
+  /// `deadline`; throws PoolExhausted, or what the factory throws. `probe_always`: probe however
+  /// briefly it sat (for a commit whose lost reply would leave its outcome unknown).
   Lease acquire(Clock::time_point deadline, Clock::time_point open_by = Clock::time_point::max(),
                 bool probe_always = false) {
     const auto start = Clock::now();
@@ -198,7 +174,6 @@ class ConnectionPool {
     return c;
   }
 
-  /// The counters with the pool's size, as a store's stats() report them.
   PoolStats stats() const noexcept {
     const PoolCounters c = counters();
     return PoolStats{.size = options_.max_open,
@@ -214,7 +189,6 @@ class ConnectionPool {
   const PoolOptions& options() const noexcept { return options_; }
 
  private:
-  // Takes back a lease's connection; `broken`: close it and free its slot.
   void give_back(Handle conn, bool broken) noexcept {
     if (!broken && conn && recycle_) broken = !recycled(*conn);
     if (broken || !conn) {
@@ -252,8 +226,8 @@ class ConnectionPool {
     Idle grant;                        // what hand_over() gave, under mutex_
   };
 
-  // A taken connection (or slot) made into a lease: probed when it sat idle long enough; a
-  // dead one is closed and replaced by the next idle one or, keeping its slot, a new one.
+  // A taken connection (or slot) made into a lease; a dead one is replaced by the next idle one
+  // or, in its slot, a new one.
   Lease lend(Idle taken, Clock::time_point open_by, bool probe_always) {
     for (;;) {
       if (taken.conn) {
@@ -294,8 +268,7 @@ class ConnectionPool {
     }
   }
 
-  // A slot no connection holds any more: the oldest waiter's, to open one in, or free.
-  void free_slot() noexcept {
+  void free_slot() noexcept {  // the oldest waiter's, to open one in, or free
     std::lock_guard lock(mutex_);
     if (!waiters_.empty()) {
       hand_over(Idle{});
@@ -304,8 +277,7 @@ class ConnectionPool {
     --open_;
   }
 
-  // Gives `item` to the oldest waiter. Under mutex_.
-  void hand_over(Idle item) noexcept {
+  void hand_over(Idle item) noexcept {  // to the oldest waiter, under mutex_
     Waiter* next = waiters_.front();
     waiters_.pop_front();
     next->grant = std::move(item);
@@ -317,8 +289,7 @@ class ConnectionPool {
     }
   }
 
-  // Queues until a connection or slot is handed over (true, in `taken`) or `deadline` passes
-  // (false, out of the queue). Under `lock`.
+  // Queues until a connection or slot is handed over (true) or `deadline` passes (false).
   bool wait_turn(std::unique_lock<std::mutex>& lock, Clock::time_point deadline, Idle& taken) {
     Waiter me;
     const auto place = waiters_.insert(waiters_.end(), &me);

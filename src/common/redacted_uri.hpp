@@ -1,6 +1,5 @@
 #pragma once
-// redacted_uri(): a connection URI as an error message may show it, its password replaced by
-// "***", since messages end up in logs. Internal to the adapters.
+// redacted_uri(): a connection URI with its password shown as "***", for messages (logs).
 
 #include <string>
 #include <string_view>
@@ -11,8 +10,6 @@ namespace idem::detail {
 /// reads postgresql://app@host as a user name.
 enum class LoneUserInfo { password, user };
 
-/// `uri` (scheme://[user[:password]@]rest) with the password in its user-info shown as "***";
-/// `uri` itself when it has none.
 inline std::string redacted_uri(std::string_view uri, LoneUserInfo lone) {
   const auto scheme_end = uri.find("://");
   if (scheme_end == std::string_view::npos) return std::string(uri);

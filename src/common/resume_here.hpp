@@ -1,8 +1,6 @@
 #pragma once
-// How both asynchronous stores hand a caller its answer in place (single_threaded): resume it
-// right here when its executor is this thread's io_context, which is what dispatch would do
-// there without its two type-erased wrappers; else as its executor decides (a strand, another
-// context). Internal to idem_asio_redis and idem_asio_postgres.
+// Hands a caller its answer in place: right here when its executor is this thread's io_context
+// (dispatch without its two type-erased wrappers), else as its executor decides.
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/append.hpp>

@@ -1,5 +1,4 @@
-// The parts of idem::GrpcGuard that do not depend on the guard or the message types: the status
-// mapping, reading the key from metadata, the lease of a call, and the stored replies.
+// The parts of idem::GrpcGuard that depend on neither the guard nor the message types.
 #include "idem/grpc.hpp"
 
 #include <grpcpp/security/auth_context.h>
@@ -79,8 +78,8 @@ std::uint32_t get_u32(std::string_view in) {
   return v;
 }
 
-// A stored status: the tag, its code and message length (4 bytes each, little-endian), the
-// message, then the details to the end. False when `bytes` is not one.
+// A stored status: the tag, code and message length (4 bytes each, little-endian), the message,
+// the details.
 bool decode_status(std::string_view bytes, ::grpc::Status& status) {
   if (bytes.size() < 9) return false;
   const std::uint32_t code = get_u32(bytes.substr(1, 4));
@@ -113,8 +112,7 @@ void put_bytes_field(std::string& out, std::uint32_t field, std::string_view byt
   out.append(bytes);
 }
 
-// gRPC's rich error model: a google.rpc.Status whose one detail is a google.rpc.RetryInfo with
-// `delay` as its retry_delay, which clients of that model read from grpc-status-details-bin.
+// gRPC's rich error model: a google.rpc.Status whose one detail is a RetryInfo of `delay`.
 std::string retry_info_status(::grpc::StatusCode code, const std::string& message,
                               std::chrono::milliseconds delay) {
   std::string duration;  // google.protobuf.Duration

@@ -28,10 +28,7 @@ AsyncConnection::AsyncConnection(const boost::asio::any_io_executor& executor,
       fmt::format("SET statement_timeout = {}", c.statement_timeout.count());
   pipeline_ = std::make_shared<detail::PgPipeline>(
       executor, detail::pipeline_settings(c, "server"), [set_timeout](detail::PgPipeline& p) {
-        detail::Query q;
-        q.kind = detail::Query::text;
-        q.sql = set_timeout;
-        p.send_internal(std::move(q), [](detail::Reply&) {});
+        p.send_internal({.kind = detail::Query::text, .sql = set_timeout}, [](detail::Reply&) {});
         p.open();
       });
 }
@@ -39,18 +36,14 @@ AsyncConnection::AsyncConnection(const boost::asio::any_io_executor& executor,
 AsyncConnection::~AsyncConnection() {
   try {
     pipeline_->close();
-  } catch (...) {
-    // Out of memory for the message: the connection closes with the pipeline.
+  } catch (...) {  // out of memory for the message: the connection closes with the pipeline
   }
 }
 
 boost::asio::awaitable<Result<QueryRows>> AsyncConnection::query(std::string sql,
                                                                  std::vector<std::string> params) {
-  detail::Query q;
-  q.kind = detail::Query::text;
-  q.sql = std::move(sql);
-  q.formats.assign(params.size(), 0);
-  q.values = std::move(params);
+  // A named query: GCC 12 destroys a braced temporary in a co_await expression twice.
+  detail::Query q{.kind = detail::Query::text, .sql = std::move(sql), .values = std::move(params)};
   const std::shared_ptr<detail::PgPipeline> pipeline = pipeline_;
   detail::Reply r = co_await pipeline->run(std::move(q));
   if (!r.ok()) co_return std::move(r.failure);

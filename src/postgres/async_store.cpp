@@ -1,7 +1,5 @@
-// AsyncPostgresStore: the SQL record strategy's lease mode on one pipelined libpq connection
-// (pg_pipeline.hpp). The statements are PostgresStore's own (sql::Statements for the
-// PostgreSQL dialect), and so is what their answers mean: the claim's classification by the
-// record model, the commit that finds its own landed commit, the fenced release and extend.
+// AsyncPostgresStore: the SQL record strategy's lease mode on one pipelined libpq connection,
+// with PostgresStore's statements and their meaning.
 
 #include "idem/postgres/async_store.hpp"
 
@@ -34,37 +32,20 @@ constexpr const char* kRelease = "idem_async_release";
 constexpr const char* kExtend = "idem_async_extend";
 constexpr const char* kRead = "idem_async_read";
 
-// A record changed between the claim statement's write and its read (the read sees the
-// statement's snapshot): ask again, a few times, as PostgresStore does.
+// A record may change between the claim's write and its read: ask again, as PostgresStore does.
 constexpr int kClaimAttempts = 4;
 
 std::string i64_text(std::int64_t v) { return std::to_string(v); }
 
 Query prepared(const char* name, bool commit = false) {
-  Query q;
-  q.kind = Query::prepared;
-  q.name = name;
-  q.commit = commit;
-  return q;
+  return {.kind = Query::prepared, .name = name, .commit = commit};
 }
-
-Query plain_sql(std::string sql) {
-  Query q;
-  q.kind = Query::text;
-  q.sql = std::move(sql);
-  return q;
-}
-
+Query plain_sql(std::string sql) { return {.kind = Query::text, .sql = std::move(sql)}; }
 Query preparation(const char* name, const std::string& sql) {
-  Query q;
-  q.kind = Query::prepare;
-  q.name = name;
-  q.sql = sql;
-  return q;
+  return {.kind = Query::prepare, .name = name, .sql = sql};
 }
 
-// A cell as a 64-bit integer; false when it is NULL (libpq's empty text), out of the result, or
-// not one. Read from libpq's NUL-terminated text in one pass.
+// A cell as a 64-bit integer, in one pass; false for NULL, out of the result, or not one.
 bool as_i64(const Reply& r, int row, int col, std::int64_t& out) {
   const char* s = r.result ? PQgetvalue(r.result.get(), row, col) : nullptr;
   if (s == nullptr) return false;
@@ -103,14 +84,11 @@ Failure statement_failure(const Reply& r) {
   return r.failure;
 }
 
-// Where a record's columns are in a row: state, fp_hi, fp_lo, lease ms left, retention ms
-// left, result.
 struct RecordColumns {
   int state, hi, lo, lease, expires, result;
 };
 
-// The record in row 0 of `r`, as the record model sees it, its fence given; its result
-// decoded into `result`, which the view points at.
+// The record in row 0 of `r`; its result decoded into `result`, which the view points at.
 std::optional<detail::RecordView<milliseconds>> view_of(const Reply& r, RecordColumns at,
                                                         std::int64_t fence, std::string& result,
                                                         Failure& bad) {
@@ -140,8 +118,6 @@ std::optional<detail::RecordView<milliseconds>> view_of(const Reply& r, RecordCo
       .result = result};
 }
 
-// The calls' statements and parameters (keys and results as binary bytea, viewed where the
-// caller holds them until the reply; numbers as text).
 Query claim_query(const ClaimRequest& request) {
   Query q = prepared(kClaim);
   q.params.bytes(request.key);
@@ -184,8 +160,6 @@ Query extend_query(const Ticket& ticket, milliseconds lease) {
   return q;
 }
 
-// The read statement's row (state, fp_hi, fp_lo, fence, lease left, retention left, result):
-// whether it holds `completion` as committed under `fence`.
 bool landed(const Reply& r, Fence fence, const Completion& completion) {
   std::int64_t found_fence = 0;
   if (r.column_count() != 7 || !as_i64(r, 0, 3, found_fence)) return false;
@@ -214,9 +188,6 @@ class AsyncPostgresStore::Impl {
   postgres::detail::PgPipeline& pipeline() { return *pipeline_; }
 
  private:
-  // A new connection's setup, each step on the previous one's reply: the statement timeout and
-  // a look at the tables; the tables if missing (under PostgresStore's advisory lock, in one
-  // transaction); the schema version; the prepared statements. Then the callers' queries go.
   void set_up(postgres::detail::PgPipeline& p) {
     const std::uint64_t g = p.generation();
     p.send_internal(
@@ -244,7 +215,6 @@ class AsyncPostgresStore::Impl {
     });
   }
 
-  // PostgresStore's DDL (pg_schema.hpp), in one transaction under its advisory lock.
   void create_schema(postgres::detail::PgPipeline& p, std::uint64_t g, bool tables) {
     auto first_error = std::make_shared<std::string>();
     auto step = [&p, first_error](std::string sql) {
@@ -279,7 +249,6 @@ class AsyncPostgresStore::Impl {
                            version, sql::kSchemaVersion));
         return;
       }
-      // Prepared now; the callers' queries queue behind them on the connection.
       for (const auto& [name, sql] :
            {std::pair{kClaim, &text_.claim_in_one}, std::pair{kFinish, &text_.finish},
             std::pair{kRelease, &text_.release}, std::pair{kExtend, &text_.extend},
@@ -315,8 +284,7 @@ AsyncPostgresStore::AsyncPostgresStore(const net::any_io_executor& executor,
 AsyncPostgresStore::~AsyncPostgresStore() {
   try {
     impl_->pipeline().close();
-  } catch (...) {
-    // Out of memory for the message: the connection closes with the pipeline.
+  } catch (...) {  // out of memory for the message: the connection closes with the pipeline
   }
 }
 
@@ -326,10 +294,8 @@ std::uint64_t AsyncPostgresStore::connections_opened() const noexcept {
 
 namespace {
 
-// The claim statement's answer, read where the reply is: claim_in_one's row is 1 acquired,
-// fence, took_over, padding; or 0, fence, took_over, then the record's state, fp_hi, fp_lo,
-// lease left, retention left, result. nullopt: the record changed under the statement (no row,
-// or a record the statement should have taken): ask again, the same query.
+// The claim's answer, read where the reply is (claim_in_one's row); nullopt: the record changed
+// under the statement: ask again.
 struct ClaimAnswer {
   Fingerprint fingerprint;
 
@@ -351,8 +317,7 @@ struct ClaimAnswer {
     const auto view = view_of(r, RecordColumns{3, 4, 5, 6, 7, 8}, fence, result, bad);
     if (!view) return Result<Claim>(std::move(bad));
     Claim answer = detail::classify(*view, fingerprint);
-    // The statement takes every record a claim may take: finding one means it changed under
-    // the statement.
+    // The statement takes every record a claim may take: finding one means it changed.
     if (answer.status == ClaimStatus::acquired) return std::nullopt;
     return Result<Claim>(std::move(answer));
   }
@@ -361,9 +326,8 @@ struct ClaimAnswer {
   }
 };
 
-// The fenced finish's answer; when it matched nothing, the read's: a retry whose earlier try
-// landed finds its own commit, else the lease is lost. The ticket and completion are the
-// caller's, alive until the call completes.
+// The fenced finish's answer; when it matched nothing, the read's (a retry finds its landed
+// commit). The ticket and completion are the caller's, alive until the call completes.
 struct CommitAnswer {
   const Ticket* ticket;
   const Completion* completion;
@@ -385,9 +349,8 @@ net::awaitable<Result<Claim>> refused_at_once(Failure failure) { co_return failu
 
 }  // namespace
 
-// The calls' parameters are views of the request, ticket and completion, which the caller
-// keeps until the call completes (the AsyncStore contract); the pipeline holds the rest.
-// A claim is answered where its reply is read, without a coroutine of its own.
+// The calls' parameters are views of what the caller keeps until the call completes (the
+// AsyncStore contract).
 net::awaitable<Result<Claim>> AsyncPostgresStore::async_claim(const ClaimRequest& request) {
   if (request.key.empty()) {
     return refused_at_once(make_failure(errc::key_invalid, "effective key is empty"));

@@ -1,5 +1,4 @@
-// The admin of a PostgreSQL record store: the SQL admin (src/sql/sql_admin.hpp) over one
-// connection of its own, with a statement timeout, connected on first use.
+// The admin of a PostgreSQL record store: the SQL admin over one connection, opened on first use.
 
 #include <fmt/format.h>
 
@@ -77,8 +76,7 @@ class PgAdminConnection final : public sql::AdminConnection {
 
   Failure failure(std::exception_ptr error) const noexcept override {
     bool broken = false;
-    Failure f = postgres::detail::failure_of(std::move(error), broken, false);
-    return f;
+    return postgres::detail::failure_of(std::move(error), broken, false);
   }
 
  private:

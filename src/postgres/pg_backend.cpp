@@ -17,7 +17,6 @@ PgBackend::PgBackend(PostgresStoreOptions options, Role role)
       conninfo_(with_network_defaults(options_.connection.uri)),
       connect_budget_(connect_budget(options_.connection.uri, options_.connection.connect_timeout)),
       text_(sql::kPostgres, options_.connection.table_prefix),
-      // Every idle session is probed (one zero-timeout poll) before it is lent.
       pool_(
           idem::detail::PoolOptions{.max_open = options_.pool.size,
                                     .probe_idle_after = milliseconds{0}},
@@ -27,8 +26,7 @@ PgBackend::PgBackend(PostgresStoreOptions options, Role role)
                                                watchdog_);
           },
           [](sql::Session& session) { return static_cast<PgSession&>(session).looks_alive(); },
-          // Whatever the caller left open ends here, and a closed connection is not lent again.
-          [](sql::Session& session) {
+          [](sql::Session& session) {  // ends what the caller left open; drops a closed one
             auto& pg = static_cast<PgSession&>(session);
             pg.rollback();
             return pg.is_open();

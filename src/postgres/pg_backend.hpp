@@ -1,8 +1,6 @@
 #pragma once
 // PgBackend: how the SQL engine reaches one PostgreSQL server (the primary, or a replica): a
-// ConnectionPool of PgSessions, bounded by pool_size, a call waiting for a free one up to
-// acquire_timeout (or the wait it asks for, if longer); an idle session is probed before it is
-// lent, so one the server closed is dropped before any statement is sent on it.
+// pool of PgSessions, each idle one probed before it is lent.
 
 #include <chrono>
 #include <exception>
@@ -20,25 +18,22 @@ namespace idem::postgres::detail {
 
 class PgBackend final : public sql::Backend {
  public:
-  /// `options` checked already (pg_options.hpp). Connects nothing yet.
-  PgBackend(PostgresStoreOptions options, Role role);
+  PgBackend(PostgresStoreOptions options, Role role);  // `options` checked; connects nothing yet
   ~PgBackend() override;
 
-  /// A session, waiting for a free connection up to `wait` or acquire_timeout, whichever is
-  /// longer (a transactional claim may wait its block_for); then idem::detail::PoolExhausted. Given
-  /// back, its transaction is rolled back, and a connection that closed is dropped.
+  /// Waits up to `wait` or acquire_timeout, whichever is longer (a transactional claim may wait
+  /// its block_for).
   sql::SessionLease acquire(std::chrono::milliseconds wait) override;
   void create_schema() override;
   Failure failure(std::exception_ptr error, bool& broken,
                   bool transactional_claim) const noexcept override;
   const sql::Statements& statements() const noexcept override { return text_; }
 
-  idem::detail::PoolCounters pool_counters() const noexcept { return pool_.counters(); }
   std::string_view store_name() const noexcept override { return PostgresStore::kStoreName; }
   PoolStats pool_stats() const noexcept override { return pool_.stats(); }
 
  private:
-  using SessionPool = sql::SessionPool;  // of PgSessions
+  using SessionPool = sql::SessionPool;
 
   PostgresStoreOptions options_;
   Role role_;

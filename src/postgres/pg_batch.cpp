@@ -1,8 +1,5 @@
-// PgSession's batches and groups: the claims of many keys in one multi-row statement, their
-// finishes in another, and a group of both in one statement that does the two (one round trip,
-// committed on its own). Each row follows the single-key statements' rules
-// (sql/statements.cpp); the keys come as arrays, unnested in the statement, and each answer row
-// names its item by ordinality.
+// PgSession's batches and groups: one multi-row statement each, the keys as arrays unnested in
+// it, each answer row naming its item by ordinality; the single-key statements' rules.
 
 #include <fmt/format.h>
 
@@ -13,6 +10,7 @@
 
 #include "idem/engine/record_model.hpp"
 #include "postgres/pg_session.hpp"
+#include "postgres/pg_values.hpp"
 
 namespace idem::postgres::detail {
 
@@ -24,9 +22,8 @@ constexpr const char* kWriteMany = "idem_write_many";
 
 constexpr const char* kNow = "CAST(extract(epoch FROM statement_timestamp()) * 1000 AS bigint)";
 
-// The claim upsert over the batch in `input`, one rule for kClaimManyText and kWriteManyText
-// (their {claimed}). Rows are inserted in key order, so that two batches that share keys lock
-// them in the same order and never deadlock on each other.
+// The claim upsert over `input` ({claimed} below), in key order so that two batches lock shared
+// keys in the same order.
 constexpr const char* kClaimedText =
     "claimed AS (INSERT INTO {rec} AS r (key, state, fp_hi, fp_lo, fence, took_over, "
     "lease_until, expires_at, result) "
@@ -56,12 +53,9 @@ constexpr const char* kFinishManyText =
     "WITH ORDINALITY AS i(key, fence, state, result, ttl_ms, ord) "
     "WHERE r.key = i.key AND r.fence = i.fence AND r.state = {held} RETURNING i.ord";
 
-// A group: the finishes ($1 to $5, as kFinishManyText) and the claims ($6 to $10, as
-// kClaimManyText) in one statement, so in one round trip and one commit. Every part of a
-// statement sees the records as they were before it, so a claim of a key the same group
-// finishes is left out (no answer row: the engine claims it on its own afterwards, and then
-// finds the finish). Rows: 0 and the finish's ordinality for each finish that matched; 1 and
-// the claim's columns of kClaimManyText for each claim.
+// A group: finishes ($1-$5) and claims ($6-$10) in one statement. Every part sees the records as
+// they were before it, so a claim of a key the group finishes is left out (the engine claims it
+// alone afterwards). Rows: 0 and a matched finish's ordinality; 1 and a claim's columns.
 constexpr const char* kWriteManyText =
     "WITH fin AS (SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::smallint[], $4::bytea[], "
     "$5::bigint[]) WITH ORDINALITY AS t(key, fence, state, result, ttl_ms, ord)), "
@@ -81,10 +75,8 @@ constexpr const char* kWriteManyText =
     "ON r.key = i.key WHERE NOT EXISTS (SELECT 1 FROM claimed c WHERE c.key = i.key)";
 
 std::int64_t as_i64(std::uint64_t v) { return std::bit_cast<std::int64_t>(v); }
-std::uint64_t as_u64(std::int64_t v) { return std::bit_cast<std::uint64_t>(v); }
 
-// An array literal, element by element.
-class ArrayText {
+class ArrayText {  // an array literal
  public:
   void add_number(std::int64_t v) {
     next();
@@ -161,27 +153,7 @@ std::vector<std::string> finish_values(std::span<const sql::FinishArgs> args) {
           close(std::move(results)), close(std::move(ttls))};
 }
 
-// A claim's answer from the columns of `row` that start at `at` (acquired, fence, took_over,
-// state, fp_hi, fp_lo, lease left, expiry left, result).
-template <class Row>
-sql::ClaimRow claim_row(const Row& row, int at) {
-  sql::ClaimRow out;
-  out.acquired = row[at].template as<int>() == 1;
-  out.fence = static_cast<Fence>(row[at + 1].template as<std::int64_t>());
-  out.took_over = row[at + 2].template as<int>() != 0;
-  if (!out.acquired) {
-    out.state = static_cast<std::int16_t>(row[at + 3].template as<int>());
-    out.fingerprint = {as_u64(row[at + 4].template as<std::int64_t>()),
-                       as_u64(row[at + 5].template as<std::int64_t>())};
-    out.lease_left_ms = row[at + 6].template as<std::int64_t>();
-    out.expire_left_ms = row[at + 7].template as<std::int64_t>();
-    out.result = field_bytes(row[at + 8]);
-  }
-  return out;
-}
-
-// The item a row answers (its 1-based ordinality, column `at`), as an index below n; n when the
-// row names none.
+// The item a row answers (1-based ordinality in column `at`) as an index; n when none.
 template <class Row>
 std::size_t item_of(const Row& row, int at, std::size_t n) {
   const auto ord = row[at].template as<std::int64_t>();
@@ -206,12 +178,8 @@ std::vector<bool> finished_rows(const pqxx::result& r, std::size_t n) {
 
 }  // namespace
 
-// Claims alone, finishes alone, or both: one statement, committed on its own (one round trip
-// and one flush of the log per group, however many keys).
-//
-// Concurrent batches and groups lock records in different orders (a group's finishes, then its
-// claims; claims lock the records they find, held or not), so PostgreSQL may end one of two
-// crossing steps as a deadlock. The step rolled back whole, so it is sent again, a few times.
+// Crossing batches and groups lock records in different orders, so PostgreSQL may end one as a
+// deadlock; it rolled back whole, so it is sent again, a few times.
 sql::Session::Written PgSession::write_many(std::span<const sql::FinishArgs> finishes,
                                             std::span<const sql::ClaimArgs> claims) {
   constexpr int kAttempts = 5;

@@ -13,9 +13,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// The wait of each step of a connect, against one deadline for the whole connect (none when the
-// budget is zero).
-class ConnectDeadline {
+class ConnectDeadline {  // one deadline for every wait of a connect
  public:
   explicit ConnectDeadline(milliseconds budget)
       : budget_(budget), deadline_(Clock::now() + budget) {}

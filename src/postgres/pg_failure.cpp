@@ -42,9 +42,7 @@ Failure failure_of(std::exception_ptr error, bool& broken, bool transactional_cl
     return unavailable("commit in doubt", e.what());
   } catch (const pqxx::sql_error& e) {
     const std::string& state = e.sqlstate();
-    // lock_not_available: lock_timeout ran out waiting on the holder (the key's advisory lock,
-    // which a transactional claim takes first, or its row).
-    if (state == "55P03") {
+    if (state == "55P03") {  // lock_not_available: lock_timeout ran out waiting on the holder
       return make_failure(transactional_claim ? errc::in_progress : errc::store_unavailable,
                           fmt::format("idem: postgres: the key is locked by its holder's "
                                       "transaction ({})",

@@ -31,8 +31,7 @@ constexpr auto kNetworkDefaults = std::to_array<Defaulted>({{"keepalives", "1"},
                                                             {"keepalives_count", "3"},
                                                             {"tcp_user_timeout", "10000"}});
 
-// The keywords `conninfo` sets, with their values; nullopt when libpq cannot parse it (the
-// connect then reports why).
+// The keywords `conninfo` sets; nullopt when libpq cannot parse it (the connect says why).
 using Parsed = std::vector<std::pair<std::string, std::string>>;
 std::optional<Parsed> parse(const std::string& conninfo) {
   char* error = nullptr;
@@ -84,8 +83,7 @@ void check(const ConnectionOptions& connection, std::string_view who, std::strin
     throw std::invalid_argument(fmt::format("idem::{}: {}{}", who, field, why));
   };
   if (connection.uri.empty()) refuse("uri is empty");
-  // A connection string libpq cannot read would fail every connect, and each call would report
-  // an outage (store_unavailable) for what is a configuration error: refused here instead.
+  // Else every call would report an outage for what is a configuration error.
   if (const auto why = conninfo_error(connection.uri)) refuse("uri cannot be used: " + *why);
   if (tables && !sql::valid_prefix(connection.table_prefix)) {
     refuse("table_prefix '" + connection.table_prefix +
@@ -144,7 +142,6 @@ milliseconds connect_budget(const std::string& conninfo, milliseconds fallback) 
   const std::string* set = parsed ? find(*parsed, "connect_timeout") : nullptr;
   if (set == nullptr) return std::max(fallback, milliseconds{0});
   const long seconds = std::strtol(set->c_str(), nullptr, 10);
-  // libpq's zero (or less) is "wait forever"; the store keeps its own bound instead.
   if (seconds <= 0) return std::max(fallback, milliseconds{0});
   return milliseconds{std::max(seconds, 2L) * 1000};
 }

@@ -1,7 +1,5 @@
 #pragma once
-// The PostgreSQL store's options read: the checks PostgresStore's constructor makes, the
-// options of the replica's pool, and the libpq settings the store adds to a connection string
-// where the user did not set them.
+// The PostgreSQL stores' options read: their checks, the replica pool's, the libpq defaults.
 
 #include <chrono>
 #include <optional>
@@ -21,33 +19,26 @@ inline constexpr const char* kReadOnly =
     "idem: postgres server is read-only (a hot standby, or default_transaction_read_only is on): "
     "claims and commits need the primary";
 
-/// Why libpq cannot read `conninfo` (a URI or key=value string: bad syntax, an unknown option),
-/// in libpq's words; nullopt when it can. Reading it makes no connection.
+/// Why libpq cannot read `conninfo`, in its words (the password redacted); nullopt when it can.
 std::optional<std::string> conninfo_error(const std::string& conninfo);
 
-/// Throws std::invalid_argument, naming `who` and the `field` prefix (e.g. "connection."), for
-/// an empty uri or one libpq cannot read (conninfo_error), a connect_timeout that is not
-/// positive, or (`tables`) a table prefix with other characters than letters, digits and '_'.
+/// Throws std::invalid_argument, naming `who` and `field` (e.g. "connection."), for an unusable
+/// uri, a connect_timeout that is not positive, or (`tables`) a bad table prefix.
 void check(const ConnectionOptions& connection, std::string_view who, std::string_view field,
            bool tables = true);
 
-/// `options` when they are usable: check() of the connection (and of the replica's, when it has
-/// a uri); throws std::invalid_argument for a zero pool size too (also the replica's).
+/// `options` after check() of both connections and the pool sizes (std::invalid_argument).
 PostgresStoreOptions checked(PostgresStoreOptions options);
 
-/// The options of the replica's pool, from a store's checked options that name a replica: its
-/// own uri, connection limits and timeouts, on the same tables.
+/// The replica pool's options: its own uri, limits and timeouts, on the same tables.
 PostgresStoreOptions replica_pool_options(const PostgresStoreOptions& options);
 
-/// `conninfo` (a URI or key=value string) with TCP keepalives and tcp_user_timeout added where
-/// it does not set them: keepalives=1, keepalives_idle=10, keepalives_interval=5,
-/// keepalives_count=3, tcp_user_timeout=10000 (ms). A dead peer is then noticed by the kernel
-/// within about 10 s of silence, idle or not, on connections the reply watchdog does not watch.
+/// `conninfo` with TCP keepalives and tcp_user_timeout added where it does not set them, so the
+/// kernel notices a dead peer within about 10 s, also where the reply watchdog does not watch.
 std::string with_network_defaults(const std::string& conninfo);
 
-/// How long a connect may take: the connect_timeout `conninfo` sets (libpq's meaning: whole
-/// seconds, at least 2), else `fallback`. A connect_timeout of zero or less, libpq's "wait
-/// forever", gives `fallback` too: the stores bound every connect.
+/// How long a connect may take: the connect_timeout `conninfo` sets (libpq's whole seconds, at
+/// least 2), else `fallback`, also for libpq's "wait forever" (zero or less).
 std::chrono::milliseconds connect_budget(const std::string& conninfo,
                                          std::chrono::milliseconds fallback);
 

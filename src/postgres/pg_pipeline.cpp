@@ -1,4 +1,3 @@
-// PgPipeline: one libpq connection in pipeline mode on an Asio strand (pg_pipeline.hpp).
 
 #include "postgres/pg_pipeline.hpp"
 
@@ -36,10 +35,6 @@ std::string first_line(const char* what) {
   return s;
 }
 
-}  // namespace
-
-namespace {
-
 int hex_digit(char c) noexcept {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -47,8 +42,7 @@ int hex_digit(char c) noexcept {
   return -1;
 }
 
-// bytea's hex output ("\\x" and two digits a byte, the server's default), decoded straight into
-// `out`; false for anything else, which PQunescapeBytea then reads.
+// bytea's hex output (the server's default) decoded in place; false for anything else.
 bool from_hex(std::string_view text, std::string& out) {
   if (text.size() < 2 || text[0] != '\\' || text[1] != 'x' || text.size() % 2 != 0) return false;
   out.resize((text.size() - 2) / 2);
@@ -152,7 +146,6 @@ void PgPipeline::send_internal(Query query, std::function<void(Reply&)> done) {
 
 void PgPipeline::send(std::unique_ptr<Op> op) {
   const Query& q = op->query;
-  // Parameters handed over (values) or held in place (params).
   std::array<const char*, Params::kMax> held{};
   std::vector<const char*> values;
   std::vector<int> lengths;
@@ -169,7 +162,7 @@ void PgPipeline::send(std::unique_ptr<Op> op) {
     }
     value_ptrs = values.data();
     length_ptrs = lengths.data();
-    formats = q.formats.empty() ? nullptr : q.formats.data();
+    formats = nullptr;  // all text
     n = static_cast<int>(values.size());
   } else {
     q.params.point(held);
@@ -256,9 +249,8 @@ void PgPipeline::connected() {
     drop(fmt::format("cannot enter pipeline mode: {}", first_line(PQerrorMessage(conn_))));
     return;
   }
-  // Registered afresh (no wait is pending here): the connect's write waits left "writable" in
-  // the reactor's edge-triggered interest, and each read wait re-arms it, so every statement
-  // would wake the loop once more (an extra epoll_wait) for a socket that is merely writable.
+  // Registered afresh: the connect's write waits left "writable" in the reactor's interest (see
+  // arm_write).
   release_socket();
   watch_socket();
   state_ = State::setting_up;
@@ -293,11 +285,8 @@ void PgPipeline::arm_read() {
                      });
 }
 
-// The wait is made on a descriptor of its own (a duplicate of the connection's), closed once the
-// socket is writable: "writable" then never enters the reactor's edge-triggered interest in the
-// connection's descriptor, where it would stay and, each read wait re-arming it, wake the loop
-// again and again for the rest of the connection's life. Without a descriptor to spare, the
-// connection's own is used.
+// The wait is on a duplicate descriptor, closed once writable: "writable" in the edge-triggered
+// interest of the connection's own would wake the loop at every read wait for the rest of its life.
 void PgPipeline::arm_write() {
   if (write_armed_ || !socket_.is_open()) return;
   net::posix::stream_descriptor* waiter = &socket_;
@@ -360,8 +349,7 @@ void PgPipeline::on_readable() {
   spare_answered_ = std::move(answered);
 }
 
-// The replies come in order: the front query's result, a null, then its sync point's result.
-// The callers' answered queries are collected, and completed once every reply in hand is read.
+// In order: the front query's result, a null, its sync point's. Callers complete once all is read.
 void PgPipeline::take_results(Answered& answered) {
   const std::uint64_t g = generation_;
   int nulls = 0;
@@ -406,8 +394,7 @@ void PgPipeline::finish_front(Answered& answered) {
   std::unique_ptr<Op> op = std::move(in_flight_.front());
   in_flight_.pop_front();
   last_progress_ = Clock::now();
-  // A connection the server is ending (class 08, or 57P: shutdown, termination): what was on
-  // it is in doubt, as for any lost connection.
+  // A connection the server is ending (08, 57P): what was on it is in doubt.
   const std::string& s = op->reply.sqlstate;
   const bool gone = s.rfind("08", 0) == 0 || s.rfind("57P", 0) == 0;
   if (gone) {
@@ -427,9 +414,7 @@ void PgPipeline::finish_front(Answered& answered) {
   answered.push_back(std::move(op));
 }
 
-// On one thread, the callers resume here, one after another (each sends its next query as it
-// goes); else their answers are posted to their executors. Should a caller's completion throw,
-// the others are still answered (posted) before the exception leaves.
+// On one thread callers resume here in turn, else are posted; if one throws, the rest are posted.
 void PgPipeline::complete_answered(Answered& answered) {
   if (!settings_.single_threaded) {
     for (auto& op : answered) op->complete();

@@ -1,15 +1,8 @@
 #pragma once
-// PgPipeline: one libpq connection in pipeline mode, driven by Asio on a strand (or, for callers
-// on one thread, single_threaded, without one). Each query goes out as it comes, followed by a
-// sync point of its own (so each runs in its own implicit transaction and an error in one never
-// aborts another), and the replies are matched in order.
-// Used by AsyncPostgresStore (async_store.cpp), which gives it its setup: the schema
-// check and the prepared statements every new connection runs before the callers' queries.
-//
-// Every wait is bounded: a connect (with the setup) by the connect budget, the oldest query in
-// flight by the reply timeout. Past either, or when the connection fails, it is dropped and
-// every query on it fails: store_unavailable, or outcome_unknown for a commit that went out.
-// After a failure, queries fail at once until the reconnect backoff has passed.
+// PgPipeline: one libpq connection in pipeline mode on an Asio strand (or none, single_threaded).
+// Each query has a sync point of its own, so an error in one never aborts another. A connect is
+// bounded by the connect budget, the oldest query in flight by the reply timeout; past either the
+// connection drops, its queries fail, and new ones fail at once until the reconnect backoff.
 
 #include <libpq-fe.h>
 
@@ -47,15 +40,13 @@ namespace idem::postgres::detail {
 
 namespace net = boost::asio;
 
-/// Up to kMax parameters of a statement, held without allocating: bytes the caller keeps alive
-/// until the statement's reply (a key, a result), and numbers written here in their text form.
+/// Up to kMax parameters held without allocating: views of bytes the caller keeps alive until
+/// the reply, and numbers as text.
 class Params {
  public:
   static constexpr int kMax = 6;
 
-  /// Binary bytes (a bytea): a view, not a copy.
   void bytes(std::string_view b) { add(b.data(), static_cast<int>(b.size()), 1); }
-  /// A number, as text.
   void number(std::int64_t v) {
     char* text = numbers_[static_cast<std::size_t>(count_)].data();
     char* end = std::to_chars(text, text + kNumberSize - 1, v).ptr;
@@ -89,22 +80,17 @@ class Params {
   std::array<std::array<char, kNumberSize>, kMax> numbers_;
 };
 
-/// One statement to run: a prepared one by name, a text on its own, or (prepare) the
-/// preparation of `text` under `name`.
+/// One statement: a prepared one by name, a text, or the preparation of `sql` under `name`.
 struct Query {
   enum Kind : std::uint8_t { prepared, text, prepare } kind = prepared;
   const char* name = "";  // prepared and prepare: a name that outlives the query (a literal)
-  std::string sql;        // text and prepare
-  /// Parameters handed over, in their text form or raw bytes (binary)...
-  std::vector<std::string> values;
-  std::vector<int> formats;  // per value: 0 text, 1 binary (bytea)
-  /// ...or, with `values` empty, held in place (the store's own calls: nothing to allocate).
-  Params params;
-  bool commit = false;  // a reply lost after it went out: outcome_unknown
+  std::string sql{};      // text and prepare
+  std::vector<std::string> values{};  // text parameters handed over...
+  Params params{};                    // ...or, with `values` empty, held in place
+  bool commit = false;                // a reply lost after it went out: outcome_unknown
 };
 
-/// A statement's answer: its result (read in place: text cells, bytea decoded on request) and
-/// the rows it changed, or why it failed.
+/// A statement's answer: its result, read in place, and the rows it changed, or why it failed.
 struct Reply {
   using Row = std::vector<std::optional<std::string>>;
   struct ClearResult {
@@ -138,14 +124,11 @@ struct PipelineSettings {
   std::chrono::milliseconds reply_timeout{6000};
   std::chrono::milliseconds reconnect_backoff{50};
   std::chrono::milliseconds max_reconnect_backoff{2000};
-  /// Every caller runs on the one thread of the executor's io_context: no strand, queries go
-  /// out from the caller's own initiation and replies resume their callers in place.
+  /// Every caller runs on the executor's one thread: no strand, replies resume callers in place.
   bool single_threaded = false;
 };
 
-/// A pipeline's settings for `connection` (checked): its conninfo with the network defaults,
-/// connect budget and reply deadline (statement_timeout + kReplyMargin). `where` names the
-/// server in messages.
+/// A pipeline's settings for checked `connection`; `where` names the server in messages.
 PipelineSettings pipeline_settings(const ConnectionOptions& connection, std::string where);
 
 class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
@@ -168,11 +151,9 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
         net::use_awaitable);
   }
 
-  /// Runs `query` and answers `decode(reply, query)`, decoded where the reply is read, before
-  /// the caller resumes: the caller needs no coroutine of its own around run(). `decode`
-  /// returns nullopt to have `query` sent again, as it is or as decode rewrote it (at most
-  /// `tries` sends in all; then it answers `decode.exhausted()`), and must answer a Reply that
-  /// failed.
+  /// Answers `decode(reply, query)`, decoded where the reply is read (no coroutine around
+  /// run()). nullopt from `decode` sends `query` again, maybe rewritten, up to `tries` sends in
+  /// all, then answers `decode.exhausted()`; `decode` must answer a failed Reply.
   template <class T, class Decode>
   net::awaitable<T> run_decoded(Query query, Decode decode, int tries) {
     return net::async_initiate<const net::use_awaitable_t<>&, void(T)>(
@@ -186,8 +167,7 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
         net::use_awaitable);
   }
 
-  // --- for the setup, on the strand ---
-  /// Sends a query of the setup; `done` hears its reply (also when the connection drops).
+  /// For the setup, on the strand: `done` hears the reply (also when the connection drops).
   void send_internal(Query query, std::function<void(Reply&)> done);
   /// The setup is done: the callers' queries waiting for the connection go out.
   void open();
@@ -213,10 +193,8 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
     bool internal = false;  // the setup's: completed as soon as its reply is read
     Reply reply;
     virtual ~Op() = default;
-    /// Its reply is read: true to send the query again instead of completing.
-    virtual bool again() { return false; }
-    virtual void complete() = 0;  // with `reply`, posted to the caller
-    /// With `reply`, resuming the caller here when its executor runs on this thread.
+    virtual bool again() { return false; }  // true: send the query again
+    virtual void complete() = 0;            // with `reply`, posted to the caller
     virtual void complete_in_place() { complete(); }
   };
   template <class Handler>
@@ -264,7 +242,6 @@ class PgPipeline : public std::enable_shared_from_this<PgPipeline> {
   enum class State : std::uint8_t { idle, connecting, setting_up, open };
 
   void submit(std::unique_ptr<Op> op);
-  // submit() on the strand, or at once for a single_threaded pipeline (the caller is on it).
   void start(std::unique_ptr<Op> op) {
     if (settings_.single_threaded) {
       submit(std::move(op));

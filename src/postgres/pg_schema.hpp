@@ -1,7 +1,5 @@
 #pragma once
-// The PostgreSQL store's schema steps, written once for PostgresStore (PgSession::create_schema)
-// and AsyncPostgresStore (async_store.cpp): the probe of what exists, the lock under which
-// processes create what is missing, and the DDL in order.
+// The PostgreSQL stores' schema steps: the probe, the creators' lock, the DDL in order.
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -13,9 +11,8 @@
 
 namespace idem::postgres::detail {
 
-/// One row: (records, schema and expiry index all there), transaction_read_only ("on" on a hot
-/// standby), (the fence sequence, the steps table and its triggers, the entity op log and its
-/// sequence there: a schema of version 1 lacks some of them).
+/// One row: the version 1 tables there, transaction_read_only ("on" on a hot standby), the rest
+/// of the schema there.
 inline std::string schema_probe(const sql::Statements& text) {
   return fmt::format(
       "SELECT to_regclass('{0}') IS NOT NULL AND to_regclass('{1}') IS NOT NULL AND "
@@ -28,15 +25,11 @@ inline std::string schema_probe(const sql::Statements& text) {
       fmt::join(text.step_triggers, "', '"), text.step_triggers.size());
 }
 
-/// Taken (pg_advisory_xact_lock) before creating: several processes may start at once; one
-/// creates, the others wait and find it done. The entity stores take it too.
+/// Taken before creating: of processes starting at once, one creates, the others find it done.
 inline constexpr const char* kSchemaLock = "SELECT pg_advisory_xact_lock(7302585012475906)";
 
-/// What to run, in one transaction under kSchemaLock, when the probe found something missing or
-/// the version is an earlier one: the schema's DDL (Statements::schema_ddl), less the tables
-/// and index when `tables` (the probe's first column) says they are there: CREATE INDEX IF NOT
-/// EXISTS takes a share lock on the table first, and would wait for every open transactional
-/// claim on it.
+/// The DDL to run under kSchemaLock, less the tables and index when `tables` are there: CREATE
+/// INDEX IF NOT EXISTS would wait (share lock) for every open transactional claim on the table.
 inline std::vector<std::string> schema_ddl(const sql::Statements& text, bool tables) {
   std::vector<std::string> ddl;
   for (const std::string& statement : text.schema_ddl) {

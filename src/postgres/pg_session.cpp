@@ -1,5 +1,3 @@
-// PgSession: the store's statements on one PostgreSQL connection, each round trip under a reply
-// deadline (pg_session.hpp).
 
 #include "postgres/pg_session.hpp"
 
@@ -33,10 +31,8 @@ constexpr const char* kRaiseFloor = "idem_raise_floor";
 constexpr const char* kRead = "idem_read";
 constexpr const char* kFinishHeld = "idem_finish_held";
 
-// Sent in front of a transaction's last statements: SET LOCAL lasts until its COMMIT.
-constexpr std::string_view kNoLockTimeout = "SET LOCAL lock_timeout = 0; ";
-// The error text of a transactional finish that matched no row (the kFinishHeld statement).
-constexpr const char* kNotHeld = "idem: lease lost: the finish matched ";
+constexpr std::string_view kNoLockTimeout = "SET LOCAL lock_timeout = 0; ";  // until COMMIT
+constexpr const char* kNotHeld = "idem: lease lost: the finish matched ";    // kFinishHeld's error
 
 std::string timeouts_text(milliseconds statement, milliseconds lock) {
   return fmt::format("SET statement_timeout = {}; SET lock_timeout = {}", statement.count(),
@@ -93,8 +89,7 @@ PgSession::PgSession(const std::string& conninfo, milliseconds connect_budget,
       statement_timeout_(statement_timeout) {
   set_timeouts(statement_timeout_, milliseconds{0});
   if (role == Role::replica) {
-    // The replica never creates the schema: it must have replicated the one this library
-    // reads (a missing table is an error here, hence a fall-through to the primary).
+    // The replica never creates the schema: it must have replicated this library's version.
     const auto version = watched([&] {
       pqxx::nontransaction tx(conn_);
       const pqxx::result r = tx.exec(text.select_version);
@@ -112,9 +107,8 @@ PgSession::PgSession(const std::string& conninfo, milliseconds connect_budget,
   declare(kClaim, text.claim_in_one);
   declare(kClaimDrawn, text.claim_in_one_drawn);
   declare(kFinish, text.finish);
-  // The finish of a transactional claim, sent with COMMIT: an error when it matches no row,
-  // so that the COMMIT behind it does not run. (The text depends on count(*), so it is not
-  // evaluated at planning time.)
+  // A transactional finish, sent with COMMIT: an error when it matches no row, so that the
+  // COMMIT does not run (the cast depends on count(*): not evaluated at planning time).
   declare(kFinishHeld,
           fmt::format("WITH finished AS ({} RETURNING 1) SELECT CASE WHEN count(*) = 1 "
                       "THEN 1 ELSE CAST('{}' || count(*) || ' rows' AS int) END "
@@ -144,14 +138,11 @@ void PgSession::create_schema(const sql::Statements& text) {
   watched([&] { tx.emplace(conn_); });  // BEGIN
   auto exec = [&](const std::string& sql) { return watched([&] { return tx->exec(sql); }); };
   try {
-    // Tables already there: no DDL, because CREATE INDEX IF NOT EXISTS takes a share lock on
-    // the table first, and would wait for every open transactional claim on it.
     const pqxx::row found = exec(schema_probe(text)).at(0);
     // A hot standby given as the primary: say so now rather than fail every claim.
     if (found.at(1).as<std::string>() == "on") throw UnusableServer(kReadOnly);
     const bool tables = found.at(0).as<bool>();
     auto version = [&] { return exec(text.select_version).at(0).at(0).as<long long>(-1); };
-    // An earlier version is upgraded (schema_ddl ends with the version's update).
     auto earlier = [&] {
       const long long v = version();
       return v >= 1 && v < sql::kSchemaVersion;
@@ -169,18 +160,15 @@ void PgSession::create_schema(const sql::Statements& text) {
   } catch (...) {
     try {
       watched([&] { tx->abort(); });  // ROLLBACK, under a deadline too
-    } catch (...) {
-      // The connection is gone: the server rolls back by itself.
+    } catch (...) {                   // the connection is gone: the server rolls back by itself
     }
     throw;
   }
 }
 
 std::optional<sql::ClaimRow> PgSession::claim(const sql::ClaimArgs& args) {
-  // A transactional claim opens its transaction: BEGIN, the lock that holds the key, and the
-  // claim, which draws its fence from the sequence, in one message. The lock comes first:
-  // an INSERT evaluates its VALUES (nextval()) before it waits for another transaction's
-  // insert of the key, so without it a claim could draw before an earlier holder's.
+  // Transactional: BEGIN, the key's lock, and the claim drawing its fence, in one message; the
+  // lock first, since INSERT evaluates nextval() before it waits (docs/sql.md#fences).
   const bool transactional = work_ != nullptr;
   if (transactional && !work_->begun()) hold(records_, args.key);
   const char* name = transactional ? kClaimDrawn : kClaim;
@@ -196,19 +184,7 @@ std::optional<sql::ClaimRow> PgSession::claim(const sql::ClaimArgs& args) {
                      args.lease_ms, args.keep_ms);
   });
   if (r.empty()) return std::nullopt;
-  const auto row = r[0];
-  sql::ClaimRow out;
-  out.acquired = row[0].as<int>() == 1;
-  out.fence = static_cast<Fence>(row[1].as<std::int64_t>());
-  out.took_over = row[2].as<int>() != 0;
-  if (!out.acquired) {
-    out.state = static_cast<std::int16_t>(row[3].as<int>());
-    out.fingerprint = {as_u64(row[4].as<std::int64_t>()), as_u64(row[5].as<std::int64_t>())};
-    out.lease_left_ms = row[6].as<std::int64_t>();
-    out.expire_left_ms = row[7].as<std::int64_t>();
-    out.result = field_bytes(row[8]);
-  }
-  return out;
+  return claim_row(r[0], 0);
 }
 
 std::optional<sql::ClaimRow> PgSession::read(std::string_view key) {
@@ -245,7 +221,6 @@ bool PgSession::extend(const Ticket& ticket, std::int64_t lease_ms) {
                            static_cast<std::int64_t>(ticket.fence), lease_ms)) == 1;
 }
 
-// Two statements: a deadline of two statement timeouts.
 std::size_t PgSession::purge(std::size_t max_rows) {
   return watched(
       [&] {
@@ -259,13 +234,12 @@ std::size_t PgSession::purge(std::size_t max_rows) {
         tx.commit();
         return gone.size();
       },
-      2);
+      2);  // statements
 }
 
 // Sends nothing: the settings and BEGIN go with the transaction's first statement.
 void PgSession::begin(milliseconds block_for) {
-  // lock_timeout bounds the wait on the holder (the key's advisory lock or its row); zero would
-  // mean "forever" to PostgreSQL.
+  // lock_timeout bounds the wait on the holder; zero would mean "forever" to PostgreSQL.
   const milliseconds lock = std::max(block_for, milliseconds{1});
   const milliseconds statement = std::max(statement_timeout_, block_for + milliseconds{1000});
   std::string preamble;
@@ -278,8 +252,7 @@ void PgSession::begin(milliseconds block_for) {
   work_ = std::make_unique<PgTransaction>(conn_, std::move(preamble));
 }
 
-// The advisory lock of (table, key): a 64-bit hash, so unrelated keys share a lock (and wait
-// for each other) with a chance of about one in 2^64 per pair.
+// The advisory lock of a 64-bit hash of (table, key): two keys share one with odds of 2^-64.
 void PgSession::hold(std::string_view table, std::string_view key) {
   const std::uint64_t h =
       XXH3_64bits_withSeed(key.data(), key.size(), XXH3_64bits(table.data(), table.size()));
@@ -296,9 +269,8 @@ void PgSession::commit() {
   }
 }
 
-// One round trip: the fenced finish, then COMMIT. The claim's lock_timeout (1 ms for a claim
-// that may not wait) bounded the wait on another holder; the finish must not fail on it, so it
-// runs without one (statement_timeout and the reply deadline still bound it).
+// One round trip: the fenced finish, then COMMIT, without the claim's lock_timeout (maybe 1 ms),
+// which the finish must not fail on.
 bool PgSession::finish_and_commit(const Ticket& ticket, sql::State state, std::string_view result,
                                   std::int64_t ttl_ms) {
   std::unique_ptr<PgTransaction> tx = std::move(work_);
@@ -330,8 +302,7 @@ void PgSession::rollback() noexcept {
   forget_timeouts();  // settings sent in the transaction roll back with it
   try {
     watched([&] { tx->abort(); });
-  } catch (...) {
-    // A broken connection rolled back on the server already.
+  } catch (...) {  // a broken connection rolled back on the server already
   }
 }
 

@@ -1,12 +1,7 @@
 #pragma once
-// PgSession: one PostgreSQL connection in one thread's hands, running the store's statements
-// (prepared per connection at their first use), its transaction (PgTransaction) and the schema
-// check. The primary's sessions take every statement; a replica's only read records.
-//
-// Every round trip a session makes for the store runs under a reply deadline (watched()): the
-// statement timeout in force plus kReplyMargin. Statements a transactional handler runs itself
-// on the claim's transaction are bounded by the server's statement_timeout and by TCP
-// (tcp_user_timeout, keepalives: pg_options.hpp).
+// PgSession: one PostgreSQL connection in one thread's hands, its statements prepared at first
+// use. The store's round trips run under a reply deadline (watched()); a handler's own statements
+// are bounded by statement_timeout and TCP (tcp_user_timeout, keepalives).
 
 #include <algorithm>
 #include <chrono>
@@ -43,8 +38,7 @@ struct NoReply : std::runtime_error {
   explicit NoReply(std::chrono::milliseconds budget);
 };
 
-/// The primary takes every statement; a replica session only reads records.
-enum class Role : std::uint8_t { primary, replica };
+enum class Role : std::uint8_t { primary, replica };  // a replica session only reads records
 
 class PgSession final : public sql::Session {
  public:
@@ -57,15 +51,13 @@ class PgSession final : public sql::Session {
   PgSession& operator=(const PgSession&) = delete;
   ~PgSession() override;
 
-  /// An idle connection the server closed (restart, idle timeout) has something to read: the
-  /// goodbye message or EOF. The pool probes with this before it lends an idle connection, so
-  /// that no statement is ever sent on a dead one and then retried in doubt.
+  /// An idle connection the server closed has something to read (its goodbye, or EOF): the pool
+  /// probes so that no statement is sent on a dead one and then left in doubt.
   bool looks_alive() const noexcept;
 
   bool is_open() const noexcept { return conn_.is_open() && !watch_.fired(); }
 
-  /// Creates the tables if absent and checks the schema version; each round trip under its own
-  /// reply deadline (the advisory lock's wait is bounded by the statement timeout too).
+  /// Creates the tables if absent and checks the schema version.
   void create_schema(const sql::Statements& text);
 
   std::optional<sql::ClaimRow> claim(const sql::ClaimArgs& args) override;
@@ -75,7 +67,6 @@ class PgSession final : public sql::Session {
   bool release(const Ticket& ticket) override;
   bool extend(const Ticket& ticket, std::int64_t lease_ms) override;
   std::size_t purge(std::size_t max_rows) override;
-  // Batches and groups as one multi-row statement each (pg_batch.cpp).
   Written write_many(std::span<const sql::FinishArgs> finishes,
                      std::span<const sql::ClaimArgs> claims) override;
   void begin(std::chrono::milliseconds block_for) override;
@@ -100,39 +91,29 @@ class PgSession final : public sql::Session {
                              unsigned blob_columns) override;
 
  private:
-  // One attempt of write_many (pg_batch.cpp).
   Written write_many_once(std::span<const sql::FinishArgs> finishes,
                           std::span<const sql::ClaimArgs> claims);
-  // Declares the batch statements (pg_batch.cpp).
   void declare_batches(const sql::Statements& text);
-  // A prepared statement with text parameters, on its own (no transaction open), watched.
+  // A prepared statement with text parameters, outside any transaction, watched.
   pqxx::result run_texts(const char* name, const std::vector<std::string>& values);
 
-  // A generic statement, prepared on first use under a name of its own. Parameters go as text
-  // (bytes in bytea's hex form), so that one dynamic list carries every kind.
+  // A generic statement, prepared on first use; parameters as text, one list for every kind.
   pqxx::result generic(const std::string& sql, std::span<const sql::Param> params);
   pqxx::result generic_unwatched(const std::string& sql, std::span<const sql::Param> params);
 
   // A prepared statement of the store, inside the claim's transaction if one is open.
   template <class... Args>
   pqxx::result run(const char* name, Args&&... args);
-
-  // A statement this session may run, prepared on the server at its first use (prepared()).
   void declare(const std::string& name, std::string text);
+  const std::string& prepared(const std::string& name);  // prepares it the first time
 
-  // `name`, prepared on the server first if it is not yet (one round trip, the first time).
-  const std::string& prepared(const std::string& name);
-
-  // The longest statement timeout this session ever sent: the server enforces it (or a shorter
-  // one) on every statement.
+  // The longest statement timeout ever sent: the server enforces at most this on a statement.
   std::chrono::milliseconds statement_limit() const noexcept {
     return std::max(statement_timeout_, limit_sent_);
   }
 
-  // Runs `f`, round trips for the store, under a reply deadline: `statements` statement limits
-  // plus kReplyMargin. When the watchdog had to shut the connection down, the failure is
-  // NoReply (and a result that made it anyway is kept, but the connection is not reused).
-  // Nested calls run under the outermost deadline.
+  // Runs `f` under a reply deadline of `statements` statement limits plus kReplyMargin (nested
+  // calls: the outermost); NoReply when the watchdog shut the connection down.
   template <class F>
   auto watched(F&& f, int statements = 1) -> decltype(f());
 
@@ -141,14 +122,11 @@ class PgSession final : public sql::Session {
     return watch_.disarm();
   }
 
-  // EXECUTE of a prepared statement as SQL text, for a message that carries other statements
-  // too. The parameters are in their text forms, quoted as literals of unknown type: the
-  // server reads them as it reads text parameters.
+  // EXECUTE as SQL text, for a message that carries other statements too; the parameters
+  // quoted as literals of unknown type, read as text parameters are.
   std::string execute(const std::string& name, const std::vector<std::string>& values);
 
-  // Session settings, sent only when they change (one round trip).
   void set_timeouts(std::chrono::milliseconds statement, std::chrono::milliseconds lock);
-
   // The settings in force are unknown: the next transaction sends them again.
   void forget_timeouts() noexcept {
     current_statement_ = std::chrono::milliseconds{-1};

@@ -36,8 +36,7 @@ void PgTransaction::commit_with(std::string statement) {
   committed_ = false;
   tx_.commit();
   if (!committed_) {
-    // libpqxx saw the transaction committed already: the handler committed it itself.
-    throw pqxx::usage_error(
+    throw pqxx::usage_error(  // libpqxx saw it committed already
         "idem: the claim's transaction was committed by the handler; "
         "the record was not finished in it");
   }
@@ -53,12 +52,11 @@ void PgTransaction::send_commit() {
     tx_.send(message);
   } catch (const pqxx::sql_error&) {
     if (!tx_.conn().is_open()) throw in_doubt();
-    // A failed last statement skipped the COMMIT and left the transaction open and aborted;
-    // a failed COMMIT ended it (then this ROLLBACK only draws a warning).
+    // A failed last statement skipped the COMMIT and left the transaction open and aborted
+    // (after a failed COMMIT, this ROLLBACK only draws a warning).
     try {
       tx_.send("ROLLBACK");
-    } catch (...) {
-      // The connection went: the server rolls back on its own.
+    } catch (...) {  // the connection went: the server rolls back on its own
     }
     throw;
   } catch (const std::exception&) {

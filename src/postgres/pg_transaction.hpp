@@ -1,9 +1,6 @@
 #pragma once
-// PgTransaction: the claim's transaction on PostgreSQL, two round trips in all. BEGIN does not
-// travel on its own: it goes in front of the transaction's first statement (open_with), and
-// COMMIT goes behind its last one (commit_with), so that a claim and a finish are one round trip
-// each. libpqxx's own transactions send BEGIN from their constructor, hence a
-// ManualTransaction, whose failed statements also leave the transaction to the server.
+// PgTransaction: the claim's transaction in two round trips, BEGIN sent with the first statement
+// and COMMIT with the last (libpqxx's own transactions send BEGIN alone: a ManualTransaction).
 
 #include <string>
 
@@ -13,13 +10,11 @@ namespace idem::postgres::detail {
 
 class PgTransaction final {
  public:
-  /// `preamble`: statements to run first in the same message (settings; they roll back with the
-  /// transaction).
+  /// `preamble`: settings sent first in the same message (they roll back with the transaction).
   PgTransaction(Connection& conn, std::string preamble);
   PgTransaction(const PgTransaction&) = delete;
   PgTransaction& operator=(const PgTransaction&) = delete;
 
-  /// What handlers and the session's statements run on.
   pqxx::dbtransaction& handle() noexcept { return tx_; }
 
   bool begun() const noexcept { return begun_; }
@@ -35,11 +30,9 @@ class PgTransaction final {
   /// the error rethrown; a connection lost meanwhile is pqxx::in_doubt_error.
   void commit_with(std::string statement);
 
-  /// Ends the transaction: ROLLBACK if anything was sent.
-  void abort() { tx_.abort(); }
+  void abort() { tx_.abort(); }  // ROLLBACK if anything was sent
 
  private:
-  // What the transaction's commit() sends.
   void send_commit();
 
   std::string begin_;

@@ -1,8 +1,8 @@
 #pragma once
-// The generic statements' values on libpqxx, for the store's sessions (pg_session.cpp) and the
-// admin (pg_admin.cpp): parameters as text (one dynamic list carries every kind), rows back as
-// the SQL layer's cells.
+// The generic statements' values on libpqxx: parameters as text, rows as the SQL layer's cells.
 
+#include <bit>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -26,7 +26,6 @@ inline std::string hex_bytea(std::string_view b) {
   return hex;
 }
 
-/// Each parameter's text form (bytes in bytea's hex form).
 inline std::vector<std::string> text_values(std::span<const sql::Param> params) {
   std::vector<std::string> values;
   values.reserve(params.size());
@@ -46,8 +45,7 @@ inline std::vector<std::string> text_values(std::span<const sql::Param> params) 
   return values;
 }
 
-/// A row of a generic query: binary columns (bit i of `blob_columns`) as their bytes, others as
-/// their text.
+/// A row of a generic query: columns whose bit is set in `blob_columns` as bytes, others as text.
 template <class PqRow>
 sql::Row cells(const PqRow& r, unsigned blob_columns) {
   sql::Row row;
@@ -64,12 +62,29 @@ sql::Row cells(const PqRow& r, unsigned blob_columns) {
   return row;
 }
 
-/// Every row of `r`, as cells().
 inline std::vector<sql::Row> rows_of(const pqxx::result& r, unsigned blob_columns) {
   std::vector<sql::Row> all;
   all.reserve(r.size());
   for (const auto& row : r) all.push_back(cells(row, blob_columns));
   return all;
+}
+
+/// A claim's answer from claim_in_one's columns, starting at `at`.
+template <class PqRow>
+sql::ClaimRow claim_row(const PqRow& row, int at) {
+  sql::ClaimRow out;
+  out.acquired = row[at].template as<int>() == 1;
+  out.fence = static_cast<Fence>(row[at + 1].template as<std::int64_t>());
+  out.took_over = row[at + 2].template as<int>() != 0;
+  if (!out.acquired) {
+    out.state = static_cast<std::int16_t>(row[at + 3].template as<int>());
+    out.fingerprint = {std::bit_cast<std::uint64_t>(row[at + 4].template as<std::int64_t>()),
+                       std::bit_cast<std::uint64_t>(row[at + 5].template as<std::int64_t>())};
+    out.lease_left_ms = row[at + 6].template as<std::int64_t>();
+    out.expire_left_ms = row[at + 7].template as<std::int64_t>();
+    out.result = field_bytes(row[at + 8]);
+  }
+  return out;
 }
 
 }  // namespace idem::postgres::detail

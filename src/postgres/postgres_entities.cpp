@@ -1,5 +1,4 @@
-// The entity stores (VersionStore, StateMachineStore) on PostgreSQL: the shared SQL engine over
-// the PostgreSQL backend (its connection pool) and dialect.
+// The entity stores (VersionStore, StateMachineStore) on PostgreSQL.
 
 #include "idem/postgres/entities.hpp"
 #include "sql/entity_engine.hpp"

@@ -1,8 +1,4 @@
-// PostgresStore: the SQL record strategy on libpqxx (6.4 or 7; the differences are in
-// pqxx_compat.hpp), put together from its parts: the options (pg_options), the backend and its
-// pool of sessions (pg_backend), a session's statements (pg_session), the claim's transaction
-// (pg_transaction), and what failures mean (pg_failure). A transactional claim costs two round
-// trips: BEGIN travels with the claim, COMMIT with the finish.
+// PostgresStore: the SQL record strategy on libpqxx, put together from its parts.
 
 #include <memory>
 #include <utility>
@@ -17,8 +13,7 @@ namespace idem {
 
 namespace {
 
-// The checked options and, when they name a replica, its read path: a pool of its own on the
-// same tables, with its own connection limits and timeouts.
+// The checked options and, when they name a replica, its read path.
 std::pair<PostgresStoreOptions, std::shared_ptr<sql::ReplicaReads>> with_replica(
     PostgresStoreOptions options) {
   if (options.replica.uri.empty()) return {std::move(options), nullptr};

@@ -1,9 +1,6 @@
 #pragma once
-// The places where libpqxx 6.4 and 7 differ, so that the rest of the PostgreSQL adapter is written
-// once. Where 6 has no equivalent, the 7 side uses the API libpqxx 7.10 shares with 8.x
-// (pqxx::prepped, pqxx::params, pqxx::bytes, pqxx::connecting); older 7.x releases (7.7 to 7.9)
-// get the calls 7.10 deprecated. The 8.x side of each #if follows 8's headers but is not built
-// here (8 needs <format>); docs/sql.md lists what remains untested on it.
+// Where libpqxx 6.4 and 7 differ, so the rest of the adapter is written once. 7.7-7.9 get the
+// calls 7.10 deprecated; the 8.x side follows 8's headers, unbuilt (docs/sql.md#libpqxx-versions).
 
 #include <cstddef>
 #include <functional>
@@ -35,13 +32,10 @@
 namespace idem::postgres::detail {
 
 #if PQXX_VERSION_MAJOR == 6
-/// What transactions are opened on.
 using Connection = pqxx::connection_base;
 #else
 using Connection = pqxx::connection;
 #endif
-
-// --- Values --------------------------------------------------------------------------------------
 
 /// `b` as a bytea parameter (binary format), viewing `b`: use it before `b` goes.
 inline auto bytes_param(std::string_view b) {
@@ -79,12 +73,9 @@ inline long long affected_rows(const pqxx::result& r) {
   }
 }
 
-// --- Statements ----------------------------------------------------------------------------------
-
 #if PQXX_VERSION_MAJOR != 6
-// Integers go as their decimal text, as pqxx::params would send them, and C strings as views:
-// params' own template append inlines a std::variant that g++ 12 takes for maybe uninitialised
-// (-Wmaybe-uninitialized, a false positive that no pragma here reaches).
+// Integers as text and C strings as views: params' own append inlines a std::variant that g++ 12
+// takes for maybe uninitialised (a false positive no pragma here reaches).
 template <class T>
 void append_param(pqxx::params& p, T&& value) {
   using U = std::remove_cvref_t<T>;
@@ -106,8 +97,7 @@ pqxx::params make_params(Args&&... args) {
 }
 #endif
 
-/// Prepares `sql` under `name` on the server at once (one round trip). libpqxx 6 would otherwise
-/// wait for the first use; 7 always prepares at once.
+/// Prepares `sql` under `name` on the server at once (6 would wait for the first use).
 inline void prepare(Connection& c, const std::string& name, const std::string& sql) {
   c.prepare(name, sql);
 #if PQXX_VERSION_MAJOR == 6
@@ -115,7 +105,6 @@ inline void prepare(Connection& c, const std::string& name, const std::string& s
 #endif
 }
 
-/// Runs the prepared statement `name` with `args` in `tx`.
 template <class... Args>
 pqxx::result exec_prepared(pqxx::transaction_base& tx, const std::string& name, Args&&... args) {
 #if IDEM_PQXX_PREPPED
@@ -127,7 +116,7 @@ pqxx::result exec_prepared(pqxx::transaction_base& tx, const std::string& name, 
 #endif
 }
 
-/// Runs the prepared statement `name` with a list of parameters, all in text format.
+/// The prepared statement `name` with parameters all in text format.
 inline pqxx::result exec_prepared_texts(pqxx::transaction_base& tx, const std::string& name,
                                         const std::vector<std::string>& values) {
 #if PQXX_VERSION_MAJOR == 6
@@ -144,7 +133,6 @@ inline pqxx::result exec_prepared_texts(pqxx::transaction_base& tx, const std::s
 #endif
 }
 
-/// Runs `sql` with parameters $1, $2... in `tx`.
 template <class... Args>
 pqxx::result exec_params(pqxx::transaction_base& tx, const std::string& sql, Args&&... args) {
 #if IDEM_PQXX_PREPPED
@@ -156,17 +144,14 @@ pqxx::result exec_params(pqxx::transaction_base& tx, const std::string& sql, Arg
 #endif
 }
 
-// --- Connecting ----------------------------------------------------------------------------------
-
-/// One wait of a non-blocking connect: until socket `fd` can be read (`read`) or written;
-/// throws pqxx::broken_connection when the connect's time is up.
+/// One wait of a non-blocking connect on socket `fd`; throws pqxx::broken_connection when the
+/// connect's time is up.
 using ConnectWait = std::function<void(int fd, bool read)>;
 
 #if PQXX_VERSION_MAJOR == 6
 
-/// A libpqxx connection opened through libpq's non-blocking connect, every wait through `wait`,
-/// and never reopened by libpqxx (6 would reopen a broken connection on its next use, without
-/// its settings, and could send a statement again on the new one).
+/// A connection opened by libpq's non-blocking connect, waiting through `wait`, never reopened
+/// (6 would reopen a broken one without its settings and could send a statement again).
 class ConnectionBase : public pqxx::connection_base {
  protected:
   ConnectionBase(const std::string& conninfo, ConnectWait wait)
@@ -190,8 +175,7 @@ class ConnectionBase : public pqxx::connection_base {
       PGconn* conn = PQconnectStart(options().c_str());
       if (conn == nullptr) throw std::bad_alloc();
       try {
-        // Before the first PQconnectPoll, wait as for PGRES_POLLING_WRITING (libpq's protocol).
-        PostgresPollingStatusType state = PGRES_POLLING_WRITING;
+        PostgresPollingStatusType state = PGRES_POLLING_WRITING;  // libpq's rule for the start
         for (;;) {
           if (PQstatus(conn) == CONNECTION_BAD || state == PGRES_POLLING_FAILED) {
             std::string message = PQerrorMessage(conn);
@@ -219,8 +203,7 @@ class ConnectionBase : public pqxx::connection_base {
 
 #else
 
-/// A libpqxx connection opened through pqxx::connecting (libpq's non-blocking connect), every
-/// wait through `wait`. libpqxx 7 never reopens a connection by itself.
+/// The same through pqxx::connecting; libpqxx 7 never reopens a connection by itself.
 class ConnectionBase : public pqxx::connection {
  protected:
   ConnectionBase(const std::string& conninfo, const ConnectWait& wait)
@@ -239,16 +222,10 @@ class ConnectionBase : public pqxx::connection {
 
 #endif
 
-// --- A transaction driven by hand ----------------------------------------------------------------
-
-/// A pqxx::dbtransaction that sends nothing by itself: its owner sends BEGIN in front of the
-/// transaction's first statement (send() or exec()), then calls begun(); commit() sends what
-/// the owner's `commit` function sends; abort() and the destructor send ROLLBACK once begun()
-/// was called, nothing before.
-///
-/// A failed statement leaves the transaction to the server, open and aborted (libpqxx 6 would
-/// roll it back at once; 7 leaves it too): a savepoint taken before it can still be rolled back
-/// to. Handlers use it as the pqxx::dbtransaction it is (exec, subtransactions).
+/// A pqxx::dbtransaction that sends nothing by itself: its owner sends BEGIN with the first
+/// statement and calls begun(); commit() runs the owner's `commit`; abort() sends ROLLBACK once
+/// begun. A failed statement leaves the transaction open and aborted (6 would roll it back), so
+/// a savepoint taken before it can still be rolled back to.
 class ManualTransaction final : public pqxx::dbtransaction {
  public:
   ManualTransaction(Connection& conn, std::function<void()> commit)
@@ -284,8 +261,7 @@ class ManualTransaction final : public pqxx::dbtransaction {
 #endif
   }
 
-  /// Sends `sql` on the connection as it is, past libpqxx's checks of the transaction's state
-  /// (for the commit function: the transaction is ending).
+  /// Sends `sql` past libpqxx's checks of the transaction's state (it is ending).
   pqxx::result send(const std::string& sql) {
 #if PQXX_VERSION_MAJOR == 6
     return direct_exec(sql.c_str());

@@ -56,8 +56,7 @@ void ReplyWatchdog::run() {
       continue;
     }
     const auto first = armed_.begin();
-    // A copy: the entry may be gone (disarmed) while this thread waits.
-    const Clock::time_point earliest = first->first;
+    const Clock::time_point earliest = first->first;  // a copy: disarm() may erase the entry
     if (earliest > Clock::now()) {
       changed_.wait_until(lock, earliest);
       continue;

@@ -1,6 +1,4 @@
-// idem::prometheus: the Observer's events as Prometheus counters and histograms. The label set
-// of an event (scope, store) is looked up once per thread and kept while it repeats, so a counted
-// event costs one cache check and one add to the thread's own counts.
+// idem::prometheus: the Observer's events as Prometheus counters and histograms.
 
 #include <prometheus/client_metric.h>
 #include <prometheus/histogram.h>
@@ -30,9 +28,8 @@ namespace {
 constexpr std::size_t kEvents = static_cast<std::size_t>(Event::result_unrecorded) + 1;
 std::atomic<std::uint64_t> next_instance{1};
 
-// One (scope, store) label set's metrics. The event counts are counted per thread (a guard call
-// adds to its thread's block, no locked instruction) and summed at each collection, which is why
-// idem_events_total is collected here and not kept in the registry as a prometheus::Counter.
+// One (scope, store) label set's metrics. Events are counted per thread (no locked instruction)
+// and summed at each collection, hence idem_events_total is not a prometheus::Counter.
 struct Series {
   std::string scope;
   std::string store;
@@ -42,7 +39,6 @@ struct Series {
   prometheus::Histogram* commit = nullptr;
 };
 
-// What the metrics collect themselves: the event counts and the watched stores' figures.
 class Collected final : public prometheus::Collectable {
  public:
   explicit Collected(std::string prefix) : prefix_(std::move(prefix)), stores_(prefix_) {}
@@ -107,10 +103,8 @@ class PrometheusMetrics::Impl {
         commit_(histogram("commit_seconds", "time to commit a result (retries included)")),
         collected_(std::make_shared<Collected>(options_.prefix)) {}
 
-  // The series of (scope, store) and this thread's counts of it. The last label set this thread
-  // used is kept while it repeats (a guard's scope and store name live as long as the guard, so
-  // the views usually point at the same bytes). Trivially destructible: no per-access TLS
-  // initialisation check.
+  // This thread's last label set, kept while it repeats (a guard's views usually point at the
+  // same bytes). Trivially destructible: no per-access TLS initialisation check.
   struct Cached {
     std::uint64_t instance;
     const char* scope_data;

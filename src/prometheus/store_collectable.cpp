@@ -1,5 +1,4 @@
-// StoreCollectable: one metric family per figure, one series per watched store (and pool, and
-// event), built afresh at each collection from the stores' stats().
+// StoreCollectable: one metric family per figure, one series per watched store, at each scrape.
 
 #include "store_collectable.hpp"
 
@@ -20,16 +19,14 @@ using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
 using Labels = std::vector<ClientMetric::Label>;
-// A series' label value and its count.
 template <std::size_t N>
 using Counts = std::array<std::pair<const char*, std::uint64_t>, N>;
 
-// The families of one collection, by name, in the order they were first met.
 class Families {
  public:
   explicit Families(const std::string& prefix) : prefix_(prefix) {}
 
-  // One series; `help` is the family's, taken from its first series.
+  // `help` is the family's, taken from its first series.
   void add(std::string_view name, std::string_view help, MetricType type, Labels labels,
            double value) {
     const std::string full = prefix_ + std::string(name);
@@ -87,7 +84,6 @@ void add_pool(Families& out, const Labels& store, std::string pool_name, const P
   }
 }
 
-// A backend's own figures (StoreStats::parts), as the series of their families.
 class FamilySink final : public StatSink {
  public:
   FamilySink(Families& out, const Labels& store) : out_(out), store_(store) {}

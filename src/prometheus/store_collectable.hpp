@@ -1,6 +1,5 @@
 #pragma once
-// The stores' own figures (idem::StoreStats) as Prometheus metrics, read from the stores when
-// the metrics are collected (a scrape), never in between. Internal to idem_prometheus.
+// The stores' own figures (idem::StoreStats) as Prometheus metrics, read only at a scrape.
 
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>

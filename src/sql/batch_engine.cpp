@@ -1,8 +1,6 @@
-// Batches and groups of the SQL record strategy: many finishes and claims in one transaction (or
-// statement each). Each key's answer is the one Engine::claim or Engine::commit gives it alone;
-// items the step could not settle (a record that changed under the statement, a key named twice,
-// a finish that matched nothing and may have landed before, a claim of a key the same
-// PostgreSQL statement finishes) go through the single-key path after it.
+// Batches and groups of the SQL record strategy: many finishes and claims in one transaction,
+// each answered as Engine::claim or Engine::commit alone; what the step cannot settle goes
+// through the single-key path after it.
 
 #include <algorithm>
 #include <string_view>
@@ -17,8 +15,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// Marks, for each position, whether it is the first of its key in the batch: only those go into
-// the batch step (a multi-row statement may not touch one row twice).
+// Whether each item is the first of its key: a multi-row statement may not touch a row twice.
 template <class T, class KeyOf>
 std::vector<bool> first_of_key(std::span<const T> items, KeyOf key_of) {
   std::vector<bool> first(items.size(), false);
@@ -29,18 +26,6 @@ std::vector<bool> first_of_key(std::span<const T> items, KeyOf key_of) {
 }
 
 }  // namespace
-
-Session::Written Session::write_many(std::span<const FinishArgs> finishes,
-                                     std::span<const ClaimArgs> claims) {
-  Written out;
-  out.finished.reserve(finishes.size());
-  for (const FinishArgs& a : finishes) {
-    out.finished.push_back(finish(a.ticket, a.state, a.result, a.ttl_ms));
-  }
-  out.claimed.reserve(claims.size());
-  for (const ClaimArgs& a : claims) out.claimed.push_back(claim(a));
-  return out;
-}
 
 std::vector<Result<Claim>> Engine::claim_batch(std::span<const ClaimRequest> requests) {
   return write_group({}, requests).claims;
@@ -63,7 +48,6 @@ GroupAnswers Engine::write_group(std::span<const CommitRequest> commits,
   };
   if (commits.empty() && claims.empty()) return out;
   if (mode_ == SqlMode::transactional) {
-    // Each open transaction commits on its own session; claims open one each: no batches.
     for (const CommitRequest& r : commits) out.commits.push_back(commit(r.ticket, r.completion));
     const Failure refused = make_failure(
         errc::store_unavailable,
@@ -118,7 +102,6 @@ GroupAnswers Engine::write_group(std::span<const CommitRequest> commits,
       const Failure f = failure(s);
       Failure in_doubt = f;
       if (s.discarded() && !finish_args.empty()) {
-        // The session broke with the step on its way: its commits may or may not have landed.
         in_doubt.code = make_error_code(errc::outcome_unknown);
         in_doubt.message =
             "no reply to the batch's commit; it may or may not have landed (a retry under the "
@@ -137,9 +120,8 @@ GroupAnswers Engine::write_group(std::span<const CommitRequest> commits,
       }
     }
   }
-  // The rest, one at a time: a finish that matched nothing (commit() tells landed from lost),
-  // later mentions of a key (they find the batch's hold or end), records that changed under the
-  // statement, empty keys (refused by claim()).
+  // The rest, one at a time: finishes that matched nothing (landed or lost), later mentions of
+  // a key, records that changed under the statement, empty keys.
   for (std::size_t i = 0; i < commits.size(); ++i) {
     out.commits.push_back(committed[i] ? std::move(*committed[i])
                                        : commit(commits[i].ticket, commits[i].completion));

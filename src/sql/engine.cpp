@@ -11,8 +11,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// A record changed between the claim statement and the read of what was in the way (possible on
-// PostgreSQL, where the read sees the statement's snapshot): ask again, a few times.
+// A record may change between the claim and the read of what was in the way: ask again.
 constexpr int kClaimAttempts = 4;
 
 Status lease_lost() {
@@ -23,7 +22,6 @@ State finished_state(const Completion& completion) {
   return detail::to_sql(detail::finished_state(completion.status));
 }
 
-// A row that is not acquired as the record model sees it; `state` decoded from its column.
 detail::RecordView<milliseconds> view_of(const ClaimRow& row, detail::RecordState state) {
   return {.state = state,
           .fingerprint = row.fingerprint,
@@ -33,17 +31,15 @@ detail::RecordView<milliseconds> view_of(const ClaimRow& row, detail::RecordStat
           .result = row.result};
 }
 
-// A commit's failure when its session broke after the finish was sent (a lost reply, the reply
-// watchdog, a connection gone under the COMMIT): it may or may not have landed.
+// A commit whose session broke after the finish was sent: it may or may not have landed.
 Failure in_doubt(Failure f, std::string_view what) {
   f.code = make_error_code(errc::outcome_unknown);
   f.message = std::string(what) + f.describe();
   return f;
 }
 
-// Whether the record holds `completion` as committed under the ticket's fence: a commit retried
-// after its answer was lost finds its own commit landed. Asked only when the fenced finish
-// matched nothing, so that a commit's usual path costs nothing more.
+// A commit retried after its answer was lost finds its own commit landed. Asked only when the
+// fenced finish matched nothing: the usual path costs nothing more.
 bool landed(Session& session, const Ticket& ticket, const Completion& completion) {
   const std::optional<ClaimRow> row = session.read(ticket.key);
   if (!row) return false;
@@ -97,7 +93,6 @@ Status Engine::ensure_schema() {
 Result<Claim> Engine::claim(const ClaimRequest& request) {
   if (request.key.empty()) return make_failure(errc::key_invalid, "effective key is empty");
   if (replica_) {
-    // A settled, live record on the replica answers as the primary would, without it.
     if (std::optional<ClaimRow> row = replica_->settled(request.key)) {
       if (auto answer = classify(*row, request)) return std::move(*answer);
     }
@@ -120,8 +115,7 @@ std::optional<Result<Claim>> Engine::classify(const ClaimRow& row, const ClaimRe
                          : "SQL record has unknown state " + std::to_string(row.state)));
   }
   Claim answer = detail::classify(view_of(row, *state), request.fingerprint);
-  // The statement takes every record the model lets a claim take (released, expired, a lapsed
-  // lease): finding one means the record changed under it. Ask again.
+  // The statement takes every record a claim may take: finding one means it changed. Ask again.
   if (answer.status == ClaimStatus::acquired) return std::nullopt;
   return Result<Claim>(std::move(answer));
 }
@@ -164,12 +158,10 @@ std::optional<Claim> Engine::held_here(const ClaimRequest& request) {
 }
 
 Result<Claim> Engine::claim_transactional(const ClaimRequest& request) {
-  // A holder in this process: its transaction is open, so the row is locked. Without leave to
-  // block, answer at once from what we know.
+  // A holder in this process keeps the row locked: without leave to block, answer at once.
   if (request.block_for.count() <= 0) {
     if (std::optional<Claim> held = held_here(request)) return *held;
   }
-  // The session draws the fence once the claim holds the key (Session::claim).
   const ClaimArgs args{request.key, request.fingerprint, request.lease.count(),
                        held_retention(request.retention, request.lease).count(), 1};
   SessionLease s;
@@ -195,7 +187,6 @@ Result<Claim> Engine::claim_transactional(const ClaimRequest& request) {
                     .fence = row->fence,
                     .took_over = row->took_over,
                     .transaction = s->native()};
-        // The session now belongs to the holder until commit or abort.
         std::lock_guard lock(open_mutex_);
         open_.emplace(
             std::string(request.key),
@@ -218,25 +209,25 @@ Result<Claim> Engine::claim_transactional(const ClaimRequest& request) {
 }
 
 Result<Claim> Engine::busy(const ClaimRequest& request, Failure f) {
-  // The wait ran out while a holder of this store still has the key: it is in progress. Any
-  // other key answers the failure (SQLite: the file stayed locked, store_unavailable).
   if (f.code != errc::in_progress) {
     if (std::optional<Claim> held = held_here(request)) return *held;
   }
   return f;
 }
 
+Engine::Registry::iterator Engine::find_open(const Ticket& ticket) {
+  auto [it, last] = open_.equal_range(ticket.key);
+  while (it != last && it->second.fence != ticket.fence) ++it;
+  return it == last ? open_.end() : it;
+}
+
 std::optional<Engine::Open> Engine::take_open(const Ticket& ticket) {
   std::lock_guard lock(open_mutex_);
-  auto [first, last] = open_.equal_range(ticket.key);
-  for (auto it = first; it != last; ++it) {
-    if (it->second.fence == ticket.fence) {
-      Open open = std::move(it->second);
-      open_.erase(it);
-      return open;
-    }
-  }
-  return std::nullopt;
+  const auto it = find_open(ticket);
+  if (it == open_.end()) return std::nullopt;
+  Open open = std::move(it->second);
+  open_.erase(it);
+  return open;
 }
 
 void Engine::forget_ended_before(std::chrono::steady_clock::time_point t) {
@@ -340,54 +331,29 @@ Status Engine::commit(const Ticket& ticket, const Completion& completion) {
 Status Engine::abort(const Ticket& ticket) {
   if (Status schema = ensure_schema(); !schema) return schema;
   if (mode_ == SqlMode::transactional) return finish_transactional(ticket, nullptr);
-  bool broken = false;
-  try {
-    SessionLease s = backend_->acquire(milliseconds{0});
-    try {
-      if (!s->release(ticket)) return lease_lost();
-      return {};
-    } catch (...) {
-      return failure(s);
-    }
-  } catch (...) {
-    return failure(broken);
-  }
+  return on_lent_session([&](Session& s) { return s.release(ticket) ? Status{} : lease_lost(); });
 }
 
 Status Engine::extend(const Ticket& ticket, std::chrono::milliseconds lease) {
   if (Status schema = ensure_schema(); !schema) return schema;
-  if (mode_ == SqlMode::transactional) {
-    // The holder's own session, in the holder's thread (Context::extend_lease).
-    Session* session = nullptr;
-    {
-      std::lock_guard lock(open_mutex_);
-      auto [first, last] = open_.equal_range(ticket.key);
-      for (auto it = first; it != last; ++it) {
-        if (it->second.fence == ticket.fence) {
-          it->second.lease_until = std::chrono::steady_clock::now() + lease;
-          session = it->second.session.get();
-        }
-      }
-    }
-    if (session == nullptr) return lease_lost();
-    try {
-      if (!session->extend(ticket, lease.count())) return lease_lost();
-      return {};
-    } catch (...) {
-      bool broken = false;
-      return failure(broken);
+  if (mode_ == SqlMode::lease) {
+    return on_lent_session(
+        [&](Session& s) { return s.extend(ticket, lease.count()) ? Status{} : lease_lost(); });
+  }
+  // The holder's own session, in the holder's thread (Context::extend_lease).
+  Session* session = nullptr;
+  {
+    std::lock_guard lock(open_mutex_);
+    if (const auto it = find_open(ticket); it != open_.end()) {
+      it->second.lease_until = std::chrono::steady_clock::now() + lease;
+      session = it->second.session.get();
     }
   }
-  bool broken = false;
+  if (session == nullptr) return lease_lost();
   try {
-    SessionLease s = backend_->acquire(milliseconds{0});
-    try {
-      if (!s->extend(ticket, lease.count())) return lease_lost();
-      return {};
-    } catch (...) {
-      return failure(s);
-    }
+    return session->extend(ticket, lease.count()) ? Status{} : lease_lost();
   } catch (...) {
+    bool broken = false;
     return failure(broken);
   }
 }
@@ -399,18 +365,15 @@ Status Engine::rewind(const Ticket& ticket) {
   Open* held = nullptr;
   {
     std::lock_guard lock(open_mutex_);
-    auto [first, last] = open_.equal_range(ticket.key);
-    for (auto it = first; it != last; ++it) {
-      if (it->second.fence == ticket.fence) held = &it->second;
-    }
-    if (held == nullptr) return lease_lost();
+    const auto it = find_open(ticket);
+    if (it == open_.end()) return lease_lost();
+    held = &it->second;
     if (!held->marked) {
       throw std::logic_error(
           "idem: SqlStore::rewind needs a claim made with ClaimRequest::rewindable");
     }
     session = held->session.get();
   }
-  // The holder's own session, in the holder's thread: nobody else touches it meanwhile.
   try {
     session->rollback_to_mark();
     return {};
@@ -426,17 +389,7 @@ Status Engine::rewind(const Ticket& ticket) {
 Result<std::size_t> Engine::purge_expired(std::size_t max_rows) {
   if (Status schema = ensure_schema(); !schema) return schema.failure();
   if (max_rows == 0) return std::size_t{0};
-  bool broken = false;
-  try {
-    SessionLease s = backend_->acquire(milliseconds{0});
-    try {
-      return s->purge(max_rows);
-    } catch (...) {
-      return failure(s);
-    }
-  } catch (...) {
-    return failure(broken);
-  }
+  return on_lent_session([&](Session& s) -> Result<std::size_t> { return s.purge(max_rows); });
 }
 
 }  // namespace idem::sql

@@ -1,8 +1,6 @@
 #pragma once
-// The SQL record strategy written once: claim classification, retries, the transactional-mode
-// registry of open transactions and error mapping glue. A dialect supplies a Backend (how to reach
-// the database) and its Sessions (one connection in one thread's hands, running the statements
-// of statements.hpp).
+// The SQL record strategy written once; a dialect supplies a Backend and its Sessions (one
+// connection in one thread's hands, running the statements of statements.hpp).
 
 #include <atomic>
 #include <chrono>
@@ -43,11 +41,9 @@ namespace idem::sql {
 /// Record states as stored in the `state` column (the record model's SQL encoding).
 using State = detail::SqlState;
 
-/// ClaimRow::state of a row whose columns do not have the types idem writes (a foreign or
-/// damaged row): the engine answers errc::record_corrupt instead of coercing it to a state.
+/// ClaimRow::state of a row with columns of other types than idem writes: record_corrupt.
 inline constexpr std::int16_t kMalformedState = -1;
 
-/// What the claim statement asks.
 struct ClaimArgs {
   std::string_view key;
   Fingerprint fingerprint;
@@ -56,8 +52,7 @@ struct ClaimArgs {
   Fence min_fence = 1;       // the fence is max(old fence + 1, min_fence[, drawn fence])
 };
 
-/// What the claim statement answers: the acquired fence, or the record that is in the way.
-struct ClaimRow {
+struct ClaimRow {  // the acquired fence, or the record in the way
   bool acquired = false;
   Fence fence = 0;
   bool took_over = false;
@@ -68,36 +63,31 @@ struct ClaimRow {
   std::string result;
 };
 
-/// One fenced finish of a batch (Session::write_many).
-struct FinishArgs {
+struct FinishArgs {  // one fenced finish of a batch
   Ticket ticket;
   State state = State::completed;
   std::string_view result;
   std::int64_t ttl_ms = 0;
 };
 
-/// A parameter of a generic statement (the entity stores' statements, src/sql/entity_engine.cpp).
-struct Param {
+struct Param {  // of a generic statement
   enum Kind : std::uint8_t { integer, text, bytes } kind = integer;
   std::int64_t number = 0;    // integer
   std::string_view string{};  // text or bytes
 };
 
-/// The first row of a generic query, one cell per column; nullopt for NULL. Integers come as
-/// decimal text, binary columns (bit i of `blob_columns` set) as their raw bytes.
+/// A row of a generic query; nullopt for NULL, integers as decimal text, columns whose bit is set
+/// in `blob_columns` as their bytes.
 using Row = std::vector<std::optional<std::string>>;
 
-/// One database connection, used by one thread at a time. Methods throw the library's
-/// exceptions; the Engine maps them through Backend::failure().
+/// One database connection, used by one thread at a time; throws what Backend::failure() maps.
 class Session {
  public:
   virtual ~Session() = default;
 
-  /// Lease mode: the claim as one atomic step. Transactional mode: the claim inside the open
-  /// transaction, which first holds the key (hold()) and only then draws a new fence from a
-  /// source that no rollback undoes (Dialect::next_fence), so that the fences of a key's
-  /// holders grow in the order they held it, across processes, rollbacks and crashes. nullopt:
-  /// the record changed under the statement; the engine asks again.
+  /// Lease mode: one atomic step. Transactional mode: inside the open transaction, after hold(),
+  /// drawing a fence no rollback undoes (docs/sql.md#fences). nullopt: the record changed under
+  /// the statement; the engine asks again.
   virtual std::optional<ClaimRow> claim(const ClaimArgs& args) = 0;
   /// Fenced single statements; true when they changed the held record.
   virtual bool finish(const Ticket& ticket, State state, std::string_view result,
@@ -105,36 +95,27 @@ class Session {
   virtual bool release(const Ticket& ticket) = 0;
   virtual bool extend(const Ticket& ticket, std::int64_t lease_ms) = 0;
   virtual std::size_t purge(std::size_t max_rows) = 0;
-  /// Lease mode, batches and groups (src/sql/batch_engine.cpp): the finishes, then the claims,
-  /// each of distinct keys, in one transaction, answered in order. A throw leaves none of them
-  /// written, except where the session broke while the transaction committed. The default runs
-  /// one statement (and transaction) per item.
+  /// Lease mode, batches and groups: the finishes, then the claims (distinct keys), in one
+  /// transaction, answered in order; a throw leaves none written unless the session broke while
+  /// committing.
   struct Written {
     std::vector<bool> finished;                    // per finish: it matched the held record
     std::vector<std::optional<ClaimRow>> claimed;  // per claim, as claim() answers
   };
   virtual Written write_many(std::span<const FinishArgs> finishes,
-                             std::span<const ClaimArgs> claims);
-  /// The record under `key` as it stands, without writing; nullopt when there is none. Sessions
-  /// on a read-only replica (src/sql/replica_reads.hpp), and a commit on the primary that looks
-  /// for its own landed commit.
-  virtual std::optional<ClaimRow> read(std::string_view key) {
-    (void)key;
-    throw std::logic_error("idem: this SQL session cannot read records on their own");
-  }
+                             std::span<const ClaimArgs> claims) = 0;
+  /// The record under `key` as it stands, without writing; nullopt when there is none.
+  virtual std::optional<ClaimRow> read(std::string_view key) = 0;
 
   /// Transactional mode: opens the claim's transaction; `block_for` bounds lock waits in it.
   virtual void begin(std::chrono::milliseconds block_for) = 0;
-  /// Transactional mode, right after begin(): until the transaction ends, another transaction
-  /// that holds the same `key` of `table` waits (up to its `block_for`). A claim holds its key
-  /// before it draws a fence. SQLite: nothing to do, BEGIN IMMEDIATE took the write lock of
-  /// the whole file. PostgreSQL: an advisory transaction lock on a hash of both, sent with the
-  /// transaction's first statement.
+  /// Transactional mode, right after begin(): another transaction that holds the same `key` of
+  /// `table` waits (up to its `block_for`) until this one ends.
   virtual void hold(std::string_view table, std::string_view key) = 0;
   virtual void commit() = 0;
   virtual void rollback() noexcept = 0;
-  /// Transactional mode: finish() then commit(), in one round trip where the database allows.
-  /// False: the record is not held under the ticket's fence, and the transaction rolled back.
+  /// Transactional mode: finish() then commit(), one round trip where the database allows;
+  /// false (rolled back) when the record is not held under the ticket's fence.
   virtual bool finish_and_commit(const Ticket& ticket, State state, std::string_view result,
                                  std::int64_t ttl_ms) {
     if (!finish(ticket, state, result, ttl_ms)) {
@@ -144,48 +125,29 @@ class Session {
     commit();
     return true;
   }
-  /// Transactional mode: marks the point rollback_to_mark() goes back to (a savepoint).
+  /// Transactional mode: a savepoint that rollback_to_mark() goes back to, undoing every write
+  /// since, even in a transaction a failed statement left aborted; earlier locks stay.
   virtual void mark() = 0;
-  /// Transactional mode: undoes every write since mark(); the transaction and the locks taken
-  /// before the mark stay. Works in a transaction a failed statement left aborted.
   virtual void rollback_to_mark() = 0;
-  /// An open transaction: a savepoint for one atomic step (Context::atomic_step) inside it, so
-  /// that a step that fails takes its writes with it and leaves the transaction to its holder.
-  /// Steps nest: each call opens one more, end_step() ends the newest.
+  /// A nested savepoint for one atomic step in an open transaction; end_step() ends the newest,
+  /// keeping its writes or rolling them back (also after a failed statement).
   virtual void step_savepoint() = 0;
-  /// Ends the newest step savepoint: `keep`, its writes stay in the transaction; otherwise they
-  /// are rolled back first. Works in a transaction a failed statement left aborted.
   virtual void end_step(bool keep) = 0;
-  /// The open transaction handed to handlers, tagged with its backend (the handles of
-  /// sqlite/transaction.hpp and postgres/transaction.hpp).
+  /// The open transaction handed to handlers, tagged with its backend.
   virtual NativeTransaction native() noexcept = 0;
 
-  /// Generic statements for stores whose SQL is built at configuration (the entity stores):
-  /// `sql` is prepared once per session and cached by its text; parameters are ?1/$1...
-  /// run() returns the rows changed; first_row() says whether a row came back and fills `row`.
-  virtual std::int64_t run(const std::string& sql, std::span<const Param> params) {
-    (void)sql, (void)params;
-    throw std::logic_error("idem: this SQL session has no generic statements");
-  }
+  /// Generic statements (the entity stores, steps), prepared once per session by text; params
+  /// ?1/$1... run(): rows changed; first_row(): whether a row came back (into `row`).
+  virtual std::int64_t run(const std::string& sql, std::span<const Param> params) = 0;
   virtual bool first_row(const std::string& sql, std::span<const Param> params, Row& row,
-                         unsigned blob_columns) {
-    (void)sql, (void)params, (void)row, (void)blob_columns;
-    throw std::logic_error("idem: this SQL session has no generic statements");
-  }
-  /// Every row of a generic query, in order, each as first_row() gives it.
+                         unsigned blob_columns) = 0;
   virtual std::vector<Row> rows(const std::string& sql, std::span<const Param> params,
-                                unsigned blob_columns) {
-    (void)sql, (void)params, (void)blob_columns;
-    throw std::logic_error("idem: this SQL session has no generic statements");
-  }
+                                unsigned blob_columns) = 0;
 };
 
-/// Thrown by Backend::acquire when every connection stayed busy past the wait (the backends'
-/// ConnectionPool's own failure).
+/// Thrown by Backend::acquire when every connection stayed busy past the wait.
 using PoolBusy = detail::PoolExhausted;
 
-/// The backends' pool of sessions, and a session lent from it: given back (its transaction
-/// rolled back) when the lease ends, or closed if discard() was called.
 using SessionPool = detail::ConnectionPool<Session>;
 using SessionLease = SessionPool::Lease;
 
@@ -194,23 +156,18 @@ class Backend {
  public:
   virtual ~Backend() = default;
 
-  /// A session for this thread, waiting up to `wait` (zero: the backend's default wait).
-  /// Throws on failure (mapped by failure()).
+  /// A session, waiting up to `wait` (zero: the backend's default); throws on failure.
   virtual SessionLease acquire(std::chrono::milliseconds wait) = 0;
-  /// Creates the tables if absent and checks the schema version (throws on failure).
+  /// Creates the tables if absent and checks the schema version.
   virtual void create_schema() = 0;
 
-  /// Maps the exception in flight to a Failure; sets `broken` when the session is unusable.
-  /// `transactional_claim`: the exception came from a transactional claim, where a lock wait
-  /// running out means errc::in_progress.
+  /// Maps `error` to a Failure; sets `broken` when the session is unusable. In a
+  /// `transactional_claim` a lock wait running out means errc::in_progress.
   virtual Failure failure(std::exception_ptr error, bool& broken,
                           bool transactional_claim) const noexcept = 0;
 
-  /// The statement texts of the store's tables (the steps' statements run from them).
   virtual const Statements& statements() const noexcept = 0;
-
-  /// The store's name ("sqlite", "postgres") and its connection pool's figures.
-  virtual std::string_view store_name() const noexcept = 0;
+  virtual std::string_view store_name() const noexcept = 0;  // "sqlite", "postgres"
   virtual PoolStats pool_stats() const noexcept = 0;
 };
 
@@ -228,14 +185,12 @@ class Engine {
   Status abort(const Ticket& ticket);
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease);
   Status rewind(const Ticket& ticket);
-  // Batches and groups (src/sql/batch_engine.cpp): the commits, then the claims, in one
-  // transaction; each answered as commit() and claim() would answer it alone.
+  // Batches and groups (batch_engine.cpp): each answered as commit() or claim() alone would.
   GroupAnswers write_group(std::span<const CommitRequest> commits,
                            std::span<const ClaimRequest> claims);
   std::vector<Result<Claim>> claim_batch(std::span<const ClaimRequest> requests);
   std::vector<Status> commit_batch(std::span<const CommitRequest> requests);
-  // Steps (src/sql/engine_steps.cpp): lease mode, one statement each; transactional mode, in
-  // the holder's open transaction.
+  // Steps (engine_steps.cpp): transactional mode, in the holder's open transaction.
   Result<std::vector<StepRecord>> load_steps(const Ticket& ticket);
   Status save_step(const Ticket& ticket, const StepWrite& step);
   Status save_step_atomically(const Ticket& ticket, std::uint32_t index, std::string_view name,
@@ -245,12 +200,10 @@ class Engine {
   Result<std::size_t> purge_expired(std::size_t max_rows);
   Status ensure_schema();
   SqlMode mode() const noexcept { return mode_; }
-  /// The backend's name and pool, and the replica's reads when there is one.
   StoreStats stats() const noexcept;
 
  private:
-  // A transactional-mode holder in this process: its session keeps the transaction open.
-  struct Open {
+  struct Open {  // a transactional holder in this process: its session's transaction is open
     Fence fence = 0;
     Fingerprint fingerprint;
     std::chrono::steady_clock::time_point lease_until;
@@ -258,11 +211,9 @@ class Engine {
     bool marked = false;   // the claim was rewindable: mark() was taken right after it
   };
   using Registry = std::multimap<std::string, Open, std::less<>>;
-  // Transactions that failed to commit: a retried commit of the same ticket gets the same answer
-  // (the transaction is gone, with the handler's writes), not a misleading lease_lost. One whose
-  // COMMIT was in doubt (the connection went while it was under way) is looked up in the table
-  // first: a retry finds it landed and succeeds. Kept by age, not count, so that however many
-  // commits fail in an outage, each one's retries find it.
+  // Transactions that failed to commit: a retry of the ticket hears the same failure, not a
+  // misleading lease_lost (one in doubt reads the table first: it may have landed). Kept by
+  // age, not count, so that each retry in an outage finds its own.
   struct Ended {
     std::string key;
     Fence fence = 0;
@@ -275,41 +226,51 @@ class Engine {
   Result<Claim> claim_lease(const ClaimRequest& request);
   Result<Claim> claim_transactional(const ClaimRequest& request);
   std::optional<Claim> held_here(const ClaimRequest& request);
-  // A transactional claim that failed to get its turn (`f`): held_here()'s answer when a
-  // holder of this store has the key, else `f`.
+  // A transactional claim that failed to get its turn: held_here()'s answer, else `f`.
   Result<Claim> busy(const ClaimRequest& request, Failure f);
-  // Turns a row that is not acquired into what the caller must do; nullopt: ask again.
+  // A row that is not acquired as the caller's answer; nullopt: ask again.
   static std::optional<Result<Claim>> classify(const ClaimRow& row, const ClaimRequest& request);
-  // Removes and returns the open transaction of `ticket`, if this process holds it.
   std::optional<Open> take_open(const Ticket& ticket);
+  // The open transaction of `ticket` in this process, or open_.end(). Under open_mutex_.
+  Registry::iterator find_open(const Ticket& ticket);
+  // Runs `statement` on a session lent for it; maps failures, dropping a broken session.
+  template <class Fn>
+  auto on_lent_session(Fn&& statement) -> decltype(statement(std::declval<Session&>())) {
+    bool broken = false;
+    try {
+      SessionLease s = backend_->acquire(std::chrono::milliseconds{0});
+      try {
+        return statement(*s);
+      } catch (...) {
+        return failure(s);
+      }
+    } catch (...) {
+      return failure(broken);
+    }
+  }
   Status finish_transactional(const Ticket& ticket, const Completion* completion);
   // A ticket no open transaction holds: its remembered end, or lease_lost.
   Status finish_ended(const Ticket& ticket, const Completion* completion);
-  // Drops ended transactions older than `t` (under open_mutex_).
-  void forget_ended_before(std::chrono::steady_clock::time_point t);
+  void forget_ended_before(std::chrono::steady_clock::time_point t);  // under open_mutex_
 
   Failure failure(bool& broken, bool transactional_claim = false) const noexcept;
-  // The same for a failure on a lent session: discards it when the failure left it unusable.
+  // The same on a lent session, discarded when the failure left it unusable.
   Failure failure(SessionLease& session, bool transactional_claim = false) const noexcept;
-  // A row of the steps table (a step, or the kept request at index -1), fenced.
+  // A fenced row of the steps table (a step, or the kept request at index -1).
   Status save_row(const Ticket& ticket, std::int64_t index, std::string_view name,
                   std::string_view result);
-  // The session whose transaction the ticket's steps run in: a transactional holder's in this
-  // process, or in lease mode the transaction of an atomic step this thread runs for the
-  // ticket; null when there is none.
+  // The session the ticket's steps run in: a transactional holder's here, or (lease mode) an
+  // atomic step's this thread runs for the ticket; null when there is none.
   Session* held_session(const Ticket& ticket);
-  // Transactional mode: the holder's connection failed; it is dropped when the holder ends.
+  // The holder's connection failed: dropped when the holder ends.
   void mark_broken(const Ticket& ticket);
-  // An atomic step inside an open transaction, under a savepoint of its own (Session::
-  // step_savepoint): kept when the step and its record saved, rolled back otherwise.
+  // An atomic step in an open transaction, under its own savepoint.
   Status step_in_savepoint(Session& session, const Ticket& ticket, std::uint32_t index,
                            std::string_view name, AtomicStepBody body);
-  // Lease mode: runs an atomic step's body in `session`'s transaction, which steps inside it
-  // (nested atomic steps, plain steps) join meanwhile.
+  // Lease mode: an atomic step's body in `session`'s transaction, which nested steps join.
   bool run_stepping(Session& session, const Ticket& ticket, AtomicStepBody body,
                     std::string& result);
-  // Runs `statement` on the ticket's session: the holder's own in transactional mode, one from
-  // the backend in lease mode. Maps failures; null session: lease lost.
+  // Runs `statement` on held_session() or else (lease mode) a lent one; maps failures.
   template <class Fn>
   auto on_step_session(const Ticket& ticket, Fn&& statement)
       -> Result<decltype(statement(std::declval<Session&>()))>;
@@ -332,8 +293,7 @@ class Engine {
   std::vector<Stepping> stepping_;  // under open_mutex_
 };
 
-/// Backends of the two dialects, for stores other than SqlStore (src/sqlite, src/postgres).
-/// The options were not checked yet: these throw std::invalid_argument as the stores do.
+/// Backends for stores other than SqlStore; they check the options (std::invalid_argument).
 std::unique_ptr<Backend> make_sqlite_backend(const SqliteStoreOptions& options);
 std::unique_ptr<Backend> make_postgres_backend(const PostgresStoreOptions& options);
 

@@ -1,5 +1,4 @@
-// The SQL engine's steps (idem::StepStore): a key's steps in a table beside its records, written
-// by one fenced statement (statements.cpp), in the holder's transaction in transactional mode.
+// The SQL engine's steps (idem::StepStore): a table beside the records, one fenced statement each.
 
 #include <algorithm>
 #include <array>
@@ -13,8 +12,7 @@ namespace idem::sql {
 
 namespace {
 
-// How long an atomic step's statements may wait for a row lock (another writer of the same
-// rows) before they fail.
+// How long an atomic step's statements may wait for another writer's row lock.
 constexpr std::chrono::milliseconds kAtomicStepLockWait{5000};
 
 Failure step_failed() {
@@ -30,53 +28,37 @@ Failure lease_lost_failure() {
 Session* Engine::held_session(const Ticket& ticket) {
   std::lock_guard lock(open_mutex_);
   if (mode_ == SqlMode::lease) {
-    // The transaction of an atomic step this thread is running for the ticket, if any.
     const std::thread::id me = std::this_thread::get_id();
     const auto step = std::find_if(stepping_.rbegin(), stepping_.rend(), [&](const Stepping& s) {
       return s.thread == me && s.fence == ticket.fence && s.key == ticket.key;
     });
     return step == stepping_.rend() ? nullptr : step->session;
   }
-  auto [first, last] = open_.equal_range(ticket.key);
-  for (auto it = first; it != last; ++it) {
-    if (it->second.fence == ticket.fence) return it->second.session.get();
-  }
-  return nullptr;
+  const auto it = find_open(ticket);
+  return it == open_.end() ? nullptr : it->second.session.get();
 }
 
 void Engine::mark_broken(const Ticket& ticket) {
   std::lock_guard lock(open_mutex_);
-  auto [first, last] = open_.equal_range(ticket.key);
-  for (auto it = first; it != last; ++it) {
-    if (it->second.fence == ticket.fence) it->second.session.discard();
-  }
+  if (const auto it = find_open(ticket); it != open_.end()) it->second.session.discard();
 }
 
 template <class Fn>
 auto Engine::on_step_session(const Ticket& ticket, Fn&& statement)
     -> Result<decltype(statement(std::declval<Session&>()))> {
+  using R = Result<decltype(statement(std::declval<Session&>()))>;
   if (Status schema = ensure_schema(); !schema) return schema.failure();
-  bool broken = false;
-  // Transactional mode: the holder's own session, in the holder's thread (inside its handler).
-  // Lease mode: the transaction of the atomic step this step runs in, if it runs in one.
+  // The holder's own session, in the holder's thread (inside its handler).
   if (Session* session = held_session(ticket)) {
     try {
       return statement(*session);
     } catch (...) {
+      bool broken = false;
       return failure(broken);
     }
   }
   if (mode_ == SqlMode::transactional) return lease_lost_failure();
-  try {
-    SessionLease session = backend_->acquire(std::chrono::milliseconds{0});
-    try {
-      return statement(*session);
-    } catch (...) {
-      return failure(session);
-    }
-  } catch (...) {
-    return failure(broken);
-  }
+  return on_lent_session([&](Session& s) -> R { return statement(s); });
 }
 
 Result<std::vector<StepRecord>> Engine::load_steps(const Ticket& ticket) {
@@ -94,8 +76,7 @@ Result<std::vector<StepRecord>> Engine::load_steps(const Ticket& ticket) {
     std::int64_t index = -1;
     const std::string& cell = *row[0];
     std::from_chars(cell.data(), cell.data() + cell.size(), index);
-    // A step missing before this one (one of another payload's run, filtered out): the steps
-    // of this run end there.
+    // A gap (a step of another payload's run, filtered out): this run's steps end there.
     if (index != static_cast<std::int64_t>(steps.size())) break;
     steps.push_back(StepRecord{row[1] ? std::move(*row[1]) : std::string{},
                                row[2] ? std::move(*row[2]) : std::string{}});
@@ -117,20 +98,12 @@ Result<std::vector<Abandoned>> Engine::find_abandoned(std::string_view prefix, s
       {{Param::bytes, 0, prefix},
        {Param::integer, static_cast<std::int64_t>(limit), {}},
        {Param::integer, static_cast<std::int64_t>(prefix.size()), {}}}};
-  bool broken = false;
-  std::vector<Row> rows;
-  try {
-    SessionLease session = backend_->acquire(std::chrono::milliseconds{0});
-    try {
-      rows = session->rows(backend_->statements().find_abandoned, params, 0b11u);
-    } catch (...) {
-      return failure(session);
-    }
-  } catch (...) {
-    return failure(broken);
-  }
+  Result<std::vector<Row>> rows = on_lent_session([&](Session& s) -> Result<std::vector<Row>> {
+    return s.rows(backend_->statements().find_abandoned, params, 0b11u);
+  });
+  if (!rows) return std::move(rows).failure();
   std::vector<Abandoned> found;
-  for (Row& row : rows) {
+  for (Row& row : rows.value()) {
     if (row.size() != 2 || !row[0]) continue;
     found.push_back(Abandoned{std::move(*row[0]), row[1] ? std::move(*row[1]) : std::string{}});
   }
@@ -179,10 +152,8 @@ Status Engine::step_in_savepoint(Session& session, const Ticket& ticket, std::ui
 
 Status Engine::save_step_atomically(const Ticket& ticket, std::uint32_t index,
                                     std::string_view name, AtomicStepBody body) {
-  // Transactional mode: the handler's transaction is the step's, and its writes and the step
-  // commit with the record; a savepoint takes them back if the step fails, and leaves the
-  // handler's transaction usable. Lease mode, a step inside another: the same in the outer
-  // step's transaction.
+  // In the handler's (or outer step's) transaction, a savepoint takes the step's writes back if
+  // it fails and leaves that transaction usable.
   if (Session* joined = held_session(ticket)) {
     return step_in_savepoint(*joined, ticket, index, name, body);
   }

@@ -1,13 +1,5 @@
-// The entity stores on SQL, written once for both dialects. A claim opens a transaction and, in
-// it: holds the operation's key (Session::hold), looks the operation up in the op log (a repeat
-// replays) and, in the same statement, when there is none, draws a fence from a source no
-// rollback undoes (Dialect::next_fence: a fence file beside the SQLite file, a PostgreSQL
-// sequence), inserts the operation's op-log row under that fence, and runs the conditional
-// UPDATE of the user's table (version bump or state transition). The transaction stays open
-// while the handler runs; commit writes the result into the op-log row and commits, abort rolls
-// back. A refused UPDATE reads the current value. A remembered failure first rolls back to a
-// savepoint taken after the op-log insert (rewind), so the failure commits without the entity's
-// move or the handler's writes.
+// The entity stores on SQL, written once for both dialects; the steps of a claim, commit and
+// rewind: docs/version_and_state.md#what-happens-step-by-step-sql.
 
 #include "sql/entity_engine.hpp"
 
@@ -39,8 +31,7 @@ struct SqlEntities::Impl {
   std::string ops;     // op-log table name
   std::string fences;  // PostgreSQL: the sequence op-log fences are drawn from
 
-  // Statement text, built once from checked identifiers.
-  std::string lookup, insert_op, finish_op, bump, read, read_op;
+  std::string lookup, insert_op, finish_op, bump, read, read_op;  // from checked identifiers
   std::string transition_head;  // "UPDATE t SET c = ?2 WHERE id = ?1 AND c IN (" + markers
 
   std::mutex mutex;
@@ -51,9 +42,8 @@ struct SqlEntities::Impl {
     bool marked = false;  // a rewindable claim: rewind() goes back to the mark after the op row
   };
   std::map<std::pair<std::string, Fence>, Open, std::less<>> open;
-  // Transactions whose commit failed: the guard's retry of the same ticket hears the same
-  // failure (the transaction is gone), not a lease_lost that no takeover caused. Kept by age, so
-  // that however many commits fail in an outage, each one's retries find theirs.
+  // Transactions whose commit failed: a retry hears the same failure, not a lease_lost no
+  // takeover caused. Kept by age, so that each retry in an outage finds its own.
   struct Ended {
     std::string op_key;
     Fence fence = 0;
@@ -72,9 +62,8 @@ struct SqlEntities::Impl {
 
   void build() {
     const sql::Dialect& d = *dialect;
-    // One row: 0 and the operation's op-log row (the stored_operation columns), or, when it has
-    // none, a new fence (CASE draws only then). Run only once the claim holds the operation's
-    // key (hold() comes first).
+    // One row: 0 and the op-log row, or, when there is none, a new fence (CASE draws only
+    // then). Run only once the claim holds the operation's key.
     lookup = fmt::format(
         "SELECT CASE WHEN o.key IS NULL THEN {} ELSE 0 END, o.state, o.fp_hi, o.fp_lo, o.fence, "
         "o.result FROM (SELECT 1) AS one LEFT JOIN {} AS o ON o.key = {}",
@@ -109,7 +98,6 @@ struct SqlEntities::Impl {
     return backend->failure(std::current_exception(), broken, claim);
   }
 
-  // A session for a read or the schema, taken without waiting, or the failure of taking one.
   Result<sql::SessionLease> session_now() const {
     try {
       return backend->acquire(milliseconds{0});
@@ -119,9 +107,8 @@ struct SqlEntities::Impl {
     }
   }
 
-  // A claim that failed to get its turn (`f`): in_progress when a holder of this store has the
-  // operation (its transaction is open), else `f` (SQLite: the file stayed locked by another
-  // operation's holder, store_unavailable).
+  // A claim that failed to get its turn: in_progress when a holder here has the operation,
+  // else `f` (SQLite: the file stayed locked by another operation's holder).
   Result<CasAnswer> busy(std::string_view op_key, Failure f) {
     if (f.code != errc::in_progress) {
       std::lock_guard lock(mutex);
@@ -169,7 +156,6 @@ Status lease_lost() {
 std::int64_t as_i64(std::uint64_t v) { return std::bit_cast<std::int64_t>(v); }
 std::uint64_t as_u64(std::int64_t v) { return std::bit_cast<std::uint64_t>(v); }
 
-// A whole decimal integer column; nullopt for NULL, text, a real or trailing bytes.
 std::optional<std::int64_t> integer_column(const std::optional<std::string>& cell) {
   if (!cell) return std::nullopt;
   std::int64_t v = 0;
@@ -192,12 +178,10 @@ Result<CasAnswer> stored_operation(const sql::Row& row, const Fingerprint& finge
   if (!state || !fp_hi || !fp_lo || !fence) {
     return corrupt("a state, fingerprint or fence is not an integer");
   }
-  // An op-log row is held (its transaction is open) or finished; never released.
   const std::optional<RecordState> decoded = from_sql(*state);
   if (!decoded || *decoded == RecordState::released) return corrupt("unknown state");
   if (*fence <= 0) return corrupt("no fence");
-  // The holder's transaction keeps a held row until it ends (no lease runs out), and a finished
-  // operation never expires: a repeat replays it, is a mismatch, or waits (in_progress).
+  // No lease runs out (the holder's transaction keeps the row) and nothing expires.
   const RecordView<milliseconds> view{.state = *decoded,
                                       .fingerprint = {as_u64(*fp_hi), as_u64(*fp_lo)},
                                       .fence = static_cast<Fence>(*fence),
@@ -230,8 +214,7 @@ Status SqlEntities::ensure_schema() {
   Checkout s(std::move(session).value());
   const bool postgres = std::string_view(m.dialect->name) == "postgres";
   try {
-    // A read first, which waits for no writer: a store opened beside a running handler (on
-    // SQLite, the holder of the file's write lock) finds its op log without waiting for it.
+    // A read first, which waits for no writer (such as a running handler holding the lock).
     sql::Row found;
     const std::array<sql::Param, 2> names{text(m.ops), text(m.fences)};
     const bool present =
@@ -242,25 +225,14 @@ Status SqlEntities::ensure_schema() {
             : s->first_row("SELECT count(*) FROM sqlite_master WHERE name = ?1",
                            std::span(names).first(1), found, 0) &&
                   found.size() == 1 && found[0] == "1";
-    if (present) {
-      std::lock_guard lock(m.mutex);
-      m.schema_ready = true;
-      return {};
+    if (!present) {
+      // SQLite: the write lock, waited for as long as the store's busy_timeout.
+      s->begin(postgres ? milliseconds{10'000} : milliseconds{0});
+      // CREATE IF NOT EXISTS can still collide between processes: the record stores' lock.
+      if (postgres) (void)s->first_row(postgres::detail::kSchemaLock, {}, found, 0);
+      for (const std::string& ddl : m.backend->statements().create_entity_ops) s->run(ddl, {});
+      s->commit();
     }
-  } catch (...) {
-    return m.failure(s.broken, false);
-  }
-  try {
-    // SQLite: the write lock, waited for as long as the store's busy_timeout.
-    s->begin(postgres ? milliseconds{10'000} : milliseconds{0});
-    // Several processes may start at once: PostgreSQL's CREATE IF NOT EXISTS can still collide.
-    // The record stores create the op log too (it is part of their schema): the same lock.
-    if (postgres) {
-      sql::Row ignored;
-      (void)s->first_row(postgres::detail::kSchemaLock, {}, ignored, 0);
-    }
-    for (const std::string& ddl : m.backend->statements().create_entity_ops) s->run(ddl, {});
-    s->commit();
   } catch (...) {
     return m.failure(s.broken, false);
   }
@@ -313,8 +285,7 @@ Result<CasAnswer> SqlEntities::claim(const CasRequest& r) {
         return make_failure(errc::store_unavailable, "idem: the fence source gave no fence");
       }
       const auto fence = static_cast<Fence>(*drawn);
-      // The op-log row first; a rewind to the mark below keeps it while undoing the entity's
-      // move.
+      // The op-log row first: a rewind to the mark below keeps it.
       const std::array<sql::Param, 6> insert{bytes(r.op_key),
                                              text(r.entity),
                                              integer(*drawn),
@@ -336,8 +307,6 @@ Result<CasAnswer> SqlEntities::claim(const CasRequest& r) {
         return CasAnswer::of(
             Claim{.status = ClaimStatus::acquired, .fence = fence, .transaction = native});
       }
-      // Refused; the Checkout rolls the op-log row back. This transaction inserted the
-      // operation's row, so nobody else committed the operation meanwhile.
       const std::array<sql::Param, 1> entity_param{text(r.entity)};
       if (!s->first_row(m.read, entity_param, row, 0)) {
         return CasAnswer::refused(CasAnswer::Refusal::missing);
@@ -353,9 +322,8 @@ Result<CasAnswer> SqlEntities::claim(const CasRequest& r) {
 
 namespace {
 
-// Whether the op log holds `completion` as committed under `fence`: a commit whose answer was
-// lost finds its own commit landed (the record stores read their record the same way). On a
-// session of its own; nullopt when the read fails too.
+// Whether the op log holds `completion` under `fence` (a commit whose answer was lost finds its
+// own); nullopt when the read fails too.
 std::optional<bool> op_landed(SqlEntities::Impl& m, const std::string& op_key, Fence fence,
                               const Completion& completion) {
   try {
@@ -378,8 +346,7 @@ std::optional<bool> op_landed(SqlEntities::Impl& m, const std::string& op_key, F
   }
 }
 
-// A commit that broke once its COMMIT went out: success if the op log holds it, the failure of
-// a transaction that did not commit if it holds none, outcome_unknown if the read fails too.
+// A commit that broke once its COMMIT went out: the op log says how it ended, or outcome_unknown.
 Status commit_in_doubt(SqlEntities::Impl& m, const std::string& op_key, Fence fence,
                        const Completion& completion, Failure f) {
   const std::optional<bool> landed = op_landed(m, op_key, fence, completion);
@@ -400,9 +367,8 @@ Status commit_in_doubt(SqlEntities::Impl& m, const std::string& op_key, Fence fe
   return f;
 }
 
-// `done` sets `committing` just before it sends COMMIT: a session that breaks from there on
-// leaves the outcome unknown until the op log is read; before it, the database rolls the
-// transaction back. `completion`: null for an abort.
+// `done` sets `committing` just before it sends COMMIT: a break from there on leaves the outcome
+// unknown until the op log is read. `completion`: null for an abort.
 template <class Done>
 Status finish(SqlEntities::Impl& m, const Ticket& ticket, const Completion* completion,
               Done&& done) {
@@ -491,8 +457,7 @@ Status SqlEntities::rewind(const Ticket& ticket) {
     }
     session = it->second.session.get();
   }
-  // The holder's own session, in the holder's thread. Undoes the entity's move and the
-  // handler's writes; the op-log row stays, held, for the failure to be recorded in.
+  // The holder's own session, in its thread; the op-log row stays, held, for the failure.
   try {
     session->rollback_to_mark();
     return {};

@@ -1,6 +1,5 @@
 #pragma once
-// The entity stores' SQL engine (include/idem/sql/entities.hpp), built by the adapters
-// from their backend and dialect.
+// The entity stores' SQL engine, built by the adapters from their backend and dialect.
 
 #include <memory>
 #include <string>
@@ -20,9 +19,8 @@ detail::SqlEntities make_entities(std::unique_ptr<Backend> backend, const Dialec
 
 namespace idem::detail {
 
-/// An op-log row (state, fp_hi, fp_lo, fence, result; integers as decimal text) as the claim's
-/// answer: a replay, a mismatch, or in_progress while its transaction is open. A row that is not
-/// one idem wrote is errc::record_corrupt, never a result.
+/// An op-log row (state, fp_hi, fp_lo, fence, result) as the claim's answer; a row idem did not
+/// write is errc::record_corrupt.
 Result<CasAnswer> stored_operation(const sql::Row& row, const Fingerprint& fingerprint);
 
 }  // namespace idem::detail

@@ -9,7 +9,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Completed or failed: a record no holder changes any more, so a replica's copy answers alike.
 bool is_settled(std::int16_t column) noexcept {
   const std::optional<detail::RecordState> state = detail::from_sql(column);
   return state == detail::RecordState::completed || state == detail::RecordState::failed;

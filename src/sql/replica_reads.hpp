@@ -1,11 +1,7 @@
 #pragma once
-// The opt-in replay path of a SQL store over a read-only replica: before the claim goes to the
-// primary, the replica is asked whether the key holds a settled (completed or failed) record
-// that is still live by the replica's own clock. Only such a record can answer without the
-// primary: it never changes until it expires (commit, abort and extend touch in-progress rows
-// only; a claim takes a settled row over only once it expired), so a replica that has it agrees
-// with the primary. Anything else (no row, in progress, released, expired, a replica that is
-// unreachable, erroring or has every connection busy) is left to the primary.
+// The opt-in replay path over a read-only replica: a settled record still live by the replica's
+// clock never changes until it expires, so it answers as the primary would; anything else goes
+// to the primary (docs/sql.md#replicas).
 
 #include <atomic>
 #include <chrono>
@@ -30,7 +26,6 @@ class ReplicaReads {
   std::optional<ClaimRow> settled(std::string_view key) noexcept;
 
   ReplicaCounters counters() const noexcept;
-  /// The counters with the replica's pool.
   ReplicaStats stats() const noexcept;
 
  private:

@@ -1,4 +1,3 @@
-// The admin operations on the SQL record table (src/sql/sql_admin.hpp).
 
 #include "sql/sql_admin.hpp"
 
@@ -16,7 +15,6 @@ namespace idem::sql {
 
 namespace {
 
-// The columns every read selects, in this order (see to_info).
 constexpr const char* kColumns =
     "key, state, fp_hi, fp_lo, fence, took_over, lease_until - {now}, expires_at - {now}, "
     "expires_at, COALESCE(length(result), 0), CASE WHEN state = {failed} THEN result END";
@@ -32,36 +30,17 @@ std::int64_t number(const std::optional<std::string>& cell) {
   return v;
 }
 
+// admin::State numbers the states as they are stored.
+static_assert(int(admin::State::in_progress) == int(State::held) &&
+              int(admin::State::completed) == int(State::completed) &&
+              int(admin::State::failed) == int(State::failed) &&
+              int(admin::State::released) == int(State::released));
+
 std::optional<admin::State> state_of(std::int64_t stored) {
-  switch (stored) {
-    case static_cast<int>(State::held):
-      return admin::State::in_progress;
-    case static_cast<int>(State::completed):
-      return admin::State::completed;
-    case static_cast<int>(State::failed):
-      return admin::State::failed;
-    case static_cast<int>(State::released):
-      return admin::State::released;
-    default:
-      return std::nullopt;
-  }
+  if (stored < 0 || stored > int(State::released)) return std::nullopt;
+  return static_cast<admin::State>(stored);
 }
 
-State stored(admin::State state) {
-  switch (state) {
-    case admin::State::in_progress:
-      return State::held;
-    case admin::State::completed:
-      return State::completed;
-    case admin::State::failed:
-      return State::failed;
-    case admin::State::released:
-      break;
-  }
-  return State::released;
-}
-
-// A row of kColumns as a RecordInfo; record_corrupt for a state idem never writes.
 Result<admin::RecordInfo> to_info(const Row& row, std::string_view scope) {
   admin::RecordInfo info;
   const std::string key = row[0].value_or("");
@@ -103,8 +82,7 @@ SqlAdmin::SqlAdmin(const Dialect& dialect, const std::string& prefix, const char
                                           fmt::arg("failed", static_cast<int>(State::failed)));
   select_one_ =
       fmt::format("SELECT {} FROM {} WHERE key = {}{}", columns, text_.records, p(1), row_lock);
-  // Oldest first by expiry, the key breaking ties: (expires_at, key) is the cursor, so a page
-  // starts right after the last record of the previous one.
+  // Oldest first by expiry, then key: (expires_at, key) is the cursor.
   select_page_ = fmt::format(
       "SELECT {0} FROM {1} WHERE state = {2} AND substr(key, 1, {3}) = {4} "
       "AND (expires_at > {5} OR (expires_at = {5} AND key > {6})) "
@@ -112,7 +90,6 @@ SqlAdmin::SqlAdmin(const Dialect& dialect, const std::string& prefix, const char
       columns, text_.records, p(1), p(2), p(3), p(4), p(5), p(6));
   mark_released_ = fmt::format("UPDATE {} SET state = {}, result = NULL WHERE key = {}",
                                text_.records, static_cast<int>(State::released), p(1));
-  // A forget's: the run's steps and kept request (the row of index -1) go with its result.
   drop_steps_ = fmt::format("DELETE FROM {} WHERE key = {}", text_.steps, p(1));
   const std::string counts = fmt::format(
       "SELECT state, count(*), sum(CASE WHEN expires_at <= {} THEN 1 ELSE 0 END) FROM {}",
@@ -183,7 +160,6 @@ Result<std::optional<admin::RecordInfo>> SqlAdmin::inspect(std::string_view scop
   const std::string k = admin::detail::effective_key(scope, key);
   return run<std::optional<admin::RecordInfo>>([&]() -> Result<std::optional<admin::RecordInfo>> {
     const std::array params{bytes(k)};
-    // Without the row lock: a read alone.
     const std::string sql = select_one_.substr(0, select_one_.find(" FOR UPDATE"));
     const std::vector<Row> rows = db_->query(sql, params, kBlobColumns);
     if (rows.empty()) return std::optional<admin::RecordInfo>{};
@@ -203,7 +179,7 @@ Result<admin::Page> SqlAdmin::list(std::string_view scope, const admin::ListRequ
   const std::string prefix = admin::detail::scope_prefix(scope);
   const std::size_t limit = std::max<std::size_t>(request.limit, 1);
   return run<admin::Page>([&]() -> Result<admin::Page> {
-    const std::array params{integer(static_cast<int>(stored(request.state))),
+    const std::array params{integer(static_cast<int>(request.state)),
                             integer(static_cast<std::int64_t>(prefix.size())),
                             bytes(prefix),
                             integer(after_expiry),
@@ -246,15 +222,12 @@ Result<admin::Change> SqlAdmin::mark_released(std::string_view scope, const Key&
     change.before = info.value();
     const bool held = info->state == admin::State::in_progress;
     const bool matches = only_fence == 0 || info->fence == only_fence;
-    // A release changes a held record only; a forget any record, a released one included (its
-    // run's steps and kept request go).
     if ((only_held && !held) || !matches) {
       db_->rollback();
       return change;
     }
     change.changed = db_->exec(mark_released_, params) == 1;
-    // A release keeps the run's steps and kept request (the run goes on, as after an abort); a
-    // forget drops them: no later run of the key sees anything of the forgotten one.
+    // A release keeps the run's steps (the run goes on, as after an abort); a forget drops them.
     if (!only_held) db_->exec(drop_steps_, params);
     db_->commit();
     return change;
@@ -286,7 +259,6 @@ Result<std::size_t> SqlAdmin::purge_expired(std::size_t max_records) {
   });
 }
 
-// The DDL the stores run (Statements::schema_ddl), one statement a line.
 std::string SqlAdmin::schema_text() const {
   std::string out;
   for (const std::string& ddl : text_.schema_ddl) out += ddl + ";\n";
@@ -309,8 +281,7 @@ Result<admin::SchemaReport> SqlAdmin::migrate_schema() {
         } catch (...) {
           db_->rollback();  // no database yet (a new SQLite file): created below
         }
-        // The stores' own creation: it creates what is missing and raises an earlier version
-        // (1: without the steps and the entity op log) in the same transaction.
+        // The stores' own creation also raises an earlier version, in the same transaction.
         db_->create_schema();
         schema_checked_ = false;
         return report();

@@ -1,6 +1,5 @@
 #pragma once
-// The admin operations on the SQL record table, written once over a small connection interface
-// that SQLite (src/sqlite/sqlite_admin.cpp) and PostgreSQL (src/postgres/pg_admin.cpp) implement.
+// The admin operations on the SQL record table, over a connection each dialect implements.
 
 #include <exception>
 #include <memory>
@@ -29,7 +28,7 @@ class AdminConnection {
   virtual void rollback() noexcept = 0;
   /// Which of the schema's objects (tables, indexes, triggers, functions, sequences) are absent.
   virtual std::vector<std::string> missing(const Statements& text) = 0;
-  /// The stores' own schema creation (idempotent, under the database's lock for it).
+  /// The stores' own schema creation.
   virtual void create_schema() = 0;
   virtual Failure failure(std::exception_ptr error) const noexcept = 0;
 };
@@ -53,13 +52,11 @@ class SqlAdmin final : public admin::Admin {
   Result<admin::Stats> stats(std::string_view scope, bool all_scopes) override;
 
  private:
-  // Runs `step` with the schema checked first; maps exceptions. The mutex keeps the one
-  // connection in one thread's hands.
+  // Runs `step` under the mutex (one connection), the schema checked first; maps exceptions.
   template <class T, class Step>
   Result<T> run(Step&& step, bool needs_schema = true);
   admin::SchemaReport report();
-  // Release or forget: one write transaction that reads the record (locking its row) and marks
-  // it released, keeping its fence.
+  // Release or forget: one transaction that reads (locks) the record and releases it.
   Result<admin::Change> mark_released(std::string_view scope, const Key& key, bool only_held,
                                       Fence only_fence);
 

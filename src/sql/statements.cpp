@@ -45,10 +45,8 @@ bool valid_prefix(const std::string& prefix) noexcept {
 
 namespace {
 
-// The upsert, shared by both dialects: the record model's claim rules (classify() in
-// include/idem/engine/record_model.hpp) for the records a claim takes, with the states named as
-// stored ({held}, {released}: detail::SqlState). A takeover is a compare-and-set on the exact row
-// the statement locked: the WHERE is evaluated on the latest committed version of it.
+// The record model's claim rules (detail::classify) as one upsert. A takeover is a compare-and-set
+// on the row the statement locked: the WHERE sees its latest committed version.
 constexpr const char* kUpsert =
     "INSERT INTO {rec} AS r (key, state, fp_hi, fp_lo, fence, took_over, lease_until, "
     "expires_at, result) "
@@ -71,7 +69,9 @@ constexpr const char* kReadColumns =
 Statements::Statements(const Dialect& d, const std::string& prefix)
     : records(prefix + "records"), schema(prefix + "schema"), fences(prefix + "fences") {
   auto p = [&](int i) { return fmt::format("{}{}", d.param, i); };
-  // `drawn`: "" or, in transactional mode, the fence drawn, a term of the new row's max().
+  const bool postgres = d.param == '$';
+  const std::string finished =
+      fmt::format("{}, {}", int(detail::SqlState::completed), int(detail::SqlState::failed));
   auto fill = [&](const char* text, const std::string& drawn = "") {
     return fmt::format(
         fmt::runtime(text), fmt::arg("rec", records), fmt::arg("sch", schema),
@@ -81,7 +81,9 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
         fmt::arg("p3", p(3)), fmt::arg("p4", p(4)), fmt::arg("p5", p(5)), fmt::arg("p6", p(6)),
         fmt::arg("version", kSchemaVersion),
         fmt::arg("held", static_cast<int>(detail::SqlState::held)),
-        fmt::arg("released", static_cast<int>(detail::SqlState::released)));
+        fmt::arg("released", static_cast<int>(detail::SqlState::released)),
+        fmt::arg("steps", steps), fmt::arg("finished", finished),
+        fmt::arg("lock", postgres ? " FOR SHARE" : ""));
   };
 
   // fence_floor: the largest fence purge removed; new rows start above it, so that a holder
@@ -100,8 +102,7 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
   select_version = fill("SELECT max(version) FROM {sch}");
 
   const std::string drawn = fmt::format(fmt::runtime(d.next_fence), fences) + ", ";
-  // The first column: 1 acquired, 0 the row in the way; an acquired row's other columns are
-  // padding.
+  // The first column: 1 acquired (the rest padding), 0 the row in the way.
   const std::string in_one = fmt::format(
       "WITH claimed AS ({}) "
       "SELECT 1, fence, took_over, 0, 0, 0, 0, 0, NULL FROM claimed "
@@ -130,58 +131,42 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
 
   steps = prefix + "steps";
   step_triggers = {steps + "_end", steps + "_gone", steps + "_expired"};
-  const bool postgres = d.param == '$';
-  auto fill_steps = [&](const char* text) {
-    return fill(
-        fmt::format(fmt::runtime(text), fmt::arg("steps", steps),
-                    fmt::arg("finished", fmt::format("{}, {}", int(detail::SqlState::completed),
-                                                     int(detail::SqlState::failed))),
-                    fmt::arg("lock", postgres ? " FOR SHARE" : ""),
-                    // fill() formats again: keep its fields
-                    fmt::arg("rec", "{rec}"), fmt::arg("held", "{held}"),
-                    fmt::arg("released", "{released}"), fmt::arg("now", "{now}"),
-                    fmt::arg("blob", "{blob}"), fmt::arg("i64", "{i64}"),
-                    fmt::arg("suffix", "{suffix}"), fmt::arg("p1", "{p1}"), fmt::arg("p2", "{p2}"),
-                    fmt::arg("p3", "{p3}"), fmt::arg("p4", "{p4}"), fmt::arg("p5", "{p5}"))
-            .c_str());
-  };
   create_steps.push_back(
-      fill_steps("CREATE TABLE IF NOT EXISTS {steps} (key {blob} NOT NULL, idx {i64} NOT NULL, "
-                 "name {blob} NOT NULL, fp_hi {i64} NOT NULL, fp_lo {i64} NOT NULL, result {blob}, "
-                 "PRIMARY KEY (key, idx)){suffix}"));
+      fill("CREATE TABLE IF NOT EXISTS {steps} (key {blob} NOT NULL, idx {i64} NOT NULL, "
+           "name {blob} NOT NULL, fp_hi {i64} NOT NULL, fp_lo {i64} NOT NULL, result {blob}, "
+           "PRIMARY KEY (key, idx)){suffix}"));
   if (postgres) {
-    create_steps.push_back(fill_steps(
-        "CREATE OR REPLACE FUNCTION {steps}_drop() RETURNS trigger LANGUAGE plpgsql AS "
-        "$idem$ BEGIN DELETE FROM {steps} WHERE key = OLD.key; RETURN NULL; END $idem$"));
-    create_steps.push_back(fill_steps(
-        "CREATE OR REPLACE TRIGGER {steps}_end AFTER UPDATE OF state ON {rec} FOR EACH ROW "
-        "WHEN (NEW.state IN ({finished})) EXECUTE FUNCTION {steps}_drop()"));
     create_steps.push_back(
-        fill_steps("CREATE OR REPLACE TRIGGER {steps}_gone AFTER DELETE ON {rec} FOR EACH ROW "
-                   "EXECUTE FUNCTION {steps}_drop()"));
-    // A claim that takes an expired record (a new fence over a row past its expiry) starts a new
-    // run: the expired run's steps go, whatever its payload.
-    create_steps.push_back(fill_steps(
+        fill("CREATE OR REPLACE FUNCTION {steps}_drop() RETURNS trigger LANGUAGE plpgsql AS "
+             "$idem$ BEGIN DELETE FROM {steps} WHERE key = OLD.key; RETURN NULL; END $idem$"));
+    create_steps.push_back(
+        fill("CREATE OR REPLACE TRIGGER {steps}_end AFTER UPDATE OF state ON {rec} FOR EACH ROW "
+             "WHEN (NEW.state IN ({finished})) EXECUTE FUNCTION {steps}_drop()"));
+    create_steps.push_back(
+        fill("CREATE OR REPLACE TRIGGER {steps}_gone AFTER DELETE ON {rec} FOR EACH ROW "
+             "EXECUTE FUNCTION {steps}_drop()"));
+    // A claim of an expired record starts a new run: the expired run's steps go.
+    create_steps.push_back(fill(
         "CREATE OR REPLACE TRIGGER {steps}_expired AFTER UPDATE OF fence ON {rec} FOR EACH ROW "
         "WHEN (OLD.expires_at <= {now}) EXECUTE FUNCTION {steps}_drop()"));
   } else {
-    create_steps.push_back(fill_steps(
-        "CREATE TRIGGER IF NOT EXISTS {steps}_end AFTER UPDATE OF state ON {rec} "
-        "WHEN NEW.state IN ({finished}) BEGIN DELETE FROM {steps} WHERE key = NEW.key; END"));
     create_steps.push_back(
-        fill_steps("CREATE TRIGGER IF NOT EXISTS {steps}_gone AFTER DELETE ON {rec} "
-                   "BEGIN DELETE FROM {steps} WHERE key = OLD.key; END"));
-    create_steps.push_back(fill_steps(
-        "CREATE TRIGGER IF NOT EXISTS {steps}_expired AFTER UPDATE OF fence ON {rec} "
-        "WHEN OLD.expires_at <= {now} BEGIN DELETE FROM {steps} WHERE key = NEW.key; END"));
+        fill("CREATE TRIGGER IF NOT EXISTS {steps}_end AFTER UPDATE OF state ON {rec} "
+             "WHEN NEW.state IN ({finished}) BEGIN DELETE FROM {steps} WHERE key = NEW.key; END"));
+    create_steps.push_back(
+        fill("CREATE TRIGGER IF NOT EXISTS {steps}_gone AFTER DELETE ON {rec} "
+             "BEGIN DELETE FROM {steps} WHERE key = OLD.key; END"));
+    create_steps.push_back(
+        fill("CREATE TRIGGER IF NOT EXISTS {steps}_expired AFTER UPDATE OF fence ON {rec} "
+             "WHEN OLD.expires_at <= {now} BEGIN DELETE FROM {steps} WHERE key = NEW.key; END"));
   }
-  save_step = fill_steps(
+  save_step = fill(
       "INSERT INTO {steps} (key, idx, name, fp_hi, fp_lo, result) "
       "SELECT key, {p2}, {p3}, fp_hi, fp_lo, {p4} FROM {rec} "
       "WHERE key = {p1} AND fence = {p5} AND state = {held}{lock} "
       "ON CONFLICT (key, idx) DO UPDATE SET name = excluded.name, fp_hi = excluded.fp_hi, "
       "fp_lo = excluded.fp_lo, result = excluded.result");
-  find_abandoned = fill_steps(
+  find_abandoned = fill(
       "SELECT r.key, s.result FROM {rec} r JOIN {steps} s ON s.key = r.key AND s.idx = -1 "
       "AND s.fp_hi = r.fp_hi AND s.fp_lo = r.fp_lo "
       "WHERE substr(r.key, 1, {p3}) = {p1} AND r.expires_at > {now} "
@@ -196,8 +181,7 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
                   "created_ms {{i64}} NOT NULL){{suffix}}",
                   entity_ops)
           .c_str()));
-  // PostgreSQL's fences come from sequences; CACHE 1 (the default): nextval() hands values out
-  // in call order.
+  // CACHE 1 (the default): nextval() hands values out in call order.
   const auto sequence = [](const std::string& name) {
     return "CREATE SEQUENCE IF NOT EXISTS " + name + " AS bigint CACHE 1";
   };
@@ -210,7 +194,7 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
   schema_ddl.push_back(insert_version);
   schema_ddl.push_back(upgrade_version);
 
-  load_steps = fill_steps(
+  load_steps = fill(
       "SELECT s.idx, s.name, s.result FROM {rec} r LEFT JOIN {steps} s ON s.key = r.key "
       "AND s.idx >= 0 AND s.fp_hi = r.fp_hi AND s.fp_lo = r.fp_lo "
       "WHERE r.key = {p1} AND r.fence = {p2} AND r.state = {held} ORDER BY s.idx");

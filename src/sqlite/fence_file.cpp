@@ -30,7 +30,7 @@ std::runtime_error file_error(const std::string& path, const char* what) {
   return std::runtime_error("idem: fence file " + path + ": " + what + ": " + std::strerror(errno));
 }
 
-// In-memory databases of this process (shared-cache ones may have several stores).
+// In-memory databases (shared-cache ones may have several stores).
 std::uint64_t draw_in_process(std::uint64_t floor) {
   static std::atomic<std::uint64_t> last{0};
   std::uint64_t seen = last.load();

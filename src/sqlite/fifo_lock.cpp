@@ -6,7 +6,7 @@ namespace idem::sql {
 
 bool FifoLock::lock_until(Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
-  if (!held_) {  // no holder, hence no waiter either
+  if (!held_) {  // hence no waiter either
     held_ = true;
     return true;
   }

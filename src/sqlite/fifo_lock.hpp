@@ -1,12 +1,6 @@
 #pragma once
-// A lock taken in arrival order, with a deadline, that any thread may release: the writers' turn
-// on one SQLite file within this process (file_writers.hpp).
-//
-// Waiters queue; the holder hands the lock straight to the oldest, so nobody is passed over and
-// nobody sleeps on a timer. The oldest waiter spins (yielding) for a short while before it
-// blocks, so that a hand-over between short transactions does not wait for a sleeping thread to
-// be scheduled; the others block on a condition variable of their own until they become the
-// oldest.
+// A lock taken in arrival order, with a deadline, that any thread may release; the holder hands
+// it straight to the oldest waiter, who spins briefly first, since transactions are short.
 
 #include <atomic>
 #include <chrono>
@@ -32,8 +26,7 @@ class FifoLock {
   bool lock_until(Clock::time_point deadline);
   /// Hands the lock to the oldest waiter, or frees it. The holder may call it from any thread.
   void unlock() noexcept;
-  /// How many threads wait for the lock now.
-  std::size_t waiting();
+  std::size_t waiting();  // threads waiting now
 
  private:
   struct Waiter {
@@ -41,7 +34,7 @@ class FifoLock {
     std::atomic<bool> granted{false};  // set under mutex_ by unlock()
   };
 
-  // Out of the queue after `deadline`, unless the lock came meanwhile. Under `lock`.
+  // Out of the queue after the deadline, unless the lock came meanwhile. Under mutex_.
   bool give_up(std::list<Waiter*>::iterator place, Waiter& me);
 
   std::mutex mutex_;

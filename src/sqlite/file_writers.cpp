@@ -8,8 +8,7 @@ namespace idem::sql {
 
 namespace {
 
-// Two spellings of one file ("orders.db", "./orders.db", a symlink) give one key. The file may
-// not exist yet: weakly_canonical resolves what does.
+// Two spellings of one file (a symlink...) give one key; weakly_canonical: it may not exist yet.
 std::string key_of(const std::string& path) {
   if (path.rfind("file:", 0) == 0) return path;
   std::error_code error;

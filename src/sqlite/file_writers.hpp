@@ -1,8 +1,6 @@
 #pragma once
-// The writers' lock of one SQLite file in this process. Every SqliteStore and entity store of the
-// process that opens the file shares it: their write transactions take it first, in arrival
-// order, and only then SQLite's write lock, so the connections of one process wait for each other
-// here instead of polling in SQLite's sleeping busy handler, which is left to other processes.
+// The writers' lock of one SQLite file in this process, taken before SQLite's write lock, so that
+// one process's connections queue here instead of polling in SQLite's sleeping busy handler.
 
 #include <memory>
 #include <string>
@@ -11,9 +9,7 @@
 
 namespace idem::sql {
 
-/// The lock of the file `path` names, keyed by its canonical path (a `file:` URI by its text; an
-/// in-memory database, which no other connection sees, gets a lock of its own). It lives while
-/// some store holds it.
+/// The lock of the file `path` names, by its canonical path (an in-memory database: its own).
 std::shared_ptr<FifoLock> file_writers(const std::string& path);
 
 }  // namespace idem::sql

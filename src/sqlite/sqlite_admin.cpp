@@ -1,5 +1,4 @@
-// The admin of a SQLite record store: the SQL admin (src/sql/sql_admin.hpp) over one SQLiteCpp
-// connection of its own. It never creates the file, except to migrate the schema.
+// The admin of a SQLite record store; it never creates the file, except to migrate the schema.
 
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Exception.h>

@@ -1,5 +1,4 @@
-// The entity stores (VersionStore, StateMachineStore) on SQLite: the shared SQL engine over the
-// SQLite backend and dialect.
+// The entity stores (VersionStore, StateMachineStore) on SQLite.
 
 #include "idem/sqlite/entities.hpp"
 #include "sql/entity_engine.hpp"

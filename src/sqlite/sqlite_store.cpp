@@ -1,9 +1,6 @@
-// SqliteStore: the SQL record strategy on SQLiteCpp. One connection per store (a ConnectionPool
-// of one), taken in turn by its callers (SQLite has one writer per file anyway; every claim
-// takes the write lock). Every write transaction first takes the file's writers' lock of this
-// process (file_writers.hpp), so the stores of one process on one file wait for each other in
-// arrival order; processes sharing the file wait on each other through SQLite's busy handler,
-// and while opening it also through a retry of their own (see retry_while_locked).
+// SqliteStore: the SQL record strategy on SQLiteCpp, one connection per store taken in turn (one
+// writer per file anyway). Writers of one process queue on file_writers.hpp's lock; processes
+// wait through SQLite's busy handler (and retry_while_locked while opening).
 
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Exception.h>
@@ -53,10 +50,8 @@ std::string column_bytes(const SQLite::Column& column) {
   return std::string(static_cast<const char*>(data), static_cast<std::size_t>(n));
 }
 
-// The state of a read record (state, fp_hi, fp_lo, fence, lease left, expiry left, result).
-// SQLite keeps whatever type was written and would coerce text such as '1abc' or a real such as
-// 1.5 (or truncate 65537) into a state idem knows: a row whose columns do not have the types idem
-// writes (integers, and a blob or NULL result), or whose state is out of range, is malformed.
+// The state of a read record. SQLite keeps whatever type was written and would coerce '1abc' or
+// 1.5 into a state: a row with columns of other types than idem writes is malformed.
 std::int16_t state_of(SQLite::Statement& read) {
   for (int i : {0, 1, 2, 3, 5}) {
     if (!read.getColumn(i).isInteger()) return sql::kMalformedState;
@@ -73,8 +68,7 @@ std::int16_t state_of(SQLite::Statement& read) {
 std::int64_t as_i64(std::uint64_t v) { return std::bit_cast<std::int64_t>(v); }
 std::uint64_t as_u64(std::int64_t v) { return std::bit_cast<std::uint64_t>(v); }
 
-// A statement prepared once per connection; reset after each use.
-class Prepared {
+class Prepared {  // a statement prepared once per connection
  public:
   Prepared(SQLite::Database& db, const std::string& text) : st_(db, text) {}
   SQLite::Statement& get() {
@@ -93,11 +87,9 @@ int busy_ms(milliseconds wait) {
   return static_cast<int>(std::clamp<milliseconds::rep>(wait.count(), 0, INT32_MAX));
 }
 
-// Runs `step` again while SQLite answers "database is locked" (SQLITE_BUSY or SQLITE_LOCKED),
-// with short growing pauses, until `deadline`; SQLite's busy handler is bounded by the same
-// deadline meanwhile. For the steps of opening a file: some of them fail at once without calling
-// the busy handler, above all `PRAGMA journal_mode = WAL` on a file not yet in WAL mode while
-// another process opens or creates it. `step` must be safe to run again after it failed.
+// Runs `step` (safe to run again) while SQLite answers "database is locked", until `deadline`:
+// some steps of opening a file fail at once without calling the busy handler, above all `PRAGMA
+// journal_mode = WAL` while another process opens or creates it.
 template <class Step>
 void retry_while_locked(SQLite::Database& db, milliseconds busy_timeout, Clock::time_point deadline,
                         Step&& step) {
@@ -123,13 +115,12 @@ void retry_while_locked(SQLite::Database& db, milliseconds busy_timeout, Clock::
   }
 }
 
-// The main database's file name; "" for an in-memory or temporary one.
-std::string main_file(SQLite::Database& db) {
+std::string main_file(SQLite::Database& db) {  // "" for an in-memory or temporary database
   const char* name = sqlite3_db_filename(db.getHandle(), "main");
   return name == nullptr ? std::string() : std::string(name);
 }
 
-// idem_next_fence(): Dialect::next_fence on SQLite, a draw from the connection's fence file.
+// idem_next_fence(): a draw from the connection's fence file.
 void next_fence(sqlite3_context* context, int /*argc*/, sqlite3_value** /*argv*/) {
   try {
     const std::uint64_t fence = static_cast<sql::FenceFile*>(sqlite3_user_data(context))->draw();
@@ -142,9 +133,7 @@ void next_fence(sqlite3_context* context, int /*argc*/, sqlite3_value** /*argv*/
 struct SqliteError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-// No turn on the store's connection, or on the file among this process's writers, in time: the
-// file stays locked (in transactional mode, by a handler).
-struct SqliteBusy : SqliteError {
+struct SqliteBusy : SqliteError {  // no turn on the connection or the file in time
   using SqliteError::SqliteError;
 };
 
@@ -159,7 +148,7 @@ class SqliteSession final : public sql::Session {
         db_(options.path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE, busy_ms(busy_timeout_)),
         fences_(main_file(db_)),
         text_(text) {
-    // Not deterministic: each call draws. Direct only: no trigger or view of the file calls it.
+    // Not deterministic: each call draws. Direct only: no trigger or view calls it.
     const int rc = sqlite3_create_function_v2(db_.getHandle(), "idem_next_fence", 0,
                                               SQLITE_UTF8 | SQLITE_DIRECTONLY, &fences_,
                                               &next_fence, nullptr, nullptr, nullptr);
@@ -169,13 +158,10 @@ class SqliteSession final : public sql::Session {
   SqliteSession& operator=(const SqliteSession&) = delete;
   ~SqliteSession() override { rollback(); }
 
-  // Sets the connection up, creates the schema if absent and prepares the statements, waiting
-  // for other processes that open the file at the same time up to busy_timeout in all.
   void open() {
     const auto deadline = Clock::now() + busy_timeout_;
     retry_while_locked(db_, busy_timeout_, deadline, [&] {
-      // WAL lets readers run beside the one writer, and makes commits cheap (NORMAL: no fsync
-      // per commit, only at checkpoints).
+      // WAL: readers beside the one writer, cheap commits (NORMAL: fsync at checkpoints only).
       db_.exec("PRAGMA journal_mode = WAL");
       db_.exec(synchronous_full_ ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
       if (!schema_present()) create_schema(deadline);
@@ -184,25 +170,15 @@ class SqliteSession final : public sql::Session {
   }
 
   std::optional<sql::ClaimRow> claim(const sql::ClaimArgs& args) override {
-    // Transactional: the write lock taken by begin() holds the key; the upsert draws the fence.
+    // Transactional: begin()'s write lock holds the key; the upsert draws the fence.
     if (in_transaction_) return claim_in_open_transaction(args, *upsert_drawn_);
-    // Lease mode: upsert and, if it did not take the key, the read, in one write transaction.
-    const Writing writing(*this, write_deadline());
-    db_.exec("BEGIN IMMEDIATE");
-    try {
-      std::optional<sql::ClaimRow> row = claim_in_open_transaction(args, *upsert_);
-      db_.exec("COMMIT");
-      return row;
-    } catch (...) {
-      (void)db_.tryExec("ROLLBACK");
-      throw;
-    }
+    return in_one_write(write_deadline(),
+                        [&] { return claim_in_open_transaction(args, *upsert_); });
   }
 
-  // A batch or group in one write transaction: one sync of the file for all of it.
   Written write_many(std::span<const sql::FinishArgs> finishes,
                      std::span<const sql::ClaimArgs> claims) override {
-    return in_one_write([&] {
+    return in_one_write(write_deadline(), [&] {
       Written out;
       out.finished.reserve(finishes.size());
       for (const sql::FinishArgs& a : finishes) {
@@ -216,7 +192,6 @@ class SqliteSession final : public sql::Session {
     });
   }
 
-  // The record as it stands (the upsert left it, or a commit looks for its own landed commit).
   std::optional<sql::ClaimRow> read(std::string_view key) override {
     SQLite::Statement& rd = read_->get();
     bind_blob(rd, 1, key);
@@ -267,9 +242,7 @@ class SqliteSession final : public sql::Session {
   }
 
   std::size_t purge(std::size_t max_rows) override {
-    const Writing writing(*this, write_deadline());
-    db_.exec("BEGIN IMMEDIATE");
-    try {
+    return in_one_write(write_deadline(), [&] {
       SQLite::Statement& st = purge_->get();
       st.bind(1, static_cast<std::int64_t>(std::min<std::size_t>(max_rows, INT64_MAX)));
       std::size_t removed = 0;
@@ -283,18 +256,12 @@ class SqliteSession final : public sql::Session {
         floor.bind(1, top);
         floor.exec();
       }
-      db_.exec("COMMIT");
       return removed;
-    } catch (...) {
-      (void)db_.tryExec("ROLLBACK");
-      throw;
-    }
+    });
   }
 
   void begin(milliseconds block_for) override {
-    // The writers of this process, then other processes, may hold the file: wait for them as
-    // long as the claim may block, and at least the usual busy timeout. The writers' lock stays
-    // taken until commit or rollback.
+    // Waits as long as the claim may block, at least busy_timeout; held until commit/rollback.
     take_writers(Clock::now() + std::max(block_for, busy_timeout_));
     try {
       db_.exec("BEGIN IMMEDIATE");
@@ -360,9 +327,8 @@ class SqliteSession final : public sql::Session {
   }
 
  private:
-  // This process's turn to write the file for one write transaction, or one statement in
-  // autocommit, outside the claim's transaction (`needed` false: inside it, where the turn is
-  // already the session's). Waits until `deadline`.
+  // This process's turn to write the file, outside the claim's transaction (`needed` false:
+  // inside it, the turn is the session's already).
   class Writing {
    public:
     Writing(SqliteSession& session, Clock::time_point deadline, bool needed = true)
@@ -379,10 +345,9 @@ class SqliteSession final : public sql::Session {
     SqliteSession* session_;
   };
 
-  // Runs `body` in one write transaction of its own (lease mode), committing its result.
   template <class Body>
-  auto in_one_write(Body&& body) -> decltype(body()) {
-    const Writing writing(*this, write_deadline());
+  auto in_one_write(Clock::time_point deadline, Body&& body) -> decltype(body()) {
+    const Writing writing(*this, deadline);
     db_.exec("BEGIN IMMEDIATE");
     try {
       auto result = body();
@@ -394,11 +359,9 @@ class SqliteSession final : public sql::Session {
     }
   }
 
-  // A write outside the claim's transaction waits up to busy_timeout from its start.
   Clock::time_point write_deadline() const { return Clock::now() + busy_timeout_; }
 
-  // Waits for this process's other writers of the file, in arrival order, until `deadline`, and
-  // lets SQLite's busy handler wait for other processes until the same deadline.
+  // This process's writers in arrival order, then SQLite's busy handler, until `deadline`.
   void take_writers(Clock::time_point deadline) {
     const auto start = Clock::now();
     if (!writers_->lock_until(deadline)) {
@@ -418,8 +381,7 @@ class SqliteSession final : public sql::Session {
     (void)sqlite3_busy_timeout(db_.getHandle(), busy_ms(busy_timeout_));
   }
 
-  // The current row of `st`: integers as decimal text, other values as their bytes.
-  static sql::Row cells(SQLite::Statement& st) {
+  static sql::Row cells(SQLite::Statement& st) {  // integers as decimal text
     sql::Row row;
     for (int i = 0; i < st.getColumnCount(); ++i) {
       const SQLite::Column c = st.getColumn(i);
@@ -434,7 +396,6 @@ class SqliteSession final : public sql::Session {
     return row;
   }
 
-  // A generic statement, prepared on first use and kept by its text.
   SQLite::Statement& generic(const std::string& sql, std::span<const sql::Param> params) {
     auto it = generic_.find(sql);
     if (it == generic_.end())
@@ -469,8 +430,7 @@ class SqliteSession final : public sql::Session {
     up.bind(6, args.keep_ms);
     if (up.executeStep()) {
       sql::ClaimRow row;
-      // A fence that no longer grows as an integer (a damaged row at INT64_MAX: SQLite turns
-      // the sum into a real) cannot fence anything: the record is malformed, not acquired.
+      // A fence past INT64_MAX turns real in SQLite: the record is malformed, not acquired.
       row.acquired = up.getColumn(0).isInteger();
       if (!row.acquired) row.state = sql::kMalformedState;
       row.fence = static_cast<Fence>(up.getColumn(0).getInt64());
@@ -481,12 +441,9 @@ class SqliteSession final : public sql::Session {
     return read(args.key);
   }
 
-  // Whether the tables and the index exist and the schema table holds a version (throws
-  // SqliteError when it is not this library's). Reads only: in WAL mode they wait for no writer,
-  // so a store opened while another connection holds the write lock (a transactional handler,
-  // perhaps in another process) does not wait for it.
+  // Whether the whole schema exists (throws SqliteError for another version). Reads only, which
+  // in WAL mode wait for no writer, such as a transactional handler.
   bool schema_present() {
-    // Files of an earlier version lack the steps and the op log: created then (schema_ddl).
     std::vector<const std::string*> names{&text_.schema, &text_.records, &expiry_index_,
                                           &text_.steps, &text_.entity_ops};
     for (const std::string& trigger : text_.step_triggers) names.push_back(&trigger);
@@ -504,24 +461,15 @@ class SqliteSession final : public sql::Session {
     return check_version();
   }
 
-  // Creates what is missing, the version row, and raises an earlier version to this one, under
-  // the write lock; IMMEDIATE keeps two processes from interleaving, and the statements check
-  // again what the other may have created.
+  // Creates what is missing under the write lock, which orders two processes creating at once.
   void create_schema(Clock::time_point deadline) {
-    const Writing writing(*this, deadline);
-    db_.exec("BEGIN IMMEDIATE");
-    try {
+    in_one_write(deadline, [&] {
       for (const std::string& ddl : text_.schema_ddl) db_.exec(ddl);
-      (void)check_version();
-      db_.exec("COMMIT");
-    } catch (...) {
-      (void)db_.tryExec("ROLLBACK");
-      throw;
-    }
+      return check_version();
+    });
   }
 
-  // False when the schema table holds no version yet, or an earlier one (create_schema
-  // upgrades it).
+  // False when the schema table holds no version yet, or an earlier one.
   bool check_version() {
     SQLite::Statement version(db_, text_.select_version);
     if (!version.executeStep() || version.getColumn(0).isNull()) return false;
@@ -562,8 +510,6 @@ class SqliteSession final : public sql::Session {
   std::unordered_map<std::string, std::unique_ptr<Prepared>> generic_;
 };
 
-// The store's one connection, in a pool of one: its callers take turns on it in arrival order,
-// the oldest waiter spinning briefly as on the writers' lock, since turns are short.
 class SqliteBackend final : public sql::Backend {
  public:
   explicit SqliteBackend(SqliteStoreOptions options)
@@ -597,9 +543,8 @@ class SqliteBackend final : public sql::Backend {
   std::string_view store_name() const noexcept override { return SqliteStore::kStoreName; }
   PoolStats pool_stats() const noexcept override { return pool_.stats(); }
 
-  // A file that stayed locked is store_unavailable for every call, a transactional claim's too:
-  // the write lock is the whole file's, so it says nothing about the claim's own key (the
-  // engine answers in_progress for a key a holder of this store has).
+  // A locked file is store_unavailable, for a transactional claim too: the lock is the file's,
+  // not the key's.
   Failure failure(std::exception_ptr error, bool& broken,
                   bool /*transactional_claim*/) const noexcept override {
     try {
@@ -618,9 +563,7 @@ class SqliteBackend final : public sql::Backend {
       return make_failure(errc::store_unavailable,
                           fmt::format("idem: sqlite {}: {} (code {})", options_.path, e.what(),
                                       e.getExtendedErrorCode()));
-    } catch (const SqliteBusy& e) {
-      return make_failure(errc::store_unavailable, e.what());
-    } catch (const SqliteError& e) {
+    } catch (const SqliteError& e) {  // SqliteBusy too
       return make_failure(errc::store_unavailable, e.what());
     } catch (const std::bad_alloc&) {
       return make_failure(errc::store_unavailable, "idem: sqlite store: out of memory");
@@ -634,7 +577,7 @@ class SqliteBackend final : public sql::Backend {
   }
 
  private:
-  using SessionPool = sql::SessionPool;  // of its one SqliteSession
+  using SessionPool = sql::SessionPool;
 
   SqliteStoreOptions options_;
   sql::Statements text_;
@@ -652,7 +595,6 @@ SqliteStoreOptions checked(SqliteStoreOptions options) {
   return options;
 }
 
-// The engine over a backend that takes the options over (the mode is read before they move).
 std::unique_ptr<sql::Engine> sqlite_engine(SqliteStoreOptions options) {
   const auto mode = options.mode;
   return std::make_unique<sql::Engine>(std::make_unique<SqliteBackend>(checked(std::move(options))),
