@@ -11,7 +11,6 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
-#include <charconv>
 #include <climits>
 #include <condition_variable>
 #include <cstring>
@@ -29,22 +28,6 @@ using Clock = std::chrono::steady_clock;
 // A connection idle this long is checked for a close by the server before it carries a command
 // (as the pool does), so a restart does not cost the next caller its call.
 constexpr auto kCheckIdleAfter = std::chrono::milliseconds{100};
-
-// RESP, as redisFormatCommandArgv writes it: *<argc>, then $<len> and the bytes per argument.
-void append_command(std::string& out, std::span<const std::string_view> argv) {
-  auto header = [&out](char tag, std::size_t n) {
-    std::array<char, 24> digits;  // any size_t
-    out.push_back(tag);
-    out.append(digits.data(), std::to_chars(digits.data(), digits.data() + digits.size(), n).ptr);
-    out.append("\r\n", 2);
-  };
-  header('*', argv.size());
-  for (std::string_view arg : argv) {
-    header('$', arg.size());
-    out.append(arg);
-    out.append("\r\n", 2);
-  }
-}
 
 int millis_until(Clock::time_point deadline) {
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();

@@ -1,9 +1,9 @@
 #pragma once
 // The Redis connection core without I/O, shared by both faces (the blocking Node and Pipeline,
-// the Asio Link): what a connection sends when it opens, what a script call and its WAIT look
-// like, and what a reply or a lost reply means as an idem::errc. The faces move the bytes
-// (hiredis's blocking calls and poll(2); hiredis's async API on Asio) and ask this file the
-// rest. Internal to idem_redis.
+// the Asio Link): commands as RESP bytes, replies read from bytes, what a connection sends when
+// it opens, what a script call and its WAIT look like, and what a reply or a lost reply means as
+// an idem::errc. The faces move the bytes (hiredis's blocking calls and poll(2); an Asio socket)
+// and ask this file the rest. Internal to idem_redis.
 
 #include <hiredis/hiredis.h>
 
@@ -92,6 +92,35 @@ class HiredisArgv {
   std::vector<const char*> heap_args_;
   std::vector<std::size_t> heap_lens_;
   std::size_t n_ = 0;
+};
+
+/// Appends a command's RESP encoding to `out` in parts: its number of arguments, then each.
+void append_array_header(std::string& out, std::size_t argc);
+void append_bulk(std::string& out, std::string_view arg);
+inline void append_command(std::string& out, std::span<const std::string_view> argv) {
+  append_array_header(out, argv.size());
+  for (std::string_view arg : argv) append_bulk(out, arg);
+}
+
+/// Replies parsed from the bytes a connection reads (hiredis's reader, no I/O): feed() what came,
+/// then next() until it asks for more.
+class ReplyReader {
+ public:
+  ReplyReader();
+  ~ReplyReader();
+  ReplyReader(const ReplyReader&) = delete;
+  ReplyReader& operator=(const ReplyReader&) = delete;
+
+  enum class Got : std::uint8_t { reply, more, broken };
+  /// false: the reader is broken (error() says why) or out of memory.
+  bool feed(const char* bytes, std::size_t n);
+  /// The next whole reply into `out`; `more` when its bytes have not all come, `broken` when
+  /// they are not RESP (error() says why; the connection is unusable).
+  Got next(ReplyPtr& out);
+  std::string error() const;
+
+ private:
+  redisReader* reader_;
 };
 
 /// "host:port" ("[host]:port" for IPv6) or the socket path: a server's name in messages.
