@@ -102,8 +102,8 @@ struct Waiter {
   }
 };
 
-// One connection and what is in flight on it. Guarded by the lane's mutex, except the hiredis
-// reader inside `context`, which only the holder of the read turn uses. Kept alive by every
+// One connection and what is in flight on it. Guarded by the lane's mutex, except `reader`,
+// which only the holder of the read turn uses. Kept alive by every
 // thread working on it, so a broken link's socket stays valid until its last user leaves.
 struct Link {
   explicit Link(redisContext* c) : context(c), fd(c->fd) {}
@@ -111,8 +111,9 @@ struct Link {
   Link(const Link&) = delete;
   Link& operator=(const Link&) = delete;
 
-  redisContext* context;
+  redisContext* context;  // opened by Node::connect; only its socket is used here
   int fd;
+  ReplyReader reader;
   std::string out;            // commands queued but not yet sent, in FIFO order
   std::deque<Waiter*> calls;  // one entry per command awaiting its reply, in queued order
   std::size_t unsent = 0;     // the last entries of `calls` whose commands are still in `out`
@@ -271,17 +272,13 @@ class Pipeline::Lane {
         error = errno;
       }
       bool protocol_error = false;
-      if (got > 0 &&
-          redisReaderFeed(link.context->reader, buf.data(), static_cast<size_t>(got)) == REDIS_OK) {
-        for (;;) {
-          void* reply = nullptr;
-          if (redisReaderGetReply(link.context->reader, &reply) != REDIS_OK) {
-            protocol_error = true;
-            break;
-          }
-          if (reply == nullptr) break;
-          replies.push_back(static_cast<redisReply*>(reply));
+      if (got > 0 && link.reader.feed(buf.data(), static_cast<std::size_t>(got))) {
+        ReplyPtr reply;
+        ReplyReader::Got next;
+        while ((next = link.reader.next(reply)) == ReplyReader::Got::reply) {
+          replies.push_back(reply.release());
         }
+        protocol_error = next == ReplyReader::Got::broken;
       } else if (got > 0) {
         protocol_error = true;
       }
