@@ -103,7 +103,7 @@ struct Link::Connection {
   net::any_io_executor executor;  // the strand, or its inner executor on one thread
   Transport transport;
   redis::ReplyReader reader;
-  std::array<char, 16 * 1024> in{};
+  std::array<char, std::size_t{16} * 1024> in{};
   std::string out;      // encoded, not yet handed to a write
   std::string writing;  // handed to the write under way
   std::deque<Sent> sent;
@@ -145,6 +145,8 @@ void Link::submit(std::unique_ptr<Request> request) {
 // EVALSHA (or EVAL with the source, after NOSCRIPT; or a plain command) on the open connection.
 void Link::send(std::unique_ptr<Request> request, bool eval_source) {
   Connection& c = *conn_;
+  // The watchdog times the oldest command due: on an idle connection, from now.
+  if (c.sent.empty()) last_progress_ = std::chrono::steady_clock::now();
   if (request->asking) {
     // ASK: the importing node runs the next command on this connection for a key it does not
     // serve yet.
@@ -162,7 +164,6 @@ void Link::send(std::unique_ptr<Request> request, bool eval_source) {
   for (std::size_t i = 0; i < request->args.size(); ++i)
     redis::append_bulk(c.out, request->args[i]);
   request->went_out = false;
-  if (c.sent.empty()) last_progress_ = std::chrono::steady_clock::now();
   c.sent.push_back({std::move(request)});
   ++c.unwritten;
   arm_watchdog();
@@ -297,6 +298,7 @@ bool Link::connect() {
   conn_ = conn;
   connected_ = false;
   connect_started_ = now;
+  last_progress_ = now;  // the handshake's commands are due from now
   // AUTH and SELECT go first on the connection; an error reply to either drops it.
   const redis::Handshake handshake(options_);
   for (const std::vector<std::string_view>& command : handshake.commands) {
