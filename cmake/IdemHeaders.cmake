@@ -42,6 +42,7 @@ file(GLOB_RECURSE IDEM_TESTING_HEADERS CONFIGURE_DEPENDS RELATIVE "${_idem_inclu
 # idem::asio is linked too (Boost.Asio).
 set(IDEM_TESTING_ASIO_HEADERS
   idem/testing/async_face.hpp
+  idem/testing/async_store_conformance.hpp
   idem/testing/blocking_store.hpp)
 list(REMOVE_ITEM IDEM_TESTING_HEADERS ${IDEM_TESTING_ASIO_HEADERS})
 

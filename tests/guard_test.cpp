@@ -41,20 +41,14 @@ TEST_F(GuardTest, FirstCallExecutesAndRepeatsReplay) {
     return "order-" + std::to_string(runs);
   };
 
-  Outcome<std::string> first = guard.execute("k-1", "{\"qty\":1}", handler);
-  ASSERT_TRUE(first);
-  EXPECT_EQ(first.value(), "order-1");
-  EXPECT_TRUE(first.executed());
-  EXPECT_TRUE(first.recorded());
-  EXPECT_FALSE(first.replayed());
-
-  for (int i = 0; i < 3; ++i) {
-    Outcome<std::string> again = guard.execute("k-1", "{\"qty\":1}", handler);
-    ASSERT_TRUE(again);
-    EXPECT_EQ(again.value(), "order-1");
-    EXPECT_TRUE(again.replayed());
-    EXPECT_FALSE(again.executed());
-    EXPECT_FALSE(again.recorded());
+  // The first call runs and records; each repeat replays that run's value, nothing else.
+  for (int i = 0; i < 4; ++i) {
+    Outcome<std::string> out = guard.execute("k-1", "{\"qty\":1}", handler);
+    ASSERT_TRUE(out);
+    EXPECT_EQ(out.value(), "order-1");
+    EXPECT_EQ(out.executed(), i == 0) << "call " << i;
+    EXPECT_EQ(out.recorded(), i == 0) << "call " << i;
+    EXPECT_EQ(out.replayed(), i > 0) << "call " << i;
   }
   EXPECT_EQ(runs, 1);
 }
@@ -437,6 +431,15 @@ class GuardStoreFailureTest : public ::testing::Test {
   std::shared_ptr<Observer> observer_ = std::make_shared<Observer>();
   IdempotencyGuard<testing::FlakyStore> guard_{
       store_, Options{.scope = "s", .clock = clock_, .observer = observer_}};
+
+  // A repeat of "k" with the handler `40 + ++runs` replays the first run's 41: it ran once.
+  void expect_a_repeat_replays_the_first_run(int& runs) {
+    Outcome<int> again = guard_.execute("k", [&] { return 40 + ++runs; });
+    ASSERT_TRUE(again) << again.message();
+    EXPECT_TRUE(again.replayed());
+    EXPECT_EQ(again.value(), 41);
+    EXPECT_EQ(runs, 1);
+  }
 };
 
 TEST_F(GuardStoreFailureTest, ClaimFailureIsStoreUnavailableAndTheHandlerDoesNotRun) {
@@ -482,11 +485,7 @@ TEST_F(GuardStoreFailureTest, CommitWhoseReplyIsLostIsRecordedNotATakeover) {
   EXPECT_FALSE(out.commit_error());
   EXPECT_EQ(store_.commit_calls.load(), 2);
   EXPECT_EQ(observer_->counters().lease_lost, 0u);
-  Outcome<int> again = guard_.execute("k", [&] { return 40 + ++runs; });
-  ASSERT_TRUE(again) << again.message();
-  EXPECT_TRUE(again.replayed());
-  EXPECT_EQ(again.value(), 41);
-  EXPECT_EQ(runs, 1);
+  expect_a_repeat_replays_the_first_run(runs);
 }
 
 // Every try of the commit lands or may have, and no answer comes back: the caller gets its value
@@ -502,11 +501,7 @@ TEST_F(GuardStoreFailureTest, CommitWhoseEveryReplyIsLostIsOutcomeUnknownAndARep
   EXPECT_EQ(store_.commit_calls.load(), 3);
   EXPECT_EQ(observer_->counters().store_errors, 1u);
   EXPECT_EQ(observer_->counters().lease_lost, 0u);
-  Outcome<int> again = guard_.execute("k", [&] { return 40 + ++runs; });
-  ASSERT_TRUE(again) << again.message();
-  EXPECT_TRUE(again.replayed());
-  EXPECT_EQ(again.value(), 41);
-  EXPECT_EQ(runs, 1);
+  expect_a_repeat_replays_the_first_run(runs);
 }
 
 // A first try whose answer was lost, then tries that cannot reach the store: those prove
@@ -525,11 +520,7 @@ TEST_F(GuardStoreFailureTest, ADoubtfulCommitStaysOutcomeUnknownWhenLaterTriesCa
       << out.commit_failure().describe();
   EXPECT_NE(out.commit_failure().describe().find("injected commit failure"), std::string::npos)
       << out.commit_failure().describe();
-  Outcome<int> again = guard_.execute("k", [&] { return 40 + ++runs; });
-  ASSERT_TRUE(again) << again.message();
-  EXPECT_TRUE(again.replayed());
-  EXPECT_EQ(again.value(), 41);
-  EXPECT_EQ(runs, 1);
+  expect_a_repeat_replays_the_first_run(runs);
 }
 
 // The commit is lost on its way every time (and, in the second round, the store then cannot be

@@ -143,6 +143,12 @@ bool eventually(F condition) {
   return true;
 }
 
+// Sends `text` and expects it back whole.
+void expect_echo(Client& client, const std::string& text) {
+  client.send(text);
+  EXPECT_EQ(client.read(text.size(), kLong).bytes, text);
+}
+
 class FaultRelayTest : public ::testing::Test {
  protected:
   EchoServer server_;
@@ -151,8 +157,7 @@ class FaultRelayTest : public ::testing::Test {
 
 TEST_F(FaultRelayTest, PassForwardsBothWaysAndCounts) {
   Client client(relay_.port());
-  client.send("hello");
-  EXPECT_EQ(client.read(5, kLong).bytes, "hello");
+  expect_echo(client, "hello");
   EXPECT_EQ(server_.received(), "hello");
   EXPECT_EQ(relay_.accepted(), 1);
   EXPECT_TRUE(eventually([&] { return relay_.bytes_to_client() == 5; }));
@@ -169,8 +174,7 @@ TEST_F(FaultRelayTest, DelayForwardsEachChunkAfterTheDelayInOrder) {
   EXPECT_EQ(client.read(6, kLong).bytes, "onetwo");
   EXPECT_GE(Clock::now() - start, milliseconds(400));  // 200 ms each way
   relay_.pass();
-  client.send("three");
-  EXPECT_EQ(client.read(5, kLong).bytes, "three");
+  expect_echo(client, "three");
 }
 
 TEST_F(FaultRelayTest, StallForwardsNothingAndKeepsConnectionsOpen) {
@@ -187,8 +191,7 @@ TEST_F(FaultRelayTest, StallForwardsNothingAndKeepsConnectionsOpen) {
   EXPECT_EQ(server_.received(), "");
   EXPECT_EQ(relay_.open_connections(), 2);
   relay_.pass();  // what was sent during the stall is gone; what follows flows
-  before.send("after");
-  EXPECT_EQ(before.read(5, kLong).bytes, "after");
+  expect_echo(before, "after");
   EXPECT_EQ(server_.received(), "after");
 }
 
@@ -215,8 +218,7 @@ TEST_F(FaultRelayTest, CutClosesOpenConnectionsWhateverTheFaultAndNewOnesWork) {
   EXPECT_TRUE(eventually([&] { return relay_.open_connections() == 0; }));
   relay_.pass();
   Client c(relay_.port());
-  c.send("new");
-  EXPECT_EQ(c.read(3, kLong).bytes, "new");
+  expect_echo(c, "new");
 }
 
 TEST_F(FaultRelayTest, RefuseClosesNewConnectionsOnly) {
@@ -225,19 +227,16 @@ TEST_F(FaultRelayTest, RefuseClosesNewConnectionsOnly) {
   relay_.refuse();
   Client refused(relay_.port());
   EXPECT_TRUE(refused.read(1, kLong).closed);
-  open.send("still");
-  EXPECT_EQ(open.read(5, kLong).bytes, "still");
+  expect_echo(open, "still");
   relay_.refuse(false);
   Client again(relay_.port());
-  again.send("back");
-  EXPECT_EQ(again.read(4, kLong).bytes, "back");
+  expect_echo(again, "back");
 }
 
 TEST_F(FaultRelayTest, LoseReplyAfterForwardsTheChunkThenCutsBeforeTheReply) {
   Client client(relay_.port());
   relay_.lose_reply_after(FaultRelay::contains("COMMIT"));
-  client.send("BEGIN");
-  EXPECT_EQ(client.read(5, kLong).bytes, "BEGIN");
+  expect_echo(client, "BEGIN");
   EXPECT_FALSE(relay_.one_shot_fired());
   client.send("COMMIT");
   const auto got = client.read(1, kLong);
@@ -246,8 +245,7 @@ TEST_F(FaultRelayTest, LoseReplyAfterForwardsTheChunkThenCutsBeforeTheReply) {
   EXPECT_TRUE(relay_.one_shot_fired());
   EXPECT_TRUE(eventually([&] { return server_.received() == "BEGINCOMMIT"; }));
   Client next(relay_.port());  // one shot: the next COMMIT goes through
-  next.send("COMMIT");
-  EXPECT_EQ(next.read(6, kLong).bytes, "COMMIT");
+  expect_echo(next, "COMMIT");
 }
 
 TEST_F(FaultRelayTest, CutBeforeDropsTheChunkAndCuts) {
@@ -268,8 +266,7 @@ TEST_F(FaultRelayTest, AOneShotFaultArmedForSeveralChunksFiresOnEachThenStops) {
   }
   EXPECT_EQ(server_.received(), "");
   Client next(relay_.port());
-  next.send("EVALSHA abc");
-  EXPECT_EQ(next.read(11, kLong).bytes, "EVALSHA abc");
+  expect_echo(next, "EVALSHA abc");
 }
 
 // The destructor ends connections held or stalled, with peers still connected, and returns.

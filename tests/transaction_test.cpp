@@ -34,21 +34,28 @@ struct FakePostgresHandle : detail::TransactionHandle {
   int transaction = 9;
 };
 
+// What asking `tx` for a PostgreSQL transaction throws, checked to name the kinds asked and
+// `held`; its message, or "" when nothing (or something else) was thrown.
+std::string postgres_mismatch(const NativeTransaction& tx, const TransactionKind& held) {
+  try {
+    (void)tx.get<FakePostgresHandle>("idem::pg_transaction");
+    ADD_FAILURE() << to_string(held) << " was handed out as a PostgreSQL transaction";
+  } catch (const TransactionMismatch& e) {
+    EXPECT_EQ(e.asked(), fake_postgres);
+    EXPECT_EQ(e.held(), held);
+    return e.what();
+  }
+  return "";
+}
+
 TEST(NativeTransactionTest, NoneHoldsNoTransactionAndRefusesEveryKind) {
   const NativeTransaction none;
   EXPECT_EQ(none.kind(), no_transaction);
   EXPECT_FALSE(none);
-  try {
-    (void)none.get<FakePostgresHandle>("idem::pg_transaction");
-    FAIL() << "no transaction was handed out as one";
-  } catch (const TransactionMismatch& e) {
-    EXPECT_EQ(e.asked(), fake_postgres);
-    EXPECT_EQ(e.held(), no_transaction);
-    EXPECT_EQ(std::string(e.what()),
-              "idem::pg_transaction: asked for a PostgreSQL transaction, but the claim has no "
-              "open transaction; only a PostgresStore in SqlMode::transactional, or an entity "
-              "store on PostgreSQL, runs the handler inside one");
-  }
+  EXPECT_EQ(postgres_mismatch(none, no_transaction),
+            "idem::pg_transaction: asked for a PostgreSQL transaction, but the claim has no "
+            "open transaction; only a PostgresStore in SqlMode::transactional, or an entity "
+            "store on PostgreSQL, runs the handler inside one");
 }
 
 TEST(NativeTransactionTest, AHandleIsHandedOutToItsOwnKindOnly) {
@@ -58,18 +65,11 @@ TEST(NativeTransactionTest, AHandleIsHandedOutToItsOwnKindOnly) {
   EXPECT_TRUE(tx);
   EXPECT_EQ(&tx.get<FakeSqliteHandle>("idem::sqlite_transaction"), &sqlite);
   EXPECT_EQ(tx.get<FakeSqliteHandle>("idem::sqlite_transaction").connection, 7);
-  try {
-    (void)tx.get<FakePostgresHandle>("idem::pg_transaction");
-    FAIL() << "a SQLite connection was handed out as a PostgreSQL transaction";
-  } catch (const TransactionMismatch& e) {
-    EXPECT_EQ(e.asked(), fake_postgres);
-    EXPECT_EQ(e.held(), fake_sqlite);
-    const std::string what = e.what();
-    EXPECT_NE(what.find("idem::pg_transaction: asked for a PostgreSQL transaction, but the "
-                        "claim holds a SQLite one"),
-              std::string::npos)
-        << what;
-  }
+  const std::string what = postgres_mismatch(tx, fake_sqlite);
+  EXPECT_NE(what.find("idem::pg_transaction: asked for a PostgreSQL transaction, but the "
+                      "claim holds a SQLite one"),
+            std::string::npos)
+      << what;
   const FakePostgresHandle postgres;
   EXPECT_THROW((void)NativeTransaction(postgres).get<FakeSqliteHandle>("idem::sqlite_transaction"),
                TransactionMismatch);

@@ -6,18 +6,12 @@
 
 #include <string>
 
+#include "support/order_machine.hpp"
+
 namespace idem {
 namespace {
 
-TransitionTable orders() {
-  return TransitionTable{"CREATED",
-                         {"CREATED", "PAID", "SHIPPED", "COMPLETED", "REFUNDING", "REFUNDED"},
-                         {{"PAY", {"CREATED"}, "PAID"},
-                          {"SHIP", {"PAID"}, "SHIPPED"},
-                          {"COMPLETE", {"SHIPPED"}, "COMPLETED"},
-                          {"REFUND", {"PAID"}, "REFUNDING"},
-                          {"REFUNDED", {"REFUNDING"}, "REFUNDED"}}};
-}
+TransitionTable orders() { return testing::order_machine(); }
 
 // The message of the std::invalid_argument that building the table throws, or "" if none.
 template <class Build>

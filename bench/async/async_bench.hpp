@@ -1,7 +1,8 @@
 #pragma once
 // What the benchmarks of bench/async share: the payload, the handler, the key ids, the batch
-// runner that keeps N coroutines in flight on one io_context, and each store's registration
-// (async_main.cpp registers those whose server is named in the environment).
+// runner that keeps N coroutines in flight on one io_context, and the parts: each store's
+// benchmarks live in its backend's folder (bench/<backend>/async_<backend>_bench.cpp) and join
+// the binary through a Part, which async_main.cpp asks to register itself.
 
 #include <atomic>
 #include <boost/asio/awaitable.hpp>
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace idem_bench_async {
 
@@ -78,16 +80,28 @@ bool run_guard_batch(net::io_context& io, int in_flight, Start start, Check chec
   return ok;
 }
 
-// Each registers its benchmarks when its server is named (IDEM_BENCH_REDIS_URI,
-// IDEM_BENCH_PG_URI); false, with a line on stderr, when it is not (or cannot be used).
-bool register_redis_benchmarks();
-bool register_postgres_benchmarks();
-// SQLite's: always registered when built, on files of their own (async_sqlite_bench.cpp).
-void register_sqlite_benchmarks();
+/// A store's benchmarks in idem_bench_async. `add` registers them and says whether it did: false,
+/// with a line on stderr, when the store's server is not named in the environment (or cannot be
+/// used). `finish`, if set, drops what they created, after the run.
+struct Part {
+  bool (*add)();
+  void (*finish)() = nullptr;
+};
+
+/// The parts linked into the binary, in the order their files were initialised.
+inline std::vector<Part>& parts() {
+  static std::vector<Part> all;
+  return all;
+}
+
+/// Adds `part`; true, for the initialiser of a static in the part's file.
+inline bool add_part(Part part) {
+  parts().push_back(part);
+  return true;
+}
+
 // The kernel's own round trip over loopback, the floor under a lone call (loopback_floor.cpp):
 // always registered, it needs no server.
 void register_floor_benchmarks();
-// Drops what the PostgreSQL benchmarks created (their tables), after the run.
-void finish_postgres_benchmarks();
 
 }  // namespace idem_bench_async

@@ -14,21 +14,12 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   idem_bench_async::register_floor_benchmarks();
   bool any = false;
-#ifdef IDEM_BENCH_ASYNC_REDIS
-  any = idem_bench_async::register_redis_benchmarks() || any;
-#endif
-#ifdef IDEM_BENCH_ASYNC_POSTGRES
-  any = idem_bench_async::register_postgres_benchmarks() || any;
-#endif
-#ifdef IDEM_BENCH_ASYNC_SQLITE
-  idem_bench_async::register_sqlite_benchmarks();
-  any = true;
-#endif
+  for (const idem_bench_async::Part& part : idem_bench_async::parts()) any = part.add() || any;
   if (!any) std::fprintf(stderr, "idem_bench_async: no store's server named: the floor only\n");
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-#ifdef IDEM_BENCH_ASYNC_POSTGRES
-  idem_bench_async::finish_postgres_benchmarks();
-#endif
+  for (const idem_bench_async::Part& part : idem_bench_async::parts()) {
+    if (part.finish != nullptr) part.finish();
+  }
   return 0;
 }

@@ -167,12 +167,7 @@ void execute_batch_on(const Policy& policy, S& store, std::vector<Target>& targe
     }
     if constexpr (!std::is_void_v<R>) {
       try {
-        if constexpr (requires { codec<R>::view(*h.value); }) {
-          h.bytes = codec<R>::view(*h.value);
-        } else {
-          h.encoded = codec<R>::encode(*h.value);
-          h.bytes = h.encoded;
-        }
+        h.bytes = stored_bytes(*h.value, h.encoded);
       } catch (...) {
         // The work happened: remembered as handler_failed, as execute() does.
         std::string message = exception_message(std::current_exception());

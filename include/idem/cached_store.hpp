@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +18,7 @@
 
 #include "idem/clock.hpp"
 #include "idem/detail/hashed_key.hpp"
+#include "idem/detail/held_key_calls.hpp"
 #include "idem/engine/record_model.hpp"
 #include "idem/engine/sim_hooks.hpp"
 #include "idem/fingerprint.hpp"
@@ -65,7 +65,7 @@ struct CachedStoreOptions {
 /// lookup to the backend's claim; a fresh key adds two short critical sections (remembering the
 /// holder's fingerprint at claim, filling at commit).
 template <class S>
-class CachedStore {
+class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_reference_t<S>> {
  public:
   using Inner = std::remove_reference_t<S>;
   static_assert(Store<Inner>, "idem::CachedStore<S>: S is not an idem::Store");
@@ -76,8 +76,7 @@ class CachedStore {
         clock_(options.clock ? std::move(options.clock) : steady_clock()),
         max_ttl_(options.max_ttl),
         cache_failures_(options.cache_failures),
-        shards_(std::bit_ceil(std::max<std::size_t>(options.shards, 1))),
-        shard_bits_(static_cast<unsigned>(std::countr_zero(shards_.size()))) {
+        shards_(options.shards) {
     const std::size_t n = shards_.size();
     for (Shard& shard : shards_) {
       shard.max_entries = std::max<std::size_t>((options.max_entries + n - 1) / n, 1);
@@ -175,34 +174,6 @@ class CachedStore {
     return status;
   }
 
-  /// S's extend, unchanged.
-  Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
-    return inner_.extend(ticket, lease);
-  }
-
-  /// S's rewind, where S has one (idem::RewindableStore); the cache holds nothing for a held key.
-  Status rewind(const Ticket& ticket) requires RewindableStore<S> { return inner_.rewind(ticket); }
-
-  /// S's steps and kept requests, where S keeps them (idem::StepStore, AtomicStepStore,
-  /// CompletableStore): they belong to a held key, which the cache never answers for.
-  Result<std::vector<StepRecord>> load_steps(const Ticket& ticket) requires StepStore<S> {
-    return inner_.load_steps(ticket);
-  }
-  Status save_step(const Ticket& ticket, const StepWrite& step) requires StepStore<S> {
-    return inner_.save_step(ticket, step);
-  }
-  Status save_step_atomically(const Ticket& ticket, std::uint32_t index, std::string_view name,
-                              AtomicStepBody body) requires AtomicStepStore<S> {
-    return inner_.save_step_atomically(ticket, index, name, body);
-  }
-  Status keep_request(const Ticket& ticket, std::string_view request) requires CompletableStore<S> {
-    return inner_.keep_request(ticket, request);
-  }
-  Result<std::vector<Abandoned>> find_abandoned(std::string_view prefix,
-                                                std::size_t limit) requires CompletableStore<S> {
-    return inner_.find_abandoned(prefix, limit);
-  }
-
   /// The wrapped store.
   Inner& inner() noexcept { return inner_; }
 
@@ -256,6 +227,9 @@ class CachedStore {
   }
 
  private:
+  friend detail::HeldKeyCalls<CachedStore, Inner>;
+  Inner& wrapped() noexcept { return inner_; }
+
   // A rough size of a map node with its Entry, for the byte bound.
   static constexpr std::size_t kEntryOverhead = 128;
 
@@ -384,16 +358,13 @@ class CachedStore {
 
   static HashedKey hashed(std::string_view key) noexcept { return detail::hashed(key); }
 
-  Shard& shard_for(const HashedKey& key) noexcept {
-    return shards_[detail::shard_index(key, shard_bits_)];
-  }
+  Shard& shard_for(const HashedKey& key) noexcept { return shards_.of(key); }
 
   S inner_;
   std::shared_ptr<Clock> clock_;
   std::chrono::milliseconds max_ttl_;
   bool cache_failures_;
-  std::vector<Shard> shards_;
-  unsigned shard_bits_;
+  detail::Shards<Shard> shards_;
 };
 
 }  // namespace idem

@@ -40,6 +40,18 @@ namespace detail {
 [[noreturn]] inline void corrupt(const char* what) {
   throw Error(make_error_code(errc::record_corrupt), what);
 }
+
+/// The bytes `value` is stored as: a view of it where its codec has view() (no copy), else
+/// codec<T>::encode(value), kept in `buffer`. Valid while `value` and `buffer` are.
+template <class T>
+std::string_view stored_bytes(const T& value, std::string& buffer) {
+  if constexpr (requires { codec<T>::view(value); }) {
+    return codec<T>::view(value);
+  } else {
+    buffer = codec<T>::encode(value);
+    return buffer;
+  }
+}
 }  // namespace detail
 
 template <>

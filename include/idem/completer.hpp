@@ -5,6 +5,7 @@
 // through a registered handler, which resumes at the run's first unfinished step (Context::step).
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -109,20 +110,7 @@ class Completer {
       for (std::size_t i; (i = next.fetch_add(1)) < records.size();) {
         const Verdict verdict = attempt(records[i]);
         std::lock_guard lock(pass_mutex);
-        switch (verdict) {
-          case Verdict::completed:
-            ++pass.completed;
-            break;
-          case Verdict::failed:
-            ++pass.failed;
-            break;
-          case Verdict::gave_up:
-            ++pass.gave_up;
-            break;
-          case Verdict::waiting:
-            ++pass.waiting;
-            break;
-        }
+        ++(pass.*kTally[static_cast<std::size_t>(verdict)]);
       }
     };
     const std::size_t threads = std::min(completer_.concurrency, records.size());
@@ -161,6 +149,10 @@ class Completer {
 
  private:
   enum class Verdict { completed, failed, gave_up, waiting };
+  // The pass's counter of each verdict, in Verdict's order.
+  static constexpr std::array<std::size_t CompleterPass::*, 4> kTally = {
+      &CompleterPass::completed, &CompleterPass::failed, &CompleterPass::gave_up,
+      &CompleterPass::waiting};
 
   // What the engine claims for the completer: one record by its effective key.
   class Target {

@@ -57,9 +57,7 @@ class Context {
   template <class Fn>
   auto step(std::string_view name, Fn&& fn) {
     using R = step_result_t<Fn>;
-    static_assert(
-        std::is_void_v<R> || Codable<R>,
-        "idem: a step's result type has no idem::codec<T>; specialise idem::codec for it");
+    check_step_result<R>();
     const std::size_t index = next_step(name);
     if (index < steps_->recorded.size() && !IDEM_SIM_MUTATE(12)) {
       return replay_step<R>(index);
@@ -68,11 +66,8 @@ class Context {
       save(index, name, {});
     } else {
       R value = call_step(fn);
-      if constexpr (requires { codec<R>::view(value); }) {
-        save(index, name, codec<R>::view(value));
-      } else {
-        save(index, name, codec<R>::encode(value));
-      }
+      std::string encoded;
+      save(index, name, detail::stored_bytes(value, encoded));
       return value;
     }
   }
@@ -88,9 +83,7 @@ class Context {
   template <class Fn>
   auto atomic_step(std::string_view name, Fn&& fn) {
     using R = step_result_t<Fn>;
-    static_assert(
-        std::is_void_v<R> || Codable<R>,
-        "idem: a step's result type has no idem::codec<T>; specialise idem::codec for it");
+    check_step_result<R>();
     if (atomic_ == nullptr) {
       throw std::logic_error(
           "idem: Context::atomic_step() on a store without transactions (see "
@@ -192,6 +185,13 @@ class Context {
   };
   template <class Fn>
   using step_result_t = typename StepResult<std::remove_reference_t<Fn>>::type;
+
+  template <class R>
+  static constexpr void check_step_result() {
+    static_assert(
+        std::is_void_v<R> || Codable<R>,
+        "idem: a step's result type has no idem::codec<T>; specialise idem::codec for it");
+  }
 
   template <class Fn>
   decltype(auto) call_step(Fn& fn) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "idem/batch_store.hpp"
+#include "idem/detail/held_key_calls.hpp"
 #include "idem/detail/wake_signal.hpp"
 #include "idem/engine/sim_hooks.hpp"
 #include "idem/result.hpp"
@@ -73,7 +74,7 @@ struct GroupCommitSync {
 /// reference to the store, which must outlive it. Transactional SQL stores have no batches (every
 /// call would fail): use their own claims.
 template <class S, class Sync = GroupCommitSync>
-class GroupCommitStore {
+class GroupCommitStore : public detail::HeldKeyCalls<GroupCommitStore<S, Sync>, S> {
   static_assert(BatchStore<S>, "idem::GroupCommitStore<S>: S needs claim_batch and commit_batch");
 
  public:
@@ -105,31 +106,6 @@ class GroupCommitStore {
   }
 
   Status abort(const Ticket& ticket) { return store_.abort(ticket); }
-  Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
-    return store_.extend(ticket, lease);
-  }
-  Status rewind(const Ticket& ticket) requires RewindableStore<S> { return store_.rewind(ticket); }
-
-  /// S's steps and kept requests, where S keeps them (idem::StepStore, AtomicStepStore,
-  /// CompletableStore): they belong to a held key, saved under its fence, so they go to the
-  /// store directly; a caller's commit returns only once written, after its steps.
-  Result<std::vector<StepRecord>> load_steps(const Ticket& ticket) requires StepStore<S> {
-    return store_.load_steps(ticket);
-  }
-  Status save_step(const Ticket& ticket, const StepWrite& step) requires StepStore<S> {
-    return store_.save_step(ticket, step);
-  }
-  Status save_step_atomically(const Ticket& ticket, std::uint32_t index, std::string_view name,
-                              AtomicStepBody body) requires AtomicStepStore<S> {
-    return store_.save_step_atomically(ticket, index, name, body);
-  }
-  Status keep_request(const Ticket& ticket, std::string_view request) requires CompletableStore<S> {
-    return store_.keep_request(ticket, request);
-  }
-  Result<std::vector<Abandoned>> find_abandoned(std::string_view prefix,
-                                                std::size_t limit) requires CompletableStore<S> {
-    return store_.find_abandoned(prefix, limit);
-  }
 
   /// A batch is a group already: written at once, beside the groups.
   std::vector<Result<Claim>> claim_batch(std::span<const ClaimRequest> requests) {
@@ -155,6 +131,9 @@ class GroupCommitStore {
   S& store() noexcept { return store_; }
 
  private:
+  friend detail::HeldKeyCalls<GroupCommitStore, S>;
+  S& wrapped() noexcept { return store_; }
+
   using Clock = typename Sync::Clock;
   using TimePoint = typename Clock::time_point;
   using ClockDuration = typename Clock::duration;

@@ -1,6 +1,7 @@
 #pragma once
 // Observer: counters and events from the guard, for metrics and logs without a logging dependency.
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <system_error>
 #include <utility>
 
+#include "idem/detail/enum_names.hpp"
 #include "idem/detail/thread_counters.hpp"
 
 namespace idem {
@@ -138,32 +140,15 @@ class Observer {
   std::uint32_t time_mask_ = kNever;
 };
 
+namespace detail {
+inline constexpr std::array<std::string_view, 11> kEventNames = {
+    "executed", "replayed",    "in_progress", "mismatched",     "rejected",         "lease_lost",
+    "aborted",  "store_error", "took_over",   "commit_retried", "result_unrecorded"};
+static_assert(kEventNames.size() == static_cast<std::size_t>(Event::result_unrecorded) + 1);
+}  // namespace detail
+
 inline std::string_view to_string(Event e) noexcept {
-  switch (e) {
-    case Event::executed:
-      return "executed";
-    case Event::replayed:
-      return "replayed";
-    case Event::in_progress:
-      return "in_progress";
-    case Event::mismatched:
-      return "mismatched";
-    case Event::rejected:
-      return "rejected";
-    case Event::lease_lost:
-      return "lease_lost";
-    case Event::aborted:
-      return "aborted";
-    case Event::store_error:
-      return "store_error";
-    case Event::took_over:
-      return "took_over";
-    case Event::commit_retried:
-      return "commit_retried";
-    case Event::result_unrecorded:
-      return "result_unrecorded";
-  }
-  return "unknown";
+  return detail::name_in(detail::kEventNames, e);
 }
 
 }  // namespace idem

@@ -14,6 +14,7 @@
 #include "idem/attempt.hpp"
 #include "idem/engine/engine.hpp"
 #include "idem/engine/entity.hpp"
+#include "idem/engine/entity_guard.hpp"
 #include "idem/guard.hpp"
 #include "idem/options.hpp"
 #include "idem/outcome.hpp"
@@ -92,7 +93,10 @@ struct StateMachineStoreOptions {
 /// Cost as VersionStore's. Thread-safe. It runs the guards' protocol engine over its backend:
 /// every guard option applies.
 template <StateMachine Machine, class Backend>
-class StateMachineStore {
+class StateMachineStore : public detail::EntityGuard<Backend> {
+  using Base = detail::EntityGuard<Backend>;
+  using Base::impl_;
+
  public:
   /// What the guard options' unset fields become (idem::Options).
   static constexpr OptionDefaults kDefaults{.scope = "state", .in_progress = Wait{}};
@@ -100,15 +104,10 @@ class StateMachineStore {
   /// Throws std::invalid_argument for a table or column name that is not an identifier, a bad
   /// table prefix, or guard options out of range. (The table was validated when it was built.)
   explicit StateMachineStore(Machine machine, StateMachineStoreOptions<Backend> options = {})
-      : machine_(std::move(machine)),
-        impl_(Backend::open(options.backend, detail::EntityKind::state,
-                            detail::with_default_column(options.table, "state"))),
-        options_(with_defaults(std::move(options.guard), kDefaults)),
-        policy_(detail::policy_of(options_)) {
-    options_.clock = policy_.clock;
-  }
-  StateMachineStore(const StateMachineStore&) = delete;
-  StateMachineStore& operator=(const StateMachineStore&) = delete;
+      : Base(options.backend, detail::EntityKind::state,
+             detail::with_default_column(options.table, "state"), std::move(options.guard),
+             kDefaults),
+        machine_(std::move(machine)) {}
 
   template <class Fn>
   [[nodiscard]] TransitionOutcome<handler_result_t<Fn>> execute(const EventKey& key, Fn&& fn) {
@@ -126,16 +125,11 @@ class StateMachineStore {
           make_failure(errc::invalid_transition,
                        "event '" + std::string(key.event) + "' is not in the transition table")));
     }
-    // Built by append: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string.
-    std::string op(1, key.operation.empty() ? 'e' : 'o');
-    op.append(key.operation.empty() ? key.event : key.operation);
-    if (key.entity.size() + op.size() > options_.max_key_size) {
-      return TransitionOutcome<R>(Outcome<R>::failed(
-          make_failure(errc::key_invalid, "entity and operation are longer than " +
-                                              std::to_string(options_.max_key_size) + " bytes")));
+    const std::string op = this->op_id(key.operation, 'e', key.event);
+    if (Failure too_long = this->check_length(key.entity, op); too_long.code) {
+      return TransitionOutcome<R>(Outcome<R>::failed(std::move(too_long)));
     }
     detail::CasRequest shape{};
-    shape.fingerprint = options_.hash(payload);
     shape.from = t->from;
     shape.to = t->to;
     auto refuse = [&](const std::string& current) -> Result<Claim> {
@@ -152,9 +146,7 @@ class StateMachineStore {
       refused.refusal = std::move(state);
       return refused;
     };
-    using Target = detail::EntityTarget<typename Backend::Impl, decltype(refuse)>;
-    Target target(impl_, options_, key.entity, op, shape, policy_.block_for(), refuse);
-    return TransitionOutcome<R>(detail::execute_on<R>(policy_, target, fn));
+    return TransitionOutcome<R>(this->template run<R>(key.entity, op, shape, payload, refuse, fn));
   }
 
   /// The entity's current state, read outside any claim. errc::key_invalid: no such entity.
@@ -167,24 +159,9 @@ class StateMachineStore {
   }
 
   const TransitionTable& table() const { return machine_.table(); }
-  const Options& options() const noexcept { return options_; }
-
-  /// SQL backends: creates the op log if absent (the first claim does it), reading first, so
-  /// that a store opened beside a running handler waits for nobody; call it to fail early at
-  /// start-up.
-  Status ensure_schema() requires detail::HasEntitySchema<typename Backend::Impl> {
-    return impl_.ensure_schema();
-  }
-
-  /// The store's own figures (idem/store_stats.hpp): SQL backends, their name ("sqlite",
-  /// "postgres") and connection pool; memory, its name. No round trip.
-  StoreStats stats() const noexcept { return impl_.stats(); }
 
  private:
   Machine machine_;
-  typename Backend::Impl impl_;
-  Options options_;
-  detail::Policy policy_;
 };
 
 }  // namespace idem

@@ -17,6 +17,7 @@
 #include "idem/attempt.hpp"
 #include "idem/engine/engine.hpp"
 #include "idem/engine/entity.hpp"
+#include "idem/engine/entity_guard.hpp"
 #include "idem/guard.hpp"
 #include "idem/options.hpp"
 #include "idem/outcome.hpp"
@@ -93,22 +94,22 @@ struct VersionStoreOptions {
 /// COMMIT. A replay is BEGIN, lookup, ROLLBACK. Thread-safe. It runs the guards' protocol engine
 /// over its backend: every guard option applies.
 template <class Backend>
-class VersionStore {
+class VersionStore : public detail::EntityGuard<Backend> {
+  using Base = detail::EntityGuard<Backend>;
+  using Base::impl_;
+
  public:
+  using Base::options;
+
   /// What the guard options' unset fields become (idem::Options).
   static constexpr OptionDefaults kDefaults{.scope = "version", .in_progress = Wait{}};
 
   /// Throws std::invalid_argument for a table or column name that is not an identifier, a bad
   /// table prefix, or guard options out of range.
   explicit VersionStore(VersionStoreOptions<Backend> options)
-      : impl_(Backend::open(options.backend, detail::EntityKind::version,
-                            detail::with_default_column(options.table, "version"))),
-        options_(with_defaults(std::move(options.guard), kDefaults)),
-        policy_(detail::policy_of(options_)) {
-    options_.clock = policy_.clock;
-  }
-  VersionStore(const VersionStore&) = delete;
-  VersionStore& operator=(const VersionStore&) = delete;
+      : Base(options.backend, detail::EntityKind::version,
+             detail::with_default_column(options.table, "version"), std::move(options.guard),
+             kDefaults) {}
 
   template <class Fn>
   [[nodiscard]] VersionOutcome<handler_result_t<Fn>> execute(const VersionKey& key, Fn&& fn) {
@@ -122,18 +123,11 @@ class VersionStore {
                                                              std::string_view payload, Fn&& fn) {
     using R = handler_result_t<Fn>;
     const std::string version = std::to_string(key.expected_version);
-    // Built by append: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string.
-    std::string op(1, key.operation.empty() ? 'v' : 'o');
-    op.append(key.operation.empty() ? std::string_view(version) : key.operation);
-    if (key.entity.size() + op.size() > options_.max_key_size) {
-      return VersionOutcome<R>(
-          Outcome<R>::failed(make_failure(errc::key_invalid,
-                                          "entity and operation are longer than " +
-                                              std::to_string(options_.max_key_size) + " bytes")),
-          std::nullopt);
+    const std::string op = this->op_id(key.operation, 'v', version);
+    if (Failure too_long = this->check_length(key.entity, op); too_long.code) {
+      return VersionOutcome<R>(Outcome<R>::failed(std::move(too_long)), std::nullopt);
     }
     detail::CasRequest shape{};
-    shape.fingerprint = options_.hash(payload);
     shape.expected_version = key.expected_version;
     auto refuse = [&](const std::string& current) -> Result<Claim> {
       Failure conflict = make_failure(
@@ -142,9 +136,7 @@ class VersionStore {
       if (auto n = parse(current)) conflict.refusal = CurrentVersion{*n};
       return conflict;
     };
-    using Target = detail::EntityTarget<typename Backend::Impl, decltype(refuse)>;
-    Target target(impl_, options_, key.entity, op, shape, policy_.block_for(), refuse);
-    Outcome<R> out = detail::execute_on<R>(policy_, target, fn);
+    Outcome<R> out = this->template run<R>(key.entity, op, shape, payload, refuse, fn);
     std::optional<std::uint64_t> current;
     if (const auto* v = std::get_if<CurrentVersion>(&out.refusal())) current = v->version;
     return VersionOutcome<R>(std::move(out), current);
@@ -201,19 +193,6 @@ class VersionStore {
     impl_.put(entity, std::to_string(version));
   }
 
-  const Options& options() const noexcept { return options_; }
-
-  /// SQL backends: creates the op log if absent (the first claim does it), reading first, so
-  /// that a store opened beside a running handler waits for nobody; call it to fail early at
-  /// start-up.
-  Status ensure_schema() requires detail::HasEntitySchema<typename Backend::Impl> {
-    return impl_.ensure_schema();
-  }
-
-  /// The store's own figures (idem/store_stats.hpp): SQL backends, their name ("sqlite",
-  /// "postgres") and connection pool; memory, its name. No round trip.
-  StoreStats stats() const noexcept { return impl_.stats(); }
-
  private:
   static std::optional<std::uint64_t> parse(std::string_view s) noexcept {
     std::uint64_t n = 0;
@@ -221,10 +200,6 @@ class VersionStore {
     if (ec != std::errc{} || end != s.data() + s.size() || s.empty()) return std::nullopt;
     return n;
   }
-
-  typename Backend::Impl impl_;
-  Options options_;
-  detail::Policy policy_;
 };
 
 }  // namespace idem

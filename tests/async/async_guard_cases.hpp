@@ -24,6 +24,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -40,7 +41,7 @@ class AsyncGuardCases : public ::testing::Test {
  protected:
   // A backend whose store takes its calls from one thread only (AsyncRedisStore with
   // single_threaded): the cases that spread callers over threads keep them on the test's.
-  static constexpr bool kOneThread = requires { Backend::kOneThread; };
+  static constexpr bool kOneThread = requires { requires Backend::kOneThread; };
 
   // A coroutine holds "k" until a second one, 20 ms later, is answered on it: the holder's outcome
   // and the second one's.
@@ -74,6 +75,8 @@ class AsyncGuardCases : public ::testing::Test {
   void SetUp() override { backend_.set_up(); }
   bool ready() const { return backend_.ready(); }
   typename Backend::Store& store() { return backend_.store(); }
+
+ public:  // for the helpers below the cases, too
   net::io_context& io() { return backend_.io(); }
   template <class T>
   T run(net::awaitable<T> task) {
@@ -85,6 +88,7 @@ class AsyncGuardCases : public ::testing::Test {
     backend_.run_until(done);
   }
 
+ protected:
   Backend backend_;
 };
 
@@ -388,22 +392,42 @@ TYPED_TEST_P(AsyncGuardCases, ACancelDuringAClaimThatFindsAReplayEndsTheCall) {
   EXPECT_EQ(slow.aborts.load(), 0) << "nothing was held";
 }
 
+// Calls key "k" through `guard` with a handler that returns 5 and has the call cancelled
+// `after` it ran; what the call ended with.
+template <class Fixture, class Guard>
+Spawned<Outcome<int>> cancelled_after_the_handler(Fixture& fixture, Guard& guard,
+                                                  std::chrono::milliseconds after) {
+  Spawned<Outcome<int>> call;
+  net::cancellation_signal signal;
+  net::steady_timer at(fixture.io());
+  bool ran = false;
+  bool fired = false;
+  auto handler = [&] {
+    ran = true;
+    at.expires_after(after);
+    at.async_wait([&](auto) {
+      signal.emit(net::cancellation_type::terminal);
+      fired = true;
+    });
+    return 5;
+  };
+  spawn_cancellable(fixture.io(), guard.async_execute("k", handler), signal, call);
+  fixture.run_until([&] { return call.done; });
+  if (ran) {
+    at.cancel();  // its handler names the signal: it runs before both go
+    fixture.run_until([&] { return fired; });
+  }
+  return call;
+}
+
 TYPED_TEST_P(AsyncGuardCases, ACancelDuringTheCommitStillRecordsTheResult) {
   if (!this->ready()) return;
   SlowStore slow(this->store());
   slow.commit_delay = 100ms;
   AsyncGuard guard{slow, Options{.scope = "cancel-commit"}};
-  Spawned<Outcome<int>> call;
-  net::cancellation_signal signal;
   // The cancellation comes 20 ms after the handler ran, inside the commit's 100 ms (a fixed
   // time from the start could fall in a first claim that opens the connection).
-  net::steady_timer at(this->io());
-  auto handler = [&] {
-    cancel_after(at, signal, 20ms);
-    return 5;
-  };
-  spawn_cancellable(this->io(), guard.async_execute("k", handler), signal, call);
-  this->run_until([&] { return call.done; });
+  Spawned<Outcome<int>> call = cancelled_after_the_handler(*this, guard, 20ms);
   ASSERT_TRUE(call.value.has_value()) << "the handler's result exists: it is returned";
   EXPECT_TRUE(call.value->recorded());
   slow.commit_delay = 0ms;
@@ -419,20 +443,57 @@ TYPED_TEST_P(AsyncGuardCases, ACancelDuringACommitRetryPauseStillRetries) {
   AsyncGuard guard{
       slow, Options{.scope = "cancel-retry",
                     .commit_retry = {.attempts = 3, .backoff = 200ms, .max_backoff = 200ms}}};
-  Spawned<Outcome<int>> call;
-  net::cancellation_signal signal;
   // 50 ms after the handler ran: inside the 200 ms pause after the first commit failed.
-  net::steady_timer at(this->io());
-  auto handler = [&] {
-    cancel_after(at, signal, 50ms);
-    return 5;
-  };
-  spawn_cancellable(this->io(), guard.async_execute("k", handler), signal, call);
-  this->run_until([&] { return call.done; });
+  Spawned<Outcome<int>> call = cancelled_after_the_handler(*this, guard, 50ms);
   ASSERT_TRUE(call.value.has_value());
   EXPECT_TRUE(call.value->recorded()) << call.value->commit_failure().message;
   EXPECT_EQ(slow.commits.load(), 2);
 }
+
+// Callers of one guard meeting on every key: caller c calls each of the keys once (from key c
+// on), its handler counted per key; what each caller got is kept.
+struct KeyTally {
+  KeyTally(int key_count, int caller_count)
+      : runs(key_count), keys(key_count), callers(caller_count) {}
+
+  template <class Guard>
+  net::awaitable<void> caller(Guard& guard, int c) {
+    for (int i = 0; i < keys; ++i) {
+      const int k = (i + c) % keys;
+      auto out = co_await guard.async_execute("key-" + std::to_string(k),
+                                              [this, k, c]() -> net::awaitable<std::string> {
+                                                runs[k].fetch_add(1);
+                                                co_await pause(std::chrono::milliseconds{1});
+                                                co_return "from " + std::to_string(c);
+                                              });
+      if (!out) {
+        failures.fetch_add(1);
+        continue;
+      }
+      std::lock_guard lock(seen_mutex);
+      seen[k].push_back(out.value());
+    }
+    finished.fetch_add(1);
+  }
+  bool done() const { return finished.load() == callers; }
+  // No call failed, each key's handler ran once, and every caller got that run's value.
+  void expect_each_key_ran_once() {
+    EXPECT_EQ(failures.load(), 0);
+    for (int k = 0; k < keys; ++k) {
+      EXPECT_EQ(runs[k].load(), 1) << "key " << k;
+      ASSERT_EQ(seen[k].size(), static_cast<std::size_t>(callers));
+      for (const auto& v : seen[k]) EXPECT_EQ(v, seen[k].front());
+    }
+  }
+
+  std::vector<std::atomic<int>> runs;
+  std::mutex seen_mutex;
+  std::map<int, std::vector<std::string>> seen;
+  std::atomic<int> failures{0};
+  std::atomic<int> finished{0};
+  int keys;
+  int callers;
+};
 
 // Many coroutines on four io_context threads share the guard and meet on every key.
 TYPED_TEST_P(AsyncGuardCases, ManyCoroutinesOnSeveralThreadsRunEachKeyOnce) {
@@ -440,45 +501,25 @@ TYPED_TEST_P(AsyncGuardCases, ManyCoroutinesOnSeveralThreadsRunEachKeyOnce) {
   constexpr int kKeys = 16;
   constexpr int kCallers = 64;
   AsyncGuard guard{this->store(), Options{.scope = "threads", .in_progress = Wait{.timeout = 20s}}};
-  std::vector<std::atomic<int>> runs(kKeys);
-  std::mutex seen_mutex;
-  std::map<int, std::vector<std::string>> seen;
-  std::atomic<int> failures{0};
-  std::atomic<int> finished{0};
-  for (int c = 0; c < kCallers; ++c) {
-    net::co_spawn(
-        this->io(),
-        [&, c]() -> net::awaitable<void> {
-          for (int i = 0; i < kKeys; ++i) {
-            const int k = (i + c) % kKeys;
-            auto out = co_await guard.async_execute("key-" + std::to_string(k),
-                                                    [&, k, c]() -> net::awaitable<std::string> {
-                                                      runs[k].fetch_add(1);
-                                                      co_await pause(1ms);
-                                                      co_return "from " + std::to_string(c);
-                                                    });
-            if (!out) {
-              failures.fetch_add(1);
-              continue;
-            }
-            std::lock_guard lock(seen_mutex);
-            seen[k].push_back(out.value());
-          }
-          finished.fetch_add(1);
-        },
-        net::detached);
-  }
+  KeyTally tally(kKeys, kCallers);
+  for (int c = 0; c < kCallers; ++c)
+    net::co_spawn(this->io(), tally.caller(guard, c), net::detached);
   std::vector<std::thread> threads;
   for (int t = 0; t < (TestFixture::kOneThread ? 0 : 3); ++t)
-    threads.emplace_back([&] { this->run_until([&] { return finished.load() == kCallers; }); });
-  this->run_until([&] { return finished.load() == kCallers; });
+    threads.emplace_back([&] { this->run_until([&] { return tally.done(); }); });
+  this->run_until([&] { return tally.done(); });
   for (auto& th : threads) th.join();
-  EXPECT_EQ(failures.load(), 0);
-  for (int k = 0; k < kKeys; ++k) {
-    EXPECT_EQ(runs[k].load(), 1) << "key " << k;
-    ASSERT_EQ(seen[k].size(), static_cast<std::size_t>(kCallers));
-    for (const auto& v : seen[k]) EXPECT_EQ(v, seen[k].front());
-  }
+  tally.expect_each_key_ran_once();
+}
+
+// A repeat's async_begin of "k" through `guard` finds its remembered failure, whose message
+// holds `why`.
+template <class Fixture, class Guard>
+void expect_remembered_failure(Fixture& fixture, Guard& guard, std::string_view why) {
+  auto repeat = fixture.run(guard.template async_begin<int>("k"));
+  ASSERT_FALSE(repeat.acquired()) << "the failure was recorded";
+  EXPECT_EQ(repeat.outcome().error(), errc::handler_failed);
+  EXPECT_NE(repeat.outcome().message().find(why), std::string::npos) << repeat.outcome().message();
 }
 
 // ---- The two-phase form: async_begin, then async_commit or async_fail ------------------------
@@ -530,11 +571,7 @@ TYPED_TEST_P(AsyncGuardCases, TwoPhaseFailReleasesTheKeyOrRemembersTheFailure) {
   auto failing = this->run(remembering.template async_begin<int>("k"));
   ASSERT_TRUE(failing.acquired());
   this->run(failing.async_fail("card declined"));
-  auto repeat = this->run(remembering.template async_begin<int>("k"));
-  ASSERT_FALSE(repeat.acquired()) << "the failure was recorded";
-  EXPECT_EQ(repeat.outcome().error(), errc::handler_failed);
-  EXPECT_NE(repeat.outcome().message().find("card declined"), std::string::npos)
-      << repeat.outcome().message();
+  expect_remembered_failure(*this, remembering, "card declined");
 }
 
 TYPED_TEST_P(AsyncGuardCases, ADroppedAttemptIsSettledInTheBackground) {
@@ -553,11 +590,7 @@ TYPED_TEST_P(AsyncGuardCases, ADroppedAttemptIsSettledInTheBackground) {
   AsyncGuard remembering{slow,
                          Options{.scope = "two-phase-dropped-remember", .remember_failures = true}};
   { auto dropped = this->run(remembering.template async_begin<int>("k")); }
-  auto repeat = this->run(remembering.template async_begin<int>("k"));
-  ASSERT_FALSE(repeat.acquired());
-  EXPECT_EQ(repeat.outcome().error(), errc::handler_failed);
-  EXPECT_NE(repeat.outcome().message().find("dropped"), std::string::npos)
-      << repeat.outcome().message();
+  expect_remembered_failure(*this, remembering, "dropped");
 }
 
 TYPED_TEST_P(AsyncGuardCases, ACancelledBeginReleasesWhatItsClaimTook) {
@@ -612,37 +645,13 @@ TYPED_TEST_P(AsyncGuardCases, CoroutinesOnSeveralIoContextsRunEachKeyOnce) {
   constexpr int kCallers = kContexts * kCallersEach;
   AsyncGuard guard{this->store(),
                    Options{.scope = "contexts", .in_progress = Wait{.timeout = 20s}}};
-  std::vector<std::atomic<int>> runs(kKeys);
-  std::mutex seen_mutex;
-  std::map<int, std::vector<std::string>> seen;
-  std::atomic<int> failures{0};
-  std::atomic<int> finished{0};
+  KeyTally tally(kKeys, kCallers);
   std::vector<std::unique_ptr<net::io_context>> contexts;
   for (int x = 0; x < kContexts; ++x) {
     contexts.push_back(std::make_unique<net::io_context>());
     for (int c = 0; c < kCallersEach; ++c) {
-      const int caller = x * kCallersEach + c;
-      net::co_spawn(
-          TestFixture::kOneThread ? this->io() : *contexts.back(),
-          [&, caller]() -> net::awaitable<void> {
-            for (int i = 0; i < kKeys; ++i) {
-              const int k = (i + caller) % kKeys;
-              auto out = co_await guard.async_execute(
-                  "key-" + std::to_string(k), [&, k, caller]() -> net::awaitable<std::string> {
-                    runs[k].fetch_add(1);
-                    co_await pause(1ms);
-                    co_return "from " + std::to_string(caller);
-                  });
-              if (!out) {
-                failures.fetch_add(1);
-                continue;
-              }
-              std::lock_guard lock(seen_mutex);
-              seen[k].push_back(out.value());
-            }
-            finished.fetch_add(1);
-          },
-          net::detached);
+      net::co_spawn(TestFixture::kOneThread ? this->io() : *contexts.back(),
+                    tally.caller(guard, x * kCallersEach + c), net::detached);
     }
   }
   std::vector<std::thread> threads;
@@ -651,16 +660,11 @@ TYPED_TEST_P(AsyncGuardCases, CoroutinesOnSeveralIoContextsRunEachKeyOnce) {
   }
   // The store's own context, on this thread and (unless it takes one thread only) one more.
   if (!TestFixture::kOneThread) {
-    threads.emplace_back([&] { this->run_until([&] { return finished.load() == kCallers; }); });
+    threads.emplace_back([&] { this->run_until([&] { return tally.done(); }); });
   }
-  this->run_until([&] { return finished.load() == kCallers; });
+  this->run_until([&] { return tally.done(); });
   for (auto& th : threads) th.join();
-  EXPECT_EQ(failures.load(), 0);
-  for (int k = 0; k < kKeys; ++k) {
-    EXPECT_EQ(runs[k].load(), 1) << "key " << k;
-    ASSERT_EQ(seen[k].size(), static_cast<std::size_t>(kCallers));
-    for (const auto& v : seen[k]) EXPECT_EQ(v, seen[k].front());
-  }
+  tally.expect_each_key_ran_once();
 }
 
 REGISTER_TYPED_TEST_SUITE_P(

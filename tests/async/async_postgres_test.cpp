@@ -26,10 +26,9 @@
 #include "idem/postgres/async_connection.hpp"
 #include "idem/postgres/async_store.hpp"
 #include "idem/postgres/store.hpp"
-#include "idem/testing/async_face.hpp"
-#include "idem/testing/blocking_store.hpp"
-#include "idem/testing/record_store_conformance.hpp"
+#include "idem/testing/async_store_conformance.hpp"
 #include "sql/pg_relay.hpp"
+#include "support/child_processes.hpp"
 
 namespace idem::testing {
 
@@ -64,65 +63,33 @@ constexpr const char* kNoPg = "IDEM_TEST_PG_URI is not set; scripts/test starts 
 
 }  // namespace
 
-// --- The guard's cases ---------------------------------------------------------------------------
-struct PostgresBackend : IoRunner {
+// The cell of the guard's cases and of the conformance kit
+// (idem/testing/async_store_conformance.hpp).
+struct AsyncPostgresCell {
   using Store = AsyncPostgresStore;
-  void set_up() {
-    if (pg_test_uri() == nullptr) GTEST_SKIP() << kNoPg;
-    store_ = std::make_unique<AsyncPostgresStore>(io().get_executor(),
-                                                  async_pg_options(unique_tables("guard")));
-    // Connected, with its tables made, before a case starts: the first call's connect and
-    // CREATE TABLE can take longer than the few milliseconds after which the cancellation
-    // cases cancel a call they mean to catch in its handler or its commit.
-    Result<Claim> warm =
-        run(store_->async_claim(ClaimRequest{.key = "warm-up", .lease = std::chrono::seconds{1}}));
-    ASSERT_TRUE(warm) << warm.failure().describe();
-  }
-  bool ready() const { return store_ != nullptr; }
-  Store& store() { return *store_; }
-
-  std::unique_ptr<AsyncPostgresStore> store_;
-};
-
-INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, AsyncGuardCases, PostgresBackend);
-
-// --- The conformance kit, each call through the asynchronous store -------------------------------
-// The table prefix, set before the store is made with it.
-struct TablePrefix {
-  std::string prefix;
-};
-
-struct BlockingAsyncPostgres : TablePrefix, BlockingStore<AsyncPostgresStore> {
-  explicit BlockingAsyncPostgres(std::string table_prefix)
-      : TablePrefix{std::move(table_prefix)}, BlockingStore(async_pg_options(prefix)) {}
-};
-
-template <>
-struct StoreTraits<BlockingAsyncPostgres> {
   static constexpr std::chrono::milliseconds lease{500};
-  static std::unique_ptr<BlockingAsyncPostgres> make() {
+  // Connected, with its tables made, before a guard case starts: the first call's connect and
+  // CREATE TABLE can take longer than the few milliseconds after which the cancellation cases
+  // cancel a call they mean to catch in its handler or its commit.
+  static constexpr bool warm_up = true;
+  static std::optional<AsyncPostgresStoreOptions> options() {
     if (pg_test_uri() == nullptr) {
       [] { GTEST_SKIP() << kNoPg; }();
-      return nullptr;
+      return std::nullopt;
     }
-    return std::make_unique<BlockingAsyncPostgres>(unique_tables("conf"));
+    return async_pg_options(unique_tables("conf"));
   }
-  static std::unique_ptr<BlockingAsyncPostgres> reopen(BlockingAsyncPostgres& store) {
-    return std::make_unique<BlockingAsyncPostgres>(store.prefix);
-  }
-  static void advance(BlockingAsyncPostgres&, std::chrono::milliseconds d) {
-    std::this_thread::sleep_for(d);
-  }
-  static std::unique_ptr<admin::Admin> admin(BlockingAsyncPostgres& store) {
+  static std::unique_ptr<admin::Admin> admin(const AsyncPostgresStoreOptions& o) {
     return admin::postgres_admin(
-        {.connection = {.uri = pg_test_uri(), .table_prefix = store.prefix}});
+        {.connection = {.uri = pg_test_uri(), .table_prefix = o.connection.table_prefix}});
   }
-  using async_face = AsyncFace<BlockingAsyncPostgres>;
 };
+
+INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, AsyncGuardCases, CellBackend<AsyncPostgresCell>);
 
 }  // namespace idem::testing
 
-IDEM_RECORD_STORE_CONFORMANCE(AsyncPostgres, idem::testing::BlockingAsyncPostgres);
+IDEM_ASYNC_STORE_CONFORMANCE(AsyncPostgres, idem::testing::AsyncPostgresCell);
 
 namespace idem::testing {
 
@@ -135,19 +102,7 @@ TEST(AsyncPostgres, SharesItsRecordsWithPostgresStore) {
       PostgresStoreOptions{.connection = {.uri = pg_test_uri(), .table_prefix = prefix}});
   IoRunner runner;
   AsyncPostgresStore async(runner.io().get_executor(), async_pg_options(prefix));
-  IdempotencyGuard sync_guard{blocking, Options{.scope = "shared"}};
-  AsyncGuard async_guard{async, Options{.scope = "shared"}};
-  int runs = 0;
-  ASSERT_TRUE(sync_guard.execute("a", "p", [&] { return ++runs; }).recorded());
-  auto replay = runner.run(async_guard.async_execute("a", "p", [&] { return ++runs; }));
-  ASSERT_TRUE(replay.replayed()) << replay.message();
-  EXPECT_EQ(replay.value(), 1);
-  ASSERT_TRUE(runner.run(async_guard.async_execute("b", "p", [&] { return ++runs; })).recorded());
-  auto back = sync_guard.execute("b", "p", [&] { return ++runs; });
-  ASSERT_TRUE(back.replayed()) << back.message();
-  EXPECT_EQ(back.value(), 2);
-  EXPECT_EQ(sync_guard.execute("b", "other", [&] { return ++runs; }).error(),
-            errc::payload_mismatch);
+  EXPECT_EQ(runs_over_shared_records(blocking, async, runner), 2);
   EXPECT_EQ(async.connections_opened(), 1u);
 }
 
@@ -284,34 +239,25 @@ TEST(AsyncPostgres, EachKeyRunsOnceAcrossConnectionsOfManyCoroutines) {
       o.single_threaded = s != 1;
       AsyncPostgresStore store(runner.io().get_executor(), o);
       AsyncGuard guard{store, Options{.scope = "race", .in_progress = Wait{.timeout = 20s}}};
-      int finished = 0;
-      for (int c = 0; c < kCoroutines; ++c) {
-        net::co_spawn(
-            runner.io(),
-            [&, c]() -> net::awaitable<void> {
-              for (int i = 0; i < kKeys; ++i) {
-                const std::string k = std::to_string((i + s + c) % kKeys);
-                auto out = co_await guard.async_execute(k, [&]() -> net::awaitable<std::string> {
-                  {
-                    std::lock_guard lock(mutex);
-                    ++runs[k];
-                  }
-                  co_await pause(2ms);
-                  co_return "made by " + std::to_string(s) + "/" + std::to_string(c);
-                });
-                if (!out) {
-                  ADD_FAILURE() << "key " << k << ": " << out.message();
-                  ++failures;
-                  continue;
-                }
-                std::lock_guard lock(mutex);
-                answers[k].insert(out.value());
-              }
-              ++finished;
-            },
-            net::detached);
-      }
-      runner.run_until([&] { return finished == kCoroutines; });
+      call_every_key(
+          runner, guard, kCoroutines, kKeys, s,
+          [&](const std::string& k, int c) -> net::awaitable<std::string> {
+            {
+              std::lock_guard lock(mutex);
+              ++runs[k];
+            }
+            co_await pause(2ms);
+            co_return "made by " + std::to_string(s) + "/" + std::to_string(c);
+          },
+          [&](const std::string& k, const Outcome<std::string>& out) {
+            if (!out) {
+              ADD_FAILURE() << "key " << k << ": " << out.message();
+              ++failures;
+              return;
+            }
+            std::lock_guard lock(mutex);
+            answers[k].insert(out.value());
+          });
       // Every coroutine's calls went through one connection.
       EXPECT_EQ(store.connections_opened(), 1u);
     });
@@ -342,60 +288,36 @@ TEST(AsyncPostgres, EachKeyRunsOnceAcrossProcessesOfManyCoroutines) {
     q.exec("CREATE TABLE " + runs + " (key text NOT NULL)");
     q.exec("CREATE TABLE " + seen + " (key text NOT NULL, answer text NOT NULL)");
   }
-  std::vector<pid_t> children;
-  for (int p = 0; p < kProcesses; ++p) {
-    const pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      int failures = 0;
-      try {
-        pqxx::connection counter(pg_test_uri());
-        IoRunner runner;
-        // Each child runs its coroutines on one thread: no strand.
-        AsyncPostgresStoreOptions o = async_pg_options(prefix);
-        o.single_threaded = true;
-        AsyncPostgresStore store(runner.io().get_executor(), o);
-        AsyncGuard guard{store, Options{.scope = "procs", .in_progress = Wait{.timeout = 20s}}};
-        // The counting statements block the loop's thread briefly: test bookkeeping only.
-        auto record = [&](const std::string& sql) {
-          pqxx::nontransaction q(counter);
-          q.exec(sql);
-        };
-        int finished = 0;
-        for (int c = 0; c < kCoroutines; ++c) {
-          net::co_spawn(
-              runner.io(),
-              [&, c]() -> net::awaitable<void> {
-                for (int i = 0; i < kKeys; ++i) {
-                  const std::string k = std::to_string((i + p + c) % kKeys);
-                  auto out = co_await guard.async_execute(k, [&]() -> net::awaitable<std::string> {
-                    record("INSERT INTO " + runs + " VALUES ('" + k + "')");
-                    co_await pause(2ms);
-                    co_return std::to_string(p) + "/" + std::to_string(c);
-                  });
-                  if (!out) {
-                    ++failures;
-                    continue;
-                  }
-                  record("INSERT INTO " + seen + " VALUES ('" + k + "', '" + out.value() + "')");
-                }
-                ++finished;
-              },
-              net::detached);
-        }
-        runner.run_until([&] { return finished == kCoroutines; });
-      } catch (...) {
-        failures = 1;
-      }
-      ::_exit(failures == 0 ? 0 : 1);
-    }
-    children.push_back(pid);
-  }
-  for (pid_t pid : children) {
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child failed: " << status;
-  }
+  expect_children_pass(kProcesses, [&](int p) {
+    int failures = 0;
+    pqxx::connection counter(pg_test_uri());
+    IoRunner runner;
+    // Each child runs its coroutines on one thread: no strand.
+    AsyncPostgresStoreOptions o = async_pg_options(prefix);
+    o.single_threaded = true;
+    AsyncPostgresStore store(runner.io().get_executor(), o);
+    AsyncGuard guard{store, Options{.scope = "procs", .in_progress = Wait{.timeout = 20s}}};
+    // The counting statements block the loop's thread briefly: test bookkeeping only.
+    auto record = [&](const std::string& sql) {
+      pqxx::nontransaction q(counter);
+      q.exec(sql);
+    };
+    call_every_key(
+        runner, guard, kCoroutines, kKeys, p,
+        [&](const std::string& k, int c) -> net::awaitable<std::string> {
+          record("INSERT INTO " + runs + " VALUES ('" + k + "')");
+          co_await pause(2ms);
+          co_return std::to_string(p) + "/" + std::to_string(c);
+        },
+        [&](const std::string& k, const Outcome<std::string>& out) {
+          if (!out) {
+            ++failures;
+            return;
+          }
+          record("INSERT INTO " + seen + " VALUES ('" + k + "', '" + out.value() + "')");
+        });
+    return failures;
+  });
   pqxx::connection c(pg_test_uri());
   pqxx::nontransaction q(c);
   const pqxx::result ran = q.exec("SELECT key, count(*) FROM " + runs + " GROUP BY key");
@@ -647,6 +569,19 @@ int pg_ctl(bool stop) {
   return std::system((cmd + " >/dev/null 2>&1").c_str());
 }
 
+// pg_ctl(stop) on a thread of its own, since it blocks, while `runner` runs the coroutines.
+int pg_ctl_while_running(IoRunner& runner, bool stop) {
+  std::atomic<bool> done{false};
+  int rc = -1;
+  std::thread ctl([&] {
+    rc = pg_ctl(stop);
+    done = true;
+  });
+  runner.run_until([&] { return done.load(); });
+  ctl.join();
+  return rc;
+}
+
 // Coroutines call keys without pause while the server stops and starts again: calls while it is
 // down answer store_unavailable promptly, calls after it is back succeed on a new connection,
 // and no key's handler runs twice (commits cut off by the stop are retried until they land).
@@ -662,86 +597,19 @@ TEST(AsyncPostgresRestart, StopMidRunIsUnavailableThenRecoversAndNothingRunsTwic
   o.max_reconnect_backoff = 100ms;
   IoRunner runner;
   AsyncPostgresStore store(runner.io().get_executor(), o);
-  AsyncGuard guard{
-      // The lease outlasts the stop and the restart with room to spare (see AsyncRedisRestart).
-      store, Options{.scope = "restart",
-                     .lease = 15s,
-                     .in_progress = Wait{.timeout = 60s},
-                     .commit_retry = {.attempts = 200, .backoff = 50ms, .max_backoff = 100ms}}};
-  constexpr int kCoroutines = 16;
-  constexpr int kKeys = 40;
-  std::map<int, int> runs;
-  std::map<int, std::set<int>> answers;
-  int unavailable = 0;
-  int finished = 0;
-  bool down = false;
-  std::chrono::steady_clock::duration slowest_refusal{};
-  for (int c = 0; c < kCoroutines; ++c) {
-    net::co_spawn(
-        runner.io(),
-        [&, c]() -> net::awaitable<void> {
-          for (int k = 0; k < kKeys; ++k) {
-            for (;;) {
-              const auto start = std::chrono::steady_clock::now();
-              const bool was_down = down;
-              auto out = co_await guard.async_execute(std::to_string(k), [&, k, c] {
-                ++runs[k];
-                return c;
-              });
-              if (out.has_value()) {
-                answers[k].insert(out.value());
-                break;
-              }
-              if (out.error() != errc::store_unavailable) {
-                ADD_FAILURE() << "key " << k << ": " << out.message();
-                break;
-              }
-              ++unavailable;
-              if (was_down) {
-                slowest_refusal =
-                    std::max(slowest_refusal, std::chrono::steady_clock::now() - start);
-              }
-              co_await pause(5ms);
-            }
-            co_await pause(3ms);
-          }
-          ++finished;
-        },
-        net::detached);
-  }
-  runner.run_until([&] { return runs.size() >= kKeys / 4; });
-  // pg_ctl blocks: the coroutines run on a thread of their own meanwhile.
-  std::atomic<bool> stopped{false};
-  int stop_rc = -1;
-  std::thread stopper([&] {
-    stop_rc = pg_ctl(/*stop=*/true);
-    stopped = true;
-  });
-  runner.run_until([&] { return stopped.load(); });
-  stopper.join();
-  EXPECT_EQ(stop_rc, 0) << "pg_ctl stop failed";
-  down = true;
+  OutageRun run;
+  run.start(runner, store, 15s, 200);
+  runner.run_until([&] { return run.runs.size() >= OutageRun::kKeys / 4; });
+  EXPECT_EQ(pg_ctl_while_running(runner, /*stop=*/true), 0) << "pg_ctl stop failed";
+  run.down = true;
   const auto back_at = std::chrono::steady_clock::now() + 400ms;
   runner.run_until([&] { return std::chrono::steady_clock::now() >= back_at; });
-  std::atomic<bool> started{false};
-  int start_rc = -1;
-  std::thread starter([&] {
-    start_rc = pg_ctl(/*stop=*/false);
-    started = true;
-  });
-  runner.run_until([&] { return started.load(); });
-  starter.join();
-  down = false;
+  const int start_rc = pg_ctl_while_running(runner, /*stop=*/false);
+  run.down = false;
   ASSERT_EQ(start_rc, 0) << "pg_ctl start failed";
-  runner.run_until([&] { return finished == kCoroutines; });
-
-  EXPECT_GT(unavailable, 0) << "no call met the outage";
-  EXPECT_LT(slowest_refusal, 3s) << "calls while the server was down did not fail promptly";
+  runner.run_until([&] { return run.finished == OutageRun::kCoroutines; });
+  run.expect_refused_promptly_and_nothing_ran_twice(3s);
   EXPECT_GE(store.connections_opened(), 2u);
-  for (int k = 0; k < kKeys; ++k) {
-    EXPECT_EQ(runs[k], 1) << "key " << k;
-    EXPECT_EQ(answers[k].size(), 1u) << "key " << k << ": callers got different values";
-  }
 }
 
 }  // namespace idem::testing

@@ -26,118 +26,36 @@
 #include <vector>
 
 #include "async/async_guard_cases.hpp"
+#include "async/async_redis_cells.hpp"
 #include "idem/engine/effective_key.hpp"
 #include "idem/guard.hpp"
 #include "idem/redis/admin.hpp"
 #include "idem/redis/async_store.hpp"
 #include "idem/redis/store.hpp"
-#include "idem/testing/async_face.hpp"
-#include "idem/testing/blocking_store.hpp"
-#include "idem/testing/record_store_conformance.hpp"
+#include "idem/testing/async_store_conformance.hpp"
+#include "redis/cluster_fixture.hpp"
 #include "redis/redis_cluster_support.hpp"
 #include "redis/redis_test_support.hpp"
 #include "support/free_port.hpp"
 
 namespace idem::testing {
 
-/// The async store's options for the test cluster: every node a seed, the blocking cluster
-/// tests' timeouts.
-inline AsyncRedisStoreOptions async_cluster_options(std::string prefix) {
-  const redis::ClusterOptions o = cluster_options();
-  return AsyncRedisStoreOptions{
-      .connection = o.node, .cluster_seeds = o.seeds, .prefix = std::move(prefix)};
-}
-
-// --- The guard's cases ---------------------------------------------------------------------------
-struct RedisClusterBackend : IoRunner {
-  using Store = AsyncRedisStore;
-  void set_up() {
-    if (cluster_seeds() == nullptr) {
-      GTEST_SKIP() << "IDEM_TEST_REDIS_CLUSTER_SEEDS is not set; scripts/test starts a cluster";
-    }
-    store_ = std::make_unique<AsyncRedisStore>(io().get_executor(),
-                                               async_cluster_options(unique_prefix("acluster")));
-  }
-  bool ready() const { return store_ != nullptr; }
-  Store& store() { return *store_; }
-
-  std::unique_ptr<AsyncRedisStore> store_;
-};
-
-INSTANTIATE_TYPED_TEST_SUITE_P(RedisCluster, AsyncGuardCases, RedisClusterBackend);
-
-// --- The conformance kit, each call through the asynchronous store on the cluster ---------------
-// The key prefix, set before the store is made with it.
-struct KeyPrefix {
-  std::string prefix;
-};
-
-struct BlockingAsyncRedisCluster : KeyPrefix, BlockingStore<AsyncRedisStore> {
-  explicit BlockingAsyncRedisCluster(std::string key_prefix)
-      : KeyPrefix{std::move(key_prefix)}, BlockingStore(async_cluster_options(prefix)) {}
-};
-
-template <>
-struct StoreTraits<BlockingAsyncRedisCluster> {
-  static constexpr std::chrono::milliseconds lease{500};
-  static std::unique_ptr<BlockingAsyncRedisCluster> make() {
-    if (cluster_seeds() == nullptr) {
-      [] { GTEST_SKIP() << "IDEM_TEST_REDIS_CLUSTER_SEEDS is not set; scripts/test sets it"; }();
-      return nullptr;
-    }
-    return std::make_unique<BlockingAsyncRedisCluster>(unique_prefix("acluster-conf"));
-  }
-  static std::unique_ptr<BlockingAsyncRedisCluster> reopen(BlockingAsyncRedisCluster& store) {
-    return std::make_unique<BlockingAsyncRedisCluster>(store.prefix);
-  }
-  static void advance(BlockingAsyncRedisCluster&, std::chrono::milliseconds d) {
-    std::this_thread::sleep_for(d);
-  }
-  static std::unique_ptr<admin::Admin> admin(BlockingAsyncRedisCluster& store) {
-    return admin::redis_admin(connect_cluster(cluster_options()), {.prefix = store.prefix});
-  }
-  using async_face = AsyncFace<BlockingAsyncRedisCluster>;
-};
+INSTANTIATE_TYPED_TEST_SUITE_P(RedisCluster, AsyncGuardCases, CellBackend<AsyncRedisClusterCell>);
 
 // The same kit with durability on: every claim that acquires and every commit waits for one
 // replica of its primary (WAIT), as RedisStoreOptions::durability does on the blocking store.
-struct BlockingAsyncRedisClusterDurable : KeyPrefix, BlockingStore<AsyncRedisStore> {
-  static AsyncRedisStoreOptions durable(std::string prefix) {
-    AsyncRedisStoreOptions options = async_cluster_options(std::move(prefix));
-    options.durability = {.replicas = 1, .timeout = std::chrono::milliseconds{500}};
-    return options;
+struct AsyncRedisClusterDurableCell : AsyncRedisClusterCell {
+  static std::optional<AsyncRedisStoreOptions> options() {
+    std::optional<AsyncRedisStoreOptions> o = AsyncRedisClusterCell::options();
+    if (o) o->durability = {.replicas = 1, .timeout = std::chrono::milliseconds{500}};
+    return o;
   }
-  explicit BlockingAsyncRedisClusterDurable(std::string key_prefix)
-      : KeyPrefix{std::move(key_prefix)}, BlockingStore(durable(prefix)) {}
-};
-
-template <>
-struct StoreTraits<BlockingAsyncRedisClusterDurable> : StoreTraits<BlockingAsyncRedisCluster> {
-  static std::unique_ptr<BlockingAsyncRedisClusterDurable> make() {
-    if (cluster_seeds() == nullptr) {
-      [] { GTEST_SKIP() << "IDEM_TEST_REDIS_CLUSTER_SEEDS is not set; scripts/test sets it"; }();
-      return nullptr;
-    }
-    return std::make_unique<BlockingAsyncRedisClusterDurable>(unique_prefix("acluster-wait"));
-  }
-  static std::unique_ptr<BlockingAsyncRedisClusterDurable> reopen(
-      BlockingAsyncRedisClusterDurable& store) {
-    return std::make_unique<BlockingAsyncRedisClusterDurable>(store.prefix);
-  }
-  static void advance(BlockingAsyncRedisClusterDurable&, std::chrono::milliseconds d) {
-    std::this_thread::sleep_for(d);
-  }
-  static std::unique_ptr<admin::Admin> admin(BlockingAsyncRedisClusterDurable& store) {
-    return admin::redis_admin(connect_cluster(cluster_options()), {.prefix = store.prefix});
-  }
-  using async_face = AsyncFace<BlockingAsyncRedisClusterDurable>;
 };
 
 }  // namespace idem::testing
 
-IDEM_RECORD_STORE_CONFORMANCE(AsyncRedisCluster, idem::testing::BlockingAsyncRedisCluster);
-IDEM_RECORD_STORE_CONFORMANCE(AsyncRedisClusterDurable,
-                              idem::testing::BlockingAsyncRedisClusterDurable);
+IDEM_ASYNC_STORE_CONFORMANCE(AsyncRedisCluster, idem::testing::AsyncRedisClusterCell);
+IDEM_ASYNC_STORE_CONFORMANCE(AsyncRedisClusterDurable, idem::testing::AsyncRedisClusterDurableCell);
 
 namespace idem::testing {
 namespace {
@@ -225,21 +143,28 @@ void spawn_callers(net::io_context& io, AsyncGuard<AsyncRedisStore>& guard,
   }
 }
 
-class AsyncRedisClusterTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (cluster_seeds() == nullptr) {
-      GTEST_SKIP() << "IDEM_TEST_REDIS_CLUSTER_SEEDS is not set; scripts/test starts a cluster";
-    }
-    ASSERT_TRUE(wait_cluster_ok(20s, /*with_replicas=*/false)) << "the cluster is not healthy:\n"
-                                                               << cluster_report();
-    client_ = connect_cluster(cluster_options());
-    ASSERT_NE(client_, nullptr);
-    prefix_ = unique_prefix("acluster");
-  }
+// 32 coroutines calling `ids` through `guard` on the test's thread and one more while `change`
+// runs on a thread of its own, until it has returned; then every call is done.
+template <class Change>
+void call_during_change(IoRunner& runner, AsyncGuard<AsyncRedisStore>& guard,
+                        const std::vector<std::string>& ids, Ledger& ledger, Change change) {
+  std::atomic<bool> stop{false};
+  std::atomic<int> finished{0};
+  constexpr int kCoroutines = 32;
+  spawn_callers(runner.io(), guard, ids, ledger, stop, finished, kCoroutines);
+  std::thread second([&] { runner.run_until([&] { return finished.load() == kCoroutines; }); });
+  std::thread changer([&] {
+    change();
+    stop = true;
+  });
+  runner.run_until([&] { return finished.load() == kCoroutines; });
+  changer.join();
+  second.join();
+}
 
-  std::shared_ptr<redis::Client> client_;
-  std::string prefix_;
+class AsyncRedisClusterTest : public ClusterFixture {
+ protected:
+  void SetUp() override { set_up_cluster(/*with_replicas=*/false, "acluster"); }
 };
 
 // Each record lands on its slot's primary, every primary gets some, and the store keeps one
@@ -430,18 +355,11 @@ TEST_F(AsyncRedisClusterChange, AskDuringAMigrationThenMovedWhenItEnds) {
   AsyncRedisStore store(runner.io().get_executor(), async_cluster_options(prefix_));
   AsyncGuard guard{store, Options{.scope = "ask"}};
   // A key in a slot that holds no other key: the migration below can end by decree.
-  std::string id;
-  int slot = 0;
-  ClusterNode source;
-  for (int i = 0; source.id.empty(); ++i) {
-    id = "moving-" + std::to_string(i);
-    slot = key_slot(record_name(store, "ask", id));
-    const ClusterNode owner = owner_of(slot);
-    if (redis_integer(*node_client(owner.address),
-                      {"CLUSTER", "COUNTKEYSINSLOT", std::to_string(slot)}) == 0) {
-      source = owner;
-    }
-  }
+  const KeyInAnEmptySlot moving = key_in_an_empty_slot(
+      [&](const std::string& key) { return key_slot(record_name(store, "ask", key)); });
+  const std::string& id = moving.id;
+  const int slot = moving.slot;
+  const ClusterNode& source = moving.source;
   ClusterNode target;
   for (const ClusterNode& n : serving_primaries()) {
     if (n.id != source.id) target = n;
@@ -550,12 +468,7 @@ TEST_F(AsyncRedisClusterChange, ReshardOfLiveKeysRunsEachKeyOnce) {
   ASSERT_EQ(ids.size(), 40u);
 
   Ledger ledger(ids.size());
-  std::atomic<bool> stop{false};
-  std::atomic<int> finished{0};
-  constexpr int kCoroutines = 32;
-  spawn_callers(runner.io(), guard, ids, ledger, stop, finished, kCoroutines);
-  std::thread second([&] { runner.run_until([&] { return finished.load() == kCoroutines; }); });
-  std::thread mover([&] {
+  call_during_change(runner, guard, ids, ledger, [&] {
     std::this_thread::sleep_for(200ms);  // every key completed before the move
     const std::string command = "redis-cli --cluster reshard " + source.address +
                                 " --cluster-from " + source.id + " --cluster-to " + target.id +
@@ -563,11 +476,7 @@ TEST_F(AsyncRedisClusterChange, ReshardOfLiveKeysRunsEachKeyOnce) {
                                 " --cluster-yes --cluster-pipeline 4 >/dev/null 2>&1";
     EXPECT_EQ(std::system(command.c_str()), 0) << command;
     std::this_thread::sleep_for(300ms);
-    stop = true;
   });
-  runner.run_until([&] { return finished.load() == kCoroutines; });
-  mover.join();
-  second.join();
 
   EXPECT_EQ(ledger.failures.load(), 0) << ledger.first_failure;
   for (std::size_t i = 0; i < ids.size(); ++i) {
@@ -600,13 +509,8 @@ TEST_F(AsyncRedisClusterChange, AManualFailoverIsFollowedAndNoKeyRunsTwice) {
   for (int i = 0; i < 40; ++i) ids.push_back("id-" + std::to_string(i));
 
   Ledger ledger(ids.size());
-  std::atomic<bool> stop{false};
-  std::atomic<int> finished{0};
-  constexpr int kCoroutines = 32;
-  spawn_callers(runner.io(), guard, ids, ledger, stop, finished, kCoroutines);
-  std::thread second([&] { runner.run_until([&] { return finished.load() == kCoroutines; }); });
   bool promoted = false;
-  std::thread mover([&] {
+  call_during_change(runner, guard, ids, ledger, [&] {
     std::this_thread::sleep_for(200ms);
     EXPECT_EQ(redis_string(*node_client(replica.address), {"CLUSTER", "FAILOVER"}), "OK");
     for (const auto deadline = std::chrono::steady_clock::now() + 10s;
@@ -615,11 +519,7 @@ TEST_F(AsyncRedisClusterChange, AManualFailoverIsFollowedAndNoKeyRunsTwice) {
       if (!promoted) std::this_thread::sleep_for(50ms);
     }
     std::this_thread::sleep_for(300ms);
-    stop = true;
   });
-  runner.run_until([&] { return finished.load() == kCoroutines; });
-  mover.join();
-  second.join();
 
   ASSERT_TRUE(promoted) << "CLUSTER FAILOVER did not promote " << replica.address;
   EXPECT_EQ(ledger.failures.load(), 0) << ledger.first_failure;

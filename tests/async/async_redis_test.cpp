@@ -23,93 +23,27 @@
 #include <vector>
 
 #include "async/async_guard_cases.hpp"
+#include "async/async_redis_cells.hpp"
 #include "idem/guard.hpp"
 #include "idem/redis/admin.hpp"
 #include "idem/redis/async_store.hpp"
 #include "idem/redis/store.hpp"
-#include "idem/testing/async_face.hpp"
-#include "idem/testing/blocking_store.hpp"
-#include "idem/testing/record_store_conformance.hpp"
+#include "idem/testing/async_store_conformance.hpp"
+#include "redis/process_race.hpp"
 #include "redis/redis_test_support.hpp"
 #include "support/fault_relay.hpp"
 #include "support/free_port.hpp"
+#include "support/wait_shortfall.hpp"
 
 namespace idem::testing {
 
-inline AsyncRedisStoreOptions async_redis_options(std::string prefix) {
-  return AsyncRedisStoreOptions{.connection = redis_options(), .prefix = std::move(prefix)};
-}
-
-// --- The guard's cases ---------------------------------------------------------------------------
-struct RedisBackend : IoRunner {
-  using Store = AsyncRedisStore;
-  void set_up() {
-    if (redis_uri() == nullptr) {
-      GTEST_SKIP() << "IDEM_TEST_REDIS_URI is not set; scripts/test starts a Redis and sets it";
-    }
-    store_ = std::make_unique<AsyncRedisStore>(io().get_executor(),
-                                               async_redis_options(unique_prefix("async")));
-  }
-  bool ready() const { return store_ != nullptr; }
-  Store& store() { return *store_; }
-
-  std::unique_ptr<AsyncRedisStore> store_;
-};
-
-INSTANTIATE_TYPED_TEST_SUITE_P(Redis, AsyncGuardCases, RedisBackend);
-
-// The same cases with single_threaded (IoRunner runs the io_context on the test's thread): a
-// caller resumes in place once the read that answered it is done, not through a post.
-struct RedisOneThreadBackend : RedisBackend {
-  static constexpr bool kOneThread = true;
-  void set_up() {
-    if (redis_uri() == nullptr) {
-      GTEST_SKIP() << "IDEM_TEST_REDIS_URI is not set; scripts/test starts a Redis and sets it";
-    }
-    AsyncRedisStoreOptions options = async_redis_options(unique_prefix("async1"));
-    options.single_threaded = true;
-    store_ = std::make_unique<AsyncRedisStore>(io().get_executor(), options);
-  }
-};
-
-INSTANTIATE_TYPED_TEST_SUITE_P(RedisOneThread, AsyncGuardCases, RedisOneThreadBackend);
-
-// --- The conformance kit, each call through the asynchronous store -------------------------------
-// The key prefix, set before the store is made with it.
-struct KeyPrefix {
-  std::string prefix;
-};
-
-struct BlockingAsyncRedis : KeyPrefix, BlockingStore<AsyncRedisStore> {
-  explicit BlockingAsyncRedis(std::string key_prefix)
-      : KeyPrefix{std::move(key_prefix)}, BlockingStore(async_redis_options(prefix)) {}
-};
-
-template <>
-struct StoreTraits<BlockingAsyncRedis> {
-  static constexpr std::chrono::milliseconds lease{500};
-  static std::unique_ptr<BlockingAsyncRedis> make() {
-    if (redis_uri() == nullptr) {
-      [] { GTEST_SKIP() << "IDEM_TEST_REDIS_URI is not set; scripts/test sets it"; }();
-      return nullptr;
-    }
-    return std::make_unique<BlockingAsyncRedis>(unique_prefix("async-conf"));
-  }
-  static std::unique_ptr<BlockingAsyncRedis> reopen(BlockingAsyncRedis& store) {
-    return std::make_unique<BlockingAsyncRedis>(store.prefix);
-  }
-  static void advance(BlockingAsyncRedis&, std::chrono::milliseconds d) {
-    std::this_thread::sleep_for(d);
-  }
-  static std::unique_ptr<admin::Admin> admin(BlockingAsyncRedis& store) {
-    return admin::redis_admin(connect_redis(redis_options()), {.prefix = store.prefix});
-  }
-  using async_face = AsyncFace<BlockingAsyncRedis>;
-};
+INSTANTIATE_TYPED_TEST_SUITE_P(Redis, AsyncGuardCases, CellBackend<AsyncRedisCell>);
+INSTANTIATE_TYPED_TEST_SUITE_P(RedisOneThread, AsyncGuardCases,
+                               CellBackend<AsyncRedisOneThreadCell>);
 
 }  // namespace idem::testing
 
-IDEM_RECORD_STORE_CONFORMANCE(AsyncRedis, idem::testing::BlockingAsyncRedis);
+IDEM_ASYNC_STORE_CONFORMANCE(AsyncRedis, idem::testing::AsyncRedisCell);
 
 namespace idem::testing {
 
@@ -125,19 +59,7 @@ TEST_F(AsyncRedisTest, SharesItsRecordsWithRedisStore) {
   IoRunner runner;
   AsyncRedisStore async(runner.io().get_executor(), async_redis_options(prefix_));
   EXPECT_EQ(async.record_key("some key"), blocking.record_key("some key"));
-  IdempotencyGuard sync_guard{blocking, Options{.scope = "shared"}};
-  AsyncGuard async_guard{async, Options{.scope = "shared"}};
-  int runs = 0;
-  ASSERT_TRUE(sync_guard.execute("a", "p", [&] { return ++runs; }).recorded());
-  auto replay = runner.run(async_guard.async_execute("a", "p", [&] { return ++runs; }));
-  ASSERT_TRUE(replay.replayed()) << replay.message();
-  EXPECT_EQ(replay.value(), 1);
-  ASSERT_TRUE(runner.run(async_guard.async_execute("b", "p", [&] { return ++runs; })).recorded());
-  auto back = sync_guard.execute("b", "p", [&] { return ++runs; });
-  ASSERT_TRUE(back.replayed()) << back.message();
-  EXPECT_EQ(back.value(), 2);
-  EXPECT_EQ(sync_guard.execute("b", "other", [&] { return ++runs; }).error(),
-            errc::payload_mismatch);
+  EXPECT_EQ(runs_over_shared_records(blocking, async, runner), 2);
 }
 
 // After SCRIPT FLUSH the next call loads its script again (EVAL) and succeeds.
@@ -163,38 +85,18 @@ TEST_F(AsyncRedisTest, WaitShortfallIsReportedAndAnUnconfirmedCommitIsNotRecorde
   if (!ready()) return;
   for (const bool one_thread : {false, true}) {
     SCOPED_TRACE(one_thread ? "single_threaded" : "strand");
-    std::atomic<int> reports{0};
-    std::string last_op;
+    WaitShortfall shortfall;
     AsyncRedisStoreOptions options = async_redis_options(prefix_ + (one_thread ? "1:" : "n:"));
     options.single_threaded = one_thread;
     options.durability = {.replicas = 1,
                           .timeout = std::chrono::milliseconds{20},
-                          .on_timeout = [&](std::string_view op, int acked, int wanted) {
-                            EXPECT_EQ(acked, 0);
-                            EXPECT_EQ(wanted, 1);
-                            last_op = op;
-                            reports.fetch_add(1);
-                          }};
+                          .on_timeout = shortfall.on_timeout()};
     IoRunner runner;
     AsyncRedisStore durable(runner.io().get_executor(), options);
     AsyncGuard guard{durable, Options{.scope = "wait"}};
-    auto out = runner.run(guard.async_execute("k", [] { return 7; }));
-    ASSERT_TRUE(out) << out.message();
-    EXPECT_EQ(out.value(), 7);
-    EXPECT_FALSE(out.recorded());
-    EXPECT_EQ(out.commit_error(), errc::outcome_unknown);
-    EXPECT_NE(out.commit_failure().message.find("commit not confirmed: 0 of 1 replicas"),
-              std::string::npos)
-        << out.commit_failure().message;
-    const int commits = Options{}.commit_retry.attempts;
-    EXPECT_EQ(reports.load(), 1 + commits);  // after the claim and after every commit attempt
-    EXPECT_EQ(last_op, "commit");
-    EXPECT_EQ(durable.replication_timeouts(), 1u + commits);
-    // The write stands on the primary: a repeat replays it, and a replay writes nothing: no WAIT.
-    auto replay = runner.run(guard.async_execute("k", [] { return 8; }));
-    ASSERT_TRUE(replay.replayed()) << replay.message();
-    EXPECT_EQ(replay.value(), 7);
-    EXPECT_EQ(durable.replication_timeouts(), 1u + commits);
+    shortfall.expect_commit_unconfirmed_then_replayed(
+        [&](auto handler) { return runner.run(guard.async_execute("k", handler)); },
+        [&] { return durable.replication_timeouts(); });
   }
 }
 
@@ -295,64 +197,36 @@ TEST(AsyncRedisOptions, IgnoreSigpipeIgnoresSigpipeUnlessTurnedOff) {
 // every key: each key's handler runs once, and every caller gets that run's value.
 TEST_F(AsyncRedisTest, EachKeyRunsOnceAcrossProcessesOfManyCoroutines) {
   if (!ready()) return;
-  constexpr int kProcesses = 4;
+  const ProcessRace race{.processes = 4, .keys = 12, .prefix = prefix_, .scope = "race"};
   constexpr int kCoroutines = 32;
-  constexpr int kKeys = 12;
-  std::vector<pid_t> children;
-  for (int p = 0; p < kProcesses; ++p) {
-    const pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      int failures = 0;
-      {
+  expect_each_key_runs_once_in_children(
+      race, kCoroutines,
+      [&](int p) {
         auto counter = std::make_shared<redis::Client>(redis_options());
         IoRunner runner;
         // Each child runs its coroutines on one thread: no strand.
         AsyncRedisStoreOptions o = async_redis_options(prefix_);
         o.single_threaded = true;
         AsyncRedisStore store(runner.io().get_executor(), o);
-        AsyncGuard guard{store, Options{.scope = "race", .in_progress = Wait{.timeout = 20s}}};
-        int finished = 0;
-        for (int c = 0; c < kCoroutines; ++c) {
-          net::co_spawn(
-              runner.io(),
-              [&, c]() -> net::awaitable<void> {
-                for (int i = 0; i < kKeys; ++i) {
-                  const std::string k = std::to_string((i + p + c) % kKeys);
-                  auto out = co_await guard.async_execute(k, [&]() -> net::awaitable<std::string> {
-                    (void)counter->command({"INCR", prefix_ + "runs:" + k});
-                    co_await pause(2ms);
-                    co_return "made by " + std::to_string(p) + "/" + std::to_string(c);
-                  });
-                  if (!out) {
-                    ++failures;
-                    continue;
-                  }
-                  (void)counter->command({"RPUSH", prefix_ + "seen:" + k, out.value()});
-                }
-                ++finished;
-              },
-              net::detached);
-        }
-        runner.run_until([&] { return finished == kCoroutines; });
-      }
-      ::_exit(failures == 0 ? 0 : 1);
-    }
-    children.push_back(pid);
-  }
-  for (pid_t pid : children) {
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child failed: " << status;
-  }
-  for (int i = 0; i < kKeys; ++i) {
-    const std::string k = std::to_string(i);
-    EXPECT_EQ(redis_string(*client_, {"GET", prefix_ + "runs:" + k}), "1") << "key " << k;
-    Result<redis::Reply> seen = client_->command({"LRANGE", prefix_ + "seen:" + k, "0", "-1"});
-    ASSERT_TRUE(seen);
-    ASSERT_EQ(seen->elements.size(), static_cast<std::size_t>(kProcesses * kCoroutines));
-    for (const redis::Reply& v : seen->elements) EXPECT_EQ(v.str, seen->elements.front().str);
-  }
+        AsyncGuard guard{store, Options{.scope = race.scope, .in_progress = Wait{.timeout = 20s}}};
+        int failures = 0;
+        call_every_key(
+            runner, guard, kCoroutines, race.keys, p,
+            [&](const std::string& k, int c) -> net::awaitable<std::string> {
+              (void)counter->command({"INCR", prefix_ + "runs:" + k});
+              co_await pause(2ms);
+              co_return "made by " + std::to_string(p) + "/" + std::to_string(c);
+            },
+            [&](const std::string& k, const Outcome<std::string>& out) {
+              if (!out) {
+                ++failures;
+                return;
+              }
+              (void)counter->command({"RPUSH", prefix_ + "seen:" + k, out.value()});
+            });
+        return failures;
+      },
+      *client_);
 }
 
 // A private redis-server (append-only file, fsync on every write) that the test kills and
@@ -421,70 +295,18 @@ TEST(AsyncRedisRestart, CrashMidRunIsUnavailableThenRecoversAndNothingRunsTwice)
   o.prefix = unique_prefix("async-crash");
   IoRunner runner;
   AsyncRedisStore store(runner.io().get_executor(), o);
-  AsyncGuard guard{
-      // The lease outlasts the outage and the restart with room to spare: a holder whose commit
-      // lands after its lease could be taken over, and its key would run twice for a reason
-      // other than the crash.
-      store, Options{.scope = "crash",
-                     .lease = 5s,
-                     .in_progress = Wait{.timeout = 20s},
-                     .commit_retry = {.attempts = 100, .backoff = 50ms, .max_backoff = 100ms}}};
-  constexpr int kCoroutines = 16;
-  constexpr int kKeys = 40;
-  std::map<int, int> runs;
-  std::map<int, std::set<int>> answers;
-  int unavailable = 0;
-  int finished = 0;
-  auto down_since = std::chrono::steady_clock::time_point::max();
-  std::chrono::steady_clock::duration slowest_refusal{};
-  for (int c = 0; c < kCoroutines; ++c) {
-    net::co_spawn(
-        runner.io(),
-        [&, c]() -> net::awaitable<void> {
-          for (int k = 0; k < kKeys; ++k) {
-            for (;;) {
-              const auto start = std::chrono::steady_clock::now();
-              auto out = co_await guard.async_execute(std::to_string(k), [&, k, c] {
-                ++runs[k];
-                return c;
-              });
-              if (out.has_value()) {
-                answers[k].insert(out.value());
-                break;
-              }
-              if (out.error() != errc::store_unavailable) {
-                ADD_FAILURE() << "key " << k << ": " << out.message();
-                break;
-              }
-              ++unavailable;
-              if (start > down_since) {
-                slowest_refusal =
-                    std::max(slowest_refusal, std::chrono::steady_clock::now() - start);
-              }
-              co_await pause(5ms);
-            }
-            co_await pause(3ms);
-          }
-          ++finished;
-        },
-        net::detached);
-  }
-  runner.run_until([&] { return runs.size() >= kKeys / 4; });
+  OutageRun run;
+  run.start(runner, store, 5s, 100);
+  runner.run_until([&] { return run.runs.size() >= OutageRun::kKeys / 4; });
   server.kill();
-  down_since = std::chrono::steady_clock::now();
-  const auto back_at = down_since + 400ms;
+  run.down = true;
+  const auto back_at = std::chrono::steady_clock::now() + 400ms;
   runner.run_until([&] { return std::chrono::steady_clock::now() >= back_at; });
-  down_since = std::chrono::steady_clock::time_point::max();
+  run.down = false;
   ASSERT_TRUE(server.start());
-  runner.run_until([&] { return finished == kCoroutines; });
-
-  EXPECT_GT(unavailable, 0) << "no call met the outage";
-  EXPECT_LT(slowest_refusal, 2s) << "calls while the server was down did not fail promptly";
+  runner.run_until([&] { return run.finished == OutageRun::kCoroutines; });
+  run.expect_refused_promptly_and_nothing_ran_twice(2s);
   EXPECT_GE(store.connections_opened(), 2u);
-  for (int k = 0; k < kKeys; ++k) {
-    EXPECT_EQ(runs[k], 1) << "key " << k;
-    EXPECT_EQ(answers[k].size(), 1u) << "key " << k << ": callers got different values";
-  }
 }
 
 }  // namespace idem::testing

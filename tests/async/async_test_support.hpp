@@ -5,12 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -21,12 +23,17 @@
 #include <chrono>
 #include <exception>
 #include <future>
+#include <map>
+#include <memory>
 #include <optional>
+#include <set>
+#include <string>
 #include <utility>
 
 #include "idem/asio/async_guard.hpp"
 #include "idem/asio/async_store.hpp"
 #include "idem/guard.hpp"
+#include "idem/testing/async_store_conformance.hpp"
 
 namespace idem::testing {
 
@@ -174,8 +181,9 @@ class SlowStore {
 };
 
 /// A blocking store and an asynchronous one that share their records (the same server and key
-/// layout, or the same file): each guard replays what the other recorded, and another payload
-/// is a mismatch for both. Returns how many times the handlers ran (2 when all is well).
+/// layout, or the same file): each guard replays what the other recorded, with the value the
+/// other's handler returned, and another payload is a mismatch for both. Returns how many times
+/// the handlers ran (2 when all is well).
 template <class Blocking, class Async>
 int runs_over_shared_records(Blocking& blocking, Async& async, IoRunner& runner) {
   IdempotencyGuard sync_guard{blocking, Options{.scope = "shared"}};
@@ -184,13 +192,135 @@ int runs_over_shared_records(Blocking& blocking, Async& async, IoRunner& runner)
   EXPECT_TRUE(sync_guard.execute("a", "p", [&] { return ++runs; }).recorded());
   auto replay = runner.run(async_guard.async_execute("a", "p", [&] { return ++runs; }));
   EXPECT_TRUE(replay.replayed()) << replay.message();
+  EXPECT_EQ(replay.has_value() ? replay.value() : 0, 1);
   EXPECT_TRUE(runner.run(async_guard.async_execute("b", "p", [&] { return ++runs; })).recorded());
   auto back = sync_guard.execute("b", "p", [&] { return ++runs; });
   EXPECT_TRUE(back.replayed()) << back.message();
   EXPECT_EQ(back.has_value() ? back.value() : 0, 2);
   EXPECT_EQ(runner.run(async_guard.async_execute("b", "other", [&] { return ++runs; })).error(),
             errc::payload_mismatch);
+  EXPECT_EQ(sync_guard.execute("b", "other", [&] { return ++runs; }).error(),
+            errc::payload_mismatch);
   return runs;
 }
+
+/// The guard cases' backend (async_guard_cases.hpp) for a cell of the asynchronous kit
+/// (idem/testing/async_store_conformance.hpp): the cell's store on this runner's io_context.
+/// A cell with `one_thread` keeps its callers on one thread; one with `warm_up` is connected
+/// (its first claim answered) before a case starts, so that the cases which cancel a call a few
+/// milliseconds in do not meet a slow first connect instead.
+template <AsyncCell Cell>
+struct CellBackend : IoRunner {
+  using Store = typename Cell::Store;
+  static constexpr bool kOneThread = requires { requires Cell::one_thread; };
+
+  void set_up() {
+    std::optional<CellOptions<Cell>> options = Cell::options();
+    if (!options) return;  // skipped or failed by the cell
+    store_ = std::make_unique<Store>(io().get_executor(), std::move(*options));
+    if constexpr (requires { requires Cell::warm_up; }) {
+      Result<Claim> warm = run(
+          store_->async_claim(ClaimRequest{.key = "warm-up", .lease = std::chrono::seconds{1}}));
+      ASSERT_TRUE(warm) << warm.failure().describe();
+    }
+  }
+  bool ready() const { return store_ != nullptr; }
+  Store& store() { return *store_; }
+
+  std::unique_ptr<Store> store_;
+};
+
+/// Runs `coroutines` coroutines on `runner`, coroutine c calling every one of `keys` keys once
+/// (from key offset + c on) through `guard` with the handler `handler(key, c)` (an
+/// awaitable<std::string>), then `seen(key, outcome)`; returns once all of them are done.
+template <class Guard, class Handler, class Seen>
+void call_every_key(IoRunner& runner, Guard& guard, int coroutines, int keys, int offset,
+                    Handler handler, Seen seen) {
+  int finished = 0;
+  for (int c = 0; c < coroutines; ++c) {
+    net::co_spawn(
+        runner.io(),
+        [&, c]() -> net::awaitable<void> {
+          for (int i = 0; i < keys; ++i) {
+            const std::string k = std::to_string((i + offset + c) % keys);
+            auto out = co_await guard.async_execute(k, [&handler, &k, c] { return handler(k, c); });
+            seen(k, out);
+          }
+          ++finished;
+        },
+        net::detached);
+  }
+  runner.run_until([&] { return finished == coroutines; });
+}
+
+/// Coroutines calling keys without pause while the server goes down and comes back: each
+/// retries a store_unavailable refusal until its call succeeds; what they met is counted here.
+struct OutageRun {
+  static constexpr int kCoroutines = 16;
+  static constexpr int kKeys = 40;
+
+  std::map<int, int> runs;               // handler runs per key
+  std::map<int, std::set<int>> answers;  // values callers got per key
+  int unavailable = 0;                   // refusals met
+  int finished = 0;                      // coroutines done
+  bool down = false;                     // set by the test while the server is down
+  std::chrono::steady_clock::duration slowest_refusal{};  // of calls started while down
+
+  /// Starts the callers on `runner`, through a guard over `store` whose lease outlasts the outage
+  /// and the restart with room to spare (a holder whose commit lands after its lease could be
+  /// taken over, and its key would run twice for a reason other than the outage), and whose
+  /// commits are retried `commit_attempts` times, past the outage.
+  template <class Store>
+  void start(IoRunner& runner, Store& store, std::chrono::seconds lease, int commit_attempts) {
+    using namespace std::chrono_literals;
+    auto guard = std::make_shared<AsyncGuard<Store>>(
+        store, Options{.scope = "outage",
+                       .lease = lease,
+                       .in_progress = Wait{.timeout = 4 * lease},
+                       .commit_retry = {
+                           .attempts = commit_attempts, .backoff = 50ms, .max_backoff = 100ms}});
+    for (int c = 0; c < kCoroutines; ++c) {
+      net::co_spawn(runner.io(), caller(guard, c), net::detached);
+    }
+  }
+  template <class Guard>
+  net::awaitable<void> caller(std::shared_ptr<Guard> guard, int c) {
+    for (int k = 0; k < kKeys; ++k) {
+      for (;;) {
+        const auto start = std::chrono::steady_clock::now();
+        const bool was_down = down;
+        auto out = co_await guard->async_execute(std::to_string(k), [this, k, c] {
+          ++runs[k];
+          return c;
+        });
+        if (out.has_value()) {
+          answers[k].insert(out.value());
+          break;
+        }
+        if (out.error() != errc::store_unavailable) {
+          ADD_FAILURE() << "key " << k << ": " << out.message();
+          break;
+        }
+        ++unavailable;
+        if (was_down) {
+          slowest_refusal = std::max(slowest_refusal, std::chrono::steady_clock::now() - start);
+        }
+        co_await pause(std::chrono::milliseconds{5});
+      }
+      co_await pause(std::chrono::milliseconds{3});
+    }
+    ++finished;
+  }
+  /// Some calls met the outage and were refused within `bound`; no key's handler ran twice, and
+  /// its callers all got one value.
+  void expect_refused_promptly_and_nothing_ran_twice(std::chrono::milliseconds bound) {
+    EXPECT_GT(unavailable, 0) << "no call met the outage";
+    EXPECT_LT(slowest_refusal, bound) << "calls while the server was down did not fail promptly";
+    for (int k = 0; k < kKeys; ++k) {
+      EXPECT_EQ(runs[k], 1) << "key " << k;
+      EXPECT_EQ(answers[k].size(), 1u) << "key " << k << ": callers got different values";
+    }
+  }
+};
 
 }  // namespace idem::testing

@@ -112,8 +112,36 @@ struct GuardSetup {
 inline constexpr std::string_view kRecordScope = "behaviour";
 inline constexpr std::chrono::hours kTtl{1};
 
+/// What every adapter holds: the test's clock, and the FaultStore of records on it.
+class AdapterRecords {
+ public:
+  TestClock& clock() { return *clock_; }
+  FaultStore& records() { return records_; }
+
+ protected:
+  std::shared_ptr<TestClock> clock_ = std::make_shared<TestClock>();
+  FaultStore records_{clock_};
+};
+
+/// A LayeredGuard adapter's calls: its guard_ given its request(key, payload).
+template <class Adapter>
+class LayeredCalls : public AdapterRecords {
+ public:
+  template <class T>
+  auto begin(const Key& key, std::string_view payload = {}) {
+    return self().guard_.template begin<T>(self().request(key, payload));
+  }
+  template <class Fn>
+  auto execute(const Key& key, std::string_view payload, Fn&& fn) {
+    return self().guard_.execute(self().request(key, payload), std::forward<Fn>(fn));
+  }
+
+ private:
+  Adapter& self() { return static_cast<Adapter&>(*this); }
+};
+
 /// IdempotencyGuard over the FaultStore.
-class GuardAdapter {
+class GuardAdapter : public AdapterRecords {
  public:
   static constexpr const char* kName = "IdempotencyGuard";
   static constexpr std::size_t kLayers = 1;
@@ -139,12 +167,7 @@ class GuardAdapter {
     return guard_.execute(key, payload, std::forward<Fn>(fn));
   }
 
-  TestClock& clock() { return *clock_; }
-  FaultStore& records() { return records_; }
-
  private:
-  std::shared_ptr<TestClock> clock_ = std::make_shared<TestClock>();
-  FaultStore records_{clock_};
   IdempotencyGuard<FaultStore> guard_;
 };
 
@@ -165,7 +188,7 @@ inline LayerSettings layer_settings(std::string name, std::string_view scope, co
 }
 
 /// LayeredGuard with a single RecordLayer over the FaultStore.
-class LayeredAdapter {
+class LayeredAdapter : public LayeredCalls<LayeredAdapter> {
  public:
   static constexpr const char* kName = "LayeredGuard_record";
   static constexpr std::size_t kLayers = 1;
@@ -174,31 +197,18 @@ class LayeredAdapter {
       : guard_(layered_options(s, clock_),
                RecordLayer(records_, layer_settings("record", kRecordScope, s))) {}
 
-  template <class T>
-  auto begin(const Key& key, std::string_view payload = {}) {
-    return guard_.template begin<T>(request(key, payload));
-  }
-  template <class Fn>
-  auto execute(const Key& key, std::string_view payload, Fn&& fn) {
-    return guard_.execute(request(key, payload), std::forward<Fn>(fn));
-  }
-
-  TestClock& clock() { return *clock_; }
-  FaultStore& records() { return records_; }
-
  private:
+  friend LayeredCalls<LayeredAdapter>;
   static LayeredRequest request(const Key& key, std::string_view payload) {
     return LayeredRequest{.business_key = key.id, .principal = key.principal, .payload = payload};
   }
 
-  std::shared_ptr<TestClock> clock_ = std::make_shared<TestClock>();
-  FaultStore records_{clock_};
   LayeredGuard<RecordLayer<FaultStore>> guard_;
 };
 
 /// LayeredGuard over the three tiers; the key's id is both the request id and the business key,
 /// and each key gets one token, issued the first time it is seen.
-class ThreeTierAdapter {
+class ThreeTierAdapter : public LayeredCalls<ThreeTierAdapter> {
  public:
   static constexpr const char* kName = "LayeredGuard_three_tier";
   static constexpr std::size_t kLayers = 3;
@@ -209,19 +219,8 @@ class ThreeTierAdapter {
                TokenLayer(tokens_, layer_settings("token", tokens_.options().scope, s)),
                RecordLayer(records_, layer_settings("record", kRecordScope, s))) {}
 
-  template <class T>
-  auto begin(const Key& key, std::string_view payload = {}) {
-    return guard_.template begin<T>(request(key, payload));
-  }
-  template <class Fn>
-  auto execute(const Key& key, std::string_view payload, Fn&& fn) {
-    return guard_.execute(request(key, payload), std::forward<Fn>(fn));
-  }
-
-  TestClock& clock() { return *clock_; }
-  FaultStore& records() { return records_; }
-
  private:
+  friend LayeredCalls<ThreeTierAdapter>;
   LayeredRequest request(const Key& key, std::string_view payload) {
     return LayeredRequest{.request_id = key.id,
                           .token = token_for(key),
@@ -238,10 +237,8 @@ class ThreeTierAdapter {
     return it->second;
   }
 
-  std::shared_ptr<TestClock> clock_ = std::make_shared<TestClock>();
   MemoryRequestIdCache cache_{MemoryRequestIdCacheOptions{.clock = clock_}};
   MemoryTokenStore tokens_{MemoryTokenStoreOptions{.clock = clock_}};
-  FaultStore records_{clock_};
   std::map<std::string, std::string> tokens_by_key_;
   LayeredGuard<RequestIdLayer<MemoryRequestIdCache>, TokenLayer<MemoryTokenStore>,
                RecordLayer<FaultStore>>

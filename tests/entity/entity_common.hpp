@@ -20,34 +20,11 @@
 #include "idem/memory/entities.hpp"
 #include "idem/state_machine_store.hpp"
 #include "idem/version_store.hpp"
+#include "support/order_machine.hpp"
+#include "support/pg_env.hpp"
+#include "support/unique_name.hpp"
 
 namespace idem::testing {
-
-inline std::optional<std::string> pg_uri() {
-  const char* uri = std::getenv("IDEM_TEST_PG_URI");
-  if (uri == nullptr || *uri == '\0') return std::nullopt;
-  return std::string(uri);
-}
-
-inline constexpr const char* kNoPgMessage =
-    "IDEM_TEST_PG_URI is not set: PostgreSQL tests need a server (scripts/test starts one)";
-
-inline std::string unique_name(const std::string& stem) {
-  static std::atomic<int> counter{0};
-  return stem + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter.fetch_add(1)) +
-         "_" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 100000);
-}
-
-/// The order lifecycle of the tests and examples.
-inline TransitionTable order_machine() {
-  return TransitionTable{"CREATED",
-                         {"CREATED", "PAID", "SHIPPED", "COMPLETED", "REFUNDING", "REFUNDED"},
-                         {{"PAY", {"CREATED"}, "PAID"},
-                          {"SHIP", {"PAID"}, "SHIPPED"},
-                          {"COMPLETE", {"SHIPPED"}, "COMPLETED"},
-                          {"REFUND", {"PAID"}, "REFUNDING"},
-                          {"REFUNDED", {"REFUNDING"}, "REFUNDED"}}};
-}
 
 // ---- memory target: effects and balances in maps; the entity lock protects them -----------------
 

@@ -26,18 +26,12 @@
 
 #include "entity/sql_targets.hpp"
 #include "support/fence_ledger.hpp"
+#include "support/say.hpp"
 
 using namespace idem;
 using namespace idem::testing;
 
 namespace {
-
-std::mutex out_mutex;
-void say(const std::string& line) {
-  std::lock_guard lock(out_mutex);
-  std::fputs((line + "\n").c_str(), stdout);
-  std::fflush(stdout);
-}
 
 // The fence commands: PAY handlers that write an effect in the claim's transaction, then append
 // their fence to the ledger, outside it.
@@ -52,17 +46,12 @@ int fences(Target& t, Orders& orders, const std::string& cmd, const std::string&
   if (cmd == "fence-turn") {
     const std::string ledger = extra[0];
     const bool fail = std::string(extra[1]) == "throw";
-    try {
-      auto out = orders.execute(EventKey{entity, "PAY"}, [&](Context& ctx) {
-        say("fence " + std::to_string(record(ctx, ledger)));
-        if (fail) throw std::runtime_error("downstream write done, then failed");
-        return std::string("paid");
-      });
-      say(out ? "done" : "err " + out.message());
-    } catch (const std::runtime_error&) {
-      say("threw");
-    }
-    return 0;
+    return fence_turn(
+        [&](auto handler) {
+          return orders.execute(EventKey{entity, "PAY"},
+                                [&](Context& ctx) { return handler(ctx); });
+        },
+        [&](Context& ctx) { return record(ctx, ledger); }, fail, "paid");
   }
   if (cmd == "fence-race") {
     const int rounds = std::atoi(extra[0]);
@@ -151,11 +140,8 @@ int run(Target& t, const std::string& cmd, const std::string& entity, int thread
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 6) {
-    std::fprintf(stderr,
-                 "usage: idem_entity_worker <sqlite|postgres> <where> <prefix> <cmd> ...\n");
+  if (!has_arguments(argc, 6, "idem_entity_worker <sqlite|postgres> <where> <prefix> <cmd> ..."))
     return 2;
-  }
   const std::string backend = argv[1], where = argv[2], prefix = argv[3], cmd = argv[4];
   const std::string entity = argv[5];
   const int threads = argc > 6 ? std::atoi(argv[6]) : 1;

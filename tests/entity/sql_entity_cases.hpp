@@ -13,6 +13,7 @@
 
 #include "entity/entity_store_suite.hpp"
 #include "entity/sql_targets.hpp"
+#include "support/child_process.hpp"
 #include "support/fence_ledger.hpp"
 
 #ifndef IDEM_ENTITY_WORKER
@@ -21,73 +22,11 @@
 
 namespace idem::testing {
 
-/// An idem_entity_worker process with its stdout on a pipe; killed with the object.
-class EntityWorker {
+/// An idem_entity_worker process (support/child_process.hpp).
+class EntityWorker : public ChildProcess {
  public:
-  explicit EntityWorker(std::vector<std::string> args) {
-    int fds[2];
-    if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(fds[1], 1);
-      ::close(fds[0]);
-      ::close(fds[1]);
-      static std::string exe = IDEM_ENTITY_WORKER;
-      std::vector<char*> argv{exe.data()};
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(exe.c_str(), argv.data());
-      ::_exit(127);
-    }
-    ::close(fds[1]);
-    fd_ = fds[0];
-  }
-  ~EntityWorker() {
-    if (pid_ > 0) kill9();
-    if (fd_ >= 0) ::close(fd_);
-  }
-  EntityWorker(const EntityWorker&) = delete;
-  EntityWorker& operator=(const EntityWorker&) = delete;
-
-  /// Lines until EOF or `timeout`; `stop_at`: return as soon as a line equals it.
-  std::vector<std::string> lines(milliseconds timeout, const std::string& stop_at = {}) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    std::vector<std::string> out;
-    for (;;) {
-      for (std::size_t nl; (nl = buffer_.find('\n')) != std::string::npos;) {
-        out.push_back(buffer_.substr(0, nl));
-        buffer_.erase(0, nl + 1);
-        if (!stop_at.empty() && out.back() == stop_at) return out;
-      }
-      const auto left =
-          std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return out;
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return out;
-      char chunk[4096];
-      const ssize_t n = ::read(fd_, chunk, sizeof chunk);
-      if (n <= 0) return out;
-      buffer_.append(chunk, static_cast<std::size_t>(n));
-    }
-  }
-  /// Waits for the exit; true when it exited with status 0.
-  bool exited_cleanly() {
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-  void kill9() {
-    ::kill(pid_, SIGKILL);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int fd_ = -1;
-  std::string buffer_;
+  explicit EntityWorker(std::vector<std::string> args)
+      : ChildProcess(IDEM_ENTITY_WORKER, std::move(args)) {}
 };
 
 template <class T>

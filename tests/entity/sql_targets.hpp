@@ -35,7 +35,34 @@ struct SqlNames {
   }
 };
 
-class SqliteTarget {
+/// The rows the cases make and read, through the target's own exec() and query() (a target
+/// derives from SqlRows<itself>).
+template <class Target>
+class SqlRows {
+ public:
+  template <class Store>
+  void create_order(Store&, const std::string& id) {
+    self().exec("INSERT INTO " + names().orders() + " VALUES ('" + id + "', 'CREATED')");
+  }
+  template <class Store>
+  void create_account(Store&, const std::string& id, long long balance) {
+    self().exec("INSERT INTO " + names().accounts() + " VALUES ('" + id + "', 0, " +
+                std::to_string(balance) + ")");
+  }
+  long long balance(const std::string& id) {
+    return self().query("SELECT balance FROM " + names().accounts() + " WHERE id = '" + id + "'");
+  }
+  long long effects(const std::string& what) {
+    return self().query("SELECT count(*) FROM " + names().effects() + " WHERE what = '" + what +
+                        "'");
+  }
+
+ private:
+  Target& self() { return static_cast<Target&>(*this); }
+  const SqlNames& names() { return self().names(); }
+};
+
+class SqliteTarget : public SqlRows<SqliteTarget> {
  public:
   using Backend = SqliteBackend;
   static constexpr const char* kName = "sqlite";
@@ -76,21 +103,6 @@ class SqliteTarget {
     SQLite::Database db(location(), SQLite::OPEN_READONLY, 5000);
     return db.execAndGet(sql).getInt64();
   }
-  template <class Store>
-  void create_order(Store&, const std::string& id) {
-    exec("INSERT INTO " + names_.orders() + " VALUES ('" + id + "', 'CREATED')");
-  }
-  template <class Store>
-  void create_account(Store&, const std::string& id, long long balance) {
-    exec("INSERT INTO " + names_.accounts() + " VALUES ('" + id + "', 0, " +
-         std::to_string(balance) + ")");
-  }
-  long long balance(const std::string& id) {
-    return query("SELECT balance FROM " + names_.accounts() + " WHERE id = '" + id + "'");
-  }
-  long long effects(const std::string& what) {
-    return query("SELECT count(*) FROM " + names_.effects() + " WHERE what = '" + what + "'");
-  }
 
   // In a handler, inside the claim's transaction.
   void add_effect(Context& ctx, const std::string& what) {
@@ -120,7 +132,7 @@ class SqliteTarget {
   SqlNames names_;
 };
 
-class PostgresTarget {
+class PostgresTarget : public SqlRows<PostgresTarget> {
  public:
   using Backend = PostgresBackend;
   static constexpr const char* kName = "postgres";
@@ -169,21 +181,6 @@ class PostgresTarget {
     pqxx::connection c(uri_);
     pqxx::nontransaction n(c);
     return n.exec(sql)[0][0].as<long long>();
-  }
-  template <class Store>
-  void create_order(Store&, const std::string& id) {
-    exec("INSERT INTO " + names_.orders() + " VALUES ('" + id + "', 'CREATED')");
-  }
-  template <class Store>
-  void create_account(Store&, const std::string& id, long long balance) {
-    exec("INSERT INTO " + names_.accounts() + " VALUES ('" + id + "', 0, " +
-         std::to_string(balance) + ")");
-  }
-  long long balance(const std::string& id) {
-    return query("SELECT balance FROM " + names_.accounts() + " WHERE id = '" + id + "'");
-  }
-  long long effects(const std::string& what) {
-    return query("SELECT count(*) FROM " + names_.effects() + " WHERE what = '" + what + "'");
   }
 
   // Values quoted into the text: the same calls on libpqxx 6 and 7.

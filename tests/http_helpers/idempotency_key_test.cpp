@@ -112,6 +112,7 @@ TEST(IdempotencyKeyHeader, EveryRefusalHasItsOwnReason) {
     reasons.insert(describe(r));
   }
   EXPECT_EQ(reasons.size(), 9U);
+  EXPECT_EQ(describe(static_cast<KeyRefusal>(200)), "Idempotency-Key is refused");
 }
 
 // The field is one sf-string: two fields are a list, refused whatever their values (never the

@@ -19,6 +19,7 @@
 #include "idem/redis/client.hpp"
 #include "idem/redis/store.hpp"
 #include "redis/redis_test_support.hpp"
+#include "support/child_processes.hpp"
 
 namespace idem::testing {
 
@@ -30,20 +31,34 @@ struct ProcessRace {
   std::string scope;
 };
 
-/// Runs the race; `make_client` builds each child's client, `check` reads the counters after.
-/// Every key's handler ran once, and every caller got that run's value.
+/// Forks race.processes children, each running `child(p)` (its failures), whose `callers`
+/// callers each call every key once, the handler counting its runs in Redis (INCR
+/// <prefix>runs:<key>) and each caller recording the value it got (RPUSH <prefix>seen:<key>).
+/// Then every key's handler ran once, and every caller got that run's value.
+inline void expect_each_key_runs_once_in_children(const ProcessRace& race, int callers,
+                                                  const std::function<int(int p)>& child,
+                                                  redis::Client& check) {
+  expect_children_pass(race.processes, child);
+  for (int i = 0; i < race.keys; ++i) {
+    const std::string k = std::to_string(i);
+    EXPECT_EQ(redis_integer(check, {"GET", race.prefix + "runs:" + k}), -1);  // a string reply
+    EXPECT_EQ(redis_string(check, {"GET", race.prefix + "runs:" + k}), "1") << "key " << k;
+    Result<redis::Reply> seen = check.command({"LRANGE", race.prefix + "seen:" + k, "0", "-1"});
+    ASSERT_TRUE(seen);
+    ASSERT_EQ(seen->elements.size(), static_cast<std::size_t>(race.processes * callers));
+    for (const redis::Reply& v : seen->elements) EXPECT_EQ(v.str, seen->elements.front().str);
+  }
+}
+
+/// The race with RedisStore and race.threads threads in each child; `make_client` builds each
+/// child's client, `check` reads the counters after.
 inline void expect_each_key_runs_once(
     const ProcessRace& race, const std::function<std::shared_ptr<redis::Client>()>& make_client,
     redis::Client& check) {
   using namespace std::chrono_literals;
-  std::vector<pid_t> children;
-  for (int p = 0; p < race.processes; ++p) {
-    const pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      // The child: its own client and guard; it reports through Redis and its exit code.
-      int bad = 0;
-      {
+  expect_each_key_runs_once_in_children(
+      race, race.threads,
+      [&](int p) {
         auto client = make_client();
         RedisStore store(client, RedisStoreOptions{.prefix = race.prefix});
         IdempotencyGuard guard{store,
@@ -68,26 +83,9 @@ inline void expect_each_key_runs_once(
           });
         }
         for (auto& th : threads) th.join();
-        bad = failures.load();
-      }
-      ::_exit(bad == 0 ? 0 : 1);
-    }
-    children.push_back(pid);
-  }
-  for (pid_t pid : children) {
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child failed: " << status;
-  }
-  for (int i = 0; i < race.keys; ++i) {
-    const std::string k = std::to_string(i);
-    EXPECT_EQ(redis_integer(check, {"GET", race.prefix + "runs:" + k}), -1);  // a string reply
-    EXPECT_EQ(redis_string(check, {"GET", race.prefix + "runs:" + k}), "1") << "key " << k;
-    Result<redis::Reply> seen = check.command({"LRANGE", race.prefix + "seen:" + k, "0", "-1"});
-    ASSERT_TRUE(seen);
-    ASSERT_EQ(seen->elements.size(), static_cast<std::size_t>(race.processes * race.threads));
-    for (const redis::Reply& v : seen->elements) EXPECT_EQ(v.str, seen->elements.front().str);
-  }
+        return failures.load();
+      },
+      check);
 }
 
 }  // namespace idem::testing

@@ -20,6 +20,7 @@
 #include "idem/engine/effective_key.hpp"
 #include "idem/guard.hpp"
 #include "idem/redis/store.hpp"
+#include "redis/cluster_fixture.hpp"
 #include "redis/redis_cluster_support.hpp"
 #include "redis/redis_test_support.hpp"
 
@@ -177,39 +178,20 @@ std::vector<std::thread> start_workers(Guard& guard, const std::vector<std::stri
   return workers;
 }
 
-class RedisClusterDisruptionTest : public ::testing::Test {
+class RedisClusterDisruptionTest : public ClusterFixture {
  protected:
-  void SetUp() override {
-    if (cluster_seeds() == nullptr) {
-      GTEST_SKIP() << "IDEM_TEST_REDIS_CLUSTER_SEEDS is not set; scripts/test starts a cluster";
-    }
-    ASSERT_TRUE(wait_cluster_ok(20s, /*with_replicas=*/true)) << "the cluster is not healthy:\n"
-                                                              << cluster_report();
-    client_ = connect_cluster(cluster_options());
-    ASSERT_NE(client_, nullptr);
-    prefix_ = unique_prefix("disrupt");
-  }
-
-  std::shared_ptr<redis::Client> client_;
-  std::string prefix_;
+  void SetUp() override { set_up_cluster(/*with_replicas=*/true, "disrupt"); }
 };
 
 TEST_F(RedisClusterDisruptionTest, AskDuringAMigrationIsFollowedWithoutUpdatingTheMap) {
   RedisStore store(client_, RedisStoreOptions{.prefix = prefix_});
   IdempotencyGuard guard{store, Options{.scope = "ask"}};
   // A key in a slot that holds no other key: the migration below can end by decree.
-  std::string id;
-  int slot = 0;
-  ClusterNode source;
-  for (int i = 0; source.id.empty(); ++i) {
-    id = "moving-" + std::to_string(i);
-    slot = key_slot(record_name(store, "ask", id));
-    const ClusterNode owner = owner_of(slot);
-    if (redis_integer(*node_client(owner.address),
-                      {"CLUSTER", "COUNTKEYSINSLOT", std::to_string(slot)}) == 0) {
-      source = owner;
-    }
-  }
+  const KeyInAnEmptySlot moving = key_in_an_empty_slot(
+      [&](const std::string& key) { return key_slot(record_name(store, "ask", key)); });
+  const std::string& id = moving.id;
+  const int slot = moving.slot;
+  const ClusterNode& source = moving.source;
   ClusterNode target;
   for (const ClusterNode& n : cluster_nodes()) {
     if (n.primary && !n.failed && !n.slots.empty() && n.id != source.id) target = n;

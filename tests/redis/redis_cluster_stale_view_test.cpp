@@ -19,6 +19,7 @@
 #include "idem/engine/effective_key.hpp"
 #include "idem/guard.hpp"
 #include "idem/redis/store.hpp"
+#include "redis/cluster_fixture.hpp"
 #include "redis/redis_cluster_support.hpp"
 #include "redis/redis_test_support.hpp"
 #include "support/free_port.hpp"
@@ -93,14 +94,11 @@ class StaleNode {
   bool up_ = false;
 };
 
-class RedisClusterStaleViewTest : public ::testing::Test {
+class RedisClusterStaleViewTest : public ClusterFixture {
  protected:
   void SetUp() override {
-    if (cluster_seeds() == nullptr) {
-      GTEST_SKIP() << "IDEM_TEST_REDIS_CLUSTER_SEEDS is not set; scripts/test starts a cluster";
-    }
-    ASSERT_TRUE(wait_cluster_ok(20s, /*with_replicas=*/false)) << "the cluster is not healthy:\n"
-                                                               << cluster_report();
+    set_up_cluster(/*with_replicas=*/false, "stale");
+    if (!ready()) return;
     for (const ClusterNode& n : cluster_nodes()) {
       if (n.primary && !n.failed && !n.slots.empty()) primaries_.push_back(n);
     }
@@ -111,7 +109,6 @@ class RedisClusterStaleViewTest : public ::testing::Test {
       return *std::min_element(a.slots.begin(), a.slots.end()) <
              *std::min_element(b.slots.begin(), b.slots.end());
     });
-    prefix_ = unique_prefix("stale");
   }
 
   // Cluster options whose first seed is `stale`: the map is read from it first.
@@ -146,7 +143,6 @@ class RedisClusterStaleViewTest : public ::testing::Test {
   }
 
   std::vector<ClusterNode> primaries_;
-  std::string prefix_;
 };
 
 TEST_F(RedisClusterStaleViewTest, ANodeAnsweringClusterDownIsNotTheOneAskedForTheMapAgain) {

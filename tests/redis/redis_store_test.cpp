@@ -16,6 +16,7 @@
 #include "redis/process_race.hpp"
 #include "redis/redis_test_support.hpp"
 #include "support/fault_relay.hpp"
+#include "support/wait_shortfall.hpp"
 
 namespace idem::testing {
 namespace {
@@ -216,45 +217,21 @@ TEST_F(RedisStoreTest, LeaseExpiryTakeoverThroughTheGuardFencesTheSlowHolderOff)
 
 TEST_F(RedisStoreTest, WaitShortfallIsReportedAndAnUnconfirmedCommitIsNotRecorded) {
   // The test server has no replicas: WAIT 1 returns 0 after its timeout.
-  std::atomic<int> reports{0};
-  std::string last_op;
+  WaitShortfall shortfall;
   RedisStore durable(
-      client_, RedisStoreOptions{
-                   .prefix = prefix_,
-                   .durability = {.replicas = 1,
-                                  .timeout = 20ms,
-                                  .on_timeout = [&](std::string_view op, int acked, int wanted) {
-                                    EXPECT_EQ(acked, 0);
-                                    EXPECT_EQ(wanted, 1);
-                                    last_op = op;
-                                    reports.fetch_add(1);
-                                  }}});
+      client_,
+      RedisStoreOptions{
+          .prefix = prefix_,
+          .durability = {.replicas = 1, .timeout = 20ms, .on_timeout = shortfall.on_timeout()}});
   IdempotencyGuard guard{durable, Options{.scope = "wait"}};
-  auto out = guard.execute("k", [] { return 7; });
-  ASSERT_TRUE(out) << out.message();
-  EXPECT_EQ(out.value(), 7);
-  // The claim's shortfall is only reported; the commit's reaches the caller: the value is not
-  // known to be recorded durably (outcome_unknown), and why says so. Each of the guard's commit
-  // retries finds the same commit on the primary and waits for it again: never lease_lost.
-  EXPECT_FALSE(out.recorded());
-  EXPECT_EQ(out.commit_error(), errc::outcome_unknown);
-  EXPECT_NE(out.commit_failure().message.find("commit not confirmed: 0 of 1 replicas"),
-            std::string::npos)
-      << out.commit_failure().message;
-  const int commits = Options{}.commit_retry.attempts;
-  EXPECT_EQ(reports.load(), 1 + commits);  // after the claim and after every commit attempt
-  EXPECT_EQ(last_op, "commit");
-  EXPECT_EQ(durable.replication_timeouts(), 1u + commits);
-  // The write stands on the primary: a repeat replays it.
-  auto replay = guard.execute("k", [] { return 8; });
-  ASSERT_TRUE(replay);
-  EXPECT_EQ(replay.value(), 7);
-  EXPECT_TRUE(replay.replayed());
-  EXPECT_EQ(durable.replication_timeouts(), 1u + commits);  // a replay writes nothing: no WAIT
+  shortfall.expect_commit_unconfirmed_then_replayed(
+      [&](auto handler) { return guard.execute("k", handler); },
+      [&] { return durable.replication_timeouts(); });
   const StoreStats stats = durable.stats();
   EXPECT_EQ(stats.store, "redis");
   ASSERT_NE(stats.parts.get<RedisStats>(), nullptr);
-  EXPECT_EQ(stats.parts.get<RedisStats>()->replication_timeouts, 1u + commits);
+  EXPECT_EQ(stats.parts.get<RedisStats>()->replication_timeouts,
+            WaitShortfall::expected_timeouts());
 }
 
 // The commit's EVALSHA reaches Redis, which runs it; the connection is cut before its reply

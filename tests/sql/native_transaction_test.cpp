@@ -51,6 +51,19 @@ void expect_refusal(const std::optional<std::string>& refusal, const char* acces
   }
 }
 
+// A claim with no open transaction: both accessors refuse.
+template <class S>
+void expect_both_refused(S& store) {
+  expect_refusal(ask(store, kSqliteRef), "idem::sqlite_transaction", "SQLite",
+                 "the claim has no open transaction");
+  expect_refusal(ask(store, kPostgresRef), "idem::pg_transaction", "PostgreSQL",
+                 "the claim has no open transaction");
+}
+
+PostgresStoreOptions postgres_options(const std::string& uri, SqlMode mode) {
+  return {.connection = {.uri = uri, .table_prefix = unique_name("ntx") + "_"}, .mode = mode};
+}
+
 TEST(NativeTransactionTest, ASqliteTransactionalClaimHandsOutItsConnectionAndRefusesPostgres) {
   TempDb db;
   SqliteStore store{SqliteStoreOptions{.path = db.path(), .mode = SqlMode::transactional}};
@@ -62,26 +75,18 @@ TEST(NativeTransactionTest, ASqliteTransactionalClaimHandsOutItsConnectionAndRef
 TEST(NativeTransactionTest, ALeaseModeSqliteClaimRefusesBothAccessors) {
   TempDb db;
   SqliteStore store{SqliteStoreOptions{.path = db.path(), .mode = SqlMode::lease}};
-  expect_refusal(ask(store, kSqliteRef), "idem::sqlite_transaction", "SQLite",
-                 "the claim has no open transaction");
-  expect_refusal(ask(store, kPostgresRef), "idem::pg_transaction", "PostgreSQL",
-                 "the claim has no open transaction");
+  expect_both_refused(store);
 }
 
 TEST(NativeTransactionTest, AMemoryStoreClaimRefusesBothAccessors) {
   MemoryStore store;
-  expect_refusal(ask(store, kSqliteRef), "idem::sqlite_transaction", "SQLite",
-                 "the claim has no open transaction");
-  expect_refusal(ask(store, kPostgresRef), "idem::pg_transaction", "PostgreSQL",
-                 "the claim has no open transaction");
+  expect_both_refused(store);
 }
 
 TEST(NativeTransactionTest, APostgresTransactionalClaimHandsOutItsTransactionAndRefusesSqlite) {
   const std::optional<std::string> uri = pg_uri();
   if (!uri) GTEST_SKIP() << kNoPgMessage;
-  PostgresStore store{
-      PostgresStoreOptions{.connection = {.uri = *uri, .table_prefix = unique_name("ntx") + "_"},
-                           .mode = SqlMode::transactional}};
+  PostgresStore store{postgres_options(*uri, SqlMode::transactional)};
   EXPECT_FALSE(ask(store, kPostgres).has_value());
   expect_refusal(ask(store, kSqliteRef), "idem::sqlite_transaction", "SQLite",
                  "the claim holds a PostgreSQL one");
@@ -90,13 +95,8 @@ TEST(NativeTransactionTest, APostgresTransactionalClaimHandsOutItsTransactionAnd
 TEST(NativeTransactionTest, ALeaseModePostgresClaimRefusesBothAccessors) {
   const std::optional<std::string> uri = pg_uri();
   if (!uri) GTEST_SKIP() << kNoPgMessage;
-  PostgresStore store{
-      PostgresStoreOptions{.connection = {.uri = *uri, .table_prefix = unique_name("ntx") + "_"},
-                           .mode = SqlMode::lease}};
-  expect_refusal(ask(store, kSqliteRef), "idem::sqlite_transaction", "SQLite",
-                 "the claim has no open transaction");
-  expect_refusal(ask(store, kPostgresRef), "idem::pg_transaction", "PostgreSQL",
-                 "the claim has no open transaction");
+  PostgresStore store{postgres_options(*uri, SqlMode::lease)};
+  expect_both_refused(store);
 }
 
 }  // namespace

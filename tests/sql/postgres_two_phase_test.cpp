@@ -7,15 +7,7 @@
 namespace idem::testing {
 namespace {
 
-using PostgresLease = SqlBackend<Backend::postgres, SqlMode::lease>;
-using PostgresTransactional = SqlBackend<Backend::postgres, SqlMode::transactional>;
-using BothModes = ::testing::Types<PostgresLease, PostgresTransactional>;
-
-INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, TwoPhaseTest, BothModes, BackendNames);
-INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, TwoPhaseLeaseTest, PostgresLease, BackendNames);
-INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, TwoPhaseProcessTest, BothModes, BackendNames);
-INSTANTIATE_TYPED_TEST_SUITE_P(Postgres, TwoPhaseTransactionTest, PostgresTransactional,
-                               BackendNames);
+IDEM_SQL_TWO_PHASE_TESTS(Postgres, Backend::postgres);
 
 }  // namespace
 }  // namespace idem::testing

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "sql/sql_test_support.hpp"
+#include "support/child_process.hpp"
 #include "support/fence_ledger.hpp"
 
 namespace idem::testing {
@@ -212,19 +213,6 @@ TEST_P(SqlStoreTest, SchemaIsVersionedAndSharedByStoresWithThePrefix) {
   EXPECT_EQ(version, 2);
   EXPECT_THROW(make_store(Target{target().backend, target().location, "bad;prefix"}, mode()),
                std::invalid_argument);
-}
-
-// Runs one statement on a connection of its own (outside the store).
-inline void exec_directly(const Target& t, const std::string& sql) {
-  if (t.backend == Backend::sqlite) {
-    SQLite::Database db(t.location, SQLite::OPEN_READWRITE, 5000);
-    db.exec(sql);
-  } else {
-    pqxx::connection c(t.location);
-    pqxx::work w(c);
-    w.exec(sql);
-    w.commit();
-  }
 }
 
 TEST_P(SqlStoreTest, ForeignRowsAndSchemaVersionsAreRefusedNotMisread) {
@@ -474,90 +462,10 @@ TEST_P(SqlTransactionalTest, RetriesAfterManyFailedCommitsAreNotLeaseLost) {
 #error "IDEM_SQL_WORKER must name the idem_sql_worker binary"
 #endif
 
-/// A worker process with its stdout on a pipe.
-class Worker {
+/// An idem_sql_worker process (support/child_process.hpp).
+class Worker : public ChildProcess {
  public:
-  explicit Worker(std::vector<std::string> args) {
-    int fds[2];
-    if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(fds[1], 1);
-      ::close(fds[0]);
-      ::close(fds[1]);
-      std::vector<char*> argv;
-      static std::string exe = IDEM_SQL_WORKER;
-      argv.push_back(exe.data());
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(exe.c_str(), argv.data());
-      ::_exit(127);
-    }
-    ::close(fds[1]);
-    fd_ = fds[0];
-  }
-  ~Worker() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      (void)wait();
-    }
-    if (fd_ >= 0) ::close(fd_);
-  }
-
-  /// Reads until a line starting with `prefix` arrives (returns it) or `timeout` passes ("").
-  std::string read_until(const std::string& prefix, milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      for (std::size_t nl; (nl = buffer_.find('\n')) != std::string::npos;) {
-        std::string line = buffer_.substr(0, nl);
-        buffer_.erase(0, nl + 1);
-        lines_.push_back(line);
-        if (line.rfind(prefix, 0) == 0) return line;
-      }
-      const auto left =
-          std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0 || !fill(left)) return "";
-    }
-  }
-  /// Reads everything up to EOF, waits for the exit; returns all lines.
-  std::vector<std::string> finish(milliseconds timeout) {
-    (void)read_until("\x01never", timeout);
-    for (std::size_t nl; (nl = buffer_.find('\n')) != std::string::npos;) {
-      lines_.push_back(buffer_.substr(0, nl));
-      buffer_.erase(0, nl + 1);
-    }
-    exit_status_ = wait();
-    return lines_;
-  }
-  void kill9() {
-    ::kill(pid_, SIGKILL);
-    exit_status_ = wait();
-  }
-  int exit_status() const { return exit_status_; }
-
- private:
-  bool fill(milliseconds timeout) {
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
-    char chunk[4096];
-    const ssize_t n = ::read(fd_, chunk, sizeof chunk);
-    if (n <= 0) return false;
-    buffer_.append(chunk, static_cast<std::size_t>(n));
-    return true;
-  }
-  int wait() {
-    if (pid_ <= 0) return exit_status_;
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
-  }
-
-  pid_t pid_ = -1;
-  int fd_ = -1;
-  int exit_status_ = -1;
-  std::string buffer_;
-  std::vector<std::string> lines_;
+  explicit Worker(std::vector<std::string> args) : ChildProcess(IDEM_SQL_WORKER, std::move(args)) {}
 };
 
 /// What racing workers printed: the handler runs and the answers per key, and the replica hits.
@@ -567,6 +475,20 @@ struct RaceTally {
   std::map<std::string, std::vector<std::string>> got;
   int errors = 0;
   unsigned long long replica_hits = 0;
+
+  /// No worker printed an error; `keys` keys ran, each once, and each of its `calls` calls got
+  /// that run's value; then `check(key)` for each.
+  template <class Check>
+  void expect_each_key_ran_once(int keys, int calls, Check check) {
+    EXPECT_EQ(errors, 0);
+    ASSERT_EQ(ran.size(), static_cast<std::size_t>(keys));
+    for (const auto& [key, n] : ran) {
+      EXPECT_EQ(n, 1) << key;
+      ASSERT_EQ(got[key].size(), static_cast<std::size_t>(calls)) << key;
+      for (const std::string& v : got[key]) EXPECT_EQ(v, got[key].front()) << key;
+      check(key);
+    }
+  }
 
   /// Reads the worker to its end and expects a clean exit.
   void add(Worker& worker) {
@@ -608,18 +530,12 @@ TEST_P(SqlProcessTest, FourProcessesRacingRunEachKeyExactlyOnce) {
   }
   RaceTally tally;
   for (auto& w : workers) tally.add(*w);
-  EXPECT_EQ(tally.errors, 0);
-  auto& ran = tally.ran;
-  auto& got = tally.got;
-  ASSERT_EQ(ran.size(), static_cast<std::size_t>(kKeys));
-  for (const auto& [key, n] : ran) {
-    EXPECT_EQ(n, 1) << key;
-    ASSERT_EQ(got[key].size(), static_cast<std::size_t>(kProcesses * kRounds * kThreads)) << key;
-    for (const std::string& v : got[key]) EXPECT_EQ(v, got[key].front()) << key;
-    if (mode() == SqlMode::transactional) {
-      EXPECT_EQ(count_business_rows(target(), scope + "/" + key), 1) << key;
-    }
-  }
+  tally.expect_each_key_ran_once(
+      kKeys, kProcesses * kRounds * kThreads, [&](const std::string& key) {
+        if (mode() == SqlMode::transactional) {
+          EXPECT_EQ(count_business_rows(target(), scope + "/" + key), 1) << key;
+        }
+      });
 }
 
 TEST_P(SqlProcessTest, KilledHolderIsTakenOverAfterItsLeaseOrRolledBack) {

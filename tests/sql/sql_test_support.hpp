@@ -24,6 +24,8 @@
 #include "idem/postgres/transaction.hpp"
 #include "idem/sqlite/store.hpp"
 #include "idem/sqlite/transaction.hpp"
+#include "support/pg_env.hpp"
+#include "support/unique_name.hpp"
 
 namespace idem::testing {
 
@@ -31,16 +33,6 @@ enum class Backend { sqlite, postgres };
 
 inline const char* name_of(Backend b) { return b == Backend::sqlite ? "sqlite" : "postgres"; }
 inline const char* name_of(SqlMode m) { return m == SqlMode::lease ? "lease" : "transactional"; }
-
-/// IDEM_TEST_PG_URI, or nullopt when unset or empty.
-inline std::optional<std::string> pg_uri() {
-  const char* uri = std::getenv("IDEM_TEST_PG_URI");
-  if (uri == nullptr || *uri == '\0') return std::nullopt;
-  return std::string(uri);
-}
-
-inline constexpr const char* kNoPgMessage =
-    "IDEM_TEST_PG_URI is not set: PostgreSQL tests need a server (scripts/test starts one)";
 
 /// The environment variable `name`, or "" when unset.
 inline std::string env_or_empty(const char* name) {
@@ -66,13 +58,6 @@ inline int pg_ctl(const std::string& data, bool stop, const std::string& log = "
          " -w -t 30 ";
   cmd += stop ? "-m fast stop" : "-l " + shell_quote(log) + " -o " + shell_quote(opts) + " start";
   return std::system((cmd + " >/dev/null 2>&1").c_str());
-}
-
-/// A name no other test run uses: tables of concurrent runs never meet.
-inline std::string unique_name(const std::string& stem) {
-  static std::atomic<int> counter{0};
-  return stem + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter.fetch_add(1)) +
-         "_" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 100000);
 }
 
 /// A fresh SQLite file in a temp folder, removed with the object.
@@ -114,11 +99,12 @@ inline std::unique_ptr<SqlStore> make_store(const Target& t, SqlMode mode,
 /// The business table a transactional handler writes to: (key text, note text).
 inline std::string business_table(const Target& t) { return t.prefix + "orders"; }
 
-inline void create_business_table(const Target& t) {
-  const std::string sql =
-      "CREATE TABLE IF NOT EXISTS " + business_table(t) + " (key TEXT NOT NULL, note TEXT)";
+/// Runs one statement on a connection of its own (outside the store); `sqlite_flags` open the
+/// SQLite file.
+inline void exec_directly(const Target& t, const std::string& sql,
+                          int sqlite_flags = SQLite::OPEN_READWRITE) {
   if (t.backend == Backend::sqlite) {
-    SQLite::Database db(t.location, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE, 5000);
+    SQLite::Database db(t.location, sqlite_flags, 5000);
     db.exec(sql);
   } else {
     pqxx::connection c(t.location);
@@ -126,6 +112,12 @@ inline void create_business_table(const Target& t) {
     w.exec(sql);
     w.commit();
   }
+}
+
+inline void create_business_table(const Target& t) {
+  exec_directly(
+      t, "CREATE TABLE IF NOT EXISTS " + business_table(t) + " (key TEXT NOT NULL, note TEXT)",
+      SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
 }
 
 /// Inserts a business row inside the handler's transaction.

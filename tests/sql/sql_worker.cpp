@@ -30,18 +30,12 @@
 
 #include "sql/sql_test_support.hpp"
 #include "support/fence_ledger.hpp"
+#include "support/say.hpp"
 
 using namespace idem;
 using namespace idem::testing;
 
 namespace {
-
-std::mutex out_mutex;
-void say(const std::string& line) {
-  std::lock_guard lock(out_mutex);
-  std::fputs((line + "\n").c_str(), stdout);
-  std::fflush(stdout);
-}
 
 int race(const Target& t, SqlStore& store, const std::string& scope, int keys, int rounds,
          int threads) {
@@ -110,17 +104,9 @@ Fence record_fence(const Target& t, Context& ctx, const std::string& ledger) {
 int fence_turn(const Target& t, SqlStore& store, const std::string& scope, const std::string& key,
                const std::string& ledger, bool fail) {
   IdempotencyGuard guard{store, fence_options(scope, std::chrono::seconds{1})};
-  try {
-    auto out = guard.execute(key, [&](Context& ctx) {
-      say("fence " + std::to_string(record_fence(t, ctx, ledger)));
-      if (fail) throw std::runtime_error("downstream write done, then failed");
-      return std::string("done");
-    });
-    say(out ? "done" : "err " + out.message());
-  } catch (const std::runtime_error&) {
-    say("threw");
-  }
-  return 0;
+  return idem::testing::fence_turn(
+      [&](auto handler) { return guard.execute(key, [&](Context& ctx) { return handler(ctx); }); },
+      [&](Context& ctx) { return record_fence(t, ctx, ledger); }, fail, "done");
 }
 
 int fence_race(const Target& t, SqlStore& store, const std::string& scope, const std::string& key,
@@ -156,11 +142,9 @@ int hold_fence(const Target& t, SqlStore& store, const std::string& scope, const
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 6) {
-    std::fprintf(stderr,
-                 "usage: idem_sql_worker <sqlite|postgres> <where> <prefix> <mode> <cmd> ...\n");
+  if (!has_arguments(argc, 6,
+                     "idem_sql_worker <sqlite|postgres> <where> <prefix> <mode> <cmd> ..."))
     return 2;
-  }
   const Target t{std::string(argv[1]) == "sqlite" ? Backend::sqlite : Backend::postgres, argv[2],
                  argv[3]};
   const SqlMode mode = std::string(argv[4]) == "lease" ? SqlMode::lease : SqlMode::transactional;

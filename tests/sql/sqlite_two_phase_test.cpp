@@ -6,14 +6,7 @@
 namespace idem::testing {
 namespace {
 
-using SqliteLease = SqlBackend<Backend::sqlite, SqlMode::lease>;
-using SqliteTransactional = SqlBackend<Backend::sqlite, SqlMode::transactional>;
-using BothModes = ::testing::Types<SqliteLease, SqliteTransactional>;
-
-INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, TwoPhaseTest, BothModes, BackendNames);
-INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, TwoPhaseLeaseTest, SqliteLease, BackendNames);
-INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, TwoPhaseProcessTest, BothModes, BackendNames);
-INSTANTIATE_TYPED_TEST_SUITE_P(Sqlite, TwoPhaseTransactionTest, SqliteTransactional, BackendNames);
+IDEM_SQL_TWO_PHASE_TESTS(Sqlite, Backend::sqlite);
 
 }  // namespace
 }  // namespace idem::testing

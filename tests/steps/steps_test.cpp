@@ -95,12 +95,17 @@ TEST(StepMisuseTest, AStepThatThrowsIsNotRecordedAndRunsAgain) {
 
 // ---- The completer --------------------------------------------------------------------------
 
-TEST(CompleterTest, FinishesARunWhoseHolderDiedAtItsFirstUnfinishedStep) {
-  auto clock = std::make_shared<ManualClock>();
-  MemoryStore store(MemoryStoreOptions{.clock = clock});
+// The rides on a memory store whose time the test moves; requests kept, as the completer needs.
+class CompleterTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
+  MemoryStore store{MemoryStoreOptions{.clock = clock}};
   const Options options{
       .scope = "rides", .lease = milliseconds{1000}, .clock = clock, .keep_request = true};
-  IdempotencyGuard guard{store, options};
+  IdempotencyGuard<MemoryStore> guard{store, options};
+};
+
+TEST_F(CompleterTest, FinishesARunWhoseHolderDiedAtItsFirstUnfinishedStep) {
   std::map<std::string, int> runs;
   auto handler = [&](Context& ctx, std::string_view request, bool die) {
     const std::string ride =
@@ -142,12 +147,7 @@ TEST(CompleterTest, FinishesARunWhoseHolderDiedAtItsFirstUnfinishedStep) {
   EXPECT_TRUE(guard.execute("r-1", "from=A;to=B", [] { return std::string("x"); }).replayed());
 }
 
-TEST(CompleterTest, GivesUpAfterMaxAttemptsAndRecordsTheFailure) {
-  auto clock = std::make_shared<ManualClock>();
-  MemoryStore store(MemoryStoreOptions{.clock = clock});
-  const Options options{
-      .scope = "rides", .lease = milliseconds{1000}, .clock = clock, .keep_request = true};
-  IdempotencyGuard guard{store, options};
+TEST_F(CompleterTest, GivesUpAfterMaxAttemptsAndRecordsTheFailure) {
   EXPECT_THROW(
       (void)guard.execute("r-2", "req", [](Context&) -> int { throw std::runtime_error("down"); }),
       std::runtime_error);
@@ -178,7 +178,7 @@ TEST(CompleterTest, GivesUpAfterMaxAttemptsAndRecordsTheFailure) {
   EXPECT_EQ(completer.run_once()->found, 0u);
 }
 
-TEST(CompleterTest, KeepRequestNeedsAStoreThatKeepsThem) {
+TEST_F(CompleterTest, KeepRequestNeedsAStoreThatKeepsThem) {
   PlainStore plain;
   EXPECT_THROW(IdempotencyGuard(plain, Options{.keep_request = true}), std::invalid_argument);
 }
@@ -240,6 +240,16 @@ struct SqlTarget {
 std::string unique_prefix() {
   static int n = 0;
   return "st" + std::to_string(::getpid()) + "_" + std::to_string(n++) + "_";
+}
+
+// Both SQL backends in each of `modes`, and the test names they give ("sqlite_lease", ...).
+template <class... Modes>
+auto sql_params(Modes... modes) {
+  return ::testing::Combine(::testing::Values(Backend::sqlite, Backend::postgres),
+                            ::testing::Values(modes...));
+}
+std::string sql_param_name(const ::testing::TestParamInfo<std::tuple<Backend, SqlMode>>& info) {
+  return std::string(name_of(std::get<0>(info.param))) + "_" + name_of(std::get<1>(info.param));
 }
 
 class AtomicPhaseTest : public ::testing::TestWithParam<std::tuple<Backend, SqlMode>> {
@@ -312,21 +322,10 @@ TEST_P(LeaseAtomicPhaseTest, AStaleHolderPhaseRollsBack) {
   EXPECT_EQ(target_.ride_counts()["stale"], 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Sql, AtomicPhaseTest,
-                         ::testing::Combine(::testing::Values(Backend::sqlite, Backend::postgres),
-                                            ::testing::Values(SqlMode::lease,
-                                                              SqlMode::transactional)),
-                         [](const auto& info) {
-                           return std::string(name_of(std::get<0>(info.param))) + "_" +
-                                  name_of(std::get<1>(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(Sql, AtomicPhaseTest, sql_params(SqlMode::lease, SqlMode::transactional),
+                         sql_param_name);
 
-INSTANTIATE_TEST_SUITE_P(Sql, LeaseAtomicPhaseTest,
-                         ::testing::Combine(::testing::Values(Backend::sqlite, Backend::postgres),
-                                            ::testing::Values(SqlMode::lease)),
-                         [](const auto& info) {
-                           return std::string(name_of(std::get<0>(info.param))) + "_lease";
-                         });
+INSTANTIATE_TEST_SUITE_P(Sql, LeaseAtomicPhaseTest, sql_params(SqlMode::lease), sql_param_name);
 
 // Where a run of the rides handler kills its own process.
 enum class DieAt {
@@ -486,14 +485,8 @@ TEST_P(CrashTest, KilledBetweenAndInsideStepsEveryPhaseHappensOnceAndNoRecordedS
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Sql, CrashTest,
-                         ::testing::Combine(::testing::Values(Backend::sqlite, Backend::postgres),
-                                            ::testing::Values(SqlMode::lease,
-                                                              SqlMode::transactional)),
-                         [](const auto& info) {
-                           return std::string(name_of(std::get<0>(info.param))) + "_" +
-                                  name_of(std::get<1>(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(Sql, CrashTest, sql_params(SqlMode::lease, SqlMode::transactional),
+                         sql_param_name);
 
 // Lease mode: the holders die and no client retries; a completer in another process finishes
 // every key, resuming at its first unfinished step.
@@ -552,12 +545,7 @@ TEST_P(CompleterCrashTest, FinishesTheKeysOfHoldersKilledBetweenAndInsideSteps) 
   EXPECT_EQ(Effects(effects).receipts, log.receipts) << "a replay ran a step";
 }
 
-INSTANTIATE_TEST_SUITE_P(Sql, CompleterCrashTest,
-                         ::testing::Combine(::testing::Values(Backend::sqlite, Backend::postgres),
-                                            ::testing::Values(SqlMode::lease)),
-                         [](const auto& info) {
-                           return std::string(name_of(std::get<0>(info.param))) + "_lease";
-                         });
+INSTANTIATE_TEST_SUITE_P(Sql, CompleterCrashTest, sql_params(SqlMode::lease), sql_param_name);
 
 #ifdef IDEM_STEPS_WITH_REDIS
 // ---- Redis: a completer in another process finishes the keys of killed holders ---------------

@@ -33,9 +33,7 @@ class MemoryStoreTest : public ::testing::Test {
 
 TEST_F(MemoryStoreTest, FullStoreEvictsTheOldestFinishedRecordAndCountsIt) {
   MemoryStore store{MemoryStoreOptions{.shards = 1, .capacity = 3, .clock = clock_}};
-  complete(store, "a");
-  complete(store, "b");
-  complete(store, "c");
+  for (const char* key : {"a", "b", "c"}) complete(store, key);
   EXPECT_EQ(store.evictions(), 0u);
   complete(store, "d");
   EXPECT_EQ(store.size(), 3u);

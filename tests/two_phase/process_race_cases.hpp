@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "two_phase/child_process.hpp"
+#include "support/child_process.hpp"
 #include "two_phase/two_phase_cases.hpp"
 
 #ifndef IDEM_TWO_PHASE_WORKER

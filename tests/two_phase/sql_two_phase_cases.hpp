@@ -163,3 +163,15 @@ REGISTER_TYPED_TEST_SUITE_P(TwoPhaseTransactionTest,
                             ARememberedFailureCommitsWithoutTheWrites);
 
 }  // namespace idem::testing
+
+/// Runs the two-phase cases on `backend` (Backend::sqlite or Backend::postgres) in both modes,
+/// its suites named after `Prefix`. At namespace scope inside idem::testing, once per backend.
+#define IDEM_SQL_TWO_PHASE_TESTS(Prefix, backend)                                               \
+  using Prefix##Lease = SqlBackend<backend, SqlMode::lease>;                                    \
+  using Prefix##Transactional = SqlBackend<backend, SqlMode::transactional>;                    \
+  using Prefix##BothModes = ::testing::Types<Prefix##Lease, Prefix##Transactional>;             \
+  INSTANTIATE_TYPED_TEST_SUITE_P(Prefix, TwoPhaseTest, Prefix##BothModes, BackendNames);        \
+  INSTANTIATE_TYPED_TEST_SUITE_P(Prefix, TwoPhaseLeaseTest, Prefix##Lease, BackendNames);       \
+  INSTANTIATE_TYPED_TEST_SUITE_P(Prefix, TwoPhaseProcessTest, Prefix##BothModes, BackendNames); \
+  INSTANTIATE_TYPED_TEST_SUITE_P(Prefix, TwoPhaseTransactionTest, Prefix##Transactional,        \
+                                 BackendNames)

@@ -10,24 +10,21 @@
 #include <string_view>
 
 #include "idem/admin.hpp"
+#include "idem/detail/enum_names.hpp"
 #include "idem/engine/effective_key.hpp"
 #include "idem/engine/failure_record.hpp"
 #include "idem/key.hpp"
 
 namespace idem::admin {
 
+namespace detail {
+inline constexpr std::array<std::string_view, 4> kStateNames = {"in_progress", "completed",
+                                                                "failed", "released"};
+static_assert(kStateNames.size() == static_cast<std::size_t>(State::released) + 1);
+}  // namespace detail
+
 inline std::string_view to_string(State state) noexcept {
-  switch (state) {
-    case State::in_progress:
-      return "in_progress";
-    case State::completed:
-      return "completed";
-    case State::failed:
-      return "failed";
-    case State::released:
-      return "released";
-  }
-  return "unknown";
+  return idem::detail::name_in(detail::kStateNames, state);
 }
 
 inline std::optional<State> state_from_string(std::string_view text) noexcept {

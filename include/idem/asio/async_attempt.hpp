@@ -196,11 +196,7 @@ boost::asio::awaitable<AsyncAttempt<T, S>> async_begin_on(const Policy& policy,
   }
   const bool acquired = claimed && claimed->status == ClaimStatus::acquired;
   if (cancelled(co_await boost::asio::this_coro::cancellation_state)) {
-    if (acquired) {
-      std::string message = "cancelled before the work began";
-      co_await async_settle_failure(policy, target, claimed.value().fence, std::move(message),
-                                    policy.remember_failures);
-    }
+    co_await async_settle_cancelled(policy, target, claimed, "cancelled before the work began");
     co_await boost::asio::this_coro::throw_if_cancelled(caller_throws);
     throw_cancelled();
   }

@@ -125,13 +125,15 @@ class ThreadedAsyncStore {
     void refuse(std::string why) override {
       answer(nullptr, T(make_failure(errc::store_unavailable, std::move(why))));
     }
-    // Resumes the caller on its own executor.
+    // Resumes the caller on its own executor. The work guard travels with the answer and ends on
+    // the caller's thread: ended here, after the post, it could touch an io_context that the
+    // resumed caller has already destroyed.
     void answer(std::exception_ptr thrown, T value) {
-      boost::asio::post(work.get_executor(), [h = std::move(handler), thrown = std::move(thrown),
-                                              v = std::move(value)]() mutable {
+      const auto executor = work.get_executor();
+      boost::asio::post(executor, [h = std::move(handler), w = std::move(work),
+                                   thrown = std::move(thrown), v = std::move(value)]() mutable {
         std::move(h)(std::move(thrown), std::move(v));
       });
-      work.reset();
     }
 
     Call call;

@@ -2,11 +2,14 @@
 // Hash tables keyed by effective keys, hashing each key once per call. Shared by the in-memory
 // stores.
 
+#include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "idem/fingerprint.hpp"
 
@@ -22,12 +25,31 @@ inline HashedKey hashed(std::string_view key) noexcept {
   return HashedKey{key, static_cast<std::size_t>(hash_bytes(key))};
 }
 
-/// The shard of `key` among 2^bits shards: the high bits of the hash, since the table inside a
-/// shard uses the hash modulo its bucket count.
-inline std::size_t shard_index(const HashedKey& key, unsigned bits) noexcept {
-  return bits == 0 ? 0
-                   : static_cast<std::size_t>(static_cast<std::uint64_t>(key.hash) >> (64 - bits));
-}
+/// A sharded table's shards, a power of two of them (`wanted` rounded up, at least one); a key's
+/// shard is chosen by the high bits of its hash, since the table inside a shard uses the hash
+/// modulo its bucket count.
+template <class Shard>
+class Shards {
+ public:
+  explicit Shards(std::size_t wanted)
+      : shards_(std::bit_ceil(std::max<std::size_t>(wanted, 1))),
+        bits_(static_cast<unsigned>(std::countr_zero(shards_.size()))) {}
+
+  Shard& of(const HashedKey& key) noexcept {
+    return shards_[bits_ == 0 ? 0
+                              : static_cast<std::size_t>(static_cast<std::uint64_t>(key.hash) >>
+                                                         (64 - bits_))];
+  }
+  std::size_t size() const noexcept { return shards_.size(); }
+  auto begin() noexcept { return shards_.begin(); }
+  auto end() noexcept { return shards_.end(); }
+  auto begin() const noexcept { return shards_.begin(); }
+  auto end() const noexcept { return shards_.end(); }
+
+ private:
+  std::vector<Shard> shards_;
+  unsigned bits_;
+};
 
 struct HashedKeyHash {
   using is_transparent = void;

@@ -424,12 +424,7 @@ Outcome<T> commit_result(const Policy& policy, Target& target, Fence fence, Stor
     std::string encoded;
     std::string_view bytes;  // the result as stored: a view of `encoded` or of the value
     try {
-      if constexpr (requires { codec<T>::view(value); }) {
-        bytes = codec<T>::view(value);
-      } else {
-        encoded = codec<T>::encode(value);
-        bytes = encoded;
-      }
+      bytes = stored_bytes(value, encoded);
     } catch (...) {
       settle_failure(policy, target, fence, exception_message(std::current_exception()),
                      /*remember=*/true, /*undo_effects=*/false);

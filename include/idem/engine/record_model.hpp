@@ -9,13 +9,16 @@
 // answer is decoded through the named encodings at the end of this file; the Lua scripts declare
 // the same names (REPLY_*, STATE_*), and tests/redis/reply_decode_test.cpp checks that they agree.
 
+#include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "idem/clock.hpp"
+#include "idem/detail/enum_names.hpp"
 #include "idem/engine/sim_hooks.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/store.hpp"
@@ -32,20 +35,12 @@ enum class RecordState : std::uint8_t {
   failed,     // a remembered failure is stored: repeats replay it
 };
 
+inline constexpr std::array<std::string_view, 5> kRecordStateNames = {"absent", "released", "held",
+                                                                      "completed", "failed"};
+static_assert(kRecordStateNames.size() == static_cast<std::size_t>(RecordState::failed) + 1);
+
 constexpr std::string_view to_string(RecordState state) noexcept {
-  switch (state) {
-    case RecordState::absent:
-      return "absent";
-    case RecordState::released:
-      return "released";
-    case RecordState::held:
-      return "held";
-    case RecordState::completed:
-      return "completed";
-    case RecordState::failed:
-      return "failed";
-  }
-  return "unknown";
+  return name_in(kRecordStateNames, state);
 }
 
 /// The state a commit of `status` (completed or failed) stores.

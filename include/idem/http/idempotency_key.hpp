@@ -9,12 +9,14 @@
 // values) has no key; parse_idempotency_key_fields() takes every value the request carries and
 // refuses two. No HTTP framework is needed: hand in the values as the framework gives them.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
 
+#include "idem/detail/enum_names.hpp"
 #include "idem/key_text.hpp"
 
 namespace idem::http {
@@ -32,29 +34,24 @@ enum class KeyRefusal : std::uint8_t {
   repeated,       // more than one Idempotency-Key field: a list, not one key
 };
 
+namespace detail {
+inline constexpr std::array<std::string_view, 9> kKeyRefusalTexts = {
+    "Idempotency-Key is missing",
+    "Idempotency-Key is an empty string",
+    "Idempotency-Key holds a byte that is not printable ASCII",
+    R"(Idempotency-Key has an escape other than \" or \\)",
+    "Idempotency-Key has no closing quote",
+    "Idempotency-Key is followed by something other than ;key=value parameters",
+    "Idempotency-Key is not a quoted string",
+    "Idempotency-Key is too long",
+    "Idempotency-Key appears in more than one field: the key is one sf-string",
+};
+static_assert(kKeyRefusalTexts.size() == static_cast<std::size_t>(KeyRefusal::repeated) + 1);
+}  // namespace detail
+
 /// The refusal in words, fit for a problem+json title.
 constexpr std::string_view describe(KeyRefusal r) noexcept {
-  switch (r) {
-    case KeyRefusal::missing:
-      return "Idempotency-Key is missing";
-    case KeyRefusal::empty:
-      return "Idempotency-Key is an empty string";
-    case KeyRefusal::not_printable:
-      return "Idempotency-Key holds a byte that is not printable ASCII";
-    case KeyRefusal::bad_escape:
-      return R"(Idempotency-Key has an escape other than \" or \\)";
-    case KeyRefusal::unterminated:
-      return "Idempotency-Key has no closing quote";
-    case KeyRefusal::bad_parameter:
-      return "Idempotency-Key is followed by something other than ;key=value parameters";
-    case KeyRefusal::not_a_string:
-      return "Idempotency-Key is not a quoted string";
-    case KeyRefusal::too_long:
-      return "Idempotency-Key is too long";
-    case KeyRefusal::repeated:
-      return "Idempotency-Key appears in more than one field: the key is one sf-string";
-  }
-  return "Idempotency-Key is refused";
+  return idem::detail::name_in(detail::kKeyRefusalTexts, r, "Idempotency-Key is refused");
 }
 
 /// What parse_idempotency_key accepts.

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -49,9 +48,7 @@ class MemoryStore {
  public:
   static constexpr std::string_view kStoreName = "memory";  // observers' label
   explicit MemoryStore(MemoryStoreOptions options = {})
-      : clock_(options.clock ? std::move(options.clock) : steady_clock()),
-        shards_(std::bit_ceil(std::max<std::size_t>(options.shards, 1))),
-        shard_bits_(static_cast<unsigned>(std::countr_zero(shards_.size()))) {
+      : clock_(options.clock ? std::move(options.clock) : steady_clock()), shards_(options.shards) {
     const std::size_t n = shards_.size();
     const std::size_t per_shard = options.capacity == 0 ? 0 : (options.capacity + n - 1) / n;
     for (Shard& shard : shards_) shard.capacity = per_shard;
@@ -327,13 +324,10 @@ class MemoryStore {
 
   static HashedKey hashed(std::string_view key) noexcept { return detail::hashed(key); }
 
-  Shard& shard_for(const HashedKey& key) noexcept {
-    return shards_[detail::shard_index(key, shard_bits_)];
-  }
+  Shard& shard_for(const HashedKey& key) noexcept { return shards_.of(key); }
 
   std::shared_ptr<Clock> clock_;
-  std::vector<Shard> shards_;
-  unsigned shard_bits_;
+  detail::Shards<Shard> shards_;
 };
 
 static_assert(CompletableStore<MemoryStore>);

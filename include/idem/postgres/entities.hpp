@@ -19,12 +19,7 @@ SqlEntities open_postgres_entities(const PostgresStoreOptions& options, EntityKi
 /// The user's table in PostgreSQL (PostgresStoreOptions: the connection, whose table_prefix
 /// names the op log, and the pool; its mode is not used). The handler runs inside the claim's
 /// transaction: idem::pg_transaction(ctx).
-struct PostgresBackend {
-  using Options = PostgresStoreOptions;
-  using Impl = detail::SqlEntities;
-  static Impl open(const Options& options, detail::EntityKind kind, const EntityTable& table) {
-    return detail::open_postgres_entities(options, kind, table);
-  }
-};
+struct PostgresBackend
+    : detail::SqlEntityBackend<PostgresStoreOptions, &detail::open_postgres_entities> {};
 
 }  // namespace idem

@@ -46,4 +46,16 @@ class SqlEntities {
   std::unique_ptr<Impl> impl_;
 };
 
+/// A SQL database's backend tag for the entity stores: its store options, and `Open`, the
+/// compiled library's function that opens SqlEntities on the user's table from them.
+template <class StoreOptions,
+          SqlEntities (*Open)(const StoreOptions&, EntityKind, const EntityTable&)>
+struct SqlEntityBackend {
+  using Options = StoreOptions;
+  using Impl = SqlEntities;
+  static Impl open(const Options& options, EntityKind kind, const EntityTable& table) {
+    return Open(options, kind, table);
+  }
+};
+
 }  // namespace idem::detail

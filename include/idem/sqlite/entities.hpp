@@ -18,12 +18,7 @@ SqlEntities open_sqlite_entities(const SqliteStoreOptions& connection, EntityKin
 /// The user's table in a SQLite file (SqliteStoreOptions: path, table_prefix of the op log,
 /// busy_timeout, synchronous_full; its mode is not used). The handler runs inside the claim's
 /// transaction: idem::sqlite_transaction(ctx).
-struct SqliteBackend {
-  using Options = SqliteStoreOptions;
-  using Impl = detail::SqlEntities;
-  static Impl open(const Options& options, detail::EntityKind kind, const EntityTable& table) {
-    return detail::open_sqlite_entities(options, kind, table);
-  }
+struct SqliteBackend : detail::SqlEntityBackend<SqliteStoreOptions, &detail::open_sqlite_entities> {
 };
 
 }  // namespace idem

@@ -268,6 +268,17 @@ boost::asio::awaitable<errc> async_settle_failure(const Policy& policy, AsyncTar
   co_return outcome;
 }
 
+/// After a caller was cancelled while its claim was in flight: whatever the claim found, the
+/// caller gave up; a key it acquired is settled as a failed handler's would be, `why` its message.
+template <class S>
+boost::asio::awaitable<void> async_settle_cancelled(const Policy& policy, AsyncTarget<S>& target,
+                                                    const Result<Claim>& claimed, const char* why) {
+  if (!claimed || claimed->status != ClaimStatus::acquired) co_return;
+  std::string message = why;
+  co_await async_settle_failure(policy, target, claimed->fence, std::move(message),
+                                policy.remember_failures);
+}
+
 /// commit_result and commit_bytes: encode, the result limit, commit with retry.
 template <class T, class S, class Stored>
 boost::asio::awaitable<Outcome<T>> async_commit_result(const Policy& policy, AsyncTarget<S>& target,
@@ -277,12 +288,7 @@ boost::asio::awaitable<Outcome<T>> async_commit_result(const Policy& policy, Asy
   if constexpr (!std::is_void_v<T>) {
     std::exception_ptr unencodable;
     try {
-      if constexpr (requires { codec<T>::view(value); }) {
-        bytes = codec<T>::view(value);
-      } else {
-        encoded = codec<T>::encode(value);
-        bytes = encoded;
-      }
+      bytes = stored_bytes(value, encoded);
     } catch (...) {
       unencodable = std::current_exception();
     }
@@ -343,13 +349,7 @@ boost::asio::awaitable<void> async_execute_steps(const Policy& policy, AsyncTarg
   }
   const bool acquired = claimed && claimed->status == ClaimStatus::acquired;
   if (cancelled(co_await boost::asio::this_coro::cancellation_state)) {
-    // Cancelled while the claim was in flight: whatever it found, the caller gave up; a key
-    // it acquired is settled as a failed handler's would be.
-    if (acquired) {
-      std::string message = "cancelled before the handler ran";
-      co_await async_settle_failure(policy, target, claimed.value().fence, std::move(message),
-                                    policy.remember_failures);
-    }
+    co_await async_settle_cancelled(policy, target, claimed, "cancelled before the handler ran");
     throw_cancelled();
   }
   if (!claimed) {

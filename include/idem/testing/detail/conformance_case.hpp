@@ -13,7 +13,9 @@
 
 // Declares the case `Name` of the fixture template `Fixture` over the parameter `Param` and opens
 // its body; inside, `this->` reaches the fixture, `Param` names the case's parameter and `S` the
-// store's type (Fixture<Param>::Store).
+// store's type (Fixture<Param>::Store). Its arguments name a template, a template parameter and a
+// class, none of which may stand in parentheses.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define IDEM_TESTING_CASE_OF(Fixture, Param, Name) \
   template <class Param>                           \
   class Name final : public Fixture<Param> {       \
@@ -26,7 +28,8 @@
     void TestBody() override;                      \
   };                                               \
   template <class Param>                           \
-  void Name<Param>::TestBody()  // NOLINT(bugprone-macro-parentheses): Name names a class
+  void Name<Param>::TestBody()
+// NOLINTEND(bugprone-macro-parentheses)
 
 // A record-store case (RecordStoreTest<S>): `S` is the store's type.
 #define IDEM_TESTING_CASE(Name) IDEM_TESTING_CASE_OF(::idem::testing::RecordStoreTest, Store_, Name)

@@ -1,7 +1,8 @@
 #pragma once
-// A helper process (fork + exec) whose stdin and stdout are pipes to the test: the test waits
-// for its "ready" line, starts every helper at once with a line on stdin, then reads what each
-// printed. Killed with SIGKILL if still running when the object goes.
+// A worker process (fork + exec) whose stdin and stdout are pipes to the test: the test reads
+// the lines it prints (waiting for one, such as "ready" or "inside", or to its end), may write it
+// a line (the two-phase workers start at once on one), and checks its exit. Every read has a
+// bound. Killed with SIGKILL if still running when the object goes.
 
 #include <poll.h>
 #include <signal.h>
@@ -72,27 +73,59 @@ class ChildProcess {
     }
   }
 
-  /// Every remaining line up to the end of the child's stdout (or `timeout`), then its exit.
-  std::vector<std::string> finish(std::chrono::milliseconds timeout) {
+  /// Reads lines until one starts with `prefix` (returns it), or "" when `timeout` passes or the
+  /// child's stdout ends first.
+  std::string read_until(const std::string& prefix, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      std::string line = read_line(left_until(deadline));
+      if (!line.empty() && line.rfind(prefix, 0) == 0) return line;
+      if (line.empty() && (eof_ || std::chrono::steady_clock::now() >= deadline)) return "";
+    }
+  }
+
+  /// Every remaining line up to the end of the child's stdout or `timeout`; with `stop_at`, up to
+  /// and with the first line equal to it. The child is not waited for (exited_cleanly() does).
+  std::vector<std::string> lines(std::chrono::milliseconds timeout,
+                                 const std::string& stop_at = {}) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     std::vector<std::string> lines;
     for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      std::string line = read_line(left.count() > 0 ? left : std::chrono::milliseconds{0});
+      std::string line = read_line(left_until(deadline));
       if (line.empty() && (eof_ || std::chrono::steady_clock::now() >= deadline)) break;
       lines.push_back(std::move(line));
+      if (!stop_at.empty() && lines.back() == stop_at) break;
     }
-    if (!eof_) ::kill(pid_, SIGKILL);  // out of time: the exit status will say so
-    exit_status_ = wait();
     return lines;
   }
 
-  /// True when the child exited by itself with status 0 (after finish()).
-  bool exited_cleanly() const { return WIFEXITED(exit_status_) && WEXITSTATUS(exit_status_) == 0; }
+  /// Kills the child (SIGKILL) and waits for it.
+  void kill9() {
+    if (pid_ > 0) ::kill(pid_, SIGKILL);
+    exit_status_ = wait();
+  }
+
+  /// Every remaining line up to the end of the child's stdout (or `timeout`), then its exit.
+  std::vector<std::string> finish(std::chrono::milliseconds timeout) {
+    std::vector<std::string> remaining = lines(timeout);
+    if (!eof_ && pid_ > 0) ::kill(pid_, SIGKILL);  // out of time: the exit status will say so
+    exit_status_ = wait();
+    return remaining;
+  }
+
+  /// True when the child exited by itself with status 0; waits for it if finish() did not.
+  bool exited_cleanly() {
+    exit_status_ = wait();
+    return WIFEXITED(exit_status_) && WEXITSTATUS(exit_status_) == 0;
+  }
   int exit_status() const { return exit_status_; }
 
  private:
+  static std::chrono::milliseconds left_until(std::chrono::steady_clock::time_point deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    return left.count() > 0 ? left : std::chrono::milliseconds{0};
+  }
   bool fill(std::chrono::milliseconds timeout) {
     pollfd p{from_child_, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;

@@ -474,9 +474,7 @@ bool write_replay_keys() {
   return ok;
 }
 
-}  // namespace
-
-namespace idem_bench_async {
+void finish_postgres_benchmarks();
 
 bool register_postgres_benchmarks() {
   const char* uri = std::getenv("IDEM_BENCH_PG_URI");
@@ -513,4 +511,7 @@ void finish_postgres_benchmarks() {
   g_prefix.clear();
 }
 
-}  // namespace idem_bench_async
+[[maybe_unused]] const bool registered =
+    idem_bench_async::add_part({&register_postgres_benchmarks, &finish_postgres_benchmarks});
+
+}  // namespace

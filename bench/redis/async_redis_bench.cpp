@@ -317,10 +317,6 @@ void bare_batch(benchmark::State& state, bool fresh) {
 void BM_Async_Redis_Fresh_bare(benchmark::State& state) { bare_batch(state, true); }
 void BM_Async_Redis_Replay_bare(benchmark::State& state) { bare_batch(state, false); }
 
-}  // namespace
-
-namespace idem_bench_async {
-
 bool register_redis_benchmarks() {
   if (uri() == nullptr) {
     std::fprintf(stderr,
@@ -342,4 +338,6 @@ bool register_redis_benchmarks() {
   return true;
 }
 
-}  // namespace idem_bench_async
+[[maybe_unused]] const bool registered = idem_bench_async::add_part({&register_redis_benchmarks});
+
+}  // namespace
