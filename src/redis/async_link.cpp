@@ -10,13 +10,13 @@
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/error.hpp>
 #include <cstring>
-#include <deque>
 #include <exception>
 #include <stdexcept>
 #include <utility>
 
 #include "store_common.hpp"
 #include "transport.hpp"
+#include "wire.hpp"
 
 namespace idem::redis::detail {
 
@@ -91,23 +91,13 @@ void Link::complete_held() {
 // One connection: its stream, the bytes going out, the replies coming in, and the calls that
 // wait for them, in the order they were sent.
 struct Link::Connection {
-  // A command whose reply is owed: a call (`request`), or one whose reply is not the caller's
-  // (ASKING: the call's own reply tells; the handshake: `setup`, an error drops the connection).
-  struct Sent {
-    std::unique_ptr<Request> request;
-    bool setup = false;
-  };
-
   explicit Connection(const net::any_io_executor& e) : executor(e), transport(e) {}
 
   net::any_io_executor executor;  // the strand, or its inner executor on one thread
   Transport transport;
-  redis::ReplyReader reader;
+  redis::Wire<Sent> wire;
   std::array<char, std::size_t{16} * 1024> in{};
-  std::string out;      // encoded, not yet handed to a write
   std::string writing;  // handed to the write under way
-  std::deque<Sent> sent;
-  std::size_t unwritten = 0;  // the last entries of `sent` whose bytes are still in `out`
   bool write_busy = false, flush_posted = false, in_read = false, write_after_read = false;
 };
 
@@ -146,26 +136,22 @@ void Link::submit(std::unique_ptr<Request> request) {
 void Link::send(std::unique_ptr<Request> request, bool eval_source) {
   Connection& c = *conn_;
   // The watchdog times the oldest command due: on an idle connection, from now.
-  if (c.sent.empty()) last_progress_ = std::chrono::steady_clock::now();
+  if (c.wire.awaiting() == 0) last_progress_ = std::chrono::steady_clock::now();
   if (request->asking) {
     // ASK: the importing node runs the next command on this connection for a key it does not
     // serve yet.
-    redis::append_command(c.out, std::array<std::string_view, 1>{"ASKING"});
-    c.sent.push_back({});
-    ++c.unwritten;
+    c.wire.queue(std::array<std::string_view, 1>{"ASKING"}, {});
   }
   const redis::Script* script = request->script;
-  redis::append_array_header(c.out, request->args.size() + (script != nullptr ? 3 : 0));
+  std::string& out = c.wire.out();
+  redis::append_array_header(out, request->args.size() + (script != nullptr ? 3 : 0));
   if (script != nullptr) {
-    redis::append_bulk(c.out, eval_source ? std::string_view("EVAL") : std::string_view("EVALSHA"));
-    redis::append_bulk(c.out, eval_source ? script->source : script->sha);
-    redis::append_bulk(c.out, "1");
+    redis::append_bulk(out, eval_source ? std::string_view("EVAL") : std::string_view("EVALSHA"));
+    redis::append_bulk(out, eval_source ? script->source : script->sha);
+    redis::append_bulk(out, "1");
   }
-  for (std::size_t i = 0; i < request->args.size(); ++i)
-    redis::append_bulk(c.out, request->args[i]);
-  request->went_out = false;
-  c.sent.push_back({std::move(request)});
-  ++c.unwritten;
+  for (std::size_t i = 0; i < request->args.size(); ++i) redis::append_bulk(out, request->args[i]);
+  c.wire.expect({std::move(request)});
   arm_watchdog();
   flush_soon(conn_);
 }
@@ -189,13 +175,9 @@ void Link::flush_soon(const ConnectionPtr& conn) {
 
 void Link::flush(const ConnectionPtr& conn) {
   Connection& c = *conn;
-  if (c.write_busy || c.out.empty()) return;
+  if (c.write_busy || !c.wire.has_output()) return;
   // From here the server may run them: a commit whose reply is lost is then in doubt.
-  for (std::size_t i = c.sent.size() - c.unwritten; i < c.sent.size(); ++i) {
-    if (c.sent[i].request) c.sent[i].request->went_out = true;
-  }
-  c.unwritten = 0;
-  c.writing.swap(c.out);
+  c.wire.take_output(c.writing);
   c.write_busy = true;
   c.transport.async_write(net::buffer(c.writing), [keep = owner_.keep_alive(), this, conn](
                                                       boost::system::error_code ec, std::size_t) {
@@ -228,20 +210,21 @@ void Link::read(const ConnectionPtr& conn) {
 void Link::on_bytes(const ConnectionPtr& conn, std::size_t n) {
   Connection& c = *conn;
   progressed_ = true;  // the watchdog's next tick reads the clock: not one read per reply
-  if (!c.reader.feed(c.in.data(), n)) {
-    drop(fmt::format("protocol error: {}", c.reader.error()));
+  using Got = redis::Wire<Sent>::Got;
+  if (!c.wire.feed(c.in.data(), n)) {
+    drop(fmt::format("protocol error: {}", c.wire.error()));
     return;
   }
   c.in_read = true;
   redis::ReplyPtr reply;
-  for (;;) {
-    const auto got = c.reader.next(reply);
-    if (got == redis::ReplyReader::Got::more) break;
-    if (got == redis::ReplyReader::Got::broken) {
-      drop(fmt::format("protocol error: {}", c.reader.error()));
+  Sent sent;
+  for (Got got; (got = c.wire.next(reply, sent)) != Got::more;) {
+    if (got != Got::reply) {
+      drop(got == Got::stray ? std::string("a reply came for no command")
+                             : fmt::format("protocol error: {}", c.wire.error()));
       break;
     }
-    on_reply(conn, *reply);
+    on_reply(std::move(sent), *reply);
     if (conn != conn_) break;  // dropped: its other calls have failed
   }
   c.in_read = false;
@@ -252,14 +235,7 @@ void Link::on_bytes(const ConnectionPtr& conn, std::size_t n) {
   complete_held();
 }
 
-void Link::on_reply(const ConnectionPtr& conn, const redisReply& reply) {
-  Connection& c = *conn;
-  if (c.sent.empty()) {
-    drop("a reply came for no command");
-    return;
-  }
-  Connection::Sent sent = std::move(c.sent.front());
-  c.sent.pop_front();
+void Link::on_reply(Sent sent, const redisReply& reply) {
   if (sent.setup) {
     if (reply.type == REDIS_REPLY_ERROR) {
       drop(fmt::format("connection setup refused: {}", redis::text(reply)));
@@ -302,9 +278,7 @@ bool Link::connect() {
   // AUTH and SELECT go first on the connection; an error reply to either drops it.
   const redis::Handshake handshake(options_);
   for (const std::vector<std::string_view>& command : handshake.commands) {
-    redis::append_command(conn->out, command);
-    conn->sent.push_back({nullptr, /*setup=*/true});
-    ++conn->unwritten;
+    conn->wire.queue(command, {nullptr, /*setup=*/true});
   }
   conn->transport.async_connect(
       options_, [keep = owner_.keep_alive(), this, conn](boost::system::error_code ec) {
@@ -337,13 +311,12 @@ void Link::drop(std::string why) {
   connected_ = false;
   failed_attempt();
   conn->transport.close();
-  std::deque<Connection::Sent> sent = std::exchange(conn->sent, {});
-  for (Connection::Sent& s : sent) {
-    if (!s.request) continue;
+  conn->wire.fail_all([&](Sent& s, bool written) {
+    if (!s.request) return;
     Failure failure = redis::unavailable(fmt::format("redis {}: {}", where_, why));
-    if (s.request->commit && s.request->went_out) failure = redis::reply_lost(std::move(failure));
+    if (s.request->commit && written) failure = redis::reply_lost(std::move(failure));
     owner_.failed(*this, std::move(s.request), std::move(failure));
-  }
+  });
 }
 
 void Link::arm_watchdog() {
@@ -363,7 +336,7 @@ void Link::arm_watchdog() {
       drop(fmt::format("connecting took more than {} ms", c.connect_timeout.count()));
       return;
     }
-    const bool waiting = !conn_->sent.empty();
+    const bool waiting = conn_->wire.awaiting() != 0;
     if (waiting && now - last_progress_ > c.command_timeout) {
       drop(fmt::format("no reply within {} ms", c.command_timeout.count()));
       return;

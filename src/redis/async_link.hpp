@@ -79,7 +79,6 @@ struct Request {
   const redis::Script* script = nullptr;  // null: a plain command, `args` its whole argv
   Args args;                              // KEYS[1], then ARGV
   bool commit = false;                    // a reply lost after it went out is outcome_unknown
-  bool went_out = false;                  // queued on a connection that was up
   bool reloaded = false;                  // already resent as EVAL after NOSCRIPT
 
   // Cluster routing.
@@ -164,6 +163,12 @@ class Link {
   const std::string& host() const noexcept { return options_.host; }
 
  private:
+  // A command whose reply is owed: a call (`request`), or one whose reply is not the caller's
+  // (ASKING: the call's own reply tells; the handshake: `setup`, an error drops the connection).
+  struct Sent {
+    std::unique_ptr<Request> request;
+    bool setup = false;
+  };
   struct Connection;
   using ConnectionPtr = std::shared_ptr<Connection>;
 
@@ -172,7 +177,7 @@ class Link {
   bool connect();
   void read(const ConnectionPtr& conn);
   void on_bytes(const ConnectionPtr& conn, std::size_t n);
-  void on_reply(const ConnectionPtr& conn, const redisReply& reply);
+  void on_reply(Sent sent, const redisReply& reply);
   void flush_soon(const ConnectionPtr& conn);
   void flush(const ConnectionPtr& conn);
   void failed_attempt();

@@ -35,11 +35,12 @@
 
 #include "idem/result.hpp"
 #include "node.hpp"
+#include "socket.hpp"
 
 namespace idem::redis {
 
-/// Opens one connection, authenticated and on its database, in blocking mode.
-using Connector = std::function<Result<redisContext*>()>;
+/// Opens one connection, authenticated and on its database.
+using Connector = std::function<Result<Socket>()>;
 
 class Pipeline {
  public:

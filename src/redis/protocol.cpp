@@ -59,7 +59,9 @@ ReplyReader::ReplyReader() : reader_(redisReaderCreate()) {
   if (reader_ == nullptr) throw std::bad_alloc();
 }
 
-ReplyReader::~ReplyReader() { redisReaderFree(reader_); }
+ReplyReader::~ReplyReader() {
+  if (reader_ != nullptr) redisReaderFree(reader_);
+}
 
 bool ReplyReader::feed(const char* bytes, std::size_t n) {
   return redisReaderFeed(reader_, bytes, n) == REDIS_OK;

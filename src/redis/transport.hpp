@@ -4,10 +4,6 @@
 // stream (TLS, say) is one more class with these members, chosen by the Transport alias below.
 // Internal to idem_asio_redis.
 
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
-
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
@@ -20,6 +16,7 @@
 #include <vector>
 
 #include "idem/redis/client.hpp"
+#include "socket.hpp"
 
 namespace idem::redis::detail {
 
@@ -30,8 +27,7 @@ class PlainTransport {
   explicit PlainTransport(const boost::asio::any_io_executor& executor) : socket_(executor) {}
 
   /// Connects to `options`' server; `handler(error_code)`. The name is resolved in this call,
-  /// as hiredis's own connect does. A TCP connection gets TCP_NODELAY (a command must not wait
-  /// for the previous one's acknowledgement) and, with keep_alive, the kernel's probes.
+  /// as the blocking face's connect does; a TCP connection is tuned as its are (tune_tcp).
   template <class Handler>
   void async_connect(const ConnectionOptions& options, Handler&& handler) {
     namespace net = boost::asio;
@@ -56,7 +52,7 @@ class PlainTransport {
     net::async_connect(socket_, endpoints,
                        [this, tcp, keep_alive, h = std::forward<Handler>(handler)](
                            boost::system::error_code error, const Endpoint&) mutable {
-                         if (!error && tcp) tune(keep_alive);
+                         if (!error && tcp) redis::tune_tcp(socket_.native_handle(), keep_alive);
                          std::move(h)(error);
                        });
   }
@@ -77,19 +73,6 @@ class PlainTransport {
   }
 
  private:
-  // hiredis's settings: no Nagle delay; keep-alive probes after 15 s idle, 3 of them 5 s apart.
-  void tune(bool keep_alive) noexcept {
-    const int fd = socket_.native_handle();
-    const int on = 1;
-    (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
-    if (!keep_alive) return;
-    const int idle = 15, interval = 5, count = 3;
-    (void)::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
-    (void)::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-    (void)::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
-    (void)::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
-  }
-
   boost::asio::generic::stream_protocol::socket socket_;
 };
 
