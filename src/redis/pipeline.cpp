@@ -1,4 +1,4 @@
-// Automatic pipelining over a few shared connections; see pipeline.hpp for the protocol.
+// Automatic pipelining over a few shared connections (docs/redis.md, "Pipelining").
 
 #include "pipeline.hpp"
 

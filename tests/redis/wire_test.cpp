@@ -3,9 +3,7 @@
 // reads is whole, a stalled or garbled reply fails the call by its deadline and breaks the
 // connection, a reply lost after the command went out is in doubt. No Redis server needed.
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,8 +13,11 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "socket.hpp"
+#include "support/free_port.hpp"
 #include "wire.hpp"
 
 namespace idem::testing {
@@ -89,17 +90,10 @@ TEST(Wire, OnlyCommandsHandedToAWriteCountAsWritten) {
 class ScriptedPeer {
  public:
   explicit ScriptedPeer(std::function<void(int fd)> script) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (listener_ < 0 || ::bind(listener_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-        ::listen(listener_, 1) != 0 ||
-        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      throw std::runtime_error("cannot listen on loopback");
-    }
-    port_ = ntohs(addr.sin_port);
+    const LoopbackListener listening = listen_on_loopback(1);
+    if (listening.fd < 0) throw std::runtime_error("cannot listen on loopback");
+    listener_ = listening.fd;
+    port_ = listening.port;
     thread_ = std::thread([this, script = std::move(script)] {
       const int fd = ::accept(listener_, nullptr, nullptr);
       if (fd < 0) return;
@@ -208,21 +202,9 @@ TEST(BlockingConnection, AGarbledOrClosedReplyIsUnavailable) {
 }
 
 TEST(BlockingConnection, NoListenerIsUnavailableAtOnce) {
-  int port = 0;
-  {
-    ScriptedPeer gone([](int) {});
-    port = gone.options().port;
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);  // let the peer's accept return
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<std::uint16_t>(port));
-    (void)::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    ::close(fd);
-  }
   redis::ConnectionOptions o;
   o.host = "127.0.0.1";
-  o.port = port;
+  o.port = free_port();
   Result<redis::BlockingConnection> c =
       redis::BlockingConnection::open(o, Clock::now() + 2s, "gone");
   ASSERT_FALSE(c);
