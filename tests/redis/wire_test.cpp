@@ -3,6 +3,8 @@
 // reads is whole, a stalled or garbled reply fails the call by its deadline and breaks the
 // connection, a reply lost after the command went out is in doubt. No Redis server needed.
 
+#include "wire.hpp"
+
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -18,7 +20,6 @@
 
 #include "socket.hpp"
 #include "support/free_port.hpp"
-#include "wire.hpp"
 
 namespace idem::testing {
 namespace {
