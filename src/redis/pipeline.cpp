@@ -118,7 +118,7 @@ class Pipeline::Lane {
     link->last_used = now;
     for (std::span<const std::string_view> argv : commands) link->wire.queue(argv, &call);
 
-    if (!link->writing) write(lock, *link);
+    if (!link->writing) write(lock, *link, call.deadline);
     // The lane's mutex is held at the top of each round.
     while (call.state != Waiter::State::done) {
       if (call.state == Waiter::State::read_turn ||
@@ -183,17 +183,18 @@ class Pipeline::Lane {
     return link_;
   }
 
-  // Sends what is queued, and what others queue meanwhile, until nothing is left.
-  void write(std::unique_lock<std::mutex>& lock, Link& link) {
+  // Sends what is queued, and what others queue meanwhile, until nothing is left or `deadline`
+  // (the writer's own) passes.
+  void write(std::unique_lock<std::mutex>& lock, Link& link, Clock::time_point deadline) {
     thread_local std::string batch;
     link.writing = true;
     while (link.wire.has_output() && !link.broken) {
       link.wire.take_output(batch);
       lock.unlock();
-      const int error = link.socket.send_all(batch);
+      const int error = link.socket.send_all(batch, deadline);
       lock.lock();
       if (error != 0) {
-        fail(link, error == EAGAIN || error == EWOULDBLOCK ? timed_out() : io_error("send", error));
+        fail(link, error == ETIMEDOUT ? timed_out() : io_error("send", error));
       }
     }
     link.writing = false;

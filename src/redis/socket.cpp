@@ -2,14 +2,12 @@
 
 #include "socket.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -61,16 +59,6 @@ int connect_to(const sockaddr* addr, socklen_t len, Deadline deadline, int& erro
   return fd;
 }
 
-// Blocking mode, each read and write giving up after `timeout`.
-bool make_blocking(int fd, std::chrono::milliseconds timeout) {
-  const auto ms = std::max<std::int64_t>(timeout.count(), 1);
-  const timeval tv{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>(ms % 1000 * 1000)};
-  const int flags = ::fcntl(fd, F_GETFL);
-  return flags >= 0 && ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 &&
-         ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0 &&
-         ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) == 0;
-}
-
 }  // namespace
 
 void tune_tcp(int fd, bool keep_alive) noexcept {
@@ -88,7 +76,6 @@ Socket& Socket::operator=(Socket&& other) noexcept {
   if (this != &other) {
     if (fd_ >= 0) ::close(fd_);
     fd_ = std::exchange(other.fd_, -1);
-    timeout_ = other.timeout_;
   }
   return *this;
 }
@@ -127,34 +114,33 @@ Result<Socket> Socket::open(const ConnectionOptions& options, Deadline deadline,
     if (fd >= 0) tune_tcp(fd, options.keep_alive);
   }
   if (fd < 0) return cannot(std::strerror(error));
-  Socket socket(fd, options.command_timeout);
-  if (!make_blocking(fd, options.command_timeout)) return cannot(std::strerror(errno));
-  return socket;
+  return Socket(fd);
 }
 
-int Socket::send_all(std::string_view bytes) const noexcept {
+int Socket::send_all(std::string_view bytes, Deadline deadline) const noexcept {
   while (!bytes.empty()) {
     const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
+    if (n >= 0) {
+      bytes.remove_prefix(static_cast<std::size_t>(n));
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      // The socket's buffer is full (a server that does not read): wait, within the deadline.
+      if (const int error = wait_for(fd_, POLLOUT, deadline); error != 0) return error;
+    } else if (errno != EINTR) {
       return errno == 0 ? EIO : errno;
     }
-    bytes.remove_prefix(static_cast<std::size_t>(n));
   }
   return 0;
 }
 
 ssize_t Socket::read_some(std::span<char> buf, Deadline deadline, int& error) const noexcept {
-  // A wait as long as the socket's own timeout needs no poll(2): the read gives up by then.
-  if (deadline < Clock::now() + timeout_ && (error = wait_for(fd_, POLLIN, deadline)) != 0) {
-    return -1;
-  }
   for (;;) {
+    if ((error = wait_for(fd_, POLLIN, deadline)) != 0) return -1;
     const ssize_t got = ::recv(fd_, buf.data(), buf.size(), 0);
     if (got >= 0) return got;
-    if (errno == EINTR) continue;
-    error = errno == EAGAIN || errno == EWOULDBLOCK ? ETIMEDOUT : errno;
-    return -1;
+    if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
+      error = errno;
+      return -1;
+    }
   }
 }
 
@@ -188,9 +174,8 @@ Result<ReplyPtr> BlockingConnection::command(std::span<const std::string_view> a
   if (broken_) return failure(doing, "the connection is broken", false);
   wire_.queue(argv, true);
   wire_.take_output(batch_);
-  if (const int error = socket_.send_all(batch_); error != 0) {
-    return failure(doing, error == EAGAIN || error == EWOULDBLOCK ? "" : std::strerror(error),
-                   false);
+  if (const int error = socket_.send_all(batch_, deadline); error != 0) {
+    return failure(doing, error == ETIMEDOUT ? "" : std::strerror(error), false);
   }
   std::array<char, std::size_t{16} * 1024> in;
   ReplyPtr reply;

@@ -26,26 +26,26 @@ using Deadline = std::chrono::steady_clock::time_point;
 /// `keep_alive`, the kernel's probes after 15 s idle, 3 of them 5 s apart; both faces' sockets.
 void tune_tcp(int fd, bool keep_alive) noexcept;
 
-/// A connected socket in blocking mode whose reads and writes give up after `timeout`; closed
-/// when destroyed.
+/// A connected socket in non-blocking mode, each wait on it bounded by poll(2) and a deadline;
+/// closed when destroyed.
 class Socket {
  public:
   Socket() = default;
-  Socket(int fd, std::chrono::milliseconds timeout) noexcept : fd_(fd), timeout_(timeout) {}
-  Socket(Socket&& other) noexcept : fd_(std::exchange(other.fd_, -1)), timeout_(other.timeout_) {}
+  explicit Socket(int fd) noexcept : fd_(fd) {}
+  Socket(Socket&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
   Socket& operator=(Socket&& other) noexcept;
   Socket(const Socket&) = delete;
   Socket& operator=(const Socket&) = delete;
   ~Socket();
 
-  /// Connects to `options`' server within connect_timeout, cut to `deadline`; reads and writes
-  /// then time out after command_timeout. `where` names the server in messages.
+  /// Connects to `options`' server within connect_timeout, cut to `deadline`. `where` names the
+  /// server in messages.
   static Result<Socket> open(const ConnectionOptions& options, Deadline deadline,
                              std::string_view where);
 
   int fd() const noexcept { return fd_; }
-  /// 0 when all of `bytes` went out, else the errno (EAGAIN: the write timed out).
-  int send_all(std::string_view bytes) const noexcept;
+  /// 0 when all of `bytes` went out by `deadline`, else the errno (ETIMEDOUT at the deadline).
+  int send_all(std::string_view bytes, Deadline deadline) const noexcept;
   /// Waits until bytes come or `deadline` passes, then reads them: the count, 0 when the server
   /// closed the connection, -1 with `error` set (ETIMEDOUT at the deadline).
   ssize_t read_some(std::span<char> buf, Deadline deadline, int& error) const noexcept;
@@ -56,7 +56,6 @@ class Socket {
 
  private:
   int fd_ = -1;
-  std::chrono::milliseconds timeout_{0};
 };
 
 /// A connection for one caller at a time (a pooled one): its socket and its wire.

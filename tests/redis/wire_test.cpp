@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -180,6 +181,31 @@ TEST(BlockingConnection, AStalledReplyFailsByTheDeadlineAndBreaksTheConnection) 
   Result<redis::ReplyPtr> after = c.command(kEcho, Clock::now() + 200ms);
   ASSERT_FALSE(after);
   EXPECT_EQ(after.error(), errc::store_unavailable) << "a broken connection sends nothing";
+}
+
+TEST(BlockingConnection, AServerThatDoesNotReadFailsTheWriteByTheDeadline) {
+  std::atomic<bool> done{false};
+  ScriptedPeer peer([&done](int) {  // reads nothing until the test is done (5 s at most)
+    for (auto until = Clock::now() + 5s; !done && Clock::now() < until;) {
+      std::this_thread::sleep_for(10ms);
+    }
+  });
+  redis::ConnectionOptions o = peer.options();
+  o.command_timeout = 10s;  // the call's own deadline is what must end the write
+  Result<redis::BlockingConnection> opened =
+      redis::BlockingConnection::open(o, Clock::now() + 2s, "peer");
+  ASSERT_TRUE(opened) << opened.failure().describe();
+  redis::BlockingConnection& c = opened.value();
+  const std::string big(std::size_t{64} << 20, 'x');  // more than the socket buffers hold
+  const std::array<std::string_view, 3> set{"SET", "k", big};
+  const auto start = Clock::now();
+  Result<redis::ReplyPtr> r = c.command(set, start + 200ms, /*report_in_doubt=*/true);
+  const auto took = Clock::now() - start;
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), errc::store_unavailable) << "never sent whole: " << r.failure().describe();
+  EXPECT_LT(took, 2500ms) << "the call's deadline ends the write";
+  EXPECT_TRUE(c.broken());
+  done = true;
 }
 
 TEST(BlockingConnection, AGarbledOrClosedReplyIsUnavailable) {
