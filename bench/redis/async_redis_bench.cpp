@@ -1,6 +1,7 @@
 // AsyncGuard over AsyncRedisStore on ONE io_context thread (this benchmark's thread), with 1, 8,
 // 32 and 128 calls in flight, beside bare twins that send the same scripts through raw hiredis
-// async on the same socket plumbing: callbacks chaining claim -> commit, no coroutines, no guard.
+// async, writes gathered as the store gathers them: callbacks chaining claim -> commit, no
+// coroutines, no guard.
 //
 //   IDEM_BENCH_REDIS_URI=redis://127.0.0.1:6379 build/bench/idem_bench_async
 //
@@ -29,11 +30,11 @@
 #include <vector>
 
 #include "async_bench.hpp"
+#include "hiredis_events.hpp"  // hiredis async on Asio, writes gathered as the store gathers them
 #include "idem/asio/async_guard.hpp"
 #include "idem/engine/effective_key.hpp"
 #include "idem/redis/async_store.hpp"
-#include "lua_scripts.hpp"           // the embedded scripts, so the bare twin sends the same bytes
-#include "redis/hiredis_events.hpp"  // the store's event hooks, for the bare twin too
+#include "lua_scripts.hpp"   // the embedded scripts, so the bare twin sends the same bytes
 #include "store_common.hpp"  // tagged_key, fingerprint_bytes: the same key names and arguments
 
 namespace {
@@ -175,8 +176,8 @@ class Bare {
   explicit Bare(net::io_context& io) {
     const auto o = idem::redis::ConnectionOptions::from_uri(uri()).value();
     ac_ = redisAsyncConnect(o.host.c_str(), o.port);
-    // The store's own event hooks (src/redis/hiredis_events.hpp), so that both sides drive hiredis
-    // alike: the comparison is of what the guard adds.
+    // hiredis's async API on Asio with writes gathered per read or per turn, as the store's own
+    // connection gathers them (hiredis_events.hpp).
     idem::redis::detail::HiredisEvents::attach(ac_, io.get_executor());
     const auto fp = idem::redis::fingerprint_bytes(idem::xxh3_128(kPayload));
     fp_.assign(fp.data(), fp.size());

@@ -7,13 +7,16 @@
 
 #include <algorithm>
 #include <array>
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/error.hpp>
 #include <cstring>
 #include <exception>
 #include <stdexcept>
 #include <utility>
 
-#include "hiredis_events.hpp"
 #include "store_common.hpp"
+#include "transport.hpp"
+#include "wire.hpp"
 
 namespace idem::redis::detail {
 
@@ -65,8 +68,8 @@ void Args::take(Args& other) noexcept {
 }
 
 // After a read of the connection: each answer held back during it goes to its caller, in the
-// order the replies came. Called once hiredis is done with the read, so no caller runs inside its
-// callbacks; a caller may end the store, and this link with it, so the answers leave the link
+// order the replies came. Called once the read is done, so no caller runs inside the reply
+// loop; a caller may end the store, and this link with it, so the answers leave the link
 // first. A caller's exception (rethrown after the others are answered) goes out of
 // io_context::run, as one from a posted completion would.
 void Link::complete_held() {
@@ -85,6 +88,19 @@ void Link::complete_held() {
   if (thrown) std::rethrow_exception(thrown);
 }
 
+// One connection: its stream, the bytes going out, the replies coming in, and the calls that
+// wait for them, in the order they were sent.
+struct Link::Connection {
+  explicit Connection(const net::any_io_executor& e) : executor(e), transport(e) {}
+
+  net::any_io_executor executor;  // the strand, or its inner executor on one thread
+  Transport transport;
+  redis::Wire<Sent> wire;
+  std::array<char, std::size_t{16} * 1024> in{};
+  std::string writing;  // handed to the write under way
+  bool write_busy = false, flush_posted = false, in_read = false, write_after_read = false;
+};
+
 Link::Link(LinkOwner& owner, const Strand& strand, redis::ConnectionOptions options,
            LinkBackoff backoff, std::atomic<std::uint64_t>& opened, bool one_thread)
     : owner_(owner),
@@ -98,6 +114,10 @@ Link::Link(LinkOwner& owner, const Strand& strand, redis::ConnectionOptions opti
   where_ = redis::server_name(options_);
 }
 
+Link::~Link() {
+  if (conn_) conn_->transport.close();
+}
+
 void Link::close() {
   closed_ = true;
   watchdog_.cancel();
@@ -105,65 +125,132 @@ void Link::close() {
 }
 
 void Link::submit(std::unique_ptr<Request> request) {
-  if (context_ == nullptr && !connect()) {
+  if (!conn_ && !connect()) {
     owner_.failed(*this, std::move(request), redis::unavailable(last_failure_));
     return;
   }
   send(std::move(request), /*eval_source=*/false);
 }
 
-// EVALSHA (or EVAL with the source, after NOSCRIPT; or a plain command) on the open context.
+// EVALSHA (or EVAL with the source, after NOSCRIPT; or a plain command) on the open connection.
 void Link::send(std::unique_ptr<Request> request, bool eval_source) {
-  redis::HiredisArgv argv;
-  if (const redis::Script* script = request->script) {
-    argv.add(eval_source ? std::string_view("EVAL") : std::string_view("EVALSHA"));
-    argv.add(eval_source ? script->source : script->sha);
-    argv.add("1");
-  }
-  for (std::size_t i = 0; i < request->args.size(); ++i) argv.add(request->args[i]);
+  Connection& c = *conn_;
+  // The watchdog times the oldest command due: on an idle connection, from now.
+  if (c.wire.awaiting() == 0) last_progress_ = std::chrono::steady_clock::now();
   if (request->asking) {
     // ASK: the importing node runs the next command on this connection for a key it does not
-    // serve yet. Its reply is not read: the command's own reply tells.
-    std::array<const char*, 1> asking{"ASKING"};
-    std::array<std::size_t, 1> asking_len{6};
-    (void)redisAsyncCommandArgv(context_, nullptr, nullptr, 1, asking.data(), asking_len.data());
+    // serve yet.
+    c.wire.queue(std::array<std::string_view, 1>{"ASKING"}, {});
   }
-  request->went_out = connected_;
-  Request* raw = request.release();
-  if (redisAsyncCommandArgv(context_, &Link::on_reply, raw, argv.argc(), argv.argv(),
-                            argv.lens()) != REDIS_OK) {
-    owner_.failed(*this, std::unique_ptr<Request>(raw),
-                  redis::unavailable(fmt::format("redis {}: the connection is closing", where_)));
-    return;
+  const redis::Script* script = request->script;
+  std::string& out = c.wire.out();
+  redis::append_array_header(out, request->args.size() + (script != nullptr ? 3 : 0));
+  if (script != nullptr) {
+    redis::append_bulk(out, eval_source ? std::string_view("EVAL") : std::string_view("EVALSHA"));
+    redis::append_bulk(out, eval_source ? script->source : script->sha);
+    redis::append_bulk(out, "1");
   }
-  if (in_flight_++ == 0) last_progress_ = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < request->args.size(); ++i) redis::append_bulk(out, request->args[i]);
+  c.wire.expect({std::move(request)});
   arm_watchdog();
+  flush_soon(conn_);
 }
 
-void Link::on_reply(redisAsyncContext* ac, void* r, void* privdata) {
-  auto* self = static_cast<Link*>(ac->data);
-  std::unique_ptr<Request> request(static_cast<Request*>(privdata));
-  auto* reply = static_cast<redisReply*>(r);
-  if (self->in_flight_ > 0) --self->in_flight_;
-  self->progressed_ = true;  // the watchdog's next tick reads the clock: not one read per reply
-  if (reply == nullptr) {
-    // The connection failed or was dropped: no reply will come.
-    std::string why = !self->drop_reason_.empty() ? self->drop_reason_
-                      : ac->err != 0              ? std::string(ac->errstr)
-                                                  : std::string("connection closed");
-    Failure failure = redis::unavailable(fmt::format("redis {}: {}", self->where_, why));
-    if (request->commit && request->went_out) failure = redis::reply_lost(std::move(failure));
-    self->owner_.failed(*self, std::move(request), std::move(failure));
+// Writes what is encoded now if the connection is up and no write is under way; the write's
+// completion sends what came meanwhile. In a read, at its end (the commands its replies caused
+// go out together); else at the end of this turn of the executor.
+void Link::flush_soon(const ConnectionPtr& conn) {
+  Connection& c = *conn;
+  if (!connected_ || c.write_busy || c.flush_posted) return;
+  if (c.in_read) {
+    c.write_after_read = true;
     return;
   }
-  if (request->script != nullptr && redis::is_error(*reply, "NOSCRIPT") && !request->reloaded &&
-      ac == self->context_) {
+  c.flush_posted = true;
+  net::post(conn->executor, [keep = owner_.keep_alive(), this, conn] {
+    conn->flush_posted = false;
+    if (conn == conn_) flush(conn);
+  });
+}
+
+void Link::flush(const ConnectionPtr& conn) {
+  Connection& c = *conn;
+  if (c.write_busy || !c.wire.has_output()) return;
+  // From here the server may run them: a commit whose reply is lost is then in doubt.
+  c.wire.take_output(c.writing);
+  c.write_busy = true;
+  c.transport.async_write(net::buffer(c.writing), [keep = owner_.keep_alive(), this, conn](
+                                                      boost::system::error_code ec, std::size_t) {
+    conn->write_busy = false;
+    conn->writing.clear();
+    if (conn != conn_) return;
+    if (ec) {
+      drop(ec.message());
+      return;
+    }
+    flush(conn);
+  });
+}
+
+void Link::read(const ConnectionPtr& conn) {
+  conn->transport.async_read_some(
+      net::buffer(conn->in),
+      [keep = owner_.keep_alive(), this, conn](boost::system::error_code ec, std::size_t n) {
+        if (conn != conn_) return;
+        if (ec) {
+          drop(ec == net::error::eof ? std::string("Server closed the connection") : ec.message());
+          return;
+        }
+        on_bytes(conn, n);
+      });
+}
+
+// Bytes came: each whole reply goes to its call, in order; then the next read is started, what
+// the replies caused is written, and the callers held back resume (complete_held).
+void Link::on_bytes(const ConnectionPtr& conn, std::size_t n) {
+  Connection& c = *conn;
+  progressed_ = true;  // the watchdog's next tick reads the clock: not one read per reply
+  using Got = redis::Wire<Sent>::Got;
+  if (!c.wire.feed(c.in.data(), n)) {
+    drop(fmt::format("protocol error: {}", c.wire.error()));
+    return;
+  }
+  c.in_read = true;
+  redis::ReplyPtr reply;
+  Sent sent;
+  for (Got got; (got = c.wire.next(reply, sent)) != Got::more;) {
+    if (got != Got::reply) {
+      drop(got == Got::stray ? std::string("a reply came for no command")
+                             : fmt::format("protocol error: {}", c.wire.error()));
+      break;
+    }
+    on_reply(std::move(sent), *reply);
+    if (conn != conn_) break;  // dropped: its other calls have failed
+  }
+  c.in_read = false;
+  if (conn == conn_) {
+    read(conn);
+    if (std::exchange(c.write_after_read, false)) flush(conn);
+  }
+  complete_held();
+}
+
+void Link::on_reply(Sent sent, const redisReply& reply) {
+  if (sent.setup) {
+    if (reply.type == REDIS_REPLY_ERROR) {
+      drop(fmt::format("connection setup refused: {}", redis::text(reply)));
+    }
+    return;
+  }
+  std::unique_ptr<Request> request = std::move(sent.request);
+  if (!request) return;  // ASKING's
+  if (request->script != nullptr && redis::is_error(reply, "NOSCRIPT") && !request->reloaded) {
     // The server lost its script cache (a restart, SCRIPT FLUSH): EVAL loads and runs it.
     request->reloaded = true;
-    self->send(std::move(request), /*eval_source=*/true);
+    send(std::move(request), /*eval_source=*/true);
     return;
   }
-  self->owner_.answered(*self, std::move(request), *reply);
+  owner_.answered(*this, std::move(request), reply);
 }
 
 bool Link::connect() {
@@ -178,73 +265,35 @@ bool Link::connect() {
         std::chrono::duration_cast<std::chrono::milliseconds>(next_connect_ - now).count());
     return false;
   }
-  const redis::ConnectionOptions& c = options_;
-  redisAsyncContext* ac = c.unix_socket.empty() ? redisAsyncConnect(c.host.c_str(), c.port)
-                                                : redisAsyncConnectUnix(c.unix_socket.c_str());
-  if (ac == nullptr || ac->err != 0) {
-    last_error_ = ac != nullptr ? ac->errstr : "out of memory";
-    if (ac != nullptr) redisAsyncFree(ac);
-    failed_attempt();
-    last_failure_ = fmt::format("redis {}: cannot connect: {}", where_, last_error_);
-    return false;
-  }
-  if (c.keep_alive && c.unix_socket.empty()) (void)redisEnableKeepAlive(&ac->c);
-  opened_.fetch_add(1, std::memory_order_relaxed);
-  ac->data = this;
-  // The link outlives every read of its connection: its store closes the connection first.
-  // On one thread the socket's handlers need no strand.
+  // On one thread the stream's handlers need no strand.
   const net::any_io_executor events = one_thread_
                                           ? net::any_io_executor(strand_.get_inner_executor())
                                           : net::any_io_executor(strand_);
-  HiredisEvents::attach(ac, events, [this] { complete_held(); });
-  redisAsyncSetConnectCallback(ac, &Link::on_connect);
-  redisAsyncSetDisconnectCallback(ac, &Link::on_disconnect);
-  context_ = ac;
+  auto conn = std::make_shared<Connection>(events);
+  opened_.fetch_add(1, std::memory_order_relaxed);
+  conn_ = conn;
   connected_ = false;
-  drop_reason_.clear();
   connect_started_ = now;
+  last_progress_ = now;  // the handshake's commands are due from now
   // AUTH and SELECT go first on the connection; an error reply to either drops it.
-  const redis::Handshake handshake(c);
+  const redis::Handshake handshake(options_);
   for (const std::vector<std::string_view>& command : handshake.commands) {
-    redis::HiredisArgv argv(command);
-    redisAsyncCommandArgv(
-        context_,
-        [](redisAsyncContext* ac, void* r, void*) {
-          auto* self = static_cast<Link*>(ac->data);
-          auto* reply = static_cast<redisReply*>(r);
-          if (reply != nullptr && reply->type == REDIS_REPLY_ERROR && ac == self->context_) {
-            self->drop(fmt::format("connection setup refused: {}", redis::text(*reply)));
-          }
-        },
-        nullptr, argv.argc(), argv.argv(), argv.lens());
+    conn->wire.queue(command, {nullptr, /*setup=*/true});
   }
+  conn->transport.async_connect(
+      options_, [keep = owner_.keep_alive(), this, conn](boost::system::error_code ec) {
+        if (conn != conn_) return;
+        if (ec) {
+          drop(fmt::format("cannot connect: {}", ec.message()));
+          return;
+        }
+        connected_ = true;
+        backoff_ = backoff_options_.initial;
+        read(conn);
+        flush(conn);
+      });
   arm_watchdog();
   return true;
-}
-
-void Link::on_connect(const redisAsyncContext* ac, int status) {
-  auto* self = static_cast<Link*>(ac->data);
-  if (ac != self->context_) return;
-  if (status == REDIS_OK) {
-    self->connected_ = true;
-    self->backoff_ = self->backoff_options_.initial;
-    return;
-  }
-  // hiredis frees the context after this; its calls end with no reply.
-  self->last_error_ = ac->errstr;
-  self->drop_reason_ = fmt::format("cannot connect: {}", ac->errstr);
-  self->context_ = nullptr;
-  self->connected_ = false;
-  self->failed_attempt();
-}
-
-void Link::on_disconnect(const redisAsyncContext* ac, int) {
-  auto* self = static_cast<Link*>(ac->data);
-  if (ac != self->context_) return;
-  self->last_error_ = ac->err != 0 ? ac->errstr : "connection closed";
-  self->context_ = nullptr;
-  self->connected_ = false;
-  self->failed_attempt();
 }
 
 // Starts the backoff before the next connection attempt.
@@ -253,15 +302,21 @@ void Link::failed_attempt() {
   backoff_ = std::min(backoff_ * 2, backoff_options_.max);
 }
 
-// Frees the context: hiredis ends every call on it with no reply, which reads `why`.
+// Closes the connection; every call on it fails with `why`, a commit that went out as
+// outcome_unknown.
 void Link::drop(std::string why) {
-  redisAsyncContext* ac = std::exchange(context_, nullptr);
-  if (ac == nullptr) return;
+  ConnectionPtr conn = std::exchange(conn_, nullptr);
+  if (!conn) return;
   last_error_ = why;
-  drop_reason_ = std::move(why);
   connected_ = false;
   failed_attempt();
-  redisAsyncFree(ac);
+  conn->transport.close();
+  conn->wire.fail_all([&](Sent& s, bool written) {
+    if (!s.request) return;
+    Failure failure = redis::unavailable(fmt::format("redis {}: {}", where_, why));
+    if (s.request->commit && written) failure = redis::reply_lost(std::move(failure));
+    owner_.failed(*this, std::move(s.request), std::move(failure));
+  });
 }
 
 void Link::arm_watchdog() {
@@ -273,7 +328,7 @@ void Link::arm_watchdog() {
   watchdog_.expires_after(period);
   watchdog_.async_wait([keep = owner_.keep_alive(), this](boost::system::error_code ec) {
     watchdog_armed_ = false;
-    if (ec || context_ == nullptr) return;
+    if (ec || !conn_) return;
     const auto now = std::chrono::steady_clock::now();
     if (std::exchange(progressed_, false)) last_progress_ = now;
     const auto& c = options_;
@@ -281,11 +336,12 @@ void Link::arm_watchdog() {
       drop(fmt::format("connecting took more than {} ms", c.connect_timeout.count()));
       return;
     }
-    if (in_flight_ > 0 && now - last_progress_ > c.command_timeout) {
+    const bool waiting = conn_->wire.awaiting() != 0;
+    if (waiting && now - last_progress_ > c.command_timeout) {
       drop(fmt::format("no reply within {} ms", c.command_timeout.count()));
       return;
     }
-    if (in_flight_ > 0 || !connected_) arm_watchdog();
+    if (waiting || !connected_) arm_watchdog();
   });
 }
 

@@ -1,11 +1,9 @@
 #pragma once
-// One Redis server's asynchronous connection for AsyncRedisStore: a hiredis async context driven
-// by Asio on a strand, multiplexing every call sent to it, with its watchdog and reconnect
-// backoff. The store's Impl owns one Link per server (one, or a cluster's nodes) and routes
-// calls to them; a Link hands each reply or failure back to its LinkOwner. Internal to
-// idem_asio_redis.
+// One Redis server's asynchronous connection for AsyncRedisStore: an Asio stream (transport.hpp)
+// on a strand, multiplexing every call sent to it, with its watchdog and reconnect backoff. The
+// store's Impl owns one Link per server (one, or a cluster's nodes) and routes calls to them; a
+// Link hands each reply or failure back to its LinkOwner. Internal to idem_asio_redis.
 
-#include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
 #include <array>
@@ -81,7 +79,6 @@ struct Request {
   const redis::Script* script = nullptr;  // null: a plain command, `args` its whole argv
   Args args;                              // KEYS[1], then ARGV
   bool commit = false;                    // a reply lost after it went out is outcome_unknown
-  bool went_out = false;                  // queued on a connection that was up
   bool reloaded = false;                  // already resent as EVAL after NOSCRIPT
 
   // Cluster routing.
@@ -96,7 +93,7 @@ struct Request {
   // wait ends through its executor (a post).
   virtual void finish(const redisReply* reply, Failure failure, std::string_view where) = 0;
   // For a store whose callers run on the thread that reads the replies (single_threaded):
-  // decodes `reply` and keeps the answer, which complete_in_place() hands over once hiredis is
+  // decodes `reply` and keeps the answer, which complete_in_place() hands over once the Link is
   // done reading, without a post. false: this request cannot; finish() it instead.
   virtual bool hold_answer(const redisReply& /*reply*/, std::string_view /*where*/) {
     return false;
@@ -114,7 +111,7 @@ struct Request {
   virtual void complete_posted(std::unique_ptr<Request> /*self*/) {}
 };
 
-/// Where a Link's replies go: the store's router. Called on the strand, from hiredis's callbacks.
+/// Where a Link's replies go: the store's router. Called on the strand, from the Link's reads.
 class LinkOwner {
  public:
   /// A reply came for `request` (a NOSCRIPT already answered by resending the script's source).
@@ -136,7 +133,9 @@ struct LinkBackoff {
 };
 
 // One server's connection: opened on demand, multiplexing every call sent to it, dropped when it
-// fails or times out, and opened again after a backoff. Everything runs on the owner's strand;
+// fails or times out, and opened again after a backoff. Commands go out as RESP bytes
+// (protocol.hpp), gathered into one write per read or per turn of the executor; replies come
+// from a ReplyReader fed with what the Transport reads. Everything runs on the owner's strand;
 // the owner keeps its links as long as itself.
 class Link {
  public:
@@ -146,6 +145,7 @@ class Link {
        LinkBackoff backoff, std::atomic<std::uint64_t>& opened, bool one_thread);
   Link(const Link&) = delete;
   Link& operator=(const Link&) = delete;
+  ~Link();
 
   // Sends `request` (after ASKING when request->asking); its reply or failure goes to the
   // owner's answered() or failed().
@@ -153,8 +153,8 @@ class Link {
   // Ends the connection (its calls fail) and stops the watchdog; no connection opens after.
   void close();
 
-  // Keeps `request`, whose answer it holds (Request::hold_answer), until hiredis is done with the
-  // read that brought it: then it completes in place, in the order the replies came.
+  // Keeps `request`, whose answer it holds (Request::hold_answer), until the read that brought
+  // it is done: then it completes in place, in the order the replies came.
   void complete_after_read(std::unique_ptr<Request> request) {
     held_.push_back(std::move(request));
   }
@@ -163,12 +163,23 @@ class Link {
   const std::string& host() const noexcept { return options_.host; }
 
  private:
+  // A command whose reply is owed: a call (`request`), or one whose reply is not the caller's
+  // (ASKING: the call's own reply tells; the handshake: `setup`, an error drops the connection).
+  struct Sent {
+    std::unique_ptr<Request> request;
+    bool setup = false;
+  };
+  struct Connection;
+  using ConnectionPtr = std::shared_ptr<Connection>;
+
   void send(std::unique_ptr<Request> request, bool eval_source);
   void complete_held();
-  static void on_reply(redisAsyncContext* ac, void* r, void* privdata);
   bool connect();
-  static void on_connect(const redisAsyncContext* ac, int status);
-  static void on_disconnect(const redisAsyncContext* ac, int);
+  void read(const ConnectionPtr& conn);
+  void on_bytes(const ConnectionPtr& conn, std::size_t n);
+  void on_reply(Sent sent, const redisReply& reply);
+  void flush_soon(const ConnectionPtr& conn);
+  void flush(const ConnectionPtr& conn);
   void failed_attempt();
   void drop(std::string why);
   void arm_watchdog();
@@ -184,9 +195,8 @@ class Link {
   bool watchdog_armed_ = false;
   bool closed_ = false;
 
-  redisAsyncContext* context_ = nullptr;  // null: not connected
-  bool connected_ = false;                // the connect completed
-  std::size_t in_flight_ = 0;
+  ConnectionPtr conn_;          // null: not connected; each handler keeps its own
+  bool connected_ = false;      // the connect completed
   SteadyTime last_progress_{};  // a reply came, or a call was sent to an idle connection
   bool progressed_ = false;     // a reply came since the watchdog's last tick
   SteadyTime connect_started_{};
@@ -194,7 +204,6 @@ class Link {
   std::chrono::milliseconds backoff_;
   std::string last_error_;                      // why the last connection failed or ended
   std::string last_failure_;                    // the failure of a call that found no connection
-  std::string drop_reason_;                     // why this store dropped the connection
   std::vector<std::unique_ptr<Request>> held_;  // answered in the read now running
 };
 

@@ -1,15 +1,14 @@
-// AsyncRedisStore: the record scripts on hiredis asynchronous connections, driven by Asio; on a
-// Redis Cluster, each call routed to its key slot's primary.
+// AsyncRedisStore: the record scripts on asynchronous connections driven by Asio; on a Redis
+// Cluster, each call routed to its key slot's primary.
 //
-// Everything that touches a hiredis context, and the routing state, runs on one strand. A Link
-// (async_link.hpp) is one server's connection; each call is one EVALSHA whose reply the link
-// hands, while it is valid, to the Impl, which decodes it and posts the result to the caller's
-// executor, or on a cluster follows a redirection first.
+// Every connection, and the routing state, runs on one strand. A Link (async_link.hpp) is one
+// server's connection; each call is one EVALSHA whose reply the link hands, while it is valid,
+// to the Impl, which decodes it and posts the result to the caller's executor, or on a cluster
+// follows a redirection first.
 
 #include "idem/redis/async_store.hpp"
 
 #include <fmt/format.h>
-#include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
 #include <algorithm>

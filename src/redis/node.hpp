@@ -4,8 +4,6 @@
 // above it (Client::Impl's routing, the stores) reaches a server only through Node::execute.
 // Internal to idem_redis.
 
-#include <hiredis/hiredis.h>
-
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -20,18 +18,12 @@
 #include "idem/result.hpp"
 #include "idem/store_stats.hpp"
 #include "protocol.hpp"
+#include "socket.hpp"
 
 namespace idem::redis {
 
-struct ContextDeleter {
-  void operator()(redisContext* c) const noexcept { redisFree(c); }
-};
 /// A node's blocking connections (src/common/connection_pool.hpp).
-using ContextPool = idem::detail::ConnectionPool<redisContext, ContextDeleter>;
-
-/// When a call must be over. A cluster call spends one budget across redirections and retries;
-/// Deadline::max() leaves each wait to its own option (pool_wait, connect and command timeouts).
-using Deadline = std::chrono::steady_clock::time_point;
+using ConnectionPool = idem::detail::ConnectionPool<BlockingConnection>;
 
 /// What one call sends to one server. Its commands run back to back on one connection: ASKING
 /// must directly precede the command it admits, and WAIT counts the writes of its connection.
@@ -61,13 +53,12 @@ struct Answer {
   std::string_view where;
 };
 
-class Connection;
 class Pipeline;
 
-/// One server: a pool of blocking hiredis connections (pool_size of them at most, a call waiting
-/// up to pool_wait for one; one idle for 100 ms or more is checked before it is lent) and, unless
-/// pipeline_connections is 0, a pipeline over a few shared ones (pipeline.hpp) for script calls.
-/// Thread-safe.
+/// One server: a pool of blocking connections (socket.hpp) (pool_size of them at most, a call
+/// waiting up to pool_wait for one; one idle for 100 ms or more is checked before it is lent) and,
+/// unless pipeline_connections is 0, a pipeline over a few shared ones (pipeline.hpp) for script
+/// calls. Thread-safe.
 class Node {
  public:
   explicit Node(ConnectionOptions options);
@@ -80,10 +71,6 @@ class Node {
   /// errc::store_unavailable (errc::outcome_unknown for a Call::report_in_doubt whose argv went
   /// out); the waits end by `deadline` at the latest.
   Result<Answer> execute(const Call& call, Deadline deadline = Deadline::max());
-
-  /// Opens one connection, authenticated and on its database, in blocking mode, within
-  /// connect_timeout (cut to `deadline`).
-  Result<redisContext*> connect(Deadline deadline = Deadline::max());
 
   const ConnectionOptions& options() const noexcept { return options_; }
   /// Pooled and pipelined connections open now.
@@ -99,43 +86,13 @@ class Node {
 
  private:
   // `check_closed`: look for a close by the server on any idle connection, however briefly idle.
-  Result<Connection> acquire(Deadline deadline, bool check_closed = false);
+  Result<ConnectionPool::Lease> acquire(Deadline deadline, bool check_closed = false);
   Result<Answer> execute_pipelined(const Call& call, Deadline deadline);
 
   ConnectionOptions options_;
   std::string where_;
-  ContextPool pool_;
+  ConnectionPool pool_;
   std::unique_ptr<Pipeline> pipeline_;  // null when pipeline_connections is 0
-};
-
-/// A borrowed connection; returns to the pool when destroyed, or is dropped when it failed.
-class Connection {
- public:
-  Connection(const Node* node, ContextPool::Lease lease) noexcept
-      : node_(node), lease_(std::move(lease)) {}
-  Connection(Connection&& other) noexcept
-      : node_(other.node_),
-        lease_(std::move(other.lease_)),
-        shortened_(std::exchange(other.shortened_, false)) {}
-  Connection& operator=(Connection&&) = delete;
-  ~Connection();
-
-  /// Cuts the reply timeout to what is left before `deadline` (restored when given back).
-  void limit(Deadline deadline);
-
-  /// One command. Error replies come back as replies; I/O failures and timeouts are
-  /// errc::store_unavailable and break the connection. `report_in_doubt`: a failure after the
-  /// whole command was written is errc::outcome_unknown (the server may have run it).
-  Result<ReplyPtr> command(std::span<const std::string_view> argv, bool report_in_doubt = false);
-
-  bool broken() const noexcept { return !lease_ || lease_->err != 0; }
-
- private:
-  Failure io_failure(std::string_view doing, bool report_in_doubt) const;
-
-  const Node* node_;
-  ContextPool::Lease lease_;
-  bool shortened_ = false;  // the reply timeout was cut by limit()
 };
 
 }  // namespace idem::redis

@@ -1,21 +1,16 @@
-// Automatic pipelining over a few shared connections; see pipeline.hpp for the protocol.
+// Automatic pipelining over a few shared connections (docs/redis.md, "Pipelining").
 
 #include "pipeline.hpp"
 
 #include <fmt/format.h>
-#include <poll.h>
 #include <sched.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
-#include <charconv>
-#include <climits>
 #include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -29,49 +24,6 @@ using Clock = std::chrono::steady_clock;
 // A connection idle this long is checked for a close by the server before it carries a command
 // (as the pool does), so a restart does not cost the next caller its call.
 constexpr auto kCheckIdleAfter = std::chrono::milliseconds{100};
-
-// RESP, as redisFormatCommandArgv writes it: *<argc>, then $<len> and the bytes per argument.
-void append_command(std::string& out, std::span<const std::string_view> argv) {
-  auto header = [&out](char tag, std::size_t n) {
-    std::array<char, 24> digits;  // any size_t
-    out.push_back(tag);
-    out.append(digits.data(), std::to_chars(digits.data(), digits.data() + digits.size(), n).ptr);
-    out.append("\r\n", 2);
-  };
-  header('*', argv.size());
-  for (std::string_view arg : argv) {
-    header('$', arg.size());
-    out.append(arg);
-    out.append("\r\n", 2);
-  }
-}
-
-int millis_until(Clock::time_point deadline) {
-  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return static_cast<int>(std::clamp<long long>(left, 0, INT_MAX));
-}
-
-// 0 when all of `bytes` went out, else the errno (EAGAIN: the send timeout expired).
-int send_all(int fd, std::string_view bytes) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno == 0 ? EIO : errno;
-    }
-    bytes.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return 0;
-}
-
-bool closed_by_server(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  return ::poll(&p, 1, 0) != 0;
-}
-
-}  // namespace
-
-namespace {
 
 // A caller awaiting its replies. It lives on the caller's stack and is reachable from a link's
 // FIFO (once per command it sent) only while it waits. Guarded by the lane's mutex; `state`
@@ -119,23 +71,18 @@ struct Waiter {
   }
 };
 
-// One connection and what is in flight on it. Guarded by the lane's mutex, except the hiredis
-// reader inside `context`, which only the holder of the read turn uses. Kept alive by every
-// thread working on it, so a broken link's socket stays valid until its last user leaves.
+// One connection and what is in flight on it: the wire's FIFO holds a caller once per command.
+// Guarded by the lane's mutex, except the wire's reader, which only the holder of the read turn
+// uses. Kept alive by every thread working on it, so a broken link's socket stays valid until
+// its last user leaves.
 struct Link {
-  explicit Link(redisContext* c) : context(c), fd(c->fd) {}
-  ~Link() { redisFree(context); }
-  Link(const Link&) = delete;
-  Link& operator=(const Link&) = delete;
+  explicit Link(Socket s) : socket(std::move(s)) {}
 
-  redisContext* context;
-  int fd;
-  std::string out;            // commands queued but not yet sent, in FIFO order
-  std::deque<Waiter*> calls;  // one entry per command awaiting its reply, in queued order
-  std::size_t unsent = 0;     // the last entries of `calls` whose commands are still in `out`
-  bool writing = false;       // a caller is sending `out`
-  bool reading = false;       // a caller holds the read turn
-  bool broken = false;        // shut down; its calls have failed
+  Socket socket;
+  Wire<Waiter*> wire;
+  bool writing = false;  // a caller is sending the wire's output
+  bool reading = false;  // a caller holds the read turn
+  bool broken = false;   // shut down; its calls have failed
   Clock::time_point last_used;
 };
 
@@ -169,13 +116,9 @@ class Pipeline::Lane {
     call.expected = commands.size();
     call.report_in_doubt = report_in_doubt;
     link->last_used = now;
-    for (std::span<const std::string_view> argv : commands) {
-      append_command(link->out, argv);
-      link->calls.push_back(&call);
-    }
-    link->unsent += commands.size();
+    for (std::span<const std::string_view> argv : commands) link->wire.queue(argv, &call);
 
-    if (!link->writing) write(lock, *link);
+    if (!link->writing) write(lock, *link, call.deadline);
     // The lane's mutex is held at the top of each round.
     while (call.state != Waiter::State::done) {
       if (call.state == Waiter::State::read_turn ||
@@ -212,9 +155,9 @@ class Pipeline::Lane {
   // checked for a close by the server however briefly idle (a call in doubt once sent must not
   // go out on a connection that is already gone).
   Result<std::shared_ptr<Link>> link(std::unique_lock<std::mutex>& lock, bool check_closed) {
-    if (link_ && link_->calls.empty() && !link_->writing &&
+    if (link_ && link_->wire.awaiting() == 0 && !link_->writing &&
         (check_closed || Clock::now() - link_->last_used > kCheckIdleAfter) &&
-        closed_by_server(link_->fd)) {
+        link_->socket.closed_by_server()) {
       fail(*link_, unavailable("connection closed by the server"));
     }
     if (link_) return link_;
@@ -226,7 +169,7 @@ class Pipeline::Lane {
     }
     connecting_ = true;
     lock.unlock();
-    Result<redisContext*> opened = connect_();
+    Result<Socket> opened = connect_();
     lock.lock();
     connecting_ = false;
     ++connect_attempts_;
@@ -236,23 +179,22 @@ class Pipeline::Lane {
       return std::move(opened).failure();
     }
     connect_failure_.reset();
-    link_ = std::make_shared<Link>(opened.value());
+    link_ = std::make_shared<Link>(std::move(opened).value());
     return link_;
   }
 
-  // Sends what is queued, and what others queue meanwhile, until nothing is left.
-  void write(std::unique_lock<std::mutex>& lock, Link& link) {
+  // Sends what is queued, and what others queue meanwhile, until nothing is left or `deadline`
+  // (the writer's own) passes.
+  void write(std::unique_lock<std::mutex>& lock, Link& link, Clock::time_point deadline) {
     thread_local std::string batch;
     link.writing = true;
-    while (!link.out.empty() && !link.broken) {
-      batch.clear();
-      std::swap(batch, link.out);
-      link.unsent = 0;  // from here on the server may get them
+    while (link.wire.has_output() && !link.broken) {
+      link.wire.take_output(batch);
       lock.unlock();
-      const int error = send_all(link.fd, batch);
+      const int error = link.socket.send_all(batch, deadline);
       lock.lock();
       if (error != 0) {
-        fail(link, error == EAGAIN || error == EWOULDBLOCK ? timed_out() : io_error("send", error));
+        fail(link, error == ETIMEDOUT ? timed_out() : io_error("send", error));
       }
     }
     link.writing = false;
@@ -266,7 +208,7 @@ class Pipeline::Lane {
     link.reading = true;
     mine.state = Waiter::State::waiting;
     std::array<char, std::size_t{16} * 1024> buf;
-    thread_local std::vector<redisReply*> replies;
+    thread_local std::vector<ReplyPtr> replies;
     thread_local std::vector<Waiter*> served;
     auto wake_served = [] {
       for (Waiter* w : served) w->set(Waiter::State::done);
@@ -274,50 +216,32 @@ class Pipeline::Lane {
     };
     while (mine.state == Waiter::State::waiting) {
       // The oldest call's deadline bounds the wait: its reply is the next one due.
-      const Clock::time_point deadline = link.calls.front()->deadline;
+      const Clock::time_point deadline = link.wire.oldest()->deadline;
       lock.unlock();
       wake_served();
-      pollfd p{link.fd, POLLIN, 0};
-      int ready = ::poll(&p, 1, millis_until(deadline));
-      ssize_t got = 0;
       int error = 0;
-      if (ready > 0) {
-        got = ::recv(link.fd, buf.data(), buf.size(), 0);
-        if (got < 0) error = errno == EAGAIN ? EIO : errno;
-      } else if (ready < 0 && errno != EINTR) {
-        error = errno;
-      }
-      bool protocol_error = false;
-      if (got > 0 &&
-          redisReaderFeed(link.context->reader, buf.data(), static_cast<size_t>(got)) == REDIS_OK) {
-        for (;;) {
-          void* reply = nullptr;
-          if (redisReaderGetReply(link.context->reader, &reply) != REDIS_OK) {
-            protocol_error = true;
-            break;
-          }
-          if (reply == nullptr) break;
-          replies.push_back(static_cast<redisReply*>(reply));
-        }
-      } else if (got > 0) {
-        protocol_error = true;
+      const ssize_t got = link.socket.read_some(buf, deadline, error);
+      bool unreadable = got > 0 && !link.wire.feed(buf.data(), static_cast<std::size_t>(got));
+      for (ReplyPtr reply; got > 0 && !unreadable;) {
+        const ReplyReader::Got next = link.wire.parse(reply);
+        if (next == ReplyReader::Got::more) break;
+        unreadable = next == ReplyReader::Got::broken;
+        if (!unreadable) replies.push_back(std::move(reply));
       }
       lock.lock();
       hand_out(link, replies, mine, served);
       if (link.broken) break;  // mine failed with the others
-      if (protocol_error) {
+      if (unreadable) {
         fail(link, unavailable("unreadable reply stream"));
-      } else if (ready > 0 && got == 0) {
+      } else if (got == 0) {
         fail(link, unavailable("connection closed by the server"));
-      } else if (error != 0) {
-        fail(link, io_error("read", error));
-      } else if (ready == 0 && Clock::now() >= deadline) {
-        fail(link, timed_out());
+      } else if (got < 0) {
+        fail(link, error == ETIMEDOUT ? timed_out() : io_error("read", error));
       }
     }
     link.reading = false;
-    if (!link.broken && !link.calls.empty()) {
-      Waiter* next = link.calls.front();
+    if (!link.broken && link.wire.awaiting() != 0) {
+      Waiter* next = link.wire.oldest();
       link.reading = true;
       next->set(Waiter::State::read_turn);
     }
@@ -325,19 +249,17 @@ class Pipeline::Lane {
     wake_served();
   }
 
-  // Gives each reply to the oldest waiting call. A reply nobody waits for means the stream is
-  // out of step: the link breaks rather than give anyone a reply that is not theirs.
-  void hand_out(Link& link, std::vector<redisReply*>& replies, Waiter& mine,
+  // Gives each reply read to the oldest waiting call. A reply nobody waits for means the stream
+  // is out of step: the link breaks rather than give anyone a reply that is not theirs.
+  void hand_out(Link& link, std::vector<ReplyPtr>& replies, Waiter& mine,
                 std::vector<Waiter*>& served) {
-    for (redisReply* r : replies) {
-      ReplyPtr reply(r);
+    for (ReplyPtr& reply : replies) {
+      Waiter* call = nullptr;
       if (link.broken) continue;
-      if (link.calls.empty()) {
+      if (!link.wire.match(call)) {
         fail(link, unavailable("a reply nobody asked for"));
         continue;
       }
-      Waiter* call = link.calls.front();
-      link.calls.pop_front();
       call->replies[call->received++] = std::move(reply);
       if (call->received != call->expected) continue;
       if (call == &mine) {
@@ -357,17 +279,12 @@ class Pipeline::Lane {
   void fail(Link& link, const Failure& why) {
     if (link.broken) return;
     link.broken = true;
-    ::shutdown(link.fd, SHUT_RDWR);
-    const std::size_t sent = link.calls.size() - std::min(link.unsent, link.calls.size());
-    for (std::size_t i = 0; i < link.calls.size(); ++i) {  // a batch's waiter: once per command
-      Waiter* call = link.calls[i];
-      if (call->state == Waiter::State::done) continue;
-      call->failure = call->report_in_doubt && i < sent ? reply_lost(why) : why;
+    link.socket.shut_down();
+    link.wire.fail_all([&why](Waiter* call, bool written) {
+      if (call->state == Waiter::State::done) return;  // a batch's waiter: once per command
+      call->failure = call->report_in_doubt && written ? reply_lost(why) : why;
       call->set(Waiter::State::done);
-    }
-    link.calls.clear();
-    link.unsent = 0;
-    link.out.clear();
+    });
     if (link_.get() == &link) link_.reset();
     owner_.dropped_.fetch_add(1, std::memory_order_relaxed);
   }

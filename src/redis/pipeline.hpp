@@ -1,25 +1,8 @@
 #pragma once
 // Automatic pipelining: concurrent callers share a few connections to one server, and their
-// commands travel together. Internal to idem_redis.
-//
-// A call appends its command to a lane's output buffer and its slot to the lane's FIFO of calls
-// awaiting a reply. There is no background thread: the callers do the I/O themselves.
-// - Writing: the first caller that finds no write in progress becomes the writer and sends
-//   everything queued in one send(); commands queued meanwhile go out in its next send().
-// - Reading: one caller at a time holds the read turn. It reads replies and hands each to the
-//   call at the head of the FIFO (Redis answers one connection's commands in order), until its
-//   own reply has come; then it passes the turn to the oldest call still waiting.
-// - Waiting: a caller whose reply another reads first yields the CPU a few times (sched_yield)
-//   before it sleeps, so that on busy cores it finds its reply in its turn instead of waiting
-//   for the scheduler once more after the reader's wakeup.
-// A single caller therefore writes and reads its own command like a plain blocking client, and
-// under load one send() and one read() serve many callers.
-//
-// Failure: command_timeout bounds every wait. When the oldest call's reply is late, a read or
-// write fails, or the reply stream cannot be parsed, the connection is broken: shut down, and
-// every call in its FIFO fails with errc::store_unavailable (none waits on, none can receive
-// another's reply), or errc::outcome_unknown for a call that asked (report_in_doubt) whose
-// commands had gone out. The next call opens a new connection.
+// commands travel together; the callers do the I/O themselves (one writer, one reader holding
+// the read turn at a time). docs/redis.md, "Pipelining", tells the protocol and its failures.
+// Internal to idem_redis.
 
 #include <array>
 #include <atomic>
@@ -35,11 +18,12 @@
 
 #include "idem/result.hpp"
 #include "node.hpp"
+#include "socket.hpp"
 
 namespace idem::redis {
 
-/// Opens one connection, authenticated and on its database, in blocking mode.
-using Connector = std::function<Result<redisContext*>()>;
+/// Opens one connection, authenticated and on its database.
+using Connector = std::function<Result<Socket>()>;
 
 class Pipeline {
  public:

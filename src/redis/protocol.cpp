@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <new>
 
 namespace idem::redis {
 
@@ -36,6 +37,46 @@ std::string_view to_chars(DecimalText& buf, std::int64_t n) noexcept {
   auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), n);
   (void)ec;  // 24 bytes hold any int64
   return {buf.data(), static_cast<std::size_t>(end - buf.data())};
+}
+
+void append_array_header(std::string& out, std::size_t argc) {
+  DecimalText n;
+  out += '*';
+  out += to_chars(n, static_cast<std::int64_t>(argc));
+  out += "\r\n";
+}
+
+void append_bulk(std::string& out, std::string_view arg) {
+  DecimalText n;
+  out += '$';
+  out += to_chars(n, static_cast<std::int64_t>(arg.size()));
+  out += "\r\n";
+  out += arg;
+  out += "\r\n";
+}
+
+ReplyReader::ReplyReader() : reader_(redisReaderCreate()) {
+  if (reader_ == nullptr) throw std::bad_alloc();
+}
+
+ReplyReader::~ReplyReader() {
+  if (reader_ != nullptr) redisReaderFree(reader_);
+}
+
+bool ReplyReader::feed(const char* bytes, std::size_t n) {
+  return redisReaderFeed(reader_, bytes, n) == REDIS_OK;
+}
+
+ReplyReader::Got ReplyReader::next(ReplyPtr& out) {
+  void* reply = nullptr;
+  if (redisReaderGetReply(reader_, &reply) != REDIS_OK) return Got::broken;
+  if (reply == nullptr) return Got::more;
+  out.reset(static_cast<redisReply*>(reply));
+  return Got::reply;
+}
+
+std::string ReplyReader::error() const {
+  return reader_->err != 0 ? std::string(reader_->errstr) : std::string("out of memory");
 }
 
 std::string server_name(const ConnectionOptions& options) {

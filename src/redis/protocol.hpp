@@ -1,9 +1,9 @@
 #pragma once
 // The Redis connection core without I/O, shared by both faces (the blocking Node and Pipeline,
-// the Asio Link): what a connection sends when it opens, what a script call and its WAIT look
-// like, and what a reply or a lost reply means as an idem::errc. The faces move the bytes
-// (hiredis's blocking calls and poll(2); hiredis's async API on Asio) and ask this file the
-// rest. Internal to idem_redis.
+// the Asio Link): commands as RESP bytes, replies read from bytes, what a connection sends when
+// it opens, what a script call and its WAIT look like, and what a reply or a lost reply means as
+// an idem::errc. The faces move the bytes (poll(2) on a socket, socket.hpp; an Asio socket) and
+// ask this file and wire.hpp the rest. Internal to idem_redis.
 
 #include <hiredis/hiredis.h>
 
@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "idem/redis/client.hpp"
@@ -57,41 +58,35 @@ using DecimalText = std::array<char, 24>;
 /// Decimal text of n, for arguments: a view into `buf`.
 std::string_view to_chars(DecimalText& buf, std::int64_t n) noexcept;
 
-/// A command as hiredis's calls take it (argc, argv, argvlen): the arguments' pointers and
-/// lengths, inline up to kInline arguments. Views: the bytes must outlive the call.
-class HiredisArgv {
+/// Appends a command's RESP encoding to `out` in parts: its number of arguments, then each.
+void append_array_header(std::string& out, std::size_t argc);
+void append_bulk(std::string& out, std::string_view arg);
+inline void append_command(std::string& out, std::span<const std::string_view> argv) {
+  append_array_header(out, argv.size());
+  for (std::string_view arg : argv) append_bulk(out, arg);
+}
+
+/// Replies parsed from the bytes a connection reads (hiredis's reader, no I/O): feed() what came,
+/// then next() until it asks for more.
+class ReplyReader {
  public:
-  static constexpr std::size_t kInline = 16;
-  HiredisArgv() = default;
-  explicit HiredisArgv(std::span<const std::string_view> argv) {
-    for (std::string_view arg : argv) add(arg);
-  }
-  void add(std::string_view arg) {
-    if (n_ == kInline) {  // rare (a long batch): move to the heap
-      heap_args_.assign(args_.begin(), args_.end());
-      heap_lens_.assign(lens_.begin(), lens_.end());
-    }
-    if (n_ >= kInline) {
-      heap_args_.push_back(arg.data());
-      heap_lens_.push_back(arg.size());
-    } else {
-      args_[n_] = arg.data();
-      lens_[n_] = arg.size();
-    }
-    ++n_;
-  }
-  int argc() const noexcept { return static_cast<int>(n_); }
-  const char** argv() noexcept { return n_ > kInline ? heap_args_.data() : args_.data(); }
-  const std::size_t* lens() const noexcept {
-    return n_ > kInline ? heap_lens_.data() : lens_.data();
-  }
+  ReplyReader();
+  ~ReplyReader();
+  ReplyReader(ReplyReader&& other) noexcept : reader_(std::exchange(other.reader_, nullptr)) {}
+  ReplyReader& operator=(ReplyReader&&) = delete;
+  ReplyReader(const ReplyReader&) = delete;
+  ReplyReader& operator=(const ReplyReader&) = delete;
+
+  enum class Got : std::uint8_t { reply, more, broken };
+  /// false: the reader is broken (error() says why) or out of memory.
+  bool feed(const char* bytes, std::size_t n);
+  /// The next whole reply into `out`; `more` when its bytes have not all come, `broken` when
+  /// they are not RESP (error() says why; the connection is unusable).
+  Got next(ReplyPtr& out);
+  std::string error() const;
 
  private:
-  std::array<const char*, kInline> args_{};
-  std::array<std::size_t, kInline> lens_{};
-  std::vector<const char*> heap_args_;
-  std::vector<std::size_t> heap_lens_;
-  std::size_t n_ = 0;
+  redisReader* reader_;
 };
 
 /// "host:port" ("[host]:port" for IPv6) or the socket path: a server's name in messages.

@@ -31,6 +31,7 @@
 #include "idem/testing/async_store_conformance.hpp"
 #include "redis/process_race.hpp"
 #include "redis/redis_test_support.hpp"
+#include "support/fault_relay.hpp"
 #include "support/free_port.hpp"
 #include "support/wait_shortfall.hpp"
 
@@ -137,6 +138,34 @@ TEST_F(AsyncRedisTest, KeepAliveIsSetOnTheConnectionUnlessTurnedOff) {
     ASSERT_EQ(::getsockopt(opened[0], SOL_SOCKET, SO_KEEPALIVE, &on, &len), 0);
     EXPECT_EQ(on != 0, keep);
   }
+}
+
+// The watchdog times a new connection's commands from when they were sent, not from the last
+// call of the connection before: after a long idle spell, a reconnection whose handshake (SELECT,
+// the database not being 0) and first call are slower than one watchdog tick is not dropped as
+// "no reply" while its command timeout still has most of its time to run.
+TEST_F(AsyncRedisTest, AReconnectionsFirstCallIsTimedFromItsOwnSend) {
+  if (!ready()) return;
+  AsyncRedisStoreOptions options = async_redis_options(prefix_);
+  ASSERT_TRUE(options.connection.unix_socket.empty());
+  FaultRelay relay(options.connection.host, options.connection.port);
+  options.connection.host = "127.0.0.1";
+  options.connection.port = relay.port();
+  options.connection.db = 1;
+  options.connection.command_timeout = std::chrono::milliseconds{2000};  // a tick: 500 ms
+  options.connection.connect_timeout = std::chrono::milliseconds{2000};
+  options.reconnect_backoff = std::chrono::milliseconds{10};
+  IoRunner runner;
+  AsyncRedisStore async(runner.io().get_executor(), options);
+  AsyncGuard guard{async, Options{.scope = "idle"}};
+  ASSERT_TRUE(runner.run(guard.async_execute("first", [] { return 1; })).recorded());
+  runner.run(pause(std::chrono::milliseconds{1000}));  // the watchdog's tick sees the replies
+  relay.cut();  // the server's side closes: the store drops the connection
+  runner.run(pause(std::chrono::milliseconds{2500}));  // idle for longer than command_timeout
+  relay.delay(std::chrono::milliseconds{300});         // replies come after the first tick
+  auto second = runner.run(guard.async_execute("second", [] { return 2; }));
+  EXPECT_TRUE(second.recorded()) << second.message();
+  EXPECT_EQ(async.connections_opened(), 2u);
 }
 
 // ConnectionOptions::ignore_sigpipe: hiredis writes without MSG_NOSIGNAL, so a write to a

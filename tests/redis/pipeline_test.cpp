@@ -6,7 +6,6 @@
 #include "pipeline.hpp"
 
 #include <signal.h>
-#include <sys/time.h>
 
 #include <atomic>
 #include <chrono>
@@ -24,23 +23,10 @@ using namespace std::chrono_literals;
 using redis::Pipeline;
 using Clock = std::chrono::steady_clock;
 
-timeval to_timeval(std::chrono::milliseconds ms) {
-  return timeval{static_cast<time_t>(ms.count() / 1000),
-                 static_cast<suseconds_t>(ms.count() % 1000 * 1000)};
-}
-
 // Plain TCP connections to the test server (no AUTH, database 0), as Client's connector opens.
 redis::Connector connector(const redis::ConnectionOptions& o) {
-  return [o]() -> Result<redisContext*> {
-    redisContext* c =
-        redisConnectWithTimeout(o.host.c_str(), o.port, to_timeval(o.connect_timeout));
-    if (c == nullptr || c->err != 0) {
-      std::string why = c != nullptr ? c->errstr : "out of memory";
-      redisFree(c);
-      return make_failure(errc::store_unavailable, "cannot connect: " + why);
-    }
-    (void)redisSetTimeout(c, to_timeval(o.command_timeout));
-    return c;
+  return [o]() -> Result<redis::Socket> {
+    return redis::Socket::open(o, Clock::time_point::max(), "test");
   };
 }
 

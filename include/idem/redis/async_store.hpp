@@ -1,6 +1,6 @@
 #pragma once
-// AsyncRedisStore: RedisStore's records, scripts and key layout on hiredis's asynchronous API,
-// driven by Boost.Asio: one connection carries every call in flight. In the compiled library
+// AsyncRedisStore: RedisStore's records, scripts and key layout on connections driven by
+// Boost.Asio: one connection carries every call in flight. In the compiled library
 // idem::asio_redis; no hiredis type appears here.
 
 #include <boost/asio/any_io_executor.hpp>
@@ -64,10 +64,10 @@ struct AsyncRedisStoreOptions {
 /// scripts (record_*.lua, by EVALSHA, loaded again by EVAL after NOSCRIPT) and the same key
 /// layout as RedisStore (docs/design.md §12), so the two can serve the same keys.
 ///
-/// One connection, opened on the first call, multiplexes every call in flight: hiredis writes
-/// each command as it comes and matches the replies in order. A connection that fails or times
-/// out is dropped; its calls fail (store_unavailable, or outcome_unknown for a commit that went
-/// out) and the next call after the backoff opens a new one.
+/// One connection, opened on the first call, multiplexes every call in flight: the commands of
+/// a turn of the executor go out in one write, and the replies are matched in order. A connection
+/// that fails or times out is dropped; its calls fail (store_unavailable, or outcome_unknown for a
+/// commit that went out) and the next call after the backoff opens a new one.
 ///
 /// On a Redis Cluster (cluster_seeds), each call goes to the primary that serves its key's slot,
 /// on that node's own multiplexed connection, opened on demand: MOVED updates the slot map and

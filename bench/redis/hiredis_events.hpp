@@ -3,9 +3,8 @@
 // the socket, and writes flushed at the end of a read (for the commands its callers sent) or of
 // a turn of the executor (a post), instead of after a wait for write readiness. The socket is
 // nearly always writable, and that wait costs an epoll round and two more system calls per
-// command on a quiet connection; gathering also sends many commands in one write. Used by
-// async_link (AsyncRedisStore) and by the benchmarks' bare twins, so that both drive hiredis alike.
-// Internal to idem_asio_redis.
+// command on a quiet connection; gathering also sends many commands in one write, as
+// AsyncRedisStore's own connection (src/redis/async_link.cpp) does. The bare twin's plumbing.
 
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>

@@ -1,0 +1,217 @@
+// The blocking face's socket and single-caller connection; see socket.hpp.
+
+#include "socket.hpp"
+
+#include <fmt/format.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <memory>
+
+namespace idem::redis {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int millis_until(Deadline deadline) {
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return static_cast<int>(std::clamp<long long>(left, 0, INT_MAX));
+}
+
+// poll(2) for `events` until `deadline`: 0 when ready, else the errno (ETIMEDOUT).
+int wait_for(int fd, short events, Deadline deadline) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    const int ready = ::poll(&p, 1, millis_until(deadline));
+    if (ready > 0) return 0;
+    if (ready == 0) return ETIMEDOUT;
+    if (errno != EINTR) return errno;
+  }
+}
+
+// A non-blocking connect to `addr`, done by `deadline`: the socket, or -1 with `error` set.
+int connect_to(const sockaddr* addr, socklen_t len, Deadline deadline, int& error) {
+  const int fd = ::socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    error = errno;
+    return -1;
+  }
+  error = ::connect(fd, addr, len) == 0 ? 0 : errno;
+  if (error == EINPROGRESS && (error = wait_for(fd, POLLOUT, deadline)) == 0) {
+    socklen_t size = sizeof error;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) != 0) error = errno;
+  }
+  if (error != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+}  // namespace
+
+void tune_tcp(int fd, bool keep_alive) noexcept {
+  const int on = 1;
+  (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+  if (!keep_alive) return;
+  const int idle = 15, interval = 5, count = 3;
+  (void)::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  (void)::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  (void)::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  (void)::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+}
+
+Socket& Socket::operator=(Socket&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+Socket::~Socket() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Result<Socket> Socket::open(const ConnectionOptions& options, Deadline deadline,
+                            std::string_view where) {
+  deadline = std::min(deadline, Clock::now() + options.connect_timeout);
+  const auto cannot = [&](std::string_view why) {
+    return unavailable(fmt::format("redis {}: cannot connect: {}", where, why));
+  };
+  int fd = -1;
+  int error = 0;
+  if (!options.unix_socket.empty()) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (options.unix_socket.size() >= sizeof addr.sun_path) return cannot("socket path too long");
+    std::memcpy(addr.sun_path, options.unix_socket.data(), options.unix_socket.size());
+    fd = connect_to(reinterpret_cast<const sockaddr*>(&addr), sizeof addr, deadline, error);
+  } else {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    const std::string port = std::to_string(options.port);
+    if (const int rc = ::getaddrinfo(options.host.c_str(), port.c_str(), &hints, &found); rc != 0) {
+      return cannot(::gai_strerror(rc));
+    }
+    const std::unique_ptr<addrinfo, void (*)(addrinfo*)> owned(found, ::freeaddrinfo);
+    for (const addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+      fd = connect_to(a->ai_addr, a->ai_addrlen, deadline, error);
+    }
+    if (fd >= 0) tune_tcp(fd, options.keep_alive);
+  }
+  if (fd < 0) return cannot(std::strerror(error));
+  return Socket(fd);
+}
+
+int Socket::send_all(std::string_view bytes, Deadline deadline) const noexcept {
+  while (!bytes.empty()) {
+    const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (n >= 0) {
+      bytes.remove_prefix(static_cast<std::size_t>(n));
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      // The socket's buffer is full (a server that does not read): wait, within the deadline.
+      if (const int error = wait_for(fd_, POLLOUT, deadline); error != 0) return error;
+    } else if (errno != EINTR) {
+      return errno == 0 ? EIO : errno;
+    }
+  }
+  return 0;
+}
+
+ssize_t Socket::read_some(std::span<char> buf, Deadline deadline, int& error) const noexcept {
+  for (;;) {
+    if ((error = wait_for(fd_, POLLIN, deadline)) != 0) return -1;
+    const ssize_t got = ::recv(fd_, buf.data(), buf.size(), 0);
+    if (got >= 0) return got;
+    if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
+      error = errno;
+      return -1;
+    }
+  }
+}
+
+bool Socket::closed_by_server() const noexcept {
+  pollfd p{fd_, POLLIN, 0};
+  return ::poll(&p, 1, 0) != 0;
+}
+
+void Socket::shut_down() const noexcept { ::shutdown(fd_, SHUT_RDWR); }
+
+Result<BlockingConnection> BlockingConnection::open(const ConnectionOptions& options,
+                                                    Deadline deadline, std::string where) {
+  Result<Socket> socket = Socket::open(options, deadline, where);
+  if (!socket) return std::move(socket).failure();
+  BlockingConnection c(std::move(socket).value(), std::move(where), options.command_timeout);
+  const Handshake handshake(options);
+  for (const std::vector<std::string_view>& argv : handshake.commands) {
+    Result<ReplyPtr> r = c.command(argv, std::min(deadline, Clock::now() + c.timeout_));
+    if (!r) return std::move(r).failure();
+    if (r.value()->type == REDIS_REPLY_ERROR) {
+      return unavailable(
+          fmt::format("redis {}: {} refused: {}", c.where_, argv[0], text(*r.value())));
+    }
+  }
+  return c;
+}
+
+Result<ReplyPtr> BlockingConnection::command(std::span<const std::string_view> argv,
+                                             Deadline deadline, bool report_in_doubt) {
+  const std::string_view doing = argv.empty() ? std::string_view("command") : argv[0];
+  if (broken_) return failure(doing, "the connection is broken", false);
+  wire_.queue(argv, true);
+  wire_.take_output(batch_);
+  if (const int error = socket_.send_all(batch_, deadline); error != 0) {
+    return failure(doing, error == ETIMEDOUT ? "" : std::strerror(error), false);
+  }
+  std::array<char, std::size_t{16} * 1024> in;
+  ReplyPtr reply;
+  bool mine = false;
+  for (;;) {
+    switch (wire_.next(reply, mine)) {
+      case Wire<bool>::Got::reply:
+        return reply;
+      case Wire<bool>::Got::broken:
+        return failure(doing, "unreadable reply: " + wire_.error(), report_in_doubt);
+      case Wire<bool>::Got::stray:
+        return failure(doing, "a reply nobody asked for", report_in_doubt);
+      case Wire<bool>::Got::more:
+        break;
+    }
+    int error = 0;
+    const ssize_t got = socket_.read_some(in, deadline, error);
+    if (got == 0) return failure(doing, "connection closed by the server", report_in_doubt);
+    if (got < 0) {
+      return failure(doing, error == ETIMEDOUT ? "" : std::strerror(error), report_in_doubt);
+    }
+    if (!wire_.feed(in.data(), static_cast<std::size_t>(got))) {
+      return failure(doing, "unreadable reply: " + wire_.error(), report_in_doubt);
+    }
+  }
+}
+
+// The connection is broken: no later command may take the reply this one did not get. An empty
+// `why` is a timeout.
+Failure BlockingConnection::failure(std::string_view doing, std::string_view why, bool in_doubt) {
+  broken_ = true;
+  wire_.fail_all([](bool, bool) {});
+  Failure f = why.empty() ? unavailable(fmt::format("redis {}: {} timed out after {} ms", where_,
+                                                    doing, timeout_.count()))
+                          : unavailable(fmt::format("redis {}: {} failed: {}", where_, doing, why));
+  return in_doubt ? reply_lost(std::move(f)) : f;
+}
+
+}  // namespace idem::redis
