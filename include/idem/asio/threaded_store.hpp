@@ -117,15 +117,20 @@ class ThreadedAsyncStore {
     void refuse(std::string why) override {
       answer(nullptr, T(make_failure(errc::store_unavailable, std::move(why))));
     }
-    // Resumes the caller on its own executor. The work guard travels with the answer and ends on
-    // the caller's thread: ended here, after the post, it could touch an io_context that the
-    // resumed caller has already destroyed.
+    // Resumes the caller on its own executor. Once resumed, the caller may destroy its
+    // io_context, so every touch of it from this thread (the post's wake-up, the work guard's
+    // end) comes first: the answer waits for `posted`, which is set after the last of them.
     void answer(std::exception_ptr thrown, T value) {
-      const auto executor = work.get_executor();
-      boost::asio::post(executor, [h = std::move(handler), w = std::move(work),
-                                   thrown = std::move(thrown), v = std::move(value)]() mutable {
-        std::move(h)(std::move(thrown), std::move(v));
-      });
+      auto posted = std::make_shared<std::atomic<bool>>(false);
+      boost::asio::post(work.get_executor(),
+                        [h = std::move(handler), posted, thrown = std::move(thrown),
+                         v = std::move(value)]() mutable {
+                          posted->wait(false);
+                          std::move(h)(std::move(thrown), std::move(v));
+                        });
+      work.reset();
+      posted->store(true);
+      posted->notify_one();
     }
 
     Call call;
