@@ -91,14 +91,19 @@ void check_cache_claim(const redisReply& r) {
   if (claim->status == ClaimStatus::in_progress) IDEM_FUZZ_CHECK(entry[0] == state::held);
 }
 
-void check_fenced(idem::redis::ReplyPtr reply) {
-  const bool integer = reply->type == REDIS_REPLY_INTEGER;
-  const long long value = reply->integer;
-  const idem::Status status = idem::redis::decode_fenced(std::move(reply), "fuzz", "commit");
+void check_fenced(const redisReply& reply) {
+  const idem::Status status = idem::redis::decode_fenced(reply, "fuzz", "commit");
   using Reply = idem::detail::RedisFencedReply;
-  if (integer && value == static_cast<long long>(Reply::done)) {
+  const bool integer = reply.type == REDIS_REPLY_INTEGER;
+  if (reply.type == REDIS_REPLY_ERROR) {
+    // The server's own refusal: a key of another type or a script's IDEM_CORRUPT is the record's
+    // fault, anything else (OOM, BUSY, READONLY...) the server's.
+    const std::string_view text(reply.str, reply.len);
+    const bool corrupt = text.starts_with("WRONGTYPE") || text.find("IDEM_CORRUPT") != text.npos;
+    IDEM_FUZZ_CHECK(is(status.error(), corrupt ? errc::record_corrupt : errc::store_unavailable));
+  } else if (integer && reply.integer == static_cast<long long>(Reply::done)) {
     IDEM_FUZZ_CHECK(status.ok());
-  } else if (integer && value == static_cast<long long>(Reply::lease_lost)) {
+  } else if (integer && reply.integer == static_cast<long long>(Reply::lease_lost)) {
     IDEM_FUZZ_CHECK(is(status.error(), errc::lease_lost));
   } else {
     IDEM_FUZZ_CHECK(is(status.error(), errc::record_corrupt));
@@ -132,7 +137,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       idem::redis::ReplyPtr reply(static_cast<redisReply*>(raw));
       check_claim(*reply);
       check_cache_claim(*reply);
-      check_fenced(std::move(reply));
+      check_fenced(*reply);
     }
   }
   redisReaderFree(reader);
