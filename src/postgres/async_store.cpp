@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <charconv>
 #include <stdexcept>
 #include <utility>
 
@@ -45,26 +44,6 @@ Query preparation(const char* name, const std::string& sql) {
   return {.kind = Query::prepare, .name = name, .sql = sql};
 }
 
-// A cell as a 64-bit integer, in one pass; false for NULL, out of the result, or not one.
-bool as_i64(const Reply& r, int row, int col, std::int64_t& out) {
-  const char* s = r.result ? PQgetvalue(r.result.get(), row, col) : nullptr;
-  if (s == nullptr) return false;
-  const bool negative = *s == '-';
-  if (negative) ++s;
-  if (*s == '\0') return false;
-  std::uint64_t v = 0;
-  int digits = 0;
-  for (; *s != '\0'; ++s) {
-    const unsigned d = static_cast<unsigned char>(*s) - unsigned{'0'};
-    if (d > 9 || ++digits > 19) return false;  // 19 digits never overflow 64 bits
-    v = v * 10 + d;
-  }
-  constexpr std::uint64_t kMax = std::uint64_t{1} << 63;  // |INT64_MIN|
-  if (v > (negative ? kMax : kMax - 1)) return false;
-  out = negative ? static_cast<std::int64_t>(std::uint64_t{0} - v) : static_cast<std::int64_t>(v);
-  return true;
-}
-
 Failure corrupt(std::string_view what) {
   return make_failure(
       errc::record_corrupt,
@@ -73,15 +52,6 @@ Failure corrupt(std::string_view what) {
 
 Status lease_lost() {
   return Status(errc::lease_lost, "the record is no longer held under this fence");
-}
-
-// A statement error: the server's message; a read-only server says so as PostgresStore does.
-Failure statement_failure(const Reply& r) {
-  if (r.sqlstate == "25006") {
-    return make_failure(errc::store_unavailable,
-                        fmt::format("{} ({})", postgres::detail::kReadOnly, r.failure.message));
-  }
-  return r.failure;
 }
 
 struct RecordColumns {
@@ -93,9 +63,9 @@ std::optional<detail::RecordView<milliseconds>> view_of(const Reply& r, RecordCo
                                                         std::int64_t fence, std::string& result,
                                                         Failure& bad) {
   std::int64_t state = 0, hi = 0, lo = 0, lease = 0, expires = 0;
-  if (at.result >= r.column_count() || !as_i64(r, 0, at.state, state) || !as_i64(r, 0, at.hi, hi) ||
-      !as_i64(r, 0, at.lo, lo) || !as_i64(r, 0, at.lease, lease) ||
-      !as_i64(r, 0, at.expires, expires)) {
+  if (at.result >= r.column_count() || !r.integer(0, at.state, state) || !r.integer(0, at.hi, hi) ||
+      !r.integer(0, at.lo, lo) || !r.integer(0, at.lease, lease) ||
+      !r.integer(0, at.expires, expires)) {
     bad = corrupt("a record's columns");
     return std::nullopt;
   }
@@ -162,7 +132,7 @@ Query extend_query(const Ticket& ticket, milliseconds lease) {
 
 bool landed(const Reply& r, Fence fence, const Completion& completion) {
   std::int64_t found_fence = 0;
-  if (r.column_count() != 7 || !as_i64(r, 0, 3, found_fence)) return false;
+  if (r.column_count() != 7 || !r.integer(0, 3, found_fence)) return false;
   std::string result;
   Failure bad;
   const auto view = view_of(r, RecordColumns{0, 1, 2, 4, 5, 6}, found_fence, result, bad);
@@ -240,7 +210,7 @@ class AsyncPostgresStore::Impl {
     p.send_internal(plain_sql(text_.select_version), [this, &p, g](Reply& r) {
       if (!p.current(g)) return;
       std::int64_t version = -1;
-      if (!r.ok() || r.row_count() != 1 || !as_i64(r, 0, 0, version)) {
+      if (!r.ok() || r.row_count() != 1 || !r.integer(0, 0, version)) {
         p.drop("cannot read the schema version: " + r.failure.message);
         return;
       }
@@ -300,11 +270,11 @@ struct ClaimAnswer {
   Fingerprint fingerprint;
 
   std::optional<Result<Claim>> operator()(const Reply& r, const Query&) const {
-    if (!r.ok()) return Result<Claim>(statement_failure(r));
+    if (!r.ok()) return Result<Claim>(r.failure);
     if (r.row_count() == 0) return std::nullopt;
     std::int64_t acquired = 0, fence = 0, took_over = 0;
-    if (r.column_count() != 9 || !as_i64(r, 0, 0, acquired) || !as_i64(r, 0, 1, fence) ||
-        !as_i64(r, 0, 2, took_over)) {
+    if (r.column_count() != 9 || !r.integer(0, 0, acquired) || !r.integer(0, 1, fence) ||
+        !r.integer(0, 2, took_over)) {
       return Result<Claim>(corrupt("the claim's answer"));
     }
     if (acquired == 1) {
@@ -333,7 +303,7 @@ struct CommitAnswer {
   const Completion* completion;
 
   std::optional<Status> operator()(const Reply& r, Query& query) const {
-    if (!r.ok()) return Status(statement_failure(r));
+    if (!r.ok()) return Status(r.failure);
     if (query.name == kFinish) {
       if (r.affected == 1) return Status{};
       query = read_query(ticket->key);  // matched nothing: read the record
@@ -368,7 +338,7 @@ net::awaitable<Status> AsyncPostgresStore::async_commit(const Ticket& ticket,
 net::awaitable<Status> AsyncPostgresStore::async_abort(const Ticket& ticket) {
   const std::shared_ptr<Impl> impl = impl_;
   Reply r = co_await impl->pipeline().run(release_query(ticket));
-  if (!r.ok()) co_return statement_failure(r);
+  if (!r.ok()) co_return r.failure;
   co_return r.affected == 1 ? Status{} : lease_lost();
 }
 
@@ -376,7 +346,7 @@ net::awaitable<Status> AsyncPostgresStore::async_extend(const Ticket& ticket,
                                                         std::chrono::milliseconds lease) {
   const std::shared_ptr<Impl> impl = impl_;
   Reply r = co_await impl->pipeline().run(extend_query(ticket, lease));
-  if (!r.ok()) co_return statement_failure(r);
+  if (!r.ok()) co_return r.failure;
   co_return r.affected == 1 ? Status{} : lease_lost();
 }
 
