@@ -43,11 +43,6 @@ std::int64_t single_integer(const Reply& r) {
   return v;
 }
 
-void add_ticket(Query& q, const Ticket& ticket) {
-  q.params.bytes(ticket.key);
-  q.params.number(static_cast<std::int64_t>(ticket.fence));
-}
-
 }  // namespace
 
 PgSession::PgSession(const std::string& conninfo, milliseconds connect_budget,
@@ -136,12 +131,7 @@ std::optional<sql::ClaimRow> PgSession::claim(const sql::ClaimArgs& args) {
                        std::to_string(args.lease_ms), std::to_string(args.keep_ms)}));
   } else {
     Query q = prepared(name);
-    q.params.bytes(args.key);
-    q.params.number(as_i64(args.fingerprint.high));
-    q.params.number(as_i64(args.fingerprint.low));
-    q.params.number(static_cast<std::int64_t>(args.min_fence));
-    q.params.number(args.lease_ms);
-    q.params.number(args.keep_ms);
+    add_claim(q, args);
     r = send(q);
   }
   if (r.row_count() == 0) return std::nullopt;
@@ -153,20 +143,13 @@ std::optional<sql::ClaimRow> PgSession::read(std::string_view key) {
   q.params.bytes(key);
   const Reply r = call(q);
   if (r.row_count() == 0) return std::nullopt;
-  sql::ClaimRow out = record_row(r, 0, {0, 1, 2, 4, 5, 6});
-  std::int64_t fence = 0;
-  if (!r.integer(0, 3, fence)) out.state = sql::kMalformedState;
-  out.fence = static_cast<Fence>(fence);
-  return out;
+  return read_row(r, 0);
 }
 
 bool PgSession::finish(const Ticket& ticket, sql::State state, std::string_view result,
                        std::int64_t ttl_ms) {
   Query q = prepared(kFinish);
-  add_ticket(q, ticket);
-  q.params.number(static_cast<int>(state));
-  q.params.bytes(result);
-  q.params.number(ttl_ms);
+  add_finish(q, ticket, state, result, ttl_ms);
   return send(q).affected == 1;
 }
 

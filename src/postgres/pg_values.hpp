@@ -1,6 +1,6 @@
 #pragma once
-// The blocking store's values on libpq: parameters as text, rows as the SQL layer's cells and
-// records.
+// The PostgreSQL stores' values on libpq, for both connection cores: the record statements'
+// parameters, the generic statements' as text, rows as the SQL layer's cells and records.
 
 #include <array>
 #include <bit>
@@ -88,6 +88,16 @@ inline sql::ClaimRow record_row(const Reply& r, int i, std::array<int, 6> at) {
   return out;
 }
 
+/// The record idem_read answers in row `i` (state, fp_hi, fp_lo, fence, lease left, expires in,
+/// result).
+inline sql::ClaimRow read_row(const Reply& r, int i) {
+  sql::ClaimRow out = record_row(r, i, {0, 1, 2, 4, 5, 6});
+  std::int64_t fence = 0;
+  if (r.column_count() != 7 || !r.integer(i, 3, fence)) out.state = sql::kMalformedState;
+  out.fence = static_cast<Fence>(fence);
+  return out;
+}
+
 /// A claim's answer from claim_in_one's columns, starting at `at` in row `i`.
 inline sql::ClaimRow claim_row(const Reply& r, int i, int at) {
   std::int64_t acquired = 0, fence = 0, took_over = 0;
@@ -101,6 +111,30 @@ inline sql::ClaimRow claim_row(const Reply& r, int i, int at) {
   out.fence = static_cast<Fence>(fence);
   out.took_over = took_over != 0;
   return out;
+}
+
+/// claim_in_one's parameters (and claim_in_one_drawn's), in binary and text form.
+inline void add_claim(Query& q, const sql::ClaimArgs& a) {
+  q.params.bytes(a.key);
+  q.params.number(std::bit_cast<std::int64_t>(a.fingerprint.high));
+  q.params.number(std::bit_cast<std::int64_t>(a.fingerprint.low));
+  q.params.number(static_cast<std::int64_t>(a.min_fence));
+  q.params.number(a.lease_ms);
+  q.params.number(a.keep_ms);
+}
+
+/// The first parameters of the fenced statements (finish, release, extend).
+inline void add_ticket(Query& q, const Ticket& ticket) {
+  q.params.bytes(ticket.key);
+  q.params.number(static_cast<std::int64_t>(ticket.fence));
+}
+
+inline void add_finish(Query& q, const Ticket& ticket, sql::State state, std::string_view result,
+                       std::int64_t ttl_ms) {
+  add_ticket(q, ticket);
+  q.params.number(static_cast<int>(state));
+  q.params.bytes(result);
+  q.params.number(ttl_ms);
 }
 
 }  // namespace idem::postgres::detail
