@@ -101,11 +101,12 @@ inline sql::ClaimRow read_row(const Reply& r, int i) {
 /// A claim's answer from claim_in_one's columns, starting at `at` in row `i`.
 inline sql::ClaimRow claim_row(const Reply& r, int i, int at) {
   std::int64_t acquired = 0, fence = 0, took_over = 0;
+  sql::ClaimRow out;
   if (r.column_count() < at + 9 || !r.integer(i, at, acquired) || !r.integer(i, at + 1, fence) ||
       !r.integer(i, at + 2, took_over)) {
-    return sql::ClaimRow{.state = sql::kMalformedState};
+    out.state = sql::kMalformedState;
+    return out;
   }
-  sql::ClaimRow out;
   if (acquired != 1) out = record_row(r, i, {at + 3, at + 4, at + 5, at + 6, at + 7, at + 8});
   out.acquired = acquired == 1;
   out.fence = static_cast<Fence>(fence);
