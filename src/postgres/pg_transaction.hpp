@@ -20,6 +20,8 @@ class PgTransaction final {
   PgTransaction(Connection& conn, std::string preamble, Script script);
   PgTransaction(const PgTransaction&) = delete;
   PgTransaction& operator=(const PgTransaction&) = delete;
+  /// Rolls back what was sent and not committed (libpqxx may refuse to commit first).
+  ~PgTransaction() { abort(); }
 
   pqxx::dbtransaction& handle() noexcept { return tx_; }
 
