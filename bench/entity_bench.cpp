@@ -30,7 +30,7 @@
 #include "idem/state_machine_store.hpp"
 #include "idem/version_store.hpp"
 #include "latency.hpp"
-#include "postgres/pqxx_compat.hpp"  // the bare twins' calls, the same on libpqxx 6 and 7
+#include "postgres/pqxx_calls.hpp"  // the bare twins' calls, the same on libpqxx 6 and 7
 
 namespace {
 
@@ -344,19 +344,19 @@ void postgres_bare(benchmark::State& state, bool op_log, bool transition) {
     const auto timer = latency.time();
     const std::string key = "item/v" + std::to_string(v);
     pqxx::work w(c);
-    if (op_log && !idem::postgres::detail::exec_prepared(w, "lookup", key).empty()) {
+    if (op_log && !idem_bench::pqxx_calls::exec_prepared(w, "lookup", key).empty()) {
       state.SkipWithError("replayed");
     }
     const bool open = v % 2 == 0;
     const pqxx::result r =
-        transition ? idem::postgres::detail::exec_prepared(
+        transition ? idem_bench::pqxx_calls::exec_prepared(
                          w, "move", "item", open ? "HELD" : "OPEN", open ? "OPEN" : "HELD")
-                   : idem::postgres::detail::exec_prepared(w, "bump", "item", v);
+                   : idem_bench::pqxx_calls::exec_prepared(w, "bump", "item", v);
     ++v;
     if (r.affected_rows() != 1) state.SkipWithError("conflict");
     if (op_log) {
-      idem::postgres::detail::exec_prepared(w, "insert", key);
-      idem::postgres::detail::exec_prepared(w, "finish", key, "1");
+      idem_bench::pqxx_calls::exec_prepared(w, "insert", key);
+      idem_bench::pqxx_calls::exec_prepared(w, "finish", key, "1");
     }
     w.commit();
   }

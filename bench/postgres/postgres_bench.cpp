@@ -35,7 +35,7 @@
 #include "idem/guard.hpp"
 #include "idem/postgres/store.hpp"
 #include "latency.hpp"
-#include "postgres/pqxx_compat.hpp"  // the bare twins' calls, the same on libpqxx 6 and 7
+#include "postgres/pqxx_calls.hpp"  // the bare twins' calls, the same on libpqxx 6 and 7
 #include "sql/statements.hpp"
 
 namespace {
@@ -183,25 +183,25 @@ class Bare {
  public:
   Bare() : text_(idem::sql::kPostgres, g_prefix), conn_(g_uri) {
     // Prepared at once: SQL's EXECUTE (transactional twin) needs them on the server.
-    idem::postgres::detail::prepare(conn_, "claim", text_.claim_in_one);
-    idem::postgres::detail::prepare(conn_, "finish", text_.finish);
+    idem_bench::pqxx_calls::prepare(conn_, "claim", text_.claim_in_one);
+    idem_bench::pqxx_calls::prepare(conn_, "finish", text_.finish);
   }
   long long claim(const std::string& k) {
     pqxx::nontransaction tx(conn_);
-    const pqxx::result r = idem::postgres::detail::exec_prepared(
-        tx, "claim", idem::postgres::detail::bytes_param(k), static_cast<std::int64_t>(11),
+    const pqxx::result r = idem_bench::pqxx_calls::exec_prepared(
+        tx, "claim", idem_bench::pqxx_calls::bytes_param(k), static_cast<std::int64_t>(11),
         static_cast<std::int64_t>(22), static_cast<std::int64_t>(1),
         static_cast<std::int64_t>(kLease.count()), static_cast<std::int64_t>(kTtl.count()));
     if (r.empty()) return 0;
     if (r[0][0].as<int>() == 1) return r[0][1].as<long long>();
-    benchmark::DoNotOptimize(idem::postgres::detail::field_bytes(r[0][8]).size());
+    benchmark::DoNotOptimize(idem_bench::pqxx_calls::field_bytes(r[0][8]).size());
     return 0;
   }
   void commit(const std::string& k, long long fence, const std::string& result) {
     pqxx::nontransaction tx(conn_);
-    idem::postgres::detail::exec_prepared(
-        tx, "finish", idem::postgres::detail::bytes_param(k), static_cast<std::int64_t>(fence), 1,
-        idem::postgres::detail::bytes_param(result), static_cast<std::int64_t>(kTtl.count()));
+    idem_bench::pqxx_calls::exec_prepared(
+        tx, "finish", idem_bench::pqxx_calls::bytes_param(k), static_cast<std::int64_t>(fence), 1,
+        idem_bench::pqxx_calls::bytes_param(result), static_cast<std::int64_t>(kTtl.count()));
   }
   // Transactional mode as the store sends it: two messages, BEGIN with the claim, then the
   // fenced update with COMMIT (the prepared statements run by SQL's EXECUTE).
@@ -385,7 +385,7 @@ void BM_GuardReplica_Replay(benchmark::State& state) {
 void BM_BareReplica_Replay(benchmark::State& state) {
   const idem::sql::Statements text(idem::sql::kPostgres, g_prefix);
   pqxx::connection conn(g_replica_uri);
-  idem::postgres::detail::prepare(conn, "read", text.read);
+  idem_bench::pqxx_calls::prepare(conn, "read", text.read);
   long long i = state.thread_index() * 97;
   idem_bench::Latency latency;
   for (auto _ : state) {
@@ -393,9 +393,9 @@ void BM_BareReplica_Replay(benchmark::State& state) {
     const std::string k = key("bare-replay", i++ % kReplayKeys);
     pqxx::nontransaction tx(conn);
     const pqxx::result r =
-        idem::postgres::detail::exec_prepared(tx, "read", idem::postgres::detail::bytes_param(k));
+        idem_bench::pqxx_calls::exec_prepared(tx, "read", idem_bench::pqxx_calls::bytes_param(k));
     if (r.empty()) state.SkipWithError("not on the replica");
-    benchmark::DoNotOptimize(idem::postgres::detail::field_bytes(r[0][6]).size());
+    benchmark::DoNotOptimize(idem_bench::pqxx_calls::field_bytes(r[0][6]).size());
   }
   latency.report(state);
 }

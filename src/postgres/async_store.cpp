@@ -6,8 +6,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <bit>
-#include <charconv>
 #include <stdexcept>
 #include <utility>
 
@@ -15,6 +13,7 @@
 #include "postgres/pg_options.hpp"
 #include "postgres/pg_pipeline.hpp"
 #include "postgres/pg_schema.hpp"
+#include "postgres/pg_values.hpp"
 #include "sql/statements.hpp"
 
 namespace idem {
@@ -35,8 +34,6 @@ constexpr const char* kRead = "idem_async_read";
 // A record may change between the claim's write and its read: ask again, as PostgresStore does.
 constexpr int kClaimAttempts = 4;
 
-std::string i64_text(std::int64_t v) { return std::to_string(v); }
-
 Query prepared(const char* name, bool commit = false) {
   return {.kind = Query::prepared, .name = name, .commit = commit};
 }
@@ -45,97 +42,42 @@ Query preparation(const char* name, const std::string& sql) {
   return {.kind = Query::prepare, .name = name, .sql = sql};
 }
 
-// A cell as a 64-bit integer, in one pass; false for NULL, out of the result, or not one.
-bool as_i64(const Reply& r, int row, int col, std::int64_t& out) {
-  const char* s = r.result ? PQgetvalue(r.result.get(), row, col) : nullptr;
-  if (s == nullptr) return false;
-  const bool negative = *s == '-';
-  if (negative) ++s;
-  if (*s == '\0') return false;
-  std::uint64_t v = 0;
-  int digits = 0;
-  for (; *s != '\0'; ++s) {
-    const unsigned d = static_cast<unsigned char>(*s) - unsigned{'0'};
-    if (d > 9 || ++digits > 19) return false;  // 19 digits never overflow 64 bits
-    v = v * 10 + d;
-  }
-  constexpr std::uint64_t kMax = std::uint64_t{1} << 63;  // |INT64_MIN|
-  if (v > (negative ? kMax : kMax - 1)) return false;
-  out = negative ? static_cast<std::int64_t>(std::uint64_t{0} - v) : static_cast<std::int64_t>(v);
-  return true;
-}
-
-Failure corrupt(std::string_view what) {
-  return make_failure(
-      errc::record_corrupt,
-      fmt::format("SQL record has columns of other types than idem writes ({})", what));
-}
-
 Status lease_lost() {
   return Status(errc::lease_lost, "the record is no longer held under this fence");
 }
 
-// A statement error: the server's message; a read-only server says so as PostgresStore does.
-Failure statement_failure(const Reply& r) {
-  if (r.sqlstate == "25006") {
-    return make_failure(errc::store_unavailable,
-                        fmt::format("{} ({})", postgres::detail::kReadOnly, r.failure.message));
-  }
-  return r.failure;
-}
-
-struct RecordColumns {
-  int state, hi, lo, lease, expires, result;
-};
-
-// The record in row 0 of `r`; its result decoded into `result`, which the view points at.
-std::optional<detail::RecordView<milliseconds>> view_of(const Reply& r, RecordColumns at,
-                                                        std::int64_t fence, std::string& result,
-                                                        Failure& bad) {
-  std::int64_t state = 0, hi = 0, lo = 0, lease = 0, expires = 0;
-  if (at.result >= r.column_count() || !as_i64(r, 0, at.state, state) || !as_i64(r, 0, at.hi, hi) ||
-      !as_i64(r, 0, at.lo, lo) || !as_i64(r, 0, at.lease, lease) ||
-      !as_i64(r, 0, at.expires, expires)) {
-    bad = corrupt("a record's columns");
+// A record row as the record model reads it; nullopt, with `bad`, for one idem never writes.
+std::optional<detail::RecordView<milliseconds>> view_of(const sql::ClaimRow& row, Failure& bad) {
+  const std::optional<detail::RecordState> state = detail::from_sql(row.state);
+  if (!state) {
+    bad = make_failure(errc::record_corrupt,
+                       row.state == sql::kMalformedState
+                           ? std::string("SQL record has columns of other types than idem writes")
+                           : "SQL record has unknown state " + std::to_string(row.state));
     return std::nullopt;
   }
-  const std::optional<detail::RecordState> decoded =
-      detail::from_sql(static_cast<std::int16_t>(state));
-  if (!decoded) {
-    bad = make_failure(errc::record_corrupt, "SQL record has unknown state " + i64_text(state));
-    return std::nullopt;
-  }
-  if (!r.null(0, at.result) && !r.bytes(0, at.result, result)) {
-    bad = corrupt("a record's result");
-    return std::nullopt;
-  }
-  return detail::RecordView<milliseconds>{
-      .state = *decoded,
-      .fingerprint = {std::bit_cast<std::uint64_t>(hi), std::bit_cast<std::uint64_t>(lo)},
-      .fence = static_cast<Fence>(fence),
-      .lease_left = milliseconds{lease},
-      .expires_in = milliseconds{expires},
-      .result = result};
+  return detail::RecordView<milliseconds>{.state = *state,
+                                          .fingerprint = row.fingerprint,
+                                          .fence = row.fence,
+                                          .lease_left = milliseconds{row.lease_left_ms},
+                                          .expires_in = milliseconds{row.expire_left_ms},
+                                          .result = row.result};
 }
 
 Query claim_query(const ClaimRequest& request) {
   Query q = prepared(kClaim);
-  q.params.bytes(request.key);
-  q.params.number(std::bit_cast<std::int64_t>(request.fingerprint.high));
-  q.params.number(std::bit_cast<std::int64_t>(request.fingerprint.low));
-  q.params.number(1);
-  q.params.number(request.lease.count());
-  q.params.number(held_retention(request.retention, request.lease).count());
+  postgres::detail::add_claim(
+      q, {.key = request.key,
+          .fingerprint = request.fingerprint,
+          .lease_ms = request.lease.count(),
+          .keep_ms = held_retention(request.retention, request.lease).count()});
   return q;
 }
 
 Query finish_query(const Ticket& ticket, const Completion& completion) {
   Query q = prepared(kFinish, /*commit=*/true);
-  q.params.bytes(ticket.key);
-  q.params.number(static_cast<std::int64_t>(ticket.fence));
-  q.params.number(static_cast<int>(detail::to_sql(detail::finished_state(completion.status))));
-  q.params.bytes(completion.result);
-  q.params.number(completion.ttl.count());
+  postgres::detail::add_finish(q, ticket, detail::to_sql(detail::finished_state(completion.status)),
+                               completion.result, completion.ttl.count());
   return q;
 }
 
@@ -147,25 +89,20 @@ Query read_query(std::string_view key) {
 
 Query release_query(const Ticket& ticket) {
   Query q = prepared(kRelease);
-  q.params.bytes(ticket.key);
-  q.params.number(static_cast<std::int64_t>(ticket.fence));
+  postgres::detail::add_ticket(q, ticket);
   return q;
 }
 
 Query extend_query(const Ticket& ticket, milliseconds lease) {
   Query q = prepared(kExtend);
-  q.params.bytes(ticket.key);
-  q.params.number(static_cast<std::int64_t>(ticket.fence));
+  postgres::detail::add_ticket(q, ticket);
   q.params.number(lease.count());
   return q;
 }
 
 bool landed(const Reply& r, Fence fence, const Completion& completion) {
-  std::int64_t found_fence = 0;
-  if (r.column_count() != 7 || !as_i64(r, 0, 3, found_fence)) return false;
-  std::string result;
   Failure bad;
-  const auto view = view_of(r, RecordColumns{0, 1, 2, 4, 5, 6}, found_fence, result, bad);
+  const auto view = view_of(postgres::detail::read_row(r, 0), bad);
   return view && detail::check_fence(*view, fence, &completion) == detail::FenceCheck::landed;
 }
 
@@ -240,7 +177,7 @@ class AsyncPostgresStore::Impl {
     p.send_internal(plain_sql(text_.select_version), [this, &p, g](Reply& r) {
       if (!p.current(g)) return;
       std::int64_t version = -1;
-      if (!r.ok() || r.row_count() != 1 || !as_i64(r, 0, 0, version)) {
+      if (!r.ok() || r.row_count() != 1 || !r.integer(0, 0, version)) {
         p.drop("cannot read the schema version: " + r.failure.message);
         return;
       }
@@ -300,21 +237,15 @@ struct ClaimAnswer {
   Fingerprint fingerprint;
 
   std::optional<Result<Claim>> operator()(const Reply& r, const Query&) const {
-    if (!r.ok()) return Result<Claim>(statement_failure(r));
+    if (!r.ok()) return Result<Claim>(r.failure);
     if (r.row_count() == 0) return std::nullopt;
-    std::int64_t acquired = 0, fence = 0, took_over = 0;
-    if (r.column_count() != 9 || !as_i64(r, 0, 0, acquired) || !as_i64(r, 0, 1, fence) ||
-        !as_i64(r, 0, 2, took_over)) {
-      return Result<Claim>(corrupt("the claim's answer"));
+    const sql::ClaimRow row = postgres::detail::claim_row(r, 0, 0);
+    if (row.acquired) {
+      return Result<Claim>(
+          Claim{.status = ClaimStatus::acquired, .fence = row.fence, .took_over = row.took_over});
     }
-    if (acquired == 1) {
-      return Result<Claim>(Claim{.status = ClaimStatus::acquired,
-                                 .fence = static_cast<Fence>(fence),
-                                 .took_over = took_over != 0});
-    }
-    std::string result;
     Failure bad;
-    const auto view = view_of(r, RecordColumns{3, 4, 5, 6, 7, 8}, fence, result, bad);
+    const auto view = view_of(row, bad);
     if (!view) return Result<Claim>(std::move(bad));
     Claim answer = detail::classify(*view, fingerprint);
     // The statement takes every record a claim may take: finding one means it changed.
@@ -333,7 +264,7 @@ struct CommitAnswer {
   const Completion* completion;
 
   std::optional<Status> operator()(const Reply& r, Query& query) const {
-    if (!r.ok()) return Status(statement_failure(r));
+    if (!r.ok()) return Status(r.failure);
     if (query.name == kFinish) {
       if (r.affected == 1) return Status{};
       query = read_query(ticket->key);  // matched nothing: read the record
@@ -368,7 +299,7 @@ net::awaitable<Status> AsyncPostgresStore::async_commit(const Ticket& ticket,
 net::awaitable<Status> AsyncPostgresStore::async_abort(const Ticket& ticket) {
   const std::shared_ptr<Impl> impl = impl_;
   Reply r = co_await impl->pipeline().run(release_query(ticket));
-  if (!r.ok()) co_return statement_failure(r);
+  if (!r.ok()) co_return r.failure;
   co_return r.affected == 1 ? Status{} : lease_lost();
 }
 
@@ -376,7 +307,7 @@ net::awaitable<Status> AsyncPostgresStore::async_extend(const Ticket& ticket,
                                                         std::chrono::milliseconds lease) {
   const std::shared_ptr<Impl> impl = impl_;
   Reply r = co_await impl->pipeline().run(extend_query(ticket, lease));
-  if (!r.ok()) co_return statement_failure(r);
+  if (!r.ok()) co_return r.failure;
   co_return r.affected == 1 ? Status{} : lease_lost();
 }
 

@@ -3,15 +3,17 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <chrono>
 #include <map>
 #include <memory>
-#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "idem/postgres/admin.hpp"
 #include "idem/postgres/store.hpp"
-#include "postgres/pg_connection.hpp"
 #include "postgres/pg_failure.hpp"
+#include "postgres/pg_link.hpp"
 #include "postgres/pg_options.hpp"
 #include "postgres/pg_values.hpp"
 #include "sql/sql_admin.hpp"
@@ -30,29 +32,31 @@ class PgAdminConnection final : public sql::AdminConnection {
   }
 
   std::int64_t exec(const std::string& sql, std::span<const sql::Param> params) override {
-    return static_cast<std::int64_t>(postgres::detail::affected_rows(run(sql, params)));
+    return static_cast<std::int64_t>(run(sql, params).affected);
   }
 
-  void begin() override { work_.emplace(connection()); }
+  void begin() override {
+    script("BEGIN");
+    in_transaction_ = true;
+  }
   void commit() override {
-    work_->commit();
-    work_.reset();
+    script("COMMIT");
+    in_transaction_ = false;
   }
   void rollback() noexcept override {
     try {
-      if (work_) work_->abort();
+      if (std::exchange(in_transaction_, false) && link_ && link_->is_open()) script("ROLLBACK");
     } catch (...) {  // the connection is gone: nothing stays open
     }
-    work_.reset();
-    if (conn_ && !conn_->is_open()) conn_.reset();
+    if (link_ && !link_->is_open()) link_.reset();
   }
 
   std::vector<std::string> missing(const sql::Statements& text) override {
     std::vector<std::string> absent;
-    auto check = [&](const std::string& name, const char* absent_sql) {
+    auto check = [&](const std::string& name, const std::string& absent_sql) {
       const std::array p{sql::Param{.kind = sql::Param::text, .string = name}};
-      const pqxx::result r = run(absent_sql, p);
-      if (!r.empty() && std::string_view(r[0][0].c_str()) == "t") absent.push_back(name);
+      const postgres::detail::Reply r = run(absent_sql, p);
+      if (r.row_count() > 0 && r.text(0, 0) == "t") absent.push_back(name);
     };
     for (const std::string& name : {text.schema, text.records, text.records + "_expires_at",
                                     text.fences, text.steps, text.entity_ops, text.entity_fences}) {
@@ -63,9 +67,7 @@ class PgAdminConnection final : public sql::AdminConnection {
         "SELECT NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = $1 AND tgrelid = "
         "to_regclass('" +
         text.records + "'))";
-    for (const std::string& name : text.step_triggers) {
-      check(name, trigger_absent.c_str());
-    }
+    for (const std::string& name : text.step_triggers) check(name, trigger_absent);
     return absent;
   }
 
@@ -80,37 +82,52 @@ class PgAdminConnection final : public sql::AdminConnection {
   }
 
  private:
-  postgres::detail::Connection& connection() {
-    if (!conn_) {
+  using Query = postgres::detail::Query;
+
+  // Opened on first use, and again after it failed (not inside a transaction, which went with it).
+  postgres::detail::PgLink& link() {
+    if (link_ && !link_->is_open()) {
+      if (in_transaction_)
+        throw postgres::detail::LinkLost("idem: the transaction's connection is gone");
+      link_.reset();
+    }
+    if (!link_) {
       const postgres::ConnectionOptions& o = options_.connection;
-      conn_ = std::make_unique<postgres::detail::PgConnection>(
+      link_ = std::make_unique<postgres::detail::PgLink>(
           postgres::detail::with_network_defaults(o.uri),
           postgres::detail::connect_budget(o.uri, o.connect_timeout));
-      pqxx::nontransaction tx(*conn_);
-      tx.exec(fmt::format("SET statement_timeout = {}", o.statement_timeout.count()));
       prepared_.clear();
+      link_->run({.kind = Query::script,
+                  .sql = fmt::format("SET statement_timeout = {}", o.statement_timeout.count())},
+                 budget());
     }
-    return *conn_;
+    return *link_;
   }
 
-  pqxx::result run(const std::string& sql, std::span<const sql::Param> params) {
-    postgres::detail::Connection& c = connection();
+  std::chrono::milliseconds budget() const {
+    return options_.connection.statement_timeout + postgres::detail::kReplyMargin;
+  }
+
+  void script(const std::string& sql) { link().run({.kind = Query::script, .sql = sql}, budget()); }
+
+  postgres::detail::Reply run(const std::string& sql, std::span<const sql::Param> params) {
+    postgres::detail::PgLink& l = link();
     auto it = prepared_.find(sql);
     if (it == prepared_.end()) {
       std::string name = "idem_admin" + std::to_string(prepared_.size());
-      postgres::detail::prepare(c, name, sql);
+      l.run({.kind = Query::prepare, .name = name.c_str(), .sql = sql}, budget());
       it = prepared_.emplace(sql, std::move(name)).first;
     }
-    const std::vector<std::string> values = postgres::detail::text_values(params);
-    if (work_) return postgres::detail::exec_prepared_texts(*work_, it->second, values);
-    pqxx::nontransaction tx(c);
-    return postgres::detail::exec_prepared_texts(tx, it->second, values);
+    return l.run({.kind = Query::prepared,
+                  .name = it->second.c_str(),
+                  .values = postgres::detail::text_values(params)},
+                 budget());
   }
 
   PostgresAdminOptions options_;
-  std::unique_ptr<postgres::detail::PgConnection> conn_;
-  std::map<std::string, std::string> prepared_;
-  std::optional<pqxx::work> work_;
+  std::unique_ptr<postgres::detail::PgLink> link_;
+  std::map<std::string, std::string> prepared_;  // statement text -> name, on link_
+  bool in_transaction_ = false;
 };
 
 }  // namespace

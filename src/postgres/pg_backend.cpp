@@ -22,8 +22,7 @@ PgBackend::PgBackend(PostgresStoreOptions options, Role role)
                                     .probe_idle_after = milliseconds{0}},
           [this](SessionPool::Clock::time_point) -> SessionPool::Handle {
             return std::make_unique<PgSession>(conninfo_, connect_budget_, text_,
-                                               options_.connection.statement_timeout, role_,
-                                               watchdog_);
+                                               options_.connection.statement_timeout, role_);
           },
           [](sql::Session& session) { return static_cast<PgSession&>(session).looks_alive(); },
           [](sql::Session& session) {  // ends what the caller left open; drops a closed one

@@ -10,7 +10,6 @@
 #include "common/connection_pool.hpp"
 #include "idem/postgres/store.hpp"
 #include "postgres/pg_session.hpp"
-#include "postgres/reply_watchdog.hpp"
 #include "sql/engine.hpp"
 #include "sql/statements.hpp"
 
@@ -40,7 +39,6 @@ class PgBackend final : public sql::Backend {
   std::string conninfo_;
   std::chrono::milliseconds connect_budget_;
   sql::Statements text_;
-  ReplyWatchdog watchdog_;  // before the pool: its sessions hold watches on it
   SessionPool pool_;
 };
 

@@ -153,27 +153,11 @@ std::vector<std::string> finish_values(std::span<const sql::FinishArgs> args) {
           close(std::move(results)), close(std::move(ttls))};
 }
 
-// The item a row answers (1-based ordinality in column `at`) as an index; n when none.
-template <class Row>
-std::size_t item_of(const Row& row, int at, std::size_t n) {
-  const auto ord = row[at].template as<std::int64_t>();
+// The item row `i` answers (1-based ordinality in column `at`) as an index; n when none.
+std::size_t item_of(const Reply& r, int i, int at, std::size_t n) {
+  std::int64_t ord = 0;
+  if (!r.integer(i, at, ord)) return n;
   return ord >= 1 && ord <= static_cast<std::int64_t>(n) ? static_cast<std::size_t>(ord - 1) : n;
-}
-
-std::vector<std::optional<sql::ClaimRow>> claim_rows(const pqxx::result& r, std::size_t n) {
-  std::vector<std::optional<sql::ClaimRow>> rows(n);
-  for (const auto& row : r) {
-    if (const std::size_t i = item_of(row, 0, n); i < n) rows[i] = claim_row(row, 1);
-  }
-  return rows;
-}
-
-std::vector<bool> finished_rows(const pqxx::result& r, std::size_t n) {
-  std::vector<bool> done(n, false);
-  for (const auto& row : r) {
-    if (const std::size_t i = item_of(row, 0, n); i < n) done[i] = true;
-  }
-  return done;
 }
 
 }  // namespace
@@ -186,10 +170,9 @@ sql::Session::Written PgSession::write_many(std::span<const sql::FinishArgs> fin
   for (int attempt = 1;; ++attempt) {
     try {
       return write_many_once(finishes, claims);
-    } catch (const pqxx::deadlock_detected&) {
-      if (attempt >= kAttempts || !is_open()) throw;
-    } catch (const pqxx::serialization_failure&) {
-      if (attempt >= kAttempts || !is_open()) throw;
+    } catch (const PgError& e) {
+      const bool again = e.sqlstate == "40P01" || e.sqlstate == "40001";  // deadlock, serialization
+      if (!again || attempt >= kAttempts || !is_open()) throw;
     }
   }
 }
@@ -197,24 +180,25 @@ sql::Session::Written PgSession::write_many(std::span<const sql::FinishArgs> fin
 sql::Session::Written PgSession::write_many_once(std::span<const sql::FinishArgs> finishes,
                                                  std::span<const sql::ClaimArgs> claims) {
   Written out;
-  if (finishes.empty()) {
-    out.claimed = claim_rows(run_texts(kClaimMany, claim_values(claims)), claims.size());
-  } else if (claims.empty()) {
-    out.finished = finished_rows(run_texts(kFinishMany, finish_values(finishes)), finishes.size());
-  } else {
-    std::vector<std::string> values = finish_values(finishes);
-    for (std::string& v : claim_values(claims)) values.push_back(std::move(v));
-    const pqxx::result r = run_texts(kWriteMany, values);
-    out.finished.assign(finishes.size(), false);
-    out.claimed.resize(claims.size());
-    for (const auto& row : r) {
-      if (row[0].as<int>() == 0) {
-        if (const std::size_t i = item_of(row, 1, finishes.size()); i < finishes.size()) {
-          out.finished[i] = true;
-        }
-      } else if (const std::size_t i = item_of(row, 1, claims.size()); i < claims.size()) {
-        out.claimed[i] = claim_row(row, 2);
+  out.finished.assign(finishes.size(), false);
+  out.claimed.resize(claims.size());
+  Query q = prepared(finishes.empty() ? kClaimMany : claims.empty() ? kFinishMany : kWriteMany);
+  if (!finishes.empty()) q.values = finish_values(finishes);
+  if (!claims.empty()) {
+    for (std::string& v : claim_values(claims)) q.values.push_back(std::move(v));
+  }
+  const Reply r = call(q);
+  // A group's rows say which part they answer first (0: a finish, 1: a claim).
+  const int at = !finishes.empty() && !claims.empty() ? 1 : 0;
+  for (int i = 0; i < r.row_count(); ++i) {
+    std::int64_t part = claims.empty() ? 0 : 1;
+    if (at == 1 && !r.integer(i, 0, part)) continue;
+    if (part == 0) {
+      if (const std::size_t f = item_of(r, i, at, finishes.size()); f < finishes.size()) {
+        out.finished[f] = true;
       }
+    } else if (const std::size_t c = item_of(r, i, at, claims.size()); c < claims.size()) {
+      out.claimed[c] = claim_row(r, i, at + 1);
     }
   }
   return out;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "postgres/pg_failure.hpp"
 #include "postgres/pg_options.hpp"
 
 namespace idem::postgres::detail {
@@ -27,62 +28,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr Oid kByteaOid = 17;
-
-std::string first_line(const char* what) {
-  std::string s(what != nullptr ? what : "");
-  if (auto nl = s.find('\n'); nl != std::string::npos) s.resize(nl);
-  return s;
-}
-
-int hex_digit(char c) noexcept {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// bytea's hex output (the server's default) decoded in place; false for anything else.
-bool from_hex(std::string_view text, std::string& out) {
-  if (text.size() < 2 || text[0] != '\\' || text[1] != 'x' || text.size() % 2 != 0) return false;
-  out.resize((text.size() - 2) / 2);
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    const int high = hex_digit(text[2 + 2 * i]);
-    const int low = hex_digit(text[3 + 2 * i]);
-    if (high < 0 || low < 0) return false;
-    out[i] = static_cast<char>(high << 4 | low);
-  }
-  return true;
-}
-
 }  // namespace
-
-bool Reply::bytes(int row, int col, std::string& out) const {
-  if (null(row, col)) return false;
-  if (from_hex(text(row, col), out)) return true;
-  std::size_t n = 0;
-  unsigned char* decoded = PQunescapeBytea(
-      reinterpret_cast<const unsigned char*>(PQgetvalue(result.get(), row, col)), &n);
-  if (decoded == nullptr) return false;
-  out.assign(reinterpret_cast<const char*>(decoded), n);
-  PQfreemem(decoded);
-  return true;
-}
-
-Reply::Row Reply::row(int i) const {
-  const int cols = column_count();
-  Row cells(static_cast<std::size_t>(cols));
-  for (int c = 0; c < cols; ++c) {
-    if (null(i, c)) continue;
-    auto& cell = cells[static_cast<std::size_t>(c)].emplace();
-    if (PQftype(result.get(), c) == kByteaOid) {
-      (void)bytes(i, c, cell);
-    } else {
-      cell.assign(text(i, c));
-    }
-  }
-  return cells;
-}
 
 PgPipeline::PgPipeline(const net::any_io_executor& executor, PipelineSettings settings, Setup setup)
     : settings_(std::move(settings)),
@@ -145,41 +91,7 @@ void PgPipeline::send_internal(Query query, std::function<void(Reply&)> done) {
 }
 
 void PgPipeline::send(std::unique_ptr<Op> op) {
-  const Query& q = op->query;
-  std::array<const char*, Params::kMax> held{};
-  std::vector<const char*> values;
-  std::vector<int> lengths;
-  const char* const* value_ptrs = held.data();
-  const int* length_ptrs = q.params.lengths();
-  const int* formats = q.params.formats();
-  int n = q.params.size();
-  if (!q.values.empty()) {
-    values.reserve(q.values.size());
-    lengths.reserve(q.values.size());
-    for (const std::string& v : q.values) {
-      values.push_back(v.data());
-      lengths.push_back(static_cast<int>(v.size()));
-    }
-    value_ptrs = values.data();
-    length_ptrs = lengths.data();
-    formats = nullptr;  // all text
-    n = static_cast<int>(values.size());
-  } else {
-    q.params.point(held);
-  }
-  int sent = 0;
-  switch (q.kind) {
-    case Query::prepared:
-      sent = PQsendQueryPrepared(conn_, q.name, n, value_ptrs, length_ptrs, formats, 0);
-      break;
-    case Query::text:
-      sent =
-          PQsendQueryParams(conn_, q.sql.c_str(), n, nullptr, value_ptrs, length_ptrs, formats, 0);
-      break;
-    case Query::prepare:
-      sent = PQsendPrepare(conn_, q.name, q.sql.c_str(), 0, nullptr);
-      break;
-  }
+  const int sent = send_query(conn_, op->query);
   op->went_out = sent == 1;
   const bool synced = sent == 1 && PQpipelineSync(conn_) == 1;
   if (in_flight_.empty()) last_progress_ = Clock::now();
@@ -380,12 +292,14 @@ void PgPipeline::take_results(Answered& answered) {
     }
     const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
     op.reply.sqlstate = state != nullptr ? state : "";
-    op.reply.failure = make_failure(
-        errc::store_unavailable,
+    bool ended = false;  // finish_front() drops a connection the server is ending
+    op.reply.failure =
         status == PGRES_PIPELINE_ABORTED
-            ? fmt::format("idem: postgres {}: an earlier statement failed", settings_.where)
-            : fmt::format("idem: postgres {}: {}", settings_.where,
-                          first_line(PQresultErrorMessage(r))));
+            ? make_failure(
+                  errc::store_unavailable,
+                  fmt::format("idem: postgres {}: an earlier statement failed", settings_.where))
+            : statement_failure(op.reply.sqlstate, first_line(PQresultErrorMessage(r)),
+                                /*transactional_claim=*/false, ended);
     PQclear(r);
   }
 }

@@ -1,7 +1,8 @@
 #pragma once
-// PgSession: one PostgreSQL connection in one thread's hands, its statements prepared at first
-// use. The store's round trips run under a reply deadline (watched()); a handler's own statements
-// are bounded by statement_timeout and TCP (tcp_user_timeout, keepalives).
+// PgSession: one PostgreSQL connection (PgLink) in one thread's hands, its statements prepared
+// at first use. The store's round trips run under a reply deadline; a handler's own statements,
+// through libpqxx on the same connection, are bounded by statement_timeout and TCP
+// (tcp_user_timeout, keepalives).
 
 #include <algorithm>
 #include <chrono>
@@ -9,34 +10,20 @@
 #include <memory>
 #include <optional>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <utility>
 #include <vector>
 
 #include "idem/postgres/transaction.hpp"
-#include "postgres/pg_connection.hpp"
+#include "postgres/pg_link.hpp"
 #include "postgres/pg_options.hpp"
 #include "postgres/pg_transaction.hpp"
 #include "postgres/pqxx_compat.hpp"
-#include "postgres/reply_watchdog.hpp"
 #include "sql/engine.hpp"
 #include "sql/statements.hpp"
 
 namespace idem::postgres::detail {
-
-/// The server cannot serve the store: a read-only primary, or tables of another schema version.
-/// Not a fault of the connection, which stays usable.
-struct UnusableServer : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-/// The reply watchdog gave up on a round trip and shut the connection down.
-struct NoReply : std::runtime_error {
-  explicit NoReply(std::chrono::milliseconds budget);
-};
 
 enum class Role : std::uint8_t { primary, replica };  // a replica session only reads records
 
@@ -45,17 +32,13 @@ class PgSession final : public sql::Session {
   /// Connects (within `connect_budget`), sets the statement timeout and declares the role's
   /// statements; a replica's schema version is checked here (UnusableServer).
   PgSession(const std::string& conninfo, std::chrono::milliseconds connect_budget,
-            const sql::Statements& text, std::chrono::milliseconds statement_timeout, Role role,
-            ReplyWatchdog& watchdog);
+            const sql::Statements& text, std::chrono::milliseconds statement_timeout, Role role);
   PgSession(const PgSession&) = delete;
   PgSession& operator=(const PgSession&) = delete;
   ~PgSession() override;
 
-  /// An idle connection the server closed has something to read (its goodbye, or EOF): the pool
-  /// probes so that no statement is sent on a dead one and then left in doubt.
-  bool looks_alive() const noexcept;
-
-  bool is_open() const noexcept { return conn_.is_open() && !watch_.fired(); }
+  bool looks_alive() const noexcept { return link_.looks_alive(); }
+  bool is_open() const noexcept { return link_.is_open(); }
 
   /// Creates the tables if absent and checks the schema version.
   void create_schema(const sql::Statements& text);
@@ -94,32 +77,23 @@ class PgSession final : public sql::Session {
   Written write_many_once(std::span<const sql::FinishArgs> finishes,
                           std::span<const sql::ClaimArgs> claims);
   void declare_batches(const sql::Statements& text);
-  // A prepared statement with text parameters, outside any transaction, watched.
-  pqxx::result run_texts(const char* name, const std::vector<std::string>& values);
 
+  // One round trip under a reply deadline of `statements` statement limits plus kReplyMargin.
+  Reply call(const Query& query, int statements = 1) {
+    return link_.run(query, statement_limit() * statements + kReplyMargin);
+  }
+  Reply script(const std::string& sql) { return call(Query{.kind = Query::script, .sql = sql}); }
+  // A statement of the store, inside the claim's transaction if one is open.
+  Reply send(const Query& query);
   // A generic statement, prepared on first use; parameters as text, one list for every kind.
-  pqxx::result generic(const std::string& sql, std::span<const sql::Param> params);
-  pqxx::result generic_unwatched(const std::string& sql, std::span<const sql::Param> params);
-
-  // A prepared statement of the store, inside the claim's transaction if one is open.
-  template <class... Args>
-  pqxx::result run(const char* name, Args&&... args);
+  Reply generic(const std::string& sql, std::span<const sql::Param> params);
   void declare(const std::string& name, std::string text);
-  const std::string& prepared(const std::string& name);  // prepares it the first time
+  // The store's statement `name`, prepared on the server the first time.
+  Query prepared(const std::string& name);
 
   // The longest statement timeout ever sent: the server enforces at most this on a statement.
   std::chrono::milliseconds statement_limit() const noexcept {
     return std::max(statement_timeout_, limit_sent_);
-  }
-
-  // Runs `f` under a reply deadline of `statements` statement limits plus kReplyMargin (nested
-  // calls: the outermost); NoReply when the watchdog shut the connection down.
-  template <class F>
-  auto watched(F&& f, int statements = 1) -> decltype(f());
-
-  bool end_watch() noexcept {
-    watching_ = false;
-    return watch_.disarm();
   }
 
   // EXECUTE as SQL text, for a message that carries other statements too; the parameters
@@ -133,10 +107,9 @@ class PgSession final : public sql::Session {
     current_lock_ = std::chrono::milliseconds{-1};
   }
 
-  PgConnection conn_;
-  ReplyWatchdog::Watch watch_;  // after conn_: its duplicate socket closes first
-  bool watching_ = false;       // a round trip is under a deadline (watched())
-  std::string records_;         // the records table: the space of hold()'s key in a claim
+  PgLink link_;
+  std::optional<AdoptedConnection> handlers_;  // libpqxx on link_, from the first transaction
+  std::string records_;  // the records table: the space of hold()'s key in a claim
   std::chrono::milliseconds statement_timeout_;
   std::chrono::milliseconds limit_sent_{0};
   std::chrono::milliseconds current_statement_{-1};

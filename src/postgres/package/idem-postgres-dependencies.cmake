@@ -1,5 +1,6 @@
-# What idem::postgres links: libpqxx and libpq (its bounded connect calls libpq), through
-# pkg-config (the imported target PkgConfig::IDEM_PQXX; Debian ships no CMake config for libpqxx).
+# What idem::postgres links: libpq (every statement the store sends) and libpqxx (the handler's
+# transaction), through pkg-config (the imported target PkgConfig::IDEM_PQXX; Debian ships no
+# CMake config for libpqxx).
 # Read by idem's own build (idem_backends(), cmake/IdemBackends.cmake) and, installed, by
 # idemConfig.cmake when a consumer asks for the postgres component. Sets IDEM_POSTGRES_MISSING to
 # what to install, or to "" when everything was found, IDEM_POSTGRES_NEEDS to what the component
