@@ -268,33 +268,6 @@ class Topology {
     std::size_t served = 0;     // slots with an owner
   };
 
-  /// Reads the slot map `reply` (from the node at `from_host`); a message on `error` and
-  /// nullopt when the reply is not one.
-  std::optional<SlotMap> read(const redisReply& reply, std::string_view from_host,
-                              std::string_view where, std::string& error) {
-    if (reply.type == REDIS_REPLY_ERROR) {
-      error = fmt::format("redis {}: CLUSTER SLOTS: {}", where, text(reply));
-      return std::nullopt;
-    }
-    std::optional<std::vector<SlotRange>> ranges = parse_cluster_slots(reply, from_host);
-    if (!ranges) {
-      error = fmt::format("redis {}: CLUSTER SLOTS: unexpected reply", where);
-      return std::nullopt;
-    }
-    SlotMap map;
-    map.owners.assign(kSlots, nullptr);
-    for (const SlotRange& range : *ranges) {
-      N* owner = &node(range.host, range.port);
-      std::fill(map.owners.begin() + range.first, map.owners.begin() + range.last + 1, owner);
-      if (std::find(map.primaries.begin(), map.primaries.end(), owner) == map.primaries.end()) {
-        map.primaries.push_back(owner);
-      }
-    }
-    map.served = static_cast<std::size_t>(
-        std::count_if(map.owners.begin(), map.owners.end(), [](N* n) { return n != nullptr; }));
-    return map;
-  }
-
   /// Makes `map` the one calls route by.
   void install(SlotMap map) {
     for (std::size_t slot = 0; slot < kSlots; ++slot) {
@@ -349,10 +322,26 @@ class SlotMapRead {
   N* next() noexcept { return done_ || next_ == order_.size() ? nullptr : order_[next_++]; }
   /// The node at `host` (named `where`) answered `reply`.
   void answered(const redisReply& reply, std::string_view host, std::string_view where) {
-    std::optional<typename Topology<N>::SlotMap> map = topology_->read(reply, host, where, why_);
-    if (!map) return;
-    done_ = map->served == kSlots;
-    if (!best_ || map->served > best_->served) best_ = std::move(map);
+    const std::optional<std::vector<SlotRange>> ranges =
+        reply.type == REDIS_REPLY_ERROR ? std::nullopt : parse_cluster_slots(reply, host);
+    if (!ranges) {
+      why_ = fmt::format("redis {}: CLUSTER SLOTS: {}", where,
+                         reply.type == REDIS_REPLY_ERROR ? text(reply) : "unexpected reply");
+      return;
+    }
+    typename Topology<N>::SlotMap map;
+    map.owners.assign(kSlots, nullptr);
+    for (const SlotRange& range : *ranges) {
+      N* owner = &topology_->node(range.host, range.port);
+      std::fill(map.owners.begin() + range.first, map.owners.begin() + range.last + 1, owner);
+      if (std::find(map.primaries.begin(), map.primaries.end(), owner) == map.primaries.end()) {
+        map.primaries.push_back(owner);
+      }
+    }
+    map.served = kSlots - static_cast<std::size_t>(
+                              std::count(map.owners.begin(), map.owners.end(), nullptr));
+    done_ = map.served == kSlots;
+    if (!best_ || map.served > best_->served) best_ = std::move(map);
   }
   /// The node asked gave no reply.
   void failed(const Failure& failure) { why_ = failure.describe(); }
