@@ -102,17 +102,16 @@ struct Link::Connection {
 };
 
 Link::Link(LinkOwner& owner, const Strand& strand, redis::ConnectionOptions options,
-           LinkBackoff backoff, std::atomic<std::uint64_t>& opened, bool one_thread)
+           redis::ReconnectBackoff backoff, std::atomic<std::uint64_t>& opened, bool one_thread)
     : owner_(owner),
       strand_(strand),
       one_thread_(one_thread),
       options_(std::move(options)),
-      backoff_options_(backoff),
+      backoff_(std::move(backoff)),
+      watchdog_(options_),
       opened_(opened),
-      watchdog_(strand),
-      backoff_(backoff.initial) {
-  where_ = redis::server_name(options_);
-}
+      where_(redis::server_name(options_)),
+      watchdog_timer_(strand) {}
 
 Link::~Link() {
   if (conn_) conn_->transport.close();
@@ -120,7 +119,7 @@ Link::~Link() {
 
 void Link::close() {
   closed_ = true;
-  watchdog_.cancel();
+  watchdog_timer_.cancel();
   drop("the store was closed");
 }
 
@@ -135,8 +134,7 @@ void Link::submit(std::unique_ptr<Request> request) {
 // EVALSHA (or EVAL with the source, after NOSCRIPT; or a plain command) on the open connection.
 void Link::send(std::unique_ptr<Request> request, bool eval_source) {
   Connection& c = *conn_;
-  // The watchdog times the oldest command due: on an idle connection, from now.
-  if (c.wire.awaiting() == 0) last_progress_ = std::chrono::steady_clock::now();
+  if (c.wire.awaiting() == 0) watchdog_.sent_to_idle(std::chrono::steady_clock::now());
   if (request->asking) {
     // ASK: the importing node runs the next command on this connection for a key it does not
     // serve yet.
@@ -209,7 +207,7 @@ void Link::read(const ConnectionPtr& conn) {
 // the replies caused is written, and the callers held back resume (complete_held).
 void Link::on_bytes(const ConnectionPtr& conn, std::size_t n) {
   Connection& c = *conn;
-  progressed_ = true;  // the watchdog's next tick reads the clock: not one read per reply
+  watchdog_.replied();
   using Got = redis::Wire<Sent>::Got;
   if (!c.wire.feed(c.in.data(), n)) {
     drop(fmt::format("protocol error: {}", c.wire.error()));
@@ -259,10 +257,9 @@ bool Link::connect() {
     last_failure_ = fmt::format("redis {}: the store was closed", where_);
     return false;
   }
-  if (now < next_connect_) {
-    last_failure_ = fmt::format(
-        "redis {}: not connected ({}); the next attempt in {} ms", where_, last_error_,
-        std::chrono::duration_cast<std::chrono::milliseconds>(next_connect_ - now).count());
+  if (const auto wait = backoff_.wait_left(now); wait.count() > 0) {
+    last_failure_ = fmt::format("redis {}: not connected ({}); the next attempt in {} ms", where_,
+                                backoff_.why(), wait.count());
     return false;
   }
   // On one thread the stream's handlers need no strand.
@@ -273,8 +270,7 @@ bool Link::connect() {
   opened_.fetch_add(1, std::memory_order_relaxed);
   conn_ = conn;
   connected_ = false;
-  connect_started_ = now;
-  last_progress_ = now;  // the handshake's commands are due from now
+  watchdog_.connecting(now);
   // AUTH and SELECT go first on the connection; an error reply to either drops it.
   const redis::Handshake handshake(options_);
   for (const std::vector<std::string_view>& command : handshake.commands) {
@@ -288,7 +284,7 @@ bool Link::connect() {
           return;
         }
         connected_ = true;
-        backoff_ = backoff_options_.initial;
+        backoff_.connected();
         read(conn);
         flush(conn);
       });
@@ -296,52 +292,36 @@ bool Link::connect() {
   return true;
 }
 
-// Starts the backoff before the next connection attempt.
-void Link::failed_attempt() {
-  next_connect_ = std::chrono::steady_clock::now() + backoff_;
-  backoff_ = std::min(backoff_ * 2, backoff_options_.max);
-}
-
 // Closes the connection; every call on it fails with `why`, a commit that went out as
 // outcome_unknown.
 void Link::drop(std::string why) {
   ConnectionPtr conn = std::exchange(conn_, nullptr);
   if (!conn) return;
-  last_error_ = why;
+  backoff_.failed(std::chrono::steady_clock::now(), why);
   connected_ = false;
-  failed_attempt();
   conn->transport.close();
+  const Failure failure = redis::unavailable(fmt::format("redis {}: {}", where_, why));
   conn->wire.fail_all([&](Sent& s, bool written) {
     if (!s.request) return;
-    Failure failure = redis::unavailable(fmt::format("redis {}: {}", where_, why));
-    if (s.request->commit && written) failure = redis::reply_lost(std::move(failure));
-    owner_.failed(*this, std::move(s.request), std::move(failure));
+    owner_.failed(*this, std::move(s.request),
+                  redis::lost_call(failure, s.request->report_in_doubt, written));
   });
 }
 
 void Link::arm_watchdog() {
   if (watchdog_armed_) return;
-  const auto& c = options_;
-  const auto period =
-      std::max(std::chrono::milliseconds{1}, std::min(c.command_timeout, c.connect_timeout) / 4);
   watchdog_armed_ = true;
-  watchdog_.expires_after(period);
-  watchdog_.async_wait([keep = owner_.keep_alive(), this](boost::system::error_code ec) {
+  watchdog_timer_.expires_after(watchdog_.period());
+  watchdog_timer_.async_wait([keep = owner_.keep_alive(), this](boost::system::error_code ec) {
     watchdog_armed_ = false;
     if (ec || !conn_) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (std::exchange(progressed_, false)) last_progress_ = now;
-    const auto& c = options_;
-    if (!connected_ && now - connect_started_ > c.connect_timeout) {
-      drop(fmt::format("connecting took more than {} ms", c.connect_timeout.count()));
-      return;
+    const bool awaiting = conn_->wire.awaiting() != 0;
+    std::string overdue = watchdog_.overdue(std::chrono::steady_clock::now(), connected_, awaiting);
+    if (!overdue.empty()) {
+      drop(std::move(overdue));
+    } else if (awaiting || !connected_) {
+      arm_watchdog();
     }
-    const bool waiting = conn_->wire.awaiting() != 0;
-    if (waiting && now - last_progress_ > c.command_timeout) {
-      drop(fmt::format("no reply within {} ms", c.command_timeout.count()));
-      return;
-    }
-    if (waiting || !connected_) arm_watchdog();
   });
 }
 

@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "connection_policy.hpp"
 #include "idem/redis/client.hpp"
 #include "idem/result.hpp"
 #include "protocol.hpp"
@@ -78,13 +79,12 @@ class Args {
 struct Request {
   const redis::Script* script = nullptr;  // null: a plain command, `args` its whole argv
   Args args;                              // KEYS[1], then ARGV
-  bool commit = false;                    // a reply lost after it went out is outcome_unknown
+  bool report_in_doubt = false;           // a commit: a reply lost after it went out is
+                                          // outcome_unknown
   bool reloaded = false;                  // already resent as EVAL after NOSCRIPT
 
   // Cluster routing.
   redis::Tries<Link> tries;
-  SteadyTime deadline{};        // give up after
-  std::uint64_t seen = 0;       // the slot map generation of the last send
   bool asking = false;          // ASKING precedes the command on its link
   bool waited_for_map = false;  // waited once for a slot map that serves its slot
 
@@ -125,24 +125,17 @@ class LinkOwner {
   ~LinkOwner() = default;
 };
 
-/// After a failed connection, calls fail at once until `initial` has passed; it doubles after
-/// each failed attempt up to `max`, and starts over once a connection is made.
-struct LinkBackoff {
-  std::chrono::milliseconds initial{50};
-  std::chrono::milliseconds max{2000};
-};
-
 // One server's connection: opened on demand, multiplexing every call sent to it, dropped when it
-// fails or times out, and opened again after a backoff. Commands go out as RESP bytes
-// (protocol.hpp), gathered into one write per read or per turn of the executor; replies come
-// from a ReplyReader fed with what the Transport reads. Everything runs on the owner's strand;
-// the owner keeps its links as long as itself.
+// fails or times out (Watchdog), and opened again after a backoff (ReconnectBackoff). Commands go
+// out as RESP bytes (protocol.hpp), gathered into one write per read or per turn of the executor;
+// replies come from a ReplyReader fed with what the Transport reads. Everything runs on the owner's
+// strand; the owner keeps its links as long as itself.
 class Link {
  public:
   // `one_thread`: every call comes from the one thread that runs the executor
   // (AsyncRedisStoreOptions::single_threaded).
   Link(LinkOwner& owner, const Strand& strand, redis::ConnectionOptions options,
-       LinkBackoff backoff, std::atomic<std::uint64_t>& opened, bool one_thread);
+       redis::ReconnectBackoff backoff, std::atomic<std::uint64_t>& opened, bool one_thread);
   Link(const Link&) = delete;
   Link& operator=(const Link&) = delete;
   ~Link();
@@ -180,7 +173,6 @@ class Link {
   void on_reply(Sent sent, const redisReply& reply);
   void flush_soon(const ConnectionPtr& conn);
   void flush(const ConnectionPtr& conn);
-  void failed_attempt();
   void drop(std::string why);
   void arm_watchdog();
 
@@ -188,21 +180,16 @@ class Link {
   const Strand& strand_;
   bool one_thread_;
   redis::ConnectionOptions options_;
-  LinkBackoff backoff_options_;
+  redis::ReconnectBackoff backoff_;
+  redis::Watchdog watchdog_;
   std::atomic<std::uint64_t>& opened_;
   std::string where_;
-  net::steady_timer watchdog_;
+  net::steady_timer watchdog_timer_;
   bool watchdog_armed_ = false;
   bool closed_ = false;
 
-  ConnectionPtr conn_;          // null: not connected; each handler keeps its own
-  bool connected_ = false;      // the connect completed
-  SteadyTime last_progress_{};  // a reply came, or a call was sent to an idle connection
-  bool progressed_ = false;     // a reply came since the watchdog's last tick
-  SteadyTime connect_started_{};
-  SteadyTime next_connect_{};
-  std::chrono::milliseconds backoff_;
-  std::string last_error_;                      // why the last connection failed or ended
+  ConnectionPtr conn_;                          // null: not connected; each handler keeps its own
+  bool connected_ = false;                      // the connect completed
   std::string last_failure_;                    // the failure of a call that found no connection
   std::vector<std::unique_ptr<Request>> held_;  // answered in the read now running
 };

@@ -120,21 +120,22 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
   }
 
   // Runs `script` with `args` and decodes its reply with `decode`, as an awaitable.
-  // `operation` ("claim", "commit"): with durability on, a reply `wrote` accepts waits for WAIT.
+  // `report_in_doubt`: a commit (Request::report_in_doubt). `operation` ("claim", "commit"):
+  // with durability on, a reply `wrote` accepts waits for WAIT.
   template <class T>
-  net::awaitable<T> eval(const redis::Script& script, redis::detail::Args args, bool commit,
-                         T (*decode)(const redisReply&, std::string_view),
+  net::awaitable<T> eval(const redis::Script& script, redis::detail::Args args,
+                         bool report_in_doubt, T (*decode)(const redisReply&, std::string_view),
                          bool (*wrote)(const redisReply&) = nullptr,
                          std::string_view operation = {}) {
     if (options_.durability.replicas <= 0) wrote = nullptr;
     return net::async_initiate<const net::use_awaitable_t<>&, void(T)>(
-        [self = shared_from_this(), &script, decode, commit, wrote, operation,
+        [self = shared_from_this(), &script, decode, report_in_doubt, wrote, operation,
          args = std::move(args)](auto handler) mutable {
           using Handler = decltype(handler);
           auto op = std::make_unique<Op<T, Handler>>(decode, std::move(handler));
           op->script = &script;
           op->args = std::move(args);
-          op->commit = commit;
+          op->report_in_doubt = report_in_doubt;
           op->wrote = wrote;
           op->operation = operation;
           if (self->options_.single_threaded) {
@@ -154,25 +155,22 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
       answer(link, std::move(request), reply);
       return;
     }
-    using Next = redis::Tries<Link>::Next;
-    const Next next = request->tries.on_reply(*topology_, reply, link.where());
-    if (next == Next::answer) {
+    const redis::Tries<Link>::Next next = request->tries.on_reply(*topology_, reply, link.where());
+    if (next.answer) {
       answer(link, std::move(request), reply);
       return;
     }
-    if (next == Next::refresh || next == Next::refresh_pause) {
-      start_refresh(next == Next::refresh_pause ? &link : nullptr);
-    }
-    if (next == Next::resend || next == Next::refresh) {
+    if (next.read_map) start_refresh(next.ask_last ? &link : nullptr);
+    if (!next.pause) {
       route(std::move(request));
       return;
     }
-    const auto pause = redis::retry_pause(request->tries.attempts);
-    if (std::chrono::steady_clock::now() + pause >= request->deadline) {
+    const std::optional<std::chrono::milliseconds> pause = request->tries.pause();
+    if (!pause) {
       give_up(std::move(request));
       return;
     }
-    auto timer = std::make_shared<net::steady_timer>(strand_, pause);
+    auto timer = std::make_shared<net::steady_timer>(strand_, *pause);
     timer->async_wait([self = shared_from_this(), timer, request = std::move(request)](
                           boost::system::error_code) mutable { self->route(std::move(request)); });
   }
@@ -204,7 +202,7 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
     // or another since this one was sent), one more try goes to the slot's owner then. Reads
     // after a failure are spaced by reconnect_backoff, so calls meeting a dead node that still
     // owns its slots fail at once, as on one server.
-    if (topology_->generation() != request->seen) {
+    if (topology_->generation() != request->tries.seen) {
       route(std::move(request));
       return;
     }
@@ -239,11 +237,9 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
 
   void slots_read(Link& link, const redisReply* reply, const Failure& failure) {
     if (reply == nullptr) {
-      refresh_failure_ = failure.describe();
-    } else if (auto map = topology_->read(*reply, link.host(), link.where(), refresh_failure_);
-               map && best_.offer(std::move(*map))) {
-      end_refresh();
-      return;
+      refresh_->failed(failure);
+    } else {
+      refresh_->answered(*reply, link.host(), link.where());
     }
     read_next();
   }
@@ -259,7 +255,9 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
  private:
   // A CLUSTER SLOTS read during a refresh: its answer goes to slots_read().
   struct SlotsRead final : Request {
-    SlotsRead(Impl& i, Link& l) : impl(i), link(l) { args.add("CLUSTER").add("SLOTS"); }
+    SlotsRead(Impl& i, Link& l) : impl(i), link(l) {
+      for (std::string_view arg : redis::kClusterSlots) args.add(arg);
+    }
     void finish(const redisReply* reply, Failure failure, std::string_view) override {
       impl.slots_read(link, reply, failure);
     }
@@ -283,13 +281,11 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
   };
 
   void start(std::unique_ptr<Request> request) {
-    const auto& c = options_.connection;
-    request->deadline = std::chrono::steady_clock::now() + c.connect_timeout + c.command_timeout;
     if (!topology_) {
       single_->submit(std::move(request));
       return;
     }
-    request->tries.slot = redis::key_slot(request->args[0]);
+    request->tries.start(request->args[0], options_.connection);
     route(std::move(request));
   }
 
@@ -297,15 +293,14 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
   // first when none names one.
   void route(std::unique_ptr<Request> request) {
     redis::Tries<Link>& tries = request->tries;
-    if (tries.attempts >= options_.max_attempts ||
-        std::chrono::steady_clock::now() >= request->deadline) {
+    if (!tries.may_send(options_.max_attempts)) {
       give_up(std::move(request));
       return;
     }
     Link* link = tries.next(*topology_, request->asking);
     if (link == nullptr) {
       if (request->waited_for_map) {
-        tries.last = fmt::format("no node serves slot {}", tries.slot);
+        tries.no_owner();
         give_up(std::move(request));
         return;
       }
@@ -314,28 +309,26 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
       return;
     }
     ++tries.attempts;
-    request->seen = topology_->generation();
+    tries.seen = topology_->generation();
     link->submit(std::move(request));
   }
 
   void give_up(std::unique_ptr<Request> request) {
-    const auto& c = options_.connection;
-    Failure failure = request->tries.give_up(c.connect_timeout + c.command_timeout);
-    request->finish(nullptr, std::move(failure), "cluster");
+    request->finish(nullptr, request->tries.give_up(), "cluster");
   }
 
   void wait_for_map(std::unique_ptr<Request> request, Link* failed) {
     waiting_.push_back(std::move(request));
     start_refresh(failed);
-    if (refreshing_) watch_waiting();
+    if (refresh_) watch_waiting();
   }
 
   // A refresh asks the nodes one after another, each read bounded only by its connection's
   // watchdog: past a waiting call's deadline the call gives up rather than wait for the rest.
   void watch_waiting() {
     if (waiting_.empty()) return;
-    SteadyTime first = waiting_.front()->deadline;
-    for (const auto& r : waiting_) first = std::min(first, r->deadline);
+    SteadyTime first = waiting_.front()->tries.deadline;
+    for (const auto& r : waiting_) first = std::min(first, r->tries.deadline);
     if (waiting_timer_armed_ && waiting_timer_.expiry() <= first) return;
     waiting_timer_armed_ = true;
     waiting_timer_.expires_at(first);
@@ -345,7 +338,7 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
       const SteadyTime now = std::chrono::steady_clock::now();
       std::vector<std::unique_ptr<Request>> late;
       std::erase_if(self->waiting_, [&](std::unique_ptr<Request>& r) {
-        if (r->deadline > now) return false;
+        if (r->tries.deadline > now) return false;
         late.push_back(std::move(r));
         return true;
       });
@@ -360,28 +353,25 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
   // Reads the slot map again unless a read is under way: asks the known nodes in turn,
   // `failed` last.
   void start_refresh(Link* failed) {
-    if (refreshing_) return;
-    refreshing_ = true;
-    order_ = topology_->refresh_order(failed);
-    next_read_ = 0;
-    best_ = {};
-    refresh_failure_ = "redis cluster: no node to read the slot map from";
+    if (refresh_) return;
+    refresh_.emplace(*topology_, failed);
     read_next();
   }
 
+  // Asks the next node, or ends the read when it is over.
   void read_next() {
-    if (next_read_ >= order_.size()) {
-      end_refresh();
+    if (Link* link = refresh_->next()) {
+      link->submit(std::make_unique<SlotsRead>(*this, *link));
       return;
     }
-    Link& link = *order_[next_read_++];
-    link.submit(std::make_unique<SlotsRead>(*this, link));
+    end_refresh();
   }
 
   // Installs the best map read, if any, and routes the calls that waited for it.
   void end_refresh() {
-    const bool read = best_.install(*topology_);
-    refreshing_ = false;
+    const bool read = refresh_->install();
+    const std::string why = refresh_->why();
+    refresh_.reset();
     if (waiting_timer_armed_) {
       waiting_timer_armed_ = false;
       waiting_timer_.cancel();
@@ -391,7 +381,7 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
       if (read) {
         route(std::move(request));
       } else {
-        request->tries.last = refresh_failure_;
+        request->tries.last = why;
         give_up(std::move(request));
       }
     }
@@ -400,7 +390,7 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
   std::unique_ptr<Link> make_link(redis::ConnectionOptions o) {
     return std::make_unique<Link>(
         *this, strand_, std::move(o),
-        redis::detail::LinkBackoff{options_.reconnect_backoff, options_.max_reconnect_backoff},
+        redis::ReconnectBackoff{options_.reconnect_backoff, options_.max_reconnect_backoff},
         opened_, options_.single_threaded);
   }
 
@@ -411,13 +401,9 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
   // A cluster: its nodes and slot map; the refresh under way, on the strand.
   std::unique_ptr<redis::Topology<Link>> topology_;
   SteadyTime next_failure_refresh_{};
-  bool refreshing_ = false;
-  std::vector<Link*> order_;  // the nodes a refresh asks, in turn
-  std::size_t next_read_ = 0;
-  redis::BestMap<Link> best_;  // the most complete map read so far by this refresh
-  std::string refresh_failure_;
-  std::vector<std::unique_ptr<Request>> waiting_;  // for the refresh under way
-  net::steady_timer waiting_timer_{strand_};       // the first waiting call's deadline
+  std::optional<redis::SlotMapRead<Link>> refresh_;  // the read under way
+  std::vector<std::unique_ptr<Request>> waiting_;    // for it
+  net::steady_timer waiting_timer_{strand_};         // the first waiting call's deadline
   bool waiting_timer_armed_ = false;
 
   std::atomic<std::uint64_t> opened_{0};

@@ -193,17 +193,7 @@ Result<Answer> Client::Impl::eval(const Script& script, std::string_view key,
                                   std::span<const std::string_view> args,
                                   const Durability* durability, bool (*wrote)(const redisReply&),
                                   bool report_in_doubt) {
-  constexpr std::size_t kMax = 16;
-  std::array<std::string_view, kMax> argv{};
-  const std::size_t n = 4 + args.size();
-  if (n > kMax) return unavailable("idem: too many script arguments");  // a bug, not input
-  argv[0] = "EVALSHA";
-  argv[1] = script.sha;
-  argv[2] = "1";
-  argv[3] = key;
-  std::copy(args.begin(), args.end(), argv.begin() + 4);
-  return run_script(script, key, std::span<const std::string_view>(argv.data(), n), durability,
-                    wrote, report_in_doubt);
+  return eval_keys(script, std::span(&key, 1), args, durability, wrote, report_in_doubt);
 }
 
 Result<Answer> Client::Impl::eval_keys(const Script& script, std::span<const std::string_view> keys,
@@ -211,28 +201,25 @@ Result<Answer> Client::Impl::eval_keys(const Script& script, std::span<const std
                                        const Durability* durability,
                                        bool (*wrote)(const redisReply&), bool report_in_doubt) {
   if (keys.empty()) return unavailable("idem: a script call needs a key");  // a bug, not input
-  const std::string count = std::to_string(keys.size());
-  std::vector<std::string_view> argv;
-  argv.reserve(3 + keys.size() + args.size());
-  argv.emplace_back("EVALSHA");
-  argv.emplace_back(script.sha);
-  argv.emplace_back(count);
-  argv.insert(argv.end(), keys.begin(), keys.end());
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_script(script, keys.front(), argv, durability, wrote, report_in_doubt);
-}
-
-Result<Answer> Client::Impl::run_script(const Script& script, std::string_view key,
-                                        std::span<const std::string_view> argv,
-                                        const Durability* durability,
-                                        bool (*wrote)(const redisReply&), bool report_in_doubt) {
+  // EVALSHA sha <numkeys> keys... args...: on the stack for a single record's call.
+  std::array<std::string_view, 16> inline_argv{};
+  std::vector<std::string_view> heap_argv;
+  const std::size_t n = 3 + keys.size() + args.size();
+  if (n > inline_argv.size()) heap_argv.resize(n);
+  const std::span<std::string_view> argv =
+      heap_argv.empty() ? std::span(inline_argv).first(n) : std::span(heap_argv);
+  DecimalText count;
+  argv[0] = "EVALSHA";
+  argv[1] = script.sha;
+  argv[2] = to_chars(count, static_cast<std::int64_t>(keys.size()));
+  std::copy(args.begin(), args.end(), std::copy(keys.begin(), keys.end(), argv.begin() + 3));
   Call call{.argv = argv, .script = &script, .report_in_doubt = report_in_doubt};
   if (durability != nullptr && durability->replicas > 0) {
     call.wait_replicas = durability->replicas;
     call.wait_timeout = durability->timeout;
     call.wrote = wrote;
   }
-  Result<Answer> answer = route(key, call);
+  Result<Answer> answer = route(keys.front(), call);
   if (answer && answer->reply->type == REDIS_REPLY_ERROR) {
     return error_reply_failure(*answer->reply, fmt::format("script {}", script.name),
                                answer->where);

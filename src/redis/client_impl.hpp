@@ -51,10 +51,6 @@ class Client::Impl {
  private:
   // Sends `call` to the server that holds `key`.
   Result<Answer> route(std::string_view key, const Call& call);
-  // The script call `argv` (EVALSHA ...) on the server that holds `key`; eval()'s rest.
-  Result<Answer> run_script(const Script& script, std::string_view key,
-                            std::span<const std::string_view> argv, const Durability* durability,
-                            bool (*wrote)(const redisReply&), bool report_in_doubt);
 
   std::unique_ptr<Node> node_;        // one server
   std::unique_ptr<Cluster> cluster_;  // or a cluster's nodes

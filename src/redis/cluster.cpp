@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include <string>
+#include <optional>
 #include <thread>
 
 namespace idem::redis {
@@ -13,17 +13,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Pause before try `attempt`; false when it would pass the deadline.
-bool pause_before_retry(int attempt, Deadline deadline) {
-  const auto capped = retry_pause(attempt);
-  if (Clock::now() + capped >= deadline) return false;
-  std::this_thread::sleep_for(capped);
-  return true;
-}
-
 ClusterOptions checked(ClusterOptions options) {
   if (options.max_attempts < 1) options.max_attempts = 1;
   return options;
+}
+
+// Sleeps the pause before the next try; false when it would pass the call's deadline.
+bool pause_before_retry(const Tries<Node>& tries) {
+  const std::optional<std::chrono::milliseconds> pause = tries.pause();
+  if (pause) std::this_thread::sleep_for(*pause);
+  return pause.has_value();
 }
 
 }  // namespace
@@ -42,77 +41,56 @@ Status Cluster::refresh(std::uint64_t seen, Deadline deadline, const Node* faile
     return unavailable("redis cluster: the slot map is being re-read; the call ran out of time");
   }
   if (topology_.generation() != seen) return {};  // another call did it
-  static constexpr std::array<std::string_view, 2> kSlotsCommand{"CLUSTER", "SLOTS"};
-  std::string last = "redis cluster: no node to read the slot map from";
-  BestMap<Node> best;
-  for (Node* n : topology_.refresh_order(failed)) {
-    if (Clock::now() >= deadline) break;
-    Result<Answer> answer = n->execute(Call{.argv = kSlotsCommand}, deadline);
-    if (!answer) {
-      last = answer.failure().describe();
-      continue;
+  SlotMapRead<Node> read(topology_, failed);
+  for (Node* n; Clock::now() < deadline && (n = read.next()) != nullptr;) {
+    Result<Answer> answer = n->execute(Call{.argv = kClusterSlots}, deadline);
+    if (answer) {
+      read.answered(*answer->reply, n->options().host, n->where());
+    } else {
+      read.failed(answer.failure());
     }
-    std::optional<Topology<Node>::SlotMap> map =
-        topology_.read(*answer->reply, n->options().host, n->where(), last);
-    if (map && best.offer(std::move(*map))) break;
   }
-  if (!best.install(topology_)) return unavailable(std::move(last));
+  if (!read.install()) return unavailable(read.why());
   return {};
 }
 
 Result<Answer> Cluster::execute(std::string_view key, Call call) {
-  const auto budget = options_.node.connect_timeout + options_.node.command_timeout;
-  const Deadline deadline = Clock::now() + budget;
   Tries<Node> tries;
-  tries.slot = key_slot(key);
-  for (; tries.attempts < options_.max_attempts && Clock::now() < deadline; ++tries.attempts) {
-    const std::uint64_t seen = topology_.generation();
+  tries.start(key, options_.node);
+  for (; tries.may_send(options_.max_attempts); ++tries.attempts) {
+    tries.seen = topology_.generation();
     Node* target = tries.next(topology_, call.asking);
     if (target == nullptr) {
-      Status refreshed = refresh(seen, deadline);
+      Status refreshed = refresh(tries.seen, tries.deadline);
       target = topology_.owner(tries.slot);
       if (target == nullptr) {
-        tries.failed(refreshed.ok() ? unavailable(fmt::format(
-                                          "redis cluster: no node serves slot {}", tries.slot))
-                                    : refreshed.failure());
-        if (!pause_before_retry(tries.attempts, deadline)) break;
+        if (refreshed.ok()) {
+          tries.no_owner();
+        } else {
+          tries.failed(refreshed.failure());
+        }
+        if (!pause_before_retry(tries)) break;
         continue;
       }
     }
-    Result<Answer> answer = target->execute(call, deadline);
+    Result<Answer> answer = target->execute(call, tries.deadline);
     if (!answer) {
       // Down, unreachable or too slow: after a failover another node serves the slot.
       tries.failed(answer.failure());
-      (void)refresh(seen, deadline, target);
-      if (topology_.owner(tries.slot) == target && !pause_before_retry(tries.attempts, deadline)) {
-        break;
-      }
+      (void)refresh(tries.seen, tries.deadline, target);
+      if (topology_.owner(tries.slot) == target && !pause_before_retry(tries)) break;
       continue;
     }
-    using Next = Tries<Node>::Next;
-    switch (tries.on_reply(topology_, *answer->reply, answer->where)) {
-      case Next::answer:
-        return answer;
-      case Next::resend:
-        continue;
-      case Next::refresh:
-        (void)refresh(seen, deadline);
-        continue;
-      case Next::refresh_pause:
-        (void)refresh(seen, deadline, target);
-        [[fallthrough]];
-      case Next::pause:
-        if (!pause_before_retry(tries.attempts, deadline)) break;
-        continue;
-    }
-    break;
+    const Tries<Node>::Next next = tries.on_reply(topology_, *answer->reply, answer->where);
+    if (next.answer) return answer;
+    if (next.read_map) (void)refresh(tries.seen, tries.deadline, next.ask_last ? target : nullptr);
+    if (next.pause && !pause_before_retry(tries)) break;
   }
-  return tries.give_up(budget);
+  return tries.give_up();
 }
 
 Status Cluster::ping() {
-  const Deadline deadline =
-      Clock::now() + options_.node.connect_timeout + options_.node.command_timeout;
+  const Deadline deadline = Clock::now() + call_budget(options_.node);
   if (topology_.generation() == 0) {
     Status loaded = refresh(0, deadline);
     if (!loaded) return loaded;

@@ -39,7 +39,7 @@ class Cluster {
 
  private:
   // Re-reads the slot map unless another call did since `seen` (the generation it routed
-  // with). Asks the known nodes in turn, `failed` last (BestMap).
+  // with). Asks the known nodes in turn, `failed` last (SlotMapRead).
   Status refresh(std::uint64_t seen, Deadline deadline, const Node* failed = nullptr);
 
   ClusterOptions options_;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <vector>
 
 #include "pipeline.hpp"
 #include "sigpipe.hpp"
@@ -99,68 +100,32 @@ Result<ConnectionPool::Lease> Node::acquire(Deadline deadline, bool check_closed
   }
 }
 
-// A script call without WAIT, on the pipeline: [ASKING,] the call; on NOSCRIPT, SCRIPT LOAD,
-// [ASKING,] the call again, in one batch. The rest uses the pool: WAIT would block the shared
-// connection on the server for every call behind it, and a command may change its state.
-Result<Answer> Node::execute_pipelined(const Call& call, Deadline deadline) {
+// A script call without WAIT, on the pipeline: [ASKING,] the call, in one batch. The rest uses
+// the pool: WAIT would block the shared connection on the server for every call behind it, and
+// a command may change its connection's state.
+Result<Answer> Node::send(const Call& call, Deadline deadline) {
   static constexpr std::array<std::string_view, 1> kAsking{"ASKING"};
-  const std::array<std::string_view, 3> load{"SCRIPT", "LOAD", call.script->source};
-  const auto send = [&](bool reload) {
-    std::array<std::span<const std::string_view>, 3> batch{};
-    std::size_t n = 0;
-    if (reload) batch[n++] = load;
-    if (call.asking) batch[n++] = kAsking;
-    batch[n++] = call.argv;
-    return pipeline_->run({batch.data(), n}, deadline, call.report_in_doubt);
-  };
-  Result<Pipeline::Replies> replies = send(false);
-  std::size_t last = call.asking ? 1 : 0;
-  if (replies && is_error(*replies.value()[last], "NOSCRIPT")) {
-    // The server lost its script cache (SCRIPT FLUSH, restart, failover): load and retry once.
-    replies = send(true);
-    if (replies && replies.value()[0]->type == REDIS_REPLY_ERROR) {
-      return error_reply_failure(*replies.value()[0],
-                                 fmt::format("loading script {}", call.script->name), where_);
-    }
-    ++last;
-  }
-  if (!replies) return std::move(replies).failure();
-  return Answer{std::move(replies.value()[last]), -1, where_};
-}
-
-Result<Answer> Node::execute(const Call& call, Deadline deadline) {
   if (pipeline_ && call.script != nullptr && call.wait_replicas <= 0) {
-    return execute_pipelined(call, deadline);
+    const std::array<std::span<const std::string_view>, 2> batch{kAsking, call.argv};
+    const std::size_t skip = call.asking ? 0 : 1;
+    Result<Pipeline::Replies> replies =
+        pipeline_->run(std::span(batch).subspan(skip), deadline, call.report_in_doubt);
+    if (!replies) return std::move(replies).failure();
+    return Answer{std::move(replies.value()[1 - skip]), -1, where_};
   }
   // A call in doubt once sent is not sent on a connection the server already closed: that one
   // certainly never ran, and says store_unavailable.
   Result<ConnectionPool::Lease> conn = acquire(deadline, call.report_in_doubt);
   if (!conn) return std::move(conn).failure();
   BlockingConnection& c = *conn.value();
-  // Each command's reply is due within command_timeout, and by the call's deadline.
   const auto command = [&](std::span<const std::string_view> argv, bool in_doubt = false) {
-    return c.command(argv, std::min(deadline, Clock::now() + options_.command_timeout), in_doubt);
+    return c.command(argv, reply_by(options_, deadline), in_doubt);
   };
-  const auto send = [&]() -> Result<ReplyPtr> {
-    if (call.asking) {
-      static constexpr std::array<std::string_view, 1> kAsking{"ASKING"};
-      Result<ReplyPtr> admitted = command(kAsking);
-      if (!admitted) return admitted;
-    }
-    return command(call.argv, call.report_in_doubt);
-  };
-  Result<ReplyPtr> reply = send();
-  if (reply && call.script != nullptr && is_error(*reply.value(), "NOSCRIPT")) {
-    // The server lost its script cache (SCRIPT FLUSH, restart, failover): load and retry once.
-    const std::array<std::string_view, 3> load{"SCRIPT", "LOAD", call.script->source};
-    Result<ReplyPtr> loaded = command(load);
-    if (!loaded) return std::move(loaded).failure();
-    if (loaded.value()->type == REDIS_REPLY_ERROR) {
-      return error_reply_failure(*loaded.value(),
-                                 fmt::format("loading script {}", call.script->name), where_);
-    }
-    reply = send();
+  if (call.asking) {
+    Result<ReplyPtr> admitted = command(kAsking);
+    if (!admitted) return std::move(admitted).failure();
   }
+  Result<ReplyPtr> reply = command(call.argv, call.report_in_doubt);
   if (!reply) return std::move(reply).failure();
   Answer answer{std::move(reply).value(), -1, where_};
   if (call.wait_replicas > 0 && call.wrote != nullptr && call.wrote(*answer.reply)) {
@@ -169,6 +134,19 @@ Result<Answer> Node::execute(const Call& call, Deadline deadline) {
     answer.acknowledged = acknowledged(acked ? acked.value().get() : nullptr);
   }
   return answer;
+}
+
+Result<Answer> Node::execute(const Call& call, Deadline deadline) {
+  Result<Answer> answer = send(call, deadline);
+  if (!answer || call.script == nullptr || !is_error(*answer->reply, "NOSCRIPT")) return answer;
+  // The server lost its script cache (SCRIPT FLUSH, a restart, a failover): EVAL with the
+  // source runs the script and caches it again, as on the Asio face.
+  std::vector<std::string_view> argv(call.argv.begin(), call.argv.end());
+  argv.at(0) = "EVAL";
+  argv.at(1) = call.script->source;
+  Call again = call;
+  again.argv = argv;
+  return send(again, deadline);
 }
 
 }  // namespace idem::redis

@@ -30,7 +30,7 @@ using ConnectionPool = idem::detail::ConnectionPool<BlockingConnection>;
 struct Call {
   /// The command. For a script: EVALSHA <sha> <numkeys> keys... args... with `script` set.
   std::span<const std::string_view> argv;
-  /// The script argv runs; on NOSCRIPT it is loaded (SCRIPT LOAD) and argv sent once more.
+  /// The script argv runs; on NOSCRIPT argv is sent once more as EVAL with its source.
   const Script* script = nullptr;
   /// Send ASKING first: the server is importing the key's slot (an ASK redirection).
   bool asking = false;
@@ -87,7 +87,7 @@ class Node {
  private:
   // `check_closed`: look for a close by the server on any idle connection, however briefly idle.
   Result<ConnectionPool::Lease> acquire(Deadline deadline, bool check_closed = false);
-  Result<Answer> execute_pipelined(const Call& call, Deadline deadline);
+  Result<Answer> send(const Call& call, Deadline deadline);
 
   ConnectionOptions options_;
   std::string where_;

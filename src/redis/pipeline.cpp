@@ -282,7 +282,7 @@ class Pipeline::Lane {
     link.socket.shut_down();
     link.wire.fail_all([&why](Waiter* call, bool written) {
       if (call->state == Waiter::State::done) return;  // a batch's waiter: once per command
-      call->failure = call->report_in_doubt && written ? reply_lost(why) : why;
+      call->failure = lost_call(why, call->report_in_doubt, written);
       call->set(Waiter::State::done);
     });
     if (link_.get() == &link) link_.reset();

@@ -52,6 +52,12 @@ Failure error_reply_failure(const redisReply& reply, std::string_view doing,
 /// errc::outcome_unknown, since the server may have run it.
 Failure reply_lost(Failure failure);
 
+/// What a call on a connection that broke fails with: `why`, or reply_lost(why) when the call
+/// asked for that (a commit) and its command went out.
+inline Failure lost_call(const Failure& why, bool report_in_doubt, bool written) {
+  return report_in_doubt && written ? reply_lost(why) : why;
+}
+
 /// Room for the decimal text of any int64 (at most 20 characters with the sign).
 using DecimalText = std::array<char, 24>;
 

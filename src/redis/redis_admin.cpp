@@ -15,6 +15,7 @@
 #include "admin_scripts.hpp"
 #include "client_impl.hpp"
 #include "idem/redis/admin.hpp"
+#include "slot_routing.hpp"
 #include "store_common.hpp"
 
 namespace idem::admin {
@@ -260,48 +261,55 @@ class RedisAdmin final : public Admin {
     return change;
   }
 
-  // Every record of `scope` (every idem record: nullopt) on every primary.
-  // The servers a whole-store walk visits: every primary of a Cluster (clients for them in
-  // `owned`), else the one server.
-  Status every_primary(std::vector<std::unique_ptr<redis::Client>>& owned,
-                       std::vector<redis::Client*>& servers) {
-    if (!client_.is_cluster()) {
-      servers.push_back(&client_);
-      return {};
+  // Runs a SCAN-shaped command, `argv(cursor)`, on the one server or every primary of a
+  // Cluster, each until its cursor comes back to "0"; `page(reply, cursor)` reads each reply
+  // and sets the next cursor.
+  template <class Argv, class Page>
+  Status scan_every_primary(Argv argv, Page page) {
+    std::vector<std::unique_ptr<redis::Client>> owned;
+    std::vector<redis::Client*> servers{&client_};
+    if (client_.is_cluster()) {
+      if (Status s = primaries(owned); !s) return s;
+      servers.clear();
+      for (auto& c : owned) servers.push_back(c.get());
     }
-    if (Status s = primaries(owned); !s) return s;
-    for (auto& c : owned) servers.push_back(c.get());
+    for (redis::Client* server : servers) {
+      std::string cursor = "0";
+      do {
+        Result<redis::Reply> r = server->command(argv(cursor));
+        if (!r) return r.failure();
+        if (Status s = page(r.value(), cursor); !s) return s;
+      } while (cursor != "0");
+    }
     return {};
   }
 
+  // Every record of `scope` (every idem record: nullopt) on every primary.
   Status scan(std::optional<std::string_view> scope, std::vector<Entry>& out) {
     std::string pattern = glob_escaped(options_.prefix) + "{????????????????}";
     if (scope) pattern += glob_escaped(detail::scope_prefix(*scope));
     pattern += '*';
-    std::vector<std::unique_ptr<redis::Client>> owned;
-    std::vector<redis::Client*> servers;
-    if (Status s = every_primary(owned, servers); !s) return s;
-    for (redis::Client* server : servers) {
-      std::string cursor = "0";
-      do {
-        const std::array<std::string_view, 6> argv{
-            "EVAL", redis::admin_scripts::kScan, "0", cursor, pattern, "1000"};
-        Result<redis::Reply> r = server->command(argv);
-        if (!r) return r.failure();
-        if (r->type == redis::Reply::Type::error) {
-          return Status(errc::store_unavailable, "redis scan: " + r->str);
-        }
-        if (r->type != redis::Reply::Type::array || r->elements.empty()) {
-          return Status(errc::record_corrupt, "redis scan: unexpected reply");
-        }
-        cursor = r->elements[0].str;
-        for (std::size_t i = 1; i + 2 < r->elements.size(); i += 3) {
-          const std::optional<State> state = state_of(r->elements[i + 1].str);
-          if (!state) continue;  // a token or another store's key under the same prefix
-          out.push_back(Entry{r->elements[i].str, *state, r->elements[i + 2].integer});
-        }
-      } while (cursor != "0");
-    }
+    Status scanned = scan_every_primary(
+        [&](const std::string& cursor) {
+          return std::array<std::string_view, 6>{
+              "EVAL", redis::admin_scripts::kScan, "0", cursor, pattern, "1000"};
+        },
+        [&](const redis::Reply& r, std::string& cursor) -> Status {
+          if (r.type == redis::Reply::Type::error) {
+            return Status(errc::store_unavailable, "redis scan: " + r.str);
+          }
+          if (r.type != redis::Reply::Type::array || r.elements.empty()) {
+            return Status(errc::record_corrupt, "redis scan: unexpected reply");
+          }
+          cursor = r.elements[0].str;
+          for (std::size_t i = 1; i + 2 < r.elements.size(); i += 3) {
+            const std::optional<State> state = state_of(r.elements[i + 1].str);
+            if (!state) continue;  // a token or another store's key under the same prefix
+            out.push_back(Entry{r.elements[i].str, *state, r.elements[i + 2].integer});
+          }
+          return {};
+        });
+    if (!scanned) return scanned;
     // SCAN may return a key twice; each record counts once.
     std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) { return a.key < b.key; });
     out.erase(std::unique(out.begin(), out.end(),
@@ -313,23 +321,19 @@ class RedisAdmin final : public Admin {
   // The names of every key that matches `pattern`, on every primary (plain SCAN: the indexes of
   // kept requests are sorted sets, which the record scan's script would not read).
   Status scan_keys(const std::string& pattern, std::vector<std::string>& out) {
-    std::vector<std::unique_ptr<redis::Client>> owned;
-    std::vector<redis::Client*> servers;
-    if (Status s = every_primary(owned, servers); !s) return s;
-    for (redis::Client* server : servers) {
-      std::string cursor = "0";
-      do {
-        const std::array<std::string_view, 6> argv{"SCAN",  cursor,  "MATCH",
-                                                   pattern, "COUNT", "1000"};
-        Result<redis::Reply> r = server->command(argv);
-        if (!r) return r.failure();
-        if (r->type != redis::Reply::Type::array || r->elements.size() != 2) {
-          return Status(errc::store_unavailable, "redis SCAN: " + r->str);
-        }
-        cursor = r->elements[0].str;
-        for (const redis::Reply& key : r->elements[1].elements) out.push_back(key.str);
-      } while (cursor != "0");
-    }
+    Status scanned = scan_every_primary(
+        [&](const std::string& cursor) {
+          return std::array<std::string_view, 6>{"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"};
+        },
+        [&](const redis::Reply& r, std::string& cursor) -> Status {
+          if (r.type != redis::Reply::Type::array || r.elements.size() != 2) {
+            return Status(errc::store_unavailable, "redis SCAN: " + r.str);
+          }
+          cursor = r.elements[0].str;
+          for (const redis::Reply& key : r.elements[1].elements) out.push_back(key.str);
+          return {};
+        });
+    if (!scanned) return scanned;
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
     return {};
@@ -337,22 +341,22 @@ class RedisAdmin final : public Admin {
 
   // A client of each primary of the cluster, from CLUSTER SLOTS.
   Status primaries(std::vector<std::unique_ptr<redis::Client>>& out) {
-    const std::array<std::string_view, 2> argv{"CLUSTER", "SLOTS"};
-    Result<redis::Reply> r = client_.command(argv);
-    if (!r) return r.failure();
-    if (r->type != redis::Reply::Type::array) {
-      return Status(errc::store_unavailable, "redis: CLUSTER SLOTS: " + r->str);
+    Result<redis::Answer> a = redis::impl_of(client_).command({}, redis::kClusterSlots);
+    if (!a) return std::move(a).failure();
+    const std::optional<std::vector<redis::SlotRange>> ranges =
+        redis::parse_cluster_slots(*a->reply, client_.options().host);
+    if (!ranges) {
+      return Status(errc::store_unavailable,
+                    fmt::format("redis {}: CLUSTER SLOTS: {}", a->where, redis::text(*a->reply)));
     }
-    std::vector<std::pair<std::string, long long>> seen;
-    for (const redis::Reply& range : r->elements) {
-      if (range.elements.size() < 3 || range.elements[2].elements.size() < 2) continue;
-      const redis::Reply& node = range.elements[2];
-      std::pair<std::string, long long> address{node.elements[0].str, node.elements[1].integer};
-      if (std::find(seen.begin(), seen.end(), address) != seen.end()) continue;
-      seen.push_back(address);
+    std::vector<std::string> seen;
+    for (const redis::SlotRange& range : *ranges) {
+      std::string name = redis::node_address(range.host, range.port);
+      if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
+      seen.push_back(std::move(name));
       redis::ConnectionOptions options = client_.options();
-      options.host = address.first;
-      options.port = static_cast<int>(address.second);
+      options.host = range.host;
+      options.port = range.port;
       options.pipeline_connections = 0;
       options.pool_size = 1;
       out.push_back(std::make_unique<redis::Client>(options));

@@ -40,28 +40,12 @@ std::vector<std::vector<std::size_t>> call_groups(const std::vector<std::string>
 }
 
 // Whether a batch reply wrote something worth a WAIT: an acquired claim, a commit done.
-bool any_acquired(const redisReply& r) {
-  if (r.type != REDIS_REPLY_ARRAY) return false;
-  for (std::size_t i = 0; i < r.elements; ++i) {
-    const redisReply& e = *r.element[i];
-    if (e.type == REDIS_REPLY_ARRAY && e.elements > 0 &&
-        e.element[0]->type == REDIS_REPLY_INTEGER &&
-        e.element[0]->integer == static_cast<long long>(redis::RedisClaimReply::acquired)) {
-      return true;
-    }
-  }
-  return false;
+bool any_of_elements(const redisReply& r, bool (*wrote)(const redisReply&)) {
+  return r.type == REDIS_REPLY_ARRAY && std::any_of(r.element, r.element + r.elements,
+                                                    [&](const redisReply* e) { return wrote(*e); });
 }
-bool any_done(const redisReply& r) {
-  if (r.type != REDIS_REPLY_ARRAY) return false;
-  for (std::size_t i = 0; i < r.elements; ++i) {
-    if (r.element[i]->type == REDIS_REPLY_INTEGER &&
-        r.element[i]->integer == static_cast<long long>(redis::RedisFencedReply::done)) {
-      return true;
-    }
-  }
-  return false;
-}
+bool any_acquired(const redisReply& r) { return any_of_elements(r, redis::claim_acquired); }
+bool any_done(const redisReply& r) { return any_of_elements(r, redis::fenced_ok); }
 
 Failure wrong_count(std::string_view where, std::size_t got, std::size_t sent) {
   return make_failure(
@@ -163,17 +147,9 @@ std::vector<Status> RedisStore::commit_batch(std::span<const CommitRequest> requ
             wrong_count(answer->where, r.type == REDIS_REPLY_ARRAY ? r.elements : 0, group.size());
         continue;
       }
-      const redisReply& e = *r.element[g];
-      if (e.type == REDIS_REPLY_INTEGER &&
-          e.integer == static_cast<long long>(redis::RedisFencedReply::done)) {
-        if (short_wait) status = wait.unconfirmed(answer->where, "commit", answer->acknowledged);
-      } else if (e.type == REDIS_REPLY_INTEGER &&
-                 e.integer == static_cast<long long>(redis::RedisFencedReply::lease_lost)) {
-        status = Status(errc::lease_lost, "commit: the record is no longer held under this fence");
-      } else {
-        status = make_failure(
-            errc::record_corrupt,
-            fmt::format("redis {}: unexpected script reply: commit: not 0 or 1", answer->where));
+      status = redis::decode_fenced(*r.element[g], answer->where, "commit");
+      if (status.ok() && short_wait) {
+        status = wait.unconfirmed(answer->where, "commit", answer->acknowledged);
       }
     }
   }

@@ -35,13 +35,6 @@ Failure not_a_scope(std::string_view what) {
                                   what));
 }
 
-Failure odd_reply(std::string_view where, std::string_view doing) {
-  return make_failure(errc::record_corrupt,
-                      fmt::format("redis {}: unexpected reply to {}", where, doing));
-}
-
-std::string_view text_of(const redisReply& r) { return {r.str, r.len}; }
-
 // A command on the index's server; an error reply is a failure.
 Result<redis::Answer> index_command(redis::Client::Impl& client, std::string_view index,
                                     std::span<const std::string_view> argv,
@@ -126,13 +119,13 @@ Result<std::size_t> walk_abandoned_index(Client::Impl& client, std::string_view 
     Result<Answer> page = index_command(client, index, range, "ZRANGEBYLEX");
     if (!page) return std::move(page).failure();
     const redisReply& listed = *page->reply;
-    if (listed.type != REDIS_REPLY_ARRAY) return odd_reply(page->where, "ZRANGEBYLEX");
+    if (listed.type != REDIS_REPLY_ARRAY) return unexpected_reply(page->where, "ZRANGEBYLEX");
     std::vector<Candidate> candidates;
     std::vector<std::string> stale;
     candidates.reserve(listed.elements);
     for (std::size_t i = 0; i < listed.elements; ++i) {
       const redisReply& e = *listed.element[i];
-      if (e.type != REDIS_REPLY_STRING) return odd_reply(page->where, "ZRANGEBYLEX");
+      if (e.type != REDIS_REPLY_STRING) return unexpected_reply(page->where, "ZRANGEBYLEX");
       // Filled in place: its views point into itself, and `candidates` never reallocates.
       Candidate& c = candidates.emplace_back();
       c.member.assign(e.str, e.len);
@@ -164,13 +157,13 @@ Result<std::size_t> walk_abandoned_index(Client::Impl& client, std::string_view 
       if (!checked) return std::move(checked).failure();
       const redisReply& r = *checked->reply;
       if (r.type != REDIS_REPLY_ARRAY || r.elements != members.size()) {
-        return odd_reply(checked->where, "find_abandoned");
+        return unexpected_reply(checked->where, "find_abandoned");
       }
       for (std::size_t k = 0; k < members.size(); ++k) {
         const redisReply& e = *r.element[k];
         if (e.type != REDIS_REPLY_ARRAY || e.elements < 1 ||
             e.element[0]->type != REDIS_REPLY_INTEGER) {
-          return odd_reply(checked->where, "find_abandoned");
+          return unexpected_reply(checked->where, "find_abandoned");
         }
         Candidate& c = candidates[members[k]];
         switch (static_cast<IndexEntry>(e.element[0]->integer)) {
@@ -181,14 +174,14 @@ Result<std::size_t> walk_abandoned_index(Client::Impl& client, std::string_view 
             break;
           case IndexEntry::abandoned:
             if (e.elements != 2 || e.element[1]->type != REDIS_REPLY_STRING) {
-              return odd_reply(checked->where, "find_abandoned");
+              return unexpected_reply(checked->where, "find_abandoned");
             }
             if (found != nullptr && found->size() < limit) {
-              found->push_back(Abandoned{std::string(c.key), std::string(text_of(*e.element[1]))});
+              found->push_back(Abandoned{std::string(c.key), std::string(text(*e.element[1]))});
             }
             break;
           default:
-            return odd_reply(checked->where, "find_abandoned");
+            return unexpected_reply(checked->where, "find_abandoned");
         }
       }
     }

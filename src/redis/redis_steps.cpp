@@ -1,8 +1,6 @@
 // RedisStore's steps (idem::StepStore): record_step_save.lua and record_step_load.lua, each one
 // script on the record's own hash.
 
-#include <fmt/format.h>
-
 #include <array>
 #include <string>
 #include <string_view>
@@ -14,24 +12,6 @@
 
 namespace idem {
 
-namespace {
-
-constexpr auto kReplyLeaseLost = static_cast<long long>(redis::RedisFencedReply::lease_lost);
-constexpr auto kReplyDone = static_cast<long long>(redis::RedisFencedReply::done);
-constexpr long long kReplyGap = redis::kStepReplyGap;
-
-Failure odd_reply(std::string_view where, std::string_view doing) {
-  return make_failure(errc::record_corrupt,
-                      fmt::format("redis {}: unexpected reply to {}", where, doing));
-}
-
-Failure lease_lost(std::string_view doing) {
-  return make_failure(errc::lease_lost,
-                      fmt::format("{}: the record is no longer held under this fence", doing));
-}
-
-}  // namespace
-
 Result<std::vector<StepRecord>> RedisStore::load_steps(const Ticket& ticket) {
   constexpr std::string_view doing = "load_steps";
   redis::DecimalText fence;
@@ -41,19 +21,20 @@ Result<std::vector<StepRecord>> RedisStore::load_steps(const Ticket& ticket) {
       impl_of(*client_).eval(redis::script_record_step_load, record_key(ticket.key), args);
   if (!answer) return std::move(answer).failure();
   const redisReply& r = *answer->reply;
-  if (r.type != REDIS_REPLY_ARRAY || r.elements < 1 || r.element[0]->type != REDIS_REPLY_INTEGER ||
-      r.elements % 2 != 1) {
-    return odd_reply(answer->where, doing);
+  if (r.type != REDIS_REPLY_ARRAY || r.elements < 1 || r.elements % 2 != 1) {
+    return redis::unexpected_reply(answer->where, doing);
   }
-  if (r.element[0]->integer == kReplyLeaseLost) return lease_lost(doing);
-  if (r.element[0]->integer != kReplyDone) return odd_reply(answer->where, doing);
+  // {done or lease_lost, name, result, ...}: the code is a fenced script's.
+  if (Status fenced = redis::decode_fenced(*r.element[0], answer->where, doing); !fenced) {
+    return fenced.failure();
+  }
   std::vector<StepRecord> steps;
   steps.reserve(r.elements / 2);
   for (std::size_t i = 1; i + 1 < r.elements; i += 2) {
     const redisReply* name = r.element[i];
     const redisReply* result = r.element[i + 1];
     if (name->type != REDIS_REPLY_STRING || result->type != REDIS_REPLY_STRING) {
-      return odd_reply(answer->where, doing);
+      return redis::unexpected_reply(answer->where, doing);
     }
     steps.push_back(
         StepRecord{std::string(name->str, name->len), std::string(result->str, result->len)});
@@ -72,18 +53,11 @@ Status RedisStore::save_step(const Ticket& ticket, const StepWrite& step) {
       impl_of(*client_).eval(redis::script_record_step_save, record_key(ticket.key), args);
   if (!answer) return std::move(answer).failure();
   const redisReply& r = *answer->reply;
-  if (r.type != REDIS_REPLY_INTEGER) return odd_reply(answer->where, doing);
-  switch (r.integer) {
-    case kReplyDone:
-      return {};
-    case kReplyLeaseLost:
-      return lease_lost(doing);
-    case kReplyGap:
-      return Status(errc::step_mismatch,
-                    "step " + std::to_string(step.index) + " saved before the steps ahead of it");
-    default:
-      return odd_reply(answer->where, doing);
+  if (r.type == REDIS_REPLY_INTEGER && r.integer == redis::kStepReplyGap) {
+    return Status(errc::step_mismatch,
+                  "step " + std::to_string(step.index) + " saved before the steps ahead of it");
   }
+  return redis::decode_fenced(r, answer->where, doing);
 }
 
 }  // namespace idem

@@ -44,11 +44,6 @@ std::uint16_t key_slot(std::string_view key) noexcept {
   return static_cast<std::uint16_t>(crc16(key) & (kSlots - 1));
 }
 
-std::chrono::milliseconds retry_pause(int attempt) noexcept {
-  const auto pause = std::chrono::milliseconds{1 << std::clamp(attempt, 0, 7)};
-  return std::min<std::chrono::milliseconds>(pause, std::chrono::milliseconds{100});
-}
-
 std::string node_address(std::string_view host, int port) {
   return host.find(':') != std::string_view::npos ? fmt::format("[{}]:{}", host, port)
                                                   : fmt::format("{}:{}", host, port);

@@ -1,10 +1,11 @@
 #pragma once
 // Redis Cluster routing without I/O, shared by the blocking face (cluster.hpp: a thread waits
 // for each try) and the Asio face (async_store.cpp: each try is an event on a strand). Both
-// keep their nodes and slot map in a Topology, read CLUSTER SLOTS into it, and let Tries
-// decide what a reply or a failure means for the call: answer it, resend it (where, after
-// ASKING or not), read the map again, pause, or give up with which failure. The faces only
-// send, wait and sleep. Internal to idem_redis.
+// keep their nodes and slot map in a Topology, read CLUSTER SLOTS into it with a SlotMapRead,
+// and let Tries decide what a reply or a failure means for the call: answer it, resend it
+// (where, after ASKING or not), read the map again, pause how long, or give up with which
+// failure, within its attempts and its time. The faces only send, wait and sleep. Internal to
+// idem_redis.
 
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
@@ -24,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "connection_policy.hpp"
 #include "idem/redis/client.hpp"
 #include "idem/result.hpp"
 #include "protocol.hpp"
@@ -31,6 +33,8 @@
 namespace idem::redis {
 
 inline constexpr std::size_t kSlots = 16384;
+/// The command that reads the slot map.
+inline constexpr std::array<std::string_view, 2> kClusterSlots{"CLUSTER", "SLOTS"};
 
 /// A redirection reply: `MOVED <slot> <host>:<port>` or `ASK <slot> <host>:<port>`.
 struct Redirect {
@@ -57,10 +61,6 @@ std::optional<std::vector<SlotRange>> parse_cluster_slots(const redisReply& repl
 /// A node's name in maps and messages: "host:port", "[host]:port" for IPv6.
 std::string node_address(std::string_view host, int port);
 
-/// The pause before try `attempt` after TRYAGAIN, CLUSTERDOWN or a failed node: 1 ms, doubling,
-/// at most 100 ms.
-std::chrono::milliseconds retry_pause(int attempt) noexcept;
-
 /// How a face names its cluster options in messages.
 struct OptionNames {
   std::string_view owner;  // "redis::Client"
@@ -76,26 +76,50 @@ std::vector<ConnectionOptions> cluster_seeds(const ConnectionOptions& node,
                                              std::span<const std::string> seeds,
                                              const OptionNames& names);
 
-/// One call's tries across the nodes of a cluster: where the next goes, why the last did not
-/// answer, and whether one went out unanswered (then giving up is errc::outcome_unknown).
+/// One call's tries across the nodes of a cluster: where the next goes, whether time and
+/// attempts are left for it, why the last did not answer, and whether one went out unanswered
+/// (then giving up is errc::outcome_unknown).
 template <class N>
 struct Tries {
-  /// What a reply asks of the call.
-  enum class Next : std::uint8_t {
-    answer,         // the caller's reply (any error reply but the routing ones included)
-    resend,         // to `redirect` (after ASKING when `asking`)
-    refresh,        // MOVED to a node the map does not know as a primary: read the map, resend
-    pause,          // TRYAGAIN: resend after retry_pause
-    refresh_pause,  // CLUSTERDOWN: read the map from the other nodes, resend after a pause
+  /// What a reply asks of the call: to take it as its answer (any error reply but the routing
+  /// ones included), or to send again (to `redirect`, else the slot's owner), after reading the
+  /// slot map and after a pause if it says so.
+  struct Next {
+    bool answer = false;
+    bool read_map = false;  // MOVED to a node the map does not know as a primary; CLUSTERDOWN
+    bool ask_last = false;  // ... asking the node that answered last (CLUSTERDOWN)
+    bool pause = false;     // pause() first: TRYAGAIN, CLUSTERDOWN
   };
 
   std::uint16_t slot = 0;
-  int attempts = 0;       // sends so far (the faces count them)
-  N* redirect = nullptr;  // MOVED or ASK: the next send goes there
-  bool asking = false;    // ... after ASKING (ASK)
-  bool in_doubt = false;  // a try went out and its reply was lost: the server may have run it
+  int attempts = 0;  // sends so far (the faces count them)
+  std::chrono::milliseconds budget{};
+  Deadline deadline{};     // no send after
+  std::uint64_t seen = 0;  // the slot map generation the last send routed with
+  N* redirect = nullptr;   // MOVED or ASK: the next send goes there
+  bool asking = false;     // ... after ASKING (ASK)
+  bool in_doubt = false;   // a try went out and its reply was lost: the server may have run it
   bool last_in_doubt = false;
   std::string last;  // why the last try did not answer
+
+  /// A call on `key`'s slot, with call_budget(`options`) from now.
+  void start(std::string_view key, const ConnectionOptions& options) {
+    slot = key_slot(key);
+    budget = call_budget(options);
+    deadline = std::chrono::steady_clock::now() + budget;
+  }
+  /// Whether another send may go: fewer than `max_attempts` so far, and before the deadline.
+  bool may_send(int max_attempts) const {
+    return attempts < max_attempts && std::chrono::steady_clock::now() < deadline;
+  }
+  /// The pause before the next send after TRYAGAIN, CLUSTERDOWN or a failed node (1 ms, doubling
+  /// with the attempts, at most 100 ms); nullopt when it would end past the deadline.
+  std::optional<std::chrono::milliseconds> pause() const {
+    const auto p = std::min(std::chrono::milliseconds{1 << std::clamp(attempts, 0, 7)},
+                            std::chrono::milliseconds{100});
+    if (std::chrono::steady_clock::now() + p >= deadline) return std::nullopt;
+    return p;
+  }
 
   /// The target of the next send: the redirection's node, else the slot's owner (null: no map
   /// names one yet). `asking` is whether ASKING must precede it.
@@ -106,6 +130,11 @@ struct Tries {
     return to != nullptr ? to : topology.owner(slot);
   }
 
+  /// No map names the slot's owner, even after a read.
+  void no_owner() {
+    last = fmt::format("no node serves slot {}", slot);
+    last_in_doubt = false;
+  }
   /// A try failed without a reply (refused, timed out, closed).
   void failed(const Failure& failure) {
     last_in_doubt = failure.code == errc::outcome_unknown;
@@ -117,7 +146,7 @@ struct Tries {
   /// `topology` (a MOVED slot's owner) and its counters.
   template <class Topo>
   Next on_reply(Topo& topology, const redisReply& reply, std::string_view where) {
-    if (reply.type != REDIS_REPLY_ERROR) return Next::answer;
+    if (reply.type != REDIS_REPLY_ERROR) return {.answer = true};
     const auto refused = [&] {
       last = fmt::format("redis {}: {}", where, text(reply));
       last_in_doubt = false;
@@ -127,28 +156,28 @@ struct Tries {
       redirect = &topology.node(to->host, to->port);
       asking = to->ask;
       topology.count_redirect(to->ask);
-      if (to->ask) return Next::resend;  // this call only; the slot is still the source's
+      if (to->ask) return {};  // this call only; the slot is still the source's
       topology.learn(to->slot, redirect);
       // A node the map does not know as a primary (a promoted replica, a new node) likely took
       // many slots at once: read the whole map rather than learn them one MOVED at a time.
-      return topology.is_primary(redirect) ? Next::resend : Next::refresh;
+      return {.read_map = !topology.is_primary(redirect)};
     }
     if (is_error(reply, "TRYAGAIN")) {
       refused();
-      return Next::pause;
+      return {.pause = true};
     }
     if (is_error(reply, "CLUSTERDOWN")) {
       // Either the cluster is down, or this node has not caught up with it (a primary restarted
       // from its config file claims its old slots and refuses every command until it hears
       // from the others): read the map from the other nodes first.
       refused();
-      return Next::refresh_pause;
+      return {.read_map = true, .ask_last = true, .pause = true};
     }
-    return Next::answer;
+    return {.answer = true};
   }
 
-  /// The failure of a call that gives up (`budget`: its time, for the message).
-  Failure give_up(std::chrono::milliseconds budget) const {
+  /// The failure of a call that gives up.
+  Failure give_up() const {
     Failure out = unavailable(
         fmt::format("redis cluster: slot {}: gave up after {} tries in {} ms: {}", slot, attempts,
                     budget.count(), last.empty() ? std::string_view("out of time") : last));
@@ -239,33 +268,6 @@ class Topology {
     std::size_t served = 0;     // slots with an owner
   };
 
-  /// Reads the slot map `reply` (from the node at `from_host`); a message on `error` and
-  /// nullopt when the reply is not one.
-  std::optional<SlotMap> read(const redisReply& reply, std::string_view from_host,
-                              std::string_view where, std::string& error) {
-    if (reply.type == REDIS_REPLY_ERROR) {
-      error = fmt::format("redis {}: CLUSTER SLOTS: {}", where, text(reply));
-      return std::nullopt;
-    }
-    std::optional<std::vector<SlotRange>> ranges = parse_cluster_slots(reply, from_host);
-    if (!ranges) {
-      error = fmt::format("redis {}: CLUSTER SLOTS: unexpected reply", where);
-      return std::nullopt;
-    }
-    SlotMap map;
-    map.owners.assign(kSlots, nullptr);
-    for (const SlotRange& range : *ranges) {
-      N* owner = &node(range.host, range.port);
-      std::fill(map.owners.begin() + range.first, map.owners.begin() + range.last + 1, owner);
-      if (std::find(map.primaries.begin(), map.primaries.end(), owner) == map.primaries.end()) {
-        map.primaries.push_back(owner);
-      }
-    }
-    map.served = static_cast<std::size_t>(
-        std::count_if(map.owners.begin(), map.owners.end(), [](N* n) { return n != nullptr; }));
-    return map;
-  }
-
   /// Makes `map` the one calls route by.
   void install(SlotMap map) {
     for (std::size_t slot = 0; slot < kSlots; ++slot) {
@@ -305,28 +307,60 @@ class Topology {
   std::atomic<std::uint64_t> moved_{0}, asked_{0};  // redirections followed (stats)
 };
 
-/// The best map of one refresh, which asks the nodes in turn: the first map that serves every
-/// slot wins. A node that has not caught up with the cluster (one restarted from its config
-/// file, say) can answer with an old map that leaves slots unserved: such a map is used only
-/// when no node has a complete one.
+/// One read of the slot map, which both faces drive (the blocking one in a loop, the Asio one
+/// an event per node): the known nodes are asked in turn, `failed` last, and the first map that
+/// serves every slot wins. A node that has not caught up with the cluster (one restarted from
+/// its config file, say) can answer with an old map that leaves slots unserved: the best such
+/// map is used only when no node has a complete one.
 template <class N>
-struct BestMap {
-  using SlotMap = typename Topology<N>::SlotMap;
-  std::optional<SlotMap> best;
+class SlotMapRead {
+ public:
+  SlotMapRead(Topology<N>& topology, const N* failed)
+      : topology_(&topology), order_(topology.refresh_order(failed)) {}
 
-  /// Keeps `map` if it is the best so far; true when it serves every slot (the refresh is over).
-  bool offer(SlotMap map) {
-    const bool complete = map.served == kSlots;
-    if (!best || map.served > best->served) best = std::move(map);
-    return complete;
+  /// The node to ask next; null when the read is over (a complete map, or every node asked).
+  N* next() noexcept { return done_ || next_ == order_.size() ? nullptr : order_[next_++]; }
+  /// The node at `host` (named `where`) answered `reply`.
+  void answered(const redisReply& reply, std::string_view host, std::string_view where) {
+    const std::optional<std::vector<SlotRange>> ranges =
+        reply.type == REDIS_REPLY_ERROR ? std::nullopt : parse_cluster_slots(reply, host);
+    if (!ranges) {
+      why_ = fmt::format("redis {}: CLUSTER SLOTS: {}", where,
+                         reply.type == REDIS_REPLY_ERROR ? text(reply) : "unexpected reply");
+      return;
+    }
+    typename Topology<N>::SlotMap map;
+    map.owners.assign(kSlots, nullptr);
+    for (const SlotRange& range : *ranges) {
+      N* owner = &topology_->node(range.host, range.port);
+      std::fill(map.owners.begin() + range.first, map.owners.begin() + range.last + 1, owner);
+      if (std::find(map.primaries.begin(), map.primaries.end(), owner) == map.primaries.end()) {
+        map.primaries.push_back(owner);
+      }
+    }
+    map.served = kSlots - static_cast<std::size_t>(
+                              std::count(map.owners.begin(), map.owners.end(), nullptr));
+    done_ = map.served == kSlots;
+    if (!best_ || map.served > best_->served) best_ = std::move(map);
   }
-  /// Installs the best map, if any read; whether one was.
-  bool install(Topology<N>& topology) {
-    if (!best) return false;
-    topology.install(std::move(*best));
-    best.reset();
+  /// The node asked gave no reply.
+  void failed(const Failure& failure) { why_ = failure.describe(); }
+  /// Installs the best map read; false when none was (why() says why).
+  bool install() {
+    if (!best_) return false;
+    topology_->install(std::move(*best_));
+    best_.reset();
     return true;
   }
+  const std::string& why() const noexcept { return why_; }
+
+ private:
+  Topology<N>* topology_;
+  std::vector<N*> order_;
+  std::size_t next_ = 0;
+  bool done_ = false;
+  std::optional<typename Topology<N>::SlotMap> best_;
+  std::string why_ = "redis cluster: no node to read the slot map from";
 };
 
 }  // namespace idem::redis

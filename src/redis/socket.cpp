@@ -86,7 +86,7 @@ Socket::~Socket() {
 
 Result<Socket> Socket::open(const ConnectionOptions& options, Deadline deadline,
                             std::string_view where) {
-  deadline = std::min(deadline, Clock::now() + options.connect_timeout);
+  deadline = connected_by(options, deadline);
   const auto cannot = [&](std::string_view why) {
     return unavailable(fmt::format("redis {}: cannot connect: {}", where, why));
   };
@@ -158,7 +158,7 @@ Result<BlockingConnection> BlockingConnection::open(const ConnectionOptions& opt
   BlockingConnection c(std::move(socket).value(), std::move(where), options.command_timeout);
   const Handshake handshake(options);
   for (const std::vector<std::string_view>& argv : handshake.commands) {
-    Result<ReplyPtr> r = c.command(argv, std::min(deadline, Clock::now() + c.timeout_));
+    Result<ReplyPtr> r = c.command(argv, reply_by(options, deadline));
     if (!r) return std::move(r).failure();
     if (r.value()->type == REDIS_REPLY_ERROR) {
       return unavailable(

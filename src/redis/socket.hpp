@@ -11,16 +11,13 @@
 #include <string_view>
 #include <utility>
 
+#include "connection_policy.hpp"
 #include "idem/redis/client.hpp"
 #include "idem/result.hpp"
 #include "protocol.hpp"
 #include "wire.hpp"
 
 namespace idem::redis {
-
-/// When a call must be over. A cluster call spends one budget across redirections and retries;
-/// Deadline::max() leaves each wait to its own option (pool_wait, connect and command timeouts).
-using Deadline = std::chrono::steady_clock::time_point;
 
 /// TCP_NODELAY (a command must not wait for the previous one's acknowledgement) and, with
 /// `keep_alive`, the kernel's probes after 15 s idle, 3 of them 5 s apart; both faces' sockets.

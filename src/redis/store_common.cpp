@@ -48,28 +48,26 @@ std::string_view ms_text(DecimalText& buf, std::chrono::milliseconds ms) noexcep
   return to_chars(buf, std::max<std::int64_t>(ms.count(), 1));
 }
 
-namespace {
-Failure corrupt_reply(std::string_view where, std::string_view why) {
+Failure unexpected_reply(std::string_view where, std::string_view doing) {
   return make_failure(errc::record_corrupt,
-                      fmt::format("redis {}: unexpected script reply: {}", where, why));
+                      fmt::format("redis {}: unexpected reply: {}", where, doing));
 }
-}  // namespace
 
 Result<Claim> decode_claim(const redisReply& reply, std::string_view where, RedisClaimReply& code) {
   if (reply.type != REDIS_REPLY_ARRAY || reply.elements < 1 ||
       reply.element[0]->type != REDIS_REPLY_INTEGER) {
-    return corrupt_reply(where, "not {code, ...}");
+    return unexpected_reply(where, "not {code, ...}");
   }
   const long long raw_code = reply.element[0]->integer;
   const std::optional<RedisClaimReply> named = detail::redis_claim_reply(raw_code);
-  if (!named) return corrupt_reply(where, fmt::format("unknown code {}", raw_code));
+  if (!named) return unexpected_reply(where, fmt::format("unknown code {}", raw_code));
   code = *named;
   const bool token_code =
       code == RedisClaimReply::token_unknown || code == RedisClaimReply::token_mismatch;
   if (token_code && reply.elements == 1) return Claim{};  // token: no such token
   if (reply.elements < 2 || reply.element[1]->type != REDIS_REPLY_INTEGER ||
       reply.element[1]->integer < 0) {
-    return corrupt_reply(where, "no fence");
+    return unexpected_reply(where, "no fence");
   }
   Claim claim;
   claim.fence = static_cast<Fence>(reply.element[1]->integer);
@@ -83,7 +81,7 @@ Result<Claim> decode_claim(const redisReply& reply, std::string_view where, Redi
     case RedisClaimReply::completed:
     case RedisClaimReply::failed:
       if (third == nullptr || third->type != REDIS_REPLY_STRING)
-        return corrupt_reply(where, "no result");
+        return unexpected_reply(where, "no result");
       claim.status =
           code == RedisClaimReply::completed ? ClaimStatus::completed : ClaimStatus::failed;
       claim.result.assign(third->str, third->len);
@@ -106,7 +104,7 @@ Result<Claim> decode_claim(const redisReply& reply, std::string_view where, Redi
     case RedisClaimReply::token_unknown:
       break;  // never with a fence
   }
-  return corrupt_reply(where, fmt::format("unknown code {}", raw_code));
+  return unexpected_reply(where, fmt::format("unknown code {}", raw_code));
 }
 
 Result<Claim> record_codes(Result<Claim> claim, RedisClaimReply code) {
@@ -127,10 +125,10 @@ Result<Claim> decode_record_claim(const redisReply& reply, std::string_view wher
 Status decode_fenced(const redisReply& r, std::string_view where, std::string_view doing) {
   if (r.type == REDIS_REPLY_ERROR) return error_reply_failure(r, doing, where);
   if (r.type != REDIS_REPLY_INTEGER)
-    return corrupt_reply(where, fmt::format("{}: not 0 or 1", doing));
+    return unexpected_reply(where, fmt::format("{}: not 0 or 1", doing));
   if (r.integer == static_cast<long long>(RedisFencedReply::done)) return {};
   if (r.integer != static_cast<long long>(RedisFencedReply::lease_lost)) {
-    return corrupt_reply(where, fmt::format("{}: {} is not 0 or 1", doing, r.integer));
+    return unexpected_reply(where, fmt::format("{}: {} is not 0 or 1", doing, r.integer));
   }
   return Status(errc::lease_lost,
                 fmt::format("{}: the record is no longer held under this fence", doing));

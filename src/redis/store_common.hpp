@@ -37,6 +37,10 @@ using idem::detail::RedisFencedReply;
 /// are missing.
 inline constexpr long long kStepReplyGap = 2;
 
+/// errc::record_corrupt: `where` answered `doing` with a reply no script or command of idem's
+/// sends.
+Failure unexpected_reply(std::string_view where, std::string_view doing);
+
 /// Decodes a claim script's reply ({code, fence, ...}: detail::RedisClaimReply, the scripts'
 /// REPLY_*) into a Claim; `code` tells the caller which one came back (token_unknown and
 /// token_mismatch are the token script's own, for the caller to map). A code no script sends is
