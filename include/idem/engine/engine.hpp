@@ -397,13 +397,15 @@ Outcome<T> commit_bytes(const Policy& policy, Target& target, Fence fence, Store
   return Outcome<T>::fresh(std::forward<Stored>(value), committed.failure());
 }
 
-inline std::string exception_message(std::exception_ptr e) {
+/// What an exception says: its what(), else `otherwise`.
+inline std::string exception_message(
+    std::exception_ptr e, const char* otherwise = "handler threw a non-standard exception") {
   try {
     std::rethrow_exception(std::move(e));
   } catch (const std::exception& ex) {
     return ex.what();
   } catch (...) {
-    return "handler threw a non-standard exception";
+    return otherwise;
   }
 }
 

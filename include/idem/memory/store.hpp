@@ -15,6 +15,7 @@
 
 #include "idem/clock.hpp"
 #include "idem/detail/hashed_key.hpp"
+#include "idem/detail/lru_list.hpp"
 #include "idem/engine/sim_hooks.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/memory/detail/record.hpp"
@@ -209,20 +210,11 @@ class MemoryStore {
 
   /// Records held now, of every state.
   std::size_t size() const {
-    std::size_t n = 0;
-    for (const Shard& shard : shards_) {
-      std::lock_guard lock(shard.mutex);
-      n += shard.records.size();
-    }
-    return n;
+    return shards_.sum_locked([](const Shard& shard) { return shard.records.size(); });
   }
 
   /// Records evicted by the capacity bound (expired records removed do not count).
-  std::uint64_t evictions() const noexcept {
-    std::uint64_t n = 0;
-    for (const Shard& shard : shards_) n += shard.evictions.load(std::memory_order_relaxed);
-    return n;
-  }
+  std::uint64_t evictions() const noexcept { return shards_.sum(&Shard::evictions); }
 
   /// The store's figures: records held now and evictions (size() and evictions() in one).
   StoreStats stats() const {
@@ -253,31 +245,15 @@ class MemoryStore {
 
   using HashedKey = detail::HashedKey;
 
-  struct alignas(64) Shard {
+  struct alignas(64) Shard : detail::LruList<Entry> {
     mutable detail::SpinMutex mutex;
     detail::RecordTable<Entry> records;
-    Entry* head = nullptr;
-    Entry* tail = nullptr;
     std::size_t capacity = 0;
     std::atomic<std::uint64_t> evictions{0};
     // The largest fence of any record removed from this shard. New records start above it, so a
     // holder of a removed record (stalled past its lease) never matches a later claim's fence.
     Fence fence_floor = 0;
 
-    void push_back(Entry* e) noexcept {
-      e->prev = tail;
-      e->next = nullptr;
-      (tail != nullptr ? tail->next : head) = e;
-      tail = e;
-    }
-    void unlink(Entry* e) noexcept {
-      (e->prev != nullptr ? e->prev->next : head) = e->next;
-      (e->next != nullptr ? e->next->prev : tail) = e->prev;
-    }
-    void move_to_back(Entry* e) noexcept {
-      unlink(e);
-      push_back(e);
-    }
     void erase(Entry* e) {
       fence_floor = std::max(fence_floor, e->fence);
       unlink(e);
