@@ -505,8 +505,7 @@ class LayeredGuard {
   [[nodiscard]] LayeredOutcome<handler_result_t<Fn>> execute(const LayeredRequest& request,
                                                              Fn&& fn) {
     using R = handler_result_t<Fn>;
-    static_assert(std::is_void_v<R> || Codable<R>,
-                  "idem: the handler's result type has no idem::codec<T> (see idem/codec.hpp)");
+    detail::require_codable<R>();
     Chain chain(layers_, policy_, options_.on_layer_down, request, policy_.hash(request.payload));
     Outcome<R> out = detail::execute_on<R>(policy_, chain, fn);
     if (out.executed()) {
@@ -521,8 +520,7 @@ class LayeredGuard {
   /// stores must outlive it.
   template <class T>
   [[nodiscard]] Attempt<T> begin(const LayeredRequest& request) {
-    static_assert(std::is_void_v<T> || Codable<T>,
-                  "idem: the result type has no idem::codec<T> (see idem/codec.hpp)");
+    detail::require_codable<T>();
     return Attempt<T>(policy_, Chain(layers_, policy_, options_.on_layer_down, request,
                                      policy_.hash(request.payload)));
   }

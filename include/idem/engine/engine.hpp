@@ -101,6 +101,28 @@ inline Policy policy_of(const Options& o) {
   return shared_policy(o, "Options");
 }
 
+/// What every guard keeps: its options, unset fields filled from `defaults`, and the policy
+/// checked from them, which its calls and Attempts refer to (so a guard stays where it is).
+/// Throws std::invalid_argument when an option is out of range.
+class GuardBase {
+ public:
+  GuardBase(const GuardBase&) = delete;
+  GuardBase& operator=(const GuardBase&) = delete;
+
+  const Options& options() const noexcept { return options_; }
+
+ protected:
+  GuardBase(Options options, const OptionDefaults& defaults, std::string_view store_name)
+      : options_(with_defaults(std::move(options), defaults)), policy_(policy_of(options_)) {
+    options_.clock = policy_.clock;
+    policy_.store_name = store_name;
+  }
+  ~GuardBase() = default;
+
+  Options options_;
+  Policy policy_;
+};
+
 /// A store's own refusal (bad key, token, transition, version) is not a failing store.
 inline bool is_refusal(std::error_code e) noexcept {
   return e == errc::key_invalid || e == errc::token_invalid || e == errc::invalid_transition ||
