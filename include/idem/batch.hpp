@@ -90,10 +90,11 @@ std::vector<Status> commit_all(S& store, std::span<const CommitRequest> requests
   if constexpr (BatchStore<S>) {
     statuses = store.commit_batch(requests);
     if (statuses.size() == requests.size()) return statuses;
-    statuses.assign(requests.size(),
-                    Status(errc::outcome_unknown, "the store answered a batch of " +
-                                                      std::to_string(requests.size()) +
-                                                      " commits with another number of answers"));
+    statuses.clear();  // not assign(): a Status assignment is costly to instantiate
+    const Failure wrong = make_failure(
+        errc::outcome_unknown, "the store answered a batch of " + std::to_string(requests.size()) +
+                                   " commits with another number of answers");
+    for (std::size_t i = 0; i < requests.size(); ++i) statuses.emplace_back(wrong);
   } else {
     statuses.reserve(requests.size());
     for (const CommitRequest& r : requests)

@@ -1,7 +1,6 @@
 #pragma once
 // IdempotencyGuard: claim -> run the handler -> commit | abort, over any idem::Store.
 
-#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <functional>

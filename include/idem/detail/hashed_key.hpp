@@ -1,7 +1,6 @@
 #pragma once
 // Hash tables keyed by effective keys, hashing each key once per call (the in-memory stores).
 
-#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cstddef>
@@ -32,7 +31,7 @@ template <class Shard>
 class Shards {
  public:
   explicit Shards(std::size_t wanted)
-      : shards_(std::bit_ceil(std::max<std::size_t>(wanted, 1))),
+      : shards_(std::bit_ceil(wanted == 0 ? std::size_t{1} : wanted)),
         bits_(static_cast<unsigned>(std::countr_zero(shards_.size()))) {}
 
   Shard& of(const HashedKey& key) noexcept {

@@ -12,7 +12,6 @@
 //   std::chrono::milliseconds lease() const;            Context::extend_lease()'s default
 //   Store& context_store(); Ticket ticket(Fence) const; what Context::extend_lease() renews
 
-#include <algorithm>
 #include <chrono>
 #include <concepts>
 #include <cstddef>
@@ -29,6 +28,7 @@
 
 #include "idem/clock.hpp"
 #include "idem/codec.hpp"
+#include "idem/detail/min_max.hpp"
 #include "idem/engine/call_timer.hpp"
 #include "idem/engine/duration_estimate.hpp"
 #include "idem/engine/failure_record.hpp"
@@ -246,11 +246,11 @@ class WaitPacer {
     }
     if (now >= deadline_ && !IDEM_SIM_MUTATE(9)) return std::nullopt;
     auto pause = IDEM_SIM_MUTATE(9) ? Clock::duration(backoff_)
-                                    : std::min<Clock::duration>(backoff_, deadline_ - now);
+                                    : min_of<Clock::duration>(backoff_, deadline_ - now);
     if (busy.lease_remaining.count() > 0) {
-      pause = std::min<Clock::duration>(pause, busy.lease_remaining + std::chrono::milliseconds{1});
+      pause = min_of<Clock::duration>(pause, busy.lease_remaining + std::chrono::milliseconds{1});
     }
-    backoff_ = std::min(backoff_ * 2, wait_->max_backoff);
+    backoff_ = min_of(backoff_ * 2, wait_->max_backoff);
     return pause;
   }
 

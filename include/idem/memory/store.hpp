@@ -1,7 +1,6 @@
 #pragma once
 // MemoryStore: the unique-index record strategy in process memory. Header-only.
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -16,6 +15,7 @@
 #include "idem/clock.hpp"
 #include "idem/detail/hashed_key.hpp"
 #include "idem/detail/lru_list.hpp"
+#include "idem/detail/min_max.hpp"
 #include "idem/engine/sim_hooks.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/memory/detail/record.hpp"
@@ -186,7 +186,7 @@ class MemoryStore {
     const auto now = clock_->now();
     return with_holder(ticket, [&](Entry& e) {
       e.lease_until = now + lease;
-      e.expires_at = std::max(e.expires_at, now + held_retention({}, lease));
+      e.expires_at = detail::max_of(e.expires_at, now + held_retention({}, lease));
     });
   }
 
@@ -255,7 +255,7 @@ class MemoryStore {
     Fence fence_floor = 0;
 
     void erase(Entry* e) {
-      fence_floor = std::max(fence_floor, e->fence);
+      fence_floor = detail::max_of(fence_floor, e->fence);
       unlink(e);
       records.erase(*e);
     }
