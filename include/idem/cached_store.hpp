@@ -246,7 +246,7 @@ class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_refe
     std::atomic<std::uint64_t> generation{0};
 
     void erase(Entry* e) {
-      unlink(e);
+      this->unlink(e);
       bytes -= e->bytes;
       entries.erase(entries.find(std::string_view(*e->key)));
     }

@@ -139,7 +139,7 @@ class MemoryStore {
   Result<std::vector<StepRecord>> load_steps(const Ticket& ticket) {
     std::vector<StepRecord> steps;
     Status held = with_holder(ticket, [&](Entry& e) {
-      if (e.run) steps = e.run->steps;
+      if (e.run) steps = std::vector<StepRecord>(e.run->steps);  // not copy-assigned: compile time
     });
     if (!held) return held.failure();
     return steps;
