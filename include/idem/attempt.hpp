@@ -23,14 +23,96 @@
 
 namespace idem {
 
+namespace detail {
+
+/// What Attempt and AsyncAttempt (`kAsync`) share: the key's answer, or a hold on it under a
+/// fence, and the checks of their misuse, whose messages name the face's own calls.
+template <class T, bool kAsync>
+class AttemptState {
+ public:
+  /// True while this attempt holds the key: do the work, then commit or fail it.
+  bool acquired() const noexcept { return holding_; }
+
+  /// The key's answer when it was not acquired (a replay, a remembered failure, a refusal), or
+  /// after Attempt::fail() what it returned. Throws std::logic_error while held and once settled
+  /// by a commit (which returned the outcome).
+  Outcome<T>& outcome() & { return answer(); }
+  Outcome<T>&& outcome() && { return std::move(answer()); }
+  /// The refusal's computed Retry-After (Outcome::retry_after()); zero while holding.
+  std::chrono::milliseconds retry_after() const noexcept {
+    return answer_ ? answer_->retry_after() : std::chrono::milliseconds{0};
+  }
+
+  /// The holder's fence, for downstream systems that reject stale writers. Holding only.
+  Fence fence() const {
+    require_holding("fence()");
+    return fence_;
+  }
+
+ protected:
+  AttemptState() = default;
+  AttemptState(AttemptState&& other) noexcept
+      : answer_(std::move(other.answer_)),
+        fence_(other.fence_),
+        holding_(std::exchange(other.holding_, false)),
+        settled_(other.settled_) {}
+  AttemptState& operator=(AttemptState&&) = delete;
+  AttemptState(const AttemptState&) = delete;
+  AttemptState& operator=(const AttemptState&) = delete;
+  ~AttemptState() = default;
+
+  void hold(Fence fence) noexcept {
+    fence_ = fence;
+    holding_ = true;
+  }
+  /// Settles the hold (commit or fail), after require_holding(`what`).
+  void settle(const char* what) {
+    require_holding(what);
+    holding_ = false;
+    settled_ = true;
+  }
+  void require_holding(const char* what) const {
+    if (holding_) return;
+    throw std::logic_error(std::string(kFace) + what +
+                           (settled_
+                                ? " after the attempt was settled"
+                                : " on an attempt that did not acquire the key (see outcome())"));
+  }
+
+  std::optional<Outcome<T>> answer_;
+  Fence fence_ = 0;
+  bool holding_ = false;
+
+ private:
+  static constexpr const char* kFace = kAsync ? "idem: AsyncAttempt::" : "idem: Attempt::";
+
+  Outcome<T>& answer() {
+    if (answer_) return *answer_;
+    if (holding_) {
+      throw std::logic_error(
+          std::string(kFace) + "outcome() while the key is held: " +
+          (kAsync ? "async_commit() or async_fail() it" : "commit() or fail() it"));
+    }
+    throw std::logic_error(std::string(kFace) + "outcome() after " +
+                           (kAsync ? "async_commit() or async_fail(): they returned the answer"
+                                   : "commit(): commit() returned the outcome"));
+  }
+
+  bool settled_ = false;  // by a commit or a failure, for the messages of misuse
+};
+
+}  // namespace detail
+
 /// What `guard.begin<T>(key, payload)` returns: the key's answer (a replay, a remembered failure
 /// or a refusal), or a hold on the key that the caller settles exactly once: commit(value)
 /// records the value and returns the fresh Outcome; fail(message) releases the key (or records
 /// the failure under remember_failures). Dropped while holding, it settles as fail() would.
 /// Move-only; its guard and store must outlive it. Settle it from one thread at a time.
 template <class T, class Target>
-class [[nodiscard]] Attempt {
+class [[nodiscard]] Attempt : public detail::AttemptState<T, false> {
   using Stored = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
+  using State = detail::AttemptState<T, false>;
+  using State::answer_, State::fence_, State::holding_, State::require_holding;
 
  public:
   /// Claims through `target` (the guard calls this; see IdempotencyGuard::begin).
@@ -46,15 +128,14 @@ class [[nodiscard]] Attempt {
       answer_.emplace(detail::answer_stored<T>(*policy_, target_, claim));
       return;
     }
-    fence_ = claim.fence;
+    this->hold(claim.fence);
     transaction_ = claim.transaction;
-    holding_ = true;
     if (claim.took_over && !IDEM_SIM_MUTATE(11)) {
       detail::notify(*policy_, target_, Event::took_over, fence_, {});
     }
     if constexpr (requires { target_.keep_request(fence_); }) {
       if (Status kept = target_.keep_request(fence_); !kept) {
-        settle(/*remember=*/false, /*undo=*/false, {});
+        release(/*remember=*/false, /*undo=*/false, {});
         answer_.emplace(Outcome<T>::failed(kept.failure()));
       }
     }
@@ -66,44 +147,22 @@ class [[nodiscard]] Attempt {
   }
 
   Attempt(Attempt&& other) noexcept
-      : policy_(other.policy_),
+      : State(std::move(other)),
+        policy_(other.policy_),
         target_(std::move(other.target_)),
-        answer_(std::move(other.answer_)),
-        fence_(other.fence_),
-        transaction_(other.transaction_),
-        holding_(std::exchange(other.holding_, false)),
-        settled_(other.settled_) {}
+        transaction_(other.transaction_) {}
   Attempt& operator=(Attempt&&) = delete;
-  Attempt(const Attempt&) = delete;
-  Attempt& operator=(const Attempt&) = delete;
 
   ~Attempt() {
     if (!holding_) return;
     try {
-      settle(policy_->remember_failures, /*undo=*/true,
-             "the claim was dropped without commit() or fail()");
+      release(policy_->remember_failures, /*undo=*/true,
+              "the claim was dropped without commit() or fail()");
     } catch (...) {
       // An observer threw while reporting; the key is settled or its lease will expire.
     }
   }
 
-  /// True while this Attempt holds the key: do the work, then commit() or fail().
-  bool acquired() const noexcept { return holding_; }
-
-  /// The key's answer when it was not acquired (a replay, a remembered failure, a refusal), or
-  /// after fail() what fail() returned. Throws std::logic_error while held and after commit().
-  Outcome<T>& outcome() & { return answer(); }
-  Outcome<T>&& outcome() && { return std::move(answer()); }
-  /// The refusal's computed Retry-After (Outcome::retry_after()); zero while holding.
-  std::chrono::milliseconds retry_after() const noexcept {
-    return answer_ ? answer_->retry_after() : std::chrono::milliseconds{0};
-  }
-
-  /// The holder's fence, for downstream systems that reject stale writers. Holding only.
-  Fence fence() const {
-    require_holding("fence()");
-    return fence_;
-  }
   /// Renews the lease for `lease` from now (zero: the guard's lease). lease_lost: the key was
   /// taken over, stop.
   Status extend(std::chrono::milliseconds lease = std::chrono::milliseconds{0}) {
@@ -131,17 +190,13 @@ class [[nodiscard]] Attempt {
   /// store kept it). Holding only. A value the codec cannot encode is remembered as
   /// handler_failed and the codec's exception propagates.
   Outcome<T> commit(Stored value) requires(!std::is_void_v<T>) {
-    require_holding("commit()");
-    holding_ = false;
-    settled_ = true;
+    this->settle("commit()");
     context_.reset();
     return detail::commit_result<T>(*policy_, target_, fence_, std::move(value));
   }
   /// Records success of a handler without a result. Holding only.
   Outcome<T> commit() requires std::is_void_v<T> {
-    require_holding("commit()");
-    holding_ = false;
-    settled_ = true;
+    this->settle("commit()");
     context_.reset();
     return detail::commit_result<T>(*policy_, target_, fence_, std::monostate{});
   }
@@ -151,9 +206,8 @@ class [[nodiscard]] Attempt {
   /// transaction). Holding only. Returns what became of the key, which outcome() then holds:
   /// handler_failed (remembered) or handler_aborted (released, or left to its lease).
   std::error_code fail(std::string_view message) {
-    require_holding("fail()");
-    settled_ = true;
-    const errc settled = settle(policy_->remember_failures, /*undo=*/true, message);
+    this->settle("fail()");
+    const errc settled = release(policy_->remember_failures, /*undo=*/true, message);
     answer_.emplace(Outcome<T>::failed(make_failure(settled, std::string(message))));
     return make_error_code(settled);
   }
@@ -162,24 +216,7 @@ class [[nodiscard]] Attempt {
   const Target& target() const noexcept { return target_; }
 
  private:
-  Outcome<T>& answer() {
-    if (!answer_) {
-      throw std::logic_error(
-          holding_ ? "idem: Attempt::outcome() while the key is held: commit() or fail() it"
-                   : "idem: Attempt::outcome() after commit(): commit() returned the outcome");
-    }
-    return *answer_;
-  }
-
-  void require_holding(const char* what) const {
-    if (holding_) return;
-    throw std::logic_error(std::string("idem: Attempt::") + what +
-                           (settled_
-                                ? " after the attempt was settled"
-                                : " on an attempt that did not acquire the key (see outcome())"));
-  }
-
-  errc settle(bool remember, bool undo, std::string_view message) {
+  errc release(bool remember, bool undo, std::string_view message) {
     holding_ = false;
     context_.reset();
     return detail::settle_failure(*policy_, target_, fence_, message, remember, undo);
@@ -187,11 +224,7 @@ class [[nodiscard]] Attempt {
 
   const detail::Policy* policy_;
   Target target_;
-  std::optional<Outcome<T>> answer_;
-  Fence fence_ = 0;
   decltype(Claim::transaction) transaction_{};
-  bool holding_ = false;
-  bool settled_ = false;  // by commit() or fail(), for the messages of misuse
   std::optional<Context> context_;
 };
 

@@ -61,6 +61,18 @@ class PrefetchedClaim {
   std::optional<Result<Claim>> first_;
 };
 
+/// The answers to `n` requests of a batch step that answered another number of them: `code`
+/// for each. (Built, not assigned: a Status assignment is costly to instantiate.)
+template <class Answer>
+std::vector<Answer> miscounted(std::size_t n, errc code, const char* what) {
+  const Failure wrong = make_failure(code, "the store answered a batch of " + std::to_string(n) +
+                                               " " + what + " with another number of answers");
+  std::vector<Answer> answers;
+  answers.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) answers.emplace_back(wrong);
+  return answers;
+}
+
 /// Every target's claim: in one batch step when the store has one, else one claim per key.
 template <class S, class Target>
 std::vector<Result<Claim>> claim_all(S& store, std::vector<Target>& targets) {
@@ -70,12 +82,9 @@ std::vector<Result<Claim>> claim_all(S& store, std::vector<Target>& targets) {
     requests.reserve(targets.size());
     for (const Target& t : targets) requests.push_back(t.claim_request());
     claims = store.claim_batch(requests);
-    if (claims.size() == targets.size()) return claims;
-    claims.clear();
-    const Failure wrong = make_failure(
-        errc::store_unavailable, "the store answered a batch of " + std::to_string(targets.size()) +
-                                     " claims with another number of answers");
-    for (std::size_t i = 0; i < targets.size(); ++i) claims.emplace_back(wrong);
+    if (claims.size() != targets.size()) {
+      return miscounted<Result<Claim>>(targets.size(), errc::store_unavailable, "claims");
+    }
   } else {
     claims.reserve(targets.size());
     for (Target& t : targets) claims.push_back(t.claim());
@@ -89,11 +98,9 @@ std::vector<Status> commit_all(S& store, std::span<const CommitRequest> requests
   std::vector<Status> statuses;
   if constexpr (BatchStore<S>) {
     statuses = store.commit_batch(requests);
-    if (statuses.size() == requests.size()) return statuses;
-    statuses.assign(requests.size(),
-                    Status(errc::outcome_unknown, "the store answered a batch of " +
-                                                      std::to_string(requests.size()) +
-                                                      " commits with another number of answers"));
+    if (statuses.size() != requests.size()) {
+      return miscounted<Status>(requests.size(), errc::outcome_unknown, "commits");
+    }
   } else {
     statuses.reserve(requests.size());
     for (const CommitRequest& r : requests)

@@ -18,6 +18,7 @@
 #include "idem/clock.hpp"
 #include "idem/detail/hashed_key.hpp"
 #include "idem/detail/held_key_calls.hpp"
+#include "idem/detail/lru_list.hpp"
 #include "idem/engine/record_model.hpp"
 #include "idem/engine/sim_hooks.hpp"
 #include "idem/fingerprint.hpp"
@@ -158,11 +159,11 @@ class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_refe
   Inner& inner() noexcept { return inner_; }
 
   /// Claims answered from the cache (completed or failed) without calling S.
-  std::uint64_t hits() const noexcept { return sum(&Shard::hits); }
+  std::uint64_t hits() const noexcept { return shards_.sum(&Shard::hits); }
   /// Claims passed on to S.
-  std::uint64_t misses() const noexcept { return sum(&Shard::misses); }
+  std::uint64_t misses() const noexcept { return shards_.sum(&Shard::misses); }
   /// Cached records dropped by the entry or byte bound before they expired.
-  std::uint64_t evictions() const noexcept { return sum(&Shard::evictions); }
+  std::uint64_t evictions() const noexcept { return shards_.sum(&Shard::evictions); }
 
   /// The wrapped store's figures (when it has stats()) with the cache's own in `cache`.
   StoreStats stats() const {
@@ -174,12 +175,7 @@ class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_refe
 
   /// Cached records now, expired ones not yet dropped included.
   std::size_t size() const {
-    std::size_t n = 0;
-    for (const Shard& shard : shards_) {
-      std::lock_guard lock(shard.mutex);
-      n += shard.entries.size();
-    }
-    return n;
+    return shards_.sum_locked([](const Shard& shard) { return shard.entries.size(); });
   }
 
   /// Drops the cached record of `key` (an effective key), so its next claim asks S: for records
@@ -235,12 +231,10 @@ class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_refe
 
   using HashedKey = detail::HashedKey;
 
-  struct alignas(64) Shard {
+  struct alignas(64) Shard : detail::LruList<Entry> {
     mutable std::mutex mutex;
     detail::HashedKeyMap<Entry> entries;
     detail::HashedKeyMap<Holder> holders;
-    Entry* head = nullptr;
-    Entry* tail = nullptr;
     std::size_t bytes = 0;
     std::size_t max_entries = 0;
     std::size_t max_bytes = 0;
@@ -251,23 +245,8 @@ class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_refe
     // must not fill the cache after it. Read without the lock before a commit.
     std::atomic<std::uint64_t> generation{0};
 
-    void push_back(Entry* e) noexcept {
-      e->prev = tail;
-      e->next = nullptr;
-      (tail != nullptr ? tail->next : head) = e;
-      tail = e;
-    }
-    void unlink(Entry* e) noexcept {
-      (e->prev != nullptr ? e->prev->next : head) = e->next;
-      (e->next != nullptr ? e->next->prev : tail) = e->prev;
-    }
-    void move_to_back(Entry* e) noexcept {
-      if (e == tail) return;
-      unlink(e);
-      push_back(e);
-    }
     void erase(Entry* e) {
-      unlink(e);
+      this->unlink(e);
       bytes -= e->bytes;
       entries.erase(entries.find(std::string_view(*e->key)));
     }
@@ -327,12 +306,6 @@ class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_refe
     e.bytes = bytes;
     shard.bytes += bytes;
     shard.push_back(&e);
-  }
-
-  std::uint64_t sum(std::atomic<std::uint64_t> Shard::*counter) const noexcept {
-    std::uint64_t n = 0;
-    for (const Shard& shard : shards_) n += (shard.*counter).load(std::memory_order_relaxed);
-    return n;
   }
 
   static HashedKey hashed(std::string_view key) noexcept { return detail::hashed(key); }

@@ -28,6 +28,14 @@ concept Codable = requires(const T& value, std::string_view bytes) {
 };
 
 namespace detail {
+/// A result type a guard can record: void, or one with an idem::codec.
+template <class T>
+constexpr void require_codable() {
+  static_assert(std::is_void_v<T> || Codable<T>,
+                "idem: the result type has no idem::codec<T>; specialise idem::codec for it "
+                "(see idem/codec.hpp)");
+}
+
 [[noreturn]] inline void corrupt(const char* what) {
   throw Error(make_error_code(errc::record_corrupt), what);
 }

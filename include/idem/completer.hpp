@@ -54,7 +54,7 @@ struct CompleterPass {
 /// is called from up to `concurrency` threads at once. Thread-safe: run_once() from any thread,
 /// or start() a background loop. The store must outlive it.
 template <class S>
-class Completer {
+class Completer : detail::GuardBase {
   static_assert(CompletableStore<S>,
                 "idem::Completer<S>: S must keep requests and find abandoned records "
                 "(idem::CompletableStore)");
@@ -64,12 +64,10 @@ class Completer {
   /// to the completer's runs too). Throws std::invalid_argument for options out of range.
   template <class Fn>
   Completer(S& store, Options options, Fn handler, CompleterOptions completer = {})
-      : store_(store),
-        options_(with_defaults(std::move(options), OptionDefaults{})),
-        policy_(detail::policy_of(options_)),
+      : GuardBase(std::move(options), OptionDefaults{}, {}),
+        store_(store),
         completer_(completer),
         prefix_(detail::EffectiveKey(options_.scope, {}, {}).view()) {
-    options_.clock = policy_.clock;
     if (completer_.concurrency == 0 || completer_.max_attempts < 1 ||
         completer_.initial_backoff.count() < 0 ||
         completer_.max_backoff < completer_.initial_backoff) {
@@ -247,8 +245,6 @@ class Completer {
   }
 
   S& store_;
-  Options options_;
-  detail::Policy policy_;
   CompleterOptions completer_;
   std::string prefix_;
   std::function<Verdict(const Abandoned&)> redrive_;

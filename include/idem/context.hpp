@@ -51,7 +51,7 @@ class Context {
   template <class Fn>
   auto step(std::string_view name, Fn&& fn) {
     using R = step_result_t<Fn>;
-    check_step_result<R>();
+    detail::require_codable<R>();
     const std::size_t index = next_step(name);
     if (index < steps_->recorded.size() && !IDEM_SIM_MUTATE(12)) {
       return replay_step<R>(index);
@@ -73,7 +73,7 @@ class Context {
   template <class Fn>
   auto atomic_step(std::string_view name, Fn&& fn) {
     using R = step_result_t<Fn>;
-    check_step_result<R>();
+    detail::require_codable<R>();
     if (atomic_ == nullptr) {
       throw std::logic_error(
           "idem: Context::atomic_step() on a store without transactions (see "
@@ -174,13 +174,6 @@ class Context {
   };
   template <class Fn>
   using step_result_t = typename StepResult<std::remove_reference_t<Fn>>::type;
-
-  template <class R>
-  static constexpr void check_step_result() {
-    static_assert(
-        std::is_void_v<R> || Codable<R>,
-        "idem: a step's result type has no idem::codec<T>; specialise idem::codec for it");
-  }
 
   template <class Fn>
   decltype(auto) call_step(Fn& fn) {

@@ -1,7 +1,6 @@
 #pragma once
 // IdempotencyGuard: claim -> run the handler -> commit | abort, over any idem::Store.
 
-#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <functional>
@@ -161,7 +160,7 @@ using handler_result_t = detail::handler_return_t<Fn, Context>;
 /// Cost: a fresh key is one claim and one commit; a replay or a refusal one claim (one per poll
 /// under Wait).
 template <class S>
-class IdempotencyGuard {
+class IdempotencyGuard : public detail::GuardBase {
   static_assert(Store<S>,
                 "idem::IdempotencyGuard<S>: S is not an idem::Store. A store needs "
                 "claim(const ClaimRequest&) -> Result<Claim>, commit(const Ticket&, const "
@@ -176,19 +175,12 @@ class IdempotencyGuard {
   /// Throws std::invalid_argument when an option is out of range; unset options take their
   /// defaults.
   explicit IdempotencyGuard(S& store, Options options = {})
-      : store_(store),
-        options_(with_defaults(std::move(options), OptionDefaults{})),
-        policy_(detail::policy_of(options_)) {
-    options_.clock = policy_.clock;
+      : GuardBase(std::move(options), OptionDefaults{}, detail::store_name_of<S>()), store_(store) {
     if (options_.keep_request && !CompletableStore<S>) {
       throw std::invalid_argument(
           "idem: Options::keep_request needs a store that keeps requests (idem::CompletableStore)");
     }
-    policy_.store_name = detail::store_name_of<S>();
   }
-  // The policy and the store are referred to by every Attempt: the guard stays where it is.
-  IdempotencyGuard(const IdempotencyGuard&) = delete;
-  IdempotencyGuard& operator=(const IdempotencyGuard&) = delete;
 
   /// Runs `fn` once for `key`; repeats replay its result (execute(key, "", fn)).
   template <class Fn>
@@ -211,9 +203,7 @@ class IdempotencyGuard {
   [[nodiscard]] Outcome<handler_result_t<Fn>> execute(const Key& key, std::string_view payload,
                                                       const CallOptions& call, Fn&& fn) {
     using R = handler_result_t<Fn>;
-    static_assert(std::is_void_v<R> || Codable<R>,
-                  "idem: the handler's result type has no idem::codec<T>; specialise idem::codec "
-                  "for it (see idem/codec.hpp)");
+    detail::require_codable<R>();
     if (Failure bad = validate(key); bad.code) {
       return Outcome<R>::failed(std::move(bad));
     }
@@ -237,9 +227,7 @@ class IdempotencyGuard {
   template <class T>
   [[nodiscard]] Attempt<T> begin(const Key& key, std::string_view payload,
                                  const CallOptions& call) {
-    static_assert(std::is_void_v<T> || Codable<T>,
-                  "idem: the result type has no idem::codec<T>; specialise idem::codec for it "
-                  "(see idem/codec.hpp)");
+    detail::require_codable<T>();
     check(call);
     if (Failure bad = validate(key); bad.code) {
       return Attempt<T>(std::move(bad), detail::StoreTarget<S>(store_, options_, key, {}, {}));
@@ -258,9 +246,7 @@ class IdempotencyGuard {
   [[nodiscard]] std::vector<Outcome<batch_result_t<Fn>>> execute_batch(
       std::span<const BatchItem> items, Fn&& fn) {
     using R = batch_result_t<Fn>;
-    static_assert(std::is_void_v<R> || Codable<R>,
-                  "idem: the handler's result type has no idem::codec<T>; specialise idem::codec "
-                  "for it (see idem/codec.hpp)");
+    detail::require_codable<R>();
     std::vector<std::optional<Outcome<R>>> answers(items.size());
     std::vector<detail::StoreTarget<S>> targets;
     std::vector<std::size_t> index;
@@ -282,7 +268,6 @@ class IdempotencyGuard {
     return out;
   }
 
-  const Options& options() const noexcept { return options_; }
   S& store() noexcept { return store_; }
 
  private:
@@ -298,8 +283,6 @@ class IdempotencyGuard {
   }
 
   S& store_;
-  Options options_;
-  detail::Policy policy_;
 };
 
 }  // namespace idem

@@ -90,11 +90,12 @@ inline LayerSettings settings_from(const Options& o, std::string name) {
   return LayerSettings{std::move(name), o.scope, o.lease, *o.ttl, std::chrono::milliseconds{0}};
 }
 
-/// `settings` for a layer over `store`, named `kind` when unnamed (the scope rule above).
-template <class S>
+/// `settings` for a layer over `store`, named `kind` when unnamed; `kStoreScope`: the scope rule
+/// above (a record layer's scope is its own).
+template <bool kStoreScope, class S>
 LayerSettings settings_over(const S& store, LayerSettings settings, std::string_view kind) {
   if (settings.name.empty()) settings.name = kind;
-  if constexpr (requires { store.options().scope; }) {
+  if constexpr (kStoreScope && requires { store.options().scope; }) {
     const std::string& own = store.options().scope;
     if (settings.scope.empty()) {
       settings.scope = own;
@@ -107,22 +108,44 @@ LayerSettings settings_over(const S& store, LayerSettings settings, std::string_
   return settings;
 }
 
-/// What every layer holds: its store and its settings, checked once.
-template <class S>
+/// What every layer is: its store, its settings (checked once) and the key of its kind. Over a
+/// store with options() (the caches, the token stores), a request-ID or token layer takes the
+/// store's scope, lease and ttl unless given settings; a record layer is always given them.
+template <class S, LayerKind Kind>
 class LayerBase {
  public:
   using store_type = S;
-  S& store() const noexcept { return *store_; }
-  const LayerSettings& settings() const noexcept { return settings_; }
+  static constexpr LayerKind kind = Kind;
 
- protected:
-  LayerBase(S& store, LayerSettings settings) : store_(&store), settings_(std::move(settings)) {
+  explicit LayerBase(S& store) requires(Kind != LayerKind::record) && requires(S& s) {
+    s.options();
+  } : LayerBase(store, settings_from(store.options(), std::string(kind_name()))) {
+  }
+  /// Explicit settings (lease, ttl, name, block_for); the scope rule of LayerSettings::scope.
+  LayerBase(S& store, LayerSettings settings)
+      : store_(&store),
+        settings_(
+            settings_over<Kind != LayerKind::record>(store, std::move(settings), kind_name())) {
     static_assert(Store<S>,
                   "idem layer: the store is not an idem::Store (claim/commit/abort/extend, see "
                   "idem/store.hpp)");
   }
 
+  S& store() const noexcept { return *store_; }
+  const LayerSettings& settings() const noexcept { return settings_; }
+  static Key key_of(const LayeredRequest& r) noexcept {
+    if constexpr (Kind == LayerKind::request_id) return Key{r.request_id, r.principal};
+    if constexpr (Kind == LayerKind::token) return Key{r.token.view()};  // bearer: no principal
+    if constexpr (Kind == LayerKind::record) return Key{r.business_key, r.principal};
+  }
+
  private:
+  static constexpr std::string_view kind_name() noexcept {
+    return Kind == LayerKind::request_id ? "request_id"
+           : Kind == LayerKind::token    ? "token"
+                                         : "record";
+  }
+
   S* store_;
   LayerSettings settings_;
 };
@@ -131,55 +154,34 @@ class LayerBase {
 /// The gateway layer over a request-ID cache (or any store with options()): Key{request_id,
 /// principal}, with the cache's own scope, lease and ttl, so it shares entries with its execute().
 template <class S>
-class RequestIdLayer : public detail::LayerBase<S> {
+class RequestIdLayer : public detail::LayerBase<S, LayerKind::request_id> {
  public:
-  static constexpr LayerKind kind = LayerKind::request_id;
-
-  explicit RequestIdLayer(S& store) requires requires(S& s) {
-    s.options();
-  } : detail::LayerBase<S>(store, detail::settings_from(store.options(), "request_id")) {
-  }
-  /// Explicit settings (lease, ttl, name, block_for); the scope rule of LayerSettings::scope.
-  RequestIdLayer(S& store, LayerSettings settings)
-      : detail::LayerBase<S>(store,
-                             detail::settings_over(store, std::move(settings), "request_id")) {}
-  static Key key_of(const LayeredRequest& r) noexcept { return Key{r.request_id, r.principal}; }
+  using detail::LayerBase<S, LayerKind::request_id>::LayerBase;
 };
 
 /// The one-time token layer over MemoryTokenStore or RedisTokenStore. Key: the token, without
 /// principal (tokens are bearer). A malformed token is token_invalid without a round trip.
 template <class S>
-class TokenLayer : public detail::LayerBase<S> {
+class TokenLayer : public detail::LayerBase<S, LayerKind::token> {
  public:
-  static constexpr LayerKind kind = LayerKind::token;
-
-  explicit TokenLayer(S& store) requires requires(S& s) {
-    s.options();
-  } : detail::LayerBase<S>(store, detail::settings_from(store.options(), "token")) {
-  }
-  /// As RequestIdLayer's.
-  TokenLayer(S& store, LayerSettings settings)
-      : detail::LayerBase<S>(store, detail::settings_over(store, std::move(settings), "token")) {}
-  static Key key_of(const LayeredRequest& r) noexcept { return Key{r.token.view()}; }
+  using detail::LayerBase<S, LayerKind::token>::LayerBase;
 };
 
 /// The durable layer over a record store; in transactional mode the handler runs in its
 /// transaction. Key: Key{business_key, principal}.
 template <class S>
-class RecordLayer : public detail::LayerBase<S> {
+class RecordLayer : public detail::LayerBase<S, LayerKind::record> {
  public:
-  static constexpr LayerKind kind = LayerKind::record;
-
-  RecordLayer(S& store, LayerSettings settings)
-      : detail::LayerBase<S>(store, named(std::move(settings))) {}
-  static Key key_of(const LayeredRequest& r) noexcept { return Key{r.business_key, r.principal}; }
-
- private:
-  static LayerSettings named(LayerSettings settings) {
-    if (settings.name.empty()) settings.name = "record";
-    return settings;
-  }
+  using detail::LayerBase<S, LayerKind::record>::LayerBase;
 };
+
+// Inherited constructors deduce nothing: RequestIdLayer{cache}, RecordLayer(store, settings).
+template <class S, class... A>
+RequestIdLayer(S&, A...) -> RequestIdLayer<S>;
+template <class S, class... A>
+TokenLayer(S&, A...) -> TokenLayer<S>;
+template <class S, class... A>
+RecordLayer(S&, A...) -> RecordLayer<S>;
 
 /// What a LayeredGuard layer must offer; RequestIdLayer, TokenLayer and RecordLayer do.
 template <class L>
@@ -503,8 +505,7 @@ class LayeredGuard {
   [[nodiscard]] LayeredOutcome<handler_result_t<Fn>> execute(const LayeredRequest& request,
                                                              Fn&& fn) {
     using R = handler_result_t<Fn>;
-    static_assert(std::is_void_v<R> || Codable<R>,
-                  "idem: the handler's result type has no idem::codec<T> (see idem/codec.hpp)");
+    detail::require_codable<R>();
     Chain chain(layers_, policy_, options_.on_layer_down, request, policy_.hash(request.payload));
     Outcome<R> out = detail::execute_on<R>(policy_, chain, fn);
     if (out.executed()) {
@@ -519,8 +520,7 @@ class LayeredGuard {
   /// stores must outlive it.
   template <class T>
   [[nodiscard]] Attempt<T> begin(const LayeredRequest& request) {
-    static_assert(std::is_void_v<T> || Codable<T>,
-                  "idem: the result type has no idem::codec<T> (see idem/codec.hpp)");
+    detail::require_codable<T>();
     return Attempt<T>(policy_, Chain(layers_, policy_, options_.on_layer_down, request,
                                      policy_.hash(request.payload)));
   }

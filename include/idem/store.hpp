@@ -2,7 +2,6 @@
 // The Store concept: what IdempotencyGuard needs from a strategy on a backend (docs/design.md §2,
 // §3). Each of claim, commit, abort and extend is one atomic step in the backend.
 
-#include <algorithm>
 #include <chrono>
 #include <concepts>
 #include <cstdint>
@@ -10,6 +9,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "idem/detail/min_max.hpp"
 #include "idem/engine/sim_hooks.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/result.hpp"
@@ -66,8 +66,8 @@ struct Claim {
 /// always finds the record (a takeover), never a key as good as new (docs/design.md §2).
 constexpr std::chrono::milliseconds held_retention(std::chrono::milliseconds retention,
                                                    std::chrono::milliseconds lease) noexcept {
-  if (!std::is_constant_evaluated() && IDEM_SIM_MUTATE(19)) return std::max(retention, lease);
-  return std::max(retention, 2 * lease);
+  if (!std::is_constant_evaluated() && IDEM_SIM_MUTATE(19)) return detail::max_of(retention, lease);
+  return detail::max_of(retention, 2 * lease);
 }
 
 /// Identifies a holder: the key and the fence its claim returned.

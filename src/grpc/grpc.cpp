@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "idem/codecs/protobuf.hpp"
+#include "idem/engine/engine.hpp"
 #include "idem/key_text.hpp"
 
 namespace idem {
@@ -252,13 +253,7 @@ void append_grpc_response(const google::protobuf::MessageLite& response, std::st
 }
 
 std::string exception_text(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
-  }
+  return exception_message(error, "an exception that is not a std::exception");
 }
 
 ::grpc::Status grpc_handler_threw(const std::exception_ptr& error, std::error_code settled) {

@@ -2,6 +2,7 @@
 
 #include "slot_routing.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <stdexcept>
 

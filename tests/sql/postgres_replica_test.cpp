@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <future>
+#include <thread>
 
 #include "sql/sql_cases.hpp"
 

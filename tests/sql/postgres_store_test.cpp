@@ -1,5 +1,7 @@
 // PostgresStore: bad input, sizes, purge, transactional mode, and processes racing on one database.
 
+#include <thread>
+
 #include "sql/sql_cases.hpp"
 #include "support/fault_relay.hpp"
 

@@ -1,5 +1,7 @@
 // SqliteStore: bad input, sizes, purge, transactional mode, and processes racing on one file.
 
+#include <thread>
+
 #include "sql/sql_cases.hpp"
 
 namespace idem::testing {

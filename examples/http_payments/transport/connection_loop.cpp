@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <utility>
 
 #include "transport/canned_answer.hpp"

@@ -18,6 +18,7 @@
 
 #include "idem/asio/async_store.hpp"
 #include "idem/asio/detail/async_engine.hpp"
+#include "idem/attempt.hpp"
 #include "idem/engine/engine.hpp"
 #include "idem/outcome.hpp"
 #include "idem/result.hpp"
@@ -30,32 +31,30 @@ namespace idem {
 /// holding, it settles as async_fail would in a detached coroutine on the executor it was begun
 /// on, whose io_context must run it; the guard must outlive it. Move-only, not thread-safe.
 template <class T, AsyncStore S>
-class [[nodiscard]] AsyncAttempt {
+class [[nodiscard]] AsyncAttempt : public detail::AttemptState<T, true> {
   using Stored = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
+  using State = detail::AttemptState<T, true>;
+  using State::fence_, State::holding_, State::require_holding;
 
  public:
   /// An answered attempt (the guard's; see AsyncGuard::async_begin).
   AsyncAttempt(const detail::Policy& policy, detail::AsyncTarget<S> target, Outcome<T> answer)
-      : policy_(&policy), target_(std::move(target)), answer_(std::move(answer)) {}
+      : policy_(&policy), target_(std::move(target)) {
+    this->answer_.emplace(std::move(answer));
+  }
   /// A hold on the key under `fence`; settled on `executor` if it is dropped.
   AsyncAttempt(const detail::Policy& policy, detail::AsyncTarget<S> target, Fence fence,
                boost::asio::any_io_executor executor)
-      : policy_(&policy),
-        target_(std::move(target)),
-        fence_(fence),
-        holding_(true),
-        executor_(std::move(executor)) {}
+      : policy_(&policy), target_(std::move(target)), executor_(std::move(executor)) {
+    this->hold(fence);
+  }
 
   AsyncAttempt(AsyncAttempt&& other) noexcept
-      : policy_(other.policy_),
+      : State(std::move(other)),
+        policy_(other.policy_),
         target_(std::move(other.target_)),
-        answer_(std::move(other.answer_)),
-        fence_(other.fence_),
-        holding_(std::exchange(other.holding_, false)),
         executor_(std::move(other.executor_)) {}
   AsyncAttempt& operator=(AsyncAttempt&&) = delete;
-  AsyncAttempt(const AsyncAttempt&) = delete;
-  AsyncAttempt& operator=(const AsyncAttempt&) = delete;
 
   ~AsyncAttempt() {
     if (!holding_) return;
@@ -65,22 +64,6 @@ class [[nodiscard]] AsyncAttempt {
     } catch (...) {
       // Out of memory for the coroutine: the key is left to its lease.
     }
-  }
-
-  /// True while this attempt holds the key: do the work, then async_commit() or async_fail().
-  bool acquired() const noexcept { return holding_; }
-  /// The key's answer when it was not acquired: a replayed value (replayed()), a remembered
-  /// failure, or a refusal. Throws std::logic_error while holding or once settled.
-  Outcome<T>& outcome() & { return answer(); }
-  Outcome<T>&& outcome() && { return std::move(answer()); }
-  /// The refusal's computed Retry-After (Outcome::retry_after()); zero while holding.
-  std::chrono::milliseconds retry_after() const noexcept {
-    return answer_ ? answer_->retry_after() : std::chrono::milliseconds{0};
-  }
-  /// The holder's fence, for downstream systems that reject stale writers. Holding only.
-  Fence fence() const {
-    require_holding("fence()");
-    return fence_;
   }
 
   /// Renews the lease for `lease` from now (zero: the guard's lease); lease_lost when the key
@@ -96,23 +79,20 @@ class [[nodiscard]] AsyncAttempt {
   /// the store kept it, commit_error() why not). Holding only. A value the codec cannot encode
   /// is remembered as handler_failed and the codec's exception propagates.
   boost::asio::awaitable<Outcome<T>> async_commit(Stored value) requires(!std::is_void_v<T>) {
-    require_holding("async_commit()");
-    holding_ = false;
+    this->settle("async_commit()");
     return detail::uncancelled(
         detail::async_commit_result<T>(*policy_, target_, fence_, std::move(value)));
   }
   /// Records success of work without a result. Holding only.
   boost::asio::awaitable<Outcome<T>> async_commit() requires std::is_void_v<T> {
-    require_holding("async_commit()");
-    holding_ = false;
+    this->settle("async_commit()");
     return detail::uncancelled(
         detail::async_commit_result<T>(*policy_, target_, fence_, std::monostate{}));
   }
   /// The work failed: releases the key for a retry, or under Options::remember_failures records
   /// `message`; returns what became of the key, as Attempt::fail() does. Holding only.
   boost::asio::awaitable<std::error_code> async_fail(std::string message) {
-    require_holding("async_fail()");
-    holding_ = false;
+    this->settle("async_fail()");
     return detail::uncancelled(settle_failed(policy_, target_, fence_, std::move(message)));
   }
 
@@ -130,26 +110,8 @@ class [[nodiscard]] AsyncAttempt {
                                           policy->remember_failures);
   }
 
-  void require_holding(const char* what) const {
-    if (!holding_) {
-      throw std::logic_error(std::string("idem::AsyncAttempt::") + what +
-                             ": the attempt does not hold the key (not acquired, or settled)");
-    }
-  }
-  Outcome<T>& answer() {
-    if (!answer_) {
-      throw std::logic_error(
-          "idem::AsyncAttempt::outcome(): the attempt holds the key; the outcome comes from "
-          "async_commit()");
-    }
-    return *answer_;
-  }
-
   const detail::Policy* policy_;
   detail::AsyncTarget<S> target_;
-  std::optional<Outcome<T>> answer_;
-  Fence fence_ = 0;
-  bool holding_ = false;
   boost::asio::any_io_executor executor_;
 };
 

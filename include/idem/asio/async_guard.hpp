@@ -34,23 +34,17 @@ using async_handler_result_t =
 /// its result is committed and returned (docs/async.md). Thread-safe when the store is. Holds a
 /// reference to the store; the guard must outlive every call it started.
 template <AsyncStore S>
-class AsyncGuard {
+class AsyncGuard : public detail::GuardBase {
  public:
   /// Throws std::invalid_argument when an option is out of range (see IdempotencyGuard).
   explicit AsyncGuard(S& store, Options options = {})
-      : store_(store),
-        options_(with_defaults(std::move(options), OptionDefaults{})),
-        policy_(detail::policy_of(options_)) {
-    options_.clock = policy_.clock;
+      : GuardBase(std::move(options), OptionDefaults{}, detail::store_name_of<S>()), store_(store) {
     if (options_.keep_request) {
       throw std::invalid_argument(
           "idem: Options::keep_request is not supported by AsyncGuard (no asynchronous store "
           "keeps requests)");
     }
-    policy_.store_name = detail::store_name_of<S>();
   }
-  AsyncGuard(const AsyncGuard&) = delete;
-  AsyncGuard& operator=(const AsyncGuard&) = delete;
 
   /// Runs `fn` once for `key`; repeats with the same payload replay its result, another payload
   /// is errc::payload_mismatch. `fn` (moved into the call) returns T or an awaitable of T and may
@@ -59,9 +53,7 @@ class AsyncGuard {
   [[nodiscard]] boost::asio::awaitable<Outcome<async_handler_result_t<Fn>>> async_execute(
       const Key& key, std::string_view payload, Fn fn) {
     using R = async_handler_result_t<Fn>;
-    static_assert(std::is_void_v<R> || Codable<R>,
-                  "idem: the handler's result type has no idem::codec<T>; specialise idem::codec "
-                  "for it (see idem/codec.hpp)");
+    detail::require_codable<R>();
     if (Failure bad = detail::validate_key(options_, key, policy_.store_name); bad.code) {
       return detail::async_ready<R>(Outcome<R>::failed(std::move(bad)));
     }
@@ -83,9 +75,7 @@ class AsyncGuard {
   template <class T>
   [[nodiscard]] boost::asio::awaitable<AsyncAttempt<T, S>> async_begin(
       const Key& key, std::string_view payload = {}) {
-    static_assert(std::is_void_v<T> || Codable<T>,
-                  "idem: the result type has no idem::codec<T>; specialise idem::codec for it "
-                  "(see idem/codec.hpp)");
+    detail::require_codable<T>();
     detail::AsyncTarget<S> target(store_, options_, key, options_.hash(payload));
     if (Failure bad = detail::validate_key(options_, key, policy_.store_name); bad.code) {
       return detail::async_begin_refused<T>(policy_, std::move(target), std::move(bad));
@@ -93,13 +83,10 @@ class AsyncGuard {
     return detail::async_begin_on<T>(policy_, std::move(target));
   }
 
-  const Options& options() const noexcept { return options_; }
   S& store() noexcept { return store_; }
 
  private:
   S& store_;
-  Options options_;
-  detail::Policy policy_;
 };
 
 }  // namespace idem

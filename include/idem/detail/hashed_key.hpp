@@ -1,10 +1,11 @@
 #pragma once
 // Hash tables keyed by effective keys, hashing each key once per call (the in-memory stores).
 
-#include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -30,7 +31,7 @@ template <class Shard>
 class Shards {
  public:
   explicit Shards(std::size_t wanted)
-      : shards_(std::bit_ceil(std::max<std::size_t>(wanted, 1))),
+      : shards_(std::bit_ceil(wanted == 0 ? std::size_t{1} : wanted)),
         bits_(static_cast<unsigned>(std::countr_zero(shards_.size()))) {}
 
   Shard& of(const HashedKey& key) noexcept {
@@ -43,6 +44,23 @@ class Shards {
   auto end() noexcept { return shards_.end(); }
   auto begin() const noexcept { return shards_.begin(); }
   auto end() const noexcept { return shards_.end(); }
+
+  /// The sum of one atomic counter over the shards.
+  std::uint64_t sum(std::atomic<std::uint64_t> Shard::*counter) const noexcept {
+    std::uint64_t n = 0;
+    for (const Shard& shard : shards_) n += (shard.*counter).load(std::memory_order_relaxed);
+    return n;
+  }
+  /// The sum of `count(shard)` over the shards, each read under its `mutex`.
+  template <class Count>
+  std::size_t sum_locked(Count count) const {
+    std::size_t n = 0;
+    for (const Shard& shard : shards_) {
+      std::lock_guard lock(shard.mutex);
+      n += count(shard);
+    }
+    return n;
+  }
 
  private:
   std::vector<Shard> shards_;

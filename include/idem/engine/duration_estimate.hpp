@@ -4,7 +4,6 @@
 // so a 7 ms charge's duplicate retries in 7 ms, not 30 s. The last 64 durations in a ring of
 // relaxed atomics: recording is one fetch_add and one store; reading copies the ring and selects.
 
-#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -12,8 +11,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 #include "idem/clock.hpp"
+#include "idem/detail/min_max.hpp"
 
 namespace idem::detail {
 
@@ -25,7 +26,8 @@ class DurationEstimate {
   void record(std::chrono::nanoseconds took) noexcept {
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(took).count();
     // Zero marks an empty slot: a handler quicker than a microsecond counts as one.
-    const auto kept = static_cast<std::uint32_t>(std::clamp<std::int64_t>(us, 1, UINT32_MAX));
+    const auto kept =
+        static_cast<std::uint32_t>(max_of<std::int64_t>(1, min_of<std::int64_t>(us, UINT32_MAX)));
     samples_[next_.fetch_add(1, std::memory_order_relaxed) % kSamples].store(
         kept, std::memory_order_relaxed);
   }
@@ -38,9 +40,11 @@ class DurationEstimate {
       if (const std::uint32_t v = s.load(std::memory_order_relaxed); v != 0) copy[n++] = v;
     }
     if (n == 0) return std::nullopt;
-    const auto at = copy.begin() + static_cast<std::ptrdiff_t>((n * 9) / 10);
-    std::nth_element(copy.begin(), at, copy.begin() + static_cast<std::ptrdiff_t>(n));
-    return std::chrono::microseconds{*at};
+    // Sorted by insertion, at most kSamples of them: std::nth_element would need <algorithm>.
+    for (std::size_t i = 1; i < n; ++i) {
+      for (std::size_t j = i; j > 0 && copy[j] < copy[j - 1]; --j) std::swap(copy[j], copy[j - 1]);
+    }
+    return std::chrono::microseconds{copy[(n * 9) / 10]};
   }
 
  private:
@@ -83,7 +87,7 @@ inline std::chrono::milliseconds retry_hint(const DurationEstimate* estimate,
       estimate != nullptr ? estimate->p90() : std::nullopt;
   if (!p90) return lease_left;
   const auto expected = std::chrono::ceil<std::chrono::milliseconds>(*p90);
-  return lease_left.count() > 0 ? std::min(expected, lease_left) : expected;
+  return lease_left.count() > 0 ? min_of(expected, lease_left) : expected;
 }
 
 }  // namespace idem::detail

@@ -12,7 +12,6 @@
 //   std::chrono::milliseconds lease() const;            Context::extend_lease()'s default
 //   Store& context_store(); Ticket ticket(Fence) const; what Context::extend_lease() renews
 
-#include <algorithm>
 #include <chrono>
 #include <concepts>
 #include <cstddef>
@@ -29,6 +28,7 @@
 
 #include "idem/clock.hpp"
 #include "idem/codec.hpp"
+#include "idem/detail/min_max.hpp"
 #include "idem/engine/call_timer.hpp"
 #include "idem/engine/duration_estimate.hpp"
 #include "idem/engine/failure_record.hpp"
@@ -100,6 +100,28 @@ inline Policy policy_of(const Options& o) {
   }
   return shared_policy(o, "Options");
 }
+
+/// What every guard keeps: its options, unset fields filled from `defaults`, and the policy
+/// checked from them, which its calls and Attempts refer to (so a guard stays where it is).
+/// Throws std::invalid_argument when an option is out of range.
+class GuardBase {
+ public:
+  GuardBase(const GuardBase&) = delete;
+  GuardBase& operator=(const GuardBase&) = delete;
+
+  const Options& options() const noexcept { return options_; }
+
+ protected:
+  GuardBase(Options options, const OptionDefaults& defaults, std::string_view store_name)
+      : options_(with_defaults(std::move(options), defaults)), policy_(policy_of(options_)) {
+    options_.clock = policy_.clock;
+    policy_.store_name = store_name;
+  }
+  ~GuardBase() = default;
+
+  Options options_;
+  Policy policy_;
+};
 
 /// A store's own refusal (bad key, token, transition, version) is not a failing store.
 inline bool is_refusal(std::error_code e) noexcept {
@@ -224,11 +246,11 @@ class WaitPacer {
     }
     if (now >= deadline_ && !IDEM_SIM_MUTATE(9)) return std::nullopt;
     auto pause = IDEM_SIM_MUTATE(9) ? Clock::duration(backoff_)
-                                    : std::min<Clock::duration>(backoff_, deadline_ - now);
+                                    : min_of<Clock::duration>(backoff_, deadline_ - now);
     if (busy.lease_remaining.count() > 0) {
-      pause = std::min<Clock::duration>(pause, busy.lease_remaining + std::chrono::milliseconds{1});
+      pause = min_of<Clock::duration>(pause, busy.lease_remaining + std::chrono::milliseconds{1});
     }
-    backoff_ = std::min(backoff_ * 2, wait_->max_backoff);
+    backoff_ = min_of(backoff_ * 2, wait_->max_backoff);
     return pause;
   }
 
@@ -397,13 +419,15 @@ Outcome<T> commit_bytes(const Policy& policy, Target& target, Fence fence, Store
   return Outcome<T>::fresh(std::forward<Stored>(value), committed.failure());
 }
 
-inline std::string exception_message(std::exception_ptr e) {
+/// What an exception says: its what(), else `otherwise`.
+inline std::string exception_message(
+    std::exception_ptr e, const char* otherwise = "handler threw a non-standard exception") {
   try {
     std::rethrow_exception(std::move(e));
   } catch (const std::exception& ex) {
     return ex.what();
   } catch (...) {
-    return "handler threw a non-standard exception";
+    return otherwise;
   }
 }
 

@@ -18,13 +18,8 @@
 namespace idem::detail {
 
 template <class Backend>
-class EntityGuard {
+class EntityGuard : public GuardBase {
  public:
-  EntityGuard(const EntityGuard&) = delete;
-  EntityGuard& operator=(const EntityGuard&) = delete;
-
-  const Options& options() const noexcept { return options_; }
-
   /// SQL backends: creates the op log if absent (the first claim does it), reading first so that
   /// it waits for nobody; call it to fail early at start-up.
   Status ensure_schema() requires HasEntitySchema<typename Backend::Impl> {
@@ -40,11 +35,7 @@ class EntityGuard {
   /// table prefix, or guard options out of range.
   EntityGuard(const typename Backend::Options& backend, EntityKind kind, const EntityTable& table,
               Options guard, const OptionDefaults& defaults)
-      : impl_(Backend::open(backend, kind, table)),
-        options_(with_defaults(std::move(guard), defaults)),
-        policy_(policy_of(options_)) {
-    options_.clock = policy_.clock;
-  }
+      : GuardBase(std::move(guard), defaults, {}), impl_(Backend::open(backend, kind, table)) {}
 
   /// The operation's id in the op log: 'o' and the caller's operation id, or, when it gave none,
   /// `tag` and what the key implies (the expected version, the event). Built by append: GCC 12
@@ -75,8 +66,6 @@ class EntityGuard {
   }
 
   typename Backend::Impl impl_;
-  Options options_;
-  Policy policy_;
 };
 
 }  // namespace idem::detail

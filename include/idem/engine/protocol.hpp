@@ -1,7 +1,6 @@
 #pragma once
 // The engine's small pieces: decoding a replay and the commit retry loop (engine/engine.hpp).
 
-#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <optional>
@@ -12,6 +11,7 @@
 
 #include "idem/clock.hpp"
 #include "idem/codec.hpp"
+#include "idem/detail/min_max.hpp"
 #include "idem/engine/sim_hooks.hpp"
 #include "idem/error.hpp"
 #include "idem/options.hpp"
@@ -49,40 +49,44 @@ Outcome<R> decode_replay(std::string&& bytes) {
   }
 }
 
-/// The commit retry policy's decisions, one try at a time: whether a try's status is the answer
-/// (success, lease_lost, or the last try) and the doubling pause before the next. outcome_unknown
-/// is retried like store_unavailable; once a try was in doubt, the answer stays outcome_unknown.
+/// The commit retry policy's decisions, one try at a time: whether a try's status settles the
+/// commit (success, lease_lost, or the last try), the doubling pause before the next, and the
+/// answer. outcome_unknown is retried like store_unavailable; once a try was in doubt, the answer
+/// stays outcome_unknown. (No Status or Failure is copied or assigned here: this inline code is
+/// compiled by every includer, and their assignments are costly to instantiate.)
 class CommitTries {
  public:
   explicit CommitTries(const CommitRetry& policy) : policy_(policy), pause_(policy.backoff) {}
 
-  /// After a try: true when `status` (rewritten when the commit stays in doubt) is the answer.
-  bool finished(Status& status) {
+  /// After a try: true when `status` settles the commit; answer() then says with what.
+  bool finished(const Status& status) {
     ++tries_;
     if (status.ok()) return true;
-    if (status.error() == errc::outcome_unknown && !doubt_ && !IDEM_SIM_MUTATE(10)) {
-      doubt_ = status.failure();
+    if (status.error() == errc::outcome_unknown && !in_doubt_ && !IDEM_SIM_MUTATE(10)) {
+      in_doubt_ = true;
+      doubt_ = status.failure().describe();
     }
-    if (status.error() != errc::lease_lost && tries_ < policy_.attempts) return false;
-    if (status.error() == errc::store_unavailable && doubt_) {
-      status = Status(errc::outcome_unknown,
-                      doubt_->describe() + "; the last try: " + status.failure().describe());
-    }
-    return true;
+    return status.error() == errc::lease_lost || tries_ >= policy_.attempts;
+  }
+  /// The answer of a settled commit whose last try was `last`.
+  Status answer(Status last) const {
+    if (last.error() != errc::store_unavailable || !in_doubt_) return last;
+    return Status(errc::outcome_unknown, doubt_ + "; the last try: " + last.failure().describe());
   }
   /// The pause before the next try; each call doubles the next one, up to max_backoff.
   std::chrono::milliseconds next_pause() {
-    return std::exchange(pause_, std::min(pause_ * 2, policy_.max_backoff));
+    return std::exchange(pause_, min_of(pause_ * 2, policy_.max_backoff));
   }
 
  private:
   const CommitRetry& policy_;
   std::chrono::milliseconds pause_;
   int tries_ = 0;
-  std::optional<Failure> doubt_;  // the first try whose outcome is unknown
+  bool in_doubt_ = false;
+  std::string doubt_;  // what the first try whose outcome is unknown said
 };
 
-/// Calls `commit()` until CommitTries says its status is the answer, pausing between tries.
+/// Calls `commit()` until CommitTries says its status settles the commit, pausing between tries.
 /// `on_retry(status)` hears of each failure that will be retried.
 template <class Commit, class OnRetry>
 Status commit_with_retry(const CommitRetry& policy, Clock& clock, Commit&& commit,
@@ -90,7 +94,7 @@ Status commit_with_retry(const CommitRetry& policy, Clock& clock, Commit&& commi
   CommitTries tries(policy);
   for (;;) {
     Status status = commit();
-    if (tries.finished(status)) return status;
+    if (tries.finished(status)) return tries.answer(std::move(status));
     on_retry(status);
     clock.sleep_for(tries.next_pause());
   }

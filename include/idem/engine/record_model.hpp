@@ -123,37 +123,6 @@ FenceCheck check_fence(const RecordView<Duration>& record, Fence fence,
 /// rows). A row stands for every state but absent.
 enum class SqlState : std::int16_t { held = 0, completed = 1, failed = 2, released = 3 };
 
-constexpr SqlState to_sql(RecordState state) noexcept {
-  switch (state) {
-    case RecordState::held:
-      return SqlState::held;
-    case RecordState::completed:
-      return SqlState::completed;
-    case RecordState::failed:
-      return SqlState::failed;
-    case RecordState::absent:  // no row; a released one is claimed alike
-    case RecordState::released:
-      return SqlState::released;
-  }
-  return SqlState::released;
-}
-
-/// The state a `state` column holds; nullopt for a value idem never writes.
-constexpr std::optional<RecordState> from_sql(std::int64_t column) noexcept {
-  switch (column) {
-    case static_cast<std::int64_t>(SqlState::held):
-      return RecordState::held;
-    case static_cast<std::int64_t>(SqlState::completed):
-      return RecordState::completed;
-    case static_cast<std::int64_t>(SqlState::failed):
-      return RecordState::failed;
-    case static_cast<std::int64_t>(SqlState::released):
-      return RecordState::released;
-    default:
-      return std::nullopt;
-  }
-}
-
 /// The state field `s` of a Redis record or token hash, the first byte of a request-id cache
 /// entry, and the value of a freshly issued token (Lua: STATE_*).
 namespace redis_state {
@@ -164,38 +133,54 @@ inline constexpr char released = 'R';
 inline constexpr char issued = 'T';  // a token not used yet: claimed like a released record
 }  // namespace redis_state
 
+/// How each stored state is written: its SQL `state` value and its Redis letter. Absent has no
+/// row and no letter.
+struct StoredState {
+  RecordState state;
+  SqlState sql;
+  char redis;
+};
+inline constexpr std::array<StoredState, 4> kStoredStates = {{
+    {RecordState::released, SqlState::released, redis_state::released},
+    {RecordState::held, SqlState::held, redis_state::held},
+    {RecordState::completed, SqlState::completed, redis_state::completed},
+    {RecordState::failed, SqlState::failed, redis_state::failed},
+}};
+
+constexpr const StoredState* stored_state(RecordState state) noexcept {
+  for (const StoredState& s : kStoredStates) {
+    if (s.state == state) return &s;
+  }
+  return nullptr;
+}
+
+/// The `state` value of `state`; absent is released (no row, and a released one is claimed alike).
+constexpr SqlState to_sql(RecordState state) noexcept {
+  const StoredState* s = stored_state(state);
+  return s != nullptr ? s->sql : SqlState::released;
+}
+
+/// The state a `state` column holds; nullopt for a value idem never writes.
+constexpr std::optional<RecordState> from_sql(std::int64_t column) noexcept {
+  for (const StoredState& s : kStoredStates) {
+    if (static_cast<std::int64_t>(s.sql) == column) return s.state;
+  }
+  return std::nullopt;
+}
+
 /// The one-letter text of `state` as Redis stores it (absent: none, empty).
 constexpr std::string_view to_redis(RecordState state) noexcept {
-  switch (state) {
-    case RecordState::held:
-      return {&redis_state::held, 1};
-    case RecordState::completed:
-      return {&redis_state::completed, 1};
-    case RecordState::failed:
-      return {&redis_state::failed, 1};
-    case RecordState::released:
-      return {&redis_state::released, 1};
-    case RecordState::absent:
-      break;
-  }
-  return {};
+  const StoredState* s = stored_state(state);
+  return s != nullptr ? std::string_view(&s->redis, 1) : std::string_view{};
 }
 
 /// The state a Redis state letter stands for; nullopt for a letter idem never writes.
 constexpr std::optional<RecordState> from_redis(char letter) noexcept {
-  switch (letter) {
-    case redis_state::held:
-      return RecordState::held;
-    case redis_state::completed:
-      return RecordState::completed;
-    case redis_state::failed:
-      return RecordState::failed;
-    case redis_state::released:
-    case redis_state::issued:
-      return RecordState::released;
-    default:
-      return std::nullopt;
+  if (letter == redis_state::issued) return RecordState::released;
+  for (const StoredState& s : kStoredStates) {
+    if (s.redis == letter) return s.state;
   }
+  return std::nullopt;
 }
 
 /// The first element of a claim script's reply (record_claim.lua, token_claim.lua; Lua:

@@ -19,9 +19,7 @@ template <class T, class S>
 typename IdempotencyGuard<S>::template Attempt<T> begin_token(IdempotencyGuard<S>& guard,
                                                               std::string_view token,
                                                               std::string_view payload) {
-  static_assert(std::is_void_v<T> || Codable<T>,
-                "idem: the result type has no idem::codec<T>; specialise idem::codec for it "
-                "(see idem/codec.hpp)");
+  require_codable<T>();
   using Attempt = typename IdempotencyGuard<S>::template Attempt<T>;
   if (!token_shaped(token)) {
     return Attempt(malformed_token(guard.options(), token),
@@ -35,9 +33,7 @@ template <class S, class Fn>
 Outcome<handler_result_t<Fn>> execute_token(IdempotencyGuard<S>& guard, std::string_view token,
                                             std::string_view payload, Fn& fn) {
   using R = handler_result_t<Fn>;
-  static_assert(std::is_void_v<R> || Codable<R>,
-                "idem: the handler's result type has no idem::codec<T>; specialise idem::codec "
-                "for it (see idem/codec.hpp)");
+  require_codable<R>();
   if (!token_shaped(token)) return Outcome<R>::failed(malformed_token(guard.options(), token));
   return guard.execute(Key{token}, payload, fn);
 }

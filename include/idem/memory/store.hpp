@@ -1,7 +1,6 @@
 #pragma once
 // MemoryStore: the unique-index record strategy in process memory. Header-only.
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -15,6 +14,8 @@
 
 #include "idem/clock.hpp"
 #include "idem/detail/hashed_key.hpp"
+#include "idem/detail/lru_list.hpp"
+#include "idem/detail/min_max.hpp"
 #include "idem/engine/sim_hooks.hpp"
 #include "idem/fingerprint.hpp"
 #include "idem/memory/detail/record.hpp"
@@ -138,7 +139,7 @@ class MemoryStore {
   Result<std::vector<StepRecord>> load_steps(const Ticket& ticket) {
     std::vector<StepRecord> steps;
     Status held = with_holder(ticket, [&](Entry& e) {
-      if (e.run) steps = e.run->steps;
+      if (e.run) steps = std::vector<StepRecord>(e.run->steps);  // not copy-assigned: compile time
     });
     if (!held) return held.failure();
     return steps;
@@ -185,7 +186,7 @@ class MemoryStore {
     const auto now = clock_->now();
     return with_holder(ticket, [&](Entry& e) {
       e.lease_until = now + lease;
-      e.expires_at = std::max(e.expires_at, now + held_retention({}, lease));
+      e.expires_at = detail::max_of(e.expires_at, now + held_retention({}, lease));
     });
   }
 
@@ -209,20 +210,11 @@ class MemoryStore {
 
   /// Records held now, of every state.
   std::size_t size() const {
-    std::size_t n = 0;
-    for (const Shard& shard : shards_) {
-      std::lock_guard lock(shard.mutex);
-      n += shard.records.size();
-    }
-    return n;
+    return shards_.sum_locked([](const Shard& shard) { return shard.records.size(); });
   }
 
   /// Records evicted by the capacity bound (expired records removed do not count).
-  std::uint64_t evictions() const noexcept {
-    std::uint64_t n = 0;
-    for (const Shard& shard : shards_) n += shard.evictions.load(std::memory_order_relaxed);
-    return n;
-  }
+  std::uint64_t evictions() const noexcept { return shards_.sum(&Shard::evictions); }
 
   /// The store's figures: records held now and evictions (size() and evictions() in one).
   StoreStats stats() const {
@@ -253,33 +245,17 @@ class MemoryStore {
 
   using HashedKey = detail::HashedKey;
 
-  struct alignas(64) Shard {
+  struct alignas(64) Shard : detail::LruList<Entry> {
     mutable detail::SpinMutex mutex;
     detail::RecordTable<Entry> records;
-    Entry* head = nullptr;
-    Entry* tail = nullptr;
     std::size_t capacity = 0;
     std::atomic<std::uint64_t> evictions{0};
     // The largest fence of any record removed from this shard. New records start above it, so a
     // holder of a removed record (stalled past its lease) never matches a later claim's fence.
     Fence fence_floor = 0;
 
-    void push_back(Entry* e) noexcept {
-      e->prev = tail;
-      e->next = nullptr;
-      (tail != nullptr ? tail->next : head) = e;
-      tail = e;
-    }
-    void unlink(Entry* e) noexcept {
-      (e->prev != nullptr ? e->prev->next : head) = e->next;
-      (e->next != nullptr ? e->next->prev : tail) = e->prev;
-    }
-    void move_to_back(Entry* e) noexcept {
-      unlink(e);
-      push_back(e);
-    }
     void erase(Entry* e) {
-      fence_floor = std::max(fence_floor, e->fence);
+      fence_floor = detail::max_of(fence_floor, e->fence);
       unlink(e);
       records.erase(*e);
     }

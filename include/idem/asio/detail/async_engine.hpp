@@ -223,8 +223,9 @@ boost::asio::awaitable<Status> async_commit_retries(const Policy& policy, AsyncT
     (void)co_await pauses.pause(tries.next_pause());
     last = co_await target.store().async_commit(ticket, completion);
     if (tries.finished(last)) {
-      if (!last) report(policy, target, last, fence);
-      co_return last;
+      Status answer = tries.answer(std::move(last));
+      if (!answer) report(policy, target, answer, fence);
+      co_return answer;
     }
   }
 }
@@ -300,7 +301,7 @@ boost::asio::awaitable<Outcome<T>> async_commit_result(const Policy& policy, Asy
   if (!tries.finished(committed)) {
     committed = co_await async_commit_retries(policy, target, fence, status, bytes, tries,
                                               std::move(committed));
-  } else if (!committed) {
+  } else if (committed = tries.answer(std::move(committed)); !committed) {
     report(policy, target, committed, fence);
   }
   finish_settled(policy, target, Event::executed, fence, committed.error());

@@ -2,8 +2,6 @@
 // What MemoryStore and MemoryTokenStore share about a record entry: how it looks to the record
 // model and how a claim takes it. Each store keeps its own Entry, table and locking.
 
-#include <algorithm>
-
 #include "idem/clock.hpp"
 #include "idem/engine/record_model.hpp"
 #include "idem/store.hpp"
