@@ -524,7 +524,9 @@ TEST_P(GrpcEndToEnd, ACallWithADeadlineClaimsForItWithoutAnExtend) {
   EXPECT_EQ(server.store().extends.load(), 0);
   const auto lease = server.store().last_claim_lease_ms.load();
   EXPECT_GT(lease, 5000);  // the deadline left (under 2 s) plus the 5 s grace
-  EXPECT_LE(lease, 7000);
+  // gRPC sends the time left as a timeout computed from its cached clock, which a loaded machine
+  // lets lag by a few milliseconds: the server may see a little more than 2 s left.
+  EXPECT_LE(lease, 7250);
 }
 
 // A charge slower than the client's deadline: the client gives up, retries with the same key, is
