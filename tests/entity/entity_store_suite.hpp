@@ -3,8 +3,10 @@
 // PostgreSQL instantiate it with their target (entity_common.hpp, sql_targets.hpp).
 
 #include <barrier>
+#include <mutex>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -118,6 +120,29 @@ TYPED_TEST_P(EntityStoreTest, EventsNotAllowedFromTheCurrentStateAreRejectedNami
   EXPECT_TRUE(again.replayed());
   EXPECT_EQ(again.value(), 1);
   EXPECT_EQ(runs, 1);
+}
+
+// Observers label an entity store's events with its backend's name, as they do a record store's.
+TYPED_TEST_P(EntityStoreTest, EventsNameTheBackendAsTheirStore) {
+  std::vector<std::string> stores;
+  std::mutex m;
+  auto observer = std::make_shared<Observer>([&](const EventInfo& e) {
+    const std::lock_guard lock(m);
+    stores.emplace_back(e.store);
+  });
+  auto orders = this->orders(Options{.scope = "orders", .observer = observer});
+  auto accounts = this->accounts(Options{.scope = "accounts", .observer = observer});
+  const std::string expected(orders->stats().store);
+  ASSERT_FALSE(expected.empty());
+  EXPECT_EQ(accounts->stats().store, expected);
+  this->target_.create_order(*orders, "o-9");
+  ASSERT_TRUE(orders->execute(EventKey{"o-9", "PAY"}, [] { return 1; }).has_value());
+  EXPECT_EQ(orders->execute(EventKey{"o-9", "FLY"}, [] { return 2; }).error(),
+            errc::invalid_transition);
+  this->target_.create_account(*accounts, "acct-9", 10);
+  ASSERT_TRUE(accounts->execute(VersionKey{"acct-9", 0}, [] { return 3; }).has_value());
+  ASSERT_GE(stores.size(), 2u);  // the two executed calls at least
+  for (const std::string& s : stores) EXPECT_EQ(s, expected);
 }
 
 TYPED_TEST_P(EntityStoreTest, EightThreadsPayingOneOrderRunTheHandlerOnceAndTheRestReplay) {
@@ -339,6 +364,7 @@ TYPED_TEST_P(EntityStoreTest, EightConcurrentDebitsWithRetriesLoseNoUpdateAndApp
 
 REGISTER_TYPED_TEST_SUITE_P(EntityStoreTest, OrderLifecycleAppliesEachEventOnceAndReplaysRepeats,
                             EventsNotAllowedFromTheCurrentStateAreRejectedNamingBoth,
+                            EventsNameTheBackendAsTheirStore,
                             EightThreadsPayingOneOrderRunTheHandlerOnceAndTheRestReplay,
                             AHandlerThatThrowsLeavesTheStateAndItsWritesUnchanged,
                             ARememberedFailureLeavesTheStateAndItsWritesUnchangedAndReplays,

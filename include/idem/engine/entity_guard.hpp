@@ -35,7 +35,9 @@ class EntityGuard : public GuardBase {
   /// table prefix, or guard options out of range.
   EntityGuard(const typename Backend::Options& backend, EntityKind kind, const EntityTable& table,
               Options guard, const OptionDefaults& defaults)
-      : GuardBase(std::move(guard), defaults, {}), impl_(Backend::open(backend, kind, table)) {}
+      : GuardBase(std::move(guard), defaults, {}), impl_(Backend::open(backend, kind, table)) {
+    policy_.store_name = impl_.stats().store;  // observers' label: the backend's kStoreName
+  }
 
   /// The operation's id in the op log: 'o' and the caller's operation id, or, when it gave none,
   /// `tag` and what the key implies (the expected version, the event). Built by append: GCC 12
