@@ -25,11 +25,15 @@ namespace idem {
 
 namespace detail {
 
-/// What Attempt and AsyncAttempt (`kAsync`) share: the key's answer, or a hold on it under a
+/// What Attempt and AsyncAttempt (`Async`) share: the key's answer, or a hold on it under a
 /// fence, and the checks of their misuse, whose messages name the face's own calls.
-template <class T, bool kAsync>
+template <class T, bool Async>
 class AttemptState {
  public:
+  AttemptState& operator=(AttemptState&&) = delete;
+  AttemptState(const AttemptState&) = delete;
+  AttemptState& operator=(const AttemptState&) = delete;
+
   /// True while this attempt holds the key: do the work, then commit or fail it.
   bool acquired() const noexcept { return holding_; }
 
@@ -56,9 +60,6 @@ class AttemptState {
         fence_(other.fence_),
         holding_(std::exchange(other.holding_, false)),
         settled_(other.settled_) {}
-  AttemptState& operator=(AttemptState&&) = delete;
-  AttemptState(const AttemptState&) = delete;
-  AttemptState& operator=(const AttemptState&) = delete;
   ~AttemptState() = default;
 
   void hold(Fence fence) noexcept {
@@ -84,18 +85,18 @@ class AttemptState {
   bool holding_ = false;
 
  private:
-  static constexpr const char* kFace = kAsync ? "idem: AsyncAttempt::" : "idem: Attempt::";
+  static constexpr const char* kFace = Async ? "idem: AsyncAttempt::" : "idem: Attempt::";
 
   Outcome<T>& answer() {
     if (answer_) return *answer_;
     if (holding_) {
       throw std::logic_error(
           std::string(kFace) + "outcome() while the key is held: " +
-          (kAsync ? "async_commit() or async_fail() it" : "commit() or fail() it"));
+          (Async ? "async_commit() or async_fail() it" : "commit() or fail() it"));
     }
     throw std::logic_error(std::string(kFace) + "outcome() after " +
-                           (kAsync ? "async_commit() or async_fail(): they returned the answer"
-                                   : "commit(): commit() returned the outcome"));
+                           (Async ? "async_commit() or async_fail(): they returned the answer"
+                                  : "commit(): commit() returned the outcome"));
   }
 
   bool settled_ = false;  // by a commit or a failure, for the messages of misuse

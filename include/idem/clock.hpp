@@ -10,7 +10,7 @@
 #if defined(_WIN32)
 #include <thread>
 #else
-#include <time.h>
+#include <time.h>  // NOLINT(modernize-deprecated-headers): nanosleep is POSIX, declared here
 
 #include <cerrno>
 #endif

@@ -90,12 +90,12 @@ inline LayerSettings settings_from(const Options& o, std::string name) {
   return LayerSettings{std::move(name), o.scope, o.lease, *o.ttl, std::chrono::milliseconds{0}};
 }
 
-/// `settings` for a layer over `store`, named `kind` when unnamed; `kStoreScope`: the scope rule
+/// `settings` for a layer over `store`, named `kind` when unnamed; `StoreScope`: the scope rule
 /// above (a record layer's scope is its own).
-template <bool kStoreScope, class S>
+template <bool StoreScope, class S>
 LayerSettings settings_over(const S& store, LayerSettings settings, std::string_view kind) {
   if (settings.name.empty()) settings.name = kind;
-  if constexpr (kStoreScope && requires { store.options().scope; }) {
+  if constexpr (StoreScope && requires { store.options().scope; }) {
     const std::string& own = store.options().scope;
     if (settings.scope.empty()) {
       settings.scope = own;
