@@ -102,7 +102,8 @@ Query extend_query(const Ticket& ticket, milliseconds lease) {
 
 bool landed(const Reply& r, Fence fence, const Completion& completion) {
   Failure bad;
-  const auto view = view_of(postgres::detail::read_row(r, 0), bad);
+  const sql::ClaimRow row = postgres::detail::read_row(r, 0);  // the view points into it
+  const auto view = view_of(row, bad);
   return view && detail::check_fence(*view, fence, &completion) == detail::FenceCheck::landed;
 }
 
