@@ -63,6 +63,8 @@ std::optional<detail::RecordView<milliseconds>> view_of(const sql::ClaimRow& row
                                           .expires_in = milliseconds{row.expire_left_ms},
                                           .result = row.result};
 }
+// The view points into the row: a temporary row would leave it dangling.
+std::optional<detail::RecordView<milliseconds>> view_of(sql::ClaimRow&&, Failure&) = delete;
 
 Query claim_query(const ClaimRequest& request) {
   Query q = prepared(kClaim);
@@ -102,7 +104,7 @@ Query extend_query(const Ticket& ticket, milliseconds lease) {
 
 bool landed(const Reply& r, Fence fence, const Completion& completion) {
   Failure bad;
-  const sql::ClaimRow row = postgres::detail::read_row(r, 0);  // the view points into it
+  const sql::ClaimRow row = postgres::detail::read_row(r, 0);
   const auto view = view_of(row, bad);
   return view && detail::check_fence(*view, fence, &completion) == detail::FenceCheck::landed;
 }
