@@ -155,6 +155,8 @@ class AsyncPostgresStore::Impl {
     });
   }
 
+  // Creates what is missing, or upgrades an earlier version (`tables` there), as PostgresStore
+  // does, then checks the version again, this time without upgrading.
   void create_schema(postgres::detail::PgPipeline& p, std::uint64_t g, bool tables) {
     auto first_error = std::make_shared<std::string>();
     auto step = [&p, first_error](std::string sql) {
@@ -172,16 +174,20 @@ class AsyncPostgresStore::Impl {
                (first_error->empty() ? r.failure.message : *first_error));
         return;
       }
-      check_version(p, g);
+      check_version(p, g, /*may_upgrade=*/false);
     });
   }
 
-  void check_version(postgres::detail::PgPipeline& p, std::uint64_t g) {
-    p.send_internal(plain_sql(text_.select_version), [this, &p, g](Reply& r) {
+  void check_version(postgres::detail::PgPipeline& p, std::uint64_t g, bool may_upgrade = true) {
+    p.send_internal(plain_sql(text_.select_version), [this, &p, g, may_upgrade](Reply& r) {
       if (!p.current(g)) return;
       std::int64_t version = -1;
       if (!r.ok() || r.row_count() != 1 || !r.integer(0, 0, version)) {
         p.drop("cannot read the schema version: " + r.failure.message);
+        return;
+      }
+      if (may_upgrade && version >= 1 && version < sql::kSchemaVersion) {
+        create_schema(p, g, /*tables=*/true);
         return;
       }
       if (version != sql::kSchemaVersion) {

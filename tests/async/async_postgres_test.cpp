@@ -106,6 +106,55 @@ TEST(AsyncPostgres, SharesItsRecordsWithPostgresStore) {
   EXPECT_EQ(async.connections_opened(), 1u);
 }
 
+// A database an earlier release made (schema version 1: the records and fences, no steps) and
+// one with every table but its version row still at 1: the asynchronous store upgrades both as
+// PostgresStore does, rather than refusing them, and then serves claims.
+TEST(AsyncPostgres, UpgradesAnEarlierSchemaVersionAsPostgresStoreDoes) {
+  if (pg_test_uri() == nullptr) GTEST_SKIP() << kNoPg;
+  const auto version_of = [](const std::string& prefix) {
+    pqxx::connection c(pg_test_uri());
+    pqxx::work w(c);
+    return w.exec1("SELECT version FROM " + prefix + "schema")[0].as<int>();
+  };
+  const auto exec = [](const std::string& sql) {
+    pqxx::connection c(pg_test_uri());
+    pqxx::work w(c);
+    w.exec(sql);
+    w.commit();
+  };
+  const std::string v1 = unique_tables("v1");
+  exec("CREATE TABLE " + v1 +
+       "schema (version bigint NOT NULL, fence_floor bigint NOT NULL "
+       "DEFAULT 0); CREATE TABLE " +
+       v1 +
+       "records (key bytea PRIMARY KEY, state smallint NOT "
+       "NULL, fp_hi bigint NOT NULL, fp_lo bigint NOT NULL, fence bigint NOT NULL, took_over "
+       "smallint NOT NULL DEFAULT 0, lease_until bigint NOT NULL, expires_at bigint NOT NULL, "
+       "result bytea); CREATE INDEX " +
+       v1 + "records_expires_at ON " + v1 +
+       "records "
+       "(expires_at); CREATE SEQUENCE " +
+       v1 + "fences AS bigint CACHE 1; INSERT INTO " + v1 + "schema (version) VALUES (1)");
+  const std::string marked = unique_tables("marked");
+  {
+    PostgresStore made(
+        PostgresStoreOptions{.connection = {.uri = pg_test_uri(), .table_prefix = marked}});
+    ASSERT_TRUE(made.ensure_schema().ok());
+  }
+  exec("UPDATE " + marked + "schema SET version = 1");
+
+  for (const std::string& prefix : {v1, marked}) {
+    SCOPED_TRACE(prefix);
+    IoRunner runner;
+    AsyncPostgresStore store(runner.io().get_executor(), async_pg_options(prefix));
+    const ClaimRequest request{.key = "k", .fingerprint = {1, 2}, .lease = 10s, .retention = 60s};
+    const Result<Claim> claimed = runner.run(store.async_claim(request));
+    ASSERT_TRUE(claimed) << claimed.failure().describe();
+    EXPECT_EQ(claimed->status, ClaimStatus::acquired);
+    EXPECT_EQ(version_of(prefix), 2);
+  }
+}
+
 // AsyncConnection, a service's own statements on the store's kind of connection: text
 // parameters in, text cells out (NULL as nullopt), the rows a write changed, and the server's
 // error for a bad statement, after which the connection still serves (each statement is a
