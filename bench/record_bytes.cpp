@@ -15,6 +15,7 @@
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <hiredis/hiredis.h>
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -37,9 +38,9 @@ constexpr std::string_view kPayload = "card=4242424242424242&amount=1999&currenc
 constexpr std::chrono::milliseconds kTtl = 24h;
 
 std::string id_of(long i) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "00000000-0000-4000-8000-%012ld", i);
-  return buf;
+  std::array<char, 48> buf{};
+  std::snprintf(buf.data(), buf.size(), "00000000-0000-4000-8000-%012ld", i);
+  return buf.data();
 }
 
 std::string effective(std::string_view id) {
