@@ -20,7 +20,8 @@ if rec[1] ~= STATE_HELD then
   return REPLY_DONE
 end
 redis.call('HSET', key, 's', ARGV[2], 'r', ARGV[3])
-redis.call('HDEL', key, 'q', 'qn', 'qf')  -- a kept request (record_keep_request.lua) goes
+-- A finished record has no lease (l), and a kept request (record_keep_request.lua) goes
+redis.call('HDEL', key, 'l', 'q', 'qn', 'qf')
 -- and so do the run's steps (record_step_save.lua): a finished record replays, it runs nothing,
 -- and no later run of the key (after a forget) may resume the finished one's steps.
 local steps = tonumber(redis.call('HGET', key, 'sc'))

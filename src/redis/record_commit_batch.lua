@@ -8,9 +8,9 @@ local REPLY_LEASE_LOST, REPLY_DONE = 0, 1
 local STATE_HELD = 'P'
 
 local function commit(key, fence, state, result, ttl)
-  -- 'qn': a kept request (record_keep_request.lua writes q, qn and qf together), and 'sc': steps
-  -- (record_step_save.lua), dropped below only where there are some: fewer calls for most keys.
-  local rec = redis.call('HMGET', key, 's', 'n', 'qn', 'sc')
+  -- 'sc': steps (record_step_save.lua), dropped below only where there are some: fewer calls
+  -- for most keys.
+  local rec = redis.call('HMGET', key, 's', 'n', 'sc')
   if rec[2] ~= fence then return REPLY_LEASE_LOST end
   if rec[1] ~= STATE_HELD then
     if rec[1] ~= state or redis.call('HGET', key, 'r') ~= result then return REPLY_LEASE_LOST end
@@ -18,9 +18,10 @@ local function commit(key, fence, state, result, ttl)
     return REPLY_DONE
   end
   redis.call('HSET', key, 's', state, 'r', result)
-  if rec[3] then redis.call('HDEL', key, 'q', 'qn', 'qf') end
-  if rec[4] then
-    for i = 0, tonumber(rec[4]) - 1 do redis.call('HDEL', key, 'x' .. i, 'y' .. i) end
+  -- A finished record has no lease (l), and a kept request (record_keep_request.lua) goes.
+  redis.call('HDEL', key, 'l', 'q', 'qn', 'qf')
+  if rec[3] then
+    for i = 0, tonumber(rec[3]) - 1 do redis.call('HDEL', key, 'x' .. i, 'y' .. i) end
     redis.call('HDEL', key, 'sf', 'sc')
   end
   redis.call('PEXPIRE', key, math.max(tonumber(ttl), 1))

@@ -1,6 +1,7 @@
 // RedisStore beyond the conformance suite: the record's layout in Redis, bytes that stress the
 // protocol, expiry arithmetic, corrupt records, WAIT, and exactly-once across processes.
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
@@ -69,6 +70,50 @@ TEST_F(RedisStoreTest, RecordLivesInOneHashWithTheServersFieldsAndRetention) {
   const long long pttl = redis_integer(*client_, {"PTTL", key});
   EXPECT_GT(pttl, 3'500'000);  // retention 1 h, set by the claim itself
   EXPECT_LE(pttl, 3'600'000);
+}
+
+// A finished record keeps state, fingerprint, fence and result, and no lease end: the fewer the
+// fields, the fewer bytes each record costs the server (docs/performance.md, Bytes per record).
+TEST_F(RedisStoreTest, AFinishedRecordHoldsStateFingerprintFenceAndResultOnly) {
+  const auto fields = [&](const std::string& k) {
+    Result<redis::Reply> r = client_->command({"HKEYS", store_->record_key(k)});
+    std::vector<std::string> names;
+    if (!r.has_value()) return names;
+    for (const redis::Reply& e : r.value().elements) names.push_back(e.str);
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const std::vector<std::string> finished{"f", "n", "r", "s"};
+  const Claim c = acquire("one");
+  EXPECT_EQ(fields("one"), (std::vector<std::string>{"f", "l", "n", "s"}));
+  ASSERT_TRUE(
+      store_->commit(Ticket{"one", c.fence}, Completion{ClaimStatus::completed, "x", 1h}).ok());
+  EXPECT_EQ(fields("one"), finished);
+
+  const Claim d = acquire("batched");
+  const std::vector<CommitRequest> requests{
+      CommitRequest{Ticket{"batched", d.fence}, Completion{ClaimStatus::failed, "y", 1h}}};
+  const std::vector<Status> statuses = store_->commit_batch(requests);
+  ASSERT_EQ(statuses.size(), 1U);
+  ASSERT_TRUE(statuses[0].ok()) << statuses[0].failure().describe();
+  EXPECT_EQ(fields("batched"), finished);
+}
+
+// A record finished before commits dropped the lease end (it kept its field l) still replays.
+TEST_F(RedisStoreTest, ARecordFinishedWithItsLeaseEndStillReplays) {
+  std::string fp(16, '\0');  // the fingerprint {1, 2} as the scripts store it
+  fp[7] = '\1';
+  fp[15] = '\2';
+  const std::string key = store_->record_key("earlier");
+  Result<redis::Reply> r = client_->command(
+      {"HSET", key, "s", "C", "f", fp, "n", "41", "l", "1700000000000", "r", "kept"});
+  ASSERT_TRUE(r.has_value());
+  ASSERT_EQ(redis_integer(*client_, {"PEXPIRE", key, "3600000"}), 1);
+  Result<Claim> c = store_->claim(ClaimRequest{"earlier", {1, 2}, 30s, 1h});
+  ASSERT_TRUE(c.has_value()) << c.failure().describe();
+  EXPECT_EQ(c->status, ClaimStatus::completed);
+  EXPECT_EQ(c->fence, 41U);
+  EXPECT_EQ(c->result, "kept");
 }
 
 TEST_F(RedisStoreTest, AbortNeverDeletesTheRecordAndKeepsItsFence) {
