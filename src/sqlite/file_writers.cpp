@@ -8,13 +8,16 @@ namespace idem::sql {
 
 namespace {
 
-// Two spellings of one file (a symlink...) give one key; weakly_canonical: it may not exist yet.
+// Every spelling of one file (relative or absolute, "./", a symlinked directory...) gives one
+// key, whether the file exists yet or not: absolute first, since weakly_canonical leaves a
+// relative path whose first part does not exist relative, then the existing part resolved.
 std::string key_of(const std::string& path) {
   if (path.rfind("file:", 0) == 0) return path;
   std::error_code error;
-  std::filesystem::path canonical = std::filesystem::weakly_canonical(path, error);
-  if (error) canonical = std::filesystem::absolute(path, error);
-  return error ? path : canonical.string();
+  const std::filesystem::path absolute = std::filesystem::absolute(path, error);
+  if (error) return path;
+  std::filesystem::path canonical = std::filesystem::weakly_canonical(absolute, error);
+  return error ? absolute.lexically_normal().string() : canonical.string();
 }
 
 bool private_database(const std::string& path) {

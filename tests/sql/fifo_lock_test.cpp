@@ -4,12 +4,18 @@
 #include "sqlite/fifo_lock.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <future>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
+
+#include "sqlite/file_writers.hpp"
 
 namespace idem::sql {
 namespace {
@@ -79,6 +85,27 @@ TEST(FifoLockTest, AnotherThreadMayReleaseTheLock) {
   lock.unlock();
   EXPECT_TRUE(lock.lock_until(in(milliseconds{0})));
   lock.unlock();
+}
+
+// The lock is the file's, whatever the spelling: two locks for one file would let two writers of
+// this process meet in SQLite's busy handler. The file does not exist yet when the first store
+// opens it.
+TEST(FileWritersTest, EverySpellingOfAFileNotYetCreatedGivesItsOneLock) {
+  const std::filesystem::path dir = std::filesystem::current_path();
+  const std::string name = "idem_file_writers_" + std::to_string(::getpid()) + ".db";
+  ASSERT_FALSE(std::filesystem::exists(dir / name));
+  const std::shared_ptr<FifoLock> owner = file_writers(name);  // keeps the lock alive
+  const FifoLock* lock = owner.get();
+  EXPECT_EQ(file_writers("./" + name).get(), lock);
+  EXPECT_EQ(file_writers((dir / name).string()).get(), lock);
+  EXPECT_EQ(file_writers((dir / "." / name).string()).get(), lock);
+  EXPECT_EQ(file_writers(".//" + name).get(), lock);
+  EXPECT_NE(file_writers(name + "-other").get(), lock);
+  EXPECT_FALSE(std::filesystem::exists(dir / name));  // naming a file does not create it
+}
+
+TEST(FileWritersTest, InMemoryDatabasesHaveALockEach) {
+  EXPECT_NE(file_writers(":memory:"), file_writers(":memory:"));
 }
 
 }  // namespace
