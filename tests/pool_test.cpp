@@ -136,8 +136,8 @@ TEST(ConnectionPoolTest, NeverLendsMoreThanItsBoundUnderRealThreads) {
   bound_is_honoured({.max_open = 3});
 }
 
-TEST(ConnectionPoolTest, NeverLendsMoreThanItsBoundWhenTheOldestWaiterSpins) {
-  bound_is_honoured({.max_open = 3, .spin = 200us});
+TEST(ConnectionPoolTest, NeverLendsMoreThanItsBoundWhenCallersMayPassTheOldestWaiter) {
+  bound_is_honoured({.max_open = 3, .fair_after = 500us});
 }
 
 // Every connection busy: the acquire waits up to its deadline, no longer than a generous bound,
@@ -222,7 +222,7 @@ TEST(ConnectionPoolTest, ADiscardedConnectionFreesItsSlotForAWaiter) {
 // Waiters are served in arrival order, however the scheduler wakes them.
 TEST(ConnectionPoolTest, WaitersAreServedInArrivalOrder) {
   for (const PoolOptions options :
-       {PoolOptions{.max_open = 1}, PoolOptions{.max_open = 1, .spin = 200us}}) {
+       {PoolOptions{.max_open = 1}, PoolOptions{.max_open = 1, .fair_after = 500us}}) {
     Opener opener;
     Pool pool(options, opener.factory());
     Pool::Lease held = pool.acquire(in(1s));

@@ -26,17 +26,17 @@ bool private_database(const std::string& path) {
 
 }  // namespace
 
-std::shared_ptr<FifoLock> file_writers(const std::string& path) {
-  if (private_database(path)) return std::make_shared<FifoLock>();
+std::shared_ptr<WritersLock> file_writers(const std::string& path) {
+  if (private_database(path)) return std::make_shared<WritersLock>();
   static std::mutex mutex;
-  static std::unordered_map<std::string, std::weak_ptr<FifoLock>> locks;
+  static std::unordered_map<std::string, std::weak_ptr<WritersLock>> locks;
   const std::string key = key_of(path);
   std::lock_guard lock(mutex);
   std::erase_if(locks, [](const auto& entry) { return entry.second.expired(); });
-  std::weak_ptr<FifoLock>& slot = locks[key];
-  std::shared_ptr<FifoLock> writers = slot.lock();
+  std::weak_ptr<WritersLock>& slot = locks[key];
+  std::shared_ptr<WritersLock> writers = slot.lock();
   if (!writers) {
-    writers = std::make_shared<FifoLock>();
+    writers = std::make_shared<WritersLock>();
     slot = writers;
   }
   return writers;

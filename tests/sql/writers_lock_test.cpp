@@ -1,7 +1,7 @@
-// The writers' lock of a SQLite file within a process (src/sqlite/fifo_lock.hpp): arrival order,
+// The writers' lock of a SQLite file within a process (src/sqlite/writers_lock.hpp): arrival order,
 // deadlines, release from another thread.
 
-#include "sqlite/fifo_lock.hpp"
+#include "sqlite/writers_lock.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -21,19 +21,19 @@ namespace idem::sql {
 namespace {
 
 using std::chrono::milliseconds;
-using Clock = FifoLock::Clock;
+using Clock = WritersLock::Clock;
 
 Clock::time_point in(milliseconds d) { return Clock::now() + d; }
 
 // Until `n` callers wait; fails the test after 10 s rather than hang it.
-void wait_for_waiters(FifoLock& lock, std::size_t n) {
+void wait_for_waiters(WritersLock& lock, std::size_t n) {
   const auto give_up = Clock::now() + std::chrono::seconds{10};
   while (lock.waiting() < n && Clock::now() < give_up) std::this_thread::sleep_for(milliseconds{1});
   EXPECT_GE(lock.waiting(), n) << "waiters did not queue within 10 s";
 }
 
-TEST(FifoLockTest, WaitersGetTheLockInArrivalOrder) {
-  FifoLock lock;
+TEST(WritersLockTest, WaitersGetTheLockInArrivalOrder) {
+  WritersLock lock;
   ASSERT_TRUE(lock.lock_until(in(milliseconds{0})));
   std::mutex mutex;
   std::vector<int> order;
@@ -56,8 +56,8 @@ TEST(FifoLockTest, WaitersGetTheLockInArrivalOrder) {
   lock.unlock();
 }
 
-TEST(FifoLockTest, AWaiterPastItsDeadlineLeavesTheQueueAndPassesItsTurnOn) {
-  FifoLock lock;
+TEST(WritersLockTest, AWaiterPastItsDeadlineLeavesTheQueueAndPassesItsTurnOn) {
+  WritersLock lock;
   ASSERT_TRUE(lock.lock_until(in(milliseconds{0})));
   EXPECT_FALSE(lock.lock_until(in(milliseconds{0})));  // held: no wait at all
   auto impatient =
@@ -74,8 +74,8 @@ TEST(FifoLockTest, AWaiterPastItsDeadlineLeavesTheQueueAndPassesItsTurnOn) {
   lock.unlock();
 }
 
-TEST(FifoLockTest, AnotherThreadMayReleaseTheLock) {
-  FifoLock lock;
+TEST(WritersLockTest, AnotherThreadMayReleaseTheLock) {
+  WritersLock lock;
   std::thread([&] { ASSERT_TRUE(lock.lock_until(in(milliseconds{0}))); }).join();
   auto waiter =
       std::async(std::launch::async, [&] { return lock.lock_until(in(std::chrono::seconds{60})); });
@@ -94,8 +94,8 @@ TEST(FileWritersTest, EverySpellingOfAFileNotYetCreatedGivesItsOneLock) {
   const std::filesystem::path dir = std::filesystem::current_path();
   const std::string name = "idem_file_writers_" + std::to_string(::getpid()) + ".db";
   ASSERT_FALSE(std::filesystem::exists(dir / name));
-  const std::shared_ptr<FifoLock> owner = file_writers(name);  // keeps the lock alive
-  const FifoLock* lock = owner.get();
+  const std::shared_ptr<WritersLock> owner = file_writers(name);  // keeps the lock alive
+  const WritersLock* lock = owner.get();
   EXPECT_EQ(file_writers("./" + name).get(), lock);
   EXPECT_EQ(file_writers((dir / name).string()).get(), lock);
   EXPECT_EQ(file_writers((dir / "." / name).string()).get(), lock);
