@@ -1,11 +1,13 @@
-// The writers' lock of a SQLite file within a process (src/sqlite/writers_lock.hpp): arrival order,
-// deadlines, release from another thread.
+// The writers' lock of a SQLite file within a process (src/sqlite/writers_lock.hpp): arrival order
+// among waiters, the bound on how long a waiter may be passed, deadlines, release from another
+// thread; and the one lock of a file whatever its spelling (src/sqlite/file_writers.hpp).
 
 #include "sqlite/writers_lock.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <future>
@@ -54,6 +56,51 @@ TEST(WritersLockTest, WaitersGetTheLockInArrivalOrder) {
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
   EXPECT_TRUE(lock.lock_until(in(milliseconds{0})));  // free again
   lock.unlock();
+}
+
+// Once the oldest waiter has waited kFairAfter, the lock is handed to it: a caller that asks as
+// soon as it is released (the holder writing again) does not get it.
+TEST(WritersLockTest, ACallerCannotPassAWaiterThatHasWaitedItsTurn) {
+  WritersLock lock;
+  ASSERT_TRUE(lock.lock_until(in(milliseconds{0})));
+  std::promise<void> release;
+  auto waiter = std::async(std::launch::async, [&] {
+    if (!lock.lock_until(in(std::chrono::seconds{60}))) return false;
+    release.get_future().wait();  // holds the lock until the test is done asking
+    lock.unlock();
+    return true;
+  });
+  wait_for_waiters(lock, 1);
+  std::this_thread::sleep_for(WritersLock::kFairAfter * 2);  // past its patience, whatever the load
+  lock.unlock();
+  EXPECT_FALSE(lock.lock_until(in(milliseconds{0})));  // handed over: not free for this caller
+  release.set_value();
+  EXPECT_TRUE(waiter.get());
+  EXPECT_TRUE(lock.lock_until(in(std::chrono::seconds{60})));
+  lock.unlock();
+}
+
+// A thread that takes the lock again the moment it releases it, over and over, does not keep a
+// waiter out: the waiter gets it within its deadline.
+TEST(WritersLockTest, AWaiterIsNotStarvedByAHolderThatTakesItAgainAtOnce) {
+  WritersLock lock;
+  std::atomic<bool> done{false};
+  std::atomic<long> turns{0};
+  std::thread greedy([&] {
+    while (!done.load()) {
+      if (lock.lock_until(in(std::chrono::seconds{60}))) {
+        ++turns;
+        lock.unlock();
+      }
+    }
+  });
+  while (turns.load() < 100) std::this_thread::yield();  // the greedy thread is going
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(lock.lock_until(in(std::chrono::seconds{60}))) << "turn " << i;
+    lock.unlock();
+  }
+  done = true;
+  greedy.join();
 }
 
 TEST(WritersLockTest, AWaiterPastItsDeadlineLeavesTheQueueAndPassesItsTurnOn) {
