@@ -102,6 +102,7 @@ void bound_is_honoured(PoolOptions options) {
   std::atomic<int> most{0};
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
+  threads.reserve(8);
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&] {
       for (int i = 0; i < 200; ++i) {
