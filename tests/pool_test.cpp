@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <future>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -101,6 +102,7 @@ void bound_is_honoured(PoolOptions options) {
   std::atomic<int> most{0};
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
+  threads.reserve(8);
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&] {
       for (int i = 0; i < 200; ++i) {
@@ -136,8 +138,8 @@ TEST(ConnectionPoolTest, NeverLendsMoreThanItsBoundUnderRealThreads) {
   bound_is_honoured({.max_open = 3});
 }
 
-TEST(ConnectionPoolTest, NeverLendsMoreThanItsBoundWhenTheOldestWaiterSpins) {
-  bound_is_honoured({.max_open = 3, .spin = 200us});
+TEST(ConnectionPoolTest, NeverLendsMoreThanItsBoundWhenCallersMayPassTheOldestWaiter) {
+  bound_is_honoured({.max_open = 3, .fair_after = 500us});
 }
 
 // Every connection busy: the acquire waits up to its deadline, no longer than a generous bound,
@@ -222,7 +224,7 @@ TEST(ConnectionPoolTest, ADiscardedConnectionFreesItsSlotForAWaiter) {
 // Waiters are served in arrival order, however the scheduler wakes them.
 TEST(ConnectionPoolTest, WaitersAreServedInArrivalOrder) {
   for (const PoolOptions options :
-       {PoolOptions{.max_open = 1}, PoolOptions{.max_open = 1, .spin = 200us}}) {
+       {PoolOptions{.max_open = 1}, PoolOptions{.max_open = 1, .fair_after = 500us}}) {
     Opener opener;
     Pool pool(options, opener.factory());
     Pool::Lease held = pool.acquire(in(1s));
@@ -243,6 +245,46 @@ TEST(ConnectionPoolTest, WaitersAreServedInArrivalOrder) {
     EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
     EXPECT_EQ(opener.calls.load(), 1);
   }
+}
+
+// With fair_after, a caller that gives its connection back and asks again at once may keep it,
+// but not past a waiter that has waited fair_after: the waiter gets one within its deadline, and
+// a caller asking right after a hand-over to such a waiter finds none.
+TEST(ConnectionPoolTest, AWaiterIsNotStarvedByACallerThatAsksAgainAtOnce) {
+  Opener opener;
+  Pool pool({.max_open = 1, .fair_after = 500us}, opener.factory());
+  std::atomic<bool> done{false};
+  std::atomic<long> turns{0};
+  std::thread greedy([&] {
+    while (!done.load()) {
+      Pool::Lease lease = pool.acquire(in(60s));
+      ++turns;
+    }
+  });
+  while (turns.load() < 100) std::this_thread::yield();
+  for (int i = 0; i < 20; ++i) EXPECT_TRUE(pool.acquire(in(60s))) << "turn " << i;
+  done = true;
+  greedy.join();
+  EXPECT_EQ(opener.calls.load(), 1);
+  EXPECT_EQ(pool.counters().timeouts, 0u);
+}
+
+TEST(ConnectionPoolTest, AWaiterThatHasWaitedFairAfterIsHandedTheConnection) {
+  Opener opener;
+  Pool pool({.max_open = 1, .fair_after = 500us}, opener.factory());
+  Pool::Lease held = pool.acquire(in(1s));
+  std::promise<void> release;
+  std::thread waiter([&] {
+    Pool::Lease lease = pool.acquire(in(60s));
+    release.get_future().wait();
+  });
+  ASSERT_TRUE(eventually([&] { return pool.counters().waits == 1u; }));
+  std::this_thread::sleep_for(1ms);  // past fair_after, whatever the load
+  held.reset();
+  EXPECT_THROW((void)pool.acquire(in(0ms)), PoolExhausted);  // handed over, not idle
+  release.set_value();
+  waiter.join();
+  EXPECT_TRUE(pool.acquire(in(60s)));
 }
 
 // A connection that died while idle is found by the probe, closed, and a new one opened in its

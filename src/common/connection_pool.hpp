@@ -16,7 +16,6 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -29,9 +28,11 @@ struct PoolOptions {
   std::size_t max_open = 1;
   /// A connection idle at least this long is probed before it is lent; zero: every time.
   std::chrono::milliseconds probe_idle_after{0};
-  /// How long the oldest waiter spins before it blocks, so that a quick hand-over does not wait
-  /// for a sleeping thread to be scheduled. Zero: block at once.
-  std::chrono::microseconds spin{0};
+  /// Zero: a connection given back goes to the oldest waiter at once, in strict arrival order.
+  /// Above zero: it goes to whoever asks first, so that a caller that gives it back and asks
+  /// again goes on while it runs instead of waiting for a woken waiter to be scheduled, until the
+  /// oldest waiter has waited this long; then it is handed straight to that waiter.
+  std::chrono::microseconds fair_after{0};
 };
 
 /// What a pool did since it was made, and holds now.
@@ -143,8 +144,9 @@ class ConnectionPool {
     Idle taken;
     {
       std::unique_lock lock(mutex_);
-      // While anyone waits, nothing is idle and every slot is taken: a caller cannot pass them.
-      if (!idle_.empty()) {
+      // While anyone waits every slot is taken, and a connection is idle only for the oldest
+      // waiter to take when it wakes: a caller passes it until it has waited fair_after.
+      if (!idle_.empty() && (waiters_.empty() || !overdue(*waiters_.front()))) {
         taken = std::move(idle_.back());
         idle_.pop_back();
       } else if (open_ < options_.max_open) {
@@ -199,11 +201,13 @@ class ConnectionPool {
     }
     const auto now = Clock::now();
     std::lock_guard lock(mutex_);
-    if (!waiters_.empty()) {
+    if (!waiters_.empty() && (options_.fair_after.count() == 0 || overdue(*waiters_.front()))) {
       hand_over(Idle{std::move(conn), now});
       return;
     }
     idle_.push_back(Idle{std::move(conn), now});
+    // The oldest waiter takes it when it runs, unless a caller asks first.
+    if (!waiters_.empty()) wake(*waiters_.front());
   }
 
   bool recycled(Conn& conn) noexcept {
@@ -222,9 +226,18 @@ class ConnectionPool {
 
   struct Waiter {
     std::condition_variable woken;
-    std::atomic<bool> granted{false};  // set under mutex_ by hand_over()
-    Idle grant;                        // what hand_over() gave, under mutex_
+    bool granted = false;      // set by hand_over(), under mutex_
+    bool notified = false;     // woken and not yet run: no need to wake it again, under mutex_
+    Idle grant;                // what hand_over() gave, under mutex_
+    Clock::time_point oldest;  // since when it is the oldest waiter, under mutex_
   };
+
+  bool overdue(const Waiter& oldest) const {  // under mutex_
+    return Clock::now() - oldest.oldest >= options_.fair_after;
+  }
+  void next_oldest() {  // the oldest left the queue: the next one's wait as the oldest starts
+    if (!waiters_.empty()) waiters_.front()->oldest = Clock::now();
+  }
 
   // A taken connection (or slot) made into a lease; a dead one is replaced by the next idle one
   // or, in its slot, a new one.
@@ -280,43 +293,51 @@ class ConnectionPool {
   void hand_over(Idle item) noexcept {  // to the oldest waiter, under mutex_
     Waiter* next = waiters_.front();
     waiters_.pop_front();
+    next_oldest();
     next->grant = std::move(item);
-    next->granted.store(true, std::memory_order_release);
+    next->granted = true;
     // Under the mutex: the waiter takes it again before it returns, so `next` outlives this.
-    next->woken.notify_one();
-    if (options_.spin.count() > 0 && !waiters_.empty()) {
-      waiters_.front()->woken.notify_one();  // the new oldest starts spinning
-    }
+    wake(*next);
   }
 
-  // Queues until a connection or slot is handed over (true) or `deadline` passes (false).
+  static void wake(Waiter& waiter) {  // under mutex_
+    // A waiter woken but not yet run sees the pool as it is when it runs: once is enough.
+    if (waiter.notified) return;
+    waiter.notified = true;
+    waiter.woken.notify_one();
+  }
+
+  // Queues until a connection or slot is handed over, or (fair_after) the oldest waiter finds
+  // one idle (true), or `deadline` passes (false).
   bool wait_turn(std::unique_lock<std::mutex>& lock, Clock::time_point deadline, Idle& taken) {
     Waiter me;
     const auto place = waiters_.insert(waiters_.end(), &me);
+    if (waiters_.front() == &me) me.oldest = Clock::now();
     for (;;) {
-      if (options_.spin.count() > 0 && waiters_.front() == &me) {
-        // The next to go: spin a little, the holder is likely about to give one back.
-        lock.unlock();
-        const auto spin_until = std::min(deadline, Clock::now() + options_.spin);
-        while (!me.granted.load(std::memory_order_acquire) && Clock::now() < spin_until) {
-          std::this_thread::yield();
-        }
-        lock.lock();  // also waits until hand_over() is done with `me`
-        if (me.granted.load(std::memory_order_relaxed)) break;
+      const bool timed_out = me.woken.wait_until(lock, deadline) == std::cv_status::timeout;
+      me.notified = false;
+      if (me.granted) {
+        taken = std::move(me.grant);
+        return true;
       }
-      if (me.woken.wait_until(lock, deadline) == std::cv_status::timeout) {
-        if (me.granted.load(std::memory_order_relaxed)) break;
-        const bool was_next = waiters_.front() == &me;
+      const bool oldest = waiters_.front() == &me;
+      if (oldest && !idle_.empty()) {  // given back, and no caller came first
+        waiters_.pop_front();
+        next_oldest();
+        taken = std::move(idle_.back());
+        idle_.pop_back();
+        return true;
+      }
+      if (timed_out) {
         waiters_.erase(place);
-        if (was_next && options_.spin.count() > 0 && !waiters_.empty()) {
-          waiters_.front()->woken.notify_one();  // now the next: it spins
+        if (oldest) {
+          next_oldest();
+          // Given back meanwhile with only this waiter woken: the next one may take it.
+          if (!idle_.empty() && !waiters_.empty()) wake(*waiters_.front());
         }
         return false;
       }
-      if (me.granted.load(std::memory_order_relaxed)) break;
     }
-    taken = std::move(me.grant);
-    return true;
   }
 
   PoolOptions options_;

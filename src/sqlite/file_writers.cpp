@@ -8,13 +8,16 @@ namespace idem::sql {
 
 namespace {
 
-// Two spellings of one file (a symlink...) give one key; weakly_canonical: it may not exist yet.
+// Every spelling of one file (relative or absolute, "./", a symlinked directory...) gives one
+// key, whether the file exists yet or not: absolute first, since weakly_canonical leaves a
+// relative path whose first part does not exist relative, then the existing part resolved.
 std::string key_of(const std::string& path) {
   if (path.rfind("file:", 0) == 0) return path;
   std::error_code error;
-  std::filesystem::path canonical = std::filesystem::weakly_canonical(path, error);
-  if (error) canonical = std::filesystem::absolute(path, error);
-  return error ? path : canonical.string();
+  const std::filesystem::path absolute = std::filesystem::absolute(path, error);
+  if (error) return path;
+  std::filesystem::path canonical = std::filesystem::weakly_canonical(absolute, error);
+  return error ? absolute.lexically_normal().string() : canonical.string();
 }
 
 bool private_database(const std::string& path) {
@@ -23,17 +26,17 @@ bool private_database(const std::string& path) {
 
 }  // namespace
 
-std::shared_ptr<FifoLock> file_writers(const std::string& path) {
-  if (private_database(path)) return std::make_shared<FifoLock>();
+std::shared_ptr<WritersLock> file_writers(const std::string& path) {
+  if (private_database(path)) return std::make_shared<WritersLock>();
   static std::mutex mutex;
-  static std::unordered_map<std::string, std::weak_ptr<FifoLock>> locks;
+  static std::unordered_map<std::string, std::weak_ptr<WritersLock>> locks;
   const std::string key = key_of(path);
   std::lock_guard lock(mutex);
   std::erase_if(locks, [](const auto& entry) { return entry.second.expired(); });
-  std::weak_ptr<FifoLock>& slot = locks[key];
-  std::shared_ptr<FifoLock> writers = slot.lock();
+  std::weak_ptr<WritersLock>& slot = locks[key];
+  std::shared_ptr<WritersLock> writers = slot.lock();
   if (!writers) {
-    writers = std::make_shared<FifoLock>();
+    writers = std::make_shared<WritersLock>();
     slot = writers;
   }
   return writers;

@@ -5,11 +5,11 @@
 #include <memory>
 #include <string>
 
-#include "sqlite/fifo_lock.hpp"
+#include "sqlite/writers_lock.hpp"
 
 namespace idem::sql {
 
 /// The lock of the file `path` names, by its canonical path (an in-memory database: its own).
-std::shared_ptr<FifoLock> file_writers(const std::string& path);
+std::shared_ptr<WritersLock> file_writers(const std::string& path);
 
 }  // namespace idem::sql

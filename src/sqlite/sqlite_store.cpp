@@ -27,8 +27,8 @@
 #include "sql/engine.hpp"
 #include "sql/statements.hpp"
 #include "sqlite/fence_file.hpp"
-#include "sqlite/fifo_lock.hpp"
 #include "sqlite/file_writers.hpp"
+#include "sqlite/writers_lock.hpp"
 
 namespace idem {
 
@@ -140,7 +140,7 @@ struct SqliteBusy : SqliteError {  // no turn on the connection or the file in t
 class SqliteSession final : public sql::Session {
  public:
   SqliteSession(const SqliteStoreOptions& options, const sql::Statements& text,
-                std::shared_ptr<sql::FifoLock> writers)
+                std::shared_ptr<sql::WritersLock> writers)
       : path_(options.path),
         busy_timeout_(options.busy_timeout),
         synchronous_full_(options.synchronous_full),
@@ -497,7 +497,7 @@ class SqliteSession final : public sql::Session {
   std::string path_;
   milliseconds busy_timeout_;
   bool synchronous_full_;
-  std::shared_ptr<sql::FifoLock> writers_;  // this process's writers of the file
+  std::shared_ptr<sql::WritersLock> writers_;  // this process's writers of the file
   bool holds_writers_ = false;
   SQLite::Database db_;
   detail::SqliteTransactionHandle transaction_{db_};  // what handlers get: this connection
@@ -516,7 +516,7 @@ class SqliteBackend final : public sql::Backend {
       : options_(std::move(options)),
         text_(sql::kSqlite, options_.table_prefix),
         writers_(sql::file_writers(options_.path)),
-        pool_(detail::PoolOptions{.max_open = 1, .spin = sql::FifoLock::kSpin},
+        pool_(detail::PoolOptions{.max_open = 1, .fair_after = sql::WritersLock::kFairAfter},
               [this](Clock::time_point) -> SessionPool::Handle {
                 auto session = std::make_unique<SqliteSession>(options_, text_, writers_);
                 session->open();
@@ -581,8 +581,8 @@ class SqliteBackend final : public sql::Backend {
 
   SqliteStoreOptions options_;
   sql::Statements text_;
-  std::shared_ptr<sql::FifoLock> writers_;  // the file's, shared with the process's other stores
-  SessionPool pool_;                        // last: its session uses the members above
+  std::shared_ptr<sql::WritersLock> writers_;  // the file's, shared with the process's other stores
+  SessionPool pool_;                           // last: its session uses the members above
 };
 
 SqliteStoreOptions checked(SqliteStoreOptions options) {

@@ -26,7 +26,8 @@ struct SqliteStoreOptions {
 
 /// The unique-index record strategy on SQLite, in WAL mode. Thread-safe: one connection, its
 /// statements serialised. Stores of one process on one file wait for each other in arrival
-/// order, processes through SQLite's busy handler, both within busy_timeout.
+/// order (a running writer may pass the oldest waiter for at most 500 µs), processes through
+/// SQLite's busy handler, both within busy_timeout.
 /// In transactional mode the claim's transaction holds SQLite's single write lock until commit
 /// or abort, so handlers of this file run one at a time (across processes too); keep them short.
 /// A duplicate claim of a key held in this process fails fast (errc::in_progress) when the
