@@ -52,7 +52,9 @@ TEST(DurationEstimate, ReadsAgreeUntilTheNextDurationWhichCountsAtOnce) {
   DurationEstimate e;
   for (int i = 1; i <= 10; ++i) e.record(milliseconds{i});
   for (int i = 0; i < 3; ++i) EXPECT_EQ(e.p90(), microseconds{10'000});
-  e.record(milliseconds{40});
+  e.record(milliseconds{40});  // 11 durations: the p90 is the 10th, still 10 ms
+  EXPECT_EQ(e.p90(), microseconds{10'000});
+  e.record(milliseconds{40});  // 12: the 11th, 40 ms
   EXPECT_EQ(e.p90(), microseconds{40'000});
   EXPECT_EQ(e.p90(), microseconds{40'000});
   for (int i = 0; i < 64; ++i) e.record(microseconds{300});
