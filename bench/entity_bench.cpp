@@ -14,6 +14,7 @@
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -132,31 +133,68 @@ void run_transition(benchmark::State& state, typename B::Options backend, idem::
 
 // ---- memory -------------------------------------------------------------------------------------
 
+// Each call adds an op-log entry, on both sides. Every kOpBatch calls the timers pause and each
+// side starts again from an empty log, so that the store and its twin measure logs of the same
+// sizes (0 to kOpBatch entries), however many iterations each runs: a log that grew with the run
+// would make the faster side pay for a larger table.
+constexpr std::int64_t kOpBatch = 1 << 14;
+
+template <class Reset>
+void next_op(benchmark::State& state, std::int64_t& done, Reset&& reset) {
+  if (++done < kOpBatch) return;
+  done = 0;
+  state.PauseTiming();
+  reset();
+  state.ResumeTiming();
+}
+
+using MemoryVersionStore = idem::VersionStore<idem::MemoryBackend>;
+using MemoryMachineStore = idem::StateMachineStore<idem::TransitionTable, idem::MemoryBackend>;
+
 void BM_Memory_Version(benchmark::State& state) {
-  idem::VersionStore<idem::MemoryBackend> store{{}};
-  store.put("item", 0);
+  auto fresh = [] {
+    auto store =
+        std::make_unique<MemoryVersionStore>(idem::VersionStoreOptions<idem::MemoryBackend>{});
+    store->put("item", 0);
+    return store;
+  };
+  std::unique_ptr<MemoryVersionStore> store = fresh();
   std::uint64_t v = 0;
+  std::int64_t done = 0;
   idem_bench::Latency latency{4};
   for (auto _ : state) {
     const auto timer = latency.time();
-    auto out = store.execute(idem::VersionKey{"item", v++}, [] { return 1; });
+    auto out = store->execute(idem::VersionKey{"item", v++}, [] { return 1; });
     if (!out.recorded()) state.SkipWithError(out.message().c_str());
+    next_op(state, done, [&] {
+      store = fresh();
+      v = 0;
+    });
   }
   latency.report(state);
 }
 
 void BM_Memory_Transition(benchmark::State& state) {
-  idem::StateMachineStore<idem::TransitionTable, idem::MemoryBackend> store{toggle()};
-  store.put("item", "OPEN");
+  auto fresh = [] {
+    auto store = std::make_unique<MemoryMachineStore>(toggle());
+    store->put("item", "OPEN");
+    return store;
+  };
+  std::unique_ptr<MemoryMachineStore> store = fresh();
   long long i = 0;
   bool open = true;
+  std::int64_t done = 0;
   idem_bench::Latency latency{4};
   for (auto _ : state) {
     const auto timer = latency.time();
-    auto out =
-        store.execute(idem::EventKey{"item", open ? "HOLD" : "RELEASE", op(i++)}, [] { return 1; });
+    auto out = store->execute(idem::EventKey{"item", open ? "HOLD" : "RELEASE", op(i++)},
+                              [] { return 1; });
     if (!out.recorded()) state.SkipWithError(out.message().c_str());
     open = !open;
+    next_op(state, done, [&] {
+      store = fresh();
+      open = true;
+    });
   }
   latency.report(state);
 }
@@ -167,6 +205,7 @@ void BM_Memory_Version_bare(benchmark::State& state) {
   std::unordered_map<std::string, std::uint64_t> versions{{"item", 0}};
   std::unordered_map<std::string, std::string> ops;
   std::uint64_t v = 0;
+  std::int64_t done = 0;
   idem_bench::Latency latency{4};
   for (auto _ : state) {
     const auto timer = latency.time();
@@ -177,6 +216,11 @@ void BM_Memory_Version_bare(benchmark::State& state) {
     if (current != v) state.SkipWithError("conflict");
     current = ++v;
     ops.emplace(key, "1");
+    next_op(state, done, [&] {
+      ops = {};
+      versions["item"] = 0;
+      v = 0;
+    });
   }
   latency.report(state);
 }
@@ -187,6 +231,7 @@ void BM_Memory_Transition_bare(benchmark::State& state) {
   std::unordered_map<std::string, std::string> states{{"item", "OPEN"}};
   std::unordered_map<std::string, std::string> ops;
   long long i = 0;
+  std::int64_t done = 0;
   idem_bench::Latency latency{4};
   for (auto _ : state) {
     const auto timer = latency.time();
@@ -198,6 +243,10 @@ void BM_Memory_Transition_bare(benchmark::State& state) {
     if (!open && current != "HELD") state.SkipWithError("no such transition");
     current = open ? "HELD" : "OPEN";
     ops.emplace(id, "1");
+    next_op(state, done, [&] {
+      ops = {};
+      states["item"] = "OPEN";
+    });
   }
   latency.report(state);
 }

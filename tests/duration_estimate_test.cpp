@@ -46,6 +46,21 @@ TEST(DurationEstimate, TheHintIsRoundedUpToAMillisecondAndStopsAtTheLeaseLeft) {
   EXPECT_EQ(retry_hint(&e, milliseconds{0}), milliseconds{8});  // the lease left unknown
 }
 
+// Between two durations every read gives the same answer (from its memo); the next duration
+// counts at once.
+TEST(DurationEstimate, ReadsAgreeUntilTheNextDurationWhichCountsAtOnce) {
+  DurationEstimate e;
+  for (int i = 1; i <= 10; ++i) e.record(milliseconds{i});
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(e.p90(), microseconds{10'000});
+  e.record(milliseconds{40});  // 11 durations: the p90 is the 10th, still 10 ms
+  EXPECT_EQ(e.p90(), microseconds{10'000});
+  e.record(milliseconds{40});  // 12: the 11th, 40 ms
+  EXPECT_EQ(e.p90(), microseconds{40'000});
+  EXPECT_EQ(e.p90(), microseconds{40'000});
+  for (int i = 0; i < 64; ++i) e.record(microseconds{300});
+  EXPECT_EQ(e.p90(), microseconds{300});
+}
+
 // Recorded from many threads at once (the guard's callers): every slot holds one of the
 // durations, never a torn or lost value.
 TEST(DurationEstimate, ConcurrentRecordsKeepOnlyRecordedValues) {

@@ -4,11 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <iterator>
 #include <set>
 #include <string>
+#include <utility>
+#include <variant>
 
 #include "idem/outcome.hpp"
+#include "idem/result.hpp"
 
 namespace idem {
 namespace {
@@ -155,6 +159,37 @@ TEST(OutcomeTest, EmptyFailuresReadAsSuccess) {
   auto copied = Outcome<std::string>::fresh(lvalue);
   EXPECT_EQ(copied.value(), "kept");
   EXPECT_EQ(lvalue, "kept");
+}
+
+// A Failure taken by reference: moved from an rvalue, copied from an lvalue (which keeps its
+// message), with its refusal's details either way; assigning one replaces a value.
+TEST(ResultTest, AFailureMovesInOrIsCopiedAndReplacesAValue) {
+  Failure busy = make_failure(errc::in_progress, "order 42 is being charged");
+  busy.refusal = HolderLease{std::chrono::milliseconds{250}, std::chrono::milliseconds{7}};
+  const Result<int> copied(busy);
+  EXPECT_EQ(copied.error(), errc::in_progress);
+  EXPECT_EQ(copied.failure().message, "order 42 is being charged");
+  EXPECT_EQ(busy.message, "order 42 is being charged");  // an lvalue is copied, not moved from
+
+  Result<std::string> r = std::string("value");
+  ASSERT_TRUE(r.has_value());
+  r = std::move(busy);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error(), errc::in_progress);
+  EXPECT_EQ(r.failure().message, "order 42 is being charged");
+  const auto* lease = std::get_if<HolderLease>(&r.failure().refusal);
+  ASSERT_NE(lease, nullptr);
+  EXPECT_EQ(lease->retry_after, std::chrono::milliseconds{7});
+  EXPECT_THROW((void)r.value(), Error);
+
+  const Failure kept = make_failure(errc::payload_mismatch, "kept");
+  auto from_lvalue = Outcome<int>::failed(kept, /*replayed=*/true);
+  EXPECT_EQ(from_lvalue.error(), errc::payload_mismatch);
+  EXPECT_TRUE(from_lvalue.replayed());
+  EXPECT_EQ(kept.message, "kept");
+  auto from_rvalue = Outcome<int>::failed(std::move(r).failure());
+  EXPECT_EQ(from_rvalue.retry_after(), std::chrono::milliseconds{7});
+  EXPECT_FALSE(from_rvalue.replayed());
 }
 
 TEST(StatusTest, OkHoldsNoFailureAndAFailureKeepsItsMessage) {

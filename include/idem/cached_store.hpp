@@ -6,12 +6,12 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <type_traits>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -22,6 +22,8 @@
 #include "idem/engine/record_model.hpp"
 #include "idem/engine/sim_hooks.hpp"
 #include "idem/fingerprint.hpp"
+#include "idem/memory/detail/record_table.hpp"
+#include "idem/memory/detail/spin_mutex.hpp"
 #include "idem/result.hpp"
 #include "idem/steps.hpp"
 #include "idem/store.hpp"
@@ -31,8 +33,9 @@ namespace idem {
 
 struct CachedStoreOptions {
   std::size_t shards = 16;  ///< independent shards, each with its own lock; a power of two
-  /// Most cached records in all (split evenly over the shards). A full shard evicts its least
-  /// recently used record, counted in evictions().
+  /// Most cached records in all (split evenly over the shards). A full shard evicts its oldest
+  /// record not replayed since it last looked (second chance: a replayed record moves to the
+  /// back once, unmarked), counted in evictions().
   std::size_t max_entries = 100'000;
   /// Most bytes in all: key and result bytes plus a fixed per-record overhead (an estimate of
   /// the map node). A record larger than a shard's share is not cached.
@@ -48,8 +51,9 @@ struct CachedStoreOptions {
 /// before the commit or claim, at most max_ttl).
 /// S is the store type (owned, built from the trailing constructor arguments) or a reference type
 /// (CachedStore<SqliteStore&>). Thread-safe when S is; one lock per shard, never held across a
-/// call to S. Cost: a hit is one lookup under a shard lock and a copy of the result; a miss adds
-/// that lookup to S's claim; a fresh key adds two short critical sections.
+/// call to S. Cost: a hit is one lookup under a shard lock and a copy of the result, with no
+/// write but a flag on the record (the eviction order is kept when a shard is full, not on each
+/// hit); a miss adds that lookup to S's claim; a fresh key adds two short critical sections.
 template <class S>
 class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_reference_t<S>> {
  public:
@@ -82,24 +86,22 @@ class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_refe
     std::uint64_t generation = 0;  // S's answer fills the cache only if nothing was invalidated
     {
       std::lock_guard lock(shard.mutex);
-      auto it = shard.entries.find(key);
-      if (it != shard.entries.end()) {
-        Entry& e = it->second;
-        Claim answer = detail::classify(detail::RecordView<>{.state = e.state,
-                                                             .fingerprint = e.fingerprint,
-                                                             .fence = e.fence,
-                                                             .expires_in = e.expires_at - now,
-                                                             .result = e.result},
+      if (Entry* e = shard.entries.find(key)) {
+        Claim answer = detail::classify(detail::RecordView<>{.state = e->state,
+                                                             .fingerprint = e->fingerprint,
+                                                             .fence = e->fence,
+                                                             .expires_in = e->expires_at - now,
+                                                             .result = result_of(*e)},
                                         request.fingerprint);
         // A cached record is completed or failed: only its expiry makes it claimable.
         if (answer.status == ClaimStatus::completed || answer.status == ClaimStatus::failed) {
-          shard.hits.fetch_add(1, std::memory_order_relaxed);
-          shard.move_to_back(&e);
+          count_locked(shard.hits);
+          if (!e->used) e->used = true;  // written once: a hot record's line stays shared
           return answer;
         }
-        if (answer.status == ClaimStatus::acquired) shard.erase(&e);  // expired: not evicted
+        if (answer.status == ClaimStatus::acquired) shard.erase(e);  // expired: not evicted
       }
-      shard.misses.fetch_add(1, std::memory_order_relaxed);
+      count_locked(shard.misses);
       generation = shard.generation.load(std::memory_order_relaxed);
     }
 
@@ -107,7 +109,7 @@ class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_refe
     if (!claimed) return claimed;
     const Claim& c = claimed.value();
     if (c.status == ClaimStatus::acquired) {
-      remember_holder(shard, request, c.fence, now);
+      remember_holder(shard, key, request, c.fence, now);
     } else if (cacheable(c.status) && c.expires_in.count() > 0) {
       std::lock_guard lock(shard.mutex);
       if (shard.generation.load(std::memory_order_relaxed) == generation) {
@@ -186,8 +188,7 @@ class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_refe
     const HashedKey hk = hashed(key);
     Shard& shard = shard_for(hk);
     std::lock_guard lock(shard.mutex);
-    auto it = shard.entries.find(hk);
-    if (it != shard.entries.end()) shard.erase(&it->second);
+    if (Entry* e = shard.entries.find(hk)) shard.erase(e);
     shard.generation.fetch_add(1, std::memory_order_release);
   }
 
@@ -205,19 +206,21 @@ class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_refe
   friend detail::HeldKeyCalls<CachedStore, Inner>;
   Inner& wrapped() noexcept { return inner_; }
 
-  // A rough size of a map node with its Entry, for the byte bound.
+  // A rough size of an entry and its table slot, for the byte bound.
   static constexpr std::size_t kEntryOverhead = 128;
 
+  // A cached record. Its key and then its result bytes follow it in the same allocation
+  // (RecordTable), so a hit reads one block and copies the result from it.
   struct Entry {
-    detail::RecordState state = detail::RecordState::completed;
     Fingerprint fingerprint;
-    Fence fence = 0;
     Clock::time_point expires_at{};
-    std::string result;
-    const std::string* key = nullptr;  // the map node's key, stable for the node's life
-    Entry* prev = nullptr;             // least recently used first
+    Fence fence = 0;
+    std::size_t result_size = 0;
+    std::size_t bytes = 0;  // counted against the byte bound
+    Entry* prev = nullptr;  // the eviction order: oldest first
     Entry* next = nullptr;
-    std::size_t bytes = 0;
+    detail::RecordState state = detail::RecordState::completed;
+    bool used = false;  // replayed since it last came to the back of the order
   };
 
   // A claim acquired through this object: what its commit needs to cache the record.
@@ -231,15 +234,18 @@ class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_refe
 
   using HashedKey = detail::HashedKey;
 
+  // The counters are written under the lock (a plain increment, no locked instruction) and read
+  // without it.
   struct alignas(64) Shard : detail::LruList<Entry> {
-    mutable std::mutex mutex;
-    detail::HashedKeyMap<Entry> entries;
+    // What a hit touches comes first: with the list's ends, one cache line.
+    mutable detail::SpinMutex mutex;
+    detail::RecordTable<Entry> entries;
+    std::atomic<std::uint64_t> hits{0};
+    std::atomic<std::uint64_t> misses{0};
     detail::HashedKeyMap<Holder> holders;
     std::size_t bytes = 0;
     std::size_t max_entries = 0;
     std::size_t max_bytes = 0;
-    std::atomic<std::uint64_t> hits{0};
-    std::atomic<std::uint64_t> misses{0};
     std::atomic<std::uint64_t> evictions{0};
     // Bumped (under the lock) by invalidate() and clear(): an answer of S read before the bump
     // must not fill the cache after it. Read without the lock before a commit.
@@ -248,17 +254,24 @@ class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_refe
     void erase(Entry* e) {
       this->unlink(e);
       bytes -= e->bytes;
-      entries.erase(entries.find(std::string_view(*e->key)));
+      entries.erase(*e);
     }
   };
+
+  static void count_locked(std::atomic<std::uint64_t>& counter) noexcept {
+    counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+
+  static std::string_view result_of(const Entry& e) noexcept {
+    return {detail::RecordTable<Entry>::trailing_bytes(e), e.result_size};
+  }
 
   bool cacheable(ClaimStatus status) const noexcept {
     return status == ClaimStatus::completed || (cache_failures_ && status == ClaimStatus::failed);
   }
 
-  void remember_holder(Shard& shard, const ClaimRequest& request, Fence fence,
+  void remember_holder(Shard& shard, const HashedKey& key, const ClaimRequest& request, Fence fence,
                        Clock::time_point now) {
-    const HashedKey key = hashed(request.key);
     std::lock_guard lock(shard.mutex);
     if (shard.holders.size() >= shard.max_entries && !shard.holders.contains(key)) {
       // Holders that never committed nor aborted (their caller went away) go first; if every
@@ -287,22 +300,31 @@ class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_refe
     const std::size_t bytes = key.bytes.size() + result.size() + kEntryOverhead;
     if (bytes > shard.max_bytes) return;
 
-    auto it = shard.entries.find(key);
-    if (it != shard.entries.end()) shard.erase(&it->second);  // replaced below, not evicted
+    if (Entry* old = shard.entries.find(key)) shard.erase(old);  // replaced below, not evicted
+    // Second chance: the oldest record goes unless it was replayed since it last came to the
+    // back; then it goes to the back, unmarked. Each mark is cleared once, so a fill walks past
+    // at most as many records as hits marked since the last walk.
     while (shard.head != nullptr &&
            (shard.entries.size() >= shard.max_entries || shard.bytes + bytes > shard.max_bytes)) {
       Entry* oldest = shard.head;
-      if (now < oldest->expires_at) shard.evictions.fetch_add(1, std::memory_order_relaxed);
+      const bool live = now < oldest->expires_at;
+      if (live && oldest->used) {
+        oldest->used = false;
+        shard.move_to_back(oldest);
+        continue;
+      }
+      if (live) count_locked(shard.evictions);
       shard.erase(oldest);
     }
-    it = shard.entries.try_emplace(std::string(key.bytes)).first;
-    Entry& e = it->second;
+    Entry& e = shard.entries.insert(key, result.size());
     e.state = detail::finished_state(status);
     e.fingerprint = fingerprint;
     e.fence = fence;
     e.expires_at = expires_at;
-    e.result.assign(result);
-    e.key = &it->first;
+    if (!result.empty()) {
+      std::memcpy(detail::RecordTable<Entry>::trailing_bytes(e), result.data(), result.size());
+    }
+    e.result_size = result.size();
     e.bytes = bytes;
     shard.bytes += bytes;
     shard.push_back(&e);

@@ -49,9 +49,15 @@ class [[nodiscard]] Outcome {
     return o;
   }
   static Outcome replay(const Stored& value) { return replay(Stored(value)); }
-  /// A refusal or failure. `replayed` marks a failure replayed from a failed record.
-  static Outcome failed(Failure failure, bool replayed = false) {
+  /// A refusal or failure. `replayed` marks a failure replayed from a failed record. (By
+  /// reference: a refusal's Failure moves once, into the outcome.)
+  static Outcome failed(Failure&& failure, bool replayed = false) {
     Outcome o{std::in_place_index<1>, std::move(failure)};
+    o.replayed_ = replayed;
+    return o;
+  }
+  static Outcome failed(const Failure& failure, bool replayed = false) {
+    Outcome o{std::in_place_index<1>, failure};
     o.replayed_ = replayed;
     return o;
   }

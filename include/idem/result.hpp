@@ -57,8 +57,18 @@ class [[nodiscard]] Result {
   // By reference, not by value: a result moves once, into the Result, on every call's path.
   Result(T&& value) : state_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit
   Result(const T& value) : state_(std::in_place_index<0>, value) {}        // NOLINT: implicit
-  Result(Failure failure) : state_(std::in_place_index<1>, std::move(failure)) {  // NOLINT
+  // By reference too: a refusal's Failure moves once into the Result, not twice.
+  Result(Failure&& failure) : state_(std::in_place_index<1>, std::move(failure)) {  // NOLINT
     assert(std::get<1>(state_).code && "a Failure must carry an error code");
+  }
+  Result(const Failure& failure) : state_(std::in_place_index<1>, failure) {  // NOLINT
+    assert(std::get<1>(state_).code && "a Failure must carry an error code");
+  }
+  /// Replaces the value or failure with `failure`, moved in once (no Result in between).
+  Result& operator=(Failure&& failure) {
+    assert(failure.code && "a Failure must carry an error code");
+    state_.template emplace<1>(std::move(failure));
+    return *this;
   }
 
   bool has_value() const noexcept { return state_.index() == 0; }

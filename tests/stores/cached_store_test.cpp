@@ -1,19 +1,26 @@
 // CachedStore's own promises: replays served without the backend, in-progress never cached,
-// cached records expire no later than the backend's, bounded size with counted eviction,
-// mismatch answered from the cache, and the guard under racing threads.
+// cached records expire no later than the backend's, bounded size with counted eviction (second
+// chance for replayed records), mismatch answered by the backend, invalidation that no answer
+// read before it undoes, and hits, fills, evictions and forgets under racing threads.
 
 #include "idem/cached_store.hpp"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
+#include <latch>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "idem/admin/cached_admin.hpp"
 #include "idem/idem.hpp"
+#include "idem/memory/admin.hpp"
 
 namespace idem {
 namespace {
@@ -234,6 +241,92 @@ TEST_F(CachedStoreTest, FullCacheEvictsTheLeastRecentlyUsedAndCountsIt) {
   EXPECT_EQ(cached.inner().claims.load(), before + 2);
 }
 
+// A full shard passes over records replayed since it last looked (each once, unmarked) and evicts
+// the oldest record nobody replayed.
+TEST_F(CachedStoreTest, FullCacheGivesReplayedRecordsASecondChance) {
+  CachedStore<CountingStore> cached{options({.shards = 1, .max_entries = 3}), backend_};
+  complete(cached, "a");
+  complete(cached, "b");
+  complete(cached, "c");
+  EXPECT_EQ(claim(cached, "a")->status, ClaimStatus::completed);  // "a" and "b" replayed,
+  EXPECT_EQ(claim(cached, "b")->status, ClaimStatus::completed);  // "c" not
+  complete(cached, "d");                                          // evicts "c"
+  EXPECT_EQ(cached.evictions(), 1u);
+  EXPECT_EQ(cached.size(), 3u);
+  const int before = cached.inner().claims.load();
+  for (const char* k : {"a", "b", "d"}) EXPECT_EQ(claim(cached, k)->result, "r:" + std::string(k));
+  EXPECT_EQ(cached.inner().claims.load(), before);  // all three from the cache
+  Result<Claim> c = claim(cached, "c");             // from the store, which still has it
+  EXPECT_EQ(c->result, "r:c");
+  EXPECT_EQ(cached.inner().claims.load(), before + 1);
+  // That claim filled "c" again. "a", "b" and "d" were all replayed since the last walk: each
+  // loses its mark and goes to the back once, and then the oldest, "a", goes.
+  EXPECT_EQ(cached.size(), 3u);
+  EXPECT_EQ(cached.evictions(), 2u);
+  for (const char* k : {"b", "d", "c"}) EXPECT_EQ(claim(cached, k)->result, "r:" + std::string(k));
+  EXPECT_EQ(cached.inner().claims.load(), before + 1);
+  EXPECT_EQ(claim(cached, "a")->result, "r:a");
+  EXPECT_EQ(cached.inner().claims.load(), before + 2);
+}
+
+// An expired record at the head of a full shard is dropped without counting as an eviction,
+// even when it was replayed.
+TEST_F(CachedStoreTest, AnExpiredRecordMakesRoomWithoutAnEviction) {
+  CachedStore<CountingStore> cached{options({.shards = 1, .max_entries = 2}), backend_};
+  complete(cached, "short", seconds{5});
+  complete(cached, "long", seconds{3600});
+  EXPECT_EQ(claim(cached, "short")->status, ClaimStatus::completed);
+  clock_->advance(seconds{6});
+  complete(cached, "new");
+  EXPECT_EQ(cached.evictions(), 0u);
+  EXPECT_EQ(cached.size(), 2u);
+}
+
+// Passes claims to a MemoryStore and runs `during_claim` after the store answered, before the
+// answer returns to the cache: what another thread's invalidate() at that moment looks like.
+class HookedStore {
+ public:
+  explicit HookedStore(MemoryStore& inner) : inner_(inner) {}
+  Result<Claim> claim(const ClaimRequest& request) {
+    Result<Claim> answer = inner_.claim(request);
+    if (during_claim) std::exchange(during_claim, nullptr)();
+    return answer;
+  }
+  Status commit(const Ticket& t, const Completion& c) { return inner_.commit(t, c); }
+  Status abort(const Ticket& t) { return inner_.abort(t); }
+  Status extend(const Ticket& t, milliseconds lease) { return inner_.extend(t, lease); }
+
+  std::function<void()> during_claim;
+
+ private:
+  MemoryStore& inner_;
+};
+
+TEST_F(CachedStoreTest, AnInvalidatedRecordIsAskedOfTheStoreAndAnOlderAnswerDoesNotFill) {
+  CachedStore<HookedStore> cached{options(), backend_};
+  complete(cached, "k");
+  EXPECT_EQ(claim(cached, "k")->status, ClaimStatus::completed);
+  EXPECT_EQ(cached.hits(), 1u);
+  cached.invalidate("k");
+  EXPECT_EQ(cached.size(), 0u);
+
+  // The store's completed answer was read before the invalidation: it must not fill the cache.
+  cached.inner().during_claim = [&] { cached.invalidate("k"); };
+  EXPECT_EQ(claim(cached, "k")->status, ClaimStatus::completed);
+  EXPECT_EQ(cached.size(), 0u);
+  EXPECT_EQ(cached.hits(), 1u);
+  // The next one fills as usual, and the one after hits.
+  EXPECT_EQ(claim(cached, "k")->status, ClaimStatus::completed);
+  EXPECT_EQ(cached.size(), 1u);
+  EXPECT_EQ(claim(cached, "k")->status, ClaimStatus::completed);
+  EXPECT_EQ(cached.hits(), 2u);
+
+  cached.clear();
+  EXPECT_EQ(cached.size(), 0u);
+  EXPECT_EQ(claim(cached, "k")->status, ClaimStatus::completed);
+  EXPECT_EQ(cached.misses(), 4u);  // the first claim of complete(), and three since
+}
+
 TEST_F(CachedStoreTest, ByteBoundEvictsAndSkipsRecordsLargerThanAShard) {
   CachedStore<CountingStore> cached{options({.shards = 1, .max_bytes = 400}), backend_};
   complete(cached, "a");  // about 130 bytes each with the overhead
@@ -372,6 +465,98 @@ TEST(CachedStoreRaceTest, GuardRunsEachKeyOnceAndRepeatsHitTheCache) {
   // the store: at least kThreads * kKeys * (kRounds - 1) claims were hits.
   EXPECT_GE(cached.hits(), static_cast<std::uint64_t>(kThreads * kKeys * (kRounds - 1)));
   EXPECT_EQ(cached.misses(), static_cast<std::uint64_t>(cached.inner().claims.load()));
+}
+
+// Threads replaying a few keys through a small cache, while evictions walk the shard and another
+// thread invalidates: every answer is the key's own result, and each claim is a hit or a miss.
+TEST(CachedStoreRaceTest, HitsFillsEvictionsAndInvalidationsAgreeUnderRacingThreads) {
+  constexpr int kThreads = 4;
+  constexpr int kKeys = 64;
+  constexpr int kClaims = 4000;
+  MemoryStore backend;
+  CachedStore<CountingStore> cached{CachedStoreOptions{.shards = 2, .max_entries = 16}, backend};
+  auto key = [](int i) { return "key-" + std::to_string(i); };
+  for (int i = 0; i < kKeys; ++i) {
+    const std::string k = key(i);
+    const Claim c = cached.claim(ClaimRequest{k, kFp, seconds{30}, seconds{3600}}).value();
+    ASSERT_EQ(c.status, ClaimStatus::acquired);
+    ASSERT_TRUE(
+        cached
+            .commit(Ticket{k, c.fence}, Completion{ClaimStatus::completed, "r:" + k, seconds{3600}})
+            .ok());
+  }
+  const std::uint64_t hits_before = cached.hits();
+  const std::uint64_t misses_before = cached.misses();
+  std::atomic<int> wrong{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int n = 0; n < kClaims; ++n) {
+        // Mostly a hot quarter of the keys, so that both marks and evictions happen.
+        const int i = (n % 4 == 0) ? (n * 7 + t) % kKeys : (n + t) % (kKeys / 4);
+        const std::string k = key(i);
+        Result<Claim> c = cached.claim(ClaimRequest{k, kFp, seconds{30}, seconds{3600}});
+        if (!c || c->status != ClaimStatus::completed || c->result != "r:" + k) wrong.fetch_add(1);
+      }
+    });
+  }
+  std::thread invalidator([&] {
+    for (int n = 0; !stop.load(); ++n) cached.invalidate(key(n % kKeys));
+  });
+  for (auto& th : threads) th.join();
+  stop.store(true);
+  invalidator.join();
+
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(cached.hits() - hits_before + cached.misses() - misses_before,
+            static_cast<std::uint64_t>(kThreads * kClaims));
+  EXPECT_GT(cached.evictions(), 0u);
+  EXPECT_LE(cached.size(), 16u);
+}
+
+// A forget through the cache's admin, with threads replaying the key from the cache all along:
+// once forget() returned, no claim that starts after it replays the forgotten result.
+TEST(CachedStoreRaceTest, NoHitOutlivesAForgetThroughTheCachesAdmin) {
+  constexpr int kThreads = 3;
+  constexpr int kClaimsEachSide = 2000;
+  CachedStore<MemoryStore> cached{CachedStoreOptions{.shards = 2}, MemoryStoreOptions{}};
+  std::unique_ptr<admin::Admin> admin =
+      admin::cached_admin(cached, std::make_unique<admin::MemoryAdmin>(cached.inner()));
+  const std::string k = admin::detail::effective_key("s", Key{"k"});
+  const Claim held = cached.claim(ClaimRequest{k, kFp, seconds{30}, seconds{3600}}).value();
+  ASSERT_TRUE(
+      cached.commit(Ticket{k, held.fence}, Completion{ClaimStatus::completed, "old", seconds{3600}})
+          .ok());
+
+  std::latch warmed(kThreads);  // every thread replayed from the cache before the forget
+  std::atomic<bool> forgotten{false};
+  std::atomic<int> stale{0};
+  std::atomic<int> replayed_before{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int n = 0; n < 2 * kClaimsEachSide; ++n) {
+        if (n == kClaimsEachSide) warmed.count_down();
+        const bool after = forgotten.load();
+        Result<Claim> c = cached.claim(ClaimRequest{k, kFp, seconds{30}, seconds{3600}});
+        const bool old = c && c->status == ClaimStatus::completed && c->result == "old";
+        if (after && old) stale.fetch_add(1);
+        if (!after && old) replayed_before.fetch_add(1);
+      }
+    });
+  }
+  warmed.wait();
+  ASSERT_TRUE(admin->forget("s", Key{"k"}).has_value());
+  forgotten.store(true);
+  for (auto& th : threads) th.join();
+
+  EXPECT_EQ(stale.load(), 0);
+  EXPECT_GE(replayed_before.load(), kThreads * kClaimsEachSide);
+  EXPECT_GE(cached.hits(), static_cast<std::uint64_t>(kThreads * kClaimsEachSide));
+  Result<Claim> now = cached.claim(ClaimRequest{k, kFp, seconds{30}, seconds{3600}});
+  ASSERT_TRUE(now.has_value());
+  EXPECT_NE(now->status, ClaimStatus::completed);  // held by the first claim after the forget
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 // How long a guard's handlers take, for the retry hint of an in_progress refusal: come back when
 // the holder is likely done (p90 of recent handler durations), never later than its lease ends,
 // so a 7 ms charge's duplicate retries in 7 ms, not 30 s. The last 64 durations in a ring of
-// relaxed atomics: recording is one fetch_add and one store; reading copies the ring and selects.
+// relaxed atomics: recording is one fetch_add and one store; reading copies the ring and selects,
+// once per recorded duration: until the next one, reads answer from a memo (a storm of refusals
+// of one busy key sorts once, not once each).
 
 #include <array>
 #include <atomic>
@@ -34,6 +36,25 @@ class DurationEstimate {
 
   /// The 90th percentile of the recorded durations (the last kSamples), or nullopt before any.
   std::optional<std::chrono::microseconds> p90() const noexcept {
+    const std::uint64_t recorded = next_.load(std::memory_order_relaxed);
+    if (recorded == 0) return std::nullopt;
+    // The memo holds the count it was taken at (low 32 bits) over the answer. A duration being
+    // recorded as it is taken may be missing from it until the next one: a hint, not a figure.
+    const auto at = static_cast<std::uint32_t>(recorded);
+    const std::uint64_t memo = memo_.load(std::memory_order_relaxed);
+    if (memo != 0 && static_cast<std::uint32_t>(memo) == at) {
+      return std::chrono::microseconds{memo >> 32};
+    }
+    const std::optional<std::chrono::microseconds> answer = select_p90();
+    if (answer) {
+      memo_.store((static_cast<std::uint64_t>(answer->count()) << 32) | at,
+                  std::memory_order_relaxed);
+    }
+    return answer;
+  }
+
+ private:
+  std::optional<std::chrono::microseconds> select_p90() const noexcept {
     std::array<std::uint32_t, kSamples> copy{};
     std::size_t n = 0;
     for (const auto& s : samples_) {
@@ -47,9 +68,9 @@ class DurationEstimate {
     return std::chrono::microseconds{copy[(n * 9) / 10]};
   }
 
- private:
   std::atomic<std::uint64_t> next_{0};
   std::array<std::atomic<std::uint32_t>, kSamples> samples_{};  // microseconds; 0: empty
+  mutable std::atomic<std::uint64_t> memo_{0};  // p90 << 32 | recorded count; 0: none yet
 };
 
 /// When a target's handler began: kept by the targets whose handlers the estimate learns from.

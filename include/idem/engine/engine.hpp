@@ -302,19 +302,24 @@ template <class Target>
 Result<Claim> claim_or_wait(const Policy& policy, Target& target) {
   WaitPacer pacer(policy.wait(), *policy.clock);
   begin_call(policy, target);
+  // One Result, returned by name: the answer (a replay's bytes, a refusal) is built in the
+  // caller's and never moved on the way out.
+  Result<Claim> claim = target.claim();
   for (;;) {
-    Result<Claim> claim = target.claim();
-    if (claim_refused(policy, target, claim)) return claim;
+    if (claim_refused(policy, target, claim)) break;
     if (claim->status != ClaimStatus::in_progress) {
       claim_answered(policy, target, claim.value());
-      return claim;
+      break;
     }
     if (const auto pause = pacer.next_pause(claim.value())) {
       policy.clock->sleep_for(*pause);
+      claim = target.claim();
       continue;
     }
-    return refuse_busy(policy, target, claim.value());
+    claim = refuse_busy(policy, target, claim.value());
+    break;
   }
+  return claim;
 }
 
 /// A stored result (or remembered failure) as the caller's Outcome.

@@ -6,6 +6,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -110,7 +111,7 @@ inline std::string entity_op_key(std::string_view scope, std::string_view entity
   std::size_t n = 0;
   for (std::string_view part : {scope, std::string_view{}, entity, op}) {
     n += put_varint(out.data() + n, part.size());
-    out.replace(n, part.size(), part);
+    if (!part.empty()) std::memcpy(out.data() + n, part.data(), part.size());  // within `out`
     n += part.size();
   }
   out.resize(n);

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -13,6 +12,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "idem/detail/hashed_key.hpp"
 #include "idem/engine/entity.hpp"
 #include "idem/engine/record_model.hpp"
 #include "idem/result.hpp"
@@ -37,14 +37,14 @@ class MemoryEntities {
 
   Result<std::string> current(std::string_view entity) {
     std::lock_guard lock(mutex_);
-    auto it = entities_.find(std::string(entity));
+    auto it = entities_.find(entity);
     if (it == entities_.end()) return missing(entity);
     return it->second.value;
   }
 
   Result<CasAnswer> claim(const CasRequest& r) {
     std::unique_lock lock(mutex_);
-    auto it = entities_.find(std::string(r.entity));
+    auto it = entities_.find(r.entity);
     // The entity is locked while another holder runs: wait for it as long as the claim may.
     if (it != entities_.end() && it->second.busy) {
       const bool freed = free_.wait_for(lock, r.block_for, [&] { return !it->second.busy; });
@@ -53,7 +53,7 @@ class MemoryEntities {
                                    .lease_remaining = std::chrono::milliseconds{1}});
       }
     }
-    if (auto op = ops_.find(std::string(r.op_key)); op != ops_.end()) {
+    if (auto op = ops_.find(r.op_key); op != ops_.end()) {
       // A committed operation never expires: a repeat replays it or is a mismatch.
       return CasAnswer::of(classify(RecordView<>{.state = op->second.state,
                                                  .fingerprint = op->second.fingerprint,
@@ -77,27 +77,28 @@ class MemoryEntities {
     }
     e.busy = true;
     const Fence fence = ++fences_;
-    open_.emplace(std::pair{std::string(r.op_key.data(), r.op_key.size()), fence},
-                  Open{&e, std::move(next), r.fingerprint});
+    open_.emplace(fence, Open{&e, std::string(r.op_key), std::move(next), r.fingerprint});
     return CasAnswer::of(Claim{.status = ClaimStatus::acquired, .fence = fence});
   }
 
   Status commit(const Ticket& ticket, const Completion& completion) {
-    return finish(ticket, [&](const std::string& op_key, Open& open) {
+    return finish(ticket, [&](Open& open) {
       open.entity->value = std::move(open.next);
-      ops_[op_key] = Op{open.fingerprint, ticket.fence, finished_state(completion.status),
-                        std::string(completion.result)};
+      // The held operation's key moves into the op log: the open entry goes with this commit.
+      ops_.insert_or_assign(std::move(open.op_key),
+                            Op{open.fingerprint, ticket.fence, finished_state(completion.status),
+                               std::string(completion.result)});
     });
   }
 
   Status abort(const Ticket& ticket) {
-    return finish(ticket, [](const std::string&, Open&) {});
+    return finish(ticket, [](Open&) {});
   }
 
   /// Keeps the entity where it was when the holder commits (a remembered failure).
   Status rewind(const Ticket& ticket) {
     std::lock_guard lock(mutex_);
-    auto it = open_.find(std::pair{std::string(ticket.key), ticket.fence});
+    auto it = held(ticket);
     if (it == open_.end()) return lost();
     it->second.next = it->second.entity->value;
     return {};
@@ -105,7 +106,7 @@ class MemoryEntities {
 
   Status extend(const Ticket& ticket, std::chrono::milliseconds) {
     std::lock_guard lock(mutex_);
-    if (open_.count(std::pair{std::string(ticket.key), ticket.fence}) == 0) return lost();
+    if (held(ticket) == open_.end()) return lost();
     return {};  // the holder keeps the entity until it finishes: there is no lease to run out
   }
 
@@ -125,9 +126,13 @@ class MemoryEntities {
   };
   struct Open {
     Entity* entity = nullptr;
+    std::string op_key;
     std::string next;
     Fingerprint fingerprint;
   };
+  // Looked up by string_view, without building a std::string for each lookup.
+  template <class V>
+  using ByKey = std::unordered_map<std::string, V, HashedKeyHash, HashedKeyEqual>;
 
   static Failure missing(std::string_view entity) {
     return make_failure(errc::key_invalid, "no entity '" + std::string(entity) + "'");
@@ -136,12 +141,19 @@ class MemoryEntities {
     return Status(errc::lease_lost, "the entity is no longer held under this fence");
   }
 
+  // The open operation the ticket holds: its fence (each claim's is new) and its key.
+  using OpenOps = std::unordered_map<Fence, Open>;
+  OpenOps::iterator held(const Ticket& ticket) {
+    auto it = open_.find(ticket.fence);
+    return it != open_.end() && it->second.op_key == ticket.key ? it : open_.end();
+  }
+
   template <class Change>
   Status finish(const Ticket& ticket, Change&& change) {
     std::unique_lock lock(mutex_);
-    auto it = open_.find(std::pair{std::string(ticket.key), ticket.fence});
+    auto it = held(ticket);
     if (it == open_.end()) return lost();
-    change(it->first.first, it->second);
+    change(it->second);
     it->second.entity->busy = false;
     open_.erase(it);
     lock.unlock();
@@ -152,9 +164,9 @@ class MemoryEntities {
   EntityKind kind_;
   std::mutex mutex_;
   std::condition_variable free_;
-  std::unordered_map<std::string, Entity> entities_;  // node-based: Entity* stay valid
-  std::unordered_map<std::string, Op> ops_;
-  std::map<std::pair<std::string, Fence>, Open> open_;
+  ByKey<Entity> entities_;  // node-based: Entity* stay valid
+  ByKey<Op> ops_;
+  OpenOps open_;
   Fence fences_ = 0;
 };
 

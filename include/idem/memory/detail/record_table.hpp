@@ -1,6 +1,7 @@
 #pragma once
-// RecordTable: an open-addressing hash table whose records carry their key bytes in the same
-// allocation (one allocation per new key; lookups compare cached hashes in one flat array).
+// RecordTable: an open-addressing hash table whose records carry their key bytes (and, if asked,
+// more bytes after them) in the same allocation (one allocation per new key; lookups compare
+// cached hashes in one flat array).
 
 #include <cstddef>
 #include <cstring>
@@ -18,7 +19,7 @@ namespace idem::detail {
 /// backward-shift erase (no tombstones), so lookups stay short however many keys came and went.
 template <class V>
 class RecordTable {
-  // The record, then its key bytes in the same allocation.
+  // The record, then its key bytes and its trailing bytes in the same allocation.
   struct Node final : V {
     std::size_t hash = 0;
     std::size_t key_size = 0;
@@ -52,6 +53,16 @@ class RecordTable {
     return {node.key_bytes(), node.key_size};
   }
 
+  /// The first of the bytes reserved after the key of `record` (insert()'s `trailing`).
+  static char* trailing_bytes(V& record) noexcept {
+    Node& node = static_cast<Node&>(record);
+    return node.key_bytes() + node.key_size;
+  }
+  static const char* trailing_bytes(const V& record) noexcept {
+    const Node& node = static_cast<const Node&>(record);
+    return node.key_bytes() + node.key_size;
+  }
+
   /// The record of `key`, or null.
   V* find(const HashedKey& key) const noexcept {
     if (size_ == 0) return nullptr;
@@ -65,10 +76,11 @@ class RecordTable {
     }
   }
 
-  /// Adds a value-initialised record for `key`, which must not be in the table.
-  V& insert(const HashedKey& key) {
+  /// Adds a value-initialised record for `key`, which must not be in the table, with room for
+  /// `trailing` bytes after its key (trailing_bytes(), uninitialised), kept for the record's life.
+  V& insert(const HashedKey& key, std::size_t trailing = 0) {
     if ((size_ + 1) * 4 > capacity_ * 3) grow();
-    void* memory = ::operator new(sizeof(Node) + key.bytes.size());
+    void* memory = ::operator new(sizeof(Node) + key.bytes.size() + trailing);
     Node* node = nullptr;
     try {
       node = ::new (memory) Node();
