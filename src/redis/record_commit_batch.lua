@@ -4,13 +4,15 @@
 -- ARGV     per key i: ARGV[4i-3] fence (decimal), ARGV[4i-2] state (STATE_COMPLETED or
 --          STATE_FAILED), ARGV[4i-1] result bytes, ARGV[4i] ttl, ms
 -- Returns  one REPLY_DONE or REPLY_LEASE_LOST per key, as record_commit.lua's
+-- Each commit wakes its hold's waiters, on the wake list named from the record (record_wake_step.lua).
+--! include record_wake_step.lua
 local REPLY_LEASE_LOST, REPLY_DONE = 0, 1
 local STATE_HELD = 'P'
 
 local function commit(key, fence, state, result, ttl)
   -- 'qn': a kept request (record_keep_request.lua writes q, qn and qf together), and 'sc': steps
   -- (record_step_save.lua), dropped below only where there are some: fewer calls for most keys.
-  local rec = redis.call('HMGET', key, 's', 'n', 'qn', 'sc')
+  local rec = redis.call('HMGET', key, 's', 'n', 'qn', 'sc', 'w')
   if rec[2] ~= fence then return REPLY_LEASE_LOST end
   if rec[1] ~= STATE_HELD then
     if rec[1] ~= state or redis.call('HGET', key, 'r') ~= result then return REPLY_LEASE_LOST end
@@ -24,6 +26,10 @@ local function commit(key, fence, state, result, ttl)
     redis.call('HDEL', key, 'sf', 'sc')
   end
   redis.call('PEXPIRE', key, math.max(tonumber(ttl), 1))
+  if rec[5] then
+    redis.call('HDEL', key, 'w')
+    wake(key, fence, nil, rec[5])
+  end
   return REPLY_DONE
 end
 
