@@ -14,6 +14,7 @@
 
 #include "idem/redis/store.hpp"
 #include "idem/redis/token_store.hpp"
+#include "redis/redis_cluster_support.hpp"
 #include "redis/redis_test_support.hpp"
 #include "support/bounded_calls.hpp"
 #include "support/fault_relay.hpp"
@@ -245,6 +246,42 @@ TEST(RedisWakeStallTest, AStalledServerBoundsTheWaitByItsDeadline) {
   EXPECT_GE(r[0].took, bound);
   relay.pass();
   EXPECT_TRUE(holder.commit(held, Completion{.result = "r", .ttl = kLease}).ok());
+}
+
+// On a Redis Cluster: the waiter's script and BLPOP, and the commit and abort scripts with their
+// wake list, each reach the record's slot (a prefix with an unclosed '{' puts the hash tag across
+// the prefix and the key's tag: the wake list still shares the record's slot), and every
+// duplicate is woken.
+TEST(RedisWakeClusterTest, CommitAndAbortWakeTheWaitersOfEachKeyOnItsNode) {
+  IDEM_REQUIRE_REDIS_CLUSTER(client);
+  for (const std::string prefix : {unique_prefix("wake-cluster"), unique_prefix("wake{open")}) {
+    RedisStore store(client, RedisStoreOptions{.prefix = prefix});
+    for (int k = 0; k < 8; ++k) {  // keys on several nodes
+      const std::string key = "key-" + std::to_string(k);
+      Result<Claim> c = store.claim(ClaimRequest{key, {1, 2}, kLease, kLease});
+      ASSERT_TRUE(c.has_value() && c->status == ClaimStatus::acquired)
+          << (c ? "" : c.failure().describe());
+      const Ticket held{key, c->fence};
+      std::atomic<long long> took{-1};
+      std::thread w([&] {
+        const auto start = Clock::now();
+        store.await_change(held, kLongBound);
+        took = std::chrono::duration_cast<milliseconds>(Clock::now() - start).count();
+      });
+      const std::string record = store.record_key(key);
+      while (true) {
+        Result<redis::Reply> n = client->command({"HGET", record, "w"});
+        ASSERT_TRUE(n.has_value());
+        if (n->type == redis::Reply::Type::string && n->str == "1") break;
+        std::this_thread::sleep_for(milliseconds{1});
+      }
+      const Status ended = k % 2 == 0 ? store.commit(held, Completion{.result = "r", .ttl = kLease})
+                                      : store.abort(held);
+      ASSERT_TRUE(ended.ok()) << ended.failure().describe();
+      w.join();
+      EXPECT_LT(took.load(), kWoken.count()) << prefix << key;
+    }
+  }
 }
 
 }  // namespace
