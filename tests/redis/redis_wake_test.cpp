@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "idem/engine/effective_key.hpp"
+#include "idem/redis/admin.hpp"
 #include "idem/redis/store.hpp"
 #include "idem/redis/token_store.hpp"
 #include "redis/redis_cluster_support.hpp"
@@ -189,6 +191,33 @@ TEST_F(RedisWakeTest, ThirtyOneDuplicatesCostThreeStoreCallsEach) {
     EXPECT_EQ(answers[d], ClaimStatus::completed) << d;
     EXPECT_LE(calls[d], 3) << d;
   }
+  EXPECT_EQ(redis_integer(*client_, {"EXISTS", wake_list(held)}), 0);
+}
+
+// The admin's release ends a hold as an abort does: its waiters are woken. Its record listing
+// meanwhile reads past a wake list (a list under the records' pattern).
+TEST_F(RedisWakeTest, AnAdminReleaseWakesTheWaitersAndListingSkipsWakeLists) {
+  auto admin = admin::redis_admin(client_, admin::RedisAdminOptions{.prefix = prefix_});
+  const std::string left(detail::EffectiveKey("s", {}, "left").view());
+  const Ticket first = hold(left);
+  store_->await_change(first, milliseconds{20});  // counted, then gone: its wake stays
+  ASSERT_TRUE(store_->commit(first, Completion{.result = "r", .ttl = kLease}).ok());
+  ASSERT_EQ(redis_integer(*client_, {"LLEN", wake_list(first)}), 1);
+
+  const std::string key(detail::EffectiveKey("s", {}, "held").view());
+  const Ticket held = hold(key);
+  std::atomic<long long> took{-1};
+  std::thread w = waiter(held, took);
+  until_counted(key, 1);
+  Result<admin::Page> page = admin->list("s", admin::ListRequest{});
+  ASSERT_TRUE(page.has_value()) << page.failure().describe();
+  ASSERT_EQ(page->records.size(), 1u);  // the record in progress, and no failure on the list
+  Result<admin::Change> released = admin->release("s", Key{"held"});
+  ASSERT_TRUE(released.has_value()) << released.failure().describe();
+  EXPECT_TRUE(released->changed);
+  w.join();
+  EXPECT_LT(took.load(), kWoken.count());
+  EXPECT_EQ(counted(key), 0);
   EXPECT_EQ(redis_integer(*client_, {"EXISTS", wake_list(held)}), 0);
 }
 
