@@ -634,9 +634,10 @@ BENCHMARK(BM_Redis_Paired_RequestId_Fresh)->UseRealTime();
 //          lease end (+1 ms): the store wakes them (RedisStore::await_change);
 //   _Poll: sleep for Wait's doubling backoff (2 ms, 4 ms, ... up to 100 ms) between claims, as
 //          the engine did before waking stores;
-//   _bare: the twin, on hiredis connections of their own: each duplicate blocks in BLPOP on a
-//          plain list, and the holder's one RPUSH of 31 elements wakes them (the floor of a
-//          wake through Redis: its round trips and the scheduling of 31 threads).
+//   _bare: the twin: the same commands as _Wake (the claim, commit and waiter scripts and
+//          BLPOP), sent by hiredis on a connection of each thread's own;
+//   _floor: a wake through Redis alone: 31 BLPOPs on a plain list and one RPUSH (the round
+//          trips and the scheduling of 31 threads on the machine's cores).
 
 constexpr int kStormDuplicates = 31;
 constexpr auto kStormHandler = 5ms;
@@ -771,24 +772,97 @@ void guarded_storm(benchmark::State& state, bool wake) {
 void BM_Redis_Storm_Wake(benchmark::State& state) { guarded_storm(state, true); }
 void BM_Redis_Storm_Poll(benchmark::State& state) { guarded_storm(state, false); }
 
+// The bare twin's duplicate: RedisStore's commands for a woken duplicate, on this thread's own
+// hiredis connection (claim; the waiter's script and BLPOP in one write; claim again). Returns
+// the calls the store would count (claims and waits).
+int bare_storm_duplicate(const std::string& record, std::string_view fp) {
+  for (int calls = 1;; calls += 2) {
+    Reply c = bare_command({"EVALSHA", idem::redis::script_record_claim.sha, "1", record, fp,
+                            lease_text(), ttl_text()});
+    if (integer_at(*c, 0) != 3) return calls;  // not in progress: replayed
+    idem::redis::DecimalText fence;
+    const std::string wake =
+        idem::redis::wake_key(record, static_cast<idem::Fence>(integer_at(*c, 1)));
+    const std::string_view fence_text = idem::redis::to_chars(fence, integer_at(*c, 1));
+    std::array<const char*, 6> wait{"EVAL",       idem::redis::script_record_wait.source.data(),
+                                    "2",          record.c_str(),
+                                    wake.c_str(), fence_text.data()};
+    const std::array<std::size_t, 6> wait_lens{
+        4,           idem::redis::script_record_wait.source.size(),
+        1,           record.size(),
+        wake.size(), fence_text.size()};
+    std::array<const char*, 3> pop{"BLPOP", wake.c_str(), "0.100"};
+    const std::array<std::size_t, 3> pop_lens{5, wake.size(), 5};
+    redisContext* conn = bare_connection(0);
+    redisAppendCommandArgv(conn, 6, wait.data(), wait_lens.data());
+    redisAppendCommandArgv(conn, 3, pop.data(), pop_lens.data());
+    for (int i = 0; i < 2; ++i) {
+      void* r = nullptr;
+      if (redisGetReply(conn, &r) != REDIS_OK) std::abort();
+      freeReplyObject(r);
+    }
+  }
+}
+
 void BM_Redis_Storm_bare(benchmark::State& state) {
   if (!g_cluster_seeds.empty()) {
     state.SkipWithError("the bare storm runs on one server");
     return;
   }
   static std::atomic<std::uint64_t> next_key{0};
+  const auto fp_bytes = idem::redis::fingerprint_bytes(idem::xxh3_128(kPayload));
+  const std::string_view fp(fp_bytes.data(), fp_bytes.size());
+  std::string record;
+  std::vector<Steady::time_point> answered(kStormDuplicates);
+  std::vector<int> calls(kStormDuplicates);
+  StormCrew crew([&](int i) {
+    calls[i] = bare_storm_duplicate(record, fp);
+    answered[i] = Steady::now();
+  });
+  StormFigures figures;
+  for (auto _ : state) {
+    record = idem::redis::tagged_key(g_run + "b:storm:", "storm-" + std::to_string(next_key++));
+    Reply held = bare_command({"EVALSHA", idem::redis::script_record_claim.sha, "1", record, fp,
+                               lease_text(), ttl_text()});
+    Steady::time_point committed{};
+    crew.run([&] {
+      std::this_thread::sleep_for(kStormHandler);
+      committed = Steady::now();
+      idem::redis::DecimalText fence;
+      const std::string wake =
+          idem::redis::wake_key(record, static_cast<idem::Fence>(integer_at(*held, 1)));
+      (void)bare_command({"EVALSHA", idem::redis::script_record_commit.sha, "2", record, wake,
+                          idem::redis::to_chars(fence, integer_at(*held, 1)), "C", kResult,
+                          ttl_text()});
+    });
+    const auto last = *std::max_element(answered.begin(), answered.end());
+    const double us = std::chrono::duration<double, std::micro>(last - committed).count();
+    state.SetIterationTime(us / 1e6);
+    figures.commit_to_last_us.push_back(us);
+    figures.calls += std::accumulate(calls.begin(), calls.end(), 0.0);
+    figures.duplicates += kStormDuplicates;
+  }
+  figures.report(state);
+}
+
+// The floor: a wake through Redis alone. Each duplicate blocks in BLPOP on a plain list on its
+// own connection; the holder's one RPUSH of 31 elements wakes them.
+void BM_Redis_Storm_floor(benchmark::State& state) {
+  if (!g_cluster_seeds.empty()) {
+    state.SkipWithError("the floor runs on one server");
+    return;
+  }
+  static std::atomic<std::uint64_t> next_key{0};
   std::string list;
   std::vector<Steady::time_point> answered(kStormDuplicates);
-  std::vector<Reply> replies(kStormDuplicates);
-  // Each duplicate's own connection (bare_connection is per thread).
   StormCrew crew([&](int i) {
-    replies[i] = Reply(static_cast<redisReply*>(
+    (void)Reply(static_cast<redisReply*>(
         redisCommand(bare_connection(0), "BLPOP %b 5", list.data(), list.size())));
     answered[i] = Steady::now();
   });
   StormFigures figures;
   for (auto _ : state) {
-    list = g_run + "b:storm:" + std::to_string(next_key++);
+    list = g_run + "b:floor:" + std::to_string(next_key++);
     Steady::time_point committed{};
     crew.run([&] {
       std::this_thread::sleep_for(kStormHandler);
@@ -815,6 +889,7 @@ void BM_Redis_Storm_bare(benchmark::State& state) {
 BENCHMARK(BM_Redis_Storm_Wake)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(2);
 BENCHMARK(BM_Redis_Storm_Poll)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(2);
 BENCHMARK(BM_Redis_Storm_bare)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(2);
+BENCHMARK(BM_Redis_Storm_floor)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(2);
 
 }  // namespace
 
