@@ -15,9 +15,9 @@ if redis.replicate_commands then redis.replicate_commands() end
 local key = KEYS[1]
 local rec = redis.call('HMGET', key, 's', 'n', 'd', 'w')
 if rec[1] ~= STATE_HELD or rec[2] ~= ARGV[1] then return REPLY_LEASE_LOST end
-wake(key, ARGV[1], KEYS[2], rec[4])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+wake(key, ARGV[1], KEYS[2], rec[4])
 local left = (tonumber(rec[3]) or 0) - now
 if left < 1 then
   redis.call('DEL', key)
