@@ -3,6 +3,7 @@
 // list expires, a stalled server bounds the wait by its deadline, and a woken duplicate costs
 // three store calls (claim, await_change, claim) with 31 of them waiting on one key.
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -91,7 +92,7 @@ TEST_F(RedisWakeTest, ACommitWakesTheWaiterAndLeavesNoWakeList) {
 TEST_F(RedisWakeTest, AnAbortWakesEveryWaiter) {
   const std::string key = "abort";
   const Ticket held = hold(key);
-  std::atomic<long long> took[3] = {-1, -1, -1};
+  std::array<std::atomic<long long>, 3> took{-1, -1, -1};
   std::vector<std::thread> waiters;
   for (auto& t : took) waiters.push_back(waiter(held, t));
   until_counted(key, 3);
@@ -169,6 +170,7 @@ TEST_F(RedisWakeTest, ThirtyOneDuplicatesCostThreeStoreCallsEach) {
   std::vector<int> calls(kDuplicates, 0);
   std::vector<ClaimStatus> answers(kDuplicates, ClaimStatus::in_progress);
   std::vector<std::thread> duplicates;
+  duplicates.reserve(kDuplicates);
   for (int d = 0; d < kDuplicates; ++d) {
     duplicates.emplace_back([&, d] {
       for (;;) {
@@ -283,7 +285,7 @@ TEST(RedisWakeStallTest, AStalledServerBoundsTheWaitByItsDeadline) {
 // duplicate is woken.
 TEST(RedisWakeClusterTest, CommitAndAbortWakeTheWaitersOfEachKeyOnItsNode) {
   IDEM_REQUIRE_REDIS_CLUSTER(client);
-  for (const std::string prefix : {unique_prefix("wake-cluster"), unique_prefix("wake{open")}) {
+  for (const std::string& prefix : {unique_prefix("wake-cluster"), unique_prefix("wake{open")}) {
     RedisStore store(client, RedisStoreOptions{.prefix = prefix});
     for (int k = 0; k < 8; ++k) {  // keys on several nodes
       const std::string key = "key-" + std::to_string(k);
