@@ -26,14 +26,18 @@
 #include <atomic>
 #include <charconv>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <random>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "idem/cached_store.hpp"
@@ -619,6 +623,273 @@ void BM_Redis_Paired_RequestId_Fresh(benchmark::State& state) {
 IDEM_REDIS_BENCH(BM_Redis_Paired_Record_Fresh);
 IDEM_REDIS_BENCH(BM_Redis_Paired_Record_Replay);
 BENCHMARK(BM_Redis_Paired_RequestId_Fresh)->UseRealTime();
+
+// ---- Duplicate storm: one holder and 31 duplicates of one key, a 5 ms handler ---------------
+// Each iteration is one storm on a fresh key: the holder claims, the 31 duplicate threads claim
+// (in_progress) and wait, the holder's handler runs 5 ms, then it commits; the duplicates then
+// claim again and replay. The iteration's time (manual) is from the holder's commit to the last
+// duplicate's answer. Counters: p50_us and max_us of that time over the storms, and calls (store
+// calls per duplicate: claims and waits). The duplicates wait as the engine does:
+//   _Wake: await_change for the longest pause (Wait::max_backoff, 100 ms), cut to the holder's
+//          lease end (+1 ms): the store wakes them (RedisStore::await_change);
+//   _Poll: sleep for Wait's doubling backoff (2 ms, 4 ms, ... up to 100 ms) between claims, as
+//          the engine did before waking stores;
+//   _bare: the twin: the same commands as _Wake (the claim, commit and waiter scripts and
+//          BLPOP), sent by hiredis on a connection of each thread's own;
+//   _floor: a wake through Redis alone: 31 BLPOPs on a plain list and one RPUSH (the round
+//          trips and the scheduling of 31 threads on the machine's cores).
+
+constexpr int kStormDuplicates = 31;
+constexpr auto kStormHandler = 5ms;
+constexpr idem::Wait kStormWait{};  // the policy's defaults: 2 ms doubling up to 100 ms
+
+// 31 threads that each run `duplicate(index)` once per storm, started together by run().
+class StormCrew {
+ public:
+  explicit StormCrew(std::function<void(int)> duplicate) : duplicate_(std::move(duplicate)) {
+    for (int i = 0; i < kStormDuplicates; ++i) threads_.emplace_back([this, i] { loop(i); });
+  }
+  ~StormCrew() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    start_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  StormCrew(const StormCrew&) = delete;
+  StormCrew& operator=(const StormCrew&) = delete;
+
+  // Starts a storm; `holder` runs meanwhile; returns when every duplicate has answered.
+  template <class Holder>
+  void run(Holder&& holder) {
+    {
+      std::lock_guard lock(mutex_);
+      ++generation_;
+      running_ = kStormDuplicates;
+    }
+    start_.notify_all();
+    holder();
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [&] { return running_ == 0; });
+  }
+
+ private:
+  void loop(int i) {
+    std::uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock lock(mutex_);
+        start_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+      }
+      duplicate_(i);
+      std::lock_guard lock(mutex_);
+      if (--running_ == 0) done_.notify_all();
+    }
+  }
+
+  std::function<void(int)> duplicate_;
+  std::mutex mutex_;
+  std::condition_variable start_, done_;
+  std::uint64_t generation_ = 0;
+  int running_ = 0;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+using Steady = std::chrono::steady_clock;
+
+// What the storms of one benchmark measured.
+struct StormFigures {
+  std::vector<double> commit_to_last_us;
+  double calls = 0;
+  std::size_t duplicates = 0;
+
+  void report(benchmark::State& state) {
+    std::sort(commit_to_last_us.begin(), commit_to_last_us.end());
+    if (!commit_to_last_us.empty()) {
+      state.counters["p50_us"] = commit_to_last_us[commit_to_last_us.size() / 2];
+      state.counters["max_us"] = commit_to_last_us.back();
+    }
+    state.counters["calls"] = duplicates == 0 ? 0 : calls / static_cast<double>(duplicates);
+  }
+};
+
+void guarded_storm(benchmark::State& state, bool wake) {
+  static idem::RedisStore store(guarded().client,
+                                idem::RedisStoreOptions{.prefix = g_run + "g:storm:"});
+  static std::atomic<std::uint64_t> next_key{0};
+  std::string key;
+  std::vector<Steady::time_point> answered(kStormDuplicates);
+  std::vector<int> calls(kStormDuplicates);
+  const auto claim = [&] { return store.claim(idem::ClaimRequest{key, {7, 7}, kLease, kLease}); };
+  StormCrew crew([&](int i) {
+    calls[i] = 0;
+    auto backoff = kStormWait.initial_backoff;
+    for (;;) {
+      ++calls[i];
+      idem::Result<idem::Claim> c = claim();
+      if (!c || c->status != idem::ClaimStatus::in_progress) break;
+      const auto lease_end = c->lease_remaining + 1ms;
+      if (wake) {
+        ++calls[i];
+        store.await_change(idem::Ticket{key, c->fence},
+                           std::min(kStormWait.max_backoff, lease_end));
+      } else {
+        std::this_thread::sleep_for(std::min(backoff, lease_end));
+        backoff = std::min(backoff * 2, kStormWait.max_backoff);
+      }
+    }
+    answered[i] = Steady::now();
+  });
+  StormFigures figures;
+  for (auto _ : state) {
+    key = "storm-" + std::to_string(next_key++);
+    idem::Result<idem::Claim> held = claim();
+    if (!held || held->status != idem::ClaimStatus::acquired) {
+      state.SkipWithError("the holder's claim did not acquire");
+      return;
+    }
+    Steady::time_point committed{};
+    crew.run([&] {
+      std::this_thread::sleep_for(kStormHandler);
+      committed = Steady::now();
+      (void)store.commit(idem::Ticket{key, held->fence},
+                         idem::Completion{.result = kResult, .ttl = kTtl});
+    });
+    const auto last = *std::max_element(answered.begin(), answered.end());
+    const double us = std::chrono::duration<double, std::micro>(last - committed).count();
+    state.SetIterationTime(us / 1e6);
+    figures.commit_to_last_us.push_back(us);
+    figures.calls += std::accumulate(calls.begin(), calls.end(), 0.0);
+    figures.duplicates += kStormDuplicates;
+  }
+  figures.report(state);
+}
+
+void BM_Redis_Storm_Wake(benchmark::State& state) { guarded_storm(state, true); }
+void BM_Redis_Storm_Poll(benchmark::State& state) { guarded_storm(state, false); }
+
+// The bare twin's duplicate: RedisStore's commands for a woken duplicate, on this thread's own
+// hiredis connection (claim; the waiter's script and BLPOP in one write; claim again). Returns
+// the calls the store would count (claims and waits).
+int bare_storm_duplicate(const std::string& record, std::string_view fp) {
+  for (int calls = 1;; calls += 2) {
+    Reply c = bare_command({"EVALSHA", idem::redis::script_record_claim.sha, "1", record, fp,
+                            lease_text(), ttl_text()});
+    if (integer_at(*c, 0) != 3) return calls;  // not in progress: replayed
+    idem::redis::DecimalText fence;
+    const std::string wake =
+        idem::redis::wake_key(record, static_cast<idem::Fence>(integer_at(*c, 1)));
+    const std::string_view fence_text = idem::redis::to_chars(fence, integer_at(*c, 1));
+    std::array<const char*, 6> wait{"EVAL",       idem::redis::script_record_wait.source.data(),
+                                    "2",          record.c_str(),
+                                    wake.c_str(), fence_text.data()};
+    const std::array<std::size_t, 6> wait_lens{
+        4,           idem::redis::script_record_wait.source.size(),
+        1,           record.size(),
+        wake.size(), fence_text.size()};
+    std::array<const char*, 3> pop{"BLPOP", wake.c_str(), "0.100"};
+    const std::array<std::size_t, 3> pop_lens{5, wake.size(), 5};
+    redisContext* conn = bare_connection(0);
+    redisAppendCommandArgv(conn, 6, wait.data(), wait_lens.data());
+    redisAppendCommandArgv(conn, 3, pop.data(), pop_lens.data());
+    for (int i = 0; i < 2; ++i) {
+      void* r = nullptr;
+      if (redisGetReply(conn, &r) != REDIS_OK) std::abort();
+      freeReplyObject(r);
+    }
+  }
+}
+
+void BM_Redis_Storm_bare(benchmark::State& state) {
+  if (!g_cluster_seeds.empty()) {
+    state.SkipWithError("the bare storm runs on one server");
+    return;
+  }
+  static std::atomic<std::uint64_t> next_key{0};
+  const auto fp_bytes = idem::redis::fingerprint_bytes(idem::xxh3_128(kPayload));
+  const std::string_view fp(fp_bytes.data(), fp_bytes.size());
+  std::string record;
+  std::vector<Steady::time_point> answered(kStormDuplicates);
+  std::vector<int> calls(kStormDuplicates);
+  StormCrew crew([&](int i) {
+    calls[i] = bare_storm_duplicate(record, fp);
+    answered[i] = Steady::now();
+  });
+  StormFigures figures;
+  for (auto _ : state) {
+    record = idem::redis::tagged_key(g_run + "b:storm:", "storm-" + std::to_string(next_key++));
+    Reply held = bare_command({"EVALSHA", idem::redis::script_record_claim.sha, "1", record, fp,
+                               lease_text(), ttl_text()});
+    Steady::time_point committed{};
+    crew.run([&] {
+      std::this_thread::sleep_for(kStormHandler);
+      committed = Steady::now();
+      idem::redis::DecimalText fence;
+      const std::string wake =
+          idem::redis::wake_key(record, static_cast<idem::Fence>(integer_at(*held, 1)));
+      (void)bare_command({"EVALSHA", idem::redis::script_record_commit.sha, "2", record, wake,
+                          idem::redis::to_chars(fence, integer_at(*held, 1)), "C", kResult,
+                          ttl_text()});
+    });
+    const auto last = *std::max_element(answered.begin(), answered.end());
+    const double us = std::chrono::duration<double, std::micro>(last - committed).count();
+    state.SetIterationTime(us / 1e6);
+    figures.commit_to_last_us.push_back(us);
+    figures.calls += std::accumulate(calls.begin(), calls.end(), 0.0);
+    figures.duplicates += kStormDuplicates;
+  }
+  figures.report(state);
+}
+
+// The floor: a wake through Redis alone. Each duplicate blocks in BLPOP on a plain list on its
+// own connection; the holder's one RPUSH of 31 elements wakes them.
+void BM_Redis_Storm_floor(benchmark::State& state) {
+  if (!g_cluster_seeds.empty()) {
+    state.SkipWithError("the floor runs on one server");
+    return;
+  }
+  static std::atomic<std::uint64_t> next_key{0};
+  std::string list;
+  std::vector<Steady::time_point> answered(kStormDuplicates);
+  StormCrew crew([&](int i) {
+    (void)Reply(static_cast<redisReply*>(
+        redisCommand(bare_connection(0), "BLPOP %b 5", list.data(), list.size())));
+    answered[i] = Steady::now();
+  });
+  StormFigures figures;
+  for (auto _ : state) {
+    list = g_run + "b:floor:" + std::to_string(next_key++);
+    Steady::time_point committed{};
+    crew.run([&] {
+      std::this_thread::sleep_for(kStormHandler);
+      committed = Steady::now();
+      std::vector<const char*> argv{"RPUSH", list.c_str()};
+      std::vector<std::size_t> lens{5, list.size()};
+      for (int i = 0; i < kStormDuplicates; ++i) {
+        argv.push_back("1");
+        lens.push_back(1);
+      }
+      (void)Reply(static_cast<redisReply*>(redisCommandArgv(
+          bare_connection(0), static_cast<int>(argv.size()), argv.data(), lens.data())));
+    });
+    const auto last = *std::max_element(answered.begin(), answered.end());
+    const double us = std::chrono::duration<double, std::micro>(last - committed).count();
+    state.SetIterationTime(us / 1e6);
+    figures.commit_to_last_us.push_back(us);
+    figures.calls += kStormDuplicates;
+    figures.duplicates += kStormDuplicates;
+  }
+  figures.report(state);
+}
+
+BENCHMARK(BM_Redis_Storm_Wake)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(2);
+BENCHMARK(BM_Redis_Storm_Poll)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(2);
+BENCHMARK(BM_Redis_Storm_bare)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(2);
+BENCHMARK(BM_Redis_Storm_floor)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(2);
 
 }  // namespace
 

@@ -227,6 +227,12 @@ Result<Answer> Client::Impl::eval_keys(const Script& script, std::span<const std
   return answer;
 }
 
+Result<Answer> Client::Impl::block(std::string_view key, std::span<const std::string_view> first,
+                                   std::span<const std::string_view> blocking,
+                                   std::chrono::milliseconds blocks_for) {
+  return route(key, Call{.argv = first, .then = blocking, .blocks_for = blocks_for});
+}
+
 Result<Answer> Client::Impl::command(std::string_view key, std::span<const std::string_view> argv) {
   return route(key, Call{.argv = argv});
 }

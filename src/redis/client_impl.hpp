@@ -38,6 +38,13 @@ class Client::Impl {
                            bool (*wrote)(const redisReply&) = nullptr,
                            bool report_in_doubt = false);
 
+  /// A blocking command on the server that holds `key` (Call::blocks_for): `first`, then
+  /// `blocking`, which blocks up to `blocks_for`, in one write on a connection of the server's
+  /// wait pool; the answer is blocking's reply, error replies included.
+  Result<Answer> block(std::string_view key, std::span<const std::string_view> first,
+                       std::span<const std::string_view> blocking,
+                       std::chrono::milliseconds blocks_for);
+
   /// A command on the server that holds `key`. Error replies come back as replies.
   Result<Answer> command(std::string_view key, std::span<const std::string_view> argv);
 

@@ -57,6 +57,10 @@ Status Cluster::refresh(std::uint64_t seen, Deadline deadline, const Node* faile
 Result<Answer> Cluster::execute(std::string_view key, Call call) {
   Tries<Node> tries;
   tries.start(key, options_.node);
+  if (call.blocks_for.count() > 0) {  // a blocking call's own wait on top of the call's budget
+    tries.budget += call.blocks_for;
+    tries.deadline += call.blocks_for;
+  }
   for (; tries.may_send(options_.max_attempts); ++tries.attempts) {
     tries.seen = topology_.generation();
     Node* target = tries.next(topology_, call.asking);

@@ -33,21 +33,28 @@ ConnectionOptions with_a_pool(ConnectionOptions options) {
   return options;
 }
 
+// A pool of `node`'s blocking connections, `max_open` of them at most.
+ConnectionPool make_pool(const ConnectionOptions& options, const std::string& where,
+                         std::size_t max_open) {
+  return ConnectionPool(
+      idem::detail::PoolOptions{.max_open = std::max<std::size_t>(max_open, 1),
+                                .probe_idle_after = kCheckIdleAfter},
+      [&options, &where](Deadline open_by) {
+        Result<BlockingConnection> c = BlockingConnection::open(options, open_by, where);
+        if (!c) throw ConnectFailed{std::move(c).failure()};
+        return std::make_unique<BlockingConnection>(std::move(c).value());
+      },
+      [](BlockingConnection& c) { return !c.socket().closed_by_server(); },
+      [](BlockingConnection& c) { return !c.broken(); });
+}
+
 }  // namespace
 
 Node::Node(ConnectionOptions options)
     : options_(with_a_pool(std::move(options))),
       where_(server_name(options_)),
-      pool_(
-          idem::detail::PoolOptions{.max_open = options_.pool_size,
-                                    .probe_idle_after = kCheckIdleAfter},
-          [this](Deadline open_by) {
-            Result<BlockingConnection> c = BlockingConnection::open(options_, open_by, where_);
-            if (!c) throw ConnectFailed{std::move(c).failure()};
-            return std::make_unique<BlockingConnection>(std::move(c).value());
-          },
-          [](BlockingConnection& c) { return !c.socket().closed_by_server(); },
-          [](BlockingConnection& c) { return !c.broken(); }) {
+      pool_(make_pool(options_, where_, options_.pool_size)),
+      waiters_(make_pool(options_, where_, options_.wait_connections)) {
   if (options_.ignore_sigpipe) ignore_sigpipe_if_default();
   if (options_.pipeline_connections > 0) {
     pipeline_ = std::make_unique<Pipeline>(options_.pipeline_connections, options_.command_timeout,
@@ -136,7 +143,37 @@ Result<Answer> Node::send(const Call& call, Deadline deadline) {
   return answer;
 }
 
+Result<Answer> Node::send_blocking(const Call& call, Deadline deadline) {
+  static constexpr std::array<std::string_view, 1> kAsking{"ASKING"};
+  if (options_.wait_connections == 0) {
+    return unavailable(fmt::format("redis {}: no connection for blocking waits", where_));
+  }
+  const Deadline replies_by =
+      std::min(deadline, Clock::now() + call.blocks_for + blocking_slack(options_));
+  Result<ConnectionPool::Lease> conn = [&]() -> Result<ConnectionPool::Lease> {
+    try {
+      return waiters_.acquire(replies_by, replies_by);
+    } catch (const idem::detail::PoolExhausted& e) {
+      return unavailable(fmt::format("redis {}: wait connections: {}", where_, e.what()));
+    } catch (ConnectFailed& e) {
+      return std::move(e.failure);
+    }
+  }();
+  if (!conn) return std::move(conn).failure();
+  // ASKING admits the one command after it: each of the two gets its own.
+  std::array<std::span<const std::string_view>, 4> batch{};
+  std::size_t n = 0;
+  if (call.asking) batch.at(n++) = kAsking;
+  batch.at(n++) = call.argv;
+  if (call.asking) batch.at(n++) = kAsking;
+  batch.at(n++) = call.then;
+  Result<ReplyPtr> reply = conn.value()->commands(std::span(batch).first(n), replies_by);
+  if (!reply) return std::move(reply).failure();
+  return Answer{std::move(reply).value(), -1, where_};
+}
+
 Result<Answer> Node::execute(const Call& call, Deadline deadline) {
+  if (call.blocks_for.count() > 0) return send_blocking(call, deadline);
   Result<Answer> answer = send(call, deadline);
   if (!answer || call.script == nullptr || !is_error(*answer->reply, "NOSCRIPT")) return answer;
   // The server lost its script cache (SCRIPT FLUSH, a restart, a failover): EVAL with the

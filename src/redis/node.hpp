@@ -4,6 +4,7 @@
 // above it (Client::Impl's routing, the stores) reaches a server only through Node::execute.
 // Internal to idem_redis.
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -41,7 +42,19 @@ struct Call {
   /// A commit: when argv went out and no reply came (I/O error, timeout, closed), the server may
   /// have run it, and the failure is errc::outcome_unknown instead of store_unavailable.
   bool report_in_doubt = false;
+  /// A blocking call (RedisStore::await_change): `argv`, then `then`, in one write on a
+  /// connection of the node's wait pool (never the pipeline or the command pool, which a
+  /// blocked connection would hold up), their replies due within `blocks_for` and a short slack.
+  /// The answer is then's reply. Zero: an ordinary call.
+  std::span<const std::string_view> then{};
+  std::chrono::milliseconds blocks_for{0};
 };
+
+/// How much longer than a blocking command's own timeout its reply may take: the server's
+/// answer at that timeout is on its way by then, unless the server or the network stalls.
+inline std::chrono::milliseconds blocking_slack(const ConnectionOptions& options) noexcept {
+  return std::min(options.command_timeout, std::chrono::milliseconds{100});
+}
 
 /// A server's answer to a Call.
 struct Answer {
@@ -88,10 +101,13 @@ class Node {
   // `check_closed`: look for a close by the server on any idle connection, however briefly idle.
   Result<ConnectionPool::Lease> acquire(Deadline deadline, bool check_closed = false);
   Result<Answer> send(const Call& call, Deadline deadline);
+  // A call with Call::blocks_for, on a connection of waiters_.
+  Result<Answer> send_blocking(const Call& call, Deadline deadline);
 
   ConnectionOptions options_;
   std::string where_;
   ConnectionPool pool_;
+  ConnectionPool waiters_;  // the blocking calls' connections (wait_connections of them at most)
   std::unique_ptr<Pipeline> pipeline_;  // null when pipeline_connections is 0
 };
 

@@ -2,7 +2,7 @@
 -- step on a record's hash, by the record model's claim rules (classify() in
 -- include/idem/engine/record_model.hpp).
 -- The record: fields s (state), f (fingerprint), n (fence), l (lease end, ms), r (result bytes,
--- completed or failed records only).
+-- completed or failed records only), w (waiters counted under the fence, record_wait.lua).
 -- claim() returns  {REPLY_ACQUIRED, fence, took_over}      acquired
 --                  {REPLY_COMPLETED, fence, result, pttl}  completed: replay (pttl: ms before it
 --                                                          expires)
@@ -29,7 +29,7 @@ local function claim(key, fingerprint, lease, retention)
   -- A record in progress outlives its lease by another lease (held_retention() in C++): a claim
   -- after the lease ran out is always a takeover, never a fresh key.
   retention = math.max(tonumber(retention), 2 * lease)
-  local rec = redis.call('HMGET', key, 's', 'f', 'n', 'l', 'r')
+  local rec = redis.call('HMGET', key, 's', 'f', 'n', 'l', 'r', 'w')
   local state = rec[1]
   local took_over = 0
   if state then
@@ -58,7 +58,9 @@ local function claim(key, fingerprint, lease, retention)
   if state then
     fence = redis.call('HINCRBY', key, 'n', 1)
     redis.call('HSET', key, 's', STATE_HELD, 'f', fingerprint, 'l', lease_end)
-    if rec[5] then redis.call('HDEL', key, 'r') end
+    -- A new fence counts its own waiters (a takeover's waiters under the old one wake by their
+    -- bound, the old lease's end).
+    if rec[5] or rec[6] then redis.call('HDEL', key, 'r', 'w') end
   else
     -- A new record: its first fence one past the clock's, written with the rest in one HSET.
     fence = first_fence + 1

@@ -34,6 +34,10 @@ Status RedisStore::abort(const Ticket& ticket) {
                                   record_key(ticket.key), ticket.fence);
 }
 
+void RedisStore::await_change(const Ticket& held, std::chrono::milliseconds bound) {
+  redis::await_change(impl_of(*client_), record_key(held.key), held.fence, bound);
+}
+
 Status RedisStore::extend(const Ticket& ticket, std::chrono::milliseconds lease) {
   return redis::eval_record_extend(impl_of(*client_), redis::script_record_extend,
                                    record_key(ticket.key), ticket.fence, lease);

@@ -72,6 +72,10 @@ Status RedisTokenRecords::extend(const Ticket& ticket, std::chrono::milliseconds
                                    redis_key(ticket.key), ticket.fence, lease);
 }
 
+void RedisTokenRecords::await_change(const Ticket& held, std::chrono::milliseconds bound) {
+  redis::await_change(impl_of(*client_), redis_key(held.key), held.fence, bound);
+}
+
 }  // namespace detail
 
 RedisTokenStore::RedisTokenStore(std::shared_ptr<redis::Client> client,

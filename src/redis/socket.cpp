@@ -203,6 +203,41 @@ Result<ReplyPtr> BlockingConnection::command(std::span<const std::string_view> a
   }
 }
 
+Result<ReplyPtr> BlockingConnection::commands(
+    std::span<const std::span<const std::string_view>> batch, Deadline deadline) {
+  constexpr std::string_view doing = "blocking call";
+  if (broken_) return failure(doing, "the connection is broken", false);
+  for (const std::span<const std::string_view> argv : batch) wire_.queue(argv, true);
+  wire_.take_output(batch_);
+  if (const int error = socket_.send_all(batch_, deadline); error != 0) {
+    return failure(doing, error == ETIMEDOUT ? "" : std::strerror(error), false);
+  }
+  std::array<char, std::size_t{4} * 1024> in;
+  ReplyPtr reply;
+  bool mine = false;
+  for (std::size_t left = batch.size(); left > 0;) {
+    switch (wire_.next(reply, mine)) {
+      case Wire<bool>::Got::reply:
+        --left;
+        continue;
+      case Wire<bool>::Got::broken:
+        return failure(doing, "unreadable reply: " + wire_.error(), false);
+      case Wire<bool>::Got::stray:
+        return failure(doing, "a reply nobody asked for", false);
+      case Wire<bool>::Got::more:
+        break;
+    }
+    int error = 0;
+    const ssize_t got = socket_.read_some(in, deadline, error);
+    if (got == 0) return failure(doing, "connection closed by the server", false);
+    if (got < 0) return failure(doing, error == ETIMEDOUT ? "" : std::strerror(error), false);
+    if (!wire_.feed(in.data(), static_cast<std::size_t>(got))) {
+      return failure(doing, "unreadable reply: " + wire_.error(), false);
+    }
+  }
+  return reply;
+}
+
 // The connection is broken: no later command may take the reply this one did not get. An empty
 // `why` is a timeout.
 Failure BlockingConnection::failure(std::string_view doing, std::string_view why, bool in_doubt) {

@@ -69,6 +69,11 @@ class BlockingConnection {
   Result<ReplyPtr> command(std::span<const std::string_view> argv, Deadline deadline,
                            bool report_in_doubt = false);
 
+  /// Several commands in one write, their replies all due by `deadline`: the last one's reply
+  /// (error replies too), or a failure as command()'s.
+  Result<ReplyPtr> commands(std::span<const std::span<const std::string_view>> batch,
+                            Deadline deadline);
+
   bool broken() const noexcept { return broken_; }
   const Socket& socket() const noexcept { return socket_; }
   /// The socket, for a connection whose traffic continues elsewhere (the pipeline's).

@@ -5,6 +5,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <thread>
+
+#include "lua_scripts.hpp"
 
 namespace idem::redis {
 
@@ -32,6 +35,34 @@ std::string tagged_key(std::string_view prefix, std::string_view key) {
   out.reserve(prefix.size() + 18 + key.size());
   append_tagged_key(out, prefix, key);
   return out;
+}
+
+std::string wake_key(std::string_view record_key, Fence fence) {
+  DecimalText digits;
+  const std::string_view number = to_chars(digits, static_cast<std::int64_t>(fence));
+  std::string out;
+  out.reserve(record_key.size() + kWakeSuffix.size() + number.size());
+  out.append(record_key).append(kWakeSuffix).append(number);
+  return out;
+}
+
+void await_change(Client::Impl& client, std::string_view record_key, Fence fence,
+                  std::chrono::milliseconds bound) {
+  if (bound.count() <= 0) return;
+  const auto until = std::chrono::steady_clock::now() + bound;
+  const std::string wake = wake_key(record_key, fence);
+  DecimalText fence_text;
+  // BLPOP's timeout in seconds, to the millisecond (Redis 6 and later); 0 would block forever.
+  const std::string seconds = fmt::format("{}.{:03}", bound.count() / 1000, bound.count() % 1000);
+  const std::array<std::string_view, 6> count_in{
+      "EVAL", script_record_wait.source,
+      "2",    record_key,
+      wake,   to_chars(fence_text, static_cast<std::int64_t>(fence))};
+  const std::array<std::string_view, 3> blpop{"BLPOP", wake, seconds};
+  Result<Answer> answer = client.block(record_key, count_in, blpop, bound);
+  // Woken (an element), or the bound passed (nil).
+  if (answer && answer->reply->type != REDIS_REPLY_ERROR) return;
+  std::this_thread::sleep_until(until);
 }
 
 std::array<char, 16> fingerprint_bytes(const Fingerprint& fp) noexcept {
@@ -232,12 +263,13 @@ Status eval_fenced(Client::Impl& client, const Script& script, std::string_view 
   return decode_fenced(*answer->reply, answer->where, doing);
 }
 
-Status eval_commit(Client::Impl& client, const Script& script, std::string_view key,
-                   std::span<const std::string_view> args, const ReplicaWait* wait) {
+Status eval_commit(Client::Impl& client, const Script& script,
+                   std::span<const std::string_view> keys, std::span<const std::string_view> args,
+                   const ReplicaWait* wait) {
   constexpr std::string_view doing = "commit";
   Result<Answer> answer =
-      client.eval(script, key, args, wait != nullptr ? &wait->durability : nullptr, fenced_ok,
-                  /*report_in_doubt=*/true);
+      client.eval_keys(script, keys, args, wait != nullptr ? &wait->durability : nullptr, fenced_ok,
+                       /*report_in_doubt=*/true);
   if (!answer) return std::move(answer).failure();
   Status status = decode_fenced(*answer->reply, answer->where, doing);
   if (wait != nullptr && status.ok() && !wait->check(answer->acknowledged, doing)) {
@@ -254,9 +286,11 @@ Status eval_record_commit(Client::Impl& client, const Script& script, std::strin
       to_chars(fence_text, static_cast<std::int64_t>(fence)),
       detail::to_redis(detail::finished_state(completion.status)), completion.result,
       ms_text(ttl, completion.ttl)};
+  const std::string wake = wake_key(key, fence);
+  const std::array<std::string_view, 2> keys{key, wake};
   // A retry of a commit that landed (its reply lost, or its WAIT short) succeeds in the script,
   // which writes again so that this call's WAIT covers the landed commit.
-  return eval_commit(client, script, key, args, &wait);
+  return eval_commit(client, script, keys, args, &wait);
 }
 
 Status eval_record_abort(Client::Impl& client, const Script& script, std::string_view key,
@@ -264,7 +298,11 @@ Status eval_record_abort(Client::Impl& client, const Script& script, std::string
   DecimalText fence_text;
   const std::array<std::string_view, 1> args{
       to_chars(fence_text, static_cast<std::int64_t>(fence))};
-  return eval_fenced(client, script, key, args, "abort");
+  const std::string wake = wake_key(key, fence);
+  const std::array<std::string_view, 2> keys{key, wake};
+  Result<Answer> answer = client.eval_keys(script, keys, args);
+  if (!answer) return std::move(answer).failure();
+  return decode_fenced(*answer->reply, answer->where, "abort");
 }
 
 Status eval_record_extend(Client::Impl& client, const Script& script, std::string_view key,

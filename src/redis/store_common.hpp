@@ -25,6 +25,25 @@ KeyTag key_tag(std::string_view key) noexcept;
 /// tagged_key appended to `out`, for a caller that gathers a command's arguments in one buffer.
 void append_tagged_key(std::string& out, std::string_view prefix, std::string_view key);
 
+/// The wake list of the hold of `record_key` under `fence`: `<record key>:wake:<fence>`, in the
+/// record's hash slot whatever the prefix holds (its name starts with the record's). The scripts
+/// that end a hold push one element per counted waiter on it (record_wake_step.lua's
+/// WAKE_SUFFIX), and it expires after kWakeTtl (its WAKE_TTL_MS).
+inline constexpr std::string_view kWakeSuffix = ":wake:";
+inline constexpr std::chrono::milliseconds kWakeTtl{5000};
+std::string wake_key(std::string_view record_key, Fence fence);
+
+/// record_wait.lua's answers: the waiter was counted, or woken at once (the hold is over).
+enum class WaitReply : long long { woken = 0, counted = 1 };
+
+/// Waits, at most `bound` (and the blocking slack), for the end of the hold of `record_key`
+/// under `fence`: record_wait.lua, then BLPOP on the hold's wake list for the bound, in one write
+/// on a connection of the server's wait pool. A wait that cannot block (an error reply, no
+/// server, no wait connection) pauses for the rest of the bound instead, so that a caller who
+/// claims again after it does not spin. Reports nothing.
+void await_change(Client::Impl& client, std::string_view record_key, Fence fence,
+                  std::chrono::milliseconds bound);
+
 /// The fingerprint as 16 bytes, high half first.
 std::array<char, 16> fingerprint_bytes(const Fingerprint& fp) noexcept;
 
@@ -104,10 +123,17 @@ Status eval_fenced(Client::Impl& client, const Script& script, std::string_view 
 /// A commit script, as eval_fenced, except that a script that went out and got no reply is
 /// errc::outcome_unknown (it may have landed; a retry under the same fence finds it); with
 /// `wait`, a success then waits for replicas, and a shortfall is outcome_unknown too.
-Status eval_commit(Client::Impl& client, const Script& script, std::string_view key,
-                   std::span<const std::string_view> args, const ReplicaWait* wait = nullptr);
+Status eval_commit(Client::Impl& client, const Script& script,
+                   std::span<const std::string_view> keys, std::span<const std::string_view> args,
+                   const ReplicaWait* wait = nullptr);
+inline Status eval_commit(Client::Impl& client, const Script& script, std::string_view key,
+                          std::span<const std::string_view> args,
+                          const ReplicaWait* wait = nullptr) {
+  return eval_commit(client, script, std::span(&key, 1), args, wait);
+}
 
 /// The record scripts' fenced calls (ARGV: fence, then commit: state, result, ttl; extend: lease).
+/// Commit and abort end the hold: they name its wake list too (KEYS[2], wake_key).
 Status eval_record_commit(Client::Impl& client, const Script& script, std::string_view key,
                           Fence fence, const Completion& completion, ReplicaWait wait);
 Status eval_record_abort(Client::Impl& client, const Script& script, std::string_view key,

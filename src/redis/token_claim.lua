@@ -64,4 +64,5 @@ if state ~= STATE_HELD then
 end
 local left = (tonumber(rec[4]) or 0) - now
 if left > 0 then return {REPLY_IN_PROGRESS, fence, left} end
+redis.call('HDEL', key, 'w')  -- a new fence counts its own waiters (record_wait.lua)
 return acquire(rec[6], 1)

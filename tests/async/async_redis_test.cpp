@@ -10,8 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -60,6 +62,39 @@ TEST_F(AsyncRedisTest, SharesItsRecordsWithRedisStore) {
   AsyncRedisStore async(runner.io().get_executor(), async_redis_options(prefix_));
   EXPECT_EQ(async.record_key("some key"), blocking.record_key("some key"));
   EXPECT_EQ(runs_over_shared_records(blocking, async, runner), 2);
+}
+
+// Its commit and abort (one key named: the scripts name the hold's wake list from the record)
+// wake a RedisStore duplicate blocked in await_change on the same record.
+TEST_F(AsyncRedisTest, ItsCommitAndAbortWakeARedisStoreWaiter) {
+  if (!ready()) return;
+  RedisStore blocking(client_, RedisStoreOptions{.prefix = prefix_});
+  IoRunner runner;
+  AsyncRedisStore async(runner.io().get_executor(), async_redis_options(prefix_));
+  constexpr std::chrono::milliseconds kLease{30'000};
+  for (const bool commit : {true, false}) {
+    const std::string key = commit ? "committed" : "aborted";
+    Result<Claim> c = runner.run(async.async_claim(ClaimRequest{key, {1, 2}, kLease, kLease}));
+    ASSERT_TRUE(c.has_value() && c->status == ClaimStatus::acquired);
+    const Ticket held{key, c->fence};
+    std::atomic<long long> took{-1};
+    std::thread waiter([&] {
+      const auto start = std::chrono::steady_clock::now();
+      blocking.await_change(held, std::chrono::milliseconds{20'000});
+      took = std::chrono::duration_cast<std::chrono::milliseconds>(
+                 std::chrono::steady_clock::now() - start)
+                 .count();
+    });
+    while (redis_string(*client_, {"HGET", blocking.record_key(key), "w"}) != "1") {
+      std::this_thread::sleep_for(std::chrono::milliseconds{1});
+    }
+    const Status ended =
+        commit ? runner.run(async.async_commit(held, Completion{.result = "r", .ttl = kLease}))
+               : runner.run(async.async_abort(held));
+    ASSERT_TRUE(ended.ok()) << ended.failure().describe();
+    waiter.join();
+    EXPECT_LT(took.load(), 10'000) << key;  // woken, long before its 20 s bound
+  }
 }
 
 // After SCRIPT FLUSH the next call loads its script again (EVAL) and succeeds.

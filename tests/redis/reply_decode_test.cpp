@@ -150,6 +150,8 @@ TEST(RedisReplyDecodeTest, TheScriptsNamesAgreeWithTheRecordModel) {
       {"REPLY_STALE", code(IndexEntry::stale)},
       {"REPLY_LIVE", code(IndexEntry::live)},
       {"REPLY_ABANDONED", code(IndexEntry::abandoned)},
+      {"REPLY_WOKEN", code(WaitReply::woken)},
+      {"REPLY_COUNTED", code(WaitReply::counted)},
       {"STATE_HELD", letter(detail::redis_state::held)},
       {"STATE_COMPLETED", letter(detail::redis_state::completed)},
       {"STATE_FAILED", letter(detail::redis_state::failed)},
@@ -164,7 +166,8 @@ TEST(RedisReplyDecodeTest, TheScriptsNamesAgreeWithTheRecordModel) {
        {&script_record_claim, &script_record_commit, &script_record_abort, &script_record_extend,
         &script_token_claim, &script_token_abort, &script_cache_claim, &script_cache_commit,
         &script_cache_abort, &script_cache_extend, &script_record_step_save,
-        &script_record_step_load, &script_record_keep_request, &script_record_find_abandoned}) {
+        &script_record_step_load, &script_record_keep_request, &script_record_find_abandoned,
+        &script_record_wait, &script_record_commit_batch}) {
     std::istringstream lines{std::string(script->source)};
     for (std::string line; std::getline(lines, line);) {
       if (line.rfind("--", 0) == 0) continue;
@@ -187,6 +190,20 @@ TEST(RedisReplyDecodeTest, TheScriptsNamesAgreeWithTheRecordModel) {
     }
   }
   EXPECT_GE(named, 30);  // every script declares what it answers
+}
+
+// The wake list's name and expiry, written in record_wake_step.lua (which every script that ends
+// a hold includes) and in C++ (wake_key, kWakeTtl), agree.
+TEST(RedisReplyDecodeTest, TheWakeListsNameAndExpiryAgreeWithTheScripts) {
+  const std::string declared = "local WAKE_SUFFIX, WAKE_TTL_MS = '" + std::string(kWakeSuffix) +
+                               "', " + std::to_string(kWakeTtl.count()) + "\n";
+  for (const Script* script : {&script_record_wait, &script_record_commit, &script_record_abort,
+                               &script_record_commit_batch, &script_token_abort}) {
+    EXPECT_NE(std::string_view(script->source).find(declared), std::string_view::npos)
+        << script->name;
+  }
+  EXPECT_EQ(wake_key("idem:{0123456789abcdef}k", 42), "idem:{0123456789abcdef}k:wake:42");
+  EXPECT_EQ(key_slot(wake_key("a{b{0123456789abcdef}k", 7)), key_slot("a{b{0123456789abcdef}k"));
 }
 
 // The index of kept requests: a scope read from an effective key, members that give back their

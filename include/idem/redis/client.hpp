@@ -49,6 +49,11 @@ struct ConnectionOptions {
   /// callers. 0: every call borrows a pooled connection of its own. Calls followed by WAIT
   /// (Durability) and Client::command always use the pool.
   std::size_t pipeline_connections = 2;
+  /// Connections on which waiting duplicates block for a holder's end (RedisStore::await_change:
+  /// BLPOP), apart from the pool and the pipelines (default 64): one per waiter blocked on this
+  /// server at once, opened on demand and kept. A waiter that finds them all busy waits for one
+  /// within its bound. 0: no blocking wait; await_change pauses for its bound instead (polling).
+  std::size_t wait_connections = 64;
   /// TCP keep-alive on every connection (default on).
   bool keep_alive = true;
   /// A write to a socket the server closed raises SIGPIPE, which kills the process by default.

@@ -46,6 +46,13 @@ class RedisStore {
   /// Releases the record, keeping its fence (the record is never deleted on abort).
   Status abort(const Ticket& ticket);
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease);
+  /// Waits for the end of the hold `held` (idem::WakingStore): the waiter counts itself in the
+  /// record (one script, which finds a hold already over and returns at once), then blocks on
+  /// the hold's wake list (BLPOP, on a connection of its own: ConnectionOptions::
+  /// wait_connections) until the commit or abort script pushes its wake, or `bound` passes. One
+  /// round trip; never longer than `bound` and a short slack (at most 100 ms); a server out of
+  /// reach or refusing makes it a pause of `bound`.
+  void await_change(const Ticket& held, std::chrono::milliseconds bound);
 
   /// Batches (idem::BatchStore): one script call for all the keys on one server (a Cluster's
   /// keys grouped by hash slot, one call per slot), each key answered as claim() or commit()
@@ -100,6 +107,7 @@ class RedisStore {
 };
 
 static_assert(BatchStore<RedisStore>);
+static_assert(WakingStore<RedisStore>);
 static_assert(CompletableStore<RedisStore>);
 
 }  // namespace idem

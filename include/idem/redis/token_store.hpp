@@ -55,6 +55,8 @@ class RedisTokenRecords {
   Status commit(const Ticket& ticket, const Completion& completion);
   Status abort(const Ticket& ticket);
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease);
+  /// RedisStore::await_change on the token's record: commit and abort wake the waiters.
+  void await_change(const Ticket& held, std::chrono::milliseconds bound);
 
  private:
   std::shared_ptr<redis::Client> client_;
@@ -63,7 +65,7 @@ class RedisTokenRecords {
   std::atomic<std::uint64_t> replication_timeouts_{0};
 };
 
-static_assert(Store<RedisTokenRecords>);
+static_assert(WakingStore<RedisTokenRecords>);
 
 }  // namespace detail
 
