@@ -105,4 +105,16 @@ concept RewindableStore = Store<S> && requires(S& store, const Ticket& ticket) {
   { store.rewind(ticket) } -> std::same_as<Status>;
 };
 
+/// A Store that can wake a caller waiting for another holder (the Wait policy) instead of
+/// letting it poll. await_change(held, bound) returns once the record held.key that was held
+/// under held.fence has ended (committed, aborted, released) or been taken over, or once `bound`
+/// has passed, whichever is first. It may return early (spuriously); the caller then claims
+/// again either way, so a lost wake costs at most `bound`. It never blocks longer than `bound`
+/// (plus the backend's own call deadline) and reports nothing: a failure to wait is a return.
+template <class S>
+concept WakingStore = Store<S> &&
+    requires(S& store, const Ticket& held, std::chrono::milliseconds bound) {
+  { store.await_change(held, bound) } -> std::same_as<void>;
+};
+
 }  // namespace idem
