@@ -57,14 +57,20 @@ void BM_Storm_bare(benchmark::State& state) { idem::bench::run_storm_bare(state)
 }  // namespace
 
 BENCHMARK(BM_Storm_Sqlite_Woken)
+    ->Arg(5)
+    ->Arg(50)
     ->UseManualTime()
     ->Iterations(kStormIterations)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Storm_Sqlite_Polled)
+    ->Arg(5)
+    ->Arg(50)
     ->UseManualTime()
     ->Iterations(kStormIterations)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Storm_bare)
+    ->Arg(5)
+    ->Arg(50)
     ->UseManualTime()
     ->Iterations(kStormIterations)
     ->Unit(benchmark::kMicrosecond);

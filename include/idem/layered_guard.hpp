@@ -413,7 +413,9 @@ class LayerChain {
     }
     Claim& c = claimed.value();
     if (c.status != ClaimStatus::acquired) {
-      if (c.status == ClaimStatus::in_progress) busy_key_.assign(effective.view());
+      if (c.status == ClaimStatus::in_progress && policy_->wait() != nullptr) {
+        busy_key_.assign(effective.view());  // what await_change waits on
+      }
       stopped.emplace(std::move(claimed));
       return;
     }

@@ -316,7 +316,8 @@ concept WakingTarget = requires(Target& t, const Target& ct, Fence holder,
 template <class Target>
 bool waits_on_store(const Policy& policy, const Target& target) {
   if constexpr (WakingTarget<Target>) {
-    return target.wakes() && dynamic_cast<const SteadyClock*>(policy.clock.get()) != nullptr;
+    return policy.wait() != nullptr && target.wakes() &&
+           dynamic_cast<const SteadyClock*>(policy.clock.get()) != nullptr;
   } else {
     return false;
   }
