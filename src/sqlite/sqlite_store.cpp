@@ -612,7 +612,10 @@ std::unique_ptr<sql::Backend> sql::make_sqlite_backend(const SqliteStoreOptions&
 }
 
 SqliteStore::SqliteStore(SqliteStoreOptions options)
-    : SqlStore(sqlite_engine(options)), waiters_(sql::file_waiters(options.path)) {}
+    : SqliteStore(sql::file_waiters(options.path), std::move(options)) {}
+
+SqliteStore::SqliteStore(std::shared_ptr<sql::FileWaiters> waiters, SqliteStoreOptions&& options)
+    : SqlStore(sqlite_engine(std::move(options))), waiters_(std::move(waiters)) {}
 
 namespace {
 

@@ -43,7 +43,8 @@ TEST(MemoryWakeTest, AdminReleaseWakesTheWaiter) {
   Result<Claim> held = store.claim(claim_of(key));
   ASSERT_TRUE(held);
   std::atomic<bool> returned{false};
-  std::thread waiter = waiter_of(store, Ticket{key, held->fence}, returned);
+  Result<Claim> after{Claim{}};
+  std::thread waiter = waiter_of(store, Ticket{key, held->fence}, returned, after);
   admin::MemoryAdmin admin(store);
   Result<admin::Change> released = admin.release("s", Key{"k"}, held->fence);
   ASSERT_TRUE(released);
@@ -58,7 +59,8 @@ TEST(MemoryWakeTest, AnotherKeysCommitInTheShardDoesNotEndTheWait) {
   Result<Claim> other = store.claim(claim_of("other"));
   ASSERT_TRUE(held && other);
   std::atomic<bool> returned{false};
-  std::thread waiter = waiter_of(store, Ticket{"waited", held->fence}, returned);
+  Result<Claim> after{Claim{}};
+  std::thread waiter = waiter_of(store, Ticket{"waited", held->fence}, returned, after);
   ASSERT_TRUE(store.commit(Ticket{"other", other->fence},
                            Completion{ClaimStatus::completed, "x", kNoTimeout}));
   std::this_thread::sleep_for(20ms);  // a wrong wake would have returned by now; not relied on

@@ -28,15 +28,23 @@ inline ClaimRequest claim_of(std::string_view key, milliseconds lease = kNoTimeo
   return ClaimRequest{key, Fingerprint{1, 2}, lease, held_retention(kNoTimeout, lease)};
 }
 
-/// Starts a thread that waits for the hold `held`; returns once the thread is about to wait (it
-/// may or may not sleep before the change: both must end the wait).
+/// Starts a thread that does what a guard's waiting duplicate does: claims `held.key` and, while
+/// it finds the hold `held`, waits for it to end (await_change), then claims again; `after` is
+/// its last claim's answer. The main thread sleeps a little so that the waiter likely sleeps
+/// before the hold ends (not relied on: either order must end the wait).
 template <class S>
-std::thread waiter_of(S& store, const Ticket& held, std::atomic<bool>& returned) {
-  std::thread waiter([&store, held, &returned] {
-    store.await_change(held, kNoTimeout);
+std::thread waiter_of(S& store, const Ticket& held, std::atomic<bool>& returned,
+                      Result<Claim>& after) {
+  std::thread waiter([&store, held, &returned, &after] {
+    Result<Claim> busy = store.claim(claim_of(held.key));
+    if (busy && busy->status == ClaimStatus::in_progress && busy->fence == held.fence) {
+      store.await_change(held, kNoTimeout);
+      busy = store.claim(claim_of(held.key));
+    }
+    after = std::move(busy);
     returned = true;
   });
-  std::this_thread::sleep_for(20ms);  // likely asleep by now; not relied on
+  std::this_thread::sleep_for(20ms);
   return waiter;
 }
 
@@ -47,15 +55,15 @@ void expect_commit_wakes(S& holder, S& waiting) {
   ASSERT_EQ(held->status, ClaimStatus::acquired);
   const Ticket ticket{"wake-commit", held->fence};
   std::atomic<bool> returned{false};
-  std::thread waiter = waiter_of(waiting, ticket, returned);
+  Result<Claim> after{Claim{}};
+  std::thread waiter = waiter_of(waiting, ticket, returned, after);
   EXPECT_FALSE(returned.load());  // the hold has not ended: only a wake or the bound returns
   ASSERT_TRUE(holder.commit(ticket, Completion{ClaimStatus::completed, "done", kNoTimeout}));
   waiter.join();
   EXPECT_TRUE(returned.load());
-  Result<Claim> replay = waiting.claim(claim_of("wake-commit"));
-  ASSERT_TRUE(replay);
-  EXPECT_EQ(replay->status, ClaimStatus::completed);
-  EXPECT_EQ(replay->result, "done");
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, ClaimStatus::completed);
+  EXPECT_EQ(after->result, "done");
 }
 
 template <class S>
@@ -64,14 +72,14 @@ void expect_abort_wakes(S& holder, S& waiting) {
   ASSERT_TRUE(held);
   const Ticket ticket{"wake-abort", held->fence};
   std::atomic<bool> returned{false};
-  std::thread waiter = waiter_of(waiting, ticket, returned);
+  Result<Claim> after{Claim{}};
+  std::thread waiter = waiter_of(waiting, ticket, returned, after);
   ASSERT_TRUE(holder.abort(ticket));
   waiter.join();
   EXPECT_TRUE(returned.load());
-  Result<Claim> next = waiting.claim(claim_of("wake-abort"));
-  ASSERT_TRUE(next);
-  EXPECT_EQ(next->status, ClaimStatus::acquired);  // released: the waiter takes the key
-  EXPECT_GT(next->fence, held->fence);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, ClaimStatus::acquired);  // released: the waiter takes the key
+  EXPECT_GT(after->fence, held->fence);
 }
 
 /// The holder's lease ends; nothing wakes the waiter until a takeover does.
@@ -81,7 +89,8 @@ void expect_takeover_wakes(S& holder, S& waiting) {
   ASSERT_TRUE(held);
   const Ticket ticket{"wake-takeover", held->fence};
   std::atomic<bool> returned{false};
-  std::thread waiter = waiter_of(waiting, ticket, returned);
+  Result<Claim> after{Claim{}};
+  std::thread waiter = waiter_of(waiting, ticket, returned, after);
   Result<Claim> taken = waiting.claim(claim_of("wake-takeover"));
   while (taken && taken->status == ClaimStatus::in_progress) {  // until the lease ends
     std::this_thread::sleep_for(20ms);
@@ -91,6 +100,9 @@ void expect_takeover_wakes(S& holder, S& waiting) {
   EXPECT_TRUE(taken->took_over);
   waiter.join();
   EXPECT_TRUE(returned.load());
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, ClaimStatus::in_progress);  // the new holder's
+  EXPECT_EQ(after->fence, taken->fence);
 }
 
 /// One holder and `n` duplicates on threads of their own, all under Wait with bounds longer than

@@ -65,6 +65,8 @@ class SqliteStore : public SqlStore {
   void await_change(const Ticket& held, std::chrono::milliseconds bound);
 
  private:
+  SqliteStore(std::shared_ptr<sql::FileWaiters> waiters, SqliteStoreOptions&& options);
+
   std::shared_ptr<sql::FileWaiters> waiters_;
 };
 
