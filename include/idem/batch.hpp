@@ -2,6 +2,7 @@
 // Batches: the item type and the engine's batch steps behind IdempotencyGuard::execute_batch
 // (docs/batches.md).
 
+#include <chrono>
 #include <cstddef>
 #include <optional>
 #include <span>
@@ -48,6 +49,10 @@ class PrefetchedClaim {
     Result<Claim> first = std::move(*first_);
     first_.reset();
     return first;
+  }
+  bool wakes() const requires WakingTarget<Target> { return target_->wakes(); }
+  void await_change(Fence holder, std::chrono::milliseconds bound) requires WakingTarget<Target> {
+    target_->await_change(holder, bound);
   }
   std::string_view scope() const noexcept { return target_->scope(); }
   std::string_view key_id() const noexcept { return target_->key_id(); }

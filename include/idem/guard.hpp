@@ -113,6 +113,10 @@ class StoreTarget {
   }
   Status rewind(Fence fence) requires kRewindable { return store_->rewind(ticket(fence)); }
   void abandon() noexcept {}
+  static constexpr bool wakes() noexcept requires WakingStore<S> { return true; }
+  void await_change(Fence holder, std::chrono::milliseconds bound) requires WakingStore<S> {
+    store_->await_change(ticket(holder), bound);
+  }
 
   /// execute() under Options::keep_request: the payload to keep (within max_kept_request).
   void keep(std::string_view payload) noexcept {

@@ -297,6 +297,27 @@ class LayerChain {
   Status rewind(Fence fence) requires kRewindable {
     return std::get<kRecord>(*layers_).store().rewind(ticket(fence));
   }
+  /// Whether the layer that answered the last claim in_progress can wake a waiting caller.
+  bool wakes() const noexcept {
+    bool out = false;
+    const auto find = [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((I == at_
+            ? (out =
+                   WakingStore<typename std::tuple_element_t<I, std::tuple<Layers...>>::store_type>,
+               0)
+            : 0),
+       ...);
+    };
+    find(std::make_index_sequence<kLayers>{});
+    return out;
+  }
+  /// Waits on that layer's store for the end of the hold under `holder` (engine: WakingTarget).
+  void await_change(Fence holder, std::chrono::milliseconds bound) {
+    const auto wait_on = [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((I == at_ ? (await_layer<I>(holder, bound), 0) : 0), ...);
+    };
+    wait_on(std::make_index_sequence<kLayers>{});
+  }
   /// The record's commit failed for good: no cache may answer for a result the record does not
   /// hold, so the outer layers are released (the record is left to its lease).
   void abandon() {
@@ -392,6 +413,9 @@ class LayerChain {
     }
     Claim& c = claimed.value();
     if (c.status != ClaimStatus::acquired) {
+      if (c.status == ClaimStatus::in_progress && policy_->wait() != nullptr) {
+        busy_key_.assign(effective.view());  // what await_change waits on
+      }
       stopped.emplace(std::move(claimed));
       return;
     }
@@ -402,6 +426,14 @@ class LayerChain {
       record_claim_ = std::move(claimed);
     } else if (c.took_over) {
       notify_layer(I, Event::took_over, c.fence, {});
+    }
+  }
+
+  template <std::size_t I>
+  void await_layer(Fence holder, std::chrono::milliseconds bound) {
+    using S = typename std::tuple_element_t<I, std::tuple<Layers...>>::store_type;
+    if constexpr (WakingStore<S>) {
+      std::get<I>(*layers_).store().await_change(Ticket{busy_key_, holder}, bound);
     }
   }
 
@@ -448,6 +480,7 @@ class LayerChain {
   Fingerprint fingerprint_;
   std::array<Held, kLayers> held_{};
   Result<Claim> record_claim_{Claim{}};
+  std::string busy_key_;  // the effective key of the layer that answered in_progress
   std::size_t at_ = 0;
   std::uint32_t skipped_ = 0;
   mutable HandlerStart handler_start_;

@@ -19,7 +19,8 @@ namespace idem {
 struct FailFast {};
 
 /// When another caller holds the key: poll with backoff until it completes (replay), its lease
-/// expires (take over) or the timeout passes (errc::in_progress).
+/// expires (take over) or the timeout passes (errc::in_progress). Over a WakingStore with the
+/// real clock, each pause is a wait the hold's end cuts short, bounded by max_backoff.
 struct Wait {
   std::chrono::milliseconds timeout{5000};       // total time to wait
   std::chrono::milliseconds initial_backoff{2};  // first pause; doubles each poll

@@ -11,6 +11,9 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <chrono>
+#include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -27,6 +30,7 @@
 #include "sql/engine.hpp"
 #include "sql/statements.hpp"
 #include "sqlite/fence_file.hpp"
+#include "sqlite/file_waiters.hpp"
 #include "sqlite/file_writers.hpp"
 #include "sqlite/writers_lock.hpp"
 
@@ -608,6 +612,91 @@ std::unique_ptr<sql::Backend> sql::make_sqlite_backend(const SqliteStoreOptions&
 }
 
 SqliteStore::SqliteStore(SqliteStoreOptions options)
-    : SqlStore(sqlite_engine(std::move(options))) {}
+    : SqliteStore(sql::file_waiters(options.path), std::move(options)) {}
+
+SqliteStore::SqliteStore(std::shared_ptr<sql::FileWaiters> waiters, SqliteStoreOptions&& options)
+    : SqlStore(sqlite_engine(std::move(options))), waiters_(std::move(waiters)) {}
+
+namespace {
+
+// The last claim of this thread that answered in_progress, with its key's wake generation read
+// before the claim: await_change() right after it waits from there, so a hold that ended in
+// between is not missed. The engine claims and waits on one thread.
+struct LastBusy {
+  const sql::FileWaiters* waiters = nullptr;
+  std::size_t key = 0;  // the key's hash
+  Fence fence = 0;
+  sql::FileWaiters::Generation seen = 0;
+};
+thread_local LastBusy last_busy;
+
+std::size_t key_hash(std::string_view key) noexcept { return std::hash<std::string_view>{}(key); }
+
+}  // namespace
+
+Result<Claim> SqliteStore::claim(const ClaimRequest& request) {
+  if (!waiters_) return SqlStore::claim(request);  // moved from: SqlStore answers
+  const sql::FileWaiters::Generation seen = waiters_->generation(request.key);
+  Result<Claim> claimed = SqlStore::claim(request);
+  if (!claimed) return claimed;
+  if (claimed->status == ClaimStatus::in_progress) {
+    last_busy = LastBusy{waiters_.get(), key_hash(request.key), claimed->fence, seen};
+  } else if (claimed->took_over) {
+    waiters_->ended(request.key);
+  }
+  return claimed;
+}
+
+Status SqliteStore::commit(const Ticket& ticket, const Completion& completion) {
+  Status committed = SqlStore::commit(ticket, completion);
+  if (committed && waiters_) waiters_->ended(ticket.key);
+  return committed;
+}
+
+Status SqliteStore::abort(const Ticket& ticket) {
+  Status aborted = SqlStore::abort(ticket);
+  if (aborted && waiters_) waiters_->ended(ticket.key);
+  return aborted;
+}
+
+std::vector<Result<Claim>> SqliteStore::claim_batch(std::span<const ClaimRequest> requests) {
+  std::vector<Result<Claim>> claimed = SqlStore::claim_batch(requests);
+  for (std::size_t i = 0; waiters_ && i < claimed.size() && i < requests.size(); ++i) {
+    if (claimed[i] && claimed[i]->took_over) waiters_->ended(requests[i].key);
+  }
+  return claimed;
+}
+
+std::vector<Status> SqliteStore::commit_batch(std::span<const CommitRequest> requests) {
+  std::vector<Status> committed = SqlStore::commit_batch(requests);
+  for (std::size_t i = 0; waiters_ && i < committed.size() && i < requests.size(); ++i) {
+    if (committed[i]) waiters_->ended(requests[i].ticket.key);
+  }
+  return committed;
+}
+
+GroupAnswers SqliteStore::write_group(std::span<const CommitRequest> commits,
+                                      std::span<const ClaimRequest> claims) {
+  GroupAnswers answers = SqlStore::write_group(commits, claims);
+  for (std::size_t i = 0; waiters_ && i < answers.commits.size() && i < commits.size(); ++i) {
+    if (answers.commits[i]) waiters_->ended(commits[i].ticket.key);
+  }
+  for (std::size_t i = 0; waiters_ && i < answers.claims.size() && i < claims.size(); ++i) {
+    if (answers.claims[i] && answers.claims[i]->took_over) waiters_->ended(claims[i].key);
+  }
+  return answers;
+}
+
+void SqliteStore::await_change(const Ticket& held, std::chrono::milliseconds bound) {
+  if (!waiters_ || bound.count() <= 0) return;
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  sql::FileWaiters::Generation seen = waiters_->generation(held.key);
+  const LastBusy busy = std::exchange(last_busy, LastBusy{});
+  if (busy.waiters == waiters_.get() && busy.key == key_hash(held.key) &&
+      busy.fence == held.fence) {
+    seen = busy.seen;
+  }
+  waiters_->wait(held.key, seen, deadline);
+}
 
 }  // namespace idem

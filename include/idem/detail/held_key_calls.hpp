@@ -1,6 +1,7 @@
 #pragma once
 // The calls about a held key that a wrapping store (CachedStore, GroupCommitStore) passes on
-// unchanged (lease, rewind, steps, kept request), each where the wrapped store has it.
+// unchanged (lease, rewind, steps, kept request, the wait for a holder), each where the wrapped
+// store has it.
 
 #include <chrono>
 #include <cstddef>
@@ -20,6 +21,10 @@ class HeldKeyCalls {
  public:
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
     return wrapped_store().extend(ticket, lease);
+  }
+  void await_change(const Ticket& held,
+                    std::chrono::milliseconds bound) requires WakingStore<Inner> {
+    wrapped_store().await_change(held, bound);
   }
   Status rewind(const Ticket& ticket) requires RewindableStore<Inner> {
     return wrapped_store().rewind(ticket);

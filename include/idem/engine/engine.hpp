@@ -11,6 +11,8 @@
 //   std::string refusal_message(errc) const;            in_progress / payload_mismatch text
 //   std::chrono::milliseconds lease() const;            Context::extend_lease()'s default
 //   Store& context_store(); Ticket ticket(Fence) const; what Context::extend_lease() renews
+// and, for a target whose store can wake a waiting caller (WakingTarget below):
+//   bool wakes() const; void await_change(Fence holder, std::chrono::milliseconds bound);
 
 #include <chrono>
 #include <concepts>
@@ -231,12 +233,13 @@ void report(const Policy& policy, const Target& target, const Status& status, Fe
 
 /// The wait policy's pacing while another caller holds the key: the pause before the next claim,
 /// or none when the caller should give up. It doubles up to max_backoff, is cut to the time left,
-/// and ends just after the holder's lease does, when a takeover becomes possible.
+/// and ends just after the holder's lease does, when a takeover becomes possible. `waking`: the
+/// pause is a bound on a wait the holder's end cuts short, so it is max_backoff (cut the same way).
 class WaitPacer {
  public:
   WaitPacer(const Wait* wait, const Clock& clock) : wait_(wait), clock_(&clock) {}
 
-  std::optional<Clock::duration> next_pause(const Claim& busy) {
+  std::optional<Clock::duration> next_pause(const Claim& busy, bool waking = false) {
     if (wait_ == nullptr) return std::nullopt;
     const auto now = clock_->now();
     if (!started_) {
@@ -245,8 +248,9 @@ class WaitPacer {
       backoff_ = wait_->initial_backoff;
     }
     if (now >= deadline_ && !IDEM_SIM_MUTATE(9)) return std::nullopt;
-    auto pause = IDEM_SIM_MUTATE(9) ? Clock::duration(backoff_)
-                                    : min_of<Clock::duration>(backoff_, deadline_ - now);
+    const std::chrono::milliseconds longest = waking ? wait_->max_backoff : backoff_;
+    auto pause = IDEM_SIM_MUTATE(9) ? Clock::duration(longest)
+                                    : min_of<Clock::duration>(longest, deadline_ - now);
     if (busy.lease_remaining.count() > 0) {
       pause = min_of<Clock::duration>(pause, busy.lease_remaining + std::chrono::milliseconds{1});
     }
@@ -296,8 +300,46 @@ Failure refuse_busy(const Policy& policy, const Target& target, const Claim& bus
   return refused;
 }
 
-/// Claims; refusals (payload mismatch, a live holder) become failures. Under Wait, polls while
-/// another holds the key, looking again when the holder's lease ends.
+/// A target whose store can wake a caller waiting for the holder (a WakingStore): wakes() says
+/// whether the store that answered the last claim in_progress can, and await_change() waits on it
+/// for the end of the hold under `holder` (the fence that claim returned), at most `bound`.
+template <class Target>
+concept WakingTarget = requires(Target& t, const Target& ct, Fence holder,
+                                std::chrono::milliseconds bound) {
+  { ct.wakes() } -> std::same_as<bool>;
+  { t.await_change(holder, bound) } -> std::same_as<void>;
+};
+
+/// Whether a wait for the holder blocks on the target's store (woken when the hold ends) rather
+/// than sleeping on the policy's clock: only with the real steady clock, since a test's clock
+/// moves only when slept on.
+template <class Target>
+bool waits_on_store(const Policy& policy, const Target& target) {
+  if constexpr (WakingTarget<Target>) {
+    return policy.wait() != nullptr && target.wakes() &&
+           dynamic_cast<const SteadyClock*>(policy.clock.get()) != nullptr;
+  } else {
+    return false;
+  }
+}
+
+/// The pause before claiming again: a wait the hold's end cuts short when the store wakes,
+/// otherwise a sleep (polling).
+template <class Target>
+void pause_for_holder(const Policy& policy, Target& target, bool waking, Fence holder,
+                      Clock::duration pause) {
+  if constexpr (WakingTarget<Target>) {
+    if (waking) {
+      target.await_change(holder, std::chrono::ceil<std::chrono::milliseconds>(pause));
+      return;
+    }
+  }
+  policy.clock->sleep_for(pause);
+}
+
+/// Claims; refusals (payload mismatch, a live holder) become failures. Under Wait, waits while
+/// another holds the key: woken by the hold's end on a WakingStore, else polling; either way it
+/// looks again when the holder's lease ends.
 template <class Target>
 Result<Claim> claim_or_wait(const Policy& policy, Target& target) {
   WaitPacer pacer(policy.wait(), *policy.clock);
@@ -311,8 +353,9 @@ Result<Claim> claim_or_wait(const Policy& policy, Target& target) {
       claim_answered(policy, target, claim.value());
       break;
     }
-    if (const auto pause = pacer.next_pause(claim.value())) {
-      policy.clock->sleep_for(*pause);
+    const bool waking = waits_on_store(policy, target);
+    if (const auto pause = pacer.next_pause(claim.value(), waking)) {
+      pause_for_holder(policy, target, waking, claim->fence, *pause);
       claim = target.claim();
       continue;
     }

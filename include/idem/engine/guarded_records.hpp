@@ -38,6 +38,10 @@ class GuardedRecords {
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
     return records_.extend(ticket, lease);
   }
+  void await_change(const Ticket& held,
+                    std::chrono::milliseconds bound) requires WakingStore<Records> {
+    records_.await_change(held, bound);
+  }
 
  protected:
   /// Builds the records from `records_args`, then the guard over them with `guard_options`

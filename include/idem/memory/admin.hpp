@@ -159,6 +159,7 @@ class MemoryAdmin final : public Admin {
     e->result.swap(dropped);
     // A release keeps the run's steps and kept request (as after an abort); a forget drops them.
     if (!only_held && !IDEM_SIM_MUTATE(17)) e->run.swap(forgotten_run);
+    if (held && shard.wakes.watched()) shard.wakes.wake();  // the hold ended: wake its waiters
     change.changed = true;
     return change;
   }

@@ -21,6 +21,7 @@
 #include "idem/memory/detail/record.hpp"
 #include "idem/memory/detail/record_table.hpp"
 #include "idem/memory/detail/spin_mutex.hpp"
+#include "idem/memory/detail/wake_room.hpp"
 #include "idem/result.hpp"
 #include "idem/steps.hpp"
 #include "idem/store.hpp"
@@ -42,7 +43,7 @@ struct MemoryStoreOptions {
 
 /// Records in a sharded hash table: one lock per shard, no global lock; every claim, commit,
 /// abort and extend is one critical section on one shard. Thread-safe; records live as long as
-/// the object.
+/// the object. A WakingStore: a caller waiting for a holder sleeps until that hold ends.
 class MemoryStore {
  public:
   static constexpr std::string_view kStoreName = "memory";  // observers' label
@@ -61,32 +62,24 @@ class MemoryStore {
     const HashedKey key = hashed(request.key);
     Shard& shard = shard_for(key);
     std::unique_ptr<RunState> stale_run;  // freed after the lock
-    std::lock_guard lock(shard.mutex);
+    bool wake = false;                    // a takeover ends a hold that callers may wait for
+    Result<Claim> claimed = claim_locked(shard, key, request, now, stale_run, wake);
+    if (wake) shard.wakes.wake();
+    return claimed;
+  }
 
-    Entry* found = shard.records.find(key);
-    if (found == nullptr) {
-      if (shard.capacity != 0 && shard.records.size() >= shard.capacity && !shard.evict_one(now)) {
-        return make_failure(errc::store_unavailable,
-                            "memory store is full: every record in the shard is in progress");
-      }
-      Entry& fresh = shard.records.insert(key);
-      fresh.fence = shard.fence_floor;  // a removed key's holders must never match again
-      shard.push_back(&fresh);
-      return detail::acquire_record(fresh, request, now, /*took_over=*/false);
-    }
-
-    Entry& e = *found;
-    Claim answer = detail::classify(detail::record_at(e, now), request.fingerprint);
-    if (answer.status != ClaimStatus::acquired) return answer;
-    // A new claim of a released or expired record (not a takeover) is as young as a new record.
-    if (!answer.took_over) shard.move_to_back(&e);
-    // Steps carry over to a takeover or a run after an abort of the same request; an expired
-    // record or another payload starts without them.
-    if (e.run &&
-        (now >= e.expires_at || (e.fingerprint != request.fingerprint && !IDEM_SIM_MUTATE(6)))) {
-      e.run.swap(stale_run);
-    }
-    return detail::acquire_record(e, request, now, answer.took_over);
+  /// Returns once the record held.key is no longer held under held.fence (committed, aborted,
+  /// released, taken over, removed) or `bound` has passed (a steady-clock wait, whatever the
+  /// store's clock). The hold's end wakes it: no polling in between.
+  void await_change(const Ticket& held, std::chrono::milliseconds bound) {
+    const auto deadline = std::chrono::steady_clock::now() + bound;
+    const HashedKey key = hashed(held.key);
+    Shard& shard = shard_for(key);
+    std::unique_lock lock(shard.mutex);
+    shard.wakes.wait_until(lock, deadline, [&] {
+      const Entry* e = shard.records.find(key);
+      return e == nullptr || e->state != RecordState::held || e->fence != held.fence;
+    });
   }
 
   Status commit(const Ticket& ticket, const Completion& completion) {
@@ -103,7 +96,7 @@ class MemoryStore {
           e.expires_at = now + completion.ttl;
           e.run.swap(run);
         },
-        &completion);
+        &completion, /*ends_hold=*/true);
   }
 
   /// Keeps the run's request with the ticket's record (CompletableStore); lease_lost if not held.
@@ -175,11 +168,14 @@ class MemoryStore {
     // The record stays, released, so that its fence keeps growing: a holder fenced off before
     // the abort must not match a later claim's fence.
     std::string released;  // takes the record's buffer, freed after the lock
-    return with_holder(ticket, [&](Entry& e) {
-      e.state = RecordState::released;
-      e.result.swap(released);
-      if (IDEM_SIM_MUTATE(5)) e.fence -= 1;
-    });
+    return with_holder(
+        ticket,
+        [&](Entry& e) {
+          e.state = RecordState::released;
+          e.result.swap(released);
+          if (IDEM_SIM_MUTATE(5)) e.fence -= 1;
+        },
+        nullptr, /*ends_hold=*/true);
   }
 
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease) {
@@ -248,6 +244,7 @@ class MemoryStore {
   struct alignas(64) Shard : detail::LruList<Entry> {
     mutable detail::SpinMutex mutex;
     detail::RecordTable<Entry> records;
+    detail::WakeRoom wakes;  // callers in await_change for this shard's records
     std::size_t capacity = 0;
     std::atomic<std::uint64_t> evictions{0};
     // The largest fence of any record removed from this shard. New records start above it, so a
@@ -277,18 +274,58 @@ class MemoryStore {
 
   // Runs `change` on the record only if the ticket still holds it. `repeat`: a commit's
   // completion, which succeeds without a change when it already stands under the ticket's fence.
+  // `ends_hold`: the change ends the hold, so callers in await_change are woken.
   template <class Change>
-  Status with_holder(const Ticket& ticket, Change&& change, const Completion* repeat = nullptr) {
+  Status with_holder(const Ticket& ticket, Change&& change, const Completion* repeat = nullptr,
+                     bool ends_hold = false) {
     const HashedKey key = hashed(ticket.key);
     Shard& shard = shard_for(key);
-    std::lock_guard lock(shard.mutex);
-    Entry* e = shard.records.find(key);
-    const detail::FenceCheck check =
-        e == nullptr ? detail::FenceCheck::lost
-                     : detail::check_fence(detail::record_of(*e), ticket.fence, repeat);
-    if (check == detail::FenceCheck::held) change(*e);
+    detail::FenceCheck check = detail::FenceCheck::lost;
+    bool wake = false;
+    {
+      std::lock_guard lock(shard.mutex);
+      Entry* e = shard.records.find(key);
+      if (e != nullptr) check = detail::check_fence(detail::record_of(*e), ticket.fence, repeat);
+      if (check == detail::FenceCheck::held) {
+        change(*e);
+        wake = ends_hold && shard.wakes.watched();
+      }
+    }
+    if (wake) shard.wakes.wake();
     if (check != detail::FenceCheck::lost) return {};
     return Status(errc::lease_lost, "the record is no longer held under this fence");
+  }
+
+  // claim() under the shard's lock; `wake` set when it took over a hold somebody waits for.
+  Result<Claim> claim_locked(Shard& shard, const HashedKey& key, const ClaimRequest& request,
+                             Clock::time_point now, std::unique_ptr<RunState>& stale_run,
+                             bool& wake) {
+    std::lock_guard lock(shard.mutex);
+    Entry* found = shard.records.find(key);
+    if (found == nullptr) {
+      if (shard.capacity != 0 && shard.records.size() >= shard.capacity && !shard.evict_one(now)) {
+        return make_failure(errc::store_unavailable,
+                            "memory store is full: every record in the shard is in progress");
+      }
+      Entry& fresh = shard.records.insert(key);
+      fresh.fence = shard.fence_floor;  // a removed key's holders must never match again
+      shard.push_back(&fresh);
+      return detail::acquire_record(fresh, request, now, /*took_over=*/false);
+    }
+
+    Entry& e = *found;
+    Claim answer = detail::classify(detail::record_at(e, now), request.fingerprint);
+    if (answer.status != ClaimStatus::acquired) return answer;
+    // A new claim of a released or expired record (not a takeover) is as young as a new record.
+    if (!answer.took_over) shard.move_to_back(&e);
+    // Steps carry over to a takeover or a run after an abort of the same request; an expired
+    // record or another payload starts without them.
+    if (e.run &&
+        (now >= e.expires_at || (e.fingerprint != request.fingerprint && !IDEM_SIM_MUTATE(6)))) {
+      e.run.swap(stale_run);
+    }
+    wake = answer.took_over && shard.wakes.watched();
+    return detail::acquire_record(e, request, now, answer.took_over);
   }
 
   static HashedKey hashed(std::string_view key) noexcept { return detail::hashed(key); }

@@ -3,12 +3,19 @@
 
 #include <chrono>
 #include <cstddef>
+#include <memory>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "idem/sql/store.hpp"
 
 namespace idem {
+
+namespace sql {
+class FileWaiters;  // src/sqlite/file_waiters.hpp
+}  // namespace sql
 
 struct SqliteStoreOptions {
   std::string path{};  ///< the database file; created if absent. Several processes may share it
@@ -32,6 +39,9 @@ struct SqliteStoreOptions {
 /// or abort, so handlers of this file run one at a time (across processes too); keep them short.
 /// A duplicate claim of a key held in this process fails fast (errc::in_progress) when the
 /// request may not block, else waits for the holder and replays.
+/// A WakingStore within one process: a caller waiting for a holder (the Wait policy) is woken by
+/// the commit, abort or takeover of any SqliteStore of this process on the same file. A holder in
+/// another process does not wake it: it claims again after its bound (polling).
 class SqliteStore : public SqlStore {
  public:
   static constexpr std::string_view kStoreName = "sqlite";  // observers' label
@@ -39,6 +49,29 @@ class SqliteStore : public SqlStore {
   /// shows as errc::store_unavailable from the first call. Throws std::invalid_argument for an
   /// empty path or a table prefix with other characters than letters, digits and '_'.
   explicit SqliteStore(SqliteStoreOptions options);
+
+  // SqlStore's calls, plus the wake of this process's waiters when a hold ends.
+  Result<Claim> claim(const ClaimRequest& request);
+  Status commit(const Ticket& ticket, const Completion& completion);
+  Status abort(const Ticket& ticket);
+  std::vector<Result<Claim>> claim_batch(std::span<const ClaimRequest> requests);
+  std::vector<Status> commit_batch(std::span<const CommitRequest> requests);
+  GroupAnswers write_group(std::span<const CommitRequest> commits,
+                           std::span<const ClaimRequest> claims);
+
+  /// Returns once a store of this process on this file committed, aborted or took over the
+  /// record held.key held under held.fence (or a record of a key sharing its wake slot), or once
+  /// `bound` has passed. A hold that ended after this thread's last claim of the key answered
+  /// in_progress and before this call returns at once.
+  void await_change(const Ticket& held, std::chrono::milliseconds bound);
+
+ private:
+  SqliteStore(std::shared_ptr<sql::FileWaiters> waiters, SqliteStoreOptions&& options);
+
+  std::shared_ptr<sql::FileWaiters> waiters_;
 };
+
+static_assert(WakingStore<SqliteStore>);
+static_assert(GroupStore<SqliteStore>);
 
 }  // namespace idem
