@@ -1,28 +1,10 @@
 #include "sqlite/file_waiters.hpp"
 
-#include <filesystem>
 #include <functional>
-#include <system_error>
-#include <unordered_map>
+
+#include "sqlite/file_writers.hpp"
 
 namespace idem::sql {
-
-namespace {
-
-// Two spellings of one file (a symlink...) give one entry; weakly_canonical: it may not exist yet.
-std::string key_of(const std::string& path) {
-  if (path.rfind("file:", 0) == 0) return path;
-  std::error_code error;
-  std::filesystem::path canonical = std::filesystem::weakly_canonical(path, error);
-  if (error) canonical = std::filesystem::absolute(path, error);
-  return error ? path : canonical.string();
-}
-
-bool private_database(const std::string& path) {
-  return path.empty() || path == ":memory:" || path.rfind("file::memory:", 0) == 0;
-}
-
-}  // namespace
 
 const std::atomic<FileWaiters::Generation>& FileWaiters::slot(std::string_view key) const noexcept {
   return generations_[std::hash<std::string_view>{}(key) % kSlots];
@@ -54,19 +36,7 @@ void FileWaiters::wait(std::string_view key, Generation seen,
 }
 
 std::shared_ptr<FileWaiters> file_waiters(const std::string& path) {
-  if (private_database(path)) return std::make_shared<FileWaiters>();
-  static std::mutex mutex;
-  static std::unordered_map<std::string, std::weak_ptr<FileWaiters>> registry;
-  const std::string key = key_of(path);
-  std::lock_guard lock(mutex);
-  std::erase_if(registry, [](const auto& entry) { return entry.second.expired(); });
-  std::weak_ptr<FileWaiters>& entry = registry[key];
-  std::shared_ptr<FileWaiters> waiters = entry.lock();
-  if (!waiters) {
-    waiters = std::make_shared<FileWaiters>();
-    entry = waiters;
-  }
-  return waiters;
+  return per_file<FileWaiters>(path);
 }
 
 }  // namespace idem::sql

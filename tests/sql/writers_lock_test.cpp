@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "sqlite/file_waiters.hpp"
 #include "sqlite/file_writers.hpp"
 
 namespace idem::sql {
@@ -149,6 +150,19 @@ TEST(FileWritersTest, EverySpellingOfAFileNotYetCreatedGivesItsOneLock) {
   EXPECT_EQ(file_writers(".//" + name).get(), lock);
   EXPECT_NE(file_writers(name + "-other").get(), lock);
   EXPECT_FALSE(std::filesystem::exists(dir / name));  // naming a file does not create it
+}
+
+// The waiters of a file's holds are the file's too: a commit through a store that spelled the
+// path another way still wakes them.
+TEST(FileWritersTest, EverySpellingOfAFileNotYetCreatedGivesItsOneWaitersRoom) {
+  const std::filesystem::path dir = std::filesystem::current_path();
+  const std::string name = "idem_file_waiters_" + std::to_string(::getpid()) + ".db";
+  ASSERT_FALSE(std::filesystem::exists(dir / name));
+  const std::shared_ptr<FileWaiters> owner = file_waiters(name);
+  EXPECT_EQ(file_waiters("./" + name).get(), owner.get());
+  EXPECT_EQ(file_waiters((dir / name).string()).get(), owner.get());
+  EXPECT_NE(file_waiters(name + "-other").get(), owner.get());
+  EXPECT_NE(file_waiters(":memory:"), file_waiters(":memory:"));
 }
 
 TEST(FileWritersTest, InMemoryDatabasesHaveALockEach) {
