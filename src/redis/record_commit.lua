@@ -1,6 +1,6 @@
 -- RedisStore / RedisTokenStore commit: the holder under ARGV[1] stores its end, by the record
 -- model's fence rule (check_fence() in include/idem/engine/record_model.hpp).
--- KEYS[1]  the record   KEYS[2] the wake list of the hold (record_wake_step.lua; optional)
+-- KEYS[1]  the record   (the hold's wake list is named from it: record_wake_step.lua)
 -- ARGV[1]  fence (decimal)   ARGV[2] state, STATE_COMPLETED or STATE_FAILED   ARGV[3] result bytes
 -- ARGV[4]  ttl, ms (below 1 becomes 1: PEXPIRE 0 would delete at once, EX 0 is an error)
 -- Returns  REPLY_DONE committed (or this very commit stood already), REPLY_LEASE_LOST the fence
@@ -33,5 +33,5 @@ if steps then
   redis.call('HDEL', key, 'sf', 'sc')
 end
 redis.call('PEXPIRE', key, math.max(tonumber(ARGV[4]), 1))
-wake(key, ARGV[1], KEYS[2], rec[3])
+wake(key, ARGV[1], rec[3])
 return REPLY_DONE

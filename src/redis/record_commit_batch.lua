@@ -28,7 +28,7 @@ local function commit(key, fence, state, result, ttl)
     redis.call('HDEL', key, 'sf', 'sc')
   end
   redis.call('PEXPIRE', key, math.max(tonumber(ttl), 1))
-  if rec[4] then wake(key, fence, nil, rec[4]) end
+  if rec[4] then wake(key, fence, rec[4]) end
   return REPLY_DONE
 end
 

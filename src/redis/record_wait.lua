@@ -2,7 +2,7 @@
 -- w), so that the end of that hold wakes it (record_wake_step.lua); its BLPOP on the wake list
 -- follows this script on the same connection. A hold that already ended, was taken over, or whose
 -- lease ran out gives the waiter a wake of its own instead: its BLPOP returns at once.
--- KEYS[1]  the record   KEYS[2] the wake list of the hold   ARGV[1] the holder's fence (decimal)
+-- KEYS[1]  the record (the hold's wake list is named from it)   ARGV[1] the holder's fence (decimal)
 -- Returns  REPLY_COUNTED counted, REPLY_WOKEN woken at once
 -- The names below are C++'s too (WaitReply); tests check that they agree.
 --! include record_wake_step.lua
@@ -17,5 +17,5 @@ if rec[1] == STATE_HELD and rec[2] == ARGV[1] and (tonumber(rec[3]) or 0) > now 
   redis.call('HINCRBY', KEYS[1], 'w', 1)
   return REPLY_COUNTED
 end
-wake(KEYS[1], ARGV[1], KEYS[2], 1)
+wake(KEYS[1], ARGV[1], 1)
 return REPLY_WOKEN

@@ -6,12 +6,11 @@
 -- The list name and its expiry are C++'s too (wake_key, kWakeTtl); tests check that they agree.
 local WAKE_SUFFIX, WAKE_TTL_MS = ':wake:', 5000
 
--- `list`: the wake list (a declared key; nil: a caller that declares the record alone, whose
--- list is named here from `record` and `fence`); `waiters`: the count, text or nil.
-local function wake(record, fence, list, waiters)
+-- `waiters`: the count, text or nil.
+local function wake(record, fence, waiters)
   local n = tonumber(waiters)
   if not n or n < 1 then return end
-  list = list or (record .. WAKE_SUFFIX .. fence)
+  local list = record .. WAKE_SUFFIX .. fence
   -- A key of another type under that name is not a wake list: leave it alone.
   local kind = redis.call('TYPE', list)['ok']
   if kind ~= 'none' and kind ~= 'list' then return end

@@ -54,10 +54,9 @@ void await_change(Client::Impl& client, std::string_view record_key, Fence fence
   DecimalText fence_text;
   // BLPOP's timeout in seconds, to the millisecond (Redis 6 and later); 0 would block forever.
   const std::string seconds = fmt::format("{}.{:03}", bound.count() / 1000, bound.count() % 1000);
-  const std::array<std::string_view, 6> count_in{
-      "EVAL", script_record_wait.source,
-      "2",    record_key,
-      wake,   to_chars(fence_text, static_cast<std::int64_t>(fence))};
+  const std::array<std::string_view, 5> count_in{
+      "EVAL", script_record_wait.source, "1", record_key,
+      to_chars(fence_text, static_cast<std::int64_t>(fence))};
   const std::array<std::string_view, 3> blpop{"BLPOP", wake, seconds};
   Result<Answer> answer = client.block(record_key, count_in, blpop, bound);
   // Woken (an element), or the bound passed (nil).
@@ -286,8 +285,10 @@ Status eval_record_commit(Client::Impl& client, const Script& script, std::strin
       to_chars(fence_text, static_cast<std::int64_t>(fence)),
       detail::to_redis(detail::finished_state(completion.status)), completion.result,
       ms_text(ttl, completion.ttl)};
-  const std::string wake = wake_key(key, fence);
-  const std::array<std::string_view, 2> keys{key, wake};
+  // The record alone: the script names the hold's wake list from it (record_wake_step.lua). A
+  // second declared key would make a commit during a slot migration TRYAGAIN where the list
+  // does not exist.
+  const std::array<std::string_view, 1> keys{key};
   // A retry of a commit that landed (its reply lost, or its WAIT short) succeeds in the script,
   // which writes again so that this call's WAIT covers the landed commit.
   return eval_commit(client, script, keys, args, &wait);
@@ -298,8 +299,7 @@ Status eval_record_abort(Client::Impl& client, const Script& script, std::string
   DecimalText fence_text;
   const std::array<std::string_view, 1> args{
       to_chars(fence_text, static_cast<std::int64_t>(fence))};
-  const std::string wake = wake_key(key, fence);
-  const std::array<std::string_view, 2> keys{key, wake};
+  const std::array<std::string_view, 1> keys{key};  // as in eval_record_commit
   Result<Answer> answer = client.eval_keys(script, keys, args);
   if (!answer) return std::move(answer).failure();
   return decode_fenced(*answer->reply, answer->where, "abort");

@@ -133,7 +133,7 @@ inline Status eval_commit(Client::Impl& client, const Script& script, std::strin
 }
 
 /// The record scripts' fenced calls (ARGV: fence, then commit: state, result, ttl; extend: lease).
-/// Commit and abort end the hold: they name its wake list too (KEYS[2], wake_key).
+/// Commit and abort end the hold: their scripts wake its waiters (record_wake_step.lua).
 Status eval_record_commit(Client::Impl& client, const Script& script, std::string_view key,
                           Fence fence, const Completion& completion, ReplicaWait wait);
 Status eval_record_abort(Client::Impl& client, const Script& script, std::string_view key,

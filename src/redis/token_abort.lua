@@ -1,7 +1,7 @@
 -- RedisTokenStore abort: the holder under ARGV[1] returns the token to pending (STATE_ISSUED), so
 -- the client may retry with it until the token's own expiry. A token already past that expiry is
 -- deleted: it can never be claimed again, so no later fence can meet a fenced-off holder.
--- KEYS[1]  the token   KEYS[2] the wake list of the hold (record_wake_step.lua; optional)
+-- KEYS[1]  the token   (the hold's wake list is named from it: record_wake_step.lua)
 -- ARGV[1]  fence (decimal)
 -- Returns  REPLY_DONE returned to pending (or expired), REPLY_LEASE_LOST the fence or state no
 --          longer matches
@@ -17,7 +17,7 @@ local rec = redis.call('HMGET', key, 's', 'n', 'd', 'w')
 if rec[1] ~= STATE_HELD or rec[2] ~= ARGV[1] then return REPLY_LEASE_LOST end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-wake(key, ARGV[1], KEYS[2], rec[4])
+wake(key, ARGV[1], rec[4])
 local left = (tonumber(rec[3]) or 0) - now
 if left < 1 then
   redis.call('DEL', key)

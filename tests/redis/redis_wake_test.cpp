@@ -153,11 +153,12 @@ TEST_F(RedisWakeTest, NoWaitConnectionsMakesItAPauseOfTheBound) {
   options.wait_connections = 0;
   RedisStore polling(std::make_shared<redis::Client>(options),
                      RedisStoreOptions{.prefix = prefix_});
-  const Ticket held = hold("no-wait");
+  const std::string key = "no-wait";  // outlives the ticket that views it
+  const Ticket held = hold(key);
   const auto start = Clock::now();
   polling.await_change(held, milliseconds{50});
   EXPECT_GE(Clock::now() - start, milliseconds{50});  // paused, not spinning
-  EXPECT_EQ(counted("no-wait"), 0);                   // and never counted
+  EXPECT_EQ(counted(key), 0);                         // and never counted
 }
 
 // 31 duplicates of one key, each as the engine drives a waking store: claim (in_progress),
