@@ -114,7 +114,7 @@ TEST(AsyncPostgres, UpgradesAnEarlierSchemaVersionAsPostgresStoreDoes) {
   const auto version_of = [](const std::string& prefix) {
     pqxx::connection c(pg_test_uri());
     pqxx::work w(c);
-    return w.exec1("SELECT version FROM " + prefix + "schema")[0].as<int>();
+    return w.exec("SELECT version FROM " + prefix + "schema")[0][0].as<int>();
   };
   const auto exec = [](const std::string& sql) {
     pqxx::connection c(pg_test_uri());

@@ -15,11 +15,11 @@ class WakeSignal {
   WakeSignal(const WakeSignal&) = delete;
   WakeSignal& operator=(const WakeSignal&) = delete;
 
+  // Notifies under the mutex: a waiter that returns may destroy this signal at once (it often
+  // lives in the waiter's stack frame), so the releaser must not touch it once the mutex is free.
   void release() {
-    {
-      std::lock_guard lock(mutex_);
-      ++count_;
-    }
+    std::lock_guard lock(mutex_);
+    ++count_;
     woken_.notify_one();
   }
 
