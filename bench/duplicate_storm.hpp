@@ -30,6 +30,12 @@ namespace idem::bench {
 inline constexpr int kDuplicates = 31;
 inline constexpr int kStormIterations = 60;
 
+/// Every storm benchmark's shape: handlers of 5 and 50 ms, the time the storm measures itself,
+/// kStormIterations storms (`BENCHMARK(f)->Apply(storm_shape)`).
+inline void storm_shape(benchmark::internal::Benchmark* b) {
+  b->Arg(5)->Arg(50)->UseManualTime()->Iterations(kStormIterations)->Unit(benchmark::kMicrosecond);
+}
+
 using StormClock = std::chrono::steady_clock;
 
 /// Counts the calls a store gets; Wakes = false hides await_change (the guard then polls).

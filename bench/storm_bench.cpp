@@ -12,8 +12,6 @@
 
 namespace {
 
-using idem::bench::kStormIterations;
-
 void BM_Storm_Memory_Woken(benchmark::State& state) {
   idem::MemoryStore store;
   idem::bench::run_storm</*Wakes=*/true>(state, store, "woken-");
@@ -28,23 +26,8 @@ void BM_Storm_bare(benchmark::State& state) { idem::bench::run_storm_bare(state)
 
 }  // namespace
 
-BENCHMARK(BM_Storm_Memory_Woken)
-    ->Arg(5)
-    ->Arg(50)
-    ->UseManualTime()
-    ->Iterations(kStormIterations)
-    ->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_Storm_Memory_Polled)
-    ->Arg(5)
-    ->Arg(50)
-    ->UseManualTime()
-    ->Iterations(kStormIterations)
-    ->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_Storm_bare)
-    ->Arg(5)
-    ->Arg(50)
-    ->UseManualTime()
-    ->Iterations(kStormIterations)
-    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Storm_Memory_Woken)->Apply(idem::bench::storm_shape);
+BENCHMARK(BM_Storm_Memory_Polled)->Apply(idem::bench::storm_shape);
+BENCHMARK(BM_Storm_bare)->Apply(idem::bench::storm_shape);
 
 BENCHMARK_MAIN();

@@ -18,8 +18,6 @@
 
 namespace {
 
-using idem::bench::kStormIterations;
-
 class StormFile {
  public:
   StormFile()
@@ -56,23 +54,8 @@ void BM_Storm_bare(benchmark::State& state) { idem::bench::run_storm_bare(state)
 
 }  // namespace
 
-BENCHMARK(BM_Storm_Sqlite_Woken)
-    ->Arg(5)
-    ->Arg(50)
-    ->UseManualTime()
-    ->Iterations(kStormIterations)
-    ->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_Storm_Sqlite_Polled)
-    ->Arg(5)
-    ->Arg(50)
-    ->UseManualTime()
-    ->Iterations(kStormIterations)
-    ->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_Storm_bare)
-    ->Arg(5)
-    ->Arg(50)
-    ->UseManualTime()
-    ->Iterations(kStormIterations)
-    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Storm_Sqlite_Woken)->Apply(idem::bench::storm_shape);
+BENCHMARK(BM_Storm_Sqlite_Polled)->Apply(idem::bench::storm_shape);
+BENCHMARK(BM_Storm_bare)->Apply(idem::bench::storm_shape);
 
 BENCHMARK_MAIN();
