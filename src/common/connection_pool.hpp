@@ -7,11 +7,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -19,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/waiter_queue.hpp"
 #include "idem/store_stats.hpp"
 
 namespace idem::detail {
@@ -31,7 +30,8 @@ struct PoolOptions {
   /// Zero: a connection given back goes to the oldest waiter at once, in strict arrival order.
   /// Above zero: it goes to whoever asks first, so that a caller that gives it back and asks
   /// again goes on while it runs instead of waiting for a woken waiter to be scheduled, until the
-  /// oldest waiter has waited this long; then it is handed straight to that waiter.
+  /// oldest waiter has waited this long since it queued; then it is handed straight to that
+  /// waiter (src/common/waiter_queue.hpp).
   std::chrono::microseconds fair_after{0};
 };
 
@@ -146,7 +146,7 @@ class ConnectionPool {
       std::unique_lock lock(mutex_);
       // While anyone waits every slot is taken, and a connection is idle only for the oldest
       // waiter to take when it wakes: a caller passes it until it has waited fair_after.
-      if (!idle_.empty() && (waiters_.empty() || !overdue(*waiters_.front()))) {
+      if (!idle_.empty() && waiters_.may_pass()) {
         taken = std::move(idle_.back());
         idle_.pop_back();
       } else if (open_ < options_.max_open) {
@@ -201,13 +201,13 @@ class ConnectionPool {
     }
     const auto now = Clock::now();
     std::lock_guard lock(mutex_);
-    if (!waiters_.empty() && (options_.fair_after.count() == 0 || overdue(*waiters_.front()))) {
+    if (waiters_.front_due()) {
       hand_over(Idle{std::move(conn), now});
       return;
     }
     idle_.push_back(Idle{std::move(conn), now});
     // The oldest waiter takes it when it runs, unless a caller asks first.
-    if (!waiters_.empty()) wake(*waiters_.front());
+    waiters_.wake_front();
   }
 
   bool recycled(Conn& conn) noexcept {
@@ -224,20 +224,10 @@ class ConnectionPool {
     Clock::time_point since{};  // when it was given back
   };
 
-  struct Waiter {
-    std::condition_variable woken;
-    bool granted = false;      // set by hand_over(), under mutex_
-    bool notified = false;     // woken and not yet run: no need to wake it again, under mutex_
-    Idle grant;                // what hand_over() gave, under mutex_
-    Clock::time_point oldest;  // since when it is the oldest waiter, under mutex_
+  struct Waiter : QueuedWaiter {
+    bool granted = false;  // set by hand_over(), under mutex_
+    Idle grant;            // what hand_over() gave, under mutex_
   };
-
-  bool overdue(const Waiter& oldest) const {  // under mutex_
-    return Clock::now() - oldest.oldest >= options_.fair_after;
-  }
-  void next_oldest() {  // the oldest left the queue: the next one's wait as the oldest starts
-    if (!waiters_.empty()) waiters_.front()->oldest = Clock::now();
-  }
 
   // A taken connection (or slot) made into a lease; a dead one is replaced by the next idle one
   // or, in its slot, a new one.
@@ -291,28 +281,18 @@ class ConnectionPool {
   }
 
   void hand_over(Idle item) noexcept {  // to the oldest waiter, under mutex_
-    Waiter* next = waiters_.front();
-    waiters_.pop_front();
-    next_oldest();
-    next->grant = std::move(item);
-    next->granted = true;
+    Waiter& next = waiters_.pop_front();
+    next.grant = std::move(item);
+    next.granted = true;
     // Under the mutex: the waiter takes it again before it returns, so `next` outlives this.
-    wake(*next);
-  }
-
-  static void wake(Waiter& waiter) {  // under mutex_
-    // A waiter woken but not yet run sees the pool as it is when it runs: once is enough.
-    if (waiter.notified) return;
-    waiter.notified = true;
-    waiter.woken.notify_one();
+    WaiterQueue<Waiter>::wake(next);
   }
 
   // Queues until a connection or slot is handed over, or (fair_after) the oldest waiter finds
   // one idle (true), or `deadline` passes (false).
   bool wait_turn(std::unique_lock<std::mutex>& lock, Clock::time_point deadline, Idle& taken) {
     Waiter me;
-    const auto place = waiters_.insert(waiters_.end(), &me);
-    if (waiters_.front() == &me) me.oldest = Clock::now();
+    const auto place = waiters_.enter(me);
     for (;;) {
       const bool timed_out = me.woken.wait_until(lock, deadline) == std::cv_status::timeout;
       me.notified = false;
@@ -320,21 +300,17 @@ class ConnectionPool {
         taken = std::move(me.grant);
         return true;
       }
-      const bool oldest = waiters_.front() == &me;
+      const bool oldest = waiters_.at_front(me);
       if (oldest && !idle_.empty()) {  // given back, and no caller came first
         waiters_.pop_front();
-        next_oldest();
         taken = std::move(idle_.back());
         idle_.pop_back();
         return true;
       }
       if (timed_out) {
-        waiters_.erase(place);
-        if (oldest) {
-          next_oldest();
-          // Given back meanwhile with only this waiter woken: the next one may take it.
-          if (!idle_.empty() && !waiters_.empty()) wake(*waiters_.front());
-        }
+        waiters_.leave(place);
+        // Given back meanwhile with only this waiter woken: the next one may take it.
+        if (oldest && !idle_.empty()) waiters_.wake_front();
         return false;
       }
     }
@@ -345,9 +321,9 @@ class ConnectionPool {
   Probe probe_;
   Recycle recycle_;
   mutable std::mutex mutex_;
-  std::vector<Idle> idle_;      // a stack: the most recently given back on top
-  std::list<Waiter*> waiters_;  // oldest first; each lives on its waiting thread's stack
-  std::size_t open_ = 0;        // idle + lent + being opened
+  std::vector<Idle> idle_;  // a stack: the most recently given back on top
+  WaiterQueue<Waiter> waiters_{options_.fair_after};  // each lives on its thread's stack
+  std::size_t open_ = 0;                              // idle + lent + being opened
   std::atomic<std::uint64_t> opened_{0}, reused_{0}, discarded_{0}, waits_{0}, timeouts_{0};
 };
 
