@@ -47,7 +47,8 @@ boost::asio::awaitable<Result<QueryRows>> AsyncConnection::query(std::string sql
   const std::shared_ptr<detail::PgPipeline> pipeline = pipeline_;
   detail::Reply r = co_await pipeline->run(std::move(q));
   if (!r.ok()) co_return std::move(r.failure);
-  QueryRows answer{.affected = static_cast<std::uint64_t>(std::max(r.affected, 0LL))};
+  QueryRows answer;
+  answer.affected = static_cast<std::uint64_t>(std::max(r.affected, 0LL));
   answer.rows.reserve(static_cast<std::size_t>(r.row_count()));
   for (int i = 0; i < r.row_count(); ++i) answer.rows.push_back(r.row(i));
   co_return answer;
