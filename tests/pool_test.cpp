@@ -287,29 +287,6 @@ TEST(ConnectionPoolTest, AWaiterThatHasWaitedFairAfterIsHandedTheConnection) {
   EXPECT_TRUE(pool.acquire(in(60s)));
 }
 
-// A waiter's patience counts from when it queued: once the first of two overdue waiters gives
-// its connection back, it goes to the second, not to a caller that asks at that moment.
-TEST(ConnectionPoolTest, AWaiterBehindAnOverdueOneIsOverdueFromWhenItQueued) {
-  Opener opener;
-  Pool pool({.max_open = 1, .fair_after = 500us}, opener.factory());
-  Pool::Lease held = pool.acquire(in(1s));
-  auto first = std::async(std::launch::async, [&] { return pool.acquire(in(60s)); });
-  ASSERT_TRUE(eventually([&] { return pool.counters().waits == 1u; }));
-  std::promise<void> release;
-  std::thread second([&] {
-    Pool::Lease lease = pool.acquire(in(60s));
-    release.get_future().wait();
-  });
-  ASSERT_TRUE(eventually([&] { return pool.counters().waits == 2u; }));
-  std::this_thread::sleep_for(1ms);  // both past fair_after
-  held.reset();
-  first.get().reset();  // handed to the first, which gives it back at once
-  EXPECT_THROW((void)pool.acquire(in(0ms)), PoolExhausted);  // handed to the second
-  release.set_value();
-  second.join();
-  EXPECT_TRUE(pool.acquire(in(60s)));
-}
-
 // A connection that died while idle is found by the probe, closed, and a new one opened in its
 // slot; the caller never sees the dead one.
 TEST(ConnectionPoolTest, TheProbeDiscardsADeadIdleConnectionAndOpensANewOne) {

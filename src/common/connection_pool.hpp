@@ -30,8 +30,8 @@ struct PoolOptions {
   /// Zero: a connection given back goes to the oldest waiter at once, in strict arrival order.
   /// Above zero: it goes to whoever asks first, so that a caller that gives it back and asks
   /// again goes on while it runs instead of waiting for a woken waiter to be scheduled, until the
-  /// oldest waiter has waited this long since it queued; then it is handed straight to that
-  /// waiter (src/common/waiter_queue.hpp).
+  /// oldest waiter has been the oldest this long; then it is handed straight to that waiter
+  /// (src/common/waiter_queue.hpp).
   std::chrono::microseconds fair_after{0};
 };
 

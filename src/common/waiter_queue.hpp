@@ -5,11 +5,12 @@
 //
 // With patience above zero, a freed resource goes to whoever asks first: the thread that just
 // gave it back and asks again goes on while it runs, rather than waiting for a woken waiter to be
-// scheduled (on a busy machine, a context switch per use). Once the oldest waiter has waited
-// `patience` since it arrived, the resource is handed straight to it. Counting from arrival, not
-// from reaching the front, keeps every wait near `patience` plus one use per waiter ahead: the
-// waiters behind an overdue one soon are overdue too and are served in order. Zero patience:
-// strict arrival order.
+// scheduled (on a busy machine, a context switch per use). Once the oldest waiter has been the
+// oldest for `patience`, the resource is handed straight to it, so no waiter starves: the n-th
+// in line waits at most about n times `patience` (plus the uses in between). Counting from each
+// waiter's arrival instead would bound that by about `patience` plus one use per waiter ahead,
+// but under steady contention every waiter is then overdue and the queue is a convoy again
+// (measured: docs/performance.md). Zero patience: strict arrival order.
 
 #include <chrono>
 #include <condition_variable>
@@ -22,7 +23,7 @@ namespace idem::detail {
 struct QueuedWaiter {
   std::condition_variable woken;
   bool notified = false;  // woken and not yet run: no need to wake it again
-  std::chrono::steady_clock::time_point arrived;
+  std::chrono::steady_clock::time_point front_since;  // when it became the oldest waiter
 };
 
 template <class Waiter>
@@ -47,14 +48,19 @@ class WaiterQueue {
 
   /// Queues `waiter` (which lives on its thread's stack until it leaves) last.
   Place enter(Waiter& waiter) {
-    waiter.arrived = Clock::now();
+    if (waiters_.empty()) waiter.front_since = Clock::now();
     return waiters_.insert(waiters_.end(), &waiter);
   }
-  void leave(Place place) noexcept { waiters_.erase(place); }
+  void leave(Place place) {
+    const bool front = place == waiters_.begin();
+    waiters_.erase(place);
+    if (front) next_front();
+  }
   /// The oldest waiter, out of the queue: the one to hand the resource to.
-  Waiter& pop_front() noexcept {
+  Waiter& pop_front() {
     Waiter& front = *waiters_.front();
     waiters_.pop_front();
+    next_front();
     return front;
   }
 
@@ -70,7 +76,10 @@ class WaiterQueue {
   }
 
  private:
-  bool front_overdue() const { return Clock::now() - waiters_.front()->arrived >= patience_; }
+  bool front_overdue() const { return Clock::now() - waiters_.front()->front_since >= patience_; }
+  void next_front() {  // the oldest left: the next one's patience as the oldest starts now
+    if (!waiters_.empty()) waiters_.front()->front_since = Clock::now();
+  }
 
   std::chrono::microseconds patience_;
   std::list<Waiter*> waiters_;  // oldest first

@@ -1,7 +1,7 @@
 #pragma once
 // The writers' lock of one SQLite file in this process, with a deadline, that any thread may
 // release. Waiters queue in arrival order, but a free lock goes to whoever asks first until the
-// oldest waiter has waited kFairAfter; then it is handed straight to that waiter
+// oldest waiter has been the oldest for kFairAfter; then it is handed straight to that waiter
 // (src/common/waiter_queue.hpp says why and what that bounds).
 
 #include <chrono>
@@ -15,8 +15,8 @@ namespace idem::sql {
 class WritersLock {
  public:
   using Clock = std::chrono::steady_clock;
-  /// How long a waiter lets newcomers pass before the lock is handed to it: a few short write
-  /// transactions.
+  /// How long the oldest waiter lets newcomers pass before the lock is handed to it: a few
+  /// short write transactions.
   static constexpr std::chrono::microseconds kFairAfter{500};
 
   WritersLock() = default;

@@ -81,29 +81,6 @@ TEST(WritersLockTest, ACallerCannotPassAWaiterThatHasWaitedItsTurn) {
   lock.unlock();
 }
 
-// A waiter's patience counts from when it queued, not from when the waiters ahead of it left: a
-// second waiter that has queued as long as the first is handed the lock next too, so a queue of
-// n overdue waiters drains in order rather than each waiting kFairAfter more at the front.
-TEST(WritersLockTest, AWaiterBehindAnOverdueOneIsOverdueFromWhenItQueued) {
-  WritersLock lock;
-  ASSERT_TRUE(lock.lock_until(in(milliseconds{0})));
-  auto first =
-      std::async(std::launch::async, [&] { return lock.lock_until(in(std::chrono::seconds{60})); });
-  wait_for_waiters(lock, 1);
-  auto second =
-      std::async(std::launch::async, [&] { return lock.lock_until(in(std::chrono::seconds{60})); });
-  wait_for_waiters(lock, 2);
-  std::this_thread::sleep_for(WritersLock::kFairAfter * 2);  // both past their patience
-  lock.unlock();
-  ASSERT_TRUE(first.get());  // handed to the first
-  lock.unlock();             // the first's hold ends at once (any thread may release it)
-  const bool passed = lock.lock_until(in(milliseconds{0}));
-  EXPECT_FALSE(passed) << "a caller passed a waiter that queued more than kFairAfter ago";
-  if (passed) lock.unlock();
-  EXPECT_TRUE(second.get());  // handed to the second
-  lock.unlock();
-}
-
 // A thread that takes the lock again the moment it releases it, over and over, does not keep a
 // waiter out: the waiter gets it within its deadline.
 TEST(WritersLockTest, AWaiterIsNotStarvedByAHolderThatTakesItAgainAtOnce) {
