@@ -3,7 +3,6 @@
 // and a state, an op log, and a per-entity lock held from claim to commit or abort.
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -16,6 +15,8 @@
 #include "idem/engine/entity.hpp"
 #include "idem/engine/record_model.hpp"
 #include "idem/memory/detail/record_table.hpp"
+#include "idem/memory/detail/spin_mutex.hpp"
+#include "idem/memory/detail/wake_room.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
 #include "idem/store_stats.hpp"
@@ -49,8 +50,9 @@ class MemoryEntities {
     auto it = entities_.find(r.entity);
     // The entity is locked while another holder runs: wait for it as long as the claim may.
     if (it != entities_.end() && it->second.busy) {
-      const bool freed = free_.wait_for(lock, r.block_for, [&] { return !it->second.busy; });
-      if (!freed) return in_progress();
+      free_.wait_until(lock, std::chrono::steady_clock::now() + r.block_for,
+                       [&] { return !it->second.busy; });
+      if (it->second.busy) return in_progress();
     }
     if (const Op* op = ops_.find(op_key)) {
       // Only the entity's holder has a held operation, and it just let the entity go.
@@ -168,14 +170,16 @@ class MemoryEntities {
     }
     op->entity->busy = false;
     if (change(*op)) ops_.erase(*op);
+    const bool wake = free_.watched();
     lock.unlock();
-    free_.notify_all();
+    if (wake) free_.wake();
     return {};
   }
 
   EntityKind kind_;
-  std::mutex mutex_;
-  std::condition_variable free_;
+  // Sections of a few lookups: a spinning lock, and a wake only when a claim waits for an entity.
+  SpinMutex mutex_;
+  WakeRoom free_;           // claims (and put) waiting for a busy entity
   ByKey<Entity> entities_;  // node-based: Entity* stay valid
   RecordTable<Op> ops_;     // flat; each entry and its key in one allocation
   Fence fences_ = 0;
