@@ -2,11 +2,13 @@
 // What the version and state-machine stores share: identifier checks, the conditional-update
 // request their backends answer, the operation's key, and the engine target over a backend.
 
+#include <array>
 #include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -104,18 +106,55 @@ struct CasAnswer {
 };
 
 /// The key an entity operation is recorded under: the effective key of (scope, no principal,
-/// entity + op), with a length before entity and op, so no two triples give the same bytes.
+/// entity + op), with a length before entity and op, so no two triples give the same bytes. Short
+/// keys live in the object (each call of an entity store builds one); it neither moves nor copies,
+/// so its view() stays valid for the object's life.
+class EntityOpKey {
+ public:
+  EntityOpKey(std::string_view scope, std::string_view entity, std::string_view op) {
+    char* out = inline_.data();
+    if (const std::size_t most = max_size(scope, entity, op); most > inline_.size()) {
+      heap_ = std::make_unique<char[]>(most);  // NOLINT(modernize-avoid-c-arrays): run-time size
+      out = heap_.get();
+    }
+    data_ = out;
+    size_ = encode(out, scope, entity, op);
+  }
+  EntityOpKey(const EntityOpKey&) = delete;
+  EntityOpKey& operator=(const EntityOpKey&) = delete;
+
+  std::string_view view() const noexcept { return {data_, size_}; }
+
+  // The most bytes the key of these parts can take (four varints at their largest).
+  static constexpr std::size_t max_size(std::string_view scope, std::string_view entity,
+                                        std::string_view op) noexcept {
+    constexpr std::size_t kMaxVarint = 10;
+    return kMaxVarint * 4 + scope.size() + entity.size() + op.size();
+  }
+  // Writes the key's bytes to `out` (room for max_size) and returns how many.
+  static std::size_t encode(char* out, std::string_view scope, std::string_view entity,
+                            std::string_view op) noexcept {
+    std::size_t n = 0;
+    for (std::string_view part : {scope, std::string_view{}, entity, op}) {
+      n += put_varint(out + n, part.size());
+      if (!part.empty()) std::memcpy(out + n, part.data(), part.size());  // within max_size
+      n += part.size();
+    }
+    return n;
+  }
+
+ private:
+  std::array<char, 256> inline_;
+  // NOLINTNEXTLINE(modernize-avoid-c-arrays): its size is known at run time only
+  std::unique_ptr<char[]> heap_;
+  const char* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+/// EntityOpKey's bytes in a string.
 inline std::string entity_op_key(std::string_view scope, std::string_view entity,
                                  std::string_view op) {
-  std::string out(40 + scope.size() + entity.size() + op.size(), '\0');
-  std::size_t n = 0;
-  for (std::string_view part : {scope, std::string_view{}, entity, op}) {
-    n += put_varint(out.data() + n, part.size());
-    if (!part.empty()) std::memcpy(out.data() + n, part.data(), part.size());  // within `out`
-    n += part.size();
-  }
-  out.resize(n);
-  return out;
+  return std::string(EntityOpKey(scope, entity, op).view());
 }
 
 /// Reads a varint written by put_varint at `at`, advancing it; nullopt when there is none.
@@ -153,7 +192,7 @@ class EntityTarget {
                CasRequest shape, std::chrono::milliseconds block_for, Refuse refuse)
       : impl_(&impl),
         options_(&options),
-        op_key_(entity_op_key(options.scope, entity, op)),
+        op_key_(options.scope, entity, op),
         shape_(shape),
         refuse_(std::move(refuse)) {
     shape_.entity = entity;
@@ -165,7 +204,7 @@ class EntityTarget {
 
   Result<Claim> claim() {
     CasRequest cas = shape_;
-    cas.op_key = op_key_;
+    cas.op_key = op_key_.view();
     Result<CasAnswer> answer = impl_->claim(cas);
     if (!answer) return std::move(answer).failure();
     CasAnswer& a = answer.value();
@@ -195,12 +234,12 @@ class EntityTarget {
   std::chrono::milliseconds lease() const noexcept { return options_->lease; }
   Impl& context_store() const noexcept { return *impl_; }
   /// The operation's key: the backend finds the held operation by it and the fence.
-  Ticket ticket(Fence fence) const noexcept { return Ticket{op_key_, fence}; }
+  Ticket ticket(Fence fence) const noexcept { return Ticket{op_key_.view(), fence}; }
 
  private:
   Impl* impl_;
   const Options* options_;
-  std::string op_key_;
+  EntityOpKey op_key_;
   CasRequest shape_;
   Refuse refuse_;
   std::string entity_;  // for observers, kept only when there is one

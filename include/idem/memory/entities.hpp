@@ -3,7 +3,6 @@
 // and a state, an op log, and a per-entity lock held from claim to commit or abort.
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -15,6 +14,9 @@
 #include "idem/detail/hashed_key.hpp"
 #include "idem/engine/entity.hpp"
 #include "idem/engine/record_model.hpp"
+#include "idem/memory/detail/record_table.hpp"
+#include "idem/memory/detail/spin_mutex.hpp"
+#include "idem/memory/detail/wake_room.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
 #include "idem/store_stats.hpp"
@@ -43,70 +45,77 @@ class MemoryEntities {
   }
 
   Result<CasAnswer> claim(const CasRequest& r) {
+    const HashedKey op_key = hashed(r.op_key);
     std::unique_lock lock(mutex_);
     auto it = entities_.find(r.entity);
     // The entity is locked while another holder runs: wait for it as long as the claim may.
     if (it != entities_.end() && it->second.busy) {
-      const bool freed = free_.wait_for(lock, r.block_for, [&] { return !it->second.busy; });
-      if (!freed) {
-        return CasAnswer::of(Claim{.status = ClaimStatus::in_progress,
-                                   .lease_remaining = std::chrono::milliseconds{1}});
-      }
+      free_.wait_until(lock, std::chrono::steady_clock::now() + r.block_for,
+                       [&] { return !it->second.busy; });
+      if (it->second.busy) return in_progress();
     }
-    if (auto op = ops_.find(r.op_key); op != ops_.end()) {
+    if (const Op* op = ops_.find(op_key)) {
+      // Only the entity's holder has a held operation, and it just let the entity go.
+      if (op->state == RecordState::held) return in_progress();
       // A committed operation never expires: a repeat replays it or is a mismatch.
-      return CasAnswer::of(classify(RecordView<>{.state = op->second.state,
-                                                 .fingerprint = op->second.fingerprint,
-                                                 .fence = op->second.fence,
-                                                 .result = op->second.result},
+      return CasAnswer::of(classify(RecordView<>{.state = op->state,
+                                                 .fingerprint = op->fingerprint,
+                                                 .fence = op->fence,
+                                                 .result = op->result},
                                     r.fingerprint));
     }
     if (it == entities_.end()) return CasAnswer::refused(CasAnswer::Refusal::missing);
     Entity& e = it->second;
-    std::string next;
     if (kind_ == EntityKind::version) {
       if (e.value != std::to_string(r.expected_version)) {
         return CasAnswer::refused(CasAnswer::Refusal::conflict, e.value);
       }
-      next = std::to_string(r.expected_version + 1);
+      e.next = std::to_string(r.expected_version + 1);
     } else {
       bool allowed = false;
       for (const std::string& f : r.from) allowed = allowed || f == e.value;
       if (!allowed) return CasAnswer::refused(CasAnswer::Refusal::conflict, e.value);
-      next = std::string(r.to);
+      e.next.assign(r.to);
     }
     e.busy = true;
-    const Fence fence = ++fences_;
-    open_.emplace(fence, Open{&e, std::string(r.op_key), std::move(next), r.fingerprint});
-    return CasAnswer::of(Claim{.status = ClaimStatus::acquired, .fence = fence});
+    // The operation goes into the log as held, in one allocation with its key: its commit finds
+    // it by the ticket's key, its abort takes it out again.
+    Op& op = ops_.insert(op_key);
+    op.state = RecordState::held;
+    op.fingerprint = r.fingerprint;
+    op.fence = ++fences_;
+    op.entity = &e;
+    return CasAnswer::of(Claim{.status = ClaimStatus::acquired, .fence = op.fence});
   }
 
   Status commit(const Ticket& ticket, const Completion& completion) {
-    return finish(ticket, [&](Open& open) {
-      open.entity->value = std::move(open.next);
-      // The held operation's key moves into the op log: the open entry goes with this commit.
-      ops_.insert_or_assign(std::move(open.op_key),
-                            Op{open.fingerprint, ticket.fence, finished_state(completion.status),
-                               std::string(completion.result)});
+    // The result is copied before the lock, so the critical section never calls the allocator
+    // for it.
+    std::string result(completion.result);
+    return finish(ticket, [&](Op& op) {
+      op.entity->value.swap(op.entity->next);
+      op.state = finished_state(completion.status);
+      op.result.swap(result);
+      return false;
     });
   }
 
   Status abort(const Ticket& ticket) {
-    return finish(ticket, [](Open&) {});
+    return finish(ticket, [](Op&) { return true; });
   }
 
   /// Keeps the entity where it was when the holder commits (a remembered failure).
   Status rewind(const Ticket& ticket) {
     std::lock_guard lock(mutex_);
-    auto it = held(ticket);
-    if (it == open_.end()) return lost();
-    it->second.next = it->second.entity->value;
+    Op* op = held(ticket);
+    if (op == nullptr) return lost();
+    op->entity->next = op->entity->value;
     return {};
   }
 
   Status extend(const Ticket& ticket, std::chrono::milliseconds) {
     std::lock_guard lock(mutex_);
-    if (held(ticket) == open_.end()) return lost();
+    if (held(ticket) == nullptr) return lost();
     return {};  // the holder keeps the entity until it finishes: there is no lease to run out
   }
 
@@ -116,19 +125,17 @@ class MemoryEntities {
  private:
   struct Entity {
     std::string value;
+    std::string next;  // what a commit of its held operation makes `value`
     bool busy = false;
   };
+  // An op-log entry: held from its claim to its commit (then completed or failed, for good) or
+  // its abort (then gone).
   struct Op {
     Fingerprint fingerprint;
     Fence fence = 0;
-    RecordState state = RecordState::completed;
+    Entity* entity = nullptr;  // held: the entity its commit changes
+    RecordState state = RecordState::held;
     std::string result;
-  };
-  struct Open {
-    Entity* entity = nullptr;
-    std::string op_key;
-    std::string next;
-    Fingerprint fingerprint;
   };
   // Looked up by string_view, without building a std::string for each lookup.
   template <class V>
@@ -140,33 +147,41 @@ class MemoryEntities {
   static Status lost() {
     return Status(errc::lease_lost, "the entity is no longer held under this fence");
   }
-
-  // The open operation the ticket holds: its fence (each claim's is new) and its key.
-  using OpenOps = std::unordered_map<Fence, Open>;
-  OpenOps::iterator held(const Ticket& ticket) {
-    auto it = open_.find(ticket.fence);
-    return it != open_.end() && it->second.op_key == ticket.key ? it : open_.end();
+  static CasAnswer in_progress() {
+    return CasAnswer::of(
+        Claim{.status = ClaimStatus::in_progress, .lease_remaining = std::chrono::milliseconds{1}});
   }
 
+  // The ticket's operation while it is held under the ticket's fence (each claim's is new).
+  Op* held(const Ticket& ticket) const noexcept {
+    Op* op = ops_.find(hashed(ticket.key));
+    return op != nullptr && op->state == RecordState::held && op->fence == ticket.fence ? op
+                                                                                        : nullptr;
+  }
+
+  // Ends the ticket's hold: `change` returns whether the operation leaves the log (an abort).
   template <class Change>
   Status finish(const Ticket& ticket, Change&& change) {
+    const HashedKey key = hashed(ticket.key);
     std::unique_lock lock(mutex_);
-    auto it = held(ticket);
-    if (it == open_.end()) return lost();
-    change(it->second);
-    it->second.entity->busy = false;
-    open_.erase(it);
+    Op* op = ops_.find(key);
+    if (op == nullptr || op->state != RecordState::held || op->fence != ticket.fence) {
+      return lost();
+    }
+    op->entity->busy = false;
+    if (change(*op)) ops_.erase(*op);
+    const bool wake = free_.watched();
     lock.unlock();
-    free_.notify_all();
+    if (wake) free_.wake();
     return {};
   }
 
   EntityKind kind_;
-  std::mutex mutex_;
-  std::condition_variable free_;
+  // Sections of a few lookups: a spinning lock, and a wake only when a claim waits for an entity.
+  SpinMutex mutex_;
+  WakeRoom free_;           // claims (and put) waiting for a busy entity
   ByKey<Entity> entities_;  // node-based: Entity* stay valid
-  ByKey<Op> ops_;
-  OpenOps open_;
+  RecordTable<Op> ops_;     // flat; each entry and its key in one allocation
   Fence fences_ = 0;
 };
 

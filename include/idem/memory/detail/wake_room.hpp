@@ -21,6 +21,13 @@ class WakeRoom {
     --waiters_;
   }
 
+  /// As wait_until, with no deadline.
+  template <class Lock, class Changed>
+  void wait(Lock& lock, Changed changed) {
+    ++waiters_;
+    sleepers_.wait(lock, changed);
+    --waiters_;
+  }
   /// Whether a change made under the lock must wake() once the lock is released.
   bool watched() const noexcept { return waiters_ != 0; }
 
