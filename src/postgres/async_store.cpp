@@ -186,13 +186,13 @@ class AsyncPostgresStore::Impl {
         p.drop("cannot read the schema version: " + r.failure.message);
         return;
       }
-      if (may_upgrade && version >= 1 && version < sql::kSchemaVersion) {
+      if (may_upgrade && version >= 1 && version < text_.version) {
         create_schema(p, g, /*tables=*/true);
         return;
       }
-      if (version != sql::kSchemaVersion) {
+      if (version != text_.version) {
         p.drop(fmt::format("table {} says schema version {}, this library knows {}", text_.schema,
-                           version, sql::kSchemaVersion));
+                           version, text_.version));
         return;
       }
       for (const auto& [name, sql] :

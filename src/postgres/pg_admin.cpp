@@ -68,6 +68,11 @@ class PgAdminConnection final : public sql::AdminConnection {
         "to_regclass('" +
         text.records + "'))";
     for (const std::string& name : text.step_triggers) check(name, trigger_absent);
+    check(text.records + "_wake", "SELECT to_regproc($1) IS NULL");
+    for (const std::string& name : text.wake_triggers) check(name, trigger_absent);
+    check(text.records + ".waiters",
+          "SELECT NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('" +
+              text.records + "') AND attname = 'waiters' AND NOT attisdropped) AND $1 <> ''");
     return absent;
   }
 

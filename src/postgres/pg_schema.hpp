@@ -20,9 +20,12 @@ inline std::string schema_probe(const sql::Statements& text) {
       "current_setting('transaction_read_only'), to_regclass('{2}') IS NOT NULL "
       "AND to_regclass('{3}') IS NOT NULL AND to_regclass('{4}') IS NOT NULL "
       "AND to_regclass('{5}') IS NOT NULL AND (SELECT count(*) FROM pg_trigger "
-      "WHERE tgrelid = to_regclass('{1}') AND tgname IN ('{6}')) = {7}",
+      "WHERE tgrelid = to_regclass('{1}') AND tgname IN ('{6}', '{8}')) = {7} + {9} "
+      "AND (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass('{1}') "
+      "AND attname = 'waiters' AND NOT attisdropped) = 1",
       text.schema, text.records, text.fences, text.steps, text.entity_ops, text.entity_fences,
-      fmt::join(text.step_triggers, "', '"), text.step_triggers.size());
+      fmt::join(text.step_triggers, "', '"), text.step_triggers.size(),
+      fmt::join(text.wake_triggers, "', '"), text.wake_triggers.size());
 }
 
 /// Taken before creating: of processes starting at once, one creates, the others find it done.

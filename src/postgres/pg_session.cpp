@@ -54,11 +54,11 @@ PgSession::PgSession(const std::string& conninfo, milliseconds connect_budget,
   if (role == Role::replica) {
     // The replica never creates the schema: it must have replicated this library's version.
     const std::int64_t version = single_integer(script(text.select_version));
-    if (version != sql::kSchemaVersion) {
+    if (version != text.version) {
       throw UnusableServer(
           fmt::format("idem: replica table {} says schema version {}, this "
                       "library knows {}",
-                      text.schema, version, sql::kSchemaVersion));
+                      text.schema, version, text.version));
     }
     declare(kRead, text.read);
     return;
@@ -96,16 +96,16 @@ void PgSession::create_schema(const sql::Statements& text) {
     auto version = [&] { return single_integer(script(text.select_version)); };
     auto earlier = [&] {
       const std::int64_t v = version();
-      return v >= 1 && v < sql::kSchemaVersion;
+      return v >= 1 && v < text.version;
     };
     if (!tables || found.text(0, 2) != "t" || earlier()) {
       script(kSchemaLock);
       for (const std::string& ddl : schema_ddl(text, tables)) script(ddl);
     }
-    if (const std::int64_t found_version = version(); found_version != sql::kSchemaVersion) {
+    if (const std::int64_t found_version = version(); found_version != text.version) {
       throw UnusableServer(
           fmt::format("idem: table {} says schema version {}, this library knows {}", text.schema,
-                      found_version, sql::kSchemaVersion));
+                      found_version, text.version));
     }
     script("COMMIT");
   } catch (...) {

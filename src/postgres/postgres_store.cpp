@@ -1,11 +1,15 @@
 // PostgresStore: the SQL record strategy on libpqxx, put together from its parts.
 
+#include <chrono>
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "idem/postgres/store.hpp"
 #include "postgres/pg_backend.hpp"
 #include "postgres/pg_options.hpp"
+#include "postgres/pg_waker.hpp"
 #include "sql/engine.hpp"
 #include "sql/replica_reads.hpp"
 
@@ -39,7 +43,28 @@ PostgresStore::PostgresStore(
     : SqlStore(std::make_unique<sql::Engine>(std::make_unique<postgres::detail::PgBackend>(
                                                  parts.first, postgres::detail::Role::primary),
                                              parts.first.mode, parts.second)),
-      replica_(std::move(parts.second)) {}
+      replica_(std::move(parts.second)),
+      waker_(std::make_shared<postgres::detail::PgWaker>(
+          postgres::detail::with_network_defaults(parts.first.connection.uri),
+          postgres::detail::connect_budget(parts.first.connection.uri,
+                                           parts.first.connection.connect_timeout),
+          sql::Statements(sql::kPostgres, parts.first.connection.table_prefix).wake_channel)) {}
+
+void PostgresStore::await_change(const Ticket& held, std::chrono::milliseconds bound) {
+  sql::Engine* records = engine();
+  if (records == nullptr || !waker_ || bound.count() <= 0) return;
+  if (records->mode() == SqlMode::transactional) {
+    records->await_transaction(held, bound);
+    return;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  // Listening before counting itself: a wake sent once the count is in the record is heard.
+  const std::optional<postgres::detail::PgWaker::Mark> mark = waker_->listening(deadline);
+  if (!mark) return;  // no listener within the bound: the bound has passed
+  const Result<std::string> wake = records->count_waiter(held);
+  if (!wake || wake->empty()) return;  // the hold is over (or unknown): claim again
+  waker_->wait(wake.value(), *mark, deadline);
+}
 
 ReplicaCounters PostgresStore::replica_counters() const noexcept {
   return replica_ ? replica_->counters() : ReplicaCounters{};

@@ -199,6 +199,12 @@ class Engine {
   Result<std::vector<Abandoned>> find_abandoned(std::string_view prefix, std::size_t limit);
   Result<std::size_t> purge_expired(std::size_t max_rows);
   Status ensure_schema();
+  // Waiting for a holder (engine_waits.cpp; PostgreSQL). Lease mode: counts one more waiter in
+  // the record while `held` still holds it, one statement; the wake's payload, or empty when the
+  // hold is over. Transactional mode: waits, at most `bound`, for the holder's transaction to end
+  // on the key's lock, as a blocking claim does. Failures are the caller's return (a pause).
+  Result<std::string> count_waiter(const Ticket& held);
+  void await_transaction(const Ticket& held, std::chrono::milliseconds bound);
   SqlMode mode() const noexcept { return mode_; }
   StoreStats stats() const noexcept;
 

@@ -119,7 +119,7 @@ Result<T> SqlAdmin::run(Step&& step, bool needs_schema) {
 
 admin::SchemaReport SqlAdmin::report() {
   admin::SchemaReport out;
-  out.expected_version = kSchemaVersion;
+  out.expected_version = text_.version;
   out.missing = db_->missing(text_);
   const bool has_schema_table =
       std::find(out.missing.begin(), out.missing.end(), text_.schema) == out.missing.end();

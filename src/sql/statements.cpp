@@ -17,6 +17,7 @@ const Dialect kSqlite{
     .greatest = "max",
     .table_suffix = " WITHOUT ROWID",
     .next_fence = "idem_next_fence()",
+    .schema_version = 2,
 };
 
 const Dialect kPostgres{
@@ -31,6 +32,8 @@ const Dialect kPostgres{
     .greatest = "GREATEST",
     .table_suffix = "",
     .next_fence = "nextval('{}')",
+    // 3: the records' waiters column and the wake triggers (waking a waiting duplicate).
+    .schema_version = 3,
 };
 
 bool valid_prefix(const std::string& prefix) noexcept {
@@ -67,7 +70,10 @@ constexpr const char* kReadColumns =
 }  // namespace
 
 Statements::Statements(const Dialect& d, const std::string& prefix)
-    : records(prefix + "records"), schema(prefix + "schema"), fences(prefix + "fences") {
+    : version(d.schema_version),
+      records(prefix + "records"),
+      schema(prefix + "schema"),
+      fences(prefix + "fences") {
   auto p = [&](int i) { return fmt::format("{}{}", d.param, i); };
   const bool postgres = d.param == '$';
   const std::string finished =
@@ -79,11 +85,13 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
         fmt::arg("blob", d.blob), fmt::arg("i64", d.int64), fmt::arg("i16", d.int16),
         fmt::arg("suffix", d.table_suffix), fmt::arg("p1", p(1)), fmt::arg("p2", p(2)),
         fmt::arg("p3", p(3)), fmt::arg("p4", p(4)), fmt::arg("p5", p(5)), fmt::arg("p6", p(6)),
-        fmt::arg("version", kSchemaVersion),
+        fmt::arg("version", d.schema_version),
         fmt::arg("held", static_cast<int>(detail::SqlState::held)),
         fmt::arg("released", static_cast<int>(detail::SqlState::released)),
         fmt::arg("steps", steps), fmt::arg("finished", finished),
-        fmt::arg("lock", postgres ? " FOR SHARE" : ""));
+        fmt::arg("lock", postgres ? " FOR SHARE" : ""),
+        // PostgreSQL: the waiters counted in the record while its hold lives.
+        fmt::arg("waiters", postgres ? ", waiters integer NOT NULL DEFAULT 0" : ""));
   };
 
   // fence_floor: the largest fence purge removed; new rows start above it, so that a holder
@@ -95,7 +103,7 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
       "CREATE TABLE IF NOT EXISTS {rec} ("
       "key {blob} PRIMARY KEY, state {i16} NOT NULL, fp_hi {i64} NOT NULL, "
       "fp_lo {i64} NOT NULL, fence {i64} NOT NULL, took_over {i16} NOT NULL DEFAULT 0, "
-      "lease_until {i64} NOT NULL, expires_at {i64} NOT NULL, result {blob}){suffix}");
+      "lease_until {i64} NOT NULL, expires_at {i64} NOT NULL, result {blob}{waiters}){suffix}");
   create_expiry_index = fill("CREATE INDEX IF NOT EXISTS {rec}_expires_at ON {rec} (expires_at)");
   insert_version =
       fill("INSERT INTO {sch} (version) SELECT {version} WHERE NOT EXISTS (SELECT 1 FROM {sch})");
@@ -186,11 +194,40 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
     return "CREATE SEQUENCE IF NOT EXISTS " + name + " AS bigint CACHE 1";
   };
   if (postgres) create_entity_ops.push_back(sequence(entity_fences));
+  std::vector<std::string> create_wake;
+  if (postgres) {
+    // A hold's end (commit, abort, release, forget, takeover, purge) notifies only when a waiter
+    // counted itself in the record: NOTIFY takes a database-wide lock at commit, which a record
+    // nobody waits for must not pay. The check is the triggers' WHEN, a comparison per row.
+    wake_channel = records + "_wake";
+    wake_triggers = {records + "_wake", records + "_wake_gone"};
+    const std::string payload = "md5(OLD.key) || ' ' || OLD.fence";
+    // ALTER TABLE locks the table even when the column is there: only when it is missing.
+    create_wake.push_back(fill(
+        "DO $idem$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = "
+        "'{rec}'::regclass AND attname = 'waiters' AND NOT attisdropped) THEN "
+        "ALTER TABLE {rec} ADD COLUMN waiters integer NOT NULL DEFAULT 0; END IF; END $idem$"));
+    create_wake.push_back(fmt::format(
+        "CREATE OR REPLACE FUNCTION {0}_wake() RETURNS trigger LANGUAGE plpgsql AS $idem$ BEGIN "
+        "PERFORM pg_notify('{1}', {2}); IF TG_OP = 'DELETE' THEN RETURN OLD; END IF; "
+        "NEW.waiters := 0; RETURN NEW; END $idem$",
+        records, wake_channel, payload));
+    create_wake.push_back(
+        fill("CREATE OR REPLACE TRIGGER {rec}_wake BEFORE UPDATE OF state, fence ON {rec} "
+             "FOR EACH ROW WHEN (OLD.waiters > 0) EXECUTE FUNCTION {rec}_wake()"));
+    create_wake.push_back(
+        fill("CREATE OR REPLACE TRIGGER {rec}_wake_gone AFTER DELETE ON {rec} "
+             "FOR EACH ROW WHEN (OLD.waiters > 0) EXECUTE FUNCTION {rec}_wake()"));
+    count_waiter = fill(
+        "UPDATE {rec} SET waiters = waiters + 1 WHERE key = {p1} AND fence = {p2} "
+        "AND state = {held} RETURNING md5(key) || ' ' || fence");
+  }
   upgrade_version = fill("UPDATE {sch} SET version = {version} WHERE version < {version}");
   schema_ddl = {create_schema_table, create_records_table, create_expiry_index};
   if (postgres) schema_ddl.push_back(sequence(fences));
   schema_ddl.insert(schema_ddl.end(), create_steps.begin(), create_steps.end());
   schema_ddl.insert(schema_ddl.end(), create_entity_ops.begin(), create_entity_ops.end());
+  schema_ddl.insert(schema_ddl.end(), create_wake.begin(), create_wake.end());
   schema_ddl.push_back(insert_version);
   schema_ddl.push_back(upgrade_version);
 

@@ -19,18 +19,19 @@ struct Dialect {
   const char* table_suffix;  // after CREATE TABLE (...)
   // A transactional fence, from a source no rollback undoes ("{}": the sequence's name).
   const char* next_fence;
+  // The schema version this library writes and reads (docs/sql.md#schema). A store that finds an
+  // earlier one upgrades it (schema_ddl creates what is missing, then upgrade_version).
+  int schema_version;
 };
 
 extern const Dialect kSqlite;
 extern const Dialect kPostgres;
 
-/// The schema version this library writes and reads (docs/sql.md#schema). A store that finds 1
-/// upgrades it (schema_ddl creates what is missing, then upgrade_version).
-inline constexpr int kSchemaVersion = 2;
-
 /// Statement texts for one dialect and table prefix. The prefix was checked to be an identifier.
 struct Statements {
   Statements(const Dialect& dialect, const std::string& prefix);
+
+  int version;  // the dialect's schema_version
 
   std::string records;  // table names
   std::string schema;
@@ -81,6 +82,12 @@ struct Statements {
   std::string entity_ops;     // the entity stores' op log
   std::string entity_fences;  // PostgreSQL: the op log's fence sequence
   std::vector<std::string> create_entity_ops;
+  // PostgreSQL, waking duplicates (docs/sql.md#waking-a-waiting-duplicate): the channel the
+  // wake triggers notify on; the trigger names; count_waiter: ?1 key, ?2 fence -> the wake's
+  // payload, counting one more waiter, while that fence holds the record; no row: it does not.
+  std::string wake_channel;
+  std::vector<std::string> wake_triggers;
+  std::string count_waiter;
   std::string upgrade_version;  // raises an earlier version once schema_ddl ran
   // The whole schema, in order, each statement safe to run again (and upgrading an earlier
   // version): what a store runs, `idem schema print` prints and share/idem/schema-*.sql ships.

@@ -478,11 +478,11 @@ class SqliteSession final : public sql::Session {
     SQLite::Statement version(db_, text_.select_version);
     if (!version.executeStep() || version.getColumn(0).isNull()) return false;
     const auto v = version.getColumn(0).getInt64();
-    if (v >= 1 && v < sql::kSchemaVersion) return false;
-    if (v != sql::kSchemaVersion) {
+    if (v >= 1 && v < text_.version) return false;
+    if (v != text_.version) {
       throw SqliteError(
           fmt::format("idem: table {} says schema version {}, this library knows version {}",
-                      text_.schema, v, sql::kSchemaVersion));
+                      text_.schema, v, text_.version));
     }
     return true;
   }

@@ -106,9 +106,10 @@ TEST(AsyncPostgres, SharesItsRecordsWithPostgresStore) {
   EXPECT_EQ(async.connections_opened(), 1u);
 }
 
-// A database an earlier release made (schema version 1: the records and fences, no steps) and
-// one with every table but its version row still at 1: the asynchronous store upgrades both as
-// PostgresStore does, rather than refusing them, and then serves claims.
+// A database an earlier release made (schema version 1: the records and fences, no steps), one
+// of version 2 (no waiters column or wake triggers) and one with every table but its version row
+// still at 1: the asynchronous store upgrades each as PostgresStore does, rather than refusing
+// them, and then serves claims.
 TEST(AsyncPostgres, UpgradesAnEarlierSchemaVersionAsPostgresStoreDoes) {
   if (pg_test_uri() == nullptr) GTEST_SKIP() << kNoPg;
   const auto version_of = [](const std::string& prefix) {
@@ -142,8 +143,18 @@ TEST(AsyncPostgres, UpgradesAnEarlierSchemaVersionAsPostgresStoreDoes) {
     ASSERT_TRUE(made.ensure_schema().ok());
   }
   exec("UPDATE " + marked + "schema SET version = 1");
+  const std::string v2 = unique_tables("v2");
+  {
+    PostgresStore made(
+        PostgresStoreOptions{.connection = {.uri = pg_test_uri(), .table_prefix = v2}});
+    ASSERT_TRUE(made.ensure_schema().ok());
+  }
+  exec("DROP TRIGGER " + v2 + "records_wake ON " + v2 + "records; DROP TRIGGER " + v2 +
+       "records_wake_gone ON " + v2 + "records; DROP FUNCTION " + v2 +
+       "records_wake(); ALTER TABLE " + v2 + "records DROP COLUMN waiters; UPDATE " + v2 +
+       "schema SET version = 2");
 
-  for (const std::string& prefix : {v1, marked}) {
+  for (const std::string& prefix : {v1, v2, marked}) {
     SCOPED_TRACE(prefix);
     IoRunner runner;
     AsyncPostgresStore store(runner.io().get_executor(), async_pg_options(prefix));
@@ -151,7 +162,18 @@ TEST(AsyncPostgres, UpgradesAnEarlierSchemaVersionAsPostgresStoreDoes) {
     const Result<Claim> claimed = runner.run(store.async_claim(request));
     ASSERT_TRUE(claimed) << claimed.failure().describe();
     EXPECT_EQ(claimed->status, ClaimStatus::acquired);
-    EXPECT_EQ(version_of(prefix), 2);
+    EXPECT_EQ(version_of(prefix), 3);
+    const auto columns = [&] {
+      pqxx::connection c(pg_test_uri());
+      pqxx::work w(c);
+      return w
+          .exec(
+              "SELECT count(*) FROM pg_attribute WHERE attname = 'waiters' AND attrelid = "
+              "to_regclass('" +
+              prefix + "records')")[0][0]
+          .as<int>();
+    };
+    EXPECT_EQ(columns(), 1);
   }
 }
 

@@ -56,6 +56,9 @@ struct PostgresStoreOptions {
 namespace sql {
 class ReplicaReads;  // src/sql/replica_reads.hpp
 }  // namespace sql
+namespace postgres::detail {
+class PgWaker;  // src/postgres/pg_waker.hpp
+}  // namespace postgres::detail
 
 /// The unique-index record strategy on PostgreSQL. Thread-safe: a pool of connections; a broken
 /// one is dropped and a new one opened on demand, so the store recovers after a server restart.
@@ -63,6 +66,8 @@ class ReplicaReads;  // src/sql/replica_reads.hpp
 /// ClaimRequest::block_for (lock_timeout), then replays; zero: errc::in_progress at once. With a
 /// replica, a claim first reads the key there (1 statement): a live completed or failed record
 /// answers without the primary, anything else goes on to the primary (docs/sql.md, "Replicas").
+/// A WakingStore: a caller waiting for a holder (the Wait policy) is woken when the hold ends, by
+/// any process (docs/sql.md, "Waking a waiting duplicate").
 class PostgresStore : public SqlStore {
  public:
   static constexpr std::string_view kStoreName = "postgres";  // observers' label
@@ -76,10 +81,22 @@ class PostgresStore : public SqlStore {
   /// (idem::ReplicaStats), with the replica's pool.
   ReplicaCounters replica_counters() const noexcept;
 
+  /// Returns once the record held.key is no longer held under held.fence (committed, aborted,
+  /// released, forgotten, purged or taken over, by any process), or once `bound` has passed
+  /// (plus a statement's deadline). Lease mode: the caller counts itself in the record (one
+  /// statement, only while that hold lives; else it returns at once) and waits for the wake the
+  /// hold's end then sends (NOTIFY), heard by the store's one listening connection. Transactional
+  /// mode: it waits on the key's lock for the holder's transaction to end, on a connection of the
+  /// pool. Reports nothing: a failure is a return.
+  void await_change(const Ticket& held, std::chrono::milliseconds bound);
+
  private:
   explicit PostgresStore(std::pair<PostgresStoreOptions, std::shared_ptr<sql::ReplicaReads>> parts);
 
   std::shared_ptr<sql::ReplicaReads> replica_;
+  std::shared_ptr<postgres::detail::PgWaker> waker_;  // listens from the first await_change
 };
+
+static_assert(WakingStore<PostgresStore>);
 
 }  // namespace idem

@@ -107,6 +107,8 @@ class SqlStore {
 
  protected:
   explicit SqlStore(std::unique_ptr<sql::Engine> engine);
+  /// The engine, for an adapter's own calls (null when moved from).
+  sql::Engine* engine() noexcept { return engine_.get(); }
 
  private:
   std::unique_ptr<sql::Engine> engine_;
