@@ -26,9 +26,26 @@ concept AsyncStore = requires(S& store, const ClaimRequest& request, const Ticke
   { store.async_extend(ticket, lease) } -> std::same_as<boost::asio::awaitable<Status>>;
 };
 
+/// An AsyncStore that can wake a coroutine waiting for another holder (the Wait policy) instead
+/// of letting it poll: the asynchronous idem::WakingStore. wakes() says whether this store object
+/// waits at all (a store may be unable to: then the guard polls). async_await_change(held,
+/// bound) completes once the hold `held` has ended or been taken over, once `bound` has passed,
+/// or early (spuriously), with true; or at once with false when it could not wait (every waiter
+/// busy): the caller then pauses on its own. It never takes longer than `bound` plus the
+/// backend's own call deadline, reports nothing, and ends promptly, with true, when the calling
+/// coroutine is cancelled. The store copies what it keeps of `held`: a cancelled wait ends
+/// before the store's side of it does.
+template <class S>
+concept AsyncWakingStore = AsyncStore<S> &&
+    requires(S& store, const S& cstore, const Ticket& held, std::chrono::milliseconds bound) {
+  { cstore.wakes() } -> std::same_as<bool>;
+  { store.async_await_change(held, bound) } -> std::same_as<boost::asio::awaitable<bool>>;
+};
+
 /// An idem::Store whose calls never block (MemoryStore, a CachedStore over one), as an
 /// AsyncStore: each call runs in place. Over a blocking store it would stall the event loop for
-/// every round trip. Holds a reference to the store.
+/// every round trip. Not an AsyncWakingStore: a wait would block the loop, so duplicates poll
+/// (ThreadedAsyncStore wakes them). Holds a reference to the store.
 template <Store S>
 class ImmediateStore {
  public:

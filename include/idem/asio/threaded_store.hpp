@@ -1,6 +1,7 @@
 #pragma once
 // ThreadedAsyncStore<S>: a blocking idem::Store as an idem::AsyncStore: the calls run one at a
-// time on a thread the adapter owns, and each caller resumes on its own executor.
+// time on a thread the adapter owns, and each caller resumes on its own executor. Over a
+// WakingStore it wakes waiting duplicates too, from a bounded set of wait threads of its own.
 
 #include <atomic>
 #include <boost/asio/associated_executor.hpp>
@@ -21,8 +22,10 @@
 #include <string_view>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "idem/asio/async_store.hpp"
+#include "idem/asio/detail/wake_op.hpp"
 #include "idem/engine/call_timer.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
@@ -33,13 +36,20 @@ struct ThreadedStoreOptions {
   /// The longest a call waits behind the calls before it; then it is answered store_unavailable
   /// without running. A call that started is bounded by the store's own timeouts. Positive.
   std::chrono::milliseconds queue_timeout{5000};
+  /// Over a WakingStore: the most threads that wait for a holder's end at once (S::await_change
+  /// blocks its thread), apart from the store's thread so that waiting duplicates never hold up
+  /// claims and commits; started on demand and kept. A duplicate that finds them all busy pauses
+  /// for its bound instead (polling). 0: no wait on the store; duplicates poll (default 64).
+  std::size_t wait_threads = 64;
 };
 
 /// Owns a store S (made from the constructor's arguments) and one thread that runs its calls in
 /// arrival order; a call suspends its coroutine until its answer (or S's exception) is posted to
-/// the coroutine's executor. S is only called from that thread (and through store()).
-/// Destroying the adapter waits for the running call; queued calls are answered
-/// store_unavailable without running, all before the destructor returns.
+/// the coroutine's executor. S is only called from that thread (and through store()), except
+/// S::await_change over a WakingStore, which runs on the wait threads beside it (MemoryStore,
+/// SqliteStore and RedisStore allow that; a WakingStore of one's own must too). Destroying the
+/// adapter waits for the running call and the running waits (each within its bound); queued
+/// calls are answered store_unavailable without running, all before the destructor returns.
 template <Store S>
 class ThreadedAsyncStore {
  public:
@@ -48,7 +58,9 @@ class ThreadedAsyncStore {
   /// Throws what S's constructor throws; std::invalid_argument for a queue_timeout not positive.
   template <class... Args>
   explicit ThreadedAsyncStore(ThreadedStoreOptions options, Args&&... args)
-      : store_(std::forward<Args>(args)...), queue_timeout_(options.queue_timeout) {
+      : store_(std::forward<Args>(args)...),
+        queue_timeout_(options.queue_timeout),
+        waits_(store_, options.wait_threads) {
     if (queue_timeout_.count() <= 0) {
       throw std::invalid_argument("idem: ThreadedStoreOptions::queue_timeout must be positive");
     }
@@ -61,6 +73,7 @@ class ThreadedAsyncStore {
     }
     wake_.notify_one();
     thread_.join();
+    waits_.close();
   }
   ThreadedAsyncStore(const ThreadedAsyncStore&) = delete;
   ThreadedAsyncStore& operator=(const ThreadedAsyncStore&) = delete;
@@ -77,6 +90,21 @@ class ThreadedAsyncStore {
   boost::asio::awaitable<Status> async_extend(const Ticket& ticket,
                                               std::chrono::milliseconds lease) {
     return submit<Status>([&ticket, lease](S& s) { return s.extend(ticket, lease); });
+  }
+
+  /// Over a WakingStore (idem::AsyncWakingStore): whether duplicates wait on the store
+  /// (wait_threads above 0).
+  bool wakes() const noexcept requires WakingStore<S> { return waits_.enabled(); }
+  /// S::await_change(held, bound) on a wait thread; false at once when every wait thread is busy.
+  /// The caller's cancellation ends the wait at once; the thread's wait runs on to its bound.
+  boost::asio::awaitable<bool> async_await_change(
+      const Ticket& held, std::chrono::milliseconds bound) requires WakingStore<S> {
+    return detail::async_wait_with(
+        [this, wait = std::make_shared<WaitJob>(std::string(held.key), held.fence, bound)](
+            std::shared_ptr<detail::WaitCompletion> done) mutable {
+          wait->done = std::move(done);
+          if (!waits_.start(wait)) wait->done->complete(/*waited=*/false);
+        });
   }
 
   /// The blocking store, e.g. for a blocking guard in the same process when S is thread-safe.
@@ -187,13 +215,103 @@ class ThreadedAsyncStore {
     }
   }
 
+  // One wait of a duplicate: what it waits for (the key copied: a cancelled caller's ticket may
+  // go before the wait ends) and how it ends.
+  struct WaitJob {
+    WaitJob(std::string k, Fence f, std::chrono::milliseconds b)
+        : key(std::move(k)), fence(f), bound(b) {}
+    std::string key;
+    Fence fence;
+    std::chrono::milliseconds bound;
+    std::shared_ptr<detail::WaitCompletion> done;
+  };
+
+  // The wait threads: each blocks in S::await_change for one duplicate at a time. Apart from the
+  // store's thread, which would otherwise sit in one duplicate's wait while the holder's commit
+  // (the very call that ends it) queues behind it; bounded, since each blocks a thread for up to
+  // its bound. A wait is handed only to an idle thread or a new one, never queued: so none waits
+  // longer than its own bound.
+  class WaitThreads {
+   public:
+    WaitThreads(S& store, std::size_t most) : store_(&store), most_(most) {}
+    WaitThreads(const WaitThreads&) = delete;
+    WaitThreads& operator=(const WaitThreads&) = delete;
+    ~WaitThreads() { close(); }
+
+    bool enabled() const noexcept { return most_ > 0; }
+
+    bool start(const std::shared_ptr<WaitJob>& job) {
+      std::lock_guard lock(mutex_);
+      if (closing_) return false;
+      if (idle_ > jobs_.size()) {
+        jobs_.push_back(job);
+        ready_.notify_one();
+        return true;
+      }
+      if (threads_.size() >= most_) return false;
+      jobs_.push_back(job);
+      threads_.emplace_back([this] { serve(); });
+      return true;
+    }
+
+    // Ends every thread once its wait is over; waits handed over but not begun end at once.
+    void close() {
+      std::vector<std::thread> threads;
+      {
+        std::lock_guard lock(mutex_);
+        closing_ = true;
+        threads.swap(threads_);
+      }
+      ready_.notify_all();
+      for (std::thread& t : threads) t.join();
+    }
+
+   private:
+    void serve() {
+      std::unique_lock lock(mutex_);
+      for (;;) {
+        if (jobs_.empty()) {
+          if (closing_) return;
+          ++idle_;
+          ready_.wait(lock, [this] { return closing_ || !jobs_.empty(); });
+          --idle_;
+          continue;
+        }
+        std::shared_ptr<WaitJob> job = std::move(jobs_.front());
+        jobs_.pop_front();
+        const bool closing = closing_;
+        lock.unlock();
+        if (!closing) {
+          try {
+            store_->await_change(Ticket{job->key, job->fence}, job->bound);
+          } catch (...) {
+            // A failure to wait is a return (idem::WakingStore): the caller claims again.
+          }
+        }
+        job->done->complete(/*waited=*/true);
+        job.reset();
+        lock.lock();
+      }
+    }
+
+    S* store_;
+    std::size_t most_;
+    std::mutex mutex_;
+    std::condition_variable ready_;
+    std::deque<std::shared_ptr<WaitJob>> jobs_;  // handed to an idle thread, under mutex_
+    std::size_t idle_ = 0;                       // threads waiting for a job, under mutex_
+    bool closing_ = false;                       // under mutex_
+    std::vector<std::thread> threads_;           // under mutex_
+  };
+
   S store_;
   std::chrono::milliseconds queue_timeout_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::unique_ptr<Job>> queue_;  // under mutex_
   std::atomic<bool> closing_{false};        // written under mutex_
-  std::thread thread_;                      // last: starts once the rest exists
+  WaitThreads waits_;
+  std::thread thread_;  // last: starts once the rest exists
 };
 
 }  // namespace idem

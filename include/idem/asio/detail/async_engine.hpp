@@ -172,9 +172,44 @@ class AsyncPause {
   std::optional<boost::asio::steady_timer> timer_;
 };
 
-/// The rest of claim_or_wait once a claim found the key in progress: pause, claim again, until
-/// the holder finishes, the wait runs out (refuse_busy) or the claim is answered. A cancelled
-/// pause throws (nothing is held). Apart from the first claim so that most calls skip its frame.
+/// waits_on_store for AsyncGuard: a wait for the holder suspends on the store (woken when the
+/// hold ends) only under Wait, with the real steady clock (a test's clock moves only when slept
+/// on), on an AsyncWakingStore that wakes.
+template <class S>
+bool async_waits_on_store(const Policy& policy, const AsyncTarget<S>& target) {
+  if constexpr (AsyncWakingStore<S>) {
+    return policy.wait() != nullptr && target.store().wakes() &&
+           dynamic_cast<const SteadyClock*>(policy.clock.get()) != nullptr;
+  } else {
+    return false;
+  }
+}
+
+/// pause_for_holder as a coroutine: a wait on the store that the hold's end cuts short, or the
+/// pause on the clock (polling, and after a store that could not wait). True when cancelled.
+template <class S>
+boost::asio::awaitable<bool> async_pause_for_holder(AsyncTarget<S>& target, AsyncPause& pauses,
+                                                    bool waking, Fence holder,
+                                                    Clock::duration pause) {
+  if constexpr (AsyncWakingStore<S>) {
+    if (waking) {
+      const auto until = std::chrono::steady_clock::now() + pause;
+      const Ticket held = target.ticket(holder);
+      if (co_await target.store().async_await_change(
+              held, std::chrono::ceil<std::chrono::milliseconds>(pause))) {
+        co_return cancelled(co_await boost::asio::this_coro::cancellation_state);
+      }
+      pause = until - std::chrono::steady_clock::now();
+      if (pause <= Clock::duration::zero()) co_return false;
+    }
+  }
+  co_return co_await pauses.pause(pause);
+}
+
+/// The rest of claim_or_wait once a claim found the key in progress: pause (or wait on the
+/// store), claim again, until the holder finishes, the wait runs out (refuse_busy) or the claim
+/// is answered. A cancelled pause throws (nothing is held). Apart from the first claim so that
+/// most calls skip its frame.
 template <class S>
 boost::asio::awaitable<Result<Claim>> async_wait_for_holder(const Policy& policy,
                                                             AsyncTarget<S>& target,
@@ -182,11 +217,14 @@ boost::asio::awaitable<Result<Claim>> async_wait_for_holder(const Policy& policy
                                                             Claim busy) {
   WaitPacer pacer(policy.wait(), *policy.clock);
   AsyncPause pauses(*policy.clock);
+  const bool waking = async_waits_on_store(policy, target);
   for (;;) {
-    const auto pause = pacer.next_pause(busy);
+    const auto pause = pacer.next_pause(busy, waking);
     if (!pause) co_return refuse_busy(policy, target, busy);
     if (cancelled(co_await boost::asio::this_coro::cancellation_state)) throw_cancelled();
-    if (co_await pauses.pause(*pause)) throw_cancelled();
+    if (co_await async_pause_for_holder(target, pauses, waking, busy.fence, *pause)) {
+      throw_cancelled();
+    }
     Result<Claim> claim = co_await target.store().async_claim(request);
     if (claim_refused(policy, target, claim)) co_return claim;
     if (claim->status != ClaimStatus::in_progress) {
