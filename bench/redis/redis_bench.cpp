@@ -5,6 +5,11 @@
 // docs/performance.md.
 //
 //   IDEM_BENCH_REDIS_URI=redis://127.0.0.1:6379 build/bench/idem_bench_redis
+//   IDEM_BENCH_REDIS_URI='rediss://127.0.0.1:6380?ca_file=ca.crt' build/bench/idem_bench_redis
+//
+// Over TLS (rediss://) both sides speak TLS: the guarded side through the client, the bare twin
+// through an OpenSSL session of its own per connection (bare_tls.hpp); the storm benchmarks,
+// whose bare twin pipelines on hiredis, run over plain connections only.
 //   IDEM_BENCH_REDIS_CLUSTER_SEEDS=127.0.0.1:7000,127.0.0.1:7001 build/bench/idem_bench_redis
 //
 // With IDEM_BENCH_REDIS_CLUSTER_SEEDS (Redis Cluster mode) the guarded side uses a cluster
@@ -46,6 +51,7 @@
 #include "idem/redis/request_id_cache.hpp"
 #include "idem/redis/store.hpp"
 #include "idem/redis/token_store.hpp"
+#include "bare_tls.hpp"
 #include "latency.hpp"
 #include "lua_scripts.hpp"   // the embedded scripts, so the bare twin sends the same bytes
 #include "store_common.hpp"  // tagged_key, fingerprint_bytes: the same key names and arguments
@@ -133,6 +139,20 @@ std::size_t bare_node(std::initializer_list<std::string_view> argv) {
   return g_slot_owner[idem::redis::key_slot(key)];
 }
 
+// Over TLS (a rediss:// URI): one connection per thread and server, its own TLS session.
+idem_bench::BareTlsConnection& bare_tls_connection(std::size_t node) {
+  thread_local std::vector<std::unique_ptr<idem_bench::BareTlsConnection>> connections;
+  while (connections.size() <= node) connections.emplace_back();
+  auto& c = connections[node];
+  if (!c) {
+    const bool cluster = !g_primaries.empty();
+    c = std::make_unique<idem_bench::BareTlsConnection>(
+        cluster ? g_primaries[node].first : g_options.host,
+        cluster ? g_primaries[node].second : g_options.port, g_options.tls);
+  }
+  return *c;
+}
+
 Reply bare_command(std::initializer_list<std::string_view> argv, std::size_t node) {
   std::array<const char*, 12> args{};
   std::array<std::size_t, 12> lens{};
@@ -141,8 +161,10 @@ Reply bare_command(std::initializer_list<std::string_view> argv, std::size_t nod
     args[n] = a.data();
     lens[n++] = a.size();
   }
-  Reply r(static_cast<redisReply*>(
-      redisCommandArgv(bare_connection(node), static_cast<int>(n), args.data(), lens.data())));
+  Reply r(g_options.tls.enabled
+              ? bare_tls_connection(node).command(static_cast<int>(n), args.data(), lens.data())
+              : static_cast<redisReply*>(redisCommandArgv(
+                    bare_connection(node), static_cast<int>(n), args.data(), lens.data())));
   if (!r || r->type == REDIS_REPLY_ERROR) {
     std::fprintf(stderr, "bare twin: %s\n", r ? r->str : "connection failed");
     std::abort();
@@ -809,6 +831,10 @@ void BM_Redis_Storm_bare(benchmark::State& state) {
     state.SkipWithError("the bare storm runs on one server");
     return;
   }
+  if (g_options.tls.enabled) {
+    state.SkipWithError("its hiredis twin has no TLS");
+    return;
+  }
   static std::atomic<std::uint64_t> next_key{0};
   const auto fp_bytes = idem::redis::fingerprint_bytes(idem::xxh3_128(kPayload));
   const std::string_view fp(fp_bytes.data(), fp_bytes.size());
@@ -850,6 +876,10 @@ void BM_Redis_Storm_bare(benchmark::State& state) {
 void BM_Redis_Storm_floor(benchmark::State& state) {
   if (!g_cluster_seeds.empty()) {
     state.SkipWithError("the floor runs on one server");
+    return;
+  }
+  if (g_options.tls.enabled) {
+    state.SkipWithError("its hiredis twin has no TLS");
     return;
   }
   static std::atomic<std::uint64_t> next_key{0};
@@ -919,7 +949,8 @@ int main(int argc, char** argv) {
   }
   g_options = options.value();
   if (!g_options.unix_socket.empty() || !g_options.password.empty() || g_options.db != 0) {
-    std::fprintf(stderr, "idem_bench_redis: the bare twin supports plain redis://host:port only\n");
+    std::fprintf(stderr,
+                 "idem_bench_redis: the bare twin supports redis:// and rediss://host:port only\n");
     return 1;
   }
   g_options.pool_size = 64;  // the guarded side may hold as many connections as the bare one

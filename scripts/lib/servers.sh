@@ -4,6 +4,12 @@
 #   source scripts/lib/servers.sh
 #   trap stop_servers EXIT
 #   start_redis      # exports IDEM_TEST_REDIS_URI=redis://127.0.0.1:<port>, IDEM_TEST_REDIS_CONF
+#                    # IDEM_REDIS_TLS_DIR=DIR start_redis: TLS only (a tls-port, TCP port 0; the
+#                    # unix socket stays plain) with DIR's certificates from scripts/lib/tls.sh
+#                    # make_test_ca: exports IDEM_TEST_REDIS_URI=rediss://127.0.0.1:<port>?
+#                    # ca_file=DIR/ca.crt (and the client certificate with
+#                    # IDEM_REDIS_TLS_AUTH_CLIENTS=yes, which makes the server require one);
+#                    # IDEM_REDIS_TLS_CERT=expired serves DIR/expired.crt instead of server.crt
 #   start_postgres   # exports IDEM_TEST_PG_URI=postgresql://postgres@127.0.0.1:<port>/idem_test
 #                    # (IDEM_PG_DURABLE=1 start_postgres: fsync, synchronous_commit and
 #                    # full_page_writes on, so that commits cost what they cost in production)
@@ -77,12 +83,31 @@ _idem_wait_for() {
   done
 }
 
+# redis-cli's TLS options for a server of IDEM_REDIS_TLS_DIR (none without it). The client
+# certificate goes along, for servers that require one; it does not verify the server's, which
+# may be the expired one.
+_idem_redis_cli_tls() {
+  [[ -n ${IDEM_REDIS_TLS_DIR:-} ]] || return 0
+  printf '%s\n' --tls --insecure --cert "$IDEM_REDIS_TLS_DIR/client.crt" \
+    --key "$IDEM_REDIS_TLS_DIR/client.key"
+}
+
+# The config lines of a TLS-only server on `port` (none without IDEM_REDIS_TLS_DIR).
+_idem_redis_tls_conf() {
+  local port=$1 dir=${IDEM_REDIS_TLS_DIR:-} cert=${IDEM_REDIS_TLS_CERT:-server}
+  [[ -n $dir ]] || return 0
+  printf '%s\n' "port 0" "tls-port $port" "tls-cert-file \"$dir/$cert.crt\"" \
+    "tls-key-file \"$dir/$cert.key\"" "tls-ca-cert-file \"$dir/ca.crt\"" \
+    "tls-auth-clients ${IDEM_REDIS_TLS_AUTH_CLIENTS:-no}"
+}
+
 # Redis writes its pidfile only once it listens, so a live pidfile process that answers PING is
 # our server, not some other process that took the port first.
 _idem_redis_ready() {
-  local pid
+  local pid tls
+  mapfile -t tls < <(_idem_redis_cli_tls)
   pid=$(cat "$_idem_redis_dir/redis.pid" 2>/dev/null) && kill -0 "$pid" 2>/dev/null &&
-    [[ $(redis-cli -h 127.0.0.1 -p "$_idem_redis_port" ping 2>/dev/null) == PONG ]]
+    [[ $(redis-cli -h 127.0.0.1 -p "$_idem_redis_port" "${tls[@]}" ping 2>/dev/null) == PONG ]]
 }
 _idem_pid_gone() { ! kill -0 "$1" 2>/dev/null; }
 
@@ -100,6 +125,8 @@ start_redis() {
     "save \"\"" "appendonly no" "daemonize yes" "pidfile \"$_idem_redis_dir/redis.pid\"" \
     "logfile \"$log\"" "unixsocket \"$_idem_redis_dir/redis.sock\"" "unixsocketperm 700" \
     >"$conf" || return 1
+  # TLS only: the later `port 0` wins over the plain port above.
+  _idem_redis_tls_conf "$_idem_redis_port" >>"$conf" || return 1
   if ! redis-server "$conf"; then
     _idem_say "redis-server failed to start"
     _idem_show_log "$log"
@@ -111,6 +138,11 @@ start_redis() {
     return 1
   fi
   export IDEM_TEST_REDIS_URI="redis://127.0.0.1:$_idem_redis_port"
+  if [[ -n ${IDEM_REDIS_TLS_DIR:-} ]]; then
+    IDEM_TEST_REDIS_URI="rediss://127.0.0.1:$_idem_redis_port?ca_file=$IDEM_REDIS_TLS_DIR/ca.crt"
+    [[ ${IDEM_REDIS_TLS_AUTH_CLIENTS:-no} != yes ]] ||
+      IDEM_TEST_REDIS_URI+="&cert_file=$IDEM_REDIS_TLS_DIR/client.crt&key_file=$IDEM_REDIS_TLS_DIR/client.key"
+  fi
   export IDEM_TEST_REDIS_CONF="$conf"
   _idem_say "redis up: $IDEM_TEST_REDIS_URI"
 }

@@ -91,7 +91,8 @@ void Link::complete_held() {
 // One connection: its stream, the bytes going out, the replies coming in, and the calls that
 // wait for them, in the order they were sent.
 struct Link::Connection {
-  explicit Connection(const net::any_io_executor& e) : executor(e), transport(e) {}
+  Connection(const net::any_io_executor& e, std::shared_ptr<const redis::TlsContext> tls)
+      : executor(e), transport(e, std::move(tls)) {}
 
   net::any_io_executor executor;  // the strand, or its inner executor on one thread
   Transport transport;
@@ -102,11 +103,13 @@ struct Link::Connection {
 };
 
 Link::Link(LinkOwner& owner, const Strand& strand, redis::ConnectionOptions options,
-           redis::ReconnectBackoff backoff, std::atomic<std::uint64_t>& opened, bool one_thread)
+           std::shared_ptr<const redis::TlsContext> tls, redis::ReconnectBackoff backoff,
+           std::atomic<std::uint64_t>& opened, bool one_thread)
     : owner_(owner),
       strand_(strand),
       one_thread_(one_thread),
       options_(std::move(options)),
+      tls_(std::move(tls)),
       backoff_(std::move(backoff)),
       watchdog_(options_),
       opened_(opened),
@@ -124,6 +127,10 @@ void Link::close() {
 }
 
 void Link::submit(std::unique_ptr<Request> request) {
+  if (tls_ && tls_->unusable()) {  // no connection can open: say why, as config_invalid
+    owner_.failed(*this, std::move(request), *tls_->unusable());
+    return;
+  }
   if (!conn_ && !connect()) {
     owner_.failed(*this, std::move(request), redis::unavailable(last_failure_));
     return;
@@ -266,7 +273,7 @@ bool Link::connect() {
   const net::any_io_executor events = one_thread_
                                           ? net::any_io_executor(strand_.get_inner_executor())
                                           : net::any_io_executor(strand_);
-  auto conn = std::make_shared<Connection>(events);
+  auto conn = std::make_shared<Connection>(events, tls_);
   opened_.fetch_add(1, std::memory_order_relaxed);
   conn_ = conn;
   connected_ = false;
@@ -280,7 +287,7 @@ bool Link::connect() {
       options_, [keep = owner_.keep_alive(), this, conn](boost::system::error_code ec) {
         if (conn != conn_) return;
         if (ec) {
-          drop(fmt::format("cannot connect: {}", ec.message()));
+          drop(conn->transport.connect_failure(ec));
           return;
         }
         connected_ = true;
@@ -317,6 +324,9 @@ void Link::arm_watchdog() {
     if (ec || !conn_) return;
     const bool awaiting = conn_->wire.awaiting() != 0;
     std::string overdue = watchdog_.overdue(std::chrono::steady_clock::now(), connected_, awaiting);
+    if (!overdue.empty() && !connected_ && conn_->transport.handshaking()) {
+      overdue += " (the TLS handshake got no answer: does the server speak TLS on this port?)";
+    }
     if (!overdue.empty()) {
       drop(std::move(overdue));
     } else if (awaiting || !connected_) {

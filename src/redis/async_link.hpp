@@ -23,6 +23,7 @@
 #include "idem/result.hpp"
 #include "protocol.hpp"
 #include "slot_routing.hpp"
+#include "tls.hpp"
 
 namespace idem::redis::detail {
 
@@ -134,8 +135,10 @@ class Link {
  public:
   // `one_thread`: every call comes from the one thread that runs the executor
   // (AsyncRedisStoreOptions::single_threaded).
+  // `tls`: the store's TLS context, null when options.tls is off.
   Link(LinkOwner& owner, const Strand& strand, redis::ConnectionOptions options,
-       redis::ReconnectBackoff backoff, std::atomic<std::uint64_t>& opened, bool one_thread);
+       std::shared_ptr<const redis::TlsContext> tls, redis::ReconnectBackoff backoff,
+       std::atomic<std::uint64_t>& opened, bool one_thread);
   Link(const Link&) = delete;
   Link& operator=(const Link&) = delete;
   ~Link();
@@ -180,6 +183,7 @@ class Link {
   const Strand& strand_;
   bool one_thread_;
   redis::ConnectionOptions options_;
+  std::shared_ptr<const redis::TlsContext> tls_;
   redis::ReconnectBackoff backoff_;
   redis::Watchdog watchdog_;
   std::atomic<std::uint64_t>& opened_;

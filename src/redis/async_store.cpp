@@ -389,13 +389,15 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
 
   std::unique_ptr<Link> make_link(redis::ConnectionOptions o) {
     return std::make_unique<Link>(
-        *this, strand_, std::move(o),
+        *this, strand_, std::move(o), tls_,
         redis::ReconnectBackoff{options_.reconnect_backoff, options_.max_reconnect_backoff},
         opened_, options_.single_threaded);
   }
 
   AsyncRedisStoreOptions options_;
   net::strand<net::any_io_executor> strand_;
+  // One TLS context for every connection of the store; null without TLS.
+  std::shared_ptr<const redis::TlsContext> tls_ = redis::TlsContext::make(options_.connection.tls);
   std::unique_ptr<Link> single_;  // one server
 
   // A cluster: its nodes and slot map; the refresh under way, on the strand.

@@ -50,6 +50,40 @@ std::string percent_decode(std::string_view in) {
   return out;
 }
 
+// The TLS settings of a rediss:// URI's query (`name=value&...`, values percent-encoded) into
+// `tls`: empty, or why they cannot be used.
+std::string parse_tls_query(std::string_view query, TlsOptions& tls) {
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    const auto eq = pair.find('=');
+    const std::string_view name = pair.substr(0, eq);
+    std::string value =
+        eq == std::string_view::npos ? std::string{} : percent_decode(pair.substr(eq + 1));
+    if (name == "verify") {
+      if (value != "yes" && value != "no") return "verify must be yes or no";
+      tls.verify = value == "yes";
+      continue;
+    }
+    std::string* field = name == "ca_file"       ? &tls.ca_file
+                         : name == "ca_dir"      ? &tls.ca_dir
+                         : name == "cert_file"   ? &tls.cert_file
+                         : name == "key_file"    ? &tls.key_file
+                         : name == "server_name" ? &tls.server_name
+                                                 : nullptr;
+    if (field == nullptr) {
+      return fmt::format(
+          "unknown query parameter '{}' (TLS settings: ca_file, ca_dir, cert_file, key_file, "
+          "server_name, verify)",
+          name);
+    }
+    if (value.empty()) return fmt::format("{} needs a value", name);
+    *field = std::move(value);
+  }
+  return {};
+}
+
 // Converts a hiredis reply to the public Reply.
 Reply convert(const redisReply& r) {
   static constexpr std::array<std::pair<int, Reply::Type>, 5> kTypes{{
@@ -85,12 +119,21 @@ Result<ConnectionOptions> ConnectionOptions::from_uri(std::string_view uri) {
   };
   const auto scheme_end = uri.find("://");
   if (scheme_end == std::string_view::npos)
-    return bad("expected redis://host:port or unix:///path");
+    return bad("expected redis://host:port, rediss://host:port or unix:///path");
   const std::string_view scheme = uri.substr(0, scheme_end);
   std::string_view rest = uri.substr(scheme_end + 3);
-  if (scheme != "redis" && scheme != "unix") {
-    return bad(scheme == "rediss" ? "TLS (rediss://) is not supported"
-                                  : "the scheme must be redis:// or unix://");
+  if (scheme != "redis" && scheme != "rediss" && scheme != "unix") {
+    return bad("the scheme must be redis://, rediss:// or unix://");
+  }
+  if (scheme == "rediss") {
+    o.tls.enabled = true;
+    const auto query = rest.find('?');
+    if (query != std::string_view::npos) {
+      if (std::string why = parse_tls_query(rest.substr(query + 1), o.tls); !why.empty()) {
+        return bad(why);
+      }
+      rest = rest.substr(0, query);
+    }
   }
   // user-info: the last '@' before the path (passwords may contain '@' only percent-encoded).
   const auto at = rest.find('@');
@@ -118,6 +161,9 @@ Result<ConnectionOptions> ConnectionOptions::from_uri(std::string_view uri) {
     }
     return o;
   }
+  if (rest.find('?') != std::string_view::npos) {
+    return bad("query parameters are TLS settings, for rediss:// only");
+  }
   const auto slash = rest.find('/');
   std::string_view hostport = rest.substr(0, slash);
   if (slash != std::string_view::npos) {
@@ -144,20 +190,30 @@ Result<ConnectionOptions> ConnectionOptions::from_uri(std::string_view uri) {
 
 Result<ClusterOptions> ClusterOptions::from_uri(std::string_view uri) {
   constexpr std::string_view kScheme = "redis+cluster://";
+  constexpr std::string_view kTlsScheme = "rediss+cluster://";
   auto bad = [&](std::string_view why) {
     return config_invalid(fmt::format("redis cluster URI '{}': {}", redacted(uri), why));
   };
-  if (uri.substr(0, kScheme.size()) != kScheme) {
-    return bad("expected redis+cluster://[[user]:password@]host:port[,host:port...]");
+  const bool tls = uri.substr(0, kTlsScheme.size()) == kTlsScheme;
+  if (!tls && uri.substr(0, kScheme.size()) != kScheme) {
+    return bad("expected redis+cluster:// or rediss+cluster://[[user]:password@]host:port[,...]");
   }
-  std::string_view rest = uri.substr(kScheme.size());
+  std::string_view rest = uri.substr(tls ? kTlsScheme.size() : kScheme.size());
+  TlsOptions tls_options{.enabled = tls};
+  if (const auto query = rest.find('?'); tls && query != std::string_view::npos) {
+    if (std::string why = parse_tls_query(rest.substr(query + 1), tls_options); !why.empty()) {
+      return bad(why);
+    }
+    rest = rest.substr(0, query);
+  }
   std::string_view info;
   if (const auto at = rest.find('@'); at != std::string_view::npos) {
     info = rest.substr(0, at + 1);  // with the '@'
     rest = rest.substr(at + 1);
   }
   if (rest.find_first_of("/?") != std::string_view::npos) {
-    return bad("a cluster has only database 0 and takes no options");
+    return bad(tls ? "a cluster has only database 0 and takes TLS settings only"
+                   : "a cluster has only database 0 and takes no options");
   }
   ClusterOptions o;
   while (!rest.empty() || o.seeds.empty()) {
@@ -175,12 +231,16 @@ Result<ClusterOptions> ClusterOptions::from_uri(std::string_view uri) {
   }
   o.node.host = ConnectionOptions{}.host;  // each node's address comes from the slot map
   o.node.port = ConnectionOptions{}.port;
+  o.node.tls = std::move(tls_options);
   return o;
 }
 
 // --- The router ------------------------------------------------------------------------------
 
-Client::Impl::Impl(ConnectionOptions options) : node_(std::make_unique<Node>(std::move(options))) {}
+Client::Impl::Impl(ConnectionOptions options) {
+  std::shared_ptr<const TlsContext> tls = TlsContext::make(options.tls);
+  node_ = std::make_unique<Node>(std::move(options), std::move(tls));
+}
 Client::Impl::Impl(ClusterOptions options)
     : cluster_(std::make_unique<Cluster>(std::move(options))) {}
 Client::Impl::~Impl() = default;

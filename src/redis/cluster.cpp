@@ -31,7 +31,9 @@ Cluster::Cluster(ClusterOptions options)
     : options_(checked(std::move(options))),
       topology_(options_.node, options_.seeds,
                 OptionNames{"redis::Client", "ClusterOptions::node", "ClusterOptions::seeds"},
-                [](ConnectionOptions o) { return std::make_unique<Node>(std::move(o)); }) {}
+                [tls = TlsContext::make(options_.node.tls)](ConnectionOptions o) {
+                  return std::make_unique<Node>(std::move(o), tls);
+                }) {}
 
 Cluster::~Cluster() = default;
 

@@ -34,13 +34,13 @@ ConnectionOptions with_a_pool(ConnectionOptions options) {
 }
 
 // A pool of `node`'s blocking connections, `max_open` of them at most.
-ConnectionPool make_pool(const ConnectionOptions& options, const std::string& where,
-                         std::size_t max_open) {
+ConnectionPool make_pool(const ConnectionOptions& options, const TlsContext* tls,
+                         const std::string& where, std::size_t max_open) {
   return ConnectionPool(
       idem::detail::PoolOptions{.max_open = std::max<std::size_t>(max_open, 1),
                                 .probe_idle_after = kCheckIdleAfter},
-      [&options, &where](Deadline open_by) {
-        Result<BlockingConnection> c = BlockingConnection::open(options, open_by, where);
+      [&options, tls, &where](Deadline open_by) {
+        Result<BlockingConnection> c = BlockingConnection::open(options, tls, open_by, where);
         if (!c) throw ConnectFailed{std::move(c).failure()};
         return std::make_unique<BlockingConnection>(std::move(c).value());
       },
@@ -50,17 +50,18 @@ ConnectionPool make_pool(const ConnectionOptions& options, const std::string& wh
 
 }  // namespace
 
-Node::Node(ConnectionOptions options)
+Node::Node(ConnectionOptions options, std::shared_ptr<const TlsContext> tls)
     : options_(with_a_pool(std::move(options))),
+      tls_(std::move(tls)),
       where_(server_name(options_)),
-      pool_(make_pool(options_, where_, options_.pool_size)),
-      waiters_(make_pool(options_, where_, options_.wait_connections)) {
+      pool_(make_pool(options_, tls_.get(), where_, options_.pool_size)),
+      waiters_(make_pool(options_, tls_.get(), where_, options_.wait_connections)) {
   if (options_.ignore_sigpipe) ignore_sigpipe_if_default();
   if (options_.pipeline_connections > 0) {
     pipeline_ = std::make_unique<Pipeline>(options_.pipeline_connections, options_.command_timeout,
                                            where_, [this]() -> Result<Socket> {
                                              auto c = BlockingConnection::open(
-                                                 options_, Deadline::max(), where_);
+                                                 options_, tls_.get(), Deadline::max(), where_);
                                              if (!c) return std::move(c).failure();
                                              return std::move(c).value().release();
                                            });

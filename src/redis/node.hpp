@@ -74,7 +74,8 @@ class Pipeline;
 /// calls. Thread-safe.
 class Node {
  public:
-  explicit Node(ConnectionOptions options);
+  /// `tls`: the client's TLS context, null when options.tls is off.
+  Node(ConnectionOptions options, std::shared_ptr<const TlsContext> tls);
   ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -105,6 +106,7 @@ class Node {
   Result<Answer> send_blocking(const Call& call, Deadline deadline);
 
   ConnectionOptions options_;
+  std::shared_ptr<const TlsContext> tls_;
   std::string where_;
   ConnectionPool pool_;
   ConnectionPool waiters_;  // the blocking calls' connections (wait_connections of them at most)

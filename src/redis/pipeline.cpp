@@ -194,7 +194,8 @@ class Pipeline::Lane {
       const int error = link.socket.send_all(batch, deadline);
       lock.lock();
       if (error != 0) {
-        fail(link, error == ETIMEDOUT ? timed_out() : io_error("send", error));
+        fail(link,
+             error == ETIMEDOUT ? timed_out() : io_error("send", link.socket.error_text(error)));
       }
     }
     link.writing = false;
@@ -236,7 +237,8 @@ class Pipeline::Lane {
       } else if (got == 0) {
         fail(link, unavailable("connection closed by the server"));
       } else if (got < 0) {
-        fail(link, error == ETIMEDOUT ? timed_out() : io_error("read", error));
+        fail(link,
+             error == ETIMEDOUT ? timed_out() : io_error("read", link.socket.error_text(error)));
       }
     }
     link.reading = false;
@@ -296,8 +298,8 @@ class Pipeline::Lane {
     return unavailable(
         fmt::format("no reply within {} ms; the connection was dropped", timeout_.count()));
   }
-  Failure io_error(std::string_view doing, int error) const {
-    return unavailable(fmt::format("{} failed: {}", doing, std::strerror(error)));
+  Failure io_error(std::string_view doing, const std::string& why) const {
+    return unavailable(fmt::format("{} failed: {}", doing, why));
   }
 
   Pipeline& owner_;

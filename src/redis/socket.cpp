@@ -6,6 +6,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -74,6 +75,7 @@ void tune_tcp(int fd, bool keep_alive) noexcept {
 
 Socket& Socket::operator=(Socket&& other) noexcept {
   if (this != &other) {
+    tls_ = std::move(other.tls_);
     if (fd_ >= 0) ::close(fd_);
     fd_ = std::exchange(other.fd_, -1);
   }
@@ -84,9 +86,12 @@ Socket::~Socket() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-Result<Socket> Socket::open(const ConnectionOptions& options, Deadline deadline,
-                            std::string_view where) {
+Result<Socket> Socket::open(const ConnectionOptions& options, const TlsContext* tls,
+                            Deadline deadline, std::string_view where) {
   deadline = connected_by(options, deadline);
+  if (options.tls.enabled && tls == nullptr) {
+    return unavailable(fmt::format("redis {}: TLS is on but no TLS context was made", where));
+  }
   const auto cannot = [&](std::string_view why) {
     return unavailable(fmt::format("redis {}: cannot connect: {}", where, why));
   };
@@ -114,10 +119,47 @@ Result<Socket> Socket::open(const ConnectionOptions& options, Deadline deadline,
     if (fd >= 0) tune_tcp(fd, options.keep_alive);
   }
   if (fd < 0) return cannot(std::strerror(error));
-  return Socket(fd);
+  Socket socket(fd);
+  if (tls == nullptr) return socket;
+  return std::move(socket).handshake(*tls, options.host, deadline, where);
+}
+
+Result<Socket> Socket::handshake(const TlsContext& context, const std::string& host,
+                                 Deadline deadline, std::string_view where) && {
+  Result<SslPtr> session = context.session(host);
+  if (!session) return std::move(session).failure();
+  tls_ = std::make_unique<Tls>();
+  tls_->ssl = std::move(session).value();
+  SSL* ssl = tls_->ssl.get();
+  if (SSL_set_fd(ssl, fd_) != 1) {
+    return unavailable(fmt::format("redis {}: TLS: cannot attach the socket: {}", where,
+                                   ssl_failure_reason(SSL_ERROR_SSL, 0)));
+  }
+  for (;;) {
+    ERR_clear_error();
+    errno = 0;
+    const int rc = SSL_connect(ssl);
+    if (rc == 1) return std::move(*this);
+    const int ssl_error = SSL_get_error(ssl, rc);
+    const int sys_errno = errno;
+    if (ssl_error == SSL_ERROR_WANT_READ || ssl_error == SSL_ERROR_WANT_WRITE) {
+      const short events = ssl_error == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+      if (const int error = wait_for(fd_, events, deadline); error != 0) {
+        return unavailable(fmt::format("redis {}: TLS handshake {}", where,
+                                       error == ETIMEDOUT
+                                           ? "timed out (does the server speak TLS on this port?)"
+                                           : std::string("failed: ") + std::strerror(error)));
+      }
+      continue;
+    }
+    return unavailable(fmt::format("redis {}: {}", where,
+                                   handshake_failure(ssl, ssl_failure_reason(ssl_error, sys_errno),
+                                                     context.verified_name(host))));
+  }
 }
 
 int Socket::send_all(std::string_view bytes, Deadline deadline) const noexcept {
+  if (tls_) return tls_send_all(bytes, deadline);
   while (!bytes.empty()) {
     const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
     if (n >= 0) {
@@ -133,6 +175,7 @@ int Socket::send_all(std::string_view bytes, Deadline deadline) const noexcept {
 }
 
 ssize_t Socket::read_some(std::span<char> buf, Deadline deadline, int& error) const noexcept {
+  if (tls_) return tls_read_some(buf, deadline, error);
   for (;;) {
     if ((error = wait_for(fd_, POLLIN, deadline)) != 0) return -1;
     const ssize_t got = ::recv(fd_, buf.data(), buf.size(), 0);
@@ -144,16 +187,102 @@ ssize_t Socket::read_some(std::span<char> buf, Deadline deadline, int& error) co
   }
 }
 
+std::string Socket::error_text(int error) const {
+  if (tls_ && error == EPROTO) {
+    const std::lock_guard lock(tls_->turn);
+    if (!tls_->failure.empty()) return "TLS: " + tls_->failure;
+  }
+  return std::strerror(error);
+}
+
 bool Socket::closed_by_server() const noexcept {
   pollfd p{fd_, POLLIN, 0};
-  return ::poll(&p, 1, 0) != 0;
+  if (::poll(&p, 1, 0) == 0) return false;
+  return !tls_ || tls_closed_by_server();
+}
+
+namespace {
+
+// An SSL call's outcome, taken under the session's turn.
+struct SslStep {
+  int done;  // > 0: bytes; else see ssl_error
+  int ssl_error;
+  int sys_errno;
+};
+
+template <class Tls, class Call>
+SslStep ssl_step(Tls& tls, Call call) noexcept {
+  const std::lock_guard lock(tls.turn);
+  ERR_clear_error();
+  errno = 0;
+  SSL* ssl = tls.ssl.get();
+  const int done = call(ssl);
+  if (done > 0) return {done, SSL_ERROR_NONE, 0};
+  SslStep step{done, SSL_get_error(ssl, done), errno};
+  if (step.ssl_error == SSL_ERROR_SSL) {
+    try {
+      tls.failure = ssl_failure_reason(step.ssl_error, step.sys_errno);
+    } catch (...) {  // no memory for the text: the errno alone says it
+    }
+  }
+  ERR_clear_error();
+  return step;
+}
+
+}  // namespace
+
+int Socket::tls_send_all(std::string_view bytes, Deadline deadline) const noexcept {
+  while (!bytes.empty()) {
+    const int chunk = static_cast<int>(std::min<std::size_t>(bytes.size(), INT_MAX));
+    const SslStep step =
+        ssl_step(*tls_, [&](SSL* ssl) { return SSL_write(ssl, bytes.data(), chunk); });
+    if (step.done > 0) {
+      bytes.remove_prefix(static_cast<std::size_t>(step.done));
+    } else if (step.ssl_error == SSL_ERROR_WANT_WRITE || step.ssl_error == SSL_ERROR_WANT_READ) {
+      const short events = step.ssl_error == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+      if (const int error = wait_for(fd_, events, deadline); error != 0) return error;
+    } else {
+      return step.sys_errno != 0 ? step.sys_errno : EPROTO;
+    }
+  }
+  return 0;
+}
+
+// Reads before it waits: the session may hold decrypted bytes the socket no longer signals.
+ssize_t Socket::tls_read_some(std::span<char> buf, Deadline deadline, int& error) const noexcept {
+  const int want = static_cast<int>(std::min<std::size_t>(buf.size(), INT_MAX));
+  for (;;) {
+    const SslStep step = ssl_step(*tls_, [&](SSL* ssl) { return SSL_read(ssl, buf.data(), want); });
+    if (step.done > 0) return step.done;
+    if (step.ssl_error == SSL_ERROR_WANT_READ || step.ssl_error == SSL_ERROR_WANT_WRITE) {
+      const short events = step.ssl_error == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+      if ((error = wait_for(fd_, events, deadline)) != 0) return -1;
+      continue;
+    }
+    // A close, with the TLS farewell or without: the server ended the connection.
+    if (step.ssl_error == SSL_ERROR_ZERO_RETURN ||
+        (step.ssl_error == SSL_ERROR_SYSCALL && step.sys_errno == 0)) {
+      return 0;
+    }
+    error = step.sys_errno != 0 ? step.sys_errno : EPROTO;
+    return -1;
+  }
+}
+
+// Readable does not mean closed over TLS: the server sends session tickets after the
+// handshake. A peek consumes such records; only a close or stray bytes make it unusable.
+bool Socket::tls_closed_by_server() const noexcept {
+  char byte = 0;
+  const SslStep step = ssl_step(*tls_, [&](SSL* ssl) { return SSL_peek(ssl, &byte, 1); });
+  return step.done > 0 || step.ssl_error != SSL_ERROR_WANT_READ;
 }
 
 void Socket::shut_down() const noexcept { ::shutdown(fd_, SHUT_RDWR); }
 
 Result<BlockingConnection> BlockingConnection::open(const ConnectionOptions& options,
-                                                    Deadline deadline, std::string where) {
-  Result<Socket> socket = Socket::open(options, deadline, where);
+                                                    const TlsContext* tls, Deadline deadline,
+                                                    std::string where) {
+  Result<Socket> socket = Socket::open(options, tls, deadline, where);
   if (!socket) return std::move(socket).failure();
   BlockingConnection c(std::move(socket).value(), std::move(where), options.command_timeout);
   const Handshake handshake(options);
@@ -175,7 +304,7 @@ Result<ReplyPtr> BlockingConnection::command(std::span<const std::string_view> a
   wire_.queue(argv, true);
   wire_.take_output(batch_);
   if (const int error = socket_.send_all(batch_, deadline); error != 0) {
-    return failure(doing, error == ETIMEDOUT ? "" : std::strerror(error), false);
+    return failure(doing, error == ETIMEDOUT ? "" : socket_.error_text(error), false);
   }
   std::array<char, std::size_t{16} * 1024> in;
   ReplyPtr reply;
@@ -195,7 +324,7 @@ Result<ReplyPtr> BlockingConnection::command(std::span<const std::string_view> a
     const ssize_t got = socket_.read_some(in, deadline, error);
     if (got == 0) return failure(doing, "connection closed by the server", report_in_doubt);
     if (got < 0) {
-      return failure(doing, error == ETIMEDOUT ? "" : std::strerror(error), report_in_doubt);
+      return failure(doing, error == ETIMEDOUT ? "" : socket_.error_text(error), report_in_doubt);
     }
     if (!wire_.feed(in.data(), static_cast<std::size_t>(got))) {
       return failure(doing, "unreadable reply: " + wire_.error(), report_in_doubt);
@@ -210,7 +339,7 @@ Result<ReplyPtr> BlockingConnection::commands(
   for (const std::span<const std::string_view> argv : batch) wire_.queue(argv, true);
   wire_.take_output(batch_);
   if (const int error = socket_.send_all(batch_, deadline); error != 0) {
-    return failure(doing, error == ETIMEDOUT ? "" : std::strerror(error), false);
+    return failure(doing, error == ETIMEDOUT ? "" : socket_.error_text(error), false);
   }
   std::array<char, std::size_t{4} * 1024> in;
   ReplyPtr reply;
@@ -230,7 +359,7 @@ Result<ReplyPtr> BlockingConnection::commands(
     int error = 0;
     const ssize_t got = socket_.read_some(in, deadline, error);
     if (got == 0) return failure(doing, "connection closed by the server", false);
-    if (got < 0) return failure(doing, error == ETIMEDOUT ? "" : std::strerror(error), false);
+    if (got < 0) return failure(doing, error == ETIMEDOUT ? "" : socket_.error_text(error), false);
     if (!wire_.feed(in.data(), static_cast<std::size_t>(got))) {
       return failure(doing, "unreadable reply: " + wire_.error(), false);
     }

@@ -1,11 +1,14 @@
 #pragma once
 // The blocking face's bytes: a socket to one Redis server, connected within a deadline, written
-// and read with poll(2) bounding each wait; and BlockingConnection, the wire (wire.hpp) on such
-// a socket for one caller at a time. Internal to idem_redis.
+// and read with poll(2) bounding each wait, plain or through a TLS session (tls.hpp) whose
+// handshake, reads and writes wait the same way; and BlockingConnection, the wire (wire.hpp) on
+// such a socket for one caller at a time. Internal to idem_redis.
 
 #include <sys/types.h>
 
 #include <chrono>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -15,6 +18,7 @@
 #include "idem/redis/client.hpp"
 #include "idem/result.hpp"
 #include "protocol.hpp"
+#include "tls.hpp"
 #include "wire.hpp"
 
 namespace idem::redis {
@@ -24,21 +28,24 @@ namespace idem::redis {
 void tune_tcp(int fd, bool keep_alive) noexcept;
 
 /// A connected socket in non-blocking mode, each wait on it bounded by poll(2) and a deadline;
-/// closed when destroyed.
+/// closed when destroyed. Over TLS, one thread may write while another reads (the pipeline's
+/// writer and reader): the session's calls take turns under a mutex, never held while waiting.
 class Socket {
  public:
   Socket() = default;
   explicit Socket(int fd) noexcept : fd_(fd) {}
-  Socket(Socket&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Socket(Socket&& other) noexcept
+      : fd_(std::exchange(other.fd_, -1)), tls_(std::move(other.tls_)) {}
   Socket& operator=(Socket&& other) noexcept;
   Socket(const Socket&) = delete;
   Socket& operator=(const Socket&) = delete;
   ~Socket();
 
-  /// Connects to `options`' server within connect_timeout, cut to `deadline`. `where` names the
-  /// server in messages.
-  static Result<Socket> open(const ConnectionOptions& options, Deadline deadline,
-                             std::string_view where);
+  /// Connects to `options`' server within connect_timeout, cut to `deadline`, and with `tls`
+  /// (which options.tls.enabled requires) runs the TLS handshake within the same bound. `where`
+  /// names the server in messages.
+  static Result<Socket> open(const ConnectionOptions& options, const TlsContext* tls,
+                             Deadline deadline, std::string_view where);
 
   int fd() const noexcept { return fd_; }
   /// 0 when all of `bytes` went out by `deadline`, else the errno (ETIMEDOUT at the deadline).
@@ -46,22 +53,39 @@ class Socket {
   /// Waits until bytes come or `deadline` passes, then reads them: the count, 0 when the server
   /// closed the connection, -1 with `error` set (ETIMEDOUT at the deadline).
   ssize_t read_some(std::span<char> buf, Deadline deadline, int& error) const noexcept;
+  /// What send_all's or read_some's `error` means: over TLS, OpenSSL's reason for a protocol
+  /// failure (an alert, such as a missing client certificate); else strerror.
+  std::string error_text(int error) const;
   /// An idle connection has nothing to read: readable means the server closed it.
   bool closed_by_server() const noexcept;
   /// Ends the traffic both ways: a thread blocked on the socket returns at once.
   void shut_down() const noexcept;
 
  private:
+  // A TLS session on the socket; its calls take turns.
+  struct Tls {
+    SslPtr ssl;
+    std::mutex turn;
+    std::string failure;  // OpenSSL's reason for the last protocol failure (EPROTO)
+  };
+  Result<Socket> handshake(const TlsContext& context, const std::string& host, Deadline deadline,
+                           std::string_view where) &&;
+  int tls_send_all(std::string_view bytes, Deadline deadline) const noexcept;
+  ssize_t tls_read_some(std::span<char> buf, Deadline deadline, int& error) const noexcept;
+  bool tls_closed_by_server() const noexcept;
+
   int fd_ = -1;
+  std::unique_ptr<Tls> tls_;  // null: plain TCP or a unix socket
 };
 
 /// A connection for one caller at a time (a pooled one): its socket and its wire.
 class BlockingConnection {
  public:
-  /// A connection to `options`' server that has run its handshake (AUTH, SELECT), within
+  /// A connection to `options`' server (over TLS with `tls`, which options.tls.enabled
+  /// requires) that has run its handshake (AUTH, SELECT), within
   /// connect_timeout + command_timeout, each cut to `deadline`.
-  static Result<BlockingConnection> open(const ConnectionOptions& options, Deadline deadline,
-                                         std::string where);
+  static Result<BlockingConnection> open(const ConnectionOptions& options, const TlsContext* tls,
+                                         Deadline deadline, std::string where);
 
   /// One command, its reply due by `deadline`. Error replies come back as replies; I/O
   /// failures and timeouts are errc::store_unavailable and break the connection.

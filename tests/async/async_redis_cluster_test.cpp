@@ -470,7 +470,7 @@ TEST_F(AsyncRedisClusterChange, ReshardOfLiveKeysRunsEachKeyOnce) {
   Ledger ledger(ids.size());
   call_during_change(runner, guard, ids, ledger, [&] {
     std::this_thread::sleep_for(200ms);  // every key completed before the move
-    const std::string command = "redis-cli --cluster reshard " + source.address +
+    const std::string command = "redis-cli" + redis_cli_tls() + " --cluster reshard " + source.address +
                                 " --cluster-from " + source.id + " --cluster-to " + target.id +
                                 " --cluster-slots " + std::to_string(kMoved) +
                                 " --cluster-yes --cluster-pipeline 4 >/dev/null 2>&1";

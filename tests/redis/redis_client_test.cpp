@@ -48,9 +48,51 @@ TEST(RedisUriTest, UnixSocketWithDatabase) {
   EXPECT_EQ(o->db, 2);
 }
 
+TEST(RedisUriTest, RedissTurnsTlsOnWithItsSettingsFromTheQuery) {
+  Result<ConnectionOptions> o = ConnectionOptions::from_uri(
+      "rediss://app:p%40ss@cache.local:6380/2?ca_file=%2Fetc%2Fca.pem&ca_dir=/etc/cas&"
+      "cert_file=/c.crt&key_file=/c.key&server_name=redis.internal&verify=yes");
+  ASSERT_TRUE(o) << o.failure().describe();
+  EXPECT_TRUE(o->tls.enabled);
+  EXPECT_EQ(o->host, "cache.local");
+  EXPECT_EQ(o->port, 6380);
+  EXPECT_EQ(o->db, 2);
+  EXPECT_EQ(o->user, "app");
+  EXPECT_EQ(o->password, "p@ss");
+  EXPECT_EQ(o->tls.ca_file, "/etc/ca.pem");
+  EXPECT_EQ(o->tls.ca_dir, "/etc/cas");
+  EXPECT_EQ(o->tls.cert_file, "/c.crt");
+  EXPECT_EQ(o->tls.key_file, "/c.key");
+  EXPECT_EQ(o->tls.server_name, "redis.internal");
+  EXPECT_TRUE(o->tls.verify);
+
+  // Verification stays on unless turned off by name; redis:// is plain.
+  EXPECT_TRUE(ConnectionOptions::from_uri("rediss://h")->tls.verify);
+  EXPECT_FALSE(ConnectionOptions::from_uri("rediss://h?verify=no")->tls.verify);
+  EXPECT_FALSE(ConnectionOptions::from_uri("redis://h")->tls.enabled);
+
+  // One TLS field set by hand keeps the others' defaults.
+  ConnectionOptions by_hand;
+  by_hand.tls.ca_file = "/ca.pem";
+  EXPECT_FALSE(by_hand.tls.enabled);
+  EXPECT_TRUE(by_hand.tls.verify);
+  EXPECT_TRUE(by_hand.tls.server_name.empty());
+
+  Result<redis::ClusterOptions> cluster =
+      redis::ClusterOptions::from_uri("rediss+cluster://:pw@h1:7000,h2:7001?ca_file=/ca.pem");
+  ASSERT_TRUE(cluster) << cluster.failure().describe();
+  EXPECT_EQ(cluster->seeds.size(), 2u);
+  EXPECT_TRUE(cluster->node.tls.enabled);
+  EXPECT_EQ(cluster->node.tls.ca_file, "/ca.pem");
+  EXPECT_EQ(cluster->node.password, "pw");
+  EXPECT_FALSE(redis::ClusterOptions::from_uri("redis+cluster://h1:7000?ca_file=/ca.pem"));
+}
+
 TEST(RedisUriTest, UnusableUrisAreRefusedWithAReason) {
-  for (const char* uri : {"localhost:6379", "rediss://h:1", "http://h", "redis://h:0",
-                          "redis://h:99999", "redis://h:port", "redis://h/db", "unix://relative"}) {
+  for (const char* uri :
+       {"localhost:6379", "http://h", "redis://h:0", "redis://h:99999", "redis://h:port",
+        "redis://h/db", "unix://relative", "redis://h:1?ca_file=/ca.crt", "rediss://h:1?verify=0",
+        "rediss://h:1?cafile=/ca.crt", "rediss://h:1?ca_file="}) {
     Result<ConnectionOptions> o = ConnectionOptions::from_uri(uri);
     ASSERT_FALSE(o.has_value()) << uri;
     // The configuration's fault, not an outage: no retry can get past it.
@@ -208,14 +250,18 @@ TEST(RedisClientTest, AclUserAndPasswordFromTheUriAuthenticate) {
   // A user of our own: the default user, which other tests use, stays as it is.
   const std::string user = "idemtest" + std::to_string(::getpid());
   ASSERT_EQ(redis_string(*admin, {"ACL", "SETUSER", user, "on", ">s3cret", "~*", "+@all"}), "OK");
-  const ConnectionOptions base = redis_options();
-  const std::string at = "@" + base.host + ":" + std::to_string(base.port);
+  // The test server's URI (redis:// or rediss://) with the user and a password in it.
+  const auto with = [&](const std::string& password) {
+    std::string uri = redis_uri();
+    uri.insert(uri.find("://") + 3, user + ":" + password + "@");
+    return ConnectionOptions::from_uri(uri).value();
+  };
 
-  redis::Client good(ConnectionOptions::from_uri("redis://" + user + ":s3cret" + at).value());
+  redis::Client good(with("s3cret"));
   EXPECT_TRUE(good.ping().ok());
   EXPECT_EQ(redis_string(good, {"ACL", "WHOAMI"}), user);
 
-  redis::Client bad(ConnectionOptions::from_uri("redis://" + user + ":wrong" + at).value());
+  redis::Client bad(with("wrong"));
   Status refused = bad.ping();
   EXPECT_EQ(refused.error(), errc::store_unavailable);
   EXPECT_NE(refused.failure().message.find("AUTH"), std::string::npos) << refused.failure().message;

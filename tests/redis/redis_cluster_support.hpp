@@ -28,10 +28,24 @@ inline const char* cluster_seeds() {
   return seeds != nullptr && *seeds != '\0' ? seeds : nullptr;
 }
 
+/// IDEM_TEST_REDIS_CLUSTER_URI (a TLS cluster's: rediss+cluster://...), else
+/// redis+cluster://<IDEM_TEST_REDIS_CLUSTER_SEEDS>.
+inline std::string cluster_uri() {
+  const char* uri = std::getenv("IDEM_TEST_REDIS_CLUSTER_URI");
+  if (uri != nullptr && *uri != '\0') return uri;
+  return std::string("redis+cluster://") + cluster_seeds();
+}
+
+/// What a test adds to a redis-cli command line to reach the test cluster's nodes: their TLS
+/// options (IDEM_TEST_REDIS_CLI_TLS, after a space) in a TLS cluster, else nothing.
+inline std::string redis_cli_tls() {
+  const char* args = std::getenv("IDEM_TEST_REDIS_CLI_TLS");
+  return args != nullptr && *args != '\0' ? std::string(" ") + args : std::string{};
+}
+
 /// Cluster options for the test cluster: every node of it as a seed.
 inline redis::ClusterOptions cluster_options() {
-  Result<redis::ClusterOptions> parsed =
-      redis::ClusterOptions::from_uri(std::string("redis+cluster://") + cluster_seeds());
+  Result<redis::ClusterOptions> parsed = redis::ClusterOptions::from_uri(cluster_uri());
   EXPECT_TRUE(parsed.has_value()) << (parsed ? "" : parsed.failure().describe());
   redis::ClusterOptions o = parsed ? parsed.value() : redis::ClusterOptions{};
   o.node.connect_timeout = std::chrono::milliseconds{500};
@@ -65,6 +79,7 @@ inline std::shared_ptr<redis::Client> node_client(std::string_view address) {
       redis::ConnectionOptions::from_uri("redis://" + std::string(address));
   EXPECT_TRUE(o.has_value()) << address;
   redis::ConnectionOptions options = o ? o.value() : redis::ConnectionOptions{};
+  options.tls = cluster_options().node.tls;  // a TLS cluster's nodes speak TLS only
   options.connect_timeout = std::chrono::milliseconds{500};
   options.command_timeout = std::chrono::milliseconds{5000};
   options.pool_size = 1;  // one connection: ASKING and the command after it share it

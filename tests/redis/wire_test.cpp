@@ -143,7 +143,7 @@ class ScriptedPeer {
 
 redis::BlockingConnection connect(const ScriptedPeer& peer) {
   Result<redis::BlockingConnection> c =
-      redis::BlockingConnection::open(peer.options(), Clock::now() + 2s, "peer");
+      redis::BlockingConnection::open(peer.options(), nullptr, Clock::now() + 2s, "peer");
   if (!c) throw std::runtime_error(c.failure().describe());
   return std::move(c).value();
 }
@@ -193,7 +193,7 @@ TEST(BlockingConnection, AServerThatDoesNotReadFailsTheWriteByTheDeadline) {
   redis::ConnectionOptions o = peer.options();
   o.command_timeout = 10s;  // the call's own deadline is what must end the write
   Result<redis::BlockingConnection> opened =
-      redis::BlockingConnection::open(o, Clock::now() + 2s, "peer");
+      redis::BlockingConnection::open(o, nullptr, Clock::now() + 2s, "peer");
   ASSERT_TRUE(opened) << opened.failure().describe();
   redis::BlockingConnection& c = opened.value();
   const std::string big(std::size_t{64} << 20, 'x');  // more than the socket buffers hold
@@ -233,7 +233,7 @@ TEST(BlockingConnection, NoListenerIsUnavailableAtOnce) {
   o.host = "127.0.0.1";
   o.port = free_port();
   Result<redis::BlockingConnection> c =
-      redis::BlockingConnection::open(o, Clock::now() + 2s, "gone");
+      redis::BlockingConnection::open(o, nullptr, Clock::now() + 2s, "gone");
   ASSERT_FALSE(c);
   EXPECT_EQ(c.error(), errc::store_unavailable);
   EXPECT_NE(c.failure().message.find("cannot connect"), std::string::npos) << c.failure().message;

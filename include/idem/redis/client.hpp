@@ -20,6 +20,29 @@
 
 namespace idem::redis {
 
+/// TLS on every connection to the server (`rediss://`). Off by default; each field has a default,
+/// so setting one keeps the others. The files are read once per Client (or AsyncRedisStore), by
+/// its first connect; a file that cannot be used fails every call with errc::config_invalid.
+struct TlsOptions {
+  /// Speak TLS (a `rediss://` URI sets it).
+  bool enabled = false;
+  /// PEM file of the authorities the server's certificate must chain to; empty (default) with
+  /// ca_dir empty too: the system's default authorities.
+  std::string ca_file{};
+  /// Folder of authorities in OpenSSL's hashed layout (`openssl rehash`); empty (default): none.
+  std::string ca_dir{};
+  /// PEM client certificate for servers that require one (`tls-auth-clients yes`), with its
+  /// unencrypted PEM key in key_file; both empty (default): none.
+  std::string cert_file{};
+  std::string key_file{};
+  /// The name sent as SNI and checked against the server's certificate; empty (default): the
+  /// host connected to (in cluster mode, each node's address from the slot map).
+  std::string server_name{};
+  /// Check the server's certificate and name (default true). false accepts ANY certificate: the
+  /// traffic is encrypted but a man in the middle can read and change it. Unsafe; for tests.
+  bool verify = true;
+};
+
 /// Where and how to connect. Every field has a default; most services set a URI.
 struct ConnectionOptions {
   /// TCP host name or address (ignored when unix_socket is set).
@@ -60,10 +83,14 @@ struct ConnectionOptions {
   /// true (default): the Client sets SIGPIPE to SIG_IGN if it is still at SIG_DFL. false: the
   /// application handles SIGPIPE itself.
   bool ignore_sigpipe = true;
+  /// TLS (default off; docs/redis.md, "TLS").
+  TlsOptions tls{};
 
-  /// Parses `redis://[[user]:password@]host[:port][/db]`, `rediss` is refused (no TLS), and
-  /// `unix://[[user]:password@]/path/to/socket[?db=N]`. Other fields keep their defaults.
-  /// errc::config_invalid with a message (the password shown as ***) when the URI cannot be used.
+  /// Parses `redis://[[user]:password@]host[:port][/db]`, the same with `rediss://` (TLS; query
+  /// parameters ca_file, ca_dir, cert_file, key_file, server_name, percent-encoded, and
+  /// verify=no), and `unix://[[user]:password@]/path/to/socket[?db=N]`. Other fields keep their
+  /// defaults. errc::config_invalid with a message (the password shown as ***) when the URI
+  /// cannot be used.
   static Result<ConnectionOptions> from_uri(std::string_view uri);
 };
 
@@ -74,7 +101,8 @@ struct ClusterOptions {
   std::vector<std::string> seeds{};
   /// The options of every node's pool (pool_size, timeouts, user, password...) except the
   /// address, which comes from the seeds and the slot map. A cluster has only database 0 and
-  /// speaks TCP only: `db` and `unix_socket` must stay at their defaults.
+  /// speaks TCP only: `db` and `unix_socket` must stay at their defaults. With node.tls on, the
+  /// nodes must announce their TLS ports (`tls-cluster yes`).
   ConnectionOptions node{};
   /// Most redirections (MOVED, ASK) and retries after a failed node that one call follows
   /// (default 16). Whatever this allows, a call ends within node.connect_timeout +
@@ -82,8 +110,10 @@ struct ClusterOptions {
   int max_attempts = 16;
 
   /// Parses `redis+cluster://[[user]:password@]host:port[,host:port...]`: the seeds, and the
-  /// user and password of every node. Other fields keep their defaults. errc::config_invalid
-  /// with a message (the password shown as ***) when the URI cannot be used.
+  /// user and password of every node; `rediss+cluster://` speaks TLS to every node and takes
+  /// ConnectionOptions::from_uri's TLS query parameters after the seeds. Other fields keep their
+  /// defaults. errc::config_invalid with a message (the password shown as ***) when the URI cannot
+  /// be used.
   static Result<ClusterOptions> from_uri(std::string_view uri);
 };
 
