@@ -125,6 +125,10 @@ class Admin {
 struct UriOptions {
   std::string table_prefix = "idem_";  // the SQL stores' table prefix
   std::string key_prefix = "idem:";    // the Redis stores' key prefix
+  /// The Redis stores' AUTH password, for a URI that has none (it then stays out of the URI, and
+  /// of any message that shows it); empty: the URI's. PostgreSQL's libpq reads its own,
+  /// PGPASSWORD or the password file PGPASSFILE, when the URI has none.
+  std::string password{};
 };
 
 /// How a backend opens its admin from a URI, for a tool taking any store's URI (the `idem`

@@ -16,8 +16,13 @@
 #                    # and, so a test can stop and start it: IDEM_TEST_PG_BIN (pg_ctl's folder),
 #                    # IDEM_TEST_PG_DATA, IDEM_TEST_PG_LOG, IDEM_TEST_PG_OPTS (postgres options),
 #                    # IDEM_TEST_PG_USER (run pg_ctl as this user; empty: as the caller)
+#                    # IDEM_PG_TLS_DIR=DIR start_postgres: over TLS only, with the certificates
+#                    # of scripts/lib/tls.sh's make_test_ca DIR (see _idem_pg_tls below); the URI
+#                    # then ends in ?sslmode=verify-full&sslrootcert=DIR/ca.crt, and
+#                    # IDEM_TEST_PG_TLS_DIR=DIR is exported too
 #   start_postgres_replica  # after start_postgres: a hot standby of it (streaming replication),
 #                    # exports IDEM_TEST_PG_REPLICA_URI=postgresql://postgres@127.0.0.1:<port>/idem_test
+#                    # (with the primary's TLS settings and query string when it has them)
 #                    # and, to stop and start it as above: IDEM_TEST_PG_REPLICA_DATA,
 #                    # IDEM_TEST_PG_REPLICA_LOG, IDEM_TEST_PG_REPLICA_OPTS
 #
@@ -33,6 +38,7 @@ _idem_pg_dir=""
 _idem_pg_bindir=""
 _idem_pg_port=""
 _idem_pg_replica_dir=""
+_idem_pg_query="" # the URIs' query string: the TLS settings, or empty
 
 _idem_say() { echo "servers: $*" >&2; }
 
@@ -187,6 +193,30 @@ _idem_find_pg_bindir() {
   [[ -n $best ]] && echo "$best"
 }
 
+# _idem_pg_tls DIR: makes the new server (not started yet) speak TLS only, with DIR's test
+# authority (make_test_ca). Its own copies of the server files, owned by the server's user (the
+# caller's keys are theirs alone), are in postgresql.conf, not on the command line, so that a test
+# can point ssl_cert_file elsewhere (ALTER SYSTEM, pg_reload_conf()) and back; expired.crt and
+# expired.key are copied beside them for that. pg_hba.conf takes TLS connections only: the role
+# idem-client by its client certificate alone (cert: the certificate's CN names the role),
+# every other role without a password, as in plaintext mode.
+_idem_pg_tls() {
+  local dir=$1 tls=$_idem_pg_dir/tls data=$_idem_pg_dir/data f
+  for f in ca.crt server.crt server.key expired.crt expired.key; do
+    [[ -r $dir/$f ]] || { _idem_say "IDEM_PG_TLS_DIR=$dir has no $f (make_test_ca makes it)"; return 1; }
+  done
+  mkdir -p "$tls" &&
+    cp "$dir"/{ca.crt,server.crt,server.key,expired.crt,expired.key} "$tls"/ &&
+    chmod 600 "$tls"/*.key || return 1
+  ((EUID != 0)) || chown -R postgres: "$tls" || return 1
+  printf '%s\n' "ssl = on" "ssl_cert_file = '$tls/server.crt'" "ssl_key_file = '$tls/server.key'" \
+    "ssl_ca_file = '$tls/ca.crt'" >>"$data/postgresql.conf" &&
+    printf '%s\n' "local all all trust" \
+      "hostssl all idem-client 127.0.0.1/32 cert" \
+      "hostssl all all 127.0.0.1/32 trust" \
+      "hostssl replication all 127.0.0.1/32 trust" >"$data/pg_hba.conf"
+}
+
 start_postgres() {
   _idem_pg_bindir=$(_idem_find_pg_bindir) || {
     _idem_say "initdb not found under /usr/lib/postgresql/*/bin or on PATH (scripts/deps installs postgresql)"
@@ -207,6 +237,15 @@ start_postgres() {
     _idem_say "initdb failed"
     _idem_show_log "$_idem_pg_dir/initdb.log"
     return 1
+  fi
+  _idem_pg_query=""
+  local tls_dir=""
+  if [[ -n ${IDEM_PG_TLS_DIR:-} ]]; then
+    if ! tls_dir=$(cd "$IDEM_PG_TLS_DIR" && pwd) || ! _idem_pg_tls "$tls_dir"; then
+      _idem_say "postgres TLS setup failed"
+      return 1
+    fi
+    _idem_pg_query="?sslmode=verify-full&sslrootcert=$tls_dir/ca.crt"
   fi
   local opts="-p $port -k $_idem_pg_dir -c listen_addresses=127.0.0.1"
   if [[ ${IDEM_PG_DURABLE:-0} == 1 ]]; then
@@ -232,7 +271,8 @@ start_postgres() {
     return 1
   fi
   _idem_pg_port=$port
-  export IDEM_TEST_PG_URI="postgresql://postgres@127.0.0.1:$port/idem_test"
+  export IDEM_TEST_PG_URI="postgresql://postgres@127.0.0.1:$port/idem_test$_idem_pg_query"
+  [[ -z $tls_dir ]] || export IDEM_TEST_PG_TLS_DIR="$tls_dir"
   # A restart test runs: [runuser -u "$IDEM_TEST_PG_USER" --] "$IDEM_TEST_PG_BIN/pg_ctl"
   #   -D "$IDEM_TEST_PG_DATA" -m fast -w stop, then ... -l "$IDEM_TEST_PG_LOG" -o "$IDEM_TEST_PG_OPTS" -w start
   export IDEM_TEST_PG_BIN="$_idem_pg_bindir" IDEM_TEST_PG_DATA="$_idem_pg_dir/data"
@@ -272,7 +312,7 @@ start_postgres_replica() {
     _idem_show_log "$log"
     return 1
   fi
-  export IDEM_TEST_PG_REPLICA_URI="postgresql://postgres@127.0.0.1:$port/idem_test"
+  export IDEM_TEST_PG_REPLICA_URI="postgresql://postgres@127.0.0.1:$port/idem_test$_idem_pg_query"
   export IDEM_TEST_PG_REPLICA_DATA="$data" IDEM_TEST_PG_REPLICA_LOG="$log"
   export IDEM_TEST_PG_REPLICA_OPTS="$opts"
   _idem_say "postgres replica up: $IDEM_TEST_PG_REPLICA_URI"
@@ -309,7 +349,8 @@ stop_postgres() {
   rm -rf "$_idem_pg_dir"
   _idem_pg_dir=""
   _idem_pg_port=""
-  unset IDEM_TEST_PG_URI IDEM_TEST_PG_BIN IDEM_TEST_PG_DATA IDEM_TEST_PG_LOG IDEM_TEST_PG_OPTS
+  _idem_pg_query=""
+  unset IDEM_TEST_PG_URI IDEM_TEST_PG_TLS_DIR IDEM_TEST_PG_BIN IDEM_TEST_PG_DATA IDEM_TEST_PG_LOG IDEM_TEST_PG_OPTS
   unset IDEM_TEST_PG_USER
 }
 

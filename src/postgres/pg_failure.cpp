@@ -28,6 +28,11 @@ Failure statement_failure(std::string_view state, std::string_view message,
                                     "transaction ({})",
                                     message));
   }
+  if (state == "42501") {  // insufficient_privilege: a grant to fix, not an outage to wait out
+    return make_failure(
+        errc::config_invalid,
+        fmt::format("idem: postgres: the role lacks a right idem needs: {}", message));
+  }
   if (state.starts_with("08") || state.starts_with("57P")) broken = true;
   if (state == "57014") return unavailable("statement timeout", message);
   if (state == "25006") {  // read_only_sql_transaction

@@ -11,12 +11,17 @@
 #include <optional>
 #include <vector>
 
+#include "postgres/pg_connect_failure.hpp"
+
 namespace idem::postgres::detail {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
+
+// How long the look at a refused certificate may take when the connect itself has no bound.
+constexpr milliseconds kUnboundedProbe{5000};
 
 // Waits until `fd` is ready for `events`; false when `deadline` passed first (none: budget 0).
 bool ready(int fd, short events, Clock::time_point deadline, milliseconds budget) {
@@ -43,7 +48,9 @@ PGconn* connect(const std::string& conninfo, milliseconds budget) {
     for (;;) {
       if (PQstatus(conn) == CONNECTION_BAD || state == PGRES_POLLING_FAILED) {
         const std::string why = first_line(PQerrorMessage(conn));
-        throw LinkLost(why.empty() ? "connection failed" : why);
+        if (why.empty()) throw LinkLost("connection failed");
+        throw LinkLost(explain_connect_failure(
+            conn, why, budget.count() > 0 ? deadline : Clock::now() + kUnboundedProbe));
       }
       if (state == PGRES_POLLING_OK) return conn;
       const int fd = PQsocket(conn);  // none yet: libpq moves on by itself

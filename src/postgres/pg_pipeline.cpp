@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "postgres/pg_connect_failure.hpp"
 #include "postgres/pg_failure.hpp"
 #include "postgres/pg_options.hpp"
 
@@ -109,7 +110,10 @@ void PgPipeline::start_connect() {
   ++generation_;
   opened_.fetch_add(1, std::memory_order_relaxed);
   if (conn_ == nullptr || PQstatus(conn_) == CONNECTION_BAD) {
-    const std::string why = conn_ == nullptr ? "out of memory" : first_line(PQerrorMessage(conn_));
+    const std::string why = conn_ == nullptr
+                                ? "out of memory"
+                                : explain_connect_failure(conn_, first_line(PQerrorMessage(conn_)),
+                                                          Clock::now() + settings_.connect_budget);
     drop(fmt::format("cannot connect: {}", why));
     return;
   }
@@ -127,7 +131,11 @@ void PgPipeline::poll_connect(PostgresPollingStatusType status) {
     return;
   }
   if (status == PGRES_POLLING_FAILED) {
-    drop(fmt::format("cannot connect: {}", first_line(PQerrorMessage(conn_))));
+    // A refused certificate is looked at once more, blocking within what is left of the connect
+    // budget: a handshake with a server that just answered one.
+    drop(fmt::format("cannot connect: {}",
+                     explain_connect_failure(conn_, first_line(PQerrorMessage(conn_)),
+                                             connect_started_ + settings_.connect_budget)));
     return;
   }
   watch_socket();

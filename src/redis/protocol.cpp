@@ -24,6 +24,14 @@ Failure error_reply_failure(const redisReply& reply, std::string_view doing,
                                     "record ({})",
                                     where, doing, text(reply)));
   }
+  // An ACL right to grant: a command's NOPERM, or a command a script runs (Redis does not name
+  // that one, only the script's line).
+  if (text(reply).find("NOPERM") != std::string_view::npos ||
+      text(reply).find("user executing the script can't run") != std::string_view::npos) {
+    return make_failure(errc::config_invalid,
+                        fmt::format("redis {}: {}: the user lacks a right idem needs ({})", where,
+                                    doing, text(reply)));
+  }
   return unavailable(fmt::format("redis {}: {}: {}", where, doing, text(reply)));
 }
 

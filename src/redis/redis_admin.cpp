@@ -9,6 +9,7 @@
 #include <memory>
 #include <stdexcept>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "abandoned_index.hpp"
@@ -383,10 +384,18 @@ std::unique_ptr<Admin> redis_admin(std::shared_ptr<redis::Client> client,
 
 namespace {
 template <class Options>
-std::shared_ptr<redis::Client> client_for(std::string_view uri) {
-  Result<Options> options = Options::from_uri(uri);
-  if (!options) throw Error(options.failure().code, options.failure().message);
-  return std::make_shared<redis::Client>(std::move(options).value());
+std::shared_ptr<redis::Client> client_for(std::string_view uri, const std::string& password) {
+  Result<Options> parsed = Options::from_uri(uri);
+  if (!parsed) throw Error(parsed.failure().code, parsed.failure().message);
+  Options options = std::move(parsed).value();
+  if (!password.empty()) {
+    if constexpr (std::is_same_v<Options, redis::ClusterOptions>) {
+      options.node.password = password;
+    } else {
+      options.password = password;
+    }
+  }
+  return std::make_shared<redis::Client>(std::move(options));
 }
 }  // namespace
 
@@ -395,9 +404,9 @@ const UriOpener redis_uri_opener{
     .open = [](std::string_view uri, const UriOptions& options) -> std::unique_ptr<Admin> {
       std::shared_ptr<redis::Client> client;
       if (uri.starts_with("redis+cluster://")) {
-        client = client_for<redis::ClusterOptions>(uri);
+        client = client_for<redis::ClusterOptions>(uri, options.password);
       } else if (uri.starts_with("redis://") || uri.starts_with("unix://")) {
-        client = client_for<redis::ConnectionOptions>(uri);
+        client = client_for<redis::ConnectionOptions>(uri, options.password);
       } else {
         return nullptr;
       }

@@ -3,10 +3,15 @@
 //
 //   idem --store URI [--scope S] [--json] inspect|list|release|forget|purge|schema|stats ...
 //
+// The URI may come from IDEM_STORE instead, and the password from --password-file or
+// IDEM_STORE_PASSWORD: a password inside --store is refused, since every user of the machine
+// can read a command's arguments.
+//
 // Exit statuses: exit_codes.hpp (and docs/operations.md).
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -14,6 +19,7 @@
 #include "exit_codes.hpp"
 #include "open_store.hpp"
 #include "print.hpp"
+#include "secrets.hpp"
 
 namespace {
 
@@ -34,6 +40,51 @@ int fail(const idem::Failure& f) {
   return fail(Exit::failed, f.message);
 }
 
+// Whether the arguments themselves hold --store (not IDEM_STORE).
+bool store_in_arguments(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--store" || a.starts_with("--store=")) return true;
+  }
+  return false;
+}
+
+// The store's password, from --password-file or IDEM_STORE_PASSWORD, in `password`; a password
+// in the arguments' URI is refused. PostgreSQL gets it as libpq's PGPASSWORD (in this process's
+// environment only), Redis through the opener's options. Exit::ok, or the status to exit with.
+int take_password(int argc, char** argv, const std::string& uri, const std::string& file,
+                  std::optional<std::string>& password) {
+  if (store_in_arguments(argc, argv) && idem::cli::has_password(uri)) {
+    return fail(Exit::usage,
+                "--store has a password in it, which every user of this machine can read (ps): "
+                "give the URI in IDEM_STORE, or the password in --password-file or "
+                "IDEM_STORE_PASSWORD");
+  }
+  if (!file.empty()) {
+    std::string error;
+    password = idem::cli::read_password_file(file, error);
+    if (!password) return fail(Exit::usage, error);
+  } else if (const char* env = std::getenv("IDEM_STORE_PASSWORD"); env != nullptr && *env != 0) {
+    password = env;
+  }
+  if (!password) return Exit::ok;
+  if (idem::cli::has_password(uri)) {
+    return fail(Exit::usage,
+                "the store URI has a password and --password-file or "
+                "IDEM_STORE_PASSWORD gives another: keep one");
+  }
+  const std::string scheme = idem::cli::scheme_of(uri);
+  if (scheme == "postgresql" || scheme == "postgres" ||
+      (scheme.empty() && uri.find('=') != std::string::npos)) {
+    if (::setenv("PGPASSWORD", password->c_str(), 1) != 0) {
+      return fail(Exit::failed, "cannot set PGPASSWORD");
+    }
+  } else if (scheme == "sqlite") {
+    return fail(Exit::usage, "a SQLite store has no password");
+  }
+  return Exit::ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -44,9 +95,14 @@ int main(int argc, char** argv) {
   app.fallthrough();
   std::string uri, scope, table_prefix = "idem_", redis_prefix = "idem:";
   bool json = false;
+  std::string password_file;
   app.add_option("--store", uri,
-                 "the store: sqlite:PATH, postgresql://..., redis://... or redis+cluster://...")
+                 "the store: sqlite:PATH, postgresql://..., redis://... or redis+cluster://... "
+                 "(without a password: see --password-file)")
+      ->envname("IDEM_STORE")
       ->required();
+  app.add_option("--password-file", password_file,
+                 "a file whose first line is the store's password (else IDEM_STORE_PASSWORD)");
   app.add_option("--scope", scope, "the guard's scope (Options::scope), e.g. payments.charge");
   app.add_option("--table-prefix", table_prefix, "SQL stores' table prefix")->capture_default_str();
   app.add_option("--redis-prefix", redis_prefix, "Redis store's key prefix")->capture_default_str();
@@ -104,6 +160,11 @@ int main(int argc, char** argv) {
     return Exit::usage;
   }
 
+  std::optional<std::string> password;
+  if (const int bad = take_password(argc, argv, uri, password_file, password); bad != Exit::ok) {
+    return bad;
+  }
+
   const bool needs_scope = inspect->parsed() || list->parsed() || release->parsed() ||
                            forget->parsed() || (stats->parsed() && !all_scopes);
   if (needs_scope && scope.empty()) return fail(Exit::usage, "--scope is required here");
@@ -117,8 +178,10 @@ int main(int argc, char** argv) {
   }
 
   std::string error;
-  std::unique_ptr<idem::admin::Admin> opened =
-      idem::cli::open_store(uri, {.table_prefix = table_prefix, .key_prefix = redis_prefix}, error);
+  std::unique_ptr<idem::admin::Admin> opened = idem::cli::open_store(
+      uri,
+      {.table_prefix = table_prefix, .key_prefix = redis_prefix, .password = password.value_or("")},
+      error);
   if (!opened) return fail(Exit::usage, error);
   idem::admin::Admin& admin = *opened;
 

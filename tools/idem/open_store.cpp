@@ -2,6 +2,7 @@
 
 #include <exception>
 
+#include "secrets.hpp"
 #include "uri_openers.hpp"  // generated: kUriOpeners, each built backend's opener
 
 namespace idem::cli {
@@ -18,7 +19,10 @@ std::unique_ptr<admin::Admin> open_store(const std::string& uri, const admin::Ur
     error = e.what();
     return nullptr;
   }
-  error = "unknown store URI '" + uri + "': this idem opens " + (forms.empty() ? "none" : forms);
+  // The scheme alone: the rest of an unknown URI may hold a password.
+  const std::string scheme = scheme_of(uri);
+  error = "unknown store URI" + (scheme.empty() ? "" : " scheme '" + scheme + ":'") +
+          ": this idem opens " + (forms.empty() ? "none" : forms);
   return nullptr;
 }
 

@@ -1,5 +1,6 @@
-# What idem::postgres links: libpq (every statement the store sends) and libpqxx (the handler's
-# transaction), through pkg-config (the imported target PkgConfig::IDEM_PQXX; Debian ships no
+# What idem::postgres links: libpq (every statement the store sends), libpqxx (the handler's
+# transaction) and OpenSSL (libssl, libcrypto: a second look at a server certificate libpq refused, to say
+# why), through pkg-config (the imported target PkgConfig::IDEM_PQXX; Debian ships no
 # CMake config for libpqxx).
 # Read by idem's own build (idem_backends(), cmake/IdemBackends.cmake) and, installed, by
 # idemConfig.cmake when a consumer asks for the postgres component. Sets IDEM_POSTGRES_MISSING to
@@ -9,7 +10,7 @@
 # The adapter builds against libpqxx 6.4, and 7.7 or later in the 7 series (tested: 6.4 and
 # 7.10); 8.x is accepted with a warning, untested (docs/sql.md). An installed idem::postgres
 # was compiled against one libpqxx major version and needs that one.
-set(IDEM_POSTGRES_NEEDS "libpqxx (Debian/Ubuntu: libpqxx-dev)")
+set(IDEM_POSTGRES_NEEDS "libpqxx and libssl (Debian/Ubuntu: libpqxx-dev, libssl-dev)")
 set(IDEM_POSTGRES_MISSING "")
 set(IDEM_PQXX_VERSION "")
 # No semicolon in these texts: idemConfig.cmake passes them on as lists.
@@ -18,10 +19,10 @@ find_package(PkgConfig QUIET)
 if(NOT PkgConfig_FOUND)
   set(IDEM_POSTGRES_MISSING "pkg-config, which finds libpqxx and libpq (Debian/Ubuntu: pkg-config)")
 else()
-  pkg_check_modules(IDEM_PQXX QUIET IMPORTED_TARGET libpqxx libpq)
+  pkg_check_modules(IDEM_PQXX QUIET IMPORTED_TARGET libpqxx libpq libssl libcrypto)
   if(NOT TARGET PkgConfig::IDEM_PQXX)
     set(IDEM_POSTGRES_MISSING
-        "${_idem_pqxx_needed} and libpq (Debian/Ubuntu: libpqxx-dev, libpq-dev)")
+        "${_idem_pqxx_needed} libpq and libssl (Debian/Ubuntu: libpqxx-dev, libpq-dev, libssl-dev)")
   else()
     set(IDEM_PQXX_VERSION "${IDEM_PQXX_libpqxx_VERSION}")
     # The libpqxx this file was installed with (an idem::postgres built against it); the
