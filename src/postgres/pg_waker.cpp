@@ -30,7 +30,7 @@ PgWaker::PgWaker(std::string conninfo, milliseconds connect_budget, std::string 
     : conninfo_(std::move(conninfo)),
       connect_budget_(connect_budget),
       channel_(std::move(channel)) {
-  if (::pipe2(stop_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
+  if (::pipe2(stop_pipe_.data(), O_CLOEXEC | O_NONBLOCK) != 0) {
     throw std::runtime_error("idem: postgres: cannot make the wake listener's pipe");
   }
 }

@@ -6,6 +6,7 @@
 // waiters of its record: a connection per waiting caller would hold a server backend per
 // duplicate (31 duplicates, 31 backends) and make every NOTIFY deliver to each of them.
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -54,7 +55,8 @@ class PgWaker {
   const std::string conninfo_;
   const std::chrono::milliseconds connect_budget_;
   const std::string channel_;
-  int stop_pipe_[2] = {-1, -1};  // written once by the destructor: the listener's poll returns
+  std::array<int, 2> stop_pipe_{-1,
+                                -1};  // written once by the destructor: the listener's poll returns
 
   std::mutex mutex_;
   std::condition_variable changed_;

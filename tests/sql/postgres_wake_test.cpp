@@ -116,9 +116,9 @@ TEST_F(PostgresWakeTest, OnlyAnEndThatSomeoneWaitsForNotifies) {
   int heard = 0;
   struct Count final : pqxx::notification_receiver {
     Count(pqxx::connection& c, const std::string& channel, int& n)
-        : pqxx::notification_receiver(c, channel), n_(&n) {}
-    void operator()(const std::string&, int) override { ++*n_; }
-    int* n_;
+        : pqxx::notification_receiver(c, channel), count(&n) {}
+    void operator()(const std::string&, int) override { ++*count; }
+    int* count;
   } count(listener, prefix_ + "records_wake", heard);
 
   Result<Claim> quiet = holder_->claim(claim_of("quiet"));
@@ -136,7 +136,7 @@ TEST_F(PostgresWakeTest, OnlyAnEndThatSomeoneWaitsForNotifies) {
   EXPECT_EQ(counted("waited"), 0);
   // The NOTIFY of "waited" committed after "quiet"'s commit: once it is here, a NOTIFY of "quiet"
   // would be here too (a session hears them in commit order).
-  while (heard < 1) listener.await_notification(10, 0);
+  for (int second = 0; heard < 1 && second < 60; ++second) listener.await_notification(1, 0);
   listener.get_notifs();
   EXPECT_EQ(heard, 1);
 }
