@@ -9,7 +9,8 @@
 # (servers.sh: IDEM_PG_TLS_DIR=DIR start_postgres), whose IDEM_TEST_PG_URI and
 # IDEM_TEST_PG_REPLICA_URI say sslmode=verify-full, and runs BUILD's PostgreSQL tests on them by
 # those URIs alone: the labels postgres and postgres-tls, then the asynchronous store's cases
-# (label async). The output is kept in BUILD/ctest-postgres-tls.log; a test that fails or skips
+# (label async). Some tests labelled postgres use Redis too (the admin command's, the
+# simulator's): a Redis and a Redis Cluster of the run's own serve them, in plaintext. The output is kept in BUILD/ctest-postgres-tls.log; a test that fails or skips
 # itself fails the run. The servers are stopped and the folder removed either way.
 
 _idem_pg_tls_lib=$(dirname "${BASH_SOURCE[0]}")
@@ -18,6 +19,8 @@ _idem_pg_tls_lib=$(dirname "${BASH_SOURCE[0]}")
 [[ $(type -t start_postgres) == function ]] || source "$_idem_pg_tls_lib/servers.sh"
 # shellcheck source=scripts/lib/tls.sh
 source "$_idem_pg_tls_lib/tls.sh"
+# shellcheck source=scripts/lib/cluster.sh
+[[ $(type -t start_redis_cluster) == function ]] || source "$_idem_pg_tls_lib/cluster.sh"
 # shellcheck source=scripts/lib/ctest_skips.sh
 source "$_idem_pg_tls_lib/ctest_skips.sh"
 
@@ -32,11 +35,15 @@ run_postgres_tls_suites() {
     dir=$(mktemp -d "${TMPDIR:-/tmp}/idem-pg-tls.XXXXXX") || exit 1
     # This subshell's copies of the caller's server folders: forgotten, so that the stop below
     # stops this run's servers alone.
-    _idem_pg_dir="" _idem_pg_replica_dir="" _idem_pg_port=""
-    trap 'stop_postgres; rm -rf "$dir"' EXIT
+    _idem_pg_dir="" _idem_pg_replica_dir="" _idem_pg_port="" _idem_redis_dir=""
+    _idem_cluster_dir="" _idem_cluster_ports=()
+    trap 'stop_servers; stop_redis_cluster; rm -rf "$dir"' EXIT
     make_test_ca "$dir/ca" || exit 1
     IDEM_PG_TLS_DIR=$dir/ca start_postgres || exit 1
     start_postgres_replica || exit 1
+    start_redis || exit 1
+    start_redis_cluster || exit 1
+    set -o pipefail # a failed ctest fails the run, not hidden behind tee
     rc=0
     { ctest --test-dir "$build" --output-on-failure -L '^(postgres|postgres-tls)$' "$@" &&
       ctest --test-dir "$build" --output-on-failure -L '^async$' -R "$_idem_pg_tls_async" "$@"; } \

@@ -16,7 +16,7 @@
 #                    # and, so a test can stop and start it: IDEM_TEST_PG_BIN (pg_ctl's folder),
 #                    # IDEM_TEST_PG_DATA, IDEM_TEST_PG_LOG, IDEM_TEST_PG_OPTS (postgres options),
 #                    # IDEM_TEST_PG_USER (run pg_ctl as this user; empty: as the caller)
-#                    # IDEM_PG_TLS_DIR=DIR start_postgres: over TLS only, with the certificates
+#                    # IDEM_PG_TLS_DIR=DIR start_postgres: over TLS, with the certificates
 #                    # of scripts/lib/tls.sh's make_test_ca DIR (see _idem_pg_tls below); the URI
 #                    # then ends in ?sslmode=verify-full&sslrootcert=DIR/ca.crt, and
 #                    # IDEM_TEST_PG_TLS_DIR=DIR is exported too
@@ -197,9 +197,10 @@ _idem_find_pg_bindir() {
 # authority (make_test_ca). Its own copies of the server files, owned by the server's user (the
 # caller's keys are theirs alone), are in postgresql.conf, not on the command line, so that a test
 # can point ssl_cert_file elsewhere (ALTER SYSTEM, pg_reload_conf()) and back; expired.crt and
-# expired.key are copied beside them for that. pg_hba.conf takes TLS connections only: the role
-# idem-client by its client certificate alone (cert: the certificate's CN names the role),
-# every other role without a password, as in plaintext mode.
+# expired.key are copied beside them for that. pg_hba.conf: the role idem-client logs in by its
+# client certificate alone (cert: the certificate's CN names the role), over TLS only; every
+# other role without a password, as in plaintext mode, over TLS, and without it for the tests
+# that put a fault relay reading the protocol's bytes in between (sslmode=disable).
 _idem_pg_tls() {
   local dir=$1 tls=$_idem_pg_dir/tls data=$_idem_pg_dir/data f
   for f in ca.crt server.crt server.key expired.crt expired.key; do
@@ -213,8 +214,9 @@ _idem_pg_tls() {
     "ssl_ca_file = '$tls/ca.crt'" >>"$data/postgresql.conf" &&
     printf '%s\n' "local all all trust" \
       "hostssl all idem-client 127.0.0.1/32 cert" \
-      "hostssl all all 127.0.0.1/32 trust" \
-      "hostssl replication all 127.0.0.1/32 trust" >"$data/pg_hba.conf"
+      "hostnossl all idem-client 127.0.0.1/32 reject" \
+      "host all all 127.0.0.1/32 trust" \
+      "host replication all 127.0.0.1/32 trust" >"$data/pg_hba.conf"
 }
 
 start_postgres() {

@@ -61,6 +61,11 @@ AsyncPostgresStoreOptions async_pg_options(std::string prefix) {
 
 constexpr const char* kNoPg = "IDEM_TEST_PG_URI is not set; scripts/test starts a PostgreSQL";
 
+// `uri` with one more query parameter, after those it has (the TLS settings, over TLS).
+std::string with_parameter(const std::string& uri, const std::string& parameter) {
+  return uri + (uri.find('?') == std::string::npos ? "?" : "&") + parameter;
+}
+
 }  // namespace
 
 // The cell of the guard's cases and of the conformance kit
@@ -474,7 +479,7 @@ TEST(AsyncPostgres, ACommitThatMustWaitToBeSentLandsOnceTheServerReads) {
   if (pg_test_uri() == nullptr) GTEST_SKIP() << kNoPg;
   const std::string app = "idem_async_send_" + std::to_string(::getpid());
   AsyncPostgresStoreOptions o = async_pg_options(unique_tables("send"));
-  o.connection.uri = std::string(pg_test_uri()) + "?application_name=" + app;
+  o.connection.uri = with_parameter(pg_test_uri(), "application_name=" + app);
   IoRunner runner;
   AsyncPostgresStore store(runner.io().get_executor(), o);
   const Fingerprint fp{5, 6};
@@ -575,7 +580,7 @@ TEST(AsyncPostgres, SilentServerFailsCallsInFlightWithinTheReplyTimeout) {
   if (pg_test_uri() == nullptr) GTEST_SKIP() << kNoPg;
   const std::string app = "idem_async_stall_" + std::to_string(::getpid());
   AsyncPostgresStoreOptions o = async_pg_options(unique_tables("stall"));
-  o.connection.uri = std::string(pg_test_uri()) + "?application_name=" + app;
+  o.connection.uri = with_parameter(pg_test_uri(), "application_name=" + app);
   o.connection.statement_timeout = 300ms;
   o.reconnect_backoff = 10ms;
   IoRunner runner;

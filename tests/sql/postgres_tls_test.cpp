@@ -179,7 +179,7 @@ class PostgresTls : public ::testing::Test {
 TEST_F(PostgresTls, VerifyFullWithTheRightAuthorityConnectsBothStores) {
   ASSERT_NE(uri_.find("sslmode=verify-full"), std::string::npos) << uri_;
   expect_served(uri_);
-  // The server takes TLS connections only (pg_hba.conf: hostssl), so served means over TLS.
+  // verify-full never falls back to plaintext; and the connection says so itself.
   pqxx::connection c(uri_);
   EXPECT_EQ(pqxx::nontransaction(c)
                 .exec("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")[0][0]
