@@ -210,15 +210,16 @@ class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_refe
   static constexpr std::size_t kEntryOverhead = 128;
 
   // A cached record. Its key and then its result bytes follow it in the same allocation
-  // (RecordTable), so a hit reads one block and copies the result from it.
+  // (RecordTable), so a hit reads one block and copies the result from it. What only eviction
+  // reads comes first, so that a hit's fields, key and result lie together, in as few lines as
+  // they fit.
   struct Entry {
+    Entry* prev = nullptr;  // the eviction order: oldest first
+    Entry* next = nullptr;
     Fingerprint fingerprint;
     Clock::time_point expires_at{};
     Fence fence = 0;
     std::size_t result_size = 0;
-    std::size_t bytes = 0;  // counted against the byte bound
-    Entry* prev = nullptr;  // the eviction order: oldest first
-    Entry* next = nullptr;
     detail::RecordState state = detail::RecordState::completed;
     bool used = false;  // replayed since it last came to the back of the order
   };
@@ -253,13 +254,18 @@ class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_refe
 
     void erase(Entry* e) {
       this->unlink(e);
-      bytes -= e->bytes;
+      bytes -= bytes_of(*e);
       entries.erase(*e);
     }
   };
 
   static void count_locked(std::atomic<std::uint64_t>& counter) noexcept {
     counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+
+  // What a record counts against the byte bound.
+  static std::size_t bytes_of(const Entry& e) noexcept {
+    return detail::RecordTable<Entry>::key_of(e).size() + e.result_size + kEntryOverhead;
   }
 
   static std::string_view result_of(const Entry& e) noexcept {
@@ -325,7 +331,6 @@ class CachedStore : public detail::HeldKeyCalls<CachedStore<S>, std::remove_refe
       std::memcpy(detail::RecordTable<Entry>::trailing_bytes(e), result.data(), result.size());
     }
     e.result_size = result.size();
-    e.bytes = bytes;
     shard.bytes += bytes;
     shard.push_back(&e);
   }

@@ -97,9 +97,13 @@ class [[nodiscard]] Result {
   }
 
  private:
+  // The check inlines into every value() call; the throw stays out of line.
   void check() const {
-    if (has_value()) return;
-    const Failure& f = std::get<1>(state_);
+    if (has_value()) [[likely]]
+      return;
+    fail(std::get<1>(state_));
+  }
+  [[noreturn, gnu::noinline, gnu::cold]] static void fail(const Failure& f) {
     if (f.message.empty()) throw Error(f.code);
     throw Error(f.code, f.message);
   }

@@ -365,18 +365,24 @@ Result<Claim> claim_or_wait(const Policy& policy, Target& target) {
   return claim;
 }
 
-/// A stored result (or remembered failure) as the caller's Outcome.
+/// A remembered failure's bytes as a replayed Outcome; unreadable bytes are record_corrupt, not
+/// replayed.
+template <class R>
+Outcome<R> replayed_failure(std::string_view bytes) {
+  Failure failure = decode_failure(bytes);
+  const bool corrupt = failure.code == errc::record_corrupt;
+  return Outcome<R>::failed(std::move(failure), /*replayed=*/!corrupt);
+}
+
+/// A stored result (or remembered failure) as the caller's Outcome. One named Outcome, built in
+/// place from either branch and returned by name: a replay's bytes move into it once.
 template <class R, class Target>
 Outcome<R> answer_stored(const Policy& policy, const Target& target, Claim& claim) {
-  if (claim.status == ClaimStatus::failed) {
-    Failure failure = decode_failure(claim.result);
-    const bool corrupt = failure.code == errc::record_corrupt;
-    finish(policy, target, corrupt ? Event::store_error : Event::replayed, claim.fence,
-           failure.code);
-    return Outcome<R>::failed(std::move(failure), /*replayed=*/!corrupt);
-  }
-  Outcome<R> out = decode_replay<R>(std::move(claim.result));
-  finish(policy, target, out ? Event::replayed : Event::store_error, claim.fence, out.error());
+  Outcome<R> out = claim.status == ClaimStatus::failed ? replayed_failure<R>(claim.result)
+                                                       : decode_replay<R>(std::move(claim.result));
+  // Not replayed: bytes the codec (or the failure record) could not read.
+  finish(policy, target, out.replayed() ? Event::replayed : Event::store_error, claim.fence,
+         out.error());
   return out;
 }
 

@@ -77,14 +77,15 @@ class MemoryEntities {
       if (!allowed) return CasAnswer::refused(CasAnswer::Refusal::conflict, e.value);
       e.next.assign(r.to);
     }
-    e.busy = true;
     // The operation goes into the log as held, in one allocation with its key: its commit finds
-    // it by the ticket's key, its abort takes it out again.
+    // it by the ticket's key, its abort takes it out again. (Inserted before the entity is
+    // marked busy: a failed allocation leaves the entity free.)
     Op& op = ops_.insert(op_key);
     op.state = RecordState::held;
     op.fingerprint = r.fingerprint;
     op.fence = ++fences_;
     op.entity = &e;
+    e.busy = true;
     return CasAnswer::of(Claim{.status = ClaimStatus::acquired, .fence = op.fence});
   }
 
