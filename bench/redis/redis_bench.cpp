@@ -45,13 +45,13 @@
 #include <thread>
 #include <vector>
 
+#include "bare_tls.hpp"
 #include "idem/cached_store.hpp"
 #include "idem/engine/effective_key.hpp"
 #include "idem/guard.hpp"
 #include "idem/redis/request_id_cache.hpp"
 #include "idem/redis/store.hpp"
 #include "idem/redis/token_store.hpp"
-#include "bare_tls.hpp"
 #include "latency.hpp"
 #include "lua_scripts.hpp"   // the embedded scripts, so the bare twin sends the same bytes
 #include "store_common.hpp"  // tagged_key, fingerprint_bytes: the same key names and arguments

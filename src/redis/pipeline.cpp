@@ -235,7 +235,7 @@ class Pipeline::Lane {
       if (unreadable) {
         fail(link, unavailable("unreadable reply stream"));
       } else if (got == 0) {
-        fail(link, unavailable("connection closed by the server"));
+        fail(link, unavailable(link.socket.closed_text()));
       } else if (got < 0) {
         fail(link,
              error == ETIMEDOUT ? timed_out() : io_error("read", link.socket.error_text(error)));

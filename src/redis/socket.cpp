@@ -187,12 +187,30 @@ ssize_t Socket::read_some(std::span<char> buf, Deadline deadline, int& error) co
   }
 }
 
+namespace {
+
+// Why a server that asked for a client certificate and got none ends the connection.
+constexpr std::string_view kNoCertificate =
+    " (the server asked for a client certificate and none is configured: TLS cert_file and "
+    "key_file)";
+
+}  // namespace
+
 std::string Socket::error_text(int error) const {
-  if (tls_ && error == EPROTO) {
-    const std::lock_guard lock(tls_->turn);
-    if (!tls_->failure.empty()) return "TLS: " + tls_->failure;
-  }
-  return std::strerror(error);
+  std::string text = std::strerror(error);
+  if (!tls_) return text;
+  const std::lock_guard lock(tls_->turn);
+  if (error == EPROTO && !tls_->failure.empty()) text = "TLS: " + tls_->failure;
+  if (certificate_asked_for(tls_->ssl.get())) text += kNoCertificate;
+  return text;
+}
+
+std::string Socket::closed_text() const {
+  std::string text = "connection closed by the server";
+  if (!tls_) return text;
+  const std::lock_guard lock(tls_->turn);
+  if (certificate_asked_for(tls_->ssl.get())) text += kNoCertificate;
+  return text;
 }
 
 bool Socket::closed_by_server() const noexcept {
@@ -322,7 +340,7 @@ Result<ReplyPtr> BlockingConnection::command(std::span<const std::string_view> a
     }
     int error = 0;
     const ssize_t got = socket_.read_some(in, deadline, error);
-    if (got == 0) return failure(doing, "connection closed by the server", report_in_doubt);
+    if (got == 0) return failure(doing, socket_.closed_text(), report_in_doubt);
     if (got < 0) {
       return failure(doing, error == ETIMEDOUT ? "" : socket_.error_text(error), report_in_doubt);
     }
@@ -358,7 +376,7 @@ Result<ReplyPtr> BlockingConnection::commands(
     }
     int error = 0;
     const ssize_t got = socket_.read_some(in, deadline, error);
-    if (got == 0) return failure(doing, "connection closed by the server", false);
+    if (got == 0) return failure(doing, socket_.closed_text(), false);
     if (got < 0) return failure(doing, error == ETIMEDOUT ? "" : socket_.error_text(error), false);
     if (!wire_.feed(in.data(), static_cast<std::size_t>(got))) {
       return failure(doing, "unreadable reply: " + wire_.error(), false);

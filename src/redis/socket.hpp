@@ -56,6 +56,8 @@ class Socket {
   /// What send_all's or read_some's `error` means: over TLS, OpenSSL's reason for a protocol
   /// failure (an alert, such as a missing client certificate); else strerror.
   std::string error_text(int error) const;
+  /// "connection closed by the server", and why it may have over TLS.
+  std::string closed_text() const;
   /// An idle connection has nothing to read: readable means the server closed it.
   bool closed_by_server() const noexcept;
   /// Ends the traffic both ways: a thread blocked on the socket returns at once.

@@ -47,6 +47,20 @@ bool is_address(const std::string& host) {
          ::inet_pton(AF_INET6, host.c_str(), bytes.data()) == 1;
 }
 
+// The ex-data slot where a session notes that the server asked for a client certificate.
+int asked_index() noexcept {
+  static const int index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  return index;
+}
+
+// Called by OpenSSL when the server asks for a client certificate and none is loaded: notes it
+// and sends none.
+int no_certificate(SSL* ssl, X509** /*cert*/, EVP_PKEY** /*key*/) {
+  static int asked = 1;
+  (void)SSL_set_ex_data(ssl, asked_index(), &asked);
+  return 0;
+}
+
 // Loads `options` into `ctx`: empty, or the config_invalid failure naming the file. Messages
 // name files and OpenSSL's reasons, never a key's bytes.
 std::optional<Failure> load(SSL_CTX* ctx, const TlsOptions& options) {
@@ -79,6 +93,7 @@ std::optional<Failure> load(SSL_CTX* ctx, const TlsOptions& options) {
     return config_invalid("redis TLS: cannot load the system's default authorities: " +
                           last_ssl_error("unknown"));
   }
+  if (options.cert_file.empty()) SSL_CTX_set_client_cert_cb(ctx, no_certificate);
   if (!options.cert_file.empty()) {
     if (SSL_CTX_use_certificate_chain_file(ctx, options.cert_file.c_str()) != 1) {
       return cannot("certificate file", options.cert_file, last_ssl_error("unreadable"));
@@ -137,6 +152,10 @@ Result<SslPtr> TlsContext::session(const std::string& host) const {
     }
   }
   return ssl;
+}
+
+bool certificate_asked_for(const SSL* ssl) noexcept {
+  return SSL_get_ex_data(ssl, asked_index()) != nullptr;
 }
 
 std::string ssl_failure_reason(int ssl_error, int sys_errno) {

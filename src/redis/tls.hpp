@@ -56,6 +56,10 @@ class TlsContext {
   std::optional<Failure> unusable_;  // why the files could not be used
 };
 
+/// Whether the server asked `ssl`'s handshake for a client certificate and the client had none
+/// to give (TlsOptions::cert_file empty): such a server ends the connection right after.
+bool certificate_asked_for(const SSL* ssl) noexcept;
+
 /// OpenSSL's reason for the failed call whose SSL_get_error was `ssl_error` (`sys_errno`: errno
 /// after it, for SSL_ERROR_SYSCALL). Clears this thread's OpenSSL error queue.
 std::string ssl_failure_reason(int ssl_error, int sys_errno);

@@ -470,9 +470,9 @@ TEST_F(AsyncRedisClusterChange, ReshardOfLiveKeysRunsEachKeyOnce) {
   Ledger ledger(ids.size());
   call_during_change(runner, guard, ids, ledger, [&] {
     std::this_thread::sleep_for(200ms);  // every key completed before the move
-    const std::string command = "redis-cli" + redis_cli_tls() + " --cluster reshard " + source.address +
-                                " --cluster-from " + source.id + " --cluster-to " + target.id +
-                                " --cluster-slots " + std::to_string(kMoved) +
+    const std::string command = "redis-cli" + redis_cli_tls() + " --cluster reshard " +
+                                source.address + " --cluster-from " + source.id + " --cluster-to " +
+                                target.id + " --cluster-slots " + std::to_string(kMoved) +
                                 " --cluster-yes --cluster-pipeline 4 >/dev/null 2>&1";
     EXPECT_EQ(std::system(command.c_str()), 0) << command;
     std::this_thread::sleep_for(300ms);

@@ -288,9 +288,9 @@ TEST_F(RedisClusterDisruptionTest, ReshardOfLiveKeysRunsNoCompletedKeyTwice) {
   std::atomic<bool> stop{false};
   auto workers = start_workers(guard, ids, ledger, stop, 4);
   std::this_thread::sleep_for(200ms);  // every key completed at least once before the move
-  const std::string command = "redis-cli" + redis_cli_tls() + " --cluster reshard " + source.address + " --cluster-from " +
-                              source.id + " --cluster-to " + target.id + " --cluster-slots " +
-                              std::to_string(kMoved) +
+  const std::string command = "redis-cli" + redis_cli_tls() + " --cluster reshard " +
+                              source.address + " --cluster-from " + source.id + " --cluster-to " +
+                              target.id + " --cluster-slots " + std::to_string(kMoved) +
                               " --cluster-yes --cluster-pipeline 4 >/dev/null 2>&1";
   const int status = std::system(command.c_str());
   std::this_thread::sleep_for(300ms);

@@ -29,6 +29,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using redis::key_slot;
+namespace fs = std::filesystem;
 
 std::string fake_id(char c) { return std::string(40, c); }
 
@@ -65,8 +66,20 @@ class StaleNode {
     nodes << "vars currentEpoch 1 lastVoteEpoch 0\n";
     nodes.close();
     std::ofstream conf(dir_ / "redis.conf");
-    conf << "port " << port_ << "\ncluster-port " << bus << "\nbind 127.0.0.1\ndir \""
-         << dir_.string() << "\"\nsave \"\"\nappendonly no\ndaemonize yes\nlogfile \""
+    // In a TLS cluster (scripts/tls) the stale node speaks TLS too, with the test authority's
+    // server certificate, as the clients expect of every node.
+    const char* tls_dir = std::getenv("IDEM_TEST_TLS_DIR");
+    if (cluster_options().node.tls.enabled && tls_dir != nullptr) {
+      const fs::path certs(tls_dir);
+      conf << "tls-port " << port_ << "\nport 0\ntls-cluster yes\ntls-cert-file \""
+           << (certs / "server.crt").string() << "\"\ntls-key-file \""
+           << (certs / "server.key").string() << "\"\ntls-ca-cert-file \""
+           << (certs / "ca.crt").string() << "\"\ntls-auth-clients no\n";
+    } else {
+      conf << "port " << port_ << "\n";
+    }
+    conf << "cluster-port " << bus << "\nbind 127.0.0.1\ndir \"" << dir_.string()
+         << "\"\nsave \"\"\nappendonly no\ndaemonize yes\nlogfile \""
          << (dir_ / "redis.log").string() << "\"\ncluster-enabled yes\ncluster-config-file \""
          << (dir_ / "nodes.conf").string() << "\"\ncluster-node-timeout 1000\n";
     conf.close();
@@ -89,7 +102,7 @@ class StaleNode {
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
 
  private:
-  std::filesystem::path dir_;
+  fs::path dir_;
   int port_ = 0;
   bool up_ = false;
 };
