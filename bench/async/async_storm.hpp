@@ -76,12 +76,14 @@ void run_async_storm(benchmark::State& state, boost::asio::io_context& io, S& st
       counted, Options{.scope = "storm", .in_progress = Wait{.timeout = std::chrono::seconds{10}}}};
   std::vector<double> times_us;
   std::vector<double> calls_per_duplicate;
-  long iteration = 0;
+  // Keys unique in the process: a store whose records outlive one benchmark (a server) must not
+  // find the last one's replays.
+  static std::atomic<long> next_key{0};
   // While every coroutine waits on another thread, the loop has no work of its own: without the
   // guard, run_one() would then stop it for good.
   auto work = net::make_work_guard(io);
   for (auto _ : state) {
-    const std::string key = prefix + std::to_string(iteration++);
+    const std::string key = prefix + std::to_string(next_key.fetch_add(1));
     bool running = false;
     int answered = 0;
     int wrong = 0;
