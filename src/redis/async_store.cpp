@@ -521,7 +521,7 @@ net::awaitable<bool> AsyncRedisStore::async_await_change(const Ticket& held,
                                                          std::chrono::milliseconds bound) {
   if (bound.count() <= 0) {
     return detail::async_wait_with(
-        [](std::shared_ptr<detail::WaitCompletion> done) { done->complete(/*waited=*/true); });
+        [](const std::shared_ptr<detail::WaitCompletion>& done) { done->complete(true); });
   }
   return detail::async_wait_with([impl = impl_, record = record_key(held.key), fence = held.fence,
                                   bound](std::shared_ptr<detail::WaitCompletion> done) {
