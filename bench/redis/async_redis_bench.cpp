@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "async_bench.hpp"
+#include "async_storm.hpp"     // the asynchronous duplicate storm
 #include "hiredis_events.hpp"  // hiredis async on Asio, writes gathered as the store gathers them
 #include "idem/asio/async_guard.hpp"
 #include "idem/engine/effective_key.hpp"
@@ -317,6 +318,20 @@ void bare_batch(benchmark::State& state, bool fresh) {
 void BM_Async_Redis_Fresh_bare(benchmark::State& state) { bare_batch(state, true); }
 void BM_Async_Redis_Replay_bare(benchmark::State& state) { bare_batch(state, false); }
 
+// The asynchronous duplicate storm (async_storm.hpp) on AsyncRedisStore: woken (record_wait.lua
+// and BLPOP on the store's wait connections) against polled; the bare floor is
+// BM_AsyncStorm_bare.
+template <bool Wakes>
+void BM_AsyncStorm_Redis(benchmark::State& state) {
+  net::io_context io;
+  idem::AsyncRedisStore store(
+      io.get_executor(), idem::AsyncRedisStoreOptions{
+                             .connection = idem::redis::ConnectionOptions::from_uri(uri()).value(),
+                             .prefix = run_prefix() + "storm:",
+                             .single_threaded = single_threaded()});
+  idem::bench::run_async_storm<Wakes>(state, io, store, Wakes ? "woken-" : "polled-");
+}
+
 bool register_redis_benchmarks() {
   if (uri() == nullptr) {
     std::fprintf(stderr,
@@ -335,6 +350,10 @@ bool register_redis_benchmarks() {
         ->Arg(128)
         ->UseRealTime();
   }
+  benchmark::RegisterBenchmark("BM_AsyncStorm_Redis_Woken", &BM_AsyncStorm_Redis<true>)
+      ->Apply(idem::bench::storm_shape);
+  benchmark::RegisterBenchmark("BM_AsyncStorm_Redis_Polled", &BM_AsyncStorm_Redis<false>)
+      ->Apply(idem::bench::storm_shape);
   return true;
 }
 

@@ -135,13 +135,16 @@ void Link::submit(std::unique_ptr<Request> request) {
     owner_.failed(*this, std::move(request), redis::unavailable(last_failure_));
     return;
   }
-  send(std::move(request), /*eval_source=*/false);
+  const bool with_source = request->script != nullptr && request->with_source;
+  send(std::move(request), with_source);
 }
 
 // EVALSHA (or EVAL with the source, after NOSCRIPT; or a plain command) on the open connection.
 void Link::send(std::unique_ptr<Request> request, bool eval_source) {
   Connection& c = *conn_;
-  if (c.wire.awaiting() == 0) watchdog_.sent_to_idle(std::chrono::steady_clock::now());
+  const auto now = std::chrono::steady_clock::now();
+  if (c.wire.awaiting() == 0) watchdog_.sent_to_idle(now);
+  if (request->blocks_for.count() > 0) watchdog_.blocks_until(now + request->blocks_for);
   if (request->asking) {
     // ASK: the importing node runs the next command on this connection for a key it does not
     // serve yet.

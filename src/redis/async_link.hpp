@@ -83,6 +83,11 @@ struct Request {
   bool report_in_doubt = false;           // a commit: a reply lost after it went out is
                                           // outcome_unknown
   bool reloaded = false;                  // already resent as EVAL after NOSCRIPT
+  bool with_source = false;  // sent as EVAL with the source at once: a command behind it on
+                             // the connection (a BLPOP) must not run before it, as a resend
+                             // after NOSCRIPT would
+  std::chrono::milliseconds blocks_for{0};  // a blocking command (BLPOP): its reply is due
+                                            // after this, not within command_timeout
 
   // Cluster routing.
   redis::Tries<Link> tries;

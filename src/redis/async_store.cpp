@@ -33,6 +33,7 @@
 
 #include "async_link.hpp"
 #include "common/resume_here.hpp"
+#include "idem/asio/detail/wake_op.hpp"
 #include "lua_scripts.hpp"
 #include "sigpipe.hpp"
 #include "store_common.hpp"
@@ -115,6 +116,8 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
 
   // Ends every connection (their calls fail); the store's destructor.
   void close() {
+    closed_ = true;
+    for (const std::unique_ptr<Link>& link : wait_links_) link->close();
     if (single_) single_->close();
     if (topology_) topology_->for_each_node([](Link& link) { link.close(); });
   }
@@ -247,6 +250,45 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
   std::uint64_t connections_opened() const noexcept {
     return opened_.load(std::memory_order_relaxed);
   }
+
+  // Whether duplicates wait on the server (on one server, with wait connections allowed).
+  bool wakes() const noexcept { return !topology_ && options_.connection.wait_connections > 0; }
+
+  // Waits for the end of the hold of `record_key` under `fence`, at most `bound`: record_wait.lua
+  // counts the waiter in, then BLPOP on the hold's wake list, both on a wait connection of their
+  // own (BLPOP holds its connection: on the shared one it would hold up every call behind it).
+  // `done` ends false at once when every wait connection is busy.
+  void await_change(std::shared_ptr<detail::WaitCompletion> done, std::string_view record_key,
+                    Fence fence, std::chrono::milliseconds bound) {
+    auto count_in = std::make_unique<CountIn>();
+    redis::DecimalText fence_text;
+    count_in->script = &redis::script_record_wait;
+    count_in->with_source = true;  // never NOSCRIPT: its resend would run after the BLPOP
+    count_in->reloaded = true;
+    count_in->args.add(record_key)
+        .add(redis::to_chars(fence_text, static_cast<std::int64_t>(fence)));
+    auto pop = std::make_unique<BlockPop>(*this, std::move(done));
+    // BLPOP's timeout in seconds, to the millisecond (Redis 6 and later); 0 would block forever.
+    const std::string seconds = fmt::format("{}.{:03}", bound.count() / 1000, bound.count() % 1000);
+    pop->args.add("BLPOP").add(redis::wake_key(record_key, fence)).add(seconds);
+    pop->blocks_for = bound;
+    auto begin = [self = shared_from_this(), count_in = std::move(count_in),
+                  pop = std::move(pop)]() mutable {
+      Link* link = self->free_wait_link();
+      if (link == nullptr) {
+        pop->done->complete(/*waited=*/false);
+        return;
+      }
+      pop->link = link;
+      link->submit(std::move(count_in));
+      link->submit(std::move(pop));
+    };
+    if (options_.single_threaded) {
+      begin();
+      return;
+    }
+    net::dispatch(strand_, std::move(begin));
+  }
   std::shared_ptr<void> keep_alive() override { return shared_from_this(); }
   std::uint64_t moved() const noexcept { return topology_ ? topology_->moved() : 0; }
   std::uint64_t asked() const noexcept { return topology_ ? topology_->asked() : 0; }
@@ -279,6 +321,42 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
     Link& link;
     std::unique_ptr<Request> write;
   };
+
+  // The waiter's count-in (record_wait.lua): its reply does not matter, the BLPOP's does (a
+  // waiter not counted in is not woken, and waits out its bound).
+  struct CountIn final : Request {
+    void finish(const redisReply*, Failure, std::string_view) override {}
+  };
+
+  // The BLPOP of a wait: woken (an element) or its bound passed (nil): waited; no reply (the
+  // connection failed or stalled past the bound and its command_timeout): not waited, the
+  // caller pauses for what is left of its bound.
+  struct BlockPop final : Request {
+    BlockPop(Impl& i, std::shared_ptr<detail::WaitCompletion> d) : impl(i), done(std::move(d)) {}
+    void finish(const redisReply* reply, Failure, std::string_view) override {
+      impl.free_waits_.push_back(link);
+      done->complete(reply != nullptr && reply->type != REDIS_REPLY_ERROR);
+    }
+    Impl& impl;
+    std::shared_ptr<detail::WaitCompletion> done;
+    Link* link = nullptr;
+  };
+
+  // A wait connection nobody waits on, opened on demand up to wait_connections; null when all
+  // are busy.
+  Link* free_wait_link() {
+    if (!free_waits_.empty()) {
+      Link* link = free_waits_.back();
+      free_waits_.pop_back();
+      return link;
+    }
+    if (closed_ || wait_links_.size() >= options_.connection.wait_connections) return nullptr;
+    wait_links_.push_back(std::make_unique<Link>(
+        *this, strand_, options_.connection,
+        redis::ReconnectBackoff{options_.reconnect_backoff, options_.max_reconnect_backoff},
+        wait_opened_, options_.single_threaded));
+    return wait_links_.back().get();
+  }
 
   void start(std::unique_ptr<Request> request) {
     if (!topology_) {
@@ -410,6 +488,12 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
 
   std::atomic<std::uint64_t> opened_{0};
   std::atomic<std::uint64_t> replication_timeouts_{0};
+
+  // The wait connections (one server), on the strand: each carries one wait at a time.
+  std::vector<std::unique_ptr<Link>> wait_links_;
+  std::vector<Link*> free_waits_;
+  std::atomic<std::uint64_t> wait_opened_{0};  // not in connections_opened(): the calls' only
+  bool closed_ = false;
 };
 
 AsyncRedisStore::AsyncRedisStore(const net::any_io_executor& executor,
@@ -433,6 +517,20 @@ std::string AsyncRedisStore::record_key(std::string_view effective_key) const {
 std::uint64_t AsyncRedisStore::connections_opened() const noexcept {
   return impl_->connections_opened();
 }
+bool AsyncRedisStore::wakes() const noexcept { return impl_->wakes(); }
+
+net::awaitable<bool> AsyncRedisStore::async_await_change(const Ticket& held,
+                                                         std::chrono::milliseconds bound) {
+  if (bound.count() <= 0) {
+    return detail::async_wait_with(
+        [](const std::shared_ptr<detail::WaitCompletion>& done) { done->complete(true); });
+  }
+  return detail::async_wait_with([impl = impl_, record = record_key(held.key), fence = held.fence,
+                                  bound](std::shared_ptr<detail::WaitCompletion> done) {
+    impl->await_change(std::move(done), record, fence, bound);
+  });
+}
+
 std::uint64_t AsyncRedisStore::moved() const noexcept { return impl_->moved(); }
 std::uint64_t AsyncRedisStore::asked() const noexcept { return impl_->asked(); }
 std::uint64_t AsyncRedisStore::slot_map_reads() const noexcept { return impl_->slot_map_reads(); }

@@ -78,12 +78,20 @@ class Watchdog {
   /// A connect starts; its handshake's replies are due from now too.
   void connecting(Deadline now) noexcept { connect_started_ = last_progress_ = now; }
   /// A command goes to a connection that awaited nothing: its reply is timed from now.
-  void sent_to_idle(Deadline now) noexcept { last_progress_ = now; }
+  void sent_to_idle(Deadline now) noexcept {
+    blocked_until_ = {};  // nothing awaited: a blocking command sent earlier has answered
+    last_progress_ = now;
+  }
+  /// A blocking command (BLPOP) goes out: no reply is due before `until`, its own timeout.
+  void blocks_until(Deadline until) noexcept {
+    blocked_until_ = std::max(blocked_until_, until);
+    last_progress_ = std::max(last_progress_, until);
+  }
   void replied() noexcept { replied_ = true; }
 
   /// At a tick: why the connection must be dropped; empty when it may stay.
   std::string overdue(Deadline now, bool connected, bool awaiting) {
-    if (std::exchange(replied_, false)) last_progress_ = now;
+    if (std::exchange(replied_, false)) last_progress_ = std::max(now, blocked_until_);
     if (!connected && now - connect_started_ > connect_timeout_) {
       return "connecting took more than " + std::to_string(connect_timeout_.count()) + " ms";
     }
@@ -96,6 +104,7 @@ class Watchdog {
  private:
   std::chrono::milliseconds connect_timeout_, command_timeout_;
   Deadline connect_started_{}, last_progress_{};
+  Deadline blocked_until_{};  // the latest timeout of a blocking command sent
   bool replied_ = false;
 };
 

@@ -99,6 +99,12 @@ Status RedisRequestIdRecords::extend(const Ticket& ticket, std::chrono::millisec
                             args, "extend");
 }
 
+void RedisRequestIdRecords::await_change(const Ticket& held, std::chrono::milliseconds bound) {
+  const auto holder = holder_prefix(held.fence);
+  redis::await_cache_change(impl_of(*client_), redis_key(held.key), held.fence,
+                            std::string_view(holder.data(), holder.size()), bound);
+}
+
 }  // namespace detail
 
 RequestIdCache::RequestIdCache(std::shared_ptr<redis::Client> client, RequestIdCacheOptions options)

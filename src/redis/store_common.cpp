@@ -46,22 +46,50 @@ std::string wake_key(std::string_view record_key, Fence fence) {
   return out;
 }
 
-void await_change(Client::Impl& client, std::string_view record_key, Fence fence,
-                  std::chrono::milliseconds bound) {
+namespace {
+
+// `script` (EVAL, KEYS[1] `key`, ARGV[1] `arg`) counts the waiter in, then BLPOP on `wake` for
+// the bound, in one write on a connection of the wait pool; a wait that cannot block pauses for
+// the rest of the bound.
+void count_in_and_block(Client::Impl& client, const Script& script, std::string_view key,
+                        std::string_view arg, const std::string& wake,
+                        std::chrono::milliseconds bound) {
   if (bound.count() <= 0) return;
   const auto until = std::chrono::steady_clock::now() + bound;
-  const std::string wake = wake_key(record_key, fence);
-  DecimalText fence_text;
   // BLPOP's timeout in seconds, to the millisecond (Redis 6 and later); 0 would block forever.
   const std::string seconds = fmt::format("{}.{:03}", bound.count() / 1000, bound.count() % 1000);
-  const std::array<std::string_view, 5> count_in{
-      "EVAL", script_record_wait.source, "1", record_key,
-      to_chars(fence_text, static_cast<std::int64_t>(fence))};
+  const std::array<std::string_view, 5> count_in{"EVAL", script.source, "1", key, arg};
   const std::array<std::string_view, 3> blpop{"BLPOP", wake, seconds};
-  Result<Answer> answer = client.block(record_key, count_in, blpop, bound);
+  Result<Answer> answer = client.block(key, count_in, blpop, bound);
   // Woken (an element), or the bound passed (nil).
   if (answer && answer->reply->type != REDIS_REPLY_ERROR) return;
   std::this_thread::sleep_until(until);
+}
+
+}  // namespace
+
+void await_change(Client::Impl& client, std::string_view record_key, Fence fence,
+                  std::chrono::milliseconds bound) {
+  DecimalText fence_text;
+  count_in_and_block(client, script_record_wait, record_key,
+                     to_chars(fence_text, static_cast<std::int64_t>(fence)),
+                     wake_key(record_key, fence), bound);
+}
+
+std::string cache_holder_hex(Fence fence) { return fmt::format("{:016x}", fence); }
+
+std::string cache_waiting_key(std::string_view entry_key, Fence fence) {
+  return fmt::format("{}{}{}", entry_key, kWaitingSuffix, cache_holder_hex(fence));
+}
+
+std::string cache_wake_key(std::string_view entry_key, Fence fence) {
+  return fmt::format("{}{}{}", entry_key, kWakeSuffix, cache_holder_hex(fence));
+}
+
+void await_cache_change(Client::Impl& client, std::string_view entry_key, Fence fence,
+                        std::string_view holder, std::chrono::milliseconds bound) {
+  count_in_and_block(client, script_cache_wait, entry_key, holder, cache_wake_key(entry_key, fence),
+                     bound);
 }
 
 std::array<char, 16> fingerprint_bytes(const Fingerprint& fp) noexcept {

@@ -44,6 +44,19 @@ enum class WaitReply : long long { woken = 0, counted = 1 };
 void await_change(Client::Impl& client, std::string_view record_key, Fence fence,
                   std::chrono::milliseconds bound);
 
+/// A RequestIdCache entry's waiter count and wake list for the hold by `fence` (the holder id):
+/// `<entry>:waiting:<holder>` and `<entry>:wake:<holder>`, <holder> as 16 hex digits, in the
+/// entry's hash slot (cache_wake_step.lua's WAITING_SUFFIX, and record_wake_step.lua's suffix).
+inline constexpr std::string_view kWaitingSuffix = ":waiting:";
+std::string cache_holder_hex(Fence fence);
+std::string cache_waiting_key(std::string_view entry_key, Fence fence);
+std::string cache_wake_key(std::string_view entry_key, Fence fence);
+
+/// await_change for a RequestIdCache entry: cache_wait.lua (with `holder`, the marker's state
+/// and holder id) counts the waiter in, then BLPOP on cache_wake_key; as await_change otherwise.
+void await_cache_change(Client::Impl& client, std::string_view entry_key, Fence fence,
+                        std::string_view holder, std::chrono::milliseconds bound);
+
 /// The fingerprint as 16 bytes, high half first.
 std::array<char, 16> fingerprint_bytes(const Fingerprint& fp) noexcept;
 

@@ -167,7 +167,7 @@ TEST(RedisReplyDecodeTest, TheScriptsNamesAgreeWithTheRecordModel) {
         &script_token_claim, &script_token_abort, &script_cache_claim, &script_cache_commit,
         &script_cache_abort, &script_cache_extend, &script_record_step_save,
         &script_record_step_load, &script_record_keep_request, &script_record_find_abandoned,
-        &script_record_wait, &script_record_commit_batch}) {
+        &script_record_wait, &script_record_commit_batch, &script_cache_wait}) {
     std::istringstream lines{std::string(script->source)};
     for (std::string line; std::getline(lines, line);) {
       if (line.rfind("--", 0) == 0) continue;
@@ -204,6 +204,25 @@ TEST(RedisReplyDecodeTest, TheWakeListsNameAndExpiryAgreeWithTheScripts) {
   }
   EXPECT_EQ(wake_key("idem:{0123456789abcdef}k", 42), "idem:{0123456789abcdef}k:wake:42");
   EXPECT_EQ(key_slot(wake_key("a{b{0123456789abcdef}k", 7)), key_slot("a{b{0123456789abcdef}k"));
+}
+
+// A RequestIdCache entry's waiter count and wake list: the suffixes in cache_wake_step.lua and
+// record_wake_step.lua (which the cache's waiting and ending scripts include) and in C++ agree,
+// and both names share the entry's slot.
+TEST(RedisReplyDecodeTest, TheCachesWaitNamesAgreeWithTheScripts) {
+  const std::string waiting = "local WAITING_SUFFIX = '" + std::string(kWaitingSuffix) + "'\n";
+  const std::string wake = "local WAKE_SUFFIX, WAKE_TTL_MS = '" + std::string(kWakeSuffix) + "', " +
+                           std::to_string(kWakeTtl.count()) + "\n";
+  for (const Script* script : {&script_cache_wait, &script_cache_commit, &script_cache_abort}) {
+    const std::string_view source(script->source);
+    EXPECT_NE(source.find(waiting), std::string_view::npos) << script->name;
+    EXPECT_NE(source.find(wake), std::string_view::npos) << script->name;
+  }
+  const std::string entry = "idem:req:{0123456789abcdef}k";
+  EXPECT_EQ(cache_waiting_key(entry, 0x1234), entry + ":waiting:0000000000001234");
+  EXPECT_EQ(cache_wake_key(entry, 0xfedcba9876543210ULL), entry + ":wake:fedcba9876543210");
+  EXPECT_EQ(key_slot(cache_wake_key(entry, 7)), key_slot(entry));
+  EXPECT_EQ(key_slot(cache_waiting_key(entry, 7)), key_slot(entry));
 }
 
 // The index of kept requests: a scope read from an effective key, members that give back their

@@ -21,12 +21,14 @@ namespace idem {
 
 struct AsyncRedisStoreOptions {
   /// Where and how to connect: host and port or unix_socket, user, password, db,
-  /// connect_timeout, command_timeout, keep_alive and ignore_sigpipe. The pool's fields do not
-  /// apply: there is one connection (per node, on a cluster). command_timeout bounds the wait of
-  /// the oldest call in flight: when no reply comes for that long, the connection is dropped and
-  /// every call on it fails. On a cluster: the options of every node's connection except the
-  /// address, which comes from the seeds and the slot map (ClusterOptions::node); db and
-  /// unix_socket must stay at their defaults (the constructor throws std::invalid_argument).
+  /// connect_timeout, command_timeout, keep_alive, ignore_sigpipe and wait_connections (the
+  /// connections on which waiting duplicates block: async_await_change). The pool's other fields
+  /// do not apply: there is one connection for the calls (per node, on a cluster). command_timeout
+  /// bounds the wait of the oldest call in flight: when no reply comes for that long, the
+  /// connection is dropped and every call on it fails. On a cluster: the options of every node's
+  /// connection except the address, which comes from the seeds and the slot map
+  /// (ClusterOptions::node); db and unix_socket must stay at their defaults (the constructor throws
+  /// std::invalid_argument).
   redis::ConnectionOptions connection{};
   /// Redis Cluster mode when not empty (ClusterOptions::seeds): "host:port" of one or more
   /// nodes ("[::1]:7000" for IPv6). The slot map (CLUSTER SLOTS) is read from the first that
@@ -97,6 +99,18 @@ class AsyncRedisStore {
   boost::asio::awaitable<Status> async_extend(const Ticket& ticket,
                                               std::chrono::milliseconds lease);
 
+  /// idem::AsyncWakingStore: whether waiting duplicates wait on the server (one server with
+  /// connection.wait_connections above 0; on a cluster they poll).
+  bool wakes() const noexcept;
+  /// Waits for the end of the hold `held`, as RedisStore::await_change: record_wait.lua counts
+  /// the waiter in the record, then BLPOP on the hold's wake list until the commit or abort
+  /// script pushes its wake or `bound` passes; on a wait connection of its own (up to
+  /// connection.wait_connections, opened on demand and kept), never the connection the other
+  /// calls share. False at once when every wait connection is busy; a connection that fails or
+  /// stalls is dropped by its watchdog once `bound` and command_timeout have passed.
+  boost::asio::awaitable<bool> async_await_change(const Ticket& held,
+                                                  std::chrono::milliseconds bound);
+
   /// The Redis key that holds the record of `effective_key` (RedisStore::record_key's).
   std::string record_key(std::string_view effective_key) const;
   /// Connections opened since construction (the first included; on a cluster, to all nodes).
@@ -116,6 +130,6 @@ class AsyncRedisStore {
   std::string prefix_;
 };
 
-static_assert(AsyncStore<AsyncRedisStore>);
+static_assert(AsyncWakingStore<AsyncRedisStore>);
 
 }  // namespace idem

@@ -41,6 +41,12 @@ class RedisRequestIdRecords {
   Status commit(const Ticket& ticket, const Completion& completion);
   Status abort(const Ticket& ticket);
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease);
+  /// Waits for the end of the hold `held` (idem::WakingStore), as RedisStore::await_change: the
+  /// waiter counts itself in (cache_wait.lua), then blocks (BLPOP, on a connection of
+  /// ConnectionOptions::wait_connections) until the commit or abort pushes its wake, or `bound`
+  /// passes. A takeover after the marker's lease ran out does not wake: the bound, which the
+  /// guard cuts at the lease's end, does.
+  void await_change(const Ticket& held, std::chrono::milliseconds bound);
 
   /// The client's figures (redis::Client::stats()).
   StoreStats stats() const { return client_->stats(); }
@@ -52,7 +58,7 @@ class RedisRequestIdRecords {
   std::atomic<std::uint64_t> holder_next_{0};
 };
 
-static_assert(Store<RedisRequestIdRecords>);
+static_assert(WakingStore<RedisRequestIdRecords>);
 
 }  // namespace detail
 
@@ -105,6 +111,6 @@ class RequestIdCache : public detail::RequestIdFront<detail::RedisRequestIdRecor
   StoreStats stats() const { return records_.stats(); }
 };
 
-static_assert(Store<RequestIdCache>);
+static_assert(WakingStore<RequestIdCache>);
 
 }  // namespace idem
