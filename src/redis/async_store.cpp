@@ -352,7 +352,7 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
     }
     if (closed_ || wait_links_.size() >= options_.connection.wait_connections) return nullptr;
     wait_links_.push_back(std::make_unique<Link>(
-        *this, strand_, options_.connection,
+        *this, strand_, options_.connection, tls_,
         redis::ReconnectBackoff{options_.reconnect_backoff, options_.max_reconnect_backoff},
         wait_opened_, options_.single_threaded));
     return wait_links_.back().get();
