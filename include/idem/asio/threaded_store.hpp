@@ -101,8 +101,8 @@ class ThreadedAsyncStore {
       const Ticket& held, std::chrono::milliseconds bound) requires WakingStore<S> {
     return detail::async_wait_with(
         [this, wait = std::make_shared<WaitJob>(std::string(held.key), held.fence, bound)](
-            std::shared_ptr<detail::WaitCompletion> done) mutable {
-          wait->done = std::move(done);
+            const std::shared_ptr<detail::WaitCompletion>& done) mutable {
+          wait->done = done;
           if (!waits_.start(wait)) wait->done->complete(/*waited=*/false);
         });
   }
