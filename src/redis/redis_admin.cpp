@@ -400,12 +400,13 @@ std::shared_ptr<redis::Client> client_for(std::string_view uri, const std::strin
 }  // namespace
 
 const UriOpener redis_uri_opener{
-    .forms = "redis://..., redis+cluster://...",
+    .forms = "redis://..., redis+cluster://... (rediss://, rediss+cluster://: over TLS)",
     .open = [](std::string_view uri, const UriOptions& options) -> std::unique_ptr<Admin> {
       std::shared_ptr<redis::Client> client;
-      if (uri.starts_with("redis+cluster://")) {
+      if (uri.starts_with("redis+cluster://") || uri.starts_with("rediss+cluster://")) {
         client = client_for<redis::ClusterOptions>(uri, options.password);
-      } else if (uri.starts_with("redis://") || uri.starts_with("unix://")) {
+      } else if (uri.starts_with("redis://") || uri.starts_with("rediss://") ||
+                 uri.starts_with("unix://")) {
         client = client_for<redis::ConnectionOptions>(uri, options.password);
       } else {
         return nullptr;

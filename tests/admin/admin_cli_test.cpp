@@ -70,7 +70,9 @@ class AdminCli : public ::testing::TestWithParam<std::string> {
       if (seeds.empty()) {
         GTEST_SKIP() << "IDEM_TEST_REDIS_CLUSTER_SEEDS is not set (scripts/lib/cluster.sh)";
       }
-      uri_ = "redis+cluster://" + seeds;
+      // A TLS cluster's URI (rediss+cluster://, with its TLS settings) when cluster.sh gives one.
+      uri_ = env("IDEM_TEST_REDIS_CLUSTER_URI");
+      if (uri_.empty()) uri_ = "redis+cluster://" + seeds;
     } else {
       uri_ = env("IDEM_TEST_REDIS_URI");
       if (uri_.empty())

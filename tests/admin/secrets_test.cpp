@@ -126,8 +126,12 @@ TEST(Secrets, RedisTakesItsPasswordFromAFileOrTheEnvironmentAndNeverShowsIt) {
     const std::string& user;
     ~DropUser() { (void)admin.command({"ACL", "DELUSER", user}); }
   } drop{admin, user};
-  const std::string host = uri.substr(std::string("redis://").size());
-  const std::string as_user = "redis://" + user + ":@" + host;  // the password left out
+  // The test server's scheme kept: rediss:// (and its TLS settings after the host) in the TLS
+  // stage.
+  const std::size_t after_scheme = uri.find("://") + 3;
+  const std::string scheme = uri.substr(0, after_scheme);
+  const std::string host = uri.substr(after_scheme);
+  const std::string as_user = scheme + user + ":@" + host;  // the password left out
 
   const PasswordFile right(kSecret);
   const PasswordFile wrong(kWrong);
@@ -141,7 +145,7 @@ TEST(Secrets, RedisTakesItsPasswordFromAFileOrTheEnvironmentAndNeverShowsIt) {
   EXPECT_EQ(from_env.status, 0) << from_env.err;
   expect_unshown(from_env);
   // The whole URI, password included, from IDEM_STORE: not in the arguments, so taken.
-  ::setenv("IDEM_STORE", ("redis://" + user + ":" + kSecret + "@" + host).c_str(), 1);
+  ::setenv("IDEM_STORE", (scheme + user + ":" + kSecret + "@" + host).c_str(), 1);
   const CliRun whole = idem_cli("stats --all-scopes");
   ::unsetenv("IDEM_STORE");
   EXPECT_EQ(whole.status, 0) << whole.err;

@@ -98,7 +98,8 @@ int main(int argc, char** argv) {
   std::string password_file;
   app.add_option("--store", uri,
                  "the store: sqlite:PATH, postgresql://..., redis://... or redis+cluster://... "
-                 "(without a password: see --password-file)")
+                 "(rediss:// and rediss+cluster:// over TLS; without a password: see "
+                 "--password-file)")
       ->envname("IDEM_STORE")
       ->required();
   app.add_option("--password-file", password_file,

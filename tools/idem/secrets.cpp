@@ -41,7 +41,8 @@ bool has_parameter(std::string_view text, std::string_view key, std::string_view
 }  // namespace
 
 bool has_password(std::string_view uri) {
-  if (starts_with_any(uri, {"redis://", "redis+cluster://", "unix://"})) {
+  if (starts_with_any(
+          uri, {"redis://", "rediss://", "redis+cluster://", "rediss+cluster://", "unix://"})) {
     const auto info = user_info(uri);
     if (!info || info->empty()) return false;
     const auto colon = info->find(':');
