@@ -73,7 +73,11 @@ struct SqlEntities::Impl {
         "INSERT INTO {} (key, entity, fence, state, fp_hi, fp_lo, produced, result, created_ms) "
         "VALUES ({}, {}, {}, {}, {}, {}, {}, NULL, {}) ON CONFLICT (key) DO NOTHING",
         ops, p(1), p(2), p(3), held, p(4), p(5), p(6), d.now_ms);
-    read_op = fmt::format("SELECT state, fence, result FROM {} WHERE key = {}", ops, p(1));
+    // Read after a commit lost its answer: on PostgreSQL, FOR SHARE waits for the broken
+    // connection's transaction (which holds the row from its claim) to end, so a COMMIT that
+    // reached the server is seen, not read past while its backend has yet to finish it.
+    read_op = fmt::format("SELECT state, fence, result FROM {} WHERE key = {}{}", ops, p(1),
+                          &d == &sql::kPostgres ? " FOR SHARE" : "");
     finish_op = fmt::format(
         "UPDATE {} SET state = {}, result = {} WHERE key = {} AND fence = {} AND state = {}", ops,
         p(3), p(4), p(1), p(2), held);
