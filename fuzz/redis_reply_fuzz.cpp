@@ -97,10 +97,15 @@ void check_fenced(const redisReply& reply) {
   const bool integer = reply.type == REDIS_REPLY_INTEGER;
   if (reply.type == REDIS_REPLY_ERROR) {
     // The server's own refusal: a key of another type or a script's IDEM_CORRUPT is the record's
-    // fault, anything else (OOM, BUSY, READONLY...) the server's.
+    // fault, a right the ACL user lacks the configuration's, anything else (OOM, BUSY,
+    // READONLY...) the server's.
     const std::string_view text(reply.str, reply.len);
     const bool corrupt = text.starts_with("WRONGTYPE") || text.find("IDEM_CORRUPT") != text.npos;
-    IDEM_FUZZ_CHECK(is(status.error(), corrupt ? errc::record_corrupt : errc::store_unavailable));
+    const bool refused = text.find("NOPERM") != text.npos ||
+                         text.find("user executing the script can't run") != text.npos;
+    IDEM_FUZZ_CHECK(is(status.error(), corrupt   ? errc::record_corrupt
+                                       : refused ? errc::config_invalid
+                                                 : errc::store_unavailable));
   } else if (integer && reply.integer == static_cast<long long>(Reply::done)) {
     IDEM_FUZZ_CHECK(status.ok());
   } else if (integer && reply.integer == static_cast<long long>(Reply::lease_lost)) {
