@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "idem/engine/effective_key.hpp"
+#include "idem/engine/entity.hpp"
 #include "idem/key_text.hpp"
 
 namespace idem {
@@ -47,6 +48,29 @@ TEST(EffectiveKeyTest, SameTripleSameBytes) {
   EXPECT_EQ(join("payments.charge", "tenant-7", "k-42"),
             join("payments.charge", "tenant-7", "k-42"));
   EXPECT_EQ(join("s", "", "k"), "\x01s\x00k"s);
+}
+
+TEST(EffectiveKeyTest, AMovedKeyKeepsItsBytesInlineAndOnTheHeap) {
+  for (const std::size_t size : {std::size_t{8}, std::size_t{1000}}) {
+    const std::string id(size, 'k');
+    detail::EffectiveKey from("s", "p", id);
+    const detail::EffectiveKey to(std::move(from));
+    EXPECT_EQ(to.view(), join("s", "p", id));
+  }
+}
+
+// Entity operations are recorded under these bytes in every backend: they must not change.
+TEST(EntityOpKeyTest, AnEffectiveKeyWithoutPrincipalWhoseIdCarriesEntityAndOp) {
+  EXPECT_EQ(detail::entity_op_key("orders", "o-1", "ePAY"),
+            "\x06orders\x00\x03o-1\x04"
+            "ePAY"s);
+  EXPECT_EQ(detail::entity_op_key("orders", "o-1", "ePAY"), join("orders", "",
+                                                                 "\x03o-1\x04"
+                                                                 "ePAY"s));
+  EXPECT_NE(detail::entity_op_key("s", "ab", "c"), detail::entity_op_key("s", "a", "bc"));
+  const std::string entity(300, 'e');
+  const std::string key = detail::entity_op_key("s", entity, "op");
+  EXPECT_EQ(key, "\x01s\x00\xac\x02"s + entity + "\x02op");
 }
 
 TEST(KeyTest, ConvertsFromStringsWithoutAPrincipal) {

@@ -22,6 +22,43 @@ inline std::size_t put_varint(char* out, std::size_t n) noexcept {
   return i;
 }
 
+/// Bytes written once and read through view(): on the stack up to 256, on the heap beyond.
+/// Moving copies inline bytes and moves a heap buffer, so a view taken before a move dangles.
+class KeyBytes {
+ public:
+  // Room for at most `most` bytes; write them to data(), then say how many with resize().
+  explicit KeyBytes(std::size_t most) {
+    if (most > inline_.size()) {
+      heap_ = std::make_unique<char[]>(most);  // NOLINT(modernize-avoid-c-arrays): run-time size
+      data_ = heap_.get();
+    } else {
+      data_ = inline_.data();
+    }
+  }
+  KeyBytes(const KeyBytes&) = delete;
+  KeyBytes& operator=(const KeyBytes&) = delete;
+  KeyBytes(KeyBytes&& other) noexcept : heap_(std::move(other.heap_)), size_(other.size_) {
+    if (heap_) {
+      data_ = heap_.get();
+    } else {
+      if (size_ != 0) std::memcpy(inline_.data(), other.data_, size_);
+      data_ = inline_.data();
+    }
+  }
+  KeyBytes& operator=(KeyBytes&&) = delete;
+
+  char* data() noexcept { return data_; }
+  void resize(std::size_t n) noexcept { size_ = n; }
+  std::string_view view() const noexcept { return {data_, size_}; }
+
+ private:
+  std::array<char, 256> inline_;
+  // NOLINTNEXTLINE(modernize-avoid-c-arrays): its size is known at run time only
+  std::unique_ptr<char[]> heap_;
+  char* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
 /// varint(|scope|) scope varint(|principal|) principal id. Lengths prefix every part but the
 /// last, which runs to the end, so the join is unambiguous. Short keys live on the stack.
 class EffectiveKey {
@@ -43,31 +80,14 @@ class EffectiveKey {
     return n;
   }
 
-  EffectiveKey(std::string_view scope, std::string_view principal, std::string_view id) {
-    size_ = max_size(scope, principal, id);
-    char* out = inline_.data();
-    if (size_ > inline_.size()) {
-      heap_ = std::make_unique<char[]>(size_);  // NOLINT(modernize-avoid-c-arrays): run-time size
-      out = heap_.get();
-    }
-    data_ = out;
-    size_ = encode(out, scope, principal, id);
+  EffectiveKey(std::string_view scope, std::string_view principal, std::string_view id)
+      : bytes_(max_size(scope, principal, id)) {
+    bytes_.resize(encode(bytes_.data(), scope, principal, id));
   }
+  // Moved with the claim it names (idem::Attempt).
+  EffectiveKey(EffectiveKey&&) noexcept = default;
 
-  EffectiveKey(const EffectiveKey&) = delete;
-  EffectiveKey& operator=(const EffectiveKey&) = delete;
-  // Moved with the claim it names (idem::Attempt): inline bytes are copied, a heap buffer moves.
-  EffectiveKey(EffectiveKey&& other) noexcept : heap_(std::move(other.heap_)), size_(other.size_) {
-    if (heap_) {
-      data_ = heap_.get();
-    } else {
-      if (size_ != 0) std::memcpy(inline_.data(), other.data_, size_);
-      data_ = inline_.data();
-    }
-  }
-  EffectiveKey& operator=(EffectiveKey&&) = delete;
-
-  std::string_view view() const noexcept { return {data_, size_}; }
+  std::string_view view() const noexcept { return bytes_.view(); }
 
  private:
   static void append(char* out, std::size_t& n, std::string_view part) noexcept {
@@ -75,11 +95,7 @@ class EffectiveKey {
     n += part.size();
   }
 
-  std::array<char, 256> inline_;
-  // NOLINTNEXTLINE(modernize-avoid-c-arrays): its size is known at run time only
-  std::unique_ptr<char[]> heap_;
-  const char* data_ = nullptr;
-  std::size_t size_ = 0;
+  KeyBytes bytes_;
 };
 
 /// The effective key in a string, for what keeps it in a heap frame anyway (the async engine's

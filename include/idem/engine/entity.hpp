@@ -106,36 +106,33 @@ struct CasAnswer {
 };
 
 /// The key an entity operation is recorded under: the effective key of (scope, no principal,
-/// entity + op), with a length before entity and op, so no two triples give the same bytes. Short
-/// keys live in the object (each call of an entity store builds one); it neither moves nor copies,
-/// so its view() stays valid for the object's life.
+/// varint(|entity|) entity varint(|op|) op), so no two triples give the same bytes. Each call of
+/// an entity store builds one; it neither moves nor copies, so its view() stays valid for the
+/// object's life.
 class EntityOpKey {
  public:
-  EntityOpKey(std::string_view scope, std::string_view entity, std::string_view op) {
-    char* out = inline_.data();
-    if (const std::size_t most = max_size(scope, entity, op); most > inline_.size()) {
-      heap_ = std::make_unique<char[]>(most);  // NOLINT(modernize-avoid-c-arrays): run-time size
-      out = heap_.get();
-    }
-    data_ = out;
-    size_ = encode(out, scope, entity, op);
+  EntityOpKey(std::string_view scope, std::string_view entity, std::string_view op)
+      : bytes_(max_size(scope, entity, op)) {
+    bytes_.resize(encode(bytes_.data(), scope, entity, op));
   }
   EntityOpKey(const EntityOpKey&) = delete;
   EntityOpKey& operator=(const EntityOpKey&) = delete;
+  EntityOpKey(EntityOpKey&&) = delete;
+  EntityOpKey& operator=(EntityOpKey&&) = delete;
 
-  std::string_view view() const noexcept { return {data_, size_}; }
+  std::string_view view() const noexcept { return bytes_.view(); }
 
-  // The most bytes the key of these parts can take (four varints at their largest).
+  // The most bytes the key of these parts can take (the id's two varints at their largest).
   static constexpr std::size_t max_size(std::string_view scope, std::string_view entity,
                                         std::string_view op) noexcept {
     constexpr std::size_t kMaxVarint = 10;
-    return kMaxVarint * 4 + scope.size() + entity.size() + op.size();
+    return EffectiveKey::max_size(scope, {}, {}) + kMaxVarint * 2 + entity.size() + op.size();
   }
   // Writes the key's bytes to `out` (room for max_size) and returns how many.
   static std::size_t encode(char* out, std::string_view scope, std::string_view entity,
                             std::string_view op) noexcept {
-    std::size_t n = 0;
-    for (std::string_view part : {scope, std::string_view{}, entity, op}) {
+    std::size_t n = EffectiveKey::encode(out, scope, {}, {});
+    for (std::string_view part : {entity, op}) {
       n += put_varint(out + n, part.size());
       if (!part.empty()) std::memcpy(out + n, part.data(), part.size());  // within max_size
       n += part.size();
@@ -144,11 +141,7 @@ class EntityOpKey {
   }
 
  private:
-  std::array<char, 256> inline_;
-  // NOLINTNEXTLINE(modernize-avoid-c-arrays): its size is known at run time only
-  std::unique_ptr<char[]> heap_;
-  const char* data_ = nullptr;
-  std::size_t size_ = 0;
+  KeyBytes bytes_;
 };
 
 /// EntityOpKey's bytes in a string.
