@@ -24,6 +24,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -61,7 +62,7 @@ std::string env(const char* name) {
 }
 
 std::string url_encoded(const std::string& s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
+  constexpr std::string_view kHex = "0123456789ABCDEF";
   std::string out;
   for (const char c : s) {
     const auto u = static_cast<unsigned char>(c);
@@ -90,8 +91,11 @@ class PasswordFile {
   const std::string& path() const { return path_; }
 
  private:
-  static inline int n_ = 0;
-  std::string path_ = "/tmp/idem_secrets_shown_" + kPid + "_" + std::to_string(n_++);
+  static std::string next_path() {
+    static int made = 0;
+    return "/tmp/idem_secrets_shown_" + kPid + "_" + std::to_string(made++);
+  }
+  std::string path_ = next_path();
 };
 
 // What idem printed, each with where it came from, and the observer that feeds the metrics and
