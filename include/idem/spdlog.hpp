@@ -1,6 +1,8 @@
 #pragma once
 // idem::spdlog (header-only): an Observer callback that logs what an operator acts on: refusals
-// at info, lease_lost and took_over at warn, store errors and unrecorded results at error.
+// at info, lease_lost and took_over at warn, store errors and unrecorded results at error. A line
+// names the key by a hash of its id, never by its bytes: a key is the client's, and whoever reads
+// the logs could replay its result with it.
 
 #include <spdlog/spdlog.h>
 
@@ -8,6 +10,7 @@
 #include <string_view>
 #include <utility>
 
+#include "idem/fingerprint.hpp"
 #include "idem/observer.hpp"
 
 namespace idem {
@@ -36,8 +39,8 @@ inline Observer::Callback spdlog_callback(std::shared_ptr<spdlog::logger> logger
     }
     if (!logger->should_log(level)) return;
     const std::string error = e.error ? e.error.message() : std::string("-");
-    logger->log(level, "idem {}: scope={} store={} key={} fence={} error={}", to_string(e.event),
-                e.scope, e.store, e.key, e.fence, error);
+    logger->log(level, "idem {}: scope={} store={} key=#{:016x} fence={} error={}",
+                to_string(e.event), e.scope, e.store, detail::hash_bytes(e.key), e.fence, error);
   };
 }
 

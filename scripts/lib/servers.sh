@@ -20,6 +20,10 @@
 #                    # of scripts/lib/tls.sh's make_test_ca DIR (see _idem_pg_tls below); the URI
 #                    # then ends in ?sslmode=verify-full&sslrootcert=DIR/ca.crt, and
 #                    # IDEM_TEST_PG_TLS_DIR=DIR is exported too
+#                    # Members of the role IDEM_TEST_PG_PASSWORD_GROUP (exported: idem_password_logins,
+#                    # NOLOGIN) log in over TCP with a password only (scram-sha-256); every other
+#                    # role is trusted. A test makes a role of its own IN ROLE that group to see a
+#                    # password checked and a wrong one refused.
 #   start_postgres_replica  # after start_postgres: a hot standby of it (streaming replication),
 #                    # exports IDEM_TEST_PG_REPLICA_URI=postgresql://postgres@127.0.0.1:<port>/idem_test
 #                    # (with the primary's TLS settings and query string when it has them)
@@ -39,6 +43,7 @@ _idem_pg_bindir=""
 _idem_pg_port=""
 _idem_pg_replica_dir=""
 _idem_pg_query="" # the URIs' query string: the TLS settings, or empty
+_idem_pg_password_group=idem_password_logins # its members log in with a password only
 
 _idem_say() { echo "servers: $*" >&2; }
 
@@ -249,6 +254,12 @@ start_postgres() {
     fi
     _idem_pg_query="?sslmode=verify-full&sslrootcert=$tls_dir/ca.crt"
   fi
+  # First match wins: the password group's line goes before the trusting ones.
+  if ! _idem_pg sed -i "1i host all +$_idem_pg_password_group 127.0.0.1/32 scram-sha-256" \
+      "$_idem_pg_dir/data/pg_hba.conf"; then
+    _idem_say "cannot write the password group's line in pg_hba.conf"
+    return 1
+  fi
   local opts="-p $port -k $_idem_pg_dir -c listen_addresses=127.0.0.1"
   if [[ ${IDEM_PG_DURABLE:-0} == 1 ]]; then
     opts+=" -c fsync=on -c synchronous_commit=on -c full_page_writes=on"
@@ -272,6 +283,13 @@ start_postgres() {
     _idem_show_log "$log"
     return 1
   fi
+  if ! "$_idem_pg_bindir/psql" -q -h 127.0.0.1 -p "$port" -U postgres -d idem_test \
+      -c "CREATE ROLE $_idem_pg_password_group NOLOGIN" >/dev/null; then
+    _idem_say "creating the role $_idem_pg_password_group failed"
+    _idem_show_log "$log"
+    return 1
+  fi
+  export IDEM_TEST_PG_PASSWORD_GROUP=$_idem_pg_password_group
   _idem_pg_port=$port
   export IDEM_TEST_PG_URI="postgresql://postgres@127.0.0.1:$port/idem_test$_idem_pg_query"
   [[ -z $tls_dir ]] || export IDEM_TEST_PG_TLS_DIR="$tls_dir"
@@ -353,7 +371,7 @@ stop_postgres() {
   _idem_pg_port=""
   _idem_pg_query=""
   unset IDEM_TEST_PG_URI IDEM_TEST_PG_TLS_DIR IDEM_TEST_PG_BIN IDEM_TEST_PG_DATA IDEM_TEST_PG_LOG IDEM_TEST_PG_OPTS
-  unset IDEM_TEST_PG_USER
+  unset IDEM_TEST_PG_USER IDEM_TEST_PG_PASSWORD_GROUP
 }
 
 # Safe to call at any point, any number of times (e.g. from trap EXIT after a failed start).

@@ -36,6 +36,15 @@ constexpr auto kMeanings = std::to_array<Meaning>({
     {"certificate present, but not private key", "TLS settings: sslkey cannot be used"},
     {"could not read certificate file", "TLS settings: sslcert cannot be used"},
     {"could not open certificate file", "TLS settings: sslcert cannot be used"},
+    // A login refused: the server's words name the role, never the password.
+    {"password authentication failed",
+     "authentication failed: the server refused the role's password"},
+    {"no password supplied",
+     "authentication failed: the server asks for a password and none was given (PGPASSWORD, "
+     "PGPASSFILE or the connection string)"},
+    {"no pg_hba.conf entry",
+     "authentication failed: the server's pg_hba.conf admits no such connection (role, database, "
+     "address or TLS)"},
 });
 
 // The value libpq used for `keyword`, or "".
