@@ -12,8 +12,10 @@
 #include <filesystem>
 #include <idem/codecs/protobuf.hpp>
 #include <idem/grpc.hpp>
+#include <idem/memory/admin.hpp>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -342,6 +344,92 @@ TEST_P(GrpcEndToEnd, TheSameKeyFromAnotherTenantIsAnotherCharge) {
   EXPECT_FALSE(b.replayed);
   EXPECT_NE(a.receipt.payment_id(), b.receipt.payment_id());
   EXPECT_EQ(server.charges(), 2);
+}
+
+// Tenants apart through the gRPC face (the principal is the x-tenant entry): tenants whose
+// names collide (a prefix of another, a separator, none at all) send the same key with requests
+// of their own, one of them while another's charge is in flight. Each is charged once: no
+// replay of another's receipt, no FAILED_PRECONDITION for another's request, no ABORTED for
+// another's charge in flight; the admin finds each tenant's record under its own principal, and
+// a tenant with no charge under the key finds, releases and forgets nothing.
+TEST_P(GrpcEndToEnd, TenantsWhoseNamesCollideNeverMeetTheirRecords) {
+  InProcessServer server(GetParam(), std::chrono::milliseconds{300});
+  auto stub = stub_for(server.port());
+  struct Sent {
+    Metadata metadata;
+    std::string principal;  // what the record is kept under
+    long long cents;
+    std::string bytes{};  // the receipt's
+  };
+  std::vector<Sent> sent{
+      {keyed("order-9", "tenant-a"), "tenant-a", 100},
+      {keyed("order-9", "tenant-"), "tenant-", 200},
+      {keyed("order-9", "tenant-ab"), "tenant-ab", 300},
+      {keyed("order-9", "tenant-a:"), "tenant-a:", 400},
+      {keyed("rder-9", "tenant-ao"), "tenant-ao", 500},
+      {Metadata{{"idempotency-key", "order-9"}}, "", 600},  // no tenant: the principal ""
+  };
+  std::optional<Answer> first;
+  std::thread holder([&] {
+    auto own = stub_for(server.port());
+    first = charge(*own, request_of(sent[0].cents), sent[0].metadata);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds{100});
+  for (std::size_t i = 1; i < sent.size(); ++i) {
+    const Answer a = charge(*stub, request_of(sent[i].cents), sent[i].metadata);
+    ASSERT_TRUE(a.status.ok()) << sent[i].principal << ": " << a.status.error_message();
+    EXPECT_FALSE(a.replayed) << sent[i].principal;
+    EXPECT_EQ(a.receipt.amount_cents(), sent[i].cents) << sent[i].principal;
+    sent[i].bytes = a.bytes();
+  }
+  holder.join();
+  ASSERT_TRUE(first && first->status.ok()) << (first ? first->status.error_message() : "");
+  sent[0].bytes = first->bytes();
+  EXPECT_EQ(server.charges(), static_cast<std::int64_t>(sent.size()));
+  for (const Sent& s : sent) {
+    const Answer again = charge(*stub, request_of(s.cents), s.metadata);
+    ASSERT_TRUE(again.status.ok()) << s.principal << ": " << again.status.error_message();
+    EXPECT_TRUE(again.replayed) << s.principal;
+    EXPECT_EQ(again.bytes(), s.bytes) << s.principal << " got another tenant's receipt";
+  }
+  // An empty x-tenant entry is no tenant: the record of the call without one.
+  const Answer empty = charge(*stub, request_of(sent.back().cents), keyed("order-9", ""));
+  ASSERT_TRUE(empty.status.ok()) << empty.status.error_message();
+  EXPECT_TRUE(empty.replayed);
+  EXPECT_EQ(empty.bytes(), sent.back().bytes);
+  EXPECT_EQ(server.charges(), static_cast<std::int64_t>(sent.size()));
+
+  idem::admin::MemoryAdmin memory_admin{server.store().inner()};
+  idem::admin::Admin& admin = memory_admin;
+  for (const Sent& s : sent) {
+    const auto key = s.principal == "tenant-ao" ? idem::Key{"rder-9", s.principal}
+                                                : idem::Key{"order-9", s.principal};
+    const auto seen = admin.inspect("payments.charge", key);
+    ASSERT_TRUE(seen) << seen.failure().describe();
+    ASSERT_TRUE(seen.value()) << s.principal;
+    EXPECT_EQ(seen.value()->principal, s.principal);
+  }
+  const idem::Key stranger{"order-9", "tenant"};
+  const auto none = admin.inspect("payments.charge", stranger);
+  ASSERT_TRUE(none) << none.failure().describe();
+  EXPECT_FALSE(none.value());
+  const auto released = admin.release("payments.charge", stranger);
+  ASSERT_TRUE(released);
+  EXPECT_FALSE(released->changed);
+  const auto forgotten = admin.forget("payments.charge", stranger);
+  ASSERT_TRUE(forgotten);
+  EXPECT_FALSE(forgotten->changed);
+  // Forgetting one tenant's record: that tenant is charged again, the others still replay.
+  ASSERT_TRUE(admin.forget("payments.charge", idem::Key{"order-9", "tenant-a"}));
+  const Answer recharged = charge(*stub, request_of(sent[0].cents), sent[0].metadata);
+  ASSERT_TRUE(recharged.status.ok()) << recharged.status.error_message();
+  EXPECT_FALSE(recharged.replayed);
+  for (std::size_t i = 1; i < sent.size(); ++i) {
+    const Answer kept = charge(*stub, request_of(sent[i].cents), sent[i].metadata);
+    ASSERT_TRUE(kept.status.ok()) << kept.status.error_message();
+    EXPECT_EQ(kept.bytes(), sent[i].bytes) << sent[i].principal;
+  }
+  EXPECT_EQ(server.charges(), static_cast<std::int64_t>(sent.size()) + 1);
 }
 
 TEST_P(GrpcEndToEnd, AnErrorStatusReplaysAsItself) {
