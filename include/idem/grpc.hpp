@@ -40,11 +40,15 @@ bool grpc_retryable(::grpc::StatusCode code) noexcept;
 std::string grpc_status_details(::grpc::StatusCode code, std::string_view message,
                                 std::string_view detail_type = {}, std::string_view detail = {});
 
-/// Where a call's principal comes from: the tenant or caller the key belongs to.
+/// Where a call's principal comes from: the tenant or caller the key belongs to. A function that
+/// throws idem::Error refuses the call: its code's status (key_invalid: INVALID_ARGUMENT) and
+/// message, and nothing runs.
 using GrpcPrincipal = std::function<std::string(const ::grpc::ServerContextBase&)>;
 
-/// The principal is the value of the metadata entry `name` ("" when the call has none). Only for
-/// entries an authenticating proxy or interceptor sets, never ones a client picks freely.
+/// The principal is the value of the metadata entry `name` ("" when the call has none); a call
+/// with two such entries is refused (key_invalid), since one may be the client's beside the
+/// proxy's. Only for entries an authenticating proxy or interceptor sets, never ones a client
+/// picks freely.
 GrpcPrincipal principal_from_metadata(std::string name);
 /// The principal is the authenticated peer identity of the call (TLS: the certificate's names),
 /// "" for an unauthenticated call.
@@ -333,7 +337,15 @@ class GrpcGuard {
                                   "the call's deadline passed before it started");
       return out;
     }
-    const std::string principal = options_.principal ? options_.principal(context) : std::string{};
+    std::string principal;
+    if (options_.principal) {
+      try {
+        principal = options_.principal(context);
+      } catch (const Error& refused) {  // the principal function refuses the call
+        out.answer = ::grpc::Status(grpc_status(refused.code()), refused.what());
+        return out;
+      }
+    }
     thread_local std::string payload;  // begin() hashes it and keeps nothing
     payload.clear();
     protobuf::append_deterministic(request, payload);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <stdexcept>
 
 #include "idem/codecs/protobuf.hpp"
@@ -36,8 +37,14 @@ bool grpc_retryable(::grpc::StatusCode code) noexcept {
 GrpcPrincipal principal_from_metadata(std::string name) {
   return [name = std::move(name)](const ::grpc::ServerContextBase& context) {
     const auto& metadata = context.client_metadata();
-    const auto it = metadata.find(::grpc::string_ref(name));
-    return it == metadata.end() ? std::string{} : std::string(it->second.data(), it->second.size());
+    const auto [first, last] = metadata.equal_range(::grpc::string_ref(name));
+    if (first == last) return std::string{};
+    // Two entries: one may be the client's own beside the proxy's, so neither is the caller.
+    if (std::next(first) != last) {
+      throw Error(make_error_code(errc::key_invalid),
+                  "the call has two '" + name + "' entries: its principal must be one");
+    }
+    return std::string(first->second.data(), first->second.size());
   };
 }
 

@@ -274,6 +274,25 @@ TEST_F(GrpcWrapper, WithoutARequiredKeyACallRunsUnguarded) {
   EXPECT_EQ(runs, 2);
 }
 
+// A principal function of the service's own refuses a call by throwing idem::Error: its code's
+// status and message, and the handler does not run.
+TEST_F(GrpcWrapper, APrincipalFunctionThatThrowsAnErrorRefusesTheCall) {
+  MemoryRpc strict{
+      guard, idem::GrpcOptions{.principal = [](const grpc::ServerContextBase&) -> std::string {
+        throw idem::Error(idem::make_error_code(idem::errc::key_invalid),
+                          "no authenticated tenant");
+      }}};
+  Call c(keyed("k"));
+  const grpc::Status s = strict.unary(c.context, request, c.receipt, [&](v1::Receipt&) {
+    ++runs;
+    return grpc::Status::OK;
+  });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("no authenticated tenant"), std::string::npos)
+      << s.error_message();
+  EXPECT_EQ(runs, 0);
+}
+
 TEST_F(GrpcWrapper, AHandlerMayTakeTheClaimsContext) {
   Call c(keyed("k"));
   idem::Fence fence = 0;
@@ -430,6 +449,28 @@ TEST_P(GrpcEndToEnd, TenantsWhoseNamesCollideNeverMeetTheirRecords) {
     EXPECT_EQ(kept.bytes(), sent[i].bytes) << sent[i].principal;
   }
   EXPECT_EQ(server.charges(), static_cast<std::int64_t>(sent.size()) + 1);
+}
+
+// A call with two x-tenant entries may carry the client's own beside the proxy's: neither is
+// taken for the principal; the call is INVALID_ARGUMENT and charges nothing, in either order.
+TEST_P(GrpcEndToEnd, TwoTenantEntriesAreInvalidArgumentAndChargeNothing) {
+  InProcessServer server(GetParam());
+  auto stub = stub_for(server.port());
+  ASSERT_TRUE(charge(*stub, request_of(100), keyed("order-7", "tenant-a")).status.ok());
+  for (const Metadata& twice :
+       {Metadata{
+            {"idempotency-key", "order-7"}, {"x-tenant", "tenant-a"}, {"x-tenant", "tenant-b"}},
+        Metadata{
+            {"idempotency-key", "order-7"}, {"x-tenant", "tenant-b"}, {"x-tenant", "tenant-a"}},
+        Metadata{
+            {"idempotency-key", "order-8"}, {"x-tenant", "tenant-a"}, {"x-tenant", "tenant-a"}}}) {
+    const Answer refused = charge(*stub, request_of(100), twice);
+    EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(refused.status.error_message().find("two 'x-tenant' entries"), std::string::npos)
+        << refused.status.error_message();
+    EXPECT_FALSE(refused.replayed);
+  }
+  EXPECT_EQ(server.charges(), 1);
 }
 
 TEST_P(GrpcEndToEnd, AnErrorStatusReplaysAsItself) {
