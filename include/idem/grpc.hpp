@@ -50,8 +50,9 @@ using GrpcPrincipal = std::function<std::string(const ::grpc::ServerContextBase&
 /// proxy's. Only for entries an authenticating proxy or interceptor sets, never ones a client
 /// picks freely.
 GrpcPrincipal principal_from_metadata(std::string name);
-/// The principal is the authenticated peer identity of the call (TLS: the certificate's names),
-/// "" for an unauthenticated call.
+/// The principal is the authenticated peer identity of the call (TLS: the certificate's names,
+/// joined with ','; a ',' or '\' inside a name is escaped with '\'), "" for an
+/// unauthenticated call.
 GrpcPrincipal principal_from_peer_identity();
 
 /// Metadata names GrpcGuard reads and writes.
@@ -93,6 +94,10 @@ GrpcKey read_grpc_key(const ::grpc::ServerContextBase& context, const GrpcOption
 
 /// Throws std::invalid_argument for options GrpcGuard cannot work with.
 void check_grpc_options(const GrpcOptions& options);
+
+/// principal_from_peer_identity's principal of a peer's names: joined with ',', a ',' or '\'
+/// inside a name escaped with '\', so that two lists of names never give one principal.
+std::string peer_identity_principal(const std::vector<::grpc::string_ref>& names);
 
 /// The lease of a call: zero (keep the guard's) without a deadline, else the time left plus the
 /// grace, at most max_lease. Negative: the deadline has passed.

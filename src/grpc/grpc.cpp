@@ -51,17 +51,25 @@ GrpcPrincipal principal_from_metadata(std::string name) {
 GrpcPrincipal principal_from_peer_identity() {
   return [](const ::grpc::ServerContextBase& context) {
     const std::shared_ptr<const ::grpc::AuthContext> auth = context.auth_context();
-    std::string principal;
-    if (!auth || !auth->IsPeerAuthenticated()) return principal;
-    for (const ::grpc::string_ref& name : auth->GetPeerIdentity()) {
-      if (!principal.empty()) principal += ',';
-      principal.append(name.data(), name.size());
-    }
-    return principal;
+    if (!auth || !auth->IsPeerAuthenticated()) return std::string{};
+    return detail::peer_identity_principal(auth->GetPeerIdentity());
   };
 }
 
 namespace detail {
+
+std::string peer_identity_principal(const std::vector<::grpc::string_ref>& names) {
+  std::string principal;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i != 0) principal += ',';
+    for (const char c : names[i]) {
+      if (c == ',' || c == '\\') principal += '\\';
+      principal += c;
+    }
+  }
+  return principal;
+}
+
 namespace {
 
 constexpr std::string_view kBinarySuffix = "-bin";

@@ -182,6 +182,24 @@ TEST(GrpcOptions, AKeyEntryGrpcCannotCarryAsTextIsRefusedAtConstruction) {
   EXPECT_NO_THROW(Rpc(guard, idem::GrpcOptions{.key_metadata = "x-request-id"}));
 }
 
+// A certificate's names are one principal: two lists of names never give the same one (a name
+// holding the separator or the escape), and names without either read as they are.
+TEST(GrpcPrincipal, PeerNamesJoinSoThatTwoListsNeverMeet) {
+  using Names = std::vector<grpc::string_ref>;
+  const auto principal = [](const Names& names) {
+    return idem::detail::peer_identity_principal(names);
+  };
+  EXPECT_EQ(principal({"svc.example"}), "svc.example");
+  EXPECT_EQ(principal({"a.example", "b.example"}), "a.example,b.example");
+  const std::vector<Names> lists{{"a", "b"},     {"a,b"},        {"a\\", "b"},   {"a\\,b"},
+                                 {"a", ",b"},    {"a,", "b"},    {"a", "", "b"}, {"a,,b"},
+                                 {"a\\\\", "b"}, {"a", "b", ""}, {"a", "b,"}};
+  std::set<std::string> seen;
+  for (const Names& names : lists) {
+    EXPECT_TRUE(seen.insert(principal(names)).second) << principal(names);
+  }
+}
+
 // ---- The synchronous wrapper on a context made here (no network) ------------------------------
 
 using MemoryGuard = idem::IdempotencyGuard<idem::MemoryStore>;
