@@ -40,14 +40,19 @@ bool grpc_retryable(::grpc::StatusCode code) noexcept;
 std::string grpc_status_details(::grpc::StatusCode code, std::string_view message,
                                 std::string_view detail_type = {}, std::string_view detail = {});
 
-/// Where a call's principal comes from: the tenant or caller the key belongs to.
+/// Where a call's principal comes from: the tenant or caller the key belongs to. A function that
+/// throws idem::Error refuses the call: its code's status (key_invalid: INVALID_ARGUMENT) and
+/// message, and nothing runs.
 using GrpcPrincipal = std::function<std::string(const ::grpc::ServerContextBase&)>;
 
-/// The principal is the value of the metadata entry `name` ("" when the call has none). Only for
-/// entries an authenticating proxy or interceptor sets, never ones a client picks freely.
+/// The principal is the value of the metadata entry `name` ("" when the call has none); a call
+/// with two such entries is refused (key_invalid), since one may be the client's beside the
+/// proxy's. Only for entries an authenticating proxy or interceptor sets, never ones a client
+/// picks freely.
 GrpcPrincipal principal_from_metadata(std::string name);
-/// The principal is the authenticated peer identity of the call (TLS: the certificate's names),
-/// "" for an unauthenticated call.
+/// The principal is the authenticated peer identity of the call (TLS: the certificate's names,
+/// joined with ','; a ',' or '\' inside a name is escaped with '\'), "" for an
+/// unauthenticated call.
 GrpcPrincipal principal_from_peer_identity();
 
 /// Metadata names GrpcGuard reads and writes.
@@ -89,6 +94,10 @@ GrpcKey read_grpc_key(const ::grpc::ServerContextBase& context, const GrpcOption
 
 /// Throws std::invalid_argument for options GrpcGuard cannot work with.
 void check_grpc_options(const GrpcOptions& options);
+
+/// principal_from_peer_identity's principal of a peer's names: joined with ',', a ',' or '\'
+/// inside a name escaped with '\', so that two lists of names never give one principal.
+std::string peer_identity_principal(const std::vector<::grpc::string_ref>& names);
 
 /// The lease of a call: zero (keep the guard's) without a deadline, else the time left plus the
 /// grace, at most max_lease. Negative: the deadline has passed.
@@ -333,7 +342,15 @@ class GrpcGuard {
                                   "the call's deadline passed before it started");
       return out;
     }
-    const std::string principal = options_.principal ? options_.principal(context) : std::string{};
+    std::string principal;
+    if (options_.principal) {
+      try {
+        principal = options_.principal(context);
+      } catch (const Error& refused) {  // the principal function refuses the call
+        out.answer = ::grpc::Status(grpc_status(refused.code()), refused.what());
+        return out;
+      }
+    }
     thread_local std::string payload;  // begin() hashes it and keeps nothing
     payload.clear();
     protobuf::append_deterministic(request, payload);

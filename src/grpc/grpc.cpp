@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <stdexcept>
 
 #include "idem/codecs/protobuf.hpp"
@@ -36,25 +37,39 @@ bool grpc_retryable(::grpc::StatusCode code) noexcept {
 GrpcPrincipal principal_from_metadata(std::string name) {
   return [name = std::move(name)](const ::grpc::ServerContextBase& context) {
     const auto& metadata = context.client_metadata();
-    const auto it = metadata.find(::grpc::string_ref(name));
-    return it == metadata.end() ? std::string{} : std::string(it->second.data(), it->second.size());
+    const auto [first, last] = metadata.equal_range(::grpc::string_ref(name));
+    if (first == last) return std::string{};
+    // Two entries: one may be the client's own beside the proxy's, so neither is the caller.
+    if (std::next(first) != last) {
+      throw Error(make_error_code(errc::key_invalid),
+                  "the call has two '" + name + "' entries: its principal must be one");
+    }
+    return std::string(first->second.data(), first->second.size());
   };
 }
 
 GrpcPrincipal principal_from_peer_identity() {
   return [](const ::grpc::ServerContextBase& context) {
     const std::shared_ptr<const ::grpc::AuthContext> auth = context.auth_context();
-    std::string principal;
-    if (!auth || !auth->IsPeerAuthenticated()) return principal;
-    for (const ::grpc::string_ref& name : auth->GetPeerIdentity()) {
-      if (!principal.empty()) principal += ',';
-      principal.append(name.data(), name.size());
-    }
-    return principal;
+    if (!auth || !auth->IsPeerAuthenticated()) return std::string{};
+    return detail::peer_identity_principal(auth->GetPeerIdentity());
   };
 }
 
 namespace detail {
+
+std::string peer_identity_principal(const std::vector<::grpc::string_ref>& names) {
+  std::string principal;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i != 0) principal += ',';
+    for (const char c : names[i]) {
+      if (c == ',' || c == '\\') principal += '\\';
+      principal += c;
+    }
+  }
+  return principal;
+}
+
 namespace {
 
 constexpr std::string_view kBinarySuffix = "-bin";

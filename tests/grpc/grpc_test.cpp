@@ -12,8 +12,10 @@
 #include <filesystem>
 #include <idem/codecs/protobuf.hpp>
 #include <idem/grpc.hpp>
+#include <idem/memory/admin.hpp>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -180,6 +182,24 @@ TEST(GrpcOptions, AKeyEntryGrpcCannotCarryAsTextIsRefusedAtConstruction) {
   EXPECT_NO_THROW(Rpc(guard, idem::GrpcOptions{.key_metadata = "x-request-id"}));
 }
 
+// A certificate's names are one principal: two lists of names never give the same one (a name
+// holding the separator or the escape), and names without either read as they are.
+TEST(GrpcPrincipal, PeerNamesJoinSoThatTwoListsNeverMeet) {
+  using Names = std::vector<grpc::string_ref>;
+  const auto principal = [](const Names& names) {
+    return idem::detail::peer_identity_principal(names);
+  };
+  EXPECT_EQ(principal({"svc.example"}), "svc.example");
+  EXPECT_EQ(principal({"a.example", "b.example"}), "a.example,b.example");
+  const std::vector<Names> lists{{"a", "b"},     {"a,b"},        {"a\\", "b"},   {"a\\,b"},
+                                 {"a", ",b"},    {"a,", "b"},    {"a", "", "b"}, {"a,,b"},
+                                 {"a\\\\", "b"}, {"a", "b", ""}, {"a", "b,"}};
+  std::set<std::string> seen;
+  for (const Names& names : lists) {
+    EXPECT_TRUE(seen.insert(principal(names)).second) << principal(names);
+  }
+}
+
 // ---- The synchronous wrapper on a context made here (no network) ------------------------------
 
 using MemoryGuard = idem::IdempotencyGuard<idem::MemoryStore>;
@@ -272,6 +292,25 @@ TEST_F(GrpcWrapper, WithoutARequiredKeyACallRunsUnguarded) {
   EXPECT_EQ(runs, 2);
 }
 
+// A principal function of the service's own refuses a call by throwing idem::Error: its code's
+// status and message, and the handler does not run.
+TEST_F(GrpcWrapper, APrincipalFunctionThatThrowsAnErrorRefusesTheCall) {
+  MemoryRpc strict{
+      guard, idem::GrpcOptions{.principal = [](const grpc::ServerContextBase&) -> std::string {
+        throw idem::Error(idem::make_error_code(idem::errc::key_invalid),
+                          "no authenticated tenant");
+      }}};
+  Call c(keyed("k"));
+  const grpc::Status s = strict.unary(c.context, request, c.receipt, [&](v1::Receipt&) {
+    ++runs;
+    return grpc::Status::OK;
+  });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("no authenticated tenant"), std::string::npos)
+      << s.error_message();
+  EXPECT_EQ(runs, 0);
+}
+
 TEST_F(GrpcWrapper, AHandlerMayTakeTheClaimsContext) {
   Call c(keyed("k"));
   idem::Fence fence = 0;
@@ -342,6 +381,114 @@ TEST_P(GrpcEndToEnd, TheSameKeyFromAnotherTenantIsAnotherCharge) {
   EXPECT_FALSE(b.replayed);
   EXPECT_NE(a.receipt.payment_id(), b.receipt.payment_id());
   EXPECT_EQ(server.charges(), 2);
+}
+
+// Tenants apart through the gRPC face (the principal is the x-tenant entry): tenants whose
+// names collide (a prefix of another, a separator, none at all) send the same key with requests
+// of their own, one of them while another's charge is in flight. Each is charged once: no
+// replay of another's receipt, no FAILED_PRECONDITION for another's request, no ABORTED for
+// another's charge in flight; the admin finds each tenant's record under its own principal, and
+// a tenant with no charge under the key finds, releases and forgets nothing.
+TEST_P(GrpcEndToEnd, TenantsWhoseNamesCollideNeverMeetTheirRecords) {
+  InProcessServer server(GetParam(), std::chrono::milliseconds{300});
+  auto stub = stub_for(server.port());
+  struct Sent {
+    Metadata metadata;
+    std::string principal;  // what the record is kept under
+    long long cents;
+    std::string bytes{};  // the receipt's
+  };
+  std::vector<Sent> sent{
+      {keyed("order-9", "tenant-a"), "tenant-a", 100},
+      {keyed("order-9", "tenant-"), "tenant-", 200},
+      {keyed("order-9", "tenant-ab"), "tenant-ab", 300},
+      {keyed("order-9", "tenant-a:"), "tenant-a:", 400},
+      {keyed("rder-9", "tenant-ao"), "tenant-ao", 500},
+      {Metadata{{"idempotency-key", "order-9"}}, "", 600},  // no tenant: the principal ""
+  };
+  std::optional<Answer> first;
+  std::thread holder([&] {
+    auto own = stub_for(server.port());
+    first = charge(*own, request_of(sent[0].cents), sent[0].metadata);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds{100});
+  for (std::size_t i = 1; i < sent.size(); ++i) {
+    const Answer a = charge(*stub, request_of(sent[i].cents), sent[i].metadata);
+    ASSERT_TRUE(a.status.ok()) << sent[i].principal << ": " << a.status.error_message();
+    EXPECT_FALSE(a.replayed) << sent[i].principal;
+    EXPECT_EQ(a.receipt.amount_cents(), sent[i].cents) << sent[i].principal;
+    sent[i].bytes = a.bytes();
+  }
+  holder.join();
+  ASSERT_TRUE(first && first->status.ok()) << (first ? first->status.error_message() : "");
+  sent[0].bytes = first->bytes();
+  EXPECT_EQ(server.charges(), static_cast<std::int64_t>(sent.size()));
+  for (const Sent& s : sent) {
+    const Answer again = charge(*stub, request_of(s.cents), s.metadata);
+    ASSERT_TRUE(again.status.ok()) << s.principal << ": " << again.status.error_message();
+    EXPECT_TRUE(again.replayed) << s.principal;
+    EXPECT_EQ(again.bytes(), s.bytes) << s.principal << " got another tenant's receipt";
+  }
+  // An empty x-tenant entry is no tenant: the record of the call without one.
+  const Answer empty = charge(*stub, request_of(sent.back().cents), keyed("order-9", ""));
+  ASSERT_TRUE(empty.status.ok()) << empty.status.error_message();
+  EXPECT_TRUE(empty.replayed);
+  EXPECT_EQ(empty.bytes(), sent.back().bytes);
+  EXPECT_EQ(server.charges(), static_cast<std::int64_t>(sent.size()));
+
+  idem::admin::MemoryAdmin memory_admin{server.store().inner()};
+  idem::admin::Admin& admin = memory_admin;
+  for (const Sent& s : sent) {
+    const auto key = s.principal == "tenant-ao" ? idem::Key{"rder-9", s.principal}
+                                                : idem::Key{"order-9", s.principal};
+    const auto seen = admin.inspect("payments.charge", key);
+    ASSERT_TRUE(seen) << seen.failure().describe();
+    ASSERT_TRUE(seen.value()) << s.principal;
+    EXPECT_EQ(seen.value()->principal, s.principal);
+  }
+  const idem::Key stranger{"order-9", "tenant"};
+  const auto none = admin.inspect("payments.charge", stranger);
+  ASSERT_TRUE(none) << none.failure().describe();
+  EXPECT_FALSE(none.value());
+  const auto released = admin.release("payments.charge", stranger);
+  ASSERT_TRUE(released);
+  EXPECT_FALSE(released->changed);
+  const auto forgotten = admin.forget("payments.charge", stranger);
+  ASSERT_TRUE(forgotten);
+  EXPECT_FALSE(forgotten->changed);
+  // Forgetting one tenant's record: that tenant is charged again, the others still replay.
+  ASSERT_TRUE(admin.forget("payments.charge", idem::Key{"order-9", "tenant-a"}));
+  const Answer recharged = charge(*stub, request_of(sent[0].cents), sent[0].metadata);
+  ASSERT_TRUE(recharged.status.ok()) << recharged.status.error_message();
+  EXPECT_FALSE(recharged.replayed);
+  for (std::size_t i = 1; i < sent.size(); ++i) {
+    const Answer kept = charge(*stub, request_of(sent[i].cents), sent[i].metadata);
+    ASSERT_TRUE(kept.status.ok()) << kept.status.error_message();
+    EXPECT_EQ(kept.bytes(), sent[i].bytes) << sent[i].principal;
+  }
+  EXPECT_EQ(server.charges(), static_cast<std::int64_t>(sent.size()) + 1);
+}
+
+// A call with two x-tenant entries may carry the client's own beside the proxy's: neither is
+// taken for the principal; the call is INVALID_ARGUMENT and charges nothing, in either order.
+TEST_P(GrpcEndToEnd, TwoTenantEntriesAreInvalidArgumentAndChargeNothing) {
+  InProcessServer server(GetParam());
+  auto stub = stub_for(server.port());
+  ASSERT_TRUE(charge(*stub, request_of(100), keyed("order-7", "tenant-a")).status.ok());
+  for (const Metadata& twice :
+       {Metadata{
+            {"idempotency-key", "order-7"}, {"x-tenant", "tenant-a"}, {"x-tenant", "tenant-b"}},
+        Metadata{
+            {"idempotency-key", "order-7"}, {"x-tenant", "tenant-b"}, {"x-tenant", "tenant-a"}},
+        Metadata{
+            {"idempotency-key", "order-8"}, {"x-tenant", "tenant-a"}, {"x-tenant", "tenant-a"}}}) {
+    const Answer refused = charge(*stub, request_of(100), twice);
+    EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(refused.status.error_message().find("two 'x-tenant' entries"), std::string::npos)
+        << refused.status.error_message();
+    EXPECT_FALSE(refused.replayed);
+  }
+  EXPECT_EQ(server.charges(), 1);
 }
 
 TEST_P(GrpcEndToEnd, AnErrorStatusReplaysAsItself) {

@@ -180,6 +180,88 @@ TEST_F(HttpPayments, StatusCodesHeadersAndPrincipals) {
   EXPECT_EQ(backing.outbox(), 4);
 }
 
+// Tenants apart through the HTTP face: bearers whose names collide (a prefix of another, a name
+// and key that concatenate to another pair's) send the same Idempotency-Key. None gets another's
+// payment replayed, a 422 for another's body or a 409 for another's payment in flight, nor reads
+// another's payment; the record store (through its admin) holds one record per bearer and key.
+TEST_F(HttpPayments, BearersWithTheSameKeyNeverMeetTheirRecords) {
+  Server server(backing, {"--delay-ms", "300"});
+  httplib::Client c("127.0.0.1", server.port());
+  c.set_read_timeout(10, 0);
+  struct Sent {
+    std::string bearer;
+    std::string key;
+    int amount;
+    std::string body;  // the 201's
+  };
+  std::vector<Sent> sent{{"alice", "order-1", 1, {}},  {"alic", "order-1", 2, {}},
+                         {"alice2", "order-1", 3, {}}, {"alic", "eorder-1", 4, {}},
+                         {"a", "liceorder-1", 5, {}},  {"alice:", "order-1", 6, {}}};
+  // While alice's first payment is in flight (300 ms), every other bearer pays with the same key
+  // and another body: a 201 of its own, never a 409 or a 422.
+  std::optional<httplib::Result> alices;
+  std::thread holder([&] {
+    httplib::Client own("127.0.0.1", server.port());
+    own.set_read_timeout(10, 0);
+    alices.emplace(own.Post("/payments", headers(sent[0].bearer, sent[0].key),
+                            body_of(sent[0].amount), "application/json"));
+  });
+  std::this_thread::sleep_for(100ms);
+  for (std::size_t i = 1; i < sent.size(); ++i) {
+    auto paid = c.Post("/payments", headers(sent[i].bearer, sent[i].key), body_of(sent[i].amount),
+                       "application/json");
+    ASSERT_TRUE(paid);
+    ASSERT_EQ(paid->status, 201) << sent[i].bearer << ": " << paid->body;
+    EXPECT_FALSE(paid->has_header("Idempotent-Replayed")) << sent[i].bearer;
+    EXPECT_EQ(json::parse(paid->body)["amount"], 100 + sent[i].amount) << sent[i].bearer;
+    sent[i].body = paid->body;
+  }
+  holder.join();
+  ASSERT_TRUE(alices && *alices);
+  ASSERT_EQ((*alices)->status, 201) << (*alices)->body;
+  sent[0].body = (*alices)->body;
+  // Each repeat replays the bearer's own payment.
+  for (const Sent& s : sent) {
+    auto again =
+        c.Post("/payments", headers(s.bearer, s.key), body_of(s.amount), "application/json");
+    ASSERT_TRUE(again);
+    EXPECT_EQ(again->status, 201) << s.bearer;
+    EXPECT_EQ(again->get_header_value("Idempotent-Replayed"), "true") << s.bearer;
+    EXPECT_EQ(again->body, s.body) << s.bearer << " got another's payment";
+  }
+  // A payment is read back by its bearer only.
+  const std::string alices_payment =
+      "/payments/" + json::parse(sent[0].body)["id"].get<std::string>();
+  for (const std::string& other : {"alic", "alice2", "ali", "alice:"}) {
+    auto hidden = c.Get(alices_payment, headers(other, ""));
+    ASSERT_TRUE(hidden);
+    EXPECT_EQ(hidden->status, 404) << other;
+  }
+  EXPECT_EQ(backing.payments(), static_cast<long long>(sent.size()));
+  EXPECT_EQ(backing.distinct_keys(), static_cast<long long>(sent.size()));
+  // The record store holds each bearer's record under its own principal; a bearer with no
+  // payment under the key finds, releases and forgets nothing of the others'.
+  const std::unique_ptr<idem::admin::Admin> admin = backing.record_admin();
+  for (const Sent& s : sent) {
+    const auto seen = admin->inspect("payments", idem::Key{s.key, s.bearer});
+    ASSERT_TRUE(seen) << seen.failure().describe();
+    ASSERT_TRUE(seen.value()) << s.bearer;
+    EXPECT_EQ(seen.value()->principal, s.bearer);
+    EXPECT_EQ(seen.value()->state, idem::admin::State::completed) << s.bearer;
+  }
+  const idem::Key stranger{"order-1", "ali"};
+  const auto none = admin->inspect("payments", stranger);
+  ASSERT_TRUE(none) << none.failure().describe();
+  EXPECT_FALSE(none.value());
+  const auto released = admin->release("payments", stranger);
+  ASSERT_TRUE(released) << released.failure().describe();
+  EXPECT_FALSE(released->changed);
+  const auto forgotten = admin->forget("payments", stranger);
+  ASSERT_TRUE(forgotten) << forgotten.failure().describe();
+  EXPECT_FALSE(forgotten->changed);
+  EXPECT_EQ(backing.payments(), static_cast<long long>(sent.size()));
+}
+
 // Clients that resend payments until each has a 201, over a server that may move (restart).
 struct Fleet {
   static constexpr int kPayments = 200;

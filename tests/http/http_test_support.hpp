@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 #include <random>
@@ -23,6 +24,9 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "idem/postgres/admin.hpp"
+#include "idem/sqlite/admin.hpp"
 
 #ifndef IDEM_HTTP_PAYMENTS_SERVER
 #error "IDEM_HTTP_PAYMENTS_SERVER must name the http_payments binary"
@@ -87,6 +91,15 @@ struct Backing {
                   "payments");
   }
   long long outbox() const { return scalar("SELECT count(*) FROM " + prefix + "payments_outbox"); }
+  // The admin of the service's record store (its table prefix is the service's prefix + "idem_").
+  std::unique_ptr<idem::admin::Admin> record_admin() const {
+    if (kPg) {
+      return idem::admin::postgres_admin(
+          {.connection = {.uri = env("IDEM_TEST_PG_URI"), .table_prefix = prefix + "idem_"}});
+    }
+    return idem::admin::sqlite_admin(
+        {.path = (dir / "payments.db").string(), .table_prefix = prefix + "idem_"});
+  }
   // Payment rows per "principal:key".
   std::map<std::string, long long> rows_per_key() const {
     const std::string sql = "SELECT principal || ':' || idempotency_key, count(*) FROM " + prefix +
