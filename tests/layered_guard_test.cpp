@@ -233,6 +233,24 @@ TEST_F(Fixture, PrincipalsNeverShareAnswers) {
   EXPECT_EQ(b.value(), 2);
 }
 
+// A token one principal consumed never replays to another who presents it, with the same
+// payload and keys of its own: to the token layer that is another payload (token_invalid), and
+// nothing runs.
+TEST_F(Fixture, AConsumedTokenNeverReplaysToAnotherPrincipal) {
+  auto guard = make();
+  const std::string t = token();
+  int runs = 0;
+  ASSERT_TRUE(guard.execute({"req-1", t, "order-1", "alice", "p"}, [&] { return ++runs; }));
+  auto bob = guard.execute({"req-2", t, "order-2", "bob", "p"}, [&] { return ++runs; });
+  EXPECT_EQ(bob.error(), errc::token_invalid) << bob.message();  // used with another payload
+  EXPECT_EQ(bob.layer_name(), "token");
+  auto alice = guard.execute({"req-3", t, "order-1", "alice", "p"}, [&] { return ++runs; });
+  ASSERT_TRUE(alice.has_value()) << alice.message();
+  EXPECT_TRUE(alice.replayed());
+  EXPECT_EQ(alice.layer_name(), "token");
+  EXPECT_EQ(runs, 1);
+}
+
 TEST_F(Fixture, HandlerThrowsAbortsInnermostFirstAndTheRetryRuns) {
   auto guard = make();
   const std::string t = token();
@@ -403,8 +421,10 @@ TEST(LayerScope, SettingsWithoutAScopeTakeTheStoresSoLayerAndStoreShareEntries) 
       TokenLayer(tokens, LayerSettings{.name = "tk"}),
       RecordLayer(records, LayerSettings{.scope = "pay"})};
   const std::string t = tokens.issue(1min).value();
-  ASSERT_TRUE(guard.execute({"req-1", t, "order-1", "alice", "p"}, [] { return 7; }));
-  auto by_cache = cache.execute(Key{"req-1", "alice"}, "p", [] { return -1; });
+  // No principal: the token store's own execute() has none, and a token layer binds its
+  // fingerprint to the request's (AConsumedTokenNeverReplaysToAnotherPrincipal).
+  ASSERT_TRUE(guard.execute({"req-1", t, "order-1", "", "p"}, [] { return 7; }));
+  auto by_cache = cache.execute(Key{"req-1"}, "p", [] { return -1; });
   ASSERT_TRUE(by_cache) << by_cache.message();
   EXPECT_TRUE(by_cache.replayed());
   EXPECT_EQ(by_cache.value(), 7);

@@ -135,7 +135,7 @@ class LayerBase {
   const LayerSettings& settings() const noexcept { return settings_; }
   static Key key_of(const LayeredRequest& r) noexcept {
     if constexpr (Kind == LayerKind::request_id) return Key{r.request_id, r.principal};
-    if constexpr (Kind == LayerKind::token) return Key{r.token.view()};  // bearer: no principal
+    if constexpr (Kind == LayerKind::token) return Key{r.token.view()};  // issued to nobody
     if constexpr (Kind == LayerKind::record) return Key{r.business_key, r.principal};
   }
 
@@ -160,7 +160,10 @@ class RequestIdLayer : public detail::LayerBase<S, LayerKind::request_id> {
 };
 
 /// The one-time token layer over MemoryTokenStore or RedisTokenStore. Key: the token, without
-/// principal (tokens are bearer). A malformed token is token_invalid without a round trip.
+/// principal (a token is issued before anyone presents it). Its fingerprint binds the payload to
+/// the principal presenting it, so the token's result replays to that principal only: to another
+/// principal the token was used with another payload (token_invalid). A malformed token is token_invalid
+/// without a round trip.
 template <class S>
 class TokenLayer : public detail::LayerBase<S, LayerKind::token> {
  public:
@@ -237,6 +240,15 @@ namespace detail {
 /// What the engine claims for a LayeredGuard: one key per layer, outermost first, stopping at
 /// the first that answers; commit() records the durable (record) layer first, then outward. The
 /// record layer's fence, lease and transaction are the holder's.
+/// The token layer's fingerprint: the payload's, bound to the principal presenting the token
+/// (no principal: the payload's own). A token consumed by one principal then never replays to
+/// another, who finds another payload.
+inline Fingerprint bound_to_principal(Fingerprint payload, std::string_view principal) noexcept {
+  if (principal.empty()) return payload;
+  const Fingerprint p = xxh3_128(principal);
+  return Fingerprint{payload.high ^ p.high, payload.low ^ p.low};
+}
+
 template <class... Layers>
 class LayerChain {
   static constexpr std::size_t kLayers = sizeof...(Layers);
@@ -394,8 +406,11 @@ class LayerChain {
     }
 
     const EffectiveKey effective(s.scope, key.principal, key.id);
+    const Fingerprint fingerprint = L::kind == LayerKind::token
+                                        ? bound_to_principal(fingerprint_, request_->principal)
+                                        : fingerprint_;
     Result<Claim> claimed = layer.store().claim(
-        ClaimRequest{effective.view(), fingerprint_, s.lease, held_retention(s.ttl, s.lease),
+        ClaimRequest{effective.view(), fingerprint, s.lease, held_retention(s.ttl, s.lease),
                      std::max(s.block_for, policy_->block_for()),
                      /*rewindable=*/L::kind == LayerKind::record && policy_->remember_failures});
     if (!claimed) {

@@ -148,7 +148,7 @@ TEST_F(HttpPayments, StatusCodesHeadersAndPrincipals) {
   EXPECT_EQ(not_bobs->status, 404);
 
   // One-time tokens: a forged one is 400; an issued one pays once; reused for another key it
-  // replays the payment it paid for.
+  // replays the payment it paid for, to its own bearer only.
   auto forged = c.Post("/payments",
                        httplib::Headers{{"Authorization", "Bearer alice"},
                                         {"Idempotency-Key", "k-2"},
@@ -175,6 +175,16 @@ TEST_F(HttpPayments, StatusCodesHeadersAndPrincipals) {
   EXPECT_EQ(token_again->status, 201);
   EXPECT_EQ(token_again->body, by_token->body);
   EXPECT_EQ(token_again->get_header_value("Idempotent-Replayed"), "true");
+  // Another bearer presenting alice's token, with a key of its own, never gets her payment.
+  auto bobs_try = c.Post(
+      "/payments",
+      httplib::Headers{
+          {"Authorization", "Bearer bob"}, {"Idempotency-Key", "k-2"}, {"Payment-Token", token}},
+      body_of(3), "application/json");
+  ASSERT_TRUE(bobs_try);
+  EXPECT_EQ(bobs_try->status, 400);
+  EXPECT_NE(bobs_try->body, by_token->body);
+  EXPECT_EQ(bobs_try->get_header_value("Idempotent-Replayed"), "");
 
   EXPECT_EQ(backing.payments(), 4);  // alice k-1, alice k-quoted, bob k-1, alice k-2
   EXPECT_EQ(backing.outbox(), 4);
