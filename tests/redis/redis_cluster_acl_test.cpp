@@ -2,8 +2,9 @@
 // the rights of docs/redis.md's line for a cluster (read from the file), set on every node: every
 // operation of the blocking stores and the admin works, and AsyncRedisStore's; and each right the
 // cluster line adds to the one server's, taken away alone, is refused as config_invalid naming
-// it: +cluster|slots when the slot map is read, +asking when a call follows an ASK redirection
-// during a slot migration (which this test sets up, on a slot that holds no key, and undoes).
+// it: +cluster|slots when the slot map is read, +asking when a call of either store follows an
+// ASK redirection during a slot migration (which this test sets up, on a slot that holds no key,
+// and undoes).
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -71,12 +72,13 @@ class RedisClusterAcl : public ::testing::Test {
     return std::make_shared<redis::Client>(user_options());
   }
   // AsyncRedisStore as the user: a fresh call's claim and commit, then its replay.
-  std::vector<FailedCall> run_async_store(const std::string& scope) const {
+  std::vector<FailedCall> run_async_store(const std::string& scope,
+                                          const std::string& id = "async") const {
     net::io_context io;
     AsyncRedisStoreOptions options{.connection = user_options().node};
     options.cluster_seeds = user_options().seeds;
     AsyncRedisStore store(io.get_executor(), options);
-    const std::string key(detail::EffectiveKey(scope, {}, "async").view());
+    const std::string key(detail::EffectiveKey(scope, {}, id).view());
     // Runs `awaitable` to its end on `io` (the store's connections keep `io` busy meanwhile), or
     // gives up after a bound far past the calls' own deadlines.
     const auto run = [&](auto awaitable) {
@@ -162,12 +164,14 @@ TEST_F(RedisClusterAcl, WithoutAskingACallDuringAMigrationIsRefusedNamingIt) {
   IdempotencyGuard guard{store, Options{.scope = s}};
   int runs = 0;
   auto out = guard.execute(moving.id, [&] { return ++runs; });
+  const std::vector<FailedCall> async_failed = run_async_store(s, moving.id);
   // The migration is undone: the slot holds no key, and stays the source's.
   for (const std::string& node : {target.address, moving.source.address}) {
     EXPECT_EQ(redis_string(*node_client(node), {"CLUSTER", "SETSLOT", slot, "STABLE"}), "OK");
   }
   ASSERT_FALSE(out);
   EXPECT_EQ(runs, 0);
+  expect_refused_naming(async_failed, "+asking");
   expect_refused_naming({{"fresh call during a migration",
                           make_failure(static_cast<errc>(out.error().value()), out.message())}},
                         "+asking");
