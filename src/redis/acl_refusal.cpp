@@ -53,6 +53,7 @@ struct KnownScript {
 const std::vector<KnownScript>& known_scripts() {
   static const std::vector<KnownScript> scripts = [] {
     std::vector<KnownScript> out;
+    out.reserve(embedded_scripts.size() + 3);
     for (const Script* s : embedded_scripts) out.push_back({std::string(s->sha), s->source});
     for (const std::string_view source :
          {std::string_view(admin_scripts::kRead), std::string_view(admin_scripts::kRelease),

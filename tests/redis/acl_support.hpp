@@ -69,16 +69,15 @@ inline std::vector<FailedCall> run_every_operation(const std::shared_ptr<redis::
                                                    const std::string& scope) {
   using namespace std::chrono_literals;
   std::vector<FailedCall> failed;
-  const auto note = [&](std::string doing, const auto& outcome) {
-    if (!outcome) {
-      failed.push_back({std::move(doing), make_failure(static_cast<errc>(outcome.error().value()),
-                                                       outcome.message())});
-    } else if (outcome.commit_error()) {
-      failed.push_back({doing + " (commit)", outcome.commit_failure()});
-    }
+  const auto note = [&](const std::string& doing, const auto& outcome) {
+    if (outcome && !outcome.commit_error()) return;
+    failed.push_back(
+        outcome ? FailedCall{doing + " (commit)", outcome.commit_failure()}
+                : FailedCall{doing, make_failure(static_cast<errc>(outcome.error().value()),
+                                                 outcome.message())});
   };
-  const auto note_result = [&](std::string doing, const auto& result) {
-    if (!result) failed.push_back({std::move(doing), result.failure()});
+  const auto note_result = [&](const std::string& doing, const auto& result) {
+    if (!result) failed.push_back({doing, result.failure()});
   };
 
   RedisStore store{client};

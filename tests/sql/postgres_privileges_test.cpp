@@ -141,16 +141,15 @@ class PostgresPrivileges : public ::testing::Test {
   // an abort, a kept request), and an entity store.
   std::vector<FailedCall> run_as_app() {
     std::vector<FailedCall> failed;
-    const auto note = [&](std::string doing, const auto& outcome) {
-      if (!outcome) {
-        failed.push_back({std::move(doing), make_failure(static_cast<errc>(outcome.error().value()),
-                                                         outcome.message())});
-      } else if (outcome.commit_error()) {
-        failed.push_back({doing + " (commit)", outcome.commit_failure()});
-      }
+    const auto note = [&](const std::string& doing, const auto& outcome) {
+      if (outcome && !outcome.commit_error()) return;
+      failed.push_back(
+          outcome ? FailedCall{doing + " (commit)", outcome.commit_failure()}
+                  : FailedCall{doing, make_failure(static_cast<errc>(outcome.error().value()),
+                                                   outcome.message())});
     };
-    const auto note_result = [&](std::string doing, const auto& result) {
-      if (!result) failed.push_back({std::move(doing), result.failure()});
+    const auto note_result = [&](const std::string& doing, const auto& result) {
+      if (!result) failed.push_back({doing, result.failure()});
     };
     const std::string s = scope();
     for (SqlMode mode : {SqlMode::lease, SqlMode::transactional}) {
@@ -203,8 +202,8 @@ class PostgresPrivileges : public ::testing::Test {
           owner.claim(ClaimRequest{held, {1, 2}, std::chrono::seconds{30}, std::chrono::hours{1}}));
     }
     std::vector<FailedCall> failed;
-    const auto note = [&](std::string doing, const auto& result) {
-      if (!result) failed.push_back({std::move(doing), result.failure()});
+    const auto note = [&](const std::string& doing, const auto& result) {
+      if (!result) failed.push_back({doing, result.failure()});
     };
     const auto ops =
         admin::postgres_admin({.connection = {.uri = as(ops_), .table_prefix = prefix_}});
