@@ -19,7 +19,9 @@ namespace {
 
 constexpr std::string_view kScriptCommand = "The user executing the script can't run";
 constexpr std::string_view kScriptKey = "The user executing the script can't access";
-constexpr std::string_view kKey = "permissions to access one of the keys";
+// NOPERM's words for a key outside the user's patterns: "no permissions to access one of the
+// keys" (Redis 7.0), "No permissions to access a key" (later releases).
+constexpr std::string_view kKeyAccess = "ermissions to access";
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -110,7 +112,8 @@ std::string command_in_script(std::string_view error) {
 std::optional<std::string> acl_refusal(std::string_view error) {
   if (error.find(kScriptKey) != std::string_view::npos ||
       (error.find("NOPERM") != std::string_view::npos &&
-       error.find(kKey) != std::string_view::npos)) {
+       error.find(kKeyAccess) != std::string_view::npos &&
+       error.find(" key") != std::string_view::npos)) {
     return std::string("a key pattern (~<prefix>*) that covers the store's keys");
   }
   if (error.find(kScriptCommand) != std::string_view::npos) {

@@ -134,8 +134,9 @@ Result<Answer> Node::send(const Call& call, Deadline deadline) {
   if (call.asking) {
     Result<ReplyPtr> admitted = command(kAsking);
     if (!admitted) return std::move(admitted).failure();
-    if (admitted.value()->type == REDIS_REPLY_ERROR)
+    if (admitted.value()->type == REDIS_REPLY_ERROR) {  // refused: the call's answer
       return Answer{std::move(admitted).value(), -1, where_};
+    }
   }
   Result<ReplyPtr> reply = command(call.argv, call.report_in_doubt);
   if (!reply) return std::move(reply).failure();

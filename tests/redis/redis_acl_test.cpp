@@ -149,6 +149,7 @@ TEST_F(RedisAcl, WithoutWaitADurableWriteIsNotConfirmed) {
   IdempotencyGuard guard{store, Options{.scope = scope()}};
   auto out = guard.execute("durable", [] { return 1; });
   EXPECT_FALSE(out.recorded());
+  EXPECT_EQ(out.commit_error(), errc::outcome_unknown) << out.commit_failure().describe();
   EXPECT_GT(logged_refusals("wait"), 0);
 }
 
