@@ -251,7 +251,19 @@ void Link::on_reply(Sent sent, const redisReply& reply) {
     return;
   }
   std::unique_ptr<Request> request = std::move(sent.request);
-  if (!request) return;  // ASKING's
+  if (!request) {  // ASKING's
+    if (reply.type == REDIS_REPLY_ERROR) asking_refused_.assign(reply.str, reply.len);
+    return;
+  }
+  if (!asking_refused_.empty()) {
+    const std::string error = std::exchange(asking_refused_, {});
+    redisReply refused{};
+    refused.type = REDIS_REPLY_ERROR;
+    refused.str = const_cast<char*>(error.data());  // read only: hiredis's field is not const
+    refused.len = error.size();
+    owner_.answered(*this, std::move(request), refused);
+    return;
+  }
   if (request->script != nullptr && redis::is_error(reply, "NOSCRIPT") && !request->reloaded) {
     // The server lost its script cache (a restart, SCRIPT FLUSH): EVAL loads and runs it.
     request->reloaded = true;
@@ -307,6 +319,7 @@ bool Link::connect() {
 void Link::drop(std::string why) {
   ConnectionPtr conn = std::exchange(conn_, nullptr);
   if (!conn) return;
+  asking_refused_.clear();  // it was the dropped connection's
   backoff_.failed(std::chrono::steady_clock::now(), why);
   connected_ = false;
   conn->transport.close();

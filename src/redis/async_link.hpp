@@ -197,9 +197,12 @@ class Link {
   bool watchdog_armed_ = false;
   bool closed_ = false;
 
-  ConnectionPtr conn_;                          // null: not connected; each handler keeps its own
-  bool connected_ = false;                      // the connect completed
-  std::string last_failure_;                    // the failure of a call that found no connection
+  ConnectionPtr conn_;        // null: not connected; each handler keeps its own
+  bool connected_ = false;    // the connect completed
+  std::string last_failure_;  // the failure of a call that found no connection
+  // An ASKING the server refused (an ACL user without the right): the error the call sent after
+  // it is answered with, since its own reply would only redirect it again.
+  std::string asking_refused_;
   std::vector<std::unique_ptr<Request>> held_;  // answered in the read now running
 };
 

@@ -448,7 +448,7 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
   // Installs the best map read, if any, and routes the calls that waited for it.
   void end_refresh() {
     const bool read = refresh_->install();
-    const std::string why = refresh_->why();
+    const Failure failure = refresh_->failure();
     refresh_.reset();
     if (waiting_timer_armed_) {
       waiting_timer_armed_ = false;
@@ -458,8 +458,10 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
     for (std::unique_ptr<Request>& request : waiting) {
       if (read) {
         route(std::move(request));
+      } else if (failure.code == errc::config_invalid) {
+        request->finish(nullptr, failure, "cluster");  // a right to grant: no retry helps
       } else {
-        request->tries.last = why;
+        request->tries.last = failure.message;
         give_up(std::move(request));
       }
     }

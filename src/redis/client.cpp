@@ -303,8 +303,7 @@ Status Client::Impl::ping() {
   Result<Answer> answer = node_->execute(Call{.argv = kPing});
   if (!answer) return std::move(answer).failure();
   if (answer->reply->type == REDIS_REPLY_ERROR) {
-    return unavailable(fmt::format("redis {}: PING: {}", answer->where,
-                                   std::string_view(answer->reply->str, answer->reply->len)));
+    return error_reply_failure(*answer->reply, "PING", answer->where);
   }
   return {};
 }

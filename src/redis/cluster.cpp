@@ -52,7 +52,7 @@ Status Cluster::refresh(std::uint64_t seen, Deadline deadline, const Node* faile
       read.failed(answer.failure());
     }
   }
-  if (!read.install()) return unavailable(read.why());
+  if (!read.install()) return read.failure();
   return {};
 }
 
@@ -72,6 +72,8 @@ Result<Answer> Cluster::execute(std::string_view key, Call call) {
       if (target == nullptr) {
         if (refreshed.ok()) {
           tries.no_owner();
+        } else if (refreshed.failure().code == errc::config_invalid) {
+          return refreshed.failure();  // a right to grant: no retry gets past it
         } else {
           tries.failed(refreshed.failure());
         }
@@ -108,7 +110,7 @@ Status Cluster::ping() {
     Result<Answer> answer = n->execute(Call{.argv = kPing}, deadline);
     if (!answer) return std::move(answer).failure();
     if (answer->reply->type == REDIS_REPLY_ERROR) {
-      return unavailable(fmt::format("redis {}: PING: {}", n->where(), text(*answer->reply)));
+      return error_reply_failure(*answer->reply, "PING", n->where());
     }
   }
   return {};

@@ -119,7 +119,9 @@ Result<Answer> Node::send(const Call& call, Deadline deadline) {
     Result<Pipeline::Replies> replies =
         pipeline_->run(std::span(batch).subspan(skip), deadline, call.report_in_doubt);
     if (!replies) return std::move(replies).failure();
-    return Answer{std::move(replies.value()[1 - skip]), -1, where_};
+    // ASKING refused (a user without the right): its error is the call's answer.
+    const bool refused = skip == 0 && replies.value()[0]->type == REDIS_REPLY_ERROR;
+    return Answer{std::move(replies.value()[refused ? 0 : 1 - skip]), -1, where_};
   }
   // A call in doubt once sent is not sent on a connection the server already closed: that one
   // certainly never ran, and says store_unavailable.
@@ -132,6 +134,9 @@ Result<Answer> Node::send(const Call& call, Deadline deadline) {
   if (call.asking) {
     Result<ReplyPtr> admitted = command(kAsking);
     if (!admitted) return std::move(admitted).failure();
+    if (admitted.value()->type == REDIS_REPLY_ERROR) {  // refused: the call's answer
+      return Answer{std::move(admitted).value(), -1, where_};
+    }
   }
   Result<ReplyPtr> reply = command(call.argv, call.report_in_doubt);
   if (!reply) return std::move(reply).failure();

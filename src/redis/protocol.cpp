@@ -9,6 +9,8 @@
 #include <cstring>
 #include <new>
 
+#include "acl_refusal.hpp"
+
 namespace idem::redis {
 
 bool is_error(const redisReply& reply, std::string_view prefix) noexcept {
@@ -24,13 +26,12 @@ Failure error_reply_failure(const redisReply& reply, std::string_view doing,
                                     "record ({})",
                                     where, doing, text(reply)));
   }
-  // An ACL right to grant: a command's NOPERM, or a command a script runs (Redis does not name
-  // that one, only the script's line).
-  if (text(reply).find("NOPERM") != std::string_view::npos ||
-      text(reply).find("user executing the script can't run") != std::string_view::npos) {
+  // An ACL right to grant: a command's NOPERM, a command a script runs, a key outside the
+  // user's patterns.
+  if (const std::optional<std::string> right = acl_refusal(text(reply))) {
     return make_failure(errc::config_invalid,
-                        fmt::format("redis {}: {}: the user lacks a right idem needs ({})", where,
-                                    doing, text(reply)));
+                        fmt::format("redis {}: {}: the user lacks a right idem needs: {} ({})",
+                                    where, doing, *right, text(reply)));
   }
   return unavailable(fmt::format("redis {}: {}: {}", where, doing, text(reply)));
 }

@@ -44,7 +44,8 @@ inline Failure unavailable(std::string message) {
 bool is_error(const redisReply& reply, std::string_view prefix) noexcept;
 
 /// Turns an error reply into a Failure: WRONGTYPE and IDEM_CORRUPT are errc::record_corrupt,
-/// NOPERM (an ACL right the user lacks) errc::config_invalid, the rest errc::store_unavailable.
+/// an ACL refusal (a right the user lacks: acl_refusal(), which the message names)
+/// errc::config_invalid, the rest errc::store_unavailable.
 Failure error_reply_failure(const redisReply& reply, std::string_view doing,
                             std::string_view where);
 

@@ -7,12 +7,14 @@
 #include <array>
 #include <charconv>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 
 #include "abandoned_index.hpp"
+#include "acl_refusal.hpp"
 #include "admin_scripts.hpp"
 #include "client_impl.hpp"
 #include "idem/redis/admin.hpp"
@@ -65,9 +67,19 @@ std::string glob_escaped(std::string_view bytes) {
   return out;
 }
 
-Failure error_of(const redisReply& r, std::string_view doing) {
-  return make_failure(errc::store_unavailable,
-                      fmt::format("redis {}: {}", doing, std::string_view(r.str, r.len)));
+// An error reply's failure: an ACL refusal is config_invalid naming the right
+// (redis::error_reply_failure), the rest store_unavailable.
+Failure error_of(const redisReply& r, std::string_view doing, std::string_view where) {
+  return redis::error_reply_failure(r, doing, where);
+}
+
+Status error_of(const redis::Reply& r, std::string_view doing) {
+  if (const std::optional<std::string> right = redis::acl_refusal(r.str)) {
+    return Status(
+        errc::config_invalid,
+        fmt::format("redis {}: the user lacks a right idem needs: {} ({})", doing, *right, r.str));
+  }
+  return Status(errc::store_unavailable, fmt::format("redis {}: {}", doing, r.str));
 }
 
 class RedisAdmin final : public Admin {
@@ -86,7 +98,7 @@ class RedisAdmin final : public Admin {
     Result<redis::Answer> a = redis::impl_of(client_).command(name, argv);
     if (!a) return std::move(a).failure();
     const redisReply& r = *a->reply;
-    if (r.type == REDIS_REPLY_ERROR) return error_of(r, "inspect");
+    if (r.type == REDIS_REPLY_ERROR) return error_of(r, "inspect", a->where);
     if (r.type != REDIS_REPLY_ARRAY || r.elements == 0) return std::optional<RecordInfo>{};
     Result<RecordInfo> info = decode(r, 0, scope, name);
     if (!info) return std::move(info).failure();
@@ -252,7 +264,7 @@ class RedisAdmin final : public Admin {
     Result<redis::Answer> a = redis::impl_of(client_).command(name, argv);
     if (!a) return std::move(a).failure();
     const redisReply& r = *a->reply;
-    if (r.type == REDIS_REPLY_ERROR) return error_of(r, mode);
+    if (r.type == REDIS_REPLY_ERROR) return error_of(r, mode, a->where);
     Change change;
     if (r.type != REDIS_REPLY_ARRAY || r.elements < 2) return change;  // no record
     change.changed = integer(r.element[0]) == 1;
@@ -296,9 +308,7 @@ class RedisAdmin final : public Admin {
               "EVAL", redis::admin_scripts::kScan, "0", cursor, pattern, "1000"};
         },
         [&](const redis::Reply& r, std::string& cursor) -> Status {
-          if (r.type == redis::Reply::Type::error) {
-            return Status(errc::store_unavailable, "redis scan: " + r.str);
-          }
+          if (r.type == redis::Reply::Type::error) return error_of(r, "scan");
           if (r.type != redis::Reply::Type::array || r.elements.empty()) {
             return Status(errc::record_corrupt, "redis scan: unexpected reply");
           }
@@ -327,6 +337,7 @@ class RedisAdmin final : public Admin {
           return std::array<std::string_view, 6>{"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"};
         },
         [&](const redis::Reply& r, std::string& cursor) -> Status {
+          if (r.type == redis::Reply::Type::error) return error_of(r, "SCAN");
           if (r.type != redis::Reply::Type::array || r.elements.size() != 2) {
             return Status(errc::store_unavailable, "redis SCAN: " + r.str);
           }
@@ -346,6 +357,9 @@ class RedisAdmin final : public Admin {
     if (!a) return std::move(a).failure();
     const std::optional<std::vector<redis::SlotRange>> ranges =
         redis::parse_cluster_slots(*a->reply, client_.options().host);
+    if (a->reply->type == REDIS_REPLY_ERROR) {
+      return error_of(*a->reply, "CLUSTER SLOTS", a->where);
+    }
     if (!ranges) {
       return Status(errc::store_unavailable,
                     fmt::format("redis {}: CLUSTER SLOTS: {}", a->where, redis::text(*a->reply)));

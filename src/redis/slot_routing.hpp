@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "acl_refusal.hpp"
 #include "connection_policy.hpp"
 #include "idem/redis/client.hpp"
 #include "idem/result.hpp"
@@ -327,6 +328,9 @@ class SlotMapRead {
     if (!ranges) {
       why_ = fmt::format("redis {}: CLUSTER SLOTS: {}", where,
                          reply.type == REDIS_REPLY_ERROR ? text(reply) : "unexpected reply");
+      if (reply.type == REDIS_REPLY_ERROR && acl_refusal(text(reply))) {
+        refused_ = error_reply_failure(reply, "reading the slot map", where);
+      }
       return;
     }
     typename Topology<N>::SlotMap map;
@@ -353,6 +357,9 @@ class SlotMapRead {
     return true;
   }
   const std::string& why() const noexcept { return why_; }
+  /// The failure of a read that installed nothing: config_invalid when a node refused the user
+  /// CLUSTER SLOTS (no retry gets past that), else store_unavailable saying why().
+  Failure failure() const { return refused_ ? *refused_ : unavailable(why_); }
 
  private:
   Topology<N>* topology_;
@@ -361,6 +368,7 @@ class SlotMapRead {
   bool done_ = false;
   std::optional<typename Topology<N>::SlotMap> best_;
   std::string why_ = "redis cluster: no node to read the slot map from";
+  std::optional<Failure> refused_;  // a node's ACL refusal
 };
 
 }  // namespace idem::redis

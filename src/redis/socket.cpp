@@ -19,6 +19,8 @@
 #include <cstring>
 #include <memory>
 
+#include "acl_refusal.hpp"
+
 namespace idem::redis {
 
 namespace {
@@ -308,6 +310,9 @@ Result<BlockingConnection> BlockingConnection::open(const ConnectionOptions& opt
     Result<ReplyPtr> r = c.command(argv, reply_by(options, deadline));
     if (!r) return std::move(r).failure();
     if (r.value()->type == REDIS_REPLY_ERROR) {
+      if (acl_refusal(text(*r.value()))) {  // SELECT for a user without the right
+        return error_reply_failure(*r.value(), argv[0], c.where_);
+      }
       return unavailable(
           fmt::format("redis {}: {} refused: {}", c.where_, argv[0], text(*r.value())));
     }
