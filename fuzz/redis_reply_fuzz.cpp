@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "acl_refusal.hpp"
 #include "fuzz_check.hpp"
 #include "store_common.hpp"
 
@@ -101,8 +102,7 @@ void check_fenced(const redisReply& reply) {
     // READONLY...) the server's.
     const std::string_view text(reply.str, reply.len);
     const bool corrupt = text.starts_with("WRONGTYPE") || text.find("IDEM_CORRUPT") != text.npos;
-    const bool refused = text.find("NOPERM") != text.npos ||
-                         text.find("user executing the script can't run") != text.npos;
+    const bool refused = idem::redis::acl_refusal(text).has_value();
     IDEM_FUZZ_CHECK(is(status.error(), corrupt   ? errc::record_corrupt
                                        : refused ? errc::config_invalid
                                                  : errc::store_unavailable));
