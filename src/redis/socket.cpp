@@ -280,7 +280,10 @@ ssize_t Socket::tls_read_some(std::span<char> buf, Deadline deadline, int& error
   const int want = static_cast<int>(std::min<std::size_t>(buf.size(), INT_MAX));
   for (;;) {
     const SslStep step = ssl_step(*tls_, [&](SSL* ssl) { return SSL_read(ssl, buf.data(), want); });
-    if (step.done > 0) return step.done + tls_read_pending(buf.subspan(step.done));
+    if (step.done > 0) {
+      const auto first = static_cast<std::size_t>(step.done);
+      return static_cast<ssize_t>(first + tls_read_pending(buf.subspan(first)));
+    }
     if (step.ssl_error == SSL_ERROR_WANT_READ || step.ssl_error == SSL_ERROR_WANT_WRITE) {
       const short events = step.ssl_error == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
       if ((error = wait_for(fd_, events, deadline)) != 0) return -1;
