@@ -304,7 +304,8 @@ bool Socket::tls_has_pending() const noexcept {
   return SSL_has_pending(tls_->ssl.get()) == 1;
 }
 
-// What the session already holds, up to buf's size, without touching the socket.
+// What the session already holds, up to buf's size, without waiting: a record it holds only in
+// part may cost one more non-blocking read, and ends the loop when the rest is not there yet.
 std::size_t Socket::tls_read_pending(std::span<char> buf) const noexcept {
   std::size_t got = 0;
   while (got < buf.size()) {
