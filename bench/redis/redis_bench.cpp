@@ -8,7 +8,7 @@
 //   IDEM_BENCH_REDIS_URI='rediss://127.0.0.1:6380?ca_file=ca.crt' build/bench/idem_bench_redis
 //
 // Over TLS (rediss://) both sides speak TLS: the guarded side through the client, the bare twin
-// through an OpenSSL session of its own per connection (bare_tls.hpp); the storm benchmarks,
+// through an OpenSSL session of its own per connection (bare_connection.hpp); the storm benchmarks,
 // whose bare twin pipelines on hiredis, run over plain connections only.
 //   IDEM_BENCH_REDIS_CLUSTER_SEEDS=127.0.0.1:7000,127.0.0.1:7001 build/bench/idem_bench_redis
 //
@@ -18,7 +18,13 @@
 //
 // The guarded side's client pipelines concurrent calls over a few shared connections (the
 // default); IDEM_BENCH_REDIS_PIPELINE=N sets ConnectionOptions::pipeline_connections, and 0
-// makes each call borrow a pooled connection of its own instead.
+// makes each call borrow a pooled connection of its own instead. The bare twin does the same
+// over the same kind of connections: while the client pipelines, its calls share as many
+// connections of the twin's own, pipelined (bare_pipeline.hpp); with 0, each thread has a
+// connection of its own. (A pipelined guard against a connection per thread would compare
+// pipelining with its absence, not idem with the bare round trips.) Commands the client sends
+// through its pool even while it pipelines (token issue's SET, the storm's waits) take the
+// twin's connection per thread.
 //
 // Without either variable it prints one line and exits 0.
 
@@ -45,7 +51,8 @@
 #include <thread>
 #include <vector>
 
-#include "bare_tls.hpp"
+#include "bare_connection.hpp"
+#include "bare_pipeline.hpp"
 #include "idem/cached_store.hpp"
 #include "idem/engine/effective_key.hpp"
 #include "idem/guard.hpp"
@@ -140,20 +147,43 @@ std::size_t bare_node(std::initializer_list<std::string_view> argv) {
 }
 
 // Over TLS (a rediss:// URI): one connection per thread and server, its own TLS session.
-idem_bench::BareTlsConnection& bare_tls_connection(std::size_t node) {
-  thread_local std::vector<std::unique_ptr<idem_bench::BareTlsConnection>> connections;
+idem_bench::BareConnection& bare_tls_connection(std::size_t node) {
+  thread_local std::vector<std::unique_ptr<idem_bench::BareConnection>> connections;
   while (connections.size() <= node) connections.emplace_back();
   auto& c = connections[node];
   if (!c) {
     const bool cluster = !g_primaries.empty();
-    c = std::make_unique<idem_bench::BareTlsConnection>(
+    c = std::make_unique<idem_bench::BareConnection>(
         cluster ? g_primaries[node].first : g_options.host,
         cluster ? g_primaries[node].second : g_options.port, g_options.tls);
   }
   return *c;
 }
 
-Reply bare_command(std::initializer_list<std::string_view> argv, std::size_t node) {
+// While the client pipelines: the twin's shared connections to each server (as many as the
+// client's pipeline_connections), plain or TLS as the client's.
+idem_bench::BarePipeline& bare_pipeline(std::size_t node) {
+  static std::mutex mutex;
+  static std::vector<std::unique_ptr<idem_bench::BarePipeline>> pipelines;
+  std::lock_guard lock(mutex);
+  while (pipelines.size() <= node) pipelines.emplace_back();
+  auto& p = pipelines[node];
+  if (!p) {
+    const bool cluster = !g_primaries.empty();
+    p = std::make_unique<idem_bench::BarePipeline>(
+        g_options.pipeline_connections, cluster ? g_primaries[node].first : g_options.host,
+        cluster ? g_primaries[node].second : g_options.port, g_options.tls);
+  }
+  return *p;
+}
+
+// Where a bare command goes: as the client's script calls (pipelined while the client
+// pipelines), or on the thread's own connection, as the client's pooled commands (token issue's
+// SET NX PX).
+enum class Path : std::uint8_t { scripts, own };
+
+Reply bare_command(std::initializer_list<std::string_view> argv, std::size_t node,
+                   Path path = Path::scripts) {
   std::array<const char*, 12> args{};
   std::array<std::size_t, 12> lens{};
   std::size_t n = 0;
@@ -161,10 +191,13 @@ Reply bare_command(std::initializer_list<std::string_view> argv, std::size_t nod
     args[n] = a.data();
     lens[n++] = a.size();
   }
-  Reply r(g_options.tls.enabled
-              ? bare_tls_connection(node).command(static_cast<int>(n), args.data(), lens.data())
-              : static_cast<redisReply*>(redisCommandArgv(
-                    bare_connection(node), static_cast<int>(n), args.data(), lens.data())));
+  const int argc = static_cast<int>(n);
+  Reply r(g_options.pipeline_connections > 0 && path == Path::scripts
+              ? bare_pipeline(node).command(argc, args.data(), lens.data())
+          : g_options.tls.enabled
+              ? bare_tls_connection(node).command(argc, args.data(), lens.data())
+              : static_cast<redisReply*>(
+                    redisCommandArgv(bare_connection(node), argc, args.data(), lens.data())));
   if (!r || r->type == REDIS_REPLY_ERROR) {
     std::fprintf(stderr, "bare twin: %s\n", r ? r->str : "connection failed");
     std::abort();
@@ -394,7 +427,8 @@ void BM_Redis_Token_IssueConsume_bare(benchmark::State& state) {
     const auto timer = latency.time();
     auto token = idem::detail::random_token();  // the same CSPRNG draw
     const std::string key = idem::redis::tagged_key(prefix, effective(token.value()));
-    (void)bare_command({"SET", key, "T", "NX", "PX", ttl_text()});
+    const std::initializer_list<std::string_view> set{"SET", key, "T", "NX", "PX", ttl_text()};
+    (void)bare_command(set, bare_node(set), Path::own);
     Reply claim = bare_command({"EVALSHA", idem::redis::script_token_claim.sha, "1", key,
                                 std::string_view(fp.data(), fp.size()), lease_text(), ttl_text()});
     if (integer_at(*claim, 0) != 0) std::abort();

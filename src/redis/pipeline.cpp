@@ -118,7 +118,9 @@ class Pipeline::Lane {
     link->last_used = now;
     for (std::span<const std::string_view> argv : commands) link->wire.queue(argv, &call);
 
-    if (!link->writing) write(lock, *link, call.deadline);
+    // With commands in flight, the reader sends these once replies come back, with whatever
+    // else was queued meanwhile (read()).
+    if (!link->writing && link->wire.in_flight() == 0) write(lock, *link, call.deadline);
     // The lane's mutex is held at the top of each round.
     while (call.state != Waiter::State::done) {
       if (call.state == Waiter::State::read_turn ||
@@ -201,10 +203,16 @@ class Pipeline::Lane {
     link.writing = false;
   }
 
-  // Holds the read turn: hands replies to the calls at the head of the FIFO until `mine` has
-  // its own, then passes the turn to the oldest call still waiting. Returns with the lane's
-  // mutex released and `mine` done. The callers it served are woken outside the lane's mutex,
-  // so that they do not queue up on it while the reader holds it.
+  // Holds the read turn: sends what was queued while commands were in flight, hands replies to
+  // the calls at the head of the FIFO until `mine` has its own, then passes the turn to the
+  // oldest call still waiting. Returns with the lane's mutex released and `mine` done. The
+  // callers it served are woken outside the lane's mutex, so that they do not queue up on it
+  // while the reader holds it.
+  //
+  // Commands queued while others are in flight wait for the reader: it writes them all at once
+  // before each read, so that many callers' commands travel in one write. Over TLS this is what
+  // batches them: each write is a record of its own, and the server decrypts and serves one
+  // record per connection at a time, where over plain TCP it reads every byte that arrived.
   void read(std::unique_lock<std::mutex>& lock, Link& link, Waiter& mine) {
     link.reading = true;
     mine.state = Waiter::State::waiting;
@@ -216,6 +224,8 @@ class Pipeline::Lane {
       served.clear();
     };
     while (mine.state == Waiter::State::waiting) {
+      if (!link.writing) write(lock, link, mine.deadline);
+      if (link.broken) break;  // the write failed, and mine with it
       // The oldest call's deadline bounds the wait: its reply is the next one due.
       const Clock::time_point deadline = link.wire.oldest()->deadline;
       lock.unlock();
@@ -241,6 +251,9 @@ class Pipeline::Lane {
              error == ETIMEDOUT ? timed_out() : io_error("read", link.socket.error_text(error)));
       }
     }
+    // Commands queued since the last write go out now rather than once the next reader wakes
+    // (still holding the read turn, so that no other caller takes it meanwhile).
+    if (!link.broken && !link.writing) write(lock, link, mine.deadline);
     link.reading = false;
     if (!link.broken && link.wire.awaiting() != 0) {
       Waiter* next = link.wire.oldest();

@@ -141,7 +141,13 @@ Result<Socket> Socket::handshake(const TlsContext& context, const std::string& h
     ERR_clear_error();
     errno = 0;
     const int rc = SSL_connect(ssl);
-    if (rc == 1) return std::move(*this);
+    if (rc == 1) {
+      // Reads take every byte that arrived, not one record's header and then its body; the
+      // records read ahead stay in the session (tls_read_some drains them, closed_by_server
+      // looks there too).
+      SSL_set_read_ahead(ssl, 1);
+      return std::move(*this);
+    }
     const int ssl_error = SSL_get_error(ssl, rc);
     const int sys_errno = errno;
     if (ssl_error == SSL_ERROR_WANT_READ || ssl_error == SSL_ERROR_WANT_WRITE) {
@@ -217,7 +223,7 @@ std::string Socket::closed_text() const {
 
 bool Socket::closed_by_server() const noexcept {
   pollfd p{fd_, POLLIN, 0};
-  if (::poll(&p, 1, 0) == 0) return false;
+  if (::poll(&p, 1, 0) == 0 && !(tls_ && tls_has_pending())) return false;
   return !tls_ || tls_closed_by_server();
 }
 
@@ -269,11 +275,17 @@ int Socket::tls_send_all(std::string_view bytes, Deadline deadline) const noexce
 }
 
 // Reads before it waits: the session may hold decrypted bytes the socket no longer signals.
+// Once a record is in, the records already read ahead follow it into `buf`: a reply batch spans
+// several records when the server answered its commands in turns, and a reader that handed out
+// one record's replies at a time would keep the callers, and so their next commands, apart.
 ssize_t Socket::tls_read_some(std::span<char> buf, Deadline deadline, int& error) const noexcept {
   const int want = static_cast<int>(std::min<std::size_t>(buf.size(), INT_MAX));
   for (;;) {
     const SslStep step = ssl_step(*tls_, [&](SSL* ssl) { return SSL_read(ssl, buf.data(), want); });
-    if (step.done > 0) return step.done;
+    if (step.done > 0) {
+      const auto first = static_cast<std::size_t>(step.done);
+      return static_cast<ssize_t>(first + tls_read_pending(buf.subspan(first)));
+    }
     if (step.ssl_error == SSL_ERROR_WANT_READ || step.ssl_error == SSL_ERROR_WANT_WRITE) {
       const short events = step.ssl_error == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
       if ((error = wait_for(fd_, events, deadline)) != 0) return -1;
@@ -287,6 +299,26 @@ ssize_t Socket::tls_read_some(std::span<char> buf, Deadline deadline, int& error
     error = step.sys_errno != 0 ? step.sys_errno : EPROTO;
     return -1;
   }
+}
+
+bool Socket::tls_has_pending() const noexcept {
+  const std::lock_guard lock(tls_->turn);
+  return SSL_has_pending(tls_->ssl.get()) == 1;
+}
+
+// What the session already holds, up to buf's size, without waiting: a record it holds only in
+// part may cost one more non-blocking read, and ends the loop when the rest is not there yet.
+std::size_t Socket::tls_read_pending(std::span<char> buf) const noexcept {
+  std::size_t got = 0;
+  while (got < buf.size()) {
+    const int room = static_cast<int>(std::min<std::size_t>(buf.size() - got, INT_MAX));
+    if (!tls_has_pending()) break;
+    const SslStep step =
+        ssl_step(*tls_, [&](SSL* ssl) { return SSL_read(ssl, buf.data() + got, room); });
+    if (step.done <= 0) break;  // nothing more held, or a failure the next read reports
+    got += static_cast<std::size_t>(step.done);
+  }
+  return got;
 }
 
 // Readable does not mean closed over TLS: the server sends session tickets after the

@@ -75,6 +75,8 @@ class Socket {
   int tls_send_all(std::string_view bytes, Deadline deadline) const noexcept;
   ssize_t tls_read_some(std::span<char> buf, Deadline deadline, int& error) const noexcept;
   bool tls_closed_by_server() const noexcept;
+  bool tls_has_pending() const noexcept;
+  std::size_t tls_read_pending(std::span<char> buf) const noexcept;
 
   int fd_ = -1;
   std::unique_ptr<Tls> tls_;  // null: plain TCP or a unix socket

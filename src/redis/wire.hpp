@@ -75,6 +75,10 @@ class Wire {
   std::string error() const { return reader_.error(); }
 
   std::size_t awaiting() const noexcept { return awaiting_.size(); }
+  /// Commands handed to a write whose replies are still due.
+  std::size_t in_flight() const noexcept {
+    return awaiting_.size() - std::min(unwritten_, awaiting_.size());
+  }
   const Entry& oldest() const { return awaiting_.front(); }
 
   /// Ends the connection's traffic: `fail(entry, written)` for each command awaiting its reply,
