@@ -15,6 +15,7 @@ namespace idem {
 
 namespace sql {
 class FileWaiters;  // src/sqlite/file_waiters.hpp
+struct FileGroup;   // src/sqlite/file_group.hpp
 }  // namespace sql
 
 struct SqliteStoreOptions {
@@ -59,6 +60,10 @@ class SqliteStore : public SqlStore {
   GroupAnswers write_group(std::span<const CommitRequest> commits,
                            std::span<const ClaimRequest> claims);
 
+  /// SqlStore::stats(), with in `group` the group commit of this process's lease-mode stores
+  /// that share this store's file, table prefix and settings (all of them together).
+  StoreStats stats() const noexcept;
+
   /// Returns once a store of this process on this file committed, aborted or took over the
   /// record held.key held under held.fence (or a record of a key sharing its wake slot), or once
   /// `bound` has passed. A hold that ended after this thread's last claim of the key answered
@@ -66,9 +71,14 @@ class SqliteStore : public SqlStore {
   void await_change(const Ticket& held, std::chrono::milliseconds bound);
 
  private:
-  SqliteStore(std::shared_ptr<sql::FileWaiters> waiters, SqliteStoreOptions&& options);
+  Result<Claim> grouped_claim(const ClaimRequest& request);
+  Status grouped_commit(const Ticket& ticket, const Completion& completion);
+
+  SqliteStore(std::shared_ptr<sql::FileWaiters> waiters, std::shared_ptr<sql::FileGroup> group,
+              SqliteStoreOptions&& options);
 
   std::shared_ptr<sql::FileWaiters> waiters_;
+  std::shared_ptr<sql::FileGroup> group_;  // lease mode: the file's group commit (null: none)
 };
 
 static_assert(WakingStore<SqliteStore>);
