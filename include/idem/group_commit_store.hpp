@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -420,7 +421,7 @@ class GroupCommitStore : public detail::HeldKeyCalls<GroupCommitStore<S, Sync>, 
       // group's time after the last start, then once an average group has joined, a whole
       // group's time has passed, or no group is in flight.
       const auto k = static_cast<long>(options_.in_flight);
-      lane.want = std::max<std::size_t>(1, static_cast<std::size_t>(lane.group_size + 0.5));
+      lane.want = std::max<std::size_t>(1, static_cast<std::size_t>(std::lround(lane.group_size)));
       auto idle = [&] { return full() || lane.in_flight == 0; };
       lane.joined.wait_until(lock, lane.last_start + lane.group_time / k, idle);
       lane.joined.wait_until(lock, lane.last_start + lane.group_time,

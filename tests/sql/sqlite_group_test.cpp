@@ -209,6 +209,7 @@ TEST_F(SqliteGroupTest, CallsWhoseBoundPassesInTheQueueAreNeverWritten) {
 void race(const std::vector<SqliteStore*>& stores, const std::string& scope) {
   constexpr int kThreads = 8, kKeys = 150;
   std::vector<std::unique_ptr<IdempotencyGuard<SqliteStore>>> guards;
+  guards.reserve(stores.size());
   for (SqliteStore* s : stores) {
     guards.push_back(std::make_unique<IdempotencyGuard<SqliteStore>>(
         *s, Options{.scope = scope, .in_progress = Wait{.timeout = 30s}}));
@@ -218,6 +219,7 @@ void race(const std::vector<SqliteStore*>& stores, const std::string& scope) {
   std::map<std::string, std::vector<std::string>> got;
   std::atomic<int> errors{0};
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       auto& guard = *guards[static_cast<std::size_t>(t) % guards.size()];

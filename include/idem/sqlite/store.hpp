@@ -36,6 +36,11 @@ struct SqliteStoreOptions {
 /// statements serialised. Stores of one process on one file wait for each other in arrival
 /// order (a running writer may pass the oldest waiter for at most 500 µs), processes through
 /// SQLite's busy handler, both within busy_timeout.
+/// In lease mode the claims and commits of the process's stores on one file (same prefix and
+/// settings) are group-committed: the caller whose turn it is writes those queued behind it in
+/// one transaction, each under a savepoint of its own, and each caller returns after that COMMIT
+/// with its own single-key answer; a call still queued after busy_timeout answers
+/// store_unavailable unwritten (docs/sql.md, "Group commit of lease-mode claims and commits").
 /// In transactional mode the claim's transaction holds SQLite's single write lock until commit
 /// or abort, so handlers of this file run one at a time (across processes too); keep them short.
 /// A duplicate claim of a key held in this process fails fast (errc::in_progress) when the
