@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -43,6 +44,10 @@ struct GroupCommitOptions {
   /// with 2, the next group is sent while the previous one's commit is flushed. 1 for SQLite; 2
   /// for PostgreSQL.
   std::size_t in_flight = 1;
+  /// How long a call may wait in the queue before a group takes it (zero: no bound but the
+  /// store's own calls'). A call still queued at that point is answered errc::store_unavailable
+  /// without being written, and no group writes it later.
+  std::chrono::milliseconds max_queue_wait{0};
 };
 
 /// What a GroupCommitStore's callers wait on; a test may give its own types with the same
@@ -57,7 +62,8 @@ struct GroupCommitSync {
 /// Wraps a BatchStore (SqliteStore or PostgresStore in lease mode, RedisStore) so that the claims
 /// and commits of concurrent callers are written together, one group per step (docs/batches.md).
 /// Each caller returns once the step carrying its call returned (for SQL, committed); a failed
-/// step fails each of its calls with the store's error. Each call keeps the store's single-key
+/// step fails each of its calls with the store's error; a call that waited max_queue_wait in
+/// the queue is answered store_unavailable, never written. Each call keeps the store's single-key
 /// answer; abort, extend, rewind, steps and kept requests go to the store directly. Thread-safe;
 /// the store must outlive it. Transactional SQL stores have no batches: use their own claims.
 template <class S, class Sync = GroupCommitSync>
@@ -73,6 +79,7 @@ class GroupCommitStore : public detail::HeldKeyCalls<GroupCommitStore<S, Sync>, 
     }
     for (std::size_t i = 0; i < options_.writers; ++i) lanes_.push_back(std::make_unique<Lane>());
     if (options_.max_delay.count() < 0) options_.max_delay = std::chrono::microseconds{0};
+    if (options_.max_queue_wait.count() < 0) options_.max_queue_wait = {};
   }
   GroupCommitStore(const GroupCommitStore&) = delete;
   GroupCommitStore& operator=(const GroupCommitStore&) = delete;
@@ -80,6 +87,7 @@ class GroupCommitStore : public detail::HeldKeyCalls<GroupCommitStore<S, Sync>, 
   Result<Claim> claim(const ClaimRequest& request) {
     Call call;
     call.claim = &request;
+    bound(call);
     run(call);
     return std::move(*call.claimed);
   }
@@ -88,6 +96,7 @@ class GroupCommitStore : public detail::HeldKeyCalls<GroupCommitStore<S, Sync>, 
     Call call;
     const CommitRequest request{ticket, completion};
     call.commit = &request;
+    bound(call);
     run(call);
     return std::move(*call.committed);
   }
@@ -106,6 +115,24 @@ class GroupCommitStore : public detail::HeldKeyCalls<GroupCommitStore<S, Sync>, 
   std::size_t groups() const noexcept { return groups_.load(std::memory_order_relaxed); }
   std::size_t grouped_calls() const noexcept {
     return grouped_calls_.load(std::memory_order_relaxed);
+  }
+
+  /// Calls queued now, not yet taken into a group; groups being written now.
+  std::size_t queued() const {
+    std::size_t n = 0;
+    for (const auto& lane : lanes_) {
+      Lock lock(lane->mutex);
+      n += lane->queue.size();
+    }
+    return n;
+  }
+  std::size_t groups_in_flight() const {
+    std::size_t n = 0;
+    for (const auto& lane : lanes_) {
+      Lock lock(lane->mutex);
+      n += lane->in_flight;
+    }
+    return n;
   }
 
   /// The store's figures (when it has stats()) with the groups' in `group`.
@@ -141,6 +168,8 @@ class GroupCommitStore : public detail::HeldKeyCalls<GroupCommitStore<S, Sync>, 
     bool waiting = false;
     bool woken = false;
     std::uint64_t group = 0;  // the number of the group that answered it
+    bool bounded = false;     // `deadline` is set: max_queue_wait
+    TimePoint deadline{};     // answered without being written if still queued then
     Semaphore wake{0};
   };
 
@@ -180,15 +209,67 @@ class GroupCommitStore : public detail::HeldKeyCalls<GroupCommitStore<S, Sync>, 
     wakes.clear();
   }
 
-  // Waits unlocked until the call is answered or handed a writer's place; wakes `wakes` first.
-  static void wait(Lock& lock, Call& call, Wakes& wakes) {
+  void bound(Call& call) const {
+    if (options_.max_queue_wait.count() == 0) return;
+    call.bounded = true;
+    call.deadline =
+        Clock::now() + std::chrono::duration_cast<ClockDuration>(options_.max_queue_wait);
+  }
+
+  // Waits unlocked until the call is answered or handed a writer's place (true), or, while
+  // `timed`, until its deadline (false); wakes `wakes` first.
+  static bool wait(Lock& lock, Call& call, Wakes& wakes, bool timed) {
     call.waiting = true;
     lock.unlock();
     release(wakes);
-    call.wake.acquire();
+    bool woken = true;
+    if constexpr (requires { call.wake.try_acquire_until(call.deadline); }) {
+      if (timed) {
+        woken = call.wake.try_acquire_until(call.deadline);
+      } else {
+        call.wake.acquire();
+      }
+    } else {
+      call.wake.acquire();
+    }
     lock.lock();
+    if (!woken && call.woken) {
+      // Woken as the deadline passed: the release is on its way, into this call's semaphore.
+      lock.unlock();
+      call.wake.acquire();
+      lock.lock();
+      woken = true;
+    }
     call.waiting = false;
     call.woken = false;
+    return woken;
+  }
+
+  // Waits until the call is answered or handed a writer's place; a call still queued at its
+  // deadline leaves the queue answered (one taken into a group waits for the group's step).
+  static void wait_turn(Lane& lane, Lock& lock, Call& call, Wakes& wakes) {
+    for (;;) {
+      if (wait(lock, call, wakes, call.bounded && !call.taken) || call.done || call.lead) return;
+      if (call.taken) continue;
+      std::erase(lane.queue, &call);
+      answer_late(call);
+      return;
+    }
+  }
+
+  static bool late(const Call& call, TimePoint now) { return call.bounded && now >= call.deadline; }
+
+  // The answer of a call that waited past its deadline before any group took it: not written.
+  static void answer_late(Call& call) {
+    constexpr std::string_view kLate =
+        "idem: group commit: the call waited its whole bound (max_queue_wait) for the store's "
+        "writer and was not written";
+    call.done = true;
+    if (call.commit != nullptr) {
+      call.committed.emplace(Status(errc::store_unavailable, std::string(kLate)));
+    } else {
+      call.claimed.emplace(make_failure(errc::store_unavailable, std::string(kLate)));
+    }
   }
 
   // Hands a writer's place to the first queued caller that has none; false when all have one.
@@ -228,7 +309,7 @@ class GroupCommitStore : public detail::HeldKeyCalls<GroupCommitStore<S, Sync>, 
           (lane.queue.size() >= options_.max_batch || lane.queue.size() == lane.want)) {
         lane.joined.notify_all();
       }
-      wait(lock, call, wakes);
+      wait_turn(lane, lock, call, wakes);
       if (!call.lead) return;  // answered
       // Handed the place of a writer that finished its own call with calls still queued (the
       // call may have been answered since, by another writer's group).
@@ -247,7 +328,7 @@ class GroupCommitStore : public detail::HeldKeyCalls<GroupCommitStore<S, Sync>, 
         // This call is in a group another writer is writing: wait for it as anyone does.
         --lane.writing;
         call.lead = false;
-        wait(lock, call, wakes);
+        wait_turn(lane, lock, call, wakes);
         if (!call.lead) return;
         continue;
       }
@@ -257,12 +338,22 @@ class GroupCommitStore : public detail::HeldKeyCalls<GroupCommitStore<S, Sync>, 
       lane.queue.erase(lane.queue.begin(), lane.queue.begin() + static_cast<std::ptrdiff_t>(n));
       for (Call* c : group) c->taken = true;
       if (lane.collecting > 0) lane.joined.notify_all();  // their calls may be in this group
+      // Calls whose deadline passed in the queue are answered, not written.
+      const TimePoint taken_at = Clock::now();
+      std::erase_if(group, [&](Call* c) {
+        if (!late(*c, taken_at)) return false;
+        answer_late(*c);
+        if (c != &call) wake(*c, wakes);
+        return true;
+      });
+      if (group.empty()) continue;  // nothing to write (the loop ends if this call was late)
+      const std::size_t written = group.size();
       // Calls left over and a place free: the next group goes out beside this one.
       if (!lane.queue.empty() && lane.writing < options_.in_flight && hand_place(lane, wakes)) {
         ++lane.writing;
       }
       groups_.fetch_add(1, std::memory_order_relaxed);
-      grouped_calls_.fetch_add(n, std::memory_order_relaxed);
+      grouped_calls_.fetch_add(written, std::memory_order_relaxed);
       ++lane.in_flight;
       const TimePoint started = Clock::now();
       lane.last_start = started;
@@ -330,7 +421,7 @@ class GroupCommitStore : public detail::HeldKeyCalls<GroupCommitStore<S, Sync>, 
       // group's time after the last start, then once an average group has joined, a whole
       // group's time has passed, or no group is in flight.
       const auto k = static_cast<long>(options_.in_flight);
-      lane.want = std::max<std::size_t>(1, static_cast<std::size_t>(lane.group_size + 0.5));
+      lane.want = std::max<std::size_t>(1, static_cast<std::size_t>(std::lround(lane.group_size)));
       auto idle = [&] { return full() || lane.in_flight == 0; };
       lane.joined.wait_until(lock, lane.last_start + lane.group_time / k, idle);
       lane.joined.wait_until(lock, lane.last_start + lane.group_time,

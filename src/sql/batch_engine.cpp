@@ -110,10 +110,25 @@ GroupAnswers Engine::write_group(std::span<const CommitRequest> commits,
       }
       return all_fail(f, in_doubt);
     }
+    // An item rolled back alone under its savepoint: its own failure, nothing of it written.
+    auto alone = [&](const std::vector<std::exception_ptr>& errors,
+                     std::size_t j) -> std::optional<Failure> {
+      if (j >= errors.size() || !errors[j]) return std::nullopt;
+      bool broken = false;
+      return backend_->failure(errors[j], broken, /*transactional_claim=*/false);
+    };
     for (std::size_t j = 0; j < finish_at.size() && j < written.finished.size(); ++j) {
-      if (written.finished[j]) committed[finish_at[j]] = Status{};
+      if (std::optional<Failure> f = alone(written.finish_errors, j)) {
+        committed[finish_at[j]] = Status(std::move(*f));
+      } else if (written.finished[j]) {
+        committed[finish_at[j]] = Status{};
+      }
     }
     for (std::size_t j = 0; j < claim_at.size() && j < written.claimed.size(); ++j) {
+      if (std::optional<Failure> f = alone(written.claim_errors, j)) {
+        claimed[claim_at[j]] = Result<Claim>(std::move(*f));
+        continue;
+      }
       if (!written.claimed[j]) continue;  // changed under the statement: asked again below
       if (auto answer = classify(*written.claimed[j], claims[claim_at[j]])) {
         claimed[claim_at[j]] = std::move(*answer);

@@ -97,10 +97,16 @@ class Session {
   virtual std::size_t purge(std::size_t max_rows) = 0;
   /// Lease mode, batches and groups: the finishes, then the claims (distinct keys), in one
   /// transaction, answered in order; a throw leaves none written unless the session broke while
-  /// committing.
+  /// committing. A session may run each item under a savepoint of its own: an item that failed
+  /// alone is rolled back alone, its error in `finish_errors` / `claim_errors`, and the others
+  /// commit.
   struct Written {
     std::vector<bool> finished;                    // per finish: it matched the held record
     std::vector<std::optional<ClaimRow>> claimed;  // per claim, as claim() answers
+    // Per item, when the session runs items under savepoints (else empty): null, or the error
+    // that rolled that item alone back.
+    std::vector<std::exception_ptr> finish_errors;
+    std::vector<std::exception_ptr> claim_errors;
   };
   virtual Written write_many(std::span<const FinishArgs> finishes,
                              std::span<const ClaimArgs> claims) = 0;

@@ -13,6 +13,7 @@
 #include <bit>
 #include <chrono>
 #include <cstddef>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -30,6 +31,7 @@
 #include "sql/engine.hpp"
 #include "sql/statements.hpp"
 #include "sqlite/fence_file.hpp"
+#include "sqlite/file_group.hpp"
 #include "sqlite/file_waiters.hpp"
 #include "sqlite/file_writers.hpp"
 #include "sqlite/writers_lock.hpp"
@@ -185,12 +187,19 @@ class SqliteSession final : public sql::Session {
     return in_one_write(write_deadline(), [&] {
       Written out;
       out.finished.reserve(finishes.size());
+      out.finish_errors.reserve(finishes.size());
       for (const sql::FinishArgs& a : finishes) {
-        out.finished.push_back(finish_in_open_transaction(a.ticket, a.state, a.result, a.ttl_ms));
+        bool finished = false;
+        out.finish_errors.push_back(alone(
+            [&] { finished = finish_in_open_transaction(a.ticket, a.state, a.result, a.ttl_ms); }));
+        out.finished.push_back(finished);
       }
       out.claimed.reserve(claims.size());
+      out.claim_errors.reserve(claims.size());
       for (const sql::ClaimArgs& a : claims) {
-        out.claimed.push_back(claim_in_open_transaction(a, *upsert_));
+        std::optional<sql::ClaimRow> row;
+        out.claim_errors.push_back(alone([&] { row = claim_in_open_transaction(a, *upsert_); }));
+        out.claimed.push_back(std::move(row));
       }
       return out;
     });
@@ -365,6 +374,25 @@ class SqliteSession final : public sql::Session {
 
   Clock::time_point write_deadline() const { return Clock::now() + busy_timeout_; }
 
+  // One item of a batch in the open transaction under a savepoint of its own: an error rolls
+  // back that item alone and is returned, and the batch goes on. An error that ended the whole
+  // transaction (SQLite rolls back on a full disk, an I/O error, out of memory) is thrown.
+  template <class Item>
+  std::exception_ptr alone(Item&& item) {
+    item_savepoint_->get().exec();
+    try {
+      item();
+    } catch (...) {
+      std::exception_ptr error = std::current_exception();
+      if (sqlite3_get_autocommit(db_.getHandle()) != 0) throw;
+      item_rollback_->get().exec();
+      item_release_->get().exec();
+      return error;
+    }
+    item_release_->get().exec();
+    return nullptr;
+  }
+
   // This process's writers in arrival order, then SQLite's busy handler, until `deadline`.
   void take_writers(Clock::time_point deadline) {
     const auto start = Clock::now();
@@ -496,6 +524,9 @@ class SqliteSession final : public sql::Session {
     extend_.emplace(db_, text_.extend);
     purge_.emplace(db_, text_.purge);
     raise_floor_.emplace(db_, text_.raise_floor);
+    item_savepoint_.emplace(db_, "SAVEPOINT idem_item");
+    item_rollback_.emplace(db_, "ROLLBACK TO SAVEPOINT idem_item");
+    item_release_.emplace(db_, "RELEASE SAVEPOINT idem_item");
   }
 
   std::string path_;
@@ -510,7 +541,7 @@ class SqliteSession final : public sql::Session {
   const std::string expiry_index_ = text_.records + "_expires_at";
   bool in_transaction_ = false;
   std::optional<Prepared> upsert_, upsert_drawn_, read_, finish_, release_, extend_, purge_,
-      raise_floor_;
+      raise_floor_, item_savepoint_, item_rollback_, item_release_;
   std::unordered_map<std::string, std::unique_ptr<Prepared>> generic_;
 };
 
@@ -612,10 +643,14 @@ std::unique_ptr<sql::Backend> sql::make_sqlite_backend(const SqliteStoreOptions&
 }
 
 SqliteStore::SqliteStore(SqliteStoreOptions options)
-    : SqliteStore(sql::file_waiters(options.path), std::move(options)) {}
+    : SqliteStore(sql::file_waiters(options.path), sql::file_group(checked(options)),
+                  std::move(options)) {}
 
-SqliteStore::SqliteStore(std::shared_ptr<sql::FileWaiters> waiters, SqliteStoreOptions&& options)
-    : SqlStore(sqlite_engine(std::move(options))), waiters_(std::move(waiters)) {}
+SqliteStore::SqliteStore(std::shared_ptr<sql::FileWaiters> waiters,
+                         std::shared_ptr<sql::FileGroup> group, SqliteStoreOptions&& options)
+    : SqlStore(sqlite_engine(std::move(options))),
+      waiters_(std::move(waiters)),
+      group_(std::move(group)) {}
 
 namespace {
 
@@ -634,10 +669,24 @@ std::size_t key_hash(std::string_view key) noexcept { return std::hash<std::stri
 
 }  // namespace
 
+// Lease mode: through the file's group, written by whichever caller's turn it is (its store's
+// engine), one write transaction for the calls queued behind it.
+Result<Claim> SqliteStore::grouped_claim(const ClaimRequest& request) {
+  if (!group_ || engine() == nullptr) return SqlStore::claim(request);
+  const sql::WritingEngine::Scope writing(*engine());
+  return group_->calls.claim(request);
+}
+
+Status SqliteStore::grouped_commit(const Ticket& ticket, const Completion& completion) {
+  if (!group_ || engine() == nullptr) return SqlStore::commit(ticket, completion);
+  const sql::WritingEngine::Scope writing(*engine());
+  return group_->calls.commit(ticket, completion);
+}
+
 Result<Claim> SqliteStore::claim(const ClaimRequest& request) {
   if (!waiters_) return SqlStore::claim(request);  // moved from: SqlStore answers
   const sql::FileWaiters::Generation seen = waiters_->generation(request.key);
-  Result<Claim> claimed = SqlStore::claim(request);
+  Result<Claim> claimed = grouped_claim(request);
   if (!claimed) return claimed;
   if (claimed->status == ClaimStatus::in_progress) {
     last_busy = LastBusy{waiters_.get(), key_hash(request.key), claimed->fence, seen};
@@ -648,7 +697,7 @@ Result<Claim> SqliteStore::claim(const ClaimRequest& request) {
 }
 
 Status SqliteStore::commit(const Ticket& ticket, const Completion& completion) {
-  Status committed = SqlStore::commit(ticket, completion);
+  Status committed = grouped_commit(ticket, completion);
   if (committed && waiters_) waiters_->ended(ticket.key);
   return committed;
 }
@@ -685,6 +734,14 @@ GroupAnswers SqliteStore::write_group(std::span<const CommitRequest> commits,
     if (answers.claims[i] && answers.claims[i]->took_over) waiters_->ended(claims[i].key);
   }
   return answers;
+}
+
+StoreStats SqliteStore::stats() const noexcept {
+  StoreStats s = SqlStore::stats();
+  if (group_) {
+    s.group = GroupStats{.groups = group_->calls.groups(), .calls = group_->calls.grouped_calls()};
+  }
+  return s;
 }
 
 void SqliteStore::await_change(const Ticket& held, std::chrono::milliseconds bound) {

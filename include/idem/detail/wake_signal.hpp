@@ -3,6 +3,7 @@
 // Not std::binary_semaphore: libstdc++'s can lose a wakeup under contention and leave its waiter
 // asleep for good (GCC bugs 98033 and 104928; GCC 12 as Debian 12 ships it is affected).
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <mutex>
@@ -27,6 +28,15 @@ class WakeSignal {
     std::unique_lock lock(mutex_);
     woken_.wait(lock, [&] { return count_ > 0; });
     --count_;
+  }
+
+  /// acquire() until `deadline`; false when it came first (nothing taken).
+  template <class Clock, class Duration>
+  bool try_acquire_until(const std::chrono::time_point<Clock, Duration>& deadline) {
+    std::unique_lock lock(mutex_);
+    if (!woken_.wait_until(lock, deadline, [&] { return count_ > 0; })) return false;
+    --count_;
+    return true;
   }
 
  private:

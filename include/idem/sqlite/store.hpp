@@ -15,6 +15,7 @@ namespace idem {
 
 namespace sql {
 class FileWaiters;  // src/sqlite/file_waiters.hpp
+struct FileGroup;   // src/sqlite/file_group.hpp
 }  // namespace sql
 
 struct SqliteStoreOptions {
@@ -35,6 +36,11 @@ struct SqliteStoreOptions {
 /// statements serialised. Stores of one process on one file wait for each other in arrival
 /// order (a running writer may pass the oldest waiter for at most 500 µs), processes through
 /// SQLite's busy handler, both within busy_timeout.
+/// In lease mode the claims and commits of the process's stores on one file (same prefix and
+/// settings) are group-committed: the caller whose turn it is writes those queued behind it in
+/// one transaction, each under a savepoint of its own, and each caller returns after that COMMIT
+/// with its own single-key answer; a call still queued after busy_timeout answers
+/// store_unavailable unwritten (docs/sql.md, "Group commit of lease-mode claims and commits").
 /// In transactional mode the claim's transaction holds SQLite's single write lock until commit
 /// or abort, so handlers of this file run one at a time (across processes too); keep them short.
 /// A duplicate claim of a key held in this process fails fast (errc::in_progress) when the
@@ -59,6 +65,10 @@ class SqliteStore : public SqlStore {
   GroupAnswers write_group(std::span<const CommitRequest> commits,
                            std::span<const ClaimRequest> claims);
 
+  /// SqlStore::stats(), with in `group` the group commit of this process's lease-mode stores
+  /// that share this store's file, table prefix and settings (all of them together).
+  StoreStats stats() const noexcept;
+
   /// Returns once a store of this process on this file committed, aborted or took over the
   /// record held.key held under held.fence (or a record of a key sharing its wake slot), or once
   /// `bound` has passed. A hold that ended after this thread's last claim of the key answered
@@ -66,9 +76,14 @@ class SqliteStore : public SqlStore {
   void await_change(const Ticket& held, std::chrono::milliseconds bound);
 
  private:
-  SqliteStore(std::shared_ptr<sql::FileWaiters> waiters, SqliteStoreOptions&& options);
+  Result<Claim> grouped_claim(const ClaimRequest& request);
+  Status grouped_commit(const Ticket& ticket, const Completion& completion);
+
+  SqliteStore(std::shared_ptr<sql::FileWaiters> waiters, std::shared_ptr<sql::FileGroup> group,
+              SqliteStoreOptions&& options);
 
   std::shared_ptr<sql::FileWaiters> waiters_;
+  std::shared_ptr<sql::FileGroup> group_;  // lease mode: the file's group commit (null: none)
 };
 
 static_assert(WakingStore<SqliteStore>);
