@@ -113,7 +113,13 @@ class StoreTarget {
   }
   Status rewind(Fence fence) requires kRewindable { return store_->rewind(ticket(fence)); }
   void abandon() noexcept {}
-  static constexpr bool wakes() noexcept requires WakingStore<S> { return true; }
+  bool wakes() const noexcept requires WakingStore<S> {
+    if constexpr (requires(const S& s) { s.wakes(); }) {
+      return store_->wakes();
+    } else {
+      return true;
+    }
+  }
   void await_change(Fence holder, std::chrono::milliseconds bound) requires WakingStore<S> {
     store_->await_change(ticket(holder), bound);
   }

@@ -111,6 +111,8 @@ concept RewindableStore = Store<S> && requires(S& store, const Ticket& ticket) {
 /// has passed, whichever is first. It may return early (spuriously); the caller then claims
 /// again either way, so a lost wake costs at most `bound`. It never blocks longer than `bound`
 /// (plus the backend's own call deadline) and reports nothing: a failure to wait is a return.
+/// A store that can wait only in some configurations also has `bool wakes() const`: when it says
+/// false, callers poll instead.
 template <class S>
 concept WakingStore = Store<S> &&
     requires(S& store, const Ticket& held, std::chrono::milliseconds bound) {

@@ -20,7 +20,7 @@
 #include "redis/redis_cluster_support.hpp"
 #include "redis/redis_test_support.hpp"
 #include "support/bounded_calls.hpp"
-#include "support/call_counter.hpp"
+#include "idem/testing/call_counter.hpp"
 #include "support/fault_relay.hpp"
 #include "wake/wake_cases.hpp"
 

@@ -79,16 +79,6 @@ TEST_F(PostgresWakeTest, ACommitOfAnotherStoreWakesTheWaiter) {
   EXPECT_EQ(counted("wake-commit"), 0);  // the end cleared the count
 }
 
-TEST_F(PostgresWakeTest, AnAbortWakesTheWaiter) { expect_abort_wakes(*holder_, *waiting_); }
-
-TEST_F(PostgresWakeTest, ATakeoverAfterTheLeaseWakesTheWaiter) {
-  expect_takeover_wakes(*holder_, *waiting_);
-}
-
-TEST_F(PostgresWakeTest, ACommitThroughTheSameStoreWakesTheWaiter) {
-  expect_commit_wakes(*holder_, *holder_);
-}
-
 TEST_F(PostgresWakeTest, AWaitAfterTheEndReturnsAtOnceAndIsNotCounted) {
   Result<Claim> held = holder_->claim(claim_of("late"));
   ASSERT_TRUE(held);

@@ -45,20 +45,6 @@ class SqliteWakeTest : public ::testing::Test {
   SqliteStore waiting_{SqliteStoreOptions{.path = db_.path()}};  // another store, same file
 };
 
-TEST_F(SqliteWakeTest, CommitThroughAnotherStoreOfTheFileWakesTheWaiter) {
-  expect_commit_wakes(holder_, waiting_);
-}
-
-TEST_F(SqliteWakeTest, AbortWakesTheWaiter) { expect_abort_wakes(holder_, waiting_); }
-
-TEST_F(SqliteWakeTest, TakeoverAfterTheLeaseWakesTheWaiter) {
-  expect_takeover_wakes(holder_, waiting_);
-}
-
-TEST_F(SqliteWakeTest, CommitThroughTheSameStoreWakesTheWaiter) {
-  expect_commit_wakes(holder_, holder_);
-}
-
 TEST_F(SqliteWakeTest, AHoldThatEndedBetweenTheClaimAndTheWaitIsNotMissed) {
   Result<Claim> held = holder_.claim(claim_of("between"));
   ASSERT_TRUE(held);

@@ -1,6 +1,6 @@
-// MemoryStore as a WakingStore: await_change ends with the hold (commit, abort, takeover, an
-// admin release); guards (plain, cached, layered) wake their waiting duplicates instead of
-// polling, except under a test's ManualClock.
+// MemoryStore as a WakingStore, beyond the conformance kit's wake cases (which run on it with a
+// ManualClock): a wake is for the waited key alone, and guards (plain, cached, layered) wake
+// their waiting duplicates instead of polling, except under a test's ManualClock.
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,7 @@
 
 #include "idem/idem.hpp"
 #include "idem/layered_guard.hpp"
-#include "idem/memory/admin.hpp"
-#include "support/call_counter.hpp"
+#include "idem/testing/call_counter.hpp"
 #include "wake/wake_cases.hpp"
 
 namespace idem::testing {
@@ -22,53 +21,21 @@ static_assert(WakingStore<CachedStore<MemoryStore&>>);
 static_assert(WakingStore<MemoryRequestIdCache>);
 static_assert(!WakingStore<CallCounter<MemoryStore, false>>);
 
-TEST(MemoryWakeTest, CommitWakesTheWaiter) {
-  MemoryStore store;
-  expect_commit_wakes(store, store);
-}
-
-TEST(MemoryWakeTest, AbortWakesTheWaiter) {
-  MemoryStore store;
-  expect_abort_wakes(store, store);
-}
-
-TEST(MemoryWakeTest, TakeoverAfterTheLeaseWakesTheWaiter) {
-  MemoryStore store;
-  expect_takeover_wakes(store, store);
-}
-
-TEST(MemoryWakeTest, AdminReleaseWakesTheWaiter) {
-  MemoryStore store;
-  const std::string key = admin::detail::effective_key("s", Key{"k"});
-  Result<Claim> held = store.claim(claim_of(key));
-  ASSERT_TRUE(held);
-  std::atomic<bool> returned{false};
-  Result<Claim> after{Claim{}};
-  std::thread waiter = waiter_of(store, Ticket{key, held->fence}, returned, after);
-  admin::MemoryAdmin admin(store);
-  Result<admin::Change> released = admin.release("s", Key{"k"}, held->fence);
-  ASSERT_TRUE(released);
-  EXPECT_TRUE(released->changed);
-  waiter.join();
-  EXPECT_TRUE(returned.load());
-}
-
 TEST(MemoryWakeTest, AnotherKeysCommitInTheShardDoesNotEndTheWait) {
   MemoryStore store{MemoryStoreOptions{.shards = 1}};  // every key shares the one wake room
   Result<Claim> held = store.claim(claim_of("waited"));
   Result<Claim> other = store.claim(claim_of("other"));
   ASSERT_TRUE(held && other);
-  std::atomic<bool> returned{false};
-  Result<Claim> after{Claim{}};
-  std::thread waiter = waiter_of(store, Ticket{"waited", held->fence}, returned, after);
+  conformance::Waiter<MemoryStore> waiter(store, "waited", held->fence);
   ASSERT_TRUE(store.commit(Ticket{"other", other->fence},
                            Completion{ClaimStatus::completed, "x", kNoTimeout}));
   std::this_thread::sleep_for(20ms);  // a wrong wake would have returned by now; not relied on
-  EXPECT_FALSE(returned.load());      // woken, it found its record still held and slept again
+  EXPECT_FALSE(waiter.returned());    // woken, it found its record still held and slept again
   ASSERT_TRUE(store.commit(Ticket{"waited", held->fence},
                            Completion{ClaimStatus::completed, "y", kNoTimeout}));
-  waiter.join();
-  EXPECT_TRUE(returned.load());
+  Result<Claim>& after = waiter.answer();
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->result, "y");
 }
 
 TEST(MemoryWakeTest, AWaitForAStaleFenceReturnsAtOnce) {

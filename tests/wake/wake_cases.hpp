@@ -1,8 +1,9 @@
 #pragma once
-// The behaviour every WakingStore shares, for one store type (a maker of stores sharing records:
-// the same object or the same file): await_change returns when the hold ends, whoever ends it,
-// and a guard's waiting duplicates cost claim + await_change + claim. No timing is asserted: a
-// wake that never comes shows as a test that does not finish (the bounds are minutes).
+// What the wake tests of particular stores share, beside the conformance kit's wake cases
+// (idem/testing/wake_cases.hpp, run on every store of the kit): the wakes of stores outside the
+// kit (the request-ID caches), a schema upgrade's first wake, and the guard's waits through
+// counted stores (thirty-one duplicates, a hidden wake, the timeout, a spurious wake). No timing
+// is asserted: a wake that never comes shows as a test that does not finish.
 
 #include <gtest/gtest.h>
 
@@ -15,7 +16,8 @@
 #include <vector>
 
 #include "idem/idem.hpp"
-#include "support/call_counter.hpp"
+#include "idem/testing/call_counter.hpp"
+#include "idem/testing/wake_cases.hpp"
 
 namespace idem::testing {
 
@@ -28,81 +30,34 @@ inline ClaimRequest claim_of(std::string_view key, milliseconds lease = kNoTimeo
   return ClaimRequest{key, Fingerprint{1, 2}, lease, held_retention(kNoTimeout, lease)};
 }
 
-/// Starts a thread that does what a guard's waiting duplicate does: claims `held.key` and, while
-/// it finds the hold `held`, waits for it to end (await_change), then claims again; `after` is
-/// its last claim's answer. The main thread sleeps a little so that the waiter likely sleeps
-/// before the hold ends (not relied on: either order must end the wait).
+/// A hold of `key` through `holder` ends by a commit; the duplicate waiting through `waiting`
+/// (the same store, or another over the same records) is woken and replays.
 template <class S>
-std::thread waiter_of(S& store, const Ticket& held, std::atomic<bool>& returned,
-                      Result<Claim>& after) {
-  std::thread waiter([&store, held, &returned, &after] {
-    Result<Claim> busy = store.claim(claim_of(held.key));
-    if (busy && busy->status == ClaimStatus::in_progress && busy->fence == held.fence) {
-      store.await_change(held, kNoTimeout);
-      busy = store.claim(claim_of(held.key));
-    }
-    after = std::move(busy);
-    returned = true;
-  });
-  std::this_thread::sleep_for(20ms);
-  return waiter;
-}
-
-template <class S>
-void expect_commit_wakes(S& holder, S& waiting) {
-  Result<Claim> held = holder.claim(claim_of("wake-commit"));
+void expect_commit_wakes(S& holder, S& waiting, std::string_view key = "wake-commit") {
+  Result<Claim> held = holder.claim(claim_of(key));
   ASSERT_TRUE(held);
   ASSERT_EQ(held->status, ClaimStatus::acquired);
-  const Ticket ticket{"wake-commit", held->fence};
-  std::atomic<bool> returned{false};
-  Result<Claim> after{Claim{}};
-  std::thread waiter = waiter_of(waiting, ticket, returned, after);
-  EXPECT_FALSE(returned.load());  // the hold has not ended: only a wake or the bound returns
-  ASSERT_TRUE(holder.commit(ticket, Completion{ClaimStatus::completed, "done", kNoTimeout}));
-  waiter.join();
-  EXPECT_TRUE(returned.load());
+  conformance::Waiter<S> waiter(waiting, std::string(key), held->fence);
+  EXPECT_FALSE(waiter.returned());  // the hold has not ended: only a wake or the bound returns
+  ASSERT_TRUE(holder.commit(Ticket{key, held->fence},
+                            Completion{ClaimStatus::completed, "done", kNoTimeout}));
+  Result<Claim>& after = waiter.answer();
   ASSERT_TRUE(after);
   EXPECT_EQ(after->status, ClaimStatus::completed);
   EXPECT_EQ(after->result, "done");
 }
 
+/// The same through an abort: the woken duplicate takes the key under a larger fence.
 template <class S>
-void expect_abort_wakes(S& holder, S& waiting) {
-  Result<Claim> held = holder.claim(claim_of("wake-abort"));
+void expect_abort_wakes(S& holder, S& waiting, std::string_view key = "wake-abort") {
+  Result<Claim> held = holder.claim(claim_of(key));
   ASSERT_TRUE(held);
-  const Ticket ticket{"wake-abort", held->fence};
-  std::atomic<bool> returned{false};
-  Result<Claim> after{Claim{}};
-  std::thread waiter = waiter_of(waiting, ticket, returned, after);
-  ASSERT_TRUE(holder.abort(ticket));
-  waiter.join();
-  EXPECT_TRUE(returned.load());
+  conformance::Waiter<S> waiter(waiting, std::string(key), held->fence);
+  ASSERT_TRUE(holder.abort(Ticket{key, held->fence}));
+  Result<Claim>& after = waiter.answer();
   ASSERT_TRUE(after);
   EXPECT_EQ(after->status, ClaimStatus::acquired);  // released: the waiter takes the key
   EXPECT_GT(after->fence, held->fence);
-}
-
-/// The holder's lease ends; nothing wakes the waiter until a takeover does.
-template <class S>
-void expect_takeover_wakes(S& holder, S& waiting) {
-  Result<Claim> held = holder.claim(claim_of("wake-takeover", 100ms));
-  ASSERT_TRUE(held);
-  const Ticket ticket{"wake-takeover", held->fence};
-  std::atomic<bool> returned{false};
-  Result<Claim> after{Claim{}};
-  std::thread waiter = waiter_of(waiting, ticket, returned, after);
-  Result<Claim> taken = waiting.claim(claim_of("wake-takeover"));
-  while (taken && taken->status == ClaimStatus::in_progress) {  // until the lease ends
-    std::this_thread::sleep_for(20ms);
-    taken = waiting.claim(claim_of("wake-takeover"));
-  }
-  ASSERT_TRUE(taken);
-  EXPECT_TRUE(taken->took_over);
-  waiter.join();
-  EXPECT_TRUE(returned.load());
-  ASSERT_TRUE(after);
-  EXPECT_EQ(after->status, ClaimStatus::in_progress);  // the new holder's
-  EXPECT_EQ(after->fence, taken->fence);
 }
 
 /// One holder and `n` duplicates on threads of their own, all under Wait with bounds longer than

@@ -73,6 +73,14 @@ struct StoreTraits<BlockingCell<Cell>> {
     std::optional<CellOptions<Cell>> options = Cell::options();
     return options ? std::make_unique<S>(std::move(*options)) : nullptr;
   }
+  // A cell whose store cannot wait says `static constexpr bool waits = false;` (wake_cases.hpp).
+  static constexpr bool waits = [] {
+    if constexpr (requires { Cell::waits; }) {
+      return Cell::waits;
+    } else {
+      return true;
+    }
+  }();
   static std::unique_ptr<S> reopen(S& store) { return std::make_unique<S>(store.options()); }
   static void advance(S&, std::chrono::milliseconds d) { std::this_thread::sleep_for(d); }
   static std::unique_ptr<admin::Admin> admin(S& store) requires

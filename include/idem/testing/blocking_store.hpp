@@ -41,6 +41,14 @@ class BlockingStore {
     return run(async_.async_extend(ticket, lease));
   }
 
+  /// Whether await_change waits (the asynchronous store's own wakes()).
+  bool wakes() const noexcept requires AsyncWakingStore<A> { return async_.wakes(); }
+  /// The asynchronous wait, run to its end: so the blocking kits' wake cases reach it.
+  void await_change(const Ticket& held,
+                    std::chrono::milliseconds bound) requires AsyncWakingStore<A> {
+    (void)run(async_.async_await_change(held, bound));
+  }
+
   /// The asynchronous store, for an AsyncGuard over it (idem/testing/async_face.hpp).
   A& async() noexcept { return async_; }
 

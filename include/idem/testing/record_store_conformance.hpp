@@ -28,6 +28,8 @@
 //                            front, the async guard), as <Prefix>/<Face>.<Case>; with an admin
 //                            (StoreTraits::admin) also forgets and releases racing callers
 //   held_key_cases.hpp       in_progress only for a key a live holder has
+//   wake_cases.hpp           stores that wake a waiting duplicate (idem::WakingStore), as
+//                            <Prefix>/WakeConformance.<Case>
 //   atomic_step_cases.hpp    stores with atomic steps (idem::AtomicStepStore) whose traits can
 //                            write through the step's transaction (WritesInTransactions)
 //
@@ -49,6 +51,7 @@
 #include "idem/testing/rewind_cases.hpp"
 #include "idem/testing/step_cases.hpp"
 #include "idem/testing/store_traits.hpp"
+#include "idem/testing/wake_cases.hpp"
 
 namespace idem::testing {
 
@@ -114,6 +117,9 @@ bool register_record_store_conformance(const char* prefix, const char* file, int
     register_cases<S, RecordsOutliveTheStoreThatWroteThem,
                    AHolderWhoseStoreClosedIsTakenOverUnderALargerFence,
                    HoldersInTwoStoresFenceEachOtherOff>(suite.c_str(), file, line);
+  }
+  if constexpr (WakingStore<S>) {
+    register_wake_cases<S>(prefix, file, line);
   }
   face_cases::register_faces<S>(prefix, file, line);
   return true;

@@ -19,6 +19,9 @@
 //       A holder keeps its key until it commits or aborts, lease or not (transactional mode: the
 //       holder's open transaction locks the record): there is no takeover of a live holder, and
 //       a session that ends (the store closed, the process gone) frees the key.
+//   static constexpr bool waits = false;
+//       A WakingStore whose await_change cannot wait here (its wakes() says false: an
+//       asynchronous Redis store on a cluster): the wake cases check that callers poll instead.
 //   static std::unique_ptr<MyStore> reopen(MyStore& store);
 //       Another store over the same records, as another process (or this one after a restart)
 //       opens them. Records and fences then outlive the store object that wrote them, and
@@ -73,6 +76,13 @@ concept HoldsUntilFinished = requires {
 template <class S>
 concept Reopenable = requires(S& store) {
   { StoreTraits<S>::reopen(store) } -> std::convertible_to<std::unique_ptr<S>>;
+};
+
+/// The store's await_change never waits, whatever it is built with (StoreTraits<S>::waits is
+/// false): its callers poll.
+template <class S>
+concept NeverWaits = requires {
+  requires !StoreTraits<S>::waits;
 };
 
 }  // namespace idem::testing

@@ -1,7 +1,8 @@
 #pragma once
 // CallCounter<S>: a store over another (held by reference) that counts its calls, so a test can
 // tell how many store calls a waiting duplicate cost. With Wakes = false it hides await_change:
-// the guard then polls, as over a store that cannot wake.
+// the guard then polls, as over a store that cannot wake. Part of the conformance kit
+// (wake_cases.hpp) and usable in a store's own tests.
 
 #include <atomic>
 #include <chrono>
@@ -42,6 +43,8 @@ class CallCounter {
     extends.fetch_add(1);
     return store_->extend(ticket, lease);
   }
+  bool wakes() const noexcept requires Wakes && requires(const S& s) { s.wakes(); }
+  { return store_->wakes(); }
   void await_change(const Ticket& held, std::chrono::milliseconds bound) requires Wakes {
     awaits.fetch_add(1);
     if (spurious.fetch_sub(1) > 0) return;
