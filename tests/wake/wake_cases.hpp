@@ -60,44 +60,11 @@ void expect_abort_wakes(S& holder, S& waiting, std::string_view key = "wake-abor
   EXPECT_GT(after->fence, held->fence);
 }
 
-/// One holder and `n` duplicates on threads of their own, all under Wait with bounds longer than
-/// the test: the holder's handler runs until every duplicate waits in await_change, so each
-/// duplicate's answer costs exactly claim (in_progress) + await_change + claim (replay).
+/// One holder and `n` duplicates of one key: each duplicate costs claim + await_change + claim
+/// (the kit's case, at a scale of the caller's choosing).
 template <class S>
 void expect_duplicates_cost_three_calls(S& store, int n) {
-  CallCounter<S> counted(store);
-  IdempotencyGuard guard{
-      counted, Options{.scope = "storm",
-                       .lease = kNoTimeout,
-                       .in_progress = Wait{.timeout = kNoTimeout, .max_backoff = kNoTimeout}}};
-  std::atomic<int> runs{0};
-  std::thread holder([&] {
-    Outcome<std::string> out = guard.execute("k", [&] {
-      runs.fetch_add(1);
-      while (counted.awaits.load() < n) std::this_thread::sleep_for(1ms);
-      return std::string("once");
-    });
-    EXPECT_TRUE(out.executed());
-  });
-  while (runs.load() < 1) std::this_thread::sleep_for(1ms);  // the holder runs first
-  std::vector<std::thread> duplicates;
-  std::atomic<int> replayed{0};
-  for (int i = 0; i < n; ++i) {
-    duplicates.emplace_back([&] {
-      Outcome<std::string> out = guard.execute("k", [&] {
-        runs.fetch_add(1);
-        return std::string("again");
-      });
-      if (out.replayed() && out.value() == "once") replayed.fetch_add(1);
-    });
-  }
-  for (std::thread& t : duplicates) t.join();
-  holder.join();
-  EXPECT_EQ(runs.load(), 1);
-  EXPECT_EQ(replayed.load(), n);
-  EXPECT_EQ(counted.awaits.load(), n);  // woken once each: no bound ran out, no spurious wake
-  EXPECT_EQ(counted.claims.load(), 1 + 2 * n);
-  EXPECT_LE(counted.calls() - 2, 3 * n) << "the holder's claim and commit aside";
+  conformance::expect_duplicates_cost_three_calls(store, n, "storm");
 }
 
 /// The same wait through a store that hides await_change: the guard polls, so the duplicate
@@ -106,26 +73,7 @@ template <class S>
 void expect_hidden_wake_polls(S& store) {
   CallCounter<S, /*Wakes=*/false> counted(store);
   static_assert(!WakingStore<CallCounter<S, false>>);
-  IdempotencyGuard guard{
-      counted, Options{.scope = "polled",
-                       .lease = kNoTimeout,
-                       .in_progress = Wait{
-                           .timeout = kNoTimeout, .initial_backoff = 1ms, .max_backoff = 2ms}}};
-  std::atomic<bool> started{false};
-  std::thread holder([&] {
-    (void)guard.execute("k", [&] {
-      started = true;
-      while (counted.claims.load() < 5) std::this_thread::sleep_for(1ms);  // the poller's claims
-      return std::string("once");
-    });
-  });
-  while (!started.load()) std::this_thread::sleep_for(1ms);
-  Outcome<std::string> out = guard.execute("k", [] { return std::string("again"); });
-  holder.join();
-  ASSERT_TRUE(out);
-  EXPECT_TRUE(out.replayed());
-  EXPECT_GE(counted.claims.load(), 5);
-  EXPECT_EQ(counted.awaits.load(), 0);
+  conformance::expect_a_duplicate_polls(counted, "polled");
 }
 
 /// Wait::timeout still ends a wait that nothing wakes: the duplicate is refused in_progress.

@@ -109,6 +109,77 @@ class Waiter {
   std::thread thread_;
 };
 
+/// One holder and `n` duplicates on threads of their own, all under Wait with bounds longer than
+/// the test: the holder's handler runs until every duplicate waits in await_change, so each
+/// duplicate's answer costs exactly claim (in progress) + await_change + claim (the replay).
+template <class S>
+void expect_duplicates_cost_three_calls(S& store, int n, const std::string& scope) {
+  CallCounter<S> counted(store);
+  IdempotencyGuard guard{counted,
+                         Options{.scope = scope,
+                                 .lease = conformance::kUnwoken,
+                                 .in_progress = Wait{.timeout = conformance::kUnwoken,
+                                                     .max_backoff = conformance::kUnwoken}}};
+  std::atomic<int> runs{0};
+  std::thread holder([&] {
+    Outcome<std::string> out = guard.execute("k", [&] {
+      runs.fetch_add(1);
+      while (counted.awaits.load() < n) std::this_thread::sleep_for(std::chrono::milliseconds{1});
+      return std::string("once");
+    });
+    EXPECT_TRUE(out.executed()) << out.message();
+  });
+  while (runs.load() < 1) std::this_thread::sleep_for(std::chrono::milliseconds{1});
+  std::atomic<int> replayed{0};
+  std::vector<std::thread> duplicates;
+  for (int i = 0; i < n; ++i) {
+    duplicates.emplace_back([&] {
+      Outcome<std::string> out = guard.execute("k", [&] {
+        runs.fetch_add(1);
+        return std::string("again");
+      });
+      if (out.replayed() && out.value() == "once") replayed.fetch_add(1);
+    });
+  }
+  for (std::thread& t : duplicates) t.join();
+  holder.join();
+  EXPECT_EQ(runs.load(), 1);
+  EXPECT_EQ(replayed.load(), n);
+  EXPECT_EQ(counted.awaits.load(), n) << "woken once each: no bound ran out, no spurious wake";
+  EXPECT_EQ(counted.claims.load(), 1 + 2 * n);
+  EXPECT_LE(counted.calls() - 2, 3 * n) << "the holder's claim and commit aside";
+}
+
+/// A duplicate through `counted` (a CallCounter over a store that cannot wait, or hides that it
+/// can) while a holder runs on: the guard polls, claiming again and again, and never calls
+/// await_change; it replays once the holder commits.
+template <class Counted>
+void expect_a_duplicate_polls(Counted& counted, const std::string& scope) {
+  IdempotencyGuard guard{
+      counted, Options{.scope = scope,
+                       .lease = conformance::kUnwoken,
+                       .in_progress = Wait{.timeout = conformance::kUnwoken,
+                                           .initial_backoff = std::chrono::milliseconds{1},
+                                           .max_backoff = std::chrono::milliseconds{2}}}};
+  std::atomic<bool> started{false};
+  std::thread holder([&] {
+    (void)guard.execute("k", [&] {
+      started = true;
+      while (counted.claims.load() < 5) {  // the poller's claims
+        std::this_thread::sleep_for(std::chrono::milliseconds{1});
+      }
+      return std::string("once");
+    });
+  });
+  while (!started.load()) std::this_thread::sleep_for(std::chrono::milliseconds{1});
+  Outcome<std::string> out = guard.execute("k", [] { return std::string("again"); });
+  holder.join();
+  ASSERT_TRUE(out) << out.message();
+  EXPECT_TRUE(out.replayed());
+  EXPECT_GE(counted.claims.load(), 5);
+  EXPECT_EQ(counted.awaits.load(), 0);
+}
+
 template <class S>
 class WakeTest : public RecordStoreTest<S> {
  protected:
@@ -236,43 +307,10 @@ IDEM_TESTING_WAKE_CASE(AWaitNothingEndsReturnsAtItsBound) {
   ASSERT_TRUE(this->commit_kept(this->store(), k, held.fence));
 }
 
-// One holder and `n` duplicates under Wait with bounds longer than the case: the holder's handler
-// runs until every duplicate waits in await_change, so each duplicate's answer costs exactly
-// claim (in progress) + await_change + claim (the replay).
+// One holder and eight duplicates under Wait with bounds longer than the case: each duplicate's
+// answer costs exactly claim (in progress) + await_change + claim (the replay).
 IDEM_TESTING_WAKE_CASE(AWaitingDuplicateCostsThreeStoreCalls) {
-  constexpr int n = 8;
-  CallCounter<S> counted(this->store());
-  IdempotencyGuard guard{
-      counted, Options{.scope = this->key(),
-                       .lease = kUnwoken,
-                       .in_progress = Wait{.timeout = kUnwoken, .max_backoff = kUnwoken}}};
-  std::atomic<int> runs{0};
-  std::thread holder([&] {
-    Outcome<std::string> out = guard.execute("k", [&] {
-      runs.fetch_add(1);
-      while (counted.awaits.load() < n) std::this_thread::sleep_for(std::chrono::milliseconds{1});
-      return std::string("once");
-    });
-    EXPECT_TRUE(out.executed()) << out.message();
-  });
-  while (runs.load() < 1) std::this_thread::sleep_for(std::chrono::milliseconds{1});
-  std::atomic<int> replayed{0};
-  std::vector<std::thread> duplicates;
-  for (int i = 0; i < n; ++i) {
-    duplicates.emplace_back([&] {
-      Outcome<std::string> out = guard.execute("k", [&] {
-        runs.fetch_add(1);
-        return std::string("again");
-      });
-      if (out.replayed() && out.value() == "once") replayed.fetch_add(1);
-    });
-  }
-  for (std::thread& t : duplicates) t.join();
-  holder.join();
-  EXPECT_EQ(runs.load(), 1);
-  EXPECT_EQ(replayed.load(), n);
-  EXPECT_EQ(counted.awaits.load(), n) << "woken once each: no bound ran out, no spurious wake";
-  EXPECT_EQ(counted.claims.load(), 1 + 2 * n);
+  expect_duplicates_cost_three_calls(this->store(), 8, this->key());
 }
 
 // A store that cannot wait: the guard's duplicate polls, claiming again and again, and never
@@ -280,26 +318,7 @@ IDEM_TESTING_WAKE_CASE(AWaitingDuplicateCostsThreeStoreCalls) {
 IDEM_TESTING_WAKE_CASE(AStoreThatCannotWaitIsPolled) {
   EXPECT_FALSE(waits_in_await_change(this->store()));
   CallCounter<S> counted(this->store());
-  IdempotencyGuard guard{
-      counted, Options{.scope = this->key(),
-                       .lease = kUnwoken,
-                       .in_progress = Wait{.timeout = kUnwoken,
-                                           .initial_backoff = std::chrono::milliseconds{1},
-                                           .max_backoff = std::chrono::milliseconds{2}}}};
-  std::atomic<bool> started{false};
-  std::thread holder([&] {
-    (void)guard.execute("k", [&] {
-      started = true;
-      while (counted.claims.load() < 5) std::this_thread::sleep_for(std::chrono::milliseconds{1});
-      return std::string("once");
-    });
-  });
-  while (!started.load()) std::this_thread::sleep_for(std::chrono::milliseconds{1});
-  Outcome<std::string> out = guard.execute("k", [] { return std::string("again"); });
-  holder.join();
-  ASSERT_TRUE(out) << out.message();
-  EXPECT_TRUE(out.replayed());
-  EXPECT_EQ(counted.awaits.load(), 0);
+  expect_a_duplicate_polls(counted, this->key());
 }
 
 #undef IDEM_TESTING_WAKE_CASE
