@@ -162,8 +162,8 @@ class RequestIdLayer : public detail::LayerBase<S, LayerKind::request_id> {
 /// The one-time token layer over MemoryTokenStore or RedisTokenStore. Key: the token, without
 /// principal (a token is issued before anyone presents it). Its fingerprint binds the payload to
 /// the principal presenting it, so the token's result replays to that principal only: to another
-/// principal the token was used with another payload (token_invalid). A malformed token is token_invalid
-/// without a round trip.
+/// principal the token was used with another payload (token_invalid). A malformed token is
+/// token_invalid without a round trip.
 template <class S>
 class TokenLayer : public detail::LayerBase<S, LayerKind::token> {
  public:

@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "idem/redis/request_id_cache.hpp"
+#include "idem/testing/call_counter.hpp"
 #include "redis/redis_cluster_support.hpp"
 #include "redis/redis_test_support.hpp"
 #include "support/bounded_calls.hpp"
-#include "idem/testing/call_counter.hpp"
 #include "support/fault_relay.hpp"
 #include "wake/wake_cases.hpp"
 
