@@ -150,7 +150,7 @@ class PaymentsRoutes::Impl {
   }
 
   // With a Payment-Token, the token's guard runs the record's: the token pays once, and reused
-  // (for any key) it replays what it paid. Without one, the record's guard alone.
+  // (for any key of its bearer) it replays what it paid. Without one, the record's guard alone.
   net::awaitable<HttpResponse> post_payment(const HttpRequest& req) {
     std::variant<payments::PaymentRequest, payments::Refusal> checked =
         payments::check_payment_request(req.header("Authorization"), req.values("Idempotency-Key"),
@@ -166,7 +166,7 @@ class PaymentsRoutes::Impl {
       } else {
         bool record_replayed = false;
         const idem::Outcome<StoredResponse> out = co_await token_guard_.async_execute(
-            idem::Key{token}, p.payload, [&]() -> net::awaitable<StoredResponse> {
+            idem::Key{token}, token_payload(p), [&]() -> net::awaitable<StoredResponse> {
               idem::Outcome<StoredResponse> paid = co_await pay(p);
               if (idem::http::problem_for(paid)) {
                 throw RecordRefused{
@@ -185,6 +185,14 @@ class PaymentsRoutes::Impl {
       res = problem(503, "store_unavailable", "Payment not recorded", e.what());
     }
     co_return std::move(*res);
+  }
+
+  // What the token's guard fingerprints: the payload bound to the bearer (its length first, so
+  // no bearer and body join to another pair's), so a token one bearer paid with is, to another
+  // bearer, a token used with another payload, never that payment's replay, as the layered
+  // guard's token layer does for the blocking service.
+  static std::string token_payload(const payments::PaymentRequest& p) {
+    return std::to_string(p.principal.size()) + ':' + p.principal + p.payload;
   }
 
   // The record's guard: the handler waits out --delay-ms on a timer, then writes the payment
