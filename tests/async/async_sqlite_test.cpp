@@ -96,6 +96,8 @@ struct BlockingAsyncSqlite : SharedSqliteFile, BlockingStore<SqliteAsyncOnLoop> 
 template <>
 struct StoreTraits<BlockingAsyncSqlite> {
   static constexpr std::chrono::milliseconds lease{600};
+  static constexpr bool admin_release_wakes = false;  // the admin is not a store of the process
+  static constexpr bool wait_sees_ends_on_other_threads = false;  // claims on the store's thread
   static std::unique_ptr<BlockingAsyncSqlite> make() {
     return std::make_unique<BlockingAsyncSqlite>(std::make_shared<SqliteFile>());
   }

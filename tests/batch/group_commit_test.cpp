@@ -59,6 +59,7 @@ struct GroupedSqliteStore : private GroupedParts, public GroupCommitStore<Sqlite
 template <>
 struct StoreTraits<GroupedSqliteStore> {
   static constexpr std::chrono::milliseconds lease{600};
+  static constexpr bool admin_release_wakes = false;  // the admin is not a store of the process
   static std::unique_ptr<GroupedSqliteStore> make() {
     return std::make_unique<GroupedSqliteStore>(std::make_shared<TempDb>());
   }

@@ -37,6 +37,7 @@ template <SqlMode Mode>
 struct SqliteTraits {
   static constexpr std::chrono::milliseconds lease{600};
   static constexpr bool holds_until_finished = Mode == SqlMode::transactional;
+  static constexpr bool admin_release_wakes = false;  // the admin is not a store of the process
   static std::unique_ptr<SqliteModeStore<Mode>> make() {
     auto file = std::make_shared<TempDb>();
     SQLite::Database(file->path(), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE)

@@ -81,6 +81,13 @@ struct StoreTraits<BlockingCell<Cell>> {
       return true;
     }
   }();
+  static constexpr bool takeover_wakes = [] {
+    if constexpr (requires { Cell::takeover_wakes; }) {
+      return Cell::takeover_wakes;
+    } else {
+      return true;
+    }
+  }();
   static std::unique_ptr<S> reopen(S& store) { return std::make_unique<S>(store.options()); }
   static void advance(S&, std::chrono::milliseconds d) { std::this_thread::sleep_for(d); }
   static std::unique_ptr<admin::Admin> admin(S& store) requires

@@ -22,6 +22,16 @@
 //   static constexpr bool waits = false;
 //       A WakingStore whose await_change cannot wait here (its wakes() says false: an
 //       asynchronous Redis store on a cluster): the wake cases check that callers poll instead.
+//   static constexpr bool takeover_wakes = false;
+//       A takeover after the lease does not end a duplicate's wait for the old holder before
+//       its bound (Redis: the claim script that takes the key over pushes no wake).
+//   static constexpr bool admin_release_wakes = false;
+//       An admin's release does not end a waiting duplicate's wait before its bound (SQLite:
+//       the admin writes through a connection of its own, which no store of the process hears).
+//   static constexpr bool wait_sees_ends_on_other_threads = false;
+//       A hold that ended between a claim that found it and the wait is noticed at once only
+//       when the claim and the wait ran on one thread (SQLite behind ThreadedAsyncStore); on
+//       other threads the wait may run to its bound.
 //   static std::unique_ptr<MyStore> reopen(MyStore& store);
 //       Another store over the same records, as another process (or this one after a restart)
 //       opens them. Records and fences then outlive the store object that wrote them, and
@@ -76,6 +86,27 @@ concept HoldsUntilFinished = requires {
 template <class S>
 concept Reopenable = requires(S& store) {
   { StoreTraits<S>::reopen(store) } -> std::convertible_to<std::unique_ptr<S>>;
+};
+
+/// A takeover ends a waiting duplicate's wait (unless StoreTraits<S>::takeover_wakes says it
+/// does not).
+template <class S>
+concept TakeoverWakes = !requires {
+  requires !StoreTraits<S>::takeover_wakes;
+};
+
+/// An admin's release ends a waiting duplicate's wait (unless StoreTraits<S>::admin_release_wakes
+/// says it does not).
+template <class S>
+concept AdminReleaseWakes = !requires {
+  requires !StoreTraits<S>::admin_release_wakes;
+};
+
+/// A wait notices a hold that ended after the claim that found it, wherever that claim ran
+/// (unless StoreTraits<S>::wait_sees_ends_on_other_threads says otherwise).
+template <class S>
+concept WaitSeesEarlierEnds = !requires {
+  requires !StoreTraits<S>::wait_sees_ends_on_other_threads;
 };
 
 /// The store's await_change never waits, whatever it is built with (StoreTraits<S>::waits is

@@ -331,18 +331,21 @@ void register_wake_cases(const char* prefix, const char* file, int line) {
     register_cases<S, AStoreThatCannotWaitIsPolled>(suite.c_str(), file, line);
   } else {
     register_cases<S, ACommitWakesAWaiterOnTheSameStore, AnAbortWakesAWaiterThatThenTakesTheKey,
-                   AHoldThatEndedBeforeTheWaitIsNotWaitedFor, AWaitNothingEndsReturnsAtItsBound>(
-        suite.c_str(), file, line);
-    if constexpr (!HoldsUntilFinished<S>) {
+                   AWaitNothingEndsReturnsAtItsBound>(suite.c_str(), file, line);
+    if constexpr (WaitSeesEarlierEnds<S>) {
+      register_cases<S, AHoldThatEndedBeforeTheWaitIsNotWaitedFor>(suite.c_str(), file, line);
+    }
+    if constexpr (!HoldsUntilFinished<S> && TakeoverWakes<S>) {
       register_cases<S, ATakeoverAfterTheLeaseWakesAWaiter>(suite.c_str(), file, line);
     }
     if constexpr (Reopenable<S>) {
       register_cases<S, ACommitThroughAnotherStoreWakesItsWaiter>(suite.c_str(), file, line);
     }
-    if constexpr (AdminTraits<S> && !HoldsUntilFinished<S>) {  // a transaction holds the key
+    if constexpr (AdminTraits<S> && AdminReleaseWakes<S> &&
+                  !HoldsUntilFinished<S>) {  // a transaction holds the key
       register_cases<S, AnAdminReleaseWakesAWaiter>(suite.c_str(), file, line);
     }
-    if constexpr (ReadsTheSteadyClock<S>) {
+    if constexpr (ReadsTheSteadyClock<S> && !HoldsUntilFinished<S>) {
       register_cases<S, AWaitingDuplicateCostsThreeStoreCalls>(suite.c_str(), file, line);
     }
   }
