@@ -99,6 +99,11 @@ class StoreTarget {
                         /*rewindable=*/options_->remember_failures};
   }
   Result<Claim> claim() { return store_->claim(claim_request()); }
+  Result<Claim> claim_after_wait() {
+    ClaimRequest request = claim_request();
+    request.after_wait = true;
+    return store_->claim(request);
+  }
   CommitRequest commit_request(Fence fence, ClaimStatus status,
                                std::string_view bytes) const noexcept {
     return CommitRequest{ticket(fence), Completion{status, bytes, *options_->ttl}};

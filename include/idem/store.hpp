@@ -35,6 +35,11 @@ struct ClaimRequest {
   /// The guard will rewind() before recording a handler's failure (remember_failures): a store
   /// running the handler in its own transaction marks the point rewind() goes back to.
   bool rewindable = false;
+  /// The caller saw the key held and waited for the holder before this claim (a duplicate under
+  /// the Wait policy): the record has likely settled. A store may read the record before it
+  /// claims, so that a replay or a refusal, which changes nothing, takes no write lock (the SQL
+  /// stores do); the answer is the claim's either way.
+  bool after_wait = false;
 };
 
 /// What the caller of claim() must do next.

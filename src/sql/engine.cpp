@@ -98,7 +98,34 @@ Result<Claim> Engine::claim(const ClaimRequest& request) {
     }
   }
   if (Status schema = ensure_schema(); !schema) return schema.failure();
+  // Transactional claims wait on the holder's lock (block_for) rather than after it: no read.
+  if (request.after_wait && mode_ == SqlMode::lease) {
+    if (auto answer = settled_answer(request)) return std::move(*answer);
+  }
   return mode_ == SqlMode::lease ? claim_lease(request) : claim_transactional(request);
+}
+
+std::optional<Result<Claim>> Engine::settled_answer(const ClaimRequest& request) {
+  std::optional<ClaimRow> row;
+  try {
+    SessionLease s = backend_->acquire(milliseconds{0});
+    try {
+      row = s->read(request.key);
+    } catch (...) {
+      (void)failure(s);  // drops a broken session; the claim below says what went wrong
+      return std::nullopt;
+    }
+  } catch (...) {
+    return std::nullopt;
+  }
+  // Only a finished record is answered from the read. A holder's row may be one this process
+  // has not committed yet (transactional mode), whose answer is the claim's to give.
+  const std::optional<detail::RecordState> state =
+      row ? detail::from_sql(row->state) : std::nullopt;
+  const bool settled =
+      state == detail::RecordState::completed || state == detail::RecordState::failed;
+  if (!settled || row->expire_left_ms <= 0) return std::nullopt;
+  return classify(*row, request);
 }
 
 std::optional<Result<Claim>> Engine::classify(const ClaimRow& row, const ClaimRequest& request) {

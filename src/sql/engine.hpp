@@ -187,6 +187,11 @@ class Engine {
   ~Engine();
 
   Result<Claim> claim(const ClaimRequest& request);
+  /// A lease-mode claim after a wait (ClaimRequest::after_wait) answered from a plain read of the
+  /// record, which takes no lock and writes nothing: a finished record that has not expired (a
+  /// replay, or a payload mismatch), as the claim would answer. nullopt: any other record (held,
+  /// released, expired, none), or a read that failed; the claim decides.
+  std::optional<Result<Claim>> settled_answer(const ClaimRequest& request);
   Status commit(const Ticket& ticket, const Completion& completion);
   Status abort(const Ticket& ticket);
   Status extend(const Ticket& ticket, std::chrono::milliseconds lease);

@@ -673,8 +673,14 @@ std::size_t key_hash(std::string_view key) noexcept { return std::hash<std::stri
 // engine), one write transaction for the calls queued behind it.
 Result<Claim> SqliteStore::grouped_claim(const ClaimRequest& request) {
   if (!group_ || engine() == nullptr) return SqlStore::claim(request);
+  if (request.after_wait) {
+    // Read before queueing for the file's writer: a settled record needs no write transaction.
+    if (auto answer = engine()->settled_answer(request)) return std::move(*answer);
+  }
+  ClaimRequest grouped = request;
+  grouped.after_wait = false;  // read above, not again inside the group's transaction
   const sql::WritingEngine::Scope writing(*engine());
-  return group_->calls.claim(request);
+  return group_->calls.claim(grouped);
 }
 
 Status SqliteStore::grouped_commit(const Ticket& ticket, const Completion& completion) {

@@ -239,6 +239,41 @@ TEST(PostgresTimeoutTest, AClaimBlockedOnALockedRowIsStoreUnavailableAtTheStatem
   EXPECT_EQ(runs, 1);
 }
 
+// A duplicate woken by the hold's end claims with after_wait: the replay is a plain read, which
+// no row lock holds up (the claim's upsert would wait on it, as the test above shows) and which
+// writes nothing, so a durable server flushes nothing for it.
+TEST(PostgresTimeoutTest, AClaimAfterAWaitReadsASettledRecordPastALockedRow) {
+  const char* uri = std::getenv("IDEM_TEST_PG_URI");
+  if (uri == nullptr) GTEST_SKIP() << kNoPgMessage;
+  const std::string prefix = unique_name("after_wait") + "_";
+  PostgresStore store{PostgresStoreOptions{
+      .connection = {.uri = uri, .table_prefix = prefix, .statement_timeout = milliseconds{300}}}};
+  auto claim = [&](bool after_wait) {
+    return store.claim(ClaimRequest{.key = "k",
+                                    .fingerprint = {1, 2},
+                                    .lease = milliseconds{1000},
+                                    .retention = std::chrono::hours{1},
+                                    .after_wait = after_wait});
+  };
+  Result<Claim> held = claim(false);
+  ASSERT_TRUE(held.has_value()) << held.failure().describe();
+  ASSERT_TRUE(store
+                  .commit(Ticket{"k", held->fence},
+                          Completion{ClaimStatus::completed, "r", std::chrono::hours{1}})
+                  .ok());
+  pqxx::connection locker(uri);
+  pqxx::work lock(locker);
+  lock.exec("SELECT 1 FROM " + prefix + "records FOR UPDATE");
+  Result<Claim> read = claim(true);
+  ASSERT_TRUE(read.has_value()) << read.failure().describe();
+  EXPECT_EQ(read->status, ClaimStatus::completed);
+  EXPECT_EQ(read->result, "r");
+  Result<Claim> claimed = claim(false);
+  ASSERT_FALSE(claimed.has_value());
+  EXPECT_EQ(claimed.error(), errc::store_unavailable) << claimed.failure().describe();
+  lock.abort();
+}
+
 // The fenced UPDATE of a lease-mode commit reaches the server, which runs it; the connection is
 // cut before its reply reaches the client. The guard's commit retry under the same fence finds
 // the record committed under it: the value is recorded (not a takeover), the next call replays

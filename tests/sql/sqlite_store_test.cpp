@@ -472,3 +472,40 @@ TEST(SqliteFenceFileTest, AFenceFileThatCannotBeUsedIsStoreUnavailable) {
 
 }  // namespace
 }  // namespace idem::testing
+
+namespace idem::testing {
+namespace {
+
+// A duplicate woken by the hold's end claims with after_wait: the replay is read, not claimed
+// under the file's write lock, so another writer holding the file does not hold it up. The same
+// claim without after_wait waits for the lock and gives up at busy_timeout.
+TEST(SqliteAfterWaitTest, AClaimAfterAWaitReadsASettledRecordPastTheWriteLock) {
+  TempDb db;
+  SqliteStore store{SqliteStoreOptions{.path = db.path(), .busy_timeout = milliseconds{200}}};
+  auto claim = [&](bool after_wait) {
+    return store.claim(ClaimRequest{.key = "k",
+                                    .fingerprint = {1, 2},
+                                    .lease = milliseconds{1000},
+                                    .retention = std::chrono::hours{1},
+                                    .after_wait = after_wait});
+  };
+  Result<Claim> held = claim(false);
+  ASSERT_TRUE(held.has_value()) << held.failure().describe();
+  ASSERT_TRUE(store
+                  .commit(Ticket{"k", held->fence},
+                          Completion{ClaimStatus::completed, "r", std::chrono::hours{1}})
+                  .ok());
+  SQLite::Database other(db.path(), SQLite::OPEN_READWRITE);
+  other.exec("BEGIN IMMEDIATE");
+  Result<Claim> read = claim(true);
+  ASSERT_TRUE(read.has_value()) << read.failure().describe();
+  EXPECT_EQ(read->status, ClaimStatus::completed);
+  EXPECT_EQ(read->result, "r");
+  Result<Claim> claimed = claim(false);
+  ASSERT_FALSE(claimed.has_value());
+  EXPECT_EQ(claimed.error(), errc::store_unavailable) << claimed.failure().describe();
+  other.exec("ROLLBACK");
+}
+
+}  // namespace
+}  // namespace idem::testing

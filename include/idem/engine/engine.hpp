@@ -337,6 +337,17 @@ void pause_for_holder(const Policy& policy, Target& target, bool waking, Fence h
   policy.clock->sleep_for(pause);
 }
 
+/// A claim after a wait for the holder: a target that can says so to its store
+/// (ClaimRequest::after_wait).
+template <class Target>
+Result<Claim> claim_after_wait(Target& target) {
+  if constexpr (requires { target.claim_after_wait(); }) {
+    return target.claim_after_wait();
+  } else {
+    return target.claim();
+  }
+}
+
 /// Claims; refusals (payload mismatch, a live holder) become failures. Under Wait, waits while
 /// another holds the key: woken by the hold's end on a WakingStore, else polling; either way it
 /// looks again when the holder's lease ends.
@@ -356,7 +367,7 @@ Result<Claim> claim_or_wait(const Policy& policy, Target& target) {
     const bool waking = waits_on_store(policy, target);
     if (const auto pause = pacer.next_pause(claim.value(), waking)) {
       pause_for_holder(policy, target, waking, claim->fence, *pause);
-      claim = target.claim();
+      claim = claim_after_wait(target);
       continue;
     }
     claim = refuse_busy(policy, target, claim.value());

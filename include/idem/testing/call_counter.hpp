@@ -17,6 +17,7 @@ class CallCounter {
   explicit CallCounter(S& store) noexcept : store_(&store) {}
 
   std::atomic<int> claims{0};
+  std::atomic<int> claims_after_wait{0};  // of them, claims saying ClaimRequest::after_wait
   std::atomic<int> commits{0};
   std::atomic<int> aborts{0};
   std::atomic<int> extends{0};
@@ -29,6 +30,7 @@ class CallCounter {
 
   Result<Claim> claim(const ClaimRequest& request) {
     claims.fetch_add(1);
+    if (request.after_wait) claims_after_wait.fetch_add(1);
     return store_->claim(request);
   }
   Status commit(const Ticket& ticket, const Completion& completion) {

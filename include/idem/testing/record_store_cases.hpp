@@ -282,4 +282,53 @@ IDEM_TESTING_CASE(KeysAreOpaqueBytes) {
   }
 }
 
+// A claim after a wait (ClaimRequest::after_wait) may be answered from a read of the record, but
+// its answers are the claim's: a live holder, a replay, a mismatch, and a key the claim takes
+// (fresh, released, a lapsed lease) taken as a claim takes it.
+IDEM_TESTING_CASE(AClaimAfterAWaitAnswersAsAClaim) {
+  auto claim_after_wait = [this](std::string_view k, Fingerprint fp = {1, 2}) {
+    return this->store().claim(ClaimRequest{.key = k,
+                                            .fingerprint = fp,
+                                            .lease = this->kLease,
+                                            .retention = this->kTtl,
+                                            .after_wait = true});
+  };
+  const auto k = this->key();
+  Result<Claim> fresh = claim_after_wait(k);
+  ASSERT_TRUE(fresh.has_value()) << fresh.failure().describe();
+  ASSERT_EQ(fresh->status, ClaimStatus::acquired);
+  Result<Claim> busy = claim_after_wait(k);
+  ASSERT_TRUE(busy.has_value()) << busy.failure().describe();
+  EXPECT_EQ(busy->status, ClaimStatus::in_progress);
+  EXPECT_EQ(busy->fence, fresh->fence);
+  EXPECT_GT(busy->lease_remaining.count(), 0);
+  EXPECT_EQ(claim_after_wait(k, {9, 9})->status, ClaimStatus::mismatch);
+  ASSERT_TRUE(this->commit(k, fresh->fence, "done").ok());
+  Result<Claim> replay = claim_after_wait(k);
+  ASSERT_TRUE(replay.has_value()) << replay.failure().describe();
+  EXPECT_EQ(replay->status, ClaimStatus::completed);
+  EXPECT_EQ(replay->result, "done");
+  EXPECT_EQ(replay->fence, fresh->fence);
+  EXPECT_EQ(claim_after_wait(k, {9, 9})->status, ClaimStatus::mismatch);
+
+  const auto released = this->key("released");
+  const Claim first = this->acquired(released);
+  ASSERT_TRUE(this->store().abort(Ticket{released, first.fence}).ok());
+  Result<Claim> again = claim_after_wait(released);
+  ASSERT_TRUE(again.has_value()) << again.failure().describe();
+  EXPECT_EQ(again->status, ClaimStatus::acquired);
+  EXPECT_GT(again->fence, first.fence);
+
+  if constexpr (!HoldsUntilFinished<S>) {
+    const auto lapsed = this->key("lapsed");
+    const Claim old_holder = this->acquired(lapsed);
+    this->advance(this->kLease + this->kLease / 2);
+    Result<Claim> takeover = claim_after_wait(lapsed);
+    ASSERT_TRUE(takeover.has_value()) << takeover.failure().describe();
+    EXPECT_EQ(takeover->status, ClaimStatus::acquired);
+    EXPECT_TRUE(takeover->took_over);
+    EXPECT_EQ(this->commit(lapsed, old_holder.fence, "late").error(), errc::lease_lost);
+  }
+}
+
 }  // namespace idem::testing::conformance

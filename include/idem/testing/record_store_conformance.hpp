@@ -77,7 +77,7 @@ bool register_record_store_conformance(const char* prefix, const char* file, int
       ExtendKeepsTheLeaseAlive, CompletedRecordExpiresAfterItsTtl, FailedRecordReplaysItsBytes,
       ReplaysSayHowLongTheRecordStillLives, CommitTwiceIsLeaseLostTheSecondTime,
       CommitRepeatedUnderItsFenceAfterItLandedSucceeds, CommitOfAnUnknownKeyIsLeaseLost,
-      KeysAreOpaqueBytes>(suite.c_str(), file, line);
+      KeysAreOpaqueBytes, AClaimAfterAWaitAnswersAsAClaim>(suite.c_str(), file, line);
   register_cases<S, AFreshKeyIsAClaimAndACommitAndAReplayOneClaim>(suite.c_str(), file, line);
   if constexpr (RewindableStore<S>) {
     register_cases<S, RewindKeepsTheKeyHeldAndAFailureCommitsAfterIt,

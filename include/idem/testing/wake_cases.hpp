@@ -147,6 +147,7 @@ void expect_duplicates_cost_three_calls(S& store, int n, const std::string& scop
   EXPECT_EQ(replayed.load(), n);
   EXPECT_EQ(counted.awaits.load(), n) << "woken once each: no bound ran out, no spurious wake";
   EXPECT_EQ(counted.claims.load(), 1 + 2 * n);
+  EXPECT_EQ(counted.claims_after_wait.load(), n) << "each duplicate's claim after its wake";
   EXPECT_LE(counted.calls() - 2, 3 * n) << "the holder's claim and commit aside";
 }
 
@@ -177,6 +178,8 @@ void expect_a_duplicate_polls(Counted& counted, const std::string& scope) {
   ASSERT_TRUE(out) << out.message();
   EXPECT_TRUE(out.replayed());
   EXPECT_GE(counted.claims.load(), 5);
+  EXPECT_EQ(counted.claims_after_wait.load(), counted.claims.load() - 2)
+      << "every claim but the holder's and the duplicate's first follows a pause";
   EXPECT_EQ(counted.awaits.load(), 0);
 }
 

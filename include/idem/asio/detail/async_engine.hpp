@@ -218,6 +218,8 @@ boost::asio::awaitable<Result<Claim>> async_wait_for_holder(const Policy& policy
   WaitPacer pacer(policy.wait(), *policy.clock);
   AsyncPause pauses(*policy.clock);
   const bool waking = async_waits_on_store(policy, target);
+  ClaimRequest again = request;
+  again.after_wait = true;
   for (;;) {
     const auto pause = pacer.next_pause(busy, waking);
     if (!pause) co_return refuse_busy(policy, target, busy);
@@ -225,7 +227,7 @@ boost::asio::awaitable<Result<Claim>> async_wait_for_holder(const Policy& policy
     if (co_await async_pause_for_holder(target, pauses, waking, busy.fence, *pause)) {
       throw_cancelled();
     }
-    Result<Claim> claim = co_await target.store().async_claim(request);
+    Result<Claim> claim = co_await target.store().async_claim(again);
     if (claim_refused(policy, target, claim)) co_return claim;
     if (claim->status != ClaimStatus::in_progress) {
       claim_answered(policy, target, claim.value());
