@@ -72,7 +72,7 @@ class CommandLine(case.ProxyTestCase):
             self.assertIn(option, out)
         status, out, _ = proxy_process.run_cli(["--version"])
         self.assertEqual(status, 0)
-        self.assertRegex(out, r"idem-proxy \d+\.\d+")
+        self.assertRegex(out, r"idem-proxy.*\d+\.\d+\.\d+")
 
 
 if __name__ == "__main__":

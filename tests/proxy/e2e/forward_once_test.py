@@ -44,8 +44,7 @@ class ForwardOnce(case.ProxyTestCase):
         proxy = self.start_proxy(upstream.port, duplicates={"wait_ms": 0}, store={"lease_ms": 30000})
         key = self.key()
         with raw_http.RawConnection(proxy.port) as first:
-            first.send(raw_http.request_bytes(
-                "POST", "/py/pay?gate=1", [("Idempotency-Key", f'"{key}"')], b"{}"))
+            first.send(raw_http.post_request("/py/pay?gate=1", key, b"{}"))
             upstream.wait_count(key, 1)
             # The upstream holds the first: every duplicate meets it in flight.
             answers = self.concurrently(
@@ -66,14 +65,12 @@ class ForwardOnce(case.ProxyTestCase):
         proxy = self.start_proxy(upstream.port, duplicates={"wait_ms": 30000})
         key = self.key()
         with raw_http.RawConnection(proxy.port) as first:
-            first.send(raw_http.request_bytes(
-                "POST", "/py/pay?gate=1", [("Idempotency-Key", f'"{key}"')], b"{}"))
+            first.send(raw_http.post_request("/py/pay?gate=1", key, b"{}"))
             upstream.wait_count(key, 1)
             waiters = [raw_http.RawConnection(proxy.port) for _ in range(CLIENTS - 1)]
             try:
                 for w in waiters:
-                    w.send(raw_http.request_bytes(
-                        "POST", "/py/pay?gate=1", [("Idempotency-Key", f'"{key}"')], b"{}"))
+                    w.send(raw_http.post_request("/py/pay?gate=1", key, b"{}"))
                 upstream.open_gate()
                 answer = first.read_response()
                 others = [w.read_response() for w in waiters]

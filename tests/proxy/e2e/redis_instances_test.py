@@ -37,14 +37,12 @@ class TwoInstancesOneRedis(case.ProxyTestCase):
         a, b = self.start_pair(upstream.port)
         key = self.key()
         with raw_http.RawConnection(a.port) as first:
-            first.send(raw_http.request_bytes("POST", "/py/pay?gate=1",
-                                              [("Idempotency-Key", f'"{key}"')], b"{}"))
+            first.send(raw_http.post_request("/py/pay?gate=1", key, b"{}"))
             upstream.wait_count(key, 1)
             others = [raw_http.RawConnection(p.port) for p in (a, b) * 5]
             try:
                 for conn in others:
-                    conn.send(raw_http.request_bytes("POST", "/py/pay?gate=1",
-                                                     [("Idempotency-Key", f'"{key}"')], b"{}"))
+                    conn.send(raw_http.post_request("/py/pay?gate=1", key, b"{}"))
                 upstream.open_gate()
                 answer = first.read_response()
                 replies = [conn.read_response() for conn in others]

@@ -16,9 +16,7 @@ class ReplayBytes(case.ProxyTestCase):
         # On one keep-alive connection too.
         with raw_http.RawConnection(port) as conn:
             for _ in range(2):
-                conn.send(raw_http.request_bytes(
-                    "POST", path, [("Content-Type", "application/json"),
-                                   ("Idempotency-Key", f'"{key}"')], body))
+                conn.send(raw_http.post_request(path, key, body))
                 self.assert_same_answer_but_date(first, conn.read_response())
         return first
 

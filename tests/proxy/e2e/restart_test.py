@@ -26,8 +26,7 @@ class Restart(case.ProxyTestCase):
         held = self.key("held")
         client = raw_http.RawConnection(proxy.port)
         self.addCleanup(client.close)
-        client.send(raw_http.request_bytes("POST", "/py/pay?gate=1",
-                                           [("Idempotency-Key", f'"{held}"')], b"{}"))
+        client.send(raw_http.post_request("/py/pay?gate=1", held, b"{}"))
         upstream.wait_count(held, 1)
         killed_at = time.monotonic()
         proxy.kill()
@@ -69,8 +68,7 @@ class Restart(case.ProxyTestCase):
         proxy = self.start_proxy(upstream.port, store)
         key = self.key()
         with raw_http.RawConnection(proxy.port) as client:
-            client.send(raw_http.request_bytes("POST", "/py/pay?gate=1",
-                                               [("Idempotency-Key", f'"{key}"')], b"{}"))
+            client.send(raw_http.post_request("/py/pay?gate=1", key, b"{}"))
             upstream.wait_count(key, 1)
             proxy.signal(signal.SIGTERM)
             self.assertIsNone(proxy.process.poll())
@@ -92,8 +90,7 @@ class Restart(case.ProxyTestCase):
         proxy = self.start_proxy(upstream.port, store, **overrides)
         key = self.key()
         with raw_http.RawConnection(proxy.port) as client:
-            client.send(raw_http.request_bytes("POST", "/py/pay?gate=1",
-                                               [("Idempotency-Key", f'"{key}"')], b"{}"))
+            client.send(raw_http.post_request("/py/pay?gate=1", key, b"{}"))
             upstream.wait_count(key, 1)
             proxy.signal(signal.SIGTERM)
             self.assertEqual(proxy.wait(), 3, proxy.stderr())

@@ -175,13 +175,25 @@ def exchange(port, method, path, headers=(), body=b""):
         return conn.read_response(head_request=(method == "HEAD"))
 
 
-def post(port, path, key, body=b'{"amount":1250,"currency":"EUR"}', extra=()):
-    """A JSON POST with `key` as its Idempotency-Key (a quoted sf-string); key None: none."""
+PAYMENT = b'{"amount":1250,"currency":"EUR"}'
+
+
+def post_request(path, key, body=PAYMENT, extra=()):
+    """The bytes of a JSON POST with `key` as its Idempotency-Key (a quoted sf-string; None:
+    no key). Every test sends a key's requests this way, so that only what a test changes on
+    purpose changes the payload's fingerprint."""
     headers = [("Content-Type", "application/json")]
     if key is not None:
         headers.append(("Idempotency-Key", f'"{key}"'))
     headers += list(extra)
-    return exchange(port, "POST", path, headers, body)
+    return request_bytes("POST", path, headers, body)
+
+
+def post(port, path, key, body=PAYMENT, extra=()):
+    """post_request on a new connection, its answer; the connection is closed after."""
+    with RawConnection(port) as conn:
+        conn.send(post_request(path, key, body, extra))
+        return conn.read_response()
 
 
 def without_field(raw, name):
