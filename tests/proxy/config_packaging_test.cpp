@@ -90,6 +90,12 @@ TEST(ProxyPackaging, TheManPageAndTheDocsNameEveryField) {
   }
 }
 
+TEST(ProxyPackaging, TheDocsShowTheHelpAsItIs) {
+  const std::string docs = read_file(kSource + "/docs/proxy.md");
+  EXPECT_THAT(docs, HasSubstr("```\n" + usage() + "```\n"))
+      << "docs/proxy.md's copy of idem-proxy --help differs from usage()";
+}
+
 // The unit's settings that idem-proxy's behaviour depends on.
 TEST(ProxyPackaging, TheSystemdUnitStopsWithSigtermAfterTheDrain) {
   const std::string unit = read_file(kSource + "/share/idem/idem-proxy.service");
