@@ -420,7 +420,7 @@ TEST(ProxyConfigFile, LoadConfigFileIsConfigInvalidWithEveryLine) {
       testing::write_temp_file("load_config_file_good.toml", "[upstream]\nport = 8081\n");
   const Result<ProxyConfig> read = load_config_file(good);
   ASSERT_TRUE(read) << read.failure().message;
-  EXPECT_EQ(describe(*read), describe(defaults_with_upstream()));
+  EXPECT_EQ(describe(read.value()), describe(defaults_with_upstream()));
 }
 
 }  // namespace

@@ -323,7 +323,7 @@ const FieldSpec* find_in(std::span<const FieldSpec> fields, std::string_view nam
 }
 
 // Levenshtein distance, for "did you mean".
-std::size_t distance(std::string_view a, std::string_view b) {
+std::size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<std::size_t> row(b.size() + 1);
   for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
   for (std::size_t i = 1; i <= a.size(); ++i) {
@@ -378,7 +378,7 @@ std::string unknown_name_line(std::string_view where, std::string_view name, std
     const bool unit_left_out =
         candidate.size() > last.size() + 1 && candidate.starts_with(last) &&
         candidate[last.size()] == '_';
-    const std::size_t d = unit_left_out ? 1 : distance(last, candidate);
+    const std::size_t d = unit_left_out ? 1 : edit_distance(last, candidate);
     if (d < best) {
       best = d;
       closest = candidate;

@@ -4,6 +4,7 @@
 // values. Every mistake is one line, "WHERE: section.field: what is wrong (what is allowed)",
 // where WHERE is FILE:LINE:COLUMN for the file and the option for an override (docs/proxy.md).
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
