@@ -42,7 +42,7 @@ class ForwardOnce(case.ProxyTestCase):
     def test_duplicates_of_a_held_request_are_409_with_the_lease_as_retry_after(self):
         upstream = self.start_py()
         proxy = self.start_proxy(upstream.port, duplicates={"wait_ms": 0},
-                                 store={"lease_ms": 30000})
+                                 store={"lease_ms": 30000}, upstream={"response_timeout_ms": 20000})
         key = self.key()
         with raw_http.RawConnection(proxy.port) as first:
             first.send(raw_http.post_request("/py/pay?gate=1", key, b"{}"))

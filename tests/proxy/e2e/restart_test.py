@@ -16,7 +16,9 @@ class Restart(case.ProxyTestCase):
     def test_a_killed_proxy_loses_no_answer_and_forwards_nothing_twice(self):
         upstream = self.start_py()
         store = self.sqlite_uri()
-        overrides = {"store": {"lease_ms": LEASE_MS}, "duplicates": {"wait_ms": 0}}
+        # The config refuses a lease no longer than a forward may take (connect + response).
+        overrides = {"store": {"lease_ms": LEASE_MS}, "duplicates": {"wait_ms": 0},
+                     "upstream": {"connect_timeout_ms": 1000, "response_timeout_ms": 3000}}
         proxy = self.start_proxy(upstream.port, store, **overrides)
         done = {}
         for n in range(5):
