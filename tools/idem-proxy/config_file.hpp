@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "idem/result.hpp"
@@ -38,6 +39,9 @@ class ConfigBuilder {
   void set_endpoint(Endpoint endpoint, std::string_view host_port, std::string_view where);
   /// A string field ("store.uri") to `value` as it is, not as TOML.
   void set_text(std::string_view field, std::string_view value, std::string_view where);
+
+  /// A mistake found by the caller (an option it refuses), said in its place among the others.
+  void add_mistake(std::string line) { mistakes_.push_back(std::move(line)); }
 
   /// The checks across fields, once every source is read: the upstream's port is given, TLS
   /// has both its certificate and its key, a client-certificate principal has a client CA, the
