@@ -338,6 +338,13 @@ TEST(ProxyConfigFile, TheAdminListenerIsNotTheClientOne) {
   EXPECT_THAT(load(with_upstream("[admin]\nport = 0\n[listen]\nport = 0\n")).mistakes, IsEmpty());
 }
 
+TEST(ProxyConfigFile, TheUpstreamIsNotTheProxyItself) {
+  EXPECT_THAT(load("[upstream]\nport = 8080\n").mistakes,
+              ElementsAre("proxy.toml:2:8: upstream.port: 8080 is listen.port too: the proxy "
+                          "would forward to itself (the service's own port)"));
+  EXPECT_THAT(load("[upstream]\nport = 8080\nhost = \"10.0.0.2\"\n").mistakes, IsEmpty());
+}
+
 TEST(ProxyConfigFile, TheLeaseOutlastsAForward) {
   EXPECT_THAT(load(with_upstream("[store]\nlease_ms = 32000\n")).mistakes,
               ElementsAre("proxy.toml:2:12: store.lease_ms: 32000 is not longer than a forward "

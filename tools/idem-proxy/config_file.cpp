@@ -275,6 +275,12 @@ void ConfigBuilder::check() {
         origin_of("admin.port"), "admin.port", std::to_string(c.admin.port) + " is listen.port too",
         "another port, 0 for a free one, or -1 for no admin listener"));
   }
+  if (c.upstream.port == tls.port && same_interface(c.upstream.host, tls.address)) {
+    mistakes_.push_back(mistake_line(
+        origin_of("upstream.port"), "upstream.port",
+        std::to_string(c.upstream.port) + " is listen.port too: the proxy would forward to itself",
+        "the service's own port"));
+  }
   // A forward holds its key for at most connect + response timeouts; a lease that ends sooner
   // lets another proxy take the key over and forward the same request again.
   const auto forward = c.upstream.connect_timeout + c.upstream.response_timeout;

@@ -45,7 +45,8 @@ class ConfigBuilder {
 
   /// The checks across fields, once every source is read: the upstream's port is given, TLS
   /// has both its certificate and its key, a client-certificate principal has a client CA, the
-  /// admin listener is not the client one, the lease outlasts a forward. Only when no field
+  /// admin listener is not the client one, the upstream is not the proxy itself, the lease
+  /// outlasts a forward. Only when no field
   /// had a mistake, so that one mistake is not said twice.
   void check();
 
