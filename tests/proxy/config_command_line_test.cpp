@@ -14,11 +14,11 @@
 namespace idem::proxy {
 namespace {
 
+using testing::defaults_with_upstream;
+using testing::describe;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
-using testing::defaults_with_upstream;
-using testing::describe;
 
 CommandLine parse(std::initializer_list<const char*> args) {
   const std::vector<const char*> argv(args);
@@ -50,11 +50,10 @@ uri = "sqlite:///tmp/file.db"
 [duplicates]
 wait_ms = 100
 )");
-  const CommandLine line =
-      parse({"--config", path.c_str(), "--listen", "0.0.0.0:9100", "--upstream=[::1]:9200",
-             "--store", "redis://127.0.0.1:6379", "--admin", "127.0.0.1:0", "--set",
-             "duplicates.wait_ms=2000", "--set", "listen.port=9300", "--set",
-             "fingerprint.headers=[\"Content-Type\", \"X-Kind\"]"});
+  const CommandLine line = parse(
+      {"--config", path.c_str(), "--listen", "0.0.0.0:9100", "--upstream=[::1]:9200", "--store",
+       "redis://127.0.0.1:6379", "--admin", "127.0.0.1:0", "--set", "duplicates.wait_ms=2000",
+       "--set", "listen.port=9300", "--set", "fingerprint.headers=[\"Content-Type\", \"X-Kind\"]"});
   ASSERT_EQ(line.error, "");
   ProxyConfig expected = defaults_with_upstream(9200);
   expected.listen.address = "0.0.0.0";
@@ -145,18 +144,31 @@ TEST(ProxyCommandLine, UnknownOptionsAndArgumentsAreMistakes) {
             "\"--listn\": unknown option (see --help)\n\"h:2\": unexpected argument (the config "
             "file comes with --config FILE)");
   EXPECT_EQ(parse({"--upstream"}).error, "--upstream: needs a value (see --help)");
-  const CommandLine twice = parse({"--config", "a.toml", "--config", "b.toml", "--upstream", "h:1"});
+  const CommandLine twice =
+      parse({"--config", "a.toml", "--config", "b.toml", "--upstream", "h:1"});
   EXPECT_THAT(twice.error, HasSubstr("--config: given twice (one config file)"));
   EXPECT_THAT(twice.error, HasSubstr("b.toml: cannot be read"));
 }
 
 TEST(ProxyCommandLine, ConfigMistakesComeWithTheirFile) {
-  const std::string path =
-      testing::write_temp_file("broken.toml", "[upstream]\nport = 8081\n[limits]\nbody_bytes = 0\n");
+  const std::string path = testing::write_temp_file(
+      "broken.toml", "[upstream]\nport = 8081\n[limits]\nbody_bytes = 0\n");
   const CommandLine line = parse({"--config", path.c_str(), "--check-config"});
   EXPECT_EQ(line.action, CommandLine::Action::check_config);
+  EXPECT_EQ(line.error, path + ":4:14: limits.body_bytes: 0 is out of range (1 to 1073741824)");
+}
+
+TEST(ProxyCommandLine, MistakesComeInTheOrderOfTheirSources) {
+  const std::string path = testing::write_temp_file("ordered.toml", "threads = 0\n");
+  const CommandLine line = parse({"--config", path.c_str(), "--store", "redis://:pw@h:6379",
+                                  "--upstream", "h:0", "--set", "threads=1"});
   EXPECT_EQ(line.error,
-            path + ":4:14: limits.body_bytes: 0 is out of range (1 to 1073741824)");
+            path +
+                ":1:11: threads: 0 is out of range (1 to 256)\n--store: store.uri: the URI "
+                "holds a password (every user of this machine can read a command's arguments "
+                "(ps): give the URI with its password in the config file, readable by the "
+                "proxy's user only)\n--upstream h:0: upstream.port: 0 is out of range (1 to "
+                "65535)");
 }
 
 TEST(ProxyCommandLine, HelpAndVersionWinOverEverythingElse) {

@@ -1,27 +1,28 @@
 // idem-proxy's config file: each class of mistake is one line that names the file, the line and
 // column, the field, what is wrong and what is allowed; a valid file sets only what it names.
 
+#include "config_file.hpp"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <string>
 
-#include "config_file.hpp"
 #include "config_test_support.hpp"
 
 namespace idem::proxy {
 namespace {
 
+using testing::defaults_with_upstream;
+using testing::describe;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using testing::load;
 using ::testing::Not;
 using ::testing::SizeIs;
 using ::testing::StartsWith;
-using testing::defaults_with_upstream;
-using testing::describe;
-using testing::load;
 
 // `text`, then the upstream's port (which every valid config needs) in a table after it, so that
 // the lines of `text` keep their numbers.
@@ -286,10 +287,10 @@ TEST(ProxyConfigFile, TheSameRouteTwiceIsAMistake) {
 }
 
 TEST(ProxyConfigFile, HeaderNamesMustBeTokens) {
-  EXPECT_THAT(load(with_upstream("[fingerprint]\nheaders = [\"Content-Type\", \"X Kind\"]\n"))
-                  .mistakes,
-              ElementsAre(HasSubstr("fingerprint.headers[1]: \"X Kind\" is not valid (header "
-                                    "names")));
+  EXPECT_THAT(
+      load(with_upstream("[fingerprint]\nheaders = [\"Content-Type\", \"X Kind\"]\n")).mistakes,
+      ElementsAre(HasSubstr("fingerprint.headers[1]: \"X Kind\" is not valid (header "
+                            "names")));
   EXPECT_THAT(load(with_upstream("[principal]\nheader = \"\"\n")).mistakes,
               ElementsAre(HasSubstr("principal.header: \"\" is not valid")));
   EXPECT_THAT(load(with_upstream("[fingerprint]\nheaders = []\n")).mistakes, IsEmpty());
@@ -315,8 +316,7 @@ TEST(ProxyConfigFile, AClientCaNeedsTls) {
 }
 
 TEST(ProxyConfigFile, AClientCertificatePrincipalNeedsAClientCa) {
-  const std::string tls =
-      "[listen]\ntls_certificate = \"/c.pem\"\ntls_private_key = \"/k.pem\"\n";
+  const std::string tls = "[listen]\ntls_certificate = \"/c.pem\"\ntls_private_key = \"/k.pem\"\n";
   EXPECT_THAT(load(with_upstream(tls + "[principal]\nfrom = \"client-certificate\"\n")).mistakes,
               ElementsAre(StartsWith("proxy.toml:5:8: principal.from: \"client-certificate\" "
                                      "without listen.tls_client_ca")));
@@ -329,13 +329,20 @@ TEST(ProxyConfigFile, AClientCertificatePrincipalNeedsAClientCa) {
 TEST(ProxyConfigFile, TheAdminListenerIsNotTheClientOne) {
   EXPECT_THAT(load(with_upstream("[admin]\nport = 8080\n")).mistakes,
               ElementsAre(StartsWith("proxy.toml:2:8: admin.port: 8080 is listen.port too")));
-  EXPECT_THAT(load(with_upstream("[listen]\naddress = \"0.0.0.0\"\n[admin]\nport = 8080\n"))
-                  .mistakes,
-              SizeIs(1));
-  EXPECT_THAT(load(with_upstream("[listen]\naddress = \"10.0.0.1\"\n[admin]\nport = 8080\n"))
-                  .mistakes,
-              IsEmpty());
+  EXPECT_THAT(
+      load(with_upstream("[listen]\naddress = \"0.0.0.0\"\n[admin]\nport = 8080\n")).mistakes,
+      SizeIs(1));
+  EXPECT_THAT(
+      load(with_upstream("[listen]\naddress = \"10.0.0.1\"\n[admin]\nport = 8080\n")).mistakes,
+      IsEmpty());
   EXPECT_THAT(load(with_upstream("[admin]\nport = 0\n[listen]\nport = 0\n")).mistakes, IsEmpty());
+}
+
+TEST(ProxyConfigFile, TheUpstreamIsNotTheProxyItself) {
+  EXPECT_THAT(load("[upstream]\nport = 8080\n").mistakes,
+              ElementsAre("proxy.toml:2:8: upstream.port: 8080 is listen.port too: the proxy "
+                          "would forward to itself (the service's own port)"));
+  EXPECT_THAT(load("[upstream]\nport = 8080\nhost = \"10.0.0.2\"\n").mistakes, IsEmpty());
 }
 
 TEST(ProxyConfigFile, TheLeaseOutlastsAForward) {
@@ -381,11 +388,10 @@ host = ""
 [limits]
 body_bytes = -5
 )");
-  EXPECT_THAT(loaded.mistakes,
-              ElementsAre(StartsWith("proxy.toml:1:11: threads:"),
-                          StartsWith("proxy.toml:3:8: upstream.port:"),
-                          StartsWith("proxy.toml:4:8: upstream.host:"),
-                          StartsWith("proxy.toml:6:14: limits.body_bytes:")));
+  EXPECT_THAT(loaded.mistakes, ElementsAre(StartsWith("proxy.toml:1:11: threads:"),
+                                           StartsWith("proxy.toml:3:8: upstream.port:"),
+                                           StartsWith("proxy.toml:4:8: upstream.host:"),
+                                           StartsWith("proxy.toml:6:14: limits.body_bytes:")));
 }
 
 TEST(ProxyConfigFile, AMessageCarriesNoControlBytes) {
@@ -412,9 +418,9 @@ TEST(ProxyConfigFile, LoadConfigFileIsConfigInvalidWithEveryLine) {
   const Result<ProxyConfig> loaded = load_config_file(path);
   ASSERT_FALSE(loaded);
   EXPECT_EQ(loaded.error(), make_error_code(errc::config_invalid));
-  EXPECT_EQ(loaded.failure().message,
-            path + ":1:11: threads: 0 is out of range (1 to 256)\n" + path +
-                ":3:8: listen.port: -1 is out of range (0 to 65535)");
+  EXPECT_EQ(loaded.failure().message, path + ":1:11: threads: 0 is out of range (1 to 256)\n" +
+                                          path +
+                                          ":3:8: listen.port: -1 is out of range (0 to 65535)");
 
   const std::string good =
       testing::write_temp_file("load_config_file_good.toml", "[upstream]\nport = 8081\n");

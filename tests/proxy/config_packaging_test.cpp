@@ -16,9 +16,9 @@
 namespace idem::proxy {
 namespace {
 
+using testing::describe;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-using testing::describe;
 using testing::read_file;
 
 const std::string kSource = IDEM_PROXY_SOURCE_DIR;

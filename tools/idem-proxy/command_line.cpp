@@ -42,7 +42,7 @@ constexpr std::string_view kPasswordAllowed =
     "every user of this machine can read a command's arguments (ps): give the URI with its "
     "password in the config file, readable by the proxy's user only";
 
-void apply(const Override& o, ConfigBuilder& builder, std::vector<std::string>& mistakes) {
+void apply(const Override& o, ConfigBuilder& builder) {
   if (o.option == "--listen") {
     builder.set_endpoint(Endpoint::listen, o.value, o.option + ' ' + o.value);
   } else if (o.option == "--upstream") {
@@ -52,8 +52,8 @@ void apply(const Override& o, ConfigBuilder& builder, std::vector<std::string>& 
   } else if (o.option == "--store") {
     // The URI is not repeated: it may hold a password.
     if (cli::has_password(o.value)) {
-      mistakes.push_back(config::mistake_line("--store", "store.uri", "the URI holds a password",
-                                              kPasswordAllowed));
+      builder.add_mistake(config::mistake_line("--store", "store.uri", "the URI holds a password",
+                                               kPasswordAllowed));
       return;
     }
     builder.set_text("store.uri", o.value, "--store");
@@ -63,8 +63,8 @@ void apply(const Override& o, ConfigBuilder& builder, std::vector<std::string>& 
     if (field.find("store.uri") != std::string_view::npos) {
       if (equals != std::string::npos &&
           cli::has_password(unquoted(std::string_view(o.value).substr(equals + 1)))) {
-        mistakes.push_back(config::mistake_line("--set store.uri=...", "store.uri",
-                                                "the URI holds a password", kPasswordAllowed));
+        builder.add_mistake(config::mistake_line("--set store.uri=...", "store.uri",
+                                                 "the URI holds a password", kPasswordAllowed));
         return;
       }
       builder.set(o.value, "--set store.uri=...");
@@ -109,18 +109,17 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
       }
       if (option == "--config") {
         if (config_path) {
-          mistakes.push_back(
-              config::mistake_line(option, "", "given twice", "one config file"));
+          mistakes.push_back(config::mistake_line(option, "", "given twice", "one config file"));
         }
         config_path = std::string(*value);
       } else {
         overrides.push_back({std::string(option), std::string(*value)});
       }
     } else if (arg.starts_with('-')) {
-      mistakes.push_back(config::mistake_line(config::quoted(arg), "", "unknown option",
-                                              "see --help"));
+      mistakes.push_back(
+          config::mistake_line(config::quoted_text(arg), "", "unknown option", "see --help"));
     } else {
-      mistakes.push_back(config::mistake_line(config::quoted(arg), "", "unexpected argument",
+      mistakes.push_back(config::mistake_line(config::quoted_text(arg), "", "unexpected argument",
                                               "the config file comes with --config FILE"));
     }
   }
@@ -129,9 +128,10 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     return line;
   }
 
+  // The arguments' own mistakes first, then the file's and the overrides', in their order.
   ConfigBuilder builder;
   if (config_path) builder.read_file(*config_path);
-  for (const Override& o : overrides) apply(o, builder, mistakes);
+  for (const Override& o : overrides) apply(o, builder);
   if (mistakes.empty()) builder.check();
   mistakes.insert(mistakes.end(), builder.mistakes().begin(), builder.mistakes().end());
   line.config = builder.config();

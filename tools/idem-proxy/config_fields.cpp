@@ -29,8 +29,9 @@ bool is_host(std::string_view text) {
   constexpr std::size_t kLongestName = 253;
   return !text.empty() && text.size() <= kLongestName &&
          std::all_of(text.begin(), text.end(), [](char ch) {
-           return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                  ch == '.' || ch == '-' || ch == '_' || ch == ':' || ch == '%';
+           return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == '_' || ch == ':' ||
+                  ch == '%';
          });
 }
 
@@ -68,13 +69,13 @@ bool is_route_path(std::string_view text) {
   return star == std::string_view::npos || (star == text.size() - 1 && text.ends_with("/*"));
 }
 
-constexpr TextRule kHost{&is_host, "a host name or IP address, e.g. \"127.0.0.1\" or \"::1\""};
-constexpr TextRule kFile{&is_file_or_none, "a file's path, or \"\" for none"};
+constexpr TextRule kHost{&is_host, R"(a host name or IP address, e.g. "127.0.0.1" or "::1")"};
+constexpr TextRule kFile{&is_file_or_none, R"(a file's path, or "" for none)"};
 constexpr TextRule kScope{&is_name, "a name of printable characters, not empty"};
-constexpr TextRule kHeaderName{&is_token, "a header's name, e.g. \"Authorization\""};
-constexpr TextRule kHeaderNames{&is_token, "header names, e.g. [\"Content-Type\"]"};
+constexpr TextRule kHeaderName{&is_token, R"(a header's name, e.g. "Authorization")"};
+constexpr TextRule kHeaderNames{&is_token, R"(header names, e.g. ["Content-Type"])"};
 constexpr TextRule kMethod{&is_method,
-                           "an HTTP method in capitals, e.g. \"POST\", or \"*\" for every one"};
+                           R"(an HTTP method in capitals, e.g. "POST", or "*" for every one)"};
 constexpr TextRule kRoutePath{&is_route_path,
                               "a path from \"/\" without query, e.g. \"/payments\", or a prefix "
                               "ending in \"/*\", e.g. \"/orders/*\""};
@@ -102,8 +103,7 @@ bool read_store_uri(ValueReader& reader, ProxyConfig& config) {
     return false;
   }
   constexpr std::array<std::string_view, 7> kSchemes{
-      "sqlite",         "redis",      "rediss",  "redis+cluster",
-      "rediss+cluster", "postgresql", "postgres"};
+      "sqlite", "redis", "rediss", "redis+cluster", "rediss+cluster", "postgresql", "postgres"};
   if (std::find(kSchemes.begin(), kSchemes.end(), scheme) == kSchemes.end()) {
     reader.mistake("the scheme \"" + scheme + ":\" is not a store idem-proxy opens", kStoreForms);
     return false;
@@ -152,8 +152,8 @@ bool read_route(const ValueReader& element, std::vector<Route>& routes) {
       has_path = true;
       valid = field.text(route.path, kRoutePath) && valid;
     } else if (key->str() == "key") {
-      valid = field.choice(route.key, {{"required", KeyUse::required},
-                                       {"honoured", KeyUse::honoured}}) &&
+      valid = field.choice(route.key,
+                           {{"required", KeyUse::required}, {"honoured", KeyUse::honoured}}) &&
               valid;
     } else {
       element.add_line(unknown_name_line(where_of(key->source(), element.where()), field.field(),
@@ -239,8 +239,10 @@ constexpr auto kStore = std::to_array<FieldSpec>({
 });
 
 constexpr auto kLimits = std::to_array<FieldSpec>({
-    {"head_bytes", [](ValueReader& r, ProxyConfig& c) { return r.count(c.limits.head_bytes, kMiB); }},
-    {"body_bytes", [](ValueReader& r, ProxyConfig& c) { return r.count(c.limits.body_bytes, kGiB); }},
+    {"head_bytes",
+     [](ValueReader& r, ProxyConfig& c) { return r.count(c.limits.head_bytes, kMiB); }},
+    {"body_bytes",
+     [](ValueReader& r, ProxyConfig& c) { return r.count(c.limits.body_bytes, kGiB); }},
     {"record_bytes",
      [](ValueReader& r, ProxyConfig& c) { return r.count(c.limits.record_bytes, kGiB); }},
     {"request_timeout_ms",
@@ -264,10 +266,10 @@ constexpr auto kLimits = std::to_array<FieldSpec>({
 constexpr auto kPrincipal = std::to_array<FieldSpec>({
     {"from",
      [](ValueReader& r, ProxyConfig& c) {
-       return r.choice(c.principal.from, {{"none", PrincipalSource::none},
-                                          {"header", PrincipalSource::header},
-                                          {"client-certificate",
-                                           PrincipalSource::client_certificate}});
+       return r.choice(c.principal.from,
+                       {{"none", PrincipalSource::none},
+                        {"header", PrincipalSource::header},
+                        {"client-certificate", PrincipalSource::client_certificate}});
      }},
     {"header",
      [](ValueReader& r, ProxyConfig& c) { return r.text(c.principal.header, kHeaderName); }},
@@ -275,13 +277,12 @@ constexpr auto kPrincipal = std::to_array<FieldSpec>({
 
 constexpr auto kFingerprint = std::to_array<FieldSpec>({
     {"headers",
-     [](ValueReader& r, ProxyConfig& c) {
-       return r.texts(c.fingerprint.headers, kHeaderNames);
-     }},
+     [](ValueReader& r, ProxyConfig& c) { return r.texts(c.fingerprint.headers, kHeaderNames); }},
 });
 
 constexpr auto kFailures = std::to_array<FieldSpec>({
-    {"on_5xx", [](ValueReader& r, ProxyConfig& c) { return read_on_failure(r, c.failures.on_5xx); }},
+    {"on_5xx",
+     [](ValueReader& r, ProxyConfig& c) { return read_on_failure(r, c.failures.on_5xx); }},
     {"on_timeout",
      [](ValueReader& r, ProxyConfig& c) { return read_on_failure(r, c.failures.on_timeout); }},
     {"on_connect_failure",
@@ -375,9 +376,8 @@ std::string unknown_name_line(std::string_view where, std::string_view name, std
   std::size_t best = std::max<std::size_t>(2, last.size() / 3) + 1;
   for (std::string_view candidate : known) {
     // A duration without its unit ("wait" for "wait_ms") is as close as a typo.
-    const bool unit_left_out =
-        candidate.size() > last.size() + 1 && candidate.starts_with(last) &&
-        candidate[last.size()] == '_';
+    const bool unit_left_out = candidate.size() > last.size() + 1 && candidate.starts_with(last) &&
+                               candidate[last.size()] == '_';
     const std::size_t d = unit_left_out ? 1 : edit_distance(last, candidate);
     if (d < best) {
       best = d;

@@ -24,8 +24,8 @@ using Origins = std::map<std::string, std::string, std::less<>>;
 
 // Reads one field's value; where it was set is kept when it is used.
 void apply(const FieldSpec& spec, const std::string& dotted, const toml::node& value,
-           std::string_view fallback_where, ProxyConfig& config,
-           std::vector<std::string>& mistakes, Origins& origins) {
+           std::string_view fallback_where, ProxyConfig& config, std::vector<std::string>& mistakes,
+           Origins& origins) {
   ValueReader reader(value, dotted, fallback_where, mistakes);
   if (spec.apply(reader, config)) origins.insert_or_assign(dotted, reader.where());
 }
@@ -36,8 +36,8 @@ std::string unknown_top_level(std::string_view where, std::string_view name, boo
   std::string owners;
   for (const config::SectionSpec& section : config::sections()) {
     for (const FieldSpec& field : section.fields) {
-      if (field.name == name) owners += std::string(owners.empty() ? "" : " or ") + "[" +
-                                        std::string(section.name) + "]";
+      if (field.name == name)
+        owners += std::string(owners.empty() ? "" : " or ") + "[" + std::string(section.name) + "]";
     }
   }
   if (!owners.empty() && !is_table) {
@@ -60,8 +60,7 @@ std::string unknown_override(std::string_view where, std::string_view dotted) {
     for (const config::SectionSpec& s : config::sections()) known.push_back(s.name);
     return config::unknown_name_line(where, dotted.substr(0, dot), "table", "the config", known);
   }
-  return config::unknown_name_line(where, dotted, "field",
-                                   "[" + std::string(section->name) + "]",
+  return config::unknown_name_line(where, dotted, "field", "[" + std::string(section->name) + "]",
                                    config::field_names(section->fields));
 }
 
@@ -136,9 +135,9 @@ void ConfigBuilder::read_text(std::string_view text, const std::string& name) {
       if (const FieldSpec* spec = config::find_field(dotted)) {
         apply(*spec, dotted, *value, name, config_, mistakes_, origins_);
       } else {
-        mistakes_.push_back(config::unknown_name_line(
-            config::where_of(field_key->source(), name), dotted, "field", "[" + name_here + "]",
-            config::field_names(section->fields)));
+        mistakes_.push_back(config::unknown_name_line(config::where_of(field_key->source(), name),
+                                                      dotted, "field", "[" + name_here + "]",
+                                                      config::field_names(section->fields)));
       }
     }
   }
@@ -165,8 +164,8 @@ void ConfigBuilder::set(std::string_view assignment, std::string_view where) {
     const std::string what = dotted == "store.uri"
                                  ? std::string("the value is not a TOML string")
                                  : "the value is not TOML: " + std::string(e.description());
-    mistakes_.push_back(mistake_line(
-        where, dotted, what, "TOML syntax: 2000, \"text\" in double quotes, [\"a\", \"b\"]"));
+    mistakes_.push_back(mistake_line(where, dotted, what,
+                                     R"(TOML syntax: 2000, "text" in double quotes, ["a", "b"])"));
     return;
   }
   const toml::node* value = document.get("value");
@@ -210,7 +209,8 @@ void ConfigBuilder::set_endpoint(Endpoint endpoint, std::string_view host_port,
   const bool digits = !port.empty() && port.size() <= kLongestPort &&
                       port.find_first_not_of("0123456789") == std::string_view::npos;
   if (host.empty() || !digits) {
-    mistakes_.push_back(mistake_line(where, "", "not HOST:PORT", "e.g. 127.0.0.1:8080 or [::1]:8080"));
+    mistakes_.push_back(
+        mistake_line(where, "", "not HOST:PORT", "e.g. 127.0.0.1:8080 or [::1]:8080"));
     return;
   }
   const std::string host_field = section + '.' + host_name;
@@ -252,7 +252,8 @@ void ConfigBuilder::check() {
   if (tls.tls_certificate.empty() != tls.tls_private_key.empty()) {
     const bool has_certificate = !tls.tls_certificate.empty();
     const std::string set = has_certificate ? "listen.tls_certificate" : "listen.tls_private_key";
-    const std::string missing = has_certificate ? "listen.tls_private_key" : "listen.tls_certificate";
+    const std::string missing =
+        has_certificate ? "listen.tls_private_key" : "listen.tls_certificate";
     mistakes_.push_back(mistake_line(origin_of(set), missing, "missing: " + set + " is set",
                                      "TLS needs both the certificate and its key, or neither"));
   }
@@ -263,17 +264,22 @@ void ConfigBuilder::check() {
         "set listen.tls_certificate and listen.tls_private_key too, or leave it \"\""));
   }
   if (c.principal.from == PrincipalSource::client_certificate && tls.tls_client_ca.empty()) {
-    mistakes_.push_back(mistake_line(
-        origin_of("principal.from"), "principal.from",
-        "\"client-certificate\" without listen.tls_client_ca: no client presents one",
-        "set listen.tls_client_ca to the CA that signs the clients' certificates"));
+    mistakes_.push_back(
+        mistake_line(origin_of("principal.from"), "principal.from",
+                     "\"client-certificate\" without listen.tls_client_ca: no client presents one",
+                     "set listen.tls_client_ca to the CA that signs the clients' certificates"));
   }
   if (c.admin.port > 0 && c.admin.port == tls.port &&
       same_interface(c.admin.address, tls.address)) {
     mistakes_.push_back(mistake_line(
-        origin_of("admin.port"), "admin.port",
-        std::to_string(c.admin.port) + " is listen.port too",
+        origin_of("admin.port"), "admin.port", std::to_string(c.admin.port) + " is listen.port too",
         "another port, 0 for a free one, or -1 for no admin listener"));
+  }
+  if (c.upstream.port == tls.port && same_interface(c.upstream.host, tls.address)) {
+    mistakes_.push_back(mistake_line(
+        origin_of("upstream.port"), "upstream.port",
+        std::to_string(c.upstream.port) + " is listen.port too: the proxy would forward to itself",
+        "the service's own port"));
   }
   // A forward holds its key for at most connect + response timeouts; a lease that ends sooner
   // lets another proxy take the key over and forward the same request again.
@@ -283,14 +289,14 @@ void ConfigBuilder::check() {
     if (!origins_.contains(field) && origins_.contains("upstream.response_timeout_ms")) {
       field = "upstream.response_timeout_ms";
     }
-    mistakes_.push_back(mistake_line(
-        origin_of(field), "store.lease_ms",
-        std::to_string(c.store.lease.count()) +
-            " is not longer than a forward may take (upstream.connect_timeout_ms + "
-            "upstream.response_timeout_ms = " +
-            std::to_string(forward.count()) +
-            "): another proxy could take the key over and forward the request again",
-        "more than " + std::to_string(forward.count())));
+    mistakes_.push_back(
+        mistake_line(origin_of(field), "store.lease_ms",
+                     std::to_string(c.store.lease.count()) +
+                         " is not longer than a forward may take (upstream.connect_timeout_ms + "
+                         "upstream.response_timeout_ms = " +
+                         std::to_string(forward.count()) +
+                         "): another proxy could take the key over and forward the request again",
+                     "more than " + std::to_string(forward.count())));
   }
 }
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "idem/result.hpp"
@@ -39,9 +40,13 @@ class ConfigBuilder {
   /// A string field ("store.uri") to `value` as it is, not as TOML.
   void set_text(std::string_view field, std::string_view value, std::string_view where);
 
+  /// A mistake found by the caller (an option it refuses), said in its place among the others.
+  void add_mistake(std::string line) { mistakes_.push_back(std::move(line)); }
+
   /// The checks across fields, once every source is read: the upstream's port is given, TLS
   /// has both its certificate and its key, a client-certificate principal has a client CA, the
-  /// admin listener is not the client one, the lease outlasts a forward. Only when no field
+  /// admin listener is not the client one, the upstream is not the proxy itself, the lease
+  /// outlasts a forward. Only when no field
   /// had a mistake, so that one mistake is not said twice.
   void check();
 

@@ -43,7 +43,7 @@ std::string mistake_line(std::string_view where, std::string_view field, std::st
   return line;
 }
 
-std::string quoted(std::string_view text) {
+std::string quoted_text(std::string_view text) {
   constexpr std::size_t kShown = 60;
   std::string out = "\"";
   for (std::size_t i = 0; i < text.size(); ++i) {
@@ -171,7 +171,7 @@ bool ValueReader::text(std::string& out, const TextRule& rule) {
     return false;
   }
   if (!rule.accepts(value->get())) {
-    mistake(quoted(value->get()) + " is not valid", rule.allowed);
+    mistake(quoted_text(value->get()) + " is not valid", rule.allowed);
     return false;
   }
   out = value->get();

@@ -26,7 +26,7 @@ std::string mistake_line(std::string_view where, std::string_view field, std::st
 
 /// `text` in double quotes for a message, bytes that are not printable ASCII as \xNN, cut after
 /// 60 bytes (a config value may come from anywhere; a message must not carry control bytes).
-std::string quoted(std::string_view text);
+std::string quoted_text(std::string_view text);
 
 /// "a string", "an integer", ...: the kind of a TOML value, for messages.
 std::string_view kind_name(toml::node_type type);
@@ -94,7 +94,7 @@ class ValueReader {
         return true;
       }
     }
-    mistake(quoted(value->get()) + " is not one of the choices", allowed);
+    mistake(quoted_text(value->get()) + " is not one of the choices", allowed);
     return false;
   }
 
