@@ -86,9 +86,10 @@ class Proxy:
         with open(self.config_path, "w", encoding="utf-8") as f:
             f.write(to_toml(config))
         self.stderr_path = self.config_path + ".stderr"
-        self.process = subprocess.Popen(
-            [proxy_binary(), "--config", self.config_path, *args], stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=open(self.stderr_path, "wb"))
+        with open(self.stderr_path, "wb") as stderr:
+            self.process = subprocess.Popen(
+                [proxy_binary(), "--config", self.config_path, *args], stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=stderr)
         self.lines = queue.Queue()
         # stdout is read to its end so the proxy never blocks on a full pipe.
         threading.Thread(target=self._read_stdout, daemon=True).start()

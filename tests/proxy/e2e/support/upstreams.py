@@ -86,11 +86,11 @@ class Nginx:
             conf = os.path.join(self.prefix, "nginx.conf")
             with open(conf, "w", encoding="ascii") as f:
                 f.write(NGINX_CONF.format(prefix=self.prefix, port=self.port))
-            self.process = subprocess.Popen(
-                [nginx_binary(), "-p", self.prefix, "-c", conf, "-e",
-                 os.path.join(self.prefix, "error.log")],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=open(os.path.join(self.prefix, "stderr"), "wb"))
+            with open(os.path.join(self.prefix, "stderr"), "wb") as stderr:
+                self.process = subprocess.Popen(
+                    [nginx_binary(), "-p", self.prefix, "-c", conf, "-e",
+                     os.path.join(self.prefix, "error.log")],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
             if wait_listening(self.port, self.process):
                 return
             self.process.wait(5)  # lost the port to another process: try another
