@@ -13,9 +13,11 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
+#include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -235,11 +237,30 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+/// Keeps SIGTERM registered with Asio for the whole test process, on an io_context of its own
+/// that always runs: a SIGTERM that finds no proxy running (one signal stops every proxy of the
+/// process at once) is taken here at once, instead of by the default action (which would end the
+/// test) or by the next proxy to start (which would stop it).
+inline void keep_sigterm_registered() {
+  struct Keeper {
+    Keeper() : work(io.get_executor()), set(io, SIGTERM) {
+      std::thread([this] { io.run(); }).detach();
+    }
+    net::io_context io;
+    net::executor_work_guard<net::io_context::executor_type> work;
+    net::signal_set set;
+  };
+  static Keeper* keeper = new Keeper();  // never destroyed: its thread runs to the process's end
+  (void)keeper;
+}
+
 /// run_proxy(config) on a thread; its stdout lines give the ports. stop() sends SIGTERM to this
-/// process (run_proxy's signal set takes it) and returns run_proxy's exit code.
+/// process (run_proxy's signal set takes it: every proxy of the process stops) and returns
+/// run_proxy's exit code.
 class Proxy {
  public:
   explicit Proxy(idem::proxy::ProxyConfig config) : config_(std::move(config)) {
+    keep_sigterm_registered();
     int fds[2];
     if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
     read_ = ::fdopen(fds[0], "r");
@@ -262,7 +283,9 @@ class Proxy {
   /// SIGTERM, then run_proxy's exit code.
   int stop() {
     stopped_ = true;
-    if (listen_port_ > 0) ::kill(::getpid(), SIGTERM);
+    if (listen_port_ > 0 && exit_.wait_for(std::chrono::seconds{0}) != std::future_status::ready) {
+      ::kill(::getpid(), SIGTERM);
+    }
     return exit_.get();
   }
 

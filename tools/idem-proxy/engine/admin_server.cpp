@@ -86,7 +86,8 @@ struct AdminServer::Impl : std::enable_shared_from_this<Impl> {
   }
 
   // `self` keeps the server alive while a connection is served.
-  net::awaitable<void> serve(std::shared_ptr<Impl> self, beast::tcp_stream stream) {
+  net::awaitable<void> serve([[maybe_unused]] std::shared_ptr<Impl> self,
+                             beast::tcp_stream stream) {
     beast::flat_buffer buffer;
     http::request_parser<http::empty_body> parser;
     parser.header_limit(8 * 1024);
