@@ -9,10 +9,10 @@ namespace idem::proxy {
 
 /// Exit codes of idem-proxy.
 enum ExitCode : int {
-  kExitOk = 0,          // served, then drained every request in hand
-  kExitCannotStart = 1, // the store, a listener or a TLS file could not be used (said on stderr)
-  kExitUsage = 2,       // the command line or the config file is unusable (said on stderr)
-  kExitCut = 3,         // the drain's bound passed with requests still in hand
+  kExitOk = 0,           // served, then drained every request in hand
+  kExitCannotStart = 1,  // the store, a listener or a TLS file could not be used (said on stderr)
+  kExitUsage = 2,        // the command line or the config file is unusable (said on stderr)
+  kExitCut = 3,          // the drain's bound passed with requests still in hand
 };
 
 /// Opens the store, binds the listeners, prints "listening on http://ADDR:PORT" (https:// with
