@@ -1,0 +1,84 @@
+// The engine on the shared stores, by URI: Redis (IDEM_TEST_REDIS_URI), a Redis Cluster
+// (IDEM_TEST_REDIS_CLUSTER_SEEDS) and PostgreSQL (IDEM_TEST_PG_URI); each unset: the test skips
+// with a message (scripts/test sets them). Each test keeps its keys apart under a scope of its
+// own. Two proxies on one store forward a key once between them.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "proxy_test_support.hpp"
+
+namespace {
+
+using namespace proxy_test;
+
+std::string unique_scope(const std::string& name) {
+  return "idem-proxy-test-" + name + "-" +
+         std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+// Forward once, replay, 422, and 50 concurrent identical requests across two proxies.
+void forward_once_on(const std::string& uri, const std::string& name) {
+  Upstream upstream;
+  TempDir dir;
+  idem::proxy::ProxyConfig config = config_for(upstream.port(), dir.path());
+  config.store.uri = uri;
+  config.store.scope = unique_scope(name);
+  config.duplicates.wait = std::chrono::milliseconds{5000};
+  config.admin.port = -1;
+  Proxy one(config);
+  ASSERT_GT(one.port(), 0) << "the proxy did not start on " << name;
+  Proxy two(config);
+  ASSERT_GT(two.port(), 0);
+
+  const Reply first = send_raw(one.port(), request("POST", "/payments", "k", "x"));
+  EXPECT_EQ(first.status, 201);
+  EXPECT_EQ(first.body, "done 1");
+  const Reply replay = send_raw(two.port(), request("POST", "/payments", "k", "x"));
+  EXPECT_EQ(replay.body, "done 1");
+  EXPECT_EQ(replay.header("idempotent-replayed"), "true");
+  EXPECT_EQ(send_raw(two.port(), request("POST", "/payments", "k", "y")).status, 422);
+
+  std::vector<Reply> replies(50);
+  std::vector<std::thread> clients;
+  for (std::size_t i = 0; i < replies.size(); ++i) {
+    clients.emplace_back([&, i] {
+      const int port = i % 2 == 0 ? one.port() : two.port();
+      replies[i] = send_raw(port, request("POST", "/slow", "together", "z"));
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (const Reply& r : replies) {
+    EXPECT_EQ(r.status, 201);
+    EXPECT_EQ(r.body, "done 1");
+  }
+  EXPECT_EQ(upstream.count("/payments"), 1);
+  EXPECT_EQ(upstream.count("/slow"), 1);
+}
+
+TEST(ProxyStores, Redis) {
+  const char* uri = std::getenv("IDEM_TEST_REDIS_URI");
+  if (uri == nullptr) GTEST_SKIP() << "IDEM_TEST_REDIS_URI is not set; scripts/test sets it";
+  forward_once_on(uri, "redis");
+}
+
+TEST(ProxyStores, RedisCluster) {
+  const char* seeds = std::getenv("IDEM_TEST_REDIS_CLUSTER_SEEDS");
+  if (seeds == nullptr) {
+    GTEST_SKIP() << "IDEM_TEST_REDIS_CLUSTER_SEEDS is not set; scripts/test starts a cluster";
+  }
+  forward_once_on(std::string("redis+cluster://") + seeds, "cluster");
+}
+
+TEST(ProxyStores, Postgres) {
+  const char* uri = std::getenv("IDEM_TEST_PG_URI");
+  if (uri == nullptr) GTEST_SKIP() << "IDEM_TEST_PG_URI is not set; scripts/test sets it";
+  forward_once_on(uri, "postgres");
+}
+
+}  // namespace
