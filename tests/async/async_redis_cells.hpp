@@ -35,7 +35,6 @@ inline AsyncRedisStoreOptions async_redis_options(std::string prefix) {
 struct AsyncRedisCell {
   using Store = AsyncRedisStore;
   static constexpr std::chrono::milliseconds lease{500};
-  static constexpr bool takeover_wakes = false;  // the takeover's claim script pushes no wake
   static std::optional<AsyncRedisStoreOptions> options() {
     if (!configured(redis_uri(), "IDEM_TEST_REDIS_URI")) return std::nullopt;
     return async_redis_options(unique_prefix("async"));
