@@ -65,7 +65,6 @@ inline AsyncRedisStoreOptions async_cluster_options(std::string prefix) {
 
 // The single-server cell's store and lease, on the cluster.
 struct AsyncRedisClusterCell : AsyncRedisCell {
-  static constexpr bool waits = false;  // on a cluster the asynchronous store polls
   static std::optional<AsyncRedisStoreOptions> options() {
     if (!configured(cluster_seeds(), "IDEM_TEST_REDIS_CLUSTER_SEEDS")) return std::nullopt;
     return async_cluster_options(unique_prefix("acluster"));

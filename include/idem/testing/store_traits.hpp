@@ -21,7 +21,8 @@
 //       a session that ends (the store closed, the process gone) frees the key.
 //   static constexpr bool waits = false;
 //       A WakingStore whose await_change cannot wait here (its wakes() says false: an
-//       asynchronous Redis store on a cluster): the wake cases check that callers poll instead.
+//       asynchronous Redis store without wait connections): the wake cases check that callers
+//       poll instead.
 //   static constexpr bool takeover_wakes = false;
 //       A takeover after the lease does not end a duplicate's wait for the old holder before
 //       its bound (the claim that takes the key over wakes nobody).
