@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "async_bench.hpp"
+#include "async_storm.hpp"  // the asynchronous duplicate storm
 #include "idem/asio/async_guard.hpp"
 #include "idem/engine/effective_key.hpp"
 #include "idem/engine/record_model.hpp"
@@ -474,6 +475,19 @@ bool write_replay_keys() {
   return ok;
 }
 
+// The asynchronous duplicate storm (async_storm.hpp) on AsyncPostgresStore: woken (the waiter
+// counted in the record, the store's listener hearing the hold's NOTIFY) against polled; the bare
+// floor is BM_AsyncStorm_bare.
+template <bool Wakes>
+void BM_AsyncStorm_Postgres(benchmark::State& state) {
+  net::io_context io;
+  idem::AsyncPostgresStore store(
+      io.get_executor(),
+      idem::AsyncPostgresStoreOptions{.connection = {.uri = g_uri, .table_prefix = g_prefix},
+                                      .single_threaded = single_threaded()});
+  idem::bench::run_async_storm<Wakes>(state, io, store, Wakes ? "woken-" : "polled-");
+}
+
 void finish_postgres_benchmarks();
 
 bool register_postgres_benchmarks() {
@@ -497,6 +511,10 @@ bool register_postgres_benchmarks() {
         std::pair{"BM_Async_Postgres_Replay_bare", &BM_Async_Postgres_Replay_bare}}) {
     benchmark::RegisterBenchmark(name, fn)->ArgName("in_flight")->Arg(1)->Arg(8)->UseRealTime();
   }
+  benchmark::RegisterBenchmark("BM_AsyncStorm_Postgres_Woken", &BM_AsyncStorm_Postgres<true>)
+      ->Apply(idem::bench::storm_shape);
+  benchmark::RegisterBenchmark("BM_AsyncStorm_Postgres_Polled", &BM_AsyncStorm_Postgres<false>)
+      ->Apply(idem::bench::storm_shape);
   return true;
 }
 
@@ -508,6 +526,7 @@ void finish_postgres_benchmarks() {
                    " CASCADE");
   (void)probe.exec("DROP SEQUENCE IF EXISTS " + text.fences);
   (void)probe.exec("DROP FUNCTION IF EXISTS " + text.steps + "_drop() CASCADE");
+  (void)probe.exec("DROP FUNCTION IF EXISTS " + text.records + "_wake() CASCADE");
   g_prefix.clear();
 }
 

@@ -9,11 +9,14 @@
 #include <stdexcept>
 #include <utility>
 
+#include "idem/asio/detail/wake_op.hpp"
 #include "idem/engine/record_model.hpp"
+#include "postgres/pg_async_wait.hpp"
 #include "postgres/pg_options.hpp"
 #include "postgres/pg_pipeline.hpp"
 #include "postgres/pg_schema.hpp"
 #include "postgres/pg_values.hpp"
+#include "postgres/pg_waker.hpp"
 #include "sql/statements.hpp"
 
 namespace idem {
@@ -30,6 +33,7 @@ constexpr const char* kFinish = "idem_async_finish";
 constexpr const char* kRelease = "idem_async_release";
 constexpr const char* kExtend = "idem_async_extend";
 constexpr const char* kRead = "idem_async_read";
+constexpr const char* kCountWaiter = "idem_async_count_waiter";
 
 // A record may change between the claim's write and its read: ask again, as PostgresStore does.
 constexpr int kClaimAttempts = 4;
@@ -95,6 +99,17 @@ Query release_query(const Ticket& ticket) {
   return q;
 }
 
+// The waiter counts itself in the record while the hold it saw lives: the payload of the wake
+// the hold's end will send (the wake triggers'), or nullopt when the hold is over already.
+net::awaitable<std::optional<std::string>> count_waiter(
+    std::shared_ptr<postgres::detail::PgPipeline> pipeline, std::string key, Fence fence) {
+  Query q = prepared(kCountWaiter);
+  postgres::detail::add_ticket(q, Ticket{key, fence});
+  const Reply r = co_await pipeline->run(std::move(q));
+  if (!r.ok() || r.row_count() != 1 || r.null(0, 0)) co_return std::nullopt;
+  co_return std::string(r.text(0, 0));
+}
+
 Query extend_query(const Ticket& ticket, milliseconds lease) {
   Query q = prepared(kExtend);
   postgres::detail::add_ticket(q, ticket);
@@ -115,17 +130,37 @@ class AsyncPostgresStore::Impl {
  public:
   Impl(const net::any_io_executor& executor, const AsyncPostgresStoreOptions& options)
       : text_(sql::kPostgres, options.connection.table_prefix),
-        statement_timeout_(options.connection.statement_timeout) {
+        statement_timeout_(options.connection.statement_timeout),
+        executor_(executor) {
     postgres::detail::PipelineSettings s =
         postgres::detail::pipeline_settings(options.connection, "server");
     s.reconnect_backoff = options.reconnect_backoff;
     s.max_reconnect_backoff = options.max_reconnect_backoff;
     s.single_threaded = options.single_threaded;
+    // The listener's connection is one of its own, never the pipeline's (a LISTEN there would
+    // hold every NOTIFY up behind the calls in flight): a PgWaker, as PostgresStore's.
+    waker_ = std::make_shared<postgres::detail::PgWaker>(s.conninfo, s.connect_budget,
+                                                         text_.wake_channel);
     pipeline_ = std::make_shared<postgres::detail::PgPipeline>(
         executor, std::move(s), [this](postgres::detail::PgPipeline& p) { set_up(p); });
   }
 
   postgres::detail::PgPipeline& pipeline() { return *pipeline_; }
+
+  // Waits for the end of the hold of `key` under `fence` until `deadline`: listening first on
+  // the store's listener, then counting itself in (on the pipeline), then for the wake.
+  void await_change(const std::shared_ptr<detail::WaitCompletion>& done, std::string key,
+                    Fence fence, std::chrono::steady_clock::time_point deadline) {
+    postgres::detail::start_wait(
+        executor_, waker_,
+        [pipeline = pipeline_, key = std::move(key), fence] {
+          return count_waiter(pipeline, key, fence);
+        },
+        deadline, done);
+  }
+
+  // Ends the listener and every wait on it (the store's destructor).
+  void stop_waking() { waker_->stop(); }
 
  private:
   void set_up(postgres::detail::PgPipeline& p) {
@@ -198,7 +233,7 @@ class AsyncPostgresStore::Impl {
       for (const auto& [name, sql] :
            {std::pair{kClaim, &text_.claim_in_one}, std::pair{kFinish, &text_.finish},
             std::pair{kRelease, &text_.release}, std::pair{kExtend, &text_.extend},
-            std::pair{kRead, &text_.read}}) {
+            std::pair{kRead, &text_.read}, std::pair{kCountWaiter, &text_.count_waiter}}) {
         p.send_internal(preparation(name, *sql), [&p, g](Reply& prepared) {
           if (p.current(g) && !prepared.ok()) {
             p.drop("cannot prepare a statement: " + prepared.failure.message);
@@ -211,6 +246,8 @@ class AsyncPostgresStore::Impl {
 
   sql::Statements text_;
   milliseconds statement_timeout_;
+  net::any_io_executor executor_;
+  std::shared_ptr<postgres::detail::PgWaker> waker_;  // listens from the first wait
   std::shared_ptr<postgres::detail::PgPipeline> pipeline_;
 };
 
@@ -229,6 +266,7 @@ AsyncPostgresStore::AsyncPostgresStore(const net::any_io_executor& executor,
 
 AsyncPostgresStore::~AsyncPostgresStore() {
   try {
+    impl_->stop_waking();
     impl_->pipeline().close();
   } catch (...) {  // out of memory for the message: the connection closes with the pipeline
   }
@@ -310,6 +348,21 @@ net::awaitable<Status> AsyncPostgresStore::async_abort(const Ticket& ticket) {
   Reply r = co_await impl->pipeline().run(release_query(ticket));
   if (!r.ok()) co_return r.failure;
   co_return r.affected == 1 ? Status{} : lease_lost();
+}
+
+bool AsyncPostgresStore::wakes() const noexcept { return true; }
+
+net::awaitable<bool> AsyncPostgresStore::async_await_change(const Ticket& held,
+                                                            std::chrono::milliseconds bound) {
+  if (bound.count() <= 0) {
+    return detail::async_wait_with(
+        [](const std::shared_ptr<detail::WaitCompletion>& done) { done->complete(true); });
+  }
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  return detail::async_wait_with([impl = impl_, key = std::string(held.key), fence = held.fence,
+                                  deadline](const std::shared_ptr<detail::WaitCompletion>& done) {
+    impl->await_change(done, key, fence, deadline);
+  });
 }
 
 net::awaitable<Status> AsyncPostgresStore::async_extend(const Ticket& ticket,

@@ -36,32 +36,71 @@ PgWaker::PgWaker(std::string conninfo, milliseconds connect_budget, std::string 
 }
 
 PgWaker::~PgWaker() {
-  {
-    std::lock_guard lock(mutex_);
-    stop_ = true;
-  }
-  changed_.notify_all();
-  const char byte = 1;
-  (void)!::write(stop_pipe_[1], &byte, 1);
-  if (thread_.joinable()) thread_.join();
+  stop();
   ::close(stop_pipe_[0]);
   ::close(stop_pipe_[1]);
 }
 
+void PgWaker::stop() {
+  std::thread listener;
+  {
+    std::lock_guard lock(mutex_);
+    if (!stop_) {
+      stop_ = true;
+      tell_watches(nullptr);
+    }
+    listener = std::move(thread_);
+  }
+  changed_.notify_all();
+  const char byte = 1;
+  (void)!::write(stop_pipe_[1], &byte, 1);
+  if (listener.joinable()) listener.join();
+}
+
 std::optional<PgWaker::Mark> PgWaker::listening(Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
-  if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+  if (!thread_.joinable() && !stop_) thread_ = std::thread([this] { run(); });
   if (!changed_.wait_until(lock, deadline, [&] { return listening_ || stop_; }) || stop_) {
     return std::nullopt;
   }
   return Mark{heard_, connection_};
 }
 
+std::optional<PgWaker::Mark> PgWaker::listening_now() {
+  std::lock_guard lock(mutex_);
+  if (!thread_.joinable() && !stop_) thread_ = std::thread([this] { run(); });
+  if (!listening_ || stop_) return std::nullopt;
+  return Mark{heard_, connection_};
+}
+
 void PgWaker::wait(const std::string& payload, Mark mark, Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
-  (void)changed_.wait_until(lock, deadline, [&] {
-    return stop_ || connection_ != mark.connection || !listening_ || heard_since(payload, mark);
-  });
+  (void)changed_.wait_until(lock, deadline, [&] { return over_locked(payload, mark); });
+}
+
+bool PgWaker::over(const std::string& payload, Mark mark) {
+  std::lock_guard lock(mutex_);
+  return over_locked(payload, mark);
+}
+
+bool PgWaker::over_locked(const std::string& payload, Mark mark) const {
+  return stop_ || connection_ != mark.connection || !listening_ || heard_since(payload, mark);
+}
+
+std::uint64_t PgWaker::watch(Watch watch) {
+  std::lock_guard lock(mutex_);
+  const std::uint64_t id = next_watch_++;
+  watches_.emplace(id, std::move(watch));
+  return id;
+}
+
+void PgWaker::unwatch(std::uint64_t id) {
+  std::lock_guard lock(mutex_);
+  watches_.erase(id);
+}
+
+void PgWaker::tell_watches(const std::string* heard) {
+  for (auto& entry : watches_) entry.second(heard);
 }
 
 bool PgWaker::heard_since(const std::string& payload, Mark mark) const {
@@ -76,6 +115,7 @@ bool PgWaker::heard_since(const std::string& payload, Mark mark) const {
 void PgWaker::heard(std::string payload) {
   {
     std::lock_guard lock(mutex_);
+    tell_watches(&payload);
     recent_.push_back(std::move(payload));
     if (recent_.size() > kKept) recent_.pop_front();
     ++heard_;
@@ -97,6 +137,7 @@ void PgWaker::run() {
     std::unique_lock lock(mutex_);
     if (listening_) {
       listening_ = false;
+      tell_watches(nullptr);
       changed_.notify_all();  // the waiters of the lost connection look again
     }
     (void)changed_.wait_for(lock, kRetryPause, [&] { return stop_; });
@@ -112,6 +153,7 @@ void PgWaker::listen_once() {
     std::lock_guard lock(mutex_);
     listening_ = true;
     ++connection_;
+    tell_watches(nullptr);
   }
   changed_.notify_all();
   PGconn* conn = link.raw();

@@ -86,6 +86,8 @@ struct Request {
   bool with_source = false;  // sent as EVAL with the source at once: a command behind it on
                              // the connection (a BLPOP) must not run before it, as a resend
                              // after NOSCRIPT would
+  bool direct = false;       // answered by the link it went to, never routed on (a wait's
+                             // commands, on the wait connection of the node that serves the slot)
   std::chrono::milliseconds blocks_for{0};  // a blocking command (BLPOP): its reply is due
                                             // after this, not within command_timeout
 
@@ -162,6 +164,7 @@ class Link {
 
   const std::string& where() const noexcept { return where_; }
   const std::string& host() const noexcept { return options_.host; }
+  const redis::ConnectionOptions& options() const noexcept { return options_; }
 
  private:
   // A command whose reply is owed: a call (`request`), or one whose reply is not the caller's

@@ -117,7 +117,10 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
   // Ends every connection (their calls fail); the store's destructor.
   void close() {
     closed_ = true;
-    for (const std::unique_ptr<Link>& link : wait_links_) link->close();
+    for (const std::unique_ptr<Link>& link : single_waits_.links) link->close();
+    for (auto& [node, pool] : node_waits_) {
+      for (const std::unique_ptr<Link>& link : pool.links) link->close();
+    }
     if (single_) single_->close();
     if (topology_) topology_->for_each_node([](Link& link) { link.close(); });
   }
@@ -154,7 +157,7 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
 
   // A reply came for `request` from `link` (NOSCRIPT already handled there).
   void answered(Link& link, std::unique_ptr<Request> request, const redisReply& reply) override {
-    if (!topology_ || request->script == nullptr) {
+    if (!topology_ || request->script == nullptr || request->direct) {
       answer(link, std::move(request), reply);
       return;
     }
@@ -196,7 +199,7 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
 
   // No reply will come for `request` from `link`: it failed, timed out, or found no connection.
   void failed(Link& link, std::unique_ptr<Request> request, Failure failure) override {
-    if (!topology_ || request->script == nullptr) {
+    if (!topology_ || request->script == nullptr || request->direct) {
       request->finish(nullptr, std::move(failure), link.where());
       return;
     }
@@ -251,13 +254,15 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
     return opened_.load(std::memory_order_relaxed);
   }
 
-  // Whether duplicates wait on the server (on one server, with wait connections allowed).
-  bool wakes() const noexcept { return !topology_ && options_.connection.wait_connections > 0; }
+  // Whether duplicates wait on the server (with wait connections allowed).
+  bool wakes() const noexcept { return options_.connection.wait_connections > 0; }
 
   // Waits for the end of the hold of `record_key` under `fence`, at most `bound`: record_wait.lua
   // counts the waiter in, then BLPOP on the hold's wake list, both on a wait connection of their
-  // own (BLPOP holds its connection: on the shared one it would hold up every call behind it).
-  // `done` ends false at once when every wait connection is busy.
+  // own (BLPOP holds its connection: on the shared one it would hold up every call behind it);
+  // on a cluster, a wait connection of the node that serves the record's slot by the slot map.
+  // `done` ends false at once when every wait connection (of that node) is busy, or when no
+  // node is known to serve the slot.
   void await_change(std::shared_ptr<detail::WaitCompletion> done, std::string_view record_key,
                     Fence fence, std::chrono::milliseconds bound) {
     auto count_in = std::make_unique<CountIn>();
@@ -265,21 +270,36 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
     count_in->script = &redis::script_record_wait;
     count_in->with_source = true;  // never NOSCRIPT: its resend would run after the BLPOP
     count_in->reloaded = true;
+    count_in->direct = true;  // a MOVED (the slot moved since the map was read) ends the wait
     count_in->args.add(record_key)
         .add(redis::to_chars(fence_text, static_cast<std::int64_t>(fence)));
-    auto pop = std::make_unique<BlockPop>(*this, std::move(done));
+    auto pop = std::make_unique<BlockPop>(std::move(done));
     // BLPOP's timeout in seconds, to the millisecond (Redis 6 and later); 0 would block forever.
     const std::string seconds = fmt::format("{}.{:03}", bound.count() / 1000, bound.count() % 1000);
     pop->args.add("BLPOP").add(redis::wake_key(record_key, fence)).add(seconds);
     pop->blocks_for = bound;
-    auto begin = [self = shared_from_this(), count_in = std::move(count_in),
-                  pop = std::move(pop)]() mutable {
-      Link* link = self->free_wait_link();
+    pop->direct = true;
+    const std::uint16_t slot = topology_ ? redis::key_slot(record_key) : 0;
+    auto begin = [self = shared_from_this(), count_in = std::move(count_in), pop = std::move(pop),
+                  slot]() mutable {
+      WaitPool* pool = &self->single_waits_;
+      const redis::ConnectionOptions* node = &self->options_.connection;
+      if (self->topology_) {
+        const Link* owner = self->topology_->owner(slot);
+        if (owner == nullptr) {  // no slot map read yet: the caller pauses
+          pop->done->complete(/*waited=*/false);
+          return;
+        }
+        pool = &self->node_waits_[owner];
+        node = &owner->options();
+      }
+      Link* link = self->free_wait_link(*pool, *node);
       if (link == nullptr) {
         pop->done->complete(/*waited=*/false);
         return;
       }
       pop->link = link;
+      pop->pool = pool;
       link->submit(std::move(count_in));
       link->submit(std::move(pop));
     };
@@ -328,34 +348,40 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
     void finish(const redisReply*, Failure, std::string_view) override {}
   };
 
+  // One server's wait connections, on the strand: each carries one wait at a time.
+  struct WaitPool {
+    std::vector<std::unique_ptr<Link>> links;
+    std::vector<Link*> free;
+  };
+
   // The BLPOP of a wait: woken (an element) or its bound passed (nil): waited; no reply (the
   // connection failed or stalled past the bound and its command_timeout): not waited, the
   // caller pauses for what is left of its bound.
   struct BlockPop final : Request {
-    BlockPop(Impl& i, std::shared_ptr<detail::WaitCompletion> d) : impl(i), done(std::move(d)) {}
+    explicit BlockPop(std::shared_ptr<detail::WaitCompletion> d) : done(std::move(d)) {}
     void finish(const redisReply* reply, Failure, std::string_view) override {
-      impl.free_waits_.push_back(link);
+      pool->free.push_back(link);
       done->complete(reply != nullptr && reply->type != REDIS_REPLY_ERROR);
     }
-    Impl& impl;
     std::shared_ptr<detail::WaitCompletion> done;
     Link* link = nullptr;
+    WaitPool* pool = nullptr;  // the link's
   };
 
-  // A wait connection nobody waits on, opened on demand up to wait_connections; null when all
-  // are busy.
-  Link* free_wait_link() {
-    if (!free_waits_.empty()) {
-      Link* link = free_waits_.back();
-      free_waits_.pop_back();
+  // A wait connection of `pool` (to the server `node`) nobody waits on, opened on demand up to
+  // wait_connections; null when all are busy.
+  Link* free_wait_link(WaitPool& pool, const redis::ConnectionOptions& node) {
+    if (!pool.free.empty()) {
+      Link* link = pool.free.back();
+      pool.free.pop_back();
       return link;
     }
-    if (closed_ || wait_links_.size() >= options_.connection.wait_connections) return nullptr;
-    wait_links_.push_back(std::make_unique<Link>(
-        *this, strand_, options_.connection, tls_,
+    if (closed_ || pool.links.size() >= options_.connection.wait_connections) return nullptr;
+    pool.links.push_back(std::make_unique<Link>(
+        *this, strand_, node, tls_,
         redis::ReconnectBackoff{options_.reconnect_backoff, options_.max_reconnect_backoff},
         wait_opened_, options_.single_threaded));
-    return wait_links_.back().get();
+    return pool.links.back().get();
   }
 
   void start(std::unique_ptr<Request> request) {
@@ -491,9 +517,10 @@ class AsyncRedisStore::Impl : public std::enable_shared_from_this<AsyncRedisStor
   std::atomic<std::uint64_t> opened_{0};
   std::atomic<std::uint64_t> replication_timeouts_{0};
 
-  // The wait connections (one server), on the strand: each carries one wait at a time.
-  std::vector<std::unique_ptr<Link>> wait_links_;
-  std::vector<Link*> free_waits_;
+  // The wait connections, on the strand: of the one server, or by cluster node (a node's
+  // command link names it; nodes live as long as the topology).
+  WaitPool single_waits_;
+  std::map<const Link*, WaitPool> node_waits_;
   std::atomic<std::uint64_t> wait_opened_{0};  // not in connections_opened(): the calls' only
   bool closed_ = false;
 };

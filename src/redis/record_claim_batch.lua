@@ -5,6 +5,7 @@
 -- ARGV     per key i: ARGV[3i-2] fingerprint (16 bytes), ARGV[3i-1] lease, ms, ARGV[3i]
 --          retention, ms
 -- Returns  one reply per key, claim()'s
+--! include record_wake_step.lua
 --! include record_claim_step.lua
 local replies = {}
 for i, key in ipairs(KEYS) do

@@ -3,6 +3,8 @@
 -- include/idem/engine/record_model.hpp).
 -- The record: fields s (state), f (fingerprint), n (fence), l (lease end, ms), r (result bytes,
 -- completed or failed records only), w (waiters counted under the fence, record_wait.lua).
+-- A script that includes this step includes record_wake_step.lua before it (a takeover wakes the
+-- old holder's waiters).
 -- claim() returns  {REPLY_ACQUIRED, fence, took_over}      acquired
 --                  {REPLY_COMPLETED, fence, result, pttl}  completed: replay (pttl: ms before it
 --                                                          expires)
@@ -58,9 +60,10 @@ local function claim(key, fingerprint, lease, retention)
   if state then
     fence = redis.call('HINCRBY', key, 'n', 1)
     redis.call('HSET', key, 's', STATE_HELD, 'f', fingerprint, 'l', lease_end)
-    -- A new fence counts its own waiters (a takeover's waiters under the old one wake by their
-    -- bound, the old lease's end).
+    -- A new fence counts its own waiters; a takeover wakes those of the old one
+    -- (record_wake_step.lua's wake(), which the including script brings in first).
     if rec[5] or rec[6] then redis.call('HDEL', key, 'r', 'w') end
+    if took_over == 1 then wake(key, rec[3], rec[6]) end
   else
     -- A new record: its first fence one past the clock's, written with the rest in one HSET.
     fence = first_fence + 1

@@ -10,7 +10,10 @@
 --          {REPLY_TOKEN_UNKNOWN}          no such token: never issued, expired, or a forged value
 --          {REPLY_TOKEN_MISMATCH, fence}  consumed (or being consumed) by a request with another
 --                                         payload
+-- A takeover wakes the old hold's waiters (the wake list named from the token:
+-- record_wake_step.lua).
 -- The names below are C++'s too (RedisClaimReply, redis_state); tests check that they agree.
+--! include record_wake_step.lua
 local REPLY_ACQUIRED, REPLY_COMPLETED, REPLY_FAILED, REPLY_IN_PROGRESS = 0, 1, 2, 3
 local REPLY_TOKEN_UNKNOWN, REPLY_TOKEN_MISMATCH = 5, 6
 local STATE_HELD, STATE_COMPLETED, STATE_FAILED, STATE_ISSUED = 'P', 'C', 'F', 'T'
@@ -47,7 +50,7 @@ if kind == 'string' then
 end
 if kind ~= 'hash' then return redis.error_reply('IDEM_CORRUPT token of type ' .. kind) end
 
-local rec = redis.call('HMGET', key, 's', 'f', 'n', 'l', 'r', 'd')
+local rec = redis.call('HMGET', key, 's', 'f', 'n', 'l', 'r', 'd', 'w')
 local state = rec[1]
 local fence = rec[3] and string.match(rec[3], '^%d+$') and tonumber(rec[3])  -- as record_claim
 if fence and fence >= 2^53 then fence = nil end
@@ -64,5 +67,9 @@ if state ~= STATE_HELD then
 end
 local left = (tonumber(rec[4]) or 0) - now
 if left > 0 then return {REPLY_IN_PROGRESS, fence, left} end
-redis.call('HDEL', key, 'w')  -- a new fence counts its own waiters (record_wait.lua)
+-- A new fence counts its own waiters (record_wait.lua); the old one's are woken.
+if rec[7] then
+  redis.call('HDEL', key, 'w')
+  wake(key, rec[3], rec[7])
+end
 return acquire(rec[6], 1)

@@ -35,7 +35,6 @@ inline AsyncRedisStoreOptions async_redis_options(std::string prefix) {
 struct AsyncRedisCell {
   using Store = AsyncRedisStore;
   static constexpr std::chrono::milliseconds lease{500};
-  static constexpr bool takeover_wakes = false;  // the takeover's claim script pushes no wake
   static std::optional<AsyncRedisStoreOptions> options() {
     if (!configured(redis_uri(), "IDEM_TEST_REDIS_URI")) return std::nullopt;
     return async_redis_options(unique_prefix("async"));
@@ -66,7 +65,6 @@ inline AsyncRedisStoreOptions async_cluster_options(std::string prefix) {
 
 // The single-server cell's store and lease, on the cluster.
 struct AsyncRedisClusterCell : AsyncRedisCell {
-  static constexpr bool waits = false;  // on a cluster the asynchronous store polls
   static std::optional<AsyncRedisStoreOptions> options() {
     if (!configured(cluster_seeds(), "IDEM_TEST_REDIS_CLUSTER_SEEDS")) return std::nullopt;
     return async_cluster_options(unique_prefix("acluster"));

@@ -2,7 +2,7 @@
 // duplicates are woken by the commit or abort (record_wait.lua, then BLPOP on a wait connection
 // of their own), three store calls each, also with single_threaded; cancelling a waiting
 // duplicate ends its wait; a test's ManualClock still polls; a stalled server bounds the wait;
-// on a cluster, or with no wait connections, the guard polls.
+// with no wait connections the guard polls (the kit's AsyncRedisNoWait/WakeConformance.*).
 
 #include <gtest/gtest.h>
 
@@ -14,10 +14,29 @@
 #include "async/async_test_support.hpp"
 #include "async/async_wake_cases.hpp"
 #include "idem/redis/async_store.hpp"
+#include "idem/testing/async_store_conformance.hpp"
 #include "redis/redis_test_support.hpp"
 #include "support/fault_relay.hpp"
 
 namespace idem::testing {
+
+// The single-server cell without wait connections: the store cannot wait, its duplicates poll.
+struct AsyncRedisNoWaitCell : AsyncRedisCell {
+  static constexpr bool waits = false;
+  static std::optional<AsyncRedisStoreOptions> options() {
+    std::optional<AsyncRedisStoreOptions> o = AsyncRedisCell::options();
+    if (o) o->connection.wait_connections = 0;
+    return o;
+  }
+};
+
+// The kit's wake cases alone (the rest of the kit runs on AsyncRedis already).
+[[maybe_unused]] static const bool kNoWaitCases = [] {
+  conformance::register_wake_cases<BlockingCell<AsyncRedisNoWaitCell>>("AsyncRedisNoWait", __FILE__,
+                                                                       __LINE__);
+  return true;
+}();
+
 namespace {
 
 static_assert(AsyncWakingStore<AsyncRedisStore>);

@@ -55,7 +55,6 @@ struct ClusterStore : RedisStore {
 
 template <>
 struct StoreTraits<ClusterStore> : ClusterSuiteBase {
-  static constexpr bool takeover_wakes = false;  // the takeover's claim script pushes no wake
   static std::unique_ptr<ClusterStore> make() {
     auto c = client();
     if (!c) return nullptr;

@@ -26,7 +26,6 @@ struct ConformanceRedisStore : RedisStore {
 template <>
 struct StoreTraits<ConformanceRedisStore> {
   static constexpr std::chrono::milliseconds lease{500};
-  static constexpr bool takeover_wakes = false;  // the takeover's claim script pushes no wake
 
   static std::unique_ptr<ConformanceRedisStore> make() {
     // A skip or fatal failure recorded during SetUp keeps the test body from running.

@@ -39,6 +39,12 @@ struct AsyncPostgresStoreOptions {
 /// Transactional mode is not offered (one shared pipelined connection cannot hold a handler's
 /// transaction). Thread-safe (a strand of `executor` unless single_threaded). Destroy it after
 /// every call on it has completed, with its executor's io_context still alive.
+///
+/// A waiting duplicate is woken (idem::AsyncWakingStore): async_await_change counts the waiter
+/// in the record, as PostgresStore's await_change does, and waits for the NOTIFY the end of the
+/// hold sends (commit, abort, takeover, admin release or forget, purge, from any process),
+/// heard by one listening connection per store, apart from the pipeline and opened by the first
+/// wait (docs/async.md).
 class AsyncPostgresStore {
  public:
   static constexpr std::string_view kStoreName = "postgres";  // observers' label
@@ -58,6 +64,15 @@ class AsyncPostgresStore {
   boost::asio::awaitable<Status> async_extend(const Ticket& ticket,
                                               std::chrono::milliseconds lease);
 
+  /// Always true: every store waits on its listener.
+  bool wakes() const noexcept;
+  /// Completes (true) once the hold `held` has ended or been taken over, once `bound` has
+  /// passed, when the listener loses its connection (the wake may be lost: the caller claims
+  /// again), or at once when the caller's coroutine is cancelled. Its count-in statement, on the
+  /// pipeline, may add the pipeline's reply deadline to `bound`. Never blocks the event loop.
+  boost::asio::awaitable<bool> async_await_change(const Ticket& held,
+                                                  std::chrono::milliseconds bound);
+
   /// Connections opened since construction (the first included).
   std::uint64_t connections_opened() const noexcept;
 
@@ -67,6 +82,6 @@ class AsyncPostgresStore {
   std::shared_ptr<Impl> impl_;
 };
 
-static_assert(AsyncStore<AsyncPostgresStore>);
+static_assert(AsyncWakingStore<AsyncPostgresStore>);
 
 }  // namespace idem

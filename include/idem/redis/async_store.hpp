@@ -99,15 +99,17 @@ class AsyncRedisStore {
   boost::asio::awaitable<Status> async_extend(const Ticket& ticket,
                                               std::chrono::milliseconds lease);
 
-  /// idem::AsyncWakingStore: whether waiting duplicates wait on the server (one server with
-  /// connection.wait_connections above 0; on a cluster they poll).
+  /// idem::AsyncWakingStore: whether waiting duplicates wait on the server
+  /// (connection.wait_connections above 0).
   bool wakes() const noexcept;
   /// Waits for the end of the hold `held`, as RedisStore::await_change: record_wait.lua counts
-  /// the waiter in the record, then BLPOP on the hold's wake list until the commit or abort
-  /// script pushes its wake or `bound` passes; on a wait connection of its own (up to
-  /// connection.wait_connections, opened on demand and kept), never the connection the other
-  /// calls share. False at once when every wait connection is busy; a connection that fails or
-  /// stalls is dropped by its watchdog once `bound` and command_timeout have passed.
+  /// the waiter in the record, then BLPOP on the hold's wake list until the commit, abort or
+  /// takeover pushes its wake or `bound` passes; on a wait connection of its own (up to
+  /// connection.wait_connections, opened on demand and kept; on a cluster, per node, to the node
+  /// that serves the record's slot), never the connection the other calls share. False at once
+  /// when every wait connection is busy, or on a cluster when no slot map names the slot's node
+  /// yet or the slot moved (MOVED); a connection that fails or stalls is dropped by its watchdog
+  /// once `bound` and command_timeout have passed.
   boost::asio::awaitable<bool> async_await_change(const Ticket& held,
                                                   std::chrono::milliseconds bound);
 

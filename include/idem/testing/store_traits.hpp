@@ -21,10 +21,11 @@
 //       a session that ends (the store closed, the process gone) frees the key.
 //   static constexpr bool waits = false;
 //       A WakingStore whose await_change cannot wait here (its wakes() says false: an
-//       asynchronous Redis store on a cluster): the wake cases check that callers poll instead.
+//       asynchronous Redis store without wait connections): the wake cases check that callers
+//       poll instead.
 //   static constexpr bool takeover_wakes = false;
 //       A takeover after the lease does not end a duplicate's wait for the old holder before
-//       its bound (Redis: the claim script that takes the key over pushes no wake).
+//       its bound (the claim that takes the key over wakes nobody).
 //   static constexpr bool admin_release_wakes = false;
 //       An admin's release does not end a waiting duplicate's wait before its bound (SQLite:
 //       the admin writes through a connection of its own, which no store of the process hears).

@@ -8,8 +8,8 @@
 // does not finish (its bound is minutes, the test runner's timeout ends it).
 //
 // A store whose traits say it never waits (StoreTraits::waits = false: the asynchronous Redis
-// store on a cluster) is checked for what the guard does instead: its duplicates poll and never
-// call await_change.
+// store without wait connections) is checked for what the guard does instead: its duplicates poll
+// and never call await_change.
 
 #include <gtest/gtest.h>
 
