@@ -50,7 +50,6 @@ namespace proxy_test {
 namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
-using tcp = net::ip::tcp;
 using namespace std::chrono_literals;
 
 /// The upstream: answers by path.
@@ -61,7 +60,7 @@ using namespace std::chrono_literals;
 ///               fields Keep-Alive and X-Hop (named by Connection), which the proxy drops.
 class Upstream {
  public:
-  Upstream() : acceptor_(io_, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0)) {
+  Upstream() : acceptor_(io_, net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"), 0)) {
     port_ = acceptor_.local_endpoint().port();
     net::co_spawn(io_, accept_loop(), net::detached);
     thread_ = std::thread([this] { io_.run(); });
@@ -92,7 +91,7 @@ class Upstream {
       net::co_spawn(io_, serve(std::move(socket)), net::detached);
     }
   }
-  net::awaitable<void> serve(tcp::socket socket) {
+  net::awaitable<void> serve(net::ip::tcp::socket socket) {
     beast::flat_buffer buffer;
     for (;;) {
       http::request<http::string_body> req;
@@ -142,7 +141,7 @@ class Upstream {
   }
 
   net::io_context io_;
-  tcp::acceptor acceptor_;
+  net::ip::tcp::acceptor acceptor_;
   int port_ = 0;
   std::thread thread_;
   std::mutex mutex_;
@@ -165,9 +164,9 @@ struct Reply {
 /// Sends `raw` on a new connection to 127.0.0.1:port and reads one answer (10 s at most).
 inline Reply send_raw(int port, const std::string& raw) {
   net::io_context io;
-  tcp::socket socket(io);
-  socket.connect(
-      tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
+  net::ip::tcp::socket socket(io);
+  socket.connect(net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"),
+                                        static_cast<unsigned short>(port)));
   timeval tv{10, 0};
   ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   net::write(socket, net::buffer(raw));
