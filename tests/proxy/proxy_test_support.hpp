@@ -80,6 +80,14 @@ class Upstream {
     std::lock_guard lock(mutex_);
     return last_body_;
   }
+  /// The value of field `name` in the last request received whole, or "(none)".
+  std::string last_header(const std::string& name) {
+    std::lock_guard lock(mutex_);
+    const auto it = last_headers_.find(name);
+    return it == last_headers_.end() ? std::string("(none)") : it->second;
+  }
+  /// Connections accepted.
+  int connections() const { return connections_.load(); }
   std::atomic<int> slow_ms{300};
   std::atomic<std::size_t> big_bytes{10000};
 
@@ -88,6 +96,7 @@ class Upstream {
     for (;;) {
       auto [ec, socket] = co_await acceptor_.async_accept(net::as_tuple(net::use_awaitable));
       if (ec) co_return;
+      ++connections_;
       net::co_spawn(io_, serve(std::move(socket)), net::detached);
     }
   }
@@ -105,6 +114,10 @@ class Upstream {
         ++total_;
         nth = ++counts_[path];
         last_body_ = req.body();
+        last_headers_.clear();
+        for (const auto& f : req) {
+          last_headers_[std::string(f.name_string())] = std::string(f.value());
+        }
       }
       if (path.starts_with("/silent")) {
         net::steady_timer t(socket.get_executor(), 60s);
@@ -148,6 +161,8 @@ class Upstream {
   std::map<std::string, int> counts_;
   int total_ = 0;
   std::string last_body_;
+  std::map<std::string, std::string> last_headers_;
+  std::atomic<int> connections_{0};
 };
 
 /// An answer as the client read it.
