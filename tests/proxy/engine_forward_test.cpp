@@ -169,4 +169,35 @@ TEST(ProxyEngine, PrincipalsKeepKeySpacesApart) {
   EXPECT_EQ(upstream.count(), 2);
 }
 
+TEST(ProxyEngine, UpstreamConnectionsAreKeptAliveAndReused) {
+  Upstream upstream;
+  TempDir dir;
+  Proxy proxy(config_for(upstream.port(), dir.path()));
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(
+        send_raw(proxy.port(), request("POST", "/payments", "r" + std::to_string(i), "x")).status,
+        201);
+  }
+  EXPECT_EQ(upstream.count("/payments"), 5);
+  EXPECT_EQ(upstream.connections(), 1);
+}
+
+TEST(ProxyEngine, HopByHopRequestFieldsStayWithTheProxy) {
+  Upstream upstream;
+  TempDir dir;
+  Proxy proxy(config_for(upstream.port(), dir.path()));
+  const Reply r = send_raw(proxy.port(), request("POST", "/payments", "h", "body",
+                                                 "Connection: X-Secret\r\nX-Secret: s\r\n"
+                                                 "Keep-Alive: timeout=9\r\nTE: trailers\r\n"
+                                                 "X-Kept: yes\r\n"));
+  EXPECT_EQ(r.status, 201);
+  EXPECT_EQ(upstream.last_header("X-Secret"), "(none)");
+  EXPECT_EQ(upstream.last_header("Keep-Alive"), "(none)");
+  EXPECT_EQ(upstream.last_header("TE"), "(none)");
+  EXPECT_EQ(upstream.last_header("X-Kept"), "yes");
+  EXPECT_EQ(upstream.last_header("Idempotency-Key"), "\"h\"");
+  EXPECT_EQ(upstream.last_header("Host"), "proxy.test");
+  EXPECT_EQ(upstream.last_header("Content-Length"), "4");
+}
+
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/ip/tcp.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -79,6 +80,74 @@ TEST(ProxyStores, Postgres) {
   const char* uri = std::getenv("IDEM_TEST_PG_URI");
   if (uri == nullptr) GTEST_SKIP() << "IDEM_TEST_PG_URI is not set; scripts/test sets it";
   forward_once_on(uri, "postgres");
+}
+
+// A free TCP port on 127.0.0.1 (bound, then released).
+int free_port() {
+  net::io_context io;
+  net::ip::tcp::acceptor a(io, net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
+  return a.local_endpoint().port();
+}
+
+bool connectable(int port) {
+  net::io_context io;
+  net::ip::tcp::socket socket(io);
+  boost::system::error_code ec;
+  socket.connect(
+      net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)),
+      ec);
+  return !ec;
+}
+
+// A redis-server the test started on `port`; stopped (SHUTDOWN NOSAVE) by stop() or at the end.
+struct OwnRedis {
+  explicit OwnRedis(std::string p) : port(std::move(p)) {}
+  OwnRedis(const OwnRedis&) = delete;
+  OwnRedis& operator=(const OwnRedis&) = delete;
+  ~OwnRedis() { stop(); }
+  void stop() const {
+    [[maybe_unused]] const int rc =
+        std::system(("redis-cli -p " + port + " shutdown nosave >/dev/null 2>&1").c_str());
+  }
+  std::string port;
+};
+
+// The store goes away under a running proxy: /health turns 503 and a guarded request is
+// answered 503 store_unavailable with Retry-After, never forwarded. A Redis server of the test's
+// own (redis-server, which scripts/test's servers come from), stopped mid-test.
+TEST(ProxyStores, HealthAndRequestsAre503WhenTheStoreGoesAway) {
+  if (std::getenv("IDEM_TEST_REDIS_URI") == nullptr) {
+    GTEST_SKIP() << "IDEM_TEST_REDIS_URI is not set; scripts/test sets it (and has redis-server)";
+  }
+  const int port = free_port();
+  const std::string p = std::to_string(port);
+  ASSERT_EQ(std::system(("redis-server --port " + p +
+                         " --bind 127.0.0.1 --save '' --appendonly no --daemonize yes "
+                         ">/dev/null")
+                            .c_str()),
+            0);
+  const OwnRedis redis{p};  // stopped mid-test, and at the test's end whatever happens
+  for (int i = 0; i < 500 && !connectable(port); ++i) std::this_thread::sleep_for(10ms);
+  Upstream upstream;
+  TempDir dir;
+  idem::proxy::ProxyConfig config = config_for(upstream.port(), dir.path());
+  config.store.uri = "redis://127.0.0.1:" + p;
+  Proxy proxy(config);
+  ASSERT_GT(proxy.port(), 0);
+  const std::string health = "GET /health HTTP/1.1\r\nHost: a\r\n\r\n";
+  EXPECT_EQ(send_raw(proxy.admin_port(), health).status, 200);
+  EXPECT_EQ(send_raw(proxy.port(), request("POST", "/payments", "before", "x")).status, 201);
+
+  redis.stop();
+  for (int i = 0; i < 500 && connectable(port); ++i) std::this_thread::sleep_for(10ms);
+  const Reply down = send_raw(proxy.admin_port(), health);
+  EXPECT_EQ(down.status, 503);
+  EXPECT_NE(down.body.find("\"status\":\"unavailable\""), std::string::npos) << down.body;
+  const Reply refused = send_raw(proxy.port(), request("POST", "/payments", "after", "x"));
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_NE(refused.body.find("urn:idem:problem:store_unavailable"), std::string::npos);
+  EXPECT_FALSE(refused.header("retry-after").empty());
+  EXPECT_EQ(upstream.count("/payments"), 1);
 }
 
 }  // namespace

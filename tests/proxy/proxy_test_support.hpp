@@ -50,7 +50,6 @@ namespace proxy_test {
 namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
-using tcp = net::ip::tcp;
 using namespace std::chrono_literals;
 
 /// The upstream: answers by path.
@@ -61,7 +60,7 @@ using namespace std::chrono_literals;
 ///               fields Keep-Alive and X-Hop (named by Connection), which the proxy drops.
 class Upstream {
  public:
-  Upstream() : acceptor_(io_, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0)) {
+  Upstream() : acceptor_(io_, net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"), 0)) {
     port_ = acceptor_.local_endpoint().port();
     net::co_spawn(io_, accept_loop(), net::detached);
     thread_ = std::thread([this] { io_.run(); });
@@ -81,6 +80,14 @@ class Upstream {
     std::lock_guard lock(mutex_);
     return last_body_;
   }
+  /// The value of field `name` in the last request received whole, or "(none)".
+  std::string last_header(const std::string& name) {
+    std::lock_guard lock(mutex_);
+    const auto it = last_headers_.find(name);
+    return it == last_headers_.end() ? std::string("(none)") : it->second;
+  }
+  /// Connections accepted.
+  int connections() const { return connections_.load(); }
   std::atomic<int> slow_ms{300};
   std::atomic<std::size_t> big_bytes{10000};
 
@@ -89,10 +96,11 @@ class Upstream {
     for (;;) {
       auto [ec, socket] = co_await acceptor_.async_accept(net::as_tuple(net::use_awaitable));
       if (ec) co_return;
+      ++connections_;
       net::co_spawn(io_, serve(std::move(socket)), net::detached);
     }
   }
-  net::awaitable<void> serve(tcp::socket socket) {
+  net::awaitable<void> serve(net::ip::tcp::socket socket) {
     beast::flat_buffer buffer;
     for (;;) {
       http::request<http::string_body> req;
@@ -106,6 +114,10 @@ class Upstream {
         ++total_;
         nth = ++counts_[path];
         last_body_ = req.body();
+        last_headers_.clear();
+        for (const auto& f : req) {
+          last_headers_[std::string(f.name_string())] = std::string(f.value());
+        }
       }
       if (path.starts_with("/silent")) {
         net::steady_timer t(socket.get_executor(), 60s);
@@ -142,13 +154,15 @@ class Upstream {
   }
 
   net::io_context io_;
-  tcp::acceptor acceptor_;
+  net::ip::tcp::acceptor acceptor_;
   int port_ = 0;
   std::thread thread_;
   std::mutex mutex_;
   std::map<std::string, int> counts_;
   int total_ = 0;
   std::string last_body_;
+  std::map<std::string, std::string> last_headers_;
+  std::atomic<int> connections_{0};
 };
 
 /// An answer as the client read it.
@@ -165,9 +179,9 @@ struct Reply {
 /// Sends `raw` on a new connection to 127.0.0.1:port and reads one answer (10 s at most).
 inline Reply send_raw(int port, const std::string& raw) {
   net::io_context io;
-  tcp::socket socket(io);
-  socket.connect(
-      tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
+  net::ip::tcp::socket socket(io);
+  socket.connect(net::ip::tcp::endpoint(net::ip::make_address("127.0.0.1"),
+                                        static_cast<unsigned short>(port)));
   timeval tv{10, 0};
   ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   net::write(socket, net::buffer(raw));

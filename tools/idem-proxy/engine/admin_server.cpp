@@ -26,7 +26,6 @@ namespace idem::proxy {
 namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
-using tcp = net::ip::tcp;
 using boost::system::error_code;
 
 namespace {
@@ -43,7 +42,7 @@ struct AdminServer::Impl : std::enable_shared_from_this<Impl> {
   net::io_context& io;
   AnyStore& store;
   const ProxyMetrics& metrics;
-  tcp::acceptor acceptor;
+  net::ip::tcp::acceptor acceptor;
 
   net::awaitable<void> accept_loop() {
     for (;;) {
@@ -101,7 +100,7 @@ struct AdminServer::Impl : std::enable_shared_from_this<Impl> {
     stream.expires_after(kAdminTimeout);
     co_await net::async_write(stream, net::buffer(bytes), use_tuple);
     error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream.socket().shutdown(net::ip::tcp::socket::shutdown_send, ignored);
   }
 };
 
@@ -115,18 +114,18 @@ AdminServer::~AdminServer() {
 
 int AdminServer::bind(const std::string& address, int port, std::string& error) {
   error_code ec;
-  const tcp::endpoint endpoint(net::ip::make_address(address, ec),
-                               static_cast<unsigned short>(port));
+  const net::ip::tcp::endpoint endpoint(net::ip::make_address(address, ec),
+                                        static_cast<unsigned short>(port));
   if (ec) {
     error = "admin: '" + address + "' is not an IP address";
     return -1;
   }
-  tcp::acceptor& a = impl_->acceptor;
+  net::ip::tcp::acceptor& a = impl_->acceptor;
   a.open(endpoint.protocol(), ec);
-  if (!ec) a.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) a.set_option(net::ip::tcp::acceptor::reuse_address(true), ec);
   if (!ec) a.bind(endpoint, ec);
   if (!ec) a.listen(64, ec);
-  const tcp::endpoint bound = ec ? tcp::endpoint{} : a.local_endpoint(ec);
+  const net::ip::tcp::endpoint bound = ec ? net::ip::tcp::endpoint{} : a.local_endpoint(ec);
   if (ec) {
     error = "admin: cannot listen on " + address + ":" + std::to_string(port) + ": " + ec.message();
     return -1;

@@ -1,5 +1,6 @@
 #include "answer_bytes.hpp"
 
+#include <array>
 #include <cstdio>
 
 #include "hop_by_hop.hpp"
@@ -51,9 +52,9 @@ std::string whole_answer(const idem::http::StoredResponse& answer, unsigned vers
 
 std::string chunk(std::string_view piece) {
   if (piece.empty()) return {};
-  char size[24];
-  const int n = std::snprintf(size, sizeof size, "%zx\r\n", piece.size());
-  std::string out(size, static_cast<std::size_t>(n));
+  std::array<char, 24> size{};
+  const int n = std::snprintf(size.data(), size.size(), "%zx\r\n", piece.size());
+  std::string out(size.data(), static_cast<std::size_t>(n));
   out.append(piece);
   out += "\r\n";
   return out;

@@ -37,7 +37,6 @@ namespace idem::proxy {
 namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
-using tcp = net::ip::tcp;
 using boost::system::error_code;
 using transport::Refusal;
 
@@ -63,7 +62,7 @@ Refusal framing_refusal(std::string detail) {
 
 // One open connection. Everything in it is touched on its strand (the socket's executor).
 struct Connection {
-  explicit Connection(tcp::socket socket)
+  explicit Connection(net::ip::tcp::socket socket)
       : stream(std::move(socket)), deadline(stream.get_executor()) {}
   beast::tcp_stream stream;
   // The request deadline. Beast's own expiry closes the socket, which would leave no way to
@@ -182,7 +181,7 @@ struct ClientServer::Impl : std::enable_shared_from_this<Impl> {
   net::io_context& io;
   const transport::TransportSettings settings;
   RequestHandler& handler;
-  tcp::acceptor acceptor;
+  net::ip::tcp::acceptor acceptor;
   std::atomic<bool> stopping{false};
   std::atomic<std::size_t> in_hand{0};
 
@@ -210,7 +209,7 @@ net::awaitable<void> ClientServer::Impl::refuse(Connection& c, const Refusal& r)
   auto [ec, written] = co_await net::async_write(c.stream, net::buffer(bytes), use_tuple);
   if (ec) co_return;
   error_code ignored;
-  c.stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  c.stream.socket().shutdown(net::ip::tcp::socket::shutdown_send, ignored);
   c.stream.expires_after(settings.linger_timeout);
   std::vector<char> sink(4096);
   for (std::size_t dropped = 0; dropped < settings.linger_bytes;) {
@@ -265,7 +264,7 @@ net::awaitable<void> ClientServer::Impl::accept_loop() {
         continue;
       }
       error_code ignored;
-      socket.set_option(tcp::no_delay(true), ignored);
+      socket.set_option(net::ip::tcp::no_delay(true), ignored);
       c = std::make_shared<Connection>(std::move(socket));
       id = next_id++;
       connections.emplace(id, c);
@@ -349,7 +348,7 @@ net::awaitable<void> ClientServer::Impl::serve(std::shared_ptr<Connection> c) {
     if (!side.reusable() || !failure.empty()) break;
   }
   error_code ignored;
-  c->stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  c->stream.socket().shutdown(net::ip::tcp::socket::shutdown_send, ignored);
 }
 
 void ClientServer::Impl::closed(std::uint64_t id) {
@@ -382,18 +381,18 @@ ClientServer::~ClientServer() {
 
 int ClientServer::bind(const std::string& address, int port, std::string& error) {
   error_code ec;
-  const tcp::endpoint endpoint(net::ip::make_address(address, ec),
-                               static_cast<unsigned short>(port));
+  const net::ip::tcp::endpoint endpoint(net::ip::make_address(address, ec),
+                                        static_cast<unsigned short>(port));
   if (ec) {
     error = "'" + address + "' is not an IP address";
     return -1;
   }
-  tcp::acceptor& a = impl_->acceptor;
+  net::ip::tcp::acceptor& a = impl_->acceptor;
   a.open(endpoint.protocol(), ec);
-  if (!ec) a.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) a.set_option(net::ip::tcp::acceptor::reuse_address(true), ec);
   if (!ec) a.bind(endpoint, ec);
   if (!ec) a.listen(impl_->settings.listen_backlog, ec);
-  const tcp::endpoint bound = ec ? tcp::endpoint{} : a.local_endpoint(ec);
+  const net::ip::tcp::endpoint bound = ec ? net::ip::tcp::endpoint{} : a.local_endpoint(ec);
   if (ec) {
     error = "cannot listen on " + address + ":" + std::to_string(port) + ": " + ec.message();
     return -1;

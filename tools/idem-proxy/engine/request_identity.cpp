@@ -18,7 +18,7 @@ std::string sha256_hex(std::string_view bytes) {
   }
   constexpr std::string_view kHex = "0123456789abcdef";
   std::string out;
-  out.reserve(2 * size);
+  out.reserve(std::size_t{2} * size);
   for (unsigned int i = 0; i < size; ++i) {
     out.push_back(kHex[digest[i] >> 4]);
     out.push_back(kHex[digest[i] & 0xf]);

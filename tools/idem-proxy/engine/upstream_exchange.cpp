@@ -28,7 +28,7 @@ namespace {
 constexpr auto use_tuple = net::as_tuple(net::use_awaitable);
 // The upstream's answer head may be this large; a larger one is a broken answer.
 constexpr std::uint32_t kUpstreamHeadLimit = 64 * 1024;
-constexpr std::size_t kPiece = 16 * 1024;
+constexpr std::size_t kPiece = std::size_t{16} * 1024;
 
 using Parser = http::response_parser<http::buffer_body>;
 

@@ -19,7 +19,6 @@
 namespace idem::proxy {
 
 namespace net = boost::asio;
-using tcp = net::ip::tcp;
 using namespace net::experimental::awaitable_operators;
 
 namespace {
@@ -38,7 +37,7 @@ bool still_open(int fd) {
 
 UpstreamPool::UpstreamPool(const UpstreamConfig& config) : config_(config) {
   net::io_context io;
-  tcp::resolver resolver(io);
+  net::ip::tcp::resolver resolver(io);
   boost::system::error_code ec;
   const auto results = resolver.resolve(config.host, std::to_string(config.port), ec);
   if (ec || results.empty()) {
@@ -63,14 +62,15 @@ net::awaitable<Acquired> UpstreamPool::acquire() {
     }
     const Idle idle = *taken;
     if (now - idle.since < config_.idle_timeout && still_open(idle.fd)) {
-      auto c = std::make_unique<UpstreamSocket>(UpstreamSocket{tcp::socket(executor), true});
+      auto c =
+          std::make_unique<UpstreamSocket>(UpstreamSocket{net::ip::tcp::socket(executor), true});
       boost::system::error_code ec;
       c->socket.assign(idle.protocol, idle.fd, ec);
       if (!ec) co_return Acquired{std::move(c), {}, false};
     }
     ::close(idle.fd);
   }
-  auto c = std::make_unique<UpstreamSocket>(UpstreamSocket{tcp::socket(executor), false});
+  auto c = std::make_unique<UpstreamSocket>(UpstreamSocket{net::ip::tcp::socket(executor), false});
   net::steady_timer timer(executor, config_.connect_timeout);
   auto raced = co_await (net::async_connect(c->socket, endpoints_, use_tuple) ||
                          timer.async_wait(use_tuple));
@@ -80,7 +80,7 @@ net::awaitable<Acquired> UpstreamPool::acquire() {
   const auto [ec, endpoint] = std::get<0>(raced);
   if (ec) co_return Acquired{nullptr, ec, false};
   boost::system::error_code ignored;
-  c->socket.set_option(tcp::no_delay(true), ignored);
+  c->socket.set_option(net::ip::tcp::no_delay(true), ignored);
   {
     std::lock_guard lock(mutex_);
     ++opened_;
