@@ -182,6 +182,7 @@ net::awaitable<void> GuardedForward::Impl::forward(const ProxyRequest& request, 
     }
     case BodyRead::whole: {
       const StoredResponse r{status, end_to_end(x.headers()), std::move(x.body())};
+      x.give_back();
       co_await settle(attempt, r, failed, config.failures.on_5xx, why);
       co_await answer(client, r);
       co_return;

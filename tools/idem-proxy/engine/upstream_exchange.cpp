@@ -86,7 +86,9 @@ struct UpstreamExchange::Impl {
 UpstreamExchange::UpstreamExchange(UpstreamPool& pool, const UpstreamConfig& config)
     : impl_(std::make_unique<Impl>(pool, config)) {}
 
-UpstreamExchange::~UpstreamExchange() {
+UpstreamExchange::~UpstreamExchange() { give_back(); }
+
+void UpstreamExchange::give_back() noexcept {
   if (impl_->connection && impl_->reusable && impl_->buffer.size() == 0) {
     impl_->pool.release(std::move(impl_->connection));
   }

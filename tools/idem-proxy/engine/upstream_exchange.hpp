@@ -59,6 +59,11 @@ class UpstreamExchange {
 
   UpstreamFailure failure() const noexcept;
 
+  /// After an answer read whole: its connection goes back to the pool now rather than with the
+  /// exchange, so that the client's next request, sent as soon as this answer reaches it, finds
+  /// it there. Nothing when the connection cannot be used again.
+  void give_back() noexcept;
+
   struct Impl;
 
  private:
