@@ -69,6 +69,12 @@ TEST(ProxyStores, Redis) {
 }
 
 TEST(ProxyStores, RedisCluster) {
+  // The cluster's URI where the test command gives one (a TLS cluster: rediss+cluster:// with
+  // its CA), else its seeds in plain text.
+  if (const char* uri = std::getenv("IDEM_TEST_REDIS_CLUSTER_URI")) {
+    forward_once_on(uri, "cluster");
+    return;
+  }
   const char* seeds = std::getenv("IDEM_TEST_REDIS_CLUSTER_SEEDS");
   if (seeds == nullptr) {
     GTEST_SKIP() << "IDEM_TEST_REDIS_CLUSTER_SEEDS is not set; scripts/test starts a cluster";

@@ -61,7 +61,13 @@ class HealthFollowsTheStore(case.ProxyTestCase):
         redis = urllib.parse.urlsplit(os.environ["IDEM_TEST_REDIS_URI"])
         relay = upstreams.Relay(redis.port)
         self.addCleanup(relay.stop)
-        proxy = self.start_proxy(nginx.port, f"redis://127.0.0.1:{relay.port}",
+        # The server's URI with the relay in its place: its scheme (rediss:// over TLS), user and
+        # query (the CA and client certificate) are kept.
+        through_relay = redis._replace(
+            netloc=redis.netloc.rsplit("@", 1)[0] + "@" if "@" in redis.netloc else "")
+        through_relay = through_relay._replace(
+            netloc=through_relay.netloc + f"127.0.0.1:{relay.port}")
+        proxy = self.start_proxy(nginx.port, urllib.parse.urlunsplit(through_relay),
                                  store={"scope": f"e2e-{uuid.uuid4().hex}"})
         self.assertEqual(raw_http.exchange(proxy.admin_port, "GET", "/health").status, 200)
         relay.cut()
