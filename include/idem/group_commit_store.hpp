@@ -134,6 +134,15 @@ class GroupCommitStore : public detail::HeldKeyCalls<GroupCommitStore<S, Sync>, 
     }
     return n;
   }
+  /// Callers holding a writer's place now: writing a group or collecting calls for one.
+  std::size_t writers() const {
+    std::size_t n = 0;
+    for (const auto& lane : lanes_) {
+      Lock lock(lane->mutex);
+      n += lane->writing;
+    }
+    return n;
+  }
 
   /// The store's figures (when it has stats()) with the groups' in `group`.
   StoreStats stats() const {

@@ -581,23 +581,26 @@ TEST_F(PgGroupTest, GroupFailsWhileAnotherIsInFlight) {
   std::atomic<int> second_answered_before_first{0};
   std::vector<std::optional<Result<Claim>>> first(2);
   std::vector<std::optional<Result<Claim>>> second(2);
+  // Keys made here: key() is not thread-safe.
+  const std::string_view first_keys[] = {key("slow"), key("a1")};
+  const std::string_view second_keys[] = {key("poison"), key("b1")};
   std::vector<std::thread> threads;
   for (std::size_t i = 0; i < 2; ++i) {
     threads.emplace_back([&, i] {
-      first[i] = grouped.claim(claim_of(key(i == 0 ? "slow" : "a1")));
+      first[i] = grouped.claim(claim_of(first_keys[i]));
       ++first_answered;
     });
   }
-  while (grouped.groups() < 1) std::this_thread::sleep_for(std::chrono::milliseconds{1});
-  // Both first callers became writers; the one whose call the other took goes back to waiting
-  // now. Were it still awake when the second pair arrives, it would write whatever is queued by
-  // then without collecting (a group of one), and the pair would split into two groups.
-  // Nothing outside says when it is back; a second is ample even on a loaded machine (the
-  // first group's trigger holds it for 3 s, so the pair still meets it in flight).
-  std::this_thread::sleep_for(std::chrono::seconds{1});
+  // Both first callers became writers; the one whose call the other took gives its place back.
+  // Were it still a writer when the second pair arrives, it would write whatever is queued by
+  // then without collecting (a group of one), and the pair would split into two groups. The
+  // first group's trigger holds it for 3 s, so the pair meets it in flight.
+  while (grouped.groups() < 1 || grouped.writers() > 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds{1});
+  }
   for (std::size_t i = 0; i < 2; ++i) {
     threads.emplace_back([&, i] {
-      second[i] = grouped.claim(claim_of(key(i == 0 ? "poison" : "b1")));
+      second[i] = grouped.claim(claim_of(second_keys[i]));
       if (first_answered.load() == 0) ++second_answered_before_first;
     });
   }
