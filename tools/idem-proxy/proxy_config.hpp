@@ -23,7 +23,8 @@ enum class KeyUse : std::uint8_t {
 enum class PrincipalSource : std::uint8_t {
   none,                // every client shares one key space
   header,              // a hash of the named header's value (e.g. Authorization); absent: none
-  client_certificate,  // the verified TLS client certificate's subject (listen.tls_client_ca)
+  client_certificate,  // the verified TLS client certificate's subject and issuer
+                       // (listen.tls_client_ca)
 };
 
 /// What a failed forward leaves behind for its key.

@@ -13,6 +13,7 @@
 #include "admin_server.hpp"
 #include "client_server.hpp"
 #include "guarded_forward.hpp"
+#include "listener_tls.hpp"
 #include "open_store.hpp"
 #include "proxy_metrics.hpp"
 #include "upstream_pool.hpp"
@@ -46,12 +47,12 @@ std::string first_probe(net::io_context& io, AnyStore& store) {
 }  // namespace
 
 int run_proxy(const ProxyConfig& config, std::FILE* out) {
-  if (!config.listen.tls_certificate.empty() || !config.listen.tls_private_key.empty() ||
-      !config.listen.tls_client_ca.empty()) {
-    return cannot_start("TLS on the listener is not supported by this idem-proxy yet");
-  }
-  if (config.principal.from == PrincipalSource::client_certificate) {
-    return cannot_start("principal.from = \"client-certificate\" needs TLS on the listener");
+  if (config.principal.from == PrincipalSource::client_certificate &&
+      config.listen.tls_client_ca.empty()) {
+    std::fprintf(stderr,
+                 "idem-proxy: principal.from = \"client-certificate\" needs listen.tls_client_ca "
+                 "(and TLS on the listener)\n");
+    return kExitUsage;
   }
   if (config.upstream.port <= 0 || config.upstream.port > 65535) {
     std::fprintf(stderr, "idem-proxy: upstream.port is required (1-65535)\n");
@@ -83,7 +84,13 @@ int run_proxy(const ProxyConfig& config, std::FILE* out) {
   } catch (const std::exception& e) {
     return cannot_start(e.what());
   }
-  ClientServer server(io, config.limits, *handler);
+  std::unique_ptr<net::ssl::context> tls;
+  try {
+    tls = make_listener_tls(config.listen);
+  } catch (const std::exception& e) {
+    return cannot_start(e.what());
+  }
+  ClientServer server(io, config.limits, *handler, tls.get());
   const int port = server.bind(config.listen.address, config.listen.port, error);
   if (port < 0) return cannot_start(error);
   std::unique_ptr<AdminServer> admin;
@@ -109,7 +116,8 @@ int run_proxy(const ProxyConfig& config, std::FILE* out) {
   });
   server.start();
   if (admin) admin->start();
-  std::fprintf(out, "listening on http://%s:%d\n", config.listen.address.c_str(), port);
+  std::fprintf(out, "listening on %s://%s:%d\n", tls ? "https" : "http",
+               config.listen.address.c_str(), port);
   if (admin) std::fprintf(out, "admin on http://%s:%d\n", config.admin.address.c_str(), admin_port);
   std::fflush(out);
 

@@ -6,6 +6,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -29,6 +30,7 @@
 
 #include "answer_bytes.hpp"
 #include "idem/http/problem.hpp"
+#include "listener_tls.hpp"
 #include "transport/canned_answer.hpp"
 #include "transport/request_rules.hpp"
 
@@ -62,9 +64,21 @@ Refusal framing_refusal(std::string detail) {
 
 // One open connection. Everything in it is touched on its strand (the socket's executor).
 struct Connection {
-  explicit Connection(net::ip::tcp::socket socket)
-      : stream(std::move(socket)), deadline(stream.get_executor()) {}
+  Connection(net::ip::tcp::socket socket, net::ssl::context* tls_context)
+      : stream(std::move(socket)), deadline(stream.get_executor()) {
+    if (tls_context != nullptr) tls.emplace(stream, *tls_context);
+  }
+  // The bytes go through `tls` when the listener speaks TLS; the deadlines are the TCP
+  // stream's in both cases (each of TLS's reads and writes is one of its own).
   beast::tcp_stream stream;
+  std::optional<net::ssl::stream<beast::tcp_stream&>> tls;
+  // The verified client certificate's name, once the handshake is done (listener_tls.hpp).
+  std::string client_name;
+  // Calls `op` with the stream the connection's bytes go through.
+  template <class Op>
+  auto through(Op&& op) {
+    return tls ? op(*tls) : op(stream);
+  }
   // The request deadline. Beast's own expiry closes the socket, which would leave no way to
   // answer 408; this timer cancels the read instead, and the 408 goes out on the open socket.
   net::steady_timer deadline;
@@ -137,7 +151,8 @@ class ConnectionSide final : public ClientSide {
     if (failed_) co_return false;
     written_ = true;
     c_.stream.expires_after(s_.write_timeout);
-    auto [ec, n] = co_await net::async_write(c_.stream, net::buffer(bytes), use_tuple);
+    auto [ec, n] = co_await c_.through(
+        [&](auto& s) { return net::async_write(s, net::buffer(bytes), use_tuple); });
     c_.stream.expires_never();
     if (ec) failed_ = true;
     co_return !failed_;
@@ -172,15 +187,18 @@ std::string handler_failed(const char* what) {
 }  // namespace
 
 struct ClientServer::Impl : std::enable_shared_from_this<Impl> {
-  Impl(net::io_context& io_context, const ClientLimits& limits, RequestHandler& h)
+  Impl(net::io_context& io_context, const ClientLimits& limits, RequestHandler& h,
+       net::ssl::context* tls_context)
       : io(io_context),
         settings(settings_of(limits)),
         handler(h),
+        tls(tls_context),
         acceptor(net::make_strand(io_context)) {}
 
   net::io_context& io;
   const transport::TransportSettings settings;
   RequestHandler& handler;
+  net::ssl::context* tls;  // null: plain HTTP
   net::ip::tcp::acceptor acceptor;
   std::atomic<bool> stopping{false};
   std::atomic<std::size_t> in_hand{0};
@@ -194,6 +212,10 @@ struct ClientServer::Impl : std::enable_shared_from_this<Impl> {
   net::awaitable<void> accept_loop();
   net::awaitable<void> serve(std::shared_ptr<Connection> c);
   net::awaitable<void> refuse(Connection& c, const Refusal& r);
+  // The TLS handshake, within request_timeout; false when it failed (the client is gone).
+  net::awaitable<bool> handshake(Connection& c);
+  // Sends close_notify and waits for the client's, within linger_timeout.
+  net::awaitable<void> close_tls(Connection& c);
   // Reads until the buffer holds a whole head; false when the client left or stalled.
   net::awaitable<std::optional<Refusal>> read_head_bytes(Connection& c, beast::flat_buffer& b,
                                                          bool& gone);
@@ -206,8 +228,13 @@ struct ClientServer::Impl : std::enable_shared_from_this<Impl> {
 net::awaitable<void> ClientServer::Impl::refuse(Connection& c, const Refusal& r) {
   const std::string bytes = transport::canned_answer(r);
   c.stream.expires_after(settings.write_timeout);
-  auto [ec, written] = co_await net::async_write(c.stream, net::buffer(bytes), use_tuple);
+  auto [ec, written] = co_await c.through(
+      [&](auto& s) { return net::async_write(s, net::buffer(bytes), use_tuple); });
   if (ec) co_return;
+  if (c.tls) {
+    co_await close_tls(c);  // reads until the client's close_notify, within the same bound
+    co_return;
+  }
   error_code ignored;
   c.stream.socket().shutdown(net::ip::tcp::socket::shutdown_send, ignored);
   c.stream.expires_after(settings.linger_timeout);
@@ -234,7 +261,8 @@ net::awaitable<std::optional<Refusal>> ClientServer::Impl::read_head_bytes(Conne
     if (b.size() > settings.head_limit) {
       co_return transport::refusal_for(http::error::header_limit, settings);
     }
-    auto [ec, n] = co_await c.stream.async_read_some(b.prepare(4096), use_tuple);
+    auto [ec, n] =
+        co_await c.through([&](auto& s) { return s.async_read_some(b.prepare(4096), use_tuple); });
     if (ec) {
       gone = true;
       co_return std::nullopt;
@@ -265,7 +293,7 @@ net::awaitable<void> ClientServer::Impl::accept_loop() {
       }
       error_code ignored;
       socket.set_option(net::ip::tcp::no_delay(true), ignored);
-      c = std::make_shared<Connection>(std::move(socket));
+      c = std::make_shared<Connection>(std::move(socket), tls);
       id = next_id++;
       connections.emplace(id, c);
     }
@@ -276,6 +304,7 @@ net::awaitable<void> ClientServer::Impl::accept_loop() {
 
 net::awaitable<void> ClientServer::Impl::serve(std::shared_ptr<Connection> c) {
   const transport::TransportSettings& s = settings;
+  if (c->tls && !co_await handshake(*c)) co_return;
   beast::flat_buffer buffer;
   for (std::size_t answered = 0;;) {
     if (buffer.size() == 0) {
@@ -283,7 +312,8 @@ net::awaitable<void> ClientServer::Impl::serve(std::shared_ptr<Connection> c) {
       c->idle = true;
       if (stopping) break;
       c->stream.expires_after(s.keep_alive_timeout);
-      auto [ec, n] = co_await c->stream.async_read_some(buffer.prepare(4096), use_tuple);
+      auto [ec, n] = co_await c->through(
+          [&](auto& st) { return st.async_read_some(buffer.prepare(4096), use_tuple); });
       c->idle = false;
       if (ec) co_return;  // closed, idle too long or shut down: no one to answer
       buffer.commit(n);
@@ -296,7 +326,8 @@ net::awaitable<void> ClientServer::Impl::serve(std::shared_ptr<Connection> c) {
     transport::RequestParser parser;
     transport::limit(parser, s);
     if (!gone && !refused) {
-      auto [ec, n] = co_await http::async_read_header(c->stream, buffer, parser, use_tuple);
+      auto [ec, n] = co_await c->through(
+          [&](auto& st) { return http::async_read_header(st, buffer, parser, use_tuple); });
       head_ec = ec;
       if (!head_ec) refused = transport::head_refusal(parser);
       if (!head_ec && !refused) refused = framing_refusal_of(parser);
@@ -304,12 +335,14 @@ net::awaitable<void> ClientServer::Impl::serve(std::shared_ptr<Connection> c) {
     if (!gone && !head_ec && !refused && transport::expects_continue(parser)) {
       http::response<http::empty_body> go_on{http::status::continue_, parser.get().version()};
       c->stream.expires_after(s.write_timeout);
-      auto [ec, n] = co_await http::async_write(c->stream, go_on, use_tuple);
+      auto [ec, n] =
+          co_await c->through([&](auto& st) { return http::async_write(st, go_on, use_tuple); });
       if (ec) co_return;
       c->stream.expires_never();
     }
     if (!gone && !head_ec && !refused && !parser.is_done()) {
-      auto [ec, n] = co_await http::async_read(c->stream, buffer, parser, use_tuple);
+      auto [ec, n] = co_await c->through(
+          [&](auto& st) { return http::async_read(st, buffer, parser, use_tuple); });
       head_ec = ec;
     }
     disarm_deadline(*c);
@@ -329,7 +362,8 @@ net::awaitable<void> ClientServer::Impl::serve(std::shared_ptr<Connection> c) {
     http::request<http::string_body> req = parser.release();
     const unsigned version = req.version();
     const bool client_keeps = req.keep_alive();
-    const ProxyRequest request = to_request(std::move(req));
+    ProxyRequest request = to_request(std::move(req));
+    request.client_subject = c->client_name;
     ++answered;
     ConnectionSide side(*c, s, version,
                         client_keeps && answered < s.keep_alive_requests && !stopping);
@@ -347,8 +381,28 @@ net::awaitable<void> ClientServer::Impl::serve(std::shared_ptr<Connection> c) {
     --in_hand;
     if (!side.reusable() || !failure.empty()) break;
   }
+  if (c->tls) {
+    co_await close_tls(*c);
+    co_return;
+  }
   error_code ignored;
   c->stream.socket().shutdown(net::ip::tcp::socket::shutdown_send, ignored);
+}
+
+net::awaitable<bool> ClientServer::Impl::handshake(Connection& c) {
+  // A client that connects and says nothing is bounded as one that sends half a request.
+  c.stream.expires_after(settings.request_timeout);
+  auto [ec] = co_await c.tls->async_handshake(net::ssl::stream_base::server, use_tuple);
+  c.stream.expires_never();
+  if (ec) co_return false;
+  c.client_name = verified_client_name(c.tls->native_handle());
+  co_return true;
+}
+
+net::awaitable<void> ClientServer::Impl::close_tls(Connection& c) {
+  c.stream.expires_after(settings.linger_timeout);
+  co_await c.tls->async_shutdown(use_tuple);
+  c.stream.expires_never();
 }
 
 void ClientServer::Impl::closed(std::uint64_t id) {
@@ -371,8 +425,9 @@ void ClientServer::Impl::finish(bool drained) {
   if (call) call(drained);
 }
 
-ClientServer::ClientServer(net::io_context& io, const ClientLimits& limits, RequestHandler& handler)
-    : impl_(std::make_shared<Impl>(io, limits, handler)) {}
+ClientServer::ClientServer(net::io_context& io, const ClientLimits& limits, RequestHandler& handler,
+                           net::ssl::context* tls)
+    : impl_(std::make_shared<Impl>(io, limits, handler, tls)) {}
 
 ClientServer::~ClientServer() {
   error_code ignored;

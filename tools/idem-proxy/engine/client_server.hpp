@@ -11,10 +11,13 @@
 //  - each write of an answer must be taken by the client within write_timeout;
 //  - at most max_connections are open; one more is answered 503 and closed at once;
 //  - after keep_alive_requests answers a connection closes.
+// Over TLS (a context given), the handshake is bounded by request_timeout and the verified
+// client certificate's name goes with each request (ProxyRequest::client_subject).
 // shut_down() stops accepting, closes idle connections at once and lets those with a request in
 // hand finish (Connection: close), within a bound.
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <chrono>
 #include <cstddef>
 #include <functional>
@@ -28,8 +31,10 @@ namespace idem::proxy {
 
 class ClientServer {
  public:
-  /// `handler` must outlive the server and every connection (until shut_down's `done`).
-  ClientServer(boost::asio::io_context& io, const ClientLimits& limits, RequestHandler& handler);
+  /// `handler` (and `tls`, when given) must outlive the server and every connection (until
+  /// shut_down's `done`). Without `tls` the listener speaks plain HTTP.
+  ClientServer(boost::asio::io_context& io, const ClientLimits& limits, RequestHandler& handler,
+               boost::asio::ssl::context* tls = nullptr);
   ~ClientServer();
   ClientServer(const ClientServer&) = delete;
   ClientServer& operator=(const ClientServer&) = delete;

@@ -21,7 +21,8 @@ struct ProxyRequest {
   unsigned version = 11;  // 10 or 11
   Headers headers;        // in the order received, framing fields included
   std::string body;
-  /// The verified TLS client certificate's subject, when there is one.
+  /// The verified TLS client certificate's subject and issuer (listener_tls.hpp), when the
+  /// client presented one.
   std::string client_subject;
 
   /// Every value of header `name` (any case), in the order received.

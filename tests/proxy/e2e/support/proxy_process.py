@@ -93,7 +93,7 @@ class Proxy:
         self.lines = queue.Queue()
         # stdout is read to its end so the proxy never blocks on a full pipe.
         threading.Thread(target=self._read_stdout, daemon=True).start()
-        self.port = self._expect(r"^listening on http://127\.0\.0\.1:(\d+)$")
+        self.port = self._expect(r"^listening on https?://127\.0\.0\.1:(\d+)$")
         self.admin_port = None
         if config.get("admin", {}).get("port", -1) >= 0:
             self.admin_port = self._expect(r"^admin on http://127\.0\.0\.1:(\d+)$")

@@ -42,9 +42,12 @@ class Response:
 class RawConnection:
     """A client connection to 127.0.0.1:port."""
 
-    def __init__(self, port, timeout=READ_TIMEOUT_S):
+    def __init__(self, port, timeout=READ_TIMEOUT_S, tls=None):
+        """`tls`: an ssl.SSLContext to speak TLS with (the handshake happens here)."""
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.sock.settimeout(timeout)
+        if tls is not None:
+            self.sock = tls.wrap_socket(self.sock, server_hostname="127.0.0.1")
         self.buffer = b""
 
     def close(self):
@@ -189,9 +192,10 @@ def post_request(path, key, body=PAYMENT, extra=()):
     return request_bytes("POST", path, headers, body)
 
 
-def post(port, path, key, body=PAYMENT, extra=()):
-    """post_request on a new connection, its answer; the connection is closed after."""
-    with RawConnection(port) as conn:
+def post(port, path, key, body=PAYMENT, extra=(), tls=None):
+    """post_request on a new connection (over TLS with `tls`, an ssl.SSLContext), its answer;
+    the connection is closed after."""
+    with RawConnection(port, tls=tls) as conn:
         conn.send(post_request(path, key, body, extra))
         return conn.read_response()
 
