@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""What a request costs the store, as the store itself reports it: a redis-server of the test's
+own, whose MONITOR stream names every command idem-proxy sent it (and those its scripts ran). A
+fresh key costs the guard's own two atomic writes, the claim and the commit scripts, and no other
+command; a replay costs one script call, which writes nothing (docs/proxy.md, "Measured")."""
+import collections
+
+from support import case, raw_http, redis_server
+
+REQUESTS = 40
+WRITES = {"hset", "hdel", "del", "set", "pexpire", "expire", "rpush", "lpush", "publish", "incr",
+          "zadd", "zrem", "hincrby", "unlink"}
+
+
+def counted(commands):
+    """(the proxy's commands by name, the scripts' write commands by name)."""
+    sent = collections.Counter(c for source, c in commands if source != "lua")
+    written = collections.Counter(c for source, c in commands if source == "lua" and c in WRITES)
+    return sent, written
+
+
+class StoreWrites(case.ProxyTestCase):
+    def test_a_fresh_key_costs_the_guards_two_writes_and_a_replay_one_call(self):
+        redis = redis_server.RedisServer()
+        self.addCleanup(redis.stop)
+        nginx = self.start_nginx()
+        proxy = self.start_proxy(nginx.port, redis.uri)
+        # The first request opens the connections and loads the scripts.
+        self.assertEqual(raw_http.post(proxy.port, "/payments", self.key("warm")).status, 201)
+        keys = [self.key() for _ in range(REQUESTS)]
+
+        monitor = redis.monitor()
+        with raw_http.RawConnection(proxy.port) as conn:
+            for key in keys:
+                conn.send(raw_http.post_request("/payments", key))
+                answer = conn.read_response()
+                self.assertEqual((answer.status, answer.replayed), (201, False), answer)
+        sent, written = counted(monitor.commands())
+        print(f"fresh keys, {REQUESTS} requests: sent {dict(sent)}; scripts wrote {dict(written)}")
+        for key in keys:
+            self.assertEqual(nginx.forwarded(key), 1)
+        self.assertEqual(dict(sent), {"evalsha": 2 * REQUESTS}, sent)
+
+        monitor = redis.monitor()
+        with raw_http.RawConnection(proxy.port) as conn:
+            for key in keys:
+                conn.send(raw_http.post_request("/payments", key))
+                self.assertTrue(conn.read_response().replayed)
+        sent, written = counted(monitor.commands())
+        print(f"replays, {REQUESTS} requests: sent {dict(sent)}; scripts wrote {dict(written)}")
+        self.assertEqual(dict(sent), {"evalsha": REQUESTS}, sent)
+        self.assertEqual(dict(written), {}, written)
+        for key in keys:
+            self.assertEqual(nginx.forwarded(key), 1)
+
+
+if __name__ == "__main__":
+    case.main()
