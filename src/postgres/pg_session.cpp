@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
+#include <array>
 #include <bit>
 #include <stdexcept>
 #include <utility>
@@ -50,6 +51,7 @@ PgSession::PgSession(const std::string& conninfo, milliseconds connect_budget,
     : link_(conninfo, connect_budget),
       records_(text.records),
       statement_timeout_(statement_timeout) {
+  server_process_ = PQbackendPID(link_.raw());
   set_timeouts(statement_timeout_, milliseconds{0});
   if (role == Role::replica) {
     // The replica never creates the schema: it must have replicated this library's version.
@@ -307,6 +309,18 @@ Reply PgSession::generic(const std::string& sql, std::span<const sql::Param> par
   Query q = prepared(it->second);
   q.values = std::move(values);
   return send(q);
+}
+
+bool PgSession::transaction_ended(std::int64_t process) {
+  // pg_stat_activity shows another backend's state to its own role (the store's connections
+  // share one) and is current, not sampled. No row: the process has exited, its transaction
+  // with it. "idle": it committed or rolled back and waits for a query that will not come;
+  // "idle in transaction (aborted)": it can only roll back.
+  const std::array<sql::Param, 1> pid{sql::Param{sql::Param::integer, process, {}}};
+  sql::Row row;
+  if (!first_row("SELECT state FROM pg_stat_activity WHERE pid = $1", pid, row, 0)) return true;
+  const std::string state = row.empty() ? std::string() : row[0].value_or(std::string());
+  return state == "idle" || state == "idle in transaction (aborted)";
 }
 
 Reply PgSession::send(const Query& query) {

@@ -72,6 +72,8 @@ class PgSession final : public sql::Session {
                  unsigned blob_columns) override;
   std::vector<sql::Row> rows(const std::string& sql, std::span<const sql::Param> params,
                              unsigned blob_columns) override;
+  std::int64_t server_process() const noexcept override { return server_process_; }
+  bool transaction_ended(std::int64_t process) override;
 
  private:
   Written write_many_once(std::span<const sql::FinishArgs> finishes,
@@ -108,6 +110,7 @@ class PgSession final : public sql::Session {
   }
 
   PgLink link_;
+  std::int64_t server_process_ = 0;  // the backend's process ID, from the connection's start
   std::optional<AdoptedConnection> handlers_;  // libpqxx on link_, from the first transaction
   std::string records_;  // the records table: the space of hold()'s key in a claim
   std::chrono::milliseconds statement_timeout_;

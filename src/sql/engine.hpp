@@ -149,6 +149,17 @@ class Session {
                          unsigned blob_columns) = 0;
   virtual std::vector<Row> rows(const std::string& sql, std::span<const Param> params,
                                 unsigned blob_columns) = 0;
+
+  /// The server process this session's connection is served by; 0 when there is none (an
+  /// embedded database, whose commit has ended when the call returns).
+  virtual std::int64_t server_process() const noexcept { return 0; }
+  /// Whether the transaction server process `process` had open has ended, so that nothing it
+  /// was sent can still commit: true when the process is gone or idle; false while it is in a
+  /// transaction or its state cannot be read.
+  virtual bool transaction_ended(std::int64_t process) {
+    (void)process;
+    return true;
+  }
 };
 
 /// Thrown by Backend::acquire when every connection stayed busy past the wait.

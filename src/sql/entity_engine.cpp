@@ -13,7 +13,9 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 #include "idem/engine/record_model.hpp"
@@ -49,7 +51,8 @@ struct SqlEntities::Impl {
     Fence fence = 0;
     Failure failure;
     std::chrono::steady_clock::time_point at;
-    bool in_doubt = false;  // the COMMIT went out and no answer came back
+    bool in_doubt = false;     // the COMMIT went out and no answer came back
+    std::int64_t process = 0;  // the server process that was sent the COMMIT (0: none)
   };
   static constexpr std::chrono::minutes kEndedKeptFor{5};
   std::deque<Ended> ended;  // under mutex, oldest first
@@ -144,6 +147,7 @@ class Checkout {
     if (broken) lease_.discard();
   }
   sql::Session* operator->() const noexcept { return lease_.get(); }
+  sql::Session& operator*() const noexcept { return *lease_; }
   sql::SessionLease keep() noexcept { return std::move(lease_); }
   bool broken = false;
 
@@ -326,13 +330,32 @@ Result<CasAnswer> SqlEntities::claim(const CasRequest& r) {
 
 namespace {
 
+// How long a commit in doubt waits for the server process it sent COMMIT to to end that
+// transaction. One whose client connection is gone ends it as soon as it reads what is left:
+// the COMMIT, or the connection's end.
+constexpr milliseconds kSettleBound{5000};
+
+// Whether server process `process` has ended the transaction it was sent COMMIT in, asked on
+// `s` until kSettleBound: until then, a COMMIT still on its way could land after the op log
+// was read, and its absence would prove nothing.
+bool transaction_settled(sql::Session& s, std::int64_t process) {
+  if (process == 0) return true;
+  const auto until = std::chrono::steady_clock::now() + kSettleBound;
+  for (milliseconds pause{2};; pause = std::min(pause * 2, milliseconds{50})) {
+    if (s.transaction_ended(process)) return true;
+    if (std::chrono::steady_clock::now() + pause > until) return false;
+    std::this_thread::sleep_for(pause);
+  }
+}
+
 // Whether the op log holds `completion` under `fence` (a commit whose answer was lost finds its
-// own); nullopt when the read fails too.
+// own), once `process`'s transaction has ended; nullopt when that cannot be known.
 std::optional<bool> op_landed(SqlEntities::Impl& m, const std::string& op_key, Fence fence,
-                              const Completion& completion) {
+                              const Completion& completion, std::int64_t process) {
   try {
     Checkout s(m.backend->acquire(milliseconds{0}));
     try {
+      if (!transaction_settled(*s, process)) return std::nullopt;
       sql::Row row;
       const std::array<sql::Param, 1> key{bytes(op_key)};
       if (!s->first_row(m.read_op, key, row, 1u << 2)) return false;
@@ -352,8 +375,8 @@ std::optional<bool> op_landed(SqlEntities::Impl& m, const std::string& op_key, F
 
 // A commit that broke once its COMMIT went out: the op log says how it ended, or outcome_unknown.
 Status commit_in_doubt(SqlEntities::Impl& m, const std::string& op_key, Fence fence,
-                       const Completion& completion, Failure f) {
-  const std::optional<bool> landed = op_landed(m, op_key, fence, completion);
+                       const Completion& completion, std::int64_t process, Failure f) {
+  const std::optional<bool> landed = op_landed(m, op_key, fence, completion, process);
   if (landed == true) return {};
   if (landed == false) {
     f.message =
@@ -364,7 +387,8 @@ Status commit_in_doubt(SqlEntities::Impl& m, const std::string& op_key, Fence fe
   }
   f.code = make_error_code(errc::outcome_unknown);
   f.message =
-      "connection lost while committing, and the op log could not be read; the entity change "
+      "connection lost while committing, and the op log could not be read once the server had "
+      "ended the transaction; the entity change "
       "and the handler's writes in it may or may not have committed (a retry replays the "
       "result if they did): " +
       f.describe();
@@ -395,9 +419,11 @@ Status finish(SqlEntities::Impl& m, const Ticket& ticket, const Completion* comp
   if (ended) {
     // A retry of a commit still in doubt: the op log may be readable now.
     if (!ended->in_doubt || completion == nullptr) return ended->failure;
-    return commit_in_doubt(m, ended->op_key, ticket.fence, *completion, ended->failure);
+    return commit_in_doubt(m, ended->op_key, ticket.fence, *completion, ended->process,
+                           ended->failure);
   }
   Checkout s(std::move(open->session));
+  const std::int64_t process = s->server_process();
   bool committing = false;
   try {
     return done(s, open->op_key, committing);
@@ -406,7 +432,7 @@ Status finish(SqlEntities::Impl& m, const Ticket& ticket, const Completion* comp
     const bool in_doubt = s.broken && committing && completion != nullptr;
     Status answer;
     if (in_doubt) {
-      answer = commit_in_doubt(m, open->op_key, ticket.fence, *completion, f);
+      answer = commit_in_doubt(m, open->op_key, ticket.fence, *completion, process, f);
     } else {
       f.message =
           "transaction did not commit; the entity change and the handler's writes in it were "
@@ -419,7 +445,7 @@ Status finish(SqlEntities::Impl& m, const Ticket& ticket, const Completion* comp
     const auto now = std::chrono::steady_clock::now();
     m.forget_ended_before(now - m.kEndedKeptFor);
     m.ended.push_back(SqlEntities::Impl::Ended{open->op_key, ticket.fence, answer.failure(), now,
-                                               answer.error() == errc::outcome_unknown});
+                                               answer.error() == errc::outcome_unknown, process});
     return answer;
   }
 }

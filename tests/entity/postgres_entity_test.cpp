@@ -78,6 +78,25 @@ TEST_F(RelayedAccounts, ACommitWhoseReplyIsLostFindsItselfInTheOpLog) {
   EXPECT_GE(stats.pool->discarded, 1u);
 }
 
+// The COMMIT is still on its way when the client's connection breaks: it reaches the server
+// 300 ms later. The op log read at once would not hold the commit yet; the store first waits
+// for the server process to end the transaction, then finds its commit and answers success, not
+// "rolled back".
+TEST_F(RelayedAccounts, ACommitStillOnItsWayIsWaitedForBeforeTheOpLogIsRead) {
+  auto out =
+      debit([&] { relay().lose_reply_after_late(commit_message, std::chrono::milliseconds{300}); });
+  ASSERT_TRUE(relay().one_shot_fired());
+  ASSERT_TRUE(out.has_value()) << out.message();
+  EXPECT_EQ(out.value(), 41);
+  EXPECT_TRUE(out.recorded()) << out.commit_failure().describe();
+  auto again = debit();
+  ASSERT_TRUE(again.has_value()) << again.message();
+  EXPECT_TRUE(again.replayed());
+  EXPECT_EQ(runs_, 1);
+  EXPECT_EQ(target_.effects("debit-1"), 1);
+  EXPECT_EQ(accounts_->version("a-1").value(), 1u);
+}
+
 // The COMMIT is cut on its way: the server rolls the transaction back. The store reads the op
 // log, finds no commit of its own, and says the transaction did not commit (store_unavailable),
 // not outcome_unknown; a repeat runs the handler once more, and its write commits once.

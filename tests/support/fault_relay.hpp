@@ -101,6 +101,13 @@ class FaultRelay {
     one_shot_ = {std::move(chunk_matches), OneShot::Kind::lose_reply, times};
   }
 
+  /// One shot: as lose_reply_after, but the client's side is cut first and the chunk reaches the
+  /// server `late` after: a message still on its way when its sender gave up.
+  void lose_reply_after_late(ChunkPredicate chunk_matches, std::chrono::milliseconds late) {
+    std::lock_guard lock(mutex_);
+    one_shot_ = {std::move(chunk_matches), OneShot::Kind::lose_reply, 1, late};
+  }
+
   /// One shot: the next client chunk `chunk_matches` picks is dropped and its connection cut.
   /// `times`: so for each of the next `times` chunks it picks.
   void cut_before(ChunkPredicate chunk_matches, int times = 1) {
@@ -137,7 +144,8 @@ class FaultRelay {
     enum class Kind { lose_reply, cut_before };
     ChunkPredicate chunk_matches;  // empty: none armed
     Kind kind = Kind::lose_reply;
-    int left = 1;  // chunks it still applies to
+    int left = 1;                       // chunks it still applies to
+    std::chrono::milliseconds late{0};  // lose_reply: the chunk reaches the server this late
   };
 
   // One relayed connection: the client's socket, the server's, and a pipe that wakes its thread
@@ -250,12 +258,14 @@ class FaultRelay {
     }
   }
 
-  // The fault to apply to a chunk the client sent: none, or the one-shot fault it triggers.
-  std::optional<OneShot::Kind> take_one_shot(std::string_view chunk) {
+  // The fault to apply to a chunk the client sent: none, or the one-shot fault it triggers
+  // (its kind, and how late a lost reply's chunk reaches the server).
+  std::optional<std::pair<OneShot::Kind, std::chrono::milliseconds>> take_one_shot(
+      std::string_view chunk) {
     std::lock_guard lock(mutex_);
     if (!one_shot_.chunk_matches || !one_shot_.chunk_matches(chunk)) return std::nullopt;
     if (--one_shot_.left <= 0) one_shot_.chunk_matches = nullptr;
-    return one_shot_.kind;
+    return std::pair{one_shot_.kind, one_shot_.late};
   }
 
   void relay(const std::shared_ptr<Connection>& c) {
@@ -317,8 +327,13 @@ class FaultRelay {
         const std::string_view bytes(chunk, static_cast<std::size_t>(n));
         if (mode == Mode::stall) continue;  // lost
         const auto fault = take_one_shot(bytes);
-        if (fault == OneShot::Kind::cut_before) break;
-        if (fault == OneShot::Kind::lose_reply) {
+        if (fault && fault->first == OneShot::Kind::cut_before) break;
+        if (fault && fault->first == OneShot::Kind::lose_reply) {
+          if (fault->second.count() > 0) {
+            // The sender learns at once; its message is still on its way.
+            ::shutdown(c->client, SHUT_RDWR);
+            std::this_thread::sleep_for(fault->second);
+          }
           // Everything before it first, then the chunk itself, at once.
           bool ok = true;
           for (auto& pending : to_server) {
