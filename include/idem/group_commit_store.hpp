@@ -117,31 +117,16 @@ class GroupCommitStore : public detail::HeldKeyCalls<GroupCommitStore<S, Sync>, 
     return grouped_calls_.load(std::memory_order_relaxed);
   }
 
-  /// Calls queued now, not yet taken into a group; groups being written now.
+  /// Calls queued now, not yet taken into a group; groups being written now; callers holding a
+  /// writer's place now (writing a group or collecting calls for one).
   std::size_t queued() const {
-    std::size_t n = 0;
-    for (const auto& lane : lanes_) {
-      Lock lock(lane->mutex);
-      n += lane->queue.size();
-    }
-    return n;
+    return sum_over_lanes([](const Lane& lane) { return lane.queue.size(); });
   }
   std::size_t groups_in_flight() const {
-    std::size_t n = 0;
-    for (const auto& lane : lanes_) {
-      Lock lock(lane->mutex);
-      n += lane->in_flight;
-    }
-    return n;
+    return sum_over_lanes([](const Lane& lane) { return lane.in_flight; });
   }
-  /// Callers holding a writer's place now: writing a group or collecting calls for one.
   std::size_t writers() const {
-    std::size_t n = 0;
-    for (const auto& lane : lanes_) {
-      Lock lock(lane->mutex);
-      n += lane->writing;
-    }
-    return n;
+    return sum_over_lanes([](const Lane& lane) { return lane.writing; });
   }
 
   /// The store's figures (when it has stats()) with the groups' in `group`.
@@ -156,6 +141,16 @@ class GroupCommitStore : public detail::HeldKeyCalls<GroupCommitStore<S, Sync>, 
  private:
   friend detail::HeldKeyCalls<GroupCommitStore, S>;
   S& wrapped() noexcept { return store_; }
+
+  template <class Count>
+  std::size_t sum_over_lanes(Count count) const {
+    std::size_t n = 0;
+    for (const auto& lane : lanes_) {
+      Lock lock(lane->mutex);
+      n += count(*lane);
+    }
+    return n;
+  }
 
   using Clock = typename Sync::Clock;
   using TimePoint = typename Clock::time_point;

@@ -48,6 +48,20 @@ class RelayedAccounts : public ::testing::Test {
   }
   FaultRelay& relay() { return *through_->relay; }
 
+  // `out`, the first debit, committed although its commit's reply was lost: it answers success,
+  // a repeat replays it, and the handler ran and wrote once.
+  void expect_committed_once(const VersionOutcome<int>& out) {
+    ASSERT_TRUE(out.has_value()) << out.message();
+    EXPECT_EQ(out.value(), 41);
+    EXPECT_TRUE(out.recorded()) << out.commit_failure().describe();
+    auto again = debit();
+    ASSERT_TRUE(again.has_value()) << again.message();
+    EXPECT_TRUE(again.replayed());
+    EXPECT_EQ(again.value(), 41);
+    EXPECT_EQ(runs_, 1);
+    EXPECT_EQ(target_.effects("debit-1"), 1);
+  }
+
   PostgresTarget target_;
   std::optional<PgRelay> through_;
   std::unique_ptr<VersionStore<PostgresBackend>> accounts_;
@@ -61,15 +75,7 @@ class RelayedAccounts : public ::testing::Test {
 TEST_F(RelayedAccounts, ACommitWhoseReplyIsLostFindsItselfInTheOpLog) {
   auto out = debit([&] { relay().lose_reply_after(commit_message); });
   ASSERT_TRUE(relay().one_shot_fired());
-  ASSERT_TRUE(out.has_value()) << out.message();
-  EXPECT_EQ(out.value(), 41);
-  EXPECT_TRUE(out.recorded()) << out.commit_failure().describe();
-  auto again = debit();
-  ASSERT_TRUE(again.has_value()) << again.message();
-  EXPECT_TRUE(again.replayed());
-  EXPECT_EQ(again.value(), 41);
-  EXPECT_EQ(runs_, 1);
-  EXPECT_EQ(target_.effects("debit-1"), 1);
+  expect_committed_once(out);
   // stats(): the store's name and its pool, which dropped the connection the relay cut.
   const StoreStats stats = accounts_->stats();
   EXPECT_EQ(stats.store, "postgres");
@@ -86,14 +92,7 @@ TEST_F(RelayedAccounts, ACommitStillOnItsWayIsWaitedForBeforeTheOpLogIsRead) {
   auto out =
       debit([&] { relay().lose_reply_after_late(commit_message, std::chrono::milliseconds{300}); });
   ASSERT_TRUE(relay().one_shot_fired());
-  ASSERT_TRUE(out.has_value()) << out.message();
-  EXPECT_EQ(out.value(), 41);
-  EXPECT_TRUE(out.recorded()) << out.commit_failure().describe();
-  auto again = debit();
-  ASSERT_TRUE(again.has_value()) << again.message();
-  EXPECT_TRUE(again.replayed());
-  EXPECT_EQ(runs_, 1);
-  EXPECT_EQ(target_.effects("debit-1"), 1);
+  expect_committed_once(out);
   EXPECT_EQ(accounts_->version("a-1").value(), 1u);
 }
 

@@ -41,13 +41,7 @@ class RedisServer:
         return Monitor(self.port)
 
     def stop(self):
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        upstreams.stop_process(self.process)
         shutil.rmtree(self.folder, ignore_errors=True)
 
 

@@ -38,6 +38,17 @@ def wait_listening(port, process, bound_s=START_BOUND_S):
     raise AssertionError(f"nothing listens on port {port} after {bound_s} s")
 
 
+def stop_process(process):
+    """SIGTERM, then SIGKILL if `process` (a Popen, or None) has not exited within 10 s."""
+    if process and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
 def nginx_binary():
     found = os.environ.get("IDEM_NGINX") or shutil.which("nginx") or "/usr/sbin/nginx"
     if not os.access(found, os.X_OK):
@@ -129,13 +140,7 @@ class Nginx:
         return len(self.lines(text))
 
     def stop(self):
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        stop_process(self.process)
         shutil.rmtree(self.prefix, ignore_errors=True)
 
 
