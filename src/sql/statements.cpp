@@ -50,12 +50,21 @@ namespace {
 
 // The record model's claim rules (detail::classify) as one upsert. A takeover is a compare-and-set
 // on the row the statement locked: the WHERE sees its latest committed version.
-constexpr const char* kUpsert =
+constexpr const char* kUpsertInto =
     "INSERT INTO {rec} AS r (key, state, fp_hi, fp_lo, fence, took_over, lease_until, "
-    "expires_at, result) "
+    "expires_at, result) ";
+constexpr const char* kUpsertValues =
     "VALUES ({p1}, {held}, {p2}, {p3}, "
     "{greatest}({p4}, {drawn}(SELECT max(fence_floor) FROM {sch}) + 1), 0, "
-    "{now} + {p5}, {now} + {p6}, NULL) "
+    "{now} + {p5}, {now} + {p6}, NULL) ";
+// PostgreSQL: the same row, only when the CTE `settled` found no finished record (typed here: a
+// SELECT list does not take its types from the columns it fills, as VALUES does).
+constexpr const char* kUpsertUnlessSettled =
+    "SELECT CAST({p1} AS {blob}), {held}, CAST({p2} AS {i64}), CAST({p3} AS {i64}), "
+    "{greatest}(CAST({p4} AS {i64}), {drawn}(SELECT max(fence_floor) FROM {sch}) + 1), 0, "
+    "{now} + CAST({p5} AS {i64}), {now} + CAST({p6} AS {i64}), NULL "
+    "WHERE NOT EXISTS (SELECT 1 FROM settled) ";
+constexpr const char* kUpsertOnConflict =
     "ON CONFLICT (key) DO UPDATE SET state = {held}, fp_hi = excluded.fp_hi, "
     "fp_lo = excluded.fp_lo, fence = {greatest}(r.fence + 1, excluded.fence), "
     "took_over = CASE WHEN r.state = {held} AND r.expires_at > {now} THEN 1 ELSE 0 END, "
@@ -111,14 +120,25 @@ Statements::Statements(const Dialect& d, const std::string& prefix)
 
   const std::string drawn = fmt::format(fmt::runtime(d.next_fence), fences) + ", ";
   // The first column: 1 acquired (the rest padding), 0 the row in the way.
+  const std::string upsert_text = std::string(kUpsertInto) + kUpsertValues + kUpsertOnConflict;
+  // A finished record that has not expired is answered as it is read (`settled`): the upsert
+  // would lock its row and change nothing, and on PostgreSQL a row lock is a write the server
+  // commits (and flushes, when durable). Any other record goes to the upsert.
   const std::string in_one = fmt::format(
-      "WITH claimed AS ({}) "
+      "WITH settled AS (SELECT fence, took_over, state, fp_hi, fp_lo, lease_until - {{now}} AS "
+      "lease_left, expires_at - {{now}} AS expire_left, result FROM {{rec}} "
+      "WHERE key = {{p1}} AND state IN ({{finished}}) AND expires_at > {{now}}), "
+      "claimed AS ({}{}{}) "
       "SELECT 1, fence, took_over, 0, 0, 0, 0, 0, NULL FROM claimed "
+      "UNION ALL SELECT 0, fence, took_over, state, fp_hi, fp_lo, lease_left, expire_left, result "
+      "FROM settled "
       "UNION ALL SELECT 0, fence, took_over, {} FROM {{rec}} "
-      "WHERE key = {{p1}} AND NOT EXISTS (SELECT 1 FROM claimed)",
-      kUpsert, "state, fp_hi, fp_lo, lease_until - {now}, expires_at - {now}, result");
-  upsert = fill(kUpsert);
-  upsert_drawn = fill(kUpsert, drawn);
+      "WHERE key = {{p1}} AND NOT EXISTS (SELECT 1 FROM claimed) "
+      "AND NOT EXISTS (SELECT 1 FROM settled)",
+      kUpsertInto, kUpsertUnlessSettled, kUpsertOnConflict,
+      "state, fp_hi, fp_lo, lease_until - {now}, expires_at - {now}, result");
+  upsert = fill(upsert_text.c_str());
+  upsert_drawn = fill(upsert_text.c_str(), drawn);
   read = fill(fmt::format("SELECT {} FROM {{rec}} WHERE key = {{p1}}", kReadColumns).c_str());
   claim_in_one = fill(in_one.c_str());
   claim_in_one_drawn = fill(in_one.c_str(), drawn);

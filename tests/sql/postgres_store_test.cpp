@@ -211,46 +211,54 @@ TEST(PostgresPoolTest, AWaitingCallGetsAConnectionGivenBackBeforeItsAcquireTimeo
 }
 
 // A claim that waits on a row another session keeps locked gives up at statement_timeout with
-// store_unavailable: no call hangs on the server, nothing runs, and the record is intact.
+// store_unavailable: no call hangs on the server, nothing runs, and the record is intact. The
+// record is held (a finished one would be answered as read, past the lock: the next test).
 TEST(PostgresTimeoutTest, AClaimBlockedOnALockedRowIsStoreUnavailableAtTheStatementTimeout) {
   const char* uri = std::getenv("IDEM_TEST_PG_URI");
   if (uri == nullptr) GTEST_SKIP() << kNoPgMessage;
   const std::string prefix = unique_name("stmt") + "_";
   PostgresStore store{PostgresStoreOptions{
       .connection = {.uri = uri, .table_prefix = prefix, .statement_timeout = milliseconds{300}}}};
-  IdempotencyGuard guard{store, Options{.scope = "stmt"}};
-  int runs = 0;
-  ASSERT_TRUE(guard.execute("k", [&] { return ++runs; }).executed());
+  const ClaimRequest request{.key = "k",
+                             .fingerprint = {1, 2},
+                             .lease = std::chrono::minutes{1},
+                             .retention = std::chrono::hours{1}};
+  Result<Claim> held = store.claim(request);
+  ASSERT_TRUE(held.has_value() && held->status == ClaimStatus::acquired);
   pqxx::connection locker(uri);
   pqxx::work lock(locker);
   lock.exec("SELECT 1 FROM " + prefix + "records FOR UPDATE");
   const auto start = std::chrono::steady_clock::now();
-  auto out = guard.execute("k", [&] { return ++runs; });
+  Result<Claim> out = store.claim(request);
   const auto waited = std::chrono::steady_clock::now() - start;
   ASSERT_FALSE(out.has_value());
-  EXPECT_EQ(out.error(), errc::store_unavailable) << out.message();
-  EXPECT_NE(out.message().find("timeout"), std::string::npos) << out.message();
+  EXPECT_EQ(out.error(), errc::store_unavailable) << out.failure().describe();
+  EXPECT_NE(out.failure().describe().find("timeout"), std::string::npos)
+      << out.failure().describe();
   EXPECT_GE(waited, milliseconds{250});
   EXPECT_LT(waited, std::chrono::seconds{5});
   lock.abort();
-  auto after = guard.execute("k", [&] { return ++runs; });
-  ASSERT_TRUE(after.has_value()) << after.message();
-  EXPECT_TRUE(after.replayed());
-  EXPECT_EQ(runs, 1);
+  Result<Claim> after = store.claim(request);
+  ASSERT_TRUE(after.has_value()) << after.failure().describe();
+  EXPECT_EQ(after->status, ClaimStatus::in_progress);
+  ASSERT_TRUE(store
+                  .commit(Ticket{"k", held->fence},
+                          Completion{ClaimStatus::completed, "r", std::chrono::hours{1}})
+                  .ok());
 }
 
-// A duplicate woken by the hold's end claims with after_wait: the replay is a plain read, which
-// no row lock holds up (the claim's upsert would wait on it, as the test above shows) and which
-// writes nothing, so a durable server flushes nothing for it.
-TEST(PostgresTimeoutTest, AClaimAfterAWaitReadsASettledRecordPastALockedRow) {
+// A claim of a finished record is answered as the record is read, in the claim's statement:
+// no row lock holds it up (an upsert would wait on one, as the test above shows) and it writes
+// nothing, so a durable server flushes nothing for a replay. With after_wait or without.
+TEST(PostgresTimeoutTest, AClaimOfAFinishedRecordReadsItPastALockedRow) {
   const char* uri = std::getenv("IDEM_TEST_PG_URI");
   if (uri == nullptr) GTEST_SKIP() << kNoPgMessage;
-  const std::string prefix = unique_name("after_wait") + "_";
+  const std::string prefix = unique_name("settled") + "_";
   PostgresStore store{PostgresStoreOptions{
       .connection = {.uri = uri, .table_prefix = prefix, .statement_timeout = milliseconds{300}}}};
-  auto claim = [&](bool after_wait) {
+  auto claim = [&](bool after_wait, Fingerprint fingerprint = {1, 2}) {
     return store.claim(ClaimRequest{.key = "k",
-                                    .fingerprint = {1, 2},
+                                    .fingerprint = fingerprint,
                                     .lease = milliseconds{1000},
                                     .retention = std::chrono::hours{1},
                                     .after_wait = after_wait});
@@ -264,13 +272,16 @@ TEST(PostgresTimeoutTest, AClaimAfterAWaitReadsASettledRecordPastALockedRow) {
   pqxx::connection locker(uri);
   pqxx::work lock(locker);
   lock.exec("SELECT 1 FROM " + prefix + "records FOR UPDATE");
-  Result<Claim> read = claim(true);
-  ASSERT_TRUE(read.has_value()) << read.failure().describe();
-  EXPECT_EQ(read->status, ClaimStatus::completed);
-  EXPECT_EQ(read->result, "r");
-  Result<Claim> claimed = claim(false);
-  ASSERT_FALSE(claimed.has_value());
-  EXPECT_EQ(claimed.error(), errc::store_unavailable) << claimed.failure().describe();
+  for (const bool after_wait : {true, false}) {
+    Result<Claim> read = claim(after_wait);
+    ASSERT_TRUE(read.has_value()) << read.failure().describe();
+    EXPECT_EQ(read->status, ClaimStatus::completed);
+    EXPECT_EQ(read->result, "r");
+    EXPECT_EQ(read->fence, held->fence);
+  }
+  Result<Claim> other = claim(false, Fingerprint{3, 4});
+  ASSERT_TRUE(other.has_value()) << other.failure().describe();
+  EXPECT_EQ(other->status, ClaimStatus::mismatch);
   lock.abort();
 }
 
