@@ -90,6 +90,7 @@ void expect_async_duplicates_woken_by_commit(S& store, IoRunner& runner, int n,
   EXPECT_EQ(replayed, n);
   EXPECT_EQ(counted.awaits.load(), n);  // woken once each: no bound ran out, no early return
   EXPECT_EQ(counted.claims.load(), 1 + 2 * n);
+  EXPECT_EQ(counted.claims_after_wait.load(), n) << "each duplicate's claim after its wake";
   EXPECT_LE(counted.calls() - 2, 3 * n) << "the holder's claim and commit aside";
 }
 
@@ -130,6 +131,7 @@ void expect_async_duplicate_woken_by_abort(S& store, IoRunner& runner, const std
   EXPECT_EQ(counted.aborts.load(), 1);
   EXPECT_EQ(counted.awaits.load(), 1);
   EXPECT_EQ(counted.claims.load(), 3);  // the holder's; the duplicate's in_progress and acquired
+  EXPECT_EQ(counted.claims_after_wait.load(), 1);  // the duplicate's claim after the wake
 }
 
 /// A duplicate cancelled while it waits on the store ends with operation_aborted, without the
@@ -162,6 +164,7 @@ void expect_async_cancel_ends_the_wait(S& store, IoRunner& runner, const std::st
       << "the cancelled wait did not end";
   EXPECT_TRUE(waiting.aborted());
   EXPECT_EQ(counted.claims.load(), 2);  // no claim after the cancelled wait
+  EXPECT_EQ(counted.claims_after_wait.load(), 0);
   release = true;
   ASSERT_TRUE(run_until_or_give_up(runner, [&] { return held.has_value(); }));
   EXPECT_TRUE(held->executed()) << held->message();
@@ -195,6 +198,8 @@ void expect_async_manual_clock_polls(S& store, IoRunner& runner, const std::stri
   EXPECT_EQ(inner->error(), errc::in_progress);
   EXPECT_EQ(counted.awaits.load(), 0);  // the manual clock's sleeps, not the store's wake
   EXPECT_GT(counted.claims.load(), 3);  // the first claim, then one per poll
+  // Every claim but the holder's and the duplicate's first follows a pause.
+  EXPECT_EQ(counted.claims_after_wait.load(), counted.claims.load() - 2);
 }
 
 }  // namespace idem::testing

@@ -21,6 +21,7 @@ class AsyncCallCounter {
   explicit AsyncCallCounter(S& store) noexcept : store_(&store) {}
 
   std::atomic<int> claims{0};
+  std::atomic<int> claims_after_wait{0};  // of them, claims saying ClaimRequest::after_wait
   std::atomic<int> commits{0};
   std::atomic<int> aborts{0};
   std::atomic<int> extends{0};
@@ -32,6 +33,7 @@ class AsyncCallCounter {
 
   boost::asio::awaitable<Result<Claim>> async_claim(const ClaimRequest& request) {
     claims.fetch_add(1);
+    if (request.after_wait) claims_after_wait.fetch_add(1);
     return store_->async_claim(request);
   }
   boost::asio::awaitable<Status> async_commit(const Ticket& ticket, const Completion& completion) {
