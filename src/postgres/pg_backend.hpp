@@ -30,6 +30,7 @@ class PgBackend final : public sql::Backend {
 
   std::string_view store_name() const noexcept override { return PostgresStore::kStoreName; }
   PoolStats pool_stats() const noexcept override { return pool_.stats(); }
+  bool claim_reads_first() const noexcept override { return true; }
 
  private:
   using SessionPool = sql::SessionPool;

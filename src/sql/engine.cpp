@@ -99,7 +99,8 @@ Result<Claim> Engine::claim(const ClaimRequest& request) {
   }
   if (Status schema = ensure_schema(); !schema) return schema.failure();
   // Transactional claims wait on the holder's lock (block_for) rather than after it: no read.
-  if (request.after_wait && mode_ == SqlMode::lease) {
+  // A backend whose claim reads first needs no read of its own before it.
+  if (request.after_wait && mode_ == SqlMode::lease && !backend_->claim_reads_first()) {
     if (auto answer = settled_answer(request)) return std::move(*answer);
   }
   return mode_ == SqlMode::lease ? claim_lease(request) : claim_transactional(request);

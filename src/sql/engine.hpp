@@ -186,6 +186,9 @@ class Backend {
   virtual const Statements& statements() const noexcept = 0;
   virtual std::string_view store_name() const noexcept = 0;  // "sqlite", "postgres"
   virtual PoolStats pool_stats() const noexcept = 0;
+  /// Whether a lease-mode claim reads the record before it writes, in its own statement
+  /// (Statements::claim_in_one): the engine's read for a claim after a wait would repeat it.
+  virtual bool claim_reads_first() const noexcept { return false; }
 };
 
 class ReplicaReads;  // src/sql/replica_reads.hpp
