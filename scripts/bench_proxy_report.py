@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Report of scripts/bench --proxy: reads its runs (one JSON line each), writes OUT.json and
 OUT.csv, prints the proxy beside the upstream it stands in front of at each connection count and
-where the target stands (replay at least 0.8x straight), and draws throughput and p99 against
-connections (docs/perf/proxy.png).
+where the target stands (replay at least 0.8x straight), with the replay's floor (the proxy's
+client server answering from memory, without guard or store) where it was measured, and draws
+throughput and p99 against connections (OUT.png beside OUT.json, or in --plots DIR).
 """
 import argparse
 import csv
@@ -17,6 +18,7 @@ import tempfile
 REPLAY_TARGET = 0.8
 # Each proxy scenario is compared with the straight run taken just before it.
 SERIES = [("upstream", "replay", "nginx straight (before replay)"),
+          ("floor", "replay", "proxy server from memory, no guard (floor)"),
           ("proxy", "replay", "idem-proxy, replays"),
           ("upstream", "fresh", "nginx straight (before fresh)"),
           ("proxy", "fresh", "idem-proxy, fresh keys")]
@@ -67,9 +69,12 @@ def print_table(runs, connections):
             if not up or not px:
                 continue
             errors = px["socket_errors"] + px["non_2xx"] + up["socket_errors"] + up["non_2xx"]
+            fl = find(runs, "floor", scenario, c)
+            floor = (f"  floor {fl['rps']:.0f} rps, replay {px['rps'] / fl['rps']:.2f}x it"
+                     if fl else "")
             print(f"{c:>5}  {scenario:<8} {up['rps']:>10.0f} {up['p99_ms']:>7.2f}  "
                   f"{px['rps']:>10.0f} {px['p99_ms']:>7.2f}  {px['rps'] / up['rps']:>5.2f}  "
-                  f"{px['load']:>5.2f}  {errors}")
+                  f"{px['load']:>5.2f}  {errors}{floor}")
 
 
 def targets(runs, connections):
@@ -93,10 +98,11 @@ def plot(runs, directory, context):
               file=sys.stderr)
         return
     os.makedirs(directory, exist_ok=True)
-    out = os.path.join(directory, "proxy.png")
+    out = os.path.join(directory, context["name"] + ".png")
     subtitle = (f"{context['cpus']} CPUs, load average {context['load_start'].split()[0]} at "
                 f"start, {context['load_end'].split()[0]} at end, {context['date'][:16]}, "
-                f"wrk {context['duration']} s a run, store {context['store']}")
+                f"wrk {context['duration']} s a run, store {context['store']}, "
+                f"cache {context.get('cache', '0')}")
     with tempfile.TemporaryDirectory() as tmp:
         files = []
         for target, scenario, title in SERIES:
@@ -107,7 +113,7 @@ def plot(runs, directory, context):
             data = os.path.join(tmp, f"{target}_{scenario}.dat")
             with open(data, "w", encoding="ascii") as f:
                 f.write("".join(f"{c} {rps:.6g} {p99:.6g}\n" for c, rps, p99 in points))
-            files.append((data, title, "dt 2" if target == "upstream" else "dt 1"))
+            files.append((data, title, "dt 1" if target == "proxy" else "dt 2"))
 
         def clause(column):
             return ", ".join(f"'{d}' using 1:{column} with linespoints lw 2 {dt} title '{t}'"
@@ -138,11 +144,12 @@ unset multiplot
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="OUT.json; OUT.csv is written beside it")
-    parser.add_argument("--plots", help="directory for proxy.png")
+    parser.add_argument("--plots", help="directory for the plot (OUT's name, .png)")
     parser.add_argument("--load-start", default="")
     parser.add_argument("--load-end", default="")
     parser.add_argument("--duration", default="")
     parser.add_argument("--store", default="")
+    parser.add_argument("--cache", default="0", help="the proxy's store.cache_entries")
     parser.add_argument("runs", help="the runs (JSON lines), or an earlier OUT.json to redo")
     args = parser.parse_args()
 
@@ -155,7 +162,9 @@ def main():
         "load_end": args.load_end or "?",
         "duration": args.duration,
         "store": args.store,
+        "cache": args.cache,
     }
+    context["name"] = os.path.splitext(os.path.basename(args.out))[0]
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump({"context": context, "runs": runs}, f, indent=1)
     csv_path = os.path.splitext(args.out)[0] + ".csv"
