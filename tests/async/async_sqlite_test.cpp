@@ -29,6 +29,8 @@
 #include <vector>
 
 #include "async/async_guard_cases.hpp"
+#include "idem/admin/cached_admin.hpp"
+#include "idem/asio/cached_store.hpp"
 #include "idem/guard.hpp"
 #include "idem/sqlite/admin.hpp"
 #include "idem/sqlite/async_store.hpp"
@@ -116,6 +118,44 @@ struct StoreTraits<BlockingAsyncSqlite> {
 }  // namespace idem::testing
 
 IDEM_RECORD_STORE_CONFORMANCE(AsyncSqlite, idem::testing::BlockingAsyncSqlite);
+
+// The same kit through AsyncCachedStore in front of the asynchronous store (as idem-proxy runs it
+// with its replay cache on): the cache must answer every case as the store alone does.
+namespace idem::testing {
+
+struct CachedSqliteAsyncOnLoop : AsyncCachedStore<sqlite::AsyncStore> {
+  CachedSqliteAsyncOnLoop(const boost::asio::any_io_executor&, const SqliteStoreOptions& options)
+      : AsyncCachedStore(CachedStoreOptions{.shards = 4}, options) {}
+};
+
+struct BlockingCachedAsyncSqlite : SharedSqliteFile, BlockingStore<CachedSqliteAsyncOnLoop> {
+  explicit BlockingCachedAsyncSqlite(std::shared_ptr<SqliteFile> f)
+      : SharedSqliteFile{std::move(f)}, BlockingStore(SqliteStoreOptions{.path = file->path()}) {}
+};
+
+template <>
+struct StoreTraits<BlockingCachedAsyncSqlite> {
+  static constexpr std::chrono::milliseconds lease{600};
+  static constexpr bool admin_release_wakes = false;
+  static constexpr bool wait_sees_ends_on_other_threads = false;
+  static std::unique_ptr<BlockingCachedAsyncSqlite> make() {
+    return std::make_unique<BlockingCachedAsyncSqlite>(std::make_shared<SqliteFile>());
+  }
+  static std::unique_ptr<BlockingCachedAsyncSqlite> reopen(BlockingCachedAsyncSqlite& store) {
+    return std::make_unique<BlockingCachedAsyncSqlite>(store.file);
+  }
+  static void advance(BlockingCachedAsyncSqlite&, std::chrono::milliseconds d) {
+    std::this_thread::sleep_for(d);
+  }
+  static std::unique_ptr<admin::Admin> admin(BlockingCachedAsyncSqlite& store) {
+    return admin::cached_admin(store.async(), admin::sqlite_admin({.path = store.file->path()}));
+  }
+  using async_face = AsyncFace<BlockingCachedAsyncSqlite>;
+};
+
+}  // namespace idem::testing
+
+IDEM_RECORD_STORE_CONFORMANCE(CachedAsyncSqlite, idem::testing::BlockingCachedAsyncSqlite);
 
 namespace idem::testing {
 

@@ -1,6 +1,6 @@
 #pragma once
-// The admin of a CachedStore (header-only): the backend's admin, which also drops each key it
-// releases or forgets from this process's cache (docs/operations.md).
+// The admin of a CachedStore or AsyncCachedStore (header-only): the backend's admin, which also
+// drops each key it releases or forgets from this process's cache (docs/operations.md).
 
 #include <memory>
 #include <optional>
@@ -10,15 +10,21 @@
 #include <utility>
 
 #include "idem/admin.hpp"
-#include "idem/cached_store.hpp"
+#include "idem/key.hpp"
 
 namespace idem::admin {
 
-template <class S>
+/// A store with a local replay cache whose records can be dropped by effective key.
+template <class Cache>
+concept InvalidatableCache = requires(Cache& cache, std::string_view effective_key) {
+  cache.invalidate(effective_key);
+};
+
+template <InvalidatableCache Cache>
 class CachedAdmin final : public Admin {
  public:
   /// `cache` must outlive the admin; `backend` is the admin of the store the cache wraps.
-  CachedAdmin(CachedStore<S>& cache, std::unique_ptr<Admin> backend)
+  CachedAdmin(Cache& cache, std::unique_ptr<Admin> backend)
       : cache_(cache), backend_(std::move(backend)) {
     if (!backend_) throw std::invalid_argument("idem: cached_admin needs the backend's admin");
   }
@@ -58,15 +64,16 @@ class CachedAdmin final : public Admin {
     if (!key.id.empty()) cache_.invalidate(detail::effective_key(scope, key));
   }
 
-  CachedStore<S>& cache_;
+  Cache& cache_;
   std::unique_ptr<Admin> backend_;
 };
 
-/// The admin to use for a store behind `cache`: `backend` (the store's own admin) with the
-/// cache kept in step. Throws std::invalid_argument when `backend` is null.
-template <class S>
-std::unique_ptr<Admin> cached_admin(CachedStore<S>& cache, std::unique_ptr<Admin> backend) {
-  return std::make_unique<CachedAdmin<S>>(cache, std::move(backend));
+/// The admin to use for a store behind `cache` (a CachedStore or an AsyncCachedStore):
+/// `backend` (the store's own admin) with the cache kept in step. Throws std::invalid_argument
+/// when `backend` is null.
+template <InvalidatableCache Cache>
+std::unique_ptr<Admin> cached_admin(Cache& cache, std::unique_ptr<Admin> backend) {
+  return std::make_unique<CachedAdmin<Cache>>(cache, std::move(backend));
 }
 
 }  // namespace idem::admin
