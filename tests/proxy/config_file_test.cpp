@@ -67,6 +67,8 @@ uri = "redis+cluster://10.0.0.3:7000,10.0.0.4:7000"
 scope = "payments"
 lease_ms = 400
 retention_s = 500
+cache_entries = 600
+cache_ttl_s = 700
 [limits]
 head_bytes = 1000
 body_bytes = 2000
@@ -117,6 +119,8 @@ path = "/payments"
   EXPECT_EQ(c.store.scope, "payments");
   EXPECT_EQ(c.store.lease, std::chrono::milliseconds(400));
   EXPECT_EQ(c.store.retention, std::chrono::seconds(500));
+  EXPECT_EQ(c.store.cache_entries, 600u);
+  EXPECT_EQ(c.store.cache_ttl, std::chrono::seconds(700));
   EXPECT_EQ(c.limits.head_bytes, 1000u);
   EXPECT_EQ(c.limits.body_bytes, 2000u);
   EXPECT_EQ(c.limits.record_bytes, 3000u);
@@ -224,6 +228,10 @@ TEST(ProxyConfigFile, AValueOutOfRangeSaysTheRange) {
                                     "599)")));
   EXPECT_THAT(load(with_upstream("[store]\nretention_s = 0\n")).mistakes,
               ElementsAre(HasSubstr("store.retention_s: 0 is out of range (seconds, 1 to ")));
+  EXPECT_THAT(load(with_upstream("[store]\ncache_entries = -1\n")).mistakes,
+              ElementsAre(HasSubstr("store.cache_entries: -1 is out of range (0 to 10000000)")));
+  EXPECT_THAT(load(with_upstream("[store]\ncache_ttl_s = 0\n")).mistakes,
+              ElementsAre(HasSubstr("store.cache_ttl_s: 0 is out of range (seconds, 1 to 86400)")));
   EXPECT_THAT(load(with_upstream("[admin]\nport = -2\n")).mistakes,
               ElementsAre(HasSubstr("admin.port: -2 is out of range (-1 to 65535)")));
   EXPECT_THAT(load(with_upstream("[duplicates]\nwait_ms = 9223372036854775807\n")).mistakes,

@@ -45,6 +45,8 @@ inline std::string describe(const ProxyConfig& c) {
       << "\nstore.uri=" << c.store.uri << "\nstore.scope=" << c.store.scope
       << "\nstore.lease=" << c.store.lease.count()
       << "\nstore.retention=" << c.store.retention.count()
+      << "\nstore.cache_entries=" << c.store.cache_entries
+      << "\nstore.cache_ttl=" << c.store.cache_ttl.count()
       << "\nlimits.head_bytes=" << c.limits.head_bytes
       << "\nlimits.body_bytes=" << c.limits.body_bytes
       << "\nlimits.record_bytes=" << c.limits.record_bytes

@@ -17,6 +17,8 @@ constexpr std::int64_t kDayMs = 86'400'000;
 constexpr std::int64_t kTenYearsS = 315'360'000;
 constexpr std::int64_t kMiB = std::int64_t{1} << 20;
 constexpr std::int64_t kGiB = std::int64_t{1} << 30;
+constexpr std::int64_t kDayS = 86'400;
+constexpr std::int64_t kMostCached = 10'000'000;
 
 bool is_printable(std::string_view text) {
   return std::all_of(text.begin(), text.end(), [](char ch) {
@@ -236,6 +238,15 @@ constexpr auto kStore = std::to_array<FieldSpec>({
      [](ValueReader& r, ProxyConfig& c) { return r.duration(c.store.lease, 1, kDayMs); }},
     {"retention_s",
      [](ValueReader& r, ProxyConfig& c) { return r.duration(c.store.retention, 1, kTenYearsS); }},
+    {"cache_entries",
+     [](ValueReader& r, ProxyConfig& c) {
+       int entries = 0;  // 0: no cache, which count() does not take
+       if (!r.integer(entries, 0, kMostCached)) return false;
+       c.store.cache_entries = static_cast<std::size_t>(entries);
+       return true;
+     }},
+    {"cache_ttl_s",
+     [](ValueReader& r, ProxyConfig& c) { return r.duration(c.store.cache_ttl, 1, kDayS); }},
 });
 
 constexpr auto kLimits = std::to_array<FieldSpec>({

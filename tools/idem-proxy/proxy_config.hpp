@@ -80,6 +80,11 @@ struct StoreConfig {
   milliseconds lease{60000};
   /// How long a recorded answer is replayed.
   std::chrono::seconds retention{86400};
+  /// Recorded answers kept in this instance's memory, so that a repeat is answered without a
+  /// store call (0: none). A key forgotten in the store by an operator may still be replayed
+  /// from another instance's memory for up to cache_ttl.
+  std::size_t cache_entries = 0;
+  std::chrono::seconds cache_ttl{60};
 };
 
 /// Bounds on each client connection (as the payments examples bound theirs).

@@ -2,7 +2,9 @@
 """What a request costs the store, as the store itself reports it: a redis-server of the test's
 own, whose MONITOR stream names every command idem-proxy sent it (and those its scripts ran). A
 fresh key costs the guard's own two atomic writes, the claim and the commit scripts, and no other
-command; a replay costs one script call, which writes nothing (docs/proxy.md, "Measured")."""
+command; a replay costs one script call, which writes nothing, and none at all with the replay
+cache on (store.cache_entries), where another payload still reaches the store (docs/proxy.md,
+"Measured")."""
 import collections
 
 from support import case, raw_http, redis_server
@@ -50,6 +52,36 @@ class StoreWrites(case.ProxyTestCase):
         print(f"replays, {REQUESTS} requests: sent {dict(sent)}; scripts wrote {dict(written)}")
         self.assertEqual(dict(sent), {"evalsha": REQUESTS}, sent)
         self.assertEqual(dict(written), {}, written)
+        for key in keys:
+            self.assertEqual(nginx.forwarded(key), 1)
+
+    def test_with_the_replay_cache_a_replay_sends_the_store_nothing(self):
+        redis = redis_server.RedisServer()
+        self.addCleanup(redis.stop)
+        nginx = self.start_nginx()
+        proxy = self.start_proxy(nginx.port, redis.uri, store={"cache_entries": 1000})
+        keys = [self.key() for _ in range(REQUESTS)]
+        with raw_http.RawConnection(proxy.port) as conn:
+            for key in keys:
+                conn.send(raw_http.post_request("/payments", key))
+                self.assertEqual(conn.read_response().status, 201)
+
+        monitor = redis.monitor()
+        with raw_http.RawConnection(proxy.port) as conn:
+            for key in keys:
+                conn.send(raw_http.post_request("/payments", key))
+                answer = conn.read_response()
+                self.assertEqual((answer.status, answer.replayed), (201, True), answer)
+        sent, _ = counted(monitor.commands())
+        print(f"replays with the cache, {REQUESTS} requests: sent {dict(sent)}")
+        self.assertEqual(dict(sent), {}, sent)
+
+        # Another payload under a used key is the store's to judge: it is asked, and refuses.
+        monitor = redis.monitor()
+        other = raw_http.post(proxy.port, "/payments", keys[0], body=b'{"amount":2}')
+        self.assert_problem(other, "payload_mismatch")
+        sent, _ = counted(monitor.commands())
+        self.assertEqual(dict(sent), {"evalsha": 1}, sent)
         for key in keys:
             self.assertEqual(nginx.forwarded(key), 1)
 

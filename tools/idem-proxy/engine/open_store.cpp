@@ -4,6 +4,7 @@
 #include <string_view>
 #include <utility>
 
+#include "idem/asio/cached_store.hpp"
 #include "idem/error.hpp"
 #include "idem/sqlite/async_store.hpp"
 #ifdef IDEM_PROXY_WITH_REDIS
@@ -17,7 +18,18 @@ namespace idem::proxy {
 
 namespace {
 
-std::unique_ptr<AnyStore> open_sqlite(std::string_view path, std::string& error) {
+// The store S built from `args`, behind this instance's replay cache when the config keeps one.
+template <class S, class... Args>
+std::unique_ptr<AnyStore> store_of(const StoreConfig& config, Args&&... args) {
+  if (config.cache_entries == 0) return std::make_unique<StoreOf<S>>(std::forward<Args>(args)...);
+  CachedStoreOptions cache;
+  cache.max_entries = config.cache_entries;
+  cache.max_ttl = config.cache_ttl;
+  return std::make_unique<StoreOf<AsyncCachedStore<S>>>(cache, std::forward<Args>(args)...);
+}
+
+std::unique_ptr<AnyStore> open_sqlite(const StoreConfig& config, std::string_view path,
+                                      std::string& error) {
   if (path.starts_with("//")) path.remove_prefix(2);  // sqlite:///abs/path
   if (path.empty()) {
     error = "the sqlite URI names no file (sqlite:PATH or sqlite:///abs/path)";
@@ -25,11 +37,11 @@ std::unique_ptr<AnyStore> open_sqlite(std::string_view path, std::string& error)
   }
   SqliteStoreOptions options;
   options.path = std::string(path);
-  return std::make_unique<StoreOf<sqlite::AsyncStore>>(options);
+  return store_of<sqlite::AsyncStore>(config, options);
 }
 
 #ifdef IDEM_PROXY_WITH_REDIS
-std::unique_ptr<AnyStore> open_redis(std::string_view uri, bool cluster,
+std::unique_ptr<AnyStore> open_redis(const StoreConfig& config, std::string_view uri, bool cluster,
                                      const boost::asio::any_io_executor& executor,
                                      std::string& error) {
   AsyncRedisStoreOptions options;
@@ -50,16 +62,16 @@ std::unique_ptr<AnyStore> open_redis(std::string_view uri, bool cluster,
     }
     options.connection = std::move(parsed).value();
   }
-  return std::make_unique<StoreOf<AsyncRedisStore>>(executor, std::move(options));
+  return store_of<AsyncRedisStore>(config, executor, std::move(options));
 }
 #endif
 
 #ifdef IDEM_PROXY_WITH_POSTGRES
-std::unique_ptr<AnyStore> open_postgres(std::string_view uri,
+std::unique_ptr<AnyStore> open_postgres(const StoreConfig& config, std::string_view uri,
                                         const boost::asio::any_io_executor& executor) {
   AsyncPostgresStoreOptions options;
   options.connection.uri = std::string(uri);
-  return std::make_unique<StoreOf<AsyncPostgresStore>>(executor, std::move(options));
+  return store_of<AsyncPostgresStore>(config, executor, std::move(options));
 }
 #endif
 
@@ -70,18 +82,18 @@ std::unique_ptr<AnyStore> open_store(const StoreConfig& config,
                                      std::string& error) {
   const std::string_view uri = config.uri;
   try {
-    if (uri.starts_with("sqlite:")) return open_sqlite(uri.substr(7), error);
+    if (uri.starts_with("sqlite:")) return open_sqlite(config, uri.substr(7), error);
 #ifdef IDEM_PROXY_WITH_REDIS
     if (uri.starts_with("redis+cluster://") || uri.starts_with("rediss+cluster://")) {
-      return open_redis(uri, true, executor, error);
+      return open_redis(config, uri, true, executor, error);
     }
     if (uri.starts_with("redis://") || uri.starts_with("rediss://") || uri.starts_with("unix://")) {
-      return open_redis(uri, false, executor, error);
+      return open_redis(config, uri, false, executor, error);
     }
 #endif
 #ifdef IDEM_PROXY_WITH_POSTGRES
     if (uri.starts_with("postgresql://") || uri.starts_with("postgres://")) {
-      return open_postgres(uri, executor);
+      return open_postgres(config, uri, executor);
     }
 #endif
   } catch (const std::exception& e) {
