@@ -127,7 +127,7 @@ set xrange [0.8:180]
 set xtics (1, 32, 128)
 set xlabel 'connections'
 set grid
-set key outside right top vertical noenhanced
+set key below vertical maxrows 3 noenhanced
 set logscale y
 set ylabel 'requests per second (log)'
 set title 'throughput'
