@@ -48,6 +48,12 @@ struct GroupCommitOptions {
   /// store's own calls'). A call still queued at that point is answered errc::store_unavailable
   /// without being written, and no group writes it later.
   std::chrono::milliseconds max_queue_wait{0};
+  /// How long a waiting caller stays runnable (giving the CPU away between looks) before it
+  /// sleeps, when the lane's groups take that long or less (a group's moving average): on a few
+  /// cores shared by many callers of a store written in this process (SQLite), a sleep and a
+  /// wake-up per call were most of a grouped call's cost. Zero: sleep at once (a store across a
+  /// network, whose groups leave the CPU idle).
+  std::chrono::microseconds spin_wait{0};
 };
 
 /// What a GroupCommitStore's callers wait on; a test may give its own types with the same
@@ -80,6 +86,7 @@ class GroupCommitStore : public detail::HeldKeyCalls<GroupCommitStore<S, Sync>, 
     for (std::size_t i = 0; i < options_.writers; ++i) lanes_.push_back(std::make_unique<Lane>());
     if (options_.max_delay.count() < 0) options_.max_delay = std::chrono::microseconds{0};
     if (options_.max_queue_wait.count() < 0) options_.max_queue_wait = {};
+    if (options_.spin_wait.count() < 0) options_.spin_wait = {};
   }
   GroupCommitStore(const GroupCommitStore&) = delete;
   GroupCommitStore& operator=(const GroupCommitStore&) = delete;
@@ -221,20 +228,24 @@ class GroupCommitStore : public detail::HeldKeyCalls<GroupCommitStore<S, Sync>, 
   }
 
   // Waits unlocked until the call is answered or handed a writer's place (true), or, while
-  // `timed`, until its deadline (false); wakes `wakes` first.
-  static bool wait(Lock& lock, Call& call, Wakes& wakes, bool timed) {
+  // `timed`, until its deadline (false); wakes `wakes` first. For `spin` it stays runnable
+  // (yielding): a wait of about a group's time then costs no sleep and wake-up, which on a few
+  // cores shared by many callers was most of a grouped call's cost (docs/batches.md).
+  static bool wait(Lock& lock, Call& call, Wakes& wakes, bool timed, ClockDuration spin) {
     call.waiting = true;
     lock.unlock();
     release(wakes);
     bool woken = true;
-    if constexpr (requires { call.wake.try_acquire_until(call.deadline); }) {
-      if (timed) {
-        woken = call.wake.try_acquire_until(call.deadline);
+    if (!take_spinning(call, timed, spin)) {
+      if constexpr (requires { call.wake.try_acquire_until(call.deadline); }) {
+        if (timed) {
+          woken = call.wake.try_acquire_until(call.deadline);
+        } else {
+          call.wake.acquire();
+        }
       } else {
         call.wake.acquire();
       }
-    } else {
-      call.wake.acquire();
     }
     lock.lock();
     if (!woken && call.woken) {
@@ -249,11 +260,27 @@ class GroupCommitStore : public detail::HeldKeyCalls<GroupCommitStore<S, Sync>, 
     return woken;
   }
 
+  // Spins for `spin` (not past a timed call's deadline) for the call's wake: true when taken.
+  static bool take_spinning(Call& call, bool timed, ClockDuration spin) {
+    if constexpr (requires { call.wake.try_acquire_spinning_until(call.deadline); }) {
+      if (spin <= ClockDuration::zero()) return false;
+      const TimePoint until = Clock::now() + spin;
+      return call.wake.try_acquire_spinning_until(timed ? std::min(until, call.deadline) : until);
+    } else {
+      return false;
+    }
+  }
+
   // Waits until the call is answered or handed a writer's place; a call still queued at its
   // deadline leaves the queue answered (one taken into a group waits for the group's step).
-  static void wait_turn(Lane& lane, Lock& lock, Call& call, Wakes& wakes) {
+  // A waiting caller spins for a group's moving average time when it is within spin_wait.
+  void wait_turn(Lane& lane, Lock& lock, Call& call, Wakes& wakes) const {
+    const auto most = std::chrono::duration_cast<ClockDuration>(options_.spin_wait);
     for (;;) {
-      if (wait(lock, call, wakes, call.bounded && !call.taken) || call.done || call.lead) return;
+      const ClockDuration spin = lane.group_time <= most ? lane.group_time : ClockDuration{};
+      if (wait(lock, call, wakes, call.bounded && !call.taken, spin) || call.done || call.lead) {
+        return;
+      }
       if (call.taken) continue;
       std::erase(lane.queue, &call);
       answer_late(call);
