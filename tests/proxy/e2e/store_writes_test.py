@@ -14,6 +14,15 @@ WRITES = {"hset", "hdel", "del", "set", "pexpire", "expire", "rpush", "lpush", "
           "zadd", "zrem", "hincrby", "unlink"}
 
 
+def post_each(test, port, keys, replayed):
+    """POSTs each key once on one kept-alive connection; each answer is 201, replayed or not."""
+    with raw_http.RawConnection(port) as conn:
+        for key in keys:
+            conn.send(raw_http.post_request("/payments", key))
+            answer = conn.read_response()
+            test.assertEqual((answer.status, answer.replayed), (201, replayed), answer)
+
+
 def counted(commands):
     """(the proxy's commands by name, the scripts' write commands by name)."""
     sent = collections.Counter(c for source, c in commands if source != "lua")
@@ -32,11 +41,7 @@ class StoreWrites(case.ProxyTestCase):
         keys = [self.key() for _ in range(REQUESTS)]
 
         monitor = redis.monitor()
-        with raw_http.RawConnection(proxy.port) as conn:
-            for key in keys:
-                conn.send(raw_http.post_request("/payments", key))
-                answer = conn.read_response()
-                self.assertEqual((answer.status, answer.replayed), (201, False), answer)
+        post_each(self, proxy.port, keys, replayed=False)
         sent, written = counted(monitor.commands())
         print(f"fresh keys, {REQUESTS} requests: sent {dict(sent)}; scripts wrote {dict(written)}")
         for key in keys:
@@ -44,10 +49,7 @@ class StoreWrites(case.ProxyTestCase):
         self.assertEqual(dict(sent), {"evalsha": 2 * REQUESTS}, sent)
 
         monitor = redis.monitor()
-        with raw_http.RawConnection(proxy.port) as conn:
-            for key in keys:
-                conn.send(raw_http.post_request("/payments", key))
-                self.assertTrue(conn.read_response().replayed)
+        post_each(self, proxy.port, keys, replayed=True)
         sent, written = counted(monitor.commands())
         print(f"replays, {REQUESTS} requests: sent {dict(sent)}; scripts wrote {dict(written)}")
         self.assertEqual(dict(sent), {"evalsha": REQUESTS}, sent)
@@ -61,17 +63,10 @@ class StoreWrites(case.ProxyTestCase):
         nginx = self.start_nginx()
         proxy = self.start_proxy(nginx.port, redis.uri, store={"cache_entries": 1000})
         keys = [self.key() for _ in range(REQUESTS)]
-        with raw_http.RawConnection(proxy.port) as conn:
-            for key in keys:
-                conn.send(raw_http.post_request("/payments", key))
-                self.assertEqual(conn.read_response().status, 201)
+        post_each(self, proxy.port, keys, replayed=False)
 
         monitor = redis.monitor()
-        with raw_http.RawConnection(proxy.port) as conn:
-            for key in keys:
-                conn.send(raw_http.post_request("/payments", key))
-                answer = conn.read_response()
-                self.assertEqual((answer.status, answer.replayed), (201, True), answer)
+        post_each(self, proxy.port, keys, replayed=True)
         sent, _ = counted(monitor.commands())
         print(f"replays with the cache, {REQUESTS} requests: sent {dict(sent)}")
         self.assertEqual(dict(sent), {}, sent)
