@@ -78,6 +78,7 @@ int run_proxy(const ProxyConfig& config, std::FILE* out) {
   std::string error;
   std::unique_ptr<AnyStore> store = open_store(config.store, io.get_executor(), error);
   if (!store) return cannot_start("store.uri: " + error);
+  metrics.watch_store([&s = *store] { return s.stats(); });  // /metrics is served while it lives
   std::unique_ptr<GuardedForward> handler;
   try {
     handler = std::make_unique<GuardedForward>(config, *store, *pool, metrics);

@@ -14,6 +14,7 @@
 #include "idem/detail/replay_cache.hpp"
 #include "idem/result.hpp"
 #include "idem/store.hpp"
+#include "idem/store_stats.hpp"
 
 namespace idem {
 
@@ -75,6 +76,14 @@ class AsyncCachedStore {
   std::uint64_t evictions() const noexcept { return cache_.evictions(); }
   /// Cached records now, expired ones not yet dropped included.
   std::size_t size() const { return cache_.size(); }
+
+  /// S's figures (when it has stats()) with the cache's own in `cache`.
+  StoreStats stats() const {
+    StoreStats s = stats_of(inner_);
+    if (s.store.empty()) s.store = kStoreName;
+    s.cache = cache_.stats();
+    return s;
+  }
 
   /// As CachedStore::invalidate and clear: for records changed behind this object's back.
   void invalidate(std::string_view key) { cache_.invalidate(key); }

@@ -3,9 +3,10 @@
 own, whose MONITOR stream names every command idem-proxy sent it (and those its scripts ran). A
 fresh key costs the guard's own two atomic writes, the claim and the commit scripts, and no other
 command; a replay costs one script call, which writes nothing, and none at all with the replay
-cache on (store.cache_entries), where another payload still reaches the store (docs/proxy.md,
-"Measured")."""
+cache on (store.cache_entries), where another payload still reaches the store and /metrics counts
+the cache's hits and misses (docs/proxy.md, "Measured")."""
 import collections
+import re
 
 from support import case, raw_http, redis_server
 
@@ -21,6 +22,16 @@ def post_each(test, port, keys, replayed):
             conn.send(raw_http.post_request("/payments", key))
             answer = conn.read_response()
             test.assertEqual((answer.status, answer.replayed), (201, replayed), answer)
+
+
+def cache_events(metrics_text):
+    """The proxy store's idem_store_cache_events_total samples, by event."""
+    events = {}
+    for m in re.finditer(r'^idem_store_cache_events_total\{([^}]*)\} (\d+)', metrics_text, re.M):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        if labels.get("name") == "proxy":
+            events[labels["event"]] = int(m.group(2))
+    return events
 
 
 def counted(commands):
@@ -77,6 +88,12 @@ class StoreWrites(case.ProxyTestCase):
         self.assert_problem(other, "payload_mismatch")
         sent, _ = counted(monitor.commands())
         self.assertEqual(dict(sent), {"evalsha": 1}, sent)
+
+        # /metrics counts the cache's answers: the replays hit, the fresh keys and the other
+        # payload went to the store.
+        text = raw_http.exchange(proxy.admin_port, "GET", "/metrics").body.decode()
+        self.assertEqual(cache_events(text), {"hit": REQUESTS, "miss": REQUESTS + 1,
+                                              "eviction": 0}, text)
         for key in keys:
             self.assertEqual(nginx.forwarded(key), 1)
 

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "idem/asio/async_store.hpp"
+#include "idem/store_stats.hpp"
 
 namespace idem::proxy {
 
@@ -31,6 +32,8 @@ class AnyStore {
                                                           std::chrono::milliseconds bound) = 0;
   /// The backend, for messages: "sqlite", "redis", "postgres".
   virtual std::string_view backend() const noexcept = 0;
+  /// The store's figures for /metrics (the replay cache's, when there is one).
+  virtual StoreStats stats() const = 0;
 };
 
 /// An AnyStore over a store S that it owns.
@@ -70,6 +73,11 @@ class StoreOf final : public AnyStore {
     }
   }
   std::string_view backend() const noexcept override { return S::kStoreName; }
+  StoreStats stats() const override {
+    StoreStats s = stats_of(store_);
+    if (s.store.empty()) s.store = S::kStoreName;
+    return s;
+  }
 
  private:
   static boost::asio::awaitable<bool> not_woken() { co_return false; }

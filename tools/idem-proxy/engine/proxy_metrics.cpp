@@ -5,6 +5,7 @@
 
 #include <map>
 #include <mutex>
+#include <utility>
 
 #include "idem/prometheus.hpp"
 
@@ -61,6 +62,10 @@ void ProxyMetrics::refused(int status) {
     counter = slot;
   }
   counter->Increment();
+}
+
+void ProxyMetrics::watch_store(std::function<StoreStats()> read) {
+  impl_->metrics.watch_store("proxy", std::move(read));
 }
 
 std::string ProxyMetrics::text() const { return impl_->metrics.text(); }

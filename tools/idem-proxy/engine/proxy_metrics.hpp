@@ -3,10 +3,12 @@
 // and the proxy's own counters: requests forwarded to the upstream (guarded or not), answers
 // replayed from the store, and the answers the proxy gave itself, by status.
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "idem/observer.hpp"
+#include "idem/store_stats.hpp"
 
 namespace idem::proxy {
 
@@ -26,6 +28,10 @@ class ProxyMetrics {
   void replayed();
   /// An answer the proxy gave itself (400, 409, 413, 422, 502, 504...).
   void refused(int status);
+  /// Exports the store's figures as idem_store_* (its replay cache's hits, misses, evictions
+  /// and entries), labelled name="proxy": `read` is called at each /metrics and must stay
+  /// callable while it is served.
+  void watch_store(std::function<StoreStats()> read);
 
   /// Every metric in the Prometheus text format 0.0.4.
   std::string text() const;
