@@ -37,6 +37,7 @@ CELLS = {
     "AsyncRedisClusterDurable": "`AsyncRedisStore` on a cluster, durable (`WAIT`)",
     "AsyncPostgres": "`AsyncPostgresStore`",
     "AsyncSqlite": "`sqlite::AsyncStore`",
+    "CachedAsyncSqlite": "`sqlite::AsyncStore` behind an `AsyncCachedStore`",
 }
 
 FACES = [
