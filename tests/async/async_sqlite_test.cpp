@@ -95,24 +95,26 @@ struct BlockingAsyncSqlite : SharedSqliteFile, BlockingStore<SqliteAsyncOnLoop> 
       : SharedSqliteFile{std::move(f)}, BlockingStore(SqliteStoreOptions{.path = file->path()}) {}
 };
 
-template <>
-struct StoreTraits<BlockingAsyncSqlite> {
+// The traits of a cell on a SQLite file behind BlockingStore: a store reopened on the cell's file
+// shares its records; the store's time is the clock's.
+template <class Cell>
+struct SqliteFileCellTraits {
   static constexpr std::chrono::milliseconds lease{600};
   static constexpr bool admin_release_wakes = false;  // the admin is not a store of the process
   static constexpr bool wait_sees_ends_on_other_threads = false;  // claims on the store's thread
-  static std::unique_ptr<BlockingAsyncSqlite> make() {
-    return std::make_unique<BlockingAsyncSqlite>(std::make_shared<SqliteFile>());
+  static std::unique_ptr<Cell> make() {
+    return std::make_unique<Cell>(std::make_shared<SqliteFile>());
   }
-  static std::unique_ptr<BlockingAsyncSqlite> reopen(BlockingAsyncSqlite& store) {
-    return std::make_unique<BlockingAsyncSqlite>(store.file);
-  }
-  static void advance(BlockingAsyncSqlite&, std::chrono::milliseconds d) {
-    std::this_thread::sleep_for(d);
-  }
+  static std::unique_ptr<Cell> reopen(Cell& store) { return std::make_unique<Cell>(store.file); }
+  static void advance(Cell&, std::chrono::milliseconds d) { std::this_thread::sleep_for(d); }
+  using async_face = AsyncFace<Cell>;
+};
+
+template <>
+struct StoreTraits<BlockingAsyncSqlite> : SqliteFileCellTraits<BlockingAsyncSqlite> {
   static std::unique_ptr<admin::Admin> admin(BlockingAsyncSqlite& store) {
     return admin::sqlite_admin({.path = store.file->path()});
   }
-  using async_face = AsyncFace<BlockingAsyncSqlite>;
 };
 
 }  // namespace idem::testing
@@ -134,23 +136,10 @@ struct BlockingCachedAsyncSqlite : SharedSqliteFile, BlockingStore<CachedSqliteA
 };
 
 template <>
-struct StoreTraits<BlockingCachedAsyncSqlite> {
-  static constexpr std::chrono::milliseconds lease{600};
-  static constexpr bool admin_release_wakes = false;
-  static constexpr bool wait_sees_ends_on_other_threads = false;
-  static std::unique_ptr<BlockingCachedAsyncSqlite> make() {
-    return std::make_unique<BlockingCachedAsyncSqlite>(std::make_shared<SqliteFile>());
-  }
-  static std::unique_ptr<BlockingCachedAsyncSqlite> reopen(BlockingCachedAsyncSqlite& store) {
-    return std::make_unique<BlockingCachedAsyncSqlite>(store.file);
-  }
-  static void advance(BlockingCachedAsyncSqlite&, std::chrono::milliseconds d) {
-    std::this_thread::sleep_for(d);
-  }
+struct StoreTraits<BlockingCachedAsyncSqlite> : SqliteFileCellTraits<BlockingCachedAsyncSqlite> {
   static std::unique_ptr<admin::Admin> admin(BlockingCachedAsyncSqlite& store) {
     return admin::cached_admin(store.async(), admin::sqlite_admin({.path = store.file->path()}));
   }
-  using async_face = AsyncFace<BlockingCachedAsyncSqlite>;
 };
 
 }  // namespace idem::testing
